@@ -1,0 +1,36 @@
+//! Compiles proto/agentharness/v1 with protox (no system protoc): prost
+//! messages, tonic client (and server, with the `server` feature), serde
+//! impls following the proto3 JSON mapping (pbjson), and the encoded
+//! descriptor set that server reflection serves.
+
+use std::path::PathBuf;
+
+use prost::Message;
+
+fn main() -> Result<(), Box<dyn std::error::Error>> {
+    let proto_root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../proto");
+    let files = [
+        proto_root.join("agentharness/v1/events.proto"),
+        proto_root.join("agentharness/v1/session_service.proto"),
+    ];
+    for f in &files {
+        println!("cargo:rerun-if-changed={}", f.display());
+    }
+    let fds = protox::compile(&files, [&proto_root])?;
+    let out = PathBuf::from(std::env::var("OUT_DIR")?);
+    let descriptor_path = out.join("agentharness_descriptor.bin");
+    std::fs::write(&descriptor_path, fds.encode_to_vec())?;
+
+    let server = std::env::var_os("CARGO_FEATURE_SERVER").is_some();
+    tonic_prost_build::configure()
+        .build_server(server)
+        .build_client(true)
+        .compile_well_known_types(true)
+        .extern_path(".google.protobuf", "::pbjson_types")
+        .compile_fds(fds.clone())?;
+
+    pbjson_build::Builder::new()
+        .register_descriptors(&std::fs::read(&descriptor_path)?)?
+        .build(&[".agentharness"])?;
+    Ok(())
+}

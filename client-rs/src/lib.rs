@@ -1,0 +1,29 @@
+//! agent-harness client: the protocol types, the derive functions, and a
+//! reconnecting session client.
+//!
+//! # Layout
+//! - [`proto`]: the generated protobuf types (with proto3-JSON serde) and the
+//!   tonic client for `agentharness.v1.SessionService` (server traits behind
+//!   the `server` feature).
+//! - [`derive`]: pure functions over a slice of events — status, process
+//!   alive, usage, activity, background tasks, permissions and the classify
+//!   helpers. The only implementation in the project; the server calls it.
+//! - [`session`]: a reconnecting subscription that keeps the derived state of
+//!   one session as a stream of snapshots (the Rust side of `useSession`).
+
+pub mod proto {
+    //! Generated protobuf types for `agentharness.v1`.
+    #![allow(missing_docs, clippy::all)]
+    /// `agentharness.v1` messages, enums, client and (feature `server`) server.
+    pub mod v1 {
+        include!(concat!(env!("OUT_DIR"), "/agentharness.v1.rs"));
+        include!(concat!(env!("OUT_DIR"), "/agentharness.v1.serde.rs"));
+    }
+    /// The encoded `FileDescriptorSet` of the API and its imports, for
+    /// server reflection.
+    pub const FILE_DESCRIPTOR_SET: &[u8] =
+        include_bytes!(concat!(env!("OUT_DIR"), "/agentharness_descriptor.bin"));
+}
+
+pub use pbjson_types;
+pub use proto::v1 as pb;

@@ -1,0 +1,159 @@
+//! Process adapters: the one interface through which the harness runs an
+//! agent process. The manager never spawns anything itself.
+//!
+//! An adapter turns a [`SpawnConfig`] into a [`ProcessHandle`]: a stream of
+//! stdout lines (one stream-json message each), a [`ProcessControl`] to write
+//! user messages, interrupt, answer permission requests and signal the
+//! process group, and a future that resolves once with the [`ExitInfo`].
+
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+
+use agent_harness_client::pb;
+use pbjson_types::Struct;
+use tokio::sync::{mpsc, oneshot};
+
+/// A boxed future, so adapters stay object safe.
+pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
+
+/// What to spawn.
+#[derive(Debug, Clone)]
+pub struct SpawnConfig {
+    /// The harness session id (never the CLI's own id).
+    pub session_id: String,
+    /// The run this process will be.
+    pub run_id: String,
+    /// Prompt, cwd, resume id, env, args, content blocks and model.
+    pub config: pb::StartConfig,
+}
+
+/// One user message for the process.
+#[derive(Debug, Clone, Default)]
+pub struct UserInput {
+    /// The text.
+    pub text: String,
+    /// Anthropic content blocks placed before the text.
+    pub content_blocks: Vec<Struct>,
+}
+
+/// An answer to a `can_use_tool` request.
+#[derive(Debug, Clone)]
+pub enum PermissionDecision {
+    /// Let the tool run with this input.
+    Allow {
+        /// The input the tool runs with (the CLI requires it).
+        updated_input: Struct,
+    },
+    /// Refuse, with a message for the model.
+    Deny {
+        /// Shown to the model as the tool's error.
+        message: String,
+    },
+}
+
+/// A signal the harness may send to a process group.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Signal {
+    /// Ask to stop (the CLI flushes and exits 0).
+    Int,
+    /// Terminate.
+    Term,
+    /// Kill.
+    Kill,
+}
+
+/// How a process ended.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ExitInfo {
+    /// Exit code, when it exited normally.
+    pub code: Option<i32>,
+    /// Signal name ("SIGKILL"), when a signal ended it.
+    pub signal: Option<String>,
+    /// The last lines of stderr (bounded).
+    pub stderr_tail: String,
+}
+
+/// One line read from the process's stdout.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum StdoutLine {
+    /// A complete line, without its newline.
+    Line(String),
+    /// A line longer than the adapter's limit: its first bytes and its full length.
+    TooLong {
+        /// The first bytes of the line (bounded).
+        head: String,
+        /// The line's full length in bytes.
+        len: usize,
+    },
+}
+
+/// Errors an adapter reports.
+#[derive(Debug, thiserror::Error)]
+pub enum AdapterError {
+    /// The agent binary could not be found; the message says how to fix it.
+    #[error("{0}")]
+    BinaryNotFound(String),
+    /// Spawning failed.
+    #[error("spawn failed: {0}")]
+    Spawn(String),
+    /// Writing to the process failed (it is probably gone).
+    #[error("write failed: {0}")]
+    Write(String),
+    /// The process is not running.
+    #[error("process is not running")]
+    NotRunning,
+    /// The adapter does not support this operation.
+    #[error("not supported by this adapter: {0}")]
+    Unsupported(&'static str),
+}
+
+/// Controls a live process. Every method is cheap and never blocks on the
+/// process; writes are queued to a writer task.
+pub trait ProcessControl: Send + Sync {
+    /// Deliver a user message (interactive: one stream-json line on stdin).
+    fn write(&self, input: &UserInput) -> Result<(), AdapterError>;
+    /// Cancel the current turn without ending the process. Returns
+    /// `Ok(false)` when the adapter has no such thing (the manager then goes
+    /// straight to signals).
+    fn interrupt(&self) -> Result<bool, AdapterError>;
+    /// Answer a `can_use_tool` request.
+    fn respond_permission(
+        &self,
+        request_id: &str,
+        decision: &PermissionDecision,
+    ) -> Result<(), AdapterError>;
+    /// Signal the whole process group.
+    fn signal(&self, signal: Signal) -> Result<(), AdapterError>;
+    /// Close stdin: the CLI finishes its turn and exits.
+    fn close_stdin(&self);
+    /// True until the process has exited.
+    fn alive(&self) -> bool;
+    /// True when the process stays alive between turns (keep-alive).
+    fn keep_alive(&self) -> bool;
+}
+
+/// A spawned process.
+pub struct ProcessHandle {
+    /// Stdout, one line at a time; ends when stdout closes.
+    pub stdout: mpsc::Receiver<StdoutLine>,
+    /// Resolves once, after the process has exited and been reaped.
+    pub exited: oneshot::Receiver<ExitInfo>,
+    /// Write, interrupt, answer, signal.
+    pub control: Arc<dyn ProcessControl>,
+    /// OS process id (also the process group id), when there is one.
+    pub pid: Option<u32>,
+    /// The process's start time (clock ticks since boot, from
+    /// /proc/PID/stat), so recovery never kills a reused pid.
+    pub start_time: Option<u64>,
+    /// Adapter-specific process id ("pid:1234", "cassette:plain-turn").
+    pub process_id: Option<String>,
+}
+
+/// Spawns agent processes.
+pub trait ProcessAdapter: Send + Sync + 'static {
+    /// A short name for logs and run_start ("interactive", "cli", "cassette").
+    fn name(&self) -> &str;
+    /// Spawn a process for this run.
+    fn spawn(&self, config: SpawnConfig) -> BoxFuture<'_, Result<ProcessHandle, AdapterError>>;
+}

@@ -1,0 +1,57 @@
+//! `fake-messages-api`: the scripted Messages API as a process, for test scripts in other
+//! languages. Prints `listening http://127.0.0.1:PORT` as its first stdout line.
+
+use agent_harness_fake_api::FakeApi;
+use clap::Parser;
+use std::io::Write;
+use std::net::{IpAddr, SocketAddr};
+use tokio::io::AsyncReadExt;
+use tracing_subscriber::EnvFilter;
+
+/// A scripted local Anthropic Messages API for running the real claude CLI with zero tokens.
+#[derive(Debug, Parser)]
+#[command(version)]
+struct Args {
+    /// Address to bind. Loopback by default; the fake has no authentication.
+    #[arg(long, default_value = "127.0.0.1")]
+    host: IpAddr,
+    /// Port to bind; 0 picks a free one (read it from the first stdout line).
+    #[arg(long, default_value_t = 0)]
+    port: u16,
+    /// Also exit when stdin reaches EOF, so a parent that dies takes the server with it.
+    #[arg(long)]
+    exit_on_stdin_eof: bool,
+}
+
+#[tokio::main(flavor = "current_thread")]
+async fn main() -> std::io::Result<()> {
+    let args = Args::parse();
+    tracing_subscriber::fmt()
+        .with_writer(std::io::stderr)
+        .with_env_filter(
+            EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info")),
+        )
+        .init();
+    let api = FakeApi::bind(SocketAddr::new(args.host, args.port))?;
+    {
+        let mut out = std::io::stdout().lock();
+        writeln!(out, "listening {}", api.base_url())?;
+        out.flush()?;
+    }
+    let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
+    let stdin_eof = async {
+        if !args.exit_on_stdin_eof {
+            return std::future::pending().await;
+        }
+        let mut stdin = tokio::io::stdin();
+        let mut buf = [0u8; 1024];
+        while !matches!(stdin.read(&mut buf).await, Ok(0) | Err(_)) {}
+    };
+    tokio::select! {
+        _ = term.recv() => tracing::info!("SIGTERM, stopping"),
+        _ = tokio::signal::ctrl_c() => tracing::info!("SIGINT, stopping"),
+        _ = stdin_eof => tracing::info!("stdin closed, stopping"),
+    }
+    drop(api);
+    Ok(())
+}

@@ -1,0 +1,35 @@
+//! A scripted, local Anthropic Messages API that the real `claude` CLI can talk to, so tests
+//! run the real CLI (its framing, tool execution, permission prompts and interrupts) with
+//! zero tokens.
+//!
+//! Point the CLI at it with `ANTHROPIC_BASE_URL=<base_url>` and `ANTHROPIC_API_KEY=test`.
+//! What the fake model answers is chosen by a directive at the start of the latest user
+//! prompt (`TEXT hi`, `BASH echo x`, `SLOW 20 100`, `HANG`, ...): see `README.md` beside
+//! this crate for the table.
+//!
+//! ```no_run
+//! # async fn demo() {
+//! use agent_harness_fake_api::FakeApi;
+//! let api = FakeApi::start().await;
+//! let url = api.base_url(); // e.g. http://127.0.0.1:41234
+//! // ... spawn `claude` with ANTHROPIC_BASE_URL=url, send "TEXT hello" ...
+//! let calls = api.message_requests();
+//! # let _ = (url, calls);
+//! # }
+//! ```
+//!
+//! # Layout
+//! - [`server`]: [`FakeApi`], routing, the request log.
+//! - [`script`]: directives and the scenario a request is at (pure; no per-connection state).
+//! - [`sse`]: the wire format (SSE events, non-streaming JSON, error bodies).
+//! - [`usage`]: plausible token numbers.
+//! - [`ids`]: `msg_…`/`toolu_…`/`req_…` ids.
+
+pub mod ids;
+pub mod script;
+pub mod server;
+pub mod sse;
+pub mod usage;
+
+pub use script::{Directive, KEYWORDS, Position, Reply};
+pub use server::{FakeApi, RecordedRequest};

@@ -1,0 +1,336 @@
+//! The HTTP side: [`FakeApi`] owns a listener on its own thread and runtime, routes
+//! requests, keeps the request log and stops when dropped.
+
+use crate::ids;
+use crate::script::{self, Position, Reply};
+use crate::sse;
+use crate::usage::Usage;
+use axum::Router;
+use axum::body::{Body, Bytes};
+use axum::extract::{DefaultBodyLimit, State};
+use axum::http::{HeaderMap, HeaderValue, Method, StatusCode, Uri, header};
+use axum::response::{IntoResponse, Response};
+use serde_json::{Value, json};
+use std::collections::hash_map::DefaultHasher;
+use std::collections::{BTreeMap, HashMap};
+use std::hash::{Hash, Hasher};
+use std::net::SocketAddr;
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+use tokio::sync::mpsc;
+use tokio_util::sync::CancellationToken;
+
+/// One request the fake API received, for assertions.
+#[derive(Debug, Clone)]
+pub struct RecordedRequest {
+    /// Time since the server started.
+    pub at: Duration,
+    /// HTTP method.
+    pub method: String,
+    /// Path and query, e.g. `/v1/messages?beta=true`.
+    pub path: String,
+    /// Request headers, lower-case names (the last value wins for repeated names).
+    pub headers: BTreeMap<String, String>,
+    /// The body when it was JSON.
+    pub body: Option<Value>,
+    /// What the script made of a `POST /v1/messages` (the directive, `+tool_result`, ...);
+    /// empty for other endpoints.
+    pub scenario: String,
+}
+
+impl RecordedRequest {
+    /// Whether this is a `POST /v1/messages` call (not `count_tokens`).
+    pub fn is_messages(&self) -> bool {
+        self.method == "POST"
+            && (self.path == "/v1/messages" || self.path.starts_with("/v1/messages?"))
+    }
+
+    /// The request's `model`, if any.
+    pub fn model(&self) -> Option<&str> {
+        self.body.as_ref()?.get("model")?.as_str()
+    }
+}
+
+/// State shared by all requests of one server.
+#[derive(Debug)]
+struct Shared {
+    started: Instant,
+    requests: Mutex<Vec<RecordedRequest>>,
+    /// How many times each distinct request body was seen, for `ERROR <status> <times>`.
+    attempts: Mutex<HashMap<u64, u32>>,
+    shutdown: CancellationToken,
+}
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// A scripted Messages API on loopback. Dropping it stops the server and closes every open
+/// connection (a `HANG` stream included) before `drop` returns.
+///
+/// ```no_run
+/// # async fn demo() {
+/// let api = agent_harness_fake_api::FakeApi::start().await;
+/// // run `claude` with ANTHROPIC_BASE_URL = api.base_url()
+/// assert!(api.requests().iter().all(|r| r.is_messages()));
+/// # }
+/// ```
+#[derive(Debug)]
+pub struct FakeApi {
+    addr: SocketAddr,
+    shared: Arc<Shared>,
+    thread: Option<JoinHandle<()>>,
+}
+
+impl FakeApi {
+    /// Starts on `127.0.0.1:0`. Panics when it cannot bind (a test fixture has no better
+    /// answer); use [`FakeApi::bind`] to handle the error.
+    pub async fn start() -> FakeApi {
+        Self::start_blocking()
+    }
+
+    /// [`FakeApi::start`] for synchronous callers.
+    pub fn start_blocking() -> FakeApi {
+        match Self::bind(SocketAddr::from(([127, 0, 0, 1], 0))) {
+            Ok(api) => api,
+            Err(e) => panic!("fake Messages API: cannot bind 127.0.0.1:0: {e}"),
+        }
+    }
+
+    /// Binds `addr` and serves on a thread of its own, so the server keeps running while the
+    /// caller's runtime (or thread) is blocked.
+    pub fn bind(addr: SocketAddr) -> std::io::Result<FakeApi> {
+        let listener = std::net::TcpListener::bind(addr)?;
+        listener.set_nonblocking(true)?;
+        let addr = listener.local_addr()?;
+        let shared = Arc::new(Shared {
+            started: Instant::now(),
+            requests: Mutex::new(Vec::new()),
+            attempts: Mutex::new(HashMap::new()),
+            shutdown: CancellationToken::new(),
+        });
+        let runtime = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .thread_name("fake-messages-api")
+            .enable_all()
+            .build()?;
+        let app = Router::new()
+            .fallback(handle)
+            .layer(DefaultBodyLimit::disable())
+            .with_state(shared.clone());
+        let shutdown = shared.shutdown.clone();
+        let thread = std::thread::Builder::new()
+            .name("fake-messages-api".into())
+            .spawn(move || {
+                runtime.block_on(async move {
+                    let listener = match tokio::net::TcpListener::from_std(listener) {
+                        Ok(l) => l,
+                        Err(e) => {
+                            tracing::error!(error = %e, "fake Messages API: listener");
+                            return;
+                        }
+                    };
+                    tokio::select! {
+                        r = axum::serve(listener, app) => {
+                            if let Err(e) = r {
+                                tracing::error!(error = %e, "fake Messages API: serve");
+                            }
+                        }
+                        _ = shutdown.cancelled() => {}
+                    }
+                });
+                // Drops every connection and stream task at once; nothing here needs a
+                // graceful end.
+                runtime.shutdown_timeout(Duration::ZERO);
+            })?;
+        tracing::info!(%addr, "fake Messages API listening");
+        Ok(FakeApi {
+            addr,
+            shared,
+            thread: Some(thread),
+        })
+    }
+
+    /// The bound address.
+    pub fn addr(&self) -> SocketAddr {
+        self.addr
+    }
+
+    /// `http://127.0.0.1:PORT`, the value for `ANTHROPIC_BASE_URL`.
+    pub fn base_url(&self) -> String {
+        format!("http://{}", self.addr)
+    }
+
+    /// Every request received so far, oldest first.
+    pub fn requests(&self) -> Vec<RecordedRequest> {
+        lock(&self.shared.requests).clone()
+    }
+
+    /// Only the `POST /v1/messages` calls.
+    pub fn message_requests(&self) -> Vec<RecordedRequest> {
+        self.requests()
+            .into_iter()
+            .filter(RecordedRequest::is_messages)
+            .collect()
+    }
+
+    /// Forgets the requests received so far.
+    pub fn clear_requests(&self) {
+        lock(&self.shared.requests).clear();
+    }
+}
+
+impl Drop for FakeApi {
+    fn drop(&mut self) {
+        self.shared.shutdown.cancel();
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}
+
+async fn handle(
+    State(shared): State<Arc<Shared>>,
+    method: Method,
+    uri: Uri,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Response {
+    let path = uri
+        .path_and_query()
+        .map_or_else(|| uri.path().to_owned(), |p| p.as_str().to_owned());
+    let json_body: Option<Value> = serde_json::from_slice(&body).ok();
+    let mut record = RecordedRequest {
+        at: shared.started.elapsed(),
+        method: method.to_string(),
+        path: path.clone(),
+        headers: headers
+            .iter()
+            .map(|(k, v)| {
+                (
+                    k.as_str().to_owned(),
+                    String::from_utf8_lossy(v.as_bytes()).into_owned(),
+                )
+            })
+            .collect(),
+        body: json_body.clone(),
+        scenario: String::new(),
+    };
+    let response = match (method.as_str(), uri.path()) {
+        ("POST", "/v1/messages") => match json_body {
+            Some(b) => messages(&shared, &b, &mut record),
+            None => error_response(400, "request body is not JSON"),
+        },
+        ("POST", "/v1/messages/count_tokens") => {
+            let n = json_body.map_or(1, |b| Usage::for_request(&b).total_input());
+            axum::Json(json!({"input_tokens": n})).into_response()
+        }
+        ("GET", "/v1/models") => axum::Json(json!({
+            "data": [{"type": "model", "id": "claude-sonnet-4-5",
+                      "display_name": "Claude Sonnet 4.5", "created_at": "2025-09-29T00:00:00Z"}],
+            "has_more": false,
+            "first_id": "claude-sonnet-4-5",
+            "last_id": "claude-sonnet-4-5",
+        }))
+        .into_response(),
+        _ => {
+            tracing::warn!(%method, %path, "fake Messages API: unscripted endpoint, answering {{}}");
+            axum::Json(json!({})).into_response()
+        }
+    };
+    tracing::debug!(%method, %path, scenario = %record.scenario, status = response.status().as_u16(), "fake Messages API request");
+    lock(&shared.requests).push(record);
+    response
+}
+
+fn messages(shared: &Arc<Shared>, body: &Value, record: &mut RecordedRequest) -> Response {
+    let pos = Position::of_request(body);
+    let attempt = {
+        let mut h = DefaultHasher::new();
+        body.get("messages").map(Value::to_string).hash(&mut h);
+        let mut attempts = lock(&shared.attempts);
+        let n = attempts.entry(h.finish()).or_insert(0);
+        *n += 1;
+        *n - 1
+    };
+    let reply = script::reply(&pos, attempt);
+    record.scenario = pos.label();
+    let model = body
+        .get("model")
+        .and_then(Value::as_str)
+        .unwrap_or("claude-sonnet-4-5")
+        .to_owned();
+    let usage = Usage::for_request(body);
+    let streaming = body.get("stream").and_then(Value::as_bool) == Some(true);
+    match reply {
+        Reply::Error { status, message } => error_response(status, &message),
+        Reply::Message(msg) if !streaming => {
+            axum::Json(sse::message_json(&msg, &model, usage)).into_response()
+        }
+        Reply::Message(msg) => sse_response(|tx| {
+            let shutdown = shared.shutdown.clone();
+            async move {
+                if !sse::stream_message(tx, msg, model, usage, shutdown).await {
+                    tracing::debug!("fake Messages API: client left mid-stream");
+                }
+            }
+        }),
+        Reply::Hang if streaming => sse_response(|tx| {
+            let shutdown = shared.shutdown.clone();
+            async move {
+                sse::hang(tx, model, usage, shutdown).await;
+                tracing::debug!("fake Messages API: HANG stream ended");
+            }
+        }),
+        Reply::Hang => {
+            // Non-streaming HANG: a body that never yields.
+            let shutdown = shared.shutdown.clone();
+            let body = futures::stream::once(async move {
+                shutdown.cancelled().await;
+                Ok::<_, std::convert::Infallible>(String::new())
+            });
+            Response::new(Body::from_stream(body))
+        }
+    }
+}
+
+/// A `text/event-stream` response fed by a task that writes events into a channel.
+fn sse_response<F, Fut>(producer: F) -> Response
+where
+    F: FnOnce(sse::EventTx) -> Fut,
+    Fut: std::future::Future<Output = ()> + Send + 'static,
+{
+    let (tx, mut rx) = mpsc::channel(64);
+    tokio::spawn(producer(tx));
+    let stream = futures::stream::poll_fn(move |cx| rx.poll_recv(cx));
+    let mut resp = Response::new(Body::from_stream(stream));
+    let h = resp.headers_mut();
+    h.insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("text/event-stream; charset=utf-8"),
+    );
+    h.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-cache"));
+    insert_request_id(h);
+    resp
+}
+
+fn error_response(status: u16, message: &str) -> Response {
+    let request_id = ids::request_id();
+    let code = StatusCode::from_u16(status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+    let mut resp = (
+        code,
+        axum::Json(sse::error_json(status, message, &request_id)),
+    )
+        .into_response();
+    if let Ok(v) = HeaderValue::from_str(&request_id) {
+        resp.headers_mut().insert("request-id", v);
+    }
+    resp
+}
+
+fn insert_request_id(h: &mut HeaderMap) {
+    if let Ok(v) = HeaderValue::from_str(&ids::request_id()) {
+        h.insert("request-id", v);
+    }
+}
