@@ -25,5 +25,7 @@ pub mod proto {
         include_bytes!(concat!(env!("OUT_DIR"), "/agentharness_descriptor.bin"));
 }
 
+pub mod derive;
+pub mod session;
 pub use pbjson_types;
 pub use proto::v1 as pb;

@@ -6,6 +6,11 @@
 //! user messages, interrupt, answer permission requests and signal the
 //! process group, and a future that resolves once with the [`ExitInfo`].
 
+pub mod cassette;
+pub mod claude_cli;
+pub mod claude_interactive;
+pub mod discover;
+
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
@@ -157,3 +162,4 @@ pub trait ProcessAdapter: Send + Sync + 'static {
     /// Spawn a process for this run.
     fn spawn(&self, config: SpawnConfig) -> BoxFuture<'_, Result<ProcessHandle, AdapterError>>;
 }
+pub mod scripted;

@@ -20,16 +20,20 @@
 //!
 //! # Layout
 //! - [`server`]: [`FakeApi`], routing, the request log.
-//! - [`script`]: directives and the scenario a request is at (pure; no per-connection state).
+//! - [`conversation`]: where a request stands: the anchor prompt, its directive, the step,
+//!   and what the CLI folded in (no per-connection state).
+//! - [`script`]: what the fake model answers there.
 //! - [`sse`]: the wire format (SSE events, non-streaming JSON, error bodies).
 //! - [`usage`]: plausible token numbers.
 //! - [`ids`]: `msg_…`/`toolu_…`/`req_…` ids.
 
+pub mod conversation;
 pub mod ids;
 pub mod script;
 pub mod server;
 pub mod sse;
 pub mod usage;
 
-pub use script::{Directive, KEYWORDS, Position, Reply};
+pub use conversation::{Directive, KEYWORDS, Position};
+pub use script::Reply;
 pub use server::{FakeApi, RecordedRequest};

@@ -1,11 +1,10 @@
-//! Directives: what the fake model answers, read from the conversation itself.
+//! Directives: what the fake model answers at a given [`Position`] of a conversation.
 //!
-//! The script is a pure function of the request body. The "anchor" is the latest user
-//! message that carries prompt text (not only `tool_result` blocks or `<system-reminder>`
-//! wrappers); its directive decides the scenario, and the number of assistant messages after
-//! it says how far the scenario has got. No state is kept per connection, so a CLI that
-//! retries, reconnects or is resumed (`--resume`) continues the same scenario.
+//! [`reply`] is a pure function of the position (plus an attempt count for
+//! `ERROR <status> <times>`), except that a task-notification answer reads the task's output
+//! file from this machine.
 
+use crate::conversation::{Directive, Position, TaskNotification};
 use serde_json::{Value, json};
 use std::time::Duration;
 
@@ -15,6 +14,8 @@ pub const DEFAULT_TEXT: &str = "Hello from fake model.";
 pub const TOOL_STEP_TEXT: &str = "Tool step finished.";
 /// Answer to a CLI-injected `<task-notification>` turn (background Bash or agent finished).
 pub const TASK_NOTIFICATION_TEXT: &str = "Background work finished.";
+/// The fake summary, in the `<analysis>`/`<summary>` shape the compaction prompt asks for.
+pub const COMPACT_SUMMARY: &str = "<analysis>Fake analysis.</analysis>\n<summary>Fake summary of the conversation so far.</summary>";
 /// Longest tool output echoed back in the answer to a `tool_result`.
 const MAX_ECHOED_OUTPUT: usize = 4000;
 
@@ -120,118 +121,39 @@ impl Block {
     }
 }
 
-/// The directive found in the anchor message, with its arguments.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Directive {
-    /// The keyword, e.g. `BASH`.
-    pub keyword: String,
-    /// Everything after the keyword, trimmed.
-    pub args: String,
-}
-
-/// Every keyword the script understands. A directive is the first word of a prompt text, or
-/// the second when the first is `please` (the convention of the recorded transcripts).
-pub const KEYWORDS: &[&str] = &[
-    "TEXT",
-    "SLOW",
-    "THINK",
-    "BASH",
-    "FAILBASH",
-    "SLOWBASH",
-    "BGBASH",
-    "WRITE",
-    "WRITEBASH",
-    "AGENT",
-    "SPAWNSUB",
-    "BGAGENT",
-    "CHILDTASK",
-    "TOOL",
-    "ERROR",
-    "ERR400",
-    "ERR529",
-    "HANG",
-    "CRONME",
-    "CRONFIRED",
-    "WAKEME",
-    "WOKEN",
-];
-
-/// Where a request stands in its scripted scenario.
-#[derive(Debug, Clone, PartialEq)]
-pub struct Position {
-    /// The anchor's directive, if any.
-    pub directive: Option<Directive>,
-    /// Assistant messages since the anchor: 0 for the first answer.
-    pub step: usize,
-    /// The anchor is a CLI-injected `<task-notification>`.
-    pub task_notification: bool,
-    /// Text of the `tool_result` blocks in the last message, if it has any.
-    pub tool_output: Option<String>,
-    /// The `Working directory:` line of the system prompt, to make relative paths absolute.
-    pub cwd: Option<String>,
-}
-
-impl Position {
-    /// Reads the request body of a `POST /v1/messages`.
-    pub fn of_request(body: &Value) -> Self {
-        let empty = Vec::new();
-        let messages = body
-            .get("messages")
-            .and_then(Value::as_array)
-            .unwrap_or(&empty);
-        let anchor = messages
-            .iter()
-            .rposition(|m| role(m) == "user" && !prompt_texts(m).is_empty());
-        let (directive, step, task_notification) = match anchor {
-            Some(i) => {
-                let texts = prompt_texts(&messages[i]);
-                let directive = texts.iter().rev().find_map(|t| parse_directive(t));
-                let task = texts.iter().any(|t| t.contains("<task-notification>"));
-                let step = messages[i + 1..]
-                    .iter()
-                    .filter(|m| role(m) == "assistant")
-                    .count();
-                (directive, step, task)
-            }
-            None => (None, 0, false),
-        };
-        let tool_output = messages.last().and_then(tool_result_text);
-        Self {
-            directive,
-            step,
-            task_notification,
-            tool_output,
-            cwd: system_cwd(body),
-        }
-    }
-
-    /// The keyword, for logs and the request log.
-    pub fn label(&self) -> String {
-        let kw = self.directive.as_ref().map_or("-", |d| d.keyword.as_str());
-        if self.tool_output.is_some() {
-            format!("{kw}+tool_result")
-        } else if self.task_notification && self.directive.is_none() {
-            "task-notification".to_owned()
-        } else {
-            kw.to_owned()
-        }
-    }
-}
-
 /// Decides the reply for a request at `pos`. `attempt` counts earlier identical requests (for
 /// `ERROR <status> <times>`).
 pub fn reply(pos: &Position, attempt: u32) -> Reply {
-    // Any answer to a tool_result echoes the tool's output, whatever the scenario was.
+    if pos.compact {
+        return Reply::Message(ScriptedMessage::text(COMPACT_SUMMARY));
+    }
+    if let Some(schema) = &pos.json_schema {
+        return Reply::Message(ScriptedMessage::text(fill_schema(schema).to_string()));
+    }
+    if let Some(steer) = &pos.steer {
+        let steered = Position {
+            directive: Some(steer.clone()),
+            step: 0,
+            task_notification: None,
+            tool_output: None,
+            steer: None,
+            compact: false,
+            json_schema: None,
+            cwd: pos.cwd.clone(),
+        };
+        return reply(&steered, attempt);
+    }
+    // An answer to a tool_result echoes the tool's output, whatever the scenario was, unless
+    // a new directive arrived in the same message (a prompt sent right after an interrupt).
     if let Some(output) = &pos.tool_output
-        && pos.step > 0
+        && (pos.step > 0 || pos.directive.is_none())
     {
         return Reply::Message(ScriptedMessage::text(tool_step_text(output)));
     }
     let Some(d) = &pos.directive else {
-        let text = if pos.task_notification {
-            TASK_NOTIFICATION_TEXT
-        } else {
-            DEFAULT_TEXT
+        let text = match &pos.task_notification {
+            Some(t) => task_notification_text(t),
+            None => DEFAULT_TEXT.to_owned(),
         };
         return Reply::Message(ScriptedMessage::text(text));
     };
@@ -350,6 +272,42 @@ pub fn reply(pos: &Position, attempt: u32) -> Reply {
     Reply::Message(msg)
 }
 
+/// A small value that satisfies a JSON schema: the CLI's title call gets
+/// `{"title":"Fake session title"}`.
+fn fill_schema(schema: &Value) -> Value {
+    if let Some(v) = schema.get("const") {
+        return v.clone();
+    }
+    if let Some(v) = schema
+        .get("enum")
+        .and_then(Value::as_array)
+        .and_then(|e| e.first())
+    {
+        return v.clone();
+    }
+    match schema.get("type").and_then(Value::as_str) {
+        Some("object") => {
+            let mut out = serde_json::Map::new();
+            if let Some(props) = schema.get("properties").and_then(Value::as_object) {
+                for (name, sub) in props {
+                    let v = if name == "title" && sub.get("type") == Some(&json!("string")) {
+                        json!("Fake session title")
+                    } else {
+                        fill_schema(sub)
+                    };
+                    out.insert(name.clone(), v);
+                }
+            }
+            Value::Object(out)
+        }
+        Some("array") => json!([]),
+        Some("string") => json!("fake"),
+        Some("integer") | Some("number") => json!(0),
+        Some("boolean") => json!(false),
+        _ => Value::Null,
+    }
+}
+
 fn or_default<'a>(args: &'a str, default: &'a str) -> &'a str {
     if args.trim().is_empty() {
         default
@@ -378,8 +336,24 @@ fn agent(prompt: &str, description: &str, background: bool) -> ScriptedMessage {
     ScriptedMessage::new(vec![Block::tool("Agent", input)])
 }
 
+/// [`TASK_NOTIFICATION_TEXT`], the summary and the task's output: the fake runs on the
+/// CLI's machine, so it reads the output file, which lets a test assert that a
+/// background command really ran.
+fn task_notification_text(t: &TaskNotification) -> String {
+    let output = std::fs::read_to_string(&t.output_file).unwrap_or_default();
+    format!(
+        "{TASK_NOTIFICATION_TEXT}\n{}\n{}",
+        t.summary,
+        truncate(output.trim_end())
+    )
+}
+
 fn tool_step_text(output: &str) -> String {
-    let mut out = output.to_owned();
+    format!("{TOOL_STEP_TEXT}\n{}", truncate(output))
+}
+
+fn truncate(text: &str) -> String {
+    let mut out = text.to_owned();
     if out.len() > MAX_ECHOED_OUTPUT {
         let mut cut = MAX_ECHOED_OUTPUT;
         while !out.is_char_boundary(cut) {
@@ -388,108 +362,7 @@ fn tool_step_text(output: &str) -> String {
         out.truncate(cut);
         out.push_str("...");
     }
-    format!("{TOOL_STEP_TEXT}\n{out}")
-}
-
-fn role(m: &Value) -> &str {
-    m.get("role").and_then(Value::as_str).unwrap_or("")
-}
-
-/// Prompt texts of a message: its text blocks with `<system-reminder>` sections removed,
-/// ignoring blocks left empty. `tool_result` blocks are not prompts.
-fn prompt_texts(m: &Value) -> Vec<String> {
-    let raw: Vec<&str> = match m.get("content") {
-        Some(Value::String(s)) => vec![s.as_str()],
-        Some(Value::Array(blocks)) => blocks
-            .iter()
-            .filter(|b| b.get("type").and_then(Value::as_str) == Some("text"))
-            .filter_map(|b| b.get("text").and_then(Value::as_str))
-            .collect(),
-        _ => Vec::new(),
-    };
-    raw.into_iter()
-        .map(strip_reminders)
-        .filter(|t| !t.trim().is_empty())
-        .collect()
-}
-
-fn strip_reminders(text: &str) -> String {
-    const OPEN: &str = "<system-reminder>";
-    const CLOSE: &str = "</system-reminder>";
-    let mut out = String::new();
-    let mut rest = text;
-    while let Some(start) = rest.find(OPEN) {
-        out.push_str(&rest[..start]);
-        match rest[start..].find(CLOSE) {
-            Some(end) => rest = &rest[start + end + CLOSE.len()..],
-            None => {
-                rest = "";
-            }
-        }
-    }
-    out.push_str(rest);
     out
-}
-
-/// The directive of one prompt text: its first word, or its second after `please`.
-pub fn parse_directive(text: &str) -> Option<Directive> {
-    let text = text.trim_start();
-    let (first, rest) = split_word(text);
-    let (kw, args) = if first.eq_ignore_ascii_case("please") {
-        split_word(rest.trim_start())
-    } else {
-        (first, rest)
-    };
-    KEYWORDS.contains(&kw).then(|| Directive {
-        keyword: kw.to_owned(),
-        args: args.trim().to_owned(),
-    })
-}
-
-fn split_word(s: &str) -> (&str, &str) {
-    match s.find(char::is_whitespace) {
-        Some(i) => (&s[..i], &s[i..]),
-        None => (s, ""),
-    }
-}
-
-/// The text of the `tool_result` blocks of a message, or `None` when it has none.
-fn tool_result_text(m: &Value) -> Option<String> {
-    let blocks = m.get("content")?.as_array()?;
-    let results: Vec<String> = blocks
-        .iter()
-        .filter(|b| b.get("type").and_then(Value::as_str) == Some("tool_result"))
-        .map(|b| match b.get("content") {
-            Some(Value::String(s)) => s.clone(),
-            Some(Value::Array(parts)) => parts
-                .iter()
-                .filter_map(|p| p.get("text").and_then(Value::as_str))
-                .collect::<Vec<_>>()
-                .join("\n"),
-            _ => String::new(),
-        })
-        .collect();
-    (!results.is_empty()).then(|| results.join("\n"))
-}
-
-/// The CLI's system prompt names the working directory on a `Working directory: /path` line.
-fn system_cwd(body: &Value) -> Option<String> {
-    let texts: Vec<&str> = match body.get("system") {
-        Some(Value::String(s)) => vec![s.as_str()],
-        Some(Value::Array(blocks)) => blocks
-            .iter()
-            .filter_map(|b| b.get("text").and_then(Value::as_str))
-            .collect(),
-        _ => Vec::new(),
-    };
-    texts.iter().find_map(|t| {
-        t.lines().find_map(|l| {
-            let l = l.trim().trim_start_matches("- ");
-            l.strip_prefix("Primary working directory:")
-                .or_else(|| l.strip_prefix("Working directory:"))
-                .map(|p| p.trim().to_owned())
-        })
-    })
 }
 
 #[cfg(test)]
@@ -498,25 +371,6 @@ mod tests {
 
     fn req(messages: Value) -> Value {
         json!({"model": "m", "messages": messages, "system": [{"type": "text", "text": "x\nWorking directory: /w\n"}]})
-    }
-
-    #[test]
-    fn directive_is_first_word_or_after_please() {
-        assert_eq!(parse_directive("TEXT hi there").unwrap().args, "hi there");
-        assert_eq!(parse_directive("please BASH").unwrap().keyword, "BASH");
-        assert_eq!(parse_directive("SLOW please").unwrap().keyword, "SLOW");
-        assert!(parse_directive("Respond with TEXT ONLY").is_none());
-        assert!(parse_directive("text hi").is_none());
-    }
-
-    #[test]
-    fn reminders_are_not_prompts() {
-        let p = Position::of_request(&req(json!([{"role": "user", "content": [
-            {"type": "text", "text": "<system-reminder>\nBASH no\n</system-reminder>"},
-            {"type": "text", "text": "TEXT yes"},
-        ]}])));
-        assert_eq!(p.directive.unwrap().keyword, "TEXT");
-        assert_eq!(p.cwd.as_deref(), Some("/w"));
     }
 
     #[test]
@@ -532,6 +386,74 @@ mod tests {
             panic!()
         };
         assert_eq!(m.blocks, vec![Block::text("Tool step finished.\nhi")]);
+    }
+
+    #[test]
+    fn task_notification_echoes_the_output_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("b1.output");
+        std::fs::write(&file, "bg-done\n").unwrap();
+        let text = format!(
+            "<task-notification>\n<task-id>b1</task-id>\n<output-file>{}</output-file>\n<status>completed</status>\n<summary>Background command done</summary>\n</task-notification>",
+            file.display()
+        );
+        let p = Position::of_request(&req(
+            json!([{"role": "user", "content": [{"type": "text", "text": text}]}]),
+        ));
+        assert_eq!(p.label(), "task-notification");
+        let Reply::Message(m) = reply(&p, 0) else {
+            panic!()
+        };
+        assert_eq!(
+            m.blocks,
+            vec![Block::text(
+                "Background work finished.\nBackground command done\nbg-done"
+            )]
+        );
+    }
+
+    #[test]
+    fn steering_message_runs_its_directive() {
+        let body = req(json!([
+            {"role": "user", "content": "SLOWBASH 3"},
+            {"role": "assistant", "content": [{"type": "tool_use", "id": "t", "name": "Bash", "input": {}}]},
+            {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "t", "content": "done"}]},
+            {"role": "system", "content": "The user sent a new message while you were working:\nTEXT steered\n\nIMPORTANT: After completing your current task, you MUST address it."},
+        ]));
+        let p = Position::of_request(&body);
+        assert_eq!(p.label(), "steer:TEXT");
+        let Reply::Message(m) = reply(&p, 0) else {
+            panic!()
+        };
+        assert_eq!(m.blocks, vec![Block::text("steered")]);
+    }
+
+    #[test]
+    fn compaction_gets_a_summary() {
+        let body = req(json!([
+            {"role": "user", "content": "TEXT a"},
+            {"role": "assistant", "content": [{"type": "text", "text": "a"}]},
+            {"role": "user", "content": [{"type": "text", "text": "CRITICAL: Respond with TEXT ONLY.\nYour task is to create a detailed summary of the conversation so far"}]},
+        ]));
+        let p = Position::of_request(&body);
+        assert_eq!(p.label(), "compact");
+        assert_eq!(
+            reply(&p, 0),
+            Reply::Message(ScriptedMessage::text(COMPACT_SUMMARY))
+        );
+    }
+
+    #[test]
+    fn json_schema_requests_get_matching_json() {
+        let mut body = req(json!([{"role": "user", "content": "<session>\nBASH x\n</session>"}]));
+        body["output_config"] = json!({"format": {"type": "json_schema", "schema": {
+            "type": "object", "properties": {"title": {"type": "string"}}, "required": ["title"]}}});
+        let p = Position::of_request(&body);
+        assert_eq!(p.label(), "json_schema");
+        assert_eq!(
+            reply(&p, 0),
+            Reply::Message(ScriptedMessage::text(r#"{"title":"Fake session title"}"#))
+        );
     }
 
     #[test]

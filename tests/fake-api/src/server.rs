@@ -1,8 +1,9 @@
 //! The HTTP side: [`FakeApi`] owns a listener on its own thread and runtime, routes
 //! requests, keeps the request log and stops when dropped.
 
+use crate::conversation::Position;
 use crate::ids;
-use crate::script::{self, Position, Reply};
+use crate::script::{self, Reply};
 use crate::sse;
 use crate::usage::Usage;
 use axum::Router;
@@ -15,6 +16,7 @@ use std::collections::hash_map::DefaultHasher;
 use std::collections::{BTreeMap, HashMap};
 use std::hash::{Hash, Hasher};
 use std::net::SocketAddr;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
@@ -56,10 +58,30 @@ impl RecordedRequest {
 #[derive(Debug)]
 struct Shared {
     started: Instant,
+    /// The bound port, to name dump files.
+    port: u16,
     requests: Mutex<Vec<RecordedRequest>>,
     /// How many times each distinct request body was seen, for `ERROR <status> <times>`.
     attempts: Mutex<HashMap<u64, u32>>,
     shutdown: CancellationToken,
+    /// SSE responses still being written: lets a test see that the CLI dropped a connection.
+    active_streams: AtomicUsize,
+}
+
+/// Counts one open SSE stream for as long as it lives.
+struct StreamGuard(Arc<Shared>);
+
+impl StreamGuard {
+    fn new(shared: &Arc<Shared>) -> Self {
+        shared.active_streams.fetch_add(1, Ordering::SeqCst);
+        Self(shared.clone())
+    }
+}
+
+impl Drop for StreamGuard {
+    fn drop(&mut self) {
+        self.0.active_streams.fetch_sub(1, Ordering::SeqCst);
+    }
 }
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -106,9 +128,11 @@ impl FakeApi {
         let addr = listener.local_addr()?;
         let shared = Arc::new(Shared {
             started: Instant::now(),
+            port: addr.port(),
             requests: Mutex::new(Vec::new()),
             attempts: Mutex::new(HashMap::new()),
             shutdown: CancellationToken::new(),
+            active_streams: AtomicUsize::new(0),
         });
         let runtime = tokio::runtime::Builder::new_multi_thread()
             .worker_threads(2)
@@ -162,6 +186,17 @@ impl FakeApi {
         format!("http://{}", self.addr)
     }
 
+    /// The environment the CLI needs to use this server (besides a fresh `HOME`):
+    /// `ANTHROPIC_BASE_URL`, `ANTHROPIC_API_KEY=test` and
+    /// `CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC=1`.
+    pub fn cli_env(&self) -> [(&'static str, String); 3] {
+        [
+            ("ANTHROPIC_BASE_URL", self.base_url()),
+            ("ANTHROPIC_API_KEY", "test".to_owned()),
+            ("CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC", "1".to_owned()),
+        ]
+    }
+
     /// Every request received so far, oldest first.
     pub fn requests(&self) -> Vec<RecordedRequest> {
         lock(&self.shared.requests).clone()
@@ -173,6 +208,12 @@ impl FakeApi {
             .into_iter()
             .filter(RecordedRequest::is_messages)
             .collect()
+    }
+
+    /// How many streamed replies are still open (a `HANG` stays open until the CLI drops the
+    /// connection, e.g. after an interrupt).
+    pub fn active_streams(&self) -> usize {
+        self.shared.active_streams.load(Ordering::SeqCst)
     }
 
     /// Forgets the requests received so far.
@@ -217,6 +258,7 @@ async fn handle(
         body: json_body.clone(),
         scenario: String::new(),
     };
+    tracing::debug!(%method, %path, "fake Messages API request");
     let response = match (method.as_str(), uri.path()) {
         ("POST", "/v1/messages") => match json_body {
             Some(b) => messages(&shared, &b, &mut record),
@@ -226,6 +268,8 @@ async fn handle(
             let n = json_body.map_or(1, |b| Usage::for_request(&b).total_input());
             axum::Json(json!({"input_tokens": n})).into_response()
         }
+        // The CLI warms its connection up with `HEAD /` before the first call.
+        ("HEAD", "/") => StatusCode::OK.into_response(),
         ("GET", "/v1/models") => axum::Json(json!({
             "data": [{"type": "model", "id": "claude-sonnet-4-5",
                       "display_name": "Claude Sonnet 4.5", "created_at": "2025-09-29T00:00:00Z"}],
@@ -239,16 +283,45 @@ async fn handle(
             axum::Json(json!({})).into_response()
         }
     };
-    tracing::debug!(%method, %path, scenario = %record.scenario, status = response.status().as_u16(), "fake Messages API request");
-    lock(&shared.requests).push(record);
+    tracing::debug!(%method, %path, scenario = %record.scenario, status = response.status().as_u16(), "fake Messages API reply");
+    let mut requests = lock(&shared.requests);
+    dump(
+        &format!("{}-{:04}", shared.port, requests.len()),
+        &record,
+        &body,
+    );
+    requests.push(record);
+    drop(requests);
     response
+}
+
+/// With `FAKE_MESSAGES_API_DUMP_DIR` set, writes each request (headers and raw body) to
+/// `<dir>/<port>-<n>.json`: the way to see exactly what the CLI sent.
+fn dump(name: &str, record: &RecordedRequest, body: &[u8]) {
+    let Some(dir) = std::env::var_os("FAKE_MESSAGES_API_DUMP_DIR") else {
+        return;
+    };
+    let doc = json!({
+        "method": record.method,
+        "path": record.path,
+        "headers": record.headers,
+        "scenario": record.scenario,
+        "body": record.body.clone().unwrap_or_else(|| String::from_utf8_lossy(body).into()),
+    });
+    let file = std::path::Path::new(&dir).join(format!("{name}.json"));
+    if let Err(e) = std::fs::write(&file, format!("{doc:#}")) {
+        tracing::warn!(error = %e, file = %file.display(), "fake Messages API: dump failed");
+    }
 }
 
 fn messages(shared: &Arc<Shared>, body: &Value, record: &mut RecordedRequest) -> Response {
     let pos = Position::of_request(body);
     let attempt = {
+        // Keyed by conversation content and CLI session, so two CLIs sending the same first
+        // prompt to one server count separately.
         let mut h = DefaultHasher::new();
         body.get("messages").map(Value::to_string).hash(&mut h);
+        record.headers.get("x-claude-code-session-id").hash(&mut h);
         let mut attempts = lock(&shared.attempts);
         let n = attempts.entry(h.finish()).or_insert(0);
         *n += 1;
@@ -266,11 +339,15 @@ fn messages(shared: &Arc<Shared>, body: &Value, record: &mut RecordedRequest) ->
     match reply {
         Reply::Error { status, message } => error_response(status, &message),
         Reply::Message(msg) if !streaming => {
-            axum::Json(sse::message_json(&msg, &model, usage)).into_response()
+            let mut resp = axum::Json(sse::message_json(&msg, &model, usage)).into_response();
+            insert_request_id(resp.headers_mut());
+            resp
         }
         Reply::Message(msg) => sse_response(|tx| {
             let shutdown = shared.shutdown.clone();
+            let guard = StreamGuard::new(shared);
             async move {
+                let _guard = guard;
                 if !sse::stream_message(tx, msg, model, usage, shutdown).await {
                     tracing::debug!("fake Messages API: client left mid-stream");
                 }
@@ -278,7 +355,9 @@ fn messages(shared: &Arc<Shared>, body: &Value, record: &mut RecordedRequest) ->
         }),
         Reply::Hang if streaming => sse_response(|tx| {
             let shutdown = shared.shutdown.clone();
+            let guard = StreamGuard::new(shared);
             async move {
+                let _guard = guard;
                 sse::hang(tx, model, usage, shutdown).await;
                 tracing::debug!("fake Messages API: HANG stream ended");
             }

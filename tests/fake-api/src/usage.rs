@@ -19,35 +19,36 @@ pub struct Usage {
 
 impl Usage {
     /// Estimates the input side of a `POST /v1/messages` body; `output_tokens` starts at 1,
-    /// as in a real `message_start`.
+    /// as in a real `message_start`. The CLI marks the system prompt and the newest message
+    /// as cache breakpoints, so nearly all input is cached: the first call of a conversation
+    /// writes it all, later calls read everything up to the previous assistant turn and write
+    /// the rest.
     pub fn for_request(body: &Value) -> Self {
-        let len = |v: Option<&Value>| v.map_or(0, |v| v.to_string().len() as u64);
-        let prefix = (len(body.get("system")) + len(body.get("tools"))) / 4;
+        let len = |v: Option<&Value>| v.map_or(0, |v| v.to_string().len() as u64 / 4);
+        let prefix = len(body.get("system")) + len(body.get("tools"));
         let empty = Vec::new();
         let messages = body
             .get("messages")
             .and_then(Value::as_array)
             .unwrap_or(&empty);
-        let sizes: Vec<u64> = messages
+        let sizes: Vec<u64> = messages.iter().map(|m| len(Some(m))).collect();
+        let split = messages
             .iter()
-            .map(|m| m.to_string().len() as u64 / 4)
-            .collect();
-        let last = sizes.last().copied().unwrap_or(0);
-        if sizes.len() <= 1 {
-            Self {
-                input_tokens: last + 3,
-                cache_creation_input_tokens: prefix,
-                cache_read_input_tokens: 0,
-                output_tokens: 1,
-            }
+            .rposition(|m| m.get("role").and_then(Value::as_str) == Some("assistant"))
+            .unwrap_or(0);
+        let (read, written) = if split == 0 {
+            (0, prefix + sizes.iter().sum::<u64>())
         } else {
-            let n = sizes.len();
-            Self {
-                input_tokens: last + 3,
-                cache_creation_input_tokens: sizes[n - 2],
-                cache_read_input_tokens: prefix + sizes[..n - 2].iter().sum::<u64>(),
-                output_tokens: 1,
-            }
+            (
+                prefix + sizes[..split].iter().sum::<u64>(),
+                sizes[split..].iter().sum(),
+            )
+        };
+        Self {
+            input_tokens: 3 + messages.len() as u64 % 7,
+            cache_creation_input_tokens: written,
+            cache_read_input_tokens: read,
+            output_tokens: 1,
         }
     }
 

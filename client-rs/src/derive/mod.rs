@@ -1,0 +1,203 @@
+//! Derived state: pure functions over a session's event log.
+//!
+//! Everything a UI shows about a session (status, process alive, usage,
+//! activity, background tasks, pending permissions, scheduled wakeup, plan
+//! outcomes, queued messages) is a function of the log alone. This module is
+//! the only implementation: the server calls it for GetSession/ListSessions
+//! and the session client publishes [`Derived`] snapshots. Ports to other
+//! languages prove themselves against the conformance vectors in
+//! `tests/vectors` (see its README).
+//!
+//! Every function is O(n) over the slice. Each is a fold: the `*Fold` types
+//! apply one event at a time, so a live client or the server's hot path
+//! updates in O(1) per event ([`StatusFold`] for status, [`Fold`] for
+//! everything).
+//!
+//! ```
+//! use agent_harness_client::derive::{self, Status};
+//! assert_eq!(derive::status(&[]), Status::Idle);
+//! assert!(!derive::process_alive(&[]));
+//! ```
+
+mod activity;
+pub mod classify;
+mod permissions;
+mod plan;
+mod status;
+mod tasks;
+mod usage;
+mod wakeup;
+
+#[cfg(test)]
+mod tests;
+
+pub use activity::{Activity, ActivityKind, activity};
+pub use permissions::{PendingPermission, pending_permissions};
+pub use plan::{PlanDecision, PlanOutcome, plan_outcomes};
+pub use status::{Status, StatusFold, process_alive, status};
+pub use tasks::{BackgroundTask, TaskStatus, background_tasks, has_running_background_tasks};
+pub use usage::{Usage, usage};
+pub use wakeup::{ScheduledWakeup, WakeupKind, scheduled_wakeup};
+
+use crate::pb::{self, Event, event::Payload};
+use classify::{PendingFold, PendingMessage};
+
+/// The latest `run_ready`'s non-empty `resume_id`: the CLI session the next
+/// run resumes.
+pub fn resume_id(events: &[Event]) -> Option<String> {
+    events.iter().rev().find_map(|e| match &e.payload {
+        Some(Payload::RunReady(r)) if !r.resume_id.is_empty() => Some(r.resume_id.clone()),
+        _ => None,
+    })
+}
+
+/// A snapshot of everything derived from a log.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct Derived {
+    /// Seq of the newest event (0 for an empty log).
+    pub head_seq: u64,
+    /// See [`status()`].
+    pub status: Status,
+    /// See [`process_alive()`].
+    pub process_alive: bool,
+    /// True while a turn (or start-up with input) is in progress.
+    pub turn_in_progress: bool,
+    /// The current or last run id.
+    pub run_id: Option<String>,
+    /// See [`resume_id()`].
+    pub resume_id: Option<String>,
+    /// See [`usage()`].
+    pub usage: Usage,
+    /// See [`activity()`].
+    pub activity: Activity,
+    /// See [`background_tasks()`].
+    pub background_tasks: Vec<BackgroundTask>,
+    /// See [`has_running_background_tasks()`].
+    pub has_running_background_tasks: bool,
+    /// See [`pending_permissions()`].
+    pub pending_permissions: Vec<PendingPermission>,
+    /// See [`scheduled_wakeup()`].
+    pub scheduled_wakeup: Option<ScheduledWakeup>,
+    /// See [`plan_outcomes()`].
+    pub plan_outcomes: Vec<PlanOutcome>,
+    /// See [`classify::pending_messages()`].
+    pub pending_messages: Vec<PendingMessage>,
+}
+
+/// Every derivation at once, incrementally: apply events in log order and
+/// take a [`Derived`] snapshot whenever needed. O(1) amortized per event.
+#[derive(Debug, Clone, Default)]
+pub struct Fold {
+    status: StatusFold,
+    usage: Usage,
+    activity: activity::ActivityFold,
+    tasks: tasks::TasksFold,
+    permissions: permissions::PermissionsFold,
+    wakeup: wakeup::WakeupFold,
+    plans: plan::PlanFold,
+    pending: PendingFold,
+    resume_id: Option<String>,
+}
+
+impl Fold {
+    /// The state of an empty log.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Applies the next event of the log.
+    pub fn apply(&mut self, e: &Event) {
+        let before = self.status.turn_in_progress();
+        self.status.apply(e);
+        let began = !before && self.status.turn_in_progress();
+        self.usage.apply(e);
+        self.activity.apply(e, began);
+        self.tasks.apply(e);
+        self.permissions.apply(e);
+        self.wakeup.apply(e);
+        self.plans.apply(e);
+        self.pending.apply(e, before);
+        if let Some(Payload::RunReady(r)) = &e.payload {
+            if !r.resume_id.is_empty() {
+                self.resume_id = Some(r.resume_id.clone());
+            }
+        }
+    }
+
+    /// The status fold inside.
+    pub fn status_fold(&self) -> &StatusFold {
+        &self.status
+    }
+
+    /// The current status.
+    pub fn status(&self) -> Status {
+        self.status.status()
+    }
+
+    /// The current activity.
+    pub fn activity(&self) -> Activity {
+        self.activity
+            .activity(self.status.status(), &self.permissions)
+    }
+
+    /// Number of pending permission requests.
+    pub fn pending_permission_count(&self) -> usize {
+        self.permissions.count()
+    }
+
+    /// A full snapshot.
+    pub fn snapshot(&self) -> Derived {
+        Derived {
+            head_seq: self.status.head_seq(),
+            status: self.status.status(),
+            process_alive: self.status.process_alive(),
+            turn_in_progress: self.status.turn_in_progress(),
+            run_id: self.status.current_run_id().map(str::to_owned),
+            resume_id: self.resume_id.clone(),
+            usage: self.usage.clone(),
+            activity: self.activity(),
+            background_tasks: self.tasks.tasks().to_vec(),
+            has_running_background_tasks: self.tasks.has_running(),
+            pending_permissions: self.permissions.pending(),
+            scheduled_wakeup: self.wakeup.current().cloned(),
+            plan_outcomes: self.plans.plans().to_vec(),
+            pending_messages: self.pending.list().to_vec(),
+        }
+    }
+
+    /// What GetSession/ListSessions return for this log.
+    pub fn session(&self, session_id: &str) -> pb::Session {
+        pb::Session {
+            session_id: session_id.to_owned(),
+            head_seq: self.status.head_seq(),
+            status: pb::SessionStatus::from(self.status.status()) as i32,
+            process_alive: self.status.process_alive(),
+            resume_id: self.resume_id.clone().unwrap_or_default(),
+            usage: Some(pb::SessionUsage::from(&self.usage)),
+            activity: self.activity().label,
+            pending_permissions: u32::try_from(self.permissions.count()).unwrap_or(u32::MAX),
+            run_id: self.status.current_run_id().unwrap_or_default().to_owned(),
+        }
+    }
+}
+
+/// Every derivation in one pass over the log.
+pub fn derive_all(events: &[Event]) -> Derived {
+    fold(events).snapshot()
+}
+
+/// A session's derived state as the API returns it (GetSession,
+/// ListSessions): head seq, status, process alive, resume id ("" when none),
+/// usage, the activity label, the pending permission count and the current
+/// or last run id.
+pub fn session(session_id: &str, events: &[Event]) -> pb::Session {
+    fold(events).session(session_id)
+}
+
+fn fold(events: &[Event]) -> Fold {
+    let mut f = Fold::new();
+    for e in events {
+        f.apply(e);
+    }
+    f
+}

@@ -1,0 +1,463 @@
+//! A reconnecting session client: the Rust side of the seed's `useSession`.
+//!
+//! [`SessionClient`] keeps one `Subscribe` stream to a session open and turns
+//! it into a stream of [`Snapshot`]s on a [`tokio::sync::watch`] channel: the
+//! events held, the state [`derive`](crate::derive) computes from them,
+//! whether the stream is connected, and the hydration phase.
+//!
+//! What it guarantees, whatever the network does:
+//! - **No gap, no duplicate.** It resubscribes from the last seq it holds;
+//!   events at or below it are dropped; an event that skips a seq is treated
+//!   as a broken stream (resubscribe from the last good seq).
+//! - **Resets rebuild.** When the server answers `ReplayStart{reset: true}`
+//!   (the client's cursor is past the server's head, or too old to replay),
+//!   the list is cleared and rebuilt from the replayed tail.
+//! - **Reconnects back off.** Any stream error or end schedules a new
+//!   Subscribe after a delay with full jitter, growing from 200 ms to 10 s
+//!   ([`BackoffPolicy`]), reset once the stream makes progress.
+//! - **Hydration settles once.** [`Hydration::Hydrating`] until the first
+//!   replay has caught up and any history page requested meanwhile has
+//!   arrived, then [`Hydration::Ready`] for good: use it to keep replayed
+//!   history from animating like live output.
+//!
+//! One task per client owns all of this state; the [`SessionClient`] handle
+//! (cheap to clone) sends it commands and runs the unary RPCs itself. The
+//! task ends on [`SessionClient::close`] or when the last handle is dropped.
+//!
+//! # Example
+//! ```no_run
+//! use agent_harness_client::session::{Hydration, SessionClient, SessionOptions};
+//!
+//! # async fn demo() -> Result<(), agent_harness_client::session::SessionError> {
+//! let client = SessionClient::connect(
+//!     "http://127.0.0.1:50051",
+//!     "my-session",
+//!     SessionOptions::default().with_auth_token("secret"),
+//! )?;
+//! // Wait for the replay before showing anything as live.
+//! let ready = client.wait_for(|s| s.hydration == Hydration::Ready).await?;
+//! println!("{} events, status {}", ready.events.len(), ready.derived.status.as_str());
+//!
+//! client.send("what changed in the last commit?", Vec::new()).await?;
+//! let mut updates = client.watch();
+//! while updates.changed().await.is_ok() {
+//!     let snapshot = updates.borrow_and_update().clone();
+//!     if let Some(event) = snapshot.events.last() {
+//!         println!("seq {} status {}", event.seq, snapshot.derived.status.as_str());
+//!     }
+//! }
+//! # Ok(())
+//! # }
+//! ```
+
+mod backoff;
+mod error;
+mod events;
+mod log;
+mod task;
+
+use std::fmt;
+use std::sync::{Arc, Mutex};
+
+use tokio::sync::{mpsc, oneshot, watch};
+use tokio::task::JoinHandle;
+use tonic::metadata::{Ascii, MetadataValue};
+use tonic::service::Interceptor;
+use tonic::service::interceptor::InterceptedService;
+use tonic::transport::{Channel, Endpoint};
+
+use crate::derive::{self, Derived};
+use crate::pb::{self, session_service_client::SessionServiceClient};
+
+pub use backoff::{Backoff, BackoffPolicy};
+pub use error::SessionError;
+pub use events::Events;
+
+use task::{Command, SessionTask};
+
+/// The generated client behind the auth interceptor.
+type Rpc = SessionServiceClient<InterceptedService<Channel, BearerAuth>>;
+
+/// Whether the client is still catching up with the session's past.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub enum Hydration {
+    /// The first replay, or a history page requested during it, is still
+    /// arriving: what is shown is history, not live output.
+    #[default]
+    Hydrating,
+    /// Caught up. Set once and never left, even across reconnects.
+    Ready,
+}
+
+/// Everything a UI shows about a session, as of one moment.
+///
+/// Cheap to clone: the events and the derived state are shared.
+#[derive(Debug, Clone)]
+pub struct Snapshot {
+    /// The events held, oldest first: server events in seq order, plus
+    /// local events added with [`SessionClient::inject_event`].
+    pub events: Events,
+    /// Equal to [`derive::derive_all`] over `events`; kept by a
+    /// [`derive::Fold`], so an appended event costs O(1), not a refold.
+    pub derived: Arc<Derived>,
+    /// True while a Subscribe stream is open (from its ReplayStart until it
+    /// breaks).
+    pub connected: bool,
+    /// See [`Hydration`].
+    pub hydration: Hydration,
+    /// True when older events than the oldest held exist on the server:
+    /// [`SessionClient::fetch_history`] would return some.
+    pub has_more_history: bool,
+    /// The last seq taken from the stream: the next Subscribe's `after_seq`.
+    pub cursor: u64,
+    /// Why the last subscription broke; cleared when a new one opens.
+    pub error: Option<String>,
+}
+
+impl Default for Snapshot {
+    fn default() -> Self {
+        Self {
+            events: Events::default(),
+            derived: Arc::new(derive::derive_all(&[])),
+            connected: false,
+            hydration: Hydration::Hydrating,
+            has_more_history: false,
+            cursor: 0,
+            error: None,
+        }
+    }
+}
+
+/// How a [`SessionClient`] behaves.
+#[derive(Clone)]
+pub struct SessionOptions {
+    /// Reconnect delays (default 200 ms growing to 10 s, full jitter).
+    pub backoff: BackoffPolicy,
+    /// Seeds the backoff jitter, for reproducible runs; None seeds from the OS.
+    pub backoff_seed: Option<u64>,
+    /// Page size of [`SessionClient::fetch_history`] when called with no
+    /// limit (default 50, the server's default too).
+    pub history_page: u32,
+    /// Bearer token sent as `authorization: Bearer <token>` on every call;
+    /// required by servers bound beyond loopback.
+    pub auth_token: Option<String>,
+}
+
+impl Default for SessionOptions {
+    fn default() -> Self {
+        Self {
+            backoff: BackoffPolicy::default(),
+            backoff_seed: None,
+            history_page: 50,
+            auth_token: None,
+        }
+    }
+}
+
+impl SessionOptions {
+    /// Sets the bearer token.
+    pub fn with_auth_token(mut self, token: impl Into<String>) -> Self {
+        self.auth_token = Some(token.into());
+        self
+    }
+
+    /// Sets the reconnect delays.
+    pub fn with_backoff(mut self, backoff: BackoffPolicy) -> Self {
+        self.backoff = backoff;
+        self
+    }
+
+    /// Makes the backoff jitter reproducible.
+    pub fn with_backoff_seed(mut self, seed: u64) -> Self {
+        self.backoff_seed = Some(seed);
+        self
+    }
+
+    /// Sets the default history page size.
+    pub fn with_history_page(mut self, limit: u32) -> Self {
+        self.history_page = limit;
+        self
+    }
+}
+
+impl fmt::Debug for SessionOptions {
+    /// Never prints the token.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("SessionOptions")
+            .field("backoff", &self.backoff)
+            .field("backoff_seed", &self.backoff_seed)
+            .field("history_page", &self.history_page)
+            .field(
+                "auth_token",
+                &self.auth_token.as_ref().map(|_| "<redacted>"),
+            )
+            .finish()
+    }
+}
+
+/// Adds the bearer token to every request.
+#[derive(Clone)]
+struct BearerAuth(Option<MetadataValue<Ascii>>);
+
+impl Interceptor for BearerAuth {
+    fn call(
+        &mut self,
+        mut request: tonic::Request<()>,
+    ) -> Result<tonic::Request<()>, tonic::Status> {
+        if let Some(value) = &self.0 {
+            request
+                .metadata_mut()
+                .insert("authorization", value.clone());
+        }
+        Ok(request)
+    }
+}
+
+/// A handle on one session: a live [`Snapshot`] plus the session's RPCs.
+///
+/// Clones share the subscription task; it ends when [`close`](Self::close)
+/// is called or the last clone is dropped.
+#[derive(Clone)]
+pub struct SessionClient {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    session_id: String,
+    rpc: Rpc,
+    commands: mpsc::UnboundedSender<Command>,
+    state: watch::Receiver<Snapshot>,
+    task: Mutex<Option<JoinHandle<()>>>,
+}
+
+impl SessionClient {
+    /// Opens a client for `session_id` on the server at `endpoint` (e.g.
+    /// `http://127.0.0.1:50051`).
+    ///
+    /// The connection is made lazily, so this succeeds while the server is
+    /// down; the subscription keeps retrying. Must be called inside a Tokio
+    /// runtime (it spawns the subscription task).
+    pub fn connect(
+        endpoint: impl Into<String>,
+        session_id: impl Into<String>,
+        options: SessionOptions,
+    ) -> Result<Self, SessionError> {
+        let endpoint = endpoint.into();
+        let channel = Endpoint::from_shared(endpoint.clone())
+            .map_err(|e| SessionError::Config(format!("endpoint {endpoint:?}: {e}")))?
+            .connect_lazy();
+        Self::with_channel(channel, session_id, options)
+    }
+
+    /// Opens a client for `session_id` over an existing channel (to share one
+    /// HTTP/2 connection between sessions, or to configure TLS and timeouts).
+    /// Must be called inside a Tokio runtime.
+    pub fn with_channel(
+        channel: Channel,
+        session_id: impl Into<String>,
+        options: SessionOptions,
+    ) -> Result<Self, SessionError> {
+        let auth = match &options.auth_token {
+            None => BearerAuth(None),
+            Some(token) => {
+                let mut value =
+                    MetadataValue::try_from(format!("Bearer {token}")).map_err(|_| {
+                        SessionError::Config("auth token is not a valid header value".to_owned())
+                    })?;
+                value.set_sensitive(true);
+                BearerAuth(Some(value))
+            }
+        };
+        let rpc = SessionServiceClient::with_interceptor(channel, auth);
+        let session_id = session_id.into();
+        let (state_tx, state_rx) = watch::channel(Snapshot::default());
+        let (commands, commands_rx) = mpsc::unbounded_channel();
+        let backoff = match options.backoff_seed {
+            Some(seed) => Backoff::with_seed(options.backoff, seed),
+            None => Backoff::new(options.backoff),
+        };
+        let initial = state_rx.borrow().derived.clone();
+        let task = SessionTask {
+            rpc: rpc.clone(),
+            session_id: session_id.clone(),
+            history_page: options.history_page,
+            backoff,
+            state: state_tx,
+            log: Default::default(),
+            connected: false,
+            hydration: Hydration::Hydrating,
+            caught_up_once: false,
+            backfill_pending: false,
+            error: None,
+            meta_dirty: false,
+            derived: initial,
+        };
+        let handle = tokio::spawn(task.run(commands_rx));
+        Ok(Self {
+            inner: Arc::new(Inner {
+                session_id,
+                rpc,
+                commands,
+                state: state_rx,
+                task: Mutex::new(Some(handle)),
+            }),
+        })
+    }
+
+    /// The session this client follows.
+    pub fn session_id(&self) -> &str {
+        &self.inner.session_id
+    }
+
+    /// A receiver of every snapshot from now on (`changed()` fires once per
+    /// published batch).
+    pub fn watch(&self) -> watch::Receiver<Snapshot> {
+        self.inner.state.clone()
+    }
+
+    /// The current snapshot.
+    pub fn snapshot(&self) -> Snapshot {
+        self.inner.state.borrow().clone()
+    }
+
+    /// The events held now, oldest first.
+    pub fn events(&self) -> Events {
+        self.inner.state.borrow().events.clone()
+    }
+
+    /// Waits until a snapshot satisfies `pred` (checked on the current one
+    /// first) and returns it. `Closed` if the client closes first.
+    pub async fn wait_for(
+        &self,
+        mut pred: impl FnMut(&Snapshot) -> bool,
+    ) -> Result<Snapshot, SessionError> {
+        let mut rx = self.watch();
+        let snapshot = rx
+            .wait_for(|s| pred(s))
+            .await
+            .map_err(|_| SessionError::Closed)?;
+        Ok(snapshot.clone())
+    }
+
+    /// Sends a user message (content blocks, e.g. images, go before the
+    /// text). The server writes it to the live process or starts a resumed
+    /// run; the response names the run that got it.
+    pub async fn send(
+        &self,
+        input: impl Into<String>,
+        content_blocks: Vec<pbjson_types::Struct>,
+    ) -> Result<pb::SendResponse, SessionError> {
+        let request = pb::SendRequest {
+            session_id: self.inner.session_id.clone(),
+            input: input.into(),
+            content_blocks,
+        };
+        let mut rpc = self.inner.rpc.clone();
+        rpc.send(request)
+            .await
+            .map(|r| r.into_inner())
+            .map_err(SessionError::rpc("Send"))
+    }
+
+    /// Stops the current turn (accepted in any state).
+    pub async fn stop(&self) -> Result<pb::StopResponse, SessionError> {
+        let request = pb::StopRequest {
+            session_id: self.inner.session_id.clone(),
+        };
+        let mut rpc = self.inner.rpc.clone();
+        rpc.stop(request)
+            .await
+            .map(|r| r.into_inner())
+            .map_err(SessionError::rpc("Stop"))
+    }
+
+    /// Answers a pending permission request. When allowing, `updated_input`
+    /// replaces the tool's input (None: run it as requested); when denying,
+    /// `message` is what the model is told.
+    pub async fn respond_permission(
+        &self,
+        request_id: impl Into<String>,
+        allow: bool,
+        updated_input: Option<pbjson_types::Struct>,
+        message: impl Into<String>,
+    ) -> Result<(), SessionError> {
+        let request = pb::RespondPermissionRequest {
+            session_id: self.inner.session_id.clone(),
+            request_id: request_id.into(),
+            allow,
+            updated_input,
+            message: message.into(),
+        };
+        let mut rpc = self.inner.rpc.clone();
+        rpc.respond_permission(request)
+            .await
+            .map(|_| ())
+            .map_err(SessionError::rpc("RespondPermission"))
+    }
+
+    /// Prepends the next older page (History before the oldest seq held) and
+    /// returns whether still older events exist. `limit` None uses
+    /// [`SessionOptions::history_page`].
+    ///
+    /// Concurrent calls are coalesced: while one History call is in flight,
+    /// later callers wait for it and get its result (so it is safe to fire
+    /// from every scroll event). Before any event has arrived there is
+    /// nothing to page from, and it returns `Ok(false)` without a call.
+    pub async fn fetch_history(&self, limit: impl Into<Option<u32>>) -> Result<bool, SessionError> {
+        let (reply, rx) = oneshot::channel();
+        self.command(Command::FetchHistory {
+            limit: limit.into().unwrap_or(0),
+            reply,
+        })?;
+        rx.await.map_err(|_| SessionError::Closed)?
+    }
+
+    /// Adds a local event, e.g. an optimistic copy of a message being sent.
+    /// An event with seq 0 is appended; one with a seq is ignored when that
+    /// seq is already held and otherwise placed in seq order (the server's
+    /// copy replaces it when streamed). Returns whether it was added. A
+    /// reset drops local events along with everything else.
+    pub async fn inject_event(&self, event: pb::Event) -> Result<bool, SessionError> {
+        let (reply, rx) = oneshot::channel();
+        self.command(Command::Inject {
+            event: Box::new(event),
+            reply,
+        })?;
+        rx.await.map_err(|_| SessionError::Closed)
+    }
+
+    /// Drops the current stream (or backoff wait) and resubscribes now.
+    pub fn reconnect(&self) -> Result<(), SessionError> {
+        self.command(Command::Reconnect)
+    }
+
+    /// Ends the subscription task and waits for it; every clone of this
+    /// handle then answers `Closed` to commands (unary RPCs still work).
+    pub async fn close(&self) {
+        let _ = self.command(Command::Close);
+        let handle = self
+            .inner
+            .task
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+            .take();
+        if let Some(handle) = handle {
+            let _ = handle.await;
+        }
+    }
+
+    fn command(&self, command: Command) -> Result<(), SessionError> {
+        self.inner
+            .commands
+            .send(command)
+            .map_err(|_| SessionError::Closed)
+    }
+}
+
+impl fmt::Debug for SessionClient {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("SessionClient")
+            .field("session_id", &self.inner.session_id)
+            .finish_non_exhaustive()
+    }
+}

@@ -1,0 +1,572 @@
+//! The session client against a real tonic server on 127.0.0.1:0 running
+//! the in-memory SessionService in `support/`: replay, live events,
+//! reconnects mid-replay and mid-live, duplicates, resets, gaps, history
+//! paging, injected events, the connected flag, hydration and backoff.
+
+mod support;
+
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use agent_harness_client::derive::{self, Status};
+use agent_harness_client::pb::{self, event::Payload};
+use agent_harness_client::session::{
+    Backoff, BackoffPolicy, Hydration, SessionClient, SessionError, SessionOptions, Snapshot,
+};
+use support::{Script, ServerOptions, TestServer, WAIT};
+
+const SESSION: &str = "s1";
+
+/// Fast reconnects so recovery tests take milliseconds.
+fn options() -> SessionOptions {
+    SessionOptions::default()
+        .with_backoff(BackoffPolicy {
+            initial: Duration::from_millis(10),
+            max: Duration::from_millis(50),
+        })
+        .with_backoff_seed(1)
+}
+
+async fn start(server_options: ServerOptions) -> TestServer {
+    TestServer::start(server_options).await
+}
+
+fn client(server: &TestServer, options: SessionOptions) -> SessionClient {
+    SessionClient::connect(server.url(), SESSION, options).unwrap()
+}
+
+/// Waits (bounded) for a snapshot satisfying `pred`; on timeout fails with
+/// the last snapshot so the failure says where it stuck.
+async fn wait(client: &SessionClient, what: &str, pred: impl FnMut(&Snapshot) -> bool) -> Snapshot {
+    match tokio::time::timeout(WAIT, client.wait_for(pred)).await {
+        Ok(Ok(s)) => s,
+        Ok(Err(e)) => panic!("waiting for {what}: {e}"),
+        Err(_) => panic!(
+            "timed out waiting for {what}; last snapshot: {:?} seqs {:?}",
+            client.snapshot(),
+            client.events().seqs()
+        ),
+    }
+}
+
+/// Waits until the client holds exactly the server's log, then checks it is
+/// the same events (not just the same seqs) and the derived state matches a
+/// fresh derive over the server's log.
+async fn converge(client: &SessionClient, server: &TestServer) -> Snapshot {
+    let expected = server.state.events(SESSION);
+    let n = expected.len() as u64;
+    let snap = wait(client, "the server's log", |s| {
+        s.cursor == n && s.events.len() as u64 == n
+    })
+    .await;
+    assert_eq!(snap.events.to_vec(), expected, "client list == server list");
+    assert_eq!(*snap.derived, derive::derive_all(&expected));
+    snap
+}
+
+/// Records every snapshot the client publishes (hydration, connected,
+/// error, cursor), for checking transitions.
+fn record(client: &SessionClient) -> Arc<Mutex<Vec<Snapshot>>> {
+    let seen = Arc::new(Mutex::new(vec![client.snapshot()]));
+    let mut rx = client.watch();
+    let out = seen.clone();
+    tokio::spawn(async move {
+        while rx.changed().await.is_ok() {
+            let s = rx.borrow_and_update().clone();
+            out.lock().unwrap().push(s);
+        }
+    });
+    seen
+}
+
+fn strictly_increasing(seqs: &[u64]) -> bool {
+    seqs.windows(2).all(|w| w[0] < w[1])
+}
+
+#[tokio::test]
+async fn cold_subscribe_gets_everything_then_live_events() {
+    let server = start(ServerOptions::default()).await;
+    server.state.append(SESSION, 20);
+    let client = client(&server, options());
+    let snap = converge(&client, &server).await;
+    assert!(snap.connected);
+    assert_eq!(server.state.subscribe_after(), vec![0]);
+    // Seq 20 is an input_sent in a live run.
+    assert_eq!(snap.derived.status, Status::Streaming);
+
+    server.state.append(SESSION, 5);
+    let snap = converge(&client, &server).await;
+    assert_eq!(snap.events.seqs(), (1..=25).collect::<Vec<_>>());
+    assert_eq!(snap.hydration, Hydration::Ready);
+    assert!(!snap.has_more_history);
+    // Seq 25 is a turn_end.
+    assert_eq!(snap.derived.status, Status::Idle);
+    assert!(snap.derived.process_alive);
+    assert_eq!(
+        server.state.subscribe_after(),
+        vec![0],
+        "no reconnect needed"
+    );
+    client.close().await;
+}
+
+#[tokio::test]
+async fn hydration_waits_for_replay_and_backfill_then_stays_ready() {
+    // 30 events, window 10: the cold replay is a reset to the tail 21..=30,
+    // so there is history to backfill while the replay is still running.
+    let server = start(ServerOptions {
+        replay_window: 10,
+        ..Default::default()
+    })
+    .await;
+    server.state.append(SESSION, 30);
+    server.state.script(Script {
+        pause_replay_after: Some(3),
+        ..Default::default()
+    });
+    server.state.open_history(false);
+    let client = client(&server, options());
+    let seen = record(&client);
+
+    let snap = wait(&client, "the first replayed events", |s| s.cursor == 23).await;
+    assert_eq!(snap.hydration, Hydration::Hydrating);
+    assert!(snap.has_more_history);
+    let backfill = tokio::spawn({
+        let client = client.clone();
+        async move { client.fetch_history(5).await }
+    });
+    wait_server(|| server.state.history_calls() == 1).await;
+
+    // The replay finishes (CaughtUp) but the backfill has not: still hydrating.
+    server.state.release_replay();
+    let snap = wait(&client, "caught up", |s| s.cursor == 30).await;
+    assert_eq!(snap.hydration, Hydration::Hydrating, "backfill pending");
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    assert_eq!(client.snapshot().hydration, Hydration::Hydrating);
+
+    server.state.open_history(true);
+    let has_more = tokio::time::timeout(WAIT, backfill)
+        .await
+        .unwrap()
+        .unwrap()
+        .unwrap();
+    assert!(has_more);
+    let snap = wait(&client, "ready", |s| s.hydration == Hydration::Ready).await;
+    assert_eq!(snap.events.seqs(), (16..=30).collect::<Vec<_>>());
+
+    // Reconnects never bring hydration back.
+    server.state.drop_connections();
+    server.state.append(SESSION, 2);
+    wait(&client, "live after reconnect", |s| {
+        s.cursor == 32 && s.connected
+    })
+    .await;
+    client.reconnect().unwrap();
+    server.state.append(SESSION, 1);
+    wait(&client, "live after forced reconnect", |s| s.cursor == 33).await;
+
+    let phases: Vec<Hydration> = seen.lock().unwrap().iter().map(|s| s.hydration).collect();
+    let flips = phases.windows(2).filter(|w| w[0] != w[1]).count();
+    assert_eq!(phases.first(), Some(&Hydration::Hydrating));
+    assert_eq!(phases.last(), Some(&Hydration::Ready));
+    assert_eq!(flips, 1, "Hydrating -> Ready exactly once: {phases:?}");
+    client.close().await;
+}
+
+/// Polls a server-side condition (bounded).
+async fn wait_server(mut cond: impl FnMut() -> bool) {
+    tokio::time::timeout(WAIT, async {
+        while !cond() {
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+    })
+    .await
+    .expect("server-side condition");
+}
+
+#[tokio::test]
+async fn drops_mid_replay_and_mid_live_resume_without_gap_or_duplicate() {
+    let server = start(ServerOptions::default()).await;
+    server.state.append(SESSION, 200);
+    // The first two streams die mid-replay.
+    server.state.script(Script {
+        fail_after_events: Some(50),
+        ..Default::default()
+    });
+    server.state.script(Script {
+        fail_after_events: Some(30),
+        ..Default::default()
+    });
+    let client = client(&server, options());
+    let seen = record(&client);
+    converge(&client, &server).await;
+    assert_eq!(server.state.subscribe_after(), vec![0, 50, 80]);
+
+    // Mid-live: drop, append while the client is away, drop again.
+    server.state.append(SESSION, 3);
+    converge(&client, &server).await;
+    server.state.refuse_subscribe(true);
+    server.state.drop_connections();
+    wait(&client, "disconnected", |s| !s.connected).await;
+    server.state.append(SESSION, 7);
+    server.state.refuse_subscribe(false);
+    converge(&client, &server).await;
+    server.state.drop_connections();
+    server.state.append(SESSION, 4);
+    let snap = converge(&client, &server).await;
+    assert_eq!(snap.events.seqs(), (1..=214).collect::<Vec<_>>());
+
+    // Every resubscribe started from the last seq held at that moment.
+    let afters = server.state.subscribe_after();
+    assert!(afters.contains(&203), "{afters:?}");
+    // No published snapshot ever held a duplicate or an out-of-order event.
+    for s in seen.lock().unwrap().iter() {
+        assert!(strictly_increasing(&s.events.seqs()));
+        assert_eq!(s.events.first().map_or(1, |e| e.seq), 1);
+    }
+    client.close().await;
+}
+
+#[tokio::test]
+async fn overlapping_replays_and_duplicate_live_events_are_dropped() {
+    let server = start(ServerOptions::default()).await;
+    server.state.append(SESSION, 10);
+    let client = client(&server, options());
+    converge(&client, &server).await;
+    // The next stream replays 6 events the client already holds, then sends
+    // every live event twice.
+    server.state.script(Script {
+        overlap: 6,
+        duplicate_live: true,
+        ..Default::default()
+    });
+    client.reconnect().unwrap();
+    wait_server(|| server.state.subscribe_after().len() == 2).await;
+    server.state.append(SESSION, 5);
+    let snap = converge(&client, &server).await;
+    assert_eq!(snap.events.seqs(), (1..=15).collect::<Vec<_>>());
+    assert_eq!(server.state.subscribe_after(), vec![0, 10]);
+    client.close().await;
+}
+
+#[tokio::test]
+async fn reset_rebuilds_the_list_from_the_replayed_tail() {
+    let server = start(ServerOptions::default()).await;
+    server.state.append(SESSION, 50);
+    let client = client(&server, options());
+    converge(&client, &server).await;
+    assert!(
+        client
+            .inject_event(support::make_event(SESSION, 0))
+            .await
+            .unwrap()
+    );
+    wait(&client, "local event", |s| s.events.len() == 51).await;
+
+    // The server comes back with only 10 events: the client's cursor (50) is
+    // past its head, so the server resets and the client rebuilds.
+    server.state.restart_with(SESSION, 10);
+    let snap = converge(&client, &server).await;
+    assert_eq!(snap.events.seqs(), (1..=10).collect::<Vec<_>>());
+    assert_eq!(server.state.subscribe_after(), vec![0, 50]);
+
+    server.state.append(SESSION, 2);
+    converge(&client, &server).await;
+    client.close().await;
+}
+
+#[tokio::test]
+async fn a_gap_forces_a_resubscribe_from_the_last_good_seq() {
+    let server = start(ServerOptions::default()).await;
+    server.state.append(SESSION, 5);
+    server.state.script(Script {
+        skip_seq: Some(8),
+        ..Default::default()
+    });
+    let client = client(&server, options());
+    let seen = record(&client);
+    converge(&client, &server).await;
+    server.state.append(SESSION, 5);
+    let snap = converge(&client, &server).await;
+    assert_eq!(snap.events.seqs(), (1..=10).collect::<Vec<_>>());
+    assert_eq!(server.state.subscribe_after(), vec![0, 7]);
+    let errors: Vec<String> = seen
+        .lock()
+        .unwrap()
+        .iter()
+        .filter_map(|s| s.error.clone())
+        .collect();
+    assert!(
+        errors.iter().any(|e| e.contains("expected seq 8, got 9")),
+        "{errors:?}"
+    );
+    assert_eq!(snap.error, None, "cleared once resubscribed");
+    client.close().await;
+}
+
+#[tokio::test]
+async fn fetch_history_pages_to_the_start_and_coalesces_concurrent_calls() {
+    let server = start(ServerOptions {
+        replay_window: 20,
+        ..Default::default()
+    })
+    .await;
+    server.state.append(SESSION, 100);
+    let client = client(&server, options().with_history_page(30));
+    let snap = wait(&client, "tail replayed", |s| {
+        s.hydration == Hydration::Ready && s.cursor == 100
+    })
+    .await;
+    assert_eq!(snap.events.seqs(), (81..=100).collect::<Vec<_>>());
+    assert!(snap.has_more_history);
+
+    // Two concurrent calls while the server holds History: one RPC, one
+    // answer for both.
+    server.state.open_history(false);
+    let (a, b, ()) = tokio::join!(
+        client.fetch_history(None),
+        client.fetch_history(None),
+        async {
+            wait_server(|| server.state.history_calls() == 1).await;
+            tokio::time::sleep(Duration::from_millis(20)).await;
+            server.state.open_history(true);
+        }
+    );
+    assert!(a.unwrap() && b.unwrap());
+    assert_eq!(server.state.history_calls(), 1, "coalesced");
+    assert_eq!(client.events().seqs(), (51..=100).collect::<Vec<_>>());
+
+    // Page to the start.
+    assert!(client.fetch_history(30).await.unwrap());
+    assert!(!client.fetch_history(30).await.unwrap());
+    let snap = converge(&client, &server).await;
+    assert!(!snap.has_more_history);
+    let requests = server.state.inner.lock().unwrap().history_requests.clone();
+    let befores: Vec<(u64, u32)> = requests.iter().map(|r| (r.before_seq, r.limit)).collect();
+    assert_eq!(befores, vec![(81, 30), (51, 30), (21, 30)]);
+    // Nothing older: no RPC at all.
+    assert!(!client.fetch_history(30).await.unwrap());
+    assert_eq!(server.state.history_calls(), 3);
+
+    // Live events still append after paging.
+    server.state.append(SESSION, 3);
+    converge(&client, &server).await;
+    client.close().await;
+}
+
+#[tokio::test]
+async fn injected_events_are_shown_and_deduped_by_seq() {
+    let server = start(ServerOptions::default()).await;
+    server.state.append(SESSION, 5);
+    let client = client(&server, options());
+    let snap = converge(&client, &server).await;
+    assert_eq!(snap.derived.status, Status::Idle, "seq 5 ended the turn");
+
+    // An optimistic message (seq 0) shows at once and feeds the derived
+    // state: the run is live, so an input_sent starts a turn.
+    let optimistic = pb::Event {
+        run_id: "run-1".into(),
+        payload: Some(Payload::InputSent(pb::InputSent {
+            text: "optimistic".into(),
+            ..Default::default()
+        })),
+        ..Default::default()
+    };
+    assert!(client.inject_event(optimistic).await.unwrap());
+    let snap = wait(&client, "optimistic event", |s| s.events.len() == 6).await;
+    assert_eq!(snap.events.seqs(), vec![1, 2, 3, 4, 5, 0]);
+    assert_eq!(snap.derived.status, Status::Streaming);
+    assert_eq!(*snap.derived, derive::derive_all(&snap.events.to_vec()));
+    assert_eq!(snap.cursor, 5, "local events move no cursor");
+
+    // A seq already held is ignored.
+    assert!(
+        !client
+            .inject_event(support::make_event(SESSION, 3))
+            .await
+            .unwrap()
+    );
+    // A seq ahead of the stream is shown, then replaced by the server's copy.
+    let mut early = support::make_event(SESSION, 6);
+    early.run_id = "local-copy".into();
+    assert!(client.inject_event(early).await.unwrap());
+    wait(&client, "early event", |s| s.events.len() == 7).await;
+    server.state.append(SESSION, 1);
+    let snap = wait(&client, "server copy", |s| s.cursor == 6).await;
+    assert_eq!(snap.events.seqs(), vec![1, 2, 3, 4, 5, 0, 6]);
+    assert_eq!(snap.events.last().unwrap().run_id, "run-1");
+    assert_eq!(*snap.derived, derive::derive_all(&snap.events.to_vec()));
+    client.close().await;
+}
+
+#[tokio::test]
+async fn connected_flag_follows_the_stream() {
+    let server = start(ServerOptions::default()).await;
+    server.state.refuse_subscribe(true);
+    let client = client(&server, options());
+    let snap = wait(&client, "a failed attempt", |s| s.error.is_some()).await;
+    assert!(!snap.connected);
+    assert_eq!(snap.hydration, Hydration::Hydrating);
+
+    server.state.refuse_subscribe(false);
+    let snap = wait(&client, "connected", |s| s.connected).await;
+    assert_eq!(snap.error, None);
+
+    server.state.refuse_subscribe(true);
+    server.state.drop_connections();
+    let snap = wait(&client, "disconnected", |s| !s.connected).await;
+    assert!(snap.error.is_some());
+    server.state.refuse_subscribe(false);
+    wait(&client, "reconnected", |s| s.connected).await;
+
+    // Heartbeats keep an idle stream open: nothing reconnects.
+    let before = server.state.subscribe_after().len();
+    tokio::time::sleep(Duration::from_millis(350)).await;
+    assert!(client.snapshot().connected);
+    assert_eq!(server.state.subscribe_after().len(), before);
+
+    client.close().await;
+    assert!(
+        !client.snapshot().connected,
+        "closed clients are disconnected"
+    );
+    assert!(matches!(
+        client.fetch_history(1).await,
+        Err(SessionError::Closed)
+    ));
+}
+
+#[tokio::test]
+async fn unary_calls_carry_the_token_and_keep_the_grpc_code() {
+    let server = start(ServerOptions {
+        token: Some("s3cret".into()),
+        ..Default::default()
+    })
+    .await;
+    let client = client(&server, options().with_auth_token("s3cret"));
+    let sent = client.send("hello", Vec::new()).await.unwrap();
+    assert_eq!(sent.run_id, "run-1");
+    let snap = wait(&client, "the input_sent event", |s| s.cursor == 1).await;
+    assert_eq!(snap.events.first().unwrap().session_id, SESSION);
+    client.stop().await.unwrap();
+    client
+        .respond_permission("req-1", true, None, "")
+        .await
+        .unwrap();
+    let err = client
+        .respond_permission("", false, None, "no")
+        .await
+        .unwrap_err();
+    assert_eq!(err.code(), tonic::Code::InvalidArgument);
+    assert!(err.to_string().contains("RespondPermission"), "{err}");
+    {
+        let inner = server.state.inner.lock().unwrap();
+        assert_eq!(inner.sent[0].input, "hello");
+        assert_eq!(inner.stops, 1);
+        assert_eq!(inner.permission_answers.len(), 1);
+        assert!(
+            inner
+                .auth_headers
+                .iter()
+                .all(|h| h.as_deref() == Some("Bearer s3cret")),
+            "{:?}",
+            inner.auth_headers
+        );
+    }
+
+    // Without the token: UNAUTHENTICATED, typed.
+    let anonymous = SessionClient::connect(server.url(), SESSION, options()).unwrap();
+    let err = anonymous.send("hi", Vec::new()).await.unwrap_err();
+    assert_eq!(err.code(), tonic::Code::Unauthenticated);
+    assert!(matches!(err, SessionError::Rpc { rpc: "Send", .. }));
+    anonymous.close().await;
+    client.close().await;
+}
+
+#[test]
+fn backoff_grows_is_capped_and_jittered() {
+    let policy = BackoffPolicy::default();
+    let ceilings: Vec<u64> = (0..9)
+        .map(|n| policy.ceiling(n).as_millis() as u64)
+        .collect();
+    assert_eq!(
+        ceilings,
+        vec![200, 400, 800, 1600, 3200, 6400, 10_000, 10_000, 10_000]
+    );
+    assert_eq!(policy.ceiling(u32::MAX), Duration::from_secs(10));
+
+    let draw = |seed| {
+        let mut b = Backoff::with_seed(policy, seed);
+        (0..40).map(|_| b.next_delay()).collect::<Vec<_>>()
+    };
+    let a = draw(7);
+    assert_eq!(a, draw(7), "seeded: reproducible");
+    assert_ne!(a, draw(8), "different seeds, different jitter");
+    for (n, d) in a.iter().enumerate() {
+        assert!(*d <= policy.ceiling(n as u32), "delay {n} = {d:?}");
+    }
+    // Full jitter spreads delays over [0, ceiling]: across the capped draws
+    // some fall in the lower half and some in the upper half.
+    let capped = &a[6..];
+    assert!(capped.iter().any(|d| *d < Duration::from_secs(5)));
+    assert!(capped.iter().any(|d| *d > Duration::from_secs(5)));
+
+    let mut b = Backoff::with_seed(policy, 7);
+    for _ in 0..10 {
+        b.next_delay();
+    }
+    assert_eq!(b.attempt(), 10);
+    b.reset();
+    assert!(b.next_delay() <= Duration::from_millis(200));
+}
+
+/// The client waits exactly the seeded backoff delays between attempts.
+/// The transport fails without touching a socket, so paused time (which
+/// auto-advances when every task is idle) measures the delays exactly.
+#[tokio::test(start_paused = true)]
+async fn reconnect_attempts_follow_the_backoff_delays() {
+    use tokio::time::Instant;
+    let attempts: Arc<Mutex<Vec<Instant>>> = Arc::default();
+    let log = attempts.clone();
+    let channel = tonic::transport::Endpoint::from_static("http://unreachable.invalid")
+        .connect_with_connector_lazy(tower::service_fn(move |_uri| {
+            log.lock().unwrap().push(Instant::now());
+            async {
+                Err::<hyper_util::rt::TokioIo<tokio::io::DuplexStream>, _>(std::io::Error::new(
+                    std::io::ErrorKind::ConnectionRefused,
+                    "refused",
+                ))
+            }
+        }));
+    let policy = BackoffPolicy::default();
+    let client = SessionClient::with_channel(
+        channel,
+        SESSION,
+        SessionOptions::default().with_backoff_seed(42),
+    )
+    .unwrap();
+    let n = 10;
+    tokio::time::timeout(Duration::from_secs(600), async {
+        while attempts.lock().unwrap().len() < n {
+            tokio::time::sleep(Duration::from_millis(1)).await;
+        }
+    })
+    .await
+    .expect("attempts");
+    let snap = client.snapshot();
+    assert!(!snap.connected);
+    assert!(snap.error.unwrap().contains("subscribe failed"));
+    client.close().await;
+
+    let times = attempts.lock().unwrap().clone();
+    let mut expected = Backoff::with_seed(policy, 42);
+    for (i, w) in times.windows(2).take(n - 1).enumerate() {
+        let gap = w[1] - w[0];
+        let delay = expected.next_delay();
+        // The timer wheel has millisecond granularity.
+        assert!(
+            gap >= delay && gap <= delay + Duration::from_millis(2),
+            "attempt {i}: waited {gap:?}, backoff said {delay:?}"
+        );
+    }
+}

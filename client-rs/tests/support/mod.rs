@@ -1,0 +1,534 @@
+//! An in-memory `SessionService` served by a real tonic server on
+//! 127.0.0.1:0, faithful to DESIGN.md §3 (ReplayStart first, events in
+//! strictly increasing seq, CaughtUp once, heartbeats while idle, reset when
+//! the cursor is past the head or older than the replay window), plus hooks
+//! to append events, drop connections and script misbehaviour so the
+//! client's recovery paths can be driven on purpose.
+
+#![allow(dead_code)] // each test binary uses a different subset
+
+use std::collections::HashMap;
+use std::net::SocketAddr;
+use std::pin::Pin;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use agent_harness_client::pb::{
+    self, event::Payload, session_service_server::SessionService,
+    session_service_server::SessionServiceServer, subscribe_response::Kind,
+};
+use tokio::sync::{mpsc, watch};
+use tokio_stream::Stream;
+use tokio_stream::wrappers::ReceiverStream;
+use tonic::{Request, Response, Status};
+
+/// Bound on every wait in the tests: long enough for a loaded 2-core CI
+/// machine, short enough that a broken test fails instead of hanging.
+pub const WAIT: Duration = Duration::from_secs(20);
+
+/// Misbehaviour for the next Subscribe call(s), consumed in order.
+#[derive(Debug, Clone, Default)]
+pub struct Script {
+    /// End the stream with UNAVAILABLE after sending this many events.
+    pub fail_after_events: Option<usize>,
+    /// Replay this many events from before the requested cursor
+    /// (duplicates the client already holds), with a truthful from_seq.
+    pub overlap: u64,
+    /// Send every live event twice.
+    pub duplicate_live: bool,
+    /// Leave this seq out of the stream (a gap).
+    pub skip_seq: Option<u64>,
+    /// Stop after this many replayed events until `release_replay` is called.
+    pub pause_replay_after: Option<usize>,
+}
+
+/// What the test can observe and steer.
+#[derive(Default)]
+pub struct Inner {
+    /// Session id -> log (seq i+1 at index i).
+    pub logs: HashMap<String, Vec<pb::Event>>,
+    /// The `after_seq` of every Subscribe call, in order.
+    pub subscribe_after: Vec<u64>,
+    /// History calls answered or in progress.
+    pub history_calls: usize,
+    /// Every History request, in order.
+    pub history_requests: Vec<pb::HistoryRequest>,
+    /// Send requests received.
+    pub sent: Vec<pb::SendRequest>,
+    /// Stop requests received.
+    pub stops: usize,
+    /// RespondPermission requests received.
+    pub permission_answers: Vec<pb::RespondPermissionRequest>,
+    /// The `authorization` header of every call.
+    pub auth_headers: Vec<Option<String>>,
+    /// Scripts for upcoming Subscribe calls.
+    pub scripts: std::collections::VecDeque<Script>,
+    /// When false, Subscribe answers UNAVAILABLE.
+    pub refuse_subscribe: bool,
+}
+
+/// The shared state of the test service.
+pub struct State {
+    pub inner: Mutex<Inner>,
+    /// Most events one replay sends; a cursor further behind gets a reset.
+    pub replay_window: u64,
+    /// Idle time before a heartbeat.
+    pub heartbeat: Duration,
+    /// When set, every call must carry `authorization: Bearer <token>`.
+    pub token: Option<String>,
+    /// Bumped on every append: live streams wait on it.
+    appended: watch::Sender<u64>,
+    /// Bumped to end every open stream with UNAVAILABLE.
+    kill: watch::Sender<u64>,
+    /// False holds History calls until opened.
+    history_open: watch::Sender<bool>,
+    /// Bumped to let paused replays continue.
+    replay_release: watch::Sender<u64>,
+}
+
+impl State {
+    fn lock(&self) -> std::sync::MutexGuard<'_, Inner> {
+        self.inner.lock().unwrap()
+    }
+
+    /// The session's log.
+    pub fn events(&self, session: &str) -> Vec<pb::Event> {
+        self.lock().logs.get(session).cloned().unwrap_or_default()
+    }
+
+    /// Appends `n` events (alternating input_sent / turn_end, so the derived
+    /// status changes), returning the new head.
+    pub fn append(&self, session: &str, n: usize) -> u64 {
+        let head = {
+            let mut inner = self.lock();
+            let log = inner.logs.entry(session.to_owned()).or_default();
+            for _ in 0..n {
+                let seq = log.len() as u64 + 1;
+                log.push(make_event(session, seq));
+            }
+            log.len() as u64
+        };
+        self.appended.send_modify(|v| *v += 1);
+        head
+    }
+
+    /// Appends one given event (its seq is assigned here).
+    pub fn append_event(&self, session: &str, mut event: pb::Event) -> u64 {
+        let head = {
+            let mut inner = self.lock();
+            let log = inner.logs.entry(session.to_owned()).or_default();
+            event.seq = log.len() as u64 + 1;
+            event.session_id = session.to_owned();
+            log.push(event);
+            log.len() as u64
+        };
+        self.appended.send_modify(|v| *v += 1);
+        head
+    }
+
+    /// Ends every open Subscribe stream with UNAVAILABLE.
+    pub fn drop_connections(&self) {
+        self.kill.send_modify(|v| *v += 1);
+    }
+
+    /// Simulates a restart that lost the session's tail: the log becomes
+    /// `n` fresh events and every stream is dropped.
+    pub fn restart_with(&self, session: &str, n: usize) {
+        {
+            let mut inner = self.lock();
+            let log: Vec<pb::Event> = (1..=n as u64).map(|s| make_event(session, s)).collect();
+            inner.logs.insert(session.to_owned(), log);
+        }
+        self.drop_connections();
+    }
+
+    /// Queues a script for the next Subscribe call.
+    pub fn script(&self, script: Script) {
+        self.lock().scripts.push_back(script);
+    }
+
+    /// Makes Subscribe answer UNAVAILABLE (true) or work again (false).
+    pub fn refuse_subscribe(&self, refuse: bool) {
+        self.lock().refuse_subscribe = refuse;
+    }
+
+    /// Holds (false) or releases (true) History calls.
+    pub fn open_history(&self, open: bool) {
+        self.history_open.send_replace(open);
+    }
+
+    /// Lets replays paused by `Script::pause_replay_after` continue.
+    pub fn release_replay(&self) {
+        self.replay_release.send_modify(|v| *v += 1);
+    }
+
+    /// The `after_seq` of every Subscribe call so far.
+    pub fn subscribe_after(&self) -> Vec<u64> {
+        self.lock().subscribe_after.clone()
+    }
+
+    /// History calls so far.
+    pub fn history_calls(&self) -> usize {
+        self.lock().history_calls
+    }
+
+    fn check_auth<T>(&self, request: &Request<T>) -> Result<(), Status> {
+        let header = request
+            .metadata()
+            .get("authorization")
+            .and_then(|v| v.to_str().ok())
+            .map(str::to_owned);
+        self.lock().auth_headers.push(header.clone());
+        match &self.token {
+            Some(token) if header.as_deref() != Some(&format!("Bearer {token}")) => {
+                Err(Status::unauthenticated("missing or wrong bearer token"))
+            }
+            _ => Ok(()),
+        }
+    }
+}
+
+/// An event of a plausible log: seq 1 starts a run, then even seqs are
+/// input_sent (a turn begins) and odd seqs turn_end, so the derived status
+/// flips between streaming and idle as events arrive.
+pub fn make_event(session: &str, seq: u64) -> pb::Event {
+    let payload = if seq == 1 {
+        Payload::RunStart(pb::RunStart::default())
+    } else if seq % 2 == 0 {
+        Payload::InputSent(pb::InputSent {
+            text: format!("message {seq}"),
+            ..Default::default()
+        })
+    } else {
+        Payload::TurnEnd(pb::TurnEnd::default())
+    };
+    pb::Event {
+        seq,
+        session_id: session.to_owned(),
+        run_id: "run-1".to_owned(),
+        payload: Some(payload),
+        ..Default::default()
+    }
+}
+
+/// The service.
+#[derive(Clone)]
+pub struct TestService(pub Arc<State>);
+
+type SubscribeStream = Pin<Box<dyn Stream<Item = Result<pb::SubscribeResponse, Status>> + Send>>;
+
+fn msg(kind: Kind) -> Result<pb::SubscribeResponse, Status> {
+    Ok(pb::SubscribeResponse { kind: Some(kind) })
+}
+
+#[tonic::async_trait]
+impl SessionService for TestService {
+    async fn start(
+        &self,
+        request: Request<pb::StartRequest>,
+    ) -> Result<Response<pb::StartResponse>, Status> {
+        self.0.check_auth(&request)?;
+        Err(Status::unimplemented("the test service does not spawn"))
+    }
+
+    async fn send(
+        &self,
+        request: Request<pb::SendRequest>,
+    ) -> Result<Response<pb::SendResponse>, Status> {
+        self.0.check_auth(&request)?;
+        let req = request.into_inner();
+        if req.input.is_empty() {
+            return Err(Status::invalid_argument("input: must not be empty"));
+        }
+        let input = pb::Event {
+            run_id: "run-1".to_owned(),
+            payload: Some(Payload::InputSent(pb::InputSent {
+                text: req.input.clone(),
+                content_blocks: req.content_blocks.clone(),
+                ..Default::default()
+            })),
+            ..Default::default()
+        };
+        let session = req.session_id.clone();
+        self.0.lock().sent.push(req);
+        self.0.append_event(&session, input);
+        Ok(Response::new(pb::SendResponse {
+            run_id: "run-1".to_owned(),
+        }))
+    }
+
+    async fn stop(
+        &self,
+        request: Request<pb::StopRequest>,
+    ) -> Result<Response<pb::StopResponse>, Status> {
+        self.0.check_auth(&request)?;
+        self.0.lock().stops += 1;
+        Ok(Response::new(pb::StopResponse { stopping: false }))
+    }
+
+    type SubscribeStream = SubscribeStream;
+
+    async fn subscribe(
+        &self,
+        request: Request<pb::SubscribeRequest>,
+    ) -> Result<Response<Self::SubscribeStream>, Status> {
+        self.0.check_auth(&request)?;
+        let req = request.into_inner();
+        let state = self.0.clone();
+        // Register for live notifications before reading the log (gapless
+        // catch-up, DESIGN §4.2).
+        let mut appended = state.appended.subscribe();
+        let mut kill = state.kill.subscribe();
+        let mut release = state.replay_release.subscribe();
+        let (script, head) = {
+            let mut inner = state.lock();
+            inner.subscribe_after.push(req.after_seq);
+            if inner.refuse_subscribe {
+                return Err(Status::unavailable("refusing subscriptions"));
+            }
+            let head = inner
+                .logs
+                .get(&req.session_id)
+                .map_or(0, |l| l.len() as u64);
+            (inner.scripts.pop_front().unwrap_or_default(), head)
+        };
+        let window = state.replay_window;
+        let (reset, from_seq) = if req.after_seq > head || head - req.after_seq > window {
+            (true, head.saturating_sub(window))
+        } else {
+            (false, req.after_seq.saturating_sub(script.overlap))
+        };
+        let (tx, rx) = mpsc::channel(16);
+        let session = req.session_id;
+        tokio::spawn(async move {
+            let mut sent_events = 0usize;
+            let mut last = from_seq;
+            macro_rules! send {
+                ($m:expr) => {
+                    if tx.send($m).await.is_err() {
+                        return;
+                    }
+                };
+            }
+            macro_rules! send_event {
+                ($e:expr) => {{
+                    let e: pb::Event = $e;
+                    last = e.seq;
+                    if script.skip_seq != Some(e.seq) {
+                        send!(msg(Kind::Event(e)));
+                        sent_events += 1;
+                        if script.fail_after_events == Some(sent_events) {
+                            send!(Err(Status::unavailable("scripted failure")));
+                            return;
+                        }
+                    }
+                }};
+            }
+            send!(msg(Kind::Replay(pb::ReplayStart {
+                reset,
+                from_seq,
+                head_seq: head,
+            })));
+            let replay: Vec<pb::Event> = state
+                .events(&session)
+                .into_iter()
+                .filter(|e| e.seq > from_seq && e.seq <= head)
+                .collect();
+            for (i, e) in replay.into_iter().enumerate() {
+                if script.pause_replay_after == Some(i) {
+                    let _ = release.changed().await;
+                }
+                if kill.has_changed().unwrap_or(true) {
+                    let _ = tx
+                        .send(Err(Status::unavailable("connection dropped")))
+                        .await;
+                    return;
+                }
+                send_event!(e);
+            }
+            send!(msg(Kind::CaughtUp(pb::CaughtUp { head_seq: head })));
+            loop {
+                if kill.has_changed().unwrap_or(true) {
+                    let _ = tx
+                        .send(Err(Status::unavailable("connection dropped")))
+                        .await;
+                    return;
+                }
+                let new: Vec<pb::Event> = state
+                    .events(&session)
+                    .into_iter()
+                    .filter(|e| e.seq > last)
+                    .collect();
+                let idle = new.is_empty();
+                for e in new {
+                    if script.duplicate_live {
+                        send!(msg(Kind::Event(e.clone())));
+                    }
+                    send_event!(e);
+                }
+                if !idle {
+                    continue;
+                }
+                tokio::select! {
+                    changed = appended.changed() => if changed.is_err() { return },
+                    _ = kill.changed() => {
+                        let _ = tx.send(Err(Status::unavailable("connection dropped"))).await;
+                        return;
+                    }
+                    _ = tokio::time::sleep(state.heartbeat) => {
+                        send!(msg(Kind::Heartbeat(pb::Heartbeat { head_seq: last })));
+                    }
+                    _ = tx.closed() => return,
+                }
+            }
+        });
+        Ok(Response::new(Box::pin(ReceiverStream::new(rx))))
+    }
+
+    async fn history(
+        &self,
+        request: Request<pb::HistoryRequest>,
+    ) -> Result<Response<pb::HistoryResponse>, Status> {
+        self.0.check_auth(&request)?;
+        let req = request.into_inner();
+        {
+            let mut inner = self.0.lock();
+            inner.history_calls += 1;
+            inner.history_requests.push(req.clone());
+        }
+        let mut open = self.0.history_open.subscribe();
+        let _ = open.wait_for(|open| *open).await;
+        let limit = match req.limit {
+            0 => 50,
+            n => n.min(1000),
+        } as usize;
+        let older: Vec<pb::Event> = self
+            .0
+            .events(&req.session_id)
+            .into_iter()
+            .filter(|e| req.before_seq == 0 || e.seq < req.before_seq)
+            .collect();
+        let start = older.len().saturating_sub(limit);
+        Ok(Response::new(pb::HistoryResponse {
+            has_more: start > 0,
+            events: older[start..].to_vec(),
+        }))
+    }
+
+    async fn respond_permission(
+        &self,
+        request: Request<pb::RespondPermissionRequest>,
+    ) -> Result<Response<pb::RespondPermissionResponse>, Status> {
+        self.0.check_auth(&request)?;
+        let req = request.into_inner();
+        if req.request_id.is_empty() {
+            return Err(Status::invalid_argument("request_id: must not be empty"));
+        }
+        self.0.lock().permission_answers.push(req);
+        Ok(Response::new(pb::RespondPermissionResponse {}))
+    }
+
+    async fn get_session(
+        &self,
+        request: Request<pb::GetSessionRequest>,
+    ) -> Result<Response<pb::GetSessionResponse>, Status> {
+        self.0.check_auth(&request)?;
+        let req = request.into_inner();
+        let events = self.0.events(&req.session_id);
+        Ok(Response::new(pb::GetSessionResponse {
+            session: Some(agent_harness_client::derive::session(
+                &req.session_id,
+                &events,
+            )),
+        }))
+    }
+
+    async fn list_sessions(
+        &self,
+        request: Request<pb::ListSessionsRequest>,
+    ) -> Result<Response<pb::ListSessionsResponse>, Status> {
+        self.0.check_auth(&request)?;
+        Err(Status::unimplemented("not needed by the client tests"))
+    }
+}
+
+/// Options of a [`TestServer`].
+#[derive(Debug, Clone)]
+pub struct ServerOptions {
+    /// See [`State::replay_window`].
+    pub replay_window: u64,
+    /// See [`State::heartbeat`].
+    pub heartbeat: Duration,
+    /// See [`State::token`].
+    pub token: Option<String>,
+}
+
+impl Default for ServerOptions {
+    fn default() -> Self {
+        Self {
+            replay_window: 1000,
+            heartbeat: Duration::from_millis(100),
+            token: None,
+        }
+    }
+}
+
+/// A running server; shut down on drop.
+pub struct TestServer {
+    /// Where it listens.
+    pub addr: SocketAddr,
+    /// Its state and hooks.
+    pub state: Arc<State>,
+    shutdown: Option<tokio::sync::oneshot::Sender<()>>,
+}
+
+impl TestServer {
+    /// Starts a server on 127.0.0.1:0.
+    pub async fn start(options: ServerOptions) -> Self {
+        let state = Arc::new(State {
+            inner: Mutex::new(Inner::default()),
+            replay_window: options.replay_window,
+            heartbeat: options.heartbeat,
+            token: options.token,
+            appended: watch::channel(0).0,
+            kill: watch::channel(0).0,
+            history_open: watch::channel(true).0,
+            replay_release: watch::channel(0).0,
+        });
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let (shutdown, stop) = tokio::sync::oneshot::channel::<()>();
+        let service = SessionServiceServer::new(TestService(state.clone()));
+        tokio::spawn(async move {
+            tonic::transport::Server::builder()
+                .add_service(service)
+                .serve_with_incoming_shutdown(
+                    tokio_stream::wrappers::TcpListenerStream::new(listener),
+                    async {
+                        let _ = stop.await;
+                    },
+                )
+                .await
+                .unwrap();
+        });
+        Self {
+            addr,
+            state,
+            shutdown: Some(shutdown),
+        }
+    }
+
+    /// `http://` address for the client.
+    pub fn url(&self) -> String {
+        format!("http://{}", self.addr)
+    }
+}
+
+impl Drop for TestServer {
+    fn drop(&mut self) {
+        if let Some(s) = self.shutdown.take() {
+            let _ = s.send(());
+        }
+        self.state.drop_connections();
+    }
+}

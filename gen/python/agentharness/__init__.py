@@ -1,0 +1,1 @@
+"""Generated agent-harness protobuf and gRPC modules (see buf.gen.yaml)."""

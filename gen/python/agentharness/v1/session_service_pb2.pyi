@@ -1,0 +1,209 @@
+from agentharness.v1 import events_pb2 as _events_pb2
+from google.protobuf import struct_pb2 as _struct_pb2
+from google.protobuf.internal import containers as _containers
+from google.protobuf.internal import enum_type_wrapper as _enum_type_wrapper
+from google.protobuf import descriptor as _descriptor
+from google.protobuf import message as _message
+from collections.abc import Iterable as _Iterable, Mapping as _Mapping
+from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
+
+DESCRIPTOR: _descriptor.FileDescriptor
+
+class SessionStatus(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    SESSION_STATUS_UNSPECIFIED: _ClassVar[SessionStatus]
+    SESSION_STATUS_IDLE: _ClassVar[SessionStatus]
+    SESSION_STATUS_STARTING: _ClassVar[SessionStatus]
+    SESSION_STATUS_STREAMING: _ClassVar[SessionStatus]
+    SESSION_STATUS_STOPPING: _ClassVar[SessionStatus]
+SESSION_STATUS_UNSPECIFIED: SessionStatus
+SESSION_STATUS_IDLE: SessionStatus
+SESSION_STATUS_STARTING: SessionStatus
+SESSION_STATUS_STREAMING: SessionStatus
+SESSION_STATUS_STOPPING: SessionStatus
+
+class StartRequest(_message.Message):
+    __slots__ = ("session_id", "config")
+    SESSION_ID_FIELD_NUMBER: _ClassVar[int]
+    CONFIG_FIELD_NUMBER: _ClassVar[int]
+    session_id: str
+    config: _events_pb2.StartConfig
+    def __init__(self, session_id: _Optional[str] = ..., config: _Optional[_Union[_events_pb2.StartConfig, _Mapping]] = ...) -> None: ...
+
+class StartResponse(_message.Message):
+    __slots__ = ("run_id", "process_id")
+    RUN_ID_FIELD_NUMBER: _ClassVar[int]
+    PROCESS_ID_FIELD_NUMBER: _ClassVar[int]
+    run_id: str
+    process_id: str
+    def __init__(self, run_id: _Optional[str] = ..., process_id: _Optional[str] = ...) -> None: ...
+
+class SendRequest(_message.Message):
+    __slots__ = ("session_id", "input", "content_blocks")
+    SESSION_ID_FIELD_NUMBER: _ClassVar[int]
+    INPUT_FIELD_NUMBER: _ClassVar[int]
+    CONTENT_BLOCKS_FIELD_NUMBER: _ClassVar[int]
+    session_id: str
+    input: str
+    content_blocks: _containers.RepeatedCompositeFieldContainer[_struct_pb2.Struct]
+    def __init__(self, session_id: _Optional[str] = ..., input: _Optional[str] = ..., content_blocks: _Optional[_Iterable[_Union[_struct_pb2.Struct, _Mapping]]] = ...) -> None: ...
+
+class SendResponse(_message.Message):
+    __slots__ = ("run_id",)
+    RUN_ID_FIELD_NUMBER: _ClassVar[int]
+    run_id: str
+    def __init__(self, run_id: _Optional[str] = ...) -> None: ...
+
+class StopRequest(_message.Message):
+    __slots__ = ("session_id",)
+    SESSION_ID_FIELD_NUMBER: _ClassVar[int]
+    session_id: str
+    def __init__(self, session_id: _Optional[str] = ...) -> None: ...
+
+class StopResponse(_message.Message):
+    __slots__ = ("stopping",)
+    STOPPING_FIELD_NUMBER: _ClassVar[int]
+    stopping: bool
+    def __init__(self, stopping: _Optional[bool] = ...) -> None: ...
+
+class SubscribeRequest(_message.Message):
+    __slots__ = ("session_id", "after_seq")
+    SESSION_ID_FIELD_NUMBER: _ClassVar[int]
+    AFTER_SEQ_FIELD_NUMBER: _ClassVar[int]
+    session_id: str
+    after_seq: int
+    def __init__(self, session_id: _Optional[str] = ..., after_seq: _Optional[int] = ...) -> None: ...
+
+class SubscribeResponse(_message.Message):
+    __slots__ = ("replay", "event", "caught_up", "heartbeat")
+    REPLAY_FIELD_NUMBER: _ClassVar[int]
+    EVENT_FIELD_NUMBER: _ClassVar[int]
+    CAUGHT_UP_FIELD_NUMBER: _ClassVar[int]
+    HEARTBEAT_FIELD_NUMBER: _ClassVar[int]
+    replay: ReplayStart
+    event: _events_pb2.Event
+    caught_up: CaughtUp
+    heartbeat: Heartbeat
+    def __init__(self, replay: _Optional[_Union[ReplayStart, _Mapping]] = ..., event: _Optional[_Union[_events_pb2.Event, _Mapping]] = ..., caught_up: _Optional[_Union[CaughtUp, _Mapping]] = ..., heartbeat: _Optional[_Union[Heartbeat, _Mapping]] = ...) -> None: ...
+
+class ReplayStart(_message.Message):
+    __slots__ = ("reset", "from_seq", "head_seq")
+    RESET_FIELD_NUMBER: _ClassVar[int]
+    FROM_SEQ_FIELD_NUMBER: _ClassVar[int]
+    HEAD_SEQ_FIELD_NUMBER: _ClassVar[int]
+    reset: bool
+    from_seq: int
+    head_seq: int
+    def __init__(self, reset: _Optional[bool] = ..., from_seq: _Optional[int] = ..., head_seq: _Optional[int] = ...) -> None: ...
+
+class CaughtUp(_message.Message):
+    __slots__ = ("head_seq",)
+    HEAD_SEQ_FIELD_NUMBER: _ClassVar[int]
+    head_seq: int
+    def __init__(self, head_seq: _Optional[int] = ...) -> None: ...
+
+class Heartbeat(_message.Message):
+    __slots__ = ("head_seq",)
+    HEAD_SEQ_FIELD_NUMBER: _ClassVar[int]
+    head_seq: int
+    def __init__(self, head_seq: _Optional[int] = ...) -> None: ...
+
+class HistoryRequest(_message.Message):
+    __slots__ = ("session_id", "before_seq", "limit")
+    SESSION_ID_FIELD_NUMBER: _ClassVar[int]
+    BEFORE_SEQ_FIELD_NUMBER: _ClassVar[int]
+    LIMIT_FIELD_NUMBER: _ClassVar[int]
+    session_id: str
+    before_seq: int
+    limit: int
+    def __init__(self, session_id: _Optional[str] = ..., before_seq: _Optional[int] = ..., limit: _Optional[int] = ...) -> None: ...
+
+class HistoryResponse(_message.Message):
+    __slots__ = ("events", "has_more")
+    EVENTS_FIELD_NUMBER: _ClassVar[int]
+    HAS_MORE_FIELD_NUMBER: _ClassVar[int]
+    events: _containers.RepeatedCompositeFieldContainer[_events_pb2.Event]
+    has_more: bool
+    def __init__(self, events: _Optional[_Iterable[_Union[_events_pb2.Event, _Mapping]]] = ..., has_more: _Optional[bool] = ...) -> None: ...
+
+class RespondPermissionRequest(_message.Message):
+    __slots__ = ("session_id", "request_id", "allow", "updated_input", "message")
+    SESSION_ID_FIELD_NUMBER: _ClassVar[int]
+    REQUEST_ID_FIELD_NUMBER: _ClassVar[int]
+    ALLOW_FIELD_NUMBER: _ClassVar[int]
+    UPDATED_INPUT_FIELD_NUMBER: _ClassVar[int]
+    MESSAGE_FIELD_NUMBER: _ClassVar[int]
+    session_id: str
+    request_id: str
+    allow: bool
+    updated_input: _struct_pb2.Struct
+    message: str
+    def __init__(self, session_id: _Optional[str] = ..., request_id: _Optional[str] = ..., allow: _Optional[bool] = ..., updated_input: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., message: _Optional[str] = ...) -> None: ...
+
+class RespondPermissionResponse(_message.Message):
+    __slots__ = ()
+    def __init__(self) -> None: ...
+
+class SessionUsage(_message.Message):
+    __slots__ = ("input_tokens", "output_tokens", "cache_creation_input_tokens", "cache_read_input_tokens", "cost_usd", "context_tokens", "context_window", "turns")
+    INPUT_TOKENS_FIELD_NUMBER: _ClassVar[int]
+    OUTPUT_TOKENS_FIELD_NUMBER: _ClassVar[int]
+    CACHE_CREATION_INPUT_TOKENS_FIELD_NUMBER: _ClassVar[int]
+    CACHE_READ_INPUT_TOKENS_FIELD_NUMBER: _ClassVar[int]
+    COST_USD_FIELD_NUMBER: _ClassVar[int]
+    CONTEXT_TOKENS_FIELD_NUMBER: _ClassVar[int]
+    CONTEXT_WINDOW_FIELD_NUMBER: _ClassVar[int]
+    TURNS_FIELD_NUMBER: _ClassVar[int]
+    input_tokens: int
+    output_tokens: int
+    cache_creation_input_tokens: int
+    cache_read_input_tokens: int
+    cost_usd: float
+    context_tokens: int
+    context_window: int
+    turns: int
+    def __init__(self, input_tokens: _Optional[int] = ..., output_tokens: _Optional[int] = ..., cache_creation_input_tokens: _Optional[int] = ..., cache_read_input_tokens: _Optional[int] = ..., cost_usd: _Optional[float] = ..., context_tokens: _Optional[int] = ..., context_window: _Optional[int] = ..., turns: _Optional[int] = ...) -> None: ...
+
+class Session(_message.Message):
+    __slots__ = ("session_id", "head_seq", "status", "process_alive", "resume_id", "usage", "activity", "pending_permissions", "run_id")
+    SESSION_ID_FIELD_NUMBER: _ClassVar[int]
+    HEAD_SEQ_FIELD_NUMBER: _ClassVar[int]
+    STATUS_FIELD_NUMBER: _ClassVar[int]
+    PROCESS_ALIVE_FIELD_NUMBER: _ClassVar[int]
+    RESUME_ID_FIELD_NUMBER: _ClassVar[int]
+    USAGE_FIELD_NUMBER: _ClassVar[int]
+    ACTIVITY_FIELD_NUMBER: _ClassVar[int]
+    PENDING_PERMISSIONS_FIELD_NUMBER: _ClassVar[int]
+    RUN_ID_FIELD_NUMBER: _ClassVar[int]
+    session_id: str
+    head_seq: int
+    status: SessionStatus
+    process_alive: bool
+    resume_id: str
+    usage: SessionUsage
+    activity: str
+    pending_permissions: int
+    run_id: str
+    def __init__(self, session_id: _Optional[str] = ..., head_seq: _Optional[int] = ..., status: _Optional[_Union[SessionStatus, str]] = ..., process_alive: _Optional[bool] = ..., resume_id: _Optional[str] = ..., usage: _Optional[_Union[SessionUsage, _Mapping]] = ..., activity: _Optional[str] = ..., pending_permissions: _Optional[int] = ..., run_id: _Optional[str] = ...) -> None: ...
+
+class GetSessionRequest(_message.Message):
+    __slots__ = ("session_id",)
+    SESSION_ID_FIELD_NUMBER: _ClassVar[int]
+    session_id: str
+    def __init__(self, session_id: _Optional[str] = ...) -> None: ...
+
+class GetSessionResponse(_message.Message):
+    __slots__ = ("session",)
+    SESSION_FIELD_NUMBER: _ClassVar[int]
+    session: Session
+    def __init__(self, session: _Optional[_Union[Session, _Mapping]] = ...) -> None: ...
+
+class ListSessionsRequest(_message.Message):
+    __slots__ = ()
+    def __init__(self) -> None: ...
+
+class ListSessionsResponse(_message.Message):
+    __slots__ = ("sessions",)
+    SESSIONS_FIELD_NUMBER: _ClassVar[int]
+    sessions: _containers.RepeatedCompositeFieldContainer[Session]
+    def __init__(self, sessions: _Optional[_Iterable[_Union[Session, _Mapping]]] = ...) -> None: ...

@@ -1,0 +1,6 @@
+// @agent-harness/client/protocol: the generated agentharness.v1 types and
+// the derive functions. React-free and transport-free; safe anywhere.
+
+export * from "./gen/agentharness/v1/events_pb.js";
+export * from "./gen/agentharness/v1/session_service_pb.js";
+export * from "./derive.js";

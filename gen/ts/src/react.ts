@@ -1,0 +1,140 @@
+// @agent-harness/client/react: the useSession hook, a thin binding of
+// SessionHandle to React state. React is an optional peer dependency; only
+// this entry point imports it.
+
+import { useCallback, useEffect, useRef, useState, useSyncExternalStore } from "react";
+import type { Transport } from "@connectrpc/connect";
+import { createGrpcWebTransport } from "@connectrpc/connect-web";
+import type { Event, RespondPermissionResponse, SendResponse, StopResponse } from "./protocol.js";
+import type { Activity, SessionUsageTotals, Status } from "./derive.js";
+import {
+  createSessionHandle,
+  type HydrationPhase,
+  type PermissionAnswer,
+  type SessionHandle,
+  type SessionHandleOptions,
+  type SessionSnapshot,
+} from "./session.js";
+
+/**
+ * Where the server is: a connect-es `transport` (keep it stable across
+ * renders, e.g. module scope or useMemo), or a `baseUrl` for which the hook
+ * makes a grpc-web transport.
+ */
+export type UseSessionOptions = SessionHandleOptions &
+  ({ transport: Transport; baseUrl?: undefined } | { baseUrl: string; transport?: undefined });
+
+/** What useSession returns: the snapshot plus the session's actions. */
+export interface UseSessionResult {
+  /** Derived status ("idle" | "starting" | "streaming" | "stopping"). */
+  status: Status;
+  /** Held events, oldest first, no duplicates. */
+  events: readonly Event[];
+  /** Sends a user message. */
+  send: (input: string) => Promise<SendResponse>;
+  /** Stops the current turn. */
+  stop: () => Promise<StopResponse>;
+  /** Answers a pending permission request. */
+  respondPermission: (answer: PermissionAnswer) => Promise<RespondPermissionResponse>;
+  /** 'hydrating' until the initial replay and backfill settle, then 'ready'. */
+  hydrationPhase: HydrationPhase;
+  /** Prepends the next older page; concurrent calls are coalesced. */
+  fetchHistory: (opts?: { limit?: number }) => Promise<{ hasMore: boolean }>;
+  /** What the agent is doing now. */
+  activity: Activity;
+  /** True while the Subscribe stream is open. */
+  connected: boolean;
+  /** True while the CLI process exists. */
+  processAlive: boolean;
+  /** Token totals, cost and context size. */
+  usage: SessionUsageTotals;
+  /** The last stream or action error. */
+  error: Error | undefined;
+  /** Reconnects at once. */
+  reconnect: () => void;
+  /** Feeds an event in as if the stream had delivered it. */
+  injectEvent: (event: Event) => void;
+  /** True when older events exist on the server. */
+  hasMoreHistory: boolean;
+}
+
+const noHandle = () => Promise.reject(new Error("useSession: not connected yet"));
+
+function emptySnapshot(sessionId: string): SessionSnapshot {
+  return {
+    sessionId,
+    events: [],
+    status: "idle",
+    processAlive: false,
+    usage: {
+      inputTokens: 0,
+      outputTokens: 0,
+      cacheCreationInputTokens: 0,
+      cacheReadInputTokens: 0,
+      costUsd: 0,
+      contextTokens: 0,
+      contextWindow: 0,
+      turns: 0,
+    },
+    activity: { kind: "idle", toolName: undefined, label: "" },
+    connected: false,
+    hydrationPhase: "hydrating",
+    error: undefined,
+    lastSeq: 0n,
+    hasMoreHistory: false,
+  };
+}
+
+/**
+ * One session's live state. Opens one reconnecting Subscribe stream per
+ * (sessionId, transport/baseUrl) and closes it on unmount or change.
+ *
+ * ```tsx
+ * const { status, events, send, stop } = useSession("demo", { baseUrl: "http://127.0.0.1:50051" });
+ * ```
+ */
+export function useSession(sessionId: string, options: UseSessionOptions): UseSessionResult {
+  const { transport, baseUrl } = options;
+  // Handle options are read once per connection; changing them does not reconnect.
+  const optsRef = useRef(options);
+  optsRef.current = options;
+  const [handle, setHandle] = useState<SessionHandle | undefined>(undefined);
+
+  useEffect(() => {
+    const t = transport ?? createGrpcWebTransport({ baseUrl: baseUrl! });
+    const { transport: _t, baseUrl: _b, ...handleOpts } = optsRef.current;
+    const h = createSessionHandle(t, sessionId, handleOpts);
+    setHandle(h);
+    return () => {
+      h.close();
+      setHandle((cur) => (cur === h ? undefined : cur));
+    };
+  }, [sessionId, transport, baseUrl]);
+
+  const empty = useRef<SessionSnapshot>(emptySnapshot(sessionId));
+  if (empty.current.sessionId !== sessionId) empty.current = emptySnapshot(sessionId);
+  const subscribe = useCallback(
+    (onChange: () => void) => (handle ? handle.subscribe(onChange) : () => {}),
+    [handle],
+  );
+  const getSnapshot = useCallback(() => handle?.getSnapshot() ?? empty.current, [handle]);
+  const snap = useSyncExternalStore(subscribe, getSnapshot, getSnapshot);
+
+  return {
+    status: snap.status,
+    events: snap.events,
+    hydrationPhase: snap.hydrationPhase,
+    activity: snap.activity,
+    connected: snap.connected,
+    processAlive: snap.processAlive,
+    usage: snap.usage,
+    error: snap.error,
+    hasMoreHistory: snap.hasMoreHistory,
+    send: handle ? handle.send : noHandle,
+    stop: handle ? handle.stop : noHandle,
+    respondPermission: handle ? handle.respondPermission : noHandle,
+    fetchHistory: handle ? handle.fetchHistory : () => Promise.resolve({ hasMore: false }),
+    reconnect: handle ? handle.reconnect : () => {},
+    injectEvent: handle ? handle.injectEvent : () => {},
+  };
+}

@@ -1,0 +1,499 @@
+// A reconnecting view of one session's event log, over any connect-es
+// transport (grpc-web in browsers, gRPC or Connect in Node).
+//
+// The handle holds one contiguous, strictly increasing run of events and
+// keeps exactly one Subscribe stream open. When the stream breaks it
+// resubscribes from the last seq it holds after a jittered exponential
+// backoff, drops anything it already has, and rebuilds the list when the
+// server says the cursor was incoherent (ReplayStart.reset). Everything else
+// a UI shows is derived from the held events, the same way the server derives
+// it, so a reconnect can never leave a stale status behind.
+
+import { Code, ConnectError, createClient } from "@connectrpc/connect";
+import type { CallOptions, Client, Transport } from "@connectrpc/connect";
+import type { JsonObject } from "@bufbuild/protobuf";
+import type { Event } from "./gen/agentharness/v1/events_pb.js";
+import {
+  SessionService,
+  type RespondPermissionResponse,
+  type SendResponse,
+  type StopResponse,
+} from "./gen/agentharness/v1/session_service_pb.js";
+import {
+  deriveActivity,
+  deriveProcessAlive,
+  deriveStatus,
+  deriveUsage,
+  type Activity,
+  type SessionUsageTotals,
+  type Status,
+} from "./derive.js";
+
+/** The SessionService client type the handle drives. */
+export type SessionServiceClient = Client<typeof SessionService>;
+
+/**
+ * 'hydrating' until the initial replay (CaughtUp) and any history backfill
+ * have both settled, then 'ready' once, permanently: replayed history should
+ * not animate like live output.
+ */
+export type HydrationPhase = "hydrating" | "ready";
+
+/** Everything a UI needs about one session, recomputed on every change. */
+export interface SessionSnapshot {
+  /** The session this snapshot is of. */
+  readonly sessionId: string;
+  /** The held events: contiguous, oldest first, strictly increasing seq. */
+  readonly events: readonly Event[];
+  /** Derived status ("idle" | "starting" | "streaming" | "stopping"). */
+  readonly status: Status;
+  /** True while the CLI process exists (idle-but-alive between turns). */
+  readonly processAlive: boolean;
+  /** Token totals, cost and context size. */
+  readonly usage: SessionUsageTotals;
+  /** What the agent is doing now. */
+  readonly activity: Activity;
+  /** True while a Subscribe stream is open and has sent its ReplayStart. */
+  readonly connected: boolean;
+  /** See {@link HydrationPhase}. */
+  readonly hydrationPhase: HydrationPhase;
+  /** The last stream or action error; cleared when a stream connects. */
+  readonly error: Error | undefined;
+  /** The seq of the newest held event (0n when none): the resume cursor. */
+  readonly lastSeq: bigint;
+  /** True when events older than the oldest held one exist on the server. */
+  readonly hasMoreHistory: boolean;
+}
+
+/** Reconnect timing. Delays grow as initialMs * 2^attempt up to maxMs. */
+export interface BackoffOptions {
+  /** First retry delay in milliseconds (default 250). */
+  initialMs?: number;
+  /** Upper bound of a delay in milliseconds (default 10000). */
+  maxMs?: number;
+  /**
+   * Fraction of each delay that is randomized, 0..1 (default 0.5): many
+   * clients dropped by one server restart must not come back in lockstep.
+   */
+  jitter?: number;
+}
+
+/** Options of {@link SessionHandle}. */
+export interface SessionHandleOptions {
+  /** Reconnect timing. */
+  backoff?: BackoffOptions;
+  /**
+   * After the first CaughtUp, fetch older pages until at least this many
+   * events are held or the log's start is reached (default 0: no backfill).
+   * Hydration stays 'hydrating' until the backfill settles.
+   */
+  backfill?: number;
+  /**
+   * Abort and resubscribe when the stream sends nothing (no event, no
+   * heartbeat) for this long, in milliseconds (default 45000; 0 disables).
+   * Proxies can keep a dead connection looking open.
+   */
+  idleTimeoutMs?: number;
+  /** Headers sent with every call (e.g. authorization). */
+  headers?: HeadersInit;
+  /** Start the subscription immediately (default true). */
+  autoConnect?: boolean;
+}
+
+/** A snapshot listener. */
+export type SnapshotListener = (snapshot: SessionSnapshot) => void;
+
+/** Arguments of {@link SessionHandle.respondPermission}. */
+export interface PermissionAnswer {
+  /** The permission_requested event's request_id. */
+  requestId: string;
+  /** True to let the tool run. */
+  allow: boolean;
+  /** When allowing: the input the tool runs with (default: as requested). */
+  updatedInput?: JsonObject;
+  /** When denying: the message given to the model. */
+  message?: string;
+}
+
+/** Codes that no amount of retrying fixes; the handle waits for reconnect(). */
+const FATAL_CODES = new Set<Code>([
+  Code.InvalidArgument,
+  Code.Unauthenticated,
+  Code.PermissionDenied,
+  Code.Unimplemented,
+]);
+
+/**
+ * One session: a single reconnecting Subscribe stream, the held events, and
+ * the derived snapshot. Create it with {@link createSessionHandle} or
+ * `new SessionHandle(client, sessionId)`; call {@link close} when done.
+ */
+export class SessionHandle {
+  /** The session id. */
+  readonly sessionId: string;
+  private readonly client: SessionServiceClient;
+  private readonly opts: Required<Omit<SessionHandleOptions, "headers" | "backoff">> & {
+    backoff: Required<BackoffOptions>;
+    headers: HeadersInit | undefined;
+  };
+
+  private events: Event[] = [];
+  private connected = false;
+  private caughtUp = false;
+  private ready = false;
+  private error: Error | undefined;
+  private hasMoreHistory = false;
+  private historyInFlight: Promise<{ hasMore: boolean }> | undefined;
+  private backfillPending = false;
+
+  private closed = false;
+  /** Bumped for every subscription loop; a stale loop sees it and exits. */
+  private generation = 0;
+  private abort: AbortController | undefined;
+  private wakeBackoff: (() => void) | undefined;
+
+  private readonly listeners = new Set<SnapshotListener>();
+  private snapshot: SessionSnapshot;
+  private notifyScheduled = false;
+  private lastNotify = 0;
+
+  /** Creates the handle; subscribes at once unless `autoConnect` is false. */
+  constructor(client: SessionServiceClient, sessionId: string, options: SessionHandleOptions = {}) {
+    this.client = client;
+    this.sessionId = sessionId;
+    this.opts = {
+      backfill: options.backfill ?? 0,
+      idleTimeoutMs: options.idleTimeoutMs ?? 45_000,
+      autoConnect: options.autoConnect ?? true,
+      headers: options.headers,
+      backoff: {
+        initialMs: options.backoff?.initialMs ?? 250,
+        maxMs: options.backoff?.maxMs ?? 10_000,
+        jitter: options.backoff?.jitter ?? 0.5,
+      },
+    };
+    this.snapshot = this.computeSnapshot();
+    if (this.opts.autoConnect) this.startLoop();
+  }
+
+  /** The current snapshot; the same object until something changes. */
+  getSnapshot = (): SessionSnapshot => this.snapshot;
+
+  /** Calls `listener` with every new snapshot; returns the unsubscribe. */
+  subscribe = (listener: SnapshotListener): (() => void) => {
+    this.listeners.add(listener);
+    return () => {
+      this.listeners.delete(listener);
+    };
+  };
+
+  /** Sends a user message (the server respawns the CLI if none is alive). */
+  send = async (input: string, contentBlocks: JsonObject[] = []): Promise<SendResponse> =>
+    this.action(() => this.client.send({ sessionId: this.sessionId, input, contentBlocks }, this.callOptions()));
+
+  /** Stops the current turn; accepted in any state. */
+  stop = async (): Promise<StopResponse> =>
+    this.action(() => this.client.stop({ sessionId: this.sessionId }, this.callOptions()));
+
+  /** Answers a pending permission request. */
+  respondPermission = async (answer: PermissionAnswer): Promise<RespondPermissionResponse> =>
+    this.action(() =>
+      this.client.respondPermission(
+        {
+          sessionId: this.sessionId,
+          requestId: answer.requestId,
+          allow: answer.allow,
+          updatedInput: answer.updatedInput,
+          message: answer.message ?? "",
+        },
+        this.callOptions(),
+      ),
+    );
+
+  /**
+   * Prepends the next older page (events before the oldest held one) and
+   * says whether even older ones exist. Concurrent calls share one request,
+   * so calling it from a scroll observer is safe.
+   */
+  fetchHistory = (opts: { limit?: number } = {}): Promise<{ hasMore: boolean }> => {
+    if (this.historyInFlight) return this.historyInFlight;
+    const p = this.loadOlder(opts.limit ?? 50).finally(() => {
+      this.historyInFlight = undefined;
+      this.maybeReady();
+      this.changed();
+    });
+    this.historyInFlight = p;
+    return p;
+  };
+
+  /**
+   * Feeds an event into the handle as if the stream had delivered it (tests,
+   * events that came by another channel). Dropped when its seq is already
+   * held; otherwise it is placed in seq order. An injected event newer than
+   * the stream's cursor advances the cursor, so inject only real log events.
+   */
+  injectEvent = (event: Event): void => {
+    if (this.insert(event)) this.changed();
+  };
+
+  /** Drops the current stream (if any) and subscribes again at once. */
+  reconnect = (): void => {
+    if (this.closed) return;
+    this.error = undefined;
+    this.startLoop();
+    this.changed();
+  };
+
+  /** Ends the subscription for good and forgets the listeners. */
+  close = (): void => {
+    if (this.closed) return;
+    this.closed = true;
+    this.generation++;
+    this.abort?.abort();
+    this.wakeBackoff?.();
+    this.connected = false;
+    this.listeners.clear();
+  };
+
+  // ---- subscription ----------------------------------------------------
+
+  private callOptions(signal?: AbortSignal): CallOptions {
+    return { headers: this.opts.headers, signal };
+  }
+
+  private startLoop(): void {
+    const gen = ++this.generation;
+    this.abort?.abort();
+    this.wakeBackoff?.();
+    void this.loop(gen);
+  }
+
+  private async loop(gen: number): Promise<void> {
+    let attempt = 0;
+    while (!this.closed && gen === this.generation) {
+      const abort = new AbortController();
+      this.abort = abort;
+      let idleTimer: ReturnType<typeof setTimeout> | undefined;
+      const armIdle = () => {
+        if (this.opts.idleTimeoutMs <= 0) return;
+        clearTimeout(idleTimer);
+        idleTimer = setTimeout(
+          () => abort.abort(new ConnectError("no message within idle timeout", Code.DeadlineExceeded)),
+          this.opts.idleTimeoutMs,
+        );
+      };
+      let fatal = false;
+      try {
+        armIdle();
+        const stream = this.client.subscribe(
+          { sessionId: this.sessionId, afterSeq: this.lastSeq() },
+          this.callOptions(abort.signal),
+        );
+        for await (const res of stream) {
+          if (gen !== this.generation) break;
+          armIdle();
+          switch (res.kind.case) {
+            case "replay": {
+              attempt = 0;
+              this.connected = true;
+              this.error = undefined;
+              if (res.kind.value.reset) {
+                // The cursor was incoherent: the replay is the new truth.
+                this.events = [];
+                this.hasMoreHistory = res.kind.value.fromSeq > 0n;
+              }
+              this.changed();
+              break;
+            }
+            case "event":
+              if (this.append(res.kind.value)) this.changed();
+              break;
+            case "caughtUp":
+              if (!this.caughtUp) {
+                this.caughtUp = true;
+                this.startBackfill();
+              }
+              this.maybeReady();
+              this.changed();
+              break;
+            case "heartbeat":
+            case undefined:
+              break;
+          }
+        }
+      } catch (err) {
+        if (gen !== this.generation || this.closed) break;
+        const ce = ConnectError.from(err);
+        this.error = ce;
+        fatal = FATAL_CODES.has(ce.code);
+      } finally {
+        clearTimeout(idleTimer);
+      }
+      if (gen !== this.generation || this.closed) break;
+      if (this.connected) {
+        this.connected = false;
+        this.changed();
+      } else if (this.error) {
+        this.changed();
+      }
+      if (fatal) break;
+      await this.sleep(this.delay(attempt++));
+    }
+  }
+
+  private delay(attempt: number): number {
+    const { initialMs, maxMs, jitter } = this.opts.backoff;
+    const base = Math.min(maxMs, initialMs * 2 ** Math.min(attempt, 30));
+    return base * (1 - jitter) + Math.random() * base * jitter;
+  }
+
+  private sleep(ms: number): Promise<void> {
+    return new Promise((resolve) => {
+      const t = setTimeout(done, ms);
+      function done() {
+        clearTimeout(t);
+        resolve();
+      }
+      this.wakeBackoff = done;
+    });
+  }
+
+  // ---- the held events -------------------------------------------------
+
+  private lastSeq(): bigint {
+    return this.events.length ? this.events[this.events.length - 1]!.seq : 0n;
+  }
+
+  /** Appends a streamed event unless it is already held. */
+  private append(e: Event): boolean {
+    if (e.seq <= this.lastSeq()) return false;
+    if (this.events.length === 0) this.hasMoreHistory = e.seq > 1n;
+    this.events = [...this.events, e];
+    return true;
+  }
+
+  /** Places an event by seq (inject); false when that seq is held. */
+  private insert(e: Event): boolean {
+    if (e.seq > this.lastSeq()) return this.append(e);
+    const i = this.events.findIndex((x) => x.seq >= e.seq);
+    if (i >= 0 && this.events[i]!.seq === e.seq) return false;
+    const at = i < 0 ? this.events.length : i;
+    this.events = [...this.events.slice(0, at), e, ...this.events.slice(at)];
+    return true;
+  }
+
+  private async loadOlder(limit: number): Promise<{ hasMore: boolean }> {
+    const first = this.events[0]?.seq;
+    if (first === 1n) {
+      this.hasMoreHistory = false;
+      return { hasMore: false };
+    }
+    try {
+      const res = await this.client.history(
+        { sessionId: this.sessionId, beforeSeq: first ?? 0n, limit },
+        this.callOptions(),
+      );
+      // Keep the list contiguous: a reset or stream events may have landed
+      // while the page was in flight, so prepend only what is older than
+      // the oldest event held now and ends right before it.
+      const oldest = this.events[0]?.seq;
+      const page = oldest === undefined ? res.events : res.events.filter((e) => e.seq < oldest);
+      const lastOfPage = page[page.length - 1]?.seq;
+      if (oldest === undefined || lastOfPage === undefined || lastOfPage === oldest - 1n) {
+        if (page.length > 0) this.events = [...page, ...this.events];
+        if (page.length > 0 || res.events.length === 0) this.hasMoreHistory = res.hasMore;
+      }
+      return { hasMore: this.hasMoreHistory };
+    } catch (err) {
+      this.error = ConnectError.from(err);
+      throw this.error;
+    }
+  }
+
+  private startBackfill(): void {
+    if (this.opts.backfill <= 0) return;
+    this.backfillPending = true;
+    const step = async (): Promise<void> => {
+      while (!this.closed && this.events.length < this.opts.backfill && this.hasMoreHistory) {
+        const before = this.events.length;
+        const { hasMore } = await this.fetchHistory({
+          limit: Math.min(1000, this.opts.backfill - this.events.length),
+        });
+        if (!hasMore || this.events.length === before) break;
+      }
+    };
+    step()
+      .catch(() => {
+        // Recorded in `error`; hydration must still settle.
+      })
+      .finally(() => {
+        this.backfillPending = false;
+        this.maybeReady();
+        this.changed();
+      });
+  }
+
+  private maybeReady(): void {
+    if (!this.ready && this.caughtUp && !this.backfillPending && !this.historyInFlight) {
+      this.ready = true;
+    }
+  }
+
+  private async action<T>(call: () => Promise<T>): Promise<T> {
+    try {
+      return await call();
+    } catch (err) {
+      this.error = ConnectError.from(err);
+      this.changed();
+      throw this.error;
+    }
+  }
+
+  // ---- snapshots -------------------------------------------------------
+
+  private computeSnapshot(): SessionSnapshot {
+    const events = this.events;
+    return {
+      sessionId: this.sessionId,
+      events,
+      status: deriveStatus(events),
+      processAlive: deriveProcessAlive(events),
+      usage: deriveUsage(events),
+      activity: deriveActivity(events),
+      connected: this.connected,
+      hydrationPhase: this.ready ? "ready" : "hydrating",
+      error: this.error,
+      lastSeq: this.lastSeq(),
+      hasMoreHistory: this.hasMoreHistory,
+    };
+  }
+
+  /**
+   * Schedules one snapshot rebuild and notification. While hydrating, a
+   * long replay arrives one message at a time; rebuilding at most every
+   * 50 ms keeps a 10k-event replay linear rather than quadratic.
+   */
+  private changed(): void {
+    if (this.notifyScheduled || this.closed) return;
+    this.notifyScheduled = true;
+    const wait = this.ready ? 0 : Math.max(0, 50 - (Date.now() - this.lastNotify));
+    const run = () => {
+      this.notifyScheduled = false;
+      if (this.closed) return;
+      this.lastNotify = Date.now();
+      this.snapshot = this.computeSnapshot();
+      for (const l of [...this.listeners]) l(this.snapshot);
+    };
+    if (wait === 0) queueMicrotask(run);
+    else setTimeout(run, wait);
+  }
+}
+
+/** Creates a SessionService client on `transport` and a handle over it. */
+export function createSessionHandle(
+  transport: Transport,
+  sessionId: string,
+  options?: SessionHandleOptions,
+): SessionHandle {
+  return new SessionHandle(createClient(SessionService, transport), sessionId, options);
+}

@@ -1,0 +1,260 @@
+//! Command line and environment configuration (clap). The doc comments on
+//! these fields are the `--help` text.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::str::FromStr;
+use std::time::Duration;
+
+use clap::{Args, Parser, Subcommand, ValueEnum};
+
+/// agent-harness: runs Claude Code CLI sessions behind a gRPC API with a
+/// durable event log.
+#[derive(Debug, Parser)]
+#[command(name = "agent-harness", version, about, long_about = None)]
+pub struct Cli {
+    /// What to do.
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+/// Subcommands.
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Serve the SessionService (native gRPC and grpc-web on one port).
+    Serve(Box<ServeConfig>),
+    /// Record a cassette: run the real claude CLI once and write every
+    /// stdout/stdin line with its time offset to a JSONL file.
+    Record(RecordConfig),
+}
+
+/// Which process adapter runs the CLI.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum AdapterKind {
+    /// One keep-alive `claude --input-format stream-json` process per run:
+    /// follow-ups are stdin writes, Stop interrupts the turn.
+    Interactive,
+    /// One `claude --print` process per turn.
+    Cli,
+    /// Replays a recorded cassette instead of running the CLI.
+    Cassette(PathBuf),
+}
+
+impl FromStr for AdapterKind {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        match s {
+            "interactive" => Ok(AdapterKind::Interactive),
+            "cli" => Ok(AdapterKind::Cli),
+            _ => match s.strip_prefix("cassette:") {
+                Some(path) if !path.is_empty() => Ok(AdapterKind::Cassette(PathBuf::from(path))),
+                _ => Err(format!(
+                    "unknown adapter {s:?}: use interactive, cli or cassette:FILE"
+                )),
+            },
+        }
+    }
+}
+
+/// How tool permission prompts are handled.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum PermissionMode {
+    /// Relay each prompt to clients (`--permission-prompt-tool stdio`):
+    /// a `permission_requested` event, answered with RespondPermission.
+    Relay,
+    /// Leave it to the CLI's own settings files (no relay).
+    Settings,
+    /// `--dangerously-skip-permissions`: every tool runs unasked.
+    Skip,
+}
+
+/// Configuration of `agent-harness serve`. Every flag can also be set with
+/// the environment variable shown in `--help`.
+#[derive(Debug, Clone, Args)]
+pub struct ServeConfig {
+    /// Address to listen on (native gRPC and grpc-web share it). A
+    /// non-loopback address requires --auth-token-file.
+    #[arg(long, env = "AGENT_HARNESS_LISTEN", default_value = "127.0.0.1:50051")]
+    pub listen: SocketAddr,
+
+    /// Directory holding the event store (`events.redb`).
+    #[arg(long, env = "AGENT_HARNESS_DATA_DIR", default_value = "./data")]
+    pub data_dir: PathBuf,
+
+    /// Path of the claude binary. Default: $CLAUDE_BIN, then the usual
+    /// install locations, then PATH.
+    #[arg(long, env = "AGENT_HARNESS_CLAUDE_BIN")]
+    pub claude_bin: Option<PathBuf>,
+
+    /// Process adapter: `interactive` (keep-alive stream-json process),
+    /// `cli` (one `--print` process per turn) or `cassette:FILE` (replay a
+    /// recording; no CLI needed).
+    #[arg(long, env = "AGENT_HARNESS_ADAPTER", default_value = "interactive")]
+    pub adapter: AdapterKind,
+
+    /// Tool permission prompts: `relay` them to clients, leave them to the
+    /// CLI's `settings`, or `skip` them (--dangerously-skip-permissions).
+    #[arg(
+        long,
+        env = "AGENT_HARNESS_PERMISSIONS",
+        value_enum,
+        default_value = "relay"
+    )]
+    pub permissions: PermissionMode,
+
+    /// End a keep-alive process that has had no turn in progress for this
+    /// long (run_end IDLE_TIMEOUT). 0 = never.
+    #[arg(long, env = "AGENT_HARNESS_IDLE_TIMEOUT", default_value = "30m", value_parser = parse_duration)]
+    pub idle_timeout: Duration,
+
+    /// Deny a relayed permission request nobody answered within this time.
+    #[arg(long, env = "AGENT_HARNESS_PERMISSION_TIMEOUT", default_value = "5m", value_parser = parse_duration)]
+    pub permission_timeout: Duration,
+
+    /// After a Stop's interrupt, how long to wait for the turn to end before
+    /// signalling the process group (SIGINT).
+    #[arg(long, env = "AGENT_HARNESS_STOP_GRACE", default_value = "5s", value_parser = parse_duration)]
+    pub stop_grace: Duration,
+
+    /// Time between SIGINT, SIGTERM and SIGKILL while stopping a process.
+    #[arg(long, env = "AGENT_HARNESS_KILL_GRACE", default_value = "2s", value_parser = parse_duration)]
+    pub kill_grace: Duration,
+
+    /// Most events a Subscribe replays before going live; an older cursor
+    /// gets a reset and the tail.
+    #[arg(long, env = "AGENT_HARNESS_MAX_REPLAY", default_value_t = 10_000)]
+    pub max_replay: usize,
+
+    /// Events kept in memory per session; older reads fall through to the
+    /// store.
+    #[arg(long, env = "AGENT_HARNESS_WINDOW", default_value_t = 2_000)]
+    pub window: usize,
+
+    /// Heartbeat interval of idle Subscribe streams.
+    #[arg(long, env = "AGENT_HARNESS_HEARTBEAT", default_value = "15s", value_parser = parse_duration)]
+    pub heartbeat: Duration,
+
+    /// Largest request message accepted, in bytes (larger: RESOURCE_EXHAUSTED).
+    #[arg(long, env = "AGENT_HARNESS_MAX_REQUEST_BYTES", default_value_t = 4 * 1024 * 1024)]
+    pub max_request_bytes: usize,
+
+    /// File holding the bearer token every RPC must carry
+    /// (`authorization: Bearer TOKEN`). Required for a non-loopback --listen.
+    #[arg(long, env = "AGENT_HARNESS_AUTH_TOKEN_FILE")]
+    pub auth_token_file: Option<PathBuf>,
+
+    /// Log filter (tracing EnvFilter syntax, e.g. `info,agent_harness_server=debug`).
+    #[arg(long, env = "AGENT_HARNESS_LOG", default_value = "info")]
+    pub log: String,
+}
+
+impl Default for ServeConfig {
+    fn default() -> Self {
+        Self {
+            listen: "127.0.0.1:50051".parse().expect("valid default address"),
+            data_dir: PathBuf::from("./data"),
+            claude_bin: None,
+            adapter: AdapterKind::Interactive,
+            permissions: PermissionMode::Relay,
+            idle_timeout: Duration::from_secs(30 * 60),
+            permission_timeout: Duration::from_secs(5 * 60),
+            stop_grace: Duration::from_secs(5),
+            kill_grace: Duration::from_secs(2),
+            max_replay: 10_000,
+            window: 2_000,
+            heartbeat: Duration::from_secs(15),
+            max_request_bytes: 4 * 1024 * 1024,
+            auth_token_file: None,
+            log: "info".into(),
+        }
+    }
+}
+
+/// Configuration of `agent-harness record`.
+#[derive(Debug, Clone, Args)]
+pub struct RecordConfig {
+    /// Output cassette (JSONL).
+    #[arg(long, short)]
+    pub out: PathBuf,
+    /// Path of the claude binary (default: as for serve).
+    #[arg(long, env = "AGENT_HARNESS_CLAUDE_BIN")]
+    pub claude_bin: Option<PathBuf>,
+    /// Working directory of the CLI.
+    #[arg(long)]
+    pub cwd: Option<PathBuf>,
+    /// The prompt; further prompts are sent as follow-up turns.
+    #[arg(required = true)]
+    pub prompts: Vec<String>,
+    /// Extra CLI arguments (after `--`).
+    #[arg(last = true)]
+    pub args: Vec<String>,
+}
+
+/// Parses "1500ms", "30s", "5m", "2h" or a bare number of seconds.
+pub fn parse_duration(s: &str) -> Result<Duration, String> {
+    let s = s.trim();
+    let split = s
+        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+        .unwrap_or(s.len());
+    let (num, unit) = s.split_at(split);
+    let value: f64 = num
+        .parse()
+        .map_err(|_| format!("invalid duration {s:?}: expected e.g. 30s, 5m, 1500ms"))?;
+    let secs = match unit.trim() {
+        "" | "s" | "sec" | "secs" => value,
+        "ms" => value / 1000.0,
+        "m" | "min" | "mins" => value * 60.0,
+        "h" | "hr" | "hours" => value * 3600.0,
+        other => {
+            return Err(format!(
+                "invalid duration unit {other:?} in {s:?}: use ms, s, m or h"
+            ));
+        }
+    };
+    if !secs.is_finite() || secs < 0.0 {
+        return Err(format!("invalid duration {s:?}"));
+    }
+    Ok(Duration::from_secs_f64(secs))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn durations() {
+        assert_eq!(parse_duration("30s").unwrap(), Duration::from_secs(30));
+        assert_eq!(parse_duration("5m").unwrap(), Duration::from_secs(300));
+        assert_eq!(
+            parse_duration("1500ms").unwrap(),
+            Duration::from_millis(1500)
+        );
+        assert_eq!(parse_duration("0").unwrap(), Duration::ZERO);
+        assert_eq!(parse_duration("2h").unwrap(), Duration::from_secs(7200));
+        assert!(parse_duration("5 parsecs").is_err());
+        assert!(parse_duration("").is_err());
+    }
+
+    #[test]
+    fn adapters() {
+        assert_eq!("cli".parse::<AdapterKind>().unwrap(), AdapterKind::Cli);
+        assert_eq!(
+            "cassette:x.jsonl".parse::<AdapterKind>().unwrap(),
+            AdapterKind::Cassette("x.jsonl".into())
+        );
+        assert!("cassette:".parse::<AdapterKind>().is_err());
+    }
+
+    #[test]
+    fn cli_parses_defaults() {
+        use clap::CommandFactory;
+        Cli::command().debug_assert();
+        let cli = Cli::try_parse_from(["agent-harness", "serve"]).unwrap();
+        let Command::Serve(cfg) = cli.command else {
+            panic!("expected serve")
+        };
+        assert_eq!(cfg.listen.to_string(), "127.0.0.1:50051");
+        assert_eq!(cfg.stop_grace, Duration::from_secs(5));
+        assert_eq!(cfg.idle_timeout, Duration::from_secs(1800));
+    }
+}

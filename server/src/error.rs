@@ -1,0 +1,99 @@
+//! The server's one error enum, and its one mapping to a gRPC status.
+//!
+//! Every layer below the RPC edge returns [`Error`]; `rpc` converts it with
+//! `From<Error> for tonic::Status` and nowhere else, so a client always gets
+//! the same code for the same failure.
+
+use tonic::Status;
+
+/// Everything that can go wrong behind the API.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// A request field is invalid; `field` names it for the client.
+    #[error("invalid {field}: {reason}")]
+    InvalidArgument {
+        /// The offending field ("session_id", "config.cwd", ...).
+        field: &'static str,
+        /// Why it was refused.
+        reason: String,
+    },
+    /// No such session (or permission request).
+    #[error("{0}")]
+    NotFound(String),
+    /// The session is not in a state that allows this call.
+    #[error("{0}")]
+    FailedPrecondition(String),
+    /// A size limit was exceeded.
+    #[error("{0}")]
+    ResourceExhausted(String),
+    /// The call could not be completed now; retrying may help.
+    #[error("{0}")]
+    Unavailable(String),
+    /// A bug or an I/O failure inside the server.
+    #[error("{0}")]
+    Internal(String),
+}
+
+/// Shorthand for results in this crate.
+pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+impl Error {
+    /// An INVALID_ARGUMENT naming `field`.
+    pub fn invalid(field: &'static str, reason: impl Into<String>) -> Self {
+        Error::InvalidArgument {
+            field,
+            reason: reason.into(),
+        }
+    }
+
+    /// An unknown session.
+    pub fn unknown_session(session_id: &str) -> Self {
+        Error::NotFound(format!("session {session_id:?} not found"))
+    }
+}
+
+impl From<crate::store::StoreError> for Error {
+    fn from(e: crate::store::StoreError) -> Self {
+        Error::Internal(e.to_string())
+    }
+}
+
+impl From<crate::log::LogError> for Error {
+    fn from(e: crate::log::LogError) -> Self {
+        match e {
+            crate::log::LogError::Closed => {
+                Error::Unavailable("the server is shutting down".into())
+            }
+            other => Error::Internal(other.to_string()),
+        }
+    }
+}
+
+impl From<crate::adapter::AdapterError> for Error {
+    fn from(e: crate::adapter::AdapterError) -> Self {
+        use crate::adapter::AdapterError as A;
+        match e {
+            // The message already says how to fix it (install, --claude-bin).
+            A::BinaryNotFound(msg) => Error::FailedPrecondition(msg),
+            A::Unsupported(what) => {
+                Error::FailedPrecondition(format!("not supported by this adapter: {what}"))
+            }
+            A::NotRunning => Error::Unavailable("the process is not running".into()),
+            other => Error::Internal(other.to_string()),
+        }
+    }
+}
+
+impl From<Error> for Status {
+    fn from(e: Error) -> Self {
+        let msg = e.to_string();
+        match e {
+            Error::InvalidArgument { .. } => Status::invalid_argument(msg),
+            Error::NotFound(_) => Status::not_found(msg),
+            Error::FailedPrecondition(_) => Status::failed_precondition(msg),
+            Error::ResourceExhausted(_) => Status::resource_exhausted(msg),
+            Error::Unavailable(_) => Status::unavailable(msg),
+            Error::Internal(_) => Status::internal(msg),
+        }
+    }
+}

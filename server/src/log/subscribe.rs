@@ -1,0 +1,226 @@
+//! One Subscribe stream: replay header, replay, `caught_up`, live, heartbeats.
+//!
+//! The stream is pull-based and owns no queue. It holds a `watch::Receiver`
+//! of the session's committed head (registered before the replay starts, so
+//! nothing committed after the replay's head can be missed) and a cursor
+//! `last_sent`. Whenever it is polled and the head is ahead of the cursor, it
+//! fetches the next chunk (at most [`SUBSCRIBER_CHUNK`] events) from the
+//! window, or from the store if the events already left the window. A
+//! subscriber that stops reading therefore costs nothing while appends go
+//! on, and catches up from storage when it reads again. Events are yielded
+//! only with `seq == last_sent + 1`, so none is ever duplicated or skipped.
+
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+use std::time::Duration;
+
+use agent_harness_client::pb;
+use agent_harness_client::pb::subscribe_response::Kind;
+use futures::Stream;
+use tokio::sync::watch;
+use tokio::time::Instant;
+
+use super::{SUBSCRIBER_CHUNK, SessionLog, Shared};
+
+/// Pause before retrying a failed storage read (the stream never gives up).
+const READ_RETRY: Duration = Duration::from_millis(200);
+
+enum Phase {
+    /// The replay header is next.
+    Header,
+    /// Replaying up to `until` (the head when the replay began).
+    Replay { until: u64 },
+    /// Caught up; following the head.
+    Live,
+}
+
+struct Sub {
+    shared: Arc<Shared>,
+    session: Arc<SessionLog>,
+    session_id: String,
+    after_seq: u64,
+    head_rx: watch::Receiver<u64>,
+    phase: Phase,
+    /// Seq of the last event yielded (or the replay's from_seq).
+    last_sent: u64,
+    /// Fetched, not yet yielded events; empty (and unallocated) when idle.
+    buf: std::vec::IntoIter<pb::Event>,
+    /// When the next heartbeat is due (live phase only).
+    heartbeat_at: Option<Instant>,
+}
+
+impl Drop for Sub {
+    fn drop(&mut self) {
+        self.shared
+            .buffered
+            .fetch_sub(self.buf.len(), Ordering::Relaxed);
+        self.shared.subscribers.fetch_sub(1, Ordering::Relaxed);
+    }
+}
+
+pub(super) fn stream(
+    shared: Arc<Shared>,
+    session_id: &str,
+    after_seq: u64,
+) -> impl Stream<Item = pb::SubscribeResponse> + Send + 'static {
+    let session = shared.get_or_create(session_id);
+    // Register for live notifications now, before any replay read.
+    let head_rx = session.head.subscribe();
+    shared.subscribers.fetch_add(1, Ordering::Relaxed);
+    let sub = Sub {
+        shared,
+        session,
+        session_id: session_id.to_owned(),
+        after_seq,
+        head_rx,
+        phase: Phase::Header,
+        last_sent: 0,
+        buf: Vec::new().into_iter(),
+        heartbeat_at: None,
+    };
+    futures::stream::unfold(sub, |mut sub| async move {
+        let kind = sub.next().await?;
+        Some((pb::SubscribeResponse { kind: Some(kind) }, sub))
+    })
+}
+
+impl Sub {
+    async fn next(&mut self) -> Option<Kind> {
+        let kind = self.step().await?;
+        if let Phase::Live = self.phase {
+            self.heartbeat_at = Some(Instant::now() + self.shared.opts.heartbeat);
+        }
+        Some(kind)
+    }
+
+    async fn step(&mut self) -> Option<Kind> {
+        loop {
+            if self.shared.shutdown.is_cancelled() {
+                return None;
+            }
+            match self.phase {
+                Phase::Header => {
+                    let head = *self.head_rx.borrow_and_update();
+                    let opts = &self.shared.opts;
+                    let after = self.after_seq;
+                    let reset = after > head || head - after > opts.max_replay;
+                    let from_seq = if reset {
+                        head - head.min(opts.window as u64)
+                    } else {
+                        after
+                    };
+                    self.last_sent = from_seq;
+                    self.phase = Phase::Replay { until: head };
+                    return Some(Kind::Replay(pb::ReplayStart {
+                        reset,
+                        from_seq,
+                        head_seq: head,
+                    }));
+                }
+                Phase::Replay { until } => {
+                    if self.last_sent >= until {
+                        self.phase = Phase::Live;
+                        return Some(Kind::CaughtUp(pb::CaughtUp { head_seq: until }));
+                    }
+                    if let Some(ev) = self.next_event(until).await {
+                        return Some(Kind::Event(ev));
+                    }
+                }
+                Phase::Live => {
+                    let head = *self.head_rx.borrow_and_update();
+                    if head > self.last_sent {
+                        if let Some(ev) = self.next_event(head).await {
+                            return Some(Kind::Event(ev));
+                        }
+                        continue;
+                    }
+                    let beat = self
+                        .heartbeat_at
+                        .unwrap_or_else(|| Instant::now() + self.shared.opts.heartbeat);
+                    tokio::select! {
+                        _ = self.shared.shutdown.cancelled() => return None,
+                        changed = self.head_rx.changed() => {
+                            // The sender lives as long as our Arc<SessionLog>; an
+                            // error would mean the session is gone, so end.
+                            changed.ok()?;
+                        }
+                        _ = tokio::time::sleep_until(beat) => {
+                            return Some(Kind::Heartbeat(pb::Heartbeat {
+                                head_seq: *self.head_rx.borrow(),
+                            }));
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    /// The event `last_sent + 1` (never beyond `upto`), fetching a chunk when
+    /// the buffer is empty. `None` means "try again" (a read failed and we
+    /// waited, or shutdown began).
+    async fn next_event(&mut self, upto: u64) -> Option<pb::Event> {
+        loop {
+            if let Some(ev) = self.buf.next() {
+                self.shared.buffered.fetch_sub(1, Ordering::Relaxed);
+                if ev.seq <= self.last_sent {
+                    continue; // already sent: never duplicate
+                }
+                if ev.seq != self.last_sent + 1 {
+                    // Cannot happen with a gapless store; refetch rather than skip.
+                    tracing::error!(
+                        session_id = %self.session_id,
+                        expected = self.last_sent + 1,
+                        got = ev.seq,
+                        "event log gap while streaming; re-reading"
+                    );
+                    self.drop_buf();
+                    tokio::time::sleep(READ_RETRY).await;
+                    return None;
+                }
+                self.last_sent = ev.seq;
+                if self.buf.len() == 0 {
+                    // Free the chunk's allocation: an idle subscriber holds nothing.
+                    self.buf = Vec::new().into_iter();
+                }
+                return Some(ev);
+            }
+            let read = self
+                .shared
+                .read_span(
+                    &self.session_id,
+                    Some(&self.session),
+                    self.last_sent,
+                    upto,
+                    SUBSCRIBER_CHUNK,
+                )
+                .await;
+            match read {
+                Ok(evs) if !evs.is_empty() => {
+                    self.shared.buffered.fetch_add(evs.len(), Ordering::Relaxed);
+                    self.buf = evs.into_iter();
+                }
+                Ok(_) => {
+                    tracing::error!(
+                        session_id = %self.session_id,
+                        after = self.last_sent,
+                        upto,
+                        "committed events missing from storage; retrying"
+                    );
+                    tokio::time::sleep(READ_RETRY).await;
+                    return None;
+                }
+                Err(e) => {
+                    tracing::warn!(session_id = %self.session_id, error = %e, "subscriber read failed; retrying");
+                    tokio::time::sleep(READ_RETRY).await;
+                    return None;
+                }
+            }
+        }
+    }
+
+    fn drop_buf(&mut self) {
+        let n = self.buf.len();
+        self.shared.buffered.fetch_sub(n, Ordering::Relaxed);
+        self.buf = Vec::new().into_iter();
+    }
+}

@@ -1,0 +1,527 @@
+//! The SessionManager: starts, feeds, stops and answers the agent processes
+//! of many sessions at once.
+//!
+//! # Concurrency (the choice, written down)
+//! Each session has one **slot**: a `tokio::sync::Mutex` that serializes the
+//! calls on that session (Start, Send, Stop, RespondPermission) and holds the
+//! handle of its live run, if any. Different sessions never share a lock, so
+//! they run in parallel. While a run is live, one **run task** (an actor,
+//! see [`run`]) owns its process handle and is the only writer of that
+//! session's log; the calls send it commands and wait for its reply. When no
+//! run is live the calls append themselves, under the slot lock. So at any
+//! moment exactly one party appends to a session, and its `StatusFold` sees
+//! events in seq order.
+//!
+//! There is no "is running" flag: whether a run is live is the derive
+//! `StatusFold` over the log; the process handle is the only state kept
+//! beside it.
+
+mod run;
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use agent_harness_client::derive::{self, StatusFold};
+use agent_harness_client::pb;
+use agent_harness_client::pb::event::Payload;
+use pbjson_types::Struct;
+use tokio::sync::{mpsc, oneshot};
+use tokio_util::sync::CancellationToken;
+
+use crate::adapter::{ProcessAdapter, SpawnConfig, UserInput};
+use crate::error::{Error, Result};
+use crate::log::{EventLogs, NewEvent};
+
+use self::run::{Run, RunCmd, WriteError};
+
+/// Timeouts and limits of the manager.
+#[derive(Debug, Clone)]
+pub struct ManagerOptions {
+    /// A keep-alive process with no turn in progress this long is ended
+    /// (`IDLE_TIMEOUT`). Zero: never.
+    pub idle_timeout: Duration,
+    /// An unanswered permission request is denied after this long.
+    pub permission_timeout: Duration,
+    /// After a Stop's interrupt, how long to wait for the turn to end before
+    /// signalling.
+    pub stop_grace: Duration,
+    /// Between SIGINT, SIGTERM and SIGKILL.
+    pub kill_grace: Duration,
+    /// Longest stdout line the normalizer accepts.
+    pub max_line_bytes: usize,
+}
+
+impl Default for ManagerOptions {
+    fn default() -> Self {
+        Self {
+            idle_timeout: Duration::from_secs(30 * 60),
+            permission_timeout: Duration::from_secs(5 * 60),
+            stop_grace: Duration::from_secs(5),
+            kill_grace: Duration::from_secs(2),
+            max_line_bytes: crate::normalize::DEFAULT_MAX_LINE_BYTES,
+        }
+    }
+}
+
+impl ManagerOptions {
+    /// The longest a stop ladder can take: interrupt grace plus three signal
+    /// graces, plus a second of slack for the reaping.
+    fn ladder_bound(&self) -> Duration {
+        self.stop_grace + self.kill_grace * 3 + Duration::from_secs(1)
+    }
+}
+
+/// Runs sessions. Cheap to clone.
+#[derive(Clone)]
+pub struct SessionManager {
+    inner: Arc<Inner>,
+}
+
+impl std::fmt::Debug for SessionManager {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SessionManager")
+            .field("adapter", &self.inner.adapter.name())
+            .finish()
+    }
+}
+
+struct Inner {
+    adapter: Arc<dyn ProcessAdapter>,
+    logs: EventLogs,
+    opts: ManagerOptions,
+    /// One slot per session touched since start-up; never removed (a slot
+    /// is a mutex and an `Option`, and keeping it keeps calls serialized).
+    slots: Mutex<HashMap<String, Arc<Slot>>>,
+    /// Cancelled when shutdown begins: no new runs after that.
+    shutting_down: CancellationToken,
+}
+
+/// Serializes the calls on one session; holds its live run's handle.
+#[derive(Default)]
+struct Slot {
+    live: tokio::sync::Mutex<Option<RunHandle>>,
+}
+
+/// The manager's side of a live run.
+struct RunHandle {
+    run_id: String,
+    /// Commands to the run task.
+    cmds: mpsc::Sender<RunCmd>,
+    /// True when the process accepts stdin messages between turns.
+    keep_alive: bool,
+    /// Cancelled by the run task when it has appended run_end and exited.
+    ended: CancellationToken,
+}
+
+impl RunHandle {
+    fn running(&self) -> bool {
+        !self.ended.is_cancelled()
+    }
+}
+
+/// What Start returns.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Started {
+    /// The new run's id.
+    pub run_id: String,
+    /// The adapter's process id ("pid:1234").
+    pub process_id: String,
+}
+
+/// An answer to a permission request.
+#[derive(Debug, Clone, Default)]
+pub struct PermissionAnswer {
+    /// Let the tool run.
+    pub allow: bool,
+    /// When allowing: the input to run with; `None` = the requested input.
+    pub updated_input: Option<Struct>,
+    /// When denying: the message for the model.
+    pub message: String,
+}
+
+impl SessionManager {
+    /// A manager spawning through `adapter` and recording into `logs`.
+    pub fn new(adapter: Arc<dyn ProcessAdapter>, logs: EventLogs, opts: ManagerOptions) -> Self {
+        Self {
+            inner: Arc::new(Inner {
+                adapter,
+                logs,
+                opts,
+                slots: Mutex::default(),
+                shutting_down: CancellationToken::new(),
+            }),
+        }
+    }
+
+    /// The event logs this manager writes.
+    pub fn logs(&self) -> &EventLogs {
+        &self.inner.logs
+    }
+
+    fn slot(&self, session_id: &str) -> Arc<Slot> {
+        let mut slots = self.inner.slots.lock().unwrap_or_else(|p| p.into_inner());
+        slots.entry(session_id.to_owned()).or_default().clone()
+    }
+
+    fn check_open(&self) -> Result<()> {
+        if self.inner.shutting_down.is_cancelled() {
+            return Err(Error::Unavailable("the server is shutting down".into()));
+        }
+        Ok(())
+    }
+
+    /// Starts a run. FAILED_PRECONDITION when one is already live.
+    pub async fn start(&self, session_id: &str, config: pb::StartConfig) -> Result<Started> {
+        let slot = self.slot(session_id);
+        let mut live = slot.live.lock().await;
+        self.check_open()?;
+        let events = self.inner.logs.read_all(session_id).await?;
+        let fold = fold(&events);
+        if fold.run_live() {
+            return Err(Error::FailedPrecondition(format!(
+                "session {session_id:?} already has a live run ({}); use Send to talk to it, or Stop it first",
+                fold.current_run_id().unwrap_or("?")
+            )));
+        }
+        self.spawn_run(session_id, &mut live, &events, fold, config, "start")
+            .await
+    }
+
+    /// Delivers user input: to the live keep-alive process, or as the prompt
+    /// of a new run resuming the session. Returns the run that got it.
+    pub async fn send(
+        &self,
+        session_id: &str,
+        text: String,
+        content_blocks: Vec<Struct>,
+    ) -> Result<String> {
+        let slot = self.slot(session_id);
+        let mut live = slot.live.lock().await;
+        self.check_open()?;
+        if let Some(h) = live.as_ref().filter(|h| h.running()) {
+            if !h.keep_alive {
+                return Err(Error::FailedPrecondition(format!(
+                    "run {} of session {session_id:?} is a one-shot run still working; \
+                     wait for its run_end or Stop it, then Send",
+                    h.run_id
+                )));
+            }
+            let (reply, rx) = oneshot::channel();
+            let input = UserInput {
+                text: text.clone(),
+                content_blocks: content_blocks.clone(),
+            };
+            let delivered = match h.cmds.send(RunCmd::Write { input, reply }).await {
+                Ok(()) => rx.await.unwrap_or(Err(WriteError::Ending)),
+                Err(_) => Err(WriteError::Ending),
+            };
+            match delivered {
+                Ok(()) => return Ok(h.run_id.clone()),
+                // The process is on its way out: wait for its run_end, then
+                // respawn below, so the caller never sees the difference.
+                Err(WriteError::Ending) => {
+                    let ended = h.ended.clone();
+                    if tokio::time::timeout(self.inner.opts.ladder_bound(), ended.cancelled())
+                        .await
+                        .is_err()
+                    {
+                        return Err(Error::Unavailable(format!(
+                            "the process of session {session_id:?} is still ending; retry"
+                        )));
+                    }
+                }
+            }
+        }
+        if !self.inner.logs.exists(session_id) {
+            return Err(Error::unknown_session(session_id));
+        }
+        let events = self.inner.logs.read_all(session_id).await?;
+        let fold = fold(&events);
+        if fold.run_live() {
+            return Err(Error::FailedPrecondition(format!(
+                "session {session_id:?} has a live run this server does not own; Stop it first"
+            )));
+        }
+        // The respawn keeps the last run's cwd, env, args and model.
+        let last = events
+            .iter()
+            .rev()
+            .find_map(|e| match &e.payload {
+                Some(Payload::RunStart(rs)) => rs.config.clone(),
+                _ => None,
+            })
+            .unwrap_or_default();
+        let config = pb::StartConfig {
+            prompt: text,
+            content_blocks,
+            resume: String::new(),
+            ..last
+        };
+        let started = self
+            .spawn_run(session_id, &mut live, &events, fold, config, "send")
+            .await?;
+        Ok(started.run_id)
+    }
+
+    /// Stops the current turn (interrupt, then the signal ladder). Returns
+    /// false when nothing was running. Idempotent.
+    pub async fn stop(&self, session_id: &str) -> Result<bool> {
+        let slot = self.slot(session_id);
+        let live = slot.live.lock().await;
+        if let Some(h) = live.as_ref().filter(|h| h.running()) {
+            let (reply, rx) = oneshot::channel();
+            if h.cmds.send(RunCmd::Stop { reply }).await.is_ok() {
+                // A dropped reply means the run ended meanwhile: nothing to stop.
+                return Ok(rx.await.unwrap_or(false));
+            }
+            return Ok(false);
+        }
+        if !self.inner.logs.exists(session_id) {
+            return Err(Error::unknown_session(session_id));
+        }
+        // Safety net: a log that shows a live run with no process here (it
+        // cannot happen after recovery) is closed, so Stop always works.
+        let events = self.inner.logs.read_all(session_id).await?;
+        let fold = fold(&events);
+        if fold.run_live() {
+            let run_id = fold.current_run_id().unwrap_or_default().to_owned();
+            self.inner
+                .logs
+                .append(session_id, vec![inferred_run_end(run_id)])
+                .await?;
+            return Ok(true);
+        }
+        Ok(false)
+    }
+
+    /// Answers a pending permission request. NOT_FOUND when the request is
+    /// not pending (unknown, already answered, timed out or withdrawn).
+    pub async fn respond_permission(
+        &self,
+        session_id: &str,
+        request_id: &str,
+        answer: PermissionAnswer,
+    ) -> Result<()> {
+        let slot = self.slot(session_id);
+        let live = slot.live.lock().await;
+        let not_found = || {
+            Error::NotFound(format!(
+                "no pending permission request {request_id:?} in session {session_id:?}"
+            ))
+        };
+        let Some(h) = live.as_ref().filter(|h| h.running()) else {
+            if !self.inner.logs.exists(session_id) {
+                return Err(Error::unknown_session(session_id));
+            }
+            return Err(not_found());
+        };
+        let (reply, rx) = oneshot::channel();
+        h.cmds
+            .send(RunCmd::Permission {
+                request_id: request_id.to_owned(),
+                answer,
+                reply,
+            })
+            .await
+            .map_err(|_| not_found())?;
+        rx.await.map_err(|_| not_found())?
+    }
+
+    /// One session's derived state.
+    pub async fn get(&self, session_id: &str) -> Result<pb::Session> {
+        if !self.inner.logs.exists(session_id) {
+            return Err(Error::unknown_session(session_id));
+        }
+        let events = self.inner.logs.read_all(session_id).await?;
+        Ok(derive::session(session_id, &events))
+    }
+
+    /// Every stored session's derived state, by session id.
+    pub async fn list(&self) -> Result<Vec<pb::Session>> {
+        let metas = self.inner.logs.sessions().await?;
+        let mut out = Vec::with_capacity(metas.len());
+        for m in metas {
+            let events = self.inner.logs.read_all(&m.session_id).await?;
+            out.push(derive::session(&m.session_id, &events));
+        }
+        Ok(out)
+    }
+
+    /// Stops every live run (run_end SERVER_RESTART, source "shutdown") and
+    /// waits for their run_end, bounded by the stop ladder. New calls get
+    /// UNAVAILABLE from now on. Does not close the logs.
+    pub async fn shutdown(&self) {
+        self.inner.shutting_down.cancel();
+        let slots: Vec<Arc<Slot>> = {
+            let slots = self.inner.slots.lock().unwrap_or_else(|p| p.into_inner());
+            slots.values().cloned().collect()
+        };
+        let mut waiting = Vec::new();
+        for slot in slots {
+            let live = slot.live.lock().await;
+            if let Some(h) = live.as_ref().filter(|h| h.running())
+                && h.cmds.send(RunCmd::Shutdown).await.is_ok()
+            {
+                waiting.push(h.ended.clone());
+            }
+        }
+        let bound = self.inner.opts.kill_grace * 3 + Duration::from_secs(1);
+        for ended in waiting {
+            if tokio::time::timeout(bound, ended.cancelled())
+                .await
+                .is_err()
+            {
+                tracing::warn!("a run did not end within the shutdown bound");
+            }
+        }
+    }
+
+    /// Appends run_start (+ input_sent) durably, then spawns; on failure
+    /// records run_error + run_end so the run still ends exactly once.
+    async fn spawn_run(
+        &self,
+        session_id: &str,
+        live: &mut Option<RunHandle>,
+        events: &[pb::Event],
+        mut fold: StatusFold,
+        mut config: pb::StartConfig,
+        trigger: &str,
+    ) -> Result<Started> {
+        if config.resume.is_empty() {
+            config.resume = derive::resume_id(events).unwrap_or_default();
+        }
+        let run_id = uuid::Uuid::new_v4().to_string();
+        let has_prompt = !config.prompt.is_empty() || !config.content_blocks.is_empty();
+        let mut first = vec![NewEvent {
+            run_id: run_id.clone(),
+            payload: Payload::RunStart(pb::RunStart {
+                config: Some(config.clone()),
+                adapter: self.inner.adapter.name().to_owned(),
+                trigger: trigger.to_owned(),
+            }),
+            cli_line: String::new(),
+        }];
+        if has_prompt {
+            first.push(NewEvent {
+                run_id: run_id.clone(),
+                payload: Payload::InputSent(pb::InputSent {
+                    text: config.prompt.clone(),
+                    source: pb::InputSource::Initial as i32,
+                    content_blocks: config.content_blocks.clone(),
+                }),
+                cli_line: String::new(),
+            });
+        }
+        for e in self.inner.logs.append(session_id, first).await? {
+            fold.apply(&e);
+        }
+        let spawned = self
+            .inner
+            .adapter
+            .spawn(SpawnConfig {
+                session_id: session_id.to_owned(),
+                run_id: run_id.clone(),
+                config: config.clone(),
+            })
+            .await;
+        let handle = match spawned {
+            Ok(h) => h,
+            Err(e) => {
+                tracing::warn!(session_id, run_id, error = %e, "spawn failed");
+                let end = vec![
+                    NewEvent {
+                        run_id: run_id.clone(),
+                        payload: Payload::RunError(pb::RunError {
+                            message: e.to_string(),
+                            kind: "spawn_failed".into(),
+                        }),
+                        cli_line: String::new(),
+                    },
+                    NewEvent {
+                        run_id: run_id.clone(),
+                        payload: Payload::RunEnd(pb::RunEnd {
+                            reason: pb::RunEndReason::Error as i32,
+                            source: "spawn".into(),
+                            ..Default::default()
+                        }),
+                        cli_line: String::new(),
+                    },
+                ];
+                self.inner.logs.append(session_id, end).await?;
+                return Err(match Error::from(e) {
+                    e @ Error::FailedPrecondition(_) => e,
+                    other => Error::Internal(format!("spawn failed: {other}")),
+                });
+            }
+        };
+        let (pid, start_time) = (handle.pid, handle.start_time);
+        let cwd = config.cwd.clone();
+        if let Err(e) = self
+            .inner
+            .logs
+            .update_meta(session_id, move |m| {
+                m.pid = pid;
+                m.pid_start_time = start_time;
+                if !cwd.is_empty() {
+                    m.cwd = Some(cwd);
+                }
+            })
+            .await
+        {
+            // The run goes on; only orphan cleanup after a crash is weaker.
+            tracing::warn!(session_id, error = %e, "could not record the pid for recovery");
+        }
+        let process_id = handle
+            .process_id
+            .clone()
+            .or_else(|| pid.map(|p| format!("pid:{p}")))
+            .unwrap_or_default();
+        let (cmds, cmd_rx) = mpsc::channel(32);
+        let ended = CancellationToken::new();
+        let keep_alive = handle.control.keep_alive();
+        let run = Run::new(
+            session_id.to_owned(),
+            run_id.clone(),
+            self.inner.logs.clone(),
+            self.inner.opts.clone(),
+            handle,
+            fold,
+            has_prompt,
+            cmd_rx,
+            ended.clone(),
+        );
+        tokio::spawn(run.run());
+        *live = Some(RunHandle {
+            run_id: run_id.clone(),
+            cmds,
+            keep_alive,
+            ended,
+        });
+        tracing::info!(session_id, run_id, trigger, process_id, "run started");
+        Ok(Started { run_id, process_id })
+    }
+}
+
+/// Folds a whole log.
+pub(crate) fn fold(events: &[pb::Event]) -> StatusFold {
+    let mut fold = StatusFold::new();
+    for e in events {
+        fold.apply(e);
+    }
+    fold
+}
+
+/// The run_end written for a run whose end nobody observed.
+pub(crate) fn inferred_run_end(run_id: String) -> NewEvent {
+    NewEvent {
+        run_id,
+        payload: Payload::RunEnd(pb::RunEnd {
+            reason: pb::RunEndReason::ServerRestart as i32,
+            inferred: true,
+            source: "recovery".into(),
+            ..Default::default()
+        }),
+        cli_line: String::new(),
+    }
+}

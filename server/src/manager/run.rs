@@ -1,0 +1,597 @@
+//! The run task: the one owner of a live process.
+//!
+//! It reads stdout, normalizes lines into events and appends them (lines
+//! that arrive together go in one append), executes the commands the manager
+//! sends (write, stop, permission answers, shutdown), runs the timers (stop
+//! ladder, idle timeout, permission timeouts) and, when the process has
+//! exited, appends the run's one `run_end`.
+//!
+//! How it ends: only when the process has exited (and been reaped by the
+//! adapter). Shutdown is a command that drives the process to exit through
+//! the signal ladder, which always ends in SIGKILL; so the task never
+//! outlives its process by more than the ladder.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use agent_harness_client::derive::{Status, StatusFold};
+use agent_harness_client::pb;
+use agent_harness_client::pb::event::Payload;
+use pbjson_types::Struct;
+use tokio::sync::{mpsc, oneshot};
+use tokio::time::Instant;
+use tokio_util::sync::CancellationToken;
+
+use super::{ManagerOptions, PermissionAnswer};
+use crate::adapter::{
+    ExitInfo, PermissionDecision, ProcessControl, ProcessHandle, Signal, StdoutLine, UserInput,
+};
+use crate::error::{Error, Result};
+use crate::log::{EventLogs, NewEvent};
+use crate::normalize::Normalizer;
+
+/// Most stdout lines normalized into one append.
+const MAX_LINES_PER_BATCH: usize = 256;
+/// How long to keep reading stdout after the exit (a grandchild may hold
+/// the pipe open; its lines are not worth hanging the run_end for).
+const DRAIN_AFTER_EXIT: Duration = Duration::from_millis(500);
+
+/// A command from the manager.
+pub(super) enum RunCmd {
+    /// Write a user message to stdin and record input_sent{USER}.
+    Write {
+        input: UserInput,
+        reply: oneshot::Sender<Result<(), WriteError>>,
+    },
+    /// Stop the current turn; replies whether a stop is (now) under way.
+    Stop { reply: oneshot::Sender<bool> },
+    /// Answer a pending permission request.
+    Permission {
+        request_id: String,
+        answer: PermissionAnswer,
+        reply: oneshot::Sender<Result<()>>,
+    },
+    /// The server is shutting down: end the process.
+    Shutdown,
+}
+
+/// Why a write was not delivered.
+#[derive(Debug)]
+pub(super) enum WriteError {
+    /// The process is ending (or already gone): respawn after its run_end.
+    Ending,
+}
+
+/// Why the harness is ending the process, which decides the run_end reason.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum EndCause {
+    /// A Stop request.
+    User,
+    /// --idle-timeout.
+    Idle,
+    /// Server shutdown.
+    Shutdown,
+}
+
+/// Where the stop ladder is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Ladder {
+    /// Not stopping.
+    Off,
+    /// Interrupt sent; waiting for turn_end until `deadline`.
+    Interrupted { deadline: Instant },
+    /// `next` is sent at `deadline`.
+    Signal { next: Signal, deadline: Instant },
+    /// SIGKILL sent; waiting for the exit.
+    Killed,
+}
+
+/// A permission request waiting for an answer.
+struct Pending {
+    input: Option<Struct>,
+    deadline: Instant,
+}
+
+pub(super) struct Run {
+    session_id: String,
+    run_id: String,
+    logs: EventLogs,
+    opts: ManagerOptions,
+    control: Arc<dyn ProcessControl>,
+    stdout: mpsc::Receiver<StdoutLine>,
+    exited: oneshot::Receiver<ExitInfo>,
+    cmds: mpsc::Receiver<RunCmd>,
+    normalizer: Normalizer,
+    /// The session's status fold, over every event up to the head: this
+    /// task is the session's only writer while it lives.
+    fold: StatusFold,
+    pending: HashMap<String, Pending>,
+    ladder: Ladder,
+    cause: Option<EndCause>,
+    /// We closed stdin (idle or idle-stop): exit 0 then means completed.
+    stdin_closed: bool,
+    /// The last turn_end was an error (API error, error result).
+    last_turn_error: bool,
+    /// Last activity (event or input), for the idle timeout.
+    last_activity: Instant,
+    /// Cancelled when this task is done; the drop guard also covers panics.
+    ended: CancellationToken,
+}
+
+impl Run {
+    #[allow(clippy::too_many_arguments)]
+    pub(super) fn new(
+        session_id: String,
+        run_id: String,
+        logs: EventLogs,
+        opts: ManagerOptions,
+        handle: ProcessHandle,
+        fold: StatusFold,
+        prompt_sent: bool,
+        cmds: mpsc::Receiver<RunCmd>,
+        ended: CancellationToken,
+    ) -> Self {
+        let mut normalizer = Normalizer::new(opts.max_line_bytes);
+        normalizer.set_pid(handle.pid);
+        if prompt_sent {
+            normalizer.input_sent();
+        }
+        Self {
+            session_id,
+            run_id,
+            logs,
+            opts,
+            control: handle.control,
+            stdout: handle.stdout,
+            exited: handle.exited,
+            cmds,
+            normalizer,
+            fold,
+            pending: HashMap::new(),
+            ladder: Ladder::Off,
+            cause: None,
+            stdin_closed: false,
+            last_turn_error: false,
+            last_activity: Instant::now(),
+            ended,
+        }
+    }
+
+    pub(super) async fn run(mut self) {
+        let _done = self.ended.clone().drop_guard();
+        let mut stdout_open = true;
+        let mut cmds_open = true;
+        let exit = loop {
+            let deadline = self.next_deadline();
+            tokio::select! {
+                biased;
+                cmd = self.cmds.recv(), if cmds_open => match cmd {
+                    Some(cmd) => self.command(cmd).await,
+                    // The manager dropped the handle (replaced after run_end
+                    // cannot happen before we exit): keep running to the exit.
+                    None => cmds_open = false,
+                },
+                line = self.stdout.recv(), if stdout_open => match line {
+                    Some(first) => {
+                        let mut lines = vec![first];
+                        while lines.len() < MAX_LINES_PER_BATCH {
+                            match self.stdout.try_recv() {
+                                Ok(l) => lines.push(l),
+                                Err(_) => break,
+                            }
+                        }
+                        self.lines(lines).await;
+                    }
+                    None => stdout_open = false,
+                },
+                exit = &mut self.exited => {
+                    // A dropped sender means the adapter lost the child; we
+                    // still owe the run its run_end.
+                    break exit.unwrap_or_else(|_| ExitInfo {
+                        stderr_tail: "exit status lost by the adapter".into(),
+                        ..ExitInfo::default()
+                    });
+                }
+                _ = sleep_until(deadline), if deadline.is_some() => self.timers().await,
+            }
+        };
+        // Lines written just before the exit are still in the pipe.
+        while stdout_open {
+            match tokio::time::timeout(DRAIN_AFTER_EXIT, self.stdout.recv()).await {
+                Ok(Some(first)) => {
+                    let mut lines = vec![first];
+                    while let Ok(l) = self.stdout.try_recv() {
+                        lines.push(l);
+                    }
+                    self.lines(lines).await;
+                }
+                Ok(None) | Err(_) => stdout_open = false,
+            }
+        }
+        self.finish(exit).await;
+        // Commands that raced the exit get dropped replies: "run ended".
+        self.cmds.close();
+    }
+
+    fn next_deadline(&self) -> Option<Instant> {
+        let ladder = match self.ladder {
+            Ladder::Interrupted { deadline } | Ladder::Signal { deadline, .. } => Some(deadline),
+            Ladder::Off | Ladder::Killed => None,
+        };
+        let permission = self.pending.values().map(|p| p.deadline).min();
+        [ladder, permission, self.idle_deadline()]
+            .into_iter()
+            .flatten()
+            .min()
+    }
+
+    /// A keep-alive process with no turn, no pending question and no stop
+    /// under way ends `idle_timeout` after its last activity.
+    fn idle_deadline(&self) -> Option<Instant> {
+        if self.opts.idle_timeout.is_zero()
+            || !self.control.keep_alive()
+            || self.cause.is_some()
+            || self.ladder != Ladder::Off
+            || !self.pending.is_empty()
+            || self.fold.turn_in_progress()
+        {
+            return None;
+        }
+        Some(self.last_activity + self.opts.idle_timeout)
+    }
+
+    /// Appends, folds and reacts to what was appended. A failed append is
+    /// logged: the store is failing and the process goes on regardless.
+    async fn append(&mut self, payloads: Vec<(Payload, String)>) {
+        if payloads.is_empty() {
+            return;
+        }
+        let events = payloads
+            .into_iter()
+            .map(|(payload, cli_line)| NewEvent {
+                run_id: self.run_id.clone(),
+                payload,
+                cli_line,
+            })
+            .collect();
+        match self.logs.append(&self.session_id, events).await {
+            Ok(events) => {
+                for e in &events {
+                    self.fold.apply(e);
+                    self.observe(e).await;
+                }
+            }
+            Err(e) => {
+                tracing::error!(session_id = %self.session_id, run_id = %self.run_id, error = %e, "append failed");
+            }
+        }
+    }
+
+    async fn append_one(&mut self, payload: Payload) {
+        self.append(vec![(payload, String::new())]).await;
+    }
+
+    async fn observe(&mut self, e: &pb::Event) {
+        self.last_activity = Instant::now();
+        match &e.payload {
+            Some(Payload::PermissionRequested(p)) => {
+                self.pending.insert(
+                    p.request_id.clone(),
+                    Pending {
+                        input: p.input.clone(),
+                        deadline: Instant::now() + self.opts.permission_timeout,
+                    },
+                );
+            }
+            Some(Payload::PermissionResolved(p)) => {
+                self.pending.remove(&p.request_id);
+            }
+            Some(Payload::TurnEnd(t)) if !t.compact => {
+                self.last_turn_error = t.is_error;
+                // The interrupt worked: the process stays for the next turn.
+                if matches!(self.ladder, Ladder::Interrupted { .. }) {
+                    self.ladder = Ladder::Off;
+                    self.cause = None;
+                }
+            }
+            Some(Payload::RunReady(r)) if !r.resume_id.is_empty() => {
+                let resume = r.resume_id.clone();
+                if let Err(err) = self
+                    .logs
+                    .update_meta(&self.session_id, move |m| m.resume_id = Some(resume))
+                    .await
+                {
+                    tracing::warn!(session_id = %self.session_id, error = %err, "could not store the resume id");
+                }
+            }
+            _ => {}
+        }
+    }
+
+    async fn lines(&mut self, lines: Vec<StdoutLine>) {
+        let payloads: Vec<_> = lines.iter().flat_map(|l| self.normalizer.line(l)).collect();
+        self.append(payloads).await;
+    }
+
+    async fn command(&mut self, cmd: RunCmd) {
+        match cmd {
+            RunCmd::Write { input, reply } => {
+                let _ = reply.send(self.write(input).await);
+            }
+            RunCmd::Stop { reply } => {
+                self.stop().await;
+                let _ = reply.send(true);
+            }
+            RunCmd::Permission {
+                request_id,
+                answer,
+                reply,
+            } => {
+                let _ = reply.send(self.answer(request_id, answer).await);
+            }
+            RunCmd::Shutdown => self.shutdown().await,
+        }
+    }
+
+    async fn write(&mut self, input: UserInput) -> Result<(), WriteError> {
+        // A process we are signalling, or ending for idle or shutdown, will
+        // not take another turn.
+        let ending = matches!(self.ladder, Ladder::Signal { .. } | Ladder::Killed)
+            || matches!(self.cause, Some(EndCause::Idle | EndCause::Shutdown))
+            || self.stdin_closed;
+        if ending || !self.control.alive() {
+            return Err(WriteError::Ending);
+        }
+        // Written before it is recorded: this task handles the process's
+        // answer only after this returns, so the log order stays right, and
+        // the log never claims an input the process did not get.
+        if let Err(e) = self.control.write(&input) {
+            tracing::warn!(session_id = %self.session_id, error = %e, "write to the process failed");
+            return Err(WriteError::Ending);
+        }
+        self.normalizer.input_sent();
+        self.append_one(Payload::InputSent(pb::InputSent {
+            text: input.text,
+            source: pb::InputSource::User as i32,
+            content_blocks: input.content_blocks,
+        }))
+        .await;
+        Ok(())
+    }
+
+    /// Starts the stop ladder, once per turn.
+    async fn stop(&mut self) {
+        if self.ladder != Ladder::Off || self.cause.is_some() {
+            return; // already stopping: idempotent, no second event
+        }
+        self.cause = Some(EndCause::User);
+        self.append_one(Payload::StopRequested(pb::StopRequested {
+            source: "user".into(),
+        }))
+        .await;
+        let now = Instant::now();
+        let busy = self.fold.turn_in_progress()
+            || matches!(self.fold.status(), Status::Starting | Status::Streaming);
+        if !busy && self.control.keep_alive() {
+            // An idle keep-alive process: Stop ends it. Closing stdin lets
+            // the CLI exit cleanly; the ladder follows if it does not.
+            self.control.close_stdin();
+            self.stdin_closed = true;
+            self.ladder = Ladder::Signal {
+                next: Signal::Int,
+                deadline: now + self.opts.kill_grace,
+            };
+            return;
+        }
+        match self.control.interrupt() {
+            Ok(true) => {
+                self.ladder = Ladder::Interrupted {
+                    deadline: now + self.opts.stop_grace,
+                };
+            }
+            // One-shot runs (no interrupt) and failed interrupts: signals.
+            _ => self.signal(Signal::Int, now),
+        }
+    }
+
+    async fn shutdown(&mut self) {
+        if self.cause == Some(EndCause::Shutdown) {
+            return;
+        }
+        self.cause = Some(EndCause::Shutdown);
+        self.append_one(Payload::StopRequested(pb::StopRequested {
+            source: "shutdown".into(),
+        }))
+        .await;
+        self.signal(Signal::Int, Instant::now());
+    }
+
+    /// Sends `sig` and arms the next rung.
+    fn signal(&mut self, sig: Signal, now: Instant) {
+        tracing::debug!(session_id = %self.session_id, run_id = %self.run_id, signal = ?sig, "signalling process group");
+        if let Err(e) = self.control.signal(sig) {
+            tracing::debug!(error = %e, "signal failed (process probably gone)");
+        }
+        self.ladder = match sig {
+            Signal::Int => Ladder::Signal {
+                next: Signal::Term,
+                deadline: now + self.opts.kill_grace,
+            },
+            Signal::Term => Ladder::Signal {
+                next: Signal::Kill,
+                deadline: now + self.opts.kill_grace,
+            },
+            Signal::Kill => Ladder::Killed,
+        };
+    }
+
+    async fn timers(&mut self) {
+        let now = Instant::now();
+        match self.ladder {
+            Ladder::Interrupted { deadline } if deadline <= now => {
+                self.signal(Signal::Int, now);
+            }
+            Ladder::Signal { next, deadline } if deadline <= now => self.signal(next, now),
+            _ => {}
+        }
+        let expired: Vec<String> = self
+            .pending
+            .iter()
+            .filter(|(_, p)| p.deadline <= now)
+            .map(|(id, _)| id.clone())
+            .collect();
+        for request_id in expired {
+            let message = format!(
+                "Permission request timed out after {:?} with no answer; denied.",
+                self.opts.permission_timeout
+            );
+            let _ = self.control.respond_permission(
+                &request_id,
+                &PermissionDecision::Deny {
+                    message: message.clone(),
+                },
+            );
+            self.pending.remove(&request_id);
+            self.append_one(Payload::PermissionResolved(pb::PermissionResolved {
+                request_id,
+                allow: false,
+                by: "timeout".into(),
+                message,
+                updated_input: None,
+            }))
+            .await;
+        }
+        if self.idle_deadline().is_some_and(|d| d <= now) {
+            tracing::info!(session_id = %self.session_id, run_id = %self.run_id, "idle timeout");
+            self.cause = Some(EndCause::Idle);
+            self.append_one(Payload::StopRequested(pb::StopRequested {
+                source: "idle".into(),
+            }))
+            .await;
+            self.control.close_stdin();
+            self.stdin_closed = true;
+            self.ladder = Ladder::Signal {
+                next: Signal::Term,
+                deadline: now + self.opts.kill_grace,
+            };
+        }
+    }
+
+    async fn answer(&mut self, request_id: String, answer: PermissionAnswer) -> Result<()> {
+        let Some(pending) = self.pending.get(&request_id) else {
+            return Err(Error::NotFound(format!(
+                "no pending permission request {request_id:?} in session {:?}",
+                self.session_id
+            )));
+        };
+        let decision = if answer.allow {
+            PermissionDecision::Allow {
+                updated_input: answer
+                    .updated_input
+                    .clone()
+                    .or_else(|| pending.input.clone())
+                    .unwrap_or_default(),
+            }
+        } else {
+            PermissionDecision::Deny {
+                message: if answer.message.is_empty() {
+                    "The user denied this tool use.".into()
+                } else {
+                    answer.message.clone()
+                },
+            }
+        };
+        self.control.respond_permission(&request_id, &decision)?;
+        self.pending.remove(&request_id);
+        let message = match &decision {
+            PermissionDecision::Deny { message } => message.clone(),
+            PermissionDecision::Allow { .. } => String::new(),
+        };
+        self.append_one(Payload::PermissionResolved(pb::PermissionResolved {
+            request_id,
+            allow: answer.allow,
+            by: "user".into(),
+            message,
+            updated_input: if answer.allow {
+                answer.updated_input
+            } else {
+                None
+            },
+        }))
+        .await;
+        Ok(())
+    }
+
+    /// Withdraws what is pending and appends the one run_end.
+    async fn finish(&mut self, exit: ExitInfo) {
+        let pending: Vec<String> = self.pending.drain().map(|(id, _)| id).collect();
+        let mut last: Vec<(Payload, String)> = pending
+            .into_iter()
+            .map(|request_id| {
+                (
+                    Payload::PermissionResolved(pb::PermissionResolved {
+                        request_id,
+                        allow: false,
+                        by: "run_end".into(),
+                        message: String::new(),
+                        updated_input: None,
+                    }),
+                    String::new(),
+                )
+            })
+            .collect();
+        let (reason, source) = self.end_reason(&exit);
+        let stderr_tail = if reason == pb::RunEndReason::Completed {
+            String::new()
+        } else {
+            exit.stderr_tail.clone()
+        };
+        tracing::info!(session_id = %self.session_id, run_id = %self.run_id, ?reason, code = ?exit.code, signal = ?exit.signal, "run ended");
+        last.push((
+            Payload::RunEnd(pb::RunEnd {
+                reason: reason as i32,
+                exit_code: exit.code,
+                signal: exit.signal.clone().unwrap_or_default(),
+                inferred: false,
+                source: source.into(),
+                stderr_tail,
+            }),
+            String::new(),
+        ));
+        self.append(last).await;
+        // The recorded pid is dead now; recovery must not look for it.
+        let _ = self
+            .logs
+            .update_meta(&self.session_id, |m| {
+                m.pid = None;
+                m.pid_start_time = None;
+            })
+            .await;
+    }
+
+    fn end_reason(&self, exit: &ExitInfo) -> (pb::RunEndReason, &'static str) {
+        use pb::RunEndReason as R;
+        match self.cause {
+            Some(EndCause::Shutdown) => (R::ServerRestart, "shutdown"),
+            Some(EndCause::User) => (R::Stopped, "process"),
+            Some(EndCause::Idle) => (R::IdleTimeout, "process"),
+            None => {
+                let reason = match (exit.code, exit.signal.as_deref()) {
+                    (Some(0), _) if !self.control.keep_alive() || self.stdin_closed => R::Completed,
+                    (Some(c), _) if c != 0 && self.last_turn_error => R::Error,
+                    (None, Some("SIGINT")) => R::Interrupted,
+                    _ => R::ProcessExit,
+                };
+                (reason, "process")
+            }
+        }
+    }
+}
+
+async fn sleep_until(deadline: Option<Instant>) {
+    match deadline {
+        Some(d) => tokio::time::sleep_until(d).await,
+        None => std::future::pending().await,
+    }
+}

@@ -1,0 +1,587 @@
+//! The normalizer: turns the CLI's stream-json stdout lines into log events.
+//!
+//! One [`Normalizer`] per run. It is a pure state machine over the lines it
+//! sees (plus [`Normalizer::input_sent`] calls from the manager), so it can be
+//! tested by replaying recordings and never touches the process.
+//!
+//! Mapping (CLI line → event payload):
+//!
+//! | CLI line | event |
+//! |---|---|
+//! | first `system/init` of the run | `run_ready` |
+//! | later `system/init` | `run_ready` again only when model, tools, permission mode, cwd, MCP servers or session id changed; plus `turn_start` when no input was sent since the last `result` |
+//! | `assistant` | `content` (one per line) |
+//! | `user` | `result` (tool results, or plain `text`) |
+//! | `result` | `turn_end` |
+//! | `system/compact_boundary` | `turn_end{compact: true}` |
+//! | `system/task_started` / `task_progress` / `task_updated` / `task_notification` | `task_started` / `task_updated` / `task_updated` / `task_notification` |
+//! | `control_request{can_use_tool}` | `permission_requested` |
+//! | `control_cancel_request` for a pending permission | `permission_resolved{by: "cancelled"}` |
+//! | anything else that is a JSON object with a `type` | nothing (logged at debug) |
+//! | not JSON, not an object, no `type` | `run_error{kind: "bad_line"}` |
+//! | longer than the limit | `run_error{kind: "line_too_large"}` |
+
+use std::collections::HashSet;
+
+use agent_harness_client::pb;
+use agent_harness_client::pb::event::Payload;
+use serde_json::{Map, Value};
+
+use crate::adapter::StdoutLine;
+
+/// How many bytes of a bad line are quoted in the run_error message.
+const ERROR_PREFIX_BYTES: usize = 200;
+
+/// Default cap on one stdout line (8 MiB), matching the supervisor's reader.
+pub const DEFAULT_MAX_LINE_BYTES: usize = 8 * 1024 * 1024;
+
+/// Per-run normalizer state.
+#[derive(Debug)]
+pub struct Normalizer {
+    /// Lines longer than this become `line_too_large` errors.
+    max_line_bytes: usize,
+    /// The fingerprint of the last run_ready, `None` before the first init.
+    last_ready: Option<ReadyFingerprint>,
+    /// True when the harness wrote a user message since the last `result`:
+    /// the next init belongs to that message, not to a self-started turn.
+    input_since_result: bool,
+    /// True between an init and its `result`.
+    turn_active: bool,
+    /// A task_notification arrived since the last `result`: a following
+    /// self-started turn was most likely caused by it.
+    notification_since_result: bool,
+    /// can_use_tool requests not yet withdrawn, so a cancel for an unknown
+    /// id (a request we never relayed) produces nothing.
+    pending_permissions: HashSet<String>,
+    /// The OS pid, copied into run_ready.
+    pid: Option<u32>,
+}
+
+/// What makes two inits "the same" for run_ready purposes.
+#[derive(Debug, Clone, PartialEq)]
+struct ReadyFingerprint {
+    resume_id: String,
+    model: String,
+    tools: Vec<String>,
+    cwd: String,
+    permission_mode: String,
+    mcp: Vec<(String, String)>,
+}
+
+impl Normalizer {
+    /// A normalizer for one run; `max_line_bytes` caps a single line.
+    pub fn new(max_line_bytes: usize) -> Self {
+        Self {
+            max_line_bytes,
+            last_ready: None,
+            input_since_result: false,
+            turn_active: false,
+            notification_since_result: false,
+            pending_permissions: HashSet::new(),
+            pid: None,
+        }
+    }
+
+    /// Set the OS pid reported in run_ready events.
+    pub fn set_pid(&mut self, pid: Option<u32>) {
+        self.pid = pid;
+    }
+
+    /// The harness wrote a user message: the next system/init belongs to it
+    /// and is not a self-started turn.
+    pub fn input_sent(&mut self) {
+        self.input_since_result = true;
+    }
+
+    /// Normalize one stdout line into zero or more events, each with the
+    /// CLI line it came from. Never panics; bad lines become run_error events.
+    pub fn line(&mut self, line: &StdoutLine) -> Vec<(Payload, String)> {
+        match line {
+            StdoutLine::TooLong { head, len } => vec![(
+                run_error(
+                    "line_too_large",
+                    format!(
+                        "CLI stdout line of {len} bytes exceeds the {} byte limit; it starts with: {}",
+                        self.max_line_bytes,
+                        prefix(head)
+                    ),
+                ),
+                head.clone(),
+            )],
+            StdoutLine::Line(text) => self.text_line(text),
+        }
+    }
+
+    fn text_line(&mut self, text: &str) -> Vec<(Payload, String)> {
+        if text.len() > self.max_line_bytes {
+            let head = prefix(text).to_string();
+            return vec![(
+                run_error(
+                    "line_too_large",
+                    format!(
+                        "CLI stdout line of {} bytes exceeds the {} byte limit; it starts with: {head}",
+                        text.len(),
+                        self.max_line_bytes
+                    ),
+                ),
+                head,
+            )];
+        }
+        if text.trim().is_empty() {
+            return Vec::new();
+        }
+        let value: Value = match serde_json::from_str(text) {
+            Ok(v) => v,
+            Err(e) => {
+                return vec![(
+                    run_error(
+                        "bad_line",
+                        format!("CLI wrote a line that is not JSON ({e}): {}", prefix(text)),
+                    ),
+                    text.to_string(),
+                )];
+            }
+        };
+        let Value::Object(obj) = value else {
+            return vec![(
+                run_error(
+                    "bad_line",
+                    format!("CLI wrote JSON that is not an object: {}", prefix(text)),
+                ),
+                text.to_string(),
+            )];
+        };
+        let Some(kind) = obj.get("type").and_then(Value::as_str) else {
+            return vec![(
+                run_error(
+                    "bad_line",
+                    format!("CLI wrote an object without a \"type\": {}", prefix(text)),
+                ),
+                text.to_string(),
+            )];
+        };
+        let payloads = match kind {
+            "system" => self.system(&obj),
+            "assistant" => vec![Payload::Content(content(&obj))],
+            "user" => vec![Payload::Result(user(&obj))],
+            "result" => vec![Payload::TurnEnd(self.result(&obj))],
+            "control_request" => self.control_request(&obj),
+            "control_cancel_request" => {
+                let id = str_of(&obj, "request_id");
+                if self.pending_permissions.remove(&id) {
+                    vec![Payload::PermissionResolved(pb::PermissionResolved {
+                        request_id: id,
+                        allow: false,
+                        by: "cancelled".into(),
+                        ..Default::default()
+                    })]
+                } else {
+                    tracing::debug!(request_id = %id, "control_cancel_request for an unknown request");
+                    Vec::new()
+                }
+            }
+            other => {
+                tracing::debug!(kind = other, "ignoring CLI line");
+                Vec::new()
+            }
+        };
+        payloads
+            .into_iter()
+            .map(|p| (p, text.to_string()))
+            .collect()
+    }
+
+    fn system(&mut self, obj: &Map<String, Value>) -> Vec<Payload> {
+        let subtype = obj.get("subtype").and_then(Value::as_str).unwrap_or("");
+        match subtype {
+            "init" => self.init(obj),
+            "compact_boundary" => {
+                let meta = obj.get("compact_metadata");
+                vec![Payload::TurnEnd(pb::TurnEnd {
+                    compact: true,
+                    compact_trigger: meta.map(|m| str_at(m, "trigger")).unwrap_or_default(),
+                    compact_pre_tokens: meta.map(|m| u64_at(m, "pre_tokens")).unwrap_or(0),
+                    ..Default::default()
+                })]
+            }
+            "task_started" => vec![Payload::TaskStarted(pb::TaskStarted {
+                task_id: str_of(obj, "task_id"),
+                task_type: str_of(obj, "task_type"),
+                description: str_of(obj, "description"),
+                tool_use_id: str_of(obj, "tool_use_id"),
+                subagent_type: str_of(obj, "subagent_type"),
+                prompt: str_of(obj, "prompt"),
+            })],
+            "task_progress" => {
+                let usage = obj.get("usage");
+                vec![Payload::TaskUpdated(pb::TaskUpdated {
+                    task_id: str_of(obj, "task_id"),
+                    status: String::new(),
+                    description: str_of(obj, "description"),
+                    error: String::new(),
+                    summary: str_of(obj, "summary"),
+                    last_tool_name: str_of(obj, "last_tool_name"),
+                    total_tokens: usage.map(|u| u64_at(u, "total_tokens")).unwrap_or(0),
+                    tool_uses: usage.map(|u| u64_at(u, "tool_uses") as u32).unwrap_or(0),
+                })]
+            }
+            "task_updated" => {
+                let patch = obj.get("patch").cloned().unwrap_or(Value::Null);
+                vec![Payload::TaskUpdated(pb::TaskUpdated {
+                    task_id: str_of(obj, "task_id"),
+                    status: str_at(&patch, "status"),
+                    description: str_at(&patch, "description"),
+                    error: str_at(&patch, "error"),
+                    ..Default::default()
+                })]
+            }
+            "task_notification" => {
+                self.notification_since_result = true;
+                vec![Payload::TaskNotification(pb::TaskNotification {
+                    task_id: str_of(obj, "task_id"),
+                    tool_use_id: str_of(obj, "tool_use_id"),
+                    status: str_of(obj, "status"),
+                    output_file: str_of(obj, "output_file"),
+                    summary: str_of(obj, "summary"),
+                })]
+            }
+            other => {
+                tracing::debug!(subtype = other, "ignoring CLI system line");
+                Vec::new()
+            }
+        }
+    }
+
+    fn init(&mut self, obj: &Map<String, Value>) -> Vec<Payload> {
+        let ready = pb::RunReady {
+            resume_id: str_of(obj, "session_id"),
+            model: str_of(obj, "model"),
+            tools: obj
+                .get("tools")
+                .and_then(Value::as_array)
+                .map(|a| {
+                    a.iter()
+                        .filter_map(|t| t.as_str().map(str::to_string))
+                        .collect()
+                })
+                .unwrap_or_default(),
+            cwd: str_of(obj, "cwd"),
+            mcp_servers: obj
+                .get("mcp_servers")
+                .and_then(Value::as_array)
+                .map(|a| {
+                    a.iter()
+                        .map(|s| pb::McpServer {
+                            name: str_at(s, "name"),
+                            status: str_at(s, "status"),
+                        })
+                        .collect()
+                })
+                .unwrap_or_default(),
+            permission_mode: str_of(obj, "permissionMode"),
+            cli_version: str_of(obj, "claude_code_version"),
+            pid: self.pid.unwrap_or(0),
+        };
+        let fingerprint = ReadyFingerprint {
+            resume_id: ready.resume_id.clone(),
+            model: ready.model.clone(),
+            tools: ready.tools.clone(),
+            cwd: ready.cwd.clone(),
+            permission_mode: ready.permission_mode.clone(),
+            mcp: ready
+                .mcp_servers
+                .iter()
+                .map(|m| (m.name.clone(), m.status.clone()))
+                .collect(),
+        };
+        let mut out = Vec::new();
+        let first = self.last_ready.is_none();
+        if self.last_ready.as_ref() != Some(&fingerprint) {
+            self.last_ready = Some(fingerprint);
+            out.push(Payload::RunReady(ready));
+        }
+        // The first init of a run always answers the spawn's own input (the
+        // prompt or the first Send); a later one without input since the last
+        // result is a turn the CLI started by itself.
+        if !first && !self.input_since_result && !self.turn_active {
+            let origin = if self.notification_since_result {
+                "task-notification"
+            } else {
+                "cron"
+            };
+            out.push(Payload::TurnStart(pb::TurnStart {
+                origin: origin.into(),
+            }));
+        }
+        self.input_since_result = false;
+        self.turn_active = true;
+        out
+    }
+
+    fn result(&mut self, obj: &Map<String, Value>) -> pb::TurnEnd {
+        self.turn_active = false;
+        self.input_since_result = false;
+        self.notification_since_result = false;
+        let model_usage = obj
+            .get("modelUsage")
+            .and_then(Value::as_object)
+            .map(|m| {
+                m.iter()
+                    .map(|(model, u)| pb::ModelUsage {
+                        model: model.clone(),
+                        input_tokens: u64_at(u, "inputTokens"),
+                        output_tokens: u64_at(u, "outputTokens"),
+                        cache_read_input_tokens: u64_at(u, "cacheReadInputTokens"),
+                        cache_creation_input_tokens: u64_at(u, "cacheCreationInputTokens"),
+                        cost_usd: f64_at(u, "costUSD"),
+                        context_window: u64_at(u, "contextWindow"),
+                        max_output_tokens: u64_at(u, "maxOutputTokens"),
+                    })
+                    .collect()
+            })
+            .unwrap_or_default();
+        pb::TurnEnd {
+            usage: obj.get("usage").map(usage),
+            cost_usd: f64_at_obj(obj, "total_cost_usd"),
+            duration_ms: u64_of(obj, "duration_ms"),
+            duration_api_ms: u64_of(obj, "duration_api_ms"),
+            is_error: obj
+                .get("is_error")
+                .and_then(Value::as_bool)
+                .unwrap_or(false),
+            compact: false,
+            terminal_reason: str_of(obj, "terminal_reason"),
+            subtype: str_of(obj, "subtype"),
+            num_turns: u64_of(obj, "num_turns") as u32,
+            result: str_of(obj, "result"),
+            origin: obj
+                .get("origin")
+                .map(|o| match o {
+                    Value::String(s) => s.clone(),
+                    other => str_at(other, "kind"),
+                })
+                .unwrap_or_default(),
+            model_usage,
+            compact_trigger: String::new(),
+            compact_pre_tokens: 0,
+            api_error_status: u64_of(obj, "api_error_status") as u32,
+            errors: obj
+                .get("errors")
+                .and_then(Value::as_array)
+                .map(|a| a.iter().map(value_text).collect())
+                .unwrap_or_default(),
+        }
+    }
+
+    fn control_request(&mut self, obj: &Map<String, Value>) -> Vec<Payload> {
+        let request = obj.get("request").cloned().unwrap_or(Value::Null);
+        let subtype = str_at(&request, "subtype");
+        if subtype != "can_use_tool" {
+            tracing::debug!(subtype = %subtype, "ignoring CLI control_request");
+            return Vec::new();
+        }
+        let request_id = str_of(obj, "request_id");
+        self.pending_permissions.insert(request_id.clone());
+        vec![Payload::PermissionRequested(pb::PermissionRequested {
+            request_id,
+            tool_name: str_at(&request, "tool_name"),
+            input: request.get("input").and_then(to_struct),
+            suggestions: request
+                .get("permission_suggestions")
+                .and_then(Value::as_array)
+                .map(|a| a.iter().filter_map(to_value).collect())
+                .unwrap_or_default(),
+            tool_use_id: str_at(&request, "tool_use_id"),
+            description: str_at(&request, "description"),
+            decision_reason: request
+                .get("decision_reason")
+                .map(value_text)
+                .unwrap_or_default(),
+            blocked_path: str_at(&request, "blocked_path"),
+        })]
+    }
+}
+
+fn content(obj: &Map<String, Value>) -> pb::Content {
+    let message = obj.get("message").cloned().unwrap_or(Value::Null);
+    let blocks = message
+        .get("content")
+        .and_then(Value::as_array)
+        .map(|a| a.iter().map(content_block).collect())
+        .unwrap_or_default();
+    pb::Content {
+        message_id: str_at(&message, "id"),
+        model: str_at(&message, "model"),
+        blocks,
+        usage: message.get("usage").map(usage),
+        parent_tool_use_id: str_of(obj, "parent_tool_use_id"),
+        stop_reason: str_at(&message, "stop_reason"),
+        error: str_of(obj, "error"),
+    }
+}
+
+fn content_block(block: &Value) -> pb::ContentBlock {
+    let kind = str_at(block, "type");
+    match kind.as_str() {
+        "text" => pb::ContentBlock {
+            text: str_at(block, "text"),
+            r#type: kind,
+            ..Default::default()
+        },
+        "thinking" => pb::ContentBlock {
+            thinking: str_at(block, "thinking"),
+            r#type: kind,
+            ..Default::default()
+        },
+        "tool_use" | "server_tool_use" => pb::ContentBlock {
+            tool_use_id: str_at(block, "id"),
+            tool_name: str_at(block, "name"),
+            input: block.get("input").and_then(to_struct),
+            r#type: kind,
+            ..Default::default()
+        },
+        // redacted_thinking, *_tool_result and whatever a newer CLI sends:
+        // keep the whole block so nothing is lost.
+        _ => pb::ContentBlock {
+            raw: to_struct(block),
+            r#type: kind,
+            ..Default::default()
+        },
+    }
+}
+
+fn user(obj: &Map<String, Value>) -> pb::Result {
+    let message = obj.get("message").cloned().unwrap_or(Value::Null);
+    let mut tool_results = Vec::new();
+    let mut texts = Vec::new();
+    match message.get("content") {
+        Some(Value::String(s)) => texts.push(s.clone()),
+        Some(Value::Array(blocks)) => {
+            for block in blocks {
+                match block.get("type").and_then(Value::as_str) {
+                    Some("tool_result") => tool_results.push(pb::ToolResult {
+                        tool_use_id: str_at(block, "tool_use_id"),
+                        text: block_text(block.get("content")),
+                        is_error: block
+                            .get("is_error")
+                            .and_then(Value::as_bool)
+                            .unwrap_or(false),
+                    }),
+                    Some("text") => texts.push(str_at(block, "text")),
+                    _ => {}
+                }
+            }
+        }
+        _ => {}
+    }
+    pb::Result {
+        is_error: tool_results.iter().any(|r| r.is_error),
+        tool_results,
+        parent_tool_use_id: str_of(obj, "parent_tool_use_id"),
+        text: texts.join("\n"),
+        tool_use_result: obj.get("tool_use_result").and_then(to_value),
+    }
+}
+
+/// A tool_result's content: a string, or text blocks joined with newlines.
+fn block_text(content: Option<&Value>) -> String {
+    match content {
+        Some(Value::String(s)) => s.clone(),
+        Some(Value::Array(items)) => items
+            .iter()
+            .filter_map(|i| i.get("text").and_then(Value::as_str))
+            .collect::<Vec<_>>()
+            .join("\n"),
+        _ => String::new(),
+    }
+}
+
+fn usage(v: &Value) -> pb::Usage {
+    pb::Usage {
+        input_tokens: u64_at(v, "input_tokens"),
+        output_tokens: u64_at(v, "output_tokens"),
+        cache_creation_input_tokens: u64_at(v, "cache_creation_input_tokens"),
+        cache_read_input_tokens: u64_at(v, "cache_read_input_tokens"),
+    }
+}
+
+fn run_error(kind: &str, message: String) -> Payload {
+    Payload::RunError(pb::RunError {
+        message,
+        kind: kind.into(),
+    })
+}
+
+/// The first bytes of a line, cut on a char boundary.
+fn prefix(s: &str) -> &str {
+    if s.len() <= ERROR_PREFIX_BYTES {
+        return s;
+    }
+    let mut end = ERROR_PREFIX_BYTES;
+    while !s.is_char_boundary(end) {
+        end -= 1;
+    }
+    &s[..end]
+}
+
+fn str_of(obj: &Map<String, Value>, key: &str) -> String {
+    obj.get(key)
+        .and_then(Value::as_str)
+        .unwrap_or_default()
+        .to_string()
+}
+
+fn str_at(v: &Value, key: &str) -> String {
+    v.get(key)
+        .and_then(Value::as_str)
+        .unwrap_or_default()
+        .to_string()
+}
+
+fn u64_of(obj: &Map<String, Value>, key: &str) -> u64 {
+    obj.get(key).map(as_u64).unwrap_or(0)
+}
+
+fn u64_at(v: &Value, key: &str) -> u64 {
+    v.get(key).map(as_u64).unwrap_or(0)
+}
+
+/// Numbers may arrive as floats (`12.0`); negative or absent is 0.
+fn as_u64(v: &Value) -> u64 {
+    v.as_u64()
+        .or_else(|| v.as_f64().filter(|f| *f >= 0.0).map(|f| f as u64))
+        .unwrap_or(0)
+}
+
+fn f64_at(v: &Value, key: &str) -> f64 {
+    v.get(key).and_then(Value::as_f64).unwrap_or(0.0)
+}
+
+fn f64_at_obj(obj: &Map<String, Value>, key: &str) -> f64 {
+    obj.get(key).and_then(Value::as_f64).unwrap_or(0.0)
+}
+
+/// A string as itself, anything else as its JSON text.
+fn value_text(v: &Value) -> String {
+    match v {
+        Value::String(s) => s.clone(),
+        Value::Null => String::new(),
+        other => other.to_string(),
+    }
+}
+
+/// A JSON object as a protobuf Struct; `None` for anything else.
+pub(crate) fn to_struct(v: &Value) -> Option<pbjson_types::Struct> {
+    if !v.is_object() {
+        return None;
+    }
+    serde_json::from_value(v.clone()).ok()
+}
+
+/// Any JSON value (except null) as a protobuf Value.
+pub(crate) fn to_value(v: &Value) -> Option<pbjson_types::Value> {
+    if v.is_null() {
+        return None;
+    }
+    serde_json::from_value(v.clone()).ok()
+}

@@ -1,0 +1,106 @@
+//! In-memory [`Store`]: the reference implementation for tests and benches.
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::Mutex;
+
+use agent_harness_client::pb;
+
+use super::{SessionMeta, Store, StoreError};
+
+/// A [`Store`] that keeps everything in process memory (lost on exit).
+#[derive(Debug, Default)]
+pub struct MemoryStore {
+    /// One lock over everything, so a batch is applied atomically.
+    inner: Mutex<Inner>,
+}
+
+#[derive(Debug, Default)]
+struct Inner {
+    events: HashMap<String, BTreeMap<u64, pb::Event>>,
+    metas: BTreeMap<String, SessionMeta>,
+}
+
+impl MemoryStore {
+    /// An empty store.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, Inner> {
+        // A panic while holding the lock cannot leave a half-applied batch
+        // (batches are applied without fallible steps), so poison is harmless.
+        self.inner.lock().unwrap_or_else(|p| p.into_inner())
+    }
+}
+
+impl Store for MemoryStore {
+    fn append_batch(&self, batch: &[pb::Event], metas: &[SessionMeta]) -> Result<(), StoreError> {
+        let mut inner = self.lock();
+        for ev in batch {
+            inner
+                .events
+                .entry(ev.session_id.clone())
+                .or_default()
+                .insert(ev.seq, ev.clone());
+        }
+        for m in metas {
+            inner.metas.insert(m.session_id.clone(), m.clone());
+        }
+        Ok(())
+    }
+
+    fn read_range(
+        &self,
+        session_id: &str,
+        after_seq: u64,
+        limit: usize,
+    ) -> Result<Vec<pb::Event>, StoreError> {
+        let inner = self.lock();
+        let Some(events) = inner.events.get(session_id) else {
+            return Ok(Vec::new());
+        };
+        let Some(start) = after_seq.checked_add(1) else {
+            return Ok(Vec::new());
+        };
+        Ok(events
+            .range(start..)
+            .take(limit)
+            .map(|(_, e)| e.clone())
+            .collect())
+    }
+
+    fn read_before(
+        &self,
+        session_id: &str,
+        before_seq: u64,
+        limit: usize,
+    ) -> Result<Vec<pb::Event>, StoreError> {
+        let inner = self.lock();
+        let Some(events) = inner.events.get(session_id) else {
+            return Ok(Vec::new());
+        };
+        let mut out: Vec<pb::Event> = events
+            .range(..before_seq)
+            .rev()
+            .take(limit)
+            .map(|(_, e)| e.clone())
+            .collect();
+        out.reverse();
+        Ok(out)
+    }
+
+    fn meta(&self, session_id: &str) -> Result<Option<SessionMeta>, StoreError> {
+        Ok(self.lock().metas.get(session_id).cloned())
+    }
+
+    fn put_meta(&self, meta: &SessionMeta) -> Result<(), StoreError> {
+        self.lock()
+            .metas
+            .insert(meta.session_id.clone(), meta.clone());
+        Ok(())
+    }
+
+    fn sessions(&self) -> Result<Vec<SessionMeta>, StoreError> {
+        Ok(self.lock().metas.values().cloned().collect())
+    }
+}

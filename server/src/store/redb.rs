@@ -1,0 +1,177 @@
+//! redb-backed [`Store`]: one file, `<data-dir>/agent-harness.redb`.
+//!
+//! Tables are typed `const TableDefinition`s. Events are keyed by
+//! `(session_id, seq)`, so one session's events are one contiguous key range
+//! and a range scan is a replay. Every [`Store::append_batch`] is one write
+//! transaction with `Durability::Immediate`: the log's writer thread batches
+//! many appends into it (group commit), so there is one fsync per batch, not
+//! per event.
+
+use std::path::Path;
+
+use ::redb::{
+    Database, Durability, ReadableDatabase, ReadableTable, StorageBackend, TableDefinition,
+};
+use agent_harness_client::pb;
+use prost::Message;
+
+use super::{SessionMeta, Store, StoreError};
+
+/// `(session_id, seq) -> prost-encoded pb::Event`.
+const EVENTS: TableDefinition<(&str, u64), &[u8]> = TableDefinition::new("events");
+/// `session_id -> JSON-encoded SessionMeta` (tiny, rarely written, easy to inspect).
+const SESSIONS: TableDefinition<&str, &[u8]> = TableDefinition::new("sessions");
+
+/// The redb [`Store`].
+#[derive(Debug)]
+pub struct RedbStore {
+    db: Database,
+}
+
+/// Converts any redb error into [`StoreError`] (they all fold into `redb::Error`).
+fn rerr(e: impl Into<::redb::Error>) -> StoreError {
+    StoreError::Redb(e.into())
+}
+
+impl RedbStore {
+    /// Opens (or creates) the database file at `path`; its parent directory
+    /// must exist. Recovers from an unclean shutdown as redb does: the last
+    /// committed transaction wins, a torn one is discarded.
+    pub fn open(path: &Path) -> Result<Self, StoreError> {
+        let db = Database::create(path).map_err(rerr)?;
+        Self::init(db)
+    }
+
+    /// Opens a database on a custom redb backend. Crash tests use this with
+    /// a backend that simulates power loss; the server uses [`RedbStore::open`].
+    pub fn with_backend(backend: impl StorageBackend) -> Result<Self, StoreError> {
+        let db = Database::builder()
+            .create_with_backend(backend)
+            .map_err(rerr)?;
+        Self::init(db)
+    }
+
+    /// Creates both tables up front so readers never see "table does not exist".
+    fn init(db: Database) -> Result<Self, StoreError> {
+        let txn = db.begin_write().map_err(rerr)?;
+        txn.open_table(EVENTS).map_err(rerr)?;
+        txn.open_table(SESSIONS).map_err(rerr)?;
+        txn.commit().map_err(rerr)?;
+        Ok(Self { db })
+    }
+}
+
+fn decode_event(session_id: &str, bytes: &[u8]) -> Result<pb::Event, StoreError> {
+    pb::Event::decode(bytes).map_err(|e| StoreError::Corrupt {
+        session_id: session_id.to_owned(),
+        reason: e.to_string(),
+    })
+}
+
+fn decode_meta(session_id: &str, bytes: &[u8]) -> Result<SessionMeta, StoreError> {
+    serde_json::from_slice(bytes).map_err(|e| StoreError::Corrupt {
+        session_id: session_id.to_owned(),
+        reason: e.to_string(),
+    })
+}
+
+fn encode_meta(meta: &SessionMeta) -> Vec<u8> {
+    // Serializing a plain struct of strings and integers cannot fail.
+    serde_json::to_vec(meta).unwrap_or_default()
+}
+
+impl Store for RedbStore {
+    fn append_batch(&self, batch: &[pb::Event], metas: &[SessionMeta]) -> Result<(), StoreError> {
+        let mut txn = self.db.begin_write().map_err(rerr)?;
+        txn.set_durability(Durability::Immediate).map_err(rerr)?;
+        {
+            let mut events = txn.open_table(EVENTS).map_err(rerr)?;
+            let mut buf = Vec::with_capacity(512);
+            for ev in batch {
+                buf.clear();
+                ev.encode(&mut buf)
+                    .map_err(|e| StoreError::Rejected(e.to_string()))?;
+                events
+                    .insert((ev.session_id.as_str(), ev.seq), buf.as_slice())
+                    .map_err(rerr)?;
+            }
+            let mut sessions = txn.open_table(SESSIONS).map_err(rerr)?;
+            for m in metas {
+                sessions
+                    .insert(m.session_id.as_str(), encode_meta(m).as_slice())
+                    .map_err(rerr)?;
+            }
+        }
+        // Dropping `txn` on any error above aborts it: nothing of the batch lands.
+        txn.commit().map_err(rerr)
+    }
+
+    fn read_range(
+        &self,
+        session_id: &str,
+        after_seq: u64,
+        limit: usize,
+    ) -> Result<Vec<pb::Event>, StoreError> {
+        let Some(start) = after_seq.checked_add(1) else {
+            return Ok(Vec::new());
+        };
+        let txn = self.db.begin_read().map_err(rerr)?;
+        let table = txn.open_table(EVENTS).map_err(rerr)?;
+        let mut out = Vec::new();
+        for row in table
+            .range((session_id, start)..=(session_id, u64::MAX))
+            .map_err(rerr)?
+            .take(limit)
+        {
+            let (_, v) = row.map_err(rerr)?;
+            out.push(decode_event(session_id, v.value())?);
+        }
+        Ok(out)
+    }
+
+    fn read_before(
+        &self,
+        session_id: &str,
+        before_seq: u64,
+        limit: usize,
+    ) -> Result<Vec<pb::Event>, StoreError> {
+        let txn = self.db.begin_read().map_err(rerr)?;
+        let table = txn.open_table(EVENTS).map_err(rerr)?;
+        let mut out = Vec::new();
+        for row in table
+            .range((session_id, 0)..(session_id, before_seq))
+            .map_err(rerr)?
+            .rev()
+            .take(limit)
+        {
+            let (_, v) = row.map_err(rerr)?;
+            out.push(decode_event(session_id, v.value())?);
+        }
+        out.reverse();
+        Ok(out)
+    }
+
+    fn meta(&self, session_id: &str) -> Result<Option<SessionMeta>, StoreError> {
+        let txn = self.db.begin_read().map_err(rerr)?;
+        let table = txn.open_table(SESSIONS).map_err(rerr)?;
+        match table.get(session_id).map_err(rerr)? {
+            Some(v) => Ok(Some(decode_meta(session_id, v.value())?)),
+            None => Ok(None),
+        }
+    }
+
+    fn put_meta(&self, meta: &SessionMeta) -> Result<(), StoreError> {
+        self.append_batch(&[], std::slice::from_ref(meta))
+    }
+
+    fn sessions(&self) -> Result<Vec<SessionMeta>, StoreError> {
+        let txn = self.db.begin_read().map_err(rerr)?;
+        let table = txn.open_table(SESSIONS).map_err(rerr)?;
+        let mut out = Vec::new();
+        for row in table.iter().map_err(rerr)? {
+            let (k, v) = row.map_err(rerr)?;
+            out.push(decode_meta(k.value(), v.value())?);
+        }
+        Ok(out)
+    }
+}

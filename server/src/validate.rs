@@ -1,0 +1,125 @@
+//! Request validation: every check names the field it refuses, so a client
+//! gets INVALID_ARGUMENT with something to fix instead of a vague failure.
+
+use agent_harness_client::pb;
+
+use crate::error::{Error, Result};
+
+/// Longest session id accepted.
+pub const MAX_SESSION_ID_LEN: usize = 128;
+/// Longest permission request id accepted.
+pub const MAX_REQUEST_ID_LEN: usize = 256;
+
+/// Session ids are 1–128 characters of `[A-Za-z0-9._:-]`: safe in file
+/// names, URLs, headers (`session-id` routing) and log lines.
+pub fn session_id(id: &str) -> Result<()> {
+    if id.is_empty() {
+        return Err(Error::invalid("session_id", "must not be empty"));
+    }
+    if id.len() > MAX_SESSION_ID_LEN {
+        return Err(Error::invalid(
+            "session_id",
+            format!("longer than {MAX_SESSION_ID_LEN} characters"),
+        ));
+    }
+    if let Some(c) = id
+        .chars()
+        .find(|c| !(c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | ':' | '-')))
+    {
+        return Err(Error::invalid(
+            "session_id",
+            format!("character {c:?} is not allowed (use A-Z a-z 0-9 . _ : -)"),
+        ));
+    }
+    Ok(())
+}
+
+/// A permission request id as the CLI issued it: non-empty, bounded, no
+/// control characters.
+pub fn request_id(id: &str) -> Result<()> {
+    if id.is_empty() {
+        return Err(Error::invalid("request_id", "must not be empty"));
+    }
+    if id.len() > MAX_REQUEST_ID_LEN {
+        return Err(Error::invalid(
+            "request_id",
+            format!("longer than {MAX_REQUEST_ID_LEN} characters"),
+        ));
+    }
+    if id.chars().any(char::is_control) {
+        return Err(Error::invalid("request_id", "contains control characters"));
+    }
+    Ok(())
+}
+
+/// A StartConfig: cwd must be an existing directory when given, env names
+/// must be settable, args must not carry NUL bytes (they cannot be passed to
+/// exec).
+pub fn start_config(config: &pb::StartConfig) -> Result<()> {
+    if !config.cwd.is_empty() && !std::path::Path::new(&config.cwd).is_dir() {
+        return Err(Error::invalid(
+            "config.cwd",
+            format!("{:?} is not an existing directory", config.cwd),
+        ));
+    }
+    for (k, v) in &config.env {
+        if k.is_empty() || k.contains('=') || k.contains('\0') {
+            return Err(Error::invalid(
+                "config.env",
+                format!("{k:?} is not a valid variable name"),
+            ));
+        }
+        if v.contains('\0') {
+            return Err(Error::invalid(
+                "config.env",
+                format!("value of {k:?} contains a NUL byte"),
+            ));
+        }
+    }
+    if config.args.iter().any(|a| a.contains('\0')) {
+        return Err(Error::invalid(
+            "config.args",
+            "an argument contains a NUL byte",
+        ));
+    }
+    if config.prompt.contains('\0') {
+        return Err(Error::invalid("config.prompt", "contains a NUL byte"));
+    }
+    if config.resume.contains('\0') || config.model.contains('\0') {
+        return Err(Error::invalid("config.resume", "contains a NUL byte"));
+    }
+    Ok(())
+}
+
+/// A Send needs something to send.
+pub fn send_input(input: &str, content_blocks: &[pbjson_types::Struct]) -> Result<()> {
+    if input.is_empty() && content_blocks.is_empty() {
+        return Err(Error::invalid(
+            "input",
+            "must not be empty (give input or content_blocks)",
+        ));
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn session_ids() {
+        assert!(session_id("demo").is_ok());
+        assert!(session_id("a.b_c:d-E9").is_ok());
+        assert!(session_id(&"x".repeat(128)).is_ok());
+        for bad in ["", "a b", "a/b", "é", &"x".repeat(129)] {
+            let err = session_id(bad).unwrap_err().to_string();
+            assert!(err.contains("session_id"), "{bad:?}: {err}");
+        }
+    }
+
+    #[test]
+    fn send_needs_content() {
+        assert!(send_input("", &[]).is_err());
+        assert!(send_input("hi", &[]).is_ok());
+    }
+}

@@ -1,0 +1,112 @@
+// The browser proof page: useSession over grpc-web against the real server.
+// One <li> per event (data-seq, data-kind), the derived status, Send and Stop.
+// Query: ?server=http://127.0.0.1:PORT&session=ID
+
+import { StrictMode, useState } from "react";
+import { createRoot } from "react-dom/client";
+import { useSession } from "@agent-harness/client/react";
+import type { Event } from "@agent-harness/client/protocol";
+
+const params = new URLSearchParams(location.search);
+const server = params.get("server") ?? "http://127.0.0.1:50051";
+const sessionId = params.get("session") ?? "browser-demo";
+
+/** One line of text for an event. */
+function summary(e: Event): string {
+  const p = e.payload;
+  switch (p.case) {
+    case "content":
+      return p.value.blocks
+        .map((b) => (b.type === "text" ? b.text : b.type === "tool_use" ? `[${b.toolName}]` : `[${b.type}]`))
+        .join(" ");
+    case "inputSent":
+      return p.value.text;
+    case "turnEnd":
+      return `${p.value.subtype}${p.value.isError ? " (error)" : ""} ${p.value.durationMs}ms $${p.value.costUsd.toFixed(4)}`;
+    case "runReady":
+      return `${p.value.model} cli ${p.value.cliVersion}`;
+    case "runEnd":
+      return `reason ${p.value.reason}${p.value.inferred ? " (inferred)" : ""}`;
+    case "runStart":
+      return `${p.value.adapter} (${p.value.trigger})`;
+    case "stopRequested":
+      return p.value.source;
+    case "result":
+      return p.value.text || p.value.toolResults.map((r) => r.text).join(" ");
+    default:
+      return "";
+  }
+}
+
+function App() {
+  const s = useSession(sessionId, { baseUrl: server });
+  const [input, setInput] = useState("");
+  const [lastError, setLastError] = useState("");
+  const act = (f: () => Promise<unknown>) => () => {
+    setLastError("");
+    f().catch((err: unknown) => setLastError(String(err)));
+  };
+  return (
+    <main>
+      <header>
+        <h1>agent-harness · {sessionId}</h1>
+        <dl>
+          <dt>status</dt>
+          <dd data-testid="status" className={`status ${s.status}`}>
+            {s.status}
+          </dd>
+          <dt>activity</dt>
+          <dd data-testid="activity">{s.activity.label}</dd>
+          <dt>process</dt>
+          <dd data-testid="process">{s.processAlive ? "alive" : "gone"}</dd>
+          <dt>stream</dt>
+          <dd data-testid="connected">{s.connected ? "connected" : "disconnected"}</dd>
+          <dt>hydration</dt>
+          <dd data-testid="hydration">{s.hydrationPhase}</dd>
+          <dt>usage</dt>
+          <dd data-testid="usage">
+            {s.usage.turns} turns · {s.usage.outputTokens} out · context {s.usage.contextTokens}
+          </dd>
+        </dl>
+      </header>
+      <ol data-testid="events" className="events">
+        {s.events.map((e) => (
+          <li key={String(e.seq)} className="event" data-seq={String(e.seq)} data-kind={e.payload.case}>
+            <span className="seq">#{String(e.seq)}</span> <span className="kind">{e.payload.case}</span>{" "}
+            <span className="text">{summary(e)}</span>
+          </li>
+        ))}
+      </ol>
+      <form
+        onSubmit={(ev) => {
+          ev.preventDefault();
+          const text = input;
+          setInput("");
+          act(() => s.send(text))();
+        }}
+      >
+        <input
+          data-testid="input"
+          value={input}
+          placeholder="Message (try: SLOW 40 100)"
+          onChange={(ev) => setInput(ev.target.value)}
+        />
+        <button data-testid="send" type="submit">
+          Send
+        </button>
+        <button data-testid="stop" type="button" onClick={act(() => s.stop())} disabled={s.status === "idle"}>
+          Stop
+        </button>
+      </form>
+      <p data-testid="error" className="error">
+        {lastError || (s.error ? String(s.error) : "")}
+      </p>
+    </main>
+  );
+}
+
+createRoot(document.getElementById("root")!).render(
+  <StrictMode>
+    <App />
+  </StrictMode>,
+);

@@ -1,0 +1,27 @@
+#!/usr/bin/env bash
+# Browser proof: builds @agent-harness/client and the React page (esbuild),
+# then Playwright drives headless Chromium against the real server over
+# grpc-web: stream a slow turn, reload mid-turn, stop a turn. Saves
+# tests/artifacts/browser.png. Exits non-zero on any failure.
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+# shellcheck disable=SC1091
+[ -f .tools/env.sh ] && source .tools/env.sh
+CHROMIUM_BIN=${CHROMIUM_BIN:-/usr/bin/chromium}
+[ -x "$CHROMIUM_BIN" ] || { echo "tests/browser: $CHROMIUM_BIN missing (tests/setup.sh installs it)" >&2; exit 1; }
+export CHROMIUM_BIN
+
+echo "--- cargo build --release (server, fake Messages API)"
+cargo build --release -q -p agent-harness-server -p agent-harness-fake-api
+
+echo "--- gen/ts: npm ci, build"
+(cd gen/ts && npm ci --no-audit --no-fund --loglevel=error && node build.mjs)
+
+echo "--- tests/browser: npm ci, typecheck, bundle the page"
+cd tests/browser
+npm ci --no-audit --no-fund --loglevel=error
+npx tsc -p tsconfig.json --noEmit
+node build.mjs
+
+echo "--- tests/browser: Playwright + Chromium against the real server"
+node --import tsx --test --test-reporter=spec browser.test.ts

@@ -1,0 +1,287 @@
+//! The wire format without the CLI: SSE framing, non-streaming JSON, the other endpoints,
+//! shutdown on drop, and the `fake-messages-api` binary.
+
+use agent_harness_fake_api::FakeApi;
+use serde_json::{Value, json};
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::{SocketAddr, TcpStream};
+use std::process::{Command, Stdio};
+use std::time::Duration;
+
+/// A minimal HTTP/1.1 exchange: returns the status and the de-chunked body.
+fn http(addr: SocketAddr, method: &str, path: &str, body: Option<&Value>) -> (u16, String) {
+    let mut s = TcpStream::connect(addr).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    let body = body.map(Value::to_string).unwrap_or_default();
+    write!(
+        s,
+        "{method} {path} HTTP/1.1\r\nHost: {addr}\r\nContent-Type: application/json\r\n\
+         Content-Length: {}\r\nConnection: close\r\n\r\n{body}",
+        body.len()
+    )
+    .unwrap();
+    let mut raw = Vec::new();
+    s.read_to_end(&mut raw).unwrap();
+    let raw = String::from_utf8(raw).unwrap();
+    let (head, rest) = raw.split_once("\r\n\r\n").unwrap();
+    let status = head[9..12].parse().unwrap();
+    let chunked = head
+        .to_ascii_lowercase()
+        .contains("transfer-encoding: chunked");
+    (
+        status,
+        if chunked {
+            dechunk(rest)
+        } else {
+            rest.to_owned()
+        },
+    )
+}
+
+fn dechunk(mut s: &str) -> String {
+    let mut out = String::new();
+    loop {
+        let (size, rest) = s.split_once("\r\n").unwrap();
+        let n = usize::from_str_radix(size.trim(), 16).unwrap();
+        if n == 0 {
+            return out;
+        }
+        out.push_str(&rest[..n]);
+        s = &rest[n + 2..];
+    }
+}
+
+fn request(content: &str, stream: bool) -> Value {
+    json!({
+        "model": "claude-sonnet-4-5",
+        "max_tokens": 1000,
+        "stream": stream,
+        "system": [{"type": "text", "text": "You are a test.\n - Primary working directory: /tmp/x"}],
+        "messages": [{"role": "user", "content": content}],
+    })
+}
+
+/// Splits an SSE body into (event name, data) pairs, checking the framing on the way.
+fn events(body: &str) -> Vec<(String, Value)> {
+    assert!(body.ends_with("\n\n"), "every event ends with a blank line");
+    body.trim_end()
+        .split("\n\n")
+        .map(|ev| {
+            let (name, data) = ev.split_once('\n').expect("two lines an event");
+            let name = name.strip_prefix("event: ").expect("event line").to_owned();
+            let data: Value =
+                serde_json::from_str(data.strip_prefix("data: ").expect("data line")).unwrap();
+            assert_eq!(data["type"], name.as_str(), "event name matches data.type");
+            (name, data)
+        })
+        .collect()
+}
+
+#[tokio::test]
+async fn streams_a_tool_call_in_the_real_event_order() {
+    let api = FakeApi::start().await;
+    let (status, body) = http(
+        api.addr(),
+        "POST",
+        "/v1/messages?beta=true",
+        Some(&request("BASH echo hi", true)),
+    );
+    assert_eq!(status, 200);
+    let evs = events(&body);
+    let names: Vec<&str> = evs.iter().map(|(n, _)| n.as_str()).collect();
+    assert_eq!(
+        names,
+        [
+            "message_start",
+            "content_block_start",
+            "ping",
+            "content_block_delta",
+            "content_block_delta",
+            "content_block_delta",
+            "content_block_stop",
+            "message_delta",
+            "message_stop"
+        ]
+    );
+    let start = &evs[0].1["message"];
+    assert_eq!(start["model"], "claude-sonnet-4-5");
+    assert!(start["id"].as_str().unwrap().starts_with("msg_"));
+    assert_eq!(start["usage"]["output_tokens"], 1);
+    assert_eq!(evs[1].1["content_block"]["type"], "tool_use");
+    assert_eq!(evs[1].1["content_block"]["name"], "Bash");
+    let json: String = evs[3..6]
+        .iter()
+        .map(|(_, d)| d["delta"]["partial_json"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        serde_json::from_str::<Value>(&json).unwrap(),
+        json!({"command": "echo hi", "description": "Run command"})
+    );
+    let delta = &evs[7].1;
+    assert_eq!(delta["delta"]["stop_reason"], "tool_use");
+    assert!(delta["usage"]["output_tokens"].as_u64().unwrap() > 1);
+}
+
+#[tokio::test]
+async fn non_streaming_gets_one_json_message() {
+    let api = FakeApi::start().await;
+    let (status, body) = http(
+        api.addr(),
+        "POST",
+        "/v1/messages",
+        Some(&request("THINK yes", false)),
+    );
+    assert_eq!(status, 200);
+    let msg: Value = serde_json::from_str(&body).unwrap();
+    assert_eq!(msg["type"], "message");
+    assert_eq!(msg["stop_reason"], "end_turn");
+    assert_eq!(msg["content"][0]["type"], "thinking");
+    assert_eq!(msg["content"][1], json!({"type": "text", "text": "yes"}));
+    assert!(
+        msg["usage"]["cache_creation_input_tokens"]
+            .as_u64()
+            .unwrap()
+            > 0
+    );
+}
+
+#[tokio::test]
+async fn errors_use_the_api_error_body() {
+    let api = FakeApi::start().await;
+    let (status, body) = http(
+        api.addr(),
+        "POST",
+        "/v1/messages",
+        Some(&request("ERROR 529", true)),
+    );
+    assert_eq!(status, 529);
+    let err: Value = serde_json::from_str(&body).unwrap();
+    assert_eq!(err["type"], "error");
+    assert_eq!(err["error"]["type"], "overloaded_error");
+    assert_eq!(err["error"]["message"], "fake 529");
+}
+
+#[tokio::test]
+async fn other_endpoints_answer_harmlessly_and_are_logged() {
+    let api = FakeApi::start().await;
+    let (s, body) = http(
+        api.addr(),
+        "POST",
+        "/v1/messages/count_tokens",
+        Some(&request("TEXT x", false)),
+    );
+    assert_eq!(s, 200);
+    assert!(
+        serde_json::from_str::<Value>(&body).unwrap()["input_tokens"]
+            .as_u64()
+            .unwrap()
+            > 0
+    );
+    assert_eq!(
+        http(api.addr(), "GET", "/api/oauth/whatever", None),
+        (200, "{}".into())
+    );
+    assert_eq!(http(api.addr(), "HEAD", "/", None).0, 200);
+    assert_eq!(http(api.addr(), "GET", "/v1/models", None).0, 200);
+    let paths: Vec<String> = api.requests().into_iter().map(|r| r.path).collect();
+    assert_eq!(
+        paths,
+        [
+            "/v1/messages/count_tokens",
+            "/api/oauth/whatever",
+            "/",
+            "/v1/models"
+        ]
+    );
+    assert!(api.message_requests().is_empty());
+}
+
+#[tokio::test]
+async fn drop_closes_the_port_and_open_streams() {
+    let api = FakeApi::start().await;
+    let addr = api.addr();
+    let mut s = TcpStream::connect(addr).unwrap();
+    let body = request("HANG", true).to_string();
+    write!(
+        s,
+        "POST /v1/messages HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}",
+        body.len()
+    )
+    .unwrap();
+    let mut first = [0u8; 64];
+    s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    let n = s.read(&mut first).unwrap();
+    assert!(String::from_utf8_lossy(&first[..n]).starts_with("HTTP/1.1 200"));
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    while api.active_streams() != 1 {
+        assert!(std::time::Instant::now() < deadline, "HANG stream not open");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    drop(api);
+    // The hanging response ends (EOF) instead of blocking forever...
+    let mut rest = Vec::new();
+    let _ = s.read_to_end(&mut rest);
+    // ...and nothing listens any more.
+    assert!(TcpStream::connect(addr).is_err());
+}
+
+fn spawn_binary(args: &[&str]) -> (std::process::Child, SocketAddr) {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_fake-messages-api"))
+        .args(args)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut line = String::new();
+    BufReader::new(child.stdout.as_mut().unwrap())
+        .read_line(&mut line)
+        .unwrap();
+    let url = line
+        .trim()
+        .strip_prefix("listening http://")
+        .unwrap_or_else(|| panic!("first line: {line:?}"));
+    (child, url.parse().unwrap())
+}
+
+fn wait_exit(child: &mut std::process::Child) -> std::process::ExitStatus {
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            return status;
+        }
+        assert!(std::time::Instant::now() < deadline, "binary did not exit");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+#[test]
+fn binary_prints_its_url_and_exits_on_sigterm() {
+    let (mut child, addr) = spawn_binary(&["--port", "0"]);
+    assert!(addr.ip().is_loopback());
+    let (status, body) = http(
+        addr,
+        "POST",
+        "/v1/messages",
+        Some(&request("TEXT hi", false)),
+    );
+    assert_eq!(status, 200);
+    assert_eq!(
+        serde_json::from_str::<Value>(&body).unwrap()["content"][0]["text"],
+        "hi"
+    );
+    let killed = Command::new("kill")
+        .args(["-TERM", &child.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(killed.success());
+    assert!(wait_exit(&mut child).success());
+}
+
+#[test]
+fn binary_exits_on_stdin_eof_when_asked() {
+    let (mut child, addr) = spawn_binary(&["--port", "0", "--exit-on-stdin-eof"]);
+    assert_eq!(http(addr, "HEAD", "/", None).0, 200);
+    drop(child.stdin.take());
+    assert!(wait_exit(&mut child).success());
+}

@@ -1,0 +1,13 @@
+#!/usr/bin/env bash
+# Go end-to-end suite: the generated Go client (gen/go) against the real server release
+# binary, the real claude CLI and the fake Messages API. See tests/go/session_test.go.
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+[ -f .tools/env.sh ] || ./tests/setup.sh
+# shellcheck disable=SC1091
+source .tools/env.sh
+# A no-op when the release binaries are fresh (tests/run-all.sh builds them before the suites).
+cargo build --release --quiet -p agent-harness-server -p agent-harness-fake-api
+cd tests/go
+go vet ./...
+go test -count=1 -v -timeout 10m ./...

@@ -1,0 +1,160 @@
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	pb "github.com/agent-harness/agent-harness/gen/go/agentharness/v1"
+)
+
+// kind names an event's payload ("run_start", "turn_end", ...).
+func kind(ev *pb.Event) string {
+	m := ev.ProtoReflect()
+	f := m.WhichOneof(m.Descriptor().Oneofs().ByName("payload"))
+	if f == nil {
+		return "<none>"
+	}
+	return string(f.Name())
+}
+
+// contentText joins the text blocks of a content event.
+func contentText(ev *pb.Event) string {
+	var b strings.Builder
+	for _, blk := range ev.GetContent().GetBlocks() {
+		b.WriteString(blk.GetText())
+	}
+	return b.String()
+}
+
+// stream is one Subscribe call read by a goroutine. Every message it receives is checked as
+// it is read: replay first, then events in strictly increasing seq without gap or duplicate
+// starting at replay.from_seq+1, caught_up exactly once with head_seq = the last seq replayed.
+type stream struct {
+	t      *testing.T
+	msgs   chan *pb.SubscribeResponse
+	errs   chan error
+	cancel context.CancelFunc
+
+	replay   *pb.ReplayStart
+	caughtUp *pb.CaughtUp
+	lastSeq  uint64
+	events   []*pb.Event
+}
+
+// subscribe opens Subscribe(sessionID, afterSeq) and checks its ReplayStart header.
+func subscribe(t *testing.T, sessionID string, afterSeq uint64) *stream {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	call, err := client.Subscribe(ctx, &pb.SubscribeRequest{SessionId: sessionID, AfterSeq: afterSeq})
+	if err != nil {
+		cancel()
+		t.Fatalf("Subscribe(%s, %d): %v", sessionID, afterSeq, err)
+	}
+	s := &stream{t: t, msgs: make(chan *pb.SubscribeResponse, 1024), errs: make(chan error, 1), cancel: cancel}
+	t.Cleanup(cancel)
+	go func() {
+		for {
+			msg, err := call.Recv()
+			if err != nil {
+				s.errs <- err
+				return
+			}
+			s.msgs <- msg
+		}
+	}()
+	first := s.recv(20 * time.Second)
+	s.replay = first.GetReplay()
+	if s.replay == nil {
+		t.Fatalf("first Subscribe message is not replay: %v", first)
+	}
+	s.lastSeq = s.replay.GetFromSeq()
+	return s
+}
+
+// recv returns the next message, failing the test on a stream error or after timeout.
+func (s *stream) recv(timeout time.Duration) *pb.SubscribeResponse {
+	s.t.Helper()
+	select {
+	case msg := <-s.msgs:
+		s.check(msg)
+		return msg
+	case err := <-s.errs:
+		s.t.Fatalf("Subscribe stream ended: %v", err)
+	case <-time.After(timeout):
+		s.t.Fatalf("no Subscribe message within %v (last seq %d)", timeout, s.lastSeq)
+	}
+	return nil
+}
+
+// check applies the stream invariants to one message and records events.
+func (s *stream) check(msg *pb.SubscribeResponse) {
+	s.t.Helper()
+	switch k := msg.GetKind().(type) {
+	case *pb.SubscribeResponse_Replay:
+		if s.replay != nil {
+			s.t.Fatalf("second replay header: %v", k.Replay)
+		}
+	case *pb.SubscribeResponse_Event:
+		ev := k.Event
+		if ev.GetSeq() != s.lastSeq+1 {
+			s.t.Fatalf("event seq %d after %d: gap or duplicate (%s)", ev.GetSeq(), s.lastSeq, kind(ev))
+		}
+		s.lastSeq = ev.GetSeq()
+		s.events = append(s.events, ev)
+	case *pb.SubscribeResponse_CaughtUp:
+		if s.caughtUp != nil {
+			s.t.Fatalf("second caught_up: %v", k.CaughtUp)
+		}
+		if k.CaughtUp.GetHeadSeq() != s.lastSeq {
+			s.t.Fatalf("caught_up.head_seq %d, but the last replayed seq is %d", k.CaughtUp.GetHeadSeq(), s.lastSeq)
+		}
+		s.caughtUp = k.CaughtUp
+	case *pb.SubscribeResponse_Heartbeat:
+	default:
+		s.t.Fatalf("Subscribe message with no kind: %v", msg)
+	}
+}
+
+// untilCaughtUp reads until caught_up arrives.
+func (s *stream) untilCaughtUp(timeout time.Duration) {
+	s.t.Helper()
+	deadline := time.Now().Add(timeout)
+	for s.caughtUp == nil {
+		s.recv(time.Until(deadline))
+	}
+}
+
+// waitEvent reads until an event matching pred arrives (or one already recorded at index >=
+// from matches) and returns it with its index in s.events.
+func (s *stream) waitEvent(from int, timeout time.Duration, what string, pred func(*pb.Event) bool) (*pb.Event, int) {
+	s.t.Helper()
+	deadline := time.Now().Add(timeout)
+	for i := from; ; i++ {
+		for i >= len(s.events) {
+			if time.Now().After(deadline) {
+				s.t.Fatalf("no %s event within %v; events: %s", what, timeout, s.summary())
+			}
+			s.recv(time.Until(deadline))
+		}
+		if pred(s.events[i]) {
+			return s.events[i], i
+		}
+	}
+}
+
+// summary lists the recorded events as seq:kind.
+func (s *stream) summary() string {
+	parts := make([]string, 0, len(s.events))
+	for _, ev := range s.events {
+		parts = append(parts, fmt.Sprintf("%d:%s", ev.GetSeq(), kind(ev)))
+	}
+	return strings.Join(parts, " ")
+}
+
+// isKind matches events by payload name.
+func isKind(name string) func(*pb.Event) bool {
+	return func(ev *pb.Event) bool { return kind(ev) == name }
+}

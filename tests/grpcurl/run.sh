@@ -1,0 +1,118 @@
+#!/usr/bin/env bash
+# grpcurl suite: the server is usable with no .proto files at all, through gRPC reflection.
+# Starts the real server release binary (interactive adapter, real claude CLI, fake Messages
+# API), then: list, describe, Start, GetSession, Subscribe (replay, events, caughtUp) and
+# History. Outputs are asserted with tests/grpcurl/check.py (stdlib Python).
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+ROOT=$PWD
+[ -f .tools/env.sh ] || ./tests/setup.sh
+# shellcheck disable=SC1091
+source .tools/env.sh
+cargo build --release --quiet -p agent-harness-server -p agent-harness-fake-api
+
+tmp=$(mktemp -d)
+mkdir -p "$tmp/home" "$tmp/work"
+pids=()
+cleanup() {
+  local rc=$?
+  for pid in "${pids[@]}"; do kill -TERM "$pid" 2>/dev/null || true; done
+  for pid in "${pids[@]}"; do wait "$pid" 2>/dev/null || true; done
+  if [ "$rc" != 0 ]; then
+    echo "----- agent-harness log (tail) -----"
+    tail -n 60 "$tmp/server.log" 2>/dev/null || true
+  fi
+  rm -rf "$tmp"
+}
+trap cleanup EXIT
+check() { python "$ROOT/tests/grpcurl/check.py" "$@"; }
+pass=0
+ok() { pass=$((pass + 1)); echo "ok: $*"; }
+
+# The fake Messages API prints its address first.
+"$ROOT/target/release/fake-messages-api" --port 0 >"$tmp/fake.out" 2>"$tmp/fake.log" &
+pids+=($!)
+for _ in $(seq 100); do grep -q '^listening ' "$tmp/fake.out" && break; sleep 0.1; done
+base_url=$(sed -n 's/^listening //p' "$tmp/fake.out")
+[ -n "$base_url" ] || { echo "fake-messages-api did not start"; exit 1; }
+
+port=$(python -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+addr=127.0.0.1:$port
+# Nothing from this environment may point the CLI at the real API.
+unset_args=()
+for v in $(compgen -e | grep -E '^(ANTHROPIC_|CLAUDE_CODE_|AGENT_HARNESS_|CLAUDECODE$)' || true); do
+  unset_args+=(-u "$v")
+done
+env "${unset_args[@]}" HOME="$tmp/home" ANTHROPIC_BASE_URL="$base_url" ANTHROPIC_API_KEY=test \
+  CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC=1 \
+  "$ROOT/target/release/agent-harness" serve --listen "$addr" --data-dir "$tmp/data" \
+  --adapter interactive --claude-bin "$CLAUDE_BIN" >"$tmp/server.log" 2>&1 &
+pids+=($!)
+
+g() { grpcurl -plaintext "$@"; }
+for i in $(seq 300); do
+  g "$addr" list >"$tmp/list.out" 2>/dev/null && break
+  [ "$i" = 300 ] && { echo "FAIL: server not answering reflection after 30 s"; exit 1; }
+  sleep 0.1
+done
+
+echo "\$ grpcurl -plaintext $addr list"
+cat "$tmp/list.out"
+grep -qx 'agentharness.v1.SessionService' "$tmp/list.out" || { echo "FAIL: list lacks agentharness.v1.SessionService"; exit 1; }
+ok "list names agentharness.v1.SessionService"
+
+echo "\$ grpcurl -plaintext $addr describe agentharness.v1.SessionService"
+g "$addr" describe agentharness.v1.SessionService | tee "$tmp/describe.out"
+for rpc in Start Send Stop History RespondPermission GetSession ListSessions; do
+  grep -q "rpc $rpc ( .agentharness.v1.${rpc}Request ) returns ( .agentharness.v1.${rpc}Response );" "$tmp/describe.out" ||
+    { echo "FAIL: describe lacks rpc $rpc"; exit 1; }
+done
+grep -q 'rpc Subscribe ( .agentharness.v1.SubscribeRequest ) returns ( stream .agentharness.v1.SubscribeResponse );' "$tmp/describe.out" ||
+  { echo "FAIL: describe lacks the Subscribe stream"; exit 1; }
+g "$addr" describe agentharness.v1.Event >"$tmp/event.out"
+grep -q 'google.protobuf.Timestamp time = 4;' "$tmp/event.out" || { echo "FAIL: describe Event"; exit 1; }
+ok "describe shows every RPC and the message types"
+
+sid=grpcurl-$$-$RANDOM
+echo "\$ grpcurl -plaintext -d '{\"session_id\":\"$sid\",\"config\":{\"prompt\":\"TEXT hello from grpcurl\"}}' $addr agentharness.v1.SessionService/Start"
+g -d "{\"session_id\":\"$sid\",\"config\":{\"prompt\":\"TEXT hello from grpcurl\",\"cwd\":\"$tmp/work\"}}" \
+  "$addr" agentharness.v1.SessionService/Start | tee "$tmp/start.out"
+run_id=$(check start "$tmp/start.out")
+ok "Start returned run $run_id"
+
+# Wait for the turn to finish: GetSession's derived status goes back to idle.
+status="" head=0
+for i in $(seq 600); do
+  g -d "{\"session_id\":\"$sid\"}" "$addr" agentharness.v1.SessionService/GetSession >"$tmp/get.out"
+  read -r status head < <(check status "$tmp/get.out")
+  [ "$status" = SESSION_STATUS_IDLE ] && [ "$head" -gt 0 ] && break
+  [ "$i" = 600 ] && { echo "FAIL: status $status after 60 s"; cat "$tmp/get.out"; exit 1; }
+  sleep 0.1
+done
+cat "$tmp/get.out"
+grep -q '"processAlive": true' "$tmp/get.out" || { echo "FAIL: process not alive after the turn"; exit 1; }
+ok "GetSession: $status, head_seq $head"
+
+echo "\$ grpcurl -plaintext -max-time 3 -d '{\"session_id\":\"$sid\"}' $addr agentharness.v1.SessionService/Subscribe"
+# The stream stays open (live) after caughtUp: -max-time ends it, with DeadlineExceeded.
+g -max-time 3 -d "{\"session_id\":\"$sid\"}" "$addr" agentharness.v1.SessionService/Subscribe \
+  >"$tmp/sub.out" 2>"$tmp/sub.err" || true
+head -n 12 "$tmp/sub.out"
+echo "..."
+grep -q 'DeadlineExceeded' "$tmp/sub.err" || { echo "FAIL: Subscribe ended before -max-time:"; cat "$tmp/sub.err"; exit 1; }
+check subscribe "$tmp/sub.out" 0 "$head"
+grep -q '"text": "hello from grpcurl"' "$tmp/sub.out" || { echo "FAIL: the answer is not in the stream"; exit 1; }
+ok "Subscribe from 0: replay, events 1..$head, caughtUp, then live"
+
+mid=$((head / 2))
+g -max-time 2 -d "{\"session_id\":\"$sid\",\"after_seq\":$mid}" "$addr" agentharness.v1.SessionService/Subscribe \
+  >"$tmp/sub2.out" 2>/dev/null || true
+check subscribe "$tmp/sub2.out" "$mid" "$head"
+ok "Subscribe from cursor $mid: events $((mid + 1))..$head only"
+
+echo "\$ grpcurl -plaintext -d '{\"session_id\":\"$sid\",\"limit\":2}' $addr agentharness.v1.SessionService/History"
+g -d "{\"session_id\":\"$sid\",\"limit\":2}" "$addr" agentharness.v1.SessionService/History >"$tmp/hist.out"
+check history "$tmp/hist.out" 2 "$head"
+ok "History: the newest 2 events, oldest first, hasMore"
+
+echo "grpcurl: $pass passed, 0 failed"

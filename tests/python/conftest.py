@@ -1,0 +1,160 @@
+"""Fixtures of the Python end-to-end suite: the real agent-harness server release binary, the
+real claude CLI, and the scripted fake Messages API, all on loopback, driven only through the
+generated Python client in gen/python (agentharness.v1)."""
+
+from __future__ import annotations
+
+import os
+import pathlib
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+
+import grpc
+import pytest
+
+ROOT = pathlib.Path(__file__).resolve().parents[2]
+# The generated package is used from the tree (tests/gen/run.sh checks that it also installs
+# as a distribution), so the tests always exercise the committed stubs.
+sys.path.insert(0, str(ROOT / "gen" / "python"))
+
+from agentharness.v1 import session_service_pb2 as pb  # noqa: E402
+from agentharness.v1 import session_service_pb2_grpc as pb_grpc  # noqa: E402
+
+
+def _bin(env_var: str, name: str) -> str:
+    return os.environ.get(env_var) or str(ROOT / "target" / "release" / name)
+
+
+def _child_env(home: str, base_url: str) -> dict[str, str]:
+    """This process's environment without anything that could point the CLI at the real API
+    or make it think it runs inside Claude Code, plus the fake API's settings."""
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if not (
+            k.startswith(("ANTHROPIC_", "CLAUDE_CODE_", "AGENT_HARNESS_"))
+            or k in ("CLAUDECODE", "HOME")
+        )
+    }
+    env.update(
+        HOME=home,
+        ANTHROPIC_BASE_URL=base_url,
+        ANTHROPIC_API_KEY="test",
+        CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC="1",
+    )
+    return env
+
+
+def _free_port() -> int:
+    # The server gets the port as --listen; the short window in which another process could
+    # take it is acceptable on a test machine.
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _tail(path: pathlib.Path, n: int = 60) -> str:
+    try:
+        lines = path.read_text(errors="replace").splitlines()
+    except OSError:
+        return ""
+    return "\n".join(lines[-n:])
+
+
+class Harness:
+    """A running server: the generated stub, the CLI's working directory, the logs."""
+
+    def __init__(self, stub: pb_grpc.SessionServiceStub, work_dir: str, logs: list[pathlib.Path]):
+        self.stub = stub
+        self.work_dir = work_dir
+        self.logs = logs
+
+
+@pytest.fixture(scope="session")
+def harness():
+    claude_bin = os.environ.get("CLAUDE_BIN")
+    if not claude_bin:
+        pytest.fail("CLAUDE_BIN is not set: source .tools/env.sh (tests/setup.sh writes it)")
+    with tempfile.TemporaryDirectory(prefix="agent-harness-py-e2e-") as tmp:
+        tmp_path = pathlib.Path(tmp)
+        home = tmp_path / "home"
+        work = tmp_path / "work"
+        home.mkdir()
+        work.mkdir()
+        fake_log = tmp_path / "fake-api.log"
+        server_log = tmp_path / "server.log"
+
+        # The fake API exits when its stdin closes, so it dies with this process whatever
+        # happens.
+        with open(fake_log, "wb") as flog:
+            fake = subprocess.Popen(
+                [_bin("FAKE_MESSAGES_API_BIN", "fake-messages-api"), "--port", "0", "--exit-on-stdin-eof"],
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                stderr=flog,
+            )
+        server = None
+        channel = None
+        try:
+            line = fake.stdout.readline().decode().strip()
+            assert line.startswith("listening "), f"fake-messages-api said {line!r}"
+            base_url = line.removeprefix("listening ")
+
+            addr = f"127.0.0.1:{_free_port()}"
+            with open(server_log, "wb") as slog:
+                server = subprocess.Popen(
+                    [
+                        _bin("AGENT_HARNESS_BIN", "agent-harness"),
+                        "serve",
+                        "--listen", addr,
+                        "--data-dir", str(tmp_path / "data"),
+                        "--adapter", "interactive",
+                        "--claude-bin", claude_bin,
+                    ],
+                    env=_child_env(str(home), base_url),
+                    stdout=slog,
+                    stderr=subprocess.STDOUT,
+                )
+            channel = grpc.insecure_channel(addr)
+            stub = pb_grpc.SessionServiceStub(channel)
+            deadline = time.monotonic() + 30
+            while True:
+                try:
+                    stub.ListSessions(pb.ListSessionsRequest(), timeout=1)
+                    break
+                except grpc.RpcError as e:
+                    if server.poll() is not None:
+                        pytest.fail(f"agent-harness exited {server.returncode} before serving:\n{_tail(server_log)}")
+                    if time.monotonic() > deadline:
+                        pytest.fail(f"agent-harness not serving after 30 s ({e.code()}):\n{_tail(server_log)}")
+                    time.sleep(0.1)
+            yield Harness(stub, str(work), [server_log, fake_log])
+        finally:
+            if channel is not None:
+                channel.close()
+            if server is not None:
+                # SIGTERM is the server's graceful shutdown; it must end within seconds.
+                server.send_signal(signal.SIGTERM)
+                try:
+                    server.wait(timeout=15)
+                except subprocess.TimeoutExpired:
+                    server.kill()
+                    server.wait()
+                    pytest.fail("agent-harness did not exit 15 s after SIGTERM")
+            fake.stdin.close()
+            fake.wait(timeout=10)
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item, call):
+    """On a failure, attach the tails of the server and fake API logs to the report."""
+    outcome = yield
+    report = outcome.get_result()
+    h = item.funcargs.get("harness") if hasattr(item, "funcargs") else None
+    if report.failed and isinstance(h, Harness):
+        for path in h.logs:
+            report.sections.append((f"{path.name} (tail)", _tail(path)))

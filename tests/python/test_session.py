@@ -1,0 +1,295 @@
+"""SessionService end to end through the generated Python client: Start, Subscribe from 0 and
+from a cursor, Send, Stop, History paging and GetSession, against the real server binary and
+the real claude CLI (scripted by the fake Messages API)."""
+
+from __future__ import annotations
+
+import queue
+import threading
+import time
+import uuid
+
+import grpc
+import pytest
+
+from agentharness.v1 import events_pb2
+from agentharness.v1 import session_service_pb2 as pb
+
+TURN_TIMEOUT = 60.0  # CLI boot plus a few fake API round trips
+IDLE = pb.SESSION_STATUS_IDLE
+STARTING = pb.SESSION_STATUS_STARTING
+STREAMING = pb.SESSION_STATUS_STREAMING
+STOPPING = pb.SESSION_STATUS_STOPPING
+
+
+def new_id(prefix: str) -> str:
+    return f"py-{prefix}-{uuid.uuid4().hex[:12]}"
+
+
+def kind(ev: events_pb2.Event) -> str:
+    return ev.WhichOneof("payload") or "<none>"
+
+
+def content_text(ev: events_pb2.Event) -> str:
+    return "".join(b.text for b in ev.content.blocks)
+
+
+class Stream:
+    """One Subscribe call read by a thread. Every message is checked as it is read: replay
+    first, events in strictly increasing seq without gap or duplicate from replay.from_seq+1,
+    caught_up exactly once with head_seq = the last seq replayed."""
+
+    def __init__(self, stub, session_id: str, after_seq: int):
+        self._call = stub.Subscribe(pb.SubscribeRequest(session_id=session_id, after_seq=after_seq))
+        self._q: queue.Queue = queue.Queue()
+        self.replay = None
+        self.caught_up = None
+        self.events: list[events_pb2.Event] = []
+        threading.Thread(target=self._pump, daemon=True).start()
+        first = self.recv(20)
+        assert first.WhichOneof("kind") == "replay", f"first Subscribe message: {first}"
+        self.replay = first.replay
+        self.last_seq = first.replay.from_seq
+
+    def _pump(self):
+        try:
+            for msg in self._call:
+                self._q.put(msg)
+        except grpc.RpcError as e:
+            self._q.put(e)
+
+    def close(self):
+        self._call.cancel()
+
+    def recv(self, timeout: float):
+        try:
+            msg = self._q.get(timeout=max(timeout, 0.01))
+        except queue.Empty:
+            pytest.fail(f"no Subscribe message within {timeout:.1f} s (last seq {getattr(self, 'last_seq', None)})")
+        if isinstance(msg, grpc.RpcError):
+            pytest.fail(f"Subscribe stream ended: {msg.code()} {msg.details()}")
+        self._check(msg)
+        return msg
+
+    def _check(self, msg):
+        k = msg.WhichOneof("kind")
+        if k == "replay":
+            assert self.replay is None, f"second replay header: {msg.replay}"
+        elif k == "event":
+            ev = msg.event
+            assert ev.seq == self.last_seq + 1, f"event seq {ev.seq} after {self.last_seq}: gap or duplicate ({kind(ev)})"
+            self.last_seq = ev.seq
+            self.events.append(ev)
+        elif k == "caught_up":
+            assert self.caught_up is None, "second caught_up"
+            assert msg.caught_up.head_seq == self.last_seq, (
+                f"caught_up.head_seq {msg.caught_up.head_seq}, last replayed seq {self.last_seq}"
+            )
+            self.caught_up = msg.caught_up
+        elif k != "heartbeat":
+            pytest.fail(f"Subscribe message with no kind: {msg}")
+
+    def until_caught_up(self, timeout: float = 10):
+        deadline = time.monotonic() + timeout
+        while self.caught_up is None:
+            self.recv(deadline - time.monotonic())
+
+    def wait_event(self, pred, what: str, start: int = 0, timeout: float = TURN_TIMEOUT):
+        """Reads until an event at index >= start matches pred; returns (event, index)."""
+        deadline = time.monotonic() + timeout
+        i = start
+        while True:
+            while i >= len(self.events):
+                if time.monotonic() > deadline:
+                    pytest.fail(f"no {what} event within {timeout} s; events: {self.summary()}")
+                self.recv(deadline - time.monotonic())
+            if pred(self.events[i]):
+                return self.events[i], i
+            i += 1
+
+    def summary(self) -> str:
+        return " ".join(f"{e.seq}:{kind(e)}" for e in self.events)
+
+
+def is_kind(*names: str):
+    return lambda ev: kind(ev) in names
+
+
+@pytest.fixture
+def streams():
+    opened: list[Stream] = []
+    yield opened
+    for s in opened:
+        s.close()
+
+
+def subscribe(h, streams, session_id: str, after_seq: int) -> Stream:
+    s = Stream(h.stub, session_id, after_seq)
+    streams.append(s)
+    return s
+
+
+def get_session(h, session_id: str) -> pb.Session:
+    return h.stub.GetSession(pb.GetSessionRequest(session_id=session_id), timeout=10).session
+
+
+def wait_status(h, session_id: str, want: int, timeout: float = 10) -> pb.Session:
+    deadline = time.monotonic() + timeout
+    while True:
+        s = get_session(h, session_id)
+        if s.status == want:
+            return s
+        if time.monotonic() > deadline:
+            pytest.fail(
+                f"{session_id} status {pb.SessionStatus.Name(s.status)}, "
+                f"want {pb.SessionStatus.Name(want)} after {timeout} s"
+            )
+        time.sleep(0.05)
+
+
+def start(h, session_id: str, prompt: str) -> pb.StartResponse:
+    resp = h.stub.Start(
+        pb.StartRequest(session_id=session_id, config=events_pb2.StartConfig(prompt=prompt, cwd=h.work_dir)),
+        timeout=30,
+    )
+    assert resp.run_id, "Start returned an empty run_id"
+    return resp
+
+
+def send(h, session_id: str, text: str) -> pb.SendResponse:
+    return h.stub.Send(pb.SendRequest(session_id=session_id, input=text), timeout=30)
+
+
+def test_session_lifecycle(harness, streams):
+    h = harness
+    sid = new_id("life")
+
+    # Subscribing before the session exists is valid: an empty replay, then live.
+    s = subscribe(h, streams, sid, 0)
+    assert (s.replay.from_seq, s.replay.head_seq, s.replay.reset) == (0, 0, False)
+    s.until_caught_up()
+
+    st = start(h, sid, "TEXT py turn one")
+    # run_start is durable before Start returns; the CLI has not announced itself yet.
+    assert get_session(h, sid).status in (STARTING, STREAMING)
+
+    end1, i1 = s.wait_event(is_kind("turn_end"), "first turn_end")
+    assert (s.events[0].seq, kind(s.events[0])) == (1, "run_start")
+    assert s.events[0].run_start.config.prompt == "TEXT py turn one"
+    ready, _ = s.wait_event(is_kind("run_ready"), "run_ready", timeout=0)
+    assert ready.run_ready.resume_id
+    in1, _ = s.wait_event(is_kind("input_sent"), "input_sent", timeout=0)
+    assert in1.input_sent.text == "TEXT py turn one"
+    assert in1.input_sent.source == events_pb2.INPUT_SOURCE_INITIAL
+    c1, _ = s.wait_event(is_kind("content"), "content", timeout=0)
+    assert content_text(c1) == "py turn one"
+    assert not end1.turn_end.is_error, end1.turn_end
+    for ev in s.events:
+        assert (ev.run_id, ev.session_id) == (st.run_id, sid), f"{ev.seq}:{kind(ev)}"
+        assert ev.HasField("time") and ev.time.seconds > 0
+    idle = wait_status(h, sid, IDLE)
+    assert idle.process_alive, "interactive process not alive between turns"
+    assert idle.resume_id == ready.run_ready.resume_id
+    assert idle.run_id == st.run_id
+
+    # A follow-up goes to the live process: same run.
+    assert send(h, sid, "TEXT py turn two").run_id == st.run_id
+    in2, j = s.wait_event(is_kind("input_sent"), "second input_sent", start=i1 + 1)
+    assert in2.input_sent.source == events_pb2.INPUT_SOURCE_USER
+    c2, _ = s.wait_event(is_kind("content"), "second content", start=j)
+    assert content_text(c2) == "py turn two"
+    _, i2 = s.wait_event(is_kind("turn_end"), "second turn_end", start=j)
+    wait_status(h, sid, IDLE)
+
+    # A slow turn (40 chunks 250 ms apart) is STREAMING until Stop ends it.
+    send(h, sid, "SLOW 40 250")
+    _, j = s.wait_event(is_kind("input_sent"), "slow input_sent", start=i2 + 1)
+    wait_status(h, sid, STREAMING)
+    assert h.stub.Stop(pb.StopRequest(session_id=sid), timeout=10).stopping
+    assert get_session(h, sid).status in (STOPPING, IDLE)
+    _, j = s.wait_event(is_kind("stop_requested"), "stop_requested", start=j, timeout=10)
+    s.wait_event(is_kind("turn_end", "run_end"), "turn_end or run_end after Stop", start=j, timeout=30)
+    wait_status(h, sid, IDLE, timeout=30)
+    # Stop is idempotent and accepted in any state.
+    h.stub.Stop(pb.StopRequest(session_id=sid), timeout=10)
+
+    # The log the stream saw is the log GetSession describes.
+    time.sleep(0.3)
+    final = get_session(h, sid)
+    while s.last_seq < final.head_seq:
+        s.recv(5)
+    assert final.head_seq == s.last_seq
+    assert final.usage.turns >= 2 and final.usage.output_tokens > 0, final.usage
+    seqs = [e.seq for e in s.events]
+    assert seqs == list(range(1, len(seqs) + 1)), "seqs not 1..N without gap or duplicate"
+
+
+def test_subscribe_from_cursor_and_history(harness, streams):
+    h = harness
+    sid = new_id("cursor")
+    live = subscribe(h, streams, sid, 0)
+    start(h, sid, "TEXT cursor one")
+    _, i = live.wait_event(is_kind("turn_end"), "first turn_end")
+    wait_status(h, sid, IDLE)
+    send(h, sid, "TEXT cursor two")
+    live.wait_event(is_kind("turn_end"), "second turn_end", start=i + 1)
+    wait_status(h, sid, IDLE)
+    head = get_session(h, sid).head_seq
+    while live.last_seq < head:
+        live.recv(10)
+    full = list(live.events)
+    assert len(full) == head >= 6
+
+    # From the middle: replay header, exactly seq mid+1..head, caught_up at head.
+    mid = head // 2
+    s = subscribe(h, streams, sid, mid)
+    assert (s.replay.reset, s.replay.from_seq, s.replay.head_seq) == (False, mid, head)
+    s.until_caught_up()
+    assert s.caught_up.head_seq == head
+    assert [e.seq for e in s.events] == list(range(mid + 1, head + 1))
+    assert s.events == full[mid:], "replayed events differ from the live ones"
+
+    # From the head: nothing to replay.
+    t = subscribe(h, streams, sid, head)
+    t.until_caught_up()
+    assert t.events == [] and not t.replay.reset
+
+    # History, 3 at a time from the tail back to seq 1: each page the newest events below the
+    # cursor, oldest first.
+    pages = []
+    before = 0
+    while True:
+        resp = h.stub.History(pb.HistoryRequest(session_id=sid, before_seq=before, limit=3), timeout=10)
+        got = [e.seq for e in resp.events]
+        want_last = head if before == 0 else before - 1
+        assert got == list(range(want_last - len(got) + 1, want_last + 1)) and 0 < len(got) <= 3, (
+            f"History(before {before}, limit 3) -> {got}"
+        )
+        pages.insert(0, list(resp.events))
+        before = got[0]
+        assert resp.has_more == (before > 1), f"has_more {resp.has_more} with oldest seq {before}"
+        if not resp.has_more:
+            break
+    assert [e for p in pages for e in p] == full
+
+
+def test_errors(harness, streams):
+    h = harness
+    with pytest.raises(grpc.RpcError) as e:
+        h.stub.GetSession(pb.GetSessionRequest(session_id=new_id("unknown")), timeout=10)
+    assert e.value.code() == grpc.StatusCode.NOT_FOUND
+
+    with pytest.raises(grpc.RpcError) as e:
+        h.stub.Start(pb.StartRequest(session_id="not a valid id!", config=events_pb2.StartConfig()), timeout=10)
+    assert e.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+
+    sid = new_id("twice")
+    s = subscribe(h, streams, sid, 0)
+    start(h, sid, "TEXT started once")
+    s.wait_event(is_kind("turn_end"), "turn_end")
+    with pytest.raises(grpc.RpcError) as e:
+        h.stub.Start(
+            pb.StartRequest(session_id=sid, config=events_pb2.StartConfig(prompt="TEXT again", cwd=h.work_dir)),
+            timeout=10,
+        )
+    assert e.value.code() == grpc.StatusCode.FAILED_PRECONDITION

@@ -1,0 +1,153 @@
+#!/usr/bin/env bash
+# Installs every tool the test suites need, from the package registries only, into the
+# repo-local .tools/ (gitignored), and writes .tools/env.sh for the suites to source.
+#
+# Idempotent and fast when everything is present: each step records a stamp (the pins or the
+# lock file's hash) and is skipped while the stamp matches and its output exists.
+#
+#   npm      tests/tools (claude CLI, buf, protoc-gen-es, playwright-core) and every other
+#            package-lock.json of the test suites (gen/ts, tests/ts, tests/browser)
+#   Go       protoc-gen-go, protoc-gen-go-grpc, grpcurl  -> .tools/bin (GOBIN)
+#   PyPI     .tools/venv from tests/python/requirements.txt
+#   Debian   chromium (only when /usr/bin/chromium is missing)
+#   rustup   clippy and rustfmt components (only when missing)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+ROOT=$PWD
+TOOLS=$ROOT/.tools
+STAMPS=$TOOLS/stamps
+mkdir -p "$TOOLS/bin" "$STAMPS"
+
+# Pinned versions of the Go-installed tools (the Go module proxy serves them).
+PROTOC_GEN_GO=google.golang.org/protobuf/cmd/protoc-gen-go@v1.36.12
+PROTOC_GEN_GO_GRPC=google.golang.org/grpc/cmd/protoc-gen-go-grpc@v1.6.2
+GRPCURL=github.com/fullstorydev/grpcurl/cmd/grpcurl@v1.9.4
+
+say() { printf '  [setup] %s\n' "$*"; }
+hash_of() { cat "$@" | sha256sum | cut -c1-16; }
+stamp_ok() { [ -f "$STAMPS/$1" ] && [ "$(cat "$STAMPS/$1")" = "$2" ]; }
+stamp_set() { printf '%s' "$2" >"$STAMPS/$1"; }
+
+need() {
+  command -v "$1" >/dev/null 2>&1 || {
+    echo "tests/setup.sh: '$1' is required on PATH ($2)" >&2
+    exit 1
+  }
+}
+need node "the npm tools"
+need npm "the npm tools"
+need go "protoc-gen-go, protoc-gen-go-grpc, grpcurl"
+need python3 "the Python test venv"
+need cargo "the Rust workspace"
+
+# --- npm ---------------------------------------------------------------------------------
+# `npm ci` installs exactly the committed lock. npm 11 skips install scripts by default; the
+# claude CLI and buf do not need theirs (their native binaries come as optional platform
+# packages), which tests/setup.sh checks below by running both.
+npm_dirs=(tests/tools)
+for d in gen/ts tests/ts tests/browser; do
+  [ -f "$d/package-lock.json" ] && npm_dirs+=("$d")
+done
+for d in "${npm_dirs[@]}"; do
+  key="npm-$(echo "$d" | tr / _)"
+  want="$(node --version) $(hash_of "$d/package.json" "$d/package-lock.json")"
+  if stamp_ok "$key" "$want" && [ -d "$d/node_modules" ]; then
+    say "npm: $d up to date"
+  else
+    say "npm ci in $d"
+    (cd "$d" && npm ci --no-audit --no-fund --loglevel=error)
+    stamp_set "$key" "$want"
+  fi
+done
+
+# The real claude binary: the platform package's native executable (what bin/claude.exe is
+# linked from when the install script runs); bin/claude.exe as a fallback.
+case "$(uname -m)" in
+  x86_64 | amd64) claude_pkg=claude-code-linux-x64 ;;
+  aarch64 | arm64) claude_pkg=claude-code-linux-arm64 ;;
+  *) claude_pkg=unknown ;;
+esac
+CLAUDE_BIN=$ROOT/tests/tools/node_modules/@anthropic-ai/$claude_pkg/claude
+[ -x "$CLAUDE_BIN" ] || CLAUDE_BIN=$ROOT/tests/tools/node_modules/@anthropic-ai/claude-code/bin/claude.exe
+claude_version=$("$CLAUDE_BIN" --version 2>/dev/null || true)
+pinned_claude=$(node -p 'require("./tests/tools/package.json").dependencies["@anthropic-ai/claude-code"]')
+case "$claude_version" in
+  "$pinned_claude"*) say "claude CLI: $CLAUDE_BIN ($claude_version)" ;;
+  *)
+    echo "tests/setup.sh: $CLAUDE_BIN --version said '$claude_version', want $pinned_claude" >&2
+    exit 1
+    ;;
+esac
+buf_version=$(tests/tools/node_modules/.bin/buf --version)
+say "buf: $buf_version"
+
+# --- Go tools ----------------------------------------------------------------------------
+for spec in "$PROTOC_GEN_GO" "$PROTOC_GEN_GO_GRPC" "$GRPCURL"; do
+  path=${spec%@*}
+  bin=${path##*/}
+  key="go-$bin"
+  want="$spec $(go env GOVERSION)"
+  if stamp_ok "$key" "$want" && [ -x "$TOOLS/bin/$bin" ]; then
+    say "go: $bin up to date"
+  else
+    say "go install $spec"
+    GOBIN=$TOOLS/bin GOFLAGS=-mod=mod go install "$spec"
+    stamp_set "$key" "$want"
+  fi
+done
+
+# --- Python venv -------------------------------------------------------------------------
+VENV=$TOOLS/venv
+want="$(python3 --version 2>&1) $(hash_of tests/python/requirements.txt)"
+if stamp_ok venv "$want" && [ -x "$VENV/bin/python" ]; then
+  say "python venv: up to date"
+else
+  say "python venv at .tools/venv from tests/python/requirements.txt"
+  rm -rf "$VENV"
+  python3 -m venv "$VENV"
+  "$VENV/bin/python" -m pip install --quiet --disable-pip-version-check -r tests/python/requirements.txt
+  stamp_set venv "$want"
+fi
+"$VENV/bin/python" -c 'import grpc, grpc_tools, google.protobuf, pytest' || {
+  echo "tests/setup.sh: the venv lacks grpcio/grpcio-tools/protobuf/pytest" >&2
+  exit 1
+}
+
+# --- Chromium (Debian) -------------------------------------------------------------------
+if [ -x /usr/bin/chromium ]; then
+  say "chromium: $(/usr/bin/chromium --version 2>/dev/null || echo present)"
+else
+  sudo=()
+  [ "$(id -u)" = 0 ] || sudo=(sudo)
+  say "apt-get install chromium"
+  "${sudo[@]}" apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive "${sudo[@]}" apt-get install -y -qq chromium >/dev/null
+  say "chromium: $(/usr/bin/chromium --version 2>/dev/null)"
+fi
+
+# --- Rust components ---------------------------------------------------------------------
+if command -v rustup >/dev/null 2>&1; then
+  installed=$(rustup component list --installed)
+  for c in clippy rustfmt; do
+    if grep -q "^$c" <<<"$installed"; then
+      say "rust: $c present"
+    else
+      say "rustup component add $c"
+      rustup component add "$c"
+    fi
+  done
+fi
+
+# --- env.sh ------------------------------------------------------------------------------
+cat >"$TOOLS/env.sh" <<EOF
+# Written by tests/setup.sh: puts the test tools first on PATH. Source it from bash.
+export AGENT_HARNESS_ROOT="$ROOT"
+export GOBIN="$TOOLS/bin"
+export VIRTUAL_ENV="$VENV"
+export PATH="$TOOLS/bin:$ROOT/tests/tools/node_modules/.bin:$VENV/bin:\$PATH"
+export CLAUDE_BIN="$CLAUDE_BIN"
+export CHROMIUM_BIN="/usr/bin/chromium"
+export AGENT_HARNESS_BIN="$ROOT/target/release/agent-harness"
+export FAKE_MESSAGES_API_BIN="$ROOT/target/release/fake-messages-api"
+EOF
+say "wrote .tools/env.sh"

@@ -1,0 +1,24 @@
+#!/usr/bin/env bash
+# TypeScript suite: installs gen/ts (@agent-harness/client) and tests/ts with
+# `npm ci`, builds and typechecks the package and the tests, then runs every
+# derive vector and the session-helper tests against the real server (release
+# binary, interactive adapter, real claude CLI, fake Messages API).
+# Exits non-zero on any failure.
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+ROOT=$PWD
+# shellcheck disable=SC1091
+[ -f .tools/env.sh ] && source .tools/env.sh
+
+echo "--- cargo build --release (server, fake Messages API)"
+cargo build --release -q -p agent-harness-server -p agent-harness-fake-api
+
+echo "--- gen/ts: npm ci, typecheck, build"
+(cd gen/ts && npm ci --no-audit --no-fund --loglevel=error && npx tsc -p tsconfig.json --noEmit && node build.mjs)
+
+echo "--- tests/ts: npm ci, typecheck"
+(cd tests/ts && npm ci --no-audit --no-fund --loglevel=error && npx tsc -p tsconfig.json --noEmit)
+
+echo "--- tests/ts: derive vectors, session helper against the real server"
+cd tests/ts
+node --import tsx --test --test-concurrency=1 --test-reporter=spec vectors.test.ts session.test.ts

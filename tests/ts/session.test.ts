@@ -1,0 +1,247 @@
+// The session helper against the real server: the release agent-harness
+// binary with the interactive adapter, driving the real claude CLI against
+// the scripted fake Messages API, over gRPC (HTTP/2) from connect-node.
+
+import assert from "node:assert/strict";
+import { after, before, describe, it } from "node:test";
+import { createClient, type Interceptor } from "@connectrpc/connect";
+import { createGrpcTransport } from "@connectrpc/connect-node";
+import { create } from "@bufbuild/protobuf";
+import { EventSchema, SessionService, type Event } from "@agent-harness/client/protocol";
+import { SessionHandle, type SessionSnapshot } from "@agent-harness/client/client";
+import { eventually, startHarness, type Harness } from "./support.ts";
+
+let h: Harness;
+/** afterSeq of every Subscribe call, per session, in order. */
+const subscribeCursors = new Map<string, bigint[]>();
+/** Number of History calls per session. */
+const historyCalls = new Map<string, number>();
+
+const recordCalls: Interceptor = (next) => async (req) => {
+  const m = req.message as { sessionId?: string; afterSeq?: bigint };
+  const sid = m.sessionId ?? "";
+  if (req.method.name === "Subscribe") {
+    subscribeCursors.set(sid, [...(subscribeCursors.get(sid) ?? []), m.afterSeq ?? 0n]);
+  } else if (req.method.name === "History") {
+    historyCalls.set(sid, (historyCalls.get(sid) ?? 0) + 1);
+  }
+  return next(req);
+};
+
+function transport() {
+  return createGrpcTransport({ baseUrl: h.url, interceptors: [recordCalls] });
+}
+
+/** A handle that records every snapshot it publishes. */
+function open(sessionId: string, opts: ConstructorParameters<typeof SessionHandle>[2] = {}) {
+  const client = createClient(SessionService, transport());
+  const handle = new SessionHandle(client, sessionId, {
+    backoff: { initialMs: 100, maxMs: 1000 },
+    ...opts,
+  });
+  const seen: SessionSnapshot[] = [];
+  handle.subscribe((s) => seen.push(s));
+  return { handle, client, seen };
+}
+
+/** Every event of the session, via History pages (oldest first). */
+async function fullHistory(sessionId: string): Promise<Event[]> {
+  const client = createClient(SessionService, createGrpcTransport({ baseUrl: h.url }));
+  const out: Event[] = [];
+  let before = 0n;
+  for (;;) {
+    const page = await client.history({ sessionId, beforeSeq: before, limit: 1000 });
+    out.unshift(...page.events);
+    if (!page.hasMore || page.events.length === 0) return out;
+    before = page.events[0]!.seq;
+  }
+}
+
+function seqs(events: readonly Event[]): bigint[] {
+  return events.map((e) => e.seq);
+}
+
+function assertStrictlyIncreasing(list: bigint[]) {
+  for (let i = 1; i < list.length; i++) {
+    assert.ok(list[i]! > list[i - 1]!, `seq ${list[i]} follows ${list[i - 1]} at index ${i}`);
+  }
+}
+
+/** The phases a handle went through, collapsing repeats. */
+function phases(seen: SessionSnapshot[]): string[] {
+  const out: string[] = [];
+  for (const s of seen) if (out[out.length - 1] !== s.hydrationPhase) out.push(s.hydrationPhase);
+  return out;
+}
+
+before(async () => {
+  h = await startHarness();
+});
+after(async () => {
+  await h?.close();
+});
+
+describe("SessionHandle against the real server", () => {
+  it("streams a turn: starting/streaming then idle, process alive, events equal History", async () => {
+    const sid = "ts-turn";
+    const { handle, seen } = open(sid);
+    await eventually("caught up", handle.getSnapshot, (s) => s.hydrationPhase === "ready" && s.connected);
+    await handle.send("SLOW 10 100");
+    const done = await eventually(
+      "turn end",
+      handle.getSnapshot,
+      (s) => s.events.some((e) => e.payload.case === "turnEnd") && s.status === "idle",
+    );
+    assert.ok(
+      seen.some((s) => s.status === "streaming"),
+      `status went streaming (saw ${[...new Set(seen.map((s) => s.status))].join(",")})`,
+    );
+    assert.equal(done.processAlive, true, "interactive CLI stays alive between turns");
+    assert.equal(done.activity.kind, "idle");
+    assert.ok(done.usage.turns >= 1 && done.usage.outputTokens > 0, "usage counted the turn");
+    // 'ready' once, permanently.
+    assert.ok(["hydrating,ready", "ready"].includes(phases(seen).join()), phases(seen).join());
+    const kinds = done.events.map((e) => e.payload.case);
+    for (const k of ["runStart", "inputSent", "runReady", "content", "turnEnd"]) {
+      assert.ok(kinds.includes(k as never), `has ${k}: ${kinds.join(",")}`);
+    }
+    assertStrictlyIncreasing(seqs(done.events));
+    assert.deepEqual(seqs(done.events), seqs(await fullHistory(sid)));
+    handle.close();
+  });
+
+  it("reconnects after the server is killed mid-turn and resumes without duplicates", async () => {
+    const sid = "ts-restart";
+    const { handle, seen } = open(sid);
+    await eventually("connected", handle.getSnapshot, (s) => s.connected);
+    await handle.send("SLOW 80 100");
+    await eventually("streaming", handle.getSnapshot, (s) => s.status === "streaming");
+    const beforeKill = handle.getSnapshot().lastSeq;
+    assert.ok(beforeKill > 0n);
+
+    await h.kill();
+    await eventually("disconnected", handle.getSnapshot, (s) => !s.connected, 10_000);
+    // Backing off against a dead port for a while must not lose or duplicate anything.
+    await new Promise((r) => setTimeout(r, 1500));
+    await h.start();
+
+    const after = await eventually(
+      "reconnected and idle after recovery",
+      handle.getSnapshot,
+      (s) => s.connected && s.status === "idle" && s.events.some((e) => e.payload.case === "runEnd"),
+      30_000,
+    );
+    const runEnd = after.events.find((e) => e.payload.case === "runEnd")!;
+    assert.equal(runEnd.payload.case, "runEnd");
+    if (runEnd.payload.case === "runEnd") assert.equal(runEnd.payload.value.inferred, true);
+    assert.equal(after.processAlive, false, "recovery ended the run");
+
+    // Every snapshot ever published was duplicate-free and increasing.
+    for (const s of seen) assertStrictlyIncreasing(seqs(s.events));
+    assert.deepEqual(seqs(after.events), seqs(await fullHistory(sid)));
+
+    // Resumed from the last held seq, not from zero.
+    const cursors = subscribeCursors.get(sid)!;
+    assert.equal(cursors[0], 0n);
+    assert.ok(cursors.length >= 2, `resubscribed (${cursors.join(",")})`);
+    assert.ok(cursors.slice(1).every((c) => c >= beforeKill), `resume cursors ${cursors.join(",")} >= ${beforeKill}`);
+
+    // The session goes on: Send respawns the CLI with --resume.
+    await handle.send("TEXT after restart");
+    const again = await eventually(
+      "second turn",
+      handle.getSnapshot,
+      (s) => s.status === "idle" && s.events.filter((e) => e.payload.case === "turnEnd").length >= 1 && s.processAlive,
+      30_000,
+    );
+    assertStrictlyIncreasing(seqs(again.events));
+    assert.deepEqual(seqs(again.events), seqs(await fullHistory(sid)));
+    handle.close();
+  });
+
+  it("stop ends the turn: stopping then idle, process still alive", async () => {
+    const sid = "ts-stop";
+    const { handle, seen } = open(sid);
+    await eventually("connected", handle.getSnapshot, (s) => s.connected);
+    await handle.send("SLOW 100 100");
+    await eventually("streaming", handle.getSnapshot, (s) => s.status === "streaming");
+    const res = await handle.stop();
+    assert.equal(res.stopping, true);
+    const idle = await eventually("idle after stop", handle.getSnapshot, (s) => s.status === "idle", 20_000);
+    assert.ok(idle.events.some((e) => e.payload.case === "stopRequested"));
+    assert.equal(idle.processAlive, true, "interrupt keeps the interactive CLI alive");
+    assert.ok(
+      seen.some((s) => s.status === "stopping") || idle.events.some((e) => e.payload.case === "stopRequested"),
+    );
+    handle.close();
+  });
+
+  it("rebuilds on ReplayStart.reset instead of appending", async () => {
+    const sid = "ts-turn"; // has a log from the first test
+    const history = await fullHistory(sid);
+    const head = history[history.length - 1]!.seq;
+    const { handle } = open(sid, { autoConnect: false });
+    // A cursor past the head is incoherent: the server must reset.
+    const bogus = create(EventSchema, { seq: head + 100n, sessionId: sid, payload: { case: "turnStart", value: {} } });
+    handle.injectEvent(bogus);
+    await eventually("injected", handle.getSnapshot, (s) => s.lastSeq === head + 100n);
+    handle.reconnect();
+    const s = await eventually("rebuilt", handle.getSnapshot, (s) => s.hydrationPhase === "ready");
+    assert.ok(!s.events.some((e) => e.seq === head + 100n), "the bogus event was dropped by the reset");
+    assert.equal(s.lastSeq, head);
+    assertStrictlyIncreasing(seqs(s.events));
+    const tail = seqs(history).slice(-s.events.length);
+    assert.deepEqual(seqs(s.events), tail);
+    handle.close();
+  });
+
+  it("fetchHistory prepends older pages, coalesces concurrent calls, reports hasMore", async () => {
+    const sid = "ts-turn";
+    const history = await fullHistory(sid);
+    assert.ok(history.length >= 6, `need a few events, have ${history.length}`);
+    const { handle } = open(sid, { autoConnect: false });
+    handle.injectEvent(history[history.length - 1]!);
+    const calls0 = historyCalls.get(sid) ?? 0;
+    const [a, b] = await Promise.all([handle.fetchHistory({ limit: 2 }), handle.fetchHistory({ limit: 2 })]);
+    assert.equal(historyCalls.get(sid)! - calls0, 1, "two concurrent calls made one request");
+    assert.deepEqual(a, b);
+    assert.equal(a.hasMore, true);
+    assert.deepEqual(seqs(handle.getSnapshot().events), seqs(history.slice(-3)));
+    let more = true;
+    while (more) more = (await handle.fetchHistory({ limit: 2 })).hasMore;
+    assert.deepEqual(seqs(handle.getSnapshot().events), seqs(history));
+    assert.equal(handle.getSnapshot().hasMoreHistory, false);
+    // Then subscribing resumes after the held head: nothing new, nothing duplicated.
+    handle.reconnect();
+    const s = await eventually("ready", handle.getSnapshot, (s) => s.hydrationPhase === "ready");
+    assert.deepEqual(seqs(s.events), seqs(history));
+    assert.equal(subscribeCursors.get(sid)!.at(-1), history[history.length - 1]!.seq);
+    handle.close();
+  });
+
+  it("backfill keeps hydration 'hydrating' until the older pages are in", async () => {
+    const sid = "ts-turn";
+    const history = await fullHistory(sid);
+    const { handle, seen } = open(sid, { autoConnect: false, backfill: 1000 });
+    handle.injectEvent(history[history.length - 2]!);
+    handle.reconnect();
+    const s = await eventually("ready", handle.getSnapshot, (s) => s.hydrationPhase === "ready");
+    assert.deepEqual(seqs(s.events), seqs(history), "backfilled to the start, then caught up");
+    // 'ready' was never published before the backfill finished.
+    for (const snap of seen) {
+      if (snap.hydrationPhase === "ready") assert.deepEqual(seqs(snap.events).slice(0, 1), [history[0]!.seq]);
+    }
+    handle.close();
+  });
+
+  it("a bad session id is a fatal error: no retry loop", async () => {
+    const { handle } = open("bad id with spaces!");
+    const s = await eventually("error", handle.getSnapshot, (s) => s.error !== undefined, 10_000);
+    assert.match(String(s.error), /invalid_argument|InvalidArgument|session/i);
+    const n = subscribeCursors.get("bad id with spaces!")!.length;
+    await new Promise((r) => setTimeout(r, 800));
+    assert.equal(subscribeCursors.get("bad id with spaces!")!.length, n, "did not retry");
+    assert.equal(s.connected, false);
+    handle.close();
+  });
+});

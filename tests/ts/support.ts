@@ -1,0 +1,203 @@
+// Test support: the real agent-harness server (release binary) running the
+// real claude CLI against the scripted fake Messages API, all on loopback.
+// Shared by tests/ts and tests/browser.
+
+import { spawn, type ChildProcess } from "node:child_process";
+import { createWriteStream, existsSync, mkdirSync, mkdtempSync, rmSync } from "node:fs";
+import { createServer } from "node:net";
+import { tmpdir } from "node:os";
+import { dirname, join, resolve } from "node:path";
+import { fileURLToPath } from "node:url";
+
+/** The repository root. */
+export const ROOT = resolve(dirname(fileURLToPath(import.meta.url)), "../..");
+
+/** A binary from an env var (set by .tools/env.sh), else the first existing default. */
+function bin(env: string, ...defaults: string[]): string {
+  const fromEnv = process.env[env];
+  if (fromEnv) return fromEnv;
+  const found = defaults.find((p) => existsSync(p));
+  if (!found) throw new Error(`${env} not set and none of ${defaults.join(", ")} exists`);
+  return found;
+}
+
+/** The release server binary (`cargo build --release -p agent-harness-server`). */
+export const SERVER_BIN = () => bin("AGENT_HARNESS_BIN", join(ROOT, "target/release/agent-harness"));
+/** The fake Messages API (`cargo build --release -p agent-harness-fake-api`). */
+export const FAKE_API_BIN = () => bin("FAKE_MESSAGES_API_BIN", join(ROOT, "target/release/fake-messages-api"));
+/** The real claude CLI from tests/tools (the native binary when present). */
+export const CLAUDE_BIN = () =>
+  bin(
+    "CLAUDE_BIN",
+    join(ROOT, "tests/tools/node_modules/@anthropic-ai/claude-code-linux-x64/claude"),
+    join(ROOT, "tests/tools/node_modules/@anthropic-ai/claude-code-linux-arm64/claude"),
+    join(ROOT, "tests/tools/node_modules/.bin/claude"),
+  );
+
+/** A free loopback port (bound and released; the server binds it next). */
+export async function freePort(): Promise<number> {
+  return new Promise((res, rej) => {
+    const s = createServer();
+    s.once("error", rej);
+    s.listen(0, "127.0.0.1", () => {
+      const addr = s.address();
+      s.close(() => (typeof addr === "object" && addr ? res(addr.port) : rej(new Error("no port"))));
+    });
+  });
+}
+
+/** Resolves when `child` has exited (at once if it already has). */
+function exited(child: ChildProcess): Promise<void> {
+  if (child.exitCode !== null || child.signalCode !== null) return Promise.resolve();
+  return new Promise((res) => child.once("exit", () => res()));
+}
+
+/** Polls until a TCP connect to 127.0.0.1:port succeeds. */
+async function waitForPort(port: number, child: ChildProcess, timeoutMs: number): Promise<void> {
+  const { connect } = await import("node:net");
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    if (child.exitCode !== null || child.signalCode !== null) {
+      throw new Error(`server exited (${child.exitCode ?? child.signalCode}) before listening`);
+    }
+    const ok = await new Promise<boolean>((res) => {
+      const sock = connect(port, "127.0.0.1");
+      sock.once("connect", () => {
+        sock.destroy();
+        res(true);
+      });
+      sock.once("error", () => res(false));
+    });
+    if (ok) return;
+    if (Date.now() > deadline) throw new Error(`server did not listen on ${port} within ${timeoutMs} ms`);
+    await new Promise((r) => setTimeout(r, 100));
+  }
+}
+
+/** The server, the fake API and their temp dirs, for one test file. */
+export interface Harness {
+  /** The server's base URL, e.g. http://127.0.0.1:PORT. */
+  readonly url: string;
+  /** The server's port (stable across restarts). */
+  readonly port: number;
+  /** The fake API's URL (ANTHROPIC_BASE_URL of the CLI). */
+  readonly fakeApiUrl: string;
+  /** The temp dir holding data/, home/ and logs. */
+  readonly dir: string;
+  /** SIGKILLs the server (its CLI children are left for recovery to reap). */
+  kill(): Promise<void>;
+  /** Starts the server again on the same port and data dir. */
+  start(): Promise<void>;
+  /** Stops everything and removes the temp dir. */
+  close(): Promise<void>;
+}
+
+/** Starts the fake API and the server with the interactive adapter. */
+export async function startHarness(opts: { adapter?: string } = {}): Promise<Harness> {
+  const dir = mkdtempSync(join(tmpdir(), "agent-harness-ts-"));
+  const home = join(dir, "home");
+  const dataDir = join(dir, "data");
+  mkdirSync(home);
+  const log = createWriteStream(join(dir, "server.log"), { flags: "a" });
+
+  const fake = spawn(FAKE_API_BIN(), ["--port", "0"], { stdio: ["ignore", "pipe", "pipe"] });
+  fake.stderr!.pipe(createWriteStream(join(dir, "fake-api.log")));
+  const fakeApiUrl = await new Promise<string>((res, rej) => {
+    let buf = "";
+    const timer = setTimeout(() => rej(new Error("fake-messages-api did not print its address")), 15_000);
+    fake.once("exit", (code) => rej(new Error(`fake-messages-api exited ${code}`)));
+    fake.stdout!.on("data", (d: Buffer) => {
+      buf += d.toString();
+      const m = /listening (http:\/\/\S+)/.exec(buf);
+      if (m) {
+        clearTimeout(timer);
+        res(m[1]!);
+      }
+    });
+  });
+
+  const port = await freePort();
+  const url = `http://127.0.0.1:${port}`;
+  let server: ChildProcess | undefined;
+
+  const start = async () => {
+    const child = spawn(
+      SERVER_BIN(),
+      [
+        "serve",
+        "--listen",
+        `127.0.0.1:${port}`,
+        "--data-dir",
+        dataDir,
+        "--adapter",
+        opts.adapter ?? "interactive",
+        "--claude-bin",
+        CLAUDE_BIN(),
+      ],
+      {
+        stdio: ["ignore", "pipe", "pipe"],
+        env: {
+          PATH: process.env.PATH ?? "/usr/bin:/bin",
+          HOME: home,
+          CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC: "1",
+          ANTHROPIC_API_KEY: "test",
+          ANTHROPIC_BASE_URL: fakeApiUrl,
+          RUST_LOG: process.env.RUST_LOG ?? "info",
+        },
+      },
+    );
+    child.stdout!.pipe(log, { end: false });
+    child.stderr!.pipe(log, { end: false });
+    server = child;
+    await waitForPort(port, child, 30_000);
+  };
+
+  const kill = async () => {
+    if (!server) return;
+    const s = server;
+    server = undefined;
+    s.kill("SIGKILL");
+    await exited(s);
+  };
+
+  await start();
+  return {
+    url,
+    port,
+    fakeApiUrl,
+    dir,
+    kill,
+    start,
+    async close() {
+      if (server) {
+        const s = server;
+        server = undefined;
+        s.kill("SIGTERM");
+        const t = setTimeout(() => s.kill("SIGKILL"), 10_000);
+        await exited(s);
+        clearTimeout(t);
+      }
+      fake.kill("SIGTERM");
+      await exited(fake);
+      log.end();
+      if (!process.env.KEEP_TEST_DIRS) rmSync(dir, { recursive: true, force: true });
+      else console.error(`kept ${dir}`);
+    },
+  };
+}
+
+/** Resolves with the first value of `get()` that passes `pred`, polling. */
+export async function eventually<T>(
+  what: string,
+  get: () => T,
+  pred: (v: T) => boolean,
+  timeoutMs = 30_000,
+): Promise<T> {
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    const v = get();
+    if (pred(v)) return v;
+    if (Date.now() > deadline) throw new Error(`timed out after ${timeoutMs} ms waiting for ${what}`);
+    await new Promise((r) => setTimeout(r, 25));
+  }
+}
