@@ -26,6 +26,24 @@ pub struct TaskNotification {
     pub output_file: String,
 }
 
+impl TaskNotification {
+    /// Reads the notification out of a prompt text, if it holds one.
+    pub(crate) fn parse(text: &str) -> Option<Self> {
+        let body = text.split_once("<task-notification>")?.1;
+        let tag = |name: &str| {
+            body.split_once(&format!("<{name}>"))
+                .and_then(|(_, rest)| rest.split_once(&format!("</{name}>")))
+                .map(|(v, _)| v.trim().to_owned())
+                .unwrap_or_default()
+        };
+        Some(Self {
+            status: tag("status"),
+            summary: tag("summary"),
+            output_file: tag("output-file"),
+        })
+    }
+}
+
 /// The directive found in the anchor message, with its arguments.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Directive {
@@ -286,24 +304,6 @@ fn system_cwd(body: &Value) -> Option<String> {
                 .map(|p| p.trim().to_owned())
         })
     })
-}
-
-impl TaskNotification {
-    /// Reads the notification out of a prompt text, if it holds one.
-    pub(crate) fn parse(text: &str) -> Option<Self> {
-        let body = text.split_once("<task-notification>")?.1;
-        let tag = |name: &str| {
-            body.split_once(&format!("<{name}>"))
-                .and_then(|(_, rest)| rest.split_once(&format!("</{name}>")))
-                .map(|(v, _)| v.trim().to_owned())
-                .unwrap_or_default()
-        };
-        Some(Self {
-            status: tag("status"),
-            summary: tag("summary"),
-            output_file: tag("output-file"),
-        })
-    }
 }
 
 #[cfg(test)]

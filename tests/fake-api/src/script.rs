@@ -4,7 +4,7 @@
 //! `ERROR <status> <times>`), except that a task-notification answer reads the task's output
 //! file from this machine.
 
-use crate::conversation::{Directive, Position, TaskNotification};
+use crate::conversation::{Position, TaskNotification};
 use serde_json::{Value, json};
 use std::time::Duration;
 
