@@ -229,6 +229,29 @@ fn check_checkpoint(c: &mut Checker<'_>, exp: &Map<String, Value>, events: &[Eve
                 want,
                 derive::derive_all(events).turn_in_progress.into(),
             ),
+            "turns" => {
+                let got: Vec<Value> = classify::group_events(events)
+                    .iter()
+                    .map(|t| {
+                        serde_json::json!([
+                            t.start.map(|e| e.seq),
+                            t.end.map(|e| e.seq),
+                            t.events.len()
+                        ])
+                    })
+                    .collect();
+                c.eq(key, want, Value::Array(got));
+            }
+            "subagentChildren" => {
+                let got: Map<String, Value> = classify::subagent_children(events)
+                    .into_iter()
+                    .map(|(parent, evs)| {
+                        let seqs: Vec<Value> = evs.iter().map(|e| e.seq.into()).collect();
+                        (parent, Value::Array(seqs))
+                    })
+                    .collect();
+                c.eq(key, want, Value::Object(got));
+            }
             other => c.fail(&format!("unknown expect key {other}"), want, &Value::Null),
         }
     }

@@ -281,6 +281,7 @@ v.ev(run_start(""), I, True, activity=A("idle"), runId="run-1", resumeId=None, t
 v.ev(inp("first message"), ST, True, activity=A("starting"), pendingMessages=[], turnInProgress=True)
 v.ev(run_ready("cli-a"), SR, True, activity=A("thinking"), resumeId="cli-a")
 simple_turn(v)
+v.also(turns=[[None, None, 1], [2, 5, 4]])
 
 v = V("run_start_without_input_event", "A run_start carrying a prompt is a pending input even when no input_sent is recorded.")
 v.ev(run_start("do it"), ST, True, activity=A("starting"))
@@ -416,6 +417,7 @@ v.ev(turn_start("task-notification"), SR, True, activity=A("thinking"), turnInPr
 v.ev(content(text("Background work finished.")), SR, True, activity=A("writing"))
 v.ev(turn_end(u=(12, 7, 0, 0), cost=0.000141, origin="task-notification"), I, True,
      usage=U(36, 21, 0, 0, 0.000423, 13, 200000, 2), activity=A("idle"))
+v.also(turns=[[1, 8, 8], [None, None, 2], [11, 13, 3]], subagentChildren={})
 
 v = V("bg_bash_killed", "A background Bash killed with TaskStop: task_updated killed maps to stopped; the notification does not change it.")
 boot(v)
@@ -537,6 +539,7 @@ v.ev(result(("toolu_ag", "Found a.txt"), tur={"status": "completed", "agentId": 
      activity=A("thinking"))
 v.ev(content(text("The subagent found a.txt"), u=(120, 8, 0, 0)), SR, True, activity=A("writing"), usage=U(ctx=128))
 v.ev(turn_end(u=(220, 13, 0, 0), cost=0.0009, num_turns=2), I, True, usage=U(220, 13, 0, 0, 0.0009, 128, 200000, 1))
+v.also(turns=[[1, 14, 14]], subagentChildren={"toolu_ag": [6, 7, 8, 9]})
 
 v = V("subagent_background", "bg_agent: a background agent keeps working after the spawning turn ended; its frames do not make the session stream; its notification's follow-up turn does.")
 boot(v)
@@ -551,6 +554,7 @@ v.ev(task_updated("afedcba9876543210", "completed"), I, True, hasRunningBackgrou
 v.ev(task_note("afedcba9876543210", "toolu_bga", "completed", "/tmp/t/afedcba9876543210.output", 'Agent "Slow work" finished'), I, True)
 v.ev(turn_start("task-notification"), SR, True, activity=A("thinking"))
 simple_turn(v)
+v.also(turns=[[1, 8, 8], [None, None, 4], [13, 15, 3]], subagentChildren={"toolu_bga": [9, 10]})
 
 v = V("permission_allowed", "can_use_tool_allow: a Write waits for permission, the user allows it, the tool runs.")
 boot(v)
@@ -614,6 +618,7 @@ v.ev(compact_boundary("manual", 19), SR, True, activity=A("thinking"), usage=U(1
 v.ev(result(text_="<local-command-stdout>Compacted </local-command-stdout>"), SR, True)
 v.ev(turn_end(u=(0, 0, 0, 0), cost=0.0, num_turns=0, reason="", models=[]), I, True,
      usage=U(12, 7, 0, 0, 0.000141, 13, 200000, 2))
+v.also(turns=[[1, 5, 5], [6, 9, 4]])
 
 v = V("compaction_auto_mid_turn", "An auto-compaction in the middle of a tool-using turn: still streaming across the boundary.")
 boot(v)
