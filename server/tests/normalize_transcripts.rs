@@ -475,11 +475,12 @@ fn tool_results_keep_text_and_side_data() {
     assert_eq!(child.text, "CHILDTASK reply hi");
     let agent = events
         .iter()
+        .rev()
         .filter_map(|(p, _)| match p {
             Payload::Result(r) if !r.tool_results.is_empty() => Some(r),
             _ => None,
         })
-        .last()
+        .next()
         .unwrap();
     // Text blocks of one tool_result are joined with newlines.
     assert!(
