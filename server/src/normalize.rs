@@ -21,7 +21,7 @@
 //! | not JSON, not an object, no `type` | `run_error{kind: "bad_line"}` |
 //! | longer than the limit | `run_error{kind: "line_too_large"}` |
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 
 use agent_harness_client::pb;
 use agent_harness_client::pb::event::Payload;
@@ -55,6 +55,54 @@ pub struct Normalizer {
     pending_permissions: HashSet<String>,
     /// The OS pid, copied into run_ready.
     pid: Option<u32>,
+    /// The CLI's running totals (`total_cost_usd`, `modelUsage`) as of the
+    /// last `result`: the CLI reports them cumulatively for the process,
+    /// while TurnEnd carries the turn's own share, so each result records
+    /// the difference.
+    reported_totals: Totals,
+}
+
+/// Cumulative cost and per-model usage the CLI reported so far in this run.
+#[derive(Debug, Default)]
+struct Totals {
+    cost_usd: f64,
+    models: HashMap<String, pb::ModelUsage>,
+}
+
+impl Totals {
+    /// Turns the CLI's cumulative figures into this turn's share and
+    /// remembers the new totals.
+    fn take_delta(
+        &mut self,
+        cost_usd: f64,
+        models: Vec<pb::ModelUsage>,
+    ) -> (f64, Vec<pb::ModelUsage>) {
+        let cost = (cost_usd - self.cost_usd).max(0.0);
+        self.cost_usd = cost_usd.max(self.cost_usd);
+        let deltas = models
+            .into_iter()
+            .map(|total| {
+                let prev = self.models.get(&total.model).cloned().unwrap_or_default();
+                let delta = pb::ModelUsage {
+                    model: total.model.clone(),
+                    input_tokens: total.input_tokens.saturating_sub(prev.input_tokens),
+                    output_tokens: total.output_tokens.saturating_sub(prev.output_tokens),
+                    cache_read_input_tokens: total
+                        .cache_read_input_tokens
+                        .saturating_sub(prev.cache_read_input_tokens),
+                    cache_creation_input_tokens: total
+                        .cache_creation_input_tokens
+                        .saturating_sub(prev.cache_creation_input_tokens),
+                    cost_usd: (total.cost_usd - prev.cost_usd).max(0.0),
+                    context_window: total.context_window,
+                    max_output_tokens: total.max_output_tokens,
+                };
+                self.models.insert(total.model.clone(), total);
+                delta
+            })
+            .collect();
+        (cost, deltas)
+    }
 }
 
 /// What makes two inits "the same" for run_ready purposes.
@@ -79,6 +127,7 @@ impl Normalizer {
             notification_since_result: false,
             pending_permissions: HashSet::new(),
             pid: None,
+            reported_totals: Totals::default(),
         }
     }
 
@@ -340,9 +389,12 @@ impl Normalizer {
                     .collect()
             })
             .unwrap_or_default();
+        let (cost_usd, model_usage) = self
+            .reported_totals
+            .take_delta(f64_at_obj(obj, "total_cost_usd"), model_usage);
         pb::TurnEnd {
             usage: obj.get("usage").map(usage),
-            cost_usd: f64_at_obj(obj, "total_cost_usd"),
+            cost_usd,
             duration_ms: u64_of(obj, "duration_ms"),
             duration_api_ms: u64_of(obj, "duration_api_ms"),
             is_error: obj

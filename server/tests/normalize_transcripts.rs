@@ -494,6 +494,34 @@ fn tool_results_keep_text_and_side_data() {
     ));
 }
 
+/// The CLI reports `total_cost_usd` and `modelUsage` cumulatively for the
+/// process; each turn_end must carry only its own turn's share, or summing
+/// them (derive::usage) would count early turns again and again.
+#[test]
+fn turn_end_cost_is_the_turns_own_share() {
+    let (_, events) = replay("compact");
+    let turns: Vec<_> = events
+        .iter()
+        .filter_map(|(p, _)| match p {
+            Payload::TurnEnd(t) if !t.compact => Some(t),
+            _ => None,
+        })
+        .collect();
+    let costs: Vec<f64> = turns.iter().map(|t| t.cost_usd).collect();
+    let want = [0.000141, 0.000282, 0.000141, 0.000141, 0.000141];
+    assert_eq!(costs.len(), want.len(), "{costs:?}");
+    for (got, want) in costs.iter().zip(want) {
+        assert!((got - want).abs() < 1e-9, "costs {costs:?}");
+    }
+    let total: f64 = costs.iter().sum();
+    assert!((total - 0.000846).abs() < 1e-9, "total {total}");
+    let inputs: Vec<u64> = turns
+        .iter()
+        .map(|t| t.model_usage.iter().map(|m| m.input_tokens).sum())
+        .collect();
+    assert_eq!(inputs, [12, 24, 12, 12, 12]);
+}
+
 #[test]
 fn compact_boundary_fields() {
     let (_, events) = replay("compact");
