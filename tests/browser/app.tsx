@@ -4,6 +4,7 @@
 
 import { StrictMode, useState } from "react";
 import { createRoot } from "react-dom/client";
+import { Code, ConnectError } from "@connectrpc/connect";
 import { useSession } from "@agent-harness/client/react";
 import type { Event } from "@agent-harness/client/protocol";
 
@@ -82,7 +83,13 @@ function App() {
           ev.preventDefault();
           const text = input;
           setInput("");
-          act(() => s.send(text))();
+          // Send needs a started session: the first message starts it.
+          act(() =>
+            s.send(text).catch((err: unknown) => {
+              if (ConnectError.from(err).code === Code.NotFound) return s.start({ prompt: text });
+              throw err;
+            }),
+          )();
         }}
       >
         <input

@@ -61,19 +61,23 @@ interface View {
   kinds: string[];
 }
 
+// A string, not a function: tsx would wrap a function in helpers that do
+// not exist in the page.
+const READ_VIEW = `(() => {
+  const text = (id) => document.querySelector("[data-testid=" + id + "]")?.textContent ?? "";
+  const items = [...document.querySelectorAll("li.event")];
+  return {
+    status: text("status"),
+    process: text("process"),
+    connected: text("connected"),
+    hydration: text("hydration"),
+    seqs: items.map((li) => Number(li.dataset.seq)),
+    kinds: items.map((li) => li.dataset.kind ?? ""),
+  };
+})()`;
+
 async function view(p: Page): Promise<View> {
-  return p.evaluate(() => {
-    const text = (id: string) => document.querySelector(`[data-testid=${id}]`)?.textContent ?? "";
-    const items = [...document.querySelectorAll<HTMLElement>("li.event")];
-    return {
-      status: text("status"),
-      process: text("process"),
-      connected: text("connected"),
-      hydration: text("hydration"),
-      seqs: items.map((li) => Number(li.dataset.seq)),
-      kinds: items.map((li) => li.dataset.kind ?? ""),
-    };
-  });
+  return (await p.evaluate(READ_VIEW)) as View;
 }
 
 async function until(p: Page, what: string, pred: (v: View) => boolean, timeoutMs = 30_000): Promise<View> {

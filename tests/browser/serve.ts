@@ -17,6 +17,10 @@ const types: Record<string, string> = {
 export async function serveStatic(port = 0): Promise<{ url: string; close: () => Promise<void> }> {
   const server: Server = createServer(async (req, res) => {
     const path = new URL(req.url ?? "/", "http://x").pathname;
+    if (path === "/favicon.ico") {
+      res.writeHead(204).end();
+      return;
+    }
     const file = path === "/" ? join(here, "index.html") : join(here, "dist", normalize(path).replace(/^(\.\.[/\\])+/, ""));
     try {
       const body = await readFile(file);

@@ -4,7 +4,7 @@
 
 import assert from "node:assert/strict";
 import { after, before, describe, it } from "node:test";
-import { createClient, type Interceptor } from "@connectrpc/connect";
+import { createClient, type Client } from "@connectrpc/connect";
 import { createGrpcTransport } from "@connectrpc/connect-node";
 import { create } from "@bufbuild/protobuf";
 import { EventSchema, SessionService, type Event } from "@agent-harness/client/protocol";
@@ -17,24 +17,31 @@ const subscribeCursors = new Map<string, bigint[]>();
 /** Number of History calls per session. */
 const historyCalls = new Map<string, number>();
 
-const recordCalls: Interceptor = (next) => async (req) => {
-  const m = req.message as { sessionId?: string; afterSeq?: bigint };
-  const sid = m.sessionId ?? "";
-  if (req.method.name === "Subscribe") {
-    subscribeCursors.set(sid, [...(subscribeCursors.get(sid) ?? []), m.afterSeq ?? 0n]);
-  } else if (req.method.name === "History") {
-    historyCalls.set(sid, (historyCalls.get(sid) ?? 0) + 1);
-  }
-  return next(req);
-};
-
 function transport() {
-  return createGrpcTransport({ baseUrl: h.url, interceptors: [recordCalls] });
+  return createGrpcTransport({ baseUrl: h.url });
+}
+
+/** A SessionService client that records the cursor of every Subscribe and counts History calls. */
+function recordingClient(): Client<typeof SessionService> {
+  const client = createClient(SessionService, transport());
+  return {
+    ...client,
+    subscribe(req, opts) {
+      const sid = req.sessionId ?? "";
+      subscribeCursors.set(sid, [...(subscribeCursors.get(sid) ?? []), req.afterSeq ?? 0n]);
+      return client.subscribe(req, opts);
+    },
+    history(req, opts) {
+      const sid = req.sessionId ?? "";
+      historyCalls.set(sid, (historyCalls.get(sid) ?? 0) + 1);
+      return client.history(req, opts);
+    },
+  };
 }
 
 /** A handle that records every snapshot it publishes. */
 function open(sessionId: string, opts: ConstructorParameters<typeof SessionHandle>[2] = {}) {
-  const client = createClient(SessionService, transport());
+  const client = recordingClient();
   const handle = new SessionHandle(client, sessionId, {
     backoff: { initialMs: 100, maxMs: 1000 },
     ...opts,
@@ -86,7 +93,7 @@ describe("SessionHandle against the real server", () => {
     const sid = "ts-turn";
     const { handle, seen } = open(sid);
     await eventually("caught up", handle.getSnapshot, (s) => s.hydrationPhase === "ready" && s.connected);
-    await handle.send("SLOW 10 100");
+    await handle.start({ prompt: "SLOW 10 100" });
     const done = await eventually(
       "turn end",
       handle.getSnapshot,
@@ -114,7 +121,7 @@ describe("SessionHandle against the real server", () => {
     const sid = "ts-restart";
     const { handle, seen } = open(sid);
     await eventually("connected", handle.getSnapshot, (s) => s.connected);
-    await handle.send("SLOW 80 100");
+    await handle.start({ prompt: "SLOW 80 100" });
     await eventually("streaming", handle.getSnapshot, (s) => s.status === "streaming");
     const beforeKill = handle.getSnapshot().lastSeq;
     assert.ok(beforeKill > 0n);
@@ -163,6 +170,8 @@ describe("SessionHandle against the real server", () => {
     const sid = "ts-stop";
     const { handle, seen } = open(sid);
     await eventually("connected", handle.getSnapshot, (s) => s.connected);
+    await handle.start();
+    await eventually("ready for input", handle.getSnapshot, (s) => s.processAlive);
     await handle.send("SLOW 100 100");
     await eventually("streaming", handle.getSnapshot, (s) => s.status === "streaming");
     const res = await handle.stop();

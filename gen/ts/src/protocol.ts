@@ -4,3 +4,4 @@
 export * from "./gen/agentharness/v1/events_pb.js";
 export * from "./gen/agentharness/v1/session_service_pb.js";
 export * from "./derive.js";
+export * from "./classify.js";

@@ -5,7 +5,13 @@
 import { useCallback, useEffect, useRef, useState, useSyncExternalStore } from "react";
 import type { Transport } from "@connectrpc/connect";
 import { createGrpcWebTransport } from "@connectrpc/connect-web";
-import type { Event, RespondPermissionResponse, SendResponse, StopResponse } from "./protocol.js";
+import type {
+  Event,
+  RespondPermissionResponse,
+  SendResponse,
+  StartResponse,
+  StopResponse,
+} from "./protocol.js";
 import type { Activity, SessionUsageTotals, Status } from "./derive.js";
 import {
   createSessionHandle,
@@ -14,6 +20,7 @@ import {
   type SessionHandle,
   type SessionHandleOptions,
   type SessionSnapshot,
+  type StartOptions,
 } from "./session.js";
 
 /**
@@ -30,6 +37,8 @@ export interface UseSessionResult {
   status: Status;
   /** Held events, oldest first, no duplicates. */
   events: readonly Event[];
+  /** Spawns the CLI (creating the session on first use). */
+  start: (config?: StartOptions) => Promise<StartResponse>;
   /** Sends a user message. */
   send: (input: string) => Promise<SendResponse>;
   /** Stops the current turn. */
@@ -130,6 +139,7 @@ export function useSession(sessionId: string, options: UseSessionOptions): UseSe
     usage: snap.usage,
     error: snap.error,
     hasMoreHistory: snap.hasMoreHistory,
+    start: handle ? handle.start : noHandle,
     send: handle ? handle.send : noHandle,
     stop: handle ? handle.stop : noHandle,
     respondPermission: handle ? handle.respondPermission : noHandle,

@@ -17,6 +17,7 @@ import {
   SessionService,
   type RespondPermissionResponse,
   type SendResponse,
+  type StartResponse,
   type StopResponse,
 } from "./gen/agentharness/v1/session_service_pb.js";
 import {
@@ -115,6 +116,24 @@ export interface PermissionAnswer {
   message?: string;
 }
 
+/** Arguments of {@link SessionHandle.start}: the StartConfig, all optional. */
+export interface StartOptions {
+  /** The first user message; empty: the CLI waits for send(). */
+  prompt?: string;
+  /** Working directory of the CLI (default: the server's). */
+  cwd?: string;
+  /** A CLI session id to resume (default: the session's last one). */
+  resume?: string;
+  /** Extra environment variables for the CLI. */
+  env?: Record<string, string>;
+  /** Extra CLI arguments. */
+  args?: string[];
+  /** Anthropic content blocks placed before the prompt. */
+  contentBlocks?: JsonObject[];
+  /** Model alias or name. */
+  model?: string;
+}
+
 /** Codes that no amount of retrying fixes; the handle waits for reconnect(). */
 const FATAL_CODES = new Set<Code>([
   Code.InvalidArgument,
@@ -187,7 +206,33 @@ export class SessionHandle {
     };
   };
 
-  /** Sends a user message (the server respawns the CLI if none is alive). */
+  /**
+   * Spawns the CLI for this session, creating the session on first use
+   * (FAILED_PRECONDITION when a run is already live: use send).
+   */
+  start = async (config: StartOptions = {}): Promise<StartResponse> =>
+    this.action(() =>
+      this.client.start(
+        {
+          sessionId: this.sessionId,
+          config: {
+            prompt: config.prompt ?? "",
+            cwd: config.cwd ?? "",
+            resume: config.resume ?? "",
+            env: config.env ?? {},
+            args: config.args ?? [],
+            contentBlocks: config.contentBlocks ?? [],
+            model: config.model ?? "",
+          },
+        },
+        this.callOptions(),
+      ),
+    );
+
+  /**
+   * Sends a user message: written to the live process, or the prompt of a
+   * resumed run when none is alive (NOT_FOUND for a session never started).
+   */
   send = async (input: string, contentBlocks: JsonObject[] = []): Promise<SendResponse> =>
     this.action(() => this.client.send({ sessionId: this.sessionId, input, contentBlocks }, this.callOptions()));
 
@@ -220,7 +265,8 @@ export class SessionHandle {
     const p = this.loadOlder(opts.limit ?? 50).finally(() => {
       this.historyInFlight = undefined;
       this.maybeReady();
-      this.changed();
+      // Publish before the caller resumes, so its next getSnapshot() has the page.
+      this.publish();
     });
     this.historyInFlight = p;
     return p;
@@ -233,7 +279,7 @@ export class SessionHandle {
    * the stream's cursor advances the cursor, so inject only real log events.
    */
   injectEvent = (event: Event): void => {
-    if (this.insert(event)) this.changed();
+    if (this.insert(event)) this.publish();
   };
 
   /** Drops the current stream (if any) and subscribes again at once. */
@@ -478,14 +524,19 @@ export class SessionHandle {
     this.notifyScheduled = true;
     const wait = this.ready ? 0 : Math.max(0, 50 - (Date.now() - this.lastNotify));
     const run = () => {
-      this.notifyScheduled = false;
-      if (this.closed) return;
-      this.lastNotify = Date.now();
-      this.snapshot = this.computeSnapshot();
-      for (const l of [...this.listeners]) l(this.snapshot);
+      if (this.notifyScheduled) this.publish();
     };
     if (wait === 0) queueMicrotask(run);
     else setTimeout(run, wait);
+  }
+
+  /** Rebuilds the snapshot and notifies now (a scheduled rebuild is folded in). */
+  private publish(): void {
+    this.notifyScheduled = false;
+    if (this.closed) return;
+    this.lastNotify = Date.now();
+    this.snapshot = this.computeSnapshot();
+    for (const l of [...this.listeners]) l(this.snapshot);
   }
 }
 
