@@ -160,7 +160,7 @@ async fn scenario(ops: Vec<Op>) {
     // Drain every survivor to the final head: all must get there, gaplessly.
     for c in &mut subs {
         while !(c.caught_up && c.last == total) {
-            c.read_one(Duration::from_secs(10))
+            c.read_one(Duration::from_secs(3))
                 .await
                 .expect("subscriber stalled before the head");
         }

@@ -186,16 +186,19 @@ fn redb_reopen_keeps_every_acknowledged_event_and_meta() {
 // writes. Reopening that image must show either all of the interrupted batch
 // or none of it, never a part, and metas must agree with events.
 
+/// Writes not yet synced: (offset, bytes).
+type Pending = Vec<(usize, Vec<u8>)>;
+
 #[derive(Debug, Default)]
 struct CrashState {
     live: Vec<u8>,
     durable: Vec<u8>,
     /// Writes since the last completed sync: (offset, bytes).
-    unsynced: Vec<(usize, Vec<u8>)>,
+    unsynced: Pending,
     syncs: u64,
     crash_at: Option<u64>,
     /// Durable bytes and pending writes captured at the crash.
-    crashed: Option<(Vec<u8>, Vec<(usize, Vec<u8>)>)>,
+    crashed: Option<(Vec<u8>, Pending)>,
 }
 
 #[derive(Debug, Clone, Default)]

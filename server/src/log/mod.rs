@@ -112,7 +112,9 @@ struct SessionLog {
     head: watch::Sender<u64>,
     /// The latest committed events, contiguous, ending at the head (may be
     /// empty after a restart: then everything is read from the store).
-    window: Mutex<VecDeque<pb::Event>>,
+    /// A `RwLock`: a live event fans out to every subscriber at once, and
+    /// they all read it concurrently.
+    window: RwLock<VecDeque<pb::Event>>,
     /// Whether the session has a stored meta (so it "exists" without events).
     has_meta: AtomicBool,
 }
@@ -121,24 +123,28 @@ impl SessionLog {
     fn new(head: u64, has_meta: bool) -> Self {
         Self {
             head: watch::Sender::new(head),
-            window: Mutex::new(VecDeque::new()),
+            window: RwLock::new(VecDeque::new()),
             has_meta: AtomicBool::new(has_meta),
         }
     }
 
-    fn window(&self) -> std::sync::MutexGuard<'_, VecDeque<pb::Event>> {
-        self.window.lock().unwrap_or_else(|p| p.into_inner())
+    fn window(&self) -> std::sync::RwLockReadGuard<'_, VecDeque<pb::Event>> {
+        self.window.read().unwrap_or_else(|p| p.into_inner())
+    }
+
+    fn window_mut(&self) -> std::sync::RwLockWriteGuard<'_, VecDeque<pb::Event>> {
+        self.window.write().unwrap_or_else(|p| p.into_inner())
     }
 
     /// Events `after+1 ..` (at most `max`) if the window still covers `after+1`.
-    fn from_window(&self, after: u64, max: usize) -> Option<Vec<pb::Event>> {
+    fn window_span(&self, after: u64, max: usize) -> Option<Vec<pb::Event>> {
         let w = self.window();
         let front = w.front()?.seq;
         let back = w.back()?.seq;
         if front > after.saturating_add(1) || back <= after {
             return None;
         }
-        let skip = usize::try_from(after.saturating_sub(front)).ok()?;
+        let skip = usize::try_from(after + 1 - front).ok()?;
         Some(w.iter().skip(skip).take(max).cloned().collect())
     }
 }
@@ -191,7 +197,7 @@ impl Shared {
             return Ok(Vec::new());
         }
         let want = usize::try_from(upto - after).unwrap_or(usize::MAX).min(max);
-        if let Some(mut evs) = session.and_then(|s| s.from_window(after, want)) {
+        if let Some(mut evs) = session.and_then(|s| s.window_span(after, want)) {
             evs.retain(|e| e.seq <= upto);
             return Ok(evs);
         }
@@ -345,7 +351,7 @@ impl EventLogs {
         let first = before.saturating_sub(limit).max(1);
         let window_hit = session
             .as_deref()
-            .and_then(|s| s.from_window(first - 1, (before - first) as usize));
+            .and_then(|s| s.window_span(first - 1, (before - first) as usize));
         let events = match window_hit {
             Some(evs) if evs.first().map(|e| e.seq) == Some(first) => evs,
             _ => {

@@ -264,7 +264,7 @@ impl Writer {
                 continue;
             }
             if let Some(evs) = by_session.remove(meta.session_id.as_str()) {
-                let mut w = session.window();
+                let mut w = session.window_mut();
                 // Only the newest `window` of this batch can survive the trim.
                 let skip = evs.len().saturating_sub(window);
                 w.extend(evs[skip..].iter().map(|e| (*e).clone()));
