@@ -41,11 +41,14 @@ async fn wait(client: &SessionClient, what: &str, pred: impl FnMut(&Snapshot) ->
     match tokio::time::timeout(WAIT, client.wait_for(pred)).await {
         Ok(Ok(s)) => s,
         Ok(Err(e)) => panic!("waiting for {what}: {e}"),
-        Err(_) => panic!(
-            "timed out waiting for {what}; last snapshot: {:?} seqs {:?}",
-            client.snapshot(),
-            client.events().seqs()
-        ),
+        Err(_) => {
+            let seqs = client.events().seqs();
+            panic!(
+                "timed out waiting for {what}; last snapshot: {:?}; first seqs {:?}",
+                client.snapshot(),
+                &seqs[..seqs.len().min(40)]
+            )
+        }
     }
 }
 
@@ -85,21 +88,26 @@ fn strictly_increasing(seqs: &[u64]) -> bool {
 
 #[tokio::test]
 async fn cold_subscribe_gets_everything_then_live_events() {
-    let server = start(ServerOptions::default()).await;
-    server.state.append(SESSION, 20);
+    let server = start(ServerOptions {
+        replay_window: 10_000,
+        ..Default::default()
+    })
+    .await;
+    // More than one batch (512 messages): batching must not lose any.
+    server.state.append(SESSION, 1500);
     let client = client(&server, options());
     let snap = converge(&client, &server).await;
     assert!(snap.connected);
-    assert_eq!(server.state.subscribe_after(), vec![0]);
-    // Seq 20 is an input_sent in a live run.
+    assert_eq!(server.state.subscribe_after(), vec![0], "one clean stream");
+    // Seq 1500 is an input_sent in a live run.
     assert_eq!(snap.derived.status, Status::Streaming);
 
     server.state.append(SESSION, 5);
     let snap = converge(&client, &server).await;
-    assert_eq!(snap.events.seqs(), (1..=25).collect::<Vec<_>>());
+    assert_eq!(snap.events.seqs(), (1..=1505).collect::<Vec<_>>());
     assert_eq!(snap.hydration, Hydration::Ready);
     assert!(!snap.has_more_history);
-    // Seq 25 is a turn_end.
+    // Seq 1505 is a turn_end.
     assert_eq!(snap.derived.status, Status::Idle);
     assert!(snap.derived.process_alive);
     assert_eq!(

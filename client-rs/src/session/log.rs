@@ -154,10 +154,7 @@ impl ClientLog {
     /// Handles one streamed event.
     pub(crate) fn stream_event(&mut self, event: Event) -> Result<Applied, Fault> {
         if event.seq <= self.cursor {
-            self.events.push(event);
-            self.dirty.appended += 1;
-            self.dirty.any = true;
-            return Ok(Applied::Appended);
+            return Ok(Applied::Duplicate);
         }
         if event.seq != self.cursor + 1 {
             return Err(Fault::Gap {

@@ -183,9 +183,12 @@ impl SessionTask {
         replayed: &mut bool,
         first: Result<Option<pb::SubscribeResponse>, tonic::Status>,
     ) -> Option<Phase> {
-        let mut next = first;
-        for _ in 0..MAX_BATCH {
-            match next {
+        let mut next = Some(first);
+        let mut handled = 0;
+        // Pull a message only when it will be handled: one left in hand at
+        // the batch limit would be lost (and show up as a gap).
+        while let Some(result) = next.take() {
+            match result {
                 Ok(Some(msg)) => {
                     if let Err(reason) = self.handle(msg, replayed) {
                         return Some(self.fail(reason));
@@ -194,11 +197,12 @@ impl SessionTask {
                 Ok(None) => return Some(self.fail("stream ended".to_owned())),
                 Err(status) => return Some(self.fail(format!("stream broke: {status}"))),
             }
-            // Streaming::message is cancel-safe: a pending poll loses nothing.
-            match stream.message().now_or_never() {
-                Some(more) => next = more,
-                None => return None,
+            handled += 1;
+            if handled == MAX_BATCH {
+                break;
             }
+            // Streaming::message is cancel-safe: a pending poll loses nothing.
+            next = stream.message().now_or_never();
         }
         None
     }

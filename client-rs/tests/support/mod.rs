@@ -96,6 +96,17 @@ impl State {
         self.lock().logs.get(session).cloned().unwrap_or_default()
     }
 
+    /// The session's events with `from < seq <= to`.
+    pub fn events_between(&self, session: &str, from: u64, to: u64) -> Vec<pb::Event> {
+        let inner = self.lock();
+        let Some(log) = inner.logs.get(session) else {
+            return Vec::new();
+        };
+        let start = (from as usize).min(log.len());
+        let end = (to as usize).min(log.len());
+        log[start..end.max(start)].to_vec()
+    }
+
     /// Appends `n` events (alternating input_sent / turn_end, so the derived
     /// status changes), returning the new head.
     pub fn append(&self, session: &str, n: usize) -> u64 {
@@ -329,11 +340,7 @@ impl SessionService for TestService {
                 from_seq,
                 head_seq: head,
             })));
-            let replay: Vec<pb::Event> = state
-                .events(&session)
-                .into_iter()
-                .filter(|e| e.seq > from_seq && e.seq <= head)
-                .collect();
+            let replay = state.events_between(&session, from_seq, head);
             for (i, e) in replay.into_iter().enumerate() {
                 if script.pause_replay_after == Some(i) {
                     let _ = release.changed().await;
@@ -354,11 +361,7 @@ impl SessionService for TestService {
                         .await;
                     return;
                 }
-                let new: Vec<pb::Event> = state
-                    .events(&session)
-                    .into_iter()
-                    .filter(|e| e.seq > last)
-                    .collect();
+                let new = state.events_between(&session, last, u64::MAX);
                 let idle = new.is_empty();
                 for e in new {
                     if script.duplicate_live {
