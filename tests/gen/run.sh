@@ -5,7 +5,6 @@
 # temp dir and imported), and nothing for TypeScript here (tests/ts typechecks it).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
-ROOT=$PWD
 [ -f .tools/env.sh ] || ./tests/setup.sh
 # shellcheck disable=SC1091
 source .tools/env.sh
@@ -78,4 +77,20 @@ assert session_service_pb2.SessionStatus.Name(3) == "SESSION_STATUS_STREAMING"
 print("agent-harness-client-gen", version("agent-harness-client-gen"), "imports ok")
 PY
 )
+echo "--- README examples are the tested files"
+# Each code block after `<!-- example: PATH -->` in README.md must be PATH byte for byte, so
+# the README shows code the suites compile and run.
+python - <<'PY'
+import pathlib
+import re
+import sys
+
+readme = pathlib.Path("README.md").read_text()
+found = re.findall(r"<!-- example: (\S+) -->\n```[a-z]*\n(.*?)\n```", readme, re.S)
+bad = [path for path, code in found if pathlib.Path(path).read_text().rstrip("\n") != code]
+for path in bad:
+    print(f"FAIL: README.md's example differs from {path}: copy the file into the README")
+print(f"{len(found) - len(bad)} README examples match their files")
+sys.exit(1 if bad or not found else 0)
+PY
 echo "gen: all checks passed"

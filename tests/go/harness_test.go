@@ -24,6 +24,9 @@ import (
 // client is the generated SessionService client connected to the server TestMain started.
 var client pb.SessionServiceClient
 
+// serverAddr is the server's host:port.
+var serverAddr string
+
 // workDir is the CLI's working directory for every session (a temp dir, so the CLI reads no
 // project settings from the repository).
 var workDir string
@@ -127,6 +130,7 @@ func runMain(m *testing.M) int {
 		return 1
 	}
 	addr := fmt.Sprintf("127.0.0.1:%d", port)
+	serverAddr = addr
 	serverLogPath := filepath.Join(tmp, "server.log")
 	serverLog, _ := os.Create(serverLogPath)
 	server := exec.Command(binPath("AGENT_HARNESS_BIN", "agent-harness"), "serve",
@@ -136,6 +140,8 @@ func runMain(m *testing.M) int {
 		"--claude-bin", claudeBin,
 	)
 	server.Env = childEnv(home, baseURL)
+	// A Start without cwd runs the CLI in the server's working directory: keep that a temp dir.
+	server.Dir = workDir
 	server.Stdout = serverLog
 	server.Stderr = serverLog
 	if err := server.Start(); err != nil {

@@ -159,25 +159,56 @@ func TestSessionLifecycle(t *testing.T) {
 		t.Fatalf("status right after Stop = %v, want STOPPING (or already IDLE)", got)
 	}
 	_, j = s.waitEvent(j, 10*time.Second, "stop_requested", isKind("stop_requested"))
-	_, _ = s.waitEvent(j, 30*time.Second, "turn_end or run_end after Stop", func(ev *pb.Event) bool {
-		return kind(ev) == "turn_end" || kind(ev) == "run_end"
-	})
-	waitStatus(t, id, pb.SessionStatus_SESSION_STATUS_IDLE, 30*time.Second)
-	// Stop is idempotent and accepted in any state.
-	if _, err := client.Stop(ctx, &pb.StopRequest{SessionId: id}); err != nil {
-		t.Fatalf("second Stop: %v", err)
+	_, j = s.waitEvent(j, 30*time.Second, "turn_end after Stop", isKind("turn_end"))
+	// The interrupt ends the turn, not the process.
+	if idle := waitStatus(t, id, pb.SessionStatus_SESSION_STATUS_IDLE, 30*time.Second); !idle.GetProcessAlive() {
+		t.Fatalf("the process did not survive an interrupted turn: %v", idle)
 	}
+
+	// Stop on an idle keep-alive process ends the process (exactly one run_end, STOPPED).
+	stop, err = client.Stop(ctx, &pb.StopRequest{SessionId: id})
+	if err != nil || !stop.GetStopping() {
+		t.Fatalf("Stop of an idle live process: %v, %v", stop, err)
+	}
+	end, j := s.waitEvent(j, 30*time.Second, "run_end", isKind("run_end"))
+	if end.GetRunEnd().GetReason() != pb.RunEndReason_RUN_END_REASON_STOPPED || end.GetRunId() != st.GetRunId() {
+		t.Fatalf("run_end after Stop: %v (run %s)", end.GetRunEnd(), end.GetRunId())
+	}
+	gone := waitStatus(t, id, pb.SessionStatus_SESSION_STATUS_IDLE, 10*time.Second)
+	if gone.GetProcessAlive() {
+		t.Fatalf("process_alive after run_end: %v", gone)
+	}
+	// Stop is idempotent and accepted in any state: nothing runs now.
+	if stop, err := client.Stop(ctx, &pb.StopRequest{SessionId: id}); err != nil || stop.GetStopping() {
+		t.Fatalf("Stop with no process: %v, %v; want stopping=false", stop, err)
+	}
+
+	// Send with no live process spawns a new run that resumes the CLI session.
+	sr = send(t, id, "TEXT go after respawn")
+	if sr.GetRunId() == "" || sr.GetRunId() == st.GetRunId() {
+		t.Fatalf("Send with no process returned run %q (the old one was %q)", sr.GetRunId(), st.GetRunId())
+	}
+	rs, j := s.waitEvent(j+1, turnTimeout, "run_start of the respawn", isKind("run_start"))
+	if rs.GetRunStart().GetTrigger() != "send" || rs.GetRunStart().GetConfig().GetResume() != ready.GetRunReady().GetResumeId() || rs.GetRunId() != sr.GetRunId() {
+		t.Fatalf("respawn run_start: %v (run %s), want trigger send resuming %s", rs.GetRunStart(), rs.GetRunId(), ready.GetRunReady().GetResumeId())
+	}
+	c3, j := s.waitEvent(j, turnTimeout, "respawned content", isKind("content"))
+	if contentText(c3) != "go after respawn" {
+		t.Fatalf("respawned answer %q", contentText(c3))
+	}
+	s.waitEvent(j, turnTimeout, "respawned turn_end", isKind("turn_end"))
+	waitStatus(t, id, pb.SessionStatus_SESSION_STATUS_IDLE, 10*time.Second)
 
 	// The log the stream saw is the log GetSession describes.
 	time.Sleep(300 * time.Millisecond)
-	for len(s.msgs) > 0 {
-		s.recv(time.Second)
-	}
 	final := getSession(t, id)
+	for s.lastSeq < final.GetHeadSeq() {
+		s.recv(5 * time.Second)
+	}
 	if final.GetHeadSeq() != s.lastSeq {
 		t.Fatalf("GetSession head_seq %d, stream saw up to %d", final.GetHeadSeq(), s.lastSeq)
 	}
-	if final.GetUsage().GetTurns() < 2 || final.GetUsage().GetOutputTokens() == 0 {
+	if final.GetUsage().GetTurns() < 3 || final.GetUsage().GetOutputTokens() == 0 {
 		t.Fatalf("usage after two completed turns: %v", final.GetUsage())
 	}
 	seen := map[uint64]bool{}

@@ -68,7 +68,8 @@ def _tail(path: pathlib.Path, n: int = 60) -> str:
 class Harness:
     """A running server: the generated stub, the CLI's working directory, the logs."""
 
-    def __init__(self, stub: pb_grpc.SessionServiceStub, work_dir: str, logs: list[pathlib.Path]):
+    def __init__(self, addr: str, stub: pb_grpc.SessionServiceStub, work_dir: str, logs: list[pathlib.Path]):
+        self.addr = addr
         self.stub = stub
         self.work_dir = work_dir
         self.logs = logs
@@ -116,6 +117,8 @@ def harness():
                         "--claude-bin", claude_bin,
                     ],
                     env=_child_env(str(home), base_url),
+                    # A Start without cwd runs the CLI in the server's working directory.
+                    cwd=str(work),
                     stdout=slog,
                     stderr=subprocess.STDOUT,
                 )
@@ -132,7 +135,7 @@ def harness():
                     if time.monotonic() > deadline:
                         pytest.fail(f"agent-harness not serving after 30 s ({e.code()}):\n{_tail(server_log)}")
                     time.sleep(0.1)
-            yield Harness(stub, str(work), [server_log, fake_log])
+            yield Harness(addr, stub, str(work), [server_log, fake_log])
         finally:
             if channel is not None:
                 channel.close()

@@ -208,10 +208,29 @@ def test_session_lifecycle(harness, streams):
     assert h.stub.Stop(pb.StopRequest(session_id=sid), timeout=10).stopping
     assert get_session(h, sid).status in (STOPPING, IDLE)
     _, j = s.wait_event(is_kind("stop_requested"), "stop_requested", start=j, timeout=10)
-    s.wait_event(is_kind("turn_end", "run_end"), "turn_end or run_end after Stop", start=j, timeout=30)
-    wait_status(h, sid, IDLE, timeout=30)
-    # Stop is idempotent and accepted in any state.
-    h.stub.Stop(pb.StopRequest(session_id=sid), timeout=10)
+    _, j = s.wait_event(is_kind("turn_end"), "turn_end after Stop", start=j, timeout=30)
+    # The interrupt ends the turn, not the process.
+    assert wait_status(h, sid, IDLE, timeout=30).process_alive, "process did not survive the interrupt"
+
+    # Stop on an idle keep-alive process ends the process (exactly one run_end, STOPPED).
+    assert h.stub.Stop(pb.StopRequest(session_id=sid), timeout=10).stopping
+    end, j = s.wait_event(is_kind("run_end"), "run_end", start=j, timeout=30)
+    assert end.run_end.reason == events_pb2.RUN_END_REASON_STOPPED and end.run_id == st.run_id, end
+    assert not wait_status(h, sid, IDLE).process_alive
+    # Stop is idempotent and accepted in any state: nothing runs now.
+    assert not h.stub.Stop(pb.StopRequest(session_id=sid), timeout=10).stopping
+
+    # Send with no live process spawns a new run that resumes the CLI session.
+    respawn = send(h, sid, "TEXT py after respawn")
+    assert respawn.run_id and respawn.run_id != st.run_id
+    rs, j = s.wait_event(is_kind("run_start"), "respawn run_start", start=j + 1)
+    assert rs.run_id == respawn.run_id
+    assert rs.run_start.trigger == "send"
+    assert rs.run_start.config.resume == ready.run_ready.resume_id
+    c3, j = s.wait_event(is_kind("content"), "respawned content", start=j)
+    assert content_text(c3) == "py after respawn"
+    s.wait_event(is_kind("turn_end"), "respawned turn_end", start=j)
+    assert wait_status(h, sid, IDLE).run_id == respawn.run_id
 
     # The log the stream saw is the log GetSession describes.
     time.sleep(0.3)
@@ -219,7 +238,7 @@ def test_session_lifecycle(harness, streams):
     while s.last_seq < final.head_seq:
         s.recv(5)
     assert final.head_seq == s.last_seq
-    assert final.usage.turns >= 2 and final.usage.output_tokens > 0, final.usage
+    assert final.usage.turns >= 3 and final.usage.output_tokens > 0, final.usage
     seqs = [e.seq for e in s.events]
     assert seqs == list(range(1, len(seqs) + 1)), "seqs not 1..N without gap or duplicate"
 

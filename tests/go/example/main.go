@@ -1,0 +1,56 @@
+// Command example starts an agent-harness session and prints its first answer, following the
+// session's log from the start. It is the Go example of the README's "clients" section;
+// tests/go runs it against a real server (TestReadmeExample).
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"log"
+
+	pb "github.com/agent-harness/agent-harness/gen/go/agentharness/v1"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+)
+
+func main() {
+	addr := flag.String("addr", "127.0.0.1:50051", "agent-harness address")
+	session := flag.String("session", "demo", "session id")
+	prompt := flag.String("prompt", "Hello", "first message")
+	flag.Parse()
+
+	conn, err := grpc.NewClient(*addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer conn.Close()
+	client := pb.NewSessionServiceClient(conn)
+	ctx := context.Background()
+
+	if _, err := client.Start(ctx, &pb.StartRequest{
+		SessionId: *session,
+		Config:    &pb.StartConfig{Prompt: *prompt},
+	}); err != nil {
+		log.Fatal(err)
+	}
+	// after_seq 0: the whole log, then live. Keep the last seq you saw to resume later.
+	stream, err := client.Subscribe(ctx, &pb.SubscribeRequest{SessionId: *session, AfterSeq: 0})
+	if err != nil {
+		log.Fatal(err)
+	}
+	for {
+		msg, err := stream.Recv()
+		if err != nil {
+			log.Fatal(err)
+		}
+		ev := msg.GetEvent() // nil for the replay header, caught_up and heartbeats
+		for _, block := range ev.GetContent().GetBlocks() {
+			fmt.Print(block.GetText())
+		}
+		if ev.GetTurnEnd() != nil {
+			fmt.Println()
+			return
+		}
+	}
+}

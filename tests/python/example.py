@@ -1,0 +1,28 @@
+"""Starts an agent-harness session and prints its first answer, following the session's log
+from the start. The Python example of the README's "clients" section; test_example.py runs it
+against a real server.
+
+    python example.py [ADDR] [SESSION_ID] [PROMPT]
+"""
+
+import sys
+
+import grpc
+from agentharness.v1 import events_pb2, session_service_pb2 as pb, session_service_pb2_grpc
+
+defaults = ["127.0.0.1:50051", "demo", "Hello"]
+addr, session, prompt = sys.argv[1:4] + defaults[len(sys.argv[1:4]) :]
+
+with grpc.insecure_channel(addr) as channel:
+    client = session_service_pb2_grpc.SessionServiceStub(channel)
+    client.Start(pb.StartRequest(session_id=session, config=events_pb2.StartConfig(prompt=prompt)))
+    # after_seq=0: the whole log, then live. Keep the last seq you saw to resume later.
+    for msg in client.Subscribe(pb.SubscribeRequest(session_id=session, after_seq=0)):
+        if msg.WhichOneof("kind") != "event":
+            continue  # the replay header, caught_up and heartbeats
+        event = msg.event
+        if event.WhichOneof("payload") == "content":
+            print("".join(block.text for block in event.content.blocks), end="")
+        elif event.WhichOneof("payload") == "turn_end":
+            print()
+            break

@@ -1,0 +1,20 @@
+"""Runs example.py (the README's Python example) against the test server."""
+
+import os
+import pathlib
+import subprocess
+import sys
+import uuid
+
+ROOT = pathlib.Path(__file__).resolve().parents[2]
+
+
+def test_readme_example(harness):
+    env = dict(os.environ, PYTHONPATH=str(ROOT / "gen" / "python"))
+    out = subprocess.run(
+        [sys.executable, str(ROOT / "tests" / "python" / "example.py"), harness.addr,
+         f"py-example-{uuid.uuid4().hex[:8]}", "TEXT hello from the Python example"],
+        env=env, capture_output=True, text=True, timeout=120,
+    )
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "hello from the Python example"
