@@ -6,9 +6,11 @@
 //! here.
 
 use std::pin::Pin;
+use std::time::Duration;
 
 use agent_harness_client::pb;
 use agent_harness_client::pb::session_service_server::SessionService;
+use agent_harness_client::pb::subscribe_response::Kind;
 use futures::{Stream, StreamExt};
 use tokio_util::sync::CancellationToken;
 use tonic::{Request, Response, Status};
@@ -39,6 +41,70 @@ impl Rpc {
             shutdown,
         }
     }
+}
+
+/// Most time a stream keeps draining after shutdown before it ends anyway.
+const SHUTDOWN_DRAIN: Duration = Duration::from_secs(2);
+
+type Inner = Pin<Box<dyn Stream<Item = pb::SubscribeResponse> + Send + 'static>>;
+
+/// Passes `inner` through until `shutdown`; then keeps going only until it
+/// has delivered the session's head at that moment (so the run_end that
+/// shutdown appended reaches the client), and ends cleanly.
+fn drain_on_shutdown(
+    inner: Inner,
+    logs: EventLogs,
+    session_id: String,
+    shutdown: CancellationToken,
+) -> impl Stream<Item = pb::SubscribeResponse> + Send + 'static {
+    struct State {
+        inner: Inner,
+        logs: EventLogs,
+        session_id: String,
+        shutdown: CancellationToken,
+        last_seq: u64,
+        /// Set at shutdown: the head to deliver before ending, and a deadline.
+        drain: Option<(u64, tokio::time::Instant)>,
+    }
+    let state = State {
+        inner,
+        logs,
+        session_id,
+        shutdown,
+        last_seq: 0,
+        drain: None,
+    };
+    futures::stream::unfold(state, |mut st| async move {
+        loop {
+            let msg = match st.drain {
+                None => tokio::select! {
+                    m = st.inner.next() => m,
+                    _ = st.shutdown.cancelled() => {
+                        let head = st.logs.head_seq(&st.session_id);
+                        st.drain = Some((head, tokio::time::Instant::now() + SHUTDOWN_DRAIN));
+                        continue;
+                    }
+                },
+                Some((head, deadline)) => {
+                    if st.last_seq >= head {
+                        return None;
+                    }
+                    match tokio::time::timeout_at(deadline, st.inner.next()).await {
+                        Ok(m) => m,
+                        Err(_) => return None,
+                    }
+                }
+            };
+            let msg = msg?;
+            match &msg.kind {
+                Some(Kind::Event(e)) => st.last_seq = e.seq,
+                Some(Kind::Replay(r)) => st.last_seq = r.from_seq,
+                Some(Kind::CaughtUp(c)) => st.last_seq = st.last_seq.max(c.head_seq),
+                _ => {}
+            }
+            return Some((msg, st));
+        }
+    })
 }
 
 /// The Subscribe stream type.
@@ -94,13 +160,14 @@ impl SessionService for Rpc {
     ) -> Result<Response<Self::SubscribeStream>, Status> {
         let req = request.into_inner();
         validate::session_id(&req.session_id)?;
-        let shutdown = self.shutdown.clone().cancelled_owned();
-        let stream = self
-            .logs
-            .subscribe(&req.session_id, req.after_seq)
-            .map(Ok)
-            .take_until(shutdown);
-        Ok(Response::new(Box::pin(stream)))
+        let inner = self.logs.subscribe(&req.session_id, req.after_seq);
+        let stream = drain_on_shutdown(
+            Box::pin(inner),
+            self.logs.clone(),
+            req.session_id,
+            self.shutdown.clone(),
+        );
+        Ok(Response::new(Box::pin(stream.map(Ok))))
     }
 
     async fn history(

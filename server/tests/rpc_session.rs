@@ -97,7 +97,11 @@ async fn start_streams_events_and_stays_alive_then_follow_up_uses_same_process()
 
 #[tokio::test]
 async fn send_without_live_process_resumes_with_the_logged_resume_id() {
-    let server = TestServer::start().await;
+    let opts = agent_harness_server::manager::ManagerOptions {
+        idle_timeout: Duration::from_millis(300),
+        ..fast_opts()
+    };
+    let server = TestServer::with(ScriptedBehavior::default(), opts, ServeOptions::default()).await;
     let mut c = server.client().await;
     let first = start(&mut c, "r1", "hello").await.unwrap();
     let resume = wait_session(&mut c, "r1", |s| {
@@ -105,8 +109,7 @@ async fn send_without_live_process_resumes_with_the_logged_resume_id() {
     })
     .await
     .resume_id;
-    // Stop an idle keep-alive process: it ends (STOPPED).
-    assert!(stop(&mut c, "r1").await.unwrap());
+    // The idle keep-alive process times out and exits.
     wait_session(&mut c, "r1", |s| !s.process_alive).await;
     let run = send(&mut c, "r1", "continue").await.unwrap();
     assert_ne!(run, first.run_id, "a new run");
@@ -130,8 +133,8 @@ async fn send_without_live_process_resumes_with_the_logged_resume_id() {
         })
         .unwrap();
     assert_eq!(run_start.trigger, "send");
-    let stopped = sub.events.iter().find(|e| is_run_end(e)).unwrap();
-    assert_eq!(run_end(stopped).reason, pb::RunEndReason::Stopped as i32);
+    let ended = sub.events.iter().find(|e| is_run_end(e)).unwrap();
+    assert_eq!(run_end(ended).reason, pb::RunEndReason::IdleTimeout as i32);
 }
 
 #[tokio::test]
@@ -153,13 +156,20 @@ async fn stop_is_idempotent_in_every_state() {
     })
     .await;
     assert!(stop(&mut c, "st").await.unwrap());
-    assert!(
-        stop(&mut c, "st").await.unwrap(),
-        "second stop while stopping"
-    );
+    // A second Stop: true while the interrupt is under way, false once the
+    // turn already ended; never a second stop_requested either way.
+    let _ = stop(&mut c, "st").await.unwrap();
     sub.until("turn_end", is_turn_end).await;
     let s = wait_session(&mut c, "st", |s| s.status == pb::SessionStatus::Idle as i32).await;
     assert!(s.process_alive, "interrupt keeps the process");
+
+    // Idle but alive: nothing to stop; the process stays, no event.
+    let head = s.head_seq;
+    assert!(!stop(&mut c, "st").await.unwrap());
+    assert!(!stop(&mut c, "st").await.unwrap());
+    let s = get(&mut c, "st").await;
+    assert!(s.process_alive);
+    assert_eq!(s.head_seq, head);
     let stops = sub
         .events
         .iter()
@@ -173,13 +183,9 @@ async fn stop_is_idempotent_in_every_state() {
     );
     assert!(!sub.events.iter().any(is_run_end));
 
-    // Idle but alive: Stop ends the process.
-    assert!(stop(&mut c, "st").await.unwrap());
-    let end = sub.until("run_end", is_run_end).await;
-    assert_eq!(run_end(&end).reason, pb::RunEndReason::Stopped as i32);
-    assert_eq!(run_end(&end).source, "process");
-
-    // After the end: nothing to stop, no event.
+    // After the run ended: nothing to stop, no event.
+    send(&mut c, "st", "CRASH").await.unwrap();
+    sub.until("run_end", is_run_end).await;
     let head = get(&mut c, "st").await.head_seq;
     assert!(!stop(&mut c, "st").await.unwrap());
     assert!(!stop(&mut c, "st").await.unwrap());
@@ -192,7 +198,13 @@ async fn stop_during_startup_before_run_ready() {
         line_delay: Duration::from_millis(300),
         ..ScriptedBehavior::default()
     };
-    let server = TestServer::with(behavior, fast_opts(), ServeOptions::default()).await;
+    // The scripted CLI is slow to boot (two 300 ms lines): give the
+    // interrupt time to be answered before the ladder would signal.
+    let opts = agent_harness_server::manager::ManagerOptions {
+        stop_grace: Duration::from_secs(5),
+        ..fast_opts()
+    };
+    let server = TestServer::with(behavior, opts, ServeOptions::default()).await;
     let mut c = server.client().await;
     start(&mut c, "boot", "HANG").await.unwrap();
     assert_eq!(
@@ -228,7 +240,11 @@ async fn stop_ladder_escalates_when_the_process_ignores_everything() {
         ignore_sigterm: true,
         ..ScriptedBehavior::default()
     };
-    let server = TestServer::with(behavior, fast_opts(), ServeOptions::default()).await;
+    let opts = agent_harness_server::manager::ManagerOptions {
+        stop_grace: Duration::from_millis(300),
+        ..fast_opts()
+    };
+    let server = TestServer::with(behavior, opts, ServeOptions::default()).await;
     let mut c = server.client().await;
     start(&mut c, "deaf", "HANG").await.unwrap();
     let mut sub = Sub::open(&mut c, "deaf", 0).await;

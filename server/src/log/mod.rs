@@ -26,7 +26,6 @@ use std::time::Duration;
 use agent_harness_client::pb;
 use futures::Stream;
 use tokio::sync::{mpsc, oneshot, watch};
-use tokio_util::sync::CancellationToken;
 
 use crate::store::{SessionMeta, Store, StoreError};
 
@@ -136,6 +135,14 @@ impl SessionLog {
         self.window.write().unwrap_or_else(|p| p.into_inner())
     }
 
+    /// The event `seq`, if the window holds it.
+    fn window_get(&self, seq: u64) -> Option<pb::Event> {
+        let w = self.window();
+        let front = w.front()?.seq;
+        let i = usize::try_from(seq.checked_sub(front)?).ok()?;
+        w.get(i).cloned()
+    }
+
     /// Events `after+1 ..` (at most `max`) if the window still covers `after+1`.
     fn window_span(&self, after: u64, max: usize) -> Option<Vec<pb::Event>> {
         let w = self.window();
@@ -154,8 +161,11 @@ struct Shared {
     store: Arc<dyn Store>,
     opts: LogOptions,
     sessions: RwLock<HashMap<String, Arc<SessionLog>>>,
-    /// Cancelled by shutdown (or when the last handle drops): ends every stream.
-    shutdown: CancellationToken,
+    /// Set by shutdown (or when the last handle drops): ends every stream.
+    /// A plain flag rather than a `CancellationToken`: every live stream
+    /// checks it on every event, and the token's check takes a mutex that
+    /// all streams would share (see [`Shared::close`]).
+    closed: AtomicBool,
     /// See [`LogStats::subscriber_buffered`].
     buffered: AtomicUsize,
     /// See [`LogStats::subscribers`].
@@ -163,6 +173,22 @@ struct Shared {
 }
 
 impl Shared {
+    /// Whether the log was shut down.
+    fn is_closed(&self) -> bool {
+        self.closed.load(Ordering::SeqCst)
+    }
+
+    /// Ends every stream: sets the flag, then bumps every session's head
+    /// watch (without changing the head) so that waiting streams wake and
+    /// see it. A stream created later sees the flag on its first step.
+    fn close(&self) {
+        self.closed.store(true, Ordering::SeqCst);
+        let sessions = self.sessions.read().unwrap_or_else(|p| p.into_inner());
+        for s in sessions.values() {
+            s.head.send_modify(|_| {});
+        }
+    }
+
     fn get(&self, session_id: &str) -> Option<Arc<SessionLog>> {
         self.sessions
             .read()
@@ -233,7 +259,7 @@ struct Inner {
 impl Drop for Inner {
     fn drop(&mut self) {
         // The last handle is gone: nobody can append any more, so end the streams.
-        self.shared.shutdown.cancel();
+        self.shared.close();
     }
 }
 
@@ -269,7 +295,7 @@ impl EventLogs {
             store,
             opts,
             sessions: RwLock::new(sessions),
-            shutdown: CancellationToken::new(),
+            closed: AtomicBool::new(false),
             buffered: AtomicUsize::new(0),
             subscribers: AtomicUsize::new(0),
         });
@@ -430,7 +456,7 @@ impl EventLogs {
         if self.inner.tx.send(Cmd::Shutdown { reply }).is_ok() {
             let _ = rx.await;
         }
-        self.inner.shared.shutdown.cancel();
+        self.inner.shared.close();
         let handle = self
             .inner
             .writer

@@ -320,8 +320,8 @@ impl Run {
                 let _ = reply.send(self.write(input).await);
             }
             RunCmd::Stop { reply } => {
-                self.stop().await;
-                let _ = reply.send(true);
+                let stopping = self.stop().await;
+                let _ = reply.send(stopping);
             }
             RunCmd::Permission {
                 request_id,
@@ -360,10 +360,18 @@ impl Run {
         Ok(())
     }
 
-    /// Starts the stop ladder, once per turn.
-    async fn stop(&mut self) {
+    /// Starts the stop ladder, once per turn. Returns whether a stop is
+    /// under way: false for a keep-alive process with no turn in progress
+    /// (nothing to stop; Stop twice must equal Stop once, so an idle
+    /// process is never killed by a second click).
+    async fn stop(&mut self) -> bool {
         if self.ladder != Ladder::Off || self.cause.is_some() {
-            return; // already stopping: idempotent, no second event
+            return true; // already stopping: idempotent, no second event
+        }
+        let busy = self.fold.turn_in_progress()
+            || matches!(self.fold.status(), Status::Starting | Status::Streaming);
+        if !busy && self.control.keep_alive() {
+            return false;
         }
         self.cause = Some(EndCause::User);
         self.append_one(Payload::StopRequested(pb::StopRequested {
@@ -371,19 +379,6 @@ impl Run {
         }))
         .await;
         let now = Instant::now();
-        let busy = self.fold.turn_in_progress()
-            || matches!(self.fold.status(), Status::Starting | Status::Streaming);
-        if !busy && self.control.keep_alive() {
-            // An idle keep-alive process: Stop ends it. Closing stdin lets
-            // the CLI exit cleanly; the ladder follows if it does not.
-            self.control.close_stdin();
-            self.stdin_closed = true;
-            self.ladder = Ladder::Signal {
-                next: Signal::Int,
-                deadline: now + self.opts.kill_grace,
-            };
-            return;
-        }
         match self.control.interrupt() {
             Ok(true) => {
                 self.ladder = Ladder::Interrupted {
@@ -393,6 +388,7 @@ impl Run {
             // One-shot runs (no interrupt) and failed interrupts: signals.
             _ => self.signal(Signal::Int, now),
         }
+        true
     }
 
     async fn shutdown(&mut self) {
