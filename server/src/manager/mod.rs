@@ -171,6 +171,18 @@ impl SessionManager {
         Ok(())
     }
 
+    /// Waits (bounded by the stop ladder) for a run task that is ending to
+    /// let go of its process, so a Send can respawn right after it.
+    async fn wait_run_task(&self, session_id: &str, ended: &CancellationToken) -> Result<()> {
+        tokio::time::timeout(self.inner.opts.ladder_bound(), ended.cancelled())
+            .await
+            .map_err(|_| {
+                Error::Unavailable(format!(
+                    "the process of session {session_id:?} is still ending; retry"
+                ))
+            })
+    }
+
     /// Starts a run. FAILED_PRECONDITION when one is already live.
     pub async fn start(&self, session_id: &str, config: pb::StartConfig) -> Result<Started> {
         let slot = self.slot(session_id);
@@ -201,35 +213,34 @@ impl SessionManager {
         self.check_open()?;
         if let Some(h) = live.as_ref().filter(|h| h.running()) {
             if !h.keep_alive {
-                return Err(Error::FailedPrecondition(format!(
-                    "run {} of session {session_id:?} is a one-shot run still working; \
-                     wait for its run_end or Stop it, then Send",
-                    h.run_id
-                )));
-            }
-            let (reply, rx) = oneshot::channel();
-            let input = UserInput {
-                text: text.clone(),
-                content_blocks: content_blocks.clone(),
-            };
-            let delivered = match h.cmds.send(RunCmd::Write { input, reply }).await {
-                Ok(()) => rx.await.unwrap_or(Err(WriteError::Ending)),
-                Err(_) => Err(WriteError::Ending),
-            };
-            match delivered {
-                Ok(()) => return Ok(h.run_id.clone()),
-                // The process is on its way out: wait for its run_end, then
-                // respawn below, so the caller never sees the difference.
-                Err(WriteError::Ending) => {
-                    let ended = h.ended.clone();
-                    if tokio::time::timeout(self.inner.opts.ladder_bound(), ended.cancelled())
-                        .await
-                        .is_err()
-                    {
-                        return Err(Error::Unavailable(format!(
-                            "the process of session {session_id:?} is still ending; retry"
-                        )));
-                    }
+                // The run task publishes run_end before it lets go of the
+                // handle: a Send racing that gap must not be refused when the
+                // log already says the run is over; wait for the task, then
+                // respawn below.
+                let events = self.inner.logs.read_all(session_id).await?;
+                if fold(&events).run_live() {
+                    return Err(Error::FailedPrecondition(format!(
+                        "run {} of session {session_id:?} is a one-shot run still working; \
+                         wait for its run_end or Stop it, then Send",
+                        h.run_id
+                    )));
+                }
+                self.wait_run_task(session_id, &h.ended).await?;
+            } else {
+                let (reply, rx) = oneshot::channel();
+                let input = UserInput {
+                    text: text.clone(),
+                    content_blocks: content_blocks.clone(),
+                };
+                let delivered = match h.cmds.send(RunCmd::Write { input, reply }).await {
+                    Ok(()) => rx.await.unwrap_or(Err(WriteError::Ending)),
+                    Err(_) => Err(WriteError::Ending),
+                };
+                match delivered {
+                    Ok(()) => return Ok(h.run_id.clone()),
+                    // The process is on its way out: wait for its run_end, then
+                    // respawn below, so the caller never sees the difference.
+                    Err(WriteError::Ending) => self.wait_run_task(session_id, &h.ended).await?,
                 }
             }
         }
