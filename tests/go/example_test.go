@@ -14,7 +14,7 @@ func TestReadmeExample(t *testing.T) {
 	defer cancel()
 	id := newSessionID("example")
 	out, err := exec.CommandContext(ctx, "go", "run", "./example",
-		"-addr", serverAddr, "-session", id, "-prompt", "TEXT hello from the Go example").CombinedOutput()
+		"-addr", shared.addr, "-session", id, "-prompt", "TEXT hello from the Go example").CombinedOutput()
 	if err != nil {
 		t.Fatalf("go run ./example: %v\n%s", err, out)
 	}

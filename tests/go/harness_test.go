@@ -21,15 +21,28 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 )
 
-// client is the generated SessionService client connected to the server TestMain started.
-var client pb.SessionServiceClient
+// server is one running agent-harness binary with a generated client connected to it.
+type server struct {
+	// addr is the server's host:port.
+	addr string
+	// client is the generated SessionService client.
+	client pb.SessionServiceClient
+	// workDir is the CLI's working directory for every session (a temp dir, so the CLI reads
+	// no project settings from the repository).
+	workDir string
+	logPath string
+	cmd     *exec.Cmd
+	done    chan error
+	conn    *grpc.ClientConn
+}
 
-// serverAddr is the server's host:port.
-var serverAddr string
+// shared is the server TestMain starts with default flags; a test that needs other flags
+// starts its own with startTestServer.
+var shared *server
 
-// workDir is the CLI's working directory for every session (a temp dir, so the CLI reads no
-// project settings from the repository).
-var workDir string
+// claudeBin is the real CLI (CLAUDE_BIN); fakeBaseURL the fake Messages API every server's
+// CLI talks to; fakeLogPath its log.
+var claudeBin, fakeBaseURL, fakeLogPath string
 
 func TestMain(m *testing.M) {
 	os.Exit(runMain(m))
@@ -84,7 +97,7 @@ func freePort() (int, error) {
 }
 
 func runMain(m *testing.M) int {
-	claudeBin := os.Getenv("CLAUDE_BIN")
+	claudeBin = os.Getenv("CLAUDE_BIN")
 	if claudeBin == "" {
 		fmt.Fprintln(os.Stderr, "CLAUDE_BIN is not set: source .tools/env.sh (tests/setup.sh writes it)")
 		return 1
@@ -95,21 +108,14 @@ func runMain(m *testing.M) int {
 		return 1
 	}
 	defer os.RemoveAll(tmp)
-	home := filepath.Join(tmp, "home")
-	workDir = filepath.Join(tmp, "work")
-	for _, d := range []string{home, workDir} {
-		if err := os.MkdirAll(d, 0o755); err != nil {
-			fmt.Fprintln(os.Stderr, err)
-			return 1
-		}
-	}
 
 	// The fake Messages API: its first stdout line names its address. Its stdin stays open
 	// until we close it (--exit-on-stdin-eof), so it dies with this process whatever happens.
 	fake := exec.Command(binPath("FAKE_MESSAGES_API_BIN", "fake-messages-api"), "--port", "0", "--exit-on-stdin-eof")
 	fakeIn, _ := fake.StdinPipe()
 	fakeOut, _ := fake.StdoutPipe()
-	fakeLog, _ := os.Create(filepath.Join(tmp, "fake-api.log"))
+	fakeLogPath = filepath.Join(tmp, "fake-api.log")
+	fakeLog, _ := os.Create(fakeLogPath)
 	fake.Stderr = fakeLog
 	if err := fake.Start(); err != nil {
 		fmt.Fprintln(os.Stderr, "start fake-messages-api:", err)
@@ -122,79 +128,132 @@ func runMain(m *testing.M) int {
 		fmt.Fprintf(os.Stderr, "fake-messages-api said %q (%v)\n", line, err)
 		return 1
 	}
+	fakeBaseURL = baseURL
 	go func() { _, _ = io.Copy(io.Discard, fakeOut) }()
 
-	port, err := freePort()
+	code := 1
+	shared, err = startServer(filepath.Join(tmp, "shared"))
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
+		dumpLog("fake-messages-api log", fakeLogPath)
 		return 1
 	}
-	addr := fmt.Sprintf("127.0.0.1:%d", port)
-	serverAddr = addr
-	serverLogPath := filepath.Join(tmp, "server.log")
-	serverLog, _ := os.Create(serverLogPath)
-	server := exec.Command(binPath("AGENT_HARNESS_BIN", "agent-harness"), "serve",
-		"--listen", addr,
-		"--data-dir", filepath.Join(tmp, "data"),
-		"--adapter", "interactive",
-		"--claude-bin", claudeBin,
-	)
-	server.Env = childEnv(home, baseURL)
-	// A Start without cwd runs the CLI in the server's working directory: keep that a temp dir.
-	server.Dir = workDir
-	server.Stdout = serverLog
-	server.Stderr = serverLog
-	if err := server.Start(); err != nil {
-		fmt.Fprintln(os.Stderr, "start agent-harness:", err)
-		return 1
-	}
-	serverDone := make(chan error, 1)
-	go func() { serverDone <- server.Wait() }()
-	code := 1
 	defer func() {
-		// SIGTERM is the server's graceful shutdown; it must end within a few seconds.
-		_ = server.Process.Signal(syscall.SIGTERM)
-		select {
-		case <-serverDone:
-		case <-time.After(15 * time.Second):
-			fmt.Fprintln(os.Stderr, "agent-harness did not exit 15 s after SIGTERM; killing it")
-			_ = server.Process.Kill()
-			<-serverDone
+		if err := shared.shutdown(); err != nil {
+			fmt.Fprintln(os.Stderr, err)
 			code = 1
 		}
 		if code != 0 {
-			dumpLog("agent-harness log", serverLogPath)
-			dumpLog("fake-messages-api log", filepath.Join(tmp, "fake-api.log"))
+			dumpLog("agent-harness log", shared.logPath)
+			dumpLog("fake-messages-api log", fakeLogPath)
 		}
 	}()
-
-	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 1
-	}
-	defer conn.Close()
-	client = pb.NewSessionServiceClient(conn)
-	if err := waitServing(serverDone); err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 1
-	}
 	code = m.Run()
 	return code
 }
 
+// startServer starts the server binary with its home, CLI working directory, data dir and
+// log under dir, plus extra flags, and waits until it serves.
+func startServer(dir string, extra ...string) (*server, error) {
+	home := filepath.Join(dir, "home")
+	work := filepath.Join(dir, "work")
+	for _, d := range []string{home, work} {
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			return nil, err
+		}
+	}
+	port, err := freePort()
+	if err != nil {
+		return nil, err
+	}
+	s := &server{addr: fmt.Sprintf("127.0.0.1:%d", port), workDir: work, logPath: filepath.Join(dir, "server.log")}
+	serverLog, err := os.Create(s.logPath)
+	if err != nil {
+		return nil, err
+	}
+	defer serverLog.Close()
+	args := append([]string{"serve",
+		"--listen", s.addr,
+		"--data-dir", filepath.Join(dir, "data"),
+		"--adapter", "interactive",
+		"--claude-bin", claudeBin,
+	}, extra...)
+	s.cmd = exec.Command(binPath("AGENT_HARNESS_BIN", "agent-harness"), args...)
+	s.cmd.Env = childEnv(home, fakeBaseURL)
+	// A Start without cwd runs the CLI in the server's working directory: keep that a temp dir.
+	s.cmd.Dir = work
+	s.cmd.Stdout = serverLog
+	s.cmd.Stderr = serverLog
+	if err := s.cmd.Start(); err != nil {
+		return nil, fmt.Errorf("start agent-harness: %w", err)
+	}
+	s.done = make(chan error, 1)
+	go func() { s.done <- s.cmd.Wait() }()
+	s.conn, err = grpc.NewClient(s.addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err == nil {
+		s.client = pb.NewSessionServiceClient(s.conn)
+		err = s.waitServing()
+	}
+	if err != nil {
+		_ = s.shutdown()
+		dumpLog("agent-harness log", s.logPath)
+		return nil, err
+	}
+	return s, nil
+}
+
+// startTestServer starts a server with extra flags for one test. It is shut down when the
+// test ends; its log is printed if the test failed.
+func startTestServer(t *testing.T, extra ...string) *server {
+	t.Helper()
+	// t.TempDir is removed after this test's other cleanups, so after the server (and with it
+	// every CLI process writing under its home) is gone.
+	s, err := startServer(t.TempDir(), extra...)
+	if err != nil {
+		t.Fatalf("start a server with %v: %v", extra, err)
+	}
+	t.Cleanup(func() {
+		if err := s.shutdown(); err != nil {
+			t.Error(err)
+		}
+		if t.Failed() {
+			dumpLog("agent-harness "+strings.Join(extra, " ")+" log", s.logPath)
+			dumpLog("fake-messages-api log", fakeLogPath)
+		}
+	})
+	return s
+}
+
+// shutdown sends SIGTERM, the server's graceful shutdown, which must end it within a few
+// seconds; after 15 s it kills the server and reports an error.
+func (s *server) shutdown() error {
+	if s.conn != nil {
+		s.conn.Close()
+	}
+	_ = s.cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-s.done:
+		return nil
+	case <-time.After(15 * time.Second):
+		_ = s.cmd.Process.Kill()
+		<-s.done
+		return fmt.Errorf("agent-harness (%s) did not exit 15 s after SIGTERM; killed it", s.addr)
+	}
+}
+
 // waitServing polls ListSessions until the server answers (or exits, or 30 s pass).
-func waitServing(serverDone <-chan error) error {
+func (s *server) waitServing() error {
 	deadline := time.Now().Add(30 * time.Second)
 	for {
 		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
-		_, err := client.ListSessions(ctx, &pb.ListSessionsRequest{})
+		_, err := s.client.ListSessions(ctx, &pb.ListSessionsRequest{})
 		cancel()
 		if err == nil {
 			return nil
 		}
 		select {
-		case e := <-serverDone:
+		case e := <-s.done:
+			s.done <- e // shutdown waits on it too
 			return fmt.Errorf("agent-harness exited before serving: %v", e)
 		default:
 		}

@@ -19,11 +19,11 @@ func newSessionID(prefix string) string {
 	return fmt.Sprintf("go-%s-%d", prefix, time.Now().UnixNano())
 }
 
-func getSession(t *testing.T, id string) *pb.Session {
+func (srv *server) getSession(t *testing.T, id string) *pb.Session {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	resp, err := client.GetSession(ctx, &pb.GetSessionRequest{SessionId: id})
+	resp, err := srv.client.GetSession(ctx, &pb.GetSessionRequest{SessionId: id})
 	if err != nil {
 		t.Fatalf("GetSession(%s): %v", id, err)
 	}
@@ -31,11 +31,11 @@ func getSession(t *testing.T, id string) *pb.Session {
 }
 
 // waitStatus polls GetSession until its status is want; it returns the session.
-func waitStatus(t *testing.T, id string, want pb.SessionStatus, timeout time.Duration) *pb.Session {
+func (srv *server) waitStatus(t *testing.T, id string, want pb.SessionStatus, timeout time.Duration) *pb.Session {
 	t.Helper()
 	deadline := time.Now().Add(timeout)
 	for {
-		s := getSession(t, id)
+		s := srv.getSession(t, id)
 		if s.GetStatus() == want {
 			return s
 		}
@@ -46,11 +46,11 @@ func waitStatus(t *testing.T, id string, want pb.SessionStatus, timeout time.Dur
 	}
 }
 
-func start(t *testing.T, id, prompt string) *pb.StartResponse {
+func (srv *server) start(t *testing.T, id, prompt string) *pb.StartResponse {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	resp, err := client.Start(ctx, &pb.StartRequest{SessionId: id, Config: &pb.StartConfig{Prompt: prompt, Cwd: workDir}})
+	resp, err := srv.client.Start(ctx, &pb.StartRequest{SessionId: id, Config: &pb.StartConfig{Prompt: prompt, Cwd: srv.workDir}})
 	if err != nil {
 		t.Fatalf("Start(%s): %v", id, err)
 	}
@@ -60,15 +60,52 @@ func start(t *testing.T, id, prompt string) *pb.StartResponse {
 	return resp
 }
 
-func send(t *testing.T, id, input string) *pb.SendResponse {
+func (srv *server) send(t *testing.T, id, input string) *pb.SendResponse {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	resp, err := client.Send(ctx, &pb.SendRequest{SessionId: id, Input: input})
+	resp, err := srv.client.Send(ctx, &pb.SendRequest{SessionId: id, Input: input})
 	if err != nil {
 		t.Fatalf("Send(%s, %q): %v", id, input, err)
 	}
 	return resp
+}
+
+func (srv *server) stop(t *testing.T, id string) *pb.StopResponse {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	resp, err := srv.client.Stop(ctx, &pb.StopRequest{SessionId: id})
+	if err != nil {
+		t.Fatalf("Stop(%s): %v", id, err)
+	}
+	return resp
+}
+
+// idleStop calls Stop when no turn is in progress (after s has read the whole log) and checks
+// that it does nothing: stopping=false, no event appended (head_seq unchanged, nothing on
+// the stream), process_alive unchanged. It returns the session afterwards.
+func (srv *server) idleStop(t *testing.T, s *stream, id, what string) *pb.Session {
+	t.Helper()
+	before := srv.getSession(t, id)
+	for s.lastSeq < before.GetHeadSeq() {
+		s.recv(5 * time.Second)
+	}
+	if before.GetStatus() != pb.SessionStatus_SESSION_STATUS_IDLE {
+		t.Fatalf("%s: session not idle before Stop: %v", what, before)
+	}
+	if stop := srv.stop(t, id); stop.GetStopping() {
+		t.Fatalf("%s: Stop with no turn in progress answered stopping=true", what)
+	}
+	// Anything Stop appended would be durable before it answered; the wait also gives a
+	// wrongly stopped process the time to end and show up as run_end.
+	s.expectNoEvent(time.Second, what)
+	after := srv.getSession(t, id)
+	if after.GetHeadSeq() != before.GetHeadSeq() || after.GetStatus() != pb.SessionStatus_SESSION_STATUS_IDLE ||
+		after.GetProcessAlive() != before.GetProcessAlive() || after.GetRunId() != before.GetRunId() {
+		t.Fatalf("%s changed the session:\nbefore %v\nafter  %v", what, before, after)
+	}
+	return after
 }
 
 // TestSessionLifecycle: Start, two turns, a Stop in the middle of a slow turn, following the
@@ -77,15 +114,15 @@ func TestSessionLifecycle(t *testing.T) {
 	id := newSessionID("life")
 
 	// Subscribing before the session exists is valid: an empty replay, then live.
-	s := subscribe(t, id, 0)
+	s := shared.subscribe(t, id, 0)
 	if s.replay.GetFromSeq() != 0 || s.replay.GetHeadSeq() != 0 || s.replay.GetReset_() {
 		t.Fatalf("replay of an empty session: %v", s.replay)
 	}
 	s.untilCaughtUp(10 * time.Second)
 
-	st := start(t, id, "TEXT go turn one")
+	st := shared.start(t, id, "TEXT go turn one")
 	// run_start is durable before Start returns, and the CLI has not announced itself yet.
-	if got := getSession(t, id).GetStatus(); got != pb.SessionStatus_SESSION_STATUS_STARTING &&
+	if got := shared.getSession(t, id).GetStatus(); got != pb.SessionStatus_SESSION_STATUS_STARTING &&
 		got != pb.SessionStatus_SESSION_STATUS_STREAMING {
 		t.Fatalf("status right after Start = %v, want STARTING (or STREAMING)", got)
 	}
@@ -117,7 +154,7 @@ func TestSessionLifecycle(t *testing.T) {
 			t.Fatalf("event %d:%s has run_id %q session %q time %v; want run %q session %q", ev.GetSeq(), kind(ev), ev.GetRunId(), ev.GetSessionId(), ev.GetTime(), st.GetRunId(), id)
 		}
 	}
-	idle := waitStatus(t, id, pb.SessionStatus_SESSION_STATUS_IDLE, 10*time.Second)
+	idle := shared.waitStatus(t, id, pb.SessionStatus_SESSION_STATUS_IDLE, 10*time.Second)
 	if !idle.GetProcessAlive() {
 		t.Fatalf("interactive process not alive between turns: %v", idle)
 	}
@@ -126,7 +163,7 @@ func TestSessionLifecycle(t *testing.T) {
 	}
 
 	// A follow-up goes to the live process: same run.
-	sr := send(t, id, "TEXT go turn two")
+	sr := shared.send(t, id, "TEXT go turn two")
 	if sr.GetRunId() != st.GetRunId() {
 		t.Fatalf("Send to a live process started run %q, want the live run %q", sr.GetRunId(), st.GetRunId())
 	}
@@ -139,77 +176,70 @@ func TestSessionLifecycle(t *testing.T) {
 		t.Fatalf("second answer %q", contentText(c2))
 	}
 	_, i2 := s.waitEvent(j, turnTimeout, "second turn_end", isKind("turn_end"))
-	waitStatus(t, id, pb.SessionStatus_SESSION_STATUS_IDLE, 10*time.Second)
+	shared.waitStatus(t, id, pb.SessionStatus_SESSION_STATUS_IDLE, 10*time.Second)
 
 	// A slow turn (40 chunks 250 ms apart) is STREAMING until Stop ends it.
-	send(t, id, "SLOW 40 250")
+	shared.send(t, id, "SLOW 40 250")
 	_, j = s.waitEvent(i2+1, turnTimeout, "slow input_sent", isKind("input_sent"))
-	waitStatus(t, id, pb.SessionStatus_SESSION_STATUS_STREAMING, 10*time.Second)
+	shared.waitStatus(t, id, pb.SessionStatus_SESSION_STATUS_STREAMING, 10*time.Second)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	stop, err := client.Stop(ctx, &pb.StopRequest{SessionId: id})
+	stop, err := shared.client.Stop(ctx, &pb.StopRequest{SessionId: id})
 	if err != nil {
 		t.Fatalf("Stop: %v", err)
 	}
 	if !stop.GetStopping() {
 		t.Fatalf("Stop during a streaming turn answered stopping=false")
 	}
-	if got := getSession(t, id).GetStatus(); got != pb.SessionStatus_SESSION_STATUS_STOPPING &&
+	if got := shared.getSession(t, id).GetStatus(); got != pb.SessionStatus_SESSION_STATUS_STOPPING &&
 		got != pb.SessionStatus_SESSION_STATUS_IDLE {
 		t.Fatalf("status right after Stop = %v, want STOPPING (or already IDLE)", got)
 	}
-	_, j = s.waitEvent(j, 10*time.Second, "stop_requested", isKind("stop_requested"))
+	sreq, j := s.waitEvent(j, 10*time.Second, "stop_requested", isKind("stop_requested"))
+	if sreq.GetStopRequested().GetSource() != "user" {
+		t.Fatalf("stop_requested after Stop: %v, want source user", sreq.GetStopRequested())
+	}
 	_, j = s.waitEvent(j, 30*time.Second, "turn_end after Stop", isKind("turn_end"))
 	// The interrupt ends the turn, not the process.
-	if idle := waitStatus(t, id, pb.SessionStatus_SESSION_STATUS_IDLE, 30*time.Second); !idle.GetProcessAlive() {
+	if idle := shared.waitStatus(t, id, pb.SessionStatus_SESSION_STATUS_IDLE, 30*time.Second); !idle.GetProcessAlive() {
 		t.Fatalf("the process did not survive an interrupted turn: %v", idle)
 	}
 
-	// Stop on an idle keep-alive process ends the process (exactly one run_end, STOPPED).
-	stop, err = client.Stop(ctx, &pb.StopRequest{SessionId: id})
-	if err != nil || !stop.GetStopping() {
-		t.Fatalf("Stop of an idle live process: %v, %v", stop, err)
+	// Stop with no turn in progress does nothing: the keep-alive process is left alive (it
+	// ends only at --idle-timeout or shutdown), and a second Stop equals the first.
+	if after := shared.idleStop(t, s, id, "Stop of an idle live process"); !after.GetProcessAlive() {
+		t.Fatalf("process_alive false after Stop of an idle live process: %v", after)
 	}
-	end, j := s.waitEvent(j, 30*time.Second, "run_end", isKind("run_end"))
-	if end.GetRunEnd().GetReason() != pb.RunEndReason_RUN_END_REASON_STOPPED || end.GetRunId() != st.GetRunId() {
-		t.Fatalf("run_end after Stop: %v (run %s)", end.GetRunEnd(), end.GetRunId())
-	}
-	gone := waitStatus(t, id, pb.SessionStatus_SESSION_STATUS_IDLE, 10*time.Second)
-	if gone.GetProcessAlive() {
-		t.Fatalf("process_alive after run_end: %v", gone)
-	}
-	// Stop is idempotent and accepted in any state: nothing runs now.
-	if stop, err := client.Stop(ctx, &pb.StopRequest{SessionId: id}); err != nil || stop.GetStopping() {
-		t.Fatalf("Stop with no process: %v, %v; want stopping=false", stop, err)
-	}
+	shared.idleStop(t, s, id, "a repeated Stop of an idle live process")
 
-	// Send with no live process spawns a new run that resumes the CLI session.
-	sr = send(t, id, "TEXT go after respawn")
-	if sr.GetRunId() == "" || sr.GetRunId() == st.GetRunId() {
-		t.Fatalf("Send with no process returned run %q (the old one was %q)", sr.GetRunId(), st.GetRunId())
+	// The process still takes the next turn: same run.
+	sr = shared.send(t, id, "TEXT go after idle stop")
+	if sr.GetRunId() != st.GetRunId() {
+		t.Fatalf("Send after an idle Stop started run %q, want the live run %q", sr.GetRunId(), st.GetRunId())
 	}
-	rs, j := s.waitEvent(j+1, turnTimeout, "run_start of the respawn", isKind("run_start"))
-	if rs.GetRunStart().GetTrigger() != "send" || rs.GetRunStart().GetConfig().GetResume() != ready.GetRunReady().GetResumeId() || rs.GetRunId() != sr.GetRunId() {
-		t.Fatalf("respawn run_start: %v (run %s), want trigger send resuming %s", rs.GetRunStart(), rs.GetRunId(), ready.GetRunReady().GetResumeId())
+	c3, j := s.waitEvent(j+1, turnTimeout, "content after the idle Stop", isKind("content"))
+	if contentText(c3) != "go after idle stop" {
+		t.Fatalf("answer after the idle Stop %q", contentText(c3))
 	}
-	c3, j := s.waitEvent(j, turnTimeout, "respawned content", isKind("content"))
-	if contentText(c3) != "go after respawn" {
-		t.Fatalf("respawned answer %q", contentText(c3))
+	s.waitEvent(j, turnTimeout, "turn_end after the idle Stop", isKind("turn_end"))
+	shared.waitStatus(t, id, pb.SessionStatus_SESSION_STATUS_IDLE, 10*time.Second)
+	for _, ev := range s.events {
+		if kind(ev) == "run_end" {
+			t.Fatalf("run_end %d in a session whose process was never ended: %v", ev.GetSeq(), ev.GetRunEnd())
+		}
 	}
-	s.waitEvent(j, turnTimeout, "respawned turn_end", isKind("turn_end"))
-	waitStatus(t, id, pb.SessionStatus_SESSION_STATUS_IDLE, 10*time.Second)
 
 	// The log the stream saw is the log GetSession describes.
 	time.Sleep(300 * time.Millisecond)
-	final := getSession(t, id)
+	final := shared.getSession(t, id)
 	for s.lastSeq < final.GetHeadSeq() {
 		s.recv(5 * time.Second)
 	}
 	if final.GetHeadSeq() != s.lastSeq {
 		t.Fatalf("GetSession head_seq %d, stream saw up to %d", final.GetHeadSeq(), s.lastSeq)
 	}
-	if final.GetUsage().GetTurns() < 3 || final.GetUsage().GetOutputTokens() == 0 {
-		t.Fatalf("usage after two completed turns: %v", final.GetUsage())
+	if final.GetUsage().GetTurns() < 4 || final.GetUsage().GetOutputTokens() == 0 {
+		t.Fatalf("usage after four turns (one interrupted): %v", final.GetUsage())
 	}
 	seen := map[uint64]bool{}
 	for _, ev := range s.events {
@@ -221,18 +251,95 @@ func TestSessionLifecycle(t *testing.T) {
 	t.Logf("lifecycle log: %s", s.summary())
 }
 
+// TestSendRespawnsAfterIdleTimeout: on a server with a short --idle-timeout the idle
+// keep-alive process ends by itself (run_end IDLE_TIMEOUT); then Stop does nothing, and Send
+// spawns a new run that resumes the CLI session.
+func TestSendRespawnsAfterIdleTimeout(t *testing.T) {
+	const idleTimeout = 2 * time.Second
+	srv := startTestServer(t, "--idle-timeout", idleTimeout.String())
+	id := newSessionID("respawn")
+	s := srv.subscribe(t, id, 0)
+	st := srv.start(t, id, "TEXT go before idle")
+	ready, _ := s.waitEvent(0, turnTimeout, "run_ready", isKind("run_ready"))
+	if ready.GetRunReady().GetResumeId() == "" {
+		t.Fatalf("run_ready without resume_id: %v", ready)
+	}
+	c1, j := s.waitEvent(0, turnTimeout, "content", isKind("content"))
+	if contentText(c1) != "go before idle" {
+		t.Fatalf("first answer %q", contentText(c1))
+	}
+	turnEnd, j := s.waitEvent(j, turnTimeout, "turn_end", isKind("turn_end"))
+	// The keep-alive process outlives the turn until the idle timeout.
+	if idle := srv.waitStatus(t, id, pb.SessionStatus_SESSION_STATUS_IDLE, idleTimeout/2); !idle.GetProcessAlive() {
+		t.Fatalf("interactive process not alive right after its turn: %v", idle)
+	}
+
+	// With no turn in progress for --idle-timeout, the process is ended: stop_requested
+	// (source idle), then exactly one run_end IDLE_TIMEOUT of the run.
+	sreq, j := s.waitEvent(j+1, 30*time.Second, "stop_requested of the idle timeout", isKind("stop_requested"))
+	if sreq.GetStopRequested().GetSource() != "idle" || sreq.GetRunId() != st.GetRunId() {
+		t.Fatalf("stop_requested %v (run %s), want source idle of run %s", sreq.GetStopRequested(), sreq.GetRunId(), st.GetRunId())
+	}
+	// Event times are the server's append times: the timeout counts from the last activity.
+	if waited := sreq.GetTime().AsTime().Sub(turnEnd.GetTime().AsTime()); waited < idleTimeout-100*time.Millisecond {
+		t.Fatalf("idle timeout fired %v after the turn ended, before --idle-timeout %v", waited, idleTimeout)
+	}
+	end, j := s.waitEvent(j, 30*time.Second, "run_end", isKind("run_end"))
+	if end.GetRunEnd().GetReason() != pb.RunEndReason_RUN_END_REASON_IDLE_TIMEOUT || end.GetRunId() != st.GetRunId() {
+		t.Fatalf("run_end after the idle timeout: %v (run %s)", end.GetRunEnd(), end.GetRunId())
+	}
+	gone := srv.waitStatus(t, id, pb.SessionStatus_SESSION_STATUS_IDLE, 10*time.Second)
+	if gone.GetProcessAlive() {
+		t.Fatalf("process_alive after run_end: %v", gone)
+	}
+	// Stop is idempotent and accepted in any state: nothing runs now.
+	srv.idleStop(t, s, id, "Stop with no process")
+	srv.idleStop(t, s, id, "a repeated Stop with no process")
+
+	// Send with no live process spawns a new run that resumes the CLI session.
+	sr := srv.send(t, id, "TEXT go after respawn")
+	if sr.GetRunId() == "" || sr.GetRunId() == st.GetRunId() {
+		t.Fatalf("Send with no process returned run %q (the old one was %q)", sr.GetRunId(), st.GetRunId())
+	}
+	rs, j := s.waitEvent(j+1, turnTimeout, "run_start of the respawn", isKind("run_start"))
+	if rs.GetRunStart().GetTrigger() != "send" || rs.GetRunStart().GetConfig().GetResume() != ready.GetRunReady().GetResumeId() || rs.GetRunId() != sr.GetRunId() {
+		t.Fatalf("respawn run_start: %v (run %s), want trigger send resuming %s", rs.GetRunStart(), rs.GetRunId(), ready.GetRunReady().GetResumeId())
+	}
+	c2, j := s.waitEvent(j, turnTimeout, "respawned content", isKind("content"))
+	if contentText(c2) != "go after respawn" {
+		t.Fatalf("respawned answer %q", contentText(c2))
+	}
+	s.waitEvent(j, turnTimeout, "respawned turn_end", isKind("turn_end"))
+	if got := srv.waitStatus(t, id, pb.SessionStatus_SESSION_STATUS_IDLE, 10*time.Second); got.GetRunId() != sr.GetRunId() {
+		t.Fatalf("GetSession run_id %q after the respawn, want %q", got.GetRunId(), sr.GetRunId())
+	}
+
+	// The log the stream saw is the log GetSession describes.
+	final := srv.getSession(t, id)
+	for s.lastSeq < final.GetHeadSeq() {
+		s.recv(5 * time.Second)
+	}
+	if final.GetHeadSeq() != s.lastSeq {
+		t.Fatalf("GetSession head_seq %d, stream saw up to %d", final.GetHeadSeq(), s.lastSeq)
+	}
+	if final.GetUsage().GetTurns() < 2 || final.GetUsage().GetOutputTokens() == 0 {
+		t.Fatalf("usage after two turns: %v", final.GetUsage())
+	}
+	t.Logf("respawn log: %s", s.summary())
+}
+
 // TestSubscribeFromCursorAndHistory: a Subscribe from a cursor in the middle replays exactly
 // the tail, and History pages walk the whole log backwards, both identical to the live view.
 func TestSubscribeFromCursorAndHistory(t *testing.T) {
 	id := newSessionID("cursor")
-	live := subscribe(t, id, 0)
-	start(t, id, "TEXT cursor one")
+	live := shared.subscribe(t, id, 0)
+	shared.start(t, id, "TEXT cursor one")
 	_, i := live.waitEvent(0, turnTimeout, "first turn_end", isKind("turn_end"))
-	waitStatus(t, id, pb.SessionStatus_SESSION_STATUS_IDLE, 10*time.Second)
-	send(t, id, "TEXT cursor two")
+	shared.waitStatus(t, id, pb.SessionStatus_SESSION_STATUS_IDLE, 10*time.Second)
+	shared.send(t, id, "TEXT cursor two")
 	live.waitEvent(i+1, turnTimeout, "second turn_end", isKind("turn_end"))
-	waitStatus(t, id, pb.SessionStatus_SESSION_STATUS_IDLE, 10*time.Second)
-	head := getSession(t, id).GetHeadSeq()
+	shared.waitStatus(t, id, pb.SessionStatus_SESSION_STATUS_IDLE, 10*time.Second)
+	head := shared.getSession(t, id).GetHeadSeq()
 	for live.lastSeq < head {
 		live.recv(10 * time.Second)
 	}
@@ -243,7 +350,7 @@ func TestSubscribeFromCursorAndHistory(t *testing.T) {
 
 	// From the middle: replay header, exactly seq mid+1..head, caught_up at head.
 	mid := head / 2
-	s := subscribe(t, id, mid)
+	s := shared.subscribe(t, id, mid)
 	if s.replay.GetReset_() || s.replay.GetFromSeq() != mid || s.replay.GetHeadSeq() != head {
 		t.Fatalf("replay from %d: %v, want from_seq %d head_seq %d reset false", mid, s.replay, mid, head)
 	}
@@ -258,7 +365,7 @@ func TestSubscribeFromCursorAndHistory(t *testing.T) {
 	}
 
 	// From the head: nothing to replay.
-	h := subscribe(t, id, head)
+	h := shared.subscribe(t, id, head)
 	h.untilCaughtUp(10 * time.Second)
 	if len(h.events) != 0 || h.replay.GetReset_() {
 		t.Fatalf("subscribe from head replayed %d events (reset %v)", len(h.events), h.replay.GetReset_())
@@ -269,7 +376,7 @@ func TestSubscribeFromCursorAndHistory(t *testing.T) {
 	before := uint64(0)
 	for {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		resp, err := client.History(ctx, &pb.HistoryRequest{SessionId: id, BeforeSeq: before, Limit: 3})
+		resp, err := shared.client.History(ctx, &pb.HistoryRequest{SessionId: id, BeforeSeq: before, Limit: 3})
 		cancel()
 		if err != nil {
 			t.Fatalf("History(before %d): %v", before, err)
@@ -322,20 +429,20 @@ func seqs(evs []*pb.Event) []uint64 {
 func TestErrors(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), turnTimeout)
 	defer cancel()
-	_, err := client.GetSession(ctx, &pb.GetSessionRequest{SessionId: newSessionID("unknown")})
+	_, err := shared.client.GetSession(ctx, &pb.GetSessionRequest{SessionId: newSessionID("unknown")})
 	if status.Code(err) != codes.NotFound {
 		t.Fatalf("GetSession of an unknown session: %v, want NOT_FOUND", err)
 	}
-	_, err = client.Start(ctx, &pb.StartRequest{SessionId: "not a valid id!", Config: &pb.StartConfig{}})
+	_, err = shared.client.Start(ctx, &pb.StartRequest{SessionId: "not a valid id!", Config: &pb.StartConfig{}})
 	if status.Code(err) != codes.InvalidArgument {
 		t.Fatalf("Start with an invalid session id: %v, want INVALID_ARGUMENT", err)
 	}
 
 	id := newSessionID("twice")
-	s := subscribe(t, id, 0)
-	start(t, id, "TEXT started once")
+	s := shared.subscribe(t, id, 0)
+	shared.start(t, id, "TEXT started once")
 	s.waitEvent(0, turnTimeout, "turn_end", isKind("turn_end"))
-	_, err = client.Start(ctx, &pb.StartRequest{SessionId: id, Config: &pb.StartConfig{Prompt: "TEXT again", Cwd: workDir}})
+	_, err = shared.client.Start(ctx, &pb.StartRequest{SessionId: id, Config: &pb.StartConfig{Prompt: "TEXT again", Cwd: shared.workDir}})
 	if status.Code(err) != codes.FailedPrecondition {
 		t.Fatalf("Start while the run is live: %v, want FAILED_PRECONDITION", err)
 	}

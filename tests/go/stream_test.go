@@ -44,11 +44,11 @@ type stream struct {
 	events   []*pb.Event
 }
 
-// subscribe opens Subscribe(sessionID, afterSeq) and checks its ReplayStart header.
-func subscribe(t *testing.T, sessionID string, afterSeq uint64) *stream {
+// subscribe opens Subscribe(sessionID, afterSeq) on srv and checks its ReplayStart header.
+func (srv *server) subscribe(t *testing.T, sessionID string, afterSeq uint64) *stream {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
-	call, err := client.Subscribe(ctx, &pb.SubscribeRequest{SessionId: sessionID, AfterSeq: afterSeq})
+	call, err := srv.client.Subscribe(ctx, &pb.SubscribeRequest{SessionId: sessionID, AfterSeq: afterSeq})
 	if err != nil {
 		cancel()
 		t.Fatalf("Subscribe(%s, %d): %v", sessionID, afterSeq, err)
@@ -115,6 +115,26 @@ func (s *stream) check(msg *pb.SubscribeResponse) {
 	case *pb.SubscribeResponse_Heartbeat:
 	default:
 		s.t.Fatalf("Subscribe message with no kind: %v", msg)
+	}
+}
+
+// expectNoEvent fails the test if an event arrives within d (heartbeats are allowed): it
+// proves that a call appended nothing, whatever GetSession says.
+func (s *stream) expectNoEvent(d time.Duration, after string) {
+	s.t.Helper()
+	deadline := time.After(d)
+	for {
+		select {
+		case msg := <-s.msgs:
+			s.check(msg)
+			if ev := msg.GetEvent(); ev != nil {
+				s.t.Fatalf("event %d:%s appended after %s; want none", ev.GetSeq(), kind(ev), after)
+			}
+		case err := <-s.errs:
+			s.t.Fatalf("Subscribe stream ended: %v", err)
+		case <-deadline:
+			return
+		}
 	}
 }
 

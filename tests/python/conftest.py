@@ -4,6 +4,7 @@ generated Python client in gen/python (agentharness.v1)."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import pathlib
 import signal
@@ -73,38 +74,57 @@ class Harness:
         self.stub = stub
         self.work_dir = work_dir
         self.logs = logs
+        # The server's --idle-timeout in seconds when a fixture set a short one.
+        self.idle_timeout_s: float | None = None
+
+
+class FakeApi:
+    """The running fake Messages API every server's CLI talks to."""
+
+    def __init__(self, base_url: str, log: pathlib.Path):
+        self.base_url = base_url
+        self.log = log
 
 
 @pytest.fixture(scope="session")
-def harness():
-    claude_bin = os.environ.get("CLAUDE_BIN")
-    if not claude_bin:
-        pytest.fail("CLAUDE_BIN is not set: source .tools/env.sh (tests/setup.sh writes it)")
-    with tempfile.TemporaryDirectory(prefix="agent-harness-py-e2e-") as tmp:
-        tmp_path = pathlib.Path(tmp)
-        home = tmp_path / "home"
-        work = tmp_path / "work"
-        home.mkdir()
-        work.mkdir()
-        fake_log = tmp_path / "fake-api.log"
-        server_log = tmp_path / "server.log"
-
+def fake_api():
+    with tempfile.TemporaryDirectory(prefix="agent-harness-py-e2e-fake-") as tmp:
+        log = pathlib.Path(tmp) / "fake-api.log"
         # The fake API exits when its stdin closes, so it dies with this process whatever
         # happens.
-        with open(fake_log, "wb") as flog:
+        with open(log, "wb") as flog:
             fake = subprocess.Popen(
                 [_bin("FAKE_MESSAGES_API_BIN", "fake-messages-api"), "--port", "0", "--exit-on-stdin-eof"],
                 stdin=subprocess.PIPE,
                 stdout=subprocess.PIPE,
                 stderr=flog,
             )
-        server = None
-        channel = None
         try:
             line = fake.stdout.readline().decode().strip()
             assert line.startswith("listening "), f"fake-messages-api said {line!r}"
-            base_url = line.removeprefix("listening ")
+            yield FakeApi(line.removeprefix("listening "), log)
+        finally:
+            fake.stdin.close()
+            fake.wait(timeout=10)
 
+
+@contextlib.contextmanager
+def _serve(fake: FakeApi, prefix: str, *extra: str):
+    """Runs the server binary (home, CLI working directory, data dir and log in a temp dir,
+    plus extra flags) until the block ends, then shuts it down with SIGTERM."""
+    claude_bin = os.environ.get("CLAUDE_BIN")
+    if not claude_bin:
+        pytest.fail("CLAUDE_BIN is not set: source .tools/env.sh (tests/setup.sh writes it)")
+    with tempfile.TemporaryDirectory(prefix=prefix) as tmp:
+        tmp_path = pathlib.Path(tmp)
+        home = tmp_path / "home"
+        work = tmp_path / "work"
+        home.mkdir()
+        work.mkdir()
+        server_log = tmp_path / "server.log"
+        server = None
+        channel = None
+        try:
             addr = f"127.0.0.1:{_free_port()}"
             with open(server_log, "wb") as slog:
                 server = subprocess.Popen(
@@ -115,8 +135,9 @@ def harness():
                         "--data-dir", str(tmp_path / "data"),
                         "--adapter", "interactive",
                         "--claude-bin", claude_bin,
+                        *extra,
                     ],
-                    env=_child_env(str(home), base_url),
+                    env=_child_env(str(home), fake.base_url),
                     # A Start without cwd runs the CLI in the server's working directory.
                     cwd=str(work),
                     stdout=slog,
@@ -135,12 +156,13 @@ def harness():
                     if time.monotonic() > deadline:
                         pytest.fail(f"agent-harness not serving after 30 s ({e.code()}):\n{_tail(server_log)}")
                     time.sleep(0.1)
-            yield Harness(addr, stub, str(work), [server_log, fake_log])
+            yield Harness(addr, stub, str(work), [server_log, fake.log])
         finally:
             if channel is not None:
                 channel.close()
             if server is not None:
-                # SIGTERM is the server's graceful shutdown; it must end within seconds.
+                # SIGTERM is the server's graceful shutdown; it must end within seconds (and
+                # before the temp dir with the CLI's home goes away).
                 server.send_signal(signal.SIGTERM)
                 try:
                     server.wait(timeout=15)
@@ -148,8 +170,25 @@ def harness():
                     server.kill()
                     server.wait()
                     pytest.fail("agent-harness did not exit 15 s after SIGTERM")
-            fake.stdin.close()
-            fake.wait(timeout=10)
+
+
+@pytest.fixture(scope="session")
+def harness(fake_api):
+    """The server most tests share, with default flags."""
+    with _serve(fake_api, "agent-harness-py-e2e-") as h:
+        yield h
+
+
+# The --idle-timeout of idle_harness, in seconds: short, so a test can wait it out.
+IDLE_TIMEOUT_S = 2
+
+
+@pytest.fixture
+def idle_harness(fake_api):
+    """A server of its own for one test, with a short --idle-timeout (h.idle_timeout_s)."""
+    with _serve(fake_api, "agent-harness-py-e2e-idle-", "--idle-timeout", f"{IDLE_TIMEOUT_S}s") as h:
+        h.idle_timeout_s = IDLE_TIMEOUT_S
+        yield h
 
 
 @pytest.hookimpl(hookwrapper=True)
@@ -157,7 +196,10 @@ def pytest_runtest_makereport(item, call):
     """On a failure, attach the tails of the server and fake API logs to the report."""
     outcome = yield
     report = outcome.get_result()
-    h = item.funcargs.get("harness") if hasattr(item, "funcargs") else None
-    if report.failed and isinstance(h, Harness):
-        for path in h.logs:
-            report.sections.append((f"{path.name} (tail)", _tail(path)))
+    if not report.failed or not hasattr(item, "funcargs"):
+        return
+    for name in ("harness", "idle_harness"):
+        h = item.funcargs.get(name)
+        if isinstance(h, Harness):
+            for path in h.logs:
+                report.sections.append((f"{name} {path.name} (tail)", _tail(path)))

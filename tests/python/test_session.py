@@ -89,6 +89,21 @@ class Stream:
         elif k != "heartbeat":
             pytest.fail(f"Subscribe message with no kind: {msg}")
 
+    def expect_no_event(self, seconds: float, after: str):
+        """Fails if an event arrives within `seconds` (heartbeats are allowed): proves that a
+        call appended nothing, whatever GetSession says."""
+        deadline = time.monotonic() + seconds
+        while (left := deadline - time.monotonic()) > 0:
+            try:
+                msg = self._q.get(timeout=left)
+            except queue.Empty:
+                return
+            if isinstance(msg, grpc.RpcError):
+                pytest.fail(f"Subscribe stream ended: {msg.code()} {msg.details()}")
+            self._check(msg)
+            if msg.WhichOneof("kind") == "event":
+                pytest.fail(f"event {msg.event.seq}:{kind(msg.event)} appended after {after}; want none")
+
     def until_caught_up(self, timeout: float = 10):
         deadline = time.monotonic() + timeout
         while self.caught_up is None:
@@ -160,6 +175,27 @@ def send(h, session_id: str, text: str) -> pb.SendResponse:
     return h.stub.Send(pb.SendRequest(session_id=session_id, input=text), timeout=30)
 
 
+def idle_stop(h, s: Stream, session_id: str, what: str) -> pb.Session:
+    """Calls Stop when no turn is in progress (after s has read the whole log) and checks that
+    it does nothing: stopping=false, no event appended (head_seq unchanged, nothing on the
+    stream), process_alive unchanged. Returns the session afterwards."""
+    before = get_session(h, session_id)
+    while s.last_seq < before.head_seq:
+        s.recv(5)
+    assert before.status == IDLE, f"{what}: session not idle before Stop: {before}"
+    assert not h.stub.Stop(pb.StopRequest(session_id=session_id), timeout=10).stopping, (
+        f"{what}: Stop with no turn in progress answered stopping=true"
+    )
+    # Anything Stop appended would be durable before it answered; the wait also gives a
+    # wrongly stopped process the time to end and show up as run_end.
+    s.expect_no_event(1.0, what)
+    after = get_session(h, session_id)
+    assert (after.head_seq, after.status, after.process_alive, after.run_id) == (
+        before.head_seq, IDLE, before.process_alive, before.run_id,
+    ), f"{what} changed the session:\nbefore {before}\nafter {after}"
+    return after
+
+
 def test_session_lifecycle(harness, streams):
     h = harness
     sid = new_id("life")
@@ -207,18 +243,65 @@ def test_session_lifecycle(harness, streams):
     wait_status(h, sid, STREAMING)
     assert h.stub.Stop(pb.StopRequest(session_id=sid), timeout=10).stopping
     assert get_session(h, sid).status in (STOPPING, IDLE)
-    _, j = s.wait_event(is_kind("stop_requested"), "stop_requested", start=j, timeout=10)
+    sreq, j = s.wait_event(is_kind("stop_requested"), "stop_requested", start=j, timeout=10)
+    assert sreq.stop_requested.source == "user", sreq
     _, j = s.wait_event(is_kind("turn_end"), "turn_end after Stop", start=j, timeout=30)
     # The interrupt ends the turn, not the process.
     assert wait_status(h, sid, IDLE, timeout=30).process_alive, "process did not survive the interrupt"
 
-    # Stop on an idle keep-alive process ends the process (exactly one run_end, STOPPED).
-    assert h.stub.Stop(pb.StopRequest(session_id=sid), timeout=10).stopping
+    # Stop with no turn in progress does nothing: the keep-alive process is left alive (it ends
+    # only at --idle-timeout or shutdown), and a second Stop equals the first.
+    assert idle_stop(h, s, sid, "Stop of an idle live process").process_alive
+    idle_stop(h, s, sid, "a repeated Stop of an idle live process")
+
+    # The process still takes the next turn: same run.
+    assert send(h, sid, "TEXT py after idle stop").run_id == st.run_id
+    c3, j = s.wait_event(is_kind("content"), "content after the idle Stop", start=j + 1)
+    assert content_text(c3) == "py after idle stop"
+    s.wait_event(is_kind("turn_end"), "turn_end after the idle Stop", start=j)
+    assert wait_status(h, sid, IDLE).run_id == st.run_id
+    assert not [e.seq for e in s.events if kind(e) == "run_end"], "run_end although the process was never ended"
+
+    # The log the stream saw is the log GetSession describes.
+    time.sleep(0.3)
+    final = get_session(h, sid)
+    while s.last_seq < final.head_seq:
+        s.recv(5)
+    assert final.head_seq == s.last_seq
+    assert final.usage.turns >= 4 and final.usage.output_tokens > 0, final.usage  # one interrupted
+    seqs = [e.seq for e in s.events]
+    assert seqs == list(range(1, len(seqs) + 1)), "seqs not 1..N without gap or duplicate"
+
+
+def test_send_respawns_after_idle_timeout(idle_harness, streams):
+    """On a server with a short --idle-timeout the idle keep-alive process ends by itself
+    (run_end IDLE_TIMEOUT); then Stop does nothing, and Send spawns a new run that resumes the
+    CLI session."""
+    h = idle_harness
+    sid = new_id("respawn")
+    s = subscribe(h, streams, sid, 0)
+    st = start(h, sid, "TEXT py before idle")
+    ready, _ = s.wait_event(is_kind("run_ready"), "run_ready")
+    assert ready.run_ready.resume_id
+    c1, j = s.wait_event(is_kind("content"), "content")
+    assert content_text(c1) == "py before idle"
+    turn_end, j = s.wait_event(is_kind("turn_end"), "turn_end", start=j)
+    # The keep-alive process outlives the turn until the idle timeout.
+    assert wait_status(h, sid, IDLE, timeout=h.idle_timeout_s / 2).process_alive
+
+    # With no turn in progress for --idle-timeout, the process is ended: stop_requested (source
+    # idle), then exactly one run_end IDLE_TIMEOUT of the run.
+    sreq, j = s.wait_event(is_kind("stop_requested"), "idle stop_requested", start=j + 1, timeout=30)
+    assert (sreq.stop_requested.source, sreq.run_id) == ("idle", st.run_id), sreq
+    # Event times are the server's append times: the timeout counts from the last activity.
+    waited = (sreq.time.ToNanoseconds() - turn_end.time.ToNanoseconds()) / 1e9
+    assert waited >= h.idle_timeout_s - 0.1, f"idle timeout fired {waited:.2f} s after the turn ended"
     end, j = s.wait_event(is_kind("run_end"), "run_end", start=j, timeout=30)
-    assert end.run_end.reason == events_pb2.RUN_END_REASON_STOPPED and end.run_id == st.run_id, end
+    assert end.run_end.reason == events_pb2.RUN_END_REASON_IDLE_TIMEOUT and end.run_id == st.run_id, end
     assert not wait_status(h, sid, IDLE).process_alive
     # Stop is idempotent and accepted in any state: nothing runs now.
-    assert not h.stub.Stop(pb.StopRequest(session_id=sid), timeout=10).stopping
+    idle_stop(h, s, sid, "Stop with no process")
+    idle_stop(h, s, sid, "a repeated Stop with no process")
 
     # Send with no live process spawns a new run that resumes the CLI session.
     respawn = send(h, sid, "TEXT py after respawn")
@@ -227,20 +310,17 @@ def test_session_lifecycle(harness, streams):
     assert rs.run_id == respawn.run_id
     assert rs.run_start.trigger == "send"
     assert rs.run_start.config.resume == ready.run_ready.resume_id
-    c3, j = s.wait_event(is_kind("content"), "respawned content", start=j)
-    assert content_text(c3) == "py after respawn"
+    c2, j = s.wait_event(is_kind("content"), "respawned content", start=j)
+    assert content_text(c2) == "py after respawn"
     s.wait_event(is_kind("turn_end"), "respawned turn_end", start=j)
     assert wait_status(h, sid, IDLE).run_id == respawn.run_id
 
     # The log the stream saw is the log GetSession describes.
-    time.sleep(0.3)
     final = get_session(h, sid)
     while s.last_seq < final.head_seq:
         s.recv(5)
     assert final.head_seq == s.last_seq
-    assert final.usage.turns >= 3 and final.usage.output_tokens > 0, final.usage
-    seqs = [e.seq for e in s.events]
-    assert seqs == list(range(1, len(seqs) + 1)), "seqs not 1..N without gap or duplicate"
+    assert final.usage.turns >= 2 and final.usage.output_tokens > 0, final.usage
 
 
 def test_subscribe_from_cursor_and_history(harness, streams):
