@@ -138,6 +138,12 @@ pub struct ServeConfig {
     #[arg(long, env = "AGENT_HARNESS_MAX_REQUEST_BYTES", default_value_t = 4 * 1024 * 1024)]
     pub max_request_bytes: usize,
 
+    /// Longest CLI stdout line accepted, in bytes. A longer line is not
+    /// buffered: the run gets `run_error{kind: "line_too_large"}` with its
+    /// length and goes on.
+    #[arg(long, env = "AGENT_HARNESS_MAX_LINE_BYTES", default_value_t = crate::normalize::DEFAULT_MAX_LINE_BYTES)]
+    pub max_line_bytes: usize,
+
     /// File holding the bearer token every RPC must carry
     /// (`authorization: Bearer TOKEN`). Required for a non-loopback --listen.
     #[arg(long, env = "AGENT_HARNESS_AUTH_TOKEN_FILE")]
@@ -164,6 +170,7 @@ impl Default for ServeConfig {
             window: 2_000,
             heartbeat: Duration::from_secs(15),
             max_request_bytes: 4 * 1024 * 1024,
+            max_line_bytes: crate::normalize::DEFAULT_MAX_LINE_BYTES,
             auth_token_file: None,
             log: "info".into(),
         }
@@ -256,5 +263,21 @@ mod tests {
         assert_eq!(cfg.listen.to_string(), "127.0.0.1:50051");
         assert_eq!(cfg.stop_grace, Duration::from_secs(5));
         assert_eq!(cfg.idle_timeout, Duration::from_secs(1800));
+        assert_eq!(cfg.max_line_bytes, 8 * 1024 * 1024);
+        assert_eq!(cfg.max_line_bytes, ServeConfig::default().max_line_bytes);
+    }
+
+    #[test]
+    fn max_line_bytes_flag_reaches_the_manager() {
+        let cli =
+            Cli::try_parse_from(["agent-harness", "serve", "--max-line-bytes", "4096"]).unwrap();
+        let Command::Serve(cfg) = cli.command else {
+            panic!("expected serve")
+        };
+        assert_eq!(cfg.max_line_bytes, 4096);
+        assert_eq!(crate::server::manager_options(&cfg).max_line_bytes, 4096);
+        assert!(
+            Cli::try_parse_from(["agent-harness", "serve", "--max-line-bytes", "lots"]).is_err()
+        );
     }
 }

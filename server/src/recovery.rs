@@ -7,12 +7,21 @@
 //! in the log (`derive::resume_id`), so the next Send resumes the CLI
 //! session. The recorded process group is killed only if its leader still
 //! has the recorded start time, so a reused pid is never hit.
+//!
+//! Cost: start-up reads each log from its tail, not whole. Whether a run is
+//! live is decided by the newest `run_start`/`run_end` alone (nothing else
+//! moves `StatusFold::run_live`), which is usually the last event; the
+//! manager folds a whole log only when the session is first used.
 
-use agent_harness_client::derive;
+use agent_harness_client::pb;
+use agent_harness_client::pb::event::Payload;
 
 use crate::error::Result;
 use crate::log::EventLogs;
-use crate::manager::{fold, inferred_run_end};
+use crate::manager::inferred_run_end;
+
+/// Events read per step when scanning a log backwards.
+const SCAN_PAGE: u32 = 256;
 
 /// What recovery did to one session.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -36,14 +45,17 @@ pub async fn recover(logs: &EventLogs, kill: &KillRecorded) -> Result<Vec<Recove
     let mut out = Vec::new();
     for meta in logs.sessions().await? {
         let sid = meta.session_id.clone();
-        let events = logs.read_all(&sid).await?;
-        let fold = fold(&events);
+        let last_run_event = find_back(logs, &sid, |p| {
+            matches!(p, Payload::RunStart(_) | Payload::RunEnd(_))
+        })
+        .await?;
         let mut closed_run = None;
-        if fold.run_live() {
-            let run_id = fold.current_run_id().unwrap_or_default().to_owned();
-            logs.append(&sid, vec![inferred_run_end(run_id.clone())])
+        if let Some(e) = last_run_event
+            && matches!(e.payload, Some(Payload::RunStart(_)))
+        {
+            logs.append(&sid, vec![inferred_run_end(e.run_id.clone())])
                 .await?;
-            closed_run = Some(run_id);
+            closed_run = Some(e.run_id);
         }
         let mut killed = false;
         if let (Some(pid), Some(start)) = (meta.pid, meta.pid_start_time) {
@@ -57,7 +69,16 @@ pub async fn recover(logs: &EventLogs, kill: &KillRecorded) -> Result<Vec<Recove
         if closed_run.is_none() && !killed {
             continue;
         }
-        let resume_id = derive::resume_id(&events);
+        let resume_id = find_back(
+            logs,
+            &sid,
+            |p| matches!(p, Payload::RunReady(r) if !r.resume_id.is_empty()),
+        )
+        .await?
+        .and_then(|e| match e.payload {
+            Some(Payload::RunReady(r)) => Some(r.resume_id),
+            _ => None,
+        });
         tracing::info!(session_id = %sid, closed_run = ?closed_run, killed, resume_id = ?resume_id, "recovered session");
         out.push(Recovered {
             session_id: sid,
@@ -67,4 +88,27 @@ pub async fn recover(logs: &EventLogs, kill: &KillRecorded) -> Result<Vec<Recove
         });
     }
     Ok(out)
+}
+
+/// The newest event whose payload matches `pred`, paging back from the head.
+async fn find_back(
+    logs: &EventLogs,
+    session_id: &str,
+    pred: impl Fn(&Payload) -> bool,
+) -> Result<Option<pb::Event>> {
+    let mut before = 0;
+    loop {
+        let (page, has_more) = logs.history(session_id, before, SCAN_PAGE).await?;
+        if let Some(e) = page
+            .iter()
+            .rev()
+            .find(|e| e.payload.as_ref().is_some_and(&pred))
+        {
+            return Ok(Some(e.clone()));
+        }
+        match page.first() {
+            Some(first) if has_more => before = first.seq,
+            _ => return Ok(None),
+        }
+    }
 }

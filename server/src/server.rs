@@ -116,7 +116,7 @@ pub fn manager_options(config: &ServeConfig) -> ManagerOptions {
         permission_timeout: config.permission_timeout,
         stop_grace: config.stop_grace,
         kill_grace: config.kill_grace,
-        ..ManagerOptions::default()
+        max_line_bytes: config.max_line_bytes,
     }
 }
 
@@ -129,6 +129,8 @@ pub fn build_adapter(config: &ServeConfig) -> Result<Arc<dyn ProcessAdapter>> {
             PermissionMode::Settings => PermissionsMode::Settings,
             PermissionMode::Skip => PermissionsMode::Skip,
         },
+        // The reader stops buffering at the same limit the normalizer enforces.
+        max_line_bytes: config.max_line_bytes,
         ..ClaudeOptions::default()
     };
     match &config.adapter {

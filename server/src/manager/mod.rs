@@ -9,20 +9,22 @@
 //! see [`run`]) owns its process handle and is the only writer of that
 //! session's log; the calls send it commands and wait for its reply. When no
 //! run is live the calls append themselves, under the slot lock. So at any
-//! moment exactly one party appends to a session, and its `StatusFold` sees
-//! events in seq order.
+//! moment exactly one party appends to a session (start-up recovery runs
+//! before the manager exists), and its cached derive fold sees events in
+//! seq order.
 //!
 //! There is no "is running" flag: whether a run is live is the derive
-//! `StatusFold` over the log; the process handle is the only state kept
-//! beside it.
+//! `StatusFold` over the log, cached per session ([`derived`]) and caught
+//! up to the log's head before every decision; the process handle is the
+//! only state kept beside it.
 
+mod derived;
 mod run;
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use agent_harness_client::derive::{self, StatusFold};
 use agent_harness_client::pb;
 use agent_harness_client::pb::event::Payload;
 use pbjson_types::Struct;
@@ -33,13 +35,15 @@ use crate::adapter::{ProcessAdapter, SpawnConfig, UserInput};
 use crate::error::{Error, Result};
 use crate::log::{EventLogs, NewEvent};
 
+use self::derived::{Derived, DerivedCell};
 use self::run::{Run, RunCmd, WriteError};
 
 /// Timeouts and limits of the manager.
 #[derive(Debug, Clone)]
 pub struct ManagerOptions {
     /// A keep-alive process with no turn in progress this long is ended
-    /// (`IDLE_TIMEOUT`). Zero: never.
+    /// (`IDLE_TIMEOUT`), unless its log shows background tasks running: then
+    /// the idle clock restarts. Zero: never.
     pub idle_timeout: Duration,
     /// An unanswered permission request is denied after this long.
     pub permission_timeout: Duration,
@@ -97,10 +101,13 @@ struct Inner {
     shutting_down: CancellationToken,
 }
 
-/// Serializes the calls on one session; holds its live run's handle.
+/// Serializes the calls on one session; holds its live run's handle and
+/// the cached derive fold of its log.
 #[derive(Default)]
 struct Slot {
     live: tokio::sync::Mutex<Option<RunHandle>>,
+    /// Shared with the session's run task, which applies what it appends.
+    derived: Arc<DerivedCell>,
 }
 
 /// The manager's side of a live run.
@@ -188,16 +195,30 @@ impl SessionManager {
         let slot = self.slot(session_id);
         let mut live = slot.live.lock().await;
         self.check_open()?;
-        let events = self.inner.logs.read_all(session_id).await?;
-        let fold = fold(&events);
-        if fold.run_live() {
+        let status = self
+            .current(&slot, session_id, |d| d.fold.status_fold().clone())
+            .await?;
+        if status.run_live() {
             return Err(Error::FailedPrecondition(format!(
                 "session {session_id:?} already has a live run ({}); use Send to talk to it, or Stop it first",
-                fold.current_run_id().unwrap_or("?")
+                status.current_run_id().unwrap_or("?")
             )));
         }
-        self.spawn_run(session_id, &mut live, &events, fold, config, "start")
+        self.spawn_run(session_id, &slot, &mut live, config, "start")
             .await
+    }
+
+    /// The session's cached derived state, caught up to the log's head.
+    async fn current<R>(
+        &self,
+        slot: &Slot,
+        session_id: &str,
+        f: impl FnOnce(&Derived) -> R,
+    ) -> Result<R> {
+        Ok(slot
+            .derived
+            .current(&self.inner.logs, session_id, f)
+            .await?)
     }
 
     /// Delivers user input: to the live keep-alive process, or as the prompt
@@ -217,8 +238,10 @@ impl SessionManager {
                 // handle: a Send racing that gap must not be refused when the
                 // log already says the run is over; wait for the task, then
                 // respawn below.
-                let events = self.inner.logs.read_all(session_id).await?;
-                if fold(&events).run_live() {
+                let live_run = self
+                    .current(&slot, session_id, |d| d.fold.status_fold().run_live())
+                    .await?;
+                if live_run {
                     return Err(Error::FailedPrecondition(format!(
                         "run {} of session {session_id:?} is a one-shot run still working; \
                          wait for its run_end or Stop it, then Send",
@@ -247,22 +270,18 @@ impl SessionManager {
         if !self.inner.logs.exists(session_id) {
             return Err(Error::unknown_session(session_id));
         }
-        let events = self.inner.logs.read_all(session_id).await?;
-        let fold = fold(&events);
-        if fold.run_live() {
+        let (run_live, last) = self
+            .current(&slot, session_id, |d| {
+                (d.fold.status_fold().run_live(), d.last_config.clone())
+            })
+            .await?;
+        if run_live {
             return Err(Error::FailedPrecondition(format!(
                 "session {session_id:?} has a live run this server does not own; Stop it first"
             )));
         }
         // The respawn keeps the last run's cwd, env, args and model.
-        let last = events
-            .iter()
-            .rev()
-            .find_map(|e| match &e.payload {
-                Some(Payload::RunStart(rs)) => rs.config.clone(),
-                _ => None,
-            })
-            .unwrap_or_default();
+        let last = last.unwrap_or_default();
         let config = pb::StartConfig {
             prompt: text,
             content_blocks,
@@ -270,7 +289,7 @@ impl SessionManager {
             ..last
         };
         let started = self
-            .spawn_run(session_id, &mut live, &events, fold, config, "send")
+            .spawn_run(session_id, &slot, &mut live, config, "send")
             .await?;
         Ok(started.run_id)
     }
@@ -293,14 +312,17 @@ impl SessionManager {
         }
         // Safety net: a log that shows a live run with no process here (it
         // cannot happen after recovery) is closed, so Stop always works.
-        let events = self.inner.logs.read_all(session_id).await?;
-        let fold = fold(&events);
-        if fold.run_live() {
-            let run_id = fold.current_run_id().unwrap_or_default().to_owned();
-            self.inner
+        let status = self
+            .current(&slot, session_id, |d| d.fold.status_fold().clone())
+            .await?;
+        if status.run_live() {
+            let run_id = status.current_run_id().unwrap_or_default().to_owned();
+            let appended = self
+                .inner
                 .logs
                 .append(session_id, vec![inferred_run_end(run_id)])
                 .await?;
+            slot.derived.applied(&appended);
             return Ok(true);
         }
         Ok(false)
@@ -344,17 +366,21 @@ impl SessionManager {
         if !self.inner.logs.exists(session_id) {
             return Err(Error::unknown_session(session_id));
         }
-        let events = self.inner.logs.read_all(session_id).await?;
-        Ok(derive::session(session_id, &events))
+        let slot = self.slot(session_id);
+        self.current(&slot, session_id, |d| d.fold.session(session_id))
+            .await
     }
 
-    /// Every stored session's derived state, by session id.
+    /// Every stored session's derived state, by session id. Each costs the
+    /// events appended since the last call (the first call after start-up
+    /// folds each log once).
     pub async fn list(&self) -> Result<Vec<pb::Session>> {
         let metas = self.inner.logs.sessions().await?;
         let mut out = Vec::with_capacity(metas.len());
         for m in metas {
-            let events = self.inner.logs.read_all(&m.session_id).await?;
-            out.push(derive::session(&m.session_id, &events));
+            let sid = &m.session_id;
+            let slot = self.slot(sid);
+            out.push(self.current(&slot, sid, |d| d.fold.session(sid)).await?);
         }
         Ok(out)
     }
@@ -390,17 +416,22 @@ impl SessionManager {
 
     /// Appends run_start (+ input_sent) durably, then spawns; on failure
     /// records run_error + run_end so the run still ends exactly once.
+    /// The caller has caught `slot.derived` up to the head (under the slot
+    /// lock, so it stays current: from here on only this call and then the
+    /// run task append).
     async fn spawn_run(
         &self,
         session_id: &str,
+        slot: &Slot,
         live: &mut Option<RunHandle>,
-        events: &[pb::Event],
-        mut fold: StatusFold,
         mut config: pb::StartConfig,
         trigger: &str,
     ) -> Result<Started> {
         if config.resume.is_empty() {
-            config.resume = derive::resume_id(events).unwrap_or_default();
+            config.resume = slot
+                .derived
+                .with(|d| d.resume_id(session_id))
+                .unwrap_or_default();
         }
         let run_id = uuid::Uuid::new_v4().to_string();
         let has_prompt = !config.prompt.is_empty() || !config.content_blocks.is_empty();
@@ -424,9 +455,8 @@ impl SessionManager {
                 cli_line: String::new(),
             });
         }
-        for e in self.inner.logs.append(session_id, first).await? {
-            fold.apply(&e);
-        }
+        let appended = self.inner.logs.append(session_id, first).await?;
+        slot.derived.applied(&appended);
         let spawned = self
             .inner
             .adapter
@@ -459,7 +489,8 @@ impl SessionManager {
                         cli_line: String::new(),
                     },
                 ];
-                self.inner.logs.append(session_id, end).await?;
+                let appended = self.inner.logs.append(session_id, end).await?;
+                slot.derived.applied(&appended);
                 return Err(match Error::from(e) {
                     e @ Error::FailedPrecondition(_) => e,
                     other => Error::Internal(format!("spawn failed: {other}")),
@@ -497,7 +528,7 @@ impl SessionManager {
             self.inner.logs.clone(),
             self.inner.opts.clone(),
             handle,
-            fold,
+            slot.derived.clone(),
             has_prompt,
             cmd_rx,
             ended.clone(),
@@ -512,15 +543,6 @@ impl SessionManager {
         tracing::info!(session_id, run_id, trigger, process_id, "run started");
         Ok(Started { run_id, process_id })
     }
-}
-
-/// Folds a whole log.
-pub(crate) fn fold(events: &[pb::Event]) -> StatusFold {
-    let mut fold = StatusFold::new();
-    for e in events {
-        fold.apply(e);
-    }
-    fold
 }
 
 /// The run_end written for a run whose end nobody observed.

@@ -15,7 +15,7 @@ use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
 
-use agent_harness_client::derive::{Status, StatusFold};
+use agent_harness_client::derive::Status;
 use agent_harness_client::pb;
 use agent_harness_client::pb::event::Payload;
 use pbjson_types::Struct;
@@ -23,6 +23,7 @@ use tokio::sync::{mpsc, oneshot};
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
+use super::derived::DerivedCell;
 use super::{ManagerOptions, PermissionAnswer};
 use crate::adapter::{
     ExitInfo, PermissionDecision, ProcessControl, ProcessHandle, Signal, StdoutLine, UserInput,
@@ -103,9 +104,10 @@ pub(super) struct Run {
     exited: oneshot::Receiver<ExitInfo>,
     cmds: mpsc::Receiver<RunCmd>,
     normalizer: Normalizer,
-    /// The session's status fold, over every event up to the head: this
-    /// task is the session's only writer while it lives.
-    fold: StatusFold,
+    /// The session's cached derive fold, shared with the manager. This task
+    /// is the session's only writer while it lives and applies every event
+    /// it appends, so the fold holds everything up to its last append.
+    derived: Arc<DerivedCell>,
     pending: HashMap<String, Pending>,
     ladder: Ladder,
     cause: Option<EndCause>,
@@ -127,7 +129,7 @@ impl Run {
         logs: EventLogs,
         opts: ManagerOptions,
         handle: ProcessHandle,
-        fold: StatusFold,
+        derived: Arc<DerivedCell>,
         prompt_sent: bool,
         cmds: mpsc::Receiver<RunCmd>,
         ended: CancellationToken,
@@ -147,7 +149,7 @@ impl Run {
             exited: handle.exited,
             cmds,
             normalizer,
-            fold,
+            derived,
             pending: HashMap::new(),
             ladder: Ladder::Off,
             cause: None,
@@ -227,18 +229,31 @@ impl Run {
     }
 
     /// A keep-alive process with no turn, no pending question and no stop
-    /// under way ends `idle_timeout` after its last activity.
+    /// under way ends `idle_timeout` after its last activity (unless
+    /// background tasks are running then; see `timers`).
     fn idle_deadline(&self) -> Option<Instant> {
         if self.opts.idle_timeout.is_zero()
             || !self.control.keep_alive()
             || self.cause.is_some()
             || self.ladder != Ladder::Off
             || !self.pending.is_empty()
-            || self.fold.turn_in_progress()
+            || self
+                .derived
+                .with(|d| d.fold.status_fold().turn_in_progress())
+                .unwrap_or(false)
         {
             return None;
         }
         Some(self.last_activity + self.opts.idle_timeout)
+    }
+
+    /// Whether the log shows background tasks still running (derive's
+    /// `has_running_background_tasks`). Takes a snapshot of the fold, so it
+    /// is asked only when the idle deadline has passed.
+    fn background_tasks_running(&self) -> bool {
+        self.derived
+            .with(|d| d.fold.snapshot().has_running_background_tasks)
+            .unwrap_or(false)
     }
 
     /// Appends, folds and reacts to what was appended. A failed append is
@@ -257,8 +272,8 @@ impl Run {
             .collect();
         match self.logs.append(&self.session_id, events).await {
             Ok(events) => {
+                self.derived.applied(&events);
                 for e in &events {
-                    self.fold.apply(e);
                     self.observe(e).await;
                 }
             }
@@ -368,8 +383,9 @@ impl Run {
         if self.ladder != Ladder::Off || self.cause.is_some() {
             return true; // already stopping: idempotent, no second event
         }
-        let busy = self.fold.turn_in_progress()
-            || matches!(self.fold.status(), Status::Starting | Status::Streaming);
+        let status = self.derived.status();
+        let busy = status.turn_in_progress()
+            || matches!(status.status(), Status::Starting | Status::Streaming);
         if !busy && self.control.keep_alive() {
             return false;
         }
@@ -457,6 +473,13 @@ impl Run {
                 updated_input: None,
             }))
             .await;
+        }
+        if self.idle_deadline().is_some_and(|d| d <= now) && self.background_tasks_running() {
+            // The log shows background work (a backgrounded Bash, a
+            // subagent) the process must live for: its result comes back
+            // as a new turn. Restart the idle clock instead of ending it.
+            tracing::debug!(session_id = %self.session_id, run_id = %self.run_id, "idle timeout deferred: background tasks running");
+            self.last_activity = now;
         }
         if self.idle_deadline().is_some_and(|d| d <= now) {
             tracing::info!(session_id = %self.session_id, run_id = %self.run_id, "idle timeout");

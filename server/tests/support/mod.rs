@@ -11,6 +11,9 @@ use agent_harness_client::pb::event::Payload;
 use agent_harness_client::pb::session_service_client::SessionServiceClient;
 use agent_harness_client::pb::subscribe_response::Kind;
 use agent_harness_server::adapter::scripted::{ScriptedAdapter, ScriptedBehavior};
+use agent_harness_server::adapter::{
+    AdapterError, BoxFuture, ProcessAdapter, ProcessHandle, SpawnConfig, StdoutLine,
+};
 use agent_harness_server::error::Error;
 use agent_harness_server::log::{EventLogs, LogOptions};
 use agent_harness_server::manager::{ManagerOptions, SessionManager};
@@ -77,6 +80,18 @@ impl TestServer {
         sopts: ServeOptions,
     ) -> Self {
         let adapter = ScriptedAdapter::new(behavior);
+        Self::with_adapter(store, Arc::new(adapter.clone()), adapter, mopts, sopts).await
+    }
+
+    /// A server spawning through `spawner` (a wrapper around `adapter`,
+    /// whose record the test reads).
+    pub async fn with_adapter(
+        store: Arc<dyn Store>,
+        spawner: Arc<dyn ProcessAdapter>,
+        adapter: ScriptedAdapter,
+        mopts: ManagerOptions,
+        sopts: ServeOptions,
+    ) -> Self {
         let logs = EventLogs::open(
             store.clone(),
             LogOptions {
@@ -85,7 +100,7 @@ impl TestServer {
             },
         )
         .expect("open logs");
-        let manager = SessionManager::new(Arc::new(adapter.clone()), logs, mopts);
+        let manager = SessionManager::new(spawner, logs, mopts);
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
             .await
             .expect("bind");
@@ -336,5 +351,123 @@ pub async fn wait_session(
             "session never matched: {s:?}"
         );
         tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+/// Every event of a session, read through History pages (oldest first).
+pub async fn history_all(
+    client: &mut SessionServiceClient<Channel>,
+    session: &str,
+) -> Vec<pb::Event> {
+    let mut pages = Vec::new();
+    let mut before = 0;
+    loop {
+        let page = client
+            .history(pb::HistoryRequest {
+                session_id: session.into(),
+                before_seq: before,
+                limit: 1000,
+            })
+            .await
+            .expect("history")
+            .into_inner();
+        let Some(first) = page.events.first() else {
+            break;
+        };
+        before = first.seq;
+        let more = page.has_more;
+        pages.push(page.events);
+        if !more {
+            break;
+        }
+    }
+    pages.into_iter().rev().flatten().collect()
+}
+
+/// Every session as ListSessions reports it.
+pub async fn list(client: &mut SessionServiceClient<Channel>) -> Vec<pb::Session> {
+    client
+        .list_sessions(pb::ListSessionsRequest {})
+        .await
+        .expect("list sessions")
+        .into_inner()
+        .sessions
+}
+
+/// Asserts GetSession returns exactly `derive::session` over the whole log
+/// (read through History), and returns it.
+pub async fn assert_derived_matches_log(
+    client: &mut SessionServiceClient<Channel>,
+    session: &str,
+) -> pb::Session {
+    let got = get(client, session).await;
+    let events = history_all(client, session).await;
+    let want = agent_harness_client::derive::session(session, &events);
+    assert_eq!(
+        got, want,
+        "GetSession({session}) differs from derive over its log"
+    );
+    got
+}
+
+/// Decides, for each stdout line of the inner process, which extra lines
+/// go out right before it.
+pub type Injector = dyn Fn(&StdoutLine) -> Vec<StdoutLine> + Send + Sync;
+
+/// Wraps the scripted adapter and adds stdout lines the scripted CLI does
+/// not produce itself (an oversized line, background task frames), so
+/// tests steer the real manager and normalizer through them.
+pub struct InjectingAdapter {
+    inner: ScriptedAdapter,
+    inject: Arc<Injector>,
+}
+
+impl InjectingAdapter {
+    /// Lines from `inject` go out before the line they were asked about.
+    pub fn new(
+        inner: ScriptedAdapter,
+        inject: impl Fn(&StdoutLine) -> Vec<StdoutLine> + Send + Sync + 'static,
+    ) -> Self {
+        Self {
+            inner,
+            inject: Arc::new(inject),
+        }
+    }
+}
+
+impl ProcessAdapter for InjectingAdapter {
+    fn name(&self) -> &str {
+        self.inner.name()
+    }
+
+    fn spawn(&self, config: SpawnConfig) -> BoxFuture<'_, Result<ProcessHandle, AdapterError>> {
+        Box::pin(async move {
+            let mut handle = self.inner.spawn(config).await?;
+            let (tx, rx) = tokio::sync::mpsc::channel(256);
+            let mut inner = std::mem::replace(&mut handle.stdout, rx);
+            let inject = self.inject.clone();
+            // Ends when the inner stdout ends (the scripted process exited).
+            tokio::spawn(async move {
+                while let Some(line) = inner.recv().await {
+                    for extra in inject(&line) {
+                        if tx.send(extra).await.is_err() {
+                            return;
+                        }
+                    }
+                    if tx.send(line).await.is_err() {
+                        return;
+                    }
+                }
+            });
+            Ok(handle)
+        })
+    }
+}
+
+/// The text of a stdout line ("" for a too-long one).
+pub fn line_text(line: &StdoutLine) -> &str {
+    match line {
+        StdoutLine::Line(t) => t,
+        StdoutLine::TooLong { .. } => "",
     }
 }
