@@ -1,23 +1,23 @@
 //! OPT-IN ONLY: the whole server against a logged-in claude CLI and the
 //! real Anthropic service. Costs real tokens.
 //!
-//! **This is not coverage.** Unless `AGENT_HARNESS_LIVE_TESTS=1` is set, the
-//! test prints that it was not requested and returns at once, so a green
-//! `live_service_optin_*` line in a normal run proves nothing. The zero-token
-//! end-to-end suite is `tests/real_cli_grpc.rs` (real CLI, fake Messages
-//! API).
+//! It is `#[ignore]`d, so a normal run reports it as ignored, never as
+//! passed; run with `--ignored` and without `AGENT_HARNESS_LIVE_TESTS=1` it
+//! fails, saying how to run it. The zero-token end-to-end suite is
+//! `tests/real_cli_grpc.rs` (real CLI, fake Messages API).
 //!
 //! Run it on purpose:
 //!
 //! ```sh
 //! AGENT_HARNESS_LIVE_TESTS=1 cargo test -p agent-harness-server \
-//!     --test live_service_optin -- --nocapture
+//!     --test live_service_optin -- --ignored --nocapture
 //! ```
 //!
 //! It uses the developer's own HOME (login, settings) and the CLI from
 //! `CLAUDE_BIN` or tests/tools; `AGENT_HARNESS_LIVE_MODEL` picks the model
 //! (default: a small one).
 
+mod common;
 mod real_cli_grpc_support;
 
 use std::time::Duration;
@@ -27,17 +27,16 @@ use agent_harness_client::pb::event::Payload;
 use real_cli_grpc_support::{Harness, Setup, count, texts};
 
 /// First turn, a follow-up on the same process, and a Stop mid-turn that
-/// keeps the process, against the real service. Returns early (and says
-/// so) unless `AGENT_HARNESS_LIVE_TESTS=1`.
+/// keeps the process, against the real service.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "opt-in, costs real tokens: AGENT_HARNESS_LIVE_TESTS=1 ... -- --ignored"]
 async fn live_service_optin_first_turn_follow_up_and_stop() {
-    if std::env::var("AGENT_HARNESS_LIVE_TESTS").as_deref() != Ok("1") {
-        eprintln!(
-            "live_service_optin: not requested (set AGENT_HARNESS_LIVE_TESTS=1 to run \
-             against the real service); nothing was tested"
-        );
-        return;
-    }
+    assert_eq!(
+        std::env::var("AGENT_HARNESS_LIVE_TESTS").as_deref(),
+        Ok("1"),
+        "live_service_optin runs against a logged-in CLI and the real service and \
+         costs tokens: set AGENT_HARNESS_LIVE_TESTS=1 to confirm"
+    );
     let model =
         std::env::var("AGENT_HARNESS_LIVE_MODEL").unwrap_or_else(|_| "claude-haiku-4-5".to_owned());
     let h = Harness::with(Setup {
