@@ -22,11 +22,13 @@ cargo clippy --release --workspace --all-targets -- -D warnings
 step "cargo test (Rust: derive vectors, session client, server, adapters against the real CLI)"
 cargo test --release --workspace
 
+step "release binaries for the cross-language suites"
+cargo build --release -p agent-harness-server -p agent-harness-fake-api
+
+# Every suite is required: a missing run.sh fails the run instead of being skipped.
 for suite in gen go python ts grpcurl browser; do
-  if [ -x "tests/$suite/run.sh" ]; then
-    step "suite: tests/$suite"
-    "tests/$suite/run.sh"
-  fi
+  step "suite: tests/$suite"
+  "tests/$suite/run.sh"
 done
 
 step "all suites passed"
