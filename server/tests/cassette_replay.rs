@@ -2,18 +2,15 @@
 //! through CassetteAdapter + Normalizer, and tests the replay mechanics.
 
 mod cassette_support;
+mod common;
 
-use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use agent_harness_client::pb;
 use agent_harness_server::adapter::cassette::{Cassette, CassetteAdapter};
 use agent_harness_server::adapter::{ProcessAdapter, Signal, SpawnConfig, StdoutLine, UserInput};
 use cassette_support::{replay_checked, scenarios};
-
-fn dir() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../cassettes")
-}
+use common::{CLI_VERSION, cassettes_dir, file_stems};
 
 fn cfg() -> SpawnConfig {
     SpawnConfig {
@@ -25,13 +22,7 @@ fn cfg() -> SpawnConfig {
 
 #[tokio::test]
 async fn every_committed_cassette_replays_to_its_pinned_events() {
-    let mut files: Vec<String> = std::fs::read_dir(dir())
-        .unwrap()
-        .filter_map(|e| e.ok())
-        .map(|e| e.file_name().to_string_lossy().into_owned())
-        .filter_map(|n| n.strip_suffix(".cassette.jsonl").map(str::to_string))
-        .collect();
-    files.sort();
+    let files = file_stems(&cassettes_dir(), ".cassette.jsonl");
     let mut pinned: Vec<String> = scenarios().iter().map(|s| s.name.to_string()).collect();
     pinned.sort();
     assert_eq!(
@@ -40,12 +31,12 @@ async fn every_committed_cassette_replays_to_its_pinned_events() {
     );
     assert!(files.len() >= 8);
     for s in scenarios() {
-        let path = dir().join(format!("{}.cassette.jsonl", s.name));
+        let path = cassettes_dir().join(format!("{}.cassette.jsonl", s.name));
         let (kinds, exit) = replay_checked(&path).await;
         assert_eq!(kinds, s.expect, "{}", s.name);
         assert_eq!(exit.code, s.exit_code, "{}", s.name);
         let c = Cassette::parse(&std::fs::read_to_string(&path).unwrap()).unwrap();
-        assert_eq!(c.header.cli_version, "2.1.197");
+        assert_eq!(c.header.cli_version, CLI_VERSION);
         assert_eq!(c.header.adapter, s.adapter);
         // Text round trip is lossless.
         assert_eq!(Cassette::parse(&c.to_jsonl()).unwrap(), c);

@@ -4,7 +4,7 @@
 //! keeps every request) must carry the image block before the text, and the
 //! log's input_sent must record the blocks as sent.
 
-#[path = "real_cli_grpc_support/mod.rs"]
+mod common;
 mod real_cli_grpc_support;
 
 use agent_harness_client::pb;

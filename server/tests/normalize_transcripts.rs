@@ -1,45 +1,19 @@
 //! Replays every recording of the real CLI 2.1.197 (cassettes/transcripts)
 //! through the normalizer and pins the event kinds each scenario yields.
 
+mod common;
+
 use std::path::PathBuf;
 
 use agent_harness_client::pb::event::Payload;
 use agent_harness_server::adapter::StdoutLine;
 use agent_harness_server::normalize::{DEFAULT_MAX_LINE_BYTES, Normalizer};
+use common::{cassettes_dir, detailed_kind, file_stems};
 use proptest::strategy::Strategy;
 use serde_json::Value;
 
 fn transcripts_dir() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../cassettes/transcripts")
-}
-
-/// A short, stable name for an event, with the detail a scenario is about.
-fn kind(p: &Payload) -> String {
-    match p {
-        Payload::RunReady(_) => "run_ready".into(),
-        Payload::Content(c) => {
-            let blocks: Vec<&str> = c.blocks.iter().map(|b| b.r#type.as_str()).collect();
-            format!("content[{}]", blocks.join(","))
-        }
-        Payload::Result(r) if !r.tool_results.is_empty() => {
-            format!("result[tool{}]", if r.is_error { ",error" } else { "" })
-        }
-        Payload::Result(_) => "result[text]".into(),
-        Payload::TurnEnd(t) if t.compact => "turn_end[compact]".into(),
-        Payload::TurnEnd(t) => format!(
-            "turn_end[{}{}]",
-            t.subtype,
-            if t.is_error { ",error" } else { "" }
-        ),
-        Payload::TurnStart(t) => format!("turn_start[{}]", t.origin),
-        Payload::TaskStarted(t) => format!("task_started[{}]", t.task_type),
-        Payload::TaskUpdated(t) => format!("task_updated[{}]", t.status),
-        Payload::TaskNotification(t) => format!("task_notification[{}]", t.status),
-        Payload::PermissionRequested(p) => format!("permission_requested[{}]", p.tool_name),
-        Payload::PermissionResolved(p) => format!("permission_resolved[{}]", p.by),
-        Payload::RunError(e) => format!("run_error[{}]", e.kind),
-        other => format!("{other:?}"),
-    }
+    cassettes_dir().join("transcripts")
 }
 
 /// Replays one recording: "in" user lines call `input_sent`, "out" lines
@@ -71,7 +45,7 @@ fn replay(name: &str) -> (Vec<String>, Vec<(Payload, String)>) {
             _ => {}
         }
     }
-    (all.iter().map(|(p, _)| kind(p)).collect(), all)
+    (all.iter().map(|(p, _)| detailed_kind(p)).collect(), all)
 }
 
 fn kinds(name: &str) -> Vec<String> {
@@ -86,13 +60,7 @@ fn expect(name: &str, want: &[&str]) {
 /// new recording cannot be added without saying what it must yield.
 #[test]
 fn every_transcript_is_pinned() {
-    let mut names: Vec<String> = std::fs::read_dir(transcripts_dir())
-        .unwrap()
-        .filter_map(|e| e.ok())
-        .map(|e| e.file_name().to_string_lossy().to_string())
-        .filter_map(|n| n.strip_suffix(".transcript.jsonl").map(str::to_string))
-        .collect();
-    names.sort();
+    let names = file_stems(&transcripts_dir(), ".transcript.jsonl");
     let pinned: Vec<&str> = EXPECTED.iter().map(|(n, _)| *n).collect();
     assert_eq!(names, pinned);
     for (name, want) in EXPECTED {
@@ -342,6 +310,18 @@ const EXPECTED: &[(&str, &[&str])] = &[
     ),
 ];
 
+/// The first event whose payload matches `$pat`, as `$out` (what the
+/// pattern binds): `first!(&events, Payload::TurnEnd(t) => t)`. Panics when
+/// no event matches.
+macro_rules! first {
+    ($events:expr, $pat:pat $(if $guard:expr)? => $out:expr) => {
+        find($events, |p| match p {
+            $pat $(if $guard)? => Some($out),
+            _ => None,
+        })
+    };
+}
+
 fn find<'a, T>(events: &'a [(Payload, String)], f: impl Fn(&'a Payload) -> Option<&'a T>) -> &'a T {
     events
         .iter()
@@ -352,10 +332,7 @@ fn find<'a, T>(events: &'a [(Payload, String)], f: impl Fn(&'a Payload) -> Optio
 #[test]
 fn run_ready_carries_the_init_fields() {
     let (_, events) = replay("bg_bash");
-    let ready = find(&events, |p| match p {
-        Payload::RunReady(r) => Some(r),
-        _ => None,
-    });
+    let ready = first!(&events, Payload::RunReady(r) => r);
     assert_eq!(ready.resume_id, "444b6d9b-990e-4455-b65d-319db69f5c49");
     assert_eq!(ready.cli_version, "2.1.197");
     assert_eq!(ready.cwd, "/srv/demo/work");
@@ -367,18 +344,12 @@ fn run_ready_carries_the_init_fields() {
 #[test]
 fn api_error_turn_end_keeps_status_and_text() {
     let (_, events) = replay("api_error_529_retry");
-    let end = find(&events, |p| match p {
-        Payload::TurnEnd(t) => Some(t),
-        _ => None,
-    });
+    let end = first!(&events, Payload::TurnEnd(t) => t);
     assert!(end.is_error);
     assert_eq!(end.subtype, "success");
     assert_eq!(end.api_error_status, 529);
     assert!(end.result.starts_with("API Error: 529"), "{}", end.result);
-    let content = find(&events, |p| match p {
-        Payload::Content(c) => Some(c),
-        _ => None,
-    });
+    let content = first!(&events, Payload::Content(c) => c);
     assert_eq!(content.model, "<synthetic>");
     assert_eq!(content.error, "server_error");
 }
@@ -407,42 +378,27 @@ fn turn_end_has_usage_model_usage_and_origin() {
 #[test]
 fn interrupt_turn_end_has_reason_and_errors() {
     let (_, events) = replay("interrupt_streaming");
-    let end = find(&events, |p| match p {
-        Payload::TurnEnd(t) => Some(t),
-        _ => None,
-    });
+    let end = first!(&events, Payload::TurnEnd(t) => t);
     assert_eq!(end.terminal_reason, "aborted_streaming");
     assert!(!end.errors.is_empty());
-    let text = find(&events, |p| match p {
-        Payload::Result(r) if r.tool_results.is_empty() => Some(r),
-        _ => None,
-    });
+    let text = first!(&events, Payload::Result(r) if r.tool_results.is_empty() => r);
     assert_eq!(text.text, "[Request interrupted by user]");
 }
 
 #[test]
 fn permission_request_and_cancel_fields() {
     let (_, events) = replay("interrupt_pending_permission");
-    let req = find(&events, |p| match p {
-        Payload::PermissionRequested(r) => Some(r),
-        _ => None,
-    });
+    let req = first!(&events, Payload::PermissionRequested(r) => r);
     assert_eq!(req.tool_name, "Bash");
     assert!(req.input.as_ref().unwrap().fields.contains_key("command"));
     assert!(req.tool_use_id.starts_with("toolu_"));
-    let res = find(&events, |p| match p {
-        Payload::PermissionResolved(r) => Some(r),
-        _ => None,
-    });
+    let res = first!(&events, Payload::PermissionResolved(r) => r);
     assert_eq!(res.request_id, req.request_id);
     assert!(!res.allow);
     assert_eq!(res.by, "cancelled");
 
     let (_, events) = replay("can_use_tool_allow");
-    let req = find(&events, |p| match p {
-        Payload::PermissionRequested(r) => Some(r),
-        _ => None,
-    });
+    let req = first!(&events, Payload::PermissionRequested(r) => r);
     assert_eq!(req.suggestions.len(), 3);
     assert!(
         req.blocked_path.starts_with("/srv/demo/work/made-by-bash-"),
@@ -454,10 +410,7 @@ fn permission_request_and_cancel_fields() {
 #[test]
 fn tool_results_keep_text_and_side_data() {
     let (_, events) = replay("bash_fail");
-    let r = find(&events, |p| match p {
-        Payload::Result(r) if !r.tool_results.is_empty() => Some(r),
-        _ => None,
-    });
+    let r = first!(&events, Payload::Result(r) if !r.tool_results.is_empty() => r);
     assert!(r.is_error);
     assert!(r.tool_results[0].text.contains("Exit code"), "{r:?}");
     // A failed Bash's side data is a string.
@@ -468,10 +421,7 @@ fn tool_results_keep_text_and_side_data() {
     ));
 
     let (_, events) = replay("subagent");
-    let child = find(&events, |p| match p {
-        Payload::Result(r) if !r.parent_tool_use_id.is_empty() => Some(r),
-        _ => None,
-    });
+    let child = first!(&events, Payload::Result(r) if !r.parent_tool_use_id.is_empty() => r);
     assert_eq!(child.text, "CHILDTASK reply hi");
     let agent = events
         .iter()
@@ -525,10 +475,7 @@ fn turn_end_cost_is_the_turns_own_share() {
 #[test]
 fn compact_boundary_fields() {
     let (_, events) = replay("compact");
-    let c = find(&events, |p| match p {
-        Payload::TurnEnd(t) if t.compact => Some(t),
-        _ => None,
-    });
+    let c = first!(&events, Payload::TurnEnd(t) if t.compact => t);
     assert_eq!(c.compact_trigger, "manual");
     assert_eq!(c.compact_pre_tokens, 19);
 }
@@ -541,7 +488,7 @@ fn input_sent_suppresses_turn_start_and_its_absence_marks_one() {
     let k = |n: &mut Normalizer, l: &str| -> Vec<String> {
         n.line(&StdoutLine::Line(l.into()))
             .iter()
-            .map(|(p, _)| kind(p))
+            .map(|(p, _)| detailed_kind(p))
             .collect()
     };
     n.input_sent();

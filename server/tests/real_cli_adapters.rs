@@ -1,8 +1,10 @@
 //! The claude adapters against the real CLI 2.1.197 and the fake Messages
 //! API: real framing, real tools, real interrupts, zero tokens.
 
+mod common;
 mod real_cli_support;
 
+use agent_harness_client::pb;
 use agent_harness_client::pb::event::Payload;
 use agent_harness_server::adapter::claude_cli::ClaudeCliAdapter;
 use agent_harness_server::adapter::claude_interactive::{
@@ -11,6 +13,7 @@ use agent_harness_server::adapter::claude_interactive::{
 use agent_harness_server::adapter::{
     AdapterError, PermissionDecision, ProcessAdapter, Signal, UserInput,
 };
+use common::CLI_VERSION;
 use real_cli_support::{Driver, Fixture, texts};
 
 fn input(text: &str) -> UserInput {
@@ -20,31 +23,62 @@ fn input(text: &str) -> UserInput {
     }
 }
 
+/// The interactive adapter with relayed permissions, spawned on `prompt`.
+async fn spawn_relay(fx: &Fixture, prompt: &str) -> Driver {
+    let adapter = ClaudeInteractiveAdapter::new(fx.options(PermissionsMode::Relay));
+    Driver::new(adapter.spawn(fx.config(prompt)).await.unwrap())
+}
+
+/// Reads up to the next permission request.
+async fn permission_request(d: &mut Driver) -> pb::PermissionRequested {
+    let seen = d
+        .until("permission_requested", |p| {
+            matches!(p, Payload::PermissionRequested(_))
+        })
+        .await;
+    let Some(Payload::PermissionRequested(req)) = seen.last().cloned() else {
+        unreachable!()
+    };
+    req
+}
+
+/// The Bash command a permission request is about.
+fn command(req: &pb::PermissionRequested) -> String {
+    match &req.input.as_ref().unwrap().fields["command"].kind {
+        Some(pbjson_types::value::Kind::StringValue(s)) => s.clone(),
+        other => panic!("{other:?}"),
+    }
+}
+
+/// The first tool result among `seen`.
+fn tool_result(seen: &[Payload]) -> &pb::Result {
+    seen.iter()
+        .find_map(|p| match p {
+            Payload::Result(r) if !r.tool_results.is_empty() => Some(r),
+            _ => None,
+        })
+        .expect("a tool result")
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn first_turn_then_follow_up_on_the_same_process() {
     let fx = Fixture::new().await;
-    let adapter = ClaudeInteractiveAdapter::new(fx.options(PermissionsMode::Relay));
-    let handle = adapter.spawn(fx.config("TEXT first answer")).await.unwrap();
-    let pid = handle.pid.unwrap();
-    assert!(handle.start_time.is_some());
-    assert!(handle.control.keep_alive());
-    let mut d = Driver::new(handle);
+    let mut d = spawn_relay(&fx, "TEXT first answer").await;
+    let pid = d.handle.pid.unwrap();
+    assert!(d.handle.start_time.is_some());
+    assert!(d.handle.control.keep_alive());
 
     let (end, seen) = d.turn_end().await;
     assert!(!end.is_error, "{end:?}");
     let Payload::RunReady(ready) = &seen[0] else {
         panic!("first event must be run_ready: {seen:#?}")
     };
-    assert_eq!(ready.cli_version, "2.1.197");
+    assert_eq!(ready.cli_version, CLI_VERSION);
     assert_eq!(ready.pid, pid);
     assert!(!ready.resume_id.is_empty());
     assert!(texts(&seen).contains("first answer"));
 
-    d.handle
-        .control
-        .write(&input("TEXT second answer"))
-        .unwrap();
-    d.norm.input_sent();
+    d.send("TEXT second answer");
     let (end, seen) = d.turn_end().await;
     assert!(!end.is_error);
     assert!(texts(&seen).contains("second answer"), "{seen:#?}");
@@ -65,21 +99,10 @@ async fn first_turn_then_follow_up_on_the_same_process() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn tool_use_returns_the_tools_real_output() {
     let fx = Fixture::new().await;
-    let adapter = ClaudeInteractiveAdapter::new(fx.options(PermissionsMode::Relay));
-    let handle = adapter
-        .spawn(fx.config("BASH echo hello-from-real-bash"))
-        .await
-        .unwrap();
-    let mut d = Driver::new(handle);
+    let mut d = spawn_relay(&fx, "BASH echo hello-from-real-bash").await;
     let (end, seen) = d.turn_end().await;
     assert!(!end.is_error, "{end:?}");
-    let result = seen
-        .iter()
-        .find_map(|p| match p {
-            Payload::Result(r) if !r.tool_results.is_empty() => Some(r),
-            _ => None,
-        })
-        .expect("a tool result");
+    let result = tool_result(&seen);
     assert_eq!(result.tool_results[0].text, "hello-from-real-bash");
     assert!(!result.is_error);
     assert!(result.tool_use_result.is_some());
@@ -90,9 +113,7 @@ async fn tool_use_returns_the_tools_real_output() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn interrupt_mid_turn_keeps_the_process_for_the_next_message() {
     let fx = Fixture::new().await;
-    let adapter = ClaudeInteractiveAdapter::new(fx.options(PermissionsMode::Relay));
-    let handle = adapter.spawn(fx.config("SLOW 40 250")).await.unwrap();
-    let mut d = Driver::new(handle);
+    let mut d = spawn_relay(&fx, "SLOW 40 250").await;
     d.until("run_ready", |p| matches!(p, Payload::RunReady(_)))
         .await;
     tokio::time::sleep(std::time::Duration::from_millis(1500)).await;
@@ -102,8 +123,7 @@ async fn interrupt_mid_turn_keeps_the_process_for_the_next_message() {
     assert_eq!(end.terminal_reason, "aborted_streaming");
     assert!(d.handle.control.alive());
 
-    d.handle.control.write(&input("TEXT still here")).unwrap();
-    d.norm.input_sent();
+    d.send("TEXT still here");
     let (end, seen) = d.turn_end().await;
     assert!(!end.is_error, "{end:?}");
     assert!(texts(&seen).contains("still here"));
@@ -114,10 +134,8 @@ async fn interrupt_mid_turn_keeps_the_process_for_the_next_message() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sigkill_of_the_group_ends_the_process_with_the_signal() {
     let fx = Fixture::new().await;
-    let adapter = ClaudeInteractiveAdapter::new(fx.options(PermissionsMode::Relay));
-    let handle = adapter.spawn(fx.config("SLOW 40 250")).await.unwrap();
-    let pid = handle.pid.unwrap();
-    let mut d = Driver::new(handle);
+    let mut d = spawn_relay(&fx, "SLOW 40 250").await;
+    let pid = d.handle.pid.unwrap();
     d.until("run_ready", |p| matches!(p, Payload::RunReady(_)))
         .await;
     d.handle.control.signal(Signal::Kill).unwrap();
@@ -138,19 +156,10 @@ async fn sigkill_of_the_group_ends_the_process_with_the_signal() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn permission_allow_and_deny_round_trip() {
     let fx = Fixture::new().await;
-    let adapter = ClaudeInteractiveAdapter::new(fx.options(PermissionsMode::Relay));
-    let handle = adapter.spawn(fx.config("WRITEBASH")).await.unwrap();
-    let mut d = Driver::new(handle);
-    let seen = d
-        .until("permission_requested", |p| {
-            matches!(p, Payload::PermissionRequested(_))
-        })
-        .await;
-    let Some(Payload::PermissionRequested(req)) = seen.last() else {
-        unreachable!()
-    };
+    let mut d = spawn_relay(&fx, "WRITEBASH").await;
+    let req = permission_request(&mut d).await;
     assert_eq!(req.tool_name, "Bash");
-    let command = req.input.as_ref().unwrap().fields["command"].clone();
+    let cmd = command(&req);
     d.handle
         .control
         .respond_permission(
@@ -162,35 +171,15 @@ async fn permission_allow_and_deny_round_trip() {
         .unwrap();
     let (end, seen) = d.turn_end().await;
     assert!(!end.is_error, "{end:?}");
-    let r = seen
-        .iter()
-        .find_map(|p| match p {
-            Payload::Result(r) if !r.tool_results.is_empty() => Some(r),
-            _ => None,
-        })
-        .unwrap();
+    let r = tool_result(&seen);
     assert!(!r.is_error, "{r:?}");
-    let Some(pbjson_types::value::Kind::StringValue(cmd)) = command.kind else {
-        panic!()
-    };
     let file = cmd.strip_prefix("touch ").unwrap();
     assert!(fx.work.path().join(file).exists(), "allowed touch ran");
 
     // Deny on the same process.
-    d.handle.control.write(&input("WRITEBASH")).unwrap();
-    d.norm.input_sent();
-    let seen = d
-        .until("permission_requested", |p| {
-            matches!(p, Payload::PermissionRequested(_))
-        })
-        .await;
-    let Some(Payload::PermissionRequested(req)) = seen.last() else {
-        unreachable!()
-    };
-    let cmd = match &req.input.as_ref().unwrap().fields["command"].kind {
-        Some(pbjson_types::value::Kind::StringValue(s)) => s.clone(),
-        other => panic!("{other:?}"),
-    };
+    d.send("WRITEBASH");
+    let req = permission_request(&mut d).await;
+    let cmd = command(&req);
     d.handle
         .control
         .respond_permission(
@@ -201,13 +190,7 @@ async fn permission_allow_and_deny_round_trip() {
         )
         .unwrap();
     let (_end, seen) = d.turn_end().await;
-    let r = seen
-        .iter()
-        .find_map(|p| match p {
-            Payload::Result(r) if !r.tool_results.is_empty() => Some(r),
-            _ => None,
-        })
-        .unwrap();
+    let r = tool_result(&seen);
     assert!(r.is_error);
     assert!(r.tool_results[0].text.contains("not today"), "{r:?}");
     assert!(

@@ -13,6 +13,7 @@
 //!
 //! Run: `cargo test -p agent-harness-server --test real_cli_grpc`.
 
+mod common;
 mod real_cli_grpc_support;
 
 use std::time::Duration;
@@ -23,8 +24,8 @@ use agent_harness_server::adapter::claude_interactive::PermissionsMode;
 use nix::sys::signal::{Signal as NixSignal, kill};
 use nix::unistd::Pid;
 use real_cli_grpc_support::{
-    AdapterChoice, CLI_VERSION, Harness, Setup, count, describe_all, eventually, kinds, run_starts,
-    test_manager_options, texts, tool_results, transcript_has,
+    AdapterChoice, CLI_VERSION, Events, Harness, Setup, assert_same_process, count, describe_all,
+    eventually, kinds, run_starts, test_manager_options, texts, tool_results, transcript_has,
 };
 use serde_json::Value;
 
@@ -33,13 +34,48 @@ fn signal_pid(pid: u32, sig: NixSignal) {
     kill(Pid::from_raw(pid as i32), sig).unwrap_or_else(|e| panic!("kill({pid}, {sig}): {e}"));
 }
 
+/// Asserts `events` hold exactly one run_start: run `run`, started by a
+/// Send that resumes the CLI session `resume_id`.
+fn assert_one_resumed_start(events: &[pb::Event], run: &str, resume_id: &str) {
+    let starts = run_starts(events);
+    assert_eq!(starts.len(), 1, "{:?}", kinds(events));
+    let (rs_ev, rs) = &starts[0];
+    assert_eq!(rs_ev.run_id, run);
+    assert_eq!(rs.trigger, "send");
+    assert_eq!(
+        rs.config.as_ref().map(|c| c.resume.as_str()),
+        Some(resume_id),
+        "the respawn resumes the ended run's CLI session"
+    );
+}
+
+/// After the run that ended with `ended` (its run_end): Send `text`
+/// (`TEXT <answer>`) starts a new run resuming `resume_id`, whose turn
+/// answers `<answer>` without error. Returns the new run id and the events
+/// after `ended`.
+async fn send_resumes(
+    h: &Harness,
+    ev: &Events,
+    ended: &pb::Event,
+    text: &str,
+    resume_id: &str,
+) -> (String, Vec<pb::Event>) {
+    let run = h.send(&ended.session_id, text).await;
+    assert_ne!(run, ended.run_id, "a new run");
+    let (_, end) = ev.turn_end_after(ended.seq).await;
+    assert!(!end.is_error, "{end:?}");
+    let after = ev.since(ended.seq);
+    assert_one_resumed_start(&after, &run, resume_id);
+    let answer = text.strip_prefix("TEXT ").expect("a TEXT prompt");
+    assert_eq!(texts(&after), answer);
+    (run, after)
+}
+
 /// 1. First turn: run_start, input_sent, run_ready (cli 2.1.197), the
 ///    model's text, turn_end; then idle with the process alive.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn first_turn_streams_the_whole_lifecycle_and_leaves_the_process_alive() {
-    let h = Harness::start().await;
-    let ev = h.subscribe("s1").await;
-    let started = h.start_session("s1", "TEXT hi").await;
+    let (h, ev, started) = Harness::started(Setup::default(), "s1", "TEXT hi").await;
     assert!(!started.run_id.is_empty());
 
     let (_, end) = ev.turn_end_after(0).await;
@@ -79,12 +115,8 @@ async fn first_turn_streams_the_whole_lifecycle_and_leaves_the_process_alive() {
     assert_eq!(started.process_id, format!("pid:{}", ready.pid));
     assert_eq!(texts(&evs), "hi");
 
-    let s = h.get("s1").await;
-    assert_eq!(s.status(), pb::SessionStatus::Idle);
-    assert!(
-        s.process_alive,
-        "the keep-alive process stays between turns"
-    );
+    // The keep-alive process stays between turns.
+    let s = h.assert_idle("s1", true).await;
     assert_eq!(s.run_id, started.run_id);
     assert_eq!(s.resume_id, ready.resume_id);
     assert_eq!(s.usage.as_ref().map(|u| u.turns), Some(1));
@@ -96,9 +128,7 @@ async fn first_turn_streams_the_whole_lifecycle_and_leaves_the_process_alive() {
 ///    no new run_start.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn follow_up_is_served_by_the_same_process() {
-    let h = Harness::start().await;
-    let ev = h.subscribe("s2").await;
-    let started = h.start_session("s2", "TEXT first").await;
+    let (h, ev, started) = Harness::started(Setup::default(), "s2", "TEXT first").await;
     let (_, ready) = ev.run_ready_after(0).await;
     let (first_end, _) = ev.turn_end_after(0).await;
 
@@ -108,26 +138,16 @@ async fn follow_up_is_served_by_the_same_process() {
     assert!(!end.is_error, "{end:?}");
     let after = ev.since(first_end.seq);
     assert_eq!(texts(&after), "second");
-    assert_eq!(count(&after, |p| matches!(p, Payload::RunStart(_))), 0);
+    assert_same_process(&after, ready.pid);
     assert_eq!(count(&after, |p| matches!(p, Payload::RunEnd(_))), 0);
     assert!(after.iter().all(|e| e.run_id == started.run_id));
-    for e in &after {
-        if let Some(Payload::RunReady(r)) = &e.payload {
-            assert_eq!(
-                r.pid, ready.pid,
-                "a second run_ready must name the same pid"
-            );
-        }
-    }
     let Some(Payload::InputSent(input)) = &after[0].payload else {
         panic!("input_sent first: {:?}", kinds(&after))
     };
     assert_eq!(input.source(), pb::InputSource::User);
     assert_eq!(started.process_id, format!("pid:{}", ready.pid));
 
-    let s = h.get("s2").await;
-    assert_eq!(s.status(), pb::SessionStatus::Idle);
-    assert!(s.process_alive);
+    let s = h.assert_idle("s2", true).await;
     assert_eq!(s.run_id, started.run_id);
     assert_eq!(s.usage.as_ref().map(|u| u.turns), Some(2));
     h.finish("s2", &ev).await;
@@ -137,9 +157,7 @@ async fn follow_up_is_served_by_the_same_process() {
 ///    tool_result and in the model's final text.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn bash_tool_runs_and_its_real_output_comes_back() {
-    let h = Harness::start().await;
-    let ev = h.subscribe("s3").await;
-    h.start_session("s3", "BASH echo marker-123").await;
+    let (h, ev, _) = Harness::started(Setup::default(), "s3", "BASH echo marker-123").await;
     let (_, end) = ev.turn_end_after(0).await;
     assert!(!end.is_error, "{end:?}");
     let evs = ev.snapshot();
@@ -174,9 +192,7 @@ async fn bash_tool_runs_and_its_real_output_comes_back() {
         final_text.contains("Tool step finished.") && final_text.contains("marker-123"),
         "{final_text:?}"
     );
-    let s = h.get("s3").await;
-    assert_eq!(s.status(), pb::SessionStatus::Idle);
-    assert!(s.process_alive);
+    h.assert_idle("s3", true).await;
     h.finish("s3", &ev).await;
 }
 
@@ -190,22 +206,13 @@ async fn bash_tool_runs_and_its_real_output_comes_back() {
 /// event to wait for before the interrupt; the partial text arrives after it.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn stop_mid_turn_interrupts_and_keeps_the_process() {
-    let h = Harness::start().await;
-    let ev = h.subscribe("s4").await;
-    let started = h.start_session("s4", "SLOW 40 200").await;
+    let (h, ev, started) = Harness::started(Setup::default(), "s4", "SLOW 40 200").await;
     let (_, ready) = ev.run_ready_after(0).await;
     eventually("the SLOW reply to stream", || h.api().active_streams() == 1).await;
     tokio::time::sleep(Duration::from_millis(500)).await; // a few ticks in
 
     assert!(h.stop("s4").await, "a turn was in progress");
-    let stop = ev
-        .next_after("stop_requested", 0, |e| {
-            matches!(e.payload, Some(Payload::StopRequested(_)))
-        })
-        .await;
-    let Some(Payload::StopRequested(sr)) = &stop.payload else {
-        unreachable!()
-    };
+    let (stop, sr) = ev.stop_requested_after(0).await;
     assert_eq!(sr.source, "user");
     let (end_ev, end) = ev.turn_end_after(stop.seq).await;
     assert!(end.is_error, "{end:?}");
@@ -221,9 +228,8 @@ async fn stop_mid_turn_interrupts_and_keeps_the_process() {
     })
     .await;
 
-    let s = h.get("s4").await;
-    assert_eq!(s.status(), pb::SessionStatus::Idle);
-    assert!(s.process_alive, "an interrupt keeps the process");
+    // An interrupt keeps the process.
+    h.assert_idle("s4", true).await;
     assert_eq!(
         count(&ev.snapshot(), |p| matches!(p, Payload::RunEnd(_))),
         0
@@ -235,15 +241,8 @@ async fn stop_mid_turn_interrupts_and_keeps_the_process() {
     assert!(!end.is_error, "{end:?}");
     let after = ev.since(end_ev.seq);
     assert!(texts(&after).ends_with("again"), "{}", texts(&after));
-    assert_eq!(count(&after, |p| matches!(p, Payload::RunStart(_))), 0);
-    for e in &after {
-        if let Some(Payload::RunReady(r)) = &e.payload {
-            assert_eq!(r.pid, ready.pid);
-        }
-    }
-    let s = h.get("s4").await;
-    assert_eq!(s.status(), pb::SessionStatus::Idle);
-    assert!(s.process_alive);
+    assert_same_process(&after, ready.pid);
+    h.assert_idle("s4", true).await;
     h.finish("s4", &ev).await;
 }
 
@@ -258,9 +257,7 @@ async fn stop_mid_turn_interrupts_and_keeps_the_process() {
 ///    same process or on a resumed one.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn stop_during_start_up_ends_cleanly() {
-    let h = Harness::start().await;
-    let ev = h.subscribe("s5").await;
-    let started = h.start_session("s5", "TEXT hi").await;
+    let (h, ev, started) = Harness::started(Setup::default(), "s5", "TEXT hi").await;
     assert!(
         h.stop("s5").await,
         "the start-up turn counts as in progress"
@@ -270,17 +267,8 @@ async fn stop_during_start_up_ends_cleanly() {
         .iter()
         .any(|e| matches!(e.payload, Some(Payload::RunReady(_))));
 
-    let stop = ev
-        .next_after("stop_requested", 0, |e| {
-            matches!(e.payload, Some(Payload::StopRequested(_)))
-        })
-        .await;
-    let ended = ev
-        .next_after("turn_end or run_end after the stop", stop.seq, |e| {
-            matches!(&e.payload, Some(Payload::TurnEnd(t)) if !t.compact)
-                || matches!(e.payload, Some(Payload::RunEnd(_)))
-        })
-        .await;
+    let (stop, _) = ev.stop_requested_after(0).await;
+    let ended = ev.turn_or_run_end_after(stop.seq).await;
     if let Some(Payload::TurnEnd(t)) = &ended.payload {
         assert!(t.is_error, "an interrupted start-up turn: {t:?}");
     }
@@ -321,9 +309,7 @@ async fn stop_during_start_up_ends_cleanly() {
 ///    the signal, idle, dead; the next Send respawns with --resume and works.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sigkilled_cli_ends_the_run_and_send_resumes_it() {
-    let h = Harness::start().await;
-    let ev = h.subscribe("s6").await;
-    let started = h.start_session("s6", "TEXT before kill").await;
+    let (h, ev, started) = Harness::started(Setup::default(), "s6", "TEXT before kill").await;
     let (_, ready) = ev.run_ready_after(0).await;
     let (first_end, _) = ev.turn_end_after(0).await;
 
@@ -342,32 +328,13 @@ async fn sigkilled_cli_ends_the_run_and_send_resumes_it() {
     assert_eq!(end.signal, "SIGKILL");
     assert_eq!(end.exit_code, None);
     assert!(!end.inferred);
-    let s = h.get("s6").await;
-    assert_eq!(s.status(), pb::SessionStatus::Idle);
-    assert!(!s.process_alive);
+    let s = h.assert_idle("s6", false).await;
     assert_eq!(s.resume_id, ready.resume_id);
 
-    let run = h.send("s6", "TEXT after kill").await;
-    assert_ne!(run, started.run_id, "a new run");
-    let (_, end) = ev.turn_end_after(end_ev.seq).await;
-    assert!(!end.is_error, "{end:?}");
-    let after = ev.since(end_ev.seq);
-    let starts = run_starts(&after);
-    assert_eq!(starts.len(), 1, "{:?}", kinds(&after));
-    let (rs_ev, rs) = &starts[0];
-    assert_eq!(rs_ev.run_id, run);
-    assert_eq!(rs.trigger, "send");
-    assert_eq!(
-        rs.config.as_ref().map(|c| c.resume.as_str()),
-        Some(ready.resume_id.as_str()),
-        "the respawn resumes the killed run's CLI session"
-    );
-    assert_eq!(texts(&after), "after kill");
+    let (run, _) = send_resumes(&h, &ev, &end_ev, "TEXT after kill", &ready.resume_id).await;
     let (_, ready2) = ev.run_ready_after(end_ev.seq).await;
     assert_ne!(ready2.pid, ready.pid);
-    let s = h.get("s6").await;
-    assert_eq!(s.status(), pb::SessionStatus::Idle);
-    assert!(s.process_alive);
+    let s = h.assert_idle("s6", true).await;
     assert_eq!(s.run_id, run);
     h.finish("s6", &ev).await;
 }
@@ -377,13 +344,15 @@ async fn sigkilled_cli_ends_the_run_and_send_resumes_it() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn idle_timeout_ends_the_process_and_send_resumes() {
     let idle = Duration::from_secs(2);
-    let h = Harness::with(Setup {
-        manager: with_idle_timeout(idle),
-        ..Setup::default()
-    })
+    let (h, ev, started) = Harness::started(
+        Setup {
+            manager: with_idle_timeout(idle),
+            ..Setup::default()
+        },
+        "s7",
+        "TEXT idle soon",
+    )
     .await;
-    let ev = h.subscribe("s7").await;
-    let started = h.start_session("s7", "TEXT idle soon").await;
     let (_, ready) = ev.run_ready_after(0).await;
     let (turn_end, _) = ev.turn_end_after(0).await;
     let turn_end_at = tokio::time::Instant::now();
@@ -403,23 +372,9 @@ async fn idle_timeout_ends_the_process_and_send_resumes() {
         "stop_requested{{idle}} precedes the run_end: {:?}",
         kinds(&between)
     );
-    let s = h.get("s7").await;
-    assert_eq!(s.status(), pb::SessionStatus::Idle);
-    assert!(!s.process_alive);
+    h.assert_idle("s7", false).await;
 
-    let run = h.send("s7", "TEXT back again").await;
-    assert_ne!(run, started.run_id);
-    let (_, t) = ev.turn_end_after(end_ev.seq).await;
-    assert!(!t.is_error, "{t:?}");
-    let after = ev.since(end_ev.seq);
-    let starts = run_starts(&after);
-    assert_eq!(starts.len(), 1);
-    assert_eq!(starts[0].1.trigger, "send");
-    assert_eq!(
-        starts[0].1.config.as_ref().map(|c| c.resume.as_str()),
-        Some(ready.resume_id.as_str())
-    );
-    assert_eq!(texts(&after), "back again");
+    send_resumes(&h, &ev, &end_ev, "TEXT back again", &ready.resume_id).await;
     h.finish("s7", &ev).await;
 }
 
@@ -437,19 +392,10 @@ fn with_idle_timeout(idle: Duration) -> agent_harness_server::manager::ManagerOp
 ///     error carrying that message.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn permission_relay_allow_writes_the_file_and_deny_returns_the_message() {
-    let h = Harness::start().await;
-    let ev = h.subscribe("s8").await;
-    let started = h.start_session("s8", "WRITE out.txt hello").await;
+    let (h, ev, started) = Harness::started(Setup::default(), "s8", "WRITE out.txt hello").await;
 
     // Allow.
-    let req = ev
-        .next_after("permission_requested", 0, |e| {
-            matches!(e.payload, Some(Payload::PermissionRequested(_)))
-        })
-        .await;
-    let Some(Payload::PermissionRequested(p)) = &req.payload else {
-        unreachable!()
-    };
+    let (req, p) = ev.permission_requested_after(0).await;
     assert_eq!(p.tool_name, "Write");
     assert!(!p.request_id.is_empty());
     let s = h.get("s8").await;
@@ -459,14 +405,7 @@ async fn permission_relay_allow_writes_the_file_and_deny_returns_the_message() {
     h.respond("s8", &p.request_id, true, "")
         .await
         .expect("RespondPermission allow");
-    let resolved = ev
-        .next_after("permission_resolved", req.seq, |e| {
-            matches!(e.payload, Some(Payload::PermissionResolved(_)))
-        })
-        .await;
-    let Some(Payload::PermissionResolved(r)) = &resolved.payload else {
-        unreachable!()
-    };
+    let (resolved, r) = ev.permission_resolved_after(req.seq).await;
     assert_eq!(r.request_id, p.request_id);
     assert!(r.allow);
     assert_eq!(r.by, "user");
@@ -488,14 +427,7 @@ async fn permission_relay_allow_writes_the_file_and_deny_returns_the_message() {
     // Deny, on the same process.
     let run = h.send("s8", "WRITE denied.txt nope").await;
     assert_eq!(run, started.run_id);
-    let req = ev
-        .next_after("second permission_requested", allow_end.seq, |e| {
-            matches!(e.payload, Some(Payload::PermissionRequested(_)))
-        })
-        .await;
-    let Some(Payload::PermissionRequested(p)) = &req.payload else {
-        unreachable!()
-    };
+    let (req, p) = ev.permission_requested_after(allow_end.seq).await;
     let deny_message = "not in this directory, please";
     h.respond("s8", &p.request_id, false, deny_message)
         .await
@@ -520,10 +452,8 @@ async fn permission_relay_allow_writes_the_file_and_deny_returns_the_message() {
     assert!(denied.text.contains(deny_message), "{denied:?}");
     assert!(!h.work.path().join("denied.txt").exists());
     assert!(!end.is_error, "the model goes on after a denial: {end:?}");
-    let s = h.get("s8").await;
-    assert_eq!(s.status(), pb::SessionStatus::Idle);
+    let s = h.assert_idle("s8", true).await;
     assert_eq!(s.pending_permissions, 0);
-    assert!(s.process_alive);
     h.finish("s8", &ev).await;
 }
 
@@ -532,32 +462,20 @@ async fn permission_relay_allow_writes_the_file_and_deny_returns_the_message() {
 ///     completes.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn permission_timeout_denies_and_the_turn_completes() {
-    let h = Harness::with(Setup {
-        manager: agent_harness_server::manager::ManagerOptions {
-            permission_timeout: Duration::from_secs(1),
-            ..test_manager_options()
+    let (h, ev, _) = Harness::started(
+        Setup {
+            manager: agent_harness_server::manager::ManagerOptions {
+                permission_timeout: Duration::from_secs(1),
+                ..test_manager_options()
+            },
+            ..Setup::default()
         },
-        ..Setup::default()
-    })
+        "s8t",
+        "WRITE late.txt hello",
+    )
     .await;
-    let ev = h.subscribe("s8t").await;
-    h.start_session("s8t", "WRITE late.txt hello").await;
-    let req = ev
-        .next_after("permission_requested", 0, |e| {
-            matches!(e.payload, Some(Payload::PermissionRequested(_)))
-        })
-        .await;
-    let Some(Payload::PermissionRequested(p)) = &req.payload else {
-        unreachable!()
-    };
-    let resolved = ev
-        .next_after("permission_resolved", req.seq, |e| {
-            matches!(e.payload, Some(Payload::PermissionResolved(_)))
-        })
-        .await;
-    let Some(Payload::PermissionResolved(r)) = &resolved.payload else {
-        unreachable!()
-    };
+    let (req, p) = ev.permission_requested_after(0).await;
+    let (resolved, r) = ev.permission_resolved_after(req.seq).await;
     assert_eq!(r.request_id, p.request_id);
     assert!(!r.allow);
     assert_eq!(r.by, "timeout");
@@ -576,10 +494,8 @@ async fn permission_timeout_denies_and_the_turn_completes() {
         late.expect_err("an answer after the timeout").code(),
         tonic::Code::NotFound
     );
-    let s = h.get("s8t").await;
-    assert_eq!(s.status(), pb::SessionStatus::Idle);
+    let s = h.assert_idle("s8t", true).await;
     assert_eq!(s.pending_permissions, 0);
-    assert!(s.process_alive);
     h.finish("s8t", &ev).await;
 }
 
@@ -589,9 +505,7 @@ async fn permission_timeout_denies_and_the_turn_completes() {
 ///    the CLI resumed the conversation rather than starting a new one.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn send_after_the_process_exited_resumes_the_conversation() {
-    let h = Harness::start().await;
-    let ev = h.subscribe("s9").await;
-    let started = h.start_session("s9", "TEXT one").await;
+    let (h, ev, started) = Harness::started(Setup::default(), "s9", "TEXT one").await;
     let (_, ready) = ev.run_ready_after(0).await;
     let (first_end, _) = ev.turn_end_after(0).await;
 
@@ -600,24 +514,10 @@ async fn send_after_the_process_exited_resumes_the_conversation() {
     assert_eq!(end_ev.run_id, started.run_id);
     eprintln!("SIGTERM between turns: {end:?}");
     assert_ne!(end.reason(), pb::RunEndReason::Unspecified);
-    let s = h.get("s9").await;
-    assert!(!s.process_alive);
-    assert_eq!(s.status(), pb::SessionStatus::Idle);
+    h.assert_idle("s9", false).await;
 
     h.api().clear_requests();
-    let run = h.send("s9", "TEXT two").await;
-    assert_ne!(run, started.run_id);
-    let (_, t) = ev.turn_end_after(end_ev.seq).await;
-    assert!(!t.is_error, "{t:?}");
-    let after = ev.since(end_ev.seq);
-    let starts = run_starts(&after);
-    assert_eq!(starts.len(), 1);
-    assert_eq!(starts[0].1.trigger, "send");
-    assert_eq!(
-        starts[0].1.config.as_ref().map(|c| c.resume.as_str()),
-        Some(ready.resume_id.as_str())
-    );
-    assert_eq!(texts(&after), "two");
+    send_resumes(&h, &ev, &end_ev, "TEXT two", &ready.resume_id).await;
 
     let calls = h.api().message_requests();
     assert_eq!(calls.len(), 1, "one model call for the resumed turn");
@@ -663,14 +563,16 @@ fn conversation_text(body: &Value) -> Vec<(String, String)> {
 ///     COMPLETED with exit 0; Send starts a new run with --resume.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn one_shot_adapter_completes_each_turn_and_send_resumes() {
-    let h = Harness::with(Setup {
-        adapter: AdapterChoice::OneShot,
-        permissions: PermissionsMode::Settings,
-        ..Setup::default()
-    })
+    let (h, ev, started) = Harness::started(
+        Setup {
+            adapter: AdapterChoice::OneShot,
+            permissions: PermissionsMode::Settings,
+            ..Setup::default()
+        },
+        "s10",
+        "TEXT one-shot",
+    )
     .await;
-    let ev = h.subscribe("s10").await;
-    let started = h.start_session("s10", "TEXT one-shot").await;
     let (_, ready) = ev.run_ready_after(0).await;
     assert_eq!(ready.cli_version, CLI_VERSION);
     let (end_ev, end) = ev.run_end_after(0).await;
@@ -684,9 +586,7 @@ async fn one_shot_adapter_completes_each_turn_and_send_resumes() {
         panic!("{:?}", kinds(&first))
     };
     assert_eq!(rs.adapter, "cli");
-    let s = h.get("s10").await;
-    assert_eq!(s.status(), pb::SessionStatus::Idle);
-    assert!(!s.process_alive);
+    h.assert_idle("s10", false).await;
 
     let run = h.send("s10", "TEXT again").await;
     assert_ne!(run, started.run_id);
@@ -695,13 +595,7 @@ async fn one_shot_adapter_completes_each_turn_and_send_resumes() {
     assert_eq!(end2.reason(), pb::RunEndReason::Completed, "{end2:?}");
     assert_eq!(end2.exit_code, Some(0));
     let after = ev.since(end_ev.seq);
-    let starts = run_starts(&after);
-    assert_eq!(starts.len(), 1);
-    assert_eq!(starts[0].1.trigger, "send");
-    assert_eq!(
-        starts[0].1.config.as_ref().map(|c| c.resume.as_str()),
-        Some(ready.resume_id.as_str())
-    );
+    assert_one_resumed_start(&after, &run, &ready.resume_id);
     assert_eq!(texts(&after), "again");
     let calls = h.api().message_requests();
     let last = calls
@@ -725,9 +619,7 @@ async fn one_shot_adapter_completes_each_turn_and_send_resumes() {
 ///     the fake sees the request dropped, and every run ends exactly once.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn stop_during_a_hung_request_ends_the_turn() {
-    let h = Harness::start().await;
-    let ev = h.subscribe("s11").await;
-    let started = h.start_session("s11", "HANG").await;
+    let (h, ev, started) = Harness::started(Setup::default(), "s11", "HANG").await;
     ev.run_ready_after(0).await;
     eventually("the HANG request to be open", || {
         h.api().active_streams() == 1
@@ -737,17 +629,8 @@ async fn stop_during_a_hung_request_ends_the_turn() {
     assert_eq!(s.status(), pb::SessionStatus::Streaming);
 
     assert!(h.stop("s11").await);
-    let stop = ev
-        .next_after("stop_requested", 0, |e| {
-            matches!(e.payload, Some(Payload::StopRequested(_)))
-        })
-        .await;
-    let ended = ev
-        .next_after("turn_end or run_end", stop.seq, |e| {
-            matches!(&e.payload, Some(Payload::TurnEnd(t)) if !t.compact)
-                || matches!(e.payload, Some(Payload::RunEnd(_)))
-        })
-        .await;
+    let (stop, _) = ev.stop_requested_after(0).await;
+    let ended = ev.turn_or_run_end_after(stop.seq).await;
     match &ended.payload {
         Some(Payload::TurnEnd(t)) => {
             assert!(t.is_error, "{t:?}");
@@ -790,13 +673,9 @@ async fn stop_during_a_hung_request_ends_the_turn() {
 ///     fast interrupt ended the turn must not end the process.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn stop_while_idle_does_nothing_and_keeps_the_process() {
-    let h = Harness::start().await;
-    let ev = h.subscribe("s12").await;
-    let started = h.start_session("s12", "TEXT idle now").await;
+    let (h, ev, started) = Harness::started(Setup::default(), "s12", "TEXT idle now").await;
     let (first_end, _) = ev.turn_end_after(0).await;
-    let s = h.get("s12").await;
-    assert_eq!(s.status(), pb::SessionStatus::Idle);
-    assert!(s.process_alive);
+    h.assert_idle("s12", true).await;
 
     let stopping = h.stop("s12").await;
     // Give a wrongly started ladder time to show (kill_grace is 1 s).

@@ -4,9 +4,10 @@
 //! replace the committed ones in cassettes/ (that is how they were made).
 
 mod cassette_support;
+mod common;
 mod real_cli_support;
 
-use std::path::PathBuf;
+use std::ffi::OsString;
 use std::time::Duration;
 
 use agent_harness_server::adapter::cassette::{Cassette, record_cassette};
@@ -15,14 +16,22 @@ use agent_harness_server::adapter::claude_interactive::{
     ClaudeInteractiveAdapter, PermissionsMode,
 };
 use cassette_support::{replay_checked, scenarios};
+use common::{CLI_VERSION, cassettes_dir};
 use real_cli_support::Fixture;
+
+/// An adapter's CLI arguments as the cassette header records them.
+fn strings(args: Vec<OsString>) -> Vec<String> {
+    args.iter()
+        .map(|a| a.to_string_lossy().into_owned())
+        .collect()
+}
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn record_and_replay_every_scenario() {
     let keep = std::env::var_os("AH_RECORD_CASSETTES").is_some_and(|v| v == "1");
     let tmp = tempfile::tempdir().unwrap();
     let dir = if keep {
-        PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../cassettes")
+        cassettes_dir()
     } else {
         tmp.path().to_path_buf()
     };
@@ -65,28 +74,21 @@ async fn record_and_replay_every_scenario() {
         }
         let path = dir.join(format!("{}.cassette.jsonl", s.name));
         let steps = (s.steps)();
+        let timeout = Duration::from_secs(90);
         let exit = if s.adapter == "cli" {
             let a = ClaudeCliAdapter::new(fx.options(perms));
-            let argv = a
-                .args(&config)
-                .iter()
-                .map(|a| a.to_string_lossy().into_owned())
-                .collect();
-            record_cassette(a, argv, config, &steps, &path, Duration::from_secs(90)).await
+            let argv = strings(a.args(&config));
+            record_cassette(a, argv, config, &steps, &path, timeout).await
         } else {
             let a = ClaudeInteractiveAdapter::new(fx.options(perms));
-            let argv = a
-                .args(&config)
-                .iter()
-                .map(|a| a.to_string_lossy().into_owned())
-                .collect();
-            record_cassette(a, argv, config, &steps, &path, Duration::from_secs(90)).await
+            let argv = strings(a.args(&config));
+            record_cassette(a, argv, config, &steps, &path, timeout).await
         }
         .unwrap_or_else(|e| panic!("recording {}: {e}", s.name));
         assert_eq!(exit.code, s.exit_code, "{}: {exit:?}", s.name);
 
         let cassette = Cassette::parse(&std::fs::read_to_string(&path).unwrap()).unwrap();
-        assert_eq!(cassette.header.cli_version, "2.1.197", "{}", s.name);
+        assert_eq!(cassette.header.cli_version, CLI_VERSION, "{}", s.name);
         assert_eq!(cassette.header.adapter, s.adapter);
         assert!(cassette.header.argv.iter().any(|a| a == "stream-json"));
         let (kinds, replay_exit) = replay_checked(&path).await;

@@ -5,16 +5,20 @@
 //! committed `cassettes/plain_turn.cassette.jsonl` is served the same way,
 //! since that is how one tries the whole API without the CLI.
 
+mod common;
+mod support;
+
 use std::net::SocketAddr;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::Stdio;
 use std::time::Duration;
 
 use agent_harness_client::pb;
 use agent_harness_client::pb::event::Payload;
 use agent_harness_client::pb::session_service_client::SessionServiceClient;
-use agent_harness_client::pb::subscribe_response::Kind;
 use agent_harness_fake_api::FakeApi;
+use common::{cassettes_dir, claude_bin};
+use support::{Sub, get, is_turn_end, kinds, start};
 use tokio::process::{Child, Command};
 use tonic::transport::Channel;
 
@@ -25,23 +29,6 @@ const WAIT: Duration = Duration::from_secs(30);
 
 fn harness_bin() -> &'static str {
     env!("CARGO_BIN_EXE_agent-harness")
-}
-
-/// The CLI installed by the test setup (tests/tools), or `CLAUDE_BIN`.
-/// Missing is a test failure with the fix in the message, never a skip.
-fn claude_bin() -> PathBuf {
-    if let Some(p) = std::env::var_os("CLAUDE_BIN") {
-        return PathBuf::from(p);
-    }
-    let p =
-        PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../tests/tools/node_modules/.bin/claude");
-    assert!(
-        p.exists(),
-        "the real claude CLI is missing at {}: run `npm ci --prefix tests/tools` \
-         (installs @anthropic-ai/claude-code 2.1.197) or set CLAUDE_BIN",
-        p.display()
-    );
-    p
 }
 
 /// A command for the harness binary with a clean environment: nothing of a
@@ -139,55 +126,15 @@ impl Served {
 /// first turn_end, after checking the replayed shape.
 async fn replay_one_turn(served: &Served, session: &str) -> Vec<pb::Event> {
     let mut c = served.client().await.expect("connect");
-    let mut stream = c
-        .subscribe(pb::SubscribeRequest {
-            session_id: session.into(),
-            after_seq: 0,
-        })
+    let mut sub = Sub::open(&mut c, session, 0).await;
+    let started = start(&mut c, session, "replayed prompt")
         .await
-        .expect("subscribe")
-        .into_inner();
-    let started = c
-        .start(pb::StartRequest {
-            session_id: session.into(),
-            config: Some(pb::StartConfig {
-                prompt: "replayed prompt".into(),
-                ..Default::default()
-            }),
-        })
-        .await
-        .expect("start")
-        .into_inner();
+        .expect("start");
     assert!(started.process_id.starts_with("cassette:"), "{started:?}");
-    let mut events = Vec::new();
-    let collect = async {
-        while let Some(msg) = stream.message().await.expect("stream ok") {
-            if let Some(Kind::Event(e)) = msg.kind {
-                let done = matches!(&e.payload, Some(Payload::TurnEnd(t)) if !t.compact);
-                events.push(e);
-                if done {
-                    return;
-                }
-            }
-        }
-        panic!("stream ended before turn_end");
-    };
-    tokio::time::timeout(WAIT, collect)
-        .await
-        .unwrap_or_else(|_| panic!("no turn_end within {WAIT:?}"));
-    let kinds: Vec<&str> = events
-        .iter()
-        .map(|e| match &e.payload {
-            Some(Payload::RunStart(_)) => "run_start",
-            Some(Payload::InputSent(_)) => "input_sent",
-            Some(Payload::RunReady(_)) => "run_ready",
-            Some(Payload::Content(_)) => "content",
-            Some(Payload::TurnEnd(_)) => "turn_end",
-            _ => "other",
-        })
-        .collect();
+    sub.until("turn_end", is_turn_end).await;
+    let events = sub.events;
     assert_eq!(
-        kinds,
+        kinds(&events),
         [
             "run_start",
             "input_sent",
@@ -201,15 +148,7 @@ async fn replay_one_turn(served: &Served, session: &str) -> Vec<pb::Event> {
         unreachable!()
     };
     assert!(!ready.resume_id.is_empty(), "the recorded CLI session id");
-    let session_state = c
-        .get_session(pb::GetSessionRequest {
-            session_id: session.into(),
-        })
-        .await
-        .expect("get session")
-        .into_inner()
-        .session
-        .expect("session");
+    let session_state = get(&mut c, session).await;
     assert_eq!(session_state.status, pb::SessionStatus::Idle as i32);
     assert!(
         session_state.process_alive,
@@ -300,8 +239,7 @@ async fn record_with_the_real_cli_then_serve_the_cassette() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn serve_the_committed_plain_turn_cassette() {
-    let cassette =
-        PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../cassettes/plain_turn.cassette.jsonl");
+    let cassette = cassettes_dir().join("plain_turn.cassette.jsonl");
     let recorded: String = std::fs::read_to_string(&cassette)
         .expect("committed cassette")
         .lines()
@@ -332,8 +270,7 @@ async fn serve_the_committed_plain_turn_cassette() {
 /// records `line_too_large` instead of `run_ready` and goes on.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn serve_applies_max_line_bytes_from_the_environment() {
-    let cassette =
-        PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../cassettes/plain_turn.cassette.jsonl");
+    let cassette = cassettes_dir().join("plain_turn.cassette.jsonl");
     let home = tempfile::tempdir().expect("home");
     let served = Served::start(
         &cassette,
@@ -342,38 +279,10 @@ async fn serve_applies_max_line_bytes_from_the_environment() {
     )
     .await;
     let mut c = served.client().await.expect("connect");
-    c.start(pb::StartRequest {
-        session_id: "limited".into(),
-        config: Some(pb::StartConfig {
-            prompt: "hi".into(),
-            ..Default::default()
-        }),
-    })
-    .await
-    .expect("start");
-    let mut stream = c
-        .subscribe(pb::SubscribeRequest {
-            session_id: "limited".into(),
-            after_seq: 0,
-        })
-        .await
-        .expect("subscribe")
-        .into_inner();
-    let mut events = Vec::new();
-    let collect = async {
-        while let Some(msg) = stream.message().await.expect("stream ok") {
-            if let Some(Kind::Event(e)) = msg.kind {
-                let done = matches!(&e.payload, Some(Payload::TurnEnd(_)));
-                events.push(e);
-                if done {
-                    return;
-                }
-            }
-        }
-    };
-    tokio::time::timeout(WAIT, collect)
-        .await
-        .expect("turn_end in time");
+    start(&mut c, "limited", "hi").await.expect("start");
+    let mut sub = Sub::open(&mut c, "limited", 0).await;
+    sub.until("turn_end", is_turn_end).await;
+    let events = sub.events;
     let errors: Vec<&pb::RunError> = events
         .iter()
         .filter_map(|e| match &e.payload {

@@ -2,6 +2,7 @@
 //! (its runtime is dropped, nothing is shut down), a new one opens the same
 //! file, recovers, and the session resumes.
 
+mod common;
 mod support;
 
 use std::os::unix::process::CommandExt;
@@ -11,11 +12,10 @@ use std::time::Duration;
 
 use agent_harness_client::pb;
 use agent_harness_client::pb::event::Payload;
-use agent_harness_server::adapter::scripted::ScriptedBehavior;
 use agent_harness_server::log::{EventLogs, LogOptions};
 use agent_harness_server::recovery::recover;
 use agent_harness_server::store::{RedbStore, Store};
-use agent_harness_server::{ServeOptions, supervise};
+use agent_harness_server::supervise;
 use support::*;
 
 /// Opens the redb file, retrying while the crashed instance's writer
@@ -57,13 +57,7 @@ fn crash_with_live_run_recovers_on_restart_and_next_send_resumes() {
             .build()
             .unwrap();
         let resume = rt.block_on(async {
-            let server = TestServer::on_store(
-                open_store(&path),
-                ScriptedBehavior::default(),
-                fast_opts(),
-                ServeOptions::default(),
-            )
-            .await;
+            let server = TestServer::on_store(open_store(&path)).await;
             let mut c = server.client().await;
             start(&mut c, "crashy", "hello").await.unwrap();
             let s = wait_session(&mut c, "crashy", |s| {
@@ -130,13 +124,7 @@ fn crash_with_live_run_recovers_on_restart_and_next_send_resumes() {
         assert_eq!(r.source, "recovery");
         assert_eq!(events.iter().filter(|e| is_run_end(e)).count(), 1);
 
-        let server = TestServer::on_store(
-            store,
-            ScriptedBehavior::default(),
-            fast_opts(),
-            ServeOptions::default(),
-        )
-        .await;
+        let server = TestServer::on_store(store).await;
         let mut c = server.client().await;
         let s = get(&mut c, "crashy").await;
         assert_eq!(s.status, pb::SessionStatus::Idle as i32);

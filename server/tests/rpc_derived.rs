@@ -4,6 +4,7 @@
 //! rebuild), and right after each event a subscriber sees. Recovery's tail
 //! scan is checked against the full fold over logs of every shape.
 
+mod common;
 mod support;
 
 use std::sync::Arc;
@@ -12,8 +13,6 @@ use agent_harness_client::derive;
 use agent_harness_client::pb;
 use agent_harness_client::pb::event::Payload;
 use agent_harness_client::pb::session_service_client::SessionServiceClient;
-use agent_harness_server::ServeOptions;
-use agent_harness_server::adapter::scripted::ScriptedBehavior;
 use agent_harness_server::log::{EventLogs, LogOptions, NewEvent};
 use agent_harness_server::recovery::recover;
 use agent_harness_server::store::{MemoryStore, Store};
@@ -74,13 +73,7 @@ fn allow(session: &str, request_id: &str) -> pb::RespondPermissionRequest {
 #[tokio::test]
 async fn get_and_list_equal_derive_over_the_log_through_a_varied_run() {
     let store: Arc<dyn Store> = Arc::new(MemoryStore::new());
-    let server = TestServer::on_store(
-        store.clone(),
-        ScriptedBehavior::default(),
-        fast_opts(),
-        ServeOptions::default(),
-    )
-    .await;
+    let server = TestServer::on_store(store.clone()).await;
     let mut c = server.client().await;
 
     // "a": turns, a relayed permission, a stopped turn; checked after every event.
@@ -163,13 +156,7 @@ async fn get_and_list_equal_derive_over_the_log_through_a_varied_run() {
     // Shutdown appends run_end to the live runs; a new server over the same
     // store builds each fold lazily from the log.
     server.shutdown().await.unwrap();
-    let server = TestServer::on_store(
-        store,
-        ScriptedBehavior::default(),
-        fast_opts(),
-        ServeOptions::default(),
-    )
-    .await;
+    let server = TestServer::on_store(store).await;
     let mut c = server.client().await;
     let sessions = assert_list_matches_log(&mut c).await;
     assert!(sessions.iter().all(|s| !s.process_alive));

@@ -4,17 +4,14 @@
 //! are done. The scripted CLI, with background task frames injected as the
 //! real CLI writes them (`system/task_started`, `system/task_notification`).
 
+mod common;
 mod support;
 
-use std::sync::Arc;
 use std::time::Duration;
 
 use agent_harness_client::pb;
-use agent_harness_server::ServeOptions;
 use agent_harness_server::adapter::StdoutLine;
-use agent_harness_server::adapter::scripted::{ScriptedAdapter, ScriptedBehavior};
 use agent_harness_server::manager::ManagerOptions;
-use agent_harness_server::store::MemoryStore;
 use serde_json::json;
 use support::*;
 
@@ -42,22 +39,16 @@ fn task_frames(line: &StdoutLine) -> Vec<StdoutLine> {
 
 #[tokio::test]
 async fn idle_timeout_waits_for_running_background_tasks() {
-    let scripted = ScriptedAdapter::new(ScriptedBehavior::default());
-    let server = TestServer::with_adapter(
-        Arc::new(MemoryStore::new()),
-        Arc::new(InjectingAdapter::new(scripted.clone(), task_frames)),
-        scripted,
+    let server = TestServer::injecting(
+        task_frames,
         ManagerOptions {
             idle_timeout: IDLE,
             ..fast_opts()
         },
-        ServeOptions::default(),
     )
     .await;
     let mut c = server.client().await;
-    let mut sub = Sub::open(&mut c, "bg", 0).await;
-    let started = start(&mut c, "bg", "BGSTART a job").await.unwrap();
-    sub.until("turn_end", is_turn_end).await;
+    let (mut sub, started) = first_turn(&mut c, "bg", "BGSTART a job").await;
     assert!(kinds(&sub.events).contains(&"task_started"));
     let events = history_all(&mut c, "bg").await;
     assert!(agent_harness_client::derive::has_running_background_tasks(
@@ -83,8 +74,7 @@ async fn idle_timeout_waits_for_running_background_tasks() {
         send(&mut c, "bg", "BGDONE check").await.unwrap(),
         started.run_id
     );
-    sub.until("task_notification", |e| kind(e) == "task_notification")
-        .await;
+    sub.until_kind("task_notification").await;
     let end = sub.until("run_end", is_run_end).await;
     assert_eq!(run_end(&end).reason, pb::RunEndReason::IdleTimeout as i32);
     let idle_stop = sub

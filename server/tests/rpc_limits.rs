@@ -3,17 +3,13 @@
 //! `run_error{kind: "line_too_large"}` and the run goes on. A real tonic
 //! server, the generated client, the scripted CLI with an injected line.
 
+mod common;
 mod support;
-
-use std::sync::Arc;
 
 use agent_harness_client::pb;
 use agent_harness_client::pb::event::Payload;
-use agent_harness_server::ServeOptions;
 use agent_harness_server::adapter::StdoutLine;
-use agent_harness_server::adapter::scripted::{ScriptedAdapter, ScriptedBehavior};
 use agent_harness_server::manager::ManagerOptions;
-use agent_harness_server::store::MemoryStore;
 use support::*;
 
 const LIMIT: usize = 4096;
@@ -31,32 +27,26 @@ fn huge_assistant_line() -> String {
 
 #[tokio::test]
 async fn oversized_stdout_line_is_a_run_error_and_the_run_goes_on() {
-    let scripted = ScriptedAdapter::new(ScriptedBehavior::default());
     // Before the answer of a turn whose text says BIGLINE, the "CLI" writes
     // one huge line.
-    let spawner = InjectingAdapter::new(scripted.clone(), |line| {
+    let inject = |line: &StdoutLine| {
         let text = line_text(line);
         if text.contains("\"type\":\"assistant\"") && text.contains("BIGLINE") {
             vec![StdoutLine::Line(huge_assistant_line())]
         } else {
             vec![]
         }
-    });
-    let server = TestServer::with_adapter(
-        Arc::new(MemoryStore::new()),
-        Arc::new(spawner),
-        scripted,
+    };
+    let server = TestServer::injecting(
+        inject,
         ManagerOptions {
             max_line_bytes: LIMIT,
             ..fast_opts()
         },
-        ServeOptions::default(),
     )
     .await;
     let mut c = server.client().await;
-    let mut sub = Sub::open(&mut c, "big", 0).await;
-    let started = start(&mut c, "big", "BIGLINE please").await.unwrap();
-    sub.until("turn_end", is_turn_end).await;
+    let (mut sub, started) = first_turn(&mut c, "big", "BIGLINE please").await;
     assert_eq!(
         kinds(&sub.events),
         [

@@ -2,6 +2,7 @@
 //! A real tonic server on 127.0.0.1:0, the generated client, and the
 //! scripted adapter speaking the CLI's stream-json shapes.
 
+mod common;
 mod support;
 
 use std::time::Duration;
@@ -149,18 +150,14 @@ async fn stop_is_idempotent_in_every_state() {
     );
 
     // Streaming: interrupt ends the turn, the process survives.
-    start(&mut c, "st", "HANG please").await.unwrap();
-    let mut sub = Sub::open(&mut c, "st", 0).await;
-    sub.until("content", |e| {
-        matches!(e.payload, Some(Payload::Content(_)))
-    })
-    .await;
+    let mut sub = start_subscribed(&mut c, "st", "HANG please").await;
+    sub.until_kind("content").await;
     assert!(stop(&mut c, "st").await.unwrap());
     // A second Stop: true while the interrupt is under way, false once the
     // turn already ended; never a second stop_requested either way.
     let _ = stop(&mut c, "st").await.unwrap();
     sub.until("turn_end", is_turn_end).await;
-    let s = wait_session(&mut c, "st", |s| s.status == pb::SessionStatus::Idle as i32).await;
+    let s = wait_idle(&mut c, "st").await;
     assert!(s.process_alive, "interrupt keeps the process");
 
     // Idle but alive: nothing to stop; the process stays, no event.
@@ -218,10 +215,7 @@ async fn stop_during_startup_before_run_ready() {
     );
     let mut sub = Sub::open(&mut c, "boot", 0).await;
     sub.until("turn_end after the interrupt", is_turn_end).await;
-    let s = wait_session(&mut c, "boot", |s| {
-        s.status == pb::SessionStatus::Idle as i32
-    })
-    .await;
+    let s = wait_idle(&mut c, "boot").await;
     assert!(s.process_alive);
     assert!(
         server
@@ -246,12 +240,8 @@ async fn stop_ladder_escalates_when_the_process_ignores_everything() {
     };
     let server = TestServer::with(behavior, opts, ServeOptions::default()).await;
     let mut c = server.client().await;
-    start(&mut c, "deaf", "HANG").await.unwrap();
-    let mut sub = Sub::open(&mut c, "deaf", 0).await;
-    sub.until("content", |e| {
-        matches!(e.payload, Some(Payload::Content(_)))
-    })
-    .await;
+    let mut sub = start_subscribed(&mut c, "deaf", "HANG").await;
+    sub.until_kind("content").await;
     let t0 = std::time::Instant::now();
     assert!(stop(&mut c, "deaf").await.unwrap());
     let end = sub.until("run_end", is_run_end).await;
@@ -286,18 +276,13 @@ async fn one_shot_runs_complete_and_stop_goes_straight_to_signals() {
     };
     let server = TestServer::with(behavior, fast_opts(), ServeOptions::default()).await;
     let mut c = server.client().await;
-    start(&mut c, "one", "hello").await.unwrap();
-    let mut sub = Sub::open(&mut c, "one", 0).await;
+    let mut sub = start_subscribed(&mut c, "one", "hello").await;
     let end = sub.until("run_end", is_run_end).await;
     assert_eq!(run_end(&end).reason, pb::RunEndReason::Completed as i32);
     assert_eq!(run_end(&end).exit_code, Some(0));
 
-    start(&mut c, "one2", "HANG").await.unwrap();
-    let mut sub = Sub::open(&mut c, "one2", 0).await;
-    sub.until("content", |e| {
-        matches!(e.payload, Some(Payload::Content(_)))
-    })
-    .await;
+    let mut sub = start_subscribed(&mut c, "one2", "HANG").await;
+    sub.until_kind("content").await;
     // A Send to a one-shot run still working is refused, not queued.
     assert_eq!(
         send(&mut c, "one2", "more").await.unwrap_err().code(),
@@ -314,16 +299,14 @@ async fn one_shot_runs_complete_and_stop_goes_straight_to_signals() {
 async fn crashes_and_errors_get_the_right_run_end() {
     let server = TestServer::start().await;
     let mut c = server.client().await;
-    start(&mut c, "crash", "CRASH now").await.unwrap();
-    let mut sub = Sub::open(&mut c, "crash", 0).await;
+    let mut sub = start_subscribed(&mut c, "crash", "CRASH now").await;
     let end = sub.until("run_end", is_run_end).await;
     let end = run_end(&end);
     assert_eq!(end.reason, pb::RunEndReason::ProcessExit as i32);
     assert_eq!(end.exit_code, Some(3));
     assert!(end.stderr_tail.contains("scripted crash"));
 
-    start(&mut c, "apierr", "APIERROR").await.unwrap();
-    let mut sub = Sub::open(&mut c, "apierr", 0).await;
+    let mut sub = start_subscribed(&mut c, "apierr", "APIERROR").await;
     let end = sub.until("run_end", is_run_end).await;
     assert_eq!(run_end(&end).reason, pb::RunEndReason::Error as i32);
     assert_eq!(run_end(&end).exit_code, Some(1));
@@ -361,8 +344,7 @@ async fn idle_keep_alive_process_times_out() {
     };
     let server = TestServer::with(ScriptedBehavior::default(), opts, ServeOptions::default()).await;
     let mut c = server.client().await;
-    start(&mut c, "idle", "hello").await.unwrap();
-    let mut sub = Sub::open(&mut c, "idle", 0).await;
+    let mut sub = start_subscribed(&mut c, "idle", "hello").await;
     sub.until("turn_end", is_turn_end).await;
     let end = sub.until("run_end", is_run_end).await;
     assert_eq!(run_end(&end).reason, pb::RunEndReason::IdleTimeout as i32);
@@ -386,13 +368,8 @@ async fn permissions_are_relayed_answered_and_timed_out() {
     };
     let server = TestServer::with(ScriptedBehavior::default(), opts, ServeOptions::default()).await;
     let mut c = server.client().await;
-    start(&mut c, "perm", "PERMISSION please").await.unwrap();
-    let mut sub = Sub::open(&mut c, "perm", 0).await;
-    let req = sub
-        .until("permission_requested", |e| {
-            kind(e) == "permission_requested"
-        })
-        .await;
+    let mut sub = start_subscribed(&mut c, "perm", "PERMISSION please").await;
+    let req = sub.until_kind("permission_requested").await;
     let Some(Payload::PermissionRequested(req)) = req.payload else {
         unreachable!()
     };
@@ -414,9 +391,7 @@ async fn permissions_are_relayed_answered_and_timed_out() {
     c.respond_permission(answer(&req.request_id, true))
         .await
         .unwrap();
-    let resolved = sub
-        .until("permission_resolved", |e| kind(e) == "permission_resolved")
-        .await;
+    let resolved = sub.until_kind("permission_resolved").await;
     let Some(Payload::PermissionResolved(r)) = resolved.payload else {
         unreachable!()
     };
@@ -459,29 +434,18 @@ async fn permissions_are_relayed_answered_and_timed_out() {
 async fn pending_permission_is_resolved_by_run_end() {
     let server = TestServer::start().await;
     let mut c = server.client().await;
-    start(&mut c, "pr", "PERMISSION").await.unwrap();
-    let mut sub = Sub::open(&mut c, "pr", 0).await;
-    sub.until("permission_requested", |e| {
-        kind(e) == "permission_requested"
-    })
-    .await;
+    let mut sub = start_subscribed(&mut c, "pr", "PERMISSION").await;
+    sub.until_kind("permission_requested").await;
     // Stop: the interrupt makes the CLI withdraw its request (cancelled),
     // and ending the idle process afterwards leaves nothing pending.
     assert!(stop(&mut c, "pr").await.unwrap());
-    let resolved = sub
-        .until("permission_resolved", |e| kind(e) == "permission_resolved")
-        .await;
+    let resolved = sub.until_kind("permission_resolved").await;
     let Some(Payload::PermissionResolved(r)) = resolved.payload else {
         unreachable!()
     };
     assert!(!r.allow);
     assert!(r.by == "cancelled" || r.by == "run_end", "{}", r.by);
-    assert_eq!(
-        wait_session(&mut c, "pr", |s| s.status == pb::SessionStatus::Idle as i32)
-            .await
-            .pending_permissions,
-        0
-    );
+    assert_eq!(wait_idle(&mut c, "pr").await.pending_permissions, 0);
 }
 
 #[tokio::test]
@@ -553,8 +517,7 @@ async fn validation_errors_name_the_field_and_unknown_sessions_are_not_found() {
 async fn history_pages_the_log() {
     let server = TestServer::start().await;
     let mut c = server.client().await;
-    start(&mut c, "h", "hello").await.unwrap();
-    let mut sub = Sub::open(&mut c, "h", 0).await;
+    let mut sub = start_subscribed(&mut c, "h", "hello").await;
     sub.until("turn_end", is_turn_end).await;
     let page = c
         .history(pb::HistoryRequest {

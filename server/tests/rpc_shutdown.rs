@@ -1,36 +1,26 @@
 //! Graceful shutdown: streams end cleanly and every live run gets exactly
 //! one run_end (SERVER_RESTART, source "shutdown").
 
+mod common;
 mod support;
 
 use std::sync::Arc;
 
 use agent_harness_client::pb;
 use agent_harness_client::pb::event::Payload;
-use agent_harness_server::ServeOptions;
-use agent_harness_server::adapter::scripted::ScriptedBehavior;
 use agent_harness_server::store::MemoryStore;
 use support::*;
 
 #[tokio::test]
 async fn shutdown_ends_streams_and_every_live_run_once() {
-    let server = TestServer::on_store(
-        Arc::new(MemoryStore::new()),
-        ScriptedBehavior::default(),
-        fast_opts(),
-        ServeOptions::default(),
-    )
-    .await;
+    let server = TestServer::on_store(Arc::new(MemoryStore::new())).await;
     let mut c = server.client().await;
     start(&mut c, "busy", "HANG").await.unwrap();
     start(&mut c, "idle", "hello").await.unwrap();
     // A run that already ended before shutdown must not get a second run_end.
     start(&mut c, "done", "CRASH").await.unwrap();
     wait_session(&mut c, "done", |s| !s.process_alive).await;
-    wait_session(&mut c, "idle", |s| {
-        s.status == pb::SessionStatus::Idle as i32
-    })
-    .await;
+    wait_idle(&mut c, "idle").await;
     let mut busy = Sub::open(&mut c, "busy", 0).await;
     busy.until("content", |e| {
         matches!(e.payload, Some(Payload::Content(_)))

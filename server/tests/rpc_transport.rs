@@ -1,6 +1,7 @@
 //! The one port: grpc-web over HTTP/1.1 with CORS, reflection v1 and
 //! v1alpha, health, bearer-token auth, and the request size limit.
 
+mod common;
 mod support;
 
 use std::time::Duration;
@@ -48,10 +49,7 @@ async fn grpc_web_over_http1_with_cors() {
     let server = TestServer::start().await;
     let mut c = server.client().await;
     start(&mut c, "web", "hello").await.unwrap();
-    wait_session(&mut c, "web", |s| {
-        s.status == pb::SessionStatus::Idle as i32
-    })
-    .await;
+    wait_idle(&mut c, "web").await;
 
     // A successful unary call: HTTP 200, the message, grpc-status 0 in the trailer frame.
     let req = pb::GetSessionRequest {
@@ -111,6 +109,28 @@ async fn grpc_web_over_http1_with_cors() {
     }
 }
 
+/// One reflection request on a fresh stream of `$client`; its first answer.
+/// A macro because v1 and v1alpha are separate generated types of the same
+/// shape: `$v` names the module, `$request` the `MessageRequest` variant.
+macro_rules! reflect {
+    ($client:expr, $v:ident, $request:expr) => {{
+        use $v::server_reflection_request::MessageRequest;
+        let req = $v::ServerReflectionRequest {
+            host: String::new(),
+            message_request: Some($request),
+        };
+        $client
+            .server_reflection_info(tokio_stream::iter([req]))
+            .await
+            .unwrap()
+            .into_inner()
+            .message()
+            .await
+            .unwrap()
+            .unwrap()
+    }};
+}
+
 #[tokio::test]
 async fn reflection_v1_and_v1alpha_list_the_service() {
     use tonic_reflection::pb::{v1, v1alpha};
@@ -118,18 +138,7 @@ async fn reflection_v1_and_v1alpha_list_the_service() {
     let channel = server.channel().await;
 
     let mut v1c = v1::server_reflection_client::ServerReflectionClient::new(channel.clone());
-    let req = v1::ServerReflectionRequest {
-        host: String::new(),
-        message_request: Some(v1::server_reflection_request::MessageRequest::ListServices(
-            String::new(),
-        )),
-    };
-    let mut stream = v1c
-        .server_reflection_info(tokio_stream::iter([req]))
-        .await
-        .unwrap()
-        .into_inner();
-    let resp = stream.message().await.unwrap().unwrap();
+    let resp = reflect!(v1c, v1, MessageRequest::ListServices(String::new()));
     let Some(v1::server_reflection_response::MessageResponse::ListServicesResponse(list)) =
         resp.message_response
     else {
@@ -142,20 +151,8 @@ async fn reflection_v1_and_v1alpha_list_the_service() {
     );
 
     // describe: the file containing the service symbol resolves.
-    let req = v1::ServerReflectionRequest {
-        host: String::new(),
-        message_request: Some(
-            v1::server_reflection_request::MessageRequest::FileContainingSymbol(
-                "agentharness.v1.SessionService".into(),
-            ),
-        ),
-    };
-    let mut stream = v1c
-        .server_reflection_info(tokio_stream::iter([req]))
-        .await
-        .unwrap()
-        .into_inner();
-    let resp = stream.message().await.unwrap().unwrap();
+    let symbol = "agentharness.v1.SessionService".to_string();
+    let resp = reflect!(v1c, v1, MessageRequest::FileContainingSymbol(symbol));
     assert!(
         matches!(
             resp.message_response,
@@ -165,18 +162,7 @@ async fn reflection_v1_and_v1alpha_list_the_service() {
     );
 
     let mut alpha = v1alpha::server_reflection_client::ServerReflectionClient::new(channel);
-    let req = v1alpha::ServerReflectionRequest {
-        host: String::new(),
-        message_request: Some(
-            v1alpha::server_reflection_request::MessageRequest::ListServices(String::new()),
-        ),
-    };
-    let mut stream = alpha
-        .server_reflection_info(tokio_stream::iter([req]))
-        .await
-        .unwrap()
-        .into_inner();
-    let resp = stream.message().await.unwrap().unwrap();
+    let resp = reflect!(alpha, v1alpha, MessageRequest::ListServices(String::new()));
     let Some(v1alpha::server_reflection_response::MessageResponse::ListServicesResponse(list)) =
         resp.message_response
     else {

@@ -13,6 +13,8 @@ use agent_harness_server::adapter::{
 };
 use agent_harness_server::normalize::{DEFAULT_MAX_LINE_BYTES, Normalizer};
 
+use crate::common::detailed_kind;
+
 /// One cassette: how to record it and what replaying it must yield.
 pub struct Scenario {
     /// File stem under cassettes/.
@@ -183,35 +185,6 @@ pub fn scenarios() -> Vec<Scenario> {
     ]
 }
 
-/// A short, stable name for an event.
-pub fn kind(p: &Payload) -> String {
-    match p {
-        Payload::RunReady(_) => "run_ready".into(),
-        Payload::Content(c) => {
-            let blocks: Vec<&str> = c.blocks.iter().map(|b| b.r#type.as_str()).collect();
-            format!("content[{}]", blocks.join(","))
-        }
-        Payload::Result(r) if !r.tool_results.is_empty() => {
-            format!("result[tool{}]", if r.is_error { ",error" } else { "" })
-        }
-        Payload::Result(_) => "result[text]".into(),
-        Payload::TurnEnd(t) if t.compact => "turn_end[compact]".into(),
-        Payload::TurnEnd(t) => format!(
-            "turn_end[{}{}]",
-            t.subtype,
-            if t.is_error { ",error" } else { "" }
-        ),
-        Payload::TurnStart(t) => format!("turn_start[{}]", t.origin),
-        Payload::TaskStarted(t) => format!("task_started[{}]", t.task_type),
-        Payload::TaskUpdated(t) => format!("task_updated[{}]", t.status),
-        Payload::TaskNotification(t) => format!("task_notification[{}]", t.status),
-        Payload::PermissionRequested(p) => format!("permission_requested[{}]", p.tool_name),
-        Payload::PermissionResolved(p) => format!("permission_resolved[{}]", p.by),
-        Payload::RunError(e) => format!("run_error[{}]", e.kind),
-        other => format!("{other:?}"),
-    }
-}
-
 fn spawn_config() -> SpawnConfig {
     SpawnConfig {
         session_id: "s".into(),
@@ -263,7 +236,7 @@ pub async fn replay_checked(path: &Path) -> (Vec<String>, ExitInfo) {
                     if let Payload::PermissionRequested(r) = &p {
                         permission = Some(r.request_id.clone());
                     }
-                    kinds.push(kind(&p));
+                    kinds.push(detailed_kind(&p));
                 }
             }
             CassetteRecord::In { kind: k, .. } if k == "initial" => {}

@@ -17,7 +17,6 @@
 
 use std::future::Future;
 use std::net::SocketAddr;
-use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -26,45 +25,28 @@ use agent_harness_client::pb::event::Payload;
 use agent_harness_client::pb::session_service_client::SessionServiceClient;
 use agent_harness_client::pb::subscribe_response::Kind;
 use agent_harness_fake_api::FakeApi;
+use agent_harness_server::ServeOptions;
 use agent_harness_server::adapter::ProcessAdapter;
 use agent_harness_server::adapter::claude_cli::ClaudeCliAdapter;
 use agent_harness_server::adapter::claude_interactive::{
-    ClaudeInteractiveAdapter, ClaudeOptions, PermissionsMode,
+    ClaudeInteractiveAdapter, PermissionsMode,
 };
-use agent_harness_server::error::Error;
-use agent_harness_server::log::{EventLogs, LogOptions};
-use agent_harness_server::manager::{ManagerOptions, SessionManager};
+use agent_harness_server::manager::ManagerOptions;
 use agent_harness_server::store::{RedbStore, Store};
-use agent_harness_server::{ServeOptions, serve_on};
-use tokio::sync::{oneshot, watch};
+use tokio::sync::watch;
 use tokio::task::JoinHandle;
 use tokio::time::Instant;
 use tonic::transport::Channel;
+
+// Part of this fixture's API; not every test file uses all of it.
+#[allow(unused_imports)]
+pub use crate::common::{CLI_VERSION, kind, kinds};
+use crate::common::{InProcessServer, cli_options, point_at_fake_api};
 
 /// Upper bound for one wait (a turn, a run end, a status change). Generous:
 /// the machine has two cores and tests run CLIs in parallel; a passing wait
 /// takes well under a second to a few seconds.
 pub const WAIT: Duration = Duration::from_secs(60);
-
-/// The CLI version the fake API's behaviour table was measured with.
-pub const CLI_VERSION: &str = "2.1.197";
-
-/// The CLI installed by the test setup (tests/tools), or `CLAUDE_BIN`.
-/// Missing is a test failure with the fix in the message, never a skip.
-pub fn claude_bin() -> PathBuf {
-    if let Some(p) = std::env::var_os("CLAUDE_BIN") {
-        return PathBuf::from(p);
-    }
-    let p =
-        PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../tests/tools/node_modules/.bin/claude");
-    assert!(
-        p.exists(),
-        "the real claude CLI is missing at {}: run `npm ci --prefix tests/tools` \
-         (installs @anthropic-ai/claude-code {CLI_VERSION}) or set CLAUDE_BIN",
-        p.display()
-    );
-    p
-}
 
 /// Which adapter the server runs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -117,6 +99,8 @@ pub fn test_manager_options() -> ManagerOptions {
 /// The whole server in-process, the real CLI behind it, the fake API in
 /// front of the CLI.
 pub struct Harness {
+    /// First, so a failed test stops serving before the dirs go away.
+    server: InProcessServer,
     /// The scripted Messages API (`None` in live mode).
     api: Option<FakeApi>,
     /// The CLI's HOME (transcripts for --resume land here).
@@ -130,14 +114,25 @@ pub struct Harness {
     /// Where the server listens.
     pub addr: SocketAddr,
     client: SessionServiceClient<Channel>,
-    shutdown: Option<oneshot::Sender<()>>,
-    task: Option<JoinHandle<Result<(), Error>>>,
 }
 
 impl Harness {
     /// The default setup: interactive adapter, relay permissions.
     pub async fn start() -> Self {
         Self::with(Setup::default()).await
+    }
+
+    /// A test's opening: a server with `setup`, a subscriber on `session`
+    /// (before Start, so it sees everything), then Start with `prompt`.
+    pub async fn started(
+        setup: Setup,
+        session: &str,
+        prompt: &str,
+    ) -> (Self, Events, pb::StartResponse) {
+        let h = Self::with(setup).await;
+        let events = h.subscribe(session).await;
+        let started = h.start_session(session, prompt).await;
+        (h, events, started)
     }
 
     /// A server with this setup.
@@ -151,32 +146,9 @@ impl Harness {
         let work = tempfile::tempdir().expect("work tempdir");
         let data = tempfile::tempdir().expect("data tempdir");
 
-        let mut options = ClaudeOptions {
-            claude_bin: Some(claude_bin()),
-            permissions: setup.permissions,
-            ..ClaudeOptions::default()
-        };
+        let mut options = cli_options(setup.permissions);
         if let Some(api) = &api {
-            options.env = vec![("HOME".into(), home.path().display().to_string())];
-            options
-                .env
-                .extend(api.cli_env().into_iter().map(|(k, v)| (k.to_owned(), v)));
-            // Nothing of a developer's own login, config or proxy may reach
-            // the child: the fake is the only endpoint it may talk to.
-            options.strip_env_keys.extend(
-                [
-                    "ANTHROPIC_AUTH_TOKEN",
-                    "CLAUDE_CODE_OAUTH_TOKEN",
-                    "CLAUDE_CONFIG_DIR",
-                    "ANTHROPIC_MODEL",
-                    "HTTPS_PROXY",
-                    "HTTP_PROXY",
-                    "https_proxy",
-                    "http_proxy",
-                    "ALL_PROXY",
-                ]
-                .map(String::from),
-            );
+            point_at_fake_api(&mut options, api, home.path());
         }
         let adapter: Arc<dyn ProcessAdapter> = match setup.adapter {
             AdapterChoice::Interactive => Arc::new(ClaudeInteractiveAdapter::new(options)),
@@ -187,44 +159,25 @@ impl Harness {
         let store = Arc::new(
             RedbStore::open(&data.path().join("events.redb")).expect("open the redb store"),
         );
-        let logs = EventLogs::open(
+        let heartbeat = Duration::from_secs(1);
+        let server = InProcessServer::start(
             store.clone(),
-            LogOptions {
-                heartbeat: Duration::from_secs(1),
-                ..LogOptions::default()
-            },
-        )
-        .expect("open the event logs");
-        let manager = SessionManager::new(adapter, logs, setup.manager);
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
-            .await
-            .expect("bind 127.0.0.1:0");
-        let addr = listener.local_addr().expect("local addr");
-        let (tx, rx) = oneshot::channel::<()>();
-        let task = tokio::spawn(serve_on(
-            listener,
-            manager,
+            adapter,
+            setup.manager,
+            heartbeat,
             ServeOptions::default(),
-            async {
-                let _ = rx.await;
-            },
-        ));
-        let channel = Channel::from_shared(format!("http://{addr}"))
-            .expect("uri")
-            .connect_timeout(Duration::from_secs(10))
-            .connect()
-            .await
-            .expect("connect to the in-process server");
+        )
+        .await;
+        let channel = server.channel().await;
         Self {
+            addr: server.addr,
+            server,
             api,
             home,
             work,
             data,
             store,
-            addr,
             client: SessionServiceClient::new(channel),
-            shutdown: Some(tx),
-            task: Some(task),
         }
     }
 
@@ -316,6 +269,15 @@ impl Harness {
         .expect("GetSessionResponse.session is set")
     }
 
+    /// GetSession, asserting the session is idle and whether its process
+    /// is alive; returns the session.
+    pub async fn assert_idle(&self, session: &str, alive: bool) -> pb::Session {
+        let s = self.get(session).await;
+        assert_eq!(s.status(), pb::SessionStatus::Idle, "{s:?}");
+        assert_eq!(s.process_alive, alive, "process_alive: {s:?}");
+        s
+    }
+
     /// RespondPermission.
     pub async fn respond(
         &self,
@@ -384,14 +346,9 @@ impl Harness {
         let live = s.process_alive.then_some(s.run_id.as_str());
         assert_runs_end_once(&seen, live);
 
-        if let Some(tx) = self.shutdown.take() {
-            let _ = tx.send(());
-        }
-        let task = self.task.take().expect("server task");
-        tokio::time::timeout(WAIT, task)
+        self.server
+            .shutdown(WAIT)
             .await
-            .expect("the server shuts down in time")
-            .expect("the serve task did not panic")
             .expect("serve_on returned Ok");
 
         let stored = self
@@ -425,15 +382,6 @@ impl Harness {
                 api.active_streams() == 0
             })
             .await;
-        }
-    }
-}
-
-impl Drop for Harness {
-    fn drop(&mut self) {
-        // A failed test: stop serving; the adapter's kill_on_drop reaps the CLIs.
-        if let Some(t) = &self.task {
-            t.abort();
         }
     }
 }
@@ -482,6 +430,22 @@ impl Drop for Events {
     fn drop(&mut self) {
         self.reader.abort();
     }
+}
+
+/// `name: Variant` pairs become `Events::name(after) -> (pb::Event,
+/// pb::Variant)` over [`Events::payload_after`], one accessor per payload
+/// the tests wait for.
+macro_rules! first_after {
+    ($($(#[$doc:meta])* $name:ident: $variant:ident,)*) => {$(
+        $(#[$doc])*
+        pub async fn $name(&self, after: u64) -> (pb::Event, pb::$variant) {
+            self.payload_after(stringify!($variant), after, |p| match p {
+                Payload::$variant(x) => Some(x.clone()),
+                _ => None,
+            })
+            .await
+        }
+    )*};
 }
 
 impl Events {
@@ -601,45 +565,52 @@ impl Events {
         .await
     }
 
+    /// The first event with seq > `after` whose payload `pick` accepts,
+    /// and what `pick` made of it.
+    pub async fn payload_after<T>(
+        &self,
+        what: &str,
+        after: u64,
+        pick: impl Fn(&Payload) -> Option<T>,
+    ) -> (pb::Event, T) {
+        self.wait_for(what, |evs| {
+            evs.iter()
+                .filter(|e| e.seq > after)
+                .find_map(|e| Some((e.clone(), pick(e.payload.as_ref()?)?)))
+        })
+        .await
+    }
+
     /// The first non-compact turn_end with seq > `after`.
     pub async fn turn_end_after(&self, after: u64) -> (pb::Event, pb::TurnEnd) {
-        let e = self
-            .next_after(
-                "turn_end",
-                after,
-                |e| matches!(&e.payload, Some(Payload::TurnEnd(t)) if !t.compact),
-            )
-            .await;
-        let Some(Payload::TurnEnd(t)) = e.payload.clone() else {
-            unreachable!()
-        };
-        (e, t)
+        self.payload_after("turn_end", after, |p| match p {
+            Payload::TurnEnd(t) if !t.compact => Some(t.clone()),
+            _ => None,
+        })
+        .await
     }
 
-    /// The first run_end with seq > `after`.
-    pub async fn run_end_after(&self, after: u64) -> (pb::Event, pb::RunEnd) {
-        let e = self
-            .next_after("run_end", after, |e| {
-                matches!(e.payload, Some(Payload::RunEnd(_)))
-            })
-            .await;
-        let Some(Payload::RunEnd(r)) = e.payload.clone() else {
-            unreachable!()
-        };
-        (e, r)
+    first_after! {
+        /// The first run_end with seq > `after`.
+        run_end_after: RunEnd,
+        /// The first run_ready with seq > `after`.
+        run_ready_after: RunReady,
+        /// The first stop_requested with seq > `after`.
+        stop_requested_after: StopRequested,
+        /// The first permission_requested with seq > `after`.
+        permission_requested_after: PermissionRequested,
+        /// The first permission_resolved with seq > `after`.
+        permission_resolved_after: PermissionResolved,
     }
 
-    /// The first run_ready with seq > `after`.
-    pub async fn run_ready_after(&self, after: u64) -> (pb::Event, pb::RunReady) {
-        let e = self
-            .next_after("run_ready", after, |e| {
-                matches!(e.payload, Some(Payload::RunReady(_)))
-            })
-            .await;
-        let Some(Payload::RunReady(r)) = e.payload.clone() else {
-            unreachable!()
-        };
-        (e, r)
+    /// What ended the turn in progress after `after`: the first non-compact
+    /// turn_end (an interrupt answered) or run_end (the process ended).
+    pub async fn turn_or_run_end_after(&self, after: u64) -> pb::Event {
+        self.next_after("turn_end or run_end", after, |e| {
+            matches!(&e.payload, Some(Payload::TurnEnd(t)) if !t.compact)
+                || matches!(e.payload, Some(Payload::RunEnd(_)))
+        })
+        .await
     }
 
     /// The stream's own contract held: replay header first, at most one
@@ -772,6 +743,22 @@ pub fn assert_runs_end_once(events: &[pb::Event], live_run: Option<&str>) {
     }
 }
 
+/// Asserts `events` were served by the live process `pid`: no run_start,
+/// and any run_ready names that pid.
+pub fn assert_same_process(events: &[pb::Event], pid: u32) {
+    assert_eq!(
+        count(events, |p| matches!(p, Payload::RunStart(_))),
+        0,
+        "{:?}",
+        kinds(events)
+    );
+    for e in events {
+        if let Some(Payload::RunReady(r)) = &e.payload {
+            assert_eq!(r.pid, pid, "a second run_ready must name the same pid");
+        }
+    }
+}
+
 /// The payload of an event (every event has one).
 pub fn payload(e: &pb::Event) -> &Payload {
     e.payload.as_ref().expect("every event has a payload")
@@ -823,33 +810,6 @@ pub fn run_starts(events: &[pb::Event]) -> Vec<(pb::Event, pb::RunStart)> {
 /// How many events of `events` match `pred`.
 pub fn count(events: &[pb::Event], pred: impl Fn(&Payload) -> bool) -> usize {
     events.iter().filter(|e| pred(payload(e))).count()
-}
-
-/// Short name of a payload.
-pub fn kind(e: &pb::Event) -> &'static str {
-    match &e.payload {
-        Some(Payload::RunStart(_)) => "run_start",
-        Some(Payload::RunReady(_)) => "run_ready",
-        Some(Payload::RunEnd(_)) => "run_end",
-        Some(Payload::RunError(_)) => "run_error",
-        Some(Payload::StopRequested(_)) => "stop_requested",
-        Some(Payload::Content(_)) => "content",
-        Some(Payload::Result(_)) => "result",
-        Some(Payload::TurnEnd(_)) => "turn_end",
-        Some(Payload::InputSent(_)) => "input_sent",
-        Some(Payload::TaskStarted(_)) => "task_started",
-        Some(Payload::TaskUpdated(_)) => "task_updated",
-        Some(Payload::TaskNotification(_)) => "task_notification",
-        Some(Payload::PermissionRequested(_)) => "permission_requested",
-        Some(Payload::PermissionResolved(_)) => "permission_resolved",
-        Some(Payload::TurnStart(_)) => "turn_start",
-        None => "none",
-    }
-}
-
-/// The kinds of `events`, in order.
-pub fn kinds(events: &[pb::Event]) -> Vec<&'static str> {
-    events.iter().map(kind).collect()
 }
 
 /// One line per event, for failure messages: seq, run, kind, the fields

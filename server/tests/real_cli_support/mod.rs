@@ -3,35 +3,19 @@
 //! normalizes stdout as it arrives.
 #![allow(dead_code)]
 
-use std::path::PathBuf;
 use std::time::Duration;
 
 use agent_harness_client::pb;
 use agent_harness_client::pb::event::Payload;
 use agent_harness_fake_api::FakeApi;
 use agent_harness_server::adapter::claude_interactive::{ClaudeOptions, PermissionsMode};
-use agent_harness_server::adapter::{ExitInfo, ProcessHandle, SpawnConfig};
+use agent_harness_server::adapter::{ExitInfo, ProcessHandle, SpawnConfig, UserInput};
 use agent_harness_server::normalize::{DEFAULT_MAX_LINE_BYTES, Normalizer};
+
+use crate::common::{cli_options, point_at_fake_api};
 
 /// How long one turn against the fake API may take.
 pub const TURN_TIMEOUT: Duration = Duration::from_secs(60);
-
-/// The CLI installed by the test command (tests/tools), or CLAUDE_BIN.
-/// Missing is a test failure with the fix in the message, never a skip.
-pub fn claude_bin() -> PathBuf {
-    if let Some(p) = std::env::var_os("CLAUDE_BIN") {
-        return PathBuf::from(p);
-    }
-    let p =
-        PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../tests/tools/node_modules/.bin/claude");
-    assert!(
-        p.exists(),
-        "the real claude CLI is missing at {}: run `npm ci --prefix tests/tools` \
-         (installs @anthropic-ai/claude-code 2.1.197) or set CLAUDE_BIN",
-        p.display()
-    );
-    p
-}
 
 /// A fake API plus a private HOME and work dir for one test.
 pub struct Fixture {
@@ -52,31 +36,10 @@ impl Fixture {
         }
     }
 
+    /// Options for the real CLI talking to this fixture's fake API.
     pub fn options(&self, permissions: PermissionsMode) -> ClaudeOptions {
-        let mut o = ClaudeOptions {
-            claude_bin: Some(claude_bin()),
-            permissions,
-            ..Default::default()
-        };
-        o.env = vec![
-            ("HOME".into(), self.home.path().display().to_string()),
-            (
-                "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC".into(),
-                "1".into(),
-            ),
-            ("ANTHROPIC_API_KEY".into(), "test".into()),
-            ("ANTHROPIC_BASE_URL".into(), self.api.base_url()),
-        ];
-        // Never let a developer's real credentials or proxy reach the child.
-        o.strip_env_keys.extend(
-            [
-                "ANTHROPIC_AUTH_TOKEN",
-                "CLAUDE_CODE_OAUTH_TOKEN",
-                "HTTPS_PROXY",
-                "HTTP_PROXY",
-            ]
-            .map(String::from),
-        );
+        let mut o = cli_options(permissions);
+        point_at_fake_api(&mut o, &self.api, self.home.path());
         o
     }
 
@@ -113,6 +76,16 @@ impl Driver {
             norm,
             events: Vec::new(),
         }
+    }
+
+    /// Writes a user message and tells the normalizer, as the manager does.
+    pub fn send(&mut self, text: &str) {
+        let input = UserInput {
+            text: text.into(),
+            content_blocks: Vec::new(),
+        };
+        self.handle.control.write(&input).unwrap();
+        self.norm.input_sent();
     }
 
     /// Read until an event matches `pred`; returns the events read on the way

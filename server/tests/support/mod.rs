@@ -10,19 +10,21 @@ use agent_harness_client::pb;
 use agent_harness_client::pb::event::Payload;
 use agent_harness_client::pb::session_service_client::SessionServiceClient;
 use agent_harness_client::pb::subscribe_response::Kind;
+use agent_harness_server::ServeOptions;
 use agent_harness_server::adapter::scripted::{ScriptedAdapter, ScriptedBehavior};
 use agent_harness_server::adapter::{
     AdapterError, BoxFuture, ProcessAdapter, ProcessHandle, SpawnConfig, StdoutLine,
 };
 use agent_harness_server::error::Error;
-use agent_harness_server::log::{EventLogs, LogOptions};
-use agent_harness_server::manager::{ManagerOptions, SessionManager};
+use agent_harness_server::manager::ManagerOptions;
 use agent_harness_server::store::{MemoryStore, Store};
-use agent_harness_server::{ServeOptions, serve_on};
-use tokio::sync::oneshot;
-use tokio::task::JoinHandle;
 use tonic::Streaming;
 use tonic::transport::Channel;
+
+use crate::common::InProcessServer;
+// Part of this fixture's API; not every test file uses all of it.
+#[allow(unused_imports)]
+pub use crate::common::{kind, kinds};
 
 /// Upper bound for anything a test waits on.
 pub const WAIT: Duration = Duration::from_secs(10);
@@ -48,8 +50,7 @@ pub struct TestServer {
     pub adapter: ScriptedAdapter,
     /// The store behind the log (reopen it after shutdown to inspect).
     pub store: Arc<dyn Store>,
-    shutdown: Option<oneshot::Sender<()>>,
-    task: Option<JoinHandle<Result<(), Error>>>,
+    server: InProcessServer,
 }
 
 impl TestServer {
@@ -69,18 +70,29 @@ impl TestServer {
         mopts: ManagerOptions,
         sopts: ServeOptions,
     ) -> Self {
-        Self::on_store(Arc::new(MemoryStore::new()), behavior, mopts, sopts).await
+        let adapter = ScriptedAdapter::new(behavior);
+        let spawner = Arc::new(adapter.clone());
+        Self::with_adapter(Arc::new(MemoryStore::new()), spawner, adapter, mopts, sopts).await
     }
 
-    /// A server over `store`.
-    pub async fn on_store(
-        store: Arc<dyn Store>,
-        behavior: ScriptedBehavior,
+    /// Default behaviour, fast timers, over `store`.
+    pub async fn on_store(store: Arc<dyn Store>) -> Self {
+        let adapter = ScriptedAdapter::new(ScriptedBehavior::default());
+        let spawner = Arc::new(adapter.clone());
+        let sopts = ServeOptions::default();
+        Self::with_adapter(store, spawner, adapter, fast_opts(), sopts).await
+    }
+
+    /// The default scripted CLI behind an [`InjectingAdapter`] adding the
+    /// lines of `inject`, over a fresh in-memory store.
+    pub async fn injecting(
+        inject: impl Fn(&StdoutLine) -> Vec<StdoutLine> + Send + Sync + 'static,
         mopts: ManagerOptions,
-        sopts: ServeOptions,
     ) -> Self {
-        let adapter = ScriptedAdapter::new(behavior);
-        Self::with_adapter(store, Arc::new(adapter.clone()), adapter, mopts, sopts).await
+        let adapter = ScriptedAdapter::new(ScriptedBehavior::default());
+        let spawner = Arc::new(InjectingAdapter::new(adapter.clone(), inject));
+        let (store, sopts) = (Arc::new(MemoryStore::new()), ServeOptions::default());
+        Self::with_adapter(store, spawner, adapter, mopts, sopts).await
     }
 
     /// A server spawning through `spawner` (a wrapper around `adapter`,
@@ -92,29 +104,13 @@ impl TestServer {
         mopts: ManagerOptions,
         sopts: ServeOptions,
     ) -> Self {
-        let logs = EventLogs::open(
-            store.clone(),
-            LogOptions {
-                heartbeat: Duration::from_millis(500),
-                ..LogOptions::default()
-            },
-        )
-        .expect("open logs");
-        let manager = SessionManager::new(spawner, logs, mopts);
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
-            .await
-            .expect("bind");
-        let addr = listener.local_addr().expect("addr");
-        let (tx, rx) = oneshot::channel::<()>();
-        let task = tokio::spawn(serve_on(listener, manager, sopts, async {
-            let _ = rx.await;
-        }));
+        let heartbeat = Duration::from_millis(500);
+        let server = InProcessServer::start(store.clone(), spawner, mopts, heartbeat, sopts).await;
         Self {
-            addr,
+            addr: server.addr,
             adapter,
             store,
-            shutdown: Some(tx),
-            task: Some(task),
+            server,
         }
     }
 
@@ -125,23 +121,12 @@ impl TestServer {
 
     /// A raw channel (for reflection and health clients).
     pub async fn channel(&self) -> Channel {
-        Channel::from_shared(format!("http://{}", self.addr))
-            .expect("uri")
-            .connect()
-            .await
-            .expect("connect")
+        self.server.channel().await
     }
 
     /// Graceful shutdown; returns serve_on's result.
     pub async fn shutdown(mut self) -> Result<(), Error> {
-        if let Some(tx) = self.shutdown.take() {
-            let _ = tx.send(());
-        }
-        let task = self.task.take().expect("running");
-        tokio::time::timeout(WAIT, task)
-            .await
-            .expect("server stops in time")
-            .expect("serve task")
+        self.server.shutdown(WAIT).await
     }
 
     /// Every stored event of a session, read through a fresh log over the
@@ -150,14 +135,6 @@ impl TestServer {
         self.store
             .read_range(session_id, 0, usize::MAX)
             .expect("read store")
-    }
-}
-
-impl Drop for TestServer {
-    fn drop(&mut self) {
-        if let Some(t) = &self.task {
-            t.abort();
-        }
     }
 }
 
@@ -275,6 +252,11 @@ impl Sub {
         msg
     }
 
+    /// Reads until an event of kind `k` (as [`kind`] names it); returns it.
+    pub async fn until_kind(&mut self, k: &str) -> pb::Event {
+        self.until(k, |e| kind(e) == k).await
+    }
+
     /// Reads until an event matches `pred`; returns it.
     pub async fn until(&mut self, what: &str, pred: impl Fn(&pb::Event) -> bool) -> pb::Event {
         loop {
@@ -286,33 +268,6 @@ impl Sub {
                 None => panic!("stream ended before {what}; got {:#?}", kinds(&self.events)),
             }
         }
-    }
-}
-
-/// Short names of the payloads, for assertions and messages.
-pub fn kinds(events: &[pb::Event]) -> Vec<&'static str> {
-    events.iter().map(kind).collect()
-}
-
-/// Short name of one payload.
-pub fn kind(e: &pb::Event) -> &'static str {
-    match &e.payload {
-        Some(Payload::RunStart(_)) => "run_start",
-        Some(Payload::RunReady(_)) => "run_ready",
-        Some(Payload::RunEnd(_)) => "run_end",
-        Some(Payload::RunError(_)) => "run_error",
-        Some(Payload::StopRequested(_)) => "stop_requested",
-        Some(Payload::Content(_)) => "content",
-        Some(Payload::Result(_)) => "result",
-        Some(Payload::TurnEnd(_)) => "turn_end",
-        Some(Payload::InputSent(_)) => "input_sent",
-        Some(Payload::TaskStarted(_)) => "task_started",
-        Some(Payload::TaskUpdated(_)) => "task_updated",
-        Some(Payload::TaskNotification(_)) => "task_notification",
-        Some(Payload::PermissionRequested(_)) => "permission_requested",
-        Some(Payload::PermissionResolved(_)) => "permission_resolved",
-        Some(Payload::TurnStart(_)) => "turn_start",
-        None => "none",
     }
 }
 
@@ -352,6 +307,38 @@ pub async fn wait_session(
         );
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
+}
+
+/// Polls GetSession until the session is idle.
+pub async fn wait_idle(client: &mut SessionServiceClient<Channel>, session: &str) -> pb::Session {
+    wait_session(client, session, |s| {
+        s.status == pb::SessionStatus::Idle as i32
+    })
+    .await
+}
+
+/// Starts a session, then subscribes to it from seq 0 (the replay brings
+/// whatever it logged in between).
+pub async fn start_subscribed(
+    client: &mut SessionServiceClient<Channel>,
+    session: &str,
+    text: &str,
+) -> Sub {
+    start(client, session, text).await.expect("start");
+    Sub::open(client, session, 0).await
+}
+
+/// Subscribes to a new session, starts it, and reads up to the end of its
+/// first turn, so the subscriber holds every event from the run_start on.
+pub async fn first_turn(
+    client: &mut SessionServiceClient<Channel>,
+    session: &str,
+    text: &str,
+) -> (Sub, pb::StartResponse) {
+    let mut sub = Sub::open(client, session, 0).await;
+    let started = start(client, session, text).await.expect("start");
+    sub.until("turn_end", is_turn_end).await;
+    (sub, started)
 }
 
 /// Every event of a session, read through History pages (oldest first).
