@@ -38,7 +38,14 @@ fn main() {
     let want = |label: &str| label.contains(filter.as_str());
     let rt = runtime();
     println!("log_append: ~{EVENTS} events per case, redb Durability::Immediate");
-    for (sessions, k) in [(10u64, 10u64), (100, 1), (100, 10), (100, 50), (1_000, 1), (1_000, 10)] {
+    for (sessions, k) in [
+        (10u64, 10u64),
+        (100, 1),
+        (100, 10),
+        (100, 50),
+        (1_000, 1),
+        (1_000, 10),
+    ] {
         let label = format!("batch   sessions={sessions:>5} x 1 appender, {k:>2} events/append");
         if !want(&label) {
             continue;
@@ -48,8 +55,16 @@ fn main() {
         let dt = rt.block_on(run(sessions, sessions, per_task, k));
         report(&label, total, dt);
     }
-    for (appenders, sessions) in [(100u64, 1u64), (100, 10), (100, 100), (1_000, 1), (1_000, 10), (1_000, 100)] {
-        let label = format!("single  appenders={appenders:>4} sessions={sessions:>3},  1 event/append ");
+    for (appenders, sessions) in [
+        (100u64, 1u64),
+        (100, 10),
+        (100, 100),
+        (1_000, 1),
+        (1_000, 10),
+        (1_000, 100),
+    ] {
+        let label =
+            format!("single  appenders={appenders:>4} sessions={sessions:>3},  1 event/append ");
         if !want(&label) {
             continue;
         }
@@ -82,16 +97,18 @@ fn main() {
     }
 }
 
-fn report(label: &str, total: u64, dt: Duration) {
+fn report(label: &str, total: u64, (dt, commits): (Duration, u64)) {
     println!(
-        "  {label}: {:>8.0} events/s  ({total} events in {dt:.2?})",
-        total as f64 / dt.as_secs_f64()
+        "  {label}: {:>8.0} events/s  ({total} events in {dt:.2?}, {commits} commits of {:.0} events)",
+        total as f64 / dt.as_secs_f64(),
+        total as f64 / commits.max(1) as f64
     );
 }
 
 /// `tasks` appenders spread round-robin over `sessions`, each doing `per_task`
-/// appends of `k` events; returns the wall time until every append resolved.
-async fn run(tasks: u64, sessions: u64, per_task: u64, k: u64) -> Duration {
+/// appends of `k` events; returns the wall time until every append resolved
+/// and the number of group commits.
+async fn run(tasks: u64, sessions: u64, per_task: u64, k: u64) -> (Duration, u64) {
     let (_dir, logs) = redb_logs(LogOptions::default());
     // Events are built before the clock starts, as the manager builds them
     // from stdout lines before it calls append.
@@ -120,8 +137,9 @@ async fn run(tasks: u64, sessions: u64, per_task: u64, k: u64) -> Duration {
         .map(|s| logs.head_seq(&format!("session-{s}")))
         .sum();
     assert_eq!(total, tasks * per_task * k, "every append landed");
+    let commits = logs.stats().commits;
     logs.shutdown().await;
-    dt
+    (dt, commits)
 }
 
 /// Mean time of one raw durable commit of `events` events spread over `sessions`.

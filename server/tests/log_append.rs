@@ -23,6 +23,8 @@ fn redb(dir: &tempfile::TempDir) -> Arc<dyn Store> {
 struct Probe {
     inner: MemoryStore,
     commits: AtomicUsize,
+    /// Metas passed to successful commits (the writer passes only changed ones).
+    metas_written: AtomicUsize,
     fail: AtomicBool,
     /// While `Some`, append_batch waits until it is `None` again.
     gate: Mutex<Option<()>>,
@@ -50,6 +52,7 @@ impl Store for Probe {
             return Err(StoreError::Rejected("injected commit failure".into()));
         }
         self.commits.fetch_add(1, Ordering::SeqCst);
+        self.metas_written.fetch_add(metas.len(), Ordering::SeqCst);
         self.inner.append_batch(batch, metas)
     }
     fn read_range(&self, s: &str, a: u64, l: usize) -> Result<Vec<pb::Event>, StoreError> {
@@ -333,5 +336,202 @@ async fn exists_and_head_for_unknown_and_meta_only_sessions() {
     assert_eq!(logs.head_seq("x"), 0);
     assert!(logs.append("x", vec![]).await.unwrap().is_empty());
     assert_eq!(logs.head_seq("x"), 0);
+    logs.shutdown().await;
+}
+
+#[tokio::test]
+async fn appends_write_the_meta_only_when_it_changes() {
+    let probe = Arc::new(Probe::default());
+    let logs = EventLogs::open(probe.clone(), LogOptions::default()).unwrap();
+    let written = || probe.metas_written.load(Ordering::SeqCst);
+    logs.append("s", vec![new_event(1)]).await.unwrap();
+    assert_eq!(written(), 1, "the first append creates the session's meta");
+    for i in 2..=20 {
+        logs.append("s", vec![new_event(i)]).await.unwrap();
+    }
+    assert_eq!(written(), 1, "plain appends write no meta");
+    logs.update_meta("s", |m| m.resume_id = Some("r".into()))
+        .await
+        .unwrap();
+    assert_eq!(written(), 2, "a meta update writes it");
+    logs.append("s", vec![new_event(21)]).await.unwrap();
+    assert_eq!(written(), 2);
+    // Readers still see the true head and the last append time.
+    let m = logs.meta("s").await.unwrap().unwrap();
+    assert_eq!((m.head_seq, m.resume_id.as_deref()), (21, Some("r")));
+    let last = logs.read_all("s").await.unwrap().pop().unwrap();
+    let t = last.time.unwrap();
+    let last_ms = t.seconds * 1000 + i64::from(t.nanos / 1_000_000);
+    assert!(
+        m.updated_ms >= last_ms,
+        "updated_ms {} < last append {last_ms}",
+        m.updated_ms
+    );
+    let listed = logs.sessions().await.unwrap();
+    assert_eq!(listed[0].head_seq, 21);
+    assert!(listed[0].updated_ms >= last_ms);
+    let st = logs.stats();
+    assert_eq!(st.committed_events, 21);
+    assert_eq!(st.commits as usize, probe.commits.load(Ordering::SeqCst));
+    logs.shutdown().await;
+}
+
+#[tokio::test]
+async fn reopen_recovers_head_and_append_time_from_the_events() {
+    let dir = tempfile::tempdir().unwrap();
+    let last_ms;
+    {
+        let logs = EventLogs::open(redb(&dir), LogOptions::default()).unwrap();
+        logs.update_meta("s", |m| m.cwd = Some("/w".into()))
+            .await
+            .unwrap();
+        // Many appends after the last meta write: the stored row is stale.
+        for i in 1..=40 {
+            logs.append("s", vec![new_event(i)]).await.unwrap();
+        }
+        let t = logs
+            .read_all("s")
+            .await
+            .unwrap()
+            .pop()
+            .unwrap()
+            .time
+            .unwrap();
+        last_ms = t.seconds * 1000 + i64::from(t.nanos / 1_000_000);
+        logs.shutdown().await;
+    }
+    let logs = EventLogs::open(redb(&dir), LogOptions::default()).unwrap();
+    assert_eq!(logs.head_seq("s"), 40);
+    let m = logs.meta("s").await.unwrap().unwrap();
+    assert_eq!((m.head_seq, m.cwd.as_deref()), (40, Some("/w")));
+    assert!(
+        m.updated_ms >= last_ms,
+        "updated_ms {} < last append {last_ms}",
+        m.updated_ms
+    );
+    assert_eq!(
+        logs.append("s", vec![new_event(41)]).await.unwrap()[0].seq,
+        41
+    );
+    logs.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn each_append_gets_exactly_its_own_events_from_a_shared_commit() {
+    // Replies are carved out of one batch by moving events: a mix-up would
+    // hand an appender another session's events or the wrong count.
+    let probe = Arc::new(Probe::default());
+    let logs = EventLogs::open(probe.clone(), LogOptions::default()).unwrap();
+    probe.close_gate();
+    // Holds the writer inside a commit, so the appends below all queue up
+    // and go into the next commit together.
+    let warm = {
+        let logs = logs.clone();
+        tokio::spawn(async move { logs.append("warm", vec![new_event(0)]).await })
+    };
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    let mut tasks = Vec::new();
+    for t in 0..50u64 {
+        let logs = logs.clone();
+        tasks.push(tokio::spawn(async move {
+            let sid = format!("s{}", t % 7);
+            let k = 1 + t % 5;
+            let evs = logs
+                .append(&sid, (0..k).map(|i| new_event(t * 100 + i)).collect())
+                .await
+                .unwrap();
+            (sid, k, evs)
+        }));
+    }
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    probe.open_gate();
+    warm.await.unwrap().unwrap();
+    for t in tasks {
+        let (sid, k, evs) = t.await.unwrap();
+        assert_eq!(evs.len() as u64, k);
+        assert!(evs.iter().all(|e| e.session_id == sid));
+        assert!(evs.windows(2).all(|w| w[1].seq == w[0].seq + 1));
+    }
+    let commits = probe.commits.load(Ordering::SeqCst);
+    assert!(
+        commits <= 3,
+        "50 queued appends should share a commit, got {commits} commits"
+    );
+    for s in 0..7 {
+        let sid = format!("s{s}");
+        let all = logs.read_all(&sid).await.unwrap();
+        assert_eq!(seqs(&all), (1..=logs.head_seq(&sid)).collect::<Vec<_>>());
+    }
+    logs.shutdown().await;
+}
+
+/// A store whose every commit takes `delay` (a slow disk), over MemoryStore.
+struct SlowStore {
+    inner: MemoryStore,
+    delay: Duration,
+}
+
+impl Store for SlowStore {
+    fn append_batch(&self, batch: &[pb::Event], metas: &[SessionMeta]) -> Result<(), StoreError> {
+        std::thread::sleep(self.delay);
+        self.inner.append_batch(batch, metas)
+    }
+    fn read_range(&self, s: &str, a: u64, l: usize) -> Result<Vec<pb::Event>, StoreError> {
+        self.inner.read_range(s, a, l)
+    }
+    fn read_before(&self, s: &str, b: u64, l: usize) -> Result<Vec<pb::Event>, StoreError> {
+        self.inner.read_before(s, b, l)
+    }
+    fn meta(&self, s: &str) -> Result<Option<SessionMeta>, StoreError> {
+        self.inner.meta(s)
+    }
+    fn put_meta(&self, m: &SessionMeta) -> Result<(), StoreError> {
+        self.inner.put_meta(m)
+    }
+    fn sessions(&self) -> Result<Vec<SessionMeta>, StoreError> {
+        self.inner.sessions()
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn awaiting_appenders_merge_into_one_group_commit() {
+    // 100 appenders that each await their append before the next. Without
+    // the writer lingering for the ones it just answered, they settle into
+    // two alternating groups of ~50 (measured: exactly 50 per commit); with
+    // it, commits carry close to all 100.
+    let store = Arc::new(SlowStore {
+        inner: MemoryStore::new(),
+        delay: Duration::from_millis(2),
+    });
+    let logs = EventLogs::open(store, LogOptions::default()).unwrap();
+    let mut tasks = Vec::new();
+    for t in 0..100u64 {
+        let logs = logs.clone();
+        tasks.push(tokio::spawn(async move {
+            for i in 0..30 {
+                logs.append(&format!("s{}", t % 10), vec![new_event(i)])
+                    .await
+                    .unwrap();
+            }
+        }));
+    }
+    for t in tasks {
+        t.await.unwrap();
+    }
+    let st = logs.stats();
+    assert_eq!(st.committed_events, 3_000);
+    let avg = st.committed_events as f64 / st.commits as f64;
+    eprintln!("{} commits, {avg:.1} events per commit", st.commits);
+    assert!(
+        avg > 65.0,
+        "appenders did not merge: {avg:.1} events per commit"
+    );
+    // A lone appender is never held back waiting for company.
+    let t0 = std::time::Instant::now();
+    for i in 0..20 {
+        logs.append("lone", vec![new_event(i)]).await.unwrap();
+    }
+    let per = t0.elapsed() / 20;
+    assert!(per < Duration::from_millis(10), "lone append took {per:?}");
     logs.shutdown().await;
 }

@@ -26,6 +26,15 @@ fn opts(window: usize, max_replay: u64) -> LogOptions {
     }
 }
 
+/// The replay header Subscribe must send first.
+fn header(reset: bool, from_seq: u64, head_seq: u64) -> pb::ReplayStart {
+    pb::ReplayStart {
+        reset,
+        from_seq,
+        head_seq,
+    }
+}
+
 async fn fill(logs: &EventLogs, sid: &str, n: u64) {
     // Several appends so the store sees several commits.
     let mut done = 0;
@@ -76,14 +85,7 @@ async fn replays_after_the_cursor_then_goes_live() {
     fill(&logs, "s", 30).await;
     let mut s = Box::pin(logs.subscribe("s", 10));
     let (h, seqs, caught) = replay(&mut s).await;
-    assert_eq!(
-        h,
-        pb::ReplayStart {
-            reset: false,
-            from_seq: 10,
-            head_seq: 30
-        }
-    );
+    assert_eq!(h, header(false, 10, 30));
     assert_eq!((seqs, caught), (range(11, 30), 30));
     logs.append("s", vec![new_event(1), new_event(2)])
         .await
@@ -104,14 +106,7 @@ async fn empty_session_replays_nothing_and_goes_live() {
     let logs = open(&dir, LogOptions::default());
     let mut s = Box::pin(logs.subscribe("new", 0));
     let (h, seqs, caught) = replay(&mut s).await;
-    assert_eq!(
-        h,
-        pb::ReplayStart {
-            reset: false,
-            from_seq: 0,
-            head_seq: 0
-        }
-    );
+    assert_eq!(h, header(false, 0, 0));
     assert!(seqs.is_empty());
     assert_eq!(caught, 0);
     logs.append("new", vec![new_event(1)]).await.unwrap();
@@ -138,37 +133,16 @@ async fn cursor_past_head_resets_to_the_tail_window() {
     let logs = open(&dir, opts(10, 100));
     fill(&logs, "s", 25).await;
     let (h, seqs, caught) = replay(&mut Box::pin(logs.subscribe("s", 26))).await;
-    assert_eq!(
-        h,
-        pb::ReplayStart {
-            reset: true,
-            from_seq: 15,
-            head_seq: 25
-        }
-    );
+    assert_eq!(h, header(true, 15, 25));
     assert_eq!((seqs, caught), (range(16, 25), 25));
     // Past the head of a short session: the whole log is the tail.
     fill(&logs, "short", 3).await;
     let (h, seqs, _) = replay(&mut Box::pin(logs.subscribe("short", 1_000))).await;
-    assert_eq!(
-        h,
-        pb::ReplayStart {
-            reset: true,
-            from_seq: 0,
-            head_seq: 3
-        }
-    );
+    assert_eq!(h, header(true, 0, 3));
     assert_eq!(seqs, range(1, 3));
     // Past the head of an empty session.
     let (h, seqs, _) = replay(&mut Box::pin(logs.subscribe("empty", 1))).await;
-    assert_eq!(
-        h,
-        pb::ReplayStart {
-            reset: true,
-            from_seq: 0,
-            head_seq: 0
-        }
-    );
+    assert_eq!(h, header(true, 0, 0));
     assert!(seqs.is_empty());
     logs.shutdown().await;
 }
@@ -180,25 +154,11 @@ async fn cursor_too_far_behind_resets_and_the_boundary_does_not() {
     fill(&logs, "s", 250).await;
     // head - after == max_replay: exactly at the boundary, replayed in full.
     let (h, seqs, _) = replay(&mut Box::pin(logs.subscribe("s", 150))).await;
-    assert_eq!(
-        h,
-        pb::ReplayStart {
-            reset: false,
-            from_seq: 150,
-            head_seq: 250
-        }
-    );
+    assert_eq!(h, header(false, 150, 250));
     assert_eq!(seqs, range(151, 250));
     // One further behind: reset to the tail window.
     let (h, seqs, _) = replay(&mut Box::pin(logs.subscribe("s", 149))).await;
-    assert_eq!(
-        h,
-        pb::ReplayStart {
-            reset: true,
-            from_seq: 240,
-            head_seq: 250
-        }
-    );
+    assert_eq!(h, header(true, 240, 250));
     assert_eq!(seqs, range(241, 250));
     // after_seq 0 on a long log is "too far behind" too.
     let (h, _, _) = replay(&mut Box::pin(logs.subscribe("s", 0))).await;
@@ -325,4 +285,97 @@ async fn a_subscriber_that_never_reads_keeps_memory_bounded_then_catches_up() {
     drop(idle);
     assert_eq!(logs.stats().subscribers, 1);
     logs.shutdown().await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn heartbeat_comes_one_interval_after_the_last_event_not_after_the_first_wait() {
+    // The timer is armed once and re-armed lazily; it must still honour the
+    // interval measured from the last message sent.
+    let dir = tempfile::tempdir().unwrap();
+    let logs = open(
+        &dir,
+        LogOptions {
+            heartbeat: Duration::from_secs(15),
+            ..LogOptions::default()
+        },
+    );
+    let mut s = Box::pin(logs.subscribe("s", 0));
+    replay(&mut s).await;
+    // Wait idle for 10 s: this arms the heartbeat timer for t0 + 15 s.
+    assert!(
+        tokio::time::timeout(Duration::from_secs(10), s.next())
+            .await
+            .is_err(),
+        "nothing before the interval"
+    );
+    // An event. (The paused clock may jump to the armed deadline while the
+    // writer thread commits; the timer then fires before the stream is
+    // polled again, which is exactly the early-fire case to cover.)
+    logs.append("s", vec![new_event(1)]).await.unwrap();
+    let Kind::Event(e) = next_kind(&mut s).await else {
+        panic!("the event comes before any heartbeat")
+    };
+    assert_eq!(e.seq, 1);
+    let sent_at = tokio::time::Instant::now();
+    let Kind::Heartbeat(hb) = next_kind(&mut s).await else {
+        panic!("expected heartbeat")
+    };
+    assert_eq!(hb.head_seq, 1);
+    let waited = tokio::time::Instant::now() - sent_at;
+    assert!(
+        waited >= Duration::from_secs(15) && waited < Duration::from_secs(16),
+        "heartbeat {waited:?} after the last event, want 15 s"
+    );
+    let before = tokio::time::Instant::now();
+    let Kind::Heartbeat(_) = next_kind(&mut s).await else {
+        panic!("heartbeats repeat")
+    };
+    let gap = tokio::time::Instant::now() - before;
+    assert!(
+        gap >= Duration::from_secs(15) && gap < Duration::from_secs(16),
+        "{gap:?}"
+    );
+    logs.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn shutdown_ends_every_live_stream_and_refuses_new_ones() {
+    // Shutdown is a flag plus a wake through each session's head watch:
+    // every waiting stream must wake and end, on every session.
+    let dir = tempfile::tempdir().unwrap();
+    let logs = open(&dir, LogOptions::default());
+    fill(&logs, "a", 5).await;
+    let (ready_tx, mut ready_rx) = tokio::sync::mpsc::unbounded_channel();
+    let mut tasks = Vec::new();
+    for i in 0..300 {
+        // Half on a session with events, half on one that has none yet.
+        let mut s = Box::pin(logs.subscribe(if i % 2 == 0 { "a" } else { "empty" }, 0));
+        let ready = ready_tx.clone();
+        tasks.push(tokio::spawn(async move {
+            let mut n = 0;
+            while let Some(msg) = s.next().await {
+                if let Some(Kind::CaughtUp(_)) = msg.kind {
+                    let _ = ready.send(());
+                }
+                n += 1;
+            }
+            n
+        }));
+    }
+    for _ in 0..300 {
+        ready_rx.recv().await.unwrap();
+    }
+    logs.shutdown().await;
+    for t in tasks {
+        let n = tokio::time::timeout(Duration::from_secs(5), t)
+            .await
+            .expect("a live stream did not end at shutdown")
+            .unwrap();
+        assert!(n >= 2, "header and caught_up came first");
+    }
+    let mut late = Box::pin(logs.subscribe("a", 0));
+    let end = tokio::time::timeout(Duration::from_secs(5), late.next())
+        .await
+        .expect("a stream opened after shutdown must end");
+    assert!(end.is_none());
 }

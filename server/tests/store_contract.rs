@@ -112,6 +112,35 @@ mod contract {
         assert_eq!(ids, vec!["m".to_owned(), "z".to_owned()], "ordered by id");
     }
 
+    pub fn head_seq_is_read_from_the_events_not_the_stored_meta(store: &dyn Store) {
+        // The log writes a meta when a session is created and when it
+        // changes, not on every append: the stored head goes stale.
+        let first: Vec<_> = (1..=3).map(|s| event("h", s)).collect();
+        store.append_batch(&first, &[meta("h", 3)]).unwrap();
+        let more: Vec<_> = (4..=9).map(|s| event("h", s)).collect();
+        store.append_batch(&more, &[]).unwrap();
+        let got = store.meta("h").unwrap().unwrap();
+        assert_eq!(got.head_seq, 9, "head follows the events");
+        assert_eq!(
+            got.resume_id.as_deref(),
+            Some("resume-h"),
+            "the rest is as stored"
+        );
+        let listed = store.sessions().unwrap();
+        assert_eq!(listed.len(), 1);
+        assert_eq!(listed[0].head_seq, 9);
+        // A written head that claims more than the events is not believed either.
+        store.put_meta(&meta("h", 1_000)).unwrap();
+        assert_eq!(store.meta("h").unwrap().unwrap().head_seq, 9);
+        // A meta without events has head 0, even next to a session whose
+        // id extends it.
+        store.put_meta(&meta("g", 7)).unwrap();
+        store
+            .append_batch(&[event("gg", 1)], &[meta("gg", 1)])
+            .unwrap();
+        assert_eq!(store.meta("g").unwrap().unwrap().head_seq, 0);
+    }
+
     pub fn empty_batch_with_metas_only_writes_metas(store: &dyn Store) {
         store.append_batch(&[], &[meta("only-meta", 0)]).unwrap();
         assert_eq!(store.meta("only-meta").unwrap(), Some(meta("only-meta", 0)));
@@ -140,6 +169,7 @@ macro_rules! contract_suite {
             case!(sessions_are_isolated_even_with_prefix_ids);
             case!(metas_put_get_list_and_overwrite);
             case!(empty_batch_with_metas_only_writes_metas);
+            case!(head_seq_is_read_from_the_events_not_the_stored_meta);
         }
     };
 }

@@ -1,14 +1,15 @@
 //! The durable, append-only event log of every session.
 //!
 //! Three rules from DESIGN §4 shape this module:
-//! - **Durable before visible.** One writer thread ([`writer`]) owns sequence
+//! - **Durable before visible.** One writer thread (`writer`) owns sequence
 //!   numbers and metas. It takes every queued append (from all sessions, up to
 //!   [`LogOptions::max_batch`] events), commits them in one
 //!   `Durability::Immediate` transaction (group commit), and only then
-//!   publishes them to the in-memory window and wakes subscribers.
+//!   publishes them to the in-memory window, answers the appends and wakes
+//!   subscribers. A commit writes a session's meta only when it changes.
 //! - **Gapless catch-up.** [`EventLogs::subscribe`] registers for the head
 //!   notification first, then replays, sends `caught_up`, then goes live
-//!   ([`subscribe`]).
+//!   (`subscribe`).
 //! - **Bounded memory.** Each session keeps only the latest
 //!   [`LogOptions::window`] events in memory; older reads fall through to the
 //!   store. Subscribers hold no queue: they watch the head seq and pull what
@@ -19,13 +20,13 @@ mod subscribe;
 mod writer;
 
 use std::collections::{HashMap, VecDeque};
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
 use std::time::Duration;
 
 use agent_harness_client::pb;
 use futures::Stream;
-use tokio::sync::{mpsc, oneshot, watch};
+use tokio::sync::{oneshot, watch};
 
 use crate::store::{SessionMeta, Store, StoreError};
 
@@ -102,6 +103,11 @@ pub struct LogStats {
     pub subscriber_buffered: usize,
     /// Live subscribe streams.
     pub subscribers: usize,
+    /// Durable commits (group commits) since the log was opened.
+    pub commits: u64,
+    /// Events those commits wrote; `committed_events / commits` is the
+    /// average group-commit size.
+    pub committed_events: u64,
 }
 
 /// The in-memory face of one session.
@@ -116,14 +122,18 @@ struct SessionLog {
     window: RwLock<VecDeque<pb::Event>>,
     /// Whether the session has a stored meta (so it "exists" without events).
     has_meta: AtomicBool,
+    /// Last append or meta change, Unix ms (the stored meta is not rewritten
+    /// per append, so this is where the append time lives).
+    updated_ms: AtomicI64,
 }
 
 impl SessionLog {
-    fn new(head: u64, has_meta: bool) -> Self {
+    fn new(head: u64, has_meta: bool, updated_ms: i64) -> Self {
         Self {
             head: watch::Sender::new(head),
             window: RwLock::new(VecDeque::new()),
             has_meta: AtomicBool::new(has_meta),
+            updated_ms: AtomicI64::new(updated_ms),
         }
     }
 
@@ -170,6 +180,10 @@ struct Shared {
     buffered: AtomicUsize,
     /// See [`LogStats::subscribers`].
     subscribers: AtomicUsize,
+    /// See [`LogStats::commits`].
+    commits: AtomicU64,
+    /// See [`LogStats::committed_events`].
+    committed_events: AtomicU64,
 }
 
 impl Shared {
@@ -189,6 +203,14 @@ impl Shared {
         }
     }
 
+    /// Brings a stored meta's `updated_ms` up to the last append, which
+    /// the stored row does not track.
+    fn refresh(&self, meta: &mut SessionMeta) {
+        if let Some(s) = self.get(&meta.session_id) {
+            meta.updated_ms = meta.updated_ms.max(s.updated_ms.load(Ordering::Relaxed));
+        }
+    }
+
     fn get(&self, session_id: &str) -> Option<Arc<SessionLog>> {
         self.sessions
             .read()
@@ -205,7 +227,7 @@ impl Shared {
             .write()
             .unwrap_or_else(|p| p.into_inner())
             .entry(session_id.to_owned())
-            .or_insert_with(|| Arc::new(SessionLog::new(0, false)))
+            .or_insert_with(|| Arc::new(SessionLog::new(0, false, 0)))
             .clone()
     }
 
@@ -252,7 +274,9 @@ impl Shared {
 
 struct Inner {
     shared: Arc<Shared>,
-    tx: mpsc::UnboundedSender<Cmd>,
+    /// To the writer thread; a std channel so the writer can wait with a
+    /// timeout while it lingers for a batch.
+    tx: std::sync::mpsc::Sender<Cmd>,
     writer: Mutex<Option<std::thread::JoinHandle<()>>>,
 }
 
@@ -278,16 +302,26 @@ impl std::fmt::Debug for EventLogs {
 }
 
 impl EventLogs {
-    /// Loads every session's head from the store's metas and starts the
+    /// Loads every session's meta and head (the store derives the head from
+    /// the events table) and the time of its last event, and starts the
     /// group-commit writer thread.
     pub fn open(store: Arc<dyn Store>, opts: LogOptions) -> Result<Self, LogError> {
         let metas = store.sessions()?;
         let mut sessions = HashMap::with_capacity(metas.len());
         let mut by_id = HashMap::with_capacity(metas.len());
-        for m in metas {
+        for mut m in metas {
+            if m.head_seq > 0 {
+                // Appends do not rewrite the meta: the last append time is
+                // the last event's time.
+                let last = store.read_before(&m.session_id, u64::MAX, 1)?;
+                if let Some(t) = last.first().and_then(|e| e.time) {
+                    let ms = t.seconds.saturating_mul(1000) + i64::from(t.nanos / 1_000_000);
+                    m.updated_ms = m.updated_ms.max(ms);
+                }
+            }
             sessions.insert(
                 m.session_id.clone(),
-                Arc::new(SessionLog::new(m.head_seq, true)),
+                Arc::new(SessionLog::new(m.head_seq, true, m.updated_ms)),
             );
             by_id.insert(m.session_id.clone(), m);
         }
@@ -298,8 +332,10 @@ impl EventLogs {
             closed: AtomicBool::new(false),
             buffered: AtomicUsize::new(0),
             subscribers: AtomicUsize::new(0),
+            commits: AtomicU64::new(0),
+            committed_events: AtomicU64::new(0),
         });
-        let (tx, rx) = mpsc::unbounded_channel();
+        let (tx, rx) = std::sync::mpsc::channel();
         let writer = writer::spawn(shared.clone(), rx, by_id).map_err(|e| {
             LogError::Store(Arc::new(StoreError::Rejected(format!(
                 "cannot start the log writer thread: {e}"
@@ -419,13 +455,21 @@ impl EventLogs {
 
     /// Every stored session's meta, ordered by session id.
     pub async fn sessions(&self) -> Result<Vec<SessionMeta>, LogError> {
-        self.inner.shared.blocking(|st| st.sessions()).await
+        let mut metas = self.inner.shared.blocking(|st| st.sessions()).await?;
+        for m in &mut metas {
+            self.inner.shared.refresh(m);
+        }
+        Ok(metas)
     }
 
     /// One session's stored meta.
     pub async fn meta(&self, session_id: &str) -> Result<Option<SessionMeta>, LogError> {
         let sid = session_id.to_owned();
-        self.inner.shared.blocking(move |st| st.meta(&sid)).await
+        let mut meta = self.inner.shared.blocking(move |st| st.meta(&sid)).await?;
+        if let Some(m) = meta.as_mut() {
+            self.inner.shared.refresh(m);
+        }
+        Ok(meta)
     }
 
     /// Changes a session's meta durably (creating it if absent), e.g. the
@@ -478,6 +522,8 @@ impl EventLogs {
             window_events: sessions.values().map(|s| s.window().len()).sum(),
             subscriber_buffered: shared.buffered.load(Ordering::Relaxed),
             subscribers: shared.subscribers.load(Ordering::Relaxed),
+            commits: shared.commits.load(Ordering::Relaxed),
+            committed_events: shared.committed_events.load(Ordering::Relaxed),
         }
     }
 }

@@ -20,6 +20,21 @@ struct Inner {
     metas: BTreeMap<String, SessionMeta>,
 }
 
+impl Inner {
+    /// `meta` with `head_seq` taken from the events, as the trait requires.
+    fn with_head(&self, meta: &SessionMeta) -> SessionMeta {
+        let head = self
+            .events
+            .get(&meta.session_id)
+            .and_then(|evs| evs.keys().next_back().copied())
+            .unwrap_or(0);
+        SessionMeta {
+            head_seq: head,
+            ..meta.clone()
+        }
+    }
+}
+
 impl MemoryStore {
     /// An empty store.
     pub fn new() -> Self {
@@ -90,7 +105,8 @@ impl Store for MemoryStore {
     }
 
     fn meta(&self, session_id: &str) -> Result<Option<SessionMeta>, StoreError> {
-        Ok(self.lock().metas.get(session_id).cloned())
+        let inner = self.lock();
+        Ok(inner.metas.get(session_id).map(|m| inner.with_head(m)))
     }
 
     fn put_meta(&self, meta: &SessionMeta) -> Result<(), StoreError> {
@@ -101,6 +117,7 @@ impl Store for MemoryStore {
     }
 
     fn sessions(&self) -> Result<Vec<SessionMeta>, StoreError> {
-        Ok(self.lock().metas.values().cloned().collect())
+        let inner = self.lock();
+        Ok(inner.metas.values().map(|m| inner.with_head(m)).collect())
     }
 }

@@ -17,19 +17,26 @@ use serde::{Deserialize, Serialize};
 
 /// What the server remembers about a session besides its events.
 ///
-/// Written in the same transaction as the events that move `head_seq`, so the
-/// head stored here never disagrees with the events table after a crash.
+/// Written when it really changes (the session's first append, or a meta
+/// update), not on every append: a commit that touches 100 sessions would
+/// otherwise rewrite 100 meta rows. `head_seq` is therefore never taken from
+/// the stored row: every [`Store`] fills it from the events table (the last
+/// stored seq of the session) when it returns a meta, so it can never
+/// disagree with the events after a crash.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct SessionMeta {
     /// The session id (the key).
     pub session_id: String,
-    /// Highest committed seq (0 = no events yet).
+    /// Highest committed seq (0 = no events yet). On read, derived from the
+    /// events table; the value written is ignored.
     pub head_seq: u64,
     /// The CLI's session id for `--resume`, once a run announced one.
     pub resume_id: Option<String>,
     /// Creation time, Unix milliseconds.
     pub created_ms: i64,
-    /// Last change (append or meta update), Unix milliseconds.
+    /// Last change, Unix milliseconds. The stored row has the last meta
+    /// write; [`crate::log::EventLogs`] reports the later of that and the
+    /// last append.
     pub updated_ms: i64,
     /// Pid of the live CLI process group leader, so recovery can kill an orphan.
     pub pid: Option<u32>,
@@ -75,9 +82,10 @@ pub enum StoreError {
 /// Synchronous on purpose: redb is synchronous, and the log calls it from
 /// its writer thread or `spawn_blocking`, never from an async task directly.
 pub trait Store: Send + Sync + 'static {
-    /// Commits `batch` (events of any sessions) and `metas` in ONE atomic,
-    /// durable transaction: after `Ok` everything survives a crash, after an
-    /// error or a crash nothing of it is visible.
+    /// Commits `batch` (events of any sessions) and `metas` (the metas that
+    /// changed; usually none) in ONE atomic, durable transaction: after `Ok`
+    /// everything survives a crash, after an error or a crash nothing of it
+    /// is visible.
     fn append_batch(&self, batch: &[pb::Event], metas: &[SessionMeta]) -> Result<(), StoreError>;
     /// Events with `seq > after_seq`, ascending, at most `limit`.
     fn read_range(
@@ -93,10 +101,12 @@ pub trait Store: Send + Sync + 'static {
         before_seq: u64,
         limit: usize,
     ) -> Result<Vec<pb::Event>, StoreError>;
-    /// One session's meta, if it has one.
+    /// One session's meta, if it has one, with `head_seq` = the last stored
+    /// seq of the session (0 without events).
     fn meta(&self, session_id: &str) -> Result<Option<SessionMeta>, StoreError>;
     /// Writes one meta durably (its own transaction).
     fn put_meta(&self, meta: &SessionMeta) -> Result<(), StoreError>;
-    /// Every session's meta, ordered by session id.
+    /// Every session's meta, ordered by session id, each with `head_seq`
+    /// derived as in [`Store::meta`].
     fn sessions(&self) -> Result<Vec<SessionMeta>, StoreError>;
 }

@@ -5,7 +5,8 @@
 //! and a range scan is a replay. Every [`Store::append_batch`] is one write
 //! transaction with `Durability::Immediate`: the log's writer thread batches
 //! many appends into it (group commit), so there is one fsync per batch, not
-//! per event.
+//! per event. Metas are written only when they change; the head of a
+//! session is read back as the last key of its range in the events table.
 
 use std::path::Path;
 
@@ -73,6 +74,21 @@ fn decode_meta(session_id: &str, bytes: &[u8]) -> Result<SessionMeta, StoreError
         session_id: session_id.to_owned(),
         reason: e.to_string(),
     })
+}
+
+/// The last stored seq of `session_id` (0 when it has no events): one
+/// B-tree descent to the end of the session's key range, no value decoded.
+fn last_seq(
+    events: &impl ReadableTable<(&'static str, u64), &'static [u8]>,
+    session_id: &str,
+) -> Result<u64, StoreError> {
+    let last = events
+        .range((session_id, 0)..=(session_id, u64::MAX))
+        .map_err(rerr)?
+        .next_back()
+        .transpose()
+        .map_err(rerr)?;
+    Ok(last.map_or(0, |(k, _)| k.value().1))
 }
 
 fn encode_meta(meta: &SessionMeta) -> Vec<u8> {
@@ -154,8 +170,13 @@ impl Store for RedbStore {
     fn meta(&self, session_id: &str) -> Result<Option<SessionMeta>, StoreError> {
         let txn = self.db.begin_read().map_err(rerr)?;
         let table = txn.open_table(SESSIONS).map_err(rerr)?;
+        let events = txn.open_table(EVENTS).map_err(rerr)?;
         match table.get(session_id).map_err(rerr)? {
-            Some(v) => Ok(Some(decode_meta(session_id, v.value())?)),
+            Some(v) => {
+                let mut meta = decode_meta(session_id, v.value())?;
+                meta.head_seq = last_seq(&events, session_id)?;
+                Ok(Some(meta))
+            }
             None => Ok(None),
         }
     }
@@ -167,10 +188,13 @@ impl Store for RedbStore {
     fn sessions(&self) -> Result<Vec<SessionMeta>, StoreError> {
         let txn = self.db.begin_read().map_err(rerr)?;
         let table = txn.open_table(SESSIONS).map_err(rerr)?;
+        let events = txn.open_table(EVENTS).map_err(rerr)?;
         let mut out = Vec::new();
         for row in table.iter().map_err(rerr)? {
             let (k, v) = row.map_err(rerr)?;
-            out.push(decode_meta(k.value(), v.value())?);
+            let mut meta = decode_meta(k.value(), v.value())?;
+            meta.head_seq = last_seq(&events, k.value())?;
+            out.push(meta);
         }
         Ok(out)
     }
