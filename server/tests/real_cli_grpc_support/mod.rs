@@ -69,6 +69,11 @@ pub struct Setup {
     /// Talk to the real service with the developer's own login: no fake
     /// API, HOME untouched (only the opt-in live test sets this).
     pub live: bool,
+    /// Inherited variables also removed from the CLI's environment, on top
+    /// of the adapter's defaults, so a test can prove that a value the
+    /// child sees came from the server and not from the test's own
+    /// environment (e.g. `IS_SANDBOX` for the skip mode as root).
+    pub strip_env: Vec<String>,
 }
 
 impl Default for Setup {
@@ -78,6 +83,7 @@ impl Default for Setup {
             permissions: PermissionsMode::Relay,
             manager: test_manager_options(),
             live: false,
+            strip_env: Vec::new(),
         }
     }
 }
@@ -150,6 +156,9 @@ impl Harness {
         if let Some(api) = &api {
             point_at_fake_api(&mut options, api, home.path());
         }
+        options
+            .strip_env_keys
+            .extend(setup.strip_env.iter().cloned());
         let adapter: Arc<dyn ProcessAdapter> = match setup.adapter {
             AdapterChoice::Interactive => Arc::new(ClaudeInteractiveAdapter::new(options)),
             AdapterChoice::OneShot => Arc::new(ClaudeCliAdapter::new(options)),
