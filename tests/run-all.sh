@@ -22,8 +22,12 @@ cargo clippy --release --workspace --all-targets -- -D warnings
 step "cargo test (Rust: derive vectors, session client, server, adapters against the real CLI)"
 cargo test --release --workspace
 
-step "release binaries for the cross-language suites"
-cargo build --release -p agent-harness-server -p agent-harness-fake-api
+# `cargo test` built target/release/agent-harness and fake-messages-api (integration tests
+# run both binaries); the suites use those instead of rebuilding with another feature set.
+for bin in agent-harness fake-messages-api; do
+  [ -x "target/release/$bin" ] || { echo "target/release/$bin missing after cargo test" >&2; exit 1; }
+done
+export AGENT_HARNESS_PREBUILT=1
 
 # Every suite is required: a missing run.sh fails the run instead of being skipped.
 for suite in gen go python ts grpcurl browser; do

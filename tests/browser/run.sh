@@ -12,7 +12,9 @@ CHROMIUM_BIN=${CHROMIUM_BIN:-/usr/bin/chromium}
 export CHROMIUM_BIN
 
 echo "--- cargo build --release (server, fake Messages API)"
-cargo build --release -q -p agent-harness-server -p agent-harness-fake-api
+# run-all.sh has already built both binaries (cargo test builds them with the
+# test feature set; rebuilding here would compile half the tree again).
+[ -n "${AGENT_HARNESS_PREBUILT:-}" ] || cargo build --release -q -p agent-harness-server -p agent-harness-fake-api
 
 echo "--- gen/ts: npm ci, build"
 (cd gen/ts && npm ci --no-audit --no-fund --loglevel=error && node build.mjs)

@@ -7,7 +7,9 @@ cd "$(dirname "$0")/../.."
 # shellcheck disable=SC1091
 source .tools/env.sh
 # A no-op when the release binaries are fresh (tests/run-all.sh builds them before the suites).
-cargo build --release --quiet -p agent-harness-server -p agent-harness-fake-api
+# run-all.sh has already built both binaries (cargo test builds them with the
+# test feature set; rebuilding here would compile half the tree again).
+[ -n "${AGENT_HARNESS_PREBUILT:-}" ] || cargo build --release --quiet -p agent-harness-server -p agent-harness-fake-api
 cd tests/go
 go vet ./...
 go test -count=1 -v -timeout 10m ./...

@@ -9,7 +9,9 @@ ROOT=$PWD
 [ -f .tools/env.sh ] || ./tests/setup.sh
 # shellcheck disable=SC1091
 source .tools/env.sh
-cargo build --release --quiet -p agent-harness-server -p agent-harness-fake-api
+# run-all.sh has already built both binaries (cargo test builds them with the
+# test feature set; rebuilding here would compile half the tree again).
+[ -n "${AGENT_HARNESS_PREBUILT:-}" ] || cargo build --release --quiet -p agent-harness-server -p agent-harness-fake-api
 
 tmp=$(mktemp -d)
 mkdir -p "$tmp/home" "$tmp/work"

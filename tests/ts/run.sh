@@ -11,7 +11,9 @@ ROOT=$PWD
 [ -f .tools/env.sh ] && source .tools/env.sh
 
 echo "--- cargo build --release (server, fake Messages API)"
-cargo build --release -q -p agent-harness-server -p agent-harness-fake-api
+# run-all.sh has already built both binaries (cargo test builds them with the
+# test feature set; rebuilding here would compile half the tree again).
+[ -n "${AGENT_HARNESS_PREBUILT:-}" ] || cargo build --release -q -p agent-harness-server -p agent-harness-fake-api
 
 echo "--- gen/ts: npm ci, typecheck, build"
 (cd gen/ts && npm ci --no-audit --no-fund --loglevel=error && npx tsc -p tsconfig.json --noEmit && node build.mjs)
