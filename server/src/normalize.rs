@@ -422,6 +422,11 @@ impl Normalizer {
                 .and_then(Value::as_array)
                 .map(|a| a.iter().map(value_text).collect())
                 .unwrap_or_default(),
+            permission_denials: obj
+                .get("permission_denials")
+                .and_then(Value::as_array)
+                .map(|a| a.iter().map(permission_denial).collect())
+                .unwrap_or_default(),
         }
     }
 
@@ -619,6 +624,15 @@ fn value_text(v: &Value) -> String {
         Value::String(s) => s.clone(),
         Value::Null => String::new(),
         other => other.to_string(),
+    }
+}
+
+/// One entry of a result line's `permission_denials`.
+fn permission_denial(v: &Value) -> pb::PermissionDenial {
+    pb::PermissionDenial {
+        tool_name: str_at(v, "tool_name"),
+        tool_use_id: str_at(v, "tool_use_id"),
+        tool_input: v.get("tool_input").and_then(to_struct),
     }
 }
 

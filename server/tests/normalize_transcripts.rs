@@ -480,6 +480,78 @@ fn compact_boundary_fields() {
     assert_eq!(c.compact_pre_tokens, 19);
 }
 
+/// A denied tool shows on the turn_end, with the id of the tool_use the
+/// model made and the input it gave, so a UI can show it even when no
+/// permission_requested preceded it.
+#[test]
+fn turn_end_lists_the_denied_tools() {
+    let (_, events) = replay("can_use_tool_deny");
+    let end = first!(&events, Payload::TurnEnd(t) => t);
+    assert_eq!(end.permission_denials.len(), 1, "{end:?}");
+    let denial = &end.permission_denials[0];
+    assert_eq!(denial.tool_name, "Bash");
+    assert_eq!(denial.tool_use_id, "toolu_fake1795986035626498887");
+    let input = serde_json::to_value(denial.tool_input.as_ref().expect("tool_input kept")).unwrap();
+    assert_eq!(
+        input,
+        serde_json::json!({
+            "command": "touch made-by-bash-1795986035626396704",
+            "description": "Create file",
+        })
+    );
+    // The same id as the tool_use block and the error tool_result.
+    let call = first!(&events, Payload::Content(c) => &c.blocks[0]);
+    assert_eq!(call.tool_use_id, denial.tool_use_id);
+    let answer = first!(&events, Payload::Result(r) if !r.tool_results.is_empty() => r);
+    assert_eq!(answer.tool_results[0].tool_use_id, denial.tool_use_id);
+    assert!(answer.tool_results[0].is_error);
+}
+
+/// Every turn_end of every recording carries exactly the denials of the
+/// result line it came from (none where the CLI lists none, none on a
+/// compaction boundary); only the two scenarios that deny a tool have any.
+#[test]
+fn turn_end_denials_match_every_recording() {
+    let mut with_denials = Vec::new();
+    for name in file_stems(&transcripts_dir(), ".transcript.jsonl") {
+        let (_, events) = replay(&name);
+        for (payload, line) in &events {
+            let Payload::TurnEnd(end) = payload else {
+                continue;
+            };
+            let cli: Value = serde_json::from_str(line).unwrap();
+            let want: Vec<Value> = if cli["type"] == "result" {
+                cli["permission_denials"]
+                    .as_array()
+                    .unwrap_or_else(|| panic!("{name}: result line without permission_denials"))
+                    .clone()
+            } else {
+                assert!(end.compact, "{name}: {line}");
+                Vec::new()
+            };
+            let got: Vec<Value> = end
+                .permission_denials
+                .iter()
+                .map(|d| {
+                    serde_json::json!({
+                        "tool_name": d.tool_name,
+                        "tool_use_id": d.tool_use_id,
+                        "tool_input": serde_json::to_value(&d.tool_input).unwrap(),
+                    })
+                })
+                .collect();
+            assert_eq!(got, want, "{name}: {line}");
+            if !got.is_empty() {
+                with_denials.push(name.clone());
+            }
+        }
+    }
+    assert_eq!(
+        with_denials,
+        ["can_use_tool_deny", "interrupt_pending_permission"]
+    );
+}
+
 #[test]
 fn input_sent_suppresses_turn_start_and_its_absence_marks_one() {
     let init = r#"{"type":"system","subtype":"init","session_id":"s","model":"m","tools":[],"cwd":"/","permissionMode":"default","mcp_servers":[]}"#;

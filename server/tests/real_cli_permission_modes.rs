@@ -14,7 +14,9 @@
 //! - settings, no rule: nothing is relayed and nothing asks; a Write is
 //!   denied by the CLI itself with an error tool_result ("Claude requested
 //!   permissions to write to PATH, but you haven't granted it yet.") and
-//!   the turn goes on.
+//!   the turn goes on. The result line lists the denied Write in
+//!   `permission_denials` (so the turn_end does too), and likewise a Bash
+//!   `touch` it blocks.
 //! - settings + `$HOME/.claude/settings.json` `{"permissions":{"allow":
 //!   ["Write"]}}`: the Write runs unasked.
 //! - settings + the cwd's `.claude/settings.json`: ignored (with a stderr
@@ -203,6 +205,25 @@ async fn assert_denied_by_cli(h: &Harness, session: &str, events: &[pb::Event], 
     assert_no_permission_events(h, session, events).await;
 }
 
+/// Asserts the turn_end `end` lists the one `tool` call in `events` as
+/// denied, with its tool_use id and input: the only trace of a denial the
+/// CLI made by itself, since nothing was relayed.
+fn assert_listed_as_denied(end: &pb::Event, events: &[pb::Event], tool: &str) {
+    let Some(Payload::TurnEnd(turn)) = &end.payload else {
+        panic!("not a turn_end: {end:?}");
+    };
+    let (call, _) = tool_call(events, tool);
+    assert_eq!(
+        turn.permission_denials,
+        [pb::PermissionDenial {
+            tool_name: tool.into(),
+            tool_use_id: call.tool_use_id.clone(),
+            tool_input: call.input.clone(),
+        }],
+        "{turn:?}"
+    );
+}
+
 /// 1. `--permissions skip` (interactive): `WRITE out.txt hello` runs with no
 ///    permission_requested, the file is in the session cwd, the turn ends
 ///    idle with the process alive, and init reports bypassPermissions. As
@@ -286,7 +307,7 @@ async fn skip_mode_one_shot_writes_and_completes() {
 ///    itself (error tool_result with its own text) without relaying
 ///    anything, the model goes on, and the turn ends without error. A Bash
 ///    `touch` (which asks in the relay mode) is blocked the same way on the
-///    same process.
+///    same process. Each turn_end lists its denied call.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn settings_mode_without_a_rule_denies_without_asking() {
     let (h, ev, started) = Harness::started(settings_setup(), "deny", "WRITE out.txt hello").await;
@@ -294,11 +315,13 @@ async fn settings_mode_without_a_rule_denies_without_asking() {
     assert_eq!(ready.permission_mode, "default", "{ready:?}");
     let (first_end, evs) = turn_ok(&ev, 0).await;
     assert_denied_by_cli(&h, "deny", &evs, "out.txt").await;
+    assert_listed_as_denied(&first_end, &evs, "Write");
     h.assert_idle("deny", true).await;
 
     let run = h.send("deny", "WRITEBASH").await;
     assert_eq!(run, started.run_id, "the same process");
-    let (_, after) = turn_ok(&ev, first_end.seq).await;
+    let (second_end, after) = turn_ok(&ev, first_end.seq).await;
+    assert_listed_as_denied(&second_end, &after, "Bash");
     let (call, result) = tool_call(&after, "Bash");
     let command = input_str(&call, "command");
     let made = command.strip_prefix("touch ").expect("a touch command");

@@ -1618,9 +1618,14 @@ type TurnEnd struct {
 	// The HTTP status of an API error, when the turn failed on one.
 	ApiErrorStatus uint32 `protobuf:"varint,15,opt,name=api_error_status,json=apiErrorStatus,proto3" json:"api_error_status,omitempty"`
 	// Error strings the CLI reported for error subtypes.
-	Errors        []string `protobuf:"bytes,16,rep,name=errors,proto3" json:"errors,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	Errors []string `protobuf:"bytes,16,rep,name=errors,proto3" json:"errors,omitempty"`
+	// The tools the CLI refused in this turn (by settings, a deny answer, or a
+	// rule), as its result line lists them. A denial the CLI makes by itself
+	// (settings mode) has no permission_requested event before it; this list
+	// is where it is named as a denial.
+	PermissionDenials []*PermissionDenial `protobuf:"bytes,17,rep,name=permission_denials,json=permissionDenials,proto3" json:"permission_denials,omitempty"`
+	unknownFields     protoimpl.UnknownFields
+	sizeCache         protoimpl.SizeCache
 }
 
 func (x *TurnEnd) Reset() {
@@ -1765,6 +1770,79 @@ func (x *TurnEnd) GetErrors() []string {
 	return nil
 }
 
+func (x *TurnEnd) GetPermissionDenials() []*PermissionDenial {
+	if x != nil {
+		return x.PermissionDenials
+	}
+	return nil
+}
+
+// A tool call the CLI refused to run (one entry of the result line's
+// `permission_denials`).
+type PermissionDenial struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The tool's name ("Bash", "Write", "mcp__server__tool", ...).
+	ToolName string `protobuf:"bytes,1,opt,name=tool_name,json=toolName,proto3" json:"tool_name,omitempty"`
+	// The id of the refused tool_use (matches ContentBlock tool_use_id and the
+	// error ToolResult that answers it).
+	ToolUseId string `protobuf:"bytes,2,opt,name=tool_use_id,json=toolUseId,proto3" json:"tool_use_id,omitempty"`
+	// The input the model gave the tool, as the CLI reports it.
+	ToolInput     *structpb.Struct `protobuf:"bytes,3,opt,name=tool_input,json=toolInput,proto3" json:"tool_input,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *PermissionDenial) Reset() {
+	*x = PermissionDenial{}
+	mi := &file_agentharness_v1_events_proto_msgTypes[15]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PermissionDenial) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PermissionDenial) ProtoMessage() {}
+
+func (x *PermissionDenial) ProtoReflect() protoreflect.Message {
+	mi := &file_agentharness_v1_events_proto_msgTypes[15]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PermissionDenial.ProtoReflect.Descriptor instead.
+func (*PermissionDenial) Descriptor() ([]byte, []int) {
+	return file_agentharness_v1_events_proto_rawDescGZIP(), []int{15}
+}
+
+func (x *PermissionDenial) GetToolName() string {
+	if x != nil {
+		return x.ToolName
+	}
+	return ""
+}
+
+func (x *PermissionDenial) GetToolUseId() string {
+	if x != nil {
+		return x.ToolUseId
+	}
+	return ""
+}
+
+func (x *PermissionDenial) GetToolInput() *structpb.Struct {
+	if x != nil {
+		return x.ToolInput
+	}
+	return nil
+}
+
 // Input was delivered to the process.
 type InputSent struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -1780,7 +1858,7 @@ type InputSent struct {
 
 func (x *InputSent) Reset() {
 	*x = InputSent{}
-	mi := &file_agentharness_v1_events_proto_msgTypes[15]
+	mi := &file_agentharness_v1_events_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1792,7 +1870,7 @@ func (x *InputSent) String() string {
 func (*InputSent) ProtoMessage() {}
 
 func (x *InputSent) ProtoReflect() protoreflect.Message {
-	mi := &file_agentharness_v1_events_proto_msgTypes[15]
+	mi := &file_agentharness_v1_events_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1805,7 +1883,7 @@ func (x *InputSent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use InputSent.ProtoReflect.Descriptor instead.
 func (*InputSent) Descriptor() ([]byte, []int) {
-	return file_agentharness_v1_events_proto_rawDescGZIP(), []int{15}
+	return file_agentharness_v1_events_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *InputSent) GetText() string {
@@ -1841,7 +1919,7 @@ type TurnStart struct {
 
 func (x *TurnStart) Reset() {
 	*x = TurnStart{}
-	mi := &file_agentharness_v1_events_proto_msgTypes[16]
+	mi := &file_agentharness_v1_events_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1853,7 +1931,7 @@ func (x *TurnStart) String() string {
 func (*TurnStart) ProtoMessage() {}
 
 func (x *TurnStart) ProtoReflect() protoreflect.Message {
-	mi := &file_agentharness_v1_events_proto_msgTypes[16]
+	mi := &file_agentharness_v1_events_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1866,7 +1944,7 @@ func (x *TurnStart) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TurnStart.ProtoReflect.Descriptor instead.
 func (*TurnStart) Descriptor() ([]byte, []int) {
-	return file_agentharness_v1_events_proto_rawDescGZIP(), []int{16}
+	return file_agentharness_v1_events_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *TurnStart) GetOrigin() string {
@@ -1897,7 +1975,7 @@ type TaskStarted struct {
 
 func (x *TaskStarted) Reset() {
 	*x = TaskStarted{}
-	mi := &file_agentharness_v1_events_proto_msgTypes[17]
+	mi := &file_agentharness_v1_events_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1909,7 +1987,7 @@ func (x *TaskStarted) String() string {
 func (*TaskStarted) ProtoMessage() {}
 
 func (x *TaskStarted) ProtoReflect() protoreflect.Message {
-	mi := &file_agentharness_v1_events_proto_msgTypes[17]
+	mi := &file_agentharness_v1_events_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1922,7 +2000,7 @@ func (x *TaskStarted) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TaskStarted.ProtoReflect.Descriptor instead.
 func (*TaskStarted) Descriptor() ([]byte, []int) {
-	return file_agentharness_v1_events_proto_rawDescGZIP(), []int{17}
+	return file_agentharness_v1_events_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *TaskStarted) GetTaskId() string {
@@ -1993,7 +2071,7 @@ type TaskUpdated struct {
 
 func (x *TaskUpdated) Reset() {
 	*x = TaskUpdated{}
-	mi := &file_agentharness_v1_events_proto_msgTypes[18]
+	mi := &file_agentharness_v1_events_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2005,7 +2083,7 @@ func (x *TaskUpdated) String() string {
 func (*TaskUpdated) ProtoMessage() {}
 
 func (x *TaskUpdated) ProtoReflect() protoreflect.Message {
-	mi := &file_agentharness_v1_events_proto_msgTypes[18]
+	mi := &file_agentharness_v1_events_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2018,7 +2096,7 @@ func (x *TaskUpdated) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TaskUpdated.ProtoReflect.Descriptor instead.
 func (*TaskUpdated) Descriptor() ([]byte, []int) {
-	return file_agentharness_v1_events_proto_rawDescGZIP(), []int{18}
+	return file_agentharness_v1_events_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *TaskUpdated) GetTaskId() string {
@@ -2096,7 +2174,7 @@ type TaskNotification struct {
 
 func (x *TaskNotification) Reset() {
 	*x = TaskNotification{}
-	mi := &file_agentharness_v1_events_proto_msgTypes[19]
+	mi := &file_agentharness_v1_events_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2108,7 +2186,7 @@ func (x *TaskNotification) String() string {
 func (*TaskNotification) ProtoMessage() {}
 
 func (x *TaskNotification) ProtoReflect() protoreflect.Message {
-	mi := &file_agentharness_v1_events_proto_msgTypes[19]
+	mi := &file_agentharness_v1_events_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2121,7 +2199,7 @@ func (x *TaskNotification) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TaskNotification.ProtoReflect.Descriptor instead.
 func (*TaskNotification) Descriptor() ([]byte, []int) {
-	return file_agentharness_v1_events_proto_rawDescGZIP(), []int{19}
+	return file_agentharness_v1_events_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *TaskNotification) GetTaskId() string {
@@ -2184,7 +2262,7 @@ type PermissionRequested struct {
 
 func (x *PermissionRequested) Reset() {
 	*x = PermissionRequested{}
-	mi := &file_agentharness_v1_events_proto_msgTypes[20]
+	mi := &file_agentharness_v1_events_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2196,7 +2274,7 @@ func (x *PermissionRequested) String() string {
 func (*PermissionRequested) ProtoMessage() {}
 
 func (x *PermissionRequested) ProtoReflect() protoreflect.Message {
-	mi := &file_agentharness_v1_events_proto_msgTypes[20]
+	mi := &file_agentharness_v1_events_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2209,7 +2287,7 @@ func (x *PermissionRequested) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PermissionRequested.ProtoReflect.Descriptor instead.
 func (*PermissionRequested) Descriptor() ([]byte, []int) {
-	return file_agentharness_v1_events_proto_rawDescGZIP(), []int{20}
+	return file_agentharness_v1_events_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *PermissionRequested) GetRequestId() string {
@@ -2289,7 +2367,7 @@ type PermissionResolved struct {
 
 func (x *PermissionResolved) Reset() {
 	*x = PermissionResolved{}
-	mi := &file_agentharness_v1_events_proto_msgTypes[21]
+	mi := &file_agentharness_v1_events_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2301,7 +2379,7 @@ func (x *PermissionResolved) String() string {
 func (*PermissionResolved) ProtoMessage() {}
 
 func (x *PermissionResolved) ProtoReflect() protoreflect.Message {
-	mi := &file_agentharness_v1_events_proto_msgTypes[21]
+	mi := &file_agentharness_v1_events_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2314,7 +2392,7 @@ func (x *PermissionResolved) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PermissionResolved.ProtoReflect.Descriptor instead.
 func (*PermissionResolved) Descriptor() ([]byte, []int) {
-	return file_agentharness_v1_events_proto_rawDescGZIP(), []int{21}
+	return file_agentharness_v1_events_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *PermissionResolved) GetRequestId() string {
@@ -2470,7 +2548,7 @@ const file_agentharness_v1_events_proto_rawDesc = "" +
 	"\x1bcache_creation_input_tokens\x18\x05 \x01(\x04B\x020\x02R\x18cacheCreationInputTokens\x12\x19\n" +
 	"\bcost_usd\x18\x06 \x01(\x01R\acostUsd\x12)\n" +
 	"\x0econtext_window\x18\a \x01(\x04B\x020\x02R\rcontextWindow\x12.\n" +
-	"\x11max_output_tokens\x18\b \x01(\x04B\x020\x02R\x0fmaxOutputTokens\"\xc3\x04\n" +
+	"\x11max_output_tokens\x18\b \x01(\x04B\x020\x02R\x0fmaxOutputTokens\"\x95\x05\n" +
 	"\aTurnEnd\x12,\n" +
 	"\x05usage\x18\x01 \x01(\v2\x16.agentharness.v1.UsageR\x05usage\x12\x19\n" +
 	"\bcost_usd\x18\x02 \x01(\x01R\acostUsd\x12#\n" +
@@ -2490,7 +2568,13 @@ const file_agentharness_v1_events_proto_rawDesc = "" +
 	"\x0fcompact_trigger\x18\r \x01(\tR\x0ecompactTrigger\x120\n" +
 	"\x12compact_pre_tokens\x18\x0e \x01(\x04B\x020\x02R\x10compactPreTokens\x12(\n" +
 	"\x10api_error_status\x18\x0f \x01(\rR\x0eapiErrorStatus\x12\x16\n" +
-	"\x06errors\x18\x10 \x03(\tR\x06errors\"\x95\x01\n" +
+	"\x06errors\x18\x10 \x03(\tR\x06errors\x12P\n" +
+	"\x12permission_denials\x18\x11 \x03(\v2!.agentharness.v1.PermissionDenialR\x11permissionDenials\"\x87\x01\n" +
+	"\x10PermissionDenial\x12\x1b\n" +
+	"\ttool_name\x18\x01 \x01(\tR\btoolName\x12\x1e\n" +
+	"\vtool_use_id\x18\x02 \x01(\tR\ttoolUseId\x126\n" +
+	"\n" +
+	"tool_input\x18\x03 \x01(\v2\x17.google.protobuf.StructR\ttoolInput\"\x95\x01\n" +
 	"\tInputSent\x12\x12\n" +
 	"\x04text\x18\x01 \x01(\tR\x04text\x124\n" +
 	"\x06source\x18\x02 \x01(\x0e2\x1c.agentharness.v1.InputSourceR\x06source\x12>\n" +
@@ -2565,7 +2649,7 @@ func file_agentharness_v1_events_proto_rawDescGZIP() []byte {
 }
 
 var file_agentharness_v1_events_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
-var file_agentharness_v1_events_proto_msgTypes = make([]protoimpl.MessageInfo, 23)
+var file_agentharness_v1_events_proto_msgTypes = make([]protoimpl.MessageInfo, 24)
 var file_agentharness_v1_events_proto_goTypes = []any{
 	(RunEndReason)(0),             // 0: agentharness.v1.RunEndReason
 	(InputSource)(0),              // 1: agentharness.v1.InputSource
@@ -2584,20 +2668,21 @@ var file_agentharness_v1_events_proto_goTypes = []any{
 	(*Result)(nil),                // 14: agentharness.v1.Result
 	(*ModelUsage)(nil),            // 15: agentharness.v1.ModelUsage
 	(*TurnEnd)(nil),               // 16: agentharness.v1.TurnEnd
-	(*InputSent)(nil),             // 17: agentharness.v1.InputSent
-	(*TurnStart)(nil),             // 18: agentharness.v1.TurnStart
-	(*TaskStarted)(nil),           // 19: agentharness.v1.TaskStarted
-	(*TaskUpdated)(nil),           // 20: agentharness.v1.TaskUpdated
-	(*TaskNotification)(nil),      // 21: agentharness.v1.TaskNotification
-	(*PermissionRequested)(nil),   // 22: agentharness.v1.PermissionRequested
-	(*PermissionResolved)(nil),    // 23: agentharness.v1.PermissionResolved
-	nil,                           // 24: agentharness.v1.StartConfig.EnvEntry
-	(*timestamppb.Timestamp)(nil), // 25: google.protobuf.Timestamp
-	(*structpb.Struct)(nil),       // 26: google.protobuf.Struct
-	(*structpb.Value)(nil),        // 27: google.protobuf.Value
+	(*PermissionDenial)(nil),      // 17: agentharness.v1.PermissionDenial
+	(*InputSent)(nil),             // 18: agentharness.v1.InputSent
+	(*TurnStart)(nil),             // 19: agentharness.v1.TurnStart
+	(*TaskStarted)(nil),           // 20: agentharness.v1.TaskStarted
+	(*TaskUpdated)(nil),           // 21: agentharness.v1.TaskUpdated
+	(*TaskNotification)(nil),      // 22: agentharness.v1.TaskNotification
+	(*PermissionRequested)(nil),   // 23: agentharness.v1.PermissionRequested
+	(*PermissionResolved)(nil),    // 24: agentharness.v1.PermissionResolved
+	nil,                           // 25: agentharness.v1.StartConfig.EnvEntry
+	(*timestamppb.Timestamp)(nil), // 26: google.protobuf.Timestamp
+	(*structpb.Struct)(nil),       // 27: google.protobuf.Struct
+	(*structpb.Value)(nil),        // 28: google.protobuf.Value
 }
 var file_agentharness_v1_events_proto_depIdxs = []int32{
-	25, // 0: agentharness.v1.Event.time:type_name -> google.protobuf.Timestamp
+	26, // 0: agentharness.v1.Event.time:type_name -> google.protobuf.Timestamp
 	4,  // 1: agentharness.v1.Event.run_start:type_name -> agentharness.v1.RunStart
 	6,  // 2: agentharness.v1.Event.run_ready:type_name -> agentharness.v1.RunReady
 	7,  // 3: agentharness.v1.Event.run_end:type_name -> agentharness.v1.RunEnd
@@ -2606,36 +2691,38 @@ var file_agentharness_v1_events_proto_depIdxs = []int32{
 	12, // 6: agentharness.v1.Event.content:type_name -> agentharness.v1.Content
 	14, // 7: agentharness.v1.Event.result:type_name -> agentharness.v1.Result
 	16, // 8: agentharness.v1.Event.turn_end:type_name -> agentharness.v1.TurnEnd
-	17, // 9: agentharness.v1.Event.input_sent:type_name -> agentharness.v1.InputSent
-	19, // 10: agentharness.v1.Event.task_started:type_name -> agentharness.v1.TaskStarted
-	20, // 11: agentharness.v1.Event.task_updated:type_name -> agentharness.v1.TaskUpdated
-	21, // 12: agentharness.v1.Event.task_notification:type_name -> agentharness.v1.TaskNotification
-	22, // 13: agentharness.v1.Event.permission_requested:type_name -> agentharness.v1.PermissionRequested
-	23, // 14: agentharness.v1.Event.permission_resolved:type_name -> agentharness.v1.PermissionResolved
-	18, // 15: agentharness.v1.Event.turn_start:type_name -> agentharness.v1.TurnStart
-	24, // 16: agentharness.v1.StartConfig.env:type_name -> agentharness.v1.StartConfig.EnvEntry
-	26, // 17: agentharness.v1.StartConfig.content_blocks:type_name -> google.protobuf.Struct
+	18, // 9: agentharness.v1.Event.input_sent:type_name -> agentharness.v1.InputSent
+	20, // 10: agentharness.v1.Event.task_started:type_name -> agentharness.v1.TaskStarted
+	21, // 11: agentharness.v1.Event.task_updated:type_name -> agentharness.v1.TaskUpdated
+	22, // 12: agentharness.v1.Event.task_notification:type_name -> agentharness.v1.TaskNotification
+	23, // 13: agentharness.v1.Event.permission_requested:type_name -> agentharness.v1.PermissionRequested
+	24, // 14: agentharness.v1.Event.permission_resolved:type_name -> agentharness.v1.PermissionResolved
+	19, // 15: agentharness.v1.Event.turn_start:type_name -> agentharness.v1.TurnStart
+	25, // 16: agentharness.v1.StartConfig.env:type_name -> agentharness.v1.StartConfig.EnvEntry
+	27, // 17: agentharness.v1.StartConfig.content_blocks:type_name -> google.protobuf.Struct
 	3,  // 18: agentharness.v1.RunStart.config:type_name -> agentharness.v1.StartConfig
 	5,  // 19: agentharness.v1.RunReady.mcp_servers:type_name -> agentharness.v1.McpServer
 	0,  // 20: agentharness.v1.RunEnd.reason:type_name -> agentharness.v1.RunEndReason
-	26, // 21: agentharness.v1.ContentBlock.input:type_name -> google.protobuf.Struct
-	26, // 22: agentharness.v1.ContentBlock.raw:type_name -> google.protobuf.Struct
+	27, // 21: agentharness.v1.ContentBlock.input:type_name -> google.protobuf.Struct
+	27, // 22: agentharness.v1.ContentBlock.raw:type_name -> google.protobuf.Struct
 	11, // 23: agentharness.v1.Content.blocks:type_name -> agentharness.v1.ContentBlock
 	10, // 24: agentharness.v1.Content.usage:type_name -> agentharness.v1.Usage
 	13, // 25: agentharness.v1.Result.tool_results:type_name -> agentharness.v1.ToolResult
-	27, // 26: agentharness.v1.Result.tool_use_result:type_name -> google.protobuf.Value
+	28, // 26: agentharness.v1.Result.tool_use_result:type_name -> google.protobuf.Value
 	10, // 27: agentharness.v1.TurnEnd.usage:type_name -> agentharness.v1.Usage
 	15, // 28: agentharness.v1.TurnEnd.model_usage:type_name -> agentharness.v1.ModelUsage
-	1,  // 29: agentharness.v1.InputSent.source:type_name -> agentharness.v1.InputSource
-	26, // 30: agentharness.v1.InputSent.content_blocks:type_name -> google.protobuf.Struct
-	26, // 31: agentharness.v1.PermissionRequested.input:type_name -> google.protobuf.Struct
-	27, // 32: agentharness.v1.PermissionRequested.suggestions:type_name -> google.protobuf.Value
-	26, // 33: agentharness.v1.PermissionResolved.updated_input:type_name -> google.protobuf.Struct
-	34, // [34:34] is the sub-list for method output_type
-	34, // [34:34] is the sub-list for method input_type
-	34, // [34:34] is the sub-list for extension type_name
-	34, // [34:34] is the sub-list for extension extendee
-	0,  // [0:34] is the sub-list for field type_name
+	17, // 29: agentharness.v1.TurnEnd.permission_denials:type_name -> agentharness.v1.PermissionDenial
+	27, // 30: agentharness.v1.PermissionDenial.tool_input:type_name -> google.protobuf.Struct
+	1,  // 31: agentharness.v1.InputSent.source:type_name -> agentharness.v1.InputSource
+	27, // 32: agentharness.v1.InputSent.content_blocks:type_name -> google.protobuf.Struct
+	27, // 33: agentharness.v1.PermissionRequested.input:type_name -> google.protobuf.Struct
+	28, // 34: agentharness.v1.PermissionRequested.suggestions:type_name -> google.protobuf.Value
+	27, // 35: agentharness.v1.PermissionResolved.updated_input:type_name -> google.protobuf.Struct
+	36, // [36:36] is the sub-list for method output_type
+	36, // [36:36] is the sub-list for method input_type
+	36, // [36:36] is the sub-list for extension type_name
+	36, // [36:36] is the sub-list for extension extendee
+	0,  // [0:36] is the sub-list for field type_name
 }
 
 func init() { file_agentharness_v1_events_proto_init() }
@@ -2667,7 +2754,7 @@ func file_agentharness_v1_events_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_agentharness_v1_events_proto_rawDesc), len(file_agentharness_v1_events_proto_rawDesc)),
 			NumEnums:      2,
-			NumMessages:   23,
+			NumMessages:   24,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

@@ -271,7 +271,7 @@ class ModelUsage(_message.Message):
     def __init__(self, model: _Optional[str] = ..., input_tokens: _Optional[int] = ..., output_tokens: _Optional[int] = ..., cache_read_input_tokens: _Optional[int] = ..., cache_creation_input_tokens: _Optional[int] = ..., cost_usd: _Optional[float] = ..., context_window: _Optional[int] = ..., max_output_tokens: _Optional[int] = ...) -> None: ...
 
 class TurnEnd(_message.Message):
-    __slots__ = ("usage", "cost_usd", "duration_ms", "duration_api_ms", "is_error", "compact", "terminal_reason", "subtype", "num_turns", "result", "origin", "model_usage", "compact_trigger", "compact_pre_tokens", "api_error_status", "errors")
+    __slots__ = ("usage", "cost_usd", "duration_ms", "duration_api_ms", "is_error", "compact", "terminal_reason", "subtype", "num_turns", "result", "origin", "model_usage", "compact_trigger", "compact_pre_tokens", "api_error_status", "errors", "permission_denials")
     USAGE_FIELD_NUMBER: _ClassVar[int]
     COST_USD_FIELD_NUMBER: _ClassVar[int]
     DURATION_MS_FIELD_NUMBER: _ClassVar[int]
@@ -288,6 +288,7 @@ class TurnEnd(_message.Message):
     COMPACT_PRE_TOKENS_FIELD_NUMBER: _ClassVar[int]
     API_ERROR_STATUS_FIELD_NUMBER: _ClassVar[int]
     ERRORS_FIELD_NUMBER: _ClassVar[int]
+    PERMISSION_DENIALS_FIELD_NUMBER: _ClassVar[int]
     usage: Usage
     cost_usd: float
     duration_ms: int
@@ -304,7 +305,18 @@ class TurnEnd(_message.Message):
     compact_pre_tokens: int
     api_error_status: int
     errors: _containers.RepeatedScalarFieldContainer[str]
-    def __init__(self, usage: _Optional[_Union[Usage, _Mapping]] = ..., cost_usd: _Optional[float] = ..., duration_ms: _Optional[int] = ..., duration_api_ms: _Optional[int] = ..., is_error: _Optional[bool] = ..., compact: _Optional[bool] = ..., terminal_reason: _Optional[str] = ..., subtype: _Optional[str] = ..., num_turns: _Optional[int] = ..., result: _Optional[str] = ..., origin: _Optional[str] = ..., model_usage: _Optional[_Iterable[_Union[ModelUsage, _Mapping]]] = ..., compact_trigger: _Optional[str] = ..., compact_pre_tokens: _Optional[int] = ..., api_error_status: _Optional[int] = ..., errors: _Optional[_Iterable[str]] = ...) -> None: ...
+    permission_denials: _containers.RepeatedCompositeFieldContainer[PermissionDenial]
+    def __init__(self, usage: _Optional[_Union[Usage, _Mapping]] = ..., cost_usd: _Optional[float] = ..., duration_ms: _Optional[int] = ..., duration_api_ms: _Optional[int] = ..., is_error: _Optional[bool] = ..., compact: _Optional[bool] = ..., terminal_reason: _Optional[str] = ..., subtype: _Optional[str] = ..., num_turns: _Optional[int] = ..., result: _Optional[str] = ..., origin: _Optional[str] = ..., model_usage: _Optional[_Iterable[_Union[ModelUsage, _Mapping]]] = ..., compact_trigger: _Optional[str] = ..., compact_pre_tokens: _Optional[int] = ..., api_error_status: _Optional[int] = ..., errors: _Optional[_Iterable[str]] = ..., permission_denials: _Optional[_Iterable[_Union[PermissionDenial, _Mapping]]] = ...) -> None: ...
+
+class PermissionDenial(_message.Message):
+    __slots__ = ("tool_name", "tool_use_id", "tool_input")
+    TOOL_NAME_FIELD_NUMBER: _ClassVar[int]
+    TOOL_USE_ID_FIELD_NUMBER: _ClassVar[int]
+    TOOL_INPUT_FIELD_NUMBER: _ClassVar[int]
+    tool_name: str
+    tool_use_id: str
+    tool_input: _struct_pb2.Struct
+    def __init__(self, tool_name: _Optional[str] = ..., tool_use_id: _Optional[str] = ..., tool_input: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ...) -> None: ...
 
 class InputSent(_message.Message):
     __slots__ = ("text", "source", "content_blocks")
