@@ -2,9 +2,20 @@
 //! with one durable, append-only event log per session.
 //!
 //! # Layout
-//! - [`adapter`]: the `ProcessAdapter` trait and its implementations.
-//! - [`store`]: durable storage (the `Store` trait; memory and redb).
+//! - [`config`]: the clap command line (`serve`, `record`), every flag with its env var.
+//! - [`server`]: one port for gRPC, grpc-web (+CORS), reflection, health and auth; `run`.
+//! - [`rpc`]: the `SessionService` handlers: validate, call the manager, map errors.
+//! - [`validate`], [`auth`], [`error`]: request checks, bearer tokens, the one error enum
+//!   and its `From<Error> for Status`.
+//! - [`manager`]: sessions and runs: spawn, send, the stop ladder, permissions, idle
+//!   timeout, and a cached derive fold per session.
+//! - [`adapter`]: the `ProcessAdapter` trait; the interactive, one-shot, cassette and
+//!   scripted adapters.
+//! - [`normalize`]: one CLI stream-json line to zero or more events.
+//! - [`supervise`]: process groups, the cleaned environment, signals, reaping.
 //! - [`log`]: every session's event log: group commit, Subscribe, History.
+//! - [`store`]: durable storage (the `Store` trait; memory and redb).
+//! - [`recovery`]: start-up recovery of runs a previous server left live.
 
 pub mod adapter;
 pub mod auth;
