@@ -78,6 +78,32 @@ fn range(a: u64, b: u64) -> Vec<u64> {
     (a..=b).collect()
 }
 
+/// The heartbeat interval the heartbeat tests use.
+const HEARTBEAT: Duration = Duration::from_secs(15);
+
+fn with_heartbeat(heartbeat: Duration) -> LogOptions {
+    LogOptions {
+        heartbeat,
+        ..LogOptions::default()
+    }
+}
+
+/// The next message, which must be a heartbeat, and how long it took.
+async fn next_heartbeat(
+    s: &mut (impl Stream<Item = pb::SubscribeResponse> + Unpin),
+) -> (pb::Heartbeat, Duration) {
+    let t0 = tokio::time::Instant::now();
+    match next_kind(s).await {
+        Kind::Heartbeat(hb) => (hb, t0.elapsed()),
+        other => panic!("expected a heartbeat, got {other:?}"),
+    }
+}
+
+/// True when `d` is one heartbeat interval (the paused clock lands on it).
+fn one_interval(d: Duration) -> bool {
+    d >= HEARTBEAT && d < HEARTBEAT + Duration::from_secs(1)
+}
+
 #[tokio::test]
 async fn replays_after_the_cursor_then_goes_live() {
     let dir = tempfile::tempdir().unwrap();
@@ -202,28 +228,15 @@ async fn window_zero_serves_everything_from_storage() {
 #[tokio::test(start_paused = true)]
 async fn idle_live_streams_get_heartbeats_with_the_head() {
     let dir = tempfile::tempdir().unwrap();
-    let logs = open(
-        &dir,
-        LogOptions {
-            heartbeat: Duration::from_secs(15),
-            ..LogOptions::default()
-        },
-    );
+    let logs = open(&dir, with_heartbeat(HEARTBEAT));
     fill(&logs, "s", 3).await;
     let mut s = Box::pin(logs.subscribe("s", 3));
     replay(&mut s).await;
-    let t0 = tokio::time::Instant::now();
-    let Kind::Heartbeat(hb) = next_kind(&mut s).await else {
-        panic!("expected heartbeat")
-    };
+    let (hb, waited) = next_heartbeat(&mut s).await;
     assert_eq!(hb.head_seq, 3);
-    assert!(
-        t0.elapsed() >= Duration::from_secs(15),
-        "not before the interval"
-    );
-    let Kind::Heartbeat(_) = next_kind(&mut s).await else {
-        panic!("heartbeats repeat")
-    };
+    assert!(waited >= HEARTBEAT, "not before the interval: {waited:?}");
+    // Heartbeats repeat.
+    next_heartbeat(&mut s).await;
     logs.shutdown().await;
 }
 
@@ -292,13 +305,7 @@ async fn heartbeat_comes_one_interval_after_the_last_event_not_after_the_first_w
     // The timer is armed once and re-armed lazily; it must still honour the
     // interval measured from the last message sent.
     let dir = tempfile::tempdir().unwrap();
-    let logs = open(
-        &dir,
-        LogOptions {
-            heartbeat: Duration::from_secs(15),
-            ..LogOptions::default()
-        },
-    );
+    let logs = open(&dir, with_heartbeat(HEARTBEAT));
     let mut s = Box::pin(logs.subscribe("s", 0));
     replay(&mut s).await;
     // Wait idle for 10 s: this arms the heartbeat timer for t0 + 15 s.
@@ -320,24 +327,16 @@ async fn heartbeat_comes_one_interval_after_the_last_event_not_after_the_first_w
         }
     };
     assert_eq!(e.seq, 1);
-    let sent_at = tokio::time::Instant::now();
-    let Kind::Heartbeat(hb) = next_kind(&mut s).await else {
-        panic!("expected heartbeat")
-    };
+    let (hb, waited) = next_heartbeat(&mut s).await;
     assert_eq!(hb.head_seq, 1);
-    let waited = tokio::time::Instant::now() - sent_at;
     assert!(
-        waited >= Duration::from_secs(15) && waited < Duration::from_secs(16),
+        one_interval(waited),
         "heartbeat {waited:?} after the last event, want 15 s"
     );
-    let before = tokio::time::Instant::now();
-    let Kind::Heartbeat(_) = next_kind(&mut s).await else {
-        panic!("heartbeats repeat")
-    };
-    let gap = tokio::time::Instant::now() - before;
+    let (_, gap) = next_heartbeat(&mut s).await;
     assert!(
-        gap >= Duration::from_secs(15) && gap < Duration::from_secs(16),
-        "{gap:?}"
+        one_interval(gap),
+        "heartbeats repeat every 15 s, got {gap:?}"
     );
     logs.shutdown().await;
 }
