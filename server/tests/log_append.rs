@@ -18,10 +18,13 @@ fn redb(dir: &tempfile::TempDir) -> Arc<dyn Store> {
     Arc::new(RedbStore::open(&dir.path().join("agent-harness.redb")).unwrap())
 }
 
-/// Wraps a store: counts commits, can fail them, can hold them at a gate.
+/// Wraps a store: counts commits, can fail them, can hold them at a gate,
+/// can make each commit slow (a slow disk).
 #[derive(Default)]
 struct Probe {
     inner: MemoryStore,
+    /// Every commit sleeps this long first.
+    delay: Duration,
     commits: AtomicUsize,
     /// Metas passed to successful commits (the writer passes only changed ones).
     metas_written: AtomicUsize,
@@ -48,6 +51,7 @@ impl Store for Probe {
             g = self.gate_cv.wait(g).unwrap();
         }
         drop(g);
+        std::thread::sleep(self.delay);
         if self.fail.load(Ordering::SeqCst) {
             return Err(StoreError::Rejected("injected commit failure".into()));
         }
@@ -465,43 +469,15 @@ async fn each_append_gets_exactly_its_own_events_from_a_shared_commit() {
     logs.shutdown().await;
 }
 
-/// A store whose every commit takes `delay` (a slow disk), over MemoryStore.
-struct SlowStore {
-    inner: MemoryStore,
-    delay: Duration,
-}
-
-impl Store for SlowStore {
-    fn append_batch(&self, batch: &[pb::Event], metas: &[SessionMeta]) -> Result<(), StoreError> {
-        std::thread::sleep(self.delay);
-        self.inner.append_batch(batch, metas)
-    }
-    fn read_range(&self, s: &str, a: u64, l: usize) -> Result<Vec<pb::Event>, StoreError> {
-        self.inner.read_range(s, a, l)
-    }
-    fn read_before(&self, s: &str, b: u64, l: usize) -> Result<Vec<pb::Event>, StoreError> {
-        self.inner.read_before(s, b, l)
-    }
-    fn meta(&self, s: &str) -> Result<Option<SessionMeta>, StoreError> {
-        self.inner.meta(s)
-    }
-    fn put_meta(&self, m: &SessionMeta) -> Result<(), StoreError> {
-        self.inner.put_meta(m)
-    }
-    fn sessions(&self) -> Result<Vec<SessionMeta>, StoreError> {
-        self.inner.sessions()
-    }
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn awaiting_appenders_merge_into_one_group_commit() {
     // 100 appenders that each await their append before the next. Without
     // the writer lingering for the ones it just answered, they settle into
     // two alternating groups of ~50 (measured: exactly 50 per commit); with
     // it, commits carry close to all 100.
-    let store = Arc::new(SlowStore {
-        inner: MemoryStore::new(),
+    let store = Arc::new(Probe {
         delay: Duration::from_millis(2),
+        ..Probe::default()
     });
     let logs = EventLogs::open(store, LogOptions::default()).unwrap();
     let mut tasks = Vec::new();
