@@ -26,6 +26,9 @@ pub enum Command {
     /// Record a cassette: run the real claude CLI once and write every
     /// stdout/stdin line with its time offset to a JSONL file.
     Record(RecordConfig),
+    /// Write a new random 256-bit bearer token to a file (mode 0600) and
+    /// print how to pass it to `serve` and to each client.
+    Token(TokenConfig),
 }
 
 /// Which process adapter runs the CLI.
@@ -149,6 +152,76 @@ pub struct ServeConfig {
     #[arg(long, env = "AGENT_HARNESS_AUTH_TOKEN_FILE")]
     pub auth_token_file: Option<PathBuf>,
 
+    /// A browser origin allowed to call the API (repeatable; env:
+    /// comma-separated), e.g. `https://ui.example:8443`. Default: loopback
+    /// origins only (http/https, localhost, 127.0.0.1, [::1], any port).
+    /// `*` allows every origin and requires --auth-token-file.
+    #[arg(
+        long = "allowed-origin",
+        env = "AGENT_HARNESS_ALLOWED_ORIGINS",
+        value_delimiter = ','
+    )]
+    pub allowed_origins: Vec<String>,
+
+    /// A Host / :authority name (or address) accepted besides the loopback
+    /// names and the listen address (repeatable; env: comma-separated).
+    /// Requires --auth-token-file; `*` accepts any host.
+    #[arg(
+        long = "allowed-host",
+        env = "AGENT_HARNESS_ALLOWED_HOSTS",
+        value_delimiter = ','
+    )]
+    pub allowed_hosts: Vec<String>,
+
+    /// A CLI flag a client may pass in `StartConfig.args`, besides the
+    /// default set (repeatable; env: comma-separated), e.g.
+    /// `--allow-arg=--max-budget-usd`; its value passes through. Flags that
+    /// widen permissions, redirect the API or that the server owns are a
+    /// start-up error here.
+    #[arg(
+        long = "allow-arg",
+        env = "AGENT_HARNESS_ALLOW_ARGS",
+        value_delimiter = ',',
+        allow_hyphen_values = true
+    )]
+    pub allow_args: Vec<String>,
+
+    /// An environment variable a client may set in `StartConfig.env`
+    /// (repeatable; env: comma-separated). None by default. Variables that
+    /// redirect the API or inject code are a start-up error here.
+    #[arg(
+        long = "allow-env",
+        env = "AGENT_HARNESS_ALLOW_ENV",
+        value_delimiter = ','
+    )]
+    pub allow_env: Vec<String>,
+
+    /// A directory a session's `config.cwd` must lie under (symlinks
+    /// resolved; repeatable; env: comma-separated). Default: any directory.
+    #[arg(
+        long = "allowed-cwd",
+        env = "AGENT_HARNESS_ALLOWED_CWDS",
+        value_delimiter = ','
+    )]
+    pub allowed_cwds: Vec<PathBuf>,
+
+    /// PEM certificate chain: serve gRPC and grpc-web over TLS (with --tls-key).
+    #[arg(long, env = "AGENT_HARNESS_TLS_CERT", requires = "tls_key")]
+    pub tls_cert: Option<PathBuf>,
+
+    /// PEM private key of --tls-cert.
+    #[arg(long, env = "AGENT_HARNESS_TLS_KEY", requires = "tls_cert")]
+    pub tls_key: Option<PathBuf>,
+
+    /// Most CLI processes alive at once; a Start or a respawning Send beyond
+    /// it gets RESOURCE_EXHAUSTED and appends nothing.
+    #[arg(long, env = "AGENT_HARNESS_MAX_LIVE_RUNS", default_value_t = DEFAULT_MAX_LIVE_RUNS)]
+    pub max_live_runs: usize,
+
+    /// Most Subscribe streams open at once; one more gets RESOURCE_EXHAUSTED.
+    #[arg(long, env = "AGENT_HARNESS_MAX_STREAMS", default_value_t = DEFAULT_MAX_STREAMS)]
+    pub max_streams: usize,
+
     /// Log filter (tracing EnvFilter syntax, e.g. `info,agent_harness_server=debug`).
     #[arg(long, env = "AGENT_HARNESS_LOG", default_value = "info")]
     pub log: String,
@@ -172,9 +245,31 @@ impl Default for ServeConfig {
             max_request_bytes: 4 * 1024 * 1024,
             max_line_bytes: crate::normalize::DEFAULT_MAX_LINE_BYTES,
             auth_token_file: None,
+            allowed_origins: Vec::new(),
+            allowed_hosts: Vec::new(),
+            allow_args: Vec::new(),
+            allow_env: Vec::new(),
+            allowed_cwds: Vec::new(),
+            tls_cert: None,
+            tls_key: None,
+            max_live_runs: DEFAULT_MAX_LIVE_RUNS,
+            max_streams: DEFAULT_MAX_STREAMS,
             log: "info".into(),
         }
     }
+}
+
+/// Default of `--max-live-runs`: each CLI process holds a few hundred MB.
+pub const DEFAULT_MAX_LIVE_RUNS: usize = 32;
+/// Default of `--max-streams`: an idle stream costs a few KiB.
+pub const DEFAULT_MAX_STREAMS: usize = 16_384;
+
+/// Configuration of `agent-harness token`.
+#[derive(Debug, Clone, Args)]
+pub struct TokenConfig {
+    /// Where to write the token (created or replaced, mode 0600).
+    #[arg(long, short, default_value = "agent-harness.token")]
+    pub out: PathBuf,
 }
 
 /// Configuration of `agent-harness record`.

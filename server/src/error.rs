@@ -4,6 +4,8 @@
 //! `From<Error> for tonic::Status` and nowhere else, so a client always gets
 //! the same code for the same failure.
 
+use std::borrow::Cow;
+
 use tonic::Status;
 
 /// Everything that can go wrong behind the API.
@@ -12,8 +14,9 @@ pub enum Error {
     /// A request field is invalid; `field` names it for the client.
     #[error("invalid {field}: {reason}")]
     InvalidArgument {
-        /// The offending field ("session_id", "config.cwd", ...).
-        field: &'static str,
+        /// The offending field ("session_id", "config.cwd", "config.args[2]",
+        /// "config.env.KEY", ...).
+        field: Cow<'static, str>,
         /// Why it was refused.
         reason: String,
     },
@@ -23,6 +26,10 @@ pub enum Error {
     /// The session is not in a state that allows this call.
     #[error("{0}")]
     FailedPrecondition(String),
+    /// The operator's policy does not allow this (e.g. a `config.cwd`
+    /// outside every `--allowed-cwd`).
+    #[error("{0}")]
+    PermissionDenied(String),
     /// A size limit was exceeded.
     #[error("{0}")]
     ResourceExhausted(String),
@@ -39,9 +46,9 @@ pub type Result<T, E = Error> = std::result::Result<T, E>;
 
 impl Error {
     /// An INVALID_ARGUMENT naming `field`.
-    pub fn invalid(field: &'static str, reason: impl Into<String>) -> Self {
+    pub fn invalid(field: impl Into<Cow<'static, str>>, reason: impl Into<String>) -> Self {
         Error::InvalidArgument {
-            field,
+            field: field.into(),
             reason: reason.into(),
         }
     }
@@ -91,6 +98,7 @@ impl From<Error> for Status {
             Error::InvalidArgument { .. } => Status::invalid_argument(msg),
             Error::NotFound(_) => Status::not_found(msg),
             Error::FailedPrecondition(_) => Status::failed_precondition(msg),
+            Error::PermissionDenied(_) => Status::permission_denied(msg),
             Error::ResourceExhausted(_) => Status::resource_exhausted(msg),
             Error::Unavailable(_) => Status::unavailable(msg),
             Error::Internal(_) => Status::internal(msg),

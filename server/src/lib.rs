@@ -4,7 +4,11 @@
 //! # Layout
 //! - [`config`]: the clap command line (`serve`, `record`), every flag with its env var.
 //! - [`server`]: one port for gRPC, grpc-web (+CORS), reflection, health and auth; `run`.
+//! - [`access`]: who may reach the services: allowed browser origins (CORS) and the
+//!   Host check against DNS rebinding.
+//! - [`listen`]: accepting connections: TCP_NODELAY, TLS with ALPN h2 and http/1.1.
 //! - [`rpc`]: the `SessionService` handlers: validate, call the manager, map errors.
+//! - [`launch`]: the launch policy: which args, env and cwd a client may give the CLI.
 //! - [`validate`], [`auth`], [`error`]: request checks, bearer tokens, the one error enum
 //!   and its `From<Error> for Status`.
 //! - [`manager`]: sessions and runs: spawn, send, the stop ladder, permissions, idle
@@ -16,11 +20,15 @@
 //! - [`log`]: every session's event log: group commit, Subscribe, History.
 //! - [`store`]: durable storage (the `Store` trait; memory and redb).
 //! - [`recovery`]: start-up recovery of runs a previous server left live.
+//! - [`token`]: `agent-harness token`, a new bearer token file.
 
+pub mod access;
 pub mod adapter;
 pub mod auth;
 pub mod config;
 pub mod error;
+pub mod launch;
+pub mod listen;
 pub mod log;
 pub mod manager;
 pub mod normalize;
@@ -29,5 +37,6 @@ pub mod rpc;
 pub mod server;
 pub mod store;
 pub mod supervise;
+pub mod token;
 pub mod validate;
 pub use server::{ServeOptions, run, serve_on};

@@ -8,7 +8,7 @@ async fn main() -> std::process::ExitCode {
     let cli = Cli::parse();
     let filter = match &cli.command {
         Command::Serve(c) => c.log.clone(),
-        Command::Record(_) => "info".to_owned(),
+        Command::Record(_) | Command::Token(_) => "info".to_owned(),
     };
     tracing_subscriber::fmt()
         .with_env_filter(tracing_subscriber::EnvFilter::new(filter))
@@ -17,6 +17,7 @@ async fn main() -> std::process::ExitCode {
     let result = match cli.command {
         Command::Serve(config) => agent_harness_server::run(*config, shutdown_signal()).await,
         Command::Record(config) => agent_harness_server::server::record(config).await,
+        Command::Token(config) => agent_harness_server::token::run(config),
     };
     match result {
         Ok(()) => std::process::ExitCode::SUCCESS,

@@ -6,12 +6,14 @@
 //! here.
 
 use std::pin::Pin;
+use std::sync::Arc;
 use std::time::Duration;
 
 use agent_harness_client::pb;
 use agent_harness_client::pb::session_service_server::SessionService;
 use agent_harness_client::pb::subscribe_response::Kind;
 use futures::{Stream, StreamExt};
+use tokio::sync::Semaphore;
 use tokio_util::sync::CancellationToken;
 use tonic::{Request, Response, Status};
 
@@ -28,6 +30,11 @@ pub struct Rpc {
     /// Cancelled at shutdown: ends every Subscribe stream cleanly, so the
     /// server's graceful shutdown does not wait on them.
     shutdown: CancellationToken,
+    /// One permit per open Subscribe stream (`--max-streams`), held by the
+    /// stream and released when it is dropped.
+    streams: Arc<Semaphore>,
+    /// The cap, for the error message.
+    max_streams: usize,
 }
 
 impl Rpc {
@@ -35,11 +42,22 @@ impl Rpc {
     /// `shutdown` is cancelled.
     pub fn new(manager: SessionManager, shutdown: CancellationToken) -> Self {
         let logs = manager.logs().clone();
+        let max_streams = crate::config::DEFAULT_MAX_STREAMS;
         Self {
             manager,
             logs,
             shutdown,
+            streams: Arc::new(Semaphore::new(max_streams)),
+            max_streams,
         }
+    }
+
+    /// Caps the Subscribe streams open at once; one more gets
+    /// RESOURCE_EXHAUSTED.
+    pub fn with_max_streams(mut self, max_streams: usize) -> Self {
+        self.streams = Arc::new(Semaphore::new(max_streams));
+        self.max_streams = max_streams;
+        self
     }
 }
 
@@ -160,6 +178,13 @@ impl SessionService for Rpc {
     ) -> Result<Response<Self::SubscribeStream>, Status> {
         let req = request.into_inner();
         validate::session_id(&req.session_id)?;
+        let permit = self.streams.clone().try_acquire_owned().map_err(|_| {
+            Error::ResourceExhausted(format!(
+                "{} Subscribe streams are open, the most this server allows (--max-streams); \
+                 close one or retry later",
+                self.max_streams
+            ))
+        })?;
         let inner = self.logs.subscribe(&req.session_id, req.after_seq);
         let stream = drain_on_shutdown(
             Box::pin(inner),
@@ -167,7 +192,12 @@ impl SessionService for Rpc {
             req.session_id,
             self.shutdown.clone(),
         );
-        Ok(Response::new(Box::pin(stream.map(Ok))))
+        // The permit lives as long as the stream: dropped with it.
+        let stream = stream.map(move |m| {
+            let _held = &permit;
+            Ok(m)
+        });
+        Ok(Response::new(Box::pin(stream)))
     }
 
     async fn history(

@@ -22,15 +22,14 @@ use std::time::Duration;
 use agent_harness_client::pb::session_service_server::SessionServiceServer;
 use agent_harness_client::proto::FILE_DESCRIPTOR_SET;
 use bytes::Bytes;
-use http::header::HeaderName;
 use tokio::net::TcpListener;
-use tokio_stream::wrappers::TcpListenerStream;
+use tokio_rustls::TlsAcceptor;
 use tokio_util::sync::CancellationToken;
 use tonic::Status;
 use tonic::service::interceptor::InterceptedService;
 use tonic::transport::Server;
-use tower_http::cors::{AllowOrigin, CorsLayer};
 
+use crate::access::{AccessLayer, AccessPolicy, cors_layer};
 use crate::adapter::cassette::{CassetteAdapter, ScriptStep, record_cassette};
 use crate::adapter::claude_cli::ClaudeCliAdapter;
 use crate::adapter::claude_interactive::{
@@ -46,12 +45,31 @@ use crate::rpc::Rpc;
 use crate::store::RedbStore;
 
 /// What `serve_on` needs besides the manager.
-#[derive(Debug, Clone)]
+#[derive(Clone)]
 pub struct ServeOptions {
     /// Largest request accepted, in bytes (RESOURCE_EXHAUSTED above).
     pub max_request_bytes: usize,
     /// The bearer token every RPC must carry; `None`: no auth.
     pub auth_token: Option<String>,
+    /// Which origins and hosts may reach the services at all.
+    pub access: AccessPolicy,
+    /// Serve TLS with this acceptor (`--tls-cert`/`--tls-key`); `None`: plain.
+    pub tls: Option<TlsAcceptor>,
+    /// Most Subscribe streams open at once.
+    pub max_streams: usize,
+}
+
+impl std::fmt::Debug for ServeOptions {
+    // Never print the token.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ServeOptions")
+            .field("max_request_bytes", &self.max_request_bytes)
+            .field("auth", &self.auth_token.is_some())
+            .field("access", &self.access)
+            .field("tls", &self.tls.is_some())
+            .field("max_streams", &self.max_streams)
+            .finish()
+    }
 }
 
 impl Default for ServeOptions {
@@ -59,20 +77,66 @@ impl Default for ServeOptions {
         Self {
             max_request_bytes: 4 * 1024 * 1024,
             auth_token: None,
+            access: AccessPolicy::loopback_only(),
+            tls: None,
+            max_streams: crate::config::DEFAULT_MAX_STREAMS,
         }
     }
 }
 
-/// Runs the whole server from its configuration until `shutdown` resolves:
-/// opens the store, recovers sessions a previous instance left live,
-/// binds, serves, and on shutdown stops every run and flushes the log.
-pub async fn run(config: ServeConfig, shutdown: impl Future<Output = ()> + Send) -> Result<()> {
+/// The connection-level options from the serve configuration: token,
+/// origin and host rules, TLS, limits. Fails with a message naming the flag
+/// when they do not fit together.
+pub fn serve_options(config: &ServeConfig) -> Result<ServeOptions> {
     let token = config
         .auth_token_file
         .as_deref()
         .map(auth::load_token)
         .transpose()?;
     auth::check_bind(&config.listen, token.is_some())?;
+    let access = AccessPolicy::new(
+        &config.allowed_origins,
+        &config.allowed_hosts,
+        token.is_some(),
+        Some(config.listen),
+    )?;
+    let tls = match (&config.tls_cert, &config.tls_key) {
+        (Some(cert), Some(key)) => Some(crate::listen::tls_acceptor(cert, key)?),
+        (None, None) => None,
+        _ => {
+            return Err(Error::FailedPrecondition(
+                "--tls-cert and --tls-key go together".into(),
+            ));
+        }
+    };
+    if access.any_origin() {
+        tracing::warn!(
+            "--allowed-origin '*': every web page may call the API; the bearer token is the only protection"
+        );
+    }
+    if !config.listen.ip().is_loopback() && tls.is_none() {
+        tracing::warn!(
+            listen = %config.listen,
+            "listening beyond loopback without TLS: the bearer token and every event travel in clear text; \
+             pass --tls-cert/--tls-key or put a TLS proxy in front"
+        );
+    }
+    Ok(ServeOptions {
+        max_request_bytes: config.max_request_bytes,
+        auth_token: token,
+        access,
+        tls,
+        max_streams: config.max_streams,
+    })
+}
+
+/// Runs the whole server from its configuration until `shutdown` resolves:
+/// opens the store, recovers sessions a previous instance left live,
+/// binds, serves, and on shutdown stops every run and flushes the log.
+pub async fn run(config: ServeConfig, shutdown: impl Future<Output = ()> + Send) -> Result<()> {
+    let serve = serve_options(&config)?;
+    // Every flag is checked before the store is opened or anything recovered.
+    let launch = Arc::new(crate::launch::LaunchPolicy::from_config(&config)?);
     std::fs::create_dir_all(&config.data_dir).map_err(|e| {
         Error::FailedPrecondition(format!(
             "cannot create --data-dir {}: {e}",
@@ -93,23 +157,22 @@ pub async fn run(config: ServeConfig, shutdown: impl Future<Output = ()> + Send)
     let recovered = crate::recovery::recover(&logs, &crate::supervise::kill_recorded_group).await?;
     tracing::info!(store = %path.display(), recovered = recovered.len(), "event store open");
     let adapter = build_adapter(&config)?;
-    let manager = SessionManager::new(adapter, logs, manager_options(&config));
+    let mopts = ManagerOptions {
+        launch,
+        ..manager_options(&config)
+    };
+    let manager = SessionManager::new(adapter, logs, mopts);
     let listener = TcpListener::bind(config.listen).await.map_err(|e| {
         Error::FailedPrecondition(format!("cannot listen on {}: {e}", config.listen))
     })?;
-    serve_on(
-        listener,
-        manager,
-        ServeOptions {
-            max_request_bytes: config.max_request_bytes,
-            auth_token: token,
-        },
-        shutdown,
-    )
-    .await
+    serve_on(listener, manager, serve, shutdown).await
 }
 
-/// The manager's options from the serve configuration.
+/// The manager's options from the serve configuration, except the launch
+/// policy: building it from `--allow-arg`/`--allow-env`/`--allowed-cwd` can
+/// fail, so [`run`] sets it from
+/// [`LaunchPolicy::from_config`](crate::launch::LaunchPolicy::from_config);
+/// here it is the default (safe arg set, no env, any cwd).
 pub fn manager_options(config: &ServeConfig) -> ManagerOptions {
     ManagerOptions {
         idle_timeout: config.idle_timeout,
@@ -117,6 +180,8 @@ pub fn manager_options(config: &ServeConfig) -> ManagerOptions {
         stop_grace: config.stop_grace,
         kill_grace: config.kill_grace,
         max_line_bytes: config.max_line_bytes,
+        max_live_runs: config.max_live_runs,
+        ..ManagerOptions::default()
     }
 }
 
@@ -202,7 +267,7 @@ pub async fn serve_on(
     let addr: Option<SocketAddr> = listener.local_addr().ok();
     let streams = CancellationToken::new();
     let auth = AuthInterceptor::new(opts.auth_token.clone());
-    let rpc = Rpc::new(manager.clone(), streams.clone());
+    let rpc = Rpc::new(manager.clone(), streams.clone()).with_max_streams(opts.max_streams);
     let session_service = SessionServiceServer::new(rpc)
         .max_decoding_message_size(opts.max_request_bytes)
         .max_encoding_message_size(usize::MAX);
@@ -234,11 +299,17 @@ pub async fn serve_on(
             streams.cancel();
         }
     };
-    tracing::info!(addr = ?addr, auth = auth.required(), "serving gRPC and grpc-web");
-    let result = Server::builder()
+    tracing::info!(
+        addr = ?addr,
+        auth = auth.required(),
+        tls = opts.tls.is_some(),
+        "serving gRPC and grpc-web"
+    );
+    let router = Server::builder()
         .accept_http1(true)
         .http2_keepalive_interval(Some(Duration::from_secs(30)))
-        .layer(cors_layer())
+        .layer(AccessLayer::new(opts.access.clone()))
+        .layer(cors_layer(opts.access.clone()))
         .layer(tonic_web::GrpcWebLayer::new())
         .layer(RequestLimitLayer {
             max: opts.max_request_bytes,
@@ -246,36 +317,24 @@ pub async fn serve_on(
         .add_service(InterceptedService::new(session_service, auth.clone()))
         .add_service(InterceptedService::new(health_service, auth.clone()))
         .add_service(InterceptedService::new(reflection_v1, auth.clone()))
-        .add_service(InterceptedService::new(reflection_v1alpha, auth))
-        .serve_with_incoming_shutdown(TcpListenerStream::new(listener), signal)
-        .await;
+        .add_service(InterceptedService::new(reflection_v1alpha, auth));
+    let accepting = CancellationToken::new();
+    let result = match opts.tls {
+        Some(acceptor) => {
+            let incoming = crate::listen::tls(listener, acceptor, accepting.clone());
+            router.serve_with_incoming_shutdown(incoming, signal).await
+        }
+        None => {
+            let incoming = crate::listen::plain(listener, accepting.clone());
+            router.serve_with_incoming_shutdown(incoming, signal).await
+        }
+    };
+    accepting.cancel();
     // Whatever ended the server, the runs get their run_end and the log its flush.
     manager.shutdown().await;
     streams.cancel();
     manager.logs().shutdown().await;
     result.map_err(|e| Error::Internal(format!("server: {e}")))
-}
-
-/// CORS for browsers using grpc-web: any origin (auth is a bearer token,
-/// never a cookie), the headers grpc-web clients send, and the grpc-*
-/// response headers their code must read.
-fn cors_layer() -> CorsLayer {
-    const ALLOW: [&str; 7] = [
-        "content-type",
-        "x-grpc-web",
-        "x-user-agent",
-        "authorization",
-        "grpc-timeout",
-        "grpc-accept-encoding",
-        "grpc-encoding",
-    ];
-    const EXPOSE: [&str; 3] = ["grpc-status", "grpc-message", "grpc-status-details-bin"];
-    CorsLayer::new()
-        .allow_origin(AllowOrigin::any())
-        .allow_methods([http::Method::POST, http::Method::OPTIONS])
-        .allow_headers(ALLOW.map(HeaderName::from_static))
-        .expose_headers(EXPOSE.map(HeaderName::from_static))
-        .max_age(Duration::from_secs(24 * 60 * 60))
 }
 
 /// Refuses request messages larger than `max` bytes with RESOURCE_EXHAUSTED.

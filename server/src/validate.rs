@@ -52,16 +52,12 @@ pub fn request_id(id: &str) -> Result<()> {
     Ok(())
 }
 
-/// A StartConfig: cwd must be an existing directory when given, env names
-/// must be settable, args must not carry NUL bytes (they cannot be passed to
-/// exec).
+/// A StartConfig's syntax: env names must be settable, args must not carry NUL bytes (they cannot be passed to
+/// exec), model and resume must be plain names. What the operator allows
+/// (args, env, cwd) is the launch policy's, checked by the manager
+/// ([`crate::launch`]), which also checks that cwd exists (after the
+/// policy, so a refused path never tells whether it exists).
 pub fn start_config(config: &pb::StartConfig) -> Result<()> {
-    if !config.cwd.is_empty() && !std::path::Path::new(&config.cwd).is_dir() {
-        return Err(Error::invalid(
-            "config.cwd",
-            format!("{:?} is not an existing directory", config.cwd),
-        ));
-    }
     for (k, v) in &config.env {
         if k.is_empty() || k.contains('=') || k.contains('\0') {
             return Err(Error::invalid(
@@ -85,9 +81,9 @@ pub fn start_config(config: &pb::StartConfig) -> Result<()> {
     if config.prompt.contains('\0') {
         return Err(Error::invalid("config.prompt", "contains a NUL byte"));
     }
-    if config.resume.contains('\0') || config.model.contains('\0') {
-        return Err(Error::invalid("config.resume", "contains a NUL byte"));
-    }
+    // Both become argv values (--model, --resume): plain names only.
+    crate::launch::check_model(&config.model)?;
+    crate::launch::check_resume(&config.resume)?;
     Ok(())
 }
 
@@ -115,6 +111,24 @@ mod tests {
             let err = session_id(bad).unwrap_err().to_string();
             assert!(err.contains("session_id"), "{bad:?}: {err}");
         }
+    }
+
+    #[test]
+    fn model_and_resume_are_named_apart() {
+        let field = |c: pb::StartConfig| match start_config(&c).unwrap_err() {
+            Error::InvalidArgument { field, .. } => field.into_owned(),
+            other => panic!("{other:?}"),
+        };
+        let model = pb::StartConfig {
+            model: "a\0b".into(),
+            ..Default::default()
+        };
+        assert_eq!(field(model), "config.model");
+        let resume = pb::StartConfig {
+            resume: "--x".into(),
+            ..Default::default()
+        };
+        assert_eq!(field(resume), "config.resume");
     }
 
     #[test]

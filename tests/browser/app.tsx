@@ -1,16 +1,33 @@
 // The browser proof page: useSession over grpc-web against the real server.
 // One <li> per event (data-seq, data-kind), the derived status, Send and Stop.
 // Query: ?server=http://127.0.0.1:PORT&session=ID
+// Fragment: #token=TOKEN for a server started with --auth-token-file (a
+// fragment is never sent in a request, so the token stays out of the page
+// server's logs and Referer headers). With a token the page makes its own
+// grpc-web transport whose interceptor adds `authorization: Bearer TOKEN` to
+// every call; without one useSession makes the transport from the URL.
 
 import { StrictMode, useState } from "react";
 import { createRoot } from "react-dom/client";
-import { Code, ConnectError } from "@connectrpc/connect";
+import { Code, ConnectError, type Interceptor } from "@connectrpc/connect";
+import { createGrpcWebTransport } from "@connectrpc/connect-web";
 import { useSession } from "@agent-harness/client/react";
 import type { Event } from "@agent-harness/client/protocol";
 
 const params = new URLSearchParams(location.search);
 const server = params.get("server") ?? "http://127.0.0.1:50051";
 const sessionId = params.get("session") ?? "browser-demo";
+const token = new URLSearchParams(location.hash.slice(1)).get("token");
+
+const bearer: Interceptor = (next) => (req) => {
+  req.header.set("authorization", `Bearer ${token}`);
+  return next(req);
+};
+// Module scope: one transport for the page's lifetime (useSession reconnects
+// when it changes).
+const where = token
+  ? { transport: createGrpcWebTransport({ baseUrl: server, interceptors: [bearer] }) }
+  : { baseUrl: server };
 
 /** One line of text for an event. */
 function summary(e: Event): string {
@@ -40,7 +57,7 @@ function summary(e: Event): string {
 }
 
 function App() {
-  const s = useSession(sessionId, { baseUrl: server });
+  const s = useSession(sessionId, where);
   const [input, setInput] = useState("");
   const [lastError, setLastError] = useState("");
   const act = (f: () => Promise<unknown>) => () => {

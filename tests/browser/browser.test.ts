@@ -2,21 +2,31 @@
 // in real Chromium against the real server running the real claude CLI
 // against the fake Messages API. Sends a slow turn, reloads mid-turn, stops
 // a turn, and checks the DOM against the server's History every time.
+// Then the same page from a non-loopback origin against a server started with
+// a token and --allowed-origin: the allowed origin streams a turn with the
+// token, another origin reaches nothing.
 
 import assert from "node:assert/strict";
-import { mkdirSync, mkdtempSync, rmSync } from "node:fs";
+import { execFileSync } from "node:child_process";
+import { mkdirSync, mkdtempSync, readFileSync, rmSync, statSync } from "node:fs";
+import { request as httpRequest } from "node:http";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { after, before, it } from "node:test";
-import { chromium, type BrowserContext, type Page } from "playwright-core";
-import { createClient } from "@connectrpc/connect";
+import { after, before, describe, it } from "node:test";
+import { chromium, type BrowserContext, type Page, type Request } from "playwright-core";
+import { Code, ConnectError, createClient, type Interceptor } from "@connectrpc/connect";
 import { createGrpcTransport } from "@connectrpc/connect-node";
 import { SessionService, deriveProcessAlive, deriveStatus, type Event } from "@agent-harness/client/protocol";
-import { ROOT, startHarness, type Harness } from "../ts/support.ts";
+import { ROOT, SERVER_BIN, startHarness, type Harness } from "../ts/support.ts";
 import { serveStatic } from "./serve.ts";
 
 const CHROMIUM = process.env.CHROMIUM_BIN ?? "/usr/bin/chromium";
 const SESSION = "browser-proof";
+// Names for the page's non-loopback origins; Chromium resolves both to the
+// static server on 127.0.0.1 (--host-resolver-rules), the page still calls
+// the server at http://127.0.0.1:PORT.
+const APP_HOST = "app.test";
+const EVIL_HOST = "evil.test";
 
 let h: Harness;
 let page: { url: string; close: () => Promise<void> };
@@ -40,6 +50,7 @@ before(async () => {
       "--disable-background-networking",
       "--disable-component-update",
       "--disable-sync",
+      `--host-resolver-rules=MAP ${APP_HOST} 127.0.0.1, MAP ${EVIL_HOST} 127.0.0.1`,
     ],
   });
 });
@@ -57,6 +68,7 @@ interface View {
   process: string;
   connected: string;
   hydration: string;
+  error: string;
   seqs: number[];
   kinds: string[];
 }
@@ -71,6 +83,7 @@ const READ_VIEW = `(() => {
     process: text("process"),
     connected: text("connected"),
     hydration: text("hydration"),
+    error: text("error"),
     seqs: items.map((li) => Number(li.dataset.seq)),
     kinds: items.map((li) => li.dataset.kind ?? ""),
   };
@@ -90,9 +103,35 @@ async function until(p: Page, what: string, pred: (v: View) => boolean, timeoutM
   }
 }
 
-async function history(): Promise<Event[]> {
-  const client = createClient(SessionService, createGrpcTransport({ baseUrl: h.url }));
-  const res = await client.history({ sessionId: SESSION, beforeSeq: 0n, limit: 1000 });
+/** A server, one of its sessions, and the token its RPCs need (if any). */
+interface Target {
+  url: string;
+  session: string;
+  token?: string;
+}
+
+/** The first scenario's server and session. */
+const proof = (): Target => ({ url: h.url, session: SESSION });
+
+/** Adds `authorization: Bearer TOKEN` to every call. */
+const bearer =
+  (token: string): Interceptor =>
+  (next) =>
+  (req) => {
+    req.header.set("authorization", `Bearer ${token}`);
+    return next(req);
+  };
+
+/** A native gRPC (HTTP/2, no Origin) client of the target's server. */
+function nodeClient(t: Target) {
+  return createClient(
+    SessionService,
+    createGrpcTransport({ baseUrl: t.url, interceptors: t.token ? [bearer(t.token)] : [] }),
+  );
+}
+
+async function history(t: Target = proof()): Promise<Event[]> {
+  const res = await nodeClient(t).history({ sessionId: t.session, beforeSeq: 0n, limit: 1000 });
   assert.equal(res.hasMore, false);
   return res.events;
 }
@@ -101,10 +140,10 @@ async function history(): Promise<Event[]> {
  * The page holds exactly the server's log up to its newest event, with no
  * duplicate, and shows the status and process state derived from it.
  */
-async function assertMatchesServer(v: View) {
+async function assertMatchesServer(v: View, t: Target = proof()) {
   for (let i = 1; i < v.seqs.length; i++) assert.ok(v.seqs[i]! > v.seqs[i - 1]!, `seqs increase: ${v.seqs.join(",")}`);
   const last = v.seqs[v.seqs.length - 1] ?? 0;
-  const log = (await history()).filter((e) => Number(e.seq) <= last);
+  const log = (await history(t)).filter((e) => Number(e.seq) <= last);
   assert.deepEqual(v.seqs, log.map((e) => Number(e.seq)), "the page's events are the server's History");
   assert.deepEqual(v.kinds, log.map((e) => e.payload.case ?? ""));
   assert.equal(v.status, deriveStatus(log), "status derived from the same events");
@@ -168,4 +207,167 @@ it("streams, survives a reload mid-turn, and stops a turn in Chromium", async ()
       `reload to ready ${tRehydrate} ms (${reloaded.seqs.length} events); stop to idle ${tIdle} ms; ` +
       `${stopped.seqs.length} events in the log`,
   );
+});
+
+/** A raw HTTP/1.1 request to the server as a browser would send it. */
+function rawRequest(
+  url: string,
+  method: "POST" | "OPTIONS",
+  headers: Record<string, string>,
+): Promise<{ status: number; headers: Record<string, string | string[] | undefined> }> {
+  return new Promise((res, rej) => {
+    const req = httpRequest(`${url}/agentharness.v1.SessionService/ListSessions`, { method, headers }, (r) => {
+      r.resume();
+      r.on("end", () => res({ status: r.statusCode ?? 0, headers: r.headers }));
+    });
+    req.on("error", rej);
+    req.end(method === "POST" ? Buffer.alloc(5) : undefined); // one empty grpc-web frame
+  });
+}
+
+/** Resolves once `pred()` holds, polling. */
+async function waitFor(what: string, pred: () => boolean, timeoutMs = 15_000): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  while (!pred()) {
+    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
+    await new Promise((r) => setTimeout(r, 50));
+  }
+}
+
+describe("a server with a token and a non-loopback --allowed-origin", () => {
+  let h2: Harness;
+  let token: string;
+  let tokenDir: string;
+  let port: number;
+  let appOrigin: string;
+  let evilOrigin: string;
+
+  before(async () => {
+    // The token as an operator makes it: `agent-harness token --out FILE`.
+    tokenDir = mkdtempSync(join(tmpdir(), "agent-harness-token-"));
+    const file = join(tokenDir, "harness.token");
+    const usage = execFileSync(SERVER_BIN(), ["token", "--out", file], { encoding: "utf8" });
+    assert.ok(usage.includes(`--auth-token-file ${file}`), usage);
+    assert.equal(statSync(file).mode & 0o777, 0o600, "token file mode");
+    token = readFileSync(file, "utf8").trim();
+    assert.match(token, /^[0-9a-f]{64}$/);
+    port = Number(new URL(page.url).port);
+    appOrigin = `http://${APP_HOST}:${port}`;
+    evilOrigin = `http://${EVIL_HOST}:${port}`;
+    h2 = await startHarness({ serverArgs: ["--auth-token-file", file, "--allowed-origin", appOrigin] });
+  });
+
+  after(async () => {
+    await h2?.close();
+    if (tokenDir) rmSync(tokenDir, { recursive: true, force: true });
+  });
+
+  const pageUrl = (origin: string, session: string, withToken: boolean) =>
+    `${origin}/?server=${encodeURIComponent(h2.url)}&session=${session}` + (withToken ? `#token=${token}` : "");
+
+  it("the allowed origin needs the token, and with it streams a turn", async () => {
+    const t: Target = { url: h2.url, session: "browser-token", token };
+
+    // Without the token: CORS lets the page read the answer, and it is UNAUTHENTICATED.
+    const anon = await ctx.newPage();
+    await anon.goto(pageUrl(appOrigin, t.session, false));
+    const refused = await until(anon, "unauthenticated", (v) => /unauthenticated/i.test(v.error));
+    assert.equal(refused.connected, "disconnected");
+    assert.deepEqual(refused.seqs, []);
+    await anon.close();
+
+    // With the token (the page's interceptor adds it).
+    const p = await ctx.newPage();
+    const consoleErrors: string[] = [];
+    p.on("console", (m) => {
+      if (m.type() === "error") consoleErrors.push(m.text());
+    });
+    const calls: Request[] = [];
+    p.on("request", (r) => {
+      if (r.url().startsWith(h2.url) && r.method() === "POST") calls.push(r);
+    });
+    await p.goto(pageUrl(appOrigin, t.session, true));
+    assert.equal(await p.evaluate("location.origin"), appOrigin);
+    await until(p, "connected and ready", (v) => v.connected === "connected" && v.hydration === "ready");
+    await p.fill("[data-testid=input]", "SLOW 20 50");
+    await p.click("[data-testid=send]");
+    const streaming = await until(p, "streaming", (v) => v.status === "streaming");
+    assert.ok(!streaming.kinds.includes("turnEnd"), "the page saw the turn in progress");
+    const finished = await until(p, "turn end", (v) => v.kinds.includes("turnEnd") && v.status === "idle", 30_000);
+    assert.equal(finished.process, "alive");
+    for (const k of ["runStart", "inputSent", "runReady", "content", "turnEnd"]) assert.ok(finished.kinds.includes(k), k);
+    assert.ok(finished.seqs.length > streaming.seqs.length, "events arrived live");
+    await assertMatchesServer(finished, t);
+
+    // The calls really were cross-origin from app.test and carried the token.
+    assert.ok(calls.length >= 3, `${calls.length} calls`);
+    for (const c of calls) {
+      const hdrs = await c.allHeaders();
+      assert.equal(hdrs["origin"], appOrigin, c.url());
+      assert.equal(hdrs["authorization"], `Bearer ${token}`, c.url());
+    }
+    assert.deepEqual(consoleErrors, [], "no console errors");
+    await p.close();
+  });
+
+  it("another origin reaches nothing, even with the token", async () => {
+    const t: Target = { url: h2.url, session: "browser-evil", token };
+    const p = await ctx.newPage();
+    const failed: string[] = [];
+    p.on("requestfailed", (r) => {
+      if (r.url().startsWith(h2.url)) failed.push(r.url());
+    });
+    const consoleErrors: string[] = [];
+    p.on("console", (m) => {
+      if (m.type() === "error") consoleErrors.push(m.text());
+    });
+    await p.goto(pageUrl(evilOrigin, t.session, true));
+    assert.equal(await p.evaluate("location.origin"), evilOrigin);
+    const v = await until(p, "a connection error", (v) => v.error !== "");
+    assert.equal(v.connected, "disconnected");
+    assert.deepEqual(v.seqs, []);
+
+    // A message typed into the page (Send, then Start if the session were
+    // missing) does not get through either.
+    await p.fill("[data-testid=input]", "TEXT from evil");
+    await p.click("[data-testid=send]");
+    await waitFor("the page's Send to fail", () => failed.some((u) => u.endsWith("/Send")));
+    const after = await view(p);
+    assert.deepEqual(after.seqs, []);
+    assert.notEqual(after.error, "");
+    assert.ok(
+      consoleErrors.some((e) => e.includes(evilOrigin) && /CORS/.test(e)),
+      `Chromium blames CORS: ${consoleErrors.join(" | ")}`,
+    );
+    await p.close();
+
+    // The server has no such session (asked with the token over native gRPC).
+    const client = nodeClient(t);
+    await assert.rejects(client.getSession({ sessionId: t.session }), (e) => ConnectError.from(e).code === Code.NotFound);
+    const listed = await client.listSessions({});
+    assert.ok(!listed.sessions.some((x) => x.sessionId === t.session), "not listed");
+
+    // The refusal is the server's: no CORS allow headers on a preflight from
+    // that origin, and PERMISSION_DENIED (trailers-only) on a call from it,
+    // token or not; the allowed origin gets its preflight answered.
+    const preflight = (origin: string) =>
+      rawRequest(h2.url, "OPTIONS", {
+        origin,
+        "access-control-request-method": "POST",
+        "access-control-request-headers": "authorization,content-type,x-grpc-web",
+      });
+    const evilPre = await preflight(evilOrigin);
+    assert.equal(evilPre.headers["access-control-allow-origin"], undefined, "no CORS for the evil origin");
+    const appPre = await preflight(appOrigin);
+    assert.equal(appPre.headers["access-control-allow-origin"], appOrigin);
+    assert.match(String(appPre.headers["access-control-allow-headers"]), /authorization/i);
+    const call = await rawRequest(h2.url, "POST", {
+      origin: evilOrigin,
+      authorization: `Bearer ${token}`,
+      "content-type": "application/grpc-web+proto",
+      "x-grpc-web": "1",
+    });
+    assert.equal(call.headers["grpc-status"], String(Code.PermissionDenied), JSON.stringify(call.headers));
+    assert.equal(call.headers["access-control-allow-origin"], undefined);
+  });
 });

@@ -1,8 +1,11 @@
 #!/usr/bin/env bash
 # Browser proof: builds @agent-harness/client and the React page (esbuild),
 # then Playwright drives headless Chromium against the real server over
-# grpc-web: stream a slow turn, reload mid-turn, stop a turn. Saves
-# tests/artifacts/browser.png. Exits non-zero on any failure.
+# grpc-web: stream a slow turn, reload mid-turn, stop a turn. Then a server
+# with a token (agent-harness token) and --allowed-origin http://app.test:PORT:
+# the page from that origin streams a turn with the token, a page from
+# http://evil.test:PORT reaches nothing. Saves tests/artifacts/browser.png.
+# Exits non-zero on any failure.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 # shellcheck disable=SC1091

@@ -153,8 +153,14 @@ func runMain(m *testing.M) int {
 }
 
 // startServer starts the server binary with its home, CLI working directory, data dir and
-// log under dir, plus extra flags, and waits until it serves.
+// log under dir, plus extra flags, and waits until it serves (over plaintext gRPC).
 func startServer(dir string, extra ...string) (*server, error) {
+	return startServerDialing(dir, []grpc.DialOption{grpc.WithTransportCredentials(insecure.NewCredentials())}, extra...)
+}
+
+// startServerDialing is startServer with the client connection made with dial (transport
+// credentials, per-RPC credentials): the connection waitServing and every helper use.
+func startServerDialing(dir string, dial []grpc.DialOption, extra ...string) (*server, error) {
 	home := filepath.Join(dir, "home")
 	work := filepath.Join(dir, "work")
 	for _, d := range []string{home, work} {
@@ -189,7 +195,7 @@ func startServer(dir string, extra ...string) (*server, error) {
 	}
 	s.done = make(chan error, 1)
 	go func() { s.done <- s.cmd.Wait() }()
-	s.conn, err = grpc.NewClient(s.addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	s.conn, err = grpc.NewClient(s.addr, dial...)
 	if err == nil {
 		s.client = pb.NewSessionServiceClient(s.conn)
 		err = s.waitServing()
@@ -206,9 +212,16 @@ func startServer(dir string, extra ...string) (*server, error) {
 // test ends; its log is printed if the test failed.
 func startTestServer(t *testing.T, extra ...string) *server {
 	t.Helper()
+	return startTestServerIn(t, t.TempDir(), []grpc.DialOption{grpc.WithTransportCredentials(insecure.NewCredentials())}, extra...)
+}
+
+// startTestServerIn is startTestServer with the server's files under dir (a t.TempDir) and
+// the client connection made with dial.
+func startTestServerIn(t *testing.T, dir string, dial []grpc.DialOption, extra ...string) *server {
+	t.Helper()
 	// t.TempDir is removed after this test's other cleanups, so after the server (and with it
 	// every CLI process writing under its home) is gone.
-	s, err := startServer(t.TempDir(), extra...)
+	s, err := startServerDialing(dir, dial, extra...)
 	if err != nil {
 		t.Fatalf("start a server with %v: %v", extra, err)
 	}

@@ -7,6 +7,7 @@ from __future__ import annotations
 import contextlib
 import os
 import pathlib
+import shutil
 import signal
 import socket
 import subprocess
@@ -109,9 +110,10 @@ def fake_api():
 
 
 @contextlib.contextmanager
-def _serve(fake: FakeApi, prefix: str, *extra: str):
+def _serve(fake: FakeApi, prefix: str, *extra: str, credentials: grpc.ChannelCredentials | None = None):
     """Runs the server binary (home, CLI working directory, data dir and log in a temp dir,
-    plus extra flags) until the block ends, then shuts it down with SIGTERM."""
+    plus extra flags) until the block ends, then shuts it down with SIGTERM. The stub's
+    channel is plaintext, or secure with `credentials` (TLS, and a token if composed in)."""
     claude_bin = os.environ.get("CLAUDE_BIN")
     if not claude_bin:
         pytest.fail("CLAUDE_BIN is not set: source .tools/env.sh (tests/setup.sh writes it)")
@@ -143,7 +145,7 @@ def _serve(fake: FakeApi, prefix: str, *extra: str):
                     stdout=slog,
                     stderr=subprocess.STDOUT,
                 )
-            channel = grpc.insecure_channel(addr)
+            channel = grpc.secure_channel(addr, credentials) if credentials else grpc.insecure_channel(addr)
             stub = pb_grpc.SessionServiceStub(channel)
             deadline = time.monotonic() + 30
             while True:
@@ -191,6 +193,64 @@ def idle_harness(fake_api):
         yield h
 
 
+class TlsHarness:
+    """A server serving TLS with a token (tls_harness): its Harness (whose stub sends the
+    token over TLS), the PEM certificate it serves, and the token file and what
+    `agent-harness token` printed."""
+
+    def __init__(self, harness: Harness, cert_pem: bytes, token_file: pathlib.Path, token_stdout: str):
+        self.harness = harness
+        self.cert_pem = cert_pem
+        self.token_file = token_file
+        self.token_stdout = token_stdout
+
+    @property
+    def token(self) -> str:
+        return self.token_file.read_text().strip()
+
+
+def _self_signed(directory: pathlib.Path) -> tuple[pathlib.Path, pathlib.Path]:
+    """A fresh self-signed P-256 certificate for localhost and 127.0.0.1 (one day), made with
+    the openssl CLI: (cert.pem, key.pem)."""
+    cert, key = directory / "cert.pem", directory / "key.pem"
+    openssl = shutil.which("openssl") or "/usr/bin/openssl"
+    subprocess.run(
+        [
+            openssl, "req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1",
+            "-nodes", "-days", "1", "-subj", "/CN=localhost",
+            "-addext", "subjectAltName=DNS:localhost,IP:127.0.0.1",
+            "-keyout", str(key), "-out", str(cert),
+        ],
+        check=True, capture_output=True, timeout=60,
+    )
+    return cert, key
+
+
+@pytest.fixture(scope="module")
+def tls_harness(fake_api, tmp_path_factory):
+    """A server of its own started with --tls-cert/--tls-key (a certificate generated here)
+    and --auth-token-file (written by `agent-harness token --out`); its stub connects over TLS
+    trusting that certificate and sends the token (`authorization: Bearer`)."""
+    tmp = tmp_path_factory.mktemp("tls")
+    cert, key = _self_signed(tmp)
+    token_file = tmp / "harness.token"
+    out = subprocess.run(
+        [_bin("AGENT_HARNESS_BIN", "agent-harness"), "token", "--out", str(token_file)],
+        check=True, capture_output=True, text=True, timeout=30,
+    )
+    cert_pem = cert.read_bytes()
+    creds = grpc.composite_channel_credentials(
+        grpc.ssl_channel_credentials(root_certificates=cert_pem),
+        grpc.access_token_call_credentials(token_file.read_text().strip()),
+    )
+    with _serve(
+        fake_api, "agent-harness-py-e2e-tls-",
+        "--tls-cert", str(cert), "--tls-key", str(key), "--auth-token-file", str(token_file),
+        credentials=creds,
+    ) as h:
+        yield TlsHarness(h, cert_pem, token_file, out.stdout)
+
+
 @pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_makereport(item, call):
     """On a failure, attach the tails of the server and fake API logs to the report."""
@@ -198,8 +258,9 @@ def pytest_runtest_makereport(item, call):
     report = outcome.get_result()
     if not report.failed or not hasattr(item, "funcargs"):
         return
-    for name in ("harness", "idle_harness"):
+    for name in ("harness", "idle_harness", "tls_harness"):
         h = item.funcargs.get(name)
+        h = getattr(h, "harness", h)  # tls_harness wraps a Harness
         if isinstance(h, Harness):
             for path in h.logs:
                 report.sections.append((f"{name} {path.name} (tail)", _tail(path)))

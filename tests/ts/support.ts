@@ -92,8 +92,16 @@ export interface Harness {
   close(): Promise<void>;
 }
 
+/** Options of {@link startHarness}. */
+export interface HarnessOptions {
+  /** The server's --adapter (default interactive). */
+  adapter?: string;
+  /** More `serve` flags, after the defaults (e.g. --auth-token-file, --allowed-origin). */
+  serverArgs?: string[];
+}
+
 /** Starts the fake API and the server with the interactive adapter. */
-export async function startHarness(opts: { adapter?: string } = {}): Promise<Harness> {
+export async function startHarness(opts: HarnessOptions = {}): Promise<Harness> {
   const dir = mkdtempSync(join(tmpdir(), "agent-harness-ts-"));
   const home = join(dir, "home");
   const dataDir = join(dir, "data");
@@ -133,6 +141,7 @@ export async function startHarness(opts: { adapter?: string } = {}): Promise<Har
         opts.adapter ?? "interactive",
         "--claude-bin",
         CLAUDE_BIN(),
+        ...(opts.serverArgs ?? []),
       ],
       {
         stdio: ["ignore", "pipe", "pipe"],

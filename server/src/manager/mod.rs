@@ -21,18 +21,19 @@
 mod derived;
 mod run;
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use agent_harness_client::pb;
 use agent_harness_client::pb::event::Payload;
 use pbjson_types::Struct;
-use tokio::sync::{mpsc, oneshot};
+use tokio::sync::{OwnedSemaphorePermit, Semaphore, mpsc, oneshot};
 use tokio_util::sync::CancellationToken;
 
 use crate::adapter::{ProcessAdapter, SpawnConfig, UserInput};
 use crate::error::{Error, Result};
+use crate::launch::{self, LaunchPolicy};
 use crate::log::{EventLogs, NewEvent};
 
 use self::derived::{Derived, DerivedCell};
@@ -54,6 +55,12 @@ pub struct ManagerOptions {
     pub kill_grace: Duration,
     /// Longest stdout line the normalizer accepts.
     pub max_line_bytes: usize,
+    /// What a client may put into the CLI's argv, env and cwd; checked for
+    /// every config that reaches a process (a Start's, a respawning Send's).
+    pub launch: Arc<LaunchPolicy>,
+    /// Most runs live at once (`--max-live-runs`): a Start or a respawning
+    /// Send beyond it gets RESOURCE_EXHAUSTED and appends nothing.
+    pub max_live_runs: usize,
 }
 
 impl Default for ManagerOptions {
@@ -64,6 +71,8 @@ impl Default for ManagerOptions {
             stop_grace: Duration::from_secs(5),
             kill_grace: Duration::from_secs(2),
             max_line_bytes: crate::normalize::DEFAULT_MAX_LINE_BYTES,
+            launch: Arc::new(LaunchPolicy::default()),
+            max_live_runs: crate::config::DEFAULT_MAX_LIVE_RUNS,
         }
     }
 }
@@ -99,6 +108,9 @@ struct Inner {
     slots: Mutex<HashMap<String, Arc<Slot>>>,
     /// Cancelled when shutdown begins: no new runs after that.
     shutting_down: CancellationToken,
+    /// One permit per live run (`max_live_runs`); the run task holds it
+    /// until its process has exited.
+    live_runs: Arc<Semaphore>,
 }
 
 /// Serializes the calls on one session; holds its live run's handle and
@@ -150,6 +162,9 @@ pub struct PermissionAnswer {
 impl SessionManager {
     /// A manager spawning through `adapter` and recording into `logs`.
     pub fn new(adapter: Arc<dyn ProcessAdapter>, logs: EventLogs, opts: ManagerOptions) -> Self {
+        let live_runs = Arc::new(Semaphore::new(
+            opts.max_live_runs.min(Semaphore::MAX_PERMITS),
+        ));
         Self {
             inner: Arc::new(Inner {
                 adapter,
@@ -157,6 +172,7 @@ impl SessionManager {
                 opts,
                 slots: Mutex::default(),
                 shutting_down: CancellationToken::new(),
+                live_runs,
             }),
         }
     }
@@ -280,18 +296,57 @@ impl SessionManager {
                 "session {session_id:?} has a live run this server does not own; Stop it first"
             )));
         }
-        // The respawn keeps the last run's cwd, env, args and model.
+        // The respawn keeps the last run's cwd, env, args and model (the
+        // env's values from the meta: the log has only the names).
         let last = last.unwrap_or_default();
+        let env = self.respawn_env(session_id, &last.env).await?;
         let config = pb::StartConfig {
             prompt: text,
             content_blocks,
             resume: String::new(),
+            env,
             ..last
         };
         let started = self
             .spawn_run(session_id, &slot, &mut live, config, "send")
             .await?;
         Ok(started.run_id)
+    }
+
+    /// The env a respawn starts with: the names the last run_start recorded,
+    /// with the values the session's meta keeps. FAILED_PRECONDITION when a
+    /// value is not known (the meta lost it): a Start must give it again.
+    async fn respawn_env(
+        &self,
+        session_id: &str,
+        recorded: &HashMap<String, String>,
+    ) -> Result<HashMap<String, String>> {
+        if recorded.is_empty() {
+            return Ok(HashMap::new());
+        }
+        let stored = self
+            .inner
+            .logs
+            .meta(session_id)
+            .await?
+            .map(|m| m.env)
+            .unwrap_or_default();
+        let mut env = HashMap::with_capacity(recorded.len());
+        for (key, logged) in recorded {
+            let value = match stored.get(key) {
+                Some(v) => v.clone(),
+                // A run_start written before values were redacted holds it.
+                None if logged != launch::REDACTED => logged.clone(),
+                None => {
+                    return Err(Error::FailedPrecondition(format!(
+                        "the value of env {key} of the last run of session {session_id:?} is \
+                         not known any more; Start the session again with its config"
+                    )));
+                }
+            };
+            env.insert(key.clone(), value);
+        }
+        Ok(env)
     }
 
     /// Stops the current turn (interrupt, then the signal ladder). Returns
@@ -414,11 +469,13 @@ impl SessionManager {
         }
     }
 
-    /// Appends run_start (+ input_sent) durably, then spawns; on failure
-    /// records run_error + run_end so the run still ends exactly once.
-    /// The caller has caught `slot.derived` up to the head (under the slot
-    /// lock, so it stays current: from here on only this call and then the
-    /// run task append).
+    /// Checks `config` against the launch policy and takes a live-run
+    /// permit (refusing before anything is appended), then appends
+    /// run_start (env values redacted) (+ input_sent) durably, then spawns;
+    /// on failure records run_error + run_end so the run still ends exactly
+    /// once. The caller has caught `slot.derived` up to the head (under the
+    /// slot lock, so it stays current: from here on only this call and then
+    /// the run task append).
     async fn spawn_run(
         &self,
         session_id: &str,
@@ -433,12 +490,14 @@ impl SessionManager {
                 .with(|d| d.resume_id(session_id))
                 .unwrap_or_default();
         }
+        self.admit(session_id, &mut config, trigger)?;
+        let permit = self.live_run_permit()?;
         let run_id = uuid::Uuid::new_v4().to_string();
         let has_prompt = !config.prompt.is_empty() || !config.content_blocks.is_empty();
         let mut first = vec![NewEvent {
             run_id: run_id.clone(),
             payload: Payload::RunStart(pb::RunStart {
-                config: Some(config.clone()),
+                config: Some(launch::redacted(&config)),
                 adapter: self.inner.adapter.name().to_owned(),
                 trigger: trigger.to_owned(),
             }),
@@ -469,6 +528,7 @@ impl SessionManager {
         let handle = match spawned {
             Ok(h) => h,
             Err(e) => {
+                drop(permit);
                 tracing::warn!(session_id, run_id, error = %e, "spawn failed");
                 let end = vec![
                     NewEvent {
@@ -491,6 +551,16 @@ impl SessionManager {
                 ];
                 let appended = self.inner.logs.append(session_id, end).await?;
                 slot.derived.applied(&appended);
+                // A Send that retries respawns with this run's env values.
+                let env: BTreeMap<String, String> = config.env.into_iter().collect();
+                if let Err(e) = self
+                    .inner
+                    .logs
+                    .update_meta(session_id, move |m| m.env = env)
+                    .await
+                {
+                    tracing::warn!(session_id, error = %e, "could not record the run's env");
+                }
                 return Err(match Error::from(e) {
                     e @ Error::FailedPrecondition(_) => e,
                     other => Error::Internal(format!("spawn failed: {other}")),
@@ -499,6 +569,11 @@ impl SessionManager {
         };
         let (pid, start_time) = (handle.pid, handle.start_time);
         let cwd = config.cwd.clone();
+        let env = config
+            .env
+            .iter()
+            .map(|(k, v)| (k.clone(), v.clone()))
+            .collect();
         if let Err(e) = self
             .inner
             .logs
@@ -508,11 +583,13 @@ impl SessionManager {
                 if !cwd.is_empty() {
                     m.cwd = Some(cwd);
                 }
+                m.env = env;
             })
             .await
         {
-            // The run goes on; only orphan cleanup after a crash is weaker.
-            tracing::warn!(session_id, error = %e, "could not record the pid for recovery");
+            // The run goes on; only orphan cleanup after a crash, and a
+            // respawn's env, are weaker.
+            tracing::warn!(session_id, error = %e, "could not record the pid and env");
         }
         let process_id = handle
             .process_id
@@ -532,6 +609,7 @@ impl SessionManager {
             has_prompt,
             cmd_rx,
             ended.clone(),
+            permit,
         );
         tokio::spawn(run.run());
         *live = Some(RunHandle {
@@ -542,6 +620,42 @@ impl SessionManager {
         });
         tracing::info!(session_id, run_id, trigger, process_id, "run started");
         Ok(Started { run_id, process_id })
+    }
+}
+
+impl SessionManager {
+    /// The launch policy's verdict on `config` (which it may rewrite: see
+    /// [`LaunchPolicy::admit`]). A respawning Send's config is the session's
+    /// recorded one, not the request's: an INVALID_ARGUMENT there becomes
+    /// FAILED_PRECONDITION (the operator narrowed the policy since; a Start
+    /// with an allowed config fixes it); a cwd outside `--allowed-cwd` stays
+    /// PERMISSION_DENIED.
+    fn admit(&self, session_id: &str, config: &mut pb::StartConfig, trigger: &str) -> Result<()> {
+        match self.inner.opts.launch.admit(config) {
+            Ok(()) => Ok(()),
+            Err(e @ Error::InvalidArgument { .. }) if trigger != "start" => {
+                Err(Error::FailedPrecondition(format!(
+                    "the last run config of session {session_id:?} is not allowed by this \
+                     server's launch policy ({e}); Start the session with a config it allows"
+                )))
+            }
+            Err(e) => Err(e),
+        }
+    }
+
+    /// A permit for one more live run, or RESOURCE_EXHAUSTED.
+    fn live_run_permit(&self) -> Result<OwnedSemaphorePermit> {
+        self.inner
+            .live_runs
+            .clone()
+            .try_acquire_owned()
+            .map_err(|_| {
+                let max = self.inner.opts.max_live_runs;
+                Error::ResourceExhausted(format!(
+                    "{max} runs are live, the most this server runs at once \
+                     (--max-live-runs); retry when one has ended, or Stop one"
+                ))
+            })
     }
 }
 

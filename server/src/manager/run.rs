@@ -19,7 +19,7 @@ use agent_harness_client::derive::Status;
 use agent_harness_client::pb;
 use agent_harness_client::pb::event::Payload;
 use pbjson_types::Struct;
-use tokio::sync::{mpsc, oneshot};
+use tokio::sync::{OwnedSemaphorePermit, mpsc, oneshot};
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
@@ -119,6 +119,11 @@ pub(super) struct Run {
     last_activity: Instant,
     /// Cancelled when this task is done; the drop guard also covers panics.
     ended: CancellationToken,
+    /// This run's place under `--max-live-runs`: given back once the
+    /// process has exited (just before its run_end is appended, so a client
+    /// that sees the run_end can start another run), or when the task ends
+    /// any other way.
+    live_permit: Option<OwnedSemaphorePermit>,
 }
 
 impl Run {
@@ -133,6 +138,7 @@ impl Run {
         prompt_sent: bool,
         cmds: mpsc::Receiver<RunCmd>,
         ended: CancellationToken,
+        live_permit: OwnedSemaphorePermit,
     ) -> Self {
         let mut normalizer = Normalizer::new(opts.max_line_bytes);
         normalizer.set_pid(handle.pid);
@@ -157,6 +163,7 @@ impl Run {
             last_turn_error: false,
             last_activity: Instant::now(),
             ended,
+            live_permit: Some(live_permit),
         }
     }
 
@@ -544,6 +551,8 @@ impl Run {
 
     /// Withdraws what is pending and appends the one run_end.
     async fn finish(&mut self, exit: ExitInfo) {
+        // The process is gone: its place is free before anyone sees run_end.
+        self.live_permit.take();
         let pending: Vec<String> = self.pending.drain().map(|(id, _)| id).collect();
         let mut last: Vec<(Payload, String)> = pending
             .into_iter()

@@ -12,6 +12,8 @@ mod redb;
 pub use self::memory::MemoryStore;
 pub use self::redb::RedbStore;
 
+use std::collections::BTreeMap;
+
 use agent_harness_client::pb;
 use serde::{Deserialize, Serialize};
 
@@ -44,6 +46,13 @@ pub struct SessionMeta {
     pub pid_start_time: Option<u64>,
     /// Working directory of the last run.
     pub cwd: Option<String>,
+    /// The environment a client gave the last run that spawned (`StartConfig.env`),
+    /// values included. Kept here, never in the event log (whose `run_start`
+    /// records the names only), so a Send that respawns the session (even after
+    /// a server restart) starts it with the same variables. Never sent to a
+    /// client. Rows written before this field existed load with none.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub env: BTreeMap<String, String>,
 }
 
 impl SessionMeta {
@@ -109,4 +118,28 @@ pub trait Store: Send + Sync + 'static {
     /// Every session's meta, ordered by session id, each with `head_seq`
     /// derived as in [`Store::meta`].
     fn sessions(&self) -> Result<Vec<SessionMeta>, StoreError>;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_meta_row_written_before_env_existed_still_loads() {
+        let old = r#"{"session_id":"s","head_seq":3,"resume_id":null,"created_ms":1,
+            "updated_ms":2,"pid":null,"pid_start_time":null,"cwd":"/tmp"}"#;
+        let meta: SessionMeta = serde_json::from_str(old).expect("old row");
+        assert!(meta.env.is_empty());
+        assert_eq!(meta.cwd.as_deref(), Some("/tmp"));
+        // And an empty env is not written (rows stay as they were).
+        let row = serde_json::to_string(&meta).unwrap();
+        assert!(!row.contains("env"), "{row}");
+        let with = SessionMeta {
+            env: [("K".to_owned(), "v".to_owned())].into(),
+            ..meta
+        };
+        let back: SessionMeta =
+            serde_json::from_str(&serde_json::to_string(&with).unwrap()).unwrap();
+        assert_eq!(back, with);
+    }
 }

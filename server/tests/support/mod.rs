@@ -458,3 +458,123 @@ pub fn line_text(line: &StdoutLine) -> &str {
         StdoutLine::TooLong { .. } => "",
     }
 }
+
+impl TestServer {
+    /// A server spawning through `spawner` (a real adapter, e.g. the
+    /// interactive one over a [`StandInCli`]) over a fresh in-memory store;
+    /// its `adapter` field is an unused scripted adapter.
+    pub async fn spawning(spawner: Arc<dyn ProcessAdapter>, mopts: ManagerOptions) -> Self {
+        let unused = ScriptedAdapter::new(ScriptedBehavior::default());
+        let (store, sopts) = (Arc::new(MemoryStore::new()), ServeOptions::default());
+        Self::with_adapter(store, spawner, unused, mopts, sopts).await
+    }
+}
+
+/// What one process of a [`StandInCli`] was started with.
+#[derive(Debug, Clone, Default)]
+pub struct StandInSpawn {
+    /// argv without the binary.
+    pub args: Vec<String>,
+    /// Its whole environment.
+    pub env: std::collections::BTreeMap<String, String>,
+    /// Its working directory.
+    pub cwd: String,
+}
+
+/// A stand-in for the claude CLI: a shell script that records its argv,
+/// env and cwd (one file per process in `dir`), then announces itself with
+/// a `system/init` line (so a test that saw `run_ready` knows the record is
+/// written) and reads stdin until an interrupt arrives, then exits 0.
+/// Use `bin` as the adapter's `claude_bin`.
+pub struct StandInCli {
+    /// Where the records go (`spawn.<pid>`), beside the script.
+    pub dir: tempfile::TempDir,
+    /// The script.
+    pub bin: std::path::PathBuf,
+}
+
+impl StandInCli {
+    /// Writes the script into a fresh temp dir.
+    pub fn new() -> Self {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = tempfile::tempdir().expect("temp dir");
+        let bin = dir.path().join("claude");
+        let records = dir.path().join("records");
+        std::fs::create_dir(&records).expect("records dir");
+        let script = format!(
+            r#"#!/bin/sh
+rec='{records}'/spawn.$$
+{{
+  for a in "$@"; do printf 'arg:%s\n' "$a"; done
+  printf 'cwd:%s\n' "$(pwd -P)"
+  env | sed 's/^/env:/'
+}} > "$rec.tmp"
+mv "$rec.tmp" "$rec"
+printf '{{"type":"system","subtype":"init","session_id":"stand-in-%s","cwd":"%s","model":"stand-in","tools":[]}}\n' "$$" "$(pwd -P)"
+while IFS= read -r line; do
+  case "$line" in
+    *'"subtype":"interrupt"'*) exit 0 ;;
+  esac
+done
+"#,
+            records = records.display()
+        );
+        std::fs::write(&bin, script).expect("write stand-in");
+        std::fs::set_permissions(&bin, std::fs::Permissions::from_mode(0o755)).expect("chmod");
+        Self { dir, bin }
+    }
+
+    /// The interactive adapter running this script.
+    pub fn adapter(&self) -> Arc<dyn ProcessAdapter> {
+        use agent_harness_server::adapter::claude_interactive::{
+            ClaudeInteractiveAdapter, ClaudeOptions,
+        };
+        Arc::new(ClaudeInteractiveAdapter::new(ClaudeOptions {
+            claude_bin: Some(self.bin.clone()),
+            ..ClaudeOptions::default()
+        }))
+    }
+
+    /// Every process started so far (in no particular order).
+    pub fn spawns(&self) -> Vec<StandInSpawn> {
+        let records = self.dir.path().join("records");
+        let mut out = Vec::new();
+        for entry in std::fs::read_dir(&records).expect("records dir") {
+            let path = entry.expect("entry").path();
+            if path.extension().is_some_and(|e| e == "tmp") {
+                continue;
+            }
+            let text = std::fs::read_to_string(&path).expect("record");
+            let mut spawn = StandInSpawn::default();
+            let mut last_env: Option<String> = None;
+            for line in text.lines() {
+                if let Some(a) = line.strip_prefix("arg:") {
+                    spawn.args.push(a.to_owned());
+                    last_env = None;
+                } else if let Some(c) = line.strip_prefix("cwd:") {
+                    spawn.cwd = c.to_owned();
+                } else if let Some((k, v)) =
+                    line.strip_prefix("env:").and_then(|kv| kv.split_once('='))
+                {
+                    spawn.env.insert(k.to_owned(), v.to_owned());
+                    last_env = Some(k.to_owned());
+                } else if let Some(k) = &last_env {
+                    // A multi-line env value.
+                    let v = spawn.env.get_mut(k).expect("env key");
+                    v.push('\n');
+                    v.push_str(line);
+                }
+            }
+            out.push(spawn);
+        }
+        out
+    }
+
+    /// True when no process was ever started.
+    pub fn never_spawned(&self) -> bool {
+        std::fs::read_dir(self.dir.path().join("records"))
+            .expect("records dir")
+            .next()
+            .is_none()
+    }
+}

@@ -1,0 +1,498 @@
+//! Who may reach the services at all: the browser origin and the Host a
+//! request names, checked before anything else sees the request (DESIGN
+//! §4.8).
+//!
+//! - **Origin** (browsers). A request that carries `Origin` is served only
+//!   when that origin is allowed: loopback origins (`http`/`https` on
+//!   `localhost`, `127.0.0.0/8`, `[::1]`, any port) plus `--allowed-origin`;
+//!   `*` (any origin) only together with a token. Others get no CORS allow
+//!   headers on a preflight and PERMISSION_DENIED on the call, before the
+//!   SessionService, reflection or health see it. Requests without `Origin`
+//!   (native gRPC, grpcurl, curl) pass. The `null` origin (file pages,
+//!   sandboxed frames of any site) is not a loopback origin and cannot be
+//!   listed.
+//! - **Host** (DNS rebinding). Without a token, a request whose `Host` /
+//!   `:authority` is not a loopback name or address, nor the listen
+//!   address, is refused with PERMISSION_DENIED: a page that rebinds its own
+//!   name to 127.0.0.1 still names its own host. With a token the page
+//!   cannot call anyway; `--allowed-host` then restricts the names to the
+//!   loopback ones plus those listed (`*`: any), and without it any host is
+//!   accepted.
+//!
+//! [`AccessLayer`] enforces both; [`cors_layer`] answers preflights for the
+//! allowed origins only.
+
+use std::net::{IpAddr, SocketAddr};
+use std::sync::Arc;
+use std::task::{Context, Poll};
+use std::time::Duration;
+
+use http::header::{HeaderName, HeaderValue};
+use http::{Request, Response};
+use tower_http::cors::{AllowOrigin, CorsLayer};
+
+use crate::error::{Error, Result};
+
+/// The origin and host rules, built once at start-up. Cheap to clone.
+#[derive(Debug, Clone)]
+pub struct AccessPolicy {
+    inner: Arc<Rules>,
+}
+
+#[derive(Debug)]
+struct Rules {
+    /// Every origin may call (`--allowed-origin '*'`, token required).
+    any_origin: bool,
+    /// Allowed origins besides the loopback ones, normalized
+    /// (`scheme://host[:port]`, lowercase, default port elided).
+    origins: Vec<String>,
+    /// `None`: any Host. `Some`: loopback names and addresses, the listen
+    /// address, and these names (lowercase, no port).
+    hosts: Option<Vec<String>>,
+    /// The listen address, whose exact `ip:port` authority is accepted.
+    listen: Option<SocketAddr>,
+}
+
+impl AccessPolicy {
+    /// The policy from the operator's flags. `allowed_origins` and
+    /// `allowed_hosts` are the `--allowed-origin` / `--allowed-host` values;
+    /// `token` says whether `--auth-token-file` is set.
+    pub fn new(
+        allowed_origins: &[String],
+        allowed_hosts: &[String],
+        token: bool,
+        listen: Option<SocketAddr>,
+    ) -> Result<Self> {
+        let mut any_origin = false;
+        let mut origins = Vec::new();
+        for raw in allowed_origins {
+            let raw = raw.trim();
+            if raw == "*" {
+                if !token {
+                    return Err(Error::FailedPrecondition(
+                        "--allowed-origin '*' lets every web page call the API: it needs \
+                         --auth-token-file (the token then is the only protection)"
+                            .into(),
+                    ));
+                }
+                any_origin = true;
+            } else {
+                origins.push(normalize_origin(raw).map_err(|why| {
+                    Error::FailedPrecondition(format!("--allowed-origin {raw:?}: {why}"))
+                })?);
+            }
+        }
+        let hosts = if allowed_hosts.is_empty() {
+            if token { None } else { Some(Vec::new()) }
+        } else {
+            if !token {
+                return Err(Error::FailedPrecondition(
+                    "--allowed-host needs --auth-token-file: without a token only loopback \
+                     names are accepted, so that a page rebinding its DNS name to this machine \
+                     cannot call the API"
+                        .into(),
+                ));
+            }
+            if allowed_hosts.iter().any(|h| h.trim() == "*") {
+                None
+            } else {
+                let mut names = Vec::new();
+                for h in allowed_hosts {
+                    let name = host_name(h.trim()).ok_or_else(|| {
+                        Error::FailedPrecondition(format!(
+                            "--allowed-host {h:?} is not a host name or address"
+                        ))
+                    })?;
+                    names.push(name);
+                }
+                Some(names)
+            }
+        };
+        Ok(Self {
+            inner: Arc::new(Rules {
+                any_origin,
+                origins,
+                hosts,
+                listen,
+            }),
+        })
+    }
+
+    /// The default: loopback origins and hosts only, no token.
+    pub fn loopback_only() -> Self {
+        Self::new(&[], &[], false, None).expect("the default policy is valid")
+    }
+
+    /// True when `--allowed-origin '*'` is in force.
+    pub fn any_origin(&self) -> bool {
+        self.inner.any_origin
+    }
+
+    /// Whether a request carrying `Origin: origin` may be served.
+    pub fn origin_allowed(&self, origin: &[u8]) -> bool {
+        let r = &self.inner;
+        if r.any_origin {
+            return true;
+        }
+        let Ok(origin) = std::str::from_utf8(origin) else {
+            return false;
+        };
+        let Ok(norm) = normalize_origin(origin) else {
+            return false;
+        };
+        is_loopback_origin(&norm) || r.origins.contains(&norm)
+    }
+
+    /// Whether a request naming `authority` (`Host` / `:authority`) may be
+    /// served; `None` when the request names no host.
+    pub fn host_allowed(&self, authority: Option<&str>) -> bool {
+        let r = &self.inner;
+        let Some(names) = &r.hosts else {
+            return true;
+        };
+        let Some(authority) = authority else {
+            return false;
+        };
+        if let Some(listen) = r.listen
+            && authority == listen.to_string()
+        {
+            return true;
+        }
+        let Some(name) = host_name(authority) else {
+            return false;
+        };
+        is_loopback_host(&name) || names.contains(&name)
+    }
+
+    /// Why `req` may not be served, or `None` when it may.
+    fn refusal<B>(&self, req: &Request<B>) -> Option<String> {
+        if let Some(origin) = req.headers().get(http::header::ORIGIN)
+            && !self.origin_allowed(origin.as_bytes())
+        {
+            return Some(format!(
+                "origin {:?} is not allowed: serve the page from a loopback origin or start \
+                 the server with --allowed-origin",
+                String::from_utf8_lossy(origin.as_bytes())
+            ));
+        }
+        let authority = req.uri().authority().map(|a| a.as_str()).or_else(|| {
+            req.headers()
+                .get(http::header::HOST)
+                .and_then(|h| h.to_str().ok())
+        });
+        if !self.host_allowed(authority) {
+            return Some(format!(
+                "host {:?} is not allowed: without --auth-token-file only loopback names are \
+                 accepted (DNS rebinding); with a token, list it with --allowed-host",
+                authority.unwrap_or("")
+            ));
+        }
+        None
+    }
+}
+
+/// `scheme://host[:port]` in canonical form: lowercase, no default port, no
+/// trailing dot. Anything else (a path, a userinfo, `null`) is an error.
+fn normalize_origin(raw: &str) -> std::result::Result<String, &'static str> {
+    if raw.eq_ignore_ascii_case("null") {
+        return Err("the null origin is sent by file pages and sandboxed frames of any site");
+    }
+    let (scheme, rest) = raw
+        .split_once("://")
+        .ok_or("expected scheme://host[:port], e.g. https://ui.example:8443")?;
+    let scheme = scheme.to_ascii_lowercase();
+    let default_port = match scheme.as_str() {
+        "http" => 80,
+        "https" => 443,
+        _ => return Err("the scheme must be http or https"),
+    };
+    if rest.is_empty() || rest.contains(['/', '?', '#', '@']) {
+        return Err("an origin is scheme://host[:port], without path, query or user");
+    }
+    let authority: http::uri::Authority = rest.parse().map_err(|_| "not a valid host[:port]")?;
+    let host = host_name(authority.host()).ok_or("not a valid host")?;
+    let host = if host.contains(':') {
+        format!("[{host}]")
+    } else {
+        host
+    };
+    Ok(match authority.port_u16() {
+        Some(p) if p != default_port => format!("{scheme}://{host}:{p}"),
+        _ => format!("{scheme}://{host}"),
+    })
+}
+
+/// The host of an authority (`name`, `name:port`, `[v6]:port`, `v6`),
+/// lowercase, brackets and a trailing dot removed.
+fn host_name(authority: &str) -> Option<String> {
+    let host = if let Some(rest) = authority.strip_prefix('[') {
+        rest.split_once(']')?.0
+    } else if authority.matches(':').count() > 1 {
+        authority // a bare IPv6 address
+    } else {
+        authority.split(':').next()?
+    };
+    let host = host.strip_suffix('.').unwrap_or(host).to_ascii_lowercase();
+    let valid = !host.is_empty()
+        && host
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '-' | '_' | ':'));
+    valid.then_some(host)
+}
+
+fn is_loopback_host(name: &str) -> bool {
+    name == "localhost" || name.parse::<IpAddr>().is_ok_and(|ip| ip.is_loopback())
+}
+
+/// A normalized origin on a loopback host, http or https.
+fn is_loopback_origin(norm: &str) -> bool {
+    let Some((_, rest)) = norm.split_once("://") else {
+        return false;
+    };
+    host_name(rest).is_some_and(|h| is_loopback_host(&h))
+}
+
+/// Applies an [`AccessPolicy`] to every request, outermost.
+#[derive(Debug, Clone)]
+pub struct AccessLayer {
+    policy: AccessPolicy,
+}
+
+impl AccessLayer {
+    /// A layer enforcing `policy`.
+    pub fn new(policy: AccessPolicy) -> Self {
+        Self { policy }
+    }
+}
+
+impl<S> tower::Layer<S> for AccessLayer {
+    type Service = Access<S>;
+    fn layer(&self, inner: S) -> Self::Service {
+        Access {
+            inner,
+            policy: self.policy.clone(),
+        }
+    }
+}
+
+/// See [`AccessLayer`].
+#[derive(Debug, Clone)]
+pub struct Access<S> {
+    inner: S,
+    policy: AccessPolicy,
+}
+
+impl<S, B, R> tower::Service<Request<B>> for Access<S>
+where
+    S: tower::Service<Request<B>, Response = Response<R>>,
+    S::Future: Send + 'static,
+    R: Default + Send + 'static,
+{
+    type Response = Response<R>;
+    type Error = S::Error;
+    type Future = futures::future::Either<
+        S::Future,
+        std::future::Ready<std::result::Result<Response<R>, S::Error>>,
+    >;
+
+    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<std::result::Result<(), Self::Error>> {
+        self.inner.poll_ready(cx)
+    }
+
+    fn call(&mut self, req: Request<B>) -> Self::Future {
+        match self.policy.refusal(&req) {
+            None => futures::future::Either::Left(self.inner.call(req)),
+            Some(why) => {
+                tracing::warn!(
+                    method = %req.method(),
+                    path = req.uri().path(),
+                    reason = %why,
+                    "request refused"
+                );
+                futures::future::Either::Right(std::future::ready(Ok(refuse(&req, &why))))
+            }
+        }
+    }
+}
+
+/// The refusal: a preflight gets 403 and no CORS headers; any other request
+/// a trailers-only gRPC PERMISSION_DENIED (HTTP 200 with `grpc-status: 7`),
+/// which native gRPC and grpc-web clients both read from the headers.
+fn refuse<B, R: Default>(req: &Request<B>, why: &str) -> Response<R> {
+    let mut resp = Response::new(R::default());
+    if req.method() == http::Method::OPTIONS {
+        *resp.status_mut() = http::StatusCode::FORBIDDEN;
+        return resp;
+    }
+    let content_type = req
+        .headers()
+        .get(http::header::CONTENT_TYPE)
+        .filter(|v| v.as_bytes().starts_with(b"application/grpc"))
+        .cloned()
+        .unwrap_or(HeaderValue::from_static("application/grpc"));
+    let h = resp.headers_mut();
+    h.insert(http::header::CONTENT_TYPE, content_type);
+    h.insert(
+        "grpc-status",
+        HeaderValue::from(tonic::Code::PermissionDenied as i32),
+    );
+    let msg = percent_encode(why);
+    if let Ok(v) = HeaderValue::from_str(&msg) {
+        h.insert("grpc-message", v);
+    }
+    resp
+}
+
+/// grpc-message encoding: printable ASCII except `%` as is, the rest `%XX`.
+fn percent_encode(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    for b in s.bytes() {
+        if (0x20..0x7f).contains(&b) && b != b'%' {
+            out.push(b as char);
+        } else {
+            out.push_str(&format!("%{b:02X}"));
+        }
+    }
+    out
+}
+
+/// CORS for grpc-web: allowed origins only (echoed, with `Vary: Origin`),
+/// the headers grpc-web clients send, and the grpc-* response headers their
+/// code must read. Auth is a bearer token, never a cookie: no credentials.
+pub fn cors_layer(policy: AccessPolicy) -> CorsLayer {
+    const ALLOW: [&str; 7] = [
+        "content-type",
+        "x-grpc-web",
+        "x-user-agent",
+        "authorization",
+        "grpc-timeout",
+        "grpc-accept-encoding",
+        "grpc-encoding",
+    ];
+    const EXPOSE: [&str; 3] = ["grpc-status", "grpc-message", "grpc-status-details-bin"];
+    CorsLayer::new()
+        .allow_origin(AllowOrigin::predicate(move |origin, _| {
+            policy.origin_allowed(origin.as_bytes())
+        }))
+        .allow_methods([http::Method::POST, http::Method::OPTIONS])
+        .allow_headers(ALLOW.map(HeaderName::from_static))
+        .expose_headers(EXPOSE.map(HeaderName::from_static))
+        .max_age(Duration::from_secs(24 * 60 * 60))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn policy(origins: &[&str], hosts: &[&str], token: bool) -> AccessPolicy {
+        let o: Vec<String> = origins.iter().map(|s| s.to_string()).collect();
+        let h: Vec<String> = hosts.iter().map(|s| s.to_string()).collect();
+        AccessPolicy::new(&o, &h, token, Some("127.0.0.1:50051".parse().unwrap())).unwrap()
+    }
+
+    #[test]
+    fn loopback_origins_by_default() {
+        let p = AccessPolicy::loopback_only();
+        for ok in [
+            "http://localhost",
+            "http://localhost:5173",
+            "https://127.0.0.1:8443",
+            "http://127.0.0.2",
+            "http://[::1]:3000",
+            "HTTP://LOCALHOST:80",
+        ] {
+            assert!(p.origin_allowed(ok.as_bytes()), "{ok}");
+        }
+        for bad in [
+            "http://evil.example",
+            "null",
+            "http://localhost.evil.example",
+            "http://127.0.0.1.evil.example",
+            "file://",
+            "ftp://localhost",
+            "http://localhost/path",
+            "http://user@localhost",
+            "",
+            "http://",
+        ] {
+            assert!(!p.origin_allowed(bad.as_bytes()), "{bad}");
+        }
+        assert!(!p.origin_allowed(b"http://\xff"));
+    }
+
+    #[test]
+    fn listed_origins_add_to_loopback() {
+        let p = policy(&["https://ui.example:8443", "http://App.Test"], &[], false);
+        assert!(p.origin_allowed(b"https://ui.example:8443"));
+        assert!(p.origin_allowed(b"http://app.test"));
+        assert!(p.origin_allowed(b"http://app.test:80"));
+        assert!(p.origin_allowed(b"http://localhost:1"));
+        assert!(!p.origin_allowed(b"https://ui.example"));
+        assert!(!p.origin_allowed(b"http://ui.example:8443"));
+        assert!(!p.origin_allowed(b"https://app.test"));
+    }
+
+    #[test]
+    fn bad_origin_flags_are_start_up_errors() {
+        for bad in ["*", "null", "ui.example", "https://ui.example/", "ws://x"] {
+            let err = AccessPolicy::new(&[bad.into()], &[], false, None).unwrap_err();
+            assert!(err.to_string().contains("--allowed-origin"), "{bad}: {err}");
+        }
+        // `*` with a token is accepted and allows anything.
+        let p = policy(&["*"], &[], true);
+        assert!(p.any_origin());
+        assert!(p.origin_allowed(b"http://evil.example"));
+        assert!(p.origin_allowed(b"null"));
+    }
+
+    #[test]
+    fn hosts_without_token_are_loopback_only() {
+        let p =
+            AccessPolicy::new(&[], &[], false, Some("127.0.0.1:50051".parse().unwrap())).unwrap();
+        for ok in [
+            "localhost",
+            "localhost:50051",
+            "LOCALHOST.",
+            "127.0.0.1",
+            "127.0.0.1:50051",
+            "[::1]:50051",
+            "::1",
+        ] {
+            assert!(p.host_allowed(Some(ok)), "{ok}");
+        }
+        for bad in [
+            "evil.example",
+            "evil.example:50051",
+            "localhost.evil.example",
+            "127.0.0.1.nip.io",
+            "10.0.0.1:50051",
+            "",
+        ] {
+            assert!(!p.host_allowed(Some(bad)), "{bad}");
+        }
+        assert!(!p.host_allowed(None));
+        assert!(AccessPolicy::new(&[], &["ui.example".into()], false, None).is_err());
+    }
+
+    #[test]
+    fn hosts_with_token() {
+        let open = policy(&[], &[], true);
+        assert!(open.host_allowed(Some("anything.example:1")));
+        let listed = policy(&[], &["Box.Tailnet.ts.net"], true);
+        assert!(listed.host_allowed(Some("box.tailnet.ts.net:50051")));
+        assert!(listed.host_allowed(Some("localhost")));
+        assert!(!listed.host_allowed(Some("evil.example")));
+        assert!(policy(&[], &["*"], true).host_allowed(Some("x")));
+    }
+
+    #[test]
+    fn listen_address_is_accepted_exactly() {
+        let p = AccessPolicy::new(&[], &[], false, Some("127.0.0.5:7".parse().unwrap())).unwrap();
+        assert!(p.host_allowed(Some("127.0.0.5:7")));
+    }
+
+    #[test]
+    fn grpc_message_is_percent_encoded() {
+        assert_eq!(percent_encode("a b%\"é"), "a b%25\"%C3%A9");
+    }
+}
