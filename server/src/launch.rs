@@ -215,8 +215,12 @@ pub const NEVER_ENV_PREFIXES: &[&str] = &[
 /// What a client may put into the CLI's argv, env and cwd. Cheap to clone.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct LaunchPolicy {
-    /// Every arg and env var passes and cwd is unrestricted.
-    trust_clients: bool,
+    /// Every arg passes.
+    trust_args: bool,
+    /// Every env var passes.
+    trust_env: bool,
+    /// Any cwd passes.
+    trust_cwd: bool,
     /// Allowed flag -> its arity when known.
     args: BTreeMap<String, Option<Arity>>,
     /// Allowed env names (exact).
@@ -230,7 +234,9 @@ impl Default for LaunchPolicy {
     /// `serve` enforces without `--allow-arg`/`--allow-env`/`--allowed-cwd`.
     fn default() -> Self {
         Self {
-            trust_clients: false,
+            trust_args: false,
+            trust_env: false,
+            trust_cwd: false,
             args: DEFAULT_ARGS
                 .iter()
                 .map(|f| ((*f).to_owned(), arity_of(f)))
@@ -372,15 +378,33 @@ impl LaunchPolicy {
     /// by `serve`; for embedders whose clients are the operator, and for
     /// the tests that prove each security layer on its own.
     pub fn trust_clients() -> Self {
-        Self {
-            trust_clients: true,
-            ..Self::default()
-        }
+        Self::default()
+            .trusting_client_args()
+            .trusting_client_env()
+            .trusting_client_cwd()
+    }
+
+    /// This policy, but every client arg passes (never used by `serve`).
+    pub fn trusting_client_args(mut self) -> Self {
+        self.trust_args = true;
+        self
+    }
+
+    /// This policy, but every client env var passes (never used by `serve`).
+    pub fn trusting_client_env(mut self) -> Self {
+        self.trust_env = true;
+        self
+    }
+
+    /// This policy, but any cwd passes (never used by `serve`).
+    pub fn trusting_client_cwd(mut self) -> Self {
+        self.trust_cwd = true;
+        self
     }
 
     /// Whether this is [`LaunchPolicy::trust_clients`].
     pub fn trusts_clients(&self) -> bool {
-        self.trust_clients
+        self.trust_args && self.trust_env && self.trust_cwd
     }
 
     /// The flags a client may pass, sorted.
@@ -460,7 +484,7 @@ impl LaunchPolicy {
                     Next::Value {
                         variadic: false, ..
                     } => Next::Flag,
-                    Next::Flag if self.trust_clients => Next::Flag,
+                    Next::Flag if self.trust_args => Next::Flag,
                     Next::Flag => {
                         return Err(Error::invalid(
                             field(i),
@@ -478,7 +502,7 @@ impl LaunchPolicy {
                 return Err(needs_value(flag));
             }
             next = Next::Flag;
-            if self.trust_clients {
+            if self.trust_args {
                 continue;
             }
             if tok == "--" {
@@ -582,7 +606,7 @@ impl LaunchPolicy {
         if value.contains('\0') {
             return Some(format!("the value of {key} contains a NUL byte"));
         }
-        if self.trust_clients || self.env.contains(key) {
+        if self.trust_env || self.env.contains(key) {
             return None;
         }
         Some(if never_env(key) {
@@ -602,7 +626,7 @@ impl LaunchPolicy {
     /// it: the resolved directory, or PERMISSION_DENIED when it is not
     /// under any allowed one (INVALID_ARGUMENT when it cannot be resolved).
     pub fn check_cwd(&self, cwd: &str) -> Result<Option<PathBuf>> {
-        if self.trust_clients || self.cwds.is_empty() {
+        if self.trust_cwd || self.cwds.is_empty() {
             return Ok(None);
         }
         let path = if cwd.is_empty() {

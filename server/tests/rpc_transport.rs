@@ -704,3 +704,64 @@ async fn tls_serves_grpc_and_grpc_web_over_http1() {
             .is_err()
     );
 }
+
+/// The exploit over grpc-web from an allowed page, against a server whose
+/// launch policy is `policy`: the status it gets, and whether anything was
+/// appended or spawned.
+async fn exploit_from_allowed_page(policy: LaunchPolicy) -> (String, bool) {
+    let server = TestServer::with(
+        ScriptedBehavior::default(),
+        ManagerOptions {
+            launch: policy.into(),
+            ..fast_opts()
+        },
+        ServeOptions::default(),
+    )
+    .await;
+    let msg = exploit_start("layer");
+    let head = grpc_web_head(
+        &server.addr.to_string(),
+        PAGE,
+        "agentharness.v1.SessionService/Start",
+        msg.len(),
+        "",
+    );
+    let resp =
+        String::from_utf8_lossy(&http1(server.addr, &head, &grpc_frame(&msg)).await).into_owned();
+    let mut c = server.client().await;
+    let touched = !list(&mut c).await.is_empty() || !server.adapter.record().spawns.is_empty();
+    (resp, touched)
+}
+
+#[tokio::test]
+async fn the_args_and_env_checks_each_stop_the_exploit_alone() {
+    // The origin is allowed (a loopback page), so only the launch policy
+    // stands in the way; each check runs with the other one trusting clients.
+    let (resp, touched) =
+        exploit_from_allowed_page(LaunchPolicy::default().trusting_client_env()).await;
+    assert_eq!(
+        grpc_status(&resp),
+        Some(Code::InvalidArgument as i32),
+        "{resp}"
+    );
+    assert!(resp.contains("config.args[0]"), "{resp}");
+    assert!(!touched, "nothing appended or spawned");
+
+    let (resp, touched) =
+        exploit_from_allowed_page(LaunchPolicy::default().trusting_client_args()).await;
+    assert_eq!(
+        grpc_status(&resp),
+        Some(Code::InvalidArgument as i32),
+        "{resp}"
+    );
+    assert!(
+        resp.contains("config.env.ANTHROPIC_BASE_URL") || resp.contains("config.env.IS_SANDBOX"),
+        "{resp}"
+    );
+    assert!(!touched, "nothing appended or spawned");
+
+    // With both trusting clients the same request goes through.
+    let (resp, touched) = exploit_from_allowed_page(LaunchPolicy::trust_clients()).await;
+    assert_eq!(grpc_status(&resp), Some(0), "{resp}");
+    assert!(touched);
+}
