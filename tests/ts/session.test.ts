@@ -7,7 +7,14 @@ import { after, before, describe, it } from "node:test";
 import { createClient, type Client } from "@connectrpc/connect";
 import { createGrpcTransport } from "@connectrpc/connect-node";
 import { create } from "@bufbuild/protobuf";
-import { EventSchema, SessionService, type Event } from "@agent-harness/client/protocol";
+import {
+  EventSchema,
+  SessionService,
+  deriveAll,
+  deriveSession,
+  type Event,
+  type Session,
+} from "@agent-harness/client/protocol";
 import { SessionHandle, type SessionSnapshot } from "@agent-harness/client/client";
 import { eventually, startHarness, type Harness } from "./support.ts";
 
@@ -64,6 +71,20 @@ async function fullHistory(sessionId: string): Promise<Event[]> {
   }
 }
 
+/**
+ * GetSession (the server's Rust derive) and deriveSession over the full
+ * History (this port), read until the log did not move in between.
+ */
+async function serverAndPortSession(sessionId: string): Promise<{ server: Session; port: Session }> {
+  const client = createClient(SessionService, createGrpcTransport({ baseUrl: h.url }));
+  for (let attempt = 0; ; attempt++) {
+    const events = await fullHistory(sessionId);
+    const server = (await client.getSession({ sessionId })).session!;
+    const port = deriveSession(sessionId, events);
+    if (server.headSeq === port.headSeq || attempt === 5) return { server, port };
+  }
+}
+
 function seqs(events: readonly Event[]): bigint[] {
   return events.map((e) => e.seq);
 }
@@ -114,6 +135,12 @@ describe("SessionHandle against the real server", () => {
     }
     assertStrictlyIncreasing(seqs(done.events));
     assert.deepEqual(seqs(done.events), seqs(await fullHistory(sid)));
+    // The handle's incremental fold agrees with a fresh derive of what it holds...
+    assert.deepEqual(done.derived, deriveAll(done.events));
+    for (const s of seen) assert.deepEqual(s.derived, deriveAll(s.events));
+    // ...and this port with the server's Rust derive.
+    const { server, port } = await serverAndPortSession(sid);
+    assert.deepEqual(port, server, "deriveSession over History equals GetSession");
     handle.close();
   });
 

@@ -3,6 +3,12 @@
 // with the generated EventSchema; each checkpoint names the number of events
 // applied ("after") and the expected derived values.
 //
+// Twice: the O(n) functions over each prefix, and the incremental Fold fed
+// one event at a time. The Fold must equal the O(n) functions after every
+// event (every getter, the snapshot, the GetSession summary), match the
+// expected values at every checkpoint, hand out a new object whenever a
+// value changes, and never mutate a value it handed out.
+//
 // Matching (tests/vectors/README.md): inside objects and list items only
 // the keys a vector gives are compared, list lengths always; costUsd within
 // 1e-9 relative; pendingPermissions and pendingMessages as request ids and
@@ -15,8 +21,23 @@ import { after, describe, it } from "node:test";
 import { fromJson, type JsonValue } from "@bufbuild/protobuf";
 import {
   EventSchema,
+  Fold,
+  SessionStatus,
+  StatusFold,
+  deriveActivity,
   deriveAll,
+  deriveBackgroundTasks,
+  derivePendingMessages,
+  derivePendingPermissions,
+  derivePlanOutcomes,
+  deriveProcessAlive,
+  deriveResumeId,
+  deriveScheduledWakeup,
+  deriveSession,
+  deriveStatus,
+  deriveUsage,
   groupEvents,
+  hasRunningBackgroundTasks,
   subagentChildren,
   type Derived,
   type Event,
@@ -119,6 +140,29 @@ function withCostWithinTolerance(got: JsonValue, want: JsonValue): JsonValue {
   return got;
 }
 
+function load(file: string): { v: Vector; events: Event[] } {
+  const v = JSON.parse(readFileSync(join(DIR, file), "utf8")) as Vector;
+  return { v, events: v.events.map((j) => fromJson(EventSchema, j)) };
+}
+
+/** Compares every field a checkpoint gives with `d`, the derived state of `prefix`; returns the count. */
+function checkCheckpoint(v: Vector, cp: Checkpoint, d: Derived, prefix: Event[], by: string): number {
+  let n = 0;
+  for (const [field, want] of Object.entries(cp)) {
+    if (field === "after") continue;
+    const get = FIELDS[field];
+    if (!get) {
+      skipped.set(field, (skipped.get(field) ?? 0) + 1);
+      continue;
+    }
+    let got = pick(get(d, prefix), want);
+    if (field === "usage") got = withCostWithinTolerance(got, want);
+    n++;
+    assert.deepEqual(got, want, `${v.name} after ${cp.after} event(s), ${by}: ${field}\n  ${v.description}`);
+  }
+  return n;
+}
+
 describe("derive conformance vectors", () => {
   it("finds the vectors", () => {
     assert.ok(files.length > 0, `no vectors in ${DIR}`);
@@ -126,25 +170,12 @@ describe("derive conformance vectors", () => {
 
   for (const file of files) {
     it(file, () => {
-      const v = JSON.parse(readFileSync(join(DIR, file), "utf8")) as Vector;
-      const events: Event[] = v.events.map((j) => fromJson(EventSchema, j));
+      const { v, events } = load(file);
       assert.ok(v.expect.length > 0, "a vector without checkpoints proves nothing");
       for (const cp of v.expect) {
         checkpoints++;
         const prefix = events.slice(0, cp.after);
-        const d = deriveAll(prefix);
-        for (const [field, want] of Object.entries(cp)) {
-          if (field === "after") continue;
-          const get = FIELDS[field];
-          if (!get) {
-            skipped.set(field, (skipped.get(field) ?? 0) + 1);
-            continue;
-          }
-          let got = pick(get(d, prefix), want);
-          if (field === "usage") got = withCostWithinTolerance(got, want);
-          comparisons++;
-          assert.deepEqual(got, want, `${v.name} after ${cp.after} event(s): ${field}\n  ${v.description}`);
-        }
+        comparisons += checkCheckpoint(v, cp, deriveAll(prefix), prefix, "deriveAll");
       }
       vectorsChecked++;
     });
@@ -159,6 +190,128 @@ describe("derive conformance vectors", () => {
     console.log(
       `vectors: ${vectorsChecked}/${files.length} files agree; ${checkpoints} checkpoints, ` +
         `${comparisons} field comparisons; fields not derived by this port: ${skip}`,
+    );
+  });
+});
+
+/** The parts of a Derived that are objects or arrays: each must change identity when its value does. */
+const PARTS = [
+  "usage",
+  "activity",
+  "backgroundTasks",
+  "pendingPermissions",
+  "pendingMessages",
+  "planOutcomes",
+  "scheduledWakeup",
+] as const satisfies readonly (keyof Derived)[];
+
+let foldVectors = 0;
+let foldPrefixes = 0;
+let foldCheckpoints = 0;
+let foldComparisons = 0;
+let identityChanges = 0;
+
+describe("incremental Fold agrees with the O(n) functions on every vector", () => {
+  for (const file of files) {
+    it(file, () => {
+      const { v, events } = load(file);
+      const fold = new Fold();
+      const sf = new StatusFold();
+      const byAfter = new Map(v.expect.map((cp) => [cp.after, cp]));
+      /** Every snapshot taken, with a deep copy made when it was taken. */
+      const taken: { snap: Derived; copy: Derived; n: number }[] = [];
+      let prev: Derived | undefined;
+      for (let n = 0; n <= events.length; n++) {
+        if (n > 0) {
+          fold.apply(events[n - 1]!);
+          sf.apply(events[n - 1]!);
+        }
+        const prefix = events.slice(0, n);
+        const ctx = `${v.name} after ${n} event(s)`;
+        foldPrefixes++;
+        assert.equal(fold.length, n, ctx);
+        const snap = fold.snapshot();
+        assert.equal(fold.snapshot(), snap, `${ctx}: snapshot() is stable until the next apply`);
+        assert.deepEqual(snap, deriveAll(prefix), `${ctx}: snapshot`);
+        // Every getter against its O(n) function.
+        assert.equal(fold.status(), deriveStatus(prefix), `${ctx}: status`);
+        assert.equal(fold.processAlive(), deriveProcessAlive(prefix), `${ctx}: processAlive`);
+        assert.equal(fold.turnInProgress(), sf.turnInProgress(), `${ctx}: turnInProgress`);
+        assert.equal(fold.headSeq(), sf.headSeq(), `${ctx}: headSeq`);
+        assert.equal(fold.runId(), sf.currentRunId(), `${ctx}: runId`);
+        assert.equal(sf.status(), deriveStatus(prefix), `${ctx}: StatusFold`);
+        assert.equal(fold.resumeId(), deriveResumeId(prefix), `${ctx}: resumeId`);
+        assert.deepEqual(fold.usage(), deriveUsage(prefix), `${ctx}: usage`);
+        assert.deepEqual(fold.activity(), deriveActivity(prefix), `${ctx}: activity`);
+        assert.deepEqual(fold.backgroundTasks(), deriveBackgroundTasks(prefix), `${ctx}: backgroundTasks`);
+        assert.equal(fold.hasRunningBackgroundTasks(), hasRunningBackgroundTasks(prefix), `${ctx}: hasRunning`);
+        assert.deepEqual(fold.pendingPermissions(), derivePendingPermissions(prefix), `${ctx}: pendingPermissions`);
+        assert.equal(fold.pendingPermissionCount(), derivePendingPermissions(prefix).length, `${ctx}: count`);
+        assert.deepEqual(fold.pendingMessages(), derivePendingMessages(prefix), `${ctx}: pendingMessages`);
+        assert.deepEqual(fold.planOutcomes(), derivePlanOutcomes(prefix), `${ctx}: planOutcomes`);
+        assert.deepEqual(fold.scheduledWakeup(), deriveScheduledWakeup(prefix), `${ctx}: scheduledWakeup`);
+        assert.deepEqual(fold.session("s"), deriveSession("s", prefix), `${ctx}: session`);
+        // The expected values themselves, at the vector's checkpoints.
+        const cp = byAfter.get(n);
+        if (cp) {
+          foldCheckpoints++;
+          foldComparisons += checkCheckpoint(v, cp, snap, prefix, "Fold");
+        }
+        // A part whose value changed is a new object (React compares by identity).
+        if (prev) {
+          assert.notEqual(snap, prev, `${ctx}: a new snapshot after apply`);
+          for (const k of PARTS) {
+            let same = true;
+            try {
+              assert.deepEqual(snap[k], prev[k]);
+            } catch {
+              same = false;
+            }
+            if (!same) {
+              identityChanges++;
+              assert.notEqual(snap[k], prev[k], `${ctx}: ${k} changed in value but kept its identity`);
+            }
+          }
+        }
+        taken.push({ snap, copy: structuredClone(snap), n });
+        prev = snap;
+      }
+      // Later events never mutated what was handed out earlier.
+      for (const { snap, copy, n } of taken) {
+        assert.deepEqual(snap, copy, `${v.name}: the snapshot after ${n} was mutated later`);
+      }
+      foldVectors++;
+    });
+  }
+
+  it("summarizes a log as GetSession does", () => {
+    const { events } = load("permission_allowed.json");
+    // After the permission_requested (seq 5): streaming, one pending.
+    const s = deriveSession("sess-1", events.slice(0, 5));
+    assert.equal(s.sessionId, "sess-1");
+    assert.equal(s.headSeq, 5n);
+    assert.equal(s.status, SessionStatus.STREAMING);
+    assert.equal(s.processAlive, true);
+    assert.equal(s.resumeId, "cli-sess-1");
+    assert.equal(s.activity, "Waiting for permission to run Write");
+    assert.equal(s.pendingPermissions, 1);
+    assert.equal(s.runId, "run-1");
+    const empty = deriveSession("none", []);
+    assert.equal(empty.status, SessionStatus.IDLE);
+    assert.equal(empty.headSeq, 0n);
+    assert.equal(empty.runId, "");
+    assert.equal(empty.activity, "Idle");
+  });
+
+  it("checked every vector file", () => {
+    assert.equal(foldVectors, files.length, `${foldVectors} of ${files.length} vector files agree`);
+  });
+
+  after(() => {
+    console.log(
+      `fold: ${foldVectors}/${files.length} files agree at all ${foldPrefixes} prefixes; ` +
+        `${foldCheckpoints} checkpoints, ${foldComparisons} field comparisons; ` +
+        `${identityChanges} value changes, each a new object`,
     );
   });
 });

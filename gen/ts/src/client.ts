@@ -3,4 +3,4 @@
 // browsers, createGrpcTransport (@connectrpc/connect-node) in Node.
 
 export * from "./session.js";
-export type { Activity, ActivityKind, SessionUsageTotals, Status } from "./derive.js";
+export type { Activity, ActivityKind, Derived, SessionUsageTotals, Status } from "./derive/index.js";

@@ -1,7 +1,8 @@
 // @agent-harness/client/protocol: the generated agentharness.v1 types and
-// the derive functions. React-free and transport-free; safe anywhere.
+// the derive functions (derive/: pure functions over a log, the classify
+// helpers, and the incremental Fold). React-free and transport-free; safe
+// anywhere.
 
 export * from "./gen/agentharness/v1/events_pb.js";
 export * from "./gen/agentharness/v1/session_service_pb.js";
-export * from "./derive.js";
-export * from "./classify.js";
+export * from "./derive/index.js";

@@ -1,6 +1,11 @@
 // @agent-harness/client/react: the useSession hook, a thin binding of
 // SessionHandle to React state. React is an optional peer dependency; only
 // this entry point imports it.
+//
+// The hook derives nothing itself: the handle keeps the derived state with
+// an incremental derive Fold (O(1) amortized per live event) and publishes a
+// new snapshot object per change, which useSyncExternalStore compares by
+// identity.
 
 import { useCallback, useEffect, useRef, useState, useSyncExternalStore } from "react";
 import type { Transport } from "@connectrpc/connect";
@@ -12,7 +17,7 @@ import type {
   StartResponse,
   StopResponse,
 } from "./protocol.js";
-import type { Activity, SessionUsageTotals, Status } from "./derive.js";
+import { Fold, type Activity, type Derived, type SessionUsageTotals, type Status } from "./derive/index.js";
 import {
   createSessionHandle,
   type HydrationPhase,
@@ -37,6 +42,12 @@ export interface UseSessionResult {
   status: Status;
   /** Held events, oldest first, no duplicates. */
   events: readonly Event[];
+  /**
+   * Everything derived from `events` (equal to `deriveAll(events)`): pending
+   * permissions, background tasks, queued messages, plans, ... Each part
+   * keeps its identity until its value changes, so it can key a useMemo.
+   */
+  derived: Derived;
   /** Spawns the CLI (creating the session on first use). */
   start: (config?: StartOptions) => Promise<StartResponse>;
   /** Sends a user message. */
@@ -70,22 +81,16 @@ export interface UseSessionResult {
 const noHandle = () => Promise.reject(new Error("useSession: not connected yet"));
 
 function emptySnapshot(sessionId: string): SessionSnapshot {
+  // What a handle derives from an empty log (activity label "Idle").
+  const derived = new Fold().snapshot();
   return {
     sessionId,
     events: [],
-    status: "idle",
-    processAlive: false,
-    usage: {
-      inputTokens: 0,
-      outputTokens: 0,
-      cacheCreationInputTokens: 0,
-      cacheReadInputTokens: 0,
-      costUsd: 0,
-      contextTokens: 0,
-      contextWindow: 0,
-      turns: 0,
-    },
-    activity: { kind: "idle", toolName: undefined, label: "" },
+    derived,
+    status: derived.status,
+    processAlive: derived.processAlive,
+    usage: derived.usage,
+    activity: derived.activity,
     connected: false,
     hydrationPhase: "hydrating",
     error: undefined,
@@ -132,6 +137,7 @@ export function useSession(sessionId: string, options: UseSessionOptions): UseSe
   return {
     status: snap.status,
     events: snap.events,
+    derived: snap.derived,
     hydrationPhase: snap.hydrationPhase,
     activity: snap.activity,
     connected: snap.connected,

@@ -8,6 +8,11 @@
 // server says the cursor was incoherent (ReplayStart.reset). Everything else
 // a UI shows is derived from the held events, the same way the server derives
 // it, so a reconnect can never leave a stale status behind.
+//
+// The derived state is kept by a derive Fold: a streamed event is applied to
+// it (O(1) amortized), a reset starts a new one, and only the rare changes
+// that are not appends (a History page prepended, an event injected in the
+// middle) fold the held list again, once, at the next snapshot.
 
 import { Code, ConnectError, createClient } from "@connectrpc/connect";
 import type { CallOptions, Client, Transport } from "@connectrpc/connect";
@@ -20,15 +25,7 @@ import {
   type StartResponse,
   type StopResponse,
 } from "./gen/agentharness/v1/session_service_pb.js";
-import {
-  deriveActivity,
-  deriveProcessAlive,
-  deriveStatus,
-  deriveUsage,
-  type Activity,
-  type SessionUsageTotals,
-  type Status,
-} from "./derive.js";
+import { Fold, type Activity, type Derived, type SessionUsageTotals, type Status } from "./derive/index.js";
 
 /** The SessionService client type the handle drives. */
 export type SessionServiceClient = Client<typeof SessionService>;
@@ -40,12 +37,23 @@ export type SessionServiceClient = Client<typeof SessionService>;
  */
 export type HydrationPhase = "hydrating" | "ready";
 
-/** Everything a UI needs about one session, recomputed on every change. */
+/**
+ * Everything a UI needs about one session: a new object on every change
+ * (the same object until then), so identity comparison sees every change.
+ * Its parts are shared with later snapshots while they do not change; treat
+ * them as read-only.
+ */
 export interface SessionSnapshot {
   /** The session this snapshot is of. */
   readonly sessionId: string;
-  /** The held events: contiguous, oldest first, strictly increasing seq. */
+  /** The held events: contiguous, oldest first, strictly increasing seq. A new array whenever they change. */
   readonly events: readonly Event[];
+  /**
+   * Everything derived from `events` (equal to `deriveAll(events)`): pending
+   * permissions, background tasks, queued messages, plans, the scheduled
+   * wakeup, ... Each part keeps its identity until its value changes.
+   */
+  readonly derived: Derived;
   /** Derived status ("idle" | "starting" | "streaming" | "stopping"). */
   readonly status: Status;
   /** True while the CLI process exists (idle-but-alive between turns). */
@@ -157,6 +165,19 @@ export class SessionHandle {
   };
 
   private events: Event[] = [];
+  /**
+   * `events` was handed out in a snapshot: the next change must copy it
+   * (snapshots never see their list change). Until then appends go in place,
+   * so a burst of streamed events costs one copy, not one per event.
+   */
+  private eventsShared = false;
+  /** Derived state of `events` (see {@link foldStale}). */
+  private fold = new Fold();
+  /**
+   * `events` changed other than by appends since `fold` was last brought up
+   * to date: fold the whole list again at the next snapshot.
+   */
+  private foldStale = false;
   private connected = false;
   private caughtUp = false;
   private ready = false;
@@ -345,7 +366,7 @@ export class SessionHandle {
               this.error = undefined;
               if (res.kind.value.reset) {
                 // The cursor was incoherent: the replay is the new truth.
-                this.events = [];
+                this.setEvents([]);
                 this.hasMoreHistory = res.kind.value.fromSeq > 0n;
               }
               this.changed();
@@ -410,12 +431,30 @@ export class SessionHandle {
     return this.events.length ? this.events[this.events.length - 1]!.seq : 0n;
   }
 
-  /** Appends a streamed event unless it is already held. */
+  /** Appends a streamed event unless it is already held; O(1) amortized. */
   private append(e: Event): boolean {
     if (e.seq <= this.lastSeq()) return false;
     if (this.events.length === 0) this.hasMoreHistory = e.seq > 1n;
-    this.events = [...this.events, e];
+    if (this.eventsShared) {
+      this.events = [...this.events, e];
+      this.eventsShared = false;
+    } else {
+      this.events.push(e);
+    }
+    if (!this.foldStale) this.fold.apply(e);
     return true;
+  }
+
+  /** Replaces the held list by a fresh array: a new fold when empty, else a refold at the next snapshot. */
+  private setEvents(events: Event[]): void {
+    this.events = events;
+    this.eventsShared = false;
+    if (events.length === 0) {
+      this.fold = new Fold();
+      this.foldStale = false;
+    } else {
+      this.foldStale = true;
+    }
   }
 
   /** Places an event by seq (inject); false when that seq is held. */
@@ -424,7 +463,7 @@ export class SessionHandle {
     const i = this.events.findIndex((x) => x.seq >= e.seq);
     if (i >= 0 && this.events[i]!.seq === e.seq) return false;
     const at = i < 0 ? this.events.length : i;
-    this.events = [...this.events.slice(0, at), e, ...this.events.slice(at)];
+    this.setEvents([...this.events.slice(0, at), e, ...this.events.slice(at)]);
     return true;
   }
 
@@ -446,7 +485,7 @@ export class SessionHandle {
       const page = oldest === undefined ? res.events : res.events.filter((e) => e.seq < oldest);
       const lastOfPage = page[page.length - 1]?.seq;
       if (oldest === undefined || lastOfPage === undefined || lastOfPage === oldest - 1n) {
-        if (page.length > 0) this.events = [...page, ...this.events];
+        if (page.length > 0) this.setEvents([...page, ...this.events]);
         if (page.length > 0 || res.events.length === 0) this.hasMoreHistory = res.hasMore;
       }
       return { hasMore: this.hasMoreHistory };
@@ -498,14 +537,21 @@ export class SessionHandle {
   // ---- snapshots -------------------------------------------------------
 
   private computeSnapshot(): SessionSnapshot {
-    const events = this.events;
+    if (this.foldStale) {
+      // Rare (a History page, an inject in the middle): fold the list again.
+      this.fold = Fold.from(this.events);
+      this.foldStale = false;
+    }
+    this.eventsShared = true;
+    const derived = this.fold.snapshot();
     return {
       sessionId: this.sessionId,
-      events,
-      status: deriveStatus(events),
-      processAlive: deriveProcessAlive(events),
-      usage: deriveUsage(events),
-      activity: deriveActivity(events),
+      events: this.events,
+      derived,
+      status: derived.status,
+      processAlive: derived.processAlive,
+      usage: derived.usage,
+      activity: derived.activity,
       connected: this.connected,
       hydrationPhase: this.ready ? "ready" : "hydrating",
       error: this.error,
@@ -516,8 +562,9 @@ export class SessionHandle {
 
   /**
    * Schedules one snapshot rebuild and notification. While hydrating, a
-   * long replay arrives one message at a time; rebuilding at most every
-   * 50 ms keeps a 10k-event replay linear rather than quadratic.
+   * long replay arrives one message at a time; publishing at most every
+   * 50 ms lets a burst of events share one copy of the list and one
+   * notification (the derived state is already up to date per event).
    */
   private changed(): void {
     if (this.notifyScheduled || this.closed) return;

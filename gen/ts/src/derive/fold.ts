@@ -1,0 +1,267 @@
+// Every derivation at once, incrementally, plus the resume id and the
+// GetSession summary. A port of client-rs/src/derive/mod.rs (Fold, Derived,
+// derive_all, resume_id, session).
+
+import { create } from "@bufbuild/protobuf";
+import type { Event } from "../gen/agentharness/v1/events_pb.js";
+import {
+  SessionSchema,
+  SessionStatus,
+  SessionUsageSchema,
+  type Session,
+} from "../gen/agentharness/v1/session_service_pb.js";
+import { ActivityFold, type Activity } from "./activity.js";
+import { PendingFold, type PendingMessage } from "./classify.js";
+import { PermissionsFold, type PendingPermission } from "./permissions.js";
+import { PlanFold, type PlanOutcome } from "./plan.js";
+import { StatusFold, type Status } from "./status.js";
+import { TasksFold, type BackgroundTask } from "./tasks.js";
+import { UsageFold, type SessionUsageTotals } from "./usage.js";
+import { WakeupFold, type ScheduledWakeup } from "./wakeup.js";
+
+/** The latest `run_ready`'s non-empty resume_id: the CLI session the next run resumes. */
+export function deriveResumeId(events: readonly Event[]): string | undefined {
+  for (let i = events.length - 1; i >= 0; i--) {
+    const p = events[i]!.payload;
+    if (p.case === "runReady" && p.value.resumeId !== "") return p.value.resumeId;
+  }
+  return undefined;
+}
+
+/** Every derivation this port implements, over one log. */
+export interface Derived {
+  /** Seq of the newest event (0n for an empty log). */
+  headSeq: bigint;
+  /** See {@link deriveStatus}. */
+  status: Status;
+  /** See {@link deriveProcessAlive}. */
+  processAlive: boolean;
+  /** True while a turn (or start-up with input) is in progress. */
+  turnInProgress: boolean;
+  /** The current or last run id. */
+  runId: string | undefined;
+  /** See {@link deriveResumeId}. */
+  resumeId: string | undefined;
+  /** See {@link deriveUsage}. */
+  usage: SessionUsageTotals;
+  /** See {@link deriveActivity}. */
+  activity: Activity;
+  /** See {@link deriveBackgroundTasks}. */
+  backgroundTasks: BackgroundTask[];
+  /** See {@link hasRunningBackgroundTasks}. */
+  hasRunningBackgroundTasks: boolean;
+  /** See {@link derivePendingPermissions}. */
+  pendingPermissions: PendingPermission[];
+  /** See {@link derivePendingMessages}. */
+  pendingMessages: PendingMessage[];
+  /** See {@link derivePlanOutcomes}. */
+  planOutcomes: PlanOutcome[];
+  /** See {@link deriveScheduledWakeup}. */
+  scheduledWakeup: ScheduledWakeup | undefined;
+}
+
+const PROTO_STATUS: Record<Status, SessionStatus> = {
+  idle: SessionStatus.IDLE,
+  starting: SessionStatus.STARTING,
+  streaming: SessionStatus.STREAMING,
+  stopping: SessionStatus.STOPPING,
+};
+
+/**
+ * Every derivation at once, incrementally (client-rs `derive::Fold`): apply
+ * the events of a log in order and read any value at any point; each getter
+ * gives what the matching `derive*` function gives over the events applied
+ * so far. O(1) amortized per event.
+ *
+ * Values handed out are shared, not copied: treat them as read-only. Later
+ * events never mutate them. An object or array getter returns the same
+ * object until its value changes and a new one after, so identity
+ * comparison (React memo, useSyncExternalStore) sees every change.
+ *
+ * ```ts
+ * const fold = new Fold();
+ * for (const e of events) fold.apply(e);
+ * fold.status(); // === deriveStatus(events)
+ * ```
+ */
+export class Fold {
+  private readonly sf = new StatusFold();
+  private readonly uf = new UsageFold();
+  private readonly af = new ActivityFold();
+  private readonly tf = new TasksFold();
+  private readonly pf = new PermissionsFold();
+  private readonly wf = new WakeupFold();
+  private readonly plf = new PlanFold();
+  private readonly mf = new PendingFold();
+  private resume: string | undefined;
+  private applied = 0;
+  private snap: Derived | undefined;
+
+  /** A fold over `events` (the state of an empty log when none). */
+  static from(events: Iterable<Event> = []): Fold {
+    const f = new Fold();
+    for (const e of events) f.apply(e);
+    return f;
+  }
+
+  /** Applies the next event of the log. */
+  apply(e: Event): void {
+    const before = this.sf.turnInProgress();
+    this.sf.apply(e);
+    const began = !before && this.sf.turnInProgress();
+    this.uf.apply(e);
+    this.af.apply(e, began);
+    this.tf.apply(e);
+    this.pf.apply(e);
+    this.wf.apply(e);
+    this.plf.apply(e);
+    this.mf.apply(e, before);
+    if (e.payload.case === "runReady" && e.payload.value.resumeId !== "") this.resume = e.payload.value.resumeId;
+    this.applied++;
+    this.snap = undefined;
+  }
+
+  /** Number of events applied. */
+  get length(): number {
+    return this.applied;
+  }
+
+  /** The highest seq applied (0n for an empty log). */
+  headSeq(): bigint {
+    return this.sf.headSeq();
+  }
+
+  /** See {@link deriveStatus}. */
+  status(): Status {
+    return this.sf.status();
+  }
+
+  /** See {@link deriveProcessAlive}. */
+  processAlive(): boolean {
+    return this.sf.processAlive();
+  }
+
+  /** True while a turn (or start-up with input) is in progress. */
+  turnInProgress(): boolean {
+    return this.sf.turnInProgress();
+  }
+
+  /** The current or last run id. */
+  runId(): string | undefined {
+    return this.sf.currentRunId();
+  }
+
+  /** See {@link deriveResumeId}. */
+  resumeId(): string | undefined {
+    return this.resume;
+  }
+
+  /** See {@link deriveUsage}. */
+  usage(): SessionUsageTotals {
+    return this.uf.usage();
+  }
+
+  /** See {@link deriveActivity}. */
+  activity(): Activity {
+    return this.af.activity(this.sf.status(), this.pf);
+  }
+
+  /** See {@link deriveBackgroundTasks}. */
+  backgroundTasks(): BackgroundTask[] {
+    return this.tf.tasks();
+  }
+
+  /** See {@link hasRunningBackgroundTasks}. */
+  hasRunningBackgroundTasks(): boolean {
+    return this.tf.hasRunning();
+  }
+
+  /** See {@link derivePendingPermissions}. */
+  pendingPermissions(): PendingPermission[] {
+    return this.pf.pending();
+  }
+
+  /** Number of pending permission requests. */
+  pendingPermissionCount(): number {
+    return this.pf.count();
+  }
+
+  /** See {@link derivePendingMessages}. */
+  pendingMessages(): PendingMessage[] {
+    return this.mf.list();
+  }
+
+  /** See {@link derivePlanOutcomes}. */
+  planOutcomes(): PlanOutcome[] {
+    return this.plf.plans();
+  }
+
+  /** See {@link deriveScheduledWakeup}. */
+  scheduledWakeup(): ScheduledWakeup | undefined {
+    return this.wf.current();
+  }
+
+  /**
+   * Everything at once (what {@link deriveAll} returns). The same object
+   * until the next {@link apply}; its parts keep their identity while
+   * their values do not change.
+   */
+  snapshot(): Derived {
+    return (this.snap ??= {
+      headSeq: this.sf.headSeq(),
+      status: this.sf.status(),
+      processAlive: this.sf.processAlive(),
+      turnInProgress: this.sf.turnInProgress(),
+      runId: this.sf.currentRunId(),
+      resumeId: this.resume,
+      usage: this.uf.usage(),
+      activity: this.activity(),
+      backgroundTasks: this.tf.tasks(),
+      hasRunningBackgroundTasks: this.tf.hasRunning(),
+      pendingPermissions: this.pf.pending(),
+      pendingMessages: this.mf.list(),
+      planOutcomes: this.plf.plans(),
+      scheduledWakeup: this.wf.current(),
+    });
+  }
+
+  /** What GetSession/ListSessions return for this log (see {@link deriveSession}). */
+  session(sessionId: string): Session {
+    const u = this.uf.usage();
+    return create(SessionSchema, {
+      sessionId,
+      headSeq: this.sf.headSeq(),
+      status: PROTO_STATUS[this.sf.status()],
+      processAlive: this.sf.processAlive(),
+      resumeId: this.resume ?? "",
+      usage: create(SessionUsageSchema, {
+        inputTokens: BigInt(u.inputTokens),
+        outputTokens: BigInt(u.outputTokens),
+        cacheCreationInputTokens: BigInt(u.cacheCreationInputTokens),
+        cacheReadInputTokens: BigInt(u.cacheReadInputTokens),
+        costUsd: u.costUsd,
+        contextTokens: BigInt(u.contextTokens),
+        contextWindow: BigInt(u.contextWindow),
+        turns: u.turns,
+      }),
+      activity: this.activity().label,
+      pendingPermissions: this.pf.count(),
+      runId: this.sf.currentRunId() ?? "",
+    });
+  }
+}
+
+/** Every derivation this port implements, in one pass over the log. */
+export function deriveAll(events: readonly Event[]): Derived {
+  return Fold.from(events).snapshot();
+}
+
+/**
+ * A session's derived state as the API returns it (GetSession,
+ * ListSessions): head seq, status, process alive, resume id ("" when none),
+ * usage, the activity label, the pending permission count and the current
+ * or last run id.
+ */
+export function deriveSession(sessionId: string, events: readonly Event[]): Session {
+  return Fold.from(events).session(sessionId);
+}

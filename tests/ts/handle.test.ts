@@ -1,0 +1,276 @@
+// The session helper's derived state, without a server: a scripted
+// SessionService client feeds SessionHandle streams and History pages, and
+// every published snapshot must carry exactly what deriveAll gives over its
+// events, with the incremental Fold applying each streamed event once (a
+// refold only on reset, History prepends and injects in the middle).
+
+import assert from "node:assert/strict";
+import { readdirSync, readFileSync } from "node:fs";
+import { join } from "node:path";
+import { afterEach, beforeEach, describe, it } from "node:test";
+import { clone, create, fromJson, type MessageInitShape } from "@bufbuild/protobuf";
+import {
+  EventSchema,
+  Fold,
+  HistoryResponseSchema,
+  SubscribeResponseSchema,
+  deriveAll,
+  type Event,
+  type SubscribeResponse,
+} from "@agent-harness/client/protocol";
+import { SessionHandle, type SessionServiceClient, type SessionSnapshot } from "@agent-harness/client/client";
+import { ROOT } from "./support.ts";
+
+/** Every vector's events, one after another, renumbered 1..n: a long log with every kind of change. */
+function allVectorEvents(): Event[] {
+  const dir = join(ROOT, "tests/vectors");
+  const out: Event[] = [];
+  for (const f of readdirSync(dir).filter((f) => f.endsWith(".json")).sort()) {
+    const v = JSON.parse(readFileSync(join(dir, f), "utf8")) as { events: unknown[] };
+    for (const j of v.events) {
+      const e = clone(EventSchema, fromJson(EventSchema, j as never));
+      e.seq = BigInt(out.length + 1);
+      e.sessionId = "s";
+      out.push(e);
+    }
+  }
+  return out;
+}
+const LOG = allVectorEvents();
+
+/** A stream the test writes to; ends (as aborted) when the handle aborts it. */
+class Stream implements AsyncIterable<SubscribeResponse> {
+  private queue: SubscribeResponse[] = [];
+  private wake: (() => void) | undefined;
+  private failure: Error | undefined;
+  constructor(signal: AbortSignal | undefined) {
+    signal?.addEventListener("abort", () => this.fail(new Error("aborted")));
+  }
+  send(kind: MessageInitShape<typeof SubscribeResponseSchema>["kind"]): void {
+    this.queue.push(create(SubscribeResponseSchema, { kind }));
+    this.wake?.();
+  }
+  replay(reset = false, fromSeq = 0n): void {
+    this.send({ case: "replay", value: { reset, fromSeq } });
+  }
+  event(e: Event): void {
+    this.send({ case: "event", value: e });
+  }
+  caughtUp(): void {
+    this.send({ case: "caughtUp", value: {} });
+  }
+  fail(err: Error): void {
+    this.failure = err;
+    this.wake?.();
+  }
+  async *[Symbol.asyncIterator](): AsyncIterator<SubscribeResponse> {
+    for (;;) {
+      if (this.failure) throw this.failure;
+      const next = this.queue.shift();
+      if (next) {
+        yield next;
+        continue;
+      }
+      await new Promise<void>((r) => (this.wake = r));
+      this.wake = undefined;
+    }
+  }
+}
+
+/** A client whose Subscribe streams the test drives and whose History serves `log`. */
+function scriptedClient(log: Event[]) {
+  const streams: { afterSeq: bigint; stream: Stream }[] = [];
+  const client = {
+    subscribe(req: { afterSeq?: bigint }, opts?: { signal?: AbortSignal }) {
+      const stream = new Stream(opts?.signal);
+      streams.push({ afterSeq: req.afterSeq ?? 0n, stream });
+      return stream;
+    },
+    async history(req: { beforeSeq?: bigint; limit?: number }) {
+      const before = req.beforeSeq || BigInt(log.length + 1);
+      const older = log.filter((e) => e.seq < before);
+      const page = older.slice(Math.max(0, older.length - (req.limit ?? 50)));
+      return create(HistoryResponseSchema, { events: page, hasMore: page.length < older.length });
+    },
+  } as unknown as SessionServiceClient;
+  return { client, streams };
+}
+
+/**
+ * Counts Fold.apply calls made by the handle (its fold is the class the
+ * protocol entry exports); the test's own deriveAll calls are not counted.
+ */
+let applied = 0;
+let counting = true;
+/** Every handle opened by the current test, closed after it. */
+const handles: SessionHandle[] = [];
+const realApply = Fold.prototype.apply;
+beforeEach(() => {
+  applied = 0;
+  Fold.prototype.apply = function (this: Fold, e: Event) {
+    if (counting) applied++;
+    realApply.call(this, e);
+  };
+});
+afterEach(() => {
+  Fold.prototype.apply = realApply;
+  for (const h of handles.splice(0)) h.close();
+});
+
+/** A handle and every snapshot it publishes; `next()` waits for the next one. */
+function open(client: SessionServiceClient, autoConnect = true) {
+  const handle = new SessionHandle(client, "s", {
+    autoConnect,
+    idleTimeoutMs: 0,
+    backoff: { initialMs: 5, maxMs: 20 },
+  });
+  handles.push(handle);
+  const seen: SessionSnapshot[] = [];
+  let waiter: (() => void) | undefined;
+  handle.subscribe((s) => {
+    seen.push(s);
+    waiter?.();
+  });
+  const next = () => new Promise<SessionSnapshot>((r) => (waiter = () => r(handle.getSnapshot())));
+  const until = async (pred: (s: SessionSnapshot) => boolean) => {
+    let s = handle.getSnapshot();
+    while (!pred(s)) s = await next();
+    return s;
+  };
+  return { handle, seen, next, until };
+}
+
+function seqs(events: readonly Event[]): bigint[] {
+  return events.map((e) => e.seq);
+}
+
+/** The snapshot's derived state is what deriveAll gives over its events, and its flat fields agree. */
+function assertDerived(s: SessionSnapshot, ctx: string): void {
+  counting = false;
+  const want = deriveAll(s.events);
+  counting = true;
+  assert.deepEqual(s.derived, want, `${ctx}: derived`);
+  assert.equal(s.status, want.status, ctx);
+  assert.equal(s.processAlive, want.processAlive, ctx);
+  assert.deepEqual(s.usage, want.usage, ctx);
+  assert.deepEqual(s.activity, want.activity, ctx);
+  assert.equal(s.usage, s.derived.usage, ctx);
+  assert.equal(s.activity, s.derived.activity, ctx);
+}
+
+describe("SessionHandle keeps its derived state with a Fold", () => {
+  it("applies each live event once; every snapshot equals deriveAll and is a new object", async () => {
+    const { client, streams } = scriptedClient(LOG);
+    const { handle, next, until } = open(client);
+    await until(() => streams.length === 1);
+    const { stream } = streams[0]!;
+    stream.replay();
+    stream.caughtUp();
+    let prev = await until((s) => s.hydrationPhase === "ready");
+    assertDerived(prev, "empty");
+    assert.equal(prev.activity.label, "Idle");
+    let usageKept = 0;
+    for (const e of LOG) {
+      const prevEvents = prev.events;
+      const prevLen = prevEvents.length;
+      stream.event(e);
+      const s = await next();
+      const ctx = `after seq ${e.seq}`;
+      assert.notEqual(s, prev, `${ctx}: a new snapshot`);
+      assert.notEqual(s.events, prevEvents, `${ctx}: a new events array`);
+      assert.equal(prevEvents.length, prevLen, `${ctx}: the previous snapshot's events did not grow`);
+      assert.equal(s.events.at(-1), e, ctx);
+      assertDerived(s, ctx);
+      if (s.usage === prev.usage) usageKept++;
+      else assert.notDeepEqual(s.usage, prev.usage, `${ctx}: usage changed identity without changing value`);
+      prev = s;
+    }
+    assert.equal(applied, LOG.length, "one Fold.apply per streamed event, no refold");
+    assert.ok(usageKept > LOG.length / 2, `usage kept its identity while unchanged (${usageKept}/${LOG.length})`);
+    handle.close();
+  });
+
+  it("a long replay while hydrating costs one apply per event and few snapshots", async () => {
+    const { client, streams } = scriptedClient(LOG);
+    const { handle, seen, until } = open(client);
+    await until(() => streams.length === 1);
+    const { stream } = streams[0]!;
+    stream.replay();
+    for (const e of LOG) stream.event(e);
+    stream.caughtUp();
+    const s = await until((s) => s.hydrationPhase === "ready");
+    assert.deepEqual(seqs(s.events), seqs(LOG));
+    assertDerived(s, "after replay");
+    assert.equal(applied, LOG.length);
+    assert.ok(seen.length < LOG.length / 10, `${seen.length} snapshots for ${LOG.length} events`);
+    for (const snap of seen) assertDerived(snap, `snapshot of ${snap.events.length}`);
+    handle.close();
+  });
+
+  it("ReplayStart.reset starts a new fold over the replayed tail", async () => {
+    const { client, streams } = scriptedClient(LOG);
+    const { handle, until } = open(client);
+    await until(() => streams.length === 1);
+    const first = streams[0]!.stream;
+    first.replay();
+    for (const e of LOG.slice(0, 300)) first.event(e);
+    first.caughtUp();
+    await until((s) => s.hydrationPhase === "ready" && s.events.length === 300);
+    handle.reconnect();
+    await until(() => streams.length === 2);
+    assert.equal(streams[1]!.afterSeq, 300n);
+    const second = streams[1]!.stream;
+    const tail = LOG.slice(200, 400);
+    second.replay(true, 200n);
+    for (const e of tail) second.event(e);
+    second.caughtUp();
+    const s = await until((s) => s.lastSeq === 400n && s.connected);
+    assert.deepEqual(seqs(s.events), seqs(tail));
+    assertDerived(s, "after reset");
+    // The reset replaced the fold: the replayed tail was applied once, nothing refolded.
+    assert.equal(applied, 300 + tail.length);
+    handle.close();
+  });
+
+  it("History pages prepended and events injected in the middle refold, then appends apply again", async () => {
+    const { client, streams } = scriptedClient(LOG);
+    const { handle, until } = open(client, false);
+    handle.injectEvent(LOG[99]!);
+    assert.equal(applied, 1);
+    await handle.fetchHistory({ limit: 40 });
+    let s = handle.getSnapshot();
+    assert.deepEqual(seqs(s.events), seqs(LOG.slice(59, 100)));
+    assertDerived(s, "after a page");
+    assert.equal(applied, 1 + 41, "one refold of the list after the page");
+    while ((await handle.fetchHistory({ limit: 40 })).hasMore);
+    s = handle.getSnapshot();
+    assert.deepEqual(seqs(s.events), seqs(LOG.slice(0, 100)));
+    assertDerived(s, "after every page");
+    assert.equal(s.hasMoreHistory, false);
+
+    // An inject in the middle of a hole refolds too (the list stays in seq order).
+    const { handle: h2, until: until2 } = open(client, false);
+    h2.injectEvent(LOG[9]!);
+    h2.injectEvent(LOG[19]!);
+    h2.injectEvent(LOG[14]!);
+    const s2 = await until2((s) => s.events.length === 3);
+    assert.deepEqual(seqs(s2.events), [10n, 15n, 20n]);
+    assertDerived(s2, "after an inject in the middle");
+    h2.close();
+
+    // Appends after the refold go through the fold one at a time again.
+    applied = 0;
+    handle.reconnect();
+    await until(() => streams.length === 1);
+    assert.equal(streams[0]!.afterSeq, 100n);
+    const stream = streams[0]!.stream;
+    stream.replay();
+    stream.caughtUp();
+    for (const e of LOG.slice(100, 150)) stream.event(e);
+    s = await until((s) => s.lastSeq === 150n);
+    assert.deepEqual(seqs(s.events), seqs(LOG.slice(0, 150)));
+    assertDerived(s, "appends after the refold");
+    assert.equal(applied, 50);
+    handle.close();
+  });
+});
