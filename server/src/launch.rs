@@ -99,6 +99,8 @@ pub const NEVER_ARGS: &[&str] = &[
     "--allow-dangerously-skip-permissions",
     "--permission-mode",
     "--permission-prompt-tool",
+    // CLI 2.1.332: "host" or "none" decides who answers prompts.
+    "--permission-prompts",
     "--allowedTools",
     "--allowed-tools",
     "--add-dir",
@@ -128,6 +130,12 @@ pub const NEVER_ARGS: &[&str] = &[
     "--bg",
     "--background",
     "--from-pr",
+    // CLI 2.1.332: cloud sessions, self-hosted environments, the desktop
+    // app, teleport sessions.
+    "--cloud",
+    "--environment",
+    "--desktop",
+    "--teleport",
     // Owned by the server: which conversation a run continues (its log
     // decides), the transport and its stream format, what the CLI prints,
     // where it persists, and how it starts.
@@ -143,6 +151,8 @@ pub const NEVER_ARGS: &[&str] = &[
     "--verbose",
     "--include-partial-messages",
     "--include-hook-events",
+    // CLI 2.1.332: changes how subagent output is framed.
+    "--forward-subagent-text",
     "--replay-user-messages",
     "--no-session-persistence",
     "--bare",
