@@ -578,3 +578,102 @@ async fn reconnect_attempts_follow_the_backoff_delays() {
         );
     }
 }
+
+/// A stream that goes silent (no event, no heartbeat, connection still
+/// open) is dropped after two heartbeat intervals and resubscribed from the
+/// cursor: the events appended meanwhile arrive once, none twice.
+#[tokio::test(start_paused = true)]
+async fn a_silent_stream_is_resubscribed_after_two_heartbeat_intervals() {
+    use tokio::time::Instant;
+    let server = support::InMemoryServer::start(ServerOptions {
+        heartbeat: Duration::from_secs(15),
+        ..Default::default()
+    });
+    server.state.append(SESSION, 5);
+    server.state.script(Script {
+        silent_after_caught_up: true,
+        ..Default::default()
+    });
+    let interval = Duration::from_secs(15);
+    let client = SessionClient::with_channel(
+        server.channel.clone(),
+        SESSION,
+        options().with_heartbeat_interval(interval),
+    )
+    .unwrap();
+    let seen = record(&client);
+    let caught_up = wait(&client, "the first replay", |s| {
+        s.hydration == Hydration::Ready && s.cursor == 5
+    })
+    .await;
+    let silent_since = Instant::now();
+    assert!(caught_up.connected);
+    // Appended while the first stream is silent: only a new stream shows them.
+    server.state.append(SESSION, 3);
+
+    // `wait` bounds by 20 s of (here virtual) time: too short for 30 s.
+    let snap = tokio::time::timeout(Duration::from_secs(120), client.wait_for(|s| s.cursor == 8))
+        .await
+        .expect("resubscribed within 120 s")
+        .unwrap();
+    let waited = silent_since.elapsed();
+    assert!(
+        waited >= 2 * interval && waited <= 2 * interval + Duration::from_secs(1),
+        "reconnected after {waited:?}, expected two intervals ({:?}) plus backoff",
+        2 * interval
+    );
+    assert_eq!(server.state.subscribe_after(), vec![0, 5]);
+    assert!(snap.connected);
+    assert_eq!(snap.events.seqs(), (1..=8).collect::<Vec<_>>());
+    assert_eq!(snap.events.to_vec(), server.state.events(SESSION));
+    let history = seen.lock().unwrap().clone();
+    assert!(
+        history.iter().any(|s| !s.connected
+            && s.error
+                .as_deref()
+                .is_some_and(|e| e.contains("two heartbeat intervals"))),
+        "the stall shows as a disconnect with its reason"
+    );
+    assert!(
+        history
+            .iter()
+            .all(|s| strictly_increasing(&s.events.seqs()))
+    );
+    client.close().await;
+}
+
+/// Heartbeats are proof of life: an idle stream whose server heartbeats
+/// within the interval is never dropped, however long it stays idle.
+#[tokio::test(start_paused = true)]
+async fn heartbeats_keep_an_idle_stream_open() {
+    let server = support::InMemoryServer::start(ServerOptions {
+        heartbeat: Duration::from_secs(15),
+        ..Default::default()
+    });
+    server.state.append(SESSION, 2);
+    let client = SessionClient::with_channel(
+        server.channel.clone(),
+        SESSION,
+        options().with_heartbeat_interval(Duration::from_secs(15)),
+    )
+    .unwrap();
+    wait(&client, "the replay", |s| s.connected && s.cursor == 2).await;
+    tokio::time::sleep(Duration::from_secs(600)).await;
+    assert_eq!(server.state.subscribe_after(), vec![0]);
+    let snap = client.snapshot();
+    assert!(snap.connected && snap.error.is_none(), "{snap:?}");
+    client.close().await;
+}
+
+/// The options default to the server's default heartbeat.
+#[test]
+fn heartbeat_interval_defaults_to_the_servers_15s() {
+    assert_eq!(
+        SessionOptions::default().heartbeat_interval,
+        Duration::from_secs(15)
+    );
+    assert_eq!(
+        agent_harness_client::session::DEFAULT_HEARTBEAT_INTERVAL,
+        Duration::from_secs(15)
+    );
+}

@@ -15,6 +15,15 @@
 //! - **Reconnects back off.** Any stream error or end schedules a new
 //!   Subscribe after a delay with full jitter, growing from 200 ms to 10 s
 //!   ([`BackoffPolicy`]), reset once the stream makes progress.
+//! - **A silent stream is a dead stream.** The server sends a heartbeat
+//!   every `--heartbeat` (15 s by default) while a stream is idle; any
+//!   message counts as proof of life. When nothing at all arrives for two
+//!   [`SessionOptions::heartbeat_interval`]s (a half-open connection, a
+//!   proxy that swallowed the stream), the client drops the stream and
+//!   resubscribes from its cursor like after any other break. A channel the
+//!   client builds itself ([`SessionClient::connect`]) also sends HTTP/2
+//!   keepalive pings every interval, idle or not, and closes the connection
+//!   when one goes unanswered for [`KEEPALIVE_TIMEOUT`].
 //! - **Hydration settles once.** [`Hydration::Hydrating`] until the first
 //!   replay has caught up and any history page requested meanwhile has
 //!   arrived, then [`Hydration::Ready`] for good: use it to keep replayed
@@ -58,6 +67,7 @@ mod task;
 
 use std::fmt;
 use std::sync::{Arc, Mutex};
+use std::time::Duration;
 
 use tokio::sync::{mpsc, oneshot, watch};
 use tokio::task::JoinHandle;
@@ -128,6 +138,15 @@ impl Default for Snapshot {
     }
 }
 
+/// The server's default `--heartbeat`: the default of
+/// [`SessionOptions::heartbeat_interval`].
+pub const DEFAULT_HEARTBEAT_INTERVAL: Duration = Duration::from_secs(15);
+
+/// How long an HTTP/2 keepalive ping may go unanswered before the channel
+/// built by [`SessionClient::connect`] closes the connection (tonic's own
+/// default).
+pub const KEEPALIVE_TIMEOUT: Duration = Duration::from_secs(20);
+
 /// How a [`SessionClient`] behaves.
 #[derive(Clone)]
 pub struct SessionOptions {
@@ -141,6 +160,12 @@ pub struct SessionOptions {
     /// Bearer token sent as `authorization: Bearer <token>` on every call;
     /// required by servers bound beyond loopback.
     pub auth_token: Option<String>,
+    /// The server's heartbeat interval (its `--heartbeat`, default 15 s).
+    /// A Subscribe stream that delivers nothing, heartbeat or otherwise,
+    /// for twice this long is treated as broken and resubscribed from the
+    /// cursor. Also the HTTP/2 keepalive interval of the channel
+    /// [`SessionClient::connect`] builds. Zero turns both off.
+    pub heartbeat_interval: Duration,
 }
 
 impl Default for SessionOptions {
@@ -150,6 +175,7 @@ impl Default for SessionOptions {
             backoff_seed: None,
             history_page: 50,
             auth_token: None,
+            heartbeat_interval: DEFAULT_HEARTBEAT_INTERVAL,
         }
     }
 }
@@ -173,6 +199,13 @@ impl SessionOptions {
         self
     }
 
+    /// Sets the expected heartbeat interval (match the server's
+    /// `--heartbeat`); zero turns stall detection and keepalive off.
+    pub fn with_heartbeat_interval(mut self, interval: Duration) -> Self {
+        self.heartbeat_interval = interval;
+        self
+    }
+
     /// Sets the default history page size.
     pub fn with_history_page(mut self, limit: u32) -> Self {
         self.history_page = limit;
@@ -187,6 +220,7 @@ impl fmt::Debug for SessionOptions {
             .field("backoff", &self.backoff)
             .field("backoff_seed", &self.backoff_seed)
             .field("history_page", &self.history_page)
+            .field("heartbeat_interval", &self.heartbeat_interval)
             .field(
                 "auth_token",
                 &self.auth_token.as_ref().map(|_| "<redacted>"),
@@ -235,23 +269,34 @@ impl SessionClient {
     /// `http://127.0.0.1:50051`).
     ///
     /// The connection is made lazily, so this succeeds while the server is
-    /// down; the subscription keeps retrying. Must be called inside a Tokio
-    /// runtime (it spawns the subscription task).
+    /// down; the subscription keeps retrying. The channel sends HTTP/2
+    /// keepalive pings every [`SessionOptions::heartbeat_interval`] (idle
+    /// or not) and drops a connection whose ping goes unanswered for
+    /// [`KEEPALIVE_TIMEOUT`]. Must be called inside a Tokio runtime (it
+    /// spawns the subscription task).
     pub fn connect(
         endpoint: impl Into<String>,
         session_id: impl Into<String>,
         options: SessionOptions,
     ) -> Result<Self, SessionError> {
         let endpoint = endpoint.into();
-        let channel = Endpoint::from_shared(endpoint.clone())
-            .map_err(|e| SessionError::Config(format!("endpoint {endpoint:?}: {e}")))?
-            .connect_lazy();
+        let mut builder = Endpoint::from_shared(endpoint.clone())
+            .map_err(|e| SessionError::Config(format!("endpoint {endpoint:?}: {e}")))?;
+        if !options.heartbeat_interval.is_zero() {
+            builder = builder
+                .http2_keep_alive_interval(options.heartbeat_interval)
+                .keep_alive_timeout(KEEPALIVE_TIMEOUT)
+                .keep_alive_while_idle(true);
+        }
+        let channel = builder.connect_lazy();
         Self::with_channel(channel, session_id, options)
     }
 
     /// Opens a client for `session_id` over an existing channel (to share one
     /// HTTP/2 connection between sessions, or to configure TLS and timeouts).
-    /// Must be called inside a Tokio runtime.
+    /// The channel is used as given: set HTTP/2 keepalive on its `Endpoint`
+    /// yourself (stall detection still applies). Must be called inside a
+    /// Tokio runtime.
     pub fn with_channel(
         channel: Channel,
         session_id: impl Into<String>,
@@ -281,6 +326,7 @@ impl SessionClient {
             rpc: rpc.clone(),
             session_id: session_id.clone(),
             history_page: options.history_page,
+            stall_after: options.heartbeat_interval * 2,
             backoff,
             state: state_tx,
             log: Default::default(),

@@ -5,6 +5,11 @@
 //! `fetch_history`, and publishes a [`Snapshot`] after every batch. Handles
 //! talk to it through a command channel.
 //!
+//! Stall watchdog: while a Subscribe call or stream is open, a deadline of
+//! two heartbeat intervals runs; the call's answer and every stream message
+//! (heartbeats included) push it back. When it fires, the stream is treated
+//! as broken (a half-open connection sends nothing and reports nothing).
+//!
 //! Cancel policy: the task ends when it receives `Close` or when every
 //! handle is dropped (the command channel closes). Dropping the stream
 //! cancels the RPC; pending `fetch_history` callers then get `Closed`.
@@ -14,6 +19,7 @@
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
+use std::time::Duration;
 
 use futures::FutureExt;
 use tokio::sync::{mpsc, oneshot, watch};
@@ -73,6 +79,8 @@ enum Wake {
     Connected(Result<Streaming<pb::SubscribeResponse>, tonic::Status>),
     Message(Result<Option<pb::SubscribeResponse>, tonic::Status>),
     Retry,
+    /// Nothing arrived for two heartbeat intervals.
+    Stalled,
 }
 
 /// The History call in flight and everyone waiting for it.
@@ -90,6 +98,9 @@ pub(crate) struct SessionTask {
     pub(crate) rpc: Rpc,
     pub(crate) session_id: String,
     pub(crate) history_page: u32,
+    /// Silence after which an open call or stream counts as dead (two
+    /// heartbeat intervals); zero: never.
+    pub(crate) stall_after: Duration,
     pub(crate) backoff: Backoff,
     pub(crate) state: watch::Sender<Snapshot>,
     pub(crate) log: ClientLog,
@@ -111,12 +122,22 @@ impl SessionTask {
     pub(crate) async fn run(mut self, mut commands: mpsc::UnboundedReceiver<Command>) {
         let mut phase = self.subscribe();
         let mut history: Option<HistoryCall> = None;
+        let mut watchdog = self.arm_watchdog(None);
         loop {
             let wake = tokio::select! {
                 cmd = commands.recv() => Wake::Command(cmd),
                 res = poll_history(&mut history) => Wake::History(res),
                 wake = next_step(&mut phase) => wake,
+                () = stalled(&mut watchdog) => Wake::Stalled,
             };
+            // A sign of life (or a new attempt) pushes the deadline back.
+            let alive = matches!(
+                wake,
+                Wake::Connected(_)
+                    | Wake::Message(_)
+                    | Wake::Retry
+                    | Wake::Command(Some(Command::Reconnect))
+            );
             match wake {
                 Wake::Command(None | Some(Command::Close)) => break,
                 Wake::Command(Some(Command::Reconnect)) => {
@@ -153,12 +174,41 @@ impl SessionTask {
                     }
                 }
                 Wake::Retry => phase = self.subscribe(),
+                Wake::Stalled => {
+                    phase = self.fail(format!(
+                        "no message for {:?} (two heartbeat intervals); the connection is presumed dead",
+                        self.stall_after
+                    ));
+                }
+            }
+            if matches!(phase, Phase::Waiting(_)) {
+                watchdog = None;
+            } else if alive || watchdog.is_none() {
+                watchdog = self.arm_watchdog(watchdog);
             }
             self.publish();
         }
         self.set_connected(false);
         self.publish();
         // Dropping `history` drops its waiters' senders: they see Closed.
+    }
+
+    /// (Re)starts the stall deadline, reusing the timer when there is one.
+    fn arm_watchdog(
+        &self,
+        watchdog: Option<Pin<Box<tokio::time::Sleep>>>,
+    ) -> Option<Pin<Box<tokio::time::Sleep>>> {
+        if self.stall_after.is_zero() {
+            return None;
+        }
+        let deadline = tokio::time::Instant::now() + self.stall_after;
+        Some(match watchdog {
+            Some(mut sleep) => {
+                sleep.as_mut().reset(deadline);
+                sleep
+            }
+            None => Box::pin(tokio::time::sleep_until(deadline)),
+        })
     }
 
     /// Starts a Subscribe call from the cursor.
@@ -390,6 +440,13 @@ async fn poll_history(
 ) -> Result<pb::HistoryResponse, tonic::Status> {
     match history {
         Some(call) => (&mut call.fut).await,
+        None => std::future::pending().await,
+    }
+}
+
+async fn stalled(watchdog: &mut Option<Pin<Box<tokio::time::Sleep>>>) {
+    match watchdog {
+        Some(sleep) => sleep.await,
         None => std::future::pending().await,
     }
 }

@@ -18,8 +18,8 @@ use agent_harness_client::pb::{
     session_service_server::SessionServiceServer, subscribe_response::Kind,
 };
 use tokio::sync::{mpsc, watch};
-use tokio_stream::Stream;
 use tokio_stream::wrappers::ReceiverStream;
+use tokio_stream::{Stream, StreamExt};
 use tonic::{Request, Response, Status};
 
 /// Bound on every wait in the tests: long enough for a loaded 2-core CI
@@ -40,6 +40,9 @@ pub struct Script {
     pub skip_seq: Option<u64>,
     /// Stop after this many replayed events until `release_replay` is called.
     pub pause_replay_after: Option<usize>,
+    /// After CaughtUp send nothing at all (no event, no heartbeat) but keep
+    /// the stream open until the client drops it: a half-open connection.
+    pub silent_after_caught_up: bool,
 }
 
 /// What the test can observe and steer.
@@ -354,6 +357,10 @@ impl SessionService for TestService {
                 send_event!(e);
             }
             send!(msg(Kind::CaughtUp(pb::CaughtUp { head_seq: head })));
+            if script.silent_after_caught_up {
+                tx.closed().await;
+                return;
+            }
             loop {
                 if kill.has_changed().unwrap_or(true) {
                     let _ = tx
@@ -485,19 +492,61 @@ pub struct TestServer {
     shutdown: Option<tokio::sync::oneshot::Sender<()>>,
 }
 
+fn new_state(options: ServerOptions) -> Arc<State> {
+    Arc::new(State {
+        inner: Mutex::new(Inner::default()),
+        replay_window: options.replay_window,
+        heartbeat: options.heartbeat,
+        token: options.token,
+        appended: watch::channel(0).0,
+        kill: watch::channel(0).0,
+        history_open: watch::channel(true).0,
+        replay_release: watch::channel(0).0,
+    })
+}
+
+/// The same service over in-memory pipes instead of TCP: no socket, so
+/// tokio's paused time (which jumps ahead whenever every task waits) never
+/// fires a timer while bytes are still in flight. For timing tests.
+pub struct InMemoryServer {
+    /// Its state and hooks.
+    pub state: Arc<State>,
+    /// A channel whose every connection is a fresh pipe into the server.
+    pub channel: tonic::transport::Channel,
+}
+
+impl InMemoryServer {
+    /// Starts serving; the server task ends with the runtime.
+    pub fn start(options: ServerOptions) -> Self {
+        let state = new_state(options);
+        let (conn_tx, conn_rx) = mpsc::unbounded_channel::<tokio::io::DuplexStream>();
+        let service = SessionServiceServer::new(TestService(state.clone()));
+        tokio::spawn(async move {
+            let incoming = tokio_stream::wrappers::UnboundedReceiverStream::new(conn_rx)
+                .map(Ok::<_, std::io::Error>);
+            tonic::transport::Server::builder()
+                .add_service(service)
+                .serve_with_incoming(incoming)
+                .await
+                .unwrap();
+        });
+        let channel = tonic::transport::Endpoint::from_static("http://in-memory.invalid")
+            .connect_with_connector_lazy(tower::service_fn(move |_uri| {
+                let (client, server) = tokio::io::duplex(1 << 20);
+                let sent = conn_tx.send(server);
+                async move {
+                    sent.map_err(|_| std::io::Error::other("server gone"))?;
+                    Ok::<_, std::io::Error>(hyper_util::rt::TokioIo::new(client))
+                }
+            }));
+        Self { state, channel }
+    }
+}
+
 impl TestServer {
     /// Starts a server on 127.0.0.1:0.
     pub async fn start(options: ServerOptions) -> Self {
-        let state = Arc::new(State {
-            inner: Mutex::new(Inner::default()),
-            replay_window: options.replay_window,
-            heartbeat: options.heartbeat,
-            token: options.token,
-            appended: watch::channel(0).0,
-            kill: watch::channel(0).0,
-            history_open: watch::channel(true).0,
-            replay_release: watch::channel(0).0,
-        });
+        let state = new_state(options);
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let addr = listener.local_addr().unwrap();
         let (shutdown, stop) = tokio::sync::oneshot::channel::<()>();
