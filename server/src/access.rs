@@ -336,7 +336,7 @@ fn refuse<B, R: Default>(req: &Request<B>, why: &str) -> Response<R> {
         "grpc-status",
         HeaderValue::from(tonic::Code::PermissionDenied as i32),
     );
-    let msg = percent_encode(why);
+    let msg = percent_encode(&crate::error::bounded(why.to_owned()));
     if let Ok(v) = HeaderValue::from_str(&msg) {
         h.insert("grpc-message", v);
     }

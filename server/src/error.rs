@@ -91,9 +91,31 @@ impl From<crate::adapter::AdapterError> for Error {
     }
 }
 
+/// Longest status message sent, in bytes. Messages quote what the client
+/// sent (a refused argument, an env name); an unbounded quote of a 1 MB
+/// argument would not fit in an HTTP/2 header block and the client would
+/// see a connection error instead of the status.
+pub const MAX_STATUS_MESSAGE: usize = 1024;
+
+/// `msg` cut to at most [`MAX_STATUS_MESSAGE`] bytes at a char boundary,
+/// marked with how much was left out.
+pub(crate) fn bounded(mut msg: String) -> String {
+    if msg.len() <= MAX_STATUS_MESSAGE {
+        return msg;
+    }
+    let total = msg.len();
+    let mut cut = MAX_STATUS_MESSAGE - 64;
+    while !msg.is_char_boundary(cut) {
+        cut -= 1;
+    }
+    msg.truncate(cut);
+    msg.push_str(&format!("... ({} more bytes)", total - cut));
+    msg
+}
+
 impl From<Error> for Status {
     fn from(e: Error) -> Self {
-        let msg = e.to_string();
+        let msg = bounded(e.to_string());
         match e {
             Error::InvalidArgument { .. } => Status::invalid_argument(msg),
             Error::NotFound(_) => Status::not_found(msg),
@@ -103,5 +125,22 @@ impl From<Error> for Status {
             Error::Unavailable(_) => Status::unavailable(msg),
             Error::Internal(_) => Status::internal(msg),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn status_messages_are_bounded() {
+        let huge = "é".repeat(1 << 20);
+        let status = Status::from(Error::invalid("config.args[0]", huge));
+        assert!(status.message().len() <= MAX_STATUS_MESSAGE);
+        assert!(status.message().starts_with("invalid config.args[0]: "));
+        assert!(status.message().ends_with("more bytes)"));
+        assert_eq!(status.code(), tonic::Code::InvalidArgument);
+        let short = Status::from(Error::NotFound("no".into()));
+        assert_eq!(short.message(), "no");
     }
 }

@@ -17,7 +17,9 @@
 //!   and the server still serves afterwards.
 //!
 //! Case counts are sized for a loaded 2-core CI machine; set
-//! `PROPTEST_CASES` to run more (it scales every test here).
+//! `PROPTEST_CASES` to run more (it scales every test here). The seed is
+//! fixed so a CI run is reproducible; set `PROPTEST_RNG_SEED=<u64>` to
+//! explore other inputs.
 
 // Requests are built with `..Default::default()` so fields added to the
 // proto later (e.g. idempotency keys) keep this file compiling.
@@ -51,6 +53,11 @@ fn config(default: u32) -> Config {
         // Failures are reported with their minimal input; no regression
         // files are written into the tree.
         failure_persistence: None,
+        rng_seed: if std::env::var_os("PROPTEST_RNG_SEED").is_some() {
+            Config::default().rng_seed
+        } else {
+            proptest::test_runner::RngSeed::Fixed(0x0a6e_47ab)
+        },
         ..Config::default()
     }
 }
