@@ -14,11 +14,11 @@
 //! seq order.
 //!
 //! There is no "is running" flag: whether a run is live is the derive
-//! `StatusFold` over the log, cached per session ([`derived`]) and caught
+//! `StatusFold` over the log, cached per session ([`fold`]) and caught
 //! up to the log's head before every decision; the process handle is the
 //! only state kept beside it.
 
-mod derived;
+mod fold;
 mod run;
 
 use std::collections::{BTreeMap, HashMap};
@@ -36,7 +36,7 @@ use crate::error::{Error, Result};
 use crate::launch::{self, LaunchPolicy};
 use crate::log::{EventLogs, NewEvent};
 
-use self::derived::{Derived, DerivedCell};
+use self::fold::{FoldCell, SessionFold};
 use self::run::{Run, RunCmd, WriteError};
 
 /// Timeouts and limits of the manager.
@@ -119,7 +119,7 @@ struct Inner {
 struct Slot {
     live: tokio::sync::Mutex<Option<RunHandle>>,
     /// Shared with the session's run task, which applies what it appends.
-    derived: Arc<DerivedCell>,
+    fold: Arc<FoldCell>,
 }
 
 /// The manager's side of a live run.
@@ -229,12 +229,9 @@ impl SessionManager {
         &self,
         slot: &Slot,
         session_id: &str,
-        f: impl FnOnce(&Derived) -> R,
+        f: impl FnOnce(&SessionFold) -> R,
     ) -> Result<R> {
-        Ok(slot
-            .derived
-            .current(&self.inner.logs, session_id, f)
-            .await?)
+        Ok(slot.fold.current(&self.inner.logs, session_id, f).await?)
     }
 
     /// Delivers user input: to the live keep-alive process, or as the prompt
@@ -377,7 +374,7 @@ impl SessionManager {
                 .logs
                 .append(session_id, vec![inferred_run_end(run_id)])
                 .await?;
-            slot.derived.applied(&appended);
+            slot.fold.applied(&appended);
             return Ok(true);
         }
         Ok(false)
@@ -473,7 +470,7 @@ impl SessionManager {
     /// permit (refusing before anything is appended), then appends
     /// run_start (env values redacted) (+ input_sent) durably, then spawns;
     /// on failure records run_error + run_end so the run still ends exactly
-    /// once. The caller has caught `slot.derived` up to the head (under the
+    /// once. The caller has caught `slot.fold` up to the head (under the
     /// slot lock, so it stays current: from here on only this call and then
     /// the run task append).
     async fn spawn_run(
@@ -486,7 +483,7 @@ impl SessionManager {
     ) -> Result<Started> {
         if config.resume.is_empty() {
             config.resume = slot
-                .derived
+                .fold
                 .with(|d| d.resume_id(session_id))
                 .unwrap_or_default();
         }
@@ -515,7 +512,7 @@ impl SessionManager {
             });
         }
         let appended = self.inner.logs.append(session_id, first).await?;
-        slot.derived.applied(&appended);
+        slot.fold.applied(&appended);
         let spawned = self
             .inner
             .adapter
@@ -550,7 +547,7 @@ impl SessionManager {
                     },
                 ];
                 let appended = self.inner.logs.append(session_id, end).await?;
-                slot.derived.applied(&appended);
+                slot.fold.applied(&appended);
                 // A Send that retries respawns with this run's env values.
                 let env: BTreeMap<String, String> = config.env.into_iter().collect();
                 if let Err(e) = self
@@ -605,7 +602,7 @@ impl SessionManager {
             self.inner.logs.clone(),
             self.inner.opts.clone(),
             handle,
-            slot.derived.clone(),
+            slot.fold.clone(),
             has_prompt,
             cmd_rx,
             ended.clone(),

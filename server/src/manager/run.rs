@@ -23,7 +23,7 @@ use tokio::sync::{OwnedSemaphorePermit, mpsc, oneshot};
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
-use super::derived::DerivedCell;
+use super::fold::FoldCell;
 use super::{ManagerOptions, PermissionAnswer};
 use crate::adapter::{
     ExitInfo, PermissionDecision, ProcessControl, ProcessHandle, Signal, StdoutLine, UserInput,
@@ -107,7 +107,7 @@ pub(super) struct Run {
     /// The session's cached derive fold, shared with the manager. This task
     /// is the session's only writer while it lives and applies every event
     /// it appends, so the fold holds everything up to its last append.
-    derived: Arc<DerivedCell>,
+    fold: Arc<FoldCell>,
     pending: HashMap<String, Pending>,
     ladder: Ladder,
     cause: Option<EndCause>,
@@ -134,7 +134,7 @@ impl Run {
         logs: EventLogs,
         opts: ManagerOptions,
         handle: ProcessHandle,
-        derived: Arc<DerivedCell>,
+        fold: Arc<FoldCell>,
         prompt_sent: bool,
         cmds: mpsc::Receiver<RunCmd>,
         ended: CancellationToken,
@@ -155,7 +155,7 @@ impl Run {
             exited: handle.exited,
             cmds,
             normalizer,
-            derived,
+            fold,
             pending: HashMap::new(),
             ladder: Ladder::Off,
             cause: None,
@@ -245,7 +245,7 @@ impl Run {
             || self.ladder != Ladder::Off
             || !self.pending.is_empty()
             || self
-                .derived
+                .fold
                 .with(|d| d.fold.status_fold().turn_in_progress())
                 .unwrap_or(false)
         {
@@ -258,7 +258,7 @@ impl Run {
     /// `has_running_background_tasks`). Takes a snapshot of the fold, so it
     /// is asked only when the idle deadline has passed.
     fn background_tasks_running(&self) -> bool {
-        self.derived
+        self.fold
             .with(|d| d.fold.snapshot().has_running_background_tasks)
             .unwrap_or(false)
     }
@@ -279,7 +279,7 @@ impl Run {
             .collect();
         match self.logs.append(&self.session_id, events).await {
             Ok(events) => {
-                self.derived.applied(&events);
+                self.fold.applied(&events);
                 for e in &events {
                     self.observe(e).await;
                 }
@@ -390,7 +390,7 @@ impl Run {
         if self.ladder != Ladder::Off || self.cause.is_some() {
             return true; // already stopping: idempotent, no second event
         }
-        let status = self.derived.status();
+        let status = self.fold.status();
         let busy = status.turn_in_progress()
             || matches!(status.status(), Status::Starting | Status::Streaming);
         if !busy && self.control.keep_alive() {
