@@ -506,10 +506,10 @@ impl Run {
 
     async fn answer(&mut self, request_id: String, answer: PermissionAnswer) -> Result<()> {
         let Some(pending) = self.pending.get(&request_id) else {
-            return Err(Error::NotFound(format!(
-                "no pending permission request {request_id:?} in session {:?}",
-                self.session_id
-            )));
+            return Err(Error::PermissionRequestNotPending {
+                session_id: self.session_id.clone(),
+                request_id,
+            });
         };
         let decision = if answer.allow {
             PermissionDecision::Allow {
