@@ -19,6 +19,7 @@
 //! only state kept beside it.
 
 mod fold;
+mod ladder;
 mod run;
 
 use std::collections::{BTreeMap, HashMap};
