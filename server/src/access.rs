@@ -69,7 +69,7 @@ impl AccessPolicy {
             let raw = raw.trim();
             if raw == "*" {
                 if !token {
-                    return Err(Error::FailedPrecondition(
+                    return Err(Error::Config(
                         "--allowed-origin '*' lets every web page call the API: it needs \
                          --auth-token-file (the token then is the only protection)"
                             .into(),
@@ -77,16 +77,17 @@ impl AccessPolicy {
                 }
                 any_origin = true;
             } else {
-                origins.push(normalize_origin(raw).map_err(|why| {
-                    Error::FailedPrecondition(format!("--allowed-origin {raw:?}: {why}"))
-                })?);
+                origins
+                    .push(normalize_origin(raw).map_err(|why| {
+                        Error::Config(format!("--allowed-origin {raw:?}: {why}"))
+                    })?);
             }
         }
         let hosts = if allowed_hosts.is_empty() {
             if token { None } else { Some(Vec::new()) }
         } else {
             if !token {
-                return Err(Error::FailedPrecondition(
+                return Err(Error::Config(
                     "--allowed-host needs --auth-token-file: without a token only loopback \
                      names are accepted, so that a page rebinding its DNS name to this machine \
                      cannot call the API"
@@ -99,7 +100,7 @@ impl AccessPolicy {
                 let mut names = Vec::new();
                 for h in allowed_hosts {
                     let name = host_name(h.trim()).ok_or_else(|| {
-                        Error::FailedPrecondition(format!(
+                        Error::Config(format!(
                             "--allowed-host {h:?} is not a host name or address"
                         ))
                     })?;

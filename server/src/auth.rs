@@ -78,14 +78,14 @@ fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
 /// (it would silently accept `Bearer `).
 pub fn load_token(path: &Path) -> Result<String> {
     let raw = std::fs::read_to_string(path).map_err(|e| {
-        Error::FailedPrecondition(format!(
+        Error::Config(format!(
             "cannot read --auth-token-file {}: {e}",
             path.display()
         ))
     })?;
     let token = raw.trim().to_owned();
     if token.is_empty() {
-        return Err(Error::FailedPrecondition(format!(
+        return Err(Error::Config(format!(
             "--auth-token-file {} is empty",
             path.display()
         )));
@@ -98,7 +98,7 @@ pub fn check_bind(addr: &SocketAddr, has_token: bool) -> Result<()> {
     if addr.ip().is_loopback() || has_token {
         return Ok(());
     }
-    Err(Error::FailedPrecondition(format!(
+    Err(Error::Config(format!(
         "refusing to listen on non-loopback address {addr} without authentication: \
          pass --auth-token-file FILE (every RPC then needs `authorization: Bearer TOKEN`), \
          or listen on 127.0.0.1"

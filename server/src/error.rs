@@ -1,42 +1,118 @@
-//! The server's one error enum, and its one mapping to a gRPC status.
+//! The server's one error enum: what went wrong, in the domain's words.
 //!
-//! Every layer below the RPC edge returns [`Error`]; `rpc` converts it with
-//! `From<Error> for tonic::Status` and nowhere else, so a client always gets
-//! the same code for the same failure.
+//! Every layer below the RPC edge returns [`Error`]; how the wire says it
+//! (a gRPC status code) is decided once, by `From<Error> for Status` in
+//! [`crate::rpc`], so a client always gets the same code for the same
+//! failure and no layer below picks codes.
 
 use std::borrow::Cow;
-
-use tonic::Status;
 
 /// Everything that can go wrong behind the API.
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
-    /// A request field is invalid; `field` names it for the client.
+    /// A request field (or a command-line value) is invalid; `field` names
+    /// it for the caller.
     #[error("invalid {field}: {reason}")]
-    InvalidArgument {
+    InvalidField {
         /// The offending field ("session_id", "config.cwd", "config.args[2]",
         /// "config.env.KEY", ...).
         field: Cow<'static, str>,
         /// Why it was refused.
         reason: String,
     },
-    /// No such session (or permission request).
-    #[error("{0}")]
-    NotFound(String),
-    /// The session is not in a state that allows this call.
-    #[error("{0}")]
-    FailedPrecondition(String),
+    /// No session with this id has any event or meta.
+    #[error("session {session_id:?} not found")]
+    UnknownSession {
+        /// The id asked for.
+        session_id: String,
+    },
+    /// The permission request is not waiting for an answer: unknown,
+    /// already answered, timed out, withdrawn, or its run has ended.
+    #[error("no pending permission request {request_id:?} in session {session_id:?}")]
+    PermissionRequestNotPending {
+        /// The session.
+        session_id: String,
+        /// The request id given.
+        request_id: String,
+    },
+    /// Start while the session has a live run.
+    #[error(
+        "session {session_id:?} already has a live run ({run_id}); use Send to talk to it, \
+         or Stop it first"
+    )]
+    RunLive {
+        /// The session.
+        session_id: String,
+        /// The live run.
+        run_id: String,
+    },
+    /// The log shows a live run but no process of this server belongs to it
+    /// (its run task failed before recording the end); Stop closes it.
+    #[error("session {session_id:?} has a live run this server does not own; Stop it first")]
+    RunNotOwned {
+        /// The session.
+        session_id: String,
+    },
+    /// Send while a one-shot run (which takes no input after its prompt)
+    /// is still working.
+    #[error(
+        "run {run_id} of session {session_id:?} is a one-shot run still working; wait for its \
+         run_end or Stop it, then Send"
+    )]
+    OneShotBusy {
+        /// The session.
+        session_id: String,
+        /// The working run.
+        run_id: String,
+    },
+    /// A Send would respawn the session, but its last config cannot be
+    /// used again (a value the meta lost, or the launch policy narrowed
+    /// since); a Start with a full config fixes it.
+    #[error("session {session_id:?} cannot be respawned: {reason}; Start it again with its config")]
+    RespawnImpossible {
+        /// The session.
+        session_id: String,
+        /// What is missing or refused.
+        reason: String,
+    },
+    /// The process a call needed has exited (its run_end is on the way):
+    /// retrying the same call cannot help.
+    #[error("the process has exited: {0}")]
+    ProcessExited(String),
     /// The operator's policy does not allow this (e.g. a `config.cwd`
     /// outside every `--allowed-cwd`).
     #[error("{0}")]
-    PermissionDenied(String),
-    /// A size limit was exceeded.
+    PolicyDenied(String),
+    /// The agent binary is missing; the message says how to fix it.
     #[error("{0}")]
-    ResourceExhausted(String),
-    /// The call could not be completed now; retrying may help.
+    BinaryNotFound(String),
+    /// The adapter cannot do this (e.g. content blocks on a one-shot run).
+    #[error("not supported by this adapter: {0}")]
+    Unsupported(String),
+    /// The server's own configuration (a flag, a file it names) is
+    /// unusable; found at start-up.
     #[error("{0}")]
-    Unavailable(String),
-    /// A bug or an I/O failure inside the server.
+    Config(String),
+    /// A cap was reached (live runs, streams, a size).
+    #[error("{0}")]
+    ResourceLimit(String),
+    /// The server is shutting down: no new work.
+    #[error("the server is shutting down")]
+    ShuttingDown,
+    /// The session's process is still ending after its whole stop ladder;
+    /// retrying shortly may work.
+    #[error("the process of session {session_id:?} is still ending; retry")]
+    StillEnding {
+        /// The session.
+        session_id: String,
+    },
+    /// The event store failed.
+    #[error("storage: {0}")]
+    Storage(String),
+    /// Spawning the agent process failed.
+    #[error("spawn failed: {0}")]
+    Spawn(String),
+    /// A bug or an unexpected failure inside the server.
     #[error("{0}")]
     Internal(String),
 }
@@ -45,9 +121,9 @@ pub enum Error {
 pub type Result<T, E = Error> = std::result::Result<T, E>;
 
 impl Error {
-    /// An INVALID_ARGUMENT naming `field`.
+    /// An invalid `field`.
     pub fn invalid(field: impl Into<Cow<'static, str>>, reason: impl Into<String>) -> Self {
-        Error::InvalidArgument {
+        Error::InvalidField {
             field: field.into(),
             reason: reason.into(),
         }
@@ -55,23 +131,23 @@ impl Error {
 
     /// An unknown session.
     pub fn unknown_session(session_id: &str) -> Self {
-        Error::NotFound(format!("session {session_id:?} not found"))
+        Error::UnknownSession {
+            session_id: session_id.to_owned(),
+        }
     }
 }
 
 impl From<crate::store::StoreError> for Error {
     fn from(e: crate::store::StoreError) -> Self {
-        Error::Internal(e.to_string())
+        Error::Storage(e.to_string())
     }
 }
 
 impl From<crate::log::LogError> for Error {
     fn from(e: crate::log::LogError) -> Self {
         match e {
-            crate::log::LogError::Closed => {
-                Error::Unavailable("the server is shutting down".into())
-            }
-            other => Error::Internal(other.to_string()),
+            crate::log::LogError::Closed => Error::ShuttingDown,
+            crate::log::LogError::Store(s) => Error::Storage(s.to_string()),
         }
     }
 }
@@ -80,13 +156,12 @@ impl From<crate::adapter::AdapterError> for Error {
     fn from(e: crate::adapter::AdapterError) -> Self {
         use crate::adapter::AdapterError as A;
         match e {
-            // The message already says how to fix it (install, --claude-bin).
-            A::BinaryNotFound(msg) => Error::FailedPrecondition(msg),
-            A::Unsupported(what) => {
-                Error::FailedPrecondition(format!("not supported by this adapter: {what}"))
-            }
-            A::NotRunning => Error::Unavailable("the process is not running".into()),
-            other => Error::Internal(other.to_string()),
+            A::BinaryNotFound(msg) => Error::BinaryNotFound(msg),
+            A::Unsupported(what) => Error::Unsupported(what.to_owned()),
+            A::InvalidConfig { field, reason } => Error::invalid(field, reason),
+            A::Spawn(msg) => Error::Spawn(msg),
+            // Writing to, signalling or answering a process that is gone.
+            A::NotRunning | A::Write(_) => Error::ProcessExited(e.to_string()),
         }
     }
 }
@@ -113,21 +188,6 @@ pub(crate) fn bounded(mut msg: String) -> String {
     msg
 }
 
-impl From<Error> for Status {
-    fn from(e: Error) -> Self {
-        let msg = bounded(e.to_string());
-        match e {
-            Error::InvalidArgument { .. } => Status::invalid_argument(msg),
-            Error::NotFound(_) => Status::not_found(msg),
-            Error::FailedPrecondition(_) => Status::failed_precondition(msg),
-            Error::PermissionDenied(_) => Status::permission_denied(msg),
-            Error::ResourceExhausted(_) => Status::resource_exhausted(msg),
-            Error::Unavailable(_) => Status::unavailable(msg),
-            Error::Internal(_) => Status::internal(msg),
-        }
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -135,12 +195,10 @@ mod tests {
     #[test]
     fn status_messages_are_bounded() {
         let huge = "é".repeat(1 << 20);
-        let status = Status::from(Error::invalid("config.args[0]", huge));
-        assert!(status.message().len() <= MAX_STATUS_MESSAGE);
-        assert!(status.message().starts_with("invalid config.args[0]: "));
-        assert!(status.message().ends_with("more bytes)"));
-        assert_eq!(status.code(), tonic::Code::InvalidArgument);
-        let short = Status::from(Error::NotFound("no".into()));
-        assert_eq!(short.message(), "no");
+        let msg = bounded(format!("invalid config.args[0]: {huge}"));
+        assert!(msg.len() <= MAX_STATUS_MESSAGE);
+        assert!(msg.starts_with("invalid config.args[0]: "));
+        assert!(msg.ends_with("more bytes)"));
+        assert_eq!(bounded("no".into()), "no");
     }
 }

@@ -319,7 +319,7 @@ fn name_ok(value: &str, extra: &str) -> bool {
 impl LaunchPolicy {
     /// The policy `serve` enforces: [`DEFAULT_ARGS`] plus `allow_args`,
     /// exactly the env names in `allow_env`, and cwd under one of
-    /// `allowed_cwds` (any cwd when empty). FAILED_PRECONDITION naming the
+    /// `allowed_cwds` (any cwd when empty). [`Error::Config`] naming the
     /// flag (`--allow-arg`, `--allow-env`, `--allowed-cwd`) for an entry
     /// that is malformed, never allowed, or (a cwd) not an existing
     /// directory.
@@ -333,13 +333,13 @@ impl LaunchPolicy {
             let flag = raw.trim();
             let flag = flag.strip_suffix('=').unwrap_or(flag);
             if !long_flag_ok(flag) {
-                return Err(Error::FailedPrecondition(format!(
+                return Err(Error::Config(format!(
                     "--allow-arg {raw:?}: not a long flag; write it as --name (or --name=); \
                      short flags are not accepted from clients"
                 )));
             }
             if let Some(never) = never_arg(flag) {
-                return Err(Error::FailedPrecondition(format!(
+                return Err(Error::Config(format!(
                     "--allow-arg {raw:?}: {never} is never accepted from a client (it turns \
                      permissions off or widens them, loads code or settings, or is owned by \
                      the server)"
@@ -350,12 +350,12 @@ impl LaunchPolicy {
         for raw in allow_env {
             let key = raw.trim();
             if !env_key_ok(key) {
-                return Err(Error::FailedPrecondition(format!(
+                return Err(Error::Config(format!(
                     "--allow-env {raw:?}: not a variable name ([A-Za-z_][A-Za-z0-9_]*)"
                 )));
             }
             if never_env(key) {
-                return Err(Error::FailedPrecondition(format!(
+                return Err(Error::Config(format!(
                     "--allow-env {raw:?}: never accepted from a client (it redirects the API, \
                      changes credentials, or injects code)"
                 )));
@@ -363,11 +363,11 @@ impl LaunchPolicy {
             policy.env.insert(key.to_owned());
         }
         for dir in allowed_cwds {
-            let canon = dir.canonicalize().map_err(|e| {
-                Error::FailedPrecondition(format!("--allowed-cwd {}: {e}", dir.display()))
-            })?;
+            let canon = dir
+                .canonicalize()
+                .map_err(|e| Error::Config(format!("--allowed-cwd {}: {e}", dir.display())))?;
             if !canon.is_dir() {
-                return Err(Error::FailedPrecondition(format!(
+                return Err(Error::Config(format!(
                     "--allowed-cwd {}: not a directory",
                     dir.display()
                 )));
@@ -435,9 +435,9 @@ impl LaunchPolicy {
     /// Checks everything of `config` that reaches the process: `model`,
     /// `resume`, `args`, `env`, then `cwd`. With `--allowed-cwd`, a
     /// non-empty `config.cwd` is replaced by its resolved path, so the
-    /// process starts in the directory that was checked. INVALID_ARGUMENT
-    /// naming the field, or PERMISSION_DENIED for a cwd outside the allowed
-    /// directories.
+    /// process starts in the directory that was checked.
+    /// [`Error::InvalidField`] naming the field, or [`Error::PolicyDenied`]
+    /// for a cwd outside the allowed directories.
     pub fn admit(&self, config: &mut pb::StartConfig) -> Result<()> {
         check_model(&config.model)?;
         check_resume(&config.resume)?;
@@ -460,7 +460,7 @@ impl LaunchPolicy {
     }
 
     /// Checks a client's `config.args` (see the module docs).
-    /// INVALID_ARGUMENT naming `config.args[N]`, the offending token.
+    /// [`Error::InvalidField`] naming `config.args[N]`, the offending token.
     pub fn check_args(&self, args: &[String]) -> Result<()> {
         /// What the next token may be.
         #[derive(Clone, Copy)]
@@ -579,7 +579,7 @@ impl LaunchPolicy {
         }
     }
 
-    /// Checks a client's `config.env` names. INVALID_ARGUMENT naming
+    /// Checks a client's `config.env` names. [`Error::InvalidField`] naming
     /// `config.env.KEY` (the first refused name in sorted order; the reason
     /// lists any others).
     pub fn check_env(&self, env: &HashMap<String, String>) -> Result<()> {
@@ -633,8 +633,9 @@ impl LaunchPolicy {
 
     /// Checks a client's `config.cwd` ("" = the server's current
     /// directory). Without `--allowed-cwd`: `Ok(None)`, unchecked. With
-    /// it: the resolved directory, or PERMISSION_DENIED when it is not
-    /// under any allowed one (INVALID_ARGUMENT when it cannot be resolved).
+    /// it: the resolved directory, or [`Error::PolicyDenied`] when it is not
+    /// under any allowed one ([`Error::InvalidField`] when it cannot be
+    /// resolved).
     pub fn check_cwd(&self, cwd: &str) -> Result<Option<PathBuf>> {
         if self.trust_cwd || self.cwds.is_empty() {
             return Ok(None);
@@ -647,7 +648,7 @@ impl LaunchPolicy {
             PathBuf::from(cwd)
         };
         let denied = |shown: &Path| {
-            Error::PermissionDenied(format!(
+            Error::PolicyDenied(format!(
                 "config.cwd {cwd:?} (resolved: {}) is outside the directories this server allows \
                  (--allowed-cwd)",
                 display(shown)
@@ -740,15 +741,15 @@ mod tests {
 
     fn startup_err(args: &[&str], env: &[&str], cwds: &[PathBuf]) -> String {
         match LaunchPolicy::from_operator(&s(args), &s(env), cwds) {
-            Err(e @ Error::FailedPrecondition(_)) => e.to_string(),
+            Err(e @ Error::Config(_)) => e.to_string(),
             other => panic!("expected a start-up error, got {other:?}"),
         }
     }
 
     fn field_of(e: Error) -> String {
         match e {
-            Error::InvalidArgument { field, .. } => field.into_owned(),
-            other => panic!("expected INVALID_ARGUMENT, got {other:?}"),
+            Error::InvalidField { field, .. } => field.into_owned(),
+            other => panic!("expected InvalidField, got {other:?}"),
         }
     }
 
@@ -962,7 +963,7 @@ mod tests {
         );
         for bad in [&outside, &link, &base.join("in/../out")] {
             match p.check_cwd(bad.to_str().unwrap()) {
-                Err(Error::PermissionDenied(_)) => {}
+                Err(Error::PolicyDenied(_)) => {}
                 other => panic!("{bad:?}: {other:?}"),
             }
         }

@@ -7,10 +7,11 @@
 //! - [`access`]: who may reach the services: allowed browser origins (CORS) and the
 //!   Host check against DNS rebinding.
 //! - [`listen`]: accepting connections: TCP_NODELAY, TLS with ALPN h2 and http/1.1.
-//! - [`rpc`]: the `SessionService` handlers: validate, call the manager, map errors.
+//! - [`rpc`]: the `SessionService` handlers: validate, call the manager, map errors
+//!   (the one `From<Error> for Status`).
 //! - [`launch`]: the launch policy: which args, env and cwd a client may give the CLI.
-//! - [`validate`], [`auth`], [`error`]: request checks, bearer tokens, the one error enum
-//!   and its `From<Error> for Status`.
+//! - [`validate`], [`auth`], [`error`]: request checks, bearer tokens, the one domain
+//!   error enum.
 //! - [`manager`]: sessions and runs: spawn, send, the stop ladder, permissions, idle
 //!   timeout, and a cached derive fold per session.
 //! - [`adapter`]: the `ProcessAdapter` trait; the interactive, one-shot, cassette and

@@ -37,7 +37,7 @@ const ACCEPTED_QUEUE: usize = 64;
 /// `http/1.1`.
 pub fn tls_acceptor(cert: &Path, key: &Path) -> Result<TlsAcceptor> {
     let bad = |what: &str, path: &Path, e: &dyn std::fmt::Display| {
-        Error::FailedPrecondition(format!("{what} {}: {e}", path.display()))
+        Error::Config(format!("{what} {}: {e}", path.display()))
     };
     let certs: Vec<CertificateDer<'static>> = CertificateDer::pem_file_iter(cert)
         .map_err(|e| bad("cannot read --tls-cert", cert, &e))?
@@ -54,9 +54,7 @@ pub fn tls_acceptor(cert: &Path, key: &Path) -> Result<TlsAcceptor> {
         .map_err(|e| Error::Internal(format!("TLS protocol versions: {e}")))?
         .with_no_client_auth()
         .with_single_cert(certs, key)
-        .map_err(|e| {
-            Error::FailedPrecondition(format!("--tls-cert and --tls-key do not fit: {e}"))
-        })?;
+        .map_err(|e| Error::Config(format!("--tls-cert and --tls-key do not fit: {e}")))?;
     config.alpn_protocols = vec![b"h2".to_vec(), b"http/1.1".to_vec()];
     Ok(TlsAcceptor::from(Arc::new(config)))
 }

@@ -2,8 +2,8 @@
 //!
 //! Each handler validates its request (INVALID_ARGUMENT naming the field),
 //! calls the [`SessionManager`] or the [`EventLogs`], and maps the crate's
-//! [`Error`](crate::error::Error) with its one `From` impl. No state lives
-//! here.
+//! domain [`Error`] to a gRPC status with the one `From<Error> for Status`
+//! below (the only place that picks codes). No state lives here.
 
 use std::pin::Pin;
 use std::sync::Arc;
@@ -15,7 +15,7 @@ use agent_harness_client::pb::subscribe_response::Kind;
 use futures::{Stream, StreamExt};
 use tokio::sync::Semaphore;
 use tokio_util::sync::CancellationToken;
-use tonic::{Request, Response, Status};
+use tonic::{Code, Request, Response, Status};
 
 use crate::error::Error;
 use crate::log::EventLogs;
@@ -58,6 +58,38 @@ impl Rpc {
         self.streams = Arc::new(Semaphore::new(max_streams));
         self.max_streams = max_streams;
         self
+    }
+}
+
+/// The gRPC code a client gets for each domain error: what it can act on.
+/// (README, "Errors", lists the same table.)
+fn code(e: &Error) -> Code {
+    match e {
+        // Fix the request.
+        Error::InvalidField { .. } => Code::InvalidArgument,
+        // Nothing by that name.
+        Error::UnknownSession { .. } | Error::PermissionRequestNotPending { .. } => Code::NotFound,
+        // Not in this state: retrying the same call does not help until
+        // the state changes (the run ends, the operator fixes something).
+        Error::RunLive { .. }
+        | Error::RunNotOwned { .. }
+        | Error::OneShotBusy { .. }
+        | Error::RespawnImpossible { .. }
+        | Error::ProcessExited(_)
+        | Error::BinaryNotFound(_)
+        | Error::Unsupported(_)
+        | Error::Config(_) => Code::FailedPrecondition,
+        Error::PolicyDenied(_) => Code::PermissionDenied,
+        Error::ResourceLimit(_) => Code::ResourceExhausted,
+        // Transient: the same call may work a little later.
+        Error::ShuttingDown | Error::StillEnding { .. } => Code::Unavailable,
+        Error::Storage(_) | Error::Spawn(_) | Error::Internal(_) => Code::Internal,
+    }
+}
+
+impl From<Error> for Status {
+    fn from(e: Error) -> Self {
+        Status::new(code(&e), e.to_string())
     }
 }
 
@@ -179,7 +211,7 @@ impl SessionService for Rpc {
         let req = request.into_inner();
         validate::session_id(&req.session_id)?;
         let permit = self.streams.clone().try_acquire_owned().map_err(|_| {
-            Error::ResourceExhausted(format!(
+            Error::ResourceLimit(format!(
                 "{} Subscribe streams are open, the most this server allows (--max-streams); \
                  close one or retry later",
                 self.max_streams
@@ -256,5 +288,103 @@ impl SessionService for Rpc {
     ) -> Result<Response<pb::ListSessionsResponse>, Status> {
         let sessions = self.manager.list().await?;
         Ok(Response::new(pb::ListSessionsResponse { sessions }))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Every variant and the code clients see for it; a new variant fails
+    /// to compile in `code` until it is given one, and this table pins it.
+    #[test]
+    fn each_domain_error_has_its_code() {
+        let s = || "s".to_owned();
+        let table = [
+            (Error::invalid("config.cwd", "x"), Code::InvalidArgument),
+            (Error::unknown_session("s"), Code::NotFound),
+            (
+                Error::PermissionRequestNotPending {
+                    session_id: s(),
+                    request_id: "r".into(),
+                },
+                Code::NotFound,
+            ),
+            (
+                Error::RunLive {
+                    session_id: s(),
+                    run_id: "r".into(),
+                },
+                Code::FailedPrecondition,
+            ),
+            (
+                Error::RunNotOwned { session_id: s() },
+                Code::FailedPrecondition,
+            ),
+            (
+                Error::OneShotBusy {
+                    session_id: s(),
+                    run_id: "r".into(),
+                },
+                Code::FailedPrecondition,
+            ),
+            (
+                Error::RespawnImpossible {
+                    session_id: s(),
+                    reason: "x".into(),
+                },
+                Code::FailedPrecondition,
+            ),
+            (Error::ProcessExited("x".into()), Code::FailedPrecondition),
+            (Error::BinaryNotFound("x".into()), Code::FailedPrecondition),
+            (Error::Unsupported("x".into()), Code::FailedPrecondition),
+            (Error::Config("x".into()), Code::FailedPrecondition),
+            (Error::PolicyDenied("x".into()), Code::PermissionDenied),
+            (Error::ResourceLimit("x".into()), Code::ResourceExhausted),
+            (Error::ShuttingDown, Code::Unavailable),
+            (Error::StillEnding { session_id: s() }, Code::Unavailable),
+            (Error::Storage("x".into()), Code::Internal),
+            (Error::Spawn("x".into()), Code::Internal),
+            (Error::Internal("x".into()), Code::Internal),
+        ];
+        for (e, want) in table {
+            let shown = e.to_string();
+            let status = Status::from(e);
+            assert_eq!(status.code(), want, "{shown}");
+            assert_eq!(status.message(), shown);
+        }
+    }
+
+    #[test]
+    fn invalid_fields_are_named_in_the_message() {
+        let status = Status::from(Error::invalid("config.args[2]", "not allowed"));
+        assert!(status.message().contains("config.args[2]"), "{status:?}");
+    }
+
+    #[test]
+    fn errors_from_below_map_to_their_domain_variant() {
+        use crate::adapter::AdapterError as A;
+        let code_of = |e: Error| Status::from(e).code();
+        assert_eq!(
+            code_of(A::BinaryNotFound("x".into()).into()),
+            Code::FailedPrecondition
+        );
+        // A process that is gone: retrying cannot help (was UNAVAILABLE).
+        assert_eq!(code_of(A::NotRunning.into()), Code::FailedPrecondition);
+        assert_eq!(
+            code_of(
+                A::InvalidConfig {
+                    field: "config.prompt",
+                    reason: "x".into()
+                }
+                .into()
+            ),
+            Code::InvalidArgument
+        );
+        assert_eq!(code_of(A::Spawn("x".into()).into()), Code::Internal);
+        assert_eq!(
+            code_of(crate::log::LogError::Closed.into()),
+            Code::Unavailable
+        );
     }
 }

@@ -104,9 +104,7 @@ pub fn serve_options(config: &ServeConfig) -> Result<ServeOptions> {
         (Some(cert), Some(key)) => Some(crate::listen::tls_acceptor(cert, key)?),
         (None, None) => None,
         _ => {
-            return Err(Error::FailedPrecondition(
-                "--tls-cert and --tls-key go together".into(),
-            ));
+            return Err(Error::Config("--tls-cert and --tls-key go together".into()));
         }
     };
     if access.any_origin() {
@@ -138,7 +136,7 @@ pub async fn run(config: ServeConfig, shutdown: impl Future<Output = ()> + Send)
     // Every flag is checked before the store is opened or anything recovered.
     let launch = Arc::new(crate::launch::LaunchPolicy::from_config(&config)?);
     std::fs::create_dir_all(&config.data_dir).map_err(|e| {
-        Error::FailedPrecondition(format!(
+        Error::Config(format!(
             "cannot create --data-dir {}: {e}",
             config.data_dir.display()
         ))
@@ -162,9 +160,9 @@ pub async fn run(config: ServeConfig, shutdown: impl Future<Output = ()> + Send)
         ..manager_options(&config)
     };
     let manager = SessionManager::new(adapter, logs, mopts);
-    let listener = TcpListener::bind(config.listen).await.map_err(|e| {
-        Error::FailedPrecondition(format!("cannot listen on {}: {e}", config.listen))
-    })?;
+    let listener = TcpListener::bind(config.listen)
+        .await
+        .map_err(|e| Error::Config(format!("cannot listen on {}: {e}", config.listen)))?;
     serve_on(listener, manager, serve, shutdown).await
 }
 
@@ -203,7 +201,7 @@ pub fn build_adapter(config: &ServeConfig) -> Result<Arc<dyn ProcessAdapter>> {
         AdapterKind::Cli => Ok(Arc::new(ClaudeCliAdapter::new(options))),
         AdapterKind::Cassette(path) => {
             let cassette = CassetteAdapter::from_file(path, 1.0)
-                .map_err(|e| Error::FailedPrecondition(format!("--adapter cassette: {e}")))?;
+                .map_err(|e| Error::Config(format!("--adapter cassette: {e}")))?;
             Ok(Arc::new(cassette))
         }
     }

@@ -39,7 +39,7 @@ pub fn write(path: &Path, token: &str) -> Result<()> {
         std::process::id()
     ));
     let io = |what: &str, e: std::io::Error| {
-        Error::FailedPrecondition(format!("cannot {what} {}: {e}", path.display()))
+        Error::Config(format!("cannot {what} {}: {e}", path.display()))
     };
     let mut f = std::fs::OpenOptions::new()
         .write(true)

@@ -116,7 +116,7 @@ mod tests {
     #[test]
     fn model_and_resume_are_named_apart() {
         let field = |c: pb::StartConfig| match start_config(&c).unwrap_err() {
-            Error::InvalidArgument { field, .. } => field.into_owned(),
+            Error::InvalidField { field, .. } => field.into_owned(),
             other => panic!("{other:?}"),
         };
         let model = pb::StartConfig {

@@ -222,6 +222,54 @@ async fn a_failed_commit_consumes_no_seq_and_publishes_nothing() {
 }
 
 #[tokio::test]
+async fn append_with_meta_commits_events_and_meta_together_or_neither() {
+    let probe = Arc::new(Probe::default());
+    let logs = EventLogs::open(probe.clone(), LogOptions::default()).unwrap();
+    logs.append_with_meta("s", vec![new_event(1)], |m| m.pid = Some(7))
+        .await
+        .unwrap();
+    let (commits, metas) = (
+        probe.commits.load(Ordering::SeqCst),
+        probe.metas_written.load(Ordering::SeqCst),
+    );
+    let evs = logs
+        .append_with_meta("s", vec![new_event(2), new_event(3)], |m| {
+            m.pid = None;
+            m.head_seq = 99; // the log's own field: ignored
+        })
+        .await
+        .unwrap();
+    assert_eq!(seqs(&evs), vec![2, 3]);
+    assert_eq!(
+        probe.commits.load(Ordering::SeqCst),
+        commits + 1,
+        "one commit"
+    );
+    assert_eq!(probe.metas_written.load(Ordering::SeqCst), metas + 1);
+    let meta = probe.inner.meta("s").unwrap().unwrap();
+    assert_eq!((meta.pid, meta.head_seq), (None, 3));
+
+    // A failed commit: neither the events nor the meta change.
+    probe.fail.store(true, Ordering::SeqCst);
+    let err = logs
+        .append_with_meta("s", vec![new_event(4)], |m| m.pid = Some(8))
+        .await
+        .unwrap_err();
+    assert!(matches!(err, LogError::Store(_)), "{err}");
+    probe.fail.store(false, Ordering::SeqCst);
+    assert_eq!(logs.head_seq("s"), 3);
+    assert_eq!(logs.meta("s").await.unwrap().unwrap().pid, None);
+    // The writer rolled its own copy back too: the next plain update
+    // starts from the committed meta.
+    logs.update_meta("s", |m| m.cwd = Some("/w".into()))
+        .await
+        .unwrap();
+    let meta = probe.inner.meta("s").unwrap().unwrap();
+    assert_eq!((meta.pid, meta.cwd.as_deref()), (None, Some("/w")));
+    logs.shutdown().await;
+}
+
+#[tokio::test]
 async fn reopen_restores_heads_metas_and_continues_the_sequence() {
     let dir = tempfile::tempdir().unwrap();
     {

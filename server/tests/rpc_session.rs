@@ -558,3 +558,43 @@ async fn sessions_run_in_parallel() {
     }
     assert_eq!(server.adapter.record().spawns.len(), 8);
 }
+
+#[tokio::test]
+async fn a_one_shot_start_it_cannot_run_is_refused_before_anything_is_appended() {
+    use agent_harness_server::adapter::claude_cli::ClaudeCliAdapter;
+    use agent_harness_server::adapter::claude_interactive::ClaudeOptions;
+    // Refused before any spawn: the binary is never looked for.
+    let adapter = std::sync::Arc::new(ClaudeCliAdapter::new(ClaudeOptions {
+        claude_bin: Some("/nonexistent/claude".into()),
+        ..ClaudeOptions::default()
+    }));
+    let server = TestServer::spawning(adapter, fast_opts()).await;
+    let mut c = server.client().await;
+    // No prompt: a one-shot run has nothing to run.
+    let err = start(&mut c, "empty", "").await.unwrap_err();
+    assert_eq!(err.code(), Code::InvalidArgument, "{err:?}");
+    assert!(err.message().contains("config.prompt"), "{}", err.message());
+    // Content blocks: a one-shot prompt is argv text.
+    let err = c
+        .start(pb::StartRequest {
+            session_id: "blocks".into(),
+            config: Some(pb::StartConfig {
+                prompt: "look".into(),
+                content_blocks: vec![pbjson_types::Struct::default()],
+                ..Default::default()
+            }),
+        })
+        .await
+        .unwrap_err();
+    assert_eq!(err.code(), Code::FailedPrecondition, "{err:?}");
+    for session in ["empty", "blocks"] {
+        let err = c
+            .get_session(pb::GetSessionRequest {
+                session_id: session.into(),
+            })
+            .await
+            .unwrap_err();
+        assert_eq!(err.code(), Code::NotFound, "{session}: nothing appended");
+    }
+    server.shutdown().await.unwrap();
+}

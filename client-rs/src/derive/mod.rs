@@ -145,6 +145,17 @@ impl Fold {
         self.permissions.count()
     }
 
+    /// The pending permission request `request_id`, if it is pending.
+    pub fn pending_permission(&self, request_id: &str) -> Option<&PendingPermission> {
+        self.permissions.get(request_id)
+    }
+
+    /// The pending permission requests, oldest first (as
+    /// [`pending_permissions()`], without copying).
+    pub fn pending_permissions(&self) -> impl Iterator<Item = &PendingPermission> {
+        self.permissions.iter()
+    }
+
     /// A full snapshot.
     pub fn snapshot(&self) -> Derived {
         Derived {

@@ -81,7 +81,18 @@ impl PermissionsFold {
     }
 
     pub(crate) fn pending(&self) -> Vec<PendingPermission> {
-        self.list.iter().flatten().cloned().collect()
+        self.iter().cloned().collect()
+    }
+
+    /// The pending requests, oldest first, without copying them.
+    pub(crate) fn iter(&self) -> impl Iterator<Item = &PendingPermission> {
+        self.list.iter().flatten()
+    }
+
+    /// The request `request_id`, if it is pending.
+    pub(crate) fn get(&self, request_id: &str) -> Option<&PendingPermission> {
+        let i = *self.index.get(request_id)?;
+        self.list[i].as_ref()
     }
 }
 

@@ -66,6 +66,11 @@ fn folds_equal_slice_functions_at_every_prefix() {
                 pending_permissions(prefix),
                 "{ctx}"
             );
+            let pending: Vec<_> = fold.pending_permissions().cloned().collect();
+            assert_eq!(pending, snap.pending_permissions, "{ctx}");
+            for p in &pending {
+                assert_eq!(fold.pending_permission(&p.request_id), Some(p), "{ctx}");
+            }
             assert_eq!(snap.scheduled_wakeup, scheduled_wakeup(prefix), "{ctx}");
             assert_eq!(snap.plan_outcomes, plan_outcomes(prefix), "{ctx}");
             assert_eq!(snap.resume_id, resume_id(prefix), "{ctx}");

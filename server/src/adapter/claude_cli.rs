@@ -47,18 +47,24 @@ impl ProcessAdapter for ClaudeCliAdapter {
         "cli"
     }
 
+    fn check(&self, config: &SpawnConfig) -> Result<(), AdapterError> {
+        if !config.config.content_blocks.is_empty() {
+            return Err(AdapterError::Unsupported(
+                "content blocks need the interactive adapter (a one-shot prompt is argv text)",
+            ));
+        }
+        if config.config.prompt.is_empty() {
+            return Err(AdapterError::InvalidConfig {
+                field: "config.prompt",
+                reason: "the one-shot adapter needs a non-empty prompt".into(),
+            });
+        }
+        Ok(())
+    }
+
     fn spawn(&self, config: SpawnConfig) -> BoxFuture<'_, Result<ProcessHandle, AdapterError>> {
         Box::pin(async move {
-            if !config.config.content_blocks.is_empty() {
-                return Err(AdapterError::Unsupported(
-                    "content blocks need the interactive adapter (a one-shot prompt is argv text)",
-                ));
-            }
-            if config.config.prompt.is_empty() {
-                return Err(AdapterError::Spawn(
-                    "the one-shot adapter needs a non-empty prompt".into(),
-                ));
-            }
+            self.check(&config)?;
             let mut spec = self.options.base_spec(&config)?;
             spec.args = self.args(&config);
             spec.stdin = false;

@@ -111,6 +111,15 @@ pub enum AdapterError {
     /// The adapter does not support this operation.
     #[error("not supported by this adapter: {0}")]
     Unsupported(&'static str),
+    /// The config cannot be run by this adapter (found by
+    /// [`ProcessAdapter::check`], before anything is recorded).
+    #[error("invalid {field}: {reason}")]
+    InvalidConfig {
+        /// The request field at fault ("config.prompt").
+        field: &'static str,
+        /// Why.
+        reason: String,
+    },
 }
 
 /// Controls a live process. Every method is cheap and never blocks on the
@@ -159,6 +168,13 @@ pub struct ProcessHandle {
 pub trait ProcessAdapter: Send + Sync + 'static {
     /// A short name for logs and run_start ("interactive", "cli", "cassette").
     fn name(&self) -> &str;
+    /// Whether this adapter can run `config`, checked before anything is
+    /// appended for the run (so a refusal leaves no trace in the log).
+    /// [`ProcessAdapter::spawn`] may still fail for reasons only spawning
+    /// finds out (a missing binary, the OS).
+    fn check(&self, _config: &SpawnConfig) -> Result<(), AdapterError> {
+        Ok(())
+    }
     /// Spawn a process for this run.
     fn spawn(&self, config: SpawnConfig) -> BoxFuture<'_, Result<ProcessHandle, AdapterError>>;
 }

@@ -362,12 +362,36 @@ impl EventLogs {
         if events.is_empty() {
             return Ok(Vec::new());
         }
+        self.send_append(session_id, events, None).await
+    }
+
+    /// Appends `events` and changes the session's meta in ONE commit: after
+    /// a crash either both are there or neither (e.g. a `run_end` and the
+    /// clearing of the pid it ended). Otherwise as [`EventLogs::append`] and
+    /// [`EventLogs::update_meta`]; with no events it is a meta update.
+    pub async fn append_with_meta(
+        &self,
+        session_id: &str,
+        events: Vec<NewEvent>,
+        f: impl FnOnce(&mut SessionMeta) + Send + 'static,
+    ) -> Result<Vec<pb::Event>, LogError> {
+        self.send_append(session_id, events, Some(Box::new(f)))
+            .await
+    }
+
+    async fn send_append(
+        &self,
+        session_id: &str,
+        events: Vec<NewEvent>,
+        meta: Option<writer::MetaFn>,
+    ) -> Result<Vec<pb::Event>, LogError> {
         let (reply, rx) = oneshot::channel();
         self.inner
             .tx
             .send(Cmd::Append {
                 session_id: session_id.to_owned(),
                 events,
+                meta,
                 reply,
             })
             .map_err(|_| LogError::Closed)?;

@@ -15,9 +15,11 @@
 //! costs at least one copied-on-write B-tree leaf), so a commit writes only
 //! events plus the metas that really changed: a session's first append
 //! creates its meta, `update_meta` rewrites it, and plain appends write no
-//! meta at all (the store derives the head from the events table). Each
-//! appended event is built once, cloned once into its session's window, and
-//! moved (not cloned) into the append's reply.
+//! meta at all (the store derives the head from the events table); an
+//! append that carries a meta change (`append_with_meta`) writes both in
+//! the same transaction. Each appended event is built once, cloned once
+//! into its session's window, and moved (not cloned) into the append's
+//! reply.
 
 use std::collections::HashMap;
 use std::collections::hash_map::Entry;
@@ -37,10 +39,12 @@ pub(super) type MetaFn = Box<dyn FnOnce(&mut SessionMeta) + Send>;
 
 /// What the writer is asked to do.
 pub(super) enum Cmd {
-    /// Append events to one session.
+    /// Append events to one session, and change its meta in the same
+    /// commit when `meta` is given.
     Append {
         session_id: String,
         events: Vec<NewEvent>,
+        meta: Option<MetaFn>,
         reply: oneshot::Sender<Result<Vec<pb::Event>, LogError>>,
     },
     /// Change one session's meta.
@@ -56,7 +60,7 @@ pub(super) enum Cmd {
 impl Cmd {
     fn weight(&self) -> usize {
         match self {
-            Cmd::Append { events, .. } => events.len(),
+            Cmd::Append { events, meta, .. } => events.len() + usize::from(meta.is_some()),
             _ => 1,
         }
     }
@@ -74,6 +78,17 @@ enum Reply {
     /// The append's reply and how many of the batch's events are its own.
     Append(oneshot::Sender<Result<Vec<pb::Event>, LogError>>, usize),
     Meta(oneshot::Sender<Result<(), LogError>>),
+}
+
+/// Applies a caller's meta change; the log owns `session_id`, `head_seq`
+/// and `created_ms`, so the closure cannot corrupt them.
+fn change_meta(meta: &mut SessionMeta, session_id: &str, now_ms: i64, f: MetaFn) {
+    let (head, created) = (meta.head_seq, meta.created_ms);
+    f(meta);
+    meta.session_id = session_id.to_owned();
+    meta.head_seq = head;
+    meta.created_ms = created;
+    meta.updated_ms = now_ms;
 }
 
 /// How long the writer sleeps, per round, while it lingers.
@@ -210,9 +225,13 @@ impl Writer {
                 Cmd::Append {
                     session_id,
                     events: new,
+                    meta: change,
                     reply,
                 } => {
-                    let meta = self.touch(&mut touched, &session_id, now_ms, false);
+                    let meta = self.touch(&mut touched, &session_id, now_ms, change.is_some());
+                    if let Some(f) = change {
+                        change_meta(meta, &session_id, now_ms, f);
+                    }
                     let start = events.len();
                     for e in new {
                         meta.head_seq += 1;
@@ -233,13 +252,7 @@ impl Writer {
                     reply,
                 } => {
                     let meta = self.touch(&mut touched, &session_id, now_ms, true);
-                    let (head, created) = (meta.head_seq, meta.created_ms);
-                    f(meta);
-                    // The log owns these; a caller's closure cannot corrupt them.
-                    meta.session_id.clone_from(&session_id);
-                    meta.head_seq = head;
-                    meta.created_ms = created;
-                    meta.updated_ms = now_ms;
+                    change_meta(meta, &session_id, now_ms, f);
                     Reply::Meta(reply)
                 }
                 Cmd::Shutdown { .. } => unreachable!("shutdown is never batched"),

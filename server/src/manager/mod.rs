@@ -14,11 +14,12 @@
 //! seq order.
 //!
 //! There is no "is running" flag: whether a run is live is the derive
-//! `StatusFold` over the log, cached per session ([`derived`]) and caught
+//! `StatusFold` over the log, cached per session ([`fold`]) and caught
 //! up to the log's head before every decision; the process handle is the
 //! only state kept beside it.
 
-mod derived;
+mod fold;
+mod ladder;
 mod run;
 
 use std::collections::{BTreeMap, HashMap};
@@ -31,12 +32,12 @@ use pbjson_types::Struct;
 use tokio::sync::{OwnedSemaphorePermit, Semaphore, mpsc, oneshot};
 use tokio_util::sync::CancellationToken;
 
-use crate::adapter::{ProcessAdapter, SpawnConfig, UserInput};
+use crate::adapter::{AdapterError, ProcessAdapter, SpawnConfig, UserInput};
 use crate::error::{Error, Result};
 use crate::launch::{self, LaunchPolicy};
 use crate::log::{EventLogs, NewEvent};
 
-use self::derived::{Derived, DerivedCell};
+use self::fold::{FoldCell, SessionFold};
 use self::run::{Run, RunCmd, WriteError};
 
 /// Timeouts and limits of the manager.
@@ -119,7 +120,7 @@ struct Inner {
 struct Slot {
     live: tokio::sync::Mutex<Option<RunHandle>>,
     /// Shared with the session's run task, which applies what it appends.
-    derived: Arc<DerivedCell>,
+    fold: Arc<FoldCell>,
 }
 
 /// The manager's side of a live run.
@@ -189,7 +190,7 @@ impl SessionManager {
 
     fn check_open(&self) -> Result<()> {
         if self.inner.shutting_down.is_cancelled() {
-            return Err(Error::Unavailable("the server is shutting down".into()));
+            return Err(Error::ShuttingDown);
         }
         Ok(())
     }
@@ -199,14 +200,12 @@ impl SessionManager {
     async fn wait_run_task(&self, session_id: &str, ended: &CancellationToken) -> Result<()> {
         tokio::time::timeout(self.inner.opts.ladder_bound(), ended.cancelled())
             .await
-            .map_err(|_| {
-                Error::Unavailable(format!(
-                    "the process of session {session_id:?} is still ending; retry"
-                ))
+            .map_err(|_| Error::StillEnding {
+                session_id: session_id.to_owned(),
             })
     }
 
-    /// Starts a run. FAILED_PRECONDITION when one is already live.
+    /// Starts a run. [`Error::RunLive`] when one is already live.
     pub async fn start(&self, session_id: &str, config: pb::StartConfig) -> Result<Started> {
         let slot = self.slot(session_id);
         let mut live = slot.live.lock().await;
@@ -215,10 +214,10 @@ impl SessionManager {
             .current(&slot, session_id, |d| d.fold.status_fold().clone())
             .await?;
         if status.run_live() {
-            return Err(Error::FailedPrecondition(format!(
-                "session {session_id:?} already has a live run ({}); use Send to talk to it, or Stop it first",
-                status.current_run_id().unwrap_or("?")
-            )));
+            return Err(Error::RunLive {
+                session_id: session_id.to_owned(),
+                run_id: status.current_run_id().unwrap_or("?").to_owned(),
+            });
         }
         self.spawn_run(session_id, &slot, &mut live, config, "start")
             .await
@@ -229,12 +228,9 @@ impl SessionManager {
         &self,
         slot: &Slot,
         session_id: &str,
-        f: impl FnOnce(&Derived) -> R,
+        f: impl FnOnce(&SessionFold) -> R,
     ) -> Result<R> {
-        Ok(slot
-            .derived
-            .current(&self.inner.logs, session_id, f)
-            .await?)
+        Ok(slot.fold.current(&self.inner.logs, session_id, f).await?)
     }
 
     /// Delivers user input: to the live keep-alive process, or as the prompt
@@ -258,11 +254,10 @@ impl SessionManager {
                     .current(&slot, session_id, |d| d.fold.status_fold().run_live())
                     .await?;
                 if live_run {
-                    return Err(Error::FailedPrecondition(format!(
-                        "run {} of session {session_id:?} is a one-shot run still working; \
-                         wait for its run_end or Stop it, then Send",
-                        h.run_id
-                    )));
+                    return Err(Error::OneShotBusy {
+                        session_id: session_id.to_owned(),
+                        run_id: h.run_id.clone(),
+                    });
                 }
                 self.wait_run_task(session_id, &h.ended).await?;
             } else {
@@ -292,9 +287,9 @@ impl SessionManager {
             })
             .await?;
         if run_live {
-            return Err(Error::FailedPrecondition(format!(
-                "session {session_id:?} has a live run this server does not own; Stop it first"
-            )));
+            return Err(Error::RunNotOwned {
+                session_id: session_id.to_owned(),
+            });
         }
         // The respawn keeps the last run's cwd, env, args and model (the
         // env's values from the meta: the log has only the names).
@@ -314,8 +309,9 @@ impl SessionManager {
     }
 
     /// The env a respawn starts with: the names the last run_start recorded,
-    /// with the values the session's meta keeps. FAILED_PRECONDITION when a
-    /// value is not known (the meta lost it): a Start must give it again.
+    /// with the values the session's meta keeps. [`Error::RespawnImpossible`]
+    /// when a value is not known (the meta lost it): a Start must give it
+    /// again.
     async fn respawn_env(
         &self,
         session_id: &str,
@@ -338,10 +334,12 @@ impl SessionManager {
                 // A run_start written before values were redacted holds it.
                 None if logged != launch::REDACTED => logged.clone(),
                 None => {
-                    return Err(Error::FailedPrecondition(format!(
-                        "the value of env {key} of the last run of session {session_id:?} is \
-                         not known any more; Start the session again with its config"
-                    )));
+                    return Err(Error::RespawnImpossible {
+                        session_id: session_id.to_owned(),
+                        reason: format!(
+                            "the value of env {key} of its last run is not known any more"
+                        ),
+                    });
                 }
             };
             env.insert(key.clone(), value);
@@ -377,14 +375,15 @@ impl SessionManager {
                 .logs
                 .append(session_id, vec![inferred_run_end(run_id)])
                 .await?;
-            slot.derived.applied(&appended);
+            slot.fold.applied(&appended);
             return Ok(true);
         }
         Ok(false)
     }
 
-    /// Answers a pending permission request. NOT_FOUND when the request is
-    /// not pending (unknown, already answered, timed out or withdrawn).
+    /// Answers a pending permission request.
+    /// [`Error::PermissionRequestNotPending`] when it is not pending
+    /// (unknown, already answered, timed out or withdrawn).
     pub async fn respond_permission(
         &self,
         session_id: &str,
@@ -393,10 +392,9 @@ impl SessionManager {
     ) -> Result<()> {
         let slot = self.slot(session_id);
         let live = slot.live.lock().await;
-        let not_found = || {
-            Error::NotFound(format!(
-                "no pending permission request {request_id:?} in session {session_id:?}"
-            ))
+        let not_found = || Error::PermissionRequestNotPending {
+            session_id: session_id.to_owned(),
+            request_id: request_id.to_owned(),
         };
         let Some(h) = live.as_ref().filter(|h| h.running()) else {
             if !self.inner.logs.exists(session_id) {
@@ -442,7 +440,7 @@ impl SessionManager {
 
     /// Stops every live run (run_end SERVER_RESTART, source "shutdown") and
     /// waits for their run_end, bounded by the stop ladder. New calls get
-    /// UNAVAILABLE from now on. Does not close the logs.
+    /// [`Error::ShuttingDown`] from now on. Does not close the logs.
     pub async fn shutdown(&self) {
         self.inner.shutting_down.cancel();
         let slots: Vec<Arc<Slot>> = {
@@ -469,11 +467,11 @@ impl SessionManager {
         }
     }
 
-    /// Checks `config` against the launch policy and takes a live-run
-    /// permit (refusing before anything is appended), then appends
+    /// Checks `config` against the launch policy and the adapter and takes
+    /// a live-run permit (refusing before anything is appended), then appends
     /// run_start (env values redacted) (+ input_sent) durably, then spawns;
     /// on failure records run_error + run_end so the run still ends exactly
-    /// once. The caller has caught `slot.derived` up to the head (under the
+    /// once. The caller has caught `slot.fold` up to the head (under the
     /// slot lock, so it stays current: from here on only this call and then
     /// the run task append).
     async fn spawn_run(
@@ -486,13 +484,19 @@ impl SessionManager {
     ) -> Result<Started> {
         if config.resume.is_empty() {
             config.resume = slot
-                .derived
+                .fold
                 .with(|d| d.resume_id(session_id))
                 .unwrap_or_default();
         }
         self.admit(session_id, &mut config, trigger)?;
-        let permit = self.live_run_permit()?;
         let run_id = uuid::Uuid::new_v4().to_string();
+        let spawn = SpawnConfig {
+            session_id: session_id.to_owned(),
+            run_id: run_id.clone(),
+            config: config.clone(),
+        };
+        self.inner.adapter.check(&spawn)?;
+        let permit = self.live_run_permit()?;
         let has_prompt = !config.prompt.is_empty() || !config.content_blocks.is_empty();
         let mut first = vec![NewEvent {
             run_id: run_id.clone(),
@@ -515,16 +519,8 @@ impl SessionManager {
             });
         }
         let appended = self.inner.logs.append(session_id, first).await?;
-        slot.derived.applied(&appended);
-        let spawned = self
-            .inner
-            .adapter
-            .spawn(SpawnConfig {
-                session_id: session_id.to_owned(),
-                run_id: run_id.clone(),
-                config: config.clone(),
-            })
-            .await;
+        slot.fold.applied(&appended);
+        let spawned = self.inner.adapter.spawn(spawn).await;
         let handle = match spawned {
             Ok(h) => h,
             Err(e) => {
@@ -550,7 +546,7 @@ impl SessionManager {
                     },
                 ];
                 let appended = self.inner.logs.append(session_id, end).await?;
-                slot.derived.applied(&appended);
+                slot.fold.applied(&appended);
                 // A Send that retries respawns with this run's env values.
                 let env: BTreeMap<String, String> = config.env.into_iter().collect();
                 if let Err(e) = self
@@ -561,9 +557,12 @@ impl SessionManager {
                 {
                     tracing::warn!(session_id, error = %e, "could not record the run's env");
                 }
-                return Err(match Error::from(e) {
-                    e @ Error::FailedPrecondition(_) => e,
-                    other => Error::Internal(format!("spawn failed: {other}")),
+                return Err(match e {
+                    AdapterError::Spawn(msg) => Error::Spawn(msg),
+                    e @ (AdapterError::BinaryNotFound(_)
+                    | AdapterError::Unsupported(_)
+                    | AdapterError::InvalidConfig { .. }) => e.into(),
+                    other => Error::Spawn(other.to_string()),
                 });
             }
         };
@@ -605,7 +604,7 @@ impl SessionManager {
             self.inner.logs.clone(),
             self.inner.opts.clone(),
             handle,
-            slot.derived.clone(),
+            slot.fold.clone(),
             has_prompt,
             cmd_rx,
             ended.clone(),
@@ -626,24 +625,26 @@ impl SessionManager {
 impl SessionManager {
     /// The launch policy's verdict on `config` (which it may rewrite: see
     /// [`LaunchPolicy::admit`]). A respawning Send's config is the session's
-    /// recorded one, not the request's: an INVALID_ARGUMENT there becomes
-    /// FAILED_PRECONDITION (the operator narrowed the policy since; a Start
-    /// with an allowed config fixes it); a cwd outside `--allowed-cwd` stays
-    /// PERMISSION_DENIED.
+    /// recorded one, not the request's: an invalid field there makes the
+    /// session not respawnable (the operator narrowed the policy since; a
+    /// Start with an allowed config fixes it); a cwd outside
+    /// `--allowed-cwd` stays [`Error::PolicyDenied`].
     fn admit(&self, session_id: &str, config: &mut pb::StartConfig, trigger: &str) -> Result<()> {
         match self.inner.opts.launch.admit(config) {
             Ok(()) => Ok(()),
-            Err(e @ Error::InvalidArgument { .. }) if trigger != "start" => {
-                Err(Error::FailedPrecondition(format!(
-                    "the last run config of session {session_id:?} is not allowed by this \
-                     server's launch policy ({e}); Start the session with a config it allows"
-                )))
+            Err(e @ Error::InvalidField { .. }) if trigger != "start" => {
+                Err(Error::RespawnImpossible {
+                    session_id: session_id.to_owned(),
+                    reason: format!(
+                        "its last run config is not allowed by this server's launch policy ({e})"
+                    ),
+                })
             }
             Err(e) => Err(e),
         }
     }
 
-    /// A permit for one more live run, or RESOURCE_EXHAUSTED.
+    /// A permit for one more live run, or [`Error::ResourceLimit`].
     fn live_run_permit(&self) -> Result<OwnedSemaphorePermit> {
         self.inner
             .live_runs
@@ -651,7 +652,7 @@ impl SessionManager {
             .try_acquire_owned()
             .map_err(|_| {
                 let max = self.inner.opts.max_live_runs;
-                Error::ResourceExhausted(format!(
+                Error::ResourceLimit(format!(
                     "{max} runs are live, the most this server runs at once \
                      (--max-live-runs); retry when one has ended, or Stop one"
                 ))

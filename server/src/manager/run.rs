@@ -2,9 +2,9 @@
 //!
 //! It reads stdout, normalizes lines into events and appends them (lines
 //! that arrive together go in one append), executes the commands the manager
-//! sends (write, stop, permission answers, shutdown), runs the timers (stop
-//! ladder, idle timeout, permission timeouts) and, when the process has
-//! exited, appends the run's one `run_end`.
+//! sends (write, stop, permission answers, shutdown), runs the timers (the
+//! stop [`ladder`](super::ladder), idle timeout, permission timeouts) and,
+//! when the process has exited, appends the run's one `run_end`.
 //!
 //! How it ends: only when the process has exited (and been reaped by the
 //! adapter). Shutdown is a command that drives the process to exit through
@@ -23,10 +23,11 @@ use tokio::sync::{OwnedSemaphorePermit, mpsc, oneshot};
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
-use super::derived::DerivedCell;
+use super::fold::FoldCell;
+use super::ladder::{Action, Cause, Input, Ladder};
 use super::{ManagerOptions, PermissionAnswer};
 use crate::adapter::{
-    ExitInfo, PermissionDecision, ProcessControl, ProcessHandle, Signal, StdoutLine, UserInput,
+    ExitInfo, PermissionDecision, ProcessControl, ProcessHandle, StdoutLine, UserInput,
 };
 use crate::error::{Error, Result};
 use crate::log::{EventLogs, NewEvent};
@@ -64,30 +65,6 @@ pub(super) enum WriteError {
     Ending,
 }
 
-/// Why the harness is ending the process, which decides the run_end reason.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum EndCause {
-    /// A Stop request.
-    User,
-    /// --idle-timeout.
-    Idle,
-    /// Server shutdown.
-    Shutdown,
-}
-
-/// Where the stop ladder is.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Ladder {
-    /// Not stopping.
-    Off,
-    /// Interrupt sent; waiting for turn_end until `deadline`.
-    Interrupted { deadline: Instant },
-    /// `next` is sent at `deadline`.
-    Signal { next: Signal, deadline: Instant },
-    /// SIGKILL sent; waiting for the exit.
-    Killed,
-}
-
 /// A permission request waiting for an answer.
 struct Pending {
     input: Option<Struct>,
@@ -107,12 +84,9 @@ pub(super) struct Run {
     /// The session's cached derive fold, shared with the manager. This task
     /// is the session's only writer while it lives and applies every event
     /// it appends, so the fold holds everything up to its last append.
-    derived: Arc<DerivedCell>,
+    fold: Arc<FoldCell>,
     pending: HashMap<String, Pending>,
     ladder: Ladder,
-    cause: Option<EndCause>,
-    /// We closed stdin (idle or idle-stop): exit 0 then means completed.
-    stdin_closed: bool,
     /// The last turn_end was an error (API error, error result).
     last_turn_error: bool,
     /// Last activity (event or input), for the idle timeout.
@@ -134,12 +108,13 @@ impl Run {
         logs: EventLogs,
         opts: ManagerOptions,
         handle: ProcessHandle,
-        derived: Arc<DerivedCell>,
+        fold: Arc<FoldCell>,
         prompt_sent: bool,
         cmds: mpsc::Receiver<RunCmd>,
         ended: CancellationToken,
         live_permit: OwnedSemaphorePermit,
     ) -> Self {
+        let ladder = Ladder::new(opts.stop_grace, opts.kill_grace);
         let mut normalizer = Normalizer::new(opts.max_line_bytes);
         normalizer.set_pid(handle.pid);
         if prompt_sent {
@@ -155,11 +130,9 @@ impl Run {
             exited: handle.exited,
             cmds,
             normalizer,
-            derived,
+            fold,
             pending: HashMap::new(),
-            ladder: Ladder::Off,
-            cause: None,
-            stdin_closed: false,
+            ladder,
             last_turn_error: false,
             last_activity: Instant::now(),
             ended,
@@ -205,6 +178,7 @@ impl Run {
                 _ = sleep_until(deadline), if deadline.is_some() => self.timers().await,
             }
         };
+        self.ladder.step(Input::Exited, Instant::now());
         // Lines written just before the exit are still in the pipe.
         while stdout_open {
             match tokio::time::timeout(DRAIN_AFTER_EXIT, self.stdout.recv()).await {
@@ -224,10 +198,7 @@ impl Run {
     }
 
     fn next_deadline(&self) -> Option<Instant> {
-        let ladder = match self.ladder {
-            Ladder::Interrupted { deadline } | Ladder::Signal { deadline, .. } => Some(deadline),
-            Ladder::Off | Ladder::Killed => None,
-        };
+        let ladder = self.ladder.deadline();
         let permission = self.pending.values().map(|p| p.deadline).min();
         [ladder, permission, self.idle_deadline()]
             .into_iter()
@@ -241,11 +212,10 @@ impl Run {
     fn idle_deadline(&self) -> Option<Instant> {
         if self.opts.idle_timeout.is_zero()
             || !self.control.keep_alive()
-            || self.cause.is_some()
-            || self.ladder != Ladder::Off
+            || self.ladder.stopping()
             || !self.pending.is_empty()
             || self
-                .derived
+                .fold
                 .with(|d| d.fold.status_fold().turn_in_progress())
                 .unwrap_or(false)
         {
@@ -258,7 +228,7 @@ impl Run {
     /// `has_running_background_tasks`). Takes a snapshot of the fold, so it
     /// is asked only when the idle deadline has passed.
     fn background_tasks_running(&self) -> bool {
-        self.derived
+        self.fold
             .with(|d| d.fold.snapshot().has_running_background_tasks)
             .unwrap_or(false)
     }
@@ -279,7 +249,7 @@ impl Run {
             .collect();
         match self.logs.append(&self.session_id, events).await {
             Ok(events) => {
-                self.derived.applied(&events);
+                self.fold.applied(&events);
                 for e in &events {
                     self.observe(e).await;
                 }
@@ -311,11 +281,7 @@ impl Run {
             }
             Some(Payload::TurnEnd(t)) if !t.compact => {
                 self.last_turn_error = t.is_error;
-                // The interrupt worked: the process stays for the next turn.
-                if matches!(self.ladder, Ladder::Interrupted { .. }) {
-                    self.ladder = Ladder::Off;
-                    self.cause = None;
-                }
+                self.step(Input::TurnEnded, Instant::now());
             }
             Some(Payload::RunReady(r)) if !r.resume_id.is_empty() => {
                 let resume = r.resume_id.clone();
@@ -359,10 +325,7 @@ impl Run {
     async fn write(&mut self, input: UserInput) -> Result<(), WriteError> {
         // A process we are signalling, or ending for idle or shutdown, will
         // not take another turn.
-        let ending = matches!(self.ladder, Ladder::Signal { .. } | Ladder::Killed)
-            || matches!(self.cause, Some(EndCause::Idle | EndCause::Shutdown))
-            || self.stdin_closed;
-        if ending || !self.control.alive() {
+        if self.ladder.ending() || !self.control.alive() {
             return Err(WriteError::Ending);
         }
         // Written before it is recorded: this task handles the process's
@@ -387,73 +350,59 @@ impl Run {
     /// (nothing to stop; Stop twice must equal Stop once, so an idle
     /// process is never killed by a second click).
     async fn stop(&mut self) -> bool {
-        if self.ladder != Ladder::Off || self.cause.is_some() {
+        if self.ladder.stopping() {
             return true; // already stopping: idempotent, no second event
         }
-        let status = self.derived.status();
+        let status = self.fold.status();
         let busy = status.turn_in_progress()
             || matches!(status.status(), Status::Starting | Status::Streaming);
         if !busy && self.control.keep_alive() {
             return false;
         }
-        self.cause = Some(EndCause::User);
         self.append_one(Payload::StopRequested(pb::StopRequested {
             source: "user".into(),
         }))
         .await;
-        let now = Instant::now();
-        match self.control.interrupt() {
-            Ok(true) => {
-                self.ladder = Ladder::Interrupted {
-                    deadline: now + self.opts.stop_grace,
-                };
-            }
-            // One-shot runs (no interrupt) and failed interrupts: signals.
-            _ => self.signal(Signal::Int, now),
-        }
+        self.step(Input::Stop, Instant::now());
         true
     }
 
     async fn shutdown(&mut self) {
-        if self.cause == Some(EndCause::Shutdown) {
+        if self.ladder.cause() == Some(Cause::Shutdown) {
             return;
         }
-        self.cause = Some(EndCause::Shutdown);
         self.append_one(Payload::StopRequested(pb::StopRequested {
             source: "shutdown".into(),
         }))
         .await;
-        self.signal(Signal::Int, Instant::now());
+        self.step(Input::Shutdown, Instant::now());
     }
 
-    /// Sends `sig` and arms the next rung.
-    fn signal(&mut self, sig: Signal, now: Instant) {
-        tracing::debug!(session_id = %self.session_id, run_id = %self.run_id, signal = ?sig, "signalling process group");
-        if let Err(e) = self.control.signal(sig) {
-            tracing::debug!(error = %e, "signal failed (process probably gone)");
-        }
-        self.ladder = match sig {
-            Signal::Int => Ladder::Signal {
-                next: Signal::Term,
-                deadline: now + self.opts.kill_grace,
-            },
-            Signal::Term => Ladder::Signal {
-                next: Signal::Kill,
-                deadline: now + self.opts.kill_grace,
-            },
-            Signal::Kill => Ladder::Killed,
+    /// Feeds the ladder and does what it says.
+    fn step(&mut self, input: Input, now: Instant) {
+        let Some(action) = self.ladder.step(input, now) else {
+            return;
         };
+        match action {
+            Action::Interrupt => {
+                if !matches!(self.control.interrupt(), Ok(true)) {
+                    // One-shot runs (no interrupt) and failed interrupts: signals.
+                    self.step(Input::InterruptFailed, now);
+                }
+            }
+            Action::Signal(sig) => {
+                tracing::debug!(session_id = %self.session_id, run_id = %self.run_id, signal = ?sig, "signalling process group");
+                if let Err(e) = self.control.signal(sig) {
+                    tracing::debug!(error = %e, "signal failed (process probably gone)");
+                }
+            }
+            Action::CloseStdin => self.control.close_stdin(),
+        }
     }
 
     async fn timers(&mut self) {
         let now = Instant::now();
-        match self.ladder {
-            Ladder::Interrupted { deadline } if deadline <= now => {
-                self.signal(Signal::Int, now);
-            }
-            Ladder::Signal { next, deadline } if deadline <= now => self.signal(next, now),
-            _ => {}
-        }
+        self.step(Input::TimerFired, now);
         let expired: Vec<String> = self
             .pending
             .iter()
@@ -490,26 +439,20 @@ impl Run {
         }
         if self.idle_deadline().is_some_and(|d| d <= now) {
             tracing::info!(session_id = %self.session_id, run_id = %self.run_id, "idle timeout");
-            self.cause = Some(EndCause::Idle);
             self.append_one(Payload::StopRequested(pb::StopRequested {
                 source: "idle".into(),
             }))
             .await;
-            self.control.close_stdin();
-            self.stdin_closed = true;
-            self.ladder = Ladder::Signal {
-                next: Signal::Term,
-                deadline: now + self.opts.kill_grace,
-            };
+            self.step(Input::Idle, now);
         }
     }
 
     async fn answer(&mut self, request_id: String, answer: PermissionAnswer) -> Result<()> {
         let Some(pending) = self.pending.get(&request_id) else {
-            return Err(Error::NotFound(format!(
-                "no pending permission request {request_id:?} in session {:?}",
-                self.session_id
-            )));
+            return Err(Error::PermissionRequestNotPending {
+                session_id: self.session_id.clone(),
+                request_id,
+            });
         };
         let decision = if answer.allow {
             PermissionDecision::Allow {
@@ -600,13 +543,13 @@ impl Run {
 
     fn end_reason(&self, exit: &ExitInfo) -> (pb::RunEndReason, &'static str) {
         use pb::RunEndReason as R;
-        match self.cause {
-            Some(EndCause::Shutdown) => (R::ServerRestart, "shutdown"),
-            Some(EndCause::User) => (R::Stopped, "process"),
-            Some(EndCause::Idle) => (R::IdleTimeout, "process"),
+        match self.ladder.cause() {
+            Some(Cause::Shutdown) => (R::ServerRestart, "shutdown"),
+            Some(Cause::User) => (R::Stopped, "process"),
+            Some(Cause::Idle) => (R::IdleTimeout, "process"),
             None => {
                 let reason = match (exit.code, exit.signal.as_deref()) {
-                    (Some(0), _) if !self.control.keep_alive() || self.stdin_closed => R::Completed,
+                    (Some(0), _) if !self.control.keep_alive() => R::Completed,
                     (Some(c), _) if c != 0 && self.last_turn_error => R::Error,
                     (None, Some("SIGINT")) => R::Interrupted,
                     _ => R::ProcessExit,

@@ -1,6 +1,6 @@
-//! Each session's derived state, kept in memory: the `derive::Fold` of its
-//! log, so Start, Send, GetSession and ListSessions cost O(new events)
-//! instead of re-reading and re-folding the whole log on every call.
+//! Each session's fold, kept in memory: the `derive::Fold` of its log, so
+//! Start, Send, GetSession and ListSessions cost O(new events) instead of
+//! re-reading and re-folding the whole log on every call.
 //!
 //! The cache is the derive fold of a *prefix* of the log and nothing else
 //! (no second "is it running" registry): it may lag the log, never differ
@@ -24,9 +24,10 @@ use agent_harness_client::pb::event::Payload;
 
 use crate::log::{EventLogs, HISTORY_MAX_LIMIT, LogError};
 
-/// What the manager derives from one session's log.
+/// The derive fold of one session's log (a prefix of it), plus the one
+/// thing the manager reads from the log that derive does not keep.
 #[derive(Debug, Clone, Default)]
-pub(super) struct Derived {
+pub(super) struct SessionFold {
     /// Every derivation (status, usage, tasks, ...), as GetSession reports.
     pub(super) fold: Fold,
     /// The latest run_start's config: a Send that respawns keeps its cwd,
@@ -34,7 +35,7 @@ pub(super) struct Derived {
     pub(super) last_config: Option<pb::StartConfig>,
 }
 
-impl Derived {
+impl SessionFold {
     fn from_events(events: &[pb::Event]) -> Self {
         let mut d = Self::default();
         for e in events {
@@ -60,16 +61,16 @@ impl Derived {
     }
 }
 
-/// One session's cached [`Derived`]; `None` until first built.
+/// One session's cached [`SessionFold`]; `None` until first built.
 #[derive(Debug, Default)]
-pub(super) struct DerivedCell {
+pub(super) struct FoldCell {
     /// A std mutex: every critical section is a few field reads or the
     /// fold of events already in hand, never an await.
-    state: Mutex<Option<Derived>>,
+    state: Mutex<Option<SessionFold>>,
 }
 
-impl DerivedCell {
-    fn lock(&self) -> std::sync::MutexGuard<'_, Option<Derived>> {
+impl FoldCell {
+    fn lock(&self) -> std::sync::MutexGuard<'_, Option<SessionFold>> {
         self.state.lock().unwrap_or_else(|p| p.into_inner())
     }
 
@@ -94,7 +95,7 @@ impl DerivedCell {
 
     /// Reads the cached state, whatever its lag (the run task's view: it is
     /// the writer, so the fold already holds everything it appended).
-    pub(super) fn with<R>(&self, f: impl FnOnce(&Derived) -> R) -> Option<R> {
+    pub(super) fn with<R>(&self, f: impl FnOnce(&SessionFold) -> R) -> Option<R> {
         self.lock().as_ref().map(f)
     }
 
@@ -110,10 +111,10 @@ impl DerivedCell {
         &self,
         logs: &EventLogs,
         session_id: &str,
-        f: impl FnOnce(&Derived) -> R,
+        f: impl FnOnce(&SessionFold) -> R,
     ) -> Result<R, LogError> {
         let head = logs.head_seq(session_id);
-        let have = self.with(Derived::head);
+        let have = self.with(SessionFold::head);
         match have {
             Some(h) if h >= head => {}
             Some(h) if head - h <= u64::from(HISTORY_MAX_LIMIT) => {
@@ -122,7 +123,7 @@ impl DerivedCell {
                     .history(session_id, head + 1, (head - h) as u32)
                     .await?;
                 self.applied(&events);
-                if self.with(Derived::head).unwrap_or(0) < head {
+                if self.with(SessionFold::head).unwrap_or(0) < head {
                     // A page that did not connect (cannot happen with a
                     // gapless log; cheap insurance): refold from scratch.
                     self.rebuild(logs, session_id).await?;
@@ -138,7 +139,7 @@ impl DerivedCell {
     /// longer one is the more current).
     async fn rebuild(&self, logs: &EventLogs, session_id: &str) -> Result<(), LogError> {
         let events = logs.read_all(session_id).await?;
-        let built = Derived::from_events(&events);
+        let built = SessionFold::from_events(&events);
         let mut state = self.lock();
         if state.as_ref().is_none_or(|d| d.head() < built.head()) {
             *state = Some(built);
@@ -177,15 +178,15 @@ mod tests {
 
     #[test]
     fn applies_each_event_once_in_order_and_stops_at_a_gap() {
-        let cell = DerivedCell::default();
+        let cell = FoldCell::default();
         // Not built: writers' events are left for the build.
         cell.applied(&[run_start(1)]);
         assert!(cell.with(|_| ()).is_none());
 
-        *cell.lock() = Some(Derived::from_events(&[run_start(1)]));
+        *cell.lock() = Some(SessionFold::from_events(&[run_start(1)]));
         // A repeat of seq 1 is skipped; seq 3 after a missing 2 is not applied.
         cell.applied(&[run_start(1), ev(3, Payload::RunEnd(pb::RunEnd::default()))]);
-        assert_eq!(cell.with(Derived::head), Some(1));
+        assert_eq!(cell.with(SessionFold::head), Some(1));
         assert!(cell.status().run_live());
         assert_eq!(
             cell.with(|d| d.last_config.clone().unwrap().model),
@@ -196,7 +197,7 @@ mod tests {
             ev(2, Payload::RunReady(pb::RunReady::default())),
             ev(3, Payload::RunEnd(pb::RunEnd::default())),
         ]);
-        assert_eq!(cell.with(Derived::head), Some(3));
+        assert_eq!(cell.with(SessionFold::head), Some(3));
         assert!(!cell.status().run_live());
     }
 }
