@@ -89,7 +89,7 @@ fn code(e: &Error) -> Code {
 
 impl From<Error> for Status {
     fn from(e: Error) -> Self {
-        Status::new(code(&e), e.to_string())
+        Status::new(code(&e), crate::error::bounded(e.to_string()))
     }
 }
 

@@ -4,7 +4,7 @@
 //! The trait is deliberately narrow: the [`crate::log`] layer owns sequence
 //! numbers, windows and subscribers, and only asks storage to commit a batch
 //! atomically and to read ranges back. Both implementations pass the same
-//! contract suite (`server/tests/store_contract.rs`).
+//! contract suite (`server/tests/log_store/store_contract.rs`).
 
 mod memory;
 mod redb;

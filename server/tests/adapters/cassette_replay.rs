@@ -1,0 +1,138 @@
+//! Replays every committed cassette (recorded from the real CLI 2.1.197)
+//! through CassetteAdapter + Normalizer, and tests the replay mechanics.
+
+use crate::support::cassette;
+use crate::support::common;
+
+use std::time::{Duration, Instant};
+
+use agent_harness_client::pb;
+use agent_harness_server::adapter::cassette::{Cassette, CassetteAdapter};
+use agent_harness_server::adapter::{ProcessAdapter, Signal, SpawnConfig, StdoutLine, UserInput};
+use cassette::{replay_checked, scenarios};
+use common::{CLI_VERSION, cassettes_dir, file_stems};
+
+fn cfg() -> SpawnConfig {
+    SpawnConfig {
+        session_id: "s".into(),
+        run_id: "r".into(),
+        config: pb::StartConfig::default(),
+    }
+}
+
+#[tokio::test]
+async fn every_committed_cassette_replays_to_its_pinned_events() {
+    let files = file_stems(&cassettes_dir(), ".cassette.jsonl");
+    let mut pinned: Vec<String> = scenarios().iter().map(|s| s.name.to_string()).collect();
+    pinned.sort();
+    assert_eq!(
+        files, pinned,
+        "every cassette needs a scenario and vice versa"
+    );
+    assert!(files.len() >= 8);
+    for s in scenarios() {
+        let path = cassettes_dir().join(format!("{}.cassette.jsonl", s.name));
+        let (kinds, exit) = replay_checked(&path).await;
+        assert_eq!(kinds, s.expect, "{}", s.name);
+        assert_eq!(exit.code, s.exit_code, "{}", s.name);
+        let c = Cassette::parse(&std::fs::read_to_string(&path).unwrap()).unwrap();
+        assert_eq!(c.header.cli_version, CLI_VERSION);
+        assert_eq!(c.header.adapter, s.adapter);
+        // Text round trip is lossless.
+        assert_eq!(Cassette::parse(&c.to_jsonl()).unwrap(), c);
+    }
+}
+
+const TINY: &str = r#"{"type":"header","cli_version":"9.9.9","argv":["-p"],"date":"2026-01-01T00:00:00Z","adapter":"interactive"}
+{"t":0,"dir":"in","kind":"initial","line":"{}"}
+{"t":100,"dir":"out","line":"{\"type\":\"a\"}"}
+{"t":200,"dir":"in","kind":"user","line":"{}"}
+{"t":300,"dir":"out","line":"{\"type\":\"b\"}","too_long":99}
+{"t":400,"dir":"in","kind":"close","line":""}
+{"t":500,"dir":"exit","code":3,"signal":null,"stderr_tail":"bye"}
+"#;
+
+#[tokio::test]
+async fn replay_waits_at_markers_and_ends_with_the_recorded_exit() {
+    let a = CassetteAdapter::from_str(TINY, 0.0).unwrap();
+    let mut h = a.spawn(cfg()).await.unwrap();
+    assert!(h.control.keep_alive());
+    assert_eq!(
+        h.stdout.recv().await,
+        Some(StdoutLine::Line(r#"{"type":"a"}"#.into()))
+    );
+    // Paused at the "user" marker.
+    assert!(
+        tokio::time::timeout(Duration::from_millis(200), h.stdout.recv())
+            .await
+            .is_err()
+    );
+    h.control.write(&UserInput::default()).unwrap();
+    assert_eq!(
+        h.stdout.recv().await,
+        Some(StdoutLine::TooLong {
+            head: r#"{"type":"b"}"#.into(),
+            len: 99
+        })
+    );
+    // Paused at "close"; a write satisfies nothing after stdin closes.
+    assert!(
+        tokio::time::timeout(Duration::from_millis(200), h.stdout.recv())
+            .await
+            .is_err()
+    );
+    assert!(h.control.alive());
+    h.control.close_stdin();
+    assert!(h.control.write(&UserInput::default()).is_err());
+    assert_eq!(h.stdout.recv().await, None);
+    let exit = h.exited.await.unwrap();
+    assert_eq!(exit.code, Some(3));
+    assert_eq!(exit.stderr_tail, "bye");
+}
+
+#[tokio::test]
+async fn an_unrecorded_signal_ends_the_replay_like_a_process() {
+    let a = CassetteAdapter::from_str(TINY, 0.0).unwrap();
+    let mut h = a.spawn(cfg()).await.unwrap();
+    h.stdout.recv().await.unwrap();
+    h.control.signal(Signal::Kill).unwrap();
+    assert_eq!(h.stdout.recv().await, None);
+    let exit = h.exited.await.unwrap();
+    assert_eq!(exit.signal.as_deref(), Some("SIGKILL"));
+    assert!(!h.control.alive());
+    assert!(h.control.signal(Signal::Kill).is_err());
+}
+
+#[tokio::test]
+async fn timescale_scales_the_recorded_gaps() {
+    let text = r#"{"type":"header","cli_version":"x","argv":[],"date":"","adapter":"cli"}
+{"t":0,"dir":"out","line":"1"}
+{"t":400,"dir":"out","line":"2"}
+{"t":400,"dir":"exit","code":0}
+"#;
+    let start = Instant::now();
+    let a = CassetteAdapter::from_str(text, 0.5).unwrap();
+    let mut h = a.spawn(cfg()).await.unwrap();
+    assert!(!h.control.keep_alive());
+    while h.stdout.recv().await.is_some() {}
+    let took = start.elapsed();
+    assert!(
+        took >= Duration::from_millis(190) && took < Duration::from_millis(390),
+        "{took:?}"
+    );
+}
+
+#[test]
+fn malformed_cassettes_are_errors_not_panics() {
+    for bad in [
+        "",
+        "not json",
+        r#"{"type":"nope"}"#,
+        "{\"type\":\"header\"}\n{\"dir\":\"out\"}",
+        "{\"type\":\"header\"}\n{\"t\":1,\"dir\":\"sideways\"}",
+        "{\"type\":\"header\"}\n[1]",
+    ] {
+        assert!(CassetteAdapter::from_str(bad, 0.0).is_err(), "{bad:?}");
+    }
+    assert!(CassetteAdapter::from_file("/nonexistent.cassette.jsonl", 0.0).is_err());
+}

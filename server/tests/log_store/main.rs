@@ -1,0 +1,13 @@
+//! The event log and its store: append, subscribe, history, handover, the store contract.
+//!
+//! One test binary per concern (build and link once); each module below
+//! was its own binary before.
+
+#[path = "../support/mod.rs"]
+mod support;
+
+mod append;
+mod handover;
+mod history;
+mod store_contract;
+mod subscribe;

@@ -1,0 +1,384 @@
+//! Subscribe: header, replay, caught_up, live, resets, window fall-through,
+//! heartbeats and the bounded-memory slow subscriber.
+
+use crate::support::log;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use agent_harness_client::pb;
+use agent_harness_client::pb::subscribe_response::Kind;
+use agent_harness_server::log::{EventLogs, LogOptions, SUBSCRIBER_CHUNK};
+use agent_harness_server::store::RedbStore;
+use futures::{Stream, StreamExt};
+use log::new_event;
+
+fn open(dir: &tempfile::TempDir, opts: LogOptions) -> EventLogs {
+    let store = RedbStore::open(&dir.path().join("agent-harness.redb")).unwrap();
+    EventLogs::open(Arc::new(store), opts).unwrap()
+}
+
+fn opts(window: usize, max_replay: u64) -> LogOptions {
+    LogOptions {
+        window,
+        max_replay,
+        ..LogOptions::default()
+    }
+}
+
+/// The replay header Subscribe must send first.
+fn header(reset: bool, from_seq: u64, head_seq: u64) -> pb::ReplayStart {
+    pb::ReplayStart {
+        reset,
+        from_seq,
+        head_seq,
+    }
+}
+
+async fn fill(logs: &EventLogs, sid: &str, n: u64) {
+    // Several appends so the store sees several commits.
+    let mut done = 0;
+    while done < n {
+        let k = (n - done).min(997);
+        logs.append(sid, (done..done + k).map(new_event).collect())
+            .await
+            .unwrap();
+        done += k;
+    }
+}
+
+async fn next_kind(s: &mut (impl Stream<Item = pb::SubscribeResponse> + Unpin)) -> Kind {
+    // Longer than any heartbeat interval used here (paused-clock tests jump).
+    tokio::time::timeout(Duration::from_secs(60), s.next())
+        .await
+        .expect("stream stalled")
+        .expect("stream ended")
+        .kind
+        .expect("empty response")
+}
+
+/// Reads the header, the replayed events and caught_up.
+async fn replay(
+    s: &mut (impl Stream<Item = pb::SubscribeResponse> + Unpin),
+) -> (pb::ReplayStart, Vec<u64>, u64) {
+    let Kind::Replay(header) = next_kind(s).await else {
+        panic!("first message must be the replay header")
+    };
+    let mut seqs = Vec::new();
+    loop {
+        match next_kind(s).await {
+            Kind::Event(e) => seqs.push(e.seq),
+            Kind::CaughtUp(c) => return (header, seqs, c.head_seq),
+            other => panic!("unexpected during replay: {other:?}"),
+        }
+    }
+}
+
+fn range(a: u64, b: u64) -> Vec<u64> {
+    (a..=b).collect()
+}
+
+/// The heartbeat interval the heartbeat tests use.
+const HEARTBEAT: Duration = Duration::from_secs(15);
+
+fn with_heartbeat(heartbeat: Duration) -> LogOptions {
+    LogOptions {
+        heartbeat,
+        ..LogOptions::default()
+    }
+}
+
+/// The next message, which must be a heartbeat, and how long it took.
+async fn next_heartbeat(
+    s: &mut (impl Stream<Item = pb::SubscribeResponse> + Unpin),
+) -> (pb::Heartbeat, Duration) {
+    let t0 = tokio::time::Instant::now();
+    match next_kind(s).await {
+        Kind::Heartbeat(hb) => (hb, t0.elapsed()),
+        other => panic!("expected a heartbeat, got {other:?}"),
+    }
+}
+
+/// True when `d` is one heartbeat interval (the paused clock lands on it).
+fn one_interval(d: Duration) -> bool {
+    d >= HEARTBEAT && d < HEARTBEAT + Duration::from_secs(1)
+}
+
+#[tokio::test]
+async fn replays_after_the_cursor_then_goes_live() {
+    let dir = tempfile::tempdir().unwrap();
+    let logs = open(&dir, LogOptions::default());
+    fill(&logs, "s", 30).await;
+    let mut s = Box::pin(logs.subscribe("s", 10));
+    let (h, seqs, caught) = replay(&mut s).await;
+    assert_eq!(h, header(false, 10, 30));
+    assert_eq!((seqs, caught), (range(11, 30), 30));
+    logs.append("s", vec![new_event(1), new_event(2)])
+        .await
+        .unwrap();
+    for want in [31, 32] {
+        let Kind::Event(e) = next_kind(&mut s).await else {
+            panic!()
+        };
+        assert_eq!(e.seq, want);
+    }
+    logs.shutdown().await;
+    assert!(s.next().await.is_none(), "shutdown ends the stream");
+}
+
+#[tokio::test]
+async fn empty_session_replays_nothing_and_goes_live() {
+    let dir = tempfile::tempdir().unwrap();
+    let logs = open(&dir, LogOptions::default());
+    let mut s = Box::pin(logs.subscribe("new", 0));
+    let (h, seqs, caught) = replay(&mut s).await;
+    assert_eq!(h, header(false, 0, 0));
+    assert!(seqs.is_empty());
+    assert_eq!(caught, 0);
+    logs.append("new", vec![new_event(1)]).await.unwrap();
+    let Kind::Event(e) = next_kind(&mut s).await else {
+        panic!()
+    };
+    assert_eq!((e.seq, e.session_id.as_str()), (1, "new"));
+    logs.shutdown().await;
+}
+
+#[tokio::test]
+async fn cursor_at_head_replays_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let logs = open(&dir, LogOptions::default());
+    fill(&logs, "s", 5).await;
+    let (h, seqs, caught) = replay(&mut Box::pin(logs.subscribe("s", 5))).await;
+    assert_eq!((h.reset, h.from_seq, seqs.len(), caught), (false, 5, 0, 5));
+    logs.shutdown().await;
+}
+
+#[tokio::test]
+async fn cursor_past_head_resets_to_the_tail_window() {
+    let dir = tempfile::tempdir().unwrap();
+    let logs = open(&dir, opts(10, 100));
+    fill(&logs, "s", 25).await;
+    let (h, seqs, caught) = replay(&mut Box::pin(logs.subscribe("s", 26))).await;
+    assert_eq!(h, header(true, 15, 25));
+    assert_eq!((seqs, caught), (range(16, 25), 25));
+    // Past the head of a short session: the whole log is the tail.
+    fill(&logs, "short", 3).await;
+    let (h, seqs, _) = replay(&mut Box::pin(logs.subscribe("short", 1_000))).await;
+    assert_eq!(h, header(true, 0, 3));
+    assert_eq!(seqs, range(1, 3));
+    // Past the head of an empty session.
+    let (h, seqs, _) = replay(&mut Box::pin(logs.subscribe("empty", 1))).await;
+    assert_eq!(h, header(true, 0, 0));
+    assert!(seqs.is_empty());
+    logs.shutdown().await;
+}
+
+#[tokio::test]
+async fn cursor_too_far_behind_resets_and_the_boundary_does_not() {
+    let dir = tempfile::tempdir().unwrap();
+    let logs = open(&dir, opts(10, 100));
+    fill(&logs, "s", 250).await;
+    // head - after == max_replay: exactly at the boundary, replayed in full.
+    let (h, seqs, _) = replay(&mut Box::pin(logs.subscribe("s", 150))).await;
+    assert_eq!(h, header(false, 150, 250));
+    assert_eq!(seqs, range(151, 250));
+    // One further behind: reset to the tail window.
+    let (h, seqs, _) = replay(&mut Box::pin(logs.subscribe("s", 149))).await;
+    assert_eq!(h, header(true, 240, 250));
+    assert_eq!(seqs, range(241, 250));
+    // after_seq 0 on a long log is "too far behind" too.
+    let (h, _, _) = replay(&mut Box::pin(logs.subscribe("s", 0))).await;
+    assert!(h.reset);
+    logs.shutdown().await;
+}
+
+#[tokio::test]
+async fn replay_older_than_the_window_falls_through_to_storage() {
+    let dir = tempfile::tempdir().unwrap();
+    let logs = open(&dir, opts(50, 100_000));
+    fill(&logs, "s", 3_000).await;
+    assert_eq!(logs.stats().window_events, 50, "window is bounded");
+    let (h, seqs, caught) = replay(&mut Box::pin(logs.subscribe("s", 7))).await;
+    assert!(!h.reset);
+    assert_eq!((seqs, caught), (range(8, 3_000), 3_000));
+    // The events themselves round-trip from storage.
+    let from_store = logs.read_all("s").await.unwrap();
+    assert_eq!(from_store.len(), 3_000);
+    assert_eq!(from_store[7].payload, Some(log::payload(7)));
+    logs.shutdown().await;
+}
+
+#[tokio::test]
+async fn window_zero_serves_everything_from_storage() {
+    let dir = tempfile::tempdir().unwrap();
+    let logs = open(&dir, opts(0, 100_000));
+    fill(&logs, "s", 40).await;
+    assert_eq!(logs.stats().window_events, 0);
+    let mut s = Box::pin(logs.subscribe("s", 0));
+    let (_, seqs, _) = replay(&mut s).await;
+    assert_eq!(seqs, range(1, 40));
+    logs.append("s", vec![new_event(0)]).await.unwrap();
+    let Kind::Event(e) = next_kind(&mut s).await else {
+        panic!()
+    };
+    assert_eq!(e.seq, 41);
+    logs.shutdown().await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn idle_live_streams_get_heartbeats_with_the_head() {
+    let dir = tempfile::tempdir().unwrap();
+    let logs = open(&dir, with_heartbeat(HEARTBEAT));
+    fill(&logs, "s", 3).await;
+    let mut s = Box::pin(logs.subscribe("s", 3));
+    replay(&mut s).await;
+    let (hb, waited) = next_heartbeat(&mut s).await;
+    assert_eq!(hb.head_seq, 3);
+    assert!(waited >= HEARTBEAT, "not before the interval: {waited:?}");
+    // Heartbeats repeat.
+    next_heartbeat(&mut s).await;
+    logs.shutdown().await;
+}
+
+#[tokio::test]
+async fn a_subscriber_that_never_reads_keeps_memory_bounded_then_catches_up() {
+    let dir = tempfile::tempdir().unwrap();
+    let logs = open(&dir, opts(2_000, 100_000));
+    fill(&logs, "s", 10).await;
+    let mut s = Box::pin(logs.subscribe("s", 0));
+    // Read a little, then stop reading mid-replay (a chunk is buffered).
+    let Kind::Replay(_) = next_kind(&mut s).await else {
+        panic!()
+    };
+    let Kind::Event(e) = next_kind(&mut s).await else {
+        panic!()
+    };
+    assert_eq!(e.seq, 1);
+    // Other subscribers that never read at all.
+    let idle: Vec<_> = (0..100)
+        .map(|_| Box::pin(logs.subscribe("s", 10)))
+        .collect();
+
+    for chunk in 0..50u64 {
+        logs.append(
+            "s",
+            (0..1_000).map(|i| new_event(chunk * 1_000 + i)).collect(),
+        )
+        .await
+        .unwrap();
+        let st = logs.stats();
+        assert!(st.window_events <= 2_000, "window grew: {st:?}");
+        assert!(
+            st.subscriber_buffered <= SUBSCRIBER_CHUNK,
+            "subscriber backlog grew: {st:?}"
+        );
+    }
+    let st = logs.stats();
+    assert_eq!(st.subscribers, 101);
+    assert_eq!(logs.head_seq("s"), 50_010);
+
+    // Reading again: everything arrives in order, the old part from storage.
+    let mut want = 2;
+    let mut caught = false;
+    while want <= 50_010 {
+        match next_kind(&mut s).await {
+            Kind::Event(e) => {
+                assert_eq!(e.seq, want, "gap or duplicate");
+                want += 1;
+            }
+            Kind::CaughtUp(c) => {
+                assert_eq!(c.head_seq, 10);
+                caught = true;
+            }
+            other => panic!("{other:?}"),
+        }
+        assert!(logs.stats().subscriber_buffered <= SUBSCRIBER_CHUNK);
+    }
+    assert!(caught);
+    drop(idle);
+    assert_eq!(logs.stats().subscribers, 1);
+    logs.shutdown().await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn heartbeat_comes_one_interval_after_the_last_event_not_after_the_first_wait() {
+    // The timer is armed once and re-armed lazily; it must still honour the
+    // interval measured from the last message sent.
+    let dir = tempfile::tempdir().unwrap();
+    let logs = open(&dir, with_heartbeat(HEARTBEAT));
+    let mut s = Box::pin(logs.subscribe("s", 0));
+    replay(&mut s).await;
+    // Wait idle for 10 s: this arms the heartbeat timer for t0 + 15 s.
+    assert!(
+        tokio::time::timeout(Duration::from_secs(10), s.next())
+            .await
+            .is_err(),
+        "nothing before the interval"
+    );
+    // An event. The paused clock may jump to the armed deadline while the
+    // (real OS) writer thread commits, so a heartbeat for the old head may
+    // legitimately come first; what matters is what follows the event.
+    logs.append("s", vec![new_event(1)]).await.unwrap();
+    let e = loop {
+        match next_kind(&mut s).await {
+            Kind::Event(e) => break e,
+            Kind::Heartbeat(hb) if hb.head_seq == 0 => continue,
+            other => panic!("expected the event, got {other:?}"),
+        }
+    };
+    assert_eq!(e.seq, 1);
+    let (hb, waited) = next_heartbeat(&mut s).await;
+    assert_eq!(hb.head_seq, 1);
+    assert!(
+        one_interval(waited),
+        "heartbeat {waited:?} after the last event, want 15 s"
+    );
+    let (_, gap) = next_heartbeat(&mut s).await;
+    assert!(
+        one_interval(gap),
+        "heartbeats repeat every 15 s, got {gap:?}"
+    );
+    logs.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn shutdown_ends_every_live_stream_and_refuses_new_ones() {
+    // Shutdown is a flag plus a wake through each session's head watch:
+    // every waiting stream must wake and end, on every session.
+    let dir = tempfile::tempdir().unwrap();
+    let logs = open(&dir, LogOptions::default());
+    fill(&logs, "a", 5).await;
+    let (ready_tx, mut ready_rx) = tokio::sync::mpsc::unbounded_channel();
+    let mut tasks = Vec::new();
+    for i in 0..300 {
+        // Half on a session with events, half on one that has none yet.
+        let mut s = Box::pin(logs.subscribe(if i % 2 == 0 { "a" } else { "empty" }, 0));
+        let ready = ready_tx.clone();
+        tasks.push(tokio::spawn(async move {
+            let mut n = 0;
+            while let Some(msg) = s.next().await {
+                if let Some(Kind::CaughtUp(_)) = msg.kind {
+                    let _ = ready.send(());
+                }
+                n += 1;
+            }
+            n
+        }));
+    }
+    for _ in 0..300 {
+        ready_rx.recv().await.unwrap();
+    }
+    logs.shutdown().await;
+    for t in tasks {
+        let n = tokio::time::timeout(Duration::from_secs(5), t)
+            .await
+            .expect("a live stream did not end at shutdown")
+            .unwrap();
+        assert!(n >= 2, "header and caught_up came first");
+    }
+    let mut late = Box::pin(logs.subscribe("a", 0));
+    let end = tokio::time::timeout(Duration::from_secs(5), late.next())
+        .await
+        .expect("a stream opened after shutdown must end");
+    assert!(end.is_none());
+}

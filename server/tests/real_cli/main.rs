@@ -1,0 +1,15 @@
+//! Everything against the real claude CLI and the fake Messages API: adapters, the gRPC API, permission modes, cassette recording and serving, content blocks, the live-service opt-in.
+//!
+//! One test binary per concern (build and link once); each module below
+//! was its own binary before.
+
+#[path = "../support/mod.rs"]
+mod support;
+
+mod adapters;
+mod content_blocks;
+mod grpc;
+mod live_service_optin;
+mod permission_modes;
+mod record_cassette_serve;
+mod record_cassettes;

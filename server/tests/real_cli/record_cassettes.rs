@@ -1,0 +1,98 @@
+//! Records every cassette scenario from the real CLI against the fake API
+//! with the project's recorder, then replays the fresh recording and checks
+//! it yields the pinned events. With `AH_RECORD_CASSETTES=1` the recordings
+//! replace the committed ones in cassettes/ (that is how they were made).
+
+use crate::support::cassette;
+use crate::support::cli;
+use crate::support::common;
+
+use std::ffi::OsString;
+use std::time::Duration;
+
+use agent_harness_server::adapter::cassette::{Cassette, record_cassette};
+use agent_harness_server::adapter::claude_cli::ClaudeCliAdapter;
+use agent_harness_server::adapter::claude_interactive::{
+    ClaudeInteractiveAdapter, PermissionsMode,
+};
+use cassette::{replay_checked, scenarios};
+use cli::Fixture;
+use common::{CLI_VERSION, cassettes_dir};
+
+/// An adapter's CLI arguments as the cassette header records them.
+fn strings(args: Vec<OsString>) -> Vec<String> {
+    args.iter()
+        .map(|a| a.to_string_lossy().into_owned())
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn record_and_replay_every_scenario() {
+    let keep = std::env::var_os("AH_RECORD_CASSETTES").is_some_and(|v| v == "1");
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = if keep {
+        cassettes_dir()
+    } else {
+        tmp.path().to_path_buf()
+    };
+    for s in scenarios() {
+        let fx = Fixture::new().await;
+        let perms = if s.relay {
+            PermissionsMode::Relay
+        } else {
+            PermissionsMode::Settings
+        };
+        let mut config = fx.config(s.prompt);
+        if let Some(first) = s.resume_from {
+            let first_path = tmp.path().join(format!("{}-first.jsonl", s.name));
+            let adapter = ClaudeInteractiveAdapter::new(fx.options(perms));
+            let first_config = fx.config(first);
+            record_cassette(
+                adapter,
+                vec![],
+                first_config,
+                &[agent_harness_server::adapter::cassette::ScriptStep::WaitTurnEnd],
+                &first_path,
+                Duration::from_secs(60),
+            )
+            .await
+            .unwrap();
+            let c = Cassette::parse(&std::fs::read_to_string(&first_path).unwrap()).unwrap();
+            config.config.resume = c
+                .records
+                .iter()
+                .find_map(|r| match r {
+                    agent_harness_server::adapter::cassette::CassetteRecord::Out {
+                        line: agent_harness_server::adapter::StdoutLine::Line(l),
+                        ..
+                    } => serde_json::from_str::<serde_json::Value>(l)
+                        .ok()
+                        .and_then(|v| v["session_id"].as_str().map(str::to_string)),
+                    _ => None,
+                })
+                .expect("first run's session id");
+        }
+        let path = dir.join(format!("{}.cassette.jsonl", s.name));
+        let steps = (s.steps)();
+        let timeout = Duration::from_secs(90);
+        let exit = if s.adapter == "cli" {
+            let a = ClaudeCliAdapter::new(fx.options(perms));
+            let argv = strings(a.args(&config));
+            record_cassette(a, argv, config, &steps, &path, timeout).await
+        } else {
+            let a = ClaudeInteractiveAdapter::new(fx.options(perms));
+            let argv = strings(a.args(&config));
+            record_cassette(a, argv, config, &steps, &path, timeout).await
+        }
+        .unwrap_or_else(|e| panic!("recording {}: {e}", s.name));
+        assert_eq!(exit.code, s.exit_code, "{}: {exit:?}", s.name);
+
+        let cassette = Cassette::parse(&std::fs::read_to_string(&path).unwrap()).unwrap();
+        assert_eq!(cassette.header.cli_version, CLI_VERSION, "{}", s.name);
+        assert_eq!(cassette.header.adapter, s.adapter);
+        assert!(cassette.header.argv.iter().any(|a| a == "stream-json"));
+        let (kinds, replay_exit) = replay_checked(&path).await;
+        assert_eq!(kinds, s.expect, "{}", s.name);
+        assert_eq!(replay_exit, exit, "{}", s.name);
+    }
+}

@@ -1,0 +1,100 @@
+//! Limits on what the CLI writes: `--max-line-bytes` (ManagerOptions
+//! `max_line_bytes`) turns an oversized stdout line into
+//! `run_error{kind: "line_too_large"}` and the run goes on. A real tonic
+//! server, the generated client, the scripted CLI with an injected line.
+
+use crate::support::server;
+
+use agent_harness_client::pb;
+use agent_harness_client::pb::event::Payload;
+use agent_harness_server::adapter::StdoutLine;
+use agent_harness_server::manager::ManagerOptions;
+use server::*;
+
+const LIMIT: usize = 4096;
+
+/// An assistant line far over [`LIMIT`], shaped like the CLI's.
+fn huge_assistant_line() -> String {
+    serde_json::json!({
+        "type": "assistant",
+        "message": {"id": "msg_huge", "role": "assistant", "model": "claude-sonnet-4-5",
+            "content": [{"type": "text", "text": "x".repeat(100_000)}]},
+        "parent_tool_use_id": null, "session_id": "s"
+    })
+    .to_string()
+}
+
+#[tokio::test]
+async fn oversized_stdout_line_is_a_run_error_and_the_run_goes_on() {
+    // Before the answer of a turn whose text says BIGLINE, the "CLI" writes
+    // one huge line.
+    let inject = |line: &StdoutLine| {
+        let text = line_text(line);
+        if text.contains("\"type\":\"assistant\"") && text.contains("BIGLINE") {
+            vec![StdoutLine::Line(huge_assistant_line())]
+        } else {
+            vec![]
+        }
+    };
+    let server = TestServer::injecting(
+        inject,
+        ManagerOptions {
+            max_line_bytes: LIMIT,
+            ..fast_opts()
+        },
+    )
+    .await;
+    let mut c = server.client().await;
+    let (mut sub, started) = first_turn(&mut c, "big", "BIGLINE please").await;
+    assert_eq!(
+        kinds(&sub.events),
+        [
+            "run_start",
+            "input_sent",
+            "run_ready",
+            "run_error",
+            "content",
+            "turn_end"
+        ]
+    );
+    let err = &sub.events[3];
+    let Some(Payload::RunError(r)) = &err.payload else {
+        unreachable!()
+    };
+    assert_eq!(r.kind, "line_too_large");
+    let len = huge_assistant_line().len();
+    assert!(
+        r.message.contains(&format!("{len} bytes")) && r.message.contains("4096 byte limit"),
+        "{}",
+        r.message
+    );
+    assert_eq!(err.run_id, started.run_id);
+    assert!(
+        err.cli_line.len() < LIMIT,
+        "the event keeps only the line's head, not {} bytes",
+        err.cli_line.len()
+    );
+    // The turn's real answer arrived after the oversized line.
+    let Some(Payload::Content(content)) = &sub.events[4].payload else {
+        unreachable!()
+    };
+    assert_eq!(content.blocks[0].text, "echo: BIGLINE please");
+
+    // The same process takes the next turn.
+    let s = assert_derived_matches_log(&mut c, "big").await;
+    assert_eq!(
+        (s.status, s.process_alive),
+        (pb::SessionStatus::Idle as i32, true)
+    );
+    assert_eq!(
+        send(&mut c, "big", "and then").await.unwrap(),
+        started.run_id
+    );
+    sub.until("second turn_end", is_turn_end).await;
+    assert_eq!(server.adapter.record().spawns.len(), 1);
+    assert_eq!(
+        sub.events.iter().filter(|e| kind(e) == "run_error").count(),
+        1
+    );
+    server.shutdown().await.unwrap();
+}

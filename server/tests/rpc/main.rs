@@ -1,0 +1,17 @@
+//! The gRPC service against stand-in processes: sessions, derived state, idle, launch policy, limits, shutdown, transport security, recovery, fuzz.
+//!
+//! One test binary per concern (build and link once); each module below
+//! was its own binary before.
+
+#[path = "../support/mod.rs"]
+mod support;
+
+mod derived;
+mod fuzz;
+mod idle;
+mod launch_policy;
+mod limits;
+mod recovery_restart;
+mod session;
+mod shutdown;
+mod transport;

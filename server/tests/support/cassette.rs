@@ -1,0 +1,286 @@
+//! Cassette scenarios (what each recording does and must yield), and a
+//! replay driver that checks the replay stops at every stdin pause point.
+#![allow(dead_code)]
+
+use std::path::Path;
+use std::time::Duration;
+
+use agent_harness_client::pb;
+use agent_harness_client::pb::event::Payload;
+use agent_harness_server::adapter::cassette::{CassetteAdapter, CassetteRecord, ScriptStep};
+use agent_harness_server::adapter::{
+    ExitInfo, PermissionDecision, ProcessAdapter, SpawnConfig, UserInput,
+};
+use agent_harness_server::normalize::{DEFAULT_MAX_LINE_BYTES, Normalizer};
+
+use super::common::detailed_kind;
+
+/// One cassette: how to record it and what replaying it must yield.
+pub struct Scenario {
+    /// File stem under cassettes/.
+    pub name: &'static str,
+    /// "interactive" or "cli".
+    pub adapter: &'static str,
+    /// Relay permissions (else Settings).
+    pub relay: bool,
+    /// The spawn prompt.
+    pub prompt: &'static str,
+    /// Resume the session of an earlier, unrecorded run with this prompt.
+    pub resume_from: Option<&'static str>,
+    /// The recording script.
+    pub steps: fn() -> Vec<ScriptStep>,
+    /// Event kinds the replay must produce, in order.
+    pub expect: &'static [&'static str],
+    /// The recorded exit code.
+    pub exit_code: Option<i32>,
+}
+
+pub fn scenarios() -> Vec<Scenario> {
+    use ScriptStep::*;
+    vec![
+        Scenario {
+            name: "plain_turn",
+            adapter: "interactive",
+            relay: true,
+            prompt: "TEXT hello from the cassette",
+            resume_from: None,
+            steps: || vec![WaitTurnEnd],
+            expect: &["run_ready", "content[text]", "turn_end[success]"],
+            exit_code: Some(0),
+        },
+        Scenario {
+            name: "follow_up",
+            adapter: "interactive",
+            relay: true,
+            prompt: "TEXT first",
+            resume_from: None,
+            steps: || vec![WaitTurnEnd, Send("TEXT second".into()), WaitTurnEnd],
+            expect: &[
+                "run_ready",
+                "content[text]",
+                "turn_end[success]",
+                "content[text]",
+                "turn_end[success]",
+            ],
+            exit_code: Some(0),
+        },
+        Scenario {
+            name: "tool_use",
+            adapter: "interactive",
+            relay: true,
+            prompt: "BASH echo cassette-tool-output",
+            resume_from: None,
+            steps: || vec![WaitTurnEnd],
+            expect: &[
+                "run_ready",
+                "content[tool_use]",
+                "result[tool]",
+                "content[text]",
+                "turn_end[success]",
+            ],
+            exit_code: Some(0),
+        },
+        Scenario {
+            name: "interrupt",
+            adapter: "interactive",
+            relay: true,
+            prompt: "SLOW 40 250",
+            resume_from: None,
+            steps: || {
+                vec![
+                    WaitFor("\"subtype\":\"init\"".into()),
+                    Sleep(Duration::from_millis(1500)),
+                    Interrupt,
+                    WaitTurnEnd,
+                    Send("TEXT after the interrupt".into()),
+                    WaitTurnEnd,
+                ]
+            },
+            expect: &[
+                "run_ready",
+                "content[text]",
+                "result[text]",
+                "turn_end[error_during_execution,error]",
+                "content[text]",
+                "turn_end[success]",
+            ],
+            exit_code: Some(0),
+        },
+        Scenario {
+            name: "permission_allow",
+            adapter: "interactive",
+            relay: true,
+            prompt: "WRITEBASH",
+            resume_from: None,
+            steps: || vec![Allow, WaitTurnEnd],
+            expect: &[
+                "run_ready",
+                "content[tool_use]",
+                "permission_requested[Bash]",
+                "result[tool]",
+                "content[text]",
+                "turn_end[success]",
+            ],
+            exit_code: Some(0),
+        },
+        Scenario {
+            name: "permission_deny",
+            adapter: "interactive",
+            relay: true,
+            prompt: "WRITEBASH",
+            resume_from: None,
+            steps: || vec![Deny("denied by the cassette".into()), WaitTurnEnd],
+            expect: &[
+                "run_ready",
+                "content[tool_use]",
+                "permission_requested[Bash]",
+                "result[tool,error]",
+                "content[text]",
+                "turn_end[success]",
+            ],
+            exit_code: Some(0),
+        },
+        Scenario {
+            name: "bg_bash",
+            adapter: "interactive",
+            relay: true,
+            prompt: "BGBASH sleep 1; echo bg-done",
+            resume_from: None,
+            steps: || vec![WaitTurnEnd, WaitTurnEnd],
+            expect: &[
+                "run_ready",
+                "content[tool_use]",
+                "task_started[local_bash]",
+                "result[tool]",
+                "content[text]",
+                "turn_end[success]",
+                "task_updated[completed]",
+                "task_notification[completed]",
+                "turn_start[task-notification]",
+                "content[text]",
+                "turn_end[success]",
+            ],
+            exit_code: Some(0),
+        },
+        Scenario {
+            name: "resume",
+            adapter: "interactive",
+            relay: true,
+            prompt: "TEXT resumed after exit",
+            resume_from: Some("TEXT remember this"),
+            steps: || vec![WaitTurnEnd],
+            expect: &["run_ready", "content[text]", "turn_end[success]"],
+            exit_code: Some(0),
+        },
+        Scenario {
+            name: "one_shot",
+            adapter: "cli",
+            relay: false,
+            prompt: "TEXT one shot answer",
+            resume_from: None,
+            steps: Vec::new,
+            expect: &["run_ready", "content[text]", "turn_end[success]"],
+            exit_code: Some(0),
+        },
+    ]
+}
+
+fn spawn_config() -> SpawnConfig {
+    SpawnConfig {
+        session_id: "s".into(),
+        run_id: "r".into(),
+        config: pb::StartConfig {
+            prompt: "ignored by replay".into(),
+            ..Default::default()
+        },
+    }
+}
+
+/// Replay `path` at full speed, acting at each stdin pause point only after
+/// checking that the replay really stopped there (no line beyond the
+/// recorded ones before the marker arrives while we wait). Returns the
+/// event kinds and the exit.
+pub async fn replay_checked(path: &Path) -> (Vec<String>, ExitInfo) {
+    let adapter = CassetteAdapter::from_file(path, 0.0).unwrap();
+    let records = adapter.cassette().records.clone();
+    let mut handle = adapter.spawn(spawn_config()).await.unwrap();
+    assert!(
+        handle
+            .process_id
+            .as_deref()
+            .unwrap()
+            .starts_with("cassette:")
+    );
+    let mut norm = Normalizer::new(DEFAULT_MAX_LINE_BYTES);
+    norm.input_sent();
+    let mut kinds = Vec::new();
+    let mut outs_seen = 0usize;
+    let mut permission: Option<String> = None;
+    let mut idx = 0usize;
+    let outs_before = |i: usize| {
+        records[..i]
+            .iter()
+            .filter(|r| matches!(r, CassetteRecord::Out { .. }))
+            .count()
+    };
+    // Walk the records: read outs as they come, act at "in" markers.
+    while idx < records.len() {
+        match &records[idx] {
+            CassetteRecord::Out { .. } => {
+                let line = tokio::time::timeout(Duration::from_secs(5), handle.stdout.recv())
+                    .await
+                    .expect("replay stalled before a recorded line")
+                    .expect("stdout ended early");
+                outs_seen += 1;
+                for (p, _) in norm.line(&line) {
+                    if let Payload::PermissionRequested(r) = &p {
+                        permission = Some(r.request_id.clone());
+                    }
+                    kinds.push(detailed_kind(&p));
+                }
+            }
+            CassetteRecord::In { kind: k, .. } if k == "initial" => {}
+            CassetteRecord::In { kind: k, .. } => {
+                assert_eq!(outs_seen, outs_before(idx));
+                // Paused: nothing more may arrive until we act.
+                let early =
+                    tokio::time::timeout(Duration::from_millis(150), handle.stdout.recv()).await;
+                assert!(
+                    early.is_err(),
+                    "replay did not pause at stdin marker {idx} ({k})"
+                );
+                let c = &handle.control;
+                match k.as_str() {
+                    "user" => {
+                        norm.input_sent();
+                        c.write(&UserInput {
+                            text: "replayed".into(),
+                            content_blocks: Vec::new(),
+                        })
+                        .unwrap()
+                    }
+                    "interrupt" => assert!(c.interrupt().unwrap()),
+                    "permission" => c
+                        .respond_permission(
+                            permission.as_deref().unwrap_or(""),
+                            &PermissionDecision::Deny {
+                                message: "replay".into(),
+                            },
+                        )
+                        .unwrap(),
+                    "close" => c.close_stdin(),
+                    other => panic!("unexpected stdin marker {other}"),
+                }
+            }
+            CassetteRecord::Exit { .. } => {}
+        }
+        idx += 1;
+    }
+    assert!(
+        handle.stdout.recv().await.is_none(),
+        "more lines than recorded"
+    );
+    let exit = handle.exited.await.unwrap();
+    assert!(!handle.control.alive());
+    (kinds, exit)
+}
