@@ -6,7 +6,7 @@ use std::path::PathBuf;
 use std::str::FromStr;
 use std::time::Duration;
 
-use clap::{Args, Parser, Subcommand, ValueEnum};
+use clap::{Args, Parser, Subcommand};
 
 /// agent-harness: runs Claude Code CLI sessions behind a gRPC API with a
 /// durable event log.
@@ -59,17 +59,7 @@ impl FromStr for AdapterKind {
     }
 }
 
-/// How tool permission prompts are handled.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
-pub enum PermissionMode {
-    /// Relay each prompt to clients (`--permission-prompt-tool stdio`):
-    /// a `permission_requested` event, answered with RespondPermission.
-    Relay,
-    /// Leave it to the CLI's own settings files (no relay).
-    Settings,
-    /// `--dangerously-skip-permissions`: every tool runs unasked.
-    Skip,
-}
+pub use crate::adapter::claude::PermissionMode;
 
 /// Configuration of `agent-harness serve`. Every flag can also be set with
 /// the environment variable shown in `--help`.
@@ -144,7 +134,7 @@ pub struct ServeConfig {
     /// Longest CLI stdout line accepted, in bytes. A longer line is not
     /// buffered: the run gets `run_error{kind: "line_too_large"}` with its
     /// length and goes on.
-    #[arg(long, env = "AGENT_HARNESS_MAX_LINE_BYTES", default_value_t = crate::normalize::DEFAULT_MAX_LINE_BYTES)]
+    #[arg(long, env = "AGENT_HARNESS_MAX_LINE_BYTES", default_value_t = crate::supervise::DEFAULT_MAX_LINE_BYTES)]
     pub max_line_bytes: usize,
 
     /// File holding the bearer token every RPC must carry
@@ -243,7 +233,7 @@ impl Default for ServeConfig {
             window: 2_000,
             heartbeat: Duration::from_secs(15),
             max_request_bytes: 4 * 1024 * 1024,
-            max_line_bytes: crate::normalize::DEFAULT_MAX_LINE_BYTES,
+            max_line_bytes: crate::supervise::DEFAULT_MAX_LINE_BYTES,
             auth_token_file: None,
             allowed_origins: Vec::new(),
             allowed_hosts: Vec::new(),

@@ -6,6 +6,8 @@
 //! - [`server`]: one port for gRPC, grpc-web (+CORS), reflection, health and auth; `run`.
 //! - [`access`]: who may reach the services: allowed browser origins (CORS) and the
 //!   Host check against DNS rebinding.
+//! - [`body_limit`]: request messages over `--max-request-bytes` get RESOURCE_EXHAUSTED.
+//! - [`record`]: `agent-harness record`, a cassette of the real CLI.
 //! - [`listen`]: accepting connections: TCP_NODELAY, TLS with ALPN h2 and http/1.1.
 //! - [`rpc`]: the `SessionService` handlers: validate, call the manager, map errors
 //!   (the one `From<Error> for Status`).
@@ -14,8 +16,8 @@
 //!   error enum.
 //! - [`manager`]: sessions and runs: spawn, send, the stop ladder, permissions, idle
 //!   timeout, and a cached derive fold per session.
-//! - [`adapter`]: the `ProcessAdapter` trait; the interactive, one-shot, cassette and
-//!   scripted adapters.
+//! - [`adapter`]: the `ProcessAdapter` trait; the claude adapters (interactive,
+//!   one-shot, their shared options and stream-json lines) and cassettes.
 //! - [`normalize`]: one CLI stream-json line to zero or more events.
 //! - [`supervise`]: process groups, the cleaned environment, signals, reaping.
 //! - [`log`]: every session's event log: group commit, Subscribe, History.
@@ -26,6 +28,7 @@
 pub mod access;
 pub mod adapter;
 pub mod auth;
+pub mod body_limit;
 pub mod config;
 pub mod error;
 pub mod launch;
@@ -33,6 +36,7 @@ pub mod listen;
 pub mod log;
 pub mod manager;
 pub mod normalize;
+pub mod record;
 pub mod recovery;
 pub mod rpc;
 pub mod server;

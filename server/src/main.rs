@@ -16,7 +16,7 @@ async fn main() -> std::process::ExitCode {
         .init();
     let result = match cli.command {
         Command::Serve(config) => agent_harness_server::run(*config, shutdown_signal()).await,
-        Command::Record(config) => agent_harness_server::server::record(config).await,
+        Command::Record(config) => agent_harness_server::record::run(config).await,
         Command::Token(config) => agent_harness_server::token::run(config),
     };
     match result {

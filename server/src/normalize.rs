@@ -32,9 +32,6 @@ use crate::adapter::StdoutLine;
 /// How many bytes of a bad line are quoted in the run_error message.
 const ERROR_PREFIX_BYTES: usize = 200;
 
-/// Default cap on one stdout line (8 MiB), matching the supervisor's reader.
-pub const DEFAULT_MAX_LINE_BYTES: usize = 8 * 1024 * 1024;
-
 /// Per-run normalizer state.
 #[derive(Debug)]
 pub struct Normalizer {

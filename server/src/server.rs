@@ -1,7 +1,7 @@
 //! One port, every protocol: native gRPC (HTTP/2) and grpc-web (HTTP/1.1
 //! or HTTP/2) for the SessionService, plus gRPC reflection (v1 and v1alpha)
-//! and grpc.health.v1, behind CORS, a request size limit and bearer-token
-//! auth.
+//! and grpc.health.v1, behind the origin and Host checks, CORS, a request
+//! size limit ([`crate::body_limit`]) and bearer-token auth.
 //!
 //! Layers, outermost first: CORS (answers preflights, exposes the grpc-*
 //! headers to browsers) → grpc-web translation → request size limit →
@@ -14,30 +14,24 @@
 
 use std::future::Future;
 use std::net::SocketAddr;
-use std::pin::Pin;
 use std::sync::Arc;
-use std::task::{Context, Poll};
 use std::time::Duration;
 
 use agent_harness_client::pb::session_service_server::SessionServiceServer;
 use agent_harness_client::proto::FILE_DESCRIPTOR_SET;
-use bytes::Bytes;
 use tokio::net::TcpListener;
 use tokio_rustls::TlsAcceptor;
 use tokio_util::sync::CancellationToken;
-use tonic::Status;
 use tonic::service::interceptor::InterceptedService;
 use tonic::transport::Server;
 
 use crate::access::{AccessLayer, AccessPolicy, cors_layer};
-use crate::adapter::cassette::{CassetteAdapter, ScriptStep, record_cassette};
-use crate::adapter::claude_cli::ClaudeCliAdapter;
-use crate::adapter::claude_interactive::{
-    ClaudeInteractiveAdapter, ClaudeOptions, PermissionsMode,
-};
-use crate::adapter::{ProcessAdapter, SpawnConfig};
+use crate::adapter::ProcessAdapter;
+use crate::adapter::cassette::CassetteAdapter;
+use crate::adapter::claude::{ClaudeCliAdapter, ClaudeInteractiveAdapter, ClaudeOptions};
 use crate::auth::{self, AuthInterceptor};
-use crate::config::{AdapterKind, PermissionMode, RecordConfig, ServeConfig};
+use crate::body_limit::RequestLimitLayer;
+use crate::config::{AdapterKind, ServeConfig};
 use crate::error::{Error, Result};
 use crate::log::{EventLogs, LogOptions};
 use crate::manager::{ManagerOptions, SessionManager};
@@ -187,11 +181,7 @@ pub fn manager_options(config: &ServeConfig) -> ManagerOptions {
 pub fn build_adapter(config: &ServeConfig) -> Result<Arc<dyn ProcessAdapter>> {
     let options = ClaudeOptions {
         claude_bin: config.claude_bin.clone(),
-        permissions: match config.permissions {
-            PermissionMode::Relay => PermissionsMode::Relay,
-            PermissionMode::Settings => PermissionsMode::Settings,
-            PermissionMode::Skip => PermissionsMode::Skip,
-        },
+        permissions: config.permissions,
         // The reader stops buffering at the same limit the normalizer enforces.
         max_line_bytes: config.max_line_bytes,
         ..ClaudeOptions::default()
@@ -205,52 +195,6 @@ pub fn build_adapter(config: &ServeConfig) -> Result<Arc<dyn ProcessAdapter>> {
             Ok(Arc::new(cassette))
         }
     }
-}
-
-/// `agent-harness record`: runs the real CLI (interactive adapter) once
-/// through the prompts and writes the cassette.
-pub async fn record(config: RecordConfig) -> Result<()> {
-    let adapter = ClaudeInteractiveAdapter::new(ClaudeOptions {
-        claude_bin: config.claude_bin.clone(),
-        ..ClaudeOptions::default()
-    });
-    let mut prompts = config.prompts.into_iter();
-    let first = prompts.next().unwrap_or_default();
-    let spawn = SpawnConfig {
-        session_id: "record".into(),
-        run_id: uuid::Uuid::new_v4().to_string(),
-        config: agent_harness_client::pb::StartConfig {
-            prompt: first,
-            cwd: config
-                .cwd
-                .map(|p| p.display().to_string())
-                .unwrap_or_default(),
-            args: config.args,
-            ..Default::default()
-        },
-    };
-    let argv = adapter
-        .args(&spawn)
-        .into_iter()
-        .map(|a| a.to_string_lossy().into_owned())
-        .collect();
-    let mut steps = vec![ScriptStep::WaitTurnEnd];
-    for p in prompts {
-        steps.push(ScriptStep::Send(p));
-        steps.push(ScriptStep::WaitTurnEnd);
-    }
-    let exit = record_cassette(
-        adapter,
-        argv,
-        spawn,
-        &steps,
-        &config.out,
-        Duration::from_secs(600),
-    )
-    .await
-    .map_err(|e| Error::Internal(format!("recording failed: {e}")))?;
-    tracing::info!(out = %config.out.display(), code = ?exit.code, signal = ?exit.signal, "cassette written");
-    Ok(())
 }
 
 /// Serves on an already bound listener until `shutdown` resolves, then
@@ -309,9 +253,7 @@ pub async fn serve_on(
         .layer(AccessLayer::new(opts.access.clone()))
         .layer(cors_layer(opts.access.clone()))
         .layer(tonic_web::GrpcWebLayer::new())
-        .layer(RequestLimitLayer {
-            max: opts.max_request_bytes,
-        })
+        .layer(RequestLimitLayer::new(opts.max_request_bytes))
         .add_service(InterceptedService::new(session_service, auth.clone()))
         .add_service(InterceptedService::new(health_service, auth.clone()))
         .add_service(InterceptedService::new(reflection_v1, auth.clone()))
@@ -333,156 +275,4 @@ pub async fn serve_on(
     streams.cancel();
     manager.logs().shutdown().await;
     result.map_err(|e| Error::Internal(format!("server: {e}")))
-}
-
-/// Refuses request messages larger than `max` bytes with RESOURCE_EXHAUSTED.
-///
-/// tonic's own limit answers OUT_OF_RANGE, and the API promises
-/// RESOURCE_EXHAUSTED; so this layer reads each gRPC frame header as it
-/// streams by and fails the body with that status as soon as a frame
-/// declares (or a body carries) more than the limit, before anything is
-/// buffered.
-#[derive(Debug, Clone, Copy)]
-struct RequestLimitLayer {
-    max: usize,
-}
-
-impl<S> tower::Layer<S> for RequestLimitLayer {
-    type Service = RequestLimit<S>;
-    fn layer(&self, inner: S) -> Self::Service {
-        RequestLimit {
-            inner,
-            max: self.max,
-        }
-    }
-}
-
-/// See [`RequestLimitLayer`].
-#[derive(Debug, Clone)]
-struct RequestLimit<S> {
-    inner: S,
-    max: usize,
-}
-
-impl<S> tower::Service<http::Request<tonic::body::Body>> for RequestLimit<S>
-where
-    S: tower::Service<http::Request<tonic::body::Body>>,
-{
-    type Response = S::Response;
-    type Error = S::Error;
-    type Future = S::Future;
-
-    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
-        self.inner.poll_ready(cx)
-    }
-
-    fn call(&mut self, req: http::Request<tonic::body::Body>) -> Self::Future {
-        let max = self.max;
-        let req = req.map(|body| tonic::body::Body::new(FrameLimit::new(body, max)));
-        self.inner.call(req)
-    }
-}
-
-/// A request body that checks gRPC frame lengths as they pass.
-struct FrameLimit {
-    inner: tonic::body::Body,
-    max: usize,
-    /// Bytes of the current frame header seen so far (0..5).
-    header: [u8; 5],
-    header_len: usize,
-    /// Payload bytes of the current frame still to come.
-    remaining: usize,
-}
-
-impl FrameLimit {
-    fn new(inner: tonic::body::Body, max: usize) -> Self {
-        Self {
-            inner,
-            max,
-            header: [0; 5],
-            header_len: 0,
-            remaining: 0,
-        }
-    }
-
-    /// Walks the frame structure through `data`.
-    fn check(&mut self, mut data: &[u8]) -> Result<(), Status> {
-        while !data.is_empty() {
-            if self.remaining > 0 {
-                let n = self.remaining.min(data.len());
-                self.remaining -= n;
-                data = &data[n..];
-                continue;
-            }
-            let n = (5 - self.header_len).min(data.len());
-            self.header[self.header_len..self.header_len + n].copy_from_slice(&data[..n]);
-            self.header_len += n;
-            data = &data[n..];
-            if self.header_len == 5 {
-                let len = u32::from_be_bytes([
-                    self.header[1],
-                    self.header[2],
-                    self.header[3],
-                    self.header[4],
-                ]) as usize;
-                if len > self.max {
-                    return Err(Status::resource_exhausted(format!(
-                        "request message of {len} bytes exceeds the limit of {} bytes (--max-request-bytes)",
-                        self.max
-                    )));
-                }
-                self.header_len = 0;
-                self.remaining = len;
-            }
-        }
-        Ok(())
-    }
-}
-
-impl http_body::Body for FrameLimit {
-    type Data = Bytes;
-    type Error = Status;
-
-    fn poll_frame(
-        mut self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-    ) -> Poll<Option<Result<http_body::Frame<Bytes>, Status>>> {
-        let polled = Pin::new(&mut self.inner).poll_frame(cx);
-        match polled {
-            Poll::Ready(Some(Ok(frame))) => {
-                if let Some(data) = frame.data_ref()
-                    && let Err(status) = self.check(data)
-                {
-                    return Poll::Ready(Some(Err(status)));
-                }
-                Poll::Ready(Some(Ok(frame)))
-            }
-            other => other,
-        }
-    }
-
-    fn is_end_stream(&self) -> bool {
-        self.inner.is_end_stream()
-    }
-
-    fn size_hint(&self) -> http_body::SizeHint {
-        self.inner.size_hint()
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn frame_limit_reads_split_headers() {
-        let mut f = FrameLimit::new(tonic::body::Body::empty(), 10);
-        // A 10-byte frame, header split across chunks: fine.
-        assert!(f.check(&[0, 0, 0]).is_ok());
-        assert!(f.check(&[0, 10, 1, 2, 3]).is_ok());
-        assert!(f.check(&[4, 5, 6, 7, 8, 9, 10]).is_ok());
-        // The next frame declares 11 bytes: refused.
-        let err = f.check(&[0, 0, 0, 0, 11]).unwrap_err();
-        assert_eq!(err.code(), tonic::Code::ResourceExhausted);
-    }
 }

@@ -32,7 +32,9 @@ pub const DEFAULT_STRIP_ENV: &[&str] = &[
     "CLAUDE_CODE_ENTRYPOINT",
 ];
 
-/// Default cap on one stdout line: 8 MiB.
+/// Default cap on one stdout line (8 MiB): the reader stops buffering there
+/// and the normalizer turns a longer line into a `run_error`. The one
+/// definition; `--max-line-bytes` overrides it.
 pub const DEFAULT_MAX_LINE_BYTES: usize = 8 * 1024 * 1024;
 
 /// Bytes of an oversized line kept as its head.

@@ -7,9 +7,7 @@
 //! process group, and a future that resolves once with the [`ExitInfo`].
 
 pub mod cassette;
-pub mod claude_cli;
-pub mod claude_interactive;
-pub mod discover;
+pub mod claude;
 
 use std::future::Future;
 use std::pin::Pin;
@@ -178,4 +176,3 @@ pub trait ProcessAdapter: Send + Sync + 'static {
     /// Spawn a process for this run.
     fn spawn(&self, config: SpawnConfig) -> BoxFuture<'_, Result<ProcessHandle, AdapterError>>;
 }
-pub mod scripted;

@@ -71,7 +71,7 @@ impl Default for ManagerOptions {
             permission_timeout: Duration::from_secs(5 * 60),
             stop_grace: Duration::from_secs(5),
             kill_grace: Duration::from_secs(2),
-            max_line_bytes: crate::normalize::DEFAULT_MAX_LINE_BYTES,
+            max_line_bytes: crate::supervise::DEFAULT_MAX_LINE_BYTES,
             launch: Arc::new(LaunchPolicy::default()),
             max_live_runs: crate::config::DEFAULT_MAX_LIVE_RUNS,
         }

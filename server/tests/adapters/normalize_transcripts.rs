@@ -7,7 +7,8 @@ use std::path::PathBuf;
 
 use agent_harness_client::pb::event::Payload;
 use agent_harness_server::adapter::StdoutLine;
-use agent_harness_server::normalize::{DEFAULT_MAX_LINE_BYTES, Normalizer};
+use agent_harness_server::normalize::Normalizer;
+use agent_harness_server::supervise::DEFAULT_MAX_LINE_BYTES;
 use common::{cassettes_dir, detailed_kind, file_stems};
 use proptest::strategy::Strategy;
 use serde_json::Value;

@@ -4,7 +4,7 @@
 
 use std::time::Duration;
 
-use agent_harness_server::adapter::discover::{SearchEnv, find_claude_in};
+use agent_harness_server::adapter::claude::discover::{SearchEnv, find_claude_in};
 use agent_harness_server::adapter::{AdapterError, Signal, StdoutLine};
 use agent_harness_server::supervise::{
     ProcessSpec, kill_recorded_group, parse_start_time, process_start_time, spawn,

@@ -6,10 +6,8 @@ use crate::support::common;
 
 use agent_harness_client::pb;
 use agent_harness_client::pb::event::Payload;
-use agent_harness_server::adapter::claude_cli::ClaudeCliAdapter;
-use agent_harness_server::adapter::claude_interactive::{
-    ClaudeInteractiveAdapter, PermissionsMode,
-};
+use agent_harness_server::adapter::claude::ClaudeCliAdapter;
+use agent_harness_server::adapter::claude::{ClaudeInteractiveAdapter, PermissionMode};
 use agent_harness_server::adapter::{
     AdapterError, PermissionDecision, ProcessAdapter, Signal, UserInput,
 };
@@ -25,7 +23,7 @@ fn input(text: &str) -> UserInput {
 
 /// The interactive adapter with relayed permissions, spawned on `prompt`.
 async fn spawn_relay(fx: &Fixture, prompt: &str) -> Driver {
-    let adapter = ClaudeInteractiveAdapter::new(fx.options(PermissionsMode::Relay));
+    let adapter = ClaudeInteractiveAdapter::new(fx.options(PermissionMode::Relay));
     Driver::new(adapter.spawn(fx.config(prompt)).await.unwrap())
 }
 
@@ -206,7 +204,7 @@ async fn permission_allow_and_deny_round_trip() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn one_shot_turn_then_resume_after_exit() {
     let fx = Fixture::new().await;
-    let adapter = ClaudeCliAdapter::new(fx.options(PermissionsMode::Settings));
+    let adapter = ClaudeCliAdapter::new(fx.options(PermissionMode::Settings));
     let handle = adapter.spawn(fx.config("TEXT one shot")).await.unwrap();
     assert!(!handle.control.keep_alive());
     assert!(!handle.control.interrupt().unwrap());
@@ -252,7 +250,7 @@ async fn one_shot_turn_then_resume_after_exit() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn missing_binary_is_a_clear_spawn_error() {
     let fx = Fixture::new().await;
-    let mut o = fx.options(PermissionsMode::Relay);
+    let mut o = fx.options(PermissionMode::Relay);
     o.claude_bin = Some("/nonexistent/claude".into());
     let err = ClaudeInteractiveAdapter::new(o)
         .spawn(fx.config("TEXT x"))

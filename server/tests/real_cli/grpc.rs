@@ -19,7 +19,7 @@ use std::time::Duration;
 
 use agent_harness_client::pb;
 use agent_harness_client::pb::event::Payload;
-use agent_harness_server::adapter::claude_interactive::PermissionsMode;
+use agent_harness_server::adapter::claude::PermissionMode;
 use cli_grpc::{
     AdapterChoice, CLI_VERSION, Events, Harness, Setup, assert_same_process, count, describe_all,
     eventually, kinds, run_starts, test_manager_options, texts, tool_results, transcript_has,
@@ -565,7 +565,7 @@ async fn one_shot_adapter_completes_each_turn_and_send_resumes() {
     let (h, ev, started) = Harness::started(
         Setup {
             adapter: AdapterChoice::OneShot,
-            permissions: PermissionsMode::Settings,
+            permissions: PermissionMode::Settings,
             ..Setup::default()
         },
         "s10",

@@ -34,7 +34,7 @@ use std::path::Path;
 
 use agent_harness_client::pb;
 use agent_harness_client::pb::event::Payload;
-use agent_harness_server::adapter::claude_interactive::PermissionsMode;
+use agent_harness_server::adapter::claude::PermissionMode;
 use cli_grpc::{AdapterChoice, Events, Harness, Setup, count, describe_all, kinds, tool_results};
 use nix::sys::signal::{Signal as NixSignal, kill};
 use nix::unistd::Pid;
@@ -52,7 +52,7 @@ const CREATED: &str = "File created successfully at: ";
 fn skip_setup(adapter: AdapterChoice) -> Setup {
     Setup {
         adapter,
-        permissions: PermissionsMode::Skip,
+        permissions: PermissionMode::Skip,
         strip_env: vec!["IS_SANDBOX".into()],
         ..Setup::default()
     }
@@ -61,7 +61,7 @@ fn skip_setup(adapter: AdapterChoice) -> Setup {
 /// The settings mode (no flag: the CLI's own settings decide).
 fn settings_setup() -> Setup {
     Setup {
-        permissions: PermissionsMode::Settings,
+        permissions: PermissionMode::Settings,
         ..Setup::default()
     }
 }

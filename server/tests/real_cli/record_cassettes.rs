@@ -11,10 +11,8 @@ use std::ffi::OsString;
 use std::time::Duration;
 
 use agent_harness_server::adapter::cassette::{Cassette, record_cassette};
-use agent_harness_server::adapter::claude_cli::ClaudeCliAdapter;
-use agent_harness_server::adapter::claude_interactive::{
-    ClaudeInteractiveAdapter, PermissionsMode,
-};
+use agent_harness_server::adapter::claude::ClaudeCliAdapter;
+use agent_harness_server::adapter::claude::{ClaudeInteractiveAdapter, PermissionMode};
 use cassette::{replay_checked, scenarios};
 use cli::Fixture;
 use common::{CLI_VERSION, cassettes_dir};
@@ -38,9 +36,9 @@ async fn record_and_replay_every_scenario() {
     for s in scenarios() {
         let fx = Fixture::new().await;
         let perms = if s.relay {
-            PermissionsMode::Relay
+            PermissionMode::Relay
         } else {
-            PermissionsMode::Settings
+            PermissionMode::Settings
         };
         let mut config = fx.config(s.prompt);
         if let Some(first) = s.resume_from {

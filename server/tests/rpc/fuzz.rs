@@ -33,7 +33,8 @@ use std::time::Duration;
 
 use agent_harness_client::pb::{self, event::Payload, subscribe_response::Kind};
 use agent_harness_server::adapter::StdoutLine;
-use agent_harness_server::normalize::{DEFAULT_MAX_LINE_BYTES, Normalizer};
+use agent_harness_server::normalize::Normalizer;
+use agent_harness_server::supervise::DEFAULT_MAX_LINE_BYTES;
 use common::cassettes_dir;
 use proptest::prelude::*;
 use proptest::test_runner::{Config, TestRunner};

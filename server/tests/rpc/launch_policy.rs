@@ -428,8 +428,7 @@ async fn a_respawn_after_a_restart_gets_the_env_and_the_policy_of_now() {
     const SECRET: &str = "restart-secret-0815";
     let cli = StandInCli::new();
     let store: Arc<dyn Store> = Arc::new(agent_harness_server::store::MemoryStore::new());
-    let unused =
-        || agent_harness_server::adapter::scripted::ScriptedAdapter::new(Default::default());
+    let unused = || crate::support::scripted::ScriptedAdapter::new(Default::default());
     let allow = || opts(operator(&[], &["MY_TOKEN"], &[]), 32);
     let server = TestServer::with_adapter(
         store.clone(),

@@ -6,11 +6,11 @@ use crate::support::server;
 
 use std::time::Duration;
 
+use crate::support::scripted::ScriptedBehavior;
 use agent_harness_client::pb;
 use agent_harness_client::pb::event::Payload;
 use agent_harness_client::pb::subscribe_response::Kind;
 use agent_harness_server::ServeOptions;
-use agent_harness_server::adapter::scripted::ScriptedBehavior;
 use server::*;
 use tonic::Code;
 
@@ -560,8 +560,8 @@ async fn sessions_run_in_parallel() {
 
 #[tokio::test]
 async fn a_one_shot_start_it_cannot_run_is_refused_before_anything_is_appended() {
-    use agent_harness_server::adapter::claude_cli::ClaudeCliAdapter;
-    use agent_harness_server::adapter::claude_interactive::ClaudeOptions;
+    use agent_harness_server::adapter::claude::ClaudeCliAdapter;
+    use agent_harness_server::adapter::claude::ClaudeOptions;
     // Refused before any spawn: the binary is never looked for.
     let adapter = std::sync::Arc::new(ClaudeCliAdapter::new(ClaudeOptions {
         claude_bin: Some("/nonexistent/claude".into()),

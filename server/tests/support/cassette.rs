@@ -11,7 +11,8 @@ use agent_harness_server::adapter::cassette::{CassetteAdapter, CassetteRecord, S
 use agent_harness_server::adapter::{
     ExitInfo, PermissionDecision, ProcessAdapter, SpawnConfig, UserInput,
 };
-use agent_harness_server::normalize::{DEFAULT_MAX_LINE_BYTES, Normalizer};
+use agent_harness_server::normalize::Normalizer;
+use agent_harness_server::supervise::DEFAULT_MAX_LINE_BYTES;
 
 use super::common::detailed_kind;
 

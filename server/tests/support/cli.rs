@@ -8,9 +8,10 @@ use std::time::Duration;
 use agent_harness_client::pb;
 use agent_harness_client::pb::event::Payload;
 use agent_harness_fake_api::FakeApi;
-use agent_harness_server::adapter::claude_interactive::{ClaudeOptions, PermissionsMode};
+use agent_harness_server::adapter::claude::{ClaudeOptions, PermissionMode};
 use agent_harness_server::adapter::{ExitInfo, ProcessHandle, SpawnConfig, UserInput};
-use agent_harness_server::normalize::{DEFAULT_MAX_LINE_BYTES, Normalizer};
+use agent_harness_server::normalize::Normalizer;
+use agent_harness_server::supervise::DEFAULT_MAX_LINE_BYTES;
 
 use super::common::{cli_options, point_at_fake_api};
 
@@ -37,7 +38,7 @@ impl Fixture {
     }
 
     /// Options for the real CLI talking to this fixture's fake API.
-    pub fn options(&self, permissions: PermissionsMode) -> ClaudeOptions {
+    pub fn options(&self, permissions: PermissionMode) -> ClaudeOptions {
         let mut o = cli_options(permissions);
         point_at_fake_api(&mut o, &self.api, self.home.path());
         o

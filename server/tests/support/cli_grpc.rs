@@ -27,10 +27,8 @@ use agent_harness_client::pb::subscribe_response::Kind;
 use agent_harness_fake_api::FakeApi;
 use agent_harness_server::ServeOptions;
 use agent_harness_server::adapter::ProcessAdapter;
-use agent_harness_server::adapter::claude_cli::ClaudeCliAdapter;
-use agent_harness_server::adapter::claude_interactive::{
-    ClaudeInteractiveAdapter, PermissionsMode,
-};
+use agent_harness_server::adapter::claude::ClaudeCliAdapter;
+use agent_harness_server::adapter::claude::{ClaudeInteractiveAdapter, PermissionMode};
 use agent_harness_server::manager::ManagerOptions;
 use agent_harness_server::store::{RedbStore, Store};
 use tokio::sync::watch;
@@ -63,7 +61,7 @@ pub struct Setup {
     /// The adapter.
     pub adapter: AdapterChoice,
     /// Permission handling (relay by default, as the server's default).
-    pub permissions: PermissionsMode,
+    pub permissions: PermissionMode,
     /// The manager's timers.
     pub manager: ManagerOptions,
     /// Talk to the real service with the developer's own login: no fake
@@ -80,7 +78,7 @@ impl Default for Setup {
     fn default() -> Self {
         Self {
             adapter: AdapterChoice::Interactive,
-            permissions: PermissionsMode::Relay,
+            permissions: PermissionMode::Relay,
             manager: test_manager_options(),
             live: false,
             strip_env: Vec::new(),

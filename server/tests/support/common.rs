@@ -17,7 +17,7 @@ use agent_harness_client::pb;
 use agent_harness_client::pb::event::Payload;
 use agent_harness_fake_api::FakeApi;
 use agent_harness_server::adapter::ProcessAdapter;
-use agent_harness_server::adapter::claude_interactive::{ClaudeOptions, PermissionsMode};
+use agent_harness_server::adapter::claude::{ClaudeOptions, PermissionMode};
 use agent_harness_server::error::Error;
 use agent_harness_server::log::{EventLogs, LogOptions};
 use agent_harness_server::manager::{ManagerOptions, SessionManager};
@@ -49,7 +49,7 @@ pub fn claude_bin() -> PathBuf {
 }
 
 /// Adapter options that run the real CLI ([`claude_bin`]).
-pub fn cli_options(permissions: PermissionsMode) -> ClaudeOptions {
+pub fn cli_options(permissions: PermissionMode) -> ClaudeOptions {
     ClaudeOptions {
         claude_bin: Some(claude_bin()),
         permissions,

@@ -7,7 +7,9 @@
 //! - [`log`]: building events for the log and store suites;
 //! - [`cassette`]: the recorded scenarios and their checked replay;
 //! - [`cli`]: the real CLI driven through an adapter;
-//! - [`cli_grpc`]: the real CLI driven through the gRPC API.
+//! - [`cli_grpc`]: the real CLI driven through the gRPC API;
+//! - [`scripted`]: an in-process stand-in for the CLI (test code: it is not
+//!   in the server crate).
 #![allow(dead_code)]
 
 pub mod cassette;
@@ -15,4 +17,5 @@ pub mod cli;
 pub mod cli_grpc;
 pub mod common;
 pub mod log;
+pub mod scripted;
 pub mod server;

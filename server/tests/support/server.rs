@@ -6,12 +6,12 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
+use crate::support::scripted::{ScriptedAdapter, ScriptedBehavior};
 use agent_harness_client::pb;
 use agent_harness_client::pb::event::Payload;
 use agent_harness_client::pb::session_service_client::SessionServiceClient;
 use agent_harness_client::pb::subscribe_response::Kind;
 use agent_harness_server::ServeOptions;
-use agent_harness_server::adapter::scripted::{ScriptedAdapter, ScriptedBehavior};
 use agent_harness_server::adapter::{
     AdapterError, BoxFuture, ProcessAdapter, ProcessHandle, SpawnConfig, StdoutLine,
 };
@@ -526,9 +526,7 @@ done
 
     /// The interactive adapter running this script.
     pub fn adapter(&self) -> Arc<dyn ProcessAdapter> {
-        use agent_harness_server::adapter::claude_interactive::{
-            ClaudeInteractiveAdapter, ClaudeOptions,
-        };
+        use agent_harness_server::adapter::claude::{ClaudeInteractiveAdapter, ClaudeOptions};
         Arc::new(ClaudeInteractiveAdapter::new(ClaudeOptions {
             claude_bin: Some(self.bin.clone()),
             ..ClaudeOptions::default()

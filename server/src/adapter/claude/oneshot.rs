@@ -5,8 +5,8 @@
 use std::ffi::OsString;
 use std::sync::Arc;
 
-use super::claude_interactive::{ClaudeOptions, PermissionsMode};
-use super::{
+use super::{ClaudeOptions, PermissionMode};
+use crate::adapter::{
     AdapterError, BoxFuture, PermissionDecision, ProcessAdapter, ProcessControl, ProcessHandle,
     Signal, SpawnConfig, UserInput,
 };
@@ -19,7 +19,7 @@ pub struct ClaudeCliAdapter {
 }
 
 impl ClaudeCliAdapter {
-    /// An adapter with these options. `PermissionsMode::Relay` cannot work
+    /// An adapter with these options. `PermissionMode::Relay` cannot work
     /// without stdin, so it behaves like `Settings` here.
     pub fn new(options: ClaudeOptions) -> Self {
         Self { options }
@@ -32,7 +32,7 @@ impl ClaudeCliAdapter {
             .iter()
             .map(OsString::from)
             .collect();
-        if self.options.permissions == PermissionsMode::Skip {
+        if self.options.permissions == PermissionMode::Skip {
             args.push("--dangerously-skip-permissions".into());
         }
         args.extend(self.options.tail_args(config));

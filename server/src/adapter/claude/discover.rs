@@ -4,7 +4,7 @@
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 
-use super::AdapterError;
+use crate::adapter::AdapterError;
 
 /// The environment variable that names the claude binary.
 pub const CLAUDE_BIN_ENV: &str = "CLAUDE_BIN";

@@ -30,7 +30,7 @@ use std::time::Duration;
 use serde_json::{Value, json};
 use tokio::sync::{mpsc, oneshot};
 
-use super::{
+use agent_harness_server::adapter::{
     AdapterError, BoxFuture, ExitInfo, PermissionDecision, ProcessAdapter, ProcessControl,
     ProcessHandle, Signal, SpawnConfig, StdoutLine, UserInput,
 };

@@ -1,0 +1,258 @@
+//! Replay: a cassette played back as a process, with no binary.
+
+use std::collections::VecDeque;
+use std::path::Path;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+use tokio::sync::{mpsc, oneshot};
+
+use crate::adapter::{
+    AdapterError, BoxFuture, ExitInfo, PermissionDecision, ProcessAdapter, ProcessControl,
+    ProcessHandle, Signal, SpawnConfig, StdoutLine, UserInput,
+};
+
+use super::format::*;
+
+/// Replays a cassette as a process: no binary, real timing (scaled).
+#[derive(Debug, Clone)]
+pub struct CassetteAdapter {
+    cassette: Arc<Cassette>,
+    name: String,
+    timescale: f64,
+}
+
+impl CassetteAdapter {
+    /// Load a cassette file. `timescale` multiplies recorded gaps (1.0 real
+    /// time, 0.0 as fast as possible).
+    pub fn from_file(path: impl AsRef<Path>, timescale: f64) -> Result<Self, CassetteError> {
+        let path = path.as_ref();
+        let text = std::fs::read_to_string(path).map_err(|source| CassetteError::Io {
+            path: path.to_path_buf(),
+            source,
+        })?;
+        let mut a = Self::from_str(&text, timescale)?;
+        a.name = path
+            .file_stem()
+            .map(|s| {
+                s.to_string_lossy()
+                    .trim_end_matches(".cassette")
+                    .to_string()
+            })
+            .unwrap_or_default();
+        Ok(a)
+    }
+
+    /// Parse cassette text.
+    #[allow(clippy::should_implement_trait)]
+    pub fn from_str(text: &str, timescale: f64) -> Result<Self, CassetteError> {
+        Ok(Self {
+            cassette: Arc::new(Cassette::parse(text)?),
+            name: "cassette".into(),
+            timescale: timescale.max(0.0),
+        })
+    }
+
+    /// The parsed cassette.
+    pub fn cassette(&self) -> &Cassette {
+        &self.cassette
+    }
+}
+
+/// What the harness did to a replayed process.
+#[derive(Debug)]
+enum Action {
+    Input,
+    Close,
+    Signal(Signal),
+}
+
+impl ProcessAdapter for CassetteAdapter {
+    fn name(&self) -> &str {
+        "cassette"
+    }
+
+    fn spawn(&self, _config: SpawnConfig) -> BoxFuture<'_, Result<ProcessHandle, AdapterError>> {
+        Box::pin(async move {
+            let (out_tx, out_rx) = mpsc::channel(256);
+            let (exit_tx, exit_rx) = oneshot::channel();
+            let (act_tx, act_rx) = mpsc::unbounded_channel();
+            let alive = Arc::new(AtomicBool::new(true));
+            let control = Arc::new(ReplayControl {
+                actions: act_tx,
+                alive: alive.clone(),
+                stdin_open: AtomicBool::new(true),
+                keep_alive: self.cassette.header.adapter != "cli",
+            });
+            tokio::spawn(play(
+                self.cassette.clone(),
+                self.timescale,
+                out_tx,
+                act_rx,
+                exit_tx,
+                alive,
+            ));
+            Ok(ProcessHandle {
+                stdout: out_rx,
+                exited: exit_rx,
+                control,
+                pid: None,
+                start_time: None,
+                process_id: Some(format!("cassette:{}", self.name)),
+            })
+        })
+    }
+}
+
+async fn play(
+    cassette: Arc<Cassette>,
+    timescale: f64,
+    out: mpsc::Sender<StdoutLine>,
+    mut actions: mpsc::UnboundedReceiver<Action>,
+    exit: oneshot::Sender<ExitInfo>,
+    alive: Arc<AtomicBool>,
+) {
+    let mut queued: VecDeque<Action> = VecDeque::new();
+    let mut prev_t = 0u64;
+    let mut result = ExitInfo {
+        code: Some(0),
+        ..Default::default()
+    };
+    let killed = |s: Signal| ExitInfo {
+        code: None,
+        signal: Some(signal_label(s).into()),
+        stderr_tail: String::new(),
+    };
+    'records: for record in &cassette.records {
+        let t = match record {
+            CassetteRecord::Out { t, .. }
+            | CassetteRecord::In { t, .. }
+            | CassetteRecord::Exit { t, .. } => *t,
+        };
+        let gap = Duration::from_secs_f64(t.saturating_sub(prev_t) as f64 / 1000.0 * timescale);
+        prev_t = t;
+        match record {
+            CassetteRecord::In { kind, .. } if kind == "initial" => {}
+            CassetteRecord::In { kind, .. } => {
+                // Stop here until the harness acts; an unexpected signal
+                // ends the replay the way it would end the process.
+                let action = match queued.pop_front() {
+                    Some(a) => Some(a),
+                    None => actions.recv().await,
+                };
+                match action {
+                    Some(Action::Signal(s)) if kind != "signal" => {
+                        result = killed(s);
+                        break 'records;
+                    }
+                    Some(_) => {}
+                    // Every control handle is gone: nobody can resume us.
+                    None => {
+                        result = killed(Signal::Kill);
+                        break 'records;
+                    }
+                }
+            }
+            CassetteRecord::Out { line, .. } => {
+                if !gap.is_zero() {
+                    let sleep = tokio::time::sleep(gap);
+                    tokio::pin!(sleep);
+                    loop {
+                        tokio::select! {
+                            _ = &mut sleep => break,
+                            a = actions.recv() => match a {
+                                Some(Action::Signal(s)) => {
+                                    result = killed(s);
+                                    break 'records;
+                                }
+                                Some(other) => queued.push_back(other),
+                                None => { sleep.as_mut().await; break; }
+                            },
+                        }
+                    }
+                } else {
+                    while let Ok(a) = actions.try_recv() {
+                        if let Action::Signal(s) = a {
+                            result = killed(s);
+                            break 'records;
+                        }
+                        queued.push_back(a);
+                    }
+                }
+                if out.send(line.clone()).await.is_err() {
+                    tracing::debug!("cassette stdout reader went away");
+                }
+            }
+            CassetteRecord::Exit { info, .. } => {
+                if !gap.is_zero() {
+                    tokio::time::sleep(gap).await;
+                }
+                result = info.clone();
+                break 'records;
+            }
+        }
+    }
+    drop(out);
+    alive.store(false, Ordering::SeqCst);
+    let _ = exit.send(result);
+}
+
+struct ReplayControl {
+    actions: mpsc::UnboundedSender<Action>,
+    alive: Arc<AtomicBool>,
+    stdin_open: AtomicBool,
+    keep_alive: bool,
+}
+
+impl ReplayControl {
+    fn act(&self, a: Action) -> Result<(), AdapterError> {
+        if !self.alive.load(Ordering::SeqCst) {
+            return Err(AdapterError::NotRunning);
+        }
+        self.actions.send(a).map_err(|_| AdapterError::NotRunning)
+    }
+
+    fn input(&self) -> Result<(), AdapterError> {
+        if !self.stdin_open.load(Ordering::SeqCst) {
+            return Err(AdapterError::Write("stdin is closed".into()));
+        }
+        self.act(Action::Input)
+    }
+}
+
+impl ProcessControl for ReplayControl {
+    fn write(&self, _input: &UserInput) -> Result<(), AdapterError> {
+        self.input()
+    }
+
+    fn interrupt(&self) -> Result<bool, AdapterError> {
+        self.input().map(|()| true)
+    }
+
+    fn respond_permission(
+        &self,
+        _request_id: &str,
+        _decision: &PermissionDecision,
+    ) -> Result<(), AdapterError> {
+        self.input()
+    }
+
+    fn signal(&self, signal: Signal) -> Result<(), AdapterError> {
+        self.act(Action::Signal(signal))
+    }
+
+    fn close_stdin(&self) {
+        if self.stdin_open.swap(false, Ordering::SeqCst) {
+            let _ = self.act(Action::Close);
+        }
+    }
+
+    fn alive(&self) -> bool {
+        self.alive.load(Ordering::SeqCst)
+    }
+
+    fn keep_alive(&self) -> bool {
+        self.keep_alive
+    }
+}

@@ -1,0 +1,164 @@
+//! The recording tool: drive a real process through a script of steps
+//! while a [`CassetteRecorder`] records it (the `record` subcommand and the
+//! cassette tests use it).
+
+use std::path::Path;
+use std::time::Duration;
+
+use serde_json::Value;
+use tokio::sync::mpsc;
+
+use crate::adapter::{
+    AdapterError, ExitInfo, PermissionDecision, ProcessAdapter, Signal, SpawnConfig, StdoutLine,
+    UserInput,
+};
+
+use super::format::*;
+use super::record::CassetteRecorder;
+
+/// One step of a recording script.
+#[derive(Debug, Clone)]
+pub enum ScriptStep {
+    /// Write a user message.
+    Send(String),
+    /// Wait for the next `result` line (the end of a turn).
+    WaitTurnEnd,
+    /// Wait for a stdout line containing this text.
+    WaitFor(String),
+    /// Cancel the current turn (control_request interrupt).
+    Interrupt,
+    /// Allow the last `can_use_tool` request, echoing its input.
+    Allow,
+    /// Deny the last `can_use_tool` request with this message.
+    Deny(String),
+    /// Pause.
+    Sleep(Duration),
+    /// Signal the process group.
+    Signal(Signal),
+    /// Close stdin (the CLI finishes and exits).
+    CloseStdin,
+}
+
+/// Run `steps` against a process spawned by `adapter` with `config`,
+/// recording it into `path` as a cassette. Stdin is closed after the last
+/// step and the exit is awaited; `timeout` bounds the whole recording (the
+/// group is killed when it is exceeded). `argv` goes into the header.
+pub async fn record_cassette<A: ProcessAdapter>(
+    adapter: A,
+    argv: Vec<String>,
+    config: SpawnConfig,
+    steps: &[ScriptStep],
+    path: &Path,
+    timeout: Duration,
+) -> Result<ExitInfo, CassetteError> {
+    let recorder = CassetteRecorder::new(adapter, path, argv);
+    let mut handle = recorder.spawn(config).await?;
+    let control = handle.control.clone();
+    let run = async {
+        let mut last_permission: Option<(String, Value)> = None;
+        for step in steps {
+            match step {
+                ScriptStep::Send(text) => control.write(&UserInput {
+                    text: text.clone(),
+                    content_blocks: Vec::new(),
+                })?,
+                ScriptStep::WaitTurnEnd => {
+                    wait_line(&mut handle.stdout, &mut last_permission, |v| {
+                        v["type"] == "result"
+                    })
+                    .await?
+                }
+                ScriptStep::WaitFor(text) => {
+                    let text = text.clone();
+                    wait_raw(&mut handle.stdout, &mut last_permission, &text).await?
+                }
+                ScriptStep::Interrupt => {
+                    control.interrupt()?;
+                }
+                ScriptStep::Allow | ScriptStep::Deny(_) => {
+                    if last_permission.is_none() {
+                        wait_line(&mut handle.stdout, &mut last_permission, |v| {
+                            v["request"]["subtype"] == "can_use_tool"
+                        })
+                        .await?;
+                    }
+                    let (id, input) = last_permission.take().expect("waited for a request");
+                    let decision = match step {
+                        ScriptStep::Allow => PermissionDecision::Allow {
+                            updated_input: serde_json::from_value(input).unwrap_or_default(),
+                        },
+                        ScriptStep::Deny(m) => PermissionDecision::Deny { message: m.clone() },
+                        _ => unreachable!(),
+                    };
+                    control.respond_permission(&id, &decision)?;
+                }
+                ScriptStep::Sleep(d) => tokio::time::sleep(*d).await,
+                ScriptStep::Signal(s) => control.signal(*s)?,
+                ScriptStep::CloseStdin => control.close_stdin(),
+            }
+        }
+        control.close_stdin();
+        while handle.stdout.recv().await.is_some() {}
+        Ok::<(), CassetteError>(())
+    };
+    match tokio::time::timeout(timeout, run).await {
+        Ok(r) => r?,
+        Err(_) => {
+            let _ = control.signal(Signal::Kill);
+            let _ = (&mut handle.exited).await;
+            return Err(CassetteError::Timeout(format!(
+                "script did not finish within {timeout:?}"
+            )));
+        }
+    }
+    // The recorder writes the file before it forwards the exit: once this
+    // resolves, the cassette is complete.
+    Ok(handle.exited.await.unwrap_or_default())
+}
+
+/// Read stdout until `pred` matches a JSON line, remembering the last
+/// `can_use_tool` request seen on the way.
+async fn wait_line(
+    rx: &mut mpsc::Receiver<StdoutLine>,
+    last_permission: &mut Option<(String, Value)>,
+    pred: impl Fn(&Value) -> bool,
+) -> Result<(), CassetteError> {
+    while let Some(line) = rx.recv().await {
+        if let StdoutLine::Line(l) = line
+            && let Ok(v) = serde_json::from_str::<Value>(&l)
+        {
+            note_permission(&v, last_permission);
+            if pred(&v) {
+                return Ok(());
+            }
+        }
+    }
+    Err(AdapterError::NotRunning.into())
+}
+
+async fn wait_raw(
+    rx: &mut mpsc::Receiver<StdoutLine>,
+    last_permission: &mut Option<(String, Value)>,
+    needle: &str,
+) -> Result<(), CassetteError> {
+    while let Some(line) = rx.recv().await {
+        if let StdoutLine::Line(l) = line {
+            if let Ok(v) = serde_json::from_str::<Value>(&l) {
+                note_permission(&v, last_permission);
+            }
+            if l.contains(needle) {
+                return Ok(());
+            }
+        }
+    }
+    Err(AdapterError::NotRunning.into())
+}
+
+fn note_permission(v: &Value, last: &mut Option<(String, Value)>) {
+    if v["type"] == "control_request" && v["request"]["subtype"] == "can_use_tool" {
+        *last = Some((
+            v["request_id"].as_str().unwrap_or_default().to_string(),
+            v["request"]["input"].clone(),
+        ));
+    }
+}

@@ -1,0 +1,139 @@
+//! The default adapter: one long-lived `claude` process per run, speaking
+//! stream-json both ways, so follow-up messages, interrupts and permission
+//! answers reach the same process.
+
+use std::ffi::OsString;
+use std::sync::Arc;
+
+use super::stream_json::{interrupt_line, permission_response_line, user_message_line};
+use super::{ClaudeOptions, PermissionMode};
+use crate::adapter::{
+    AdapterError, BoxFuture, PermissionDecision, ProcessAdapter, ProcessControl, ProcessHandle,
+    Signal, SpawnConfig, UserInput,
+};
+use crate::supervise::{self, StdinWriter};
+
+/// Runs `claude --print --output-format stream-json --input-format
+/// stream-json --verbose`: the process stays alive between turns.
+#[derive(Debug, Clone, Default)]
+pub struct ClaudeInteractiveAdapter {
+    options: ClaudeOptions,
+}
+
+impl ClaudeInteractiveAdapter {
+    /// An adapter with these options.
+    pub fn new(options: ClaudeOptions) -> Self {
+        Self { options }
+    }
+
+    /// The full argv (without the binary) for a run.
+    pub fn args(&self, config: &SpawnConfig) -> Vec<OsString> {
+        // `--print` is what the SDKs pass; 2.1.197 also accepts stream-json
+        // without it when stdin is not a TTY, but being explicit keeps the CLI
+        // out of its TUI whatever it detects.
+        let mut args: Vec<OsString> = [
+            "--print",
+            "--output-format",
+            "stream-json",
+            "--input-format",
+            "stream-json",
+            "--verbose",
+        ]
+        .iter()
+        .map(OsString::from)
+        .collect();
+        match self.options.permissions {
+            PermissionMode::Relay => {
+                args.push("--permission-prompt-tool".into());
+                args.push("stdio".into());
+            }
+            PermissionMode::Skip => args.push("--dangerously-skip-permissions".into()),
+            PermissionMode::Settings => {}
+        }
+        args.extend(self.options.tail_args(config));
+        args
+    }
+}
+
+impl ProcessAdapter for ClaudeInteractiveAdapter {
+    fn name(&self) -> &str {
+        "interactive"
+    }
+
+    fn spawn(&self, config: SpawnConfig) -> BoxFuture<'_, Result<ProcessHandle, AdapterError>> {
+        Box::pin(async move {
+            let mut spec = self.options.base_spec(&config)?;
+            spec.args = self.args(&config);
+            spec.stdin = true;
+            let child = supervise::spawn(&spec)?;
+            let control = Arc::new(InteractiveControl {
+                stdin: child.stdin.expect("interactive spec pipes stdin"),
+                group: child.group,
+            });
+            let first = UserInput {
+                text: config.config.prompt.clone(),
+                content_blocks: config.config.content_blocks.clone(),
+            };
+            if !first.text.is_empty() || !first.content_blocks.is_empty() {
+                control.write(&first)?;
+            }
+            Ok(ProcessHandle {
+                stdout: child.stdout,
+                exited: child.exited,
+                control,
+                pid: Some(child.pid),
+                start_time: child.start_time,
+                process_id: Some(format!("pid:{}", child.pid)),
+            })
+        })
+    }
+}
+
+struct InteractiveControl {
+    stdin: StdinWriter,
+    group: supervise::ProcessGroup,
+}
+
+impl InteractiveControl {
+    fn send(&self, line: &str) -> Result<(), AdapterError> {
+        if !self.group.alive() {
+            return Err(AdapterError::NotRunning);
+        }
+        self.stdin.send_line(line)
+    }
+}
+
+impl ProcessControl for InteractiveControl {
+    fn write(&self, input: &UserInput) -> Result<(), AdapterError> {
+        self.send(&user_message_line(input))
+    }
+
+    fn interrupt(&self) -> Result<bool, AdapterError> {
+        self.send(&interrupt_line())?;
+        Ok(true)
+    }
+
+    fn respond_permission(
+        &self,
+        request_id: &str,
+        decision: &PermissionDecision,
+    ) -> Result<(), AdapterError> {
+        self.send(&permission_response_line(request_id, decision))
+    }
+
+    fn signal(&self, signal: Signal) -> Result<(), AdapterError> {
+        self.group.signal(signal)
+    }
+
+    fn close_stdin(&self) {
+        self.stdin.close();
+    }
+
+    fn alive(&self) -> bool {
+        self.group.alive()
+    }
+
+    fn keep_alive(&self) -> bool {
+        true
+    }
+}

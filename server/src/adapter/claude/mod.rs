@@ -1,0 +1,116 @@
+//! The claude CLI adapters and what they share: the options, the one
+//! permission-mode enum, finding the binary, and the stream-json lines the
+//! harness writes to the CLI.
+//!
+//! - [`interactive`]: the default adapter, one long-lived process per run;
+//! - [`oneshot`]: `claude --print PROMPT`, one turn per process;
+//! - [`stream_json`]: user messages, interrupts and permission answers as
+//!   the CLI reads them on stdin (the cassette recorder and replayer use
+//!   them too);
+//! - [`discover`]: where the `claude` binary is.
+
+pub mod discover;
+pub mod interactive;
+pub mod oneshot;
+pub mod stream_json;
+
+use std::ffi::OsString;
+use std::path::PathBuf;
+
+pub use interactive::ClaudeInteractiveAdapter;
+pub use oneshot::ClaudeCliAdapter;
+
+use self::discover::find_claude;
+use crate::adapter::{AdapterError, SpawnConfig};
+use crate::supervise::{DEFAULT_MAX_LINE_BYTES, DEFAULT_STRIP_ENV, ProcessSpec};
+
+/// How tool permission prompts are handled (`--permissions`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum)]
+pub enum PermissionMode {
+    /// Relay each prompt to clients (`--permission-prompt-tool stdio`):
+    /// a `permission_requested` event, answered with RespondPermission.
+    /// Interactive adapter only.
+    #[default]
+    Relay,
+    /// Leave it to the CLI's own settings files (no relay).
+    Settings,
+    /// `--dangerously-skip-permissions`: every tool runs unasked (plus
+    /// `IS_SANDBOX=1` as root, which the CLI requires there).
+    Skip,
+}
+
+/// Options shared by the claude adapters.
+#[derive(Debug, Clone)]
+pub struct ClaudeOptions {
+    /// `--claude-bin`; `None` searches (see [`discover`]).
+    pub claude_bin: Option<PathBuf>,
+    /// Arguments added after the adapter's own, before the run's `args`.
+    pub extra_args: Vec<String>,
+    /// Environment for every child (a run's `env` wins over it).
+    pub env: Vec<(String, String)>,
+    /// Inherited variables removed from the child's environment.
+    pub strip_env_keys: Vec<String>,
+    /// How tool permissions are decided.
+    pub permissions: PermissionMode,
+    /// Longest stdout line accepted whole.
+    pub max_line_bytes: usize,
+}
+
+impl Default for ClaudeOptions {
+    fn default() -> Self {
+        Self {
+            claude_bin: None,
+            extra_args: Vec::new(),
+            env: Vec::new(),
+            strip_env_keys: DEFAULT_STRIP_ENV.iter().map(|s| s.to_string()).collect(),
+            permissions: PermissionMode::Relay,
+            max_line_bytes: DEFAULT_MAX_LINE_BYTES,
+        }
+    }
+}
+
+impl ClaudeOptions {
+    /// The process spec common to both adapters: binary, cleaned env, cwd.
+    pub(crate) fn base_spec(&self, config: &SpawnConfig) -> Result<ProcessSpec, AdapterError> {
+        let bin = find_claude(self.claude_bin.as_deref())?;
+        let mut spec = ProcessSpec::new(bin);
+        spec.strip_env_keys = self.strip_env_keys.clone();
+        spec.max_line_bytes = self.max_line_bytes;
+        spec.env = self.env.clone();
+        if self.permissions == PermissionMode::Skip && running_as_root() {
+            spec.env.push(("IS_SANDBOX".into(), "1".into()));
+        }
+        let mut run_env: Vec<_> = config.config.env.clone().into_iter().collect();
+        run_env.sort();
+        spec.env.extend(run_env);
+        if !config.config.cwd.is_empty() {
+            spec.cwd = Some(PathBuf::from(&config.config.cwd));
+        }
+        Ok(spec)
+    }
+
+    /// `--resume`, `--model`, then extra args and the run's args.
+    pub(crate) fn tail_args(&self, config: &SpawnConfig) -> Vec<OsString> {
+        let c = &config.config;
+        let mut args: Vec<OsString> = Vec::new();
+        if !c.resume.is_empty() {
+            args.push("--resume".into());
+            args.push(c.resume.clone().into());
+        }
+        if !c.model.is_empty() {
+            args.push("--model".into());
+            args.push(c.model.clone().into());
+        }
+        args.extend(self.extra_args.iter().map(OsString::from));
+        args.extend(c.args.iter().map(OsString::from));
+        args
+    }
+}
+
+/// The owner of /proc/self is the effective uid; this avoids a libc call.
+fn running_as_root() -> bool {
+    use std::os::unix::fs::MetadataExt;
+    std::fs::metadata("/proc/self")
+        .map(|m| m.uid() == 0)
+        .unwrap_or(false)
+}

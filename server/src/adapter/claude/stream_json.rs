@@ -1,0 +1,56 @@
+//! The stream-json lines the harness writes to the CLI's stdin.
+
+use serde_json::{Value, json};
+
+use crate::adapter::{PermissionDecision, UserInput};
+
+/// The stream-json user line for `input`: content blocks first, then the
+/// text (a plain string when there are no blocks, as the SDKs send it).
+pub fn user_message_line(input: &UserInput) -> String {
+    let content = if input.content_blocks.is_empty() {
+        Value::String(input.text.clone())
+    } else {
+        let mut blocks: Vec<Value> = input
+            .content_blocks
+            .iter()
+            .map(|b| serde_json::to_value(b).unwrap_or(Value::Null))
+            .collect();
+        if !input.text.is_empty() {
+            blocks.push(json!({"type": "text", "text": input.text}));
+        }
+        Value::Array(blocks)
+    };
+    json!({
+        "type": "user",
+        "message": {"role": "user", "content": content},
+        "parent_tool_use_id": null,
+        "session_id": "",
+    })
+    .to_string()
+}
+
+/// The `control_request{interrupt}` line, with a fresh request id.
+pub fn interrupt_line() -> String {
+    json!({
+        "type": "control_request",
+        "request_id": format!("ah-{}", uuid::Uuid::new_v4()),
+        "request": {"subtype": "interrupt"},
+    })
+    .to_string()
+}
+
+/// The `control_response` line answering a `can_use_tool` request.
+pub fn permission_response_line(request_id: &str, decision: &PermissionDecision) -> String {
+    let response = match decision {
+        PermissionDecision::Allow { updated_input } => json!({
+            "behavior": "allow",
+            "updatedInput": serde_json::to_value(updated_input).unwrap_or_else(|_| json!({})),
+        }),
+        PermissionDecision::Deny { message } => json!({"behavior": "deny", "message": message}),
+    };
+    json!({
+        "type": "control_response",
+        "response": {"subtype": "success", "request_id": request_id, "response": response},
+    })
+    .to_string()
+}
