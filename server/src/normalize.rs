@@ -16,12 +16,12 @@
 //! | `system/compact_boundary` | `turn_end{compact: true}` |
 //! | `system/task_started` / `task_progress` / `task_updated` / `task_notification` | `task_started` / `task_updated` / `task_updated` / `task_notification` |
 //! | `control_request{can_use_tool}` | `permission_requested` |
-//! | `control_cancel_request` for a pending permission | `permission_resolved{by: "cancelled"}` |
+//! | `control_cancel_request` (with a `request_id`) | `permission_resolved{by: "cancelled"}` (the run task drops it unless that request is pending in the log's fold, the one record of what is pending) |
 //! | anything else that is a JSON object with a `type` | nothing (logged at debug) |
 //! | not JSON, not an object, no `type` | `run_error{kind: "bad_line"}` |
 //! | longer than the limit | `run_error{kind: "line_too_large"}` |
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashMap;
 
 use agent_harness_client::pb;
 use agent_harness_client::pb::event::Payload;
@@ -47,9 +47,6 @@ pub struct Normalizer {
     /// A task_notification arrived since the last `result`: a following
     /// self-started turn was most likely caused by it.
     notification_since_result: bool,
-    /// can_use_tool requests not yet withdrawn, so a cancel for an unknown
-    /// id (a request we never relayed) produces nothing.
-    pending_permissions: HashSet<String>,
     /// The OS pid, copied into run_ready.
     pid: Option<u32>,
     /// The CLI's running totals (`total_cost_usd`, `modelUsage`) as of the
@@ -122,7 +119,6 @@ impl Normalizer {
             input_since_result: false,
             turn_active: false,
             notification_since_result: false,
-            pending_permissions: HashSet::new(),
             pid: None,
             reported_totals: Totals::default(),
         }
@@ -214,7 +210,7 @@ impl Normalizer {
             "control_request" => self.control_request(&obj),
             "control_cancel_request" => {
                 let id = str_of(&obj, "request_id");
-                if self.pending_permissions.remove(&id) {
+                if !id.is_empty() {
                     vec![Payload::PermissionResolved(pb::PermissionResolved {
                         request_id: id,
                         allow: false,
@@ -222,7 +218,7 @@ impl Normalizer {
                         ..Default::default()
                     })]
                 } else {
-                    tracing::debug!(request_id = %id, "control_cancel_request for an unknown request");
+                    tracing::debug!("control_cancel_request without a request_id");
                     Vec::new()
                 }
             }
@@ -435,7 +431,6 @@ impl Normalizer {
             return Vec::new();
         }
         let request_id = str_of(obj, "request_id");
-        self.pending_permissions.insert(request_id.clone());
         vec![Payload::PermissionRequested(pb::PermissionRequested {
             request_id,
             tool_name: str_at(&request, "tool_name"),

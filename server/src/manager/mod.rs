@@ -2,25 +2,27 @@
 //! of many sessions at once.
 //!
 //! # Concurrency (the choice, written down)
-//! Each session has one **slot**: a `tokio::sync::Mutex` that serializes the
-//! calls on that session (Start, Send, Stop, RespondPermission) and holds the
-//! handle of its live run, if any. Different sessions never share a lock, so
-//! they run in parallel. While a run is live, one **run task** (an actor,
-//! see [`run`]) owns its process handle and is the only writer of that
-//! session's log; the calls send it commands and wait for its reply. When no
-//! run is live the calls append themselves, under the slot lock. So at any
-//! moment exactly one party appends to a session (start-up recovery runs
-//! before the manager exists), and its cached derive fold sees events in
-//! seq order.
+//! Each session has one **slot** ([`slot`]) with at most one occupant: the
+//! one authority that answers Start, Send, Stop and RespondPermission for
+//! it. While a run task exists (an actor owning the process, see [`run`]),
+//! it is the occupant: the calls send it commands and wait for its reply,
+//! and it alone decides (is a run live, is this request pending, may this
+//! input be written). When the slot is free, a call claims it and decides
+//! from the fold; to start a run it appends `run_start`, spawns, and hands
+//! its claim to the new run task. So at any moment exactly one party
+//! appends to a session (start-up recovery runs before the manager
+//! exists), and its cached derive fold sees events in seq order. No lock is
+//! held across an fsync or a process wait: waiting for a dying process is
+//! waiting for its claim to be released, with no lock held.
 //!
-//! There is no "is running" flag: whether a run is live is the derive
-//! `StatusFold` over the log, cached per session ([`fold`]) and caught
-//! up to the log's head before every decision; the process handle is the
-//! only state kept beside it.
+//! There is no "is running" flag: with no run task, whether a run is live
+//! is the derive `StatusFold` over the log, cached per session ([`fold`])
+//! and caught up to the log's head before every decision.
 
 mod fold;
 mod ladder;
 mod run;
+mod slot;
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex};
@@ -29,7 +31,7 @@ use std::time::Duration;
 use agent_harness_client::pb;
 use agent_harness_client::pb::event::Payload;
 use pbjson_types::Struct;
-use tokio::sync::{OwnedSemaphorePermit, Semaphore, mpsc, oneshot};
+use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use tokio_util::sync::CancellationToken;
 
 use crate::adapter::{AdapterError, ProcessAdapter, SpawnConfig, UserInput};
@@ -37,8 +39,9 @@ use crate::error::{Error, Result};
 use crate::launch::{self, LaunchPolicy};
 use crate::log::{EventLogs, NewEvent};
 
-use self::fold::{FoldCell, SessionFold};
-use self::run::{Run, RunCmd, WriteError};
+use self::fold::SessionFold;
+use self::run::{Run, RunCmd, RunSpec, WriteRefused};
+use self::slot::{Claim, Entry, Slot};
 
 /// Timeouts and limits of the manager.
 #[derive(Debug, Clone)]
@@ -105,39 +108,13 @@ struct Inner {
     logs: EventLogs,
     opts: ManagerOptions,
     /// One slot per session touched since start-up; never removed (a slot
-    /// is a mutex and an `Option`, and keeping it keeps calls serialized).
+    /// is an `Option` and the cached fold).
     slots: Mutex<HashMap<String, Arc<Slot>>>,
     /// Cancelled when shutdown begins: no new runs after that.
     shutting_down: CancellationToken,
     /// One permit per live run (`max_live_runs`); the run task holds it
     /// until its process has exited.
     live_runs: Arc<Semaphore>,
-}
-
-/// Serializes the calls on one session; holds its live run's handle and
-/// the cached derive fold of its log.
-#[derive(Default)]
-struct Slot {
-    live: tokio::sync::Mutex<Option<RunHandle>>,
-    /// Shared with the session's run task, which applies what it appends.
-    fold: Arc<FoldCell>,
-}
-
-/// The manager's side of a live run.
-struct RunHandle {
-    run_id: String,
-    /// Commands to the run task.
-    cmds: mpsc::Sender<RunCmd>,
-    /// True when the process accepts stdin messages between turns.
-    keep_alive: bool,
-    /// Cancelled by the run task when it has appended run_end and exited.
-    ended: CancellationToken,
-}
-
-impl RunHandle {
-    fn running(&self) -> bool {
-        !self.ended.is_cancelled()
-    }
 }
 
 /// What Start returns.
@@ -196,8 +173,8 @@ impl SessionManager {
     }
 
     /// Waits (bounded by the stop ladder) for a run task that is ending to
-    /// let go of its process, so a Send can respawn right after it.
-    async fn wait_run_task(&self, session_id: &str, ended: &CancellationToken) -> Result<()> {
+    /// release its claim, so a Send can respawn right after it.
+    async fn wait_released(&self, session_id: &str, ended: &CancellationToken) -> Result<()> {
         tokio::time::timeout(self.inner.opts.ladder_bound(), ended.cancelled())
             .await
             .map_err(|_| Error::StillEnding {
@@ -208,19 +185,31 @@ impl SessionManager {
     /// Starts a run. [`Error::RunLive`] when one is already live.
     pub async fn start(&self, session_id: &str, config: pb::StartConfig) -> Result<Started> {
         let slot = self.slot(session_id);
-        let mut live = slot.live.lock().await;
-        self.check_open()?;
-        let status = self
-            .current(&slot, session_id, |d| d.fold.status_fold().clone())
-            .await?;
-        if status.run_live() {
-            return Err(Error::RunLive {
-                session_id: session_id.to_owned(),
-                run_id: status.current_run_id().unwrap_or("?").to_owned(),
-            });
+        loop {
+            self.check_open()?;
+            match slot.enter() {
+                Entry::Occupied(run) => {
+                    if let Some(run_id) = run.ask(|reply| RunCmd::Start { reply }).await {
+                        return Err(Error::RunLive {
+                            session_id: session_id.to_owned(),
+                            run_id,
+                        });
+                    }
+                }
+                Entry::Free(claim) => {
+                    let status = self
+                        .current(&slot, session_id, |d| d.fold.status_fold().clone())
+                        .await?;
+                    if status.run_live() {
+                        return Err(Error::RunLive {
+                            session_id: session_id.to_owned(),
+                            run_id: status.current_run_id().unwrap_or("?").to_owned(),
+                        });
+                    }
+                    return self.spawn_run(session_id, claim, config, "start").await;
+                }
+            }
         }
-        self.spawn_run(session_id, &slot, &mut live, config, "start")
-            .await
     }
 
     /// The session's cached derived state, caught up to the log's head.
@@ -242,42 +231,32 @@ impl SessionManager {
         content_blocks: Vec<Struct>,
     ) -> Result<String> {
         let slot = self.slot(session_id);
-        let mut live = slot.live.lock().await;
-        self.check_open()?;
-        if let Some(h) = live.as_ref().filter(|h| h.running()) {
-            if !h.keep_alive {
-                // The run task publishes run_end before it lets go of the
-                // handle: a Send racing that gap must not be refused when the
-                // log already says the run is over; wait for the task, then
-                // respawn below.
-                let live_run = self
-                    .current(&slot, session_id, |d| d.fold.status_fold().run_live())
-                    .await?;
-                if live_run {
+        let claim = loop {
+            self.check_open()?;
+            let run = match slot.enter() {
+                Entry::Free(claim) => break claim,
+                Entry::Occupied(run) => run,
+            };
+            let input = UserInput {
+                text: text.clone(),
+                content_blocks: content_blocks.clone(),
+            };
+            match run.ask(|reply| RunCmd::Write { input, reply }).await {
+                Some(Ok(run_id)) => return Ok(run_id),
+                Some(Err(WriteRefused::OneShotBusy { run_id })) => {
                     return Err(Error::OneShotBusy {
                         session_id: session_id.to_owned(),
-                        run_id: h.run_id.clone(),
+                        run_id,
                     });
                 }
-                self.wait_run_task(session_id, &h.ended).await?;
-            } else {
-                let (reply, rx) = oneshot::channel();
-                let input = UserInput {
-                    text: text.clone(),
-                    content_blocks: content_blocks.clone(),
-                };
-                let delivered = match h.cmds.send(RunCmd::Write { input, reply }).await {
-                    Ok(()) => rx.await.unwrap_or(Err(WriteError::Ending)),
-                    Err(_) => Err(WriteError::Ending),
-                };
-                match delivered {
-                    Ok(()) => return Ok(h.run_id.clone()),
-                    // The process is on its way out: wait for its run_end, then
-                    // respawn below, so the caller never sees the difference.
-                    Err(WriteError::Ending) => self.wait_run_task(session_id, &h.ended).await?,
+                // The process is on its way out: wait for its run_end, then
+                // respawn, so the caller never sees the difference.
+                Some(Err(WriteRefused::Ending)) => {
+                    self.wait_released(session_id, &run.ended).await?
                 }
+                None => {}
             }
-        }
+        };
         if !self.inner.logs.exists(session_id) {
             return Err(Error::unknown_session(session_id));
         }
@@ -302,9 +281,7 @@ impl SessionManager {
             env,
             ..last
         };
-        let started = self
-            .spawn_run(session_id, &slot, &mut live, config, "send")
-            .await?;
+        let started = self.spawn_run(session_id, claim, config, "send").await?;
         Ok(started.run_id)
     }
 
@@ -351,20 +328,22 @@ impl SessionManager {
     /// false when nothing was running. Idempotent.
     pub async fn stop(&self, session_id: &str) -> Result<bool> {
         let slot = self.slot(session_id);
-        let live = slot.live.lock().await;
-        if let Some(h) = live.as_ref().filter(|h| h.running()) {
-            let (reply, rx) = oneshot::channel();
-            if h.cmds.send(RunCmd::Stop { reply }).await.is_ok() {
-                // A dropped reply means the run ended meanwhile: nothing to stop.
-                return Ok(rx.await.unwrap_or(false));
+        let _claim = loop {
+            match slot.enter() {
+                Entry::Free(claim) => break claim,
+                Entry::Occupied(run) => {
+                    if let Some(stopping) = run.ask(|reply| RunCmd::Stop { reply }).await {
+                        return Ok(stopping);
+                    }
+                }
             }
-            return Ok(false);
-        }
+        };
         if !self.inner.logs.exists(session_id) {
             return Err(Error::unknown_session(session_id));
         }
-        // Safety net: a log that shows a live run with no process here (it
-        // cannot happen after recovery) is closed, so Stop always works.
+        // Safety net: a log that shows a live run with no run task (its task
+        // failed to record the end; it cannot happen after recovery) is
+        // closed, so Stop always works.
         let status = self
             .current(&slot, session_id, |d| d.fold.status_fold().clone())
             .await?;
@@ -373,7 +352,10 @@ impl SessionManager {
             let appended = self
                 .inner
                 .logs
-                .append(session_id, vec![inferred_run_end(run_id)])
+                .append_with_meta(session_id, vec![inferred_run_end(run_id)], |m| {
+                    m.pid = None;
+                    m.pid_start_time = None;
+                })
                 .await?;
             slot.fold.applied(&appended);
             return Ok(true);
@@ -391,27 +373,29 @@ impl SessionManager {
         answer: PermissionAnswer,
     ) -> Result<()> {
         let slot = self.slot(session_id);
-        let live = slot.live.lock().await;
-        let not_found = || Error::PermissionRequestNotPending {
+        let _claim = loop {
+            match slot.enter() {
+                Entry::Free(claim) => break claim,
+                Entry::Occupied(run) => {
+                    let cmd = |reply| RunCmd::Permission {
+                        request_id: request_id.to_owned(),
+                        answer: answer.clone(),
+                        reply,
+                    };
+                    if let Some(answered) = run.ask(cmd).await {
+                        return answered;
+                    }
+                }
+            }
+        };
+        // No run task: no process to answer.
+        if !self.inner.logs.exists(session_id) {
+            return Err(Error::unknown_session(session_id));
+        }
+        Err(Error::PermissionRequestNotPending {
             session_id: session_id.to_owned(),
             request_id: request_id.to_owned(),
-        };
-        let Some(h) = live.as_ref().filter(|h| h.running()) else {
-            if !self.inner.logs.exists(session_id) {
-                return Err(Error::unknown_session(session_id));
-            }
-            return Err(not_found());
-        };
-        let (reply, rx) = oneshot::channel();
-        h.cmds
-            .send(RunCmd::Permission {
-                request_id: request_id.to_owned(),
-                answer,
-                reply,
-            })
-            .await
-            .map_err(|_| not_found())?;
-        rx.await.map_err(|_| not_found())?
+        })
     }
 
     /// One session's derived state.
@@ -449,11 +433,10 @@ impl SessionManager {
         };
         let mut waiting = Vec::new();
         for slot in slots {
-            let live = slot.live.lock().await;
-            if let Some(h) = live.as_ref().filter(|h| h.running())
-                && h.cmds.send(RunCmd::Shutdown).await.is_ok()
+            if let Some(run) = slot.occupant()
+                && run.tell(RunCmd::Shutdown).await
             {
-                waiting.push(h.ended.clone());
+                waiting.push(run.ended.clone());
             }
         }
         let bound = self.inner.opts.kill_grace * 3 + Duration::from_secs(1);
@@ -471,22 +454,19 @@ impl SessionManager {
     /// a live-run permit (refusing before anything is appended), then appends
     /// run_start (env values redacted) (+ input_sent) durably, then spawns;
     /// on failure records run_error + run_end so the run still ends exactly
-    /// once. The caller has caught `slot.fold` up to the head (under the
-    /// slot lock, so it stays current: from here on only this call and then
-    /// the run task append).
+    /// once. The caller holds the session's `claim` and has caught its fold
+    /// up to the head (so it stays current: from here on only this call and
+    /// then the run task it hands the claim to append).
     async fn spawn_run(
         &self,
         session_id: &str,
-        slot: &Slot,
-        live: &mut Option<RunHandle>,
+        claim: Claim,
         mut config: pb::StartConfig,
         trigger: &str,
     ) -> Result<Started> {
+        let fold = claim.fold().clone();
         if config.resume.is_empty() {
-            config.resume = slot
-                .fold
-                .with(|d| d.resume_id(session_id))
-                .unwrap_or_default();
+            config.resume = fold.with(|d| d.resume_id(session_id)).unwrap_or_default();
         }
         self.admit(session_id, &mut config, trigger)?;
         let run_id = uuid::Uuid::new_v4().to_string();
@@ -519,7 +499,7 @@ impl SessionManager {
             });
         }
         let appended = self.inner.logs.append(session_id, first).await?;
-        slot.fold.applied(&appended);
+        fold.applied(&appended);
         let spawned = self.inner.adapter.spawn(spawn).await;
         let handle = match spawned {
             Ok(h) => h,
@@ -545,18 +525,14 @@ impl SessionManager {
                         cli_line: String::new(),
                     },
                 ];
-                let appended = self.inner.logs.append(session_id, end).await?;
-                slot.fold.applied(&appended);
                 // A Send that retries respawns with this run's env values.
                 let env: BTreeMap<String, String> = config.env.into_iter().collect();
-                if let Err(e) = self
+                let appended = self
                     .inner
                     .logs
-                    .update_meta(session_id, move |m| m.env = env)
-                    .await
-                {
-                    tracing::warn!(session_id, error = %e, "could not record the run's env");
-                }
+                    .append_with_meta(session_id, end, move |m| m.env = env)
+                    .await?;
+                fold.applied(&appended);
                 return Err(match e {
                     AdapterError::Spawn(msg) => Error::Spawn(msg),
                     e @ (AdapterError::BinaryNotFound(_)
@@ -595,28 +571,17 @@ impl SessionManager {
             .clone()
             .or_else(|| pid.map(|p| format!("pid:{p}")))
             .unwrap_or_default();
-        let (cmds, cmd_rx) = mpsc::channel(32);
-        let ended = CancellationToken::new();
-        let keep_alive = handle.control.keep_alive();
-        let run = Run::new(
-            session_id.to_owned(),
-            run_id.clone(),
-            self.inner.logs.clone(),
-            self.inner.opts.clone(),
-            handle,
-            slot.fold.clone(),
-            has_prompt,
-            cmd_rx,
-            ended.clone(),
-            permit,
-        );
-        tokio::spawn(run.run());
-        *live = Some(RunHandle {
+        let run = Run::new(RunSpec {
+            session_id: session_id.to_owned(),
             run_id: run_id.clone(),
-            cmds,
-            keep_alive,
-            ended,
+            logs: self.inner.logs.clone(),
+            opts: self.inner.opts.clone(),
+            handle,
+            prompt_sent: has_prompt,
+            claim,
+            live_permit: permit,
         });
+        tokio::spawn(run.run());
         tracing::info!(session_id, run_id, trigger, process_id, "run started");
         Ok(Started { run_id, process_id })
     }

@@ -1,4 +1,5 @@
-//! The run task: the one owner of a live process.
+//! The run task: the one owner of a live process, and while it lives the
+//! one authority for its session (it holds the session's [`Claim`]).
 //!
 //! It reads stdout, normalizes lines into events and appends them (lines
 //! that arrive together go in one append), executes the commands the manager
@@ -11,7 +12,7 @@
 //! the signal ladder, which always ends in SIGKILL; so the task never
 //! outlives its process by more than the ladder.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -21,10 +22,10 @@ use agent_harness_client::pb::event::Payload;
 use pbjson_types::Struct;
 use tokio::sync::{OwnedSemaphorePermit, mpsc, oneshot};
 use tokio::time::Instant;
-use tokio_util::sync::CancellationToken;
 
 use super::fold::FoldCell;
 use super::ladder::{Action, Cause, Input, Ladder};
+use super::slot::Claim;
 use super::{ManagerOptions, PermissionAnswer};
 use crate::adapter::{
     ExitInfo, PermissionDecision, ProcessControl, ProcessHandle, StdoutLine, UserInput,
@@ -39,12 +40,17 @@ const MAX_LINES_PER_BATCH: usize = 256;
 /// the pipe open; its lines are not worth hanging the run_end for).
 const DRAIN_AFTER_EXIT: Duration = Duration::from_millis(500);
 
-/// A command from the manager.
+/// A command from the manager: a call on this session, answered by the
+/// session's occupant.
 pub(super) enum RunCmd {
-    /// Write a user message to stdin and record input_sent{USER}.
+    /// A Start while this run lives: replies with the live run's id (the
+    /// caller refuses with RunLive).
+    Start { reply: oneshot::Sender<String> },
+    /// Write a user message to stdin and record input_sent{USER}; replies
+    /// with the run that got it.
     Write {
         input: UserInput,
-        reply: oneshot::Sender<Result<(), WriteError>>,
+        reply: oneshot::Sender<Result<String, WriteRefused>>,
     },
     /// Stop the current turn; replies whether a stop is (now) under way.
     Stop { reply: oneshot::Sender<bool> },
@@ -60,15 +66,30 @@ pub(super) enum RunCmd {
 
 /// Why a write was not delivered.
 #[derive(Debug)]
-pub(super) enum WriteError {
+pub(super) enum WriteRefused {
     /// The process is ending (or already gone): respawn after its run_end.
     Ending,
+    /// A one-shot run takes no input after its prompt.
+    OneShotBusy {
+        /// The working run.
+        run_id: String,
+    },
 }
 
-/// A permission request waiting for an answer.
-struct Pending {
-    input: Option<Struct>,
-    deadline: Instant,
+/// What a run task starts from.
+pub(super) struct RunSpec {
+    pub(super) session_id: String,
+    pub(super) run_id: String,
+    pub(super) logs: EventLogs,
+    pub(super) opts: ManagerOptions,
+    /// The spawned process.
+    pub(super) handle: ProcessHandle,
+    /// The prompt went in with the spawn (input_sent{INITIAL} is logged).
+    pub(super) prompt_sent: bool,
+    /// The session's claim, handed over by the call that spawned.
+    pub(super) claim: Claim,
+    /// This run's place under `--max-live-runs`.
+    pub(super) live_permit: OwnedSemaphorePermit,
 }
 
 pub(super) struct Run {
@@ -79,20 +100,24 @@ pub(super) struct Run {
     control: Arc<dyn ProcessControl>,
     stdout: mpsc::Receiver<StdoutLine>,
     exited: oneshot::Receiver<ExitInfo>,
-    cmds: mpsc::Receiver<RunCmd>,
+    /// The session's claim: commands arrive on it; released (dropped) when
+    /// this task ends, after the run_end.
+    claim: Claim,
     normalizer: Normalizer,
     /// The session's cached derive fold, shared with the manager. This task
     /// is the session's only writer while it lives and applies every event
-    /// it appends, so the fold holds everything up to its last append.
+    /// it appends, so the fold holds everything up to its last append. It
+    /// is the one record of which permission requests are pending.
     fold: Arc<FoldCell>,
-    pending: HashMap<String, Pending>,
+    /// When each pending permission request times out (a timer, not a
+    /// second record of what is pending: an entry the fold no longer shows
+    /// pending is ignored).
+    permission_deadlines: HashMap<String, Instant>,
     ladder: Ladder,
     /// The last turn_end was an error (API error, error result).
     last_turn_error: bool,
     /// Last activity (event or input), for the idle timeout.
     last_activity: Instant,
-    /// Cancelled when this task is done; the drop guard also covers panics.
-    ended: CancellationToken,
     /// This run's place under `--max-live-runs`: given back once the
     /// process has exited (just before its run_end is appended, so a client
     /// that sees the run_end can start another run), or when the task ends
@@ -101,19 +126,17 @@ pub(super) struct Run {
 }
 
 impl Run {
-    #[allow(clippy::too_many_arguments)]
-    pub(super) fn new(
-        session_id: String,
-        run_id: String,
-        logs: EventLogs,
-        opts: ManagerOptions,
-        handle: ProcessHandle,
-        fold: Arc<FoldCell>,
-        prompt_sent: bool,
-        cmds: mpsc::Receiver<RunCmd>,
-        ended: CancellationToken,
-        live_permit: OwnedSemaphorePermit,
-    ) -> Self {
+    pub(super) fn new(spec: RunSpec) -> Self {
+        let RunSpec {
+            session_id,
+            run_id,
+            logs,
+            opts,
+            handle,
+            prompt_sent,
+            claim,
+            live_permit,
+        } = spec;
         let ladder = Ladder::new(opts.stop_grace, opts.kill_grace);
         let mut normalizer = Normalizer::new(opts.max_line_bytes);
         normalizer.set_pid(handle.pid);
@@ -128,30 +151,28 @@ impl Run {
             control: handle.control,
             stdout: handle.stdout,
             exited: handle.exited,
-            cmds,
+            fold: claim.fold().clone(),
+            claim,
             normalizer,
-            fold,
-            pending: HashMap::new(),
+            permission_deadlines: HashMap::new(),
             ladder,
             last_turn_error: false,
             last_activity: Instant::now(),
-            ended,
             live_permit: Some(live_permit),
         }
     }
 
     pub(super) async fn run(mut self) {
-        let _done = self.ended.clone().drop_guard();
         let mut stdout_open = true;
         let mut cmds_open = true;
         let exit = loop {
             let deadline = self.next_deadline();
             tokio::select! {
                 biased;
-                cmd = self.cmds.recv(), if cmds_open => match cmd {
+                cmd = self.claim.cmds.recv(), if cmds_open => match cmd {
                     Some(cmd) => self.command(cmd).await,
-                    // The manager dropped the handle (replaced after run_end
-                    // cannot happen before we exit): keep running to the exit.
+                    // Cannot happen while the claim is held; keep running to
+                    // the exit regardless.
                     None => cmds_open = false,
                 },
                 line = self.stdout.recv(), if stdout_open => match line {
@@ -193,13 +214,13 @@ impl Run {
             }
         }
         self.finish(exit).await;
-        // Commands that raced the exit get dropped replies: "run ended".
-        self.cmds.close();
+        // Dropping self releases the claim: commands that raced the exit
+        // get dropped replies and are asked again of the free slot.
     }
 
     fn next_deadline(&self) -> Option<Instant> {
         let ladder = self.ladder.deadline();
-        let permission = self.pending.values().map(|p| p.deadline).min();
+        let permission = self.permission_deadlines.values().copied().min();
         [ladder, permission, self.idle_deadline()]
             .into_iter()
             .flatten()
@@ -213,7 +234,7 @@ impl Run {
         if self.opts.idle_timeout.is_zero()
             || !self.control.keep_alive()
             || self.ladder.stopping()
-            || !self.pending.is_empty()
+            || self.pending_permissions() > 0
             || self
                 .fold
                 .with(|d| d.fold.status_fold().turn_in_progress())
@@ -222,6 +243,24 @@ impl Run {
             return None;
         }
         Some(self.last_activity + self.opts.idle_timeout)
+    }
+
+    /// How many permission requests the log shows pending.
+    fn pending_permissions(&self) -> usize {
+        self.fold
+            .with(|d| d.fold.pending_permission_count())
+            .unwrap_or(0)
+    }
+
+    /// Whether `request_id` is pending, and the input it asked with.
+    fn pending_input(&self, request_id: &str) -> Option<Option<Struct>> {
+        self.fold
+            .with(|d| {
+                d.fold
+                    .pending_permission(request_id)
+                    .map(|p| p.input.clone())
+            })
+            .flatten()
     }
 
     /// Whether the log shows background tasks still running (derive's
@@ -239,6 +278,15 @@ impl Run {
         if payloads.is_empty() {
             return;
         }
+        self.append_then(payloads, |_| {}).await;
+    }
+
+    /// As [`Run::append`], changing the session's meta in the same commit.
+    async fn append_then(
+        &mut self,
+        payloads: Vec<(Payload, String)>,
+        meta: impl FnOnce(&mut crate::store::SessionMeta) + Send + 'static,
+    ) {
         let events = payloads
             .into_iter()
             .map(|(payload, cli_line)| NewEvent {
@@ -247,7 +295,11 @@ impl Run {
                 cli_line,
             })
             .collect();
-        match self.logs.append(&self.session_id, events).await {
+        match self
+            .logs
+            .append_with_meta(&self.session_id, events, meta)
+            .await
+        {
             Ok(events) => {
                 self.fold.applied(&events);
                 for e in &events {
@@ -268,16 +320,13 @@ impl Run {
         self.last_activity = Instant::now();
         match &e.payload {
             Some(Payload::PermissionRequested(p)) => {
-                self.pending.insert(
+                self.permission_deadlines.insert(
                     p.request_id.clone(),
-                    Pending {
-                        input: p.input.clone(),
-                        deadline: Instant::now() + self.opts.permission_timeout,
-                    },
+                    Instant::now() + self.opts.permission_timeout,
                 );
             }
             Some(Payload::PermissionResolved(p)) => {
-                self.pending.remove(&p.request_id);
+                self.permission_deadlines.remove(&p.request_id);
             }
             Some(Payload::TurnEnd(t)) if !t.compact => {
                 self.last_turn_error = t.is_error;
@@ -299,11 +348,46 @@ impl Run {
 
     async fn lines(&mut self, lines: Vec<StdoutLine>) {
         let payloads: Vec<_> = lines.iter().flat_map(|l| self.normalizer.line(l)).collect();
+        let payloads = self.only_pending_cancels(payloads);
         self.append(payloads).await;
+    }
+
+    /// Drops the CLI's withdrawals (`permission_resolved{cancelled}`) of
+    /// requests that are not pending: never asked, or already answered or
+    /// timed out. Pending means: in the fold, or asked earlier in the same
+    /// batch and not resolved since.
+    fn only_pending_cancels(&self, payloads: Vec<(Payload, String)>) -> Vec<(Payload, String)> {
+        let mut asked: HashSet<String> = HashSet::new();
+        let mut resolved: HashSet<String> = HashSet::new();
+        payloads
+            .into_iter()
+            .filter(|(payload, _)| match payload {
+                Payload::PermissionRequested(p) => {
+                    asked.insert(p.request_id.clone());
+                    resolved.remove(&p.request_id);
+                    true
+                }
+                Payload::PermissionResolved(p) => {
+                    let id = &p.request_id;
+                    let pending = !resolved.contains(id)
+                        && (asked.contains(id) || self.pending_input(id).is_some());
+                    if !pending {
+                        tracing::debug!(request_id = %id, "withdrawal of a request that is not pending");
+                        return false;
+                    }
+                    resolved.insert(id.clone());
+                    true
+                }
+                _ => true,
+            })
+            .collect()
     }
 
     async fn command(&mut self, cmd: RunCmd) {
         match cmd {
+            RunCmd::Start { reply } => {
+                let _ = reply.send(self.run_id.clone());
+            }
             RunCmd::Write { input, reply } => {
                 let _ = reply.send(self.write(input).await);
             }
@@ -322,18 +406,23 @@ impl Run {
         }
     }
 
-    async fn write(&mut self, input: UserInput) -> Result<(), WriteError> {
+    async fn write(&mut self, input: UserInput) -> Result<String, WriteRefused> {
         // A process we are signalling, or ending for idle or shutdown, will
         // not take another turn.
         if self.ladder.ending() || !self.control.alive() {
-            return Err(WriteError::Ending);
+            return Err(WriteRefused::Ending);
+        }
+        if !self.control.keep_alive() {
+            return Err(WriteRefused::OneShotBusy {
+                run_id: self.run_id.clone(),
+            });
         }
         // Written before it is recorded: this task handles the process's
         // answer only after this returns, so the log order stays right, and
         // the log never claims an input the process did not get.
         if let Err(e) = self.control.write(&input) {
             tracing::warn!(session_id = %self.session_id, error = %e, "write to the process failed");
-            return Err(WriteError::Ending);
+            return Err(WriteRefused::Ending);
         }
         self.normalizer.input_sent();
         self.append_one(Payload::InputSent(pb::InputSent {
@@ -342,7 +431,7 @@ impl Run {
             content_blocks: input.content_blocks,
         }))
         .await;
-        Ok(())
+        Ok(self.run_id.clone())
     }
 
     /// Starts the stop ladder, once per turn. Returns whether a stop is
@@ -404,12 +493,16 @@ impl Run {
         let now = Instant::now();
         self.step(Input::TimerFired, now);
         let expired: Vec<String> = self
-            .pending
+            .permission_deadlines
             .iter()
-            .filter(|(_, p)| p.deadline <= now)
+            .filter(|(_, deadline)| **deadline <= now)
             .map(|(id, _)| id.clone())
             .collect();
         for request_id in expired {
+            self.permission_deadlines.remove(&request_id);
+            if self.pending_input(&request_id).is_none() {
+                continue;
+            }
             let message = format!(
                 "Permission request timed out after {:?} with no answer; denied.",
                 self.opts.permission_timeout
@@ -420,7 +513,6 @@ impl Run {
                     message: message.clone(),
                 },
             );
-            self.pending.remove(&request_id);
             self.append_one(Payload::PermissionResolved(pb::PermissionResolved {
                 request_id,
                 allow: false,
@@ -448,7 +540,7 @@ impl Run {
     }
 
     async fn answer(&mut self, request_id: String, answer: PermissionAnswer) -> Result<()> {
-        let Some(pending) = self.pending.get(&request_id) else {
+        let Some(requested_input) = self.pending_input(&request_id) else {
             return Err(Error::PermissionRequestNotPending {
                 session_id: self.session_id.clone(),
                 request_id,
@@ -459,7 +551,7 @@ impl Run {
                 updated_input: answer
                     .updated_input
                     .clone()
-                    .or_else(|| pending.input.clone())
+                    .or(requested_input)
                     .unwrap_or_default(),
             }
         } else {
@@ -472,7 +564,6 @@ impl Run {
             }
         };
         self.control.respond_permission(&request_id, &decision)?;
-        self.pending.remove(&request_id);
         let message = match &decision {
             PermissionDecision::Deny { message } => message.clone(),
             PermissionDecision::Allow { .. } => String::new(),
@@ -496,7 +587,16 @@ impl Run {
     async fn finish(&mut self, exit: ExitInfo) {
         // The process is gone: its place is free before anyone sees run_end.
         self.live_permit.take();
-        let pending: Vec<String> = self.pending.drain().map(|(id, _)| id).collect();
+        self.permission_deadlines.clear();
+        let pending: Vec<String> = self
+            .fold
+            .with(|d| {
+                d.fold
+                    .pending_permissions()
+                    .map(|p| p.request_id.clone())
+                    .collect()
+            })
+            .unwrap_or_default();
         let mut last: Vec<(Payload, String)> = pending
             .into_iter()
             .map(|request_id| {
@@ -530,15 +630,13 @@ impl Run {
             }),
             String::new(),
         ));
-        self.append(last).await;
-        // The recorded pid is dead now; recovery must not look for it.
-        let _ = self
-            .logs
-            .update_meta(&self.session_id, |m| {
-                m.pid = None;
-                m.pid_start_time = None;
-            })
-            .await;
+        // The recorded pid is dead now: it is cleared in the run_end's
+        // commit, so recovery never looks for it once the run has ended.
+        self.append_then(last, |m| {
+            m.pid = None;
+            m.pid_start_time = None;
+        })
+        .await;
     }
 
     fn end_reason(&self, exit: &ExitInfo) -> (pb::RunEndReason, &'static str) {

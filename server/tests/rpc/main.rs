@@ -1,4 +1,4 @@
-//! The gRPC service against stand-in processes: sessions, derived state, idle, launch policy, limits, shutdown, transport security, recovery, fuzz.
+//! The gRPC service against stand-in processes: sessions, derived state, timers on paused time, launch policy, limits, shutdown, transport security, recovery, fuzz.
 //!
 //! One test binary per concern (build and link once); each module below
 //! was its own binary before.
@@ -8,10 +8,10 @@ mod support;
 
 mod derived;
 mod fuzz;
-mod idle;
 mod launch_policy;
 mod limits;
 mod recovery_restart;
 mod session;
 mod shutdown;
+mod timers;
 mod transport;

@@ -28,7 +28,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use serde_json::{Value, json};
-use tokio::sync::{mpsc, oneshot};
+use tokio::sync::{Notify, mpsc, oneshot};
 
 use agent_harness_server::adapter::{
     AdapterError, BoxFuture, ExitInfo, PermissionDecision, ProcessAdapter, ProcessControl,
@@ -75,6 +75,10 @@ pub struct ScriptedRecord {
     /// Every control call, in order, as a short string ("write:hello",
     /// "interrupt", "signal:Int", "close_stdin", "permission:ID:allow").
     pub calls: Vec<String>,
+    /// The same calls, and the stdout lines written ("out:result",
+    /// "out:control_request:ID"), with the (tokio) time of each, for the
+    /// timers' tests on a paused clock.
+    pub timed_calls: Vec<(tokio::time::Instant, String)>,
 }
 
 /// The scripted adapter. Clone it to keep a handle for assertions.
@@ -82,6 +86,8 @@ pub struct ScriptedRecord {
 pub struct ScriptedAdapter {
     behavior: ScriptedBehavior,
     record: Arc<Mutex<ScriptedRecord>>,
+    /// Notified on every new record entry.
+    changed: Arc<Notify>,
     live: Arc<AtomicU64>,
     next_id: Arc<AtomicU64>,
 }
@@ -92,6 +98,7 @@ impl ScriptedAdapter {
         Self {
             behavior,
             record: Arc::default(),
+            changed: Arc::default(),
             live: Arc::default(),
             next_id: Arc::new(AtomicU64::new(1)),
         }
@@ -100,6 +107,23 @@ impl ScriptedAdapter {
     /// A copy of everything recorded so far.
     pub fn record(&self) -> ScriptedRecord {
         self.record.lock().expect("record lock").clone()
+    }
+
+    /// Waits (on the record, not on a clock) for the first timed entry
+    /// matching `pred`; returns when it was made.
+    pub async fn wait_for(
+        &self,
+        pred: impl Fn(tokio::time::Instant, &str) -> bool,
+    ) -> tokio::time::Instant {
+        loop {
+            let changed = self.changed.notified();
+            tokio::pin!(changed);
+            changed.as_mut().enable();
+            if let Some((t, _)) = self.record().timed_calls.iter().find(|(t, c)| pred(*t, c)) {
+                return *t;
+            }
+            changed.await;
+        }
     }
 
     /// How many scripted processes are alive right now.
@@ -156,6 +180,8 @@ impl ProcessAdapter for ScriptedAdapter {
                     config.config.cwd.clone()
                 },
                 out: out_tx,
+                record: self.record.clone(),
+                changed: self.changed.clone(),
                 queue: first,
                 turn: Turn::Idle,
                 stdin_closed: false,
@@ -177,6 +203,7 @@ impl ProcessAdapter for ScriptedAdapter {
                     alive,
                     keep_alive: self.behavior.keep_alive,
                     record: self.record.clone(),
+                    changed: self.changed.clone(),
                 }),
                 pid: None,
                 start_time: None,
@@ -200,11 +227,19 @@ struct ScriptedControl {
     alive: Arc<AtomicBool>,
     keep_alive: bool,
     record: Arc<Mutex<ScriptedRecord>>,
+    changed: Arc<Notify>,
 }
 
 impl ScriptedControl {
     fn note(&self, call: String) {
-        self.record.lock().expect("record lock").calls.push(call);
+        {
+            let mut record = self.record.lock().expect("record lock");
+            record
+                .timed_calls
+                .push((tokio::time::Instant::now(), call.clone()));
+            record.calls.push(call);
+        }
+        self.changed.notify_waiters();
     }
     fn send(&self, ctl: Ctl) -> Result<(), AdapterError> {
         if !self.alive.load(Ordering::SeqCst) {
@@ -275,6 +310,8 @@ struct Process {
     model: String,
     cwd: String,
     out: mpsc::Sender<StdoutLine>,
+    record: Arc<Mutex<ScriptedRecord>>,
+    changed: Arc<Notify>,
     queue: VecDeque<String>,
     turn: Turn,
     stdin_closed: bool,
@@ -362,8 +399,18 @@ impl Process {
         if !self.behavior.line_delay.is_zero() {
             tokio::time::sleep(self.behavior.line_delay).await;
         }
+        let mut what = format!("out:{}", line["type"].as_str().unwrap_or(""));
+        if let Some(id) = line["request_id"].as_str() {
+            what = format!("{what}:{id}");
+        }
         // A dropped reader is a test that stopped listening; keep simulating.
         let _ = self.out.send(StdoutLine::Line(line.to_string())).await;
+        self.record
+            .lock()
+            .expect("record lock")
+            .timed_calls
+            .push((tokio::time::Instant::now(), what));
+        self.changed.notify_waiters();
     }
 
     fn next_msg_id(&mut self) -> String {

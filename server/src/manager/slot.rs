@@ -1,0 +1,180 @@
+//! One session's slot: who answers for the session right now.
+//!
+//! A session has at most one **occupant**, holding a [`Claim`]: either a
+//! call doing the work that needs no run task (deciding from the fold,
+//! appending `run_start`, spawning) or the run task that call hands its
+//! claim to. While a claim exists, every call on the session sends a
+//! command down its channel and the occupant alone answers; only when the
+//! slot is free does a call decide from the fold, and then it is the
+//! occupant itself. So there is one authority per session at any moment,
+//! and it is never a lock held across an fsync or a process wait: a claim
+//! is taken and released under a std mutex that guards one `Option`.
+//!
+//! Releasing a claim (dropping it, also on an early return or a panic)
+//! empties the slot first, then drops the commands still queued (their
+//! callers see a dropped reply and ask the slot again, now free or held by
+//! the next occupant), then cancels `ended`.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
+
+use tokio::sync::{mpsc, oneshot};
+use tokio_util::sync::CancellationToken;
+
+use super::fold::FoldCell;
+use super::run::RunCmd;
+
+/// Commands queued for one occupant before it must answer them.
+const COMMAND_QUEUE: usize = 32;
+
+/// See the module docs.
+#[derive(Default)]
+pub(super) struct Slot {
+    occupant: Mutex<Option<Occupant>>,
+    /// The session's cached derive fold, shared with its run task.
+    pub(super) fold: Arc<FoldCell>,
+    next_claim: AtomicU64,
+}
+
+/// How a call reaches the current occupant.
+#[derive(Clone)]
+pub(super) struct Occupant {
+    claim: u64,
+    cmds: mpsc::Sender<RunCmd>,
+    /// Cancelled once the claim is released.
+    pub(super) ended: CancellationToken,
+}
+
+/// What a call finds in the slot.
+pub(super) enum Entry {
+    /// Nobody answers for the session: the caller is now the occupant.
+    Free(Claim),
+    /// Someone does: ask them.
+    Occupied(Occupant),
+}
+
+impl Slot {
+    fn lock(&self) -> MutexGuard<'_, Option<Occupant>> {
+        self.occupant.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Claims the slot if it is free, else returns who holds it.
+    pub(super) fn enter(self: &Arc<Self>) -> Entry {
+        let mut occupant = self.lock();
+        if let Some(o) = occupant.as_ref() {
+            return Entry::Occupied(o.clone());
+        }
+        let claim = self.next_claim.fetch_add(1, Ordering::Relaxed);
+        let (tx, rx) = mpsc::channel(COMMAND_QUEUE);
+        let ended = CancellationToken::new();
+        *occupant = Some(Occupant {
+            claim,
+            cmds: tx,
+            ended: ended.clone(),
+        });
+        Entry::Free(Claim {
+            slot: self.clone(),
+            claim,
+            cmds: rx,
+            ended,
+        })
+    }
+
+    /// The current occupant, if any.
+    pub(super) fn occupant(&self) -> Option<Occupant> {
+        self.lock().clone()
+    }
+}
+
+impl Occupant {
+    /// Sends a command and waits for its answer. `None`: the occupant went
+    /// away first (its claim was released); ask the slot again.
+    pub(super) async fn ask<R>(&self, cmd: impl FnOnce(oneshot::Sender<R>) -> RunCmd) -> Option<R> {
+        let (reply, answer) = oneshot::channel();
+        self.cmds.send(cmd(reply)).await.ok()?;
+        answer.await.ok()
+    }
+
+    /// Sends a command that has no answer; false if the occupant is gone.
+    pub(super) async fn tell(&self, cmd: RunCmd) -> bool {
+        self.cmds.send(cmd).await.is_ok()
+    }
+}
+
+/// The right to answer for a session, and the commands sent to whoever
+/// holds it. Released on drop.
+pub(super) struct Claim {
+    slot: Arc<Slot>,
+    claim: u64,
+    /// Commands from the other calls on this session.
+    pub(super) cmds: mpsc::Receiver<RunCmd>,
+    ended: CancellationToken,
+}
+
+impl Claim {
+    /// The session's fold.
+    pub(super) fn fold(&self) -> &Arc<FoldCell> {
+        &self.slot.fold
+    }
+}
+
+impl Drop for Claim {
+    fn drop(&mut self) {
+        {
+            let mut occupant = self.slot.lock();
+            if occupant.as_ref().is_some_and(|o| o.claim == self.claim) {
+                *occupant = None;
+            }
+        }
+        self.cmds.close();
+        while self.cmds.try_recv().is_ok() {}
+        self.ended.cancel();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn one_occupant_and_queued_callers_ask_again_after_release() {
+        let slot = Arc::new(Slot::default());
+        let Entry::Free(claim) = slot.enter() else {
+            panic!("a new slot is free");
+        };
+        let Entry::Occupied(occupant) = slot.enter() else {
+            panic!("claimed slot must be occupied");
+        };
+        // A command queued while the claim is held is dropped on release:
+        // the caller learns to ask again, and the slot is free by then.
+        let asked = tokio::spawn(async move { occupant.ask(|reply| RunCmd::Stop { reply }).await });
+        tokio::task::yield_now().await;
+        let ended = slot.occupant().expect("held").ended;
+        drop(claim);
+        assert_eq!(asked.await.unwrap(), None);
+        assert!(ended.is_cancelled());
+        assert!(slot.occupant().is_none());
+        assert!(matches!(slot.enter(), Entry::Free(_)));
+    }
+
+    #[tokio::test]
+    async fn the_occupant_answers() {
+        let slot = Arc::new(Slot::default());
+        let Entry::Free(mut claim) = slot.enter() else {
+            panic!("free");
+        };
+        let occupant = slot.occupant().unwrap();
+        let answering = tokio::spawn(async move {
+            if let Some(RunCmd::Stop { reply }) = claim.cmds.recv().await {
+                let _ = reply.send(true);
+            }
+            claim
+        });
+        assert_eq!(
+            occupant.ask(|reply| RunCmd::Stop { reply }).await,
+            Some(true)
+        );
+        drop(answering.await.unwrap());
+        assert!(slot.occupant().is_none());
+    }
+}
