@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use agent_harness_client::pb;
 use agent_harness_client::pb::subscribe_response::Kind;
-use agent_harness_server::log::{EventLogs, LogError, LogOptions};
+use agent_harness_server::log::{EventLogs, LogError, LogOptions, NewEvent};
 use agent_harness_server::store::{MemoryStore, RedbStore, SessionMeta, Store, StoreError};
 use futures::StreamExt;
 use log::{new_event, seqs};
@@ -32,6 +32,9 @@ struct Probe {
     /// While `Some`, append_batch waits until it is `None` again.
     gate: Mutex<Option<()>>,
     gate_cv: std::sync::Condvar,
+    /// Commits that reached the gate (held or not).
+    at_gate: Mutex<usize>,
+    at_gate_cv: std::sync::Condvar,
 }
 
 impl Probe {
@@ -42,10 +45,43 @@ impl Probe {
         *self.gate.lock().unwrap() = None;
         self.gate_cv.notify_all();
     }
+    /// Blocks until `n` commits have reached the gate.
+    fn wait_at_gate(&self, n: usize) {
+        let mut g = self.at_gate.lock().unwrap();
+        while *g < n {
+            g = self.at_gate_cv.wait(g).unwrap();
+        }
+    }
+}
+
+/// Appends in a new task and returns once the append is queued for the
+/// writer (the first poll of `append` hands it over synchronously), with
+/// the task's handle.
+async fn queued_append(
+    logs: &EventLogs,
+    session_id: String,
+    events: Vec<NewEvent>,
+) -> tokio::task::JoinHandle<Result<Vec<pb::Event>, LogError>> {
+    let (queued, is_queued) = tokio::sync::oneshot::channel();
+    let logs = logs.clone();
+    let task = tokio::spawn(async move {
+        let append = logs.append(&session_id, events);
+        tokio::pin!(append);
+        if let std::task::Poll::Ready(done) = futures::poll!(&mut append) {
+            let _ = queued.send(());
+            return done;
+        }
+        let _ = queued.send(());
+        append.await
+    });
+    is_queued.await.expect("the append task runs");
+    task
 }
 
 impl Store for Probe {
     fn append_batch(&self, batch: &[pb::Event], metas: &[SessionMeta]) -> Result<(), StoreError> {
+        *self.at_gate.lock().unwrap() += 1;
+        self.at_gate_cv.notify_all();
         let mut g = self.gate.lock().unwrap();
         while g.is_some() {
             g = self.gate_cv.wait(g).unwrap();
@@ -128,17 +164,11 @@ async fn concurrent_appends_share_commits() {
     probe.close_gate();
     let mut tasks = Vec::new();
     for i in 0..500u64 {
-        let logs = logs.clone();
-        tasks.push(tokio::spawn(async move {
-            logs.append(&format!("s{}", i % 50), vec![new_event(i)])
-                .await
-                .unwrap()
-        }));
+        tasks.push(queued_append(&logs, format!("s{}", i % 50), vec![new_event(i)]).await);
     }
-    tokio::time::sleep(Duration::from_millis(200)).await;
     probe.open_gate();
     for t in tasks {
-        t.await.unwrap();
+        t.await.unwrap().unwrap();
     }
     let commits = probe.commits.load(Ordering::SeqCst);
     assert!(
@@ -481,25 +511,28 @@ async fn each_append_gets_exactly_its_own_events_from_a_shared_commit() {
         let logs = logs.clone();
         tokio::spawn(async move { logs.append("warm", vec![new_event(0)]).await })
     };
-    tokio::time::sleep(Duration::from_millis(50)).await;
+    tokio::task::spawn_blocking({
+        let probe = probe.clone();
+        move || probe.wait_at_gate(1)
+    })
+    .await
+    .unwrap();
     let mut tasks = Vec::new();
     for t in 0..50u64 {
-        let logs = logs.clone();
-        tasks.push(tokio::spawn(async move {
-            let sid = format!("s{}", t % 7);
-            let k = 1 + t % 5;
-            let evs = logs
-                .append(&sid, (0..k).map(|i| new_event(t * 100 + i)).collect())
-                .await
-                .unwrap();
-            (sid, k, evs)
-        }));
+        let sid = format!("s{}", t % 7);
+        let k = 1 + t % 5;
+        let append = queued_append(
+            &logs,
+            sid.clone(),
+            (0..k).map(|i| new_event(t * 100 + i)).collect(),
+        )
+        .await;
+        tasks.push(async move { (sid, k, append.await.unwrap().unwrap()) });
     }
-    tokio::time::sleep(Duration::from_millis(200)).await;
     probe.open_gate();
     warm.await.unwrap().unwrap();
     for t in tasks {
-        let (sid, k, evs) = t.await.unwrap();
+        let (sid, k, evs) = t.await;
         assert_eq!(evs.len() as u64, k);
         assert!(evs.iter().all(|e| e.session_id == sid));
         assert!(evs.windows(2).all(|w| w[1].seq == w[0].seq + 1));

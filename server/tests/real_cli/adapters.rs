@@ -2,6 +2,7 @@
 //! API: real framing, real tools, real interrupts, zero tokens.
 
 use crate::support::cli;
+use crate::support::cli_grpc::eventually;
 use crate::support::common;
 
 use agent_harness_client::pb;
@@ -114,7 +115,11 @@ async fn interrupt_mid_turn_keeps_the_process_for_the_next_message() {
     let mut d = spawn_relay(&fx, "SLOW 40 250").await;
     d.until("run_ready", |p| matches!(p, Payload::RunReady(_)))
         .await;
-    tokio::time::sleep(std::time::Duration::from_millis(1500)).await;
+    // A few ticks in: the reply's first deltas have gone out.
+    eventually("a few SSE events of the reply", || {
+        fx.api.sse_events_sent() >= 6
+    })
+    .await;
     assert!(d.handle.control.interrupt().unwrap());
     let (end, _) = d.turn_end().await;
     assert!(end.is_error, "{end:?}");

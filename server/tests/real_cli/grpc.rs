@@ -208,7 +208,11 @@ async fn stop_mid_turn_interrupts_and_keeps_the_process() {
     let (h, ev, started) = Harness::started(Setup::default(), "s4", "SLOW 40 200").await;
     let (_, ready) = ev.run_ready_after(0).await;
     eventually("the SLOW reply to stream", || h.api().active_streams() == 1).await;
-    tokio::time::sleep(Duration::from_millis(500)).await; // a few ticks in
+    // A few ticks in: the reply's first deltas have gone out.
+    eventually("a few SSE events of the reply", || {
+        h.api().sse_events_sent() >= 6
+    })
+    .await;
 
     assert!(h.stop("s4").await, "a turn was in progress");
     let (stop, sr) = ev.stop_requested_after(0).await;
@@ -677,8 +681,9 @@ async fn stop_while_idle_does_nothing_and_keeps_the_process() {
     h.assert_idle("s12", true).await;
 
     let stopping = h.stop("s12").await;
-    // Give a wrongly started ladder time to show (kill_grace is 1 s).
-    tokio::time::sleep(Duration::from_millis(1500)).await;
+    // A stop that began would have appended stop_requested before Stop
+    // answered: the log's head has not moved past the turn's end.
+    assert_eq!(h.get("s12").await.head_seq, first_end.seq);
     let after = ev.since(first_end.seq);
     assert!(
         after.is_empty(),

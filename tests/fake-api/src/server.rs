@@ -66,6 +66,9 @@ struct Shared {
     shutdown: CancellationToken,
     /// SSE responses still being written: lets a test see that the CLI dropped a connection.
     active_streams: AtomicUsize,
+    /// SSE events handed to the connection so far, over all streams: lets a test wait until
+    /// a slow reply is some way in.
+    sse_events: AtomicUsize,
 }
 
 /// Counts one open SSE stream for as long as it lives.
@@ -133,6 +136,7 @@ impl FakeApi {
             attempts: Mutex::new(HashMap::new()),
             shutdown: CancellationToken::new(),
             active_streams: AtomicUsize::new(0),
+            sse_events: AtomicUsize::new(0),
         });
         let runtime = tokio::runtime::Builder::new_multi_thread()
             .worker_threads(2)
@@ -214,6 +218,12 @@ impl FakeApi {
     /// connection, e.g. after an interrupt).
     pub fn active_streams(&self) -> usize {
         self.shared.active_streams.load(Ordering::SeqCst)
+    }
+
+    /// SSE events (`message_start`, each delta, ...) written to connections so far, over all
+    /// streamed replies.
+    pub fn sse_events_sent(&self) -> usize {
+        self.shared.sse_events.load(Ordering::SeqCst)
     }
 
     /// Forgets the requests received so far.
@@ -343,7 +353,7 @@ fn messages(shared: &Arc<Shared>, body: &Value, record: &mut RecordedRequest) ->
             insert_request_id(resp.headers_mut());
             resp
         }
-        Reply::Message(msg) => sse_response(|tx| {
+        Reply::Message(msg) => sse_response(shared, |tx| {
             let shutdown = shared.shutdown.clone();
             let guard = StreamGuard::new(shared);
             async move {
@@ -353,7 +363,7 @@ fn messages(shared: &Arc<Shared>, body: &Value, record: &mut RecordedRequest) ->
                 }
             }
         }),
-        Reply::Hang if streaming => sse_response(|tx| {
+        Reply::Hang if streaming => sse_response(shared, |tx| {
             let shutdown = shared.shutdown.clone();
             let guard = StreamGuard::new(shared);
             async move {
@@ -375,14 +385,21 @@ fn messages(shared: &Arc<Shared>, body: &Value, record: &mut RecordedRequest) ->
 }
 
 /// A `text/event-stream` response fed by a task that writes events into a channel.
-fn sse_response<F, Fut>(producer: F) -> Response
+fn sse_response<F, Fut>(shared: &Arc<Shared>, producer: F) -> Response
 where
     F: FnOnce(sse::EventTx) -> Fut,
     Fut: std::future::Future<Output = ()> + Send + 'static,
 {
     let (tx, mut rx) = mpsc::channel(64);
     tokio::spawn(producer(tx));
-    let stream = futures::stream::poll_fn(move |cx| rx.poll_recv(cx));
+    let counted = shared.clone();
+    let stream = futures::stream::poll_fn(move |cx| {
+        let polled = rx.poll_recv(cx);
+        if let std::task::Poll::Ready(Some(_)) = &polled {
+            counted.sse_events.fetch_add(1, Ordering::SeqCst);
+        }
+        polled
+    });
     let mut resp = Response::new(Body::from_stream(stream));
     let h = resp.headers_mut();
     h.insert(
