@@ -14,8 +14,9 @@
 //! - [`launch`]: the launch policy: which args, env and cwd a client may give the CLI.
 //! - [`validate`], [`auth`], [`error`]: request checks, bearer tokens, the one domain
 //!   error enum.
-//! - [`manager`]: sessions and runs: spawn, send, the stop ladder, permissions, idle
-//!   timeout, and a cached derive fold per session.
+//! - [`manager`]: sessions and runs: one authority per session (its slot), the run
+//!   task owning a process, the stop ladder, permissions, idle timeout, and a cached
+//!   derive fold per session.
 //! - [`adapter`]: the `ProcessAdapter` trait; the claude adapters (interactive,
 //!   one-shot, their shared options and stream-json lines) and cassettes.
 //! - [`normalize`]: one CLI stream-json line to zero or more events.

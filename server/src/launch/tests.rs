@@ -1,0 +1,253 @@
+use super::*;
+
+fn s(v: &[&str]) -> Vec<String> {
+    v.iter().map(|s| (*s).to_owned()).collect()
+}
+
+fn startup_err(args: &[&str], env: &[&str], cwds: &[PathBuf]) -> String {
+    match LaunchPolicy::from_operator(&s(args), &s(env), cwds) {
+        Err(e @ Error::Config(_)) => e.to_string(),
+        other => panic!("expected a start-up error, got {other:?}"),
+    }
+}
+
+fn field_of(e: Error) -> String {
+    match e {
+        Error::InvalidField { field, .. } => field.into_owned(),
+        other => panic!("expected InvalidField, got {other:?}"),
+    }
+}
+
+#[test]
+fn default_set_collides_with_nothing_never_accepted() {
+    for f in DEFAULT_ARGS {
+        assert!(never_arg(f).is_none(), "{f}");
+        assert!(arity_of(f).is_some(), "{f} needs a known arity");
+    }
+    for (f, _) in KNOWN_ARITY {
+        assert!(never_arg(f).is_none(), "{f}");
+    }
+    let p = LaunchPolicy::from_operator(&s(DEFAULT_ARGS), &[], &[]).unwrap();
+    assert_eq!(p, LaunchPolicy::default());
+}
+
+#[test]
+fn startup_refuses_never_accepted_flags_and_their_variants() {
+    for bad in [
+        "--dangerously-skip-permissions",
+        "--dangerously",
+        "--allowedtools",
+        "--allowed_tools",
+        "--ALLOWED-TOOLS",
+        "--permission-mode=",
+        "--agent",
+        "--sett",
+    ] {
+        let e = startup_err(&[bad], &[], &[]);
+        assert!(
+            e.contains("--allow-arg") && e.contains("never"),
+            "{bad}: {e}"
+        );
+    }
+    for bad in ["-p", "--", "---x", "--=", "print", "--a b", ""] {
+        let e = startup_err(&[bad], &[], &[]);
+        assert!(e.contains("--allow-arg"), "{bad}: {e}");
+    }
+    let p = LaunchPolicy::from_operator(&s(&["--name=", "--betas"]), &[], &[]).unwrap();
+    assert!(p.allowed_args().any(|f| f == "--name"));
+    assert!(p.allowed_args().any(|f| f == "--betas"));
+}
+
+#[test]
+fn startup_refuses_never_accepted_env_and_bad_names() {
+    for bad in [
+        "NODE_OPTIONS",
+        "anthropic_base_url",
+        "IS_SANDBOX",
+        "Claude_Config_Dir",
+        "LD_PRELOAD",
+        "BASH_FUNC_x%%",
+        "https_proxy",
+        "PYTHONSTARTUP",
+        "GIT_SSH_COMMAND",
+        "PATH",
+    ] {
+        let e = startup_err(&[], &[bad], &[]);
+        assert!(e.contains("--allow-env"), "{bad}: {e}");
+    }
+    for bad in ["1X", "A-B", "A=B", ""] {
+        let e = startup_err(&[], &[bad], &[]);
+        assert!(e.contains("not a variable name"), "{bad}: {e}");
+    }
+    let p = LaunchPolicy::from_operator(&[], &s(&["MY_FLAG"]), &[]).unwrap();
+    assert_eq!(p.allowed_env().collect::<Vec<_>>(), ["MY_FLAG"]);
+}
+
+#[test]
+fn startup_refuses_a_missing_cwd_dir() {
+    let dir = std::env::temp_dir().join(format!("ah-launch-missing-{}", std::process::id()));
+    let e = startup_err(&[], &[], &[dir]);
+    assert!(e.contains("--allowed-cwd"), "{e}");
+    let file = std::env::current_exe().unwrap();
+    let e = startup_err(&[], &[], &[file]);
+    assert!(
+        e.contains("--allowed-cwd") && e.contains("not a directory"),
+        "{e}"
+    );
+}
+
+#[test]
+fn client_args() {
+    let p = LaunchPolicy::default();
+    for ok in [
+        &[][..],
+        &["--model", "opus"][..],
+        &["--model=opus"],
+        &["--max-turns", "3", "--effort=high"],
+        &["--disallowedTools", "Bash", "Edit", "--model", "x"],
+        &["--disallowed-tools=Bash"],
+        &["--append-system-prompt", ""],
+        &["--append-system-prompt=-be brief"],
+    ] {
+        assert!(p.check_args(&s(ok)).is_ok(), "{ok:?}");
+    }
+    for (bad, at) in [
+        (&["--dangerously-skip-permissions"][..], 0),
+        (&["--model", "x", "--permission-mode=bypassPermissions"], 2),
+        (&["--allowedTools", "Bash"], 0),
+        (&["--mod", "x"], 0),
+        (&["--Model", "x"], 0),
+        (&["-p"], 0),
+        (&["--"], 0),
+        (&["mcp"], 0),
+        (&["--model", "x", "y"], 2),
+        (&["--model=x", "y"], 1),
+        (&["--disallowedTools=Bash", "Edit"], 1),
+        (&["--max-turns"], 0),
+        (&["--effort", "high", "--max-turns"], 2),
+        (&["--append-system-prompt", "-x"], 0),
+        (&["--disallowedTools"], 0),
+        (&["--model", "a\0b"], 1),
+    ] {
+        let e = p.check_args(&s(bad)).unwrap_err();
+        assert_eq!(field_of(e), format!("config.args[{at}]"), "{bad:?}");
+    }
+    let e = p
+        .check_args(&s(&["--dangerously-skip-permissions"]))
+        .unwrap_err();
+    assert!(e.to_string().contains("never accepted"), "{e}");
+    let e = p.check_args(&s(&["--betas", "x"])).unwrap_err();
+    assert!(e.to_string().contains("--allow-arg"), "{e}");
+}
+
+#[test]
+fn operator_flags_of_unknown_arity_take_no_separate_value() {
+    let p =
+        LaunchPolicy::from_operator(&s(&["--prompt-suggestions", "--brief", "--name"]), &[], &[])
+            .unwrap();
+    assert!(p.check_args(&s(&["--prompt-suggestions"])).is_ok());
+    assert!(p.check_args(&s(&["--prompt-suggestions=false"])).is_ok());
+    assert!(
+        p.check_args(&s(&["--prompt-suggestions", "false"]))
+            .is_err()
+    );
+    assert!(p.check_args(&s(&["--brief"])).is_ok());
+    assert!(p.check_args(&s(&["--brief=1"])).is_err());
+    assert!(p.check_args(&s(&["--name", "n"])).is_ok());
+}
+
+#[test]
+fn client_env() {
+    let env = |kv: &[(&str, &str)]| -> HashMap<String, String> {
+        kv.iter().map(|(k, v)| ((*k).into(), (*v).into())).collect()
+    };
+    let p = LaunchPolicy::from_operator(&[], &s(&["MY_FLAG"]), &[]).unwrap();
+    assert!(p.check_env(&env(&[("MY_FLAG", "1")])).is_ok());
+    let e = p.check_env(&env(&[("my_flag", "1")])).unwrap_err();
+    assert_eq!(field_of(e), "config.env.my_flag");
+    let e = p
+        .check_env(&env(&[
+            ("IS_SANDBOX", "1"),
+            ("ANTHROPIC_BASE_URL", "http://x"),
+        ]))
+        .unwrap_err();
+    let msg = e.to_string();
+    assert!(msg.contains("IS_SANDBOX"), "{msg}");
+    assert_eq!(field_of(e), "config.env.ANTHROPIC_BASE_URL");
+    let e = p.check_env(&env(&[("A-B", "1")])).unwrap_err();
+    assert_eq!(field_of(e), "config.env");
+    let t = LaunchPolicy::trust_clients();
+    assert!(t.check_env(&env(&[("IS_SANDBOX", "1")])).is_ok());
+    assert!(t.check_env(&env(&[("A=B", "1")])).is_err());
+}
+
+#[test]
+fn model_and_resume() {
+    for ok in [
+        "",
+        "opus",
+        "claude-sonnet-4-5",
+        "us.anthropic.claude:0",
+        "a/b@c[1m]",
+    ] {
+        assert!(check_model(ok).is_ok(), "{ok}");
+    }
+    for bad in [
+        "-p",
+        "--dangerously-skip-permissions",
+        "a b",
+        "a\0",
+        &"x".repeat(257),
+    ] {
+        assert_eq!(field_of(check_model(bad).unwrap_err()), "config.model");
+    }
+    assert!(check_resume("0b6c0f5e-1f2a-4c1e-9a4d-3b2a1c0d9e8f").is_ok());
+    for bad in ["-x", "a/b", "a:b", "a\0"] {
+        assert_eq!(field_of(check_resume(bad).unwrap_err()), "config.resume");
+    }
+}
+
+#[test]
+fn cwd_under_allowed_dirs() {
+    let base = std::env::temp_dir().join(format!("ah-launch-cwd-{}", std::process::id()));
+    let inside = base.join("in");
+    let outside = base.join("out");
+    std::fs::create_dir_all(inside.join("sub")).unwrap();
+    std::fs::create_dir_all(&outside).unwrap();
+    let link = inside.join("escape");
+    let _ = std::fs::remove_file(&link);
+    std::os::unix::fs::symlink(&outside, &link).unwrap();
+    let p = LaunchPolicy::from_operator(&[], &[], std::slice::from_ref(&inside)).unwrap();
+    let sub = inside.join("sub");
+    assert_eq!(
+        p.check_cwd(sub.to_str().unwrap()).unwrap(),
+        Some(sub.canonicalize().unwrap())
+    );
+    for bad in [&outside, &link, &base.join("in/../out")] {
+        match p.check_cwd(bad.to_str().unwrap()) {
+            Err(Error::PolicyDenied(_)) => {}
+            other => panic!("{bad:?}: {other:?}"),
+        }
+    }
+    // A sibling whose name merely starts with the allowed one.
+    let sibling = base.join("in2");
+    std::fs::create_dir_all(&sibling).unwrap();
+    assert!(p.check_cwd(sibling.to_str().unwrap()).is_err());
+    assert!(LaunchPolicy::default().check_cwd("/").unwrap().is_none());
+    let mut config = pb::StartConfig {
+        cwd: format!("{}/sub/.", inside.display()),
+        ..Default::default()
+    };
+    p.admit(&mut config).unwrap();
+    assert_eq!(config.cwd, sub.canonicalize().unwrap().to_str().unwrap());
+    std::fs::remove_dir_all(&base).unwrap();
+}
+
+#[test]
+fn redaction_keeps_names_only() {
+    let config = pb::StartConfig {
+        env: [("K".to_owned(), "secret".to_owned())].into(),
+        ..Default::default()
+    };
+    assert_eq!(redacted(&config).env["K"], REDACTED);
+}
