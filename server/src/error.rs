@@ -160,6 +160,7 @@ impl From<crate::adapter::AdapterError> for Error {
             A::Unsupported(what) => Error::Unsupported(what.to_owned()),
             A::InvalidConfig { field, reason } => Error::invalid(field, reason),
             A::Spawn(msg) => Error::Spawn(msg),
+            A::InputQueueFull(msg) => Error::ResourceLimit(msg),
             // Writing to, signalling or answering a process that is gone.
             A::NotRunning | A::Write(_) => Error::ProcessExited(e.to_string()),
         }

@@ -5,8 +5,9 @@
 //! gets `run_end{SERVER_RESTART, inferred: true, source: "recovery"}`, so it
 //! derives as idle instead of streaming forever. Its resume identity stays
 //! in the log (`derive::resume_id`), so the next Send resumes the CLI
-//! session. The recorded process group is killed only if its leader still
-//! has the recorded start time, so a reused pid is never hit.
+//! session. The recorded process group is killed, grandchildren included,
+//! even when its leader is already dead; a reused pid is never hit (see
+//! [`crate::supervise::kill_recorded_group`]).
 //!
 //! Cost: start-up reads each log from its tail, not whole. Whether a run is
 //! live is decided by the newest `run_start`/`run_end` alone (nothing else

@@ -228,12 +228,33 @@ pub async fn serve_on(
         .build_v1alpha()
         .map_err(|e| Error::Internal(format!("reflection v1alpha: {e}")))?;
 
+    // Health follows storage: NOT_SERVING while commits fail (every run
+    // that could not record its output is being stopped), SERVING again
+    // after the next commit succeeds; NOT_SERVING for good at shutdown.
+    let storage_health = {
+        let health = health_reporter.clone();
+        let mut storage_ok = manager.logs().storage_ok();
+        tokio::spawn(async move {
+            while storage_ok.changed().await.is_ok() {
+                let ok = *storage_ok.borrow_and_update();
+                if ok {
+                    tracing::info!("storage works again: SERVING");
+                    health.set_serving::<SessionServiceServer<Rpc>>().await;
+                } else {
+                    tracing::error!("storage failing: NOT_SERVING");
+                    health.set_not_serving::<SessionServiceServer<Rpc>>().await;
+                }
+            }
+        })
+    };
     let signal = {
         let manager = manager.clone();
         let streams = streams.clone();
         let health = health_reporter.clone();
+        let storage_health = storage_health.abort_handle();
         async move {
             shutdown.await;
+            storage_health.abort();
             tracing::info!("shutting down: stopping live runs");
             health.set_not_serving::<SessionServiceServer<Rpc>>().await;
             manager.shutdown().await;

@@ -130,16 +130,22 @@ impl ProcessGroup {
     }
 }
 
-/// A queue of lines for the child's stdin, drained by a writer task, so
-/// callers never block on a full pipe.
+/// Most lines queued for a child's stdin beyond what its pipe holds. A
+/// child that stops reading gets no more: the next line is refused with
+/// [`AdapterError::InputQueueFull`] (RESOURCE_EXHAUSTED to the caller), so
+/// memory stays bounded by `STDIN_QUEUE_LINES` × the request size limit.
+pub const STDIN_QUEUE_LINES: usize = 64;
+
+/// A bounded queue of lines for the child's stdin, drained by a writer
+/// task, so callers never block on a full pipe.
 #[derive(Debug)]
 pub struct StdinWriter {
-    tx: Mutex<Option<mpsc::UnboundedSender<Vec<u8>>>>,
+    tx: Mutex<Option<mpsc::Sender<Vec<u8>>>>,
 }
 
 impl StdinWriter {
     fn start(mut stdin: ChildStdin) -> Self {
-        let (tx, mut rx) = mpsc::unbounded_channel::<Vec<u8>>();
+        let (tx, mut rx) = mpsc::channel::<Vec<u8>>(STDIN_QUEUE_LINES);
         // Ends when the queue is closed (close_stdin / drop), dropping the
         // pipe, or on the first write error (the child is gone).
         tokio::spawn(async move {
@@ -159,7 +165,8 @@ impl StdinWriter {
         }
     }
 
-    /// Queue one line; a newline is appended.
+    /// Queue one line; a newline is appended. Refused with
+    /// [`AdapterError::InputQueueFull`] when the child has stopped reading.
     pub fn send_line(&self, line: &str) -> Result<(), AdapterError> {
         let guard = self.tx.lock().unwrap_or_else(|e| e.into_inner());
         let Some(tx) = guard.as_ref() else {
@@ -168,8 +175,15 @@ impl StdinWriter {
         let mut bytes = Vec::with_capacity(line.len() + 1);
         bytes.extend_from_slice(line.as_bytes());
         bytes.push(b'\n');
-        tx.send(bytes)
-            .map_err(|_| AdapterError::Write("the process no longer reads stdin".into()))
+        tx.try_send(bytes).map_err(|e| match e {
+            mpsc::error::TrySendError::Full(_) => AdapterError::InputQueueFull(format!(
+                "the process is not reading its input ({STDIN_QUEUE_LINES} messages are queued); \
+                 retry when it has caught up, or Stop it"
+            )),
+            mpsc::error::TrySendError::Closed(_) => {
+                AdapterError::Write("the process no longer reads stdin".into())
+            }
+        })
     }
 
     /// Close stdin once the queued lines are written.
@@ -430,12 +444,21 @@ pub fn parse_start_time(stat: &str) -> Option<u64> {
     rest.split_whitespace().nth(19)?.parse().ok()
 }
 
-/// Kill a process group recorded by an earlier server instance, but only if
-/// its leader still has the recorded start time (a reused pid is never hit).
-/// Returns true when a SIGKILL was sent.
+/// Kill a process group recorded by an earlier server instance: what is
+/// left of it, whether or not its leader still lives. Returns true when a
+/// SIGKILL reached at least one process.
+///
+/// - The leader lives with the recorded start time: the group is ours.
+/// - The pid names a process with another start time: the pid was reused,
+///   and group `pid` (if any) is the new process's; nothing is killed.
+/// - No process has the pid: the leader is gone, but its group may not be
+///   (a backgrounded Bash of the CLI outlives it). Linux does not reuse a
+///   number while a process group of that id exists, and a new group's id
+///   is its own leader's pid; so whatever is in group `pid` now is what the
+///   recorded leader left behind.
 pub fn kill_recorded_group(pid: u32, start_time: u64) -> bool {
     match process_start_time(pid) {
-        Some(t) if t == start_time => killpg(pid, NixSignal::SIGKILL).is_ok(),
-        _ => false,
+        Some(t) if t != start_time => false,
+        _ => killpg(pid, NixSignal::SIGKILL).is_ok(),
     }
 }

@@ -106,6 +106,10 @@ pub enum AdapterError {
     /// The process is not running.
     #[error("process is not running")]
     NotRunning,
+    /// The process is alive but not reading its input: its stdin queue is
+    /// full. The input was not queued; retrying later may work.
+    #[error("{0}")]
+    InputQueueFull(String),
     /// The adapter does not support this operation.
     #[error("not supported by this adapter: {0}")]
     Unsupported(&'static str),

@@ -184,6 +184,9 @@ struct Shared {
     commits: AtomicU64,
     /// See [`LogStats::committed_events`].
     committed_events: AtomicU64,
+    /// Whether the last commit succeeded: false from a failed commit until
+    /// the next one succeeds. See [`EventLogs::storage_ok`].
+    storage_ok: watch::Sender<bool>,
 }
 
 impl Shared {
@@ -334,6 +337,7 @@ impl EventLogs {
             subscribers: AtomicUsize::new(0),
             commits: AtomicU64::new(0),
             committed_events: AtomicU64::new(0),
+            storage_ok: watch::Sender::new(true),
         });
         let (tx, rx) = std::sync::mpsc::channel();
         let writer = writer::spawn(shared.clone(), rx, by_id).map_err(|e| {
@@ -396,6 +400,12 @@ impl EventLogs {
             })
             .map_err(|_| LogError::Closed)?;
         rx.await.map_err(|_| LogError::Closed)?
+    }
+
+    /// Whether storage works: true until a commit fails, then false until
+    /// one succeeds again. The server reports it as its health.
+    pub fn storage_ok(&self) -> watch::Receiver<bool> {
+        self.inner.shared.storage_ok.subscribe()
     }
 
     /// Streams one session: a `replay` header, the events after `after_seq`

@@ -267,6 +267,9 @@ impl Writer {
             .collect();
         match self.shared.store.append_batch(&events, &changed) {
             Ok(()) => {
+                self.shared
+                    .storage_ok
+                    .send_if_modified(|ok| !std::mem::replace(ok, true));
                 self.shared.commits.fetch_add(1, Ordering::Relaxed);
                 self.shared
                     .committed_events
@@ -297,6 +300,9 @@ impl Writer {
             }
             Err(e) => {
                 tracing::error!(error = %e, events = events.len(), "event log commit failed");
+                self.shared
+                    .storage_ok
+                    .send_if_modified(|ok| std::mem::replace(ok, false));
                 for (sid, t) in touched {
                     match t.before {
                         Some(m) => {

@@ -40,7 +40,7 @@ use crate::launch::{self, LaunchPolicy};
 use crate::log::{EventLogs, NewEvent};
 
 use self::fold::SessionFold;
-use self::run::{Run, RunCmd, RunSpec, WriteRefused};
+use self::run::{RunCmd, RunSpec, WriteRefused};
 use self::slot::{Claim, Entry, Slot};
 
 /// Timeouts and limits of the manager.
@@ -243,6 +243,7 @@ impl SessionManager {
             };
             match run.ask(|reply| RunCmd::Write { input, reply }).await {
                 Some(Ok(run_id)) => return Ok(run_id),
+                Some(Err(WriteRefused::QueueFull(why))) => return Err(Error::ResourceLimit(why)),
                 Some(Err(WriteRefused::OneShotBusy { run_id })) => {
                     return Err(Error::OneShotBusy {
                         session_id: session_id.to_owned(),
@@ -571,17 +572,16 @@ impl SessionManager {
             .clone()
             .or_else(|| pid.map(|p| format!("pid:{p}")))
             .unwrap_or_default();
-        let run = Run::new(RunSpec {
+        let spec = RunSpec {
             session_id: session_id.to_owned(),
             run_id: run_id.clone(),
             logs: self.inner.logs.clone(),
             opts: self.inner.opts.clone(),
             handle,
             prompt_sent: has_prompt,
-            claim,
             live_permit: permit,
-        });
-        tokio::spawn(run.run());
+        };
+        tokio::spawn(run::supervised(spec, claim));
         tracing::info!(session_id, run_id, trigger, process_id, "run started");
         Ok(Started { run_id, process_id })
     }

@@ -28,7 +28,8 @@ use super::ladder::{Action, Cause, Input, Ladder};
 use super::slot::Claim;
 use super::{ManagerOptions, PermissionAnswer};
 use crate::adapter::{
-    ExitInfo, PermissionDecision, ProcessControl, ProcessHandle, StdoutLine, UserInput,
+    AdapterError, ExitInfo, PermissionDecision, ProcessControl, ProcessHandle, StdoutLine,
+    UserInput,
 };
 use crate::error::{Error, Result};
 use crate::log::{EventLogs, NewEvent};
@@ -69,6 +70,8 @@ pub(super) enum RunCmd {
 pub(super) enum WriteRefused {
     /// The process is ending (or already gone): respawn after its run_end.
     Ending,
+    /// The process is alive but not reading its input.
+    QueueFull(String),
     /// A one-shot run takes no input after its prompt.
     OneShotBusy {
         /// The working run.
@@ -86,8 +89,6 @@ pub(super) struct RunSpec {
     pub(super) handle: ProcessHandle,
     /// The prompt went in with the spawn (input_sent{INITIAL} is logged).
     pub(super) prompt_sent: bool,
-    /// The session's claim, handed over by the call that spawned.
-    pub(super) claim: Claim,
     /// This run's place under `--max-live-runs`.
     pub(super) live_permit: OwnedSemaphorePermit,
 }
@@ -100,9 +101,6 @@ pub(super) struct Run {
     control: Arc<dyn ProcessControl>,
     stdout: mpsc::Receiver<StdoutLine>,
     exited: oneshot::Receiver<ExitInfo>,
-    /// The session's claim: commands arrive on it; released (dropped) when
-    /// this task ends, after the run_end.
-    claim: Claim,
     normalizer: Normalizer,
     /// The session's cached derive fold, shared with the manager. This task
     /// is the session's only writer while it lives and applies every event
@@ -116,6 +114,9 @@ pub(super) struct Run {
     ladder: Ladder,
     /// The last turn_end was an error (API error, error result).
     last_turn_error: bool,
+    /// An append failed: what the store said. The process is being ended
+    /// (what it writes can no longer be recorded) and the run ends ERROR.
+    storage_failed: Option<String>,
     /// Last activity (event or input), for the idle timeout.
     last_activity: Instant,
     /// This run's place under `--max-live-runs`: given back once the
@@ -125,8 +126,90 @@ pub(super) struct Run {
     live_permit: Option<OwnedSemaphorePermit>,
 }
 
+/// Runs the task for `spec` to its end, then releases the session's claim
+/// (commands that raced the exit get dropped replies and are asked again of
+/// the free slot). A panic in the task still ends the run exactly once: the
+/// process group is killed and, unless the log already has this run's
+/// `run_end`, a `run_error{kind: "panic"}` and a `run_end{ERROR}` are
+/// appended before the claim is released.
+pub(super) async fn supervised(spec: RunSpec, mut claim: Claim) {
+    use futures::FutureExt;
+
+    let control = spec.handle.control.clone();
+    let (logs, session_id, run_id) = (
+        spec.logs.clone(),
+        spec.session_id.clone(),
+        spec.run_id.clone(),
+    );
+    let fold = claim.fold().clone();
+    let run = Run::new(spec, fold.clone());
+    let outcome = std::panic::AssertUnwindSafe(run.run(&mut claim))
+        .catch_unwind()
+        .await;
+    if let Err(panic) = outcome {
+        let what = panic
+            .downcast_ref::<&str>()
+            .map(|s| (*s).to_owned())
+            .or_else(|| panic.downcast_ref::<String>().cloned())
+            .unwrap_or_else(|| "a panic".to_owned());
+        tracing::error!(%session_id, %run_id, panic = %what, "run task panicked; ending the run");
+        let _ = control.signal(crate::adapter::Signal::Kill);
+        close_after_panic(&logs, &session_id, &run_id, &fold, what).await;
+    }
+    drop(claim);
+}
+
+/// The `run_error` and `run_end` of a run whose task panicked, unless the
+/// log already ends it.
+async fn close_after_panic(
+    logs: &EventLogs,
+    session_id: &str,
+    run_id: &str,
+    fold: &FoldCell,
+    what: String,
+) {
+    let live = fold
+        .current(logs, session_id, |d| {
+            let s = d.fold.status_fold();
+            s.run_live() && s.current_run_id() == Some(run_id)
+        })
+        .await
+        .unwrap_or(true);
+    if !live {
+        return;
+    }
+    let event = |payload| NewEvent {
+        run_id: run_id.to_owned(),
+        payload,
+        cli_line: String::new(),
+    };
+    let events = vec![
+        event(Payload::RunError(pb::RunError {
+            message: format!("the run's task failed: {what}"),
+            kind: "panic".into(),
+        })),
+        event(Payload::RunEnd(pb::RunEnd {
+            reason: pb::RunEndReason::Error as i32,
+            source: "panic".into(),
+            ..Default::default()
+        })),
+    ];
+    let appended = logs
+        .append_with_meta(session_id, events, |m| {
+            m.pid = None;
+            m.pid_start_time = None;
+        })
+        .await;
+    match appended {
+        Ok(events) => fold.applied(&events),
+        Err(e) => {
+            tracing::error!(%session_id, %run_id, error = %e, "could not end the run after a panic")
+        }
+    }
+}
+
 impl Run {
-    pub(super) fn new(spec: RunSpec) -> Self {
+    fn new(spec: RunSpec, fold: Arc<FoldCell>) -> Self {
         let RunSpec {
             session_id,
             run_id,
@@ -134,7 +217,6 @@ impl Run {
             opts,
             handle,
             prompt_sent,
-            claim,
             live_permit,
         } = spec;
         let ladder = Ladder::new(opts.stop_grace, opts.kill_grace);
@@ -151,25 +233,26 @@ impl Run {
             control: handle.control,
             stdout: handle.stdout,
             exited: handle.exited,
-            fold: claim.fold().clone(),
-            claim,
+            fold,
             normalizer,
             permission_deadlines: HashMap::new(),
             ladder,
             last_turn_error: false,
+            storage_failed: None,
             last_activity: Instant::now(),
             live_permit: Some(live_permit),
         }
     }
 
-    pub(super) async fn run(mut self) {
+    /// Runs the process to its end, answering the commands sent to `claim`.
+    async fn run(mut self, claim: &mut Claim) {
         let mut stdout_open = true;
         let mut cmds_open = true;
         let exit = loop {
             let deadline = self.next_deadline();
             tokio::select! {
                 biased;
-                cmd = self.claim.cmds.recv(), if cmds_open => match cmd {
+                cmd = claim.cmds.recv(), if cmds_open => match cmd {
                     Some(cmd) => self.command(cmd).await,
                     // Cannot happen while the claim is held; keep running to
                     // the exit regardless.
@@ -214,8 +297,6 @@ impl Run {
             }
         }
         self.finish(exit).await;
-        // Dropping self releases the claim: commands that raced the exit
-        // get dropped replies and are asked again of the free slot.
     }
 
     fn next_deadline(&self) -> Option<Instant> {
@@ -307,7 +388,15 @@ impl Run {
                 }
             }
             Err(e) => {
-                tracing::error!(session_id = %self.session_id, run_id = %self.run_id, error = %e, "append failed");
+                tracing::error!(session_id = %self.session_id, run_id = %self.run_id, error = %e, "append failed; ending the process");
+                if self.storage_failed.is_none() {
+                    // Nothing it writes from now on could be recorded, and a
+                    // lost permission_requested would never time out: end it
+                    // as the shutdown path does (its signals do not depend
+                    // on the log).
+                    self.storage_failed = Some(e.to_string());
+                    self.step(Input::Shutdown, Instant::now());
+                }
             }
         }
     }
@@ -421,6 +510,9 @@ impl Run {
         // answer only after this returns, so the log order stays right, and
         // the log never claims an input the process did not get.
         if let Err(e) = self.control.write(&input) {
+            if let AdapterError::InputQueueFull(why) = &e {
+                return Err(WriteRefused::QueueFull(why.clone()));
+            }
             tracing::warn!(session_id = %self.session_id, error = %e, "write to the process failed");
             return Err(WriteRefused::Ending);
         }
@@ -612,6 +704,15 @@ impl Run {
                 )
             })
             .collect();
+        if let Some(why) = &self.storage_failed {
+            last.push((
+                Payload::RunError(pb::RunError {
+                    message: format!("the event log could not record this run's output: {why}"),
+                    kind: "storage".into(),
+                }),
+                String::new(),
+            ));
+        }
         let (reason, source) = self.end_reason(&exit);
         let stderr_tail = if reason == pb::RunEndReason::Completed {
             String::new()
@@ -641,6 +742,9 @@ impl Run {
 
     fn end_reason(&self, exit: &ExitInfo) -> (pb::RunEndReason, &'static str) {
         use pb::RunEndReason as R;
+        if self.storage_failed.is_some() {
+            return (R::Error, "storage");
+        }
         match self.ladder.cause() {
             Some(Cause::Shutdown) => (R::ServerRestart, "shutdown"),
             Some(Cause::User) => (R::Stopped, "process"),

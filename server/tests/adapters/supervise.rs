@@ -7,7 +7,8 @@ use std::time::Duration;
 use agent_harness_server::adapter::claude::discover::{SearchEnv, find_claude_in};
 use agent_harness_server::adapter::{AdapterError, Signal, StdoutLine};
 use agent_harness_server::supervise::{
-    ProcessSpec, kill_recorded_group, parse_start_time, process_start_time, spawn,
+    ProcessSpec, STDIN_QUEUE_LINES, kill_recorded_group, parse_start_time, process_start_time,
+    spawn,
 };
 
 fn sh(script: &str) -> ProcessSpec {
@@ -228,4 +229,45 @@ fn binary_discovery_order() {
         };
         assert!(msg.contains("CLAUDE_BIN"));
     }
+}
+
+/// A child that stops reading its stdin gets a bounded queue: once its
+/// pipe and `STDIN_QUEUE_LINES` queued lines are full, the next line is
+/// refused as InputQueueFull (never buffered without bound); a closed
+/// stdin is a write error.
+#[tokio::test]
+async fn a_child_not_reading_stdin_gets_a_bounded_queue() {
+    let mut spec = sh("sleep 300");
+    spec.stdin = true;
+    let p = spawn(&spec).unwrap();
+    let stdin = p.stdin.as_ref().expect("stdin asked for");
+    let line = "x".repeat(64 * 1024);
+    let mut queued = 0;
+    let refused = loop {
+        match stdin.send_line(&line) {
+            Ok(()) => queued += 1,
+            Err(e) => break e,
+        }
+        // Let the writer task move what the pipe takes.
+        tokio::task::yield_now().await;
+        assert!(
+            queued <= STDIN_QUEUE_LINES + 64,
+            "{queued} lines queued and still accepting"
+        );
+    };
+    assert!(
+        matches!(refused, AdapterError::InputQueueFull(_)),
+        "{refused:?}"
+    );
+    assert!(
+        queued >= STDIN_QUEUE_LINES,
+        "refused after only {queued} lines"
+    );
+    stdin.close();
+    assert!(matches!(
+        stdin.send_line("late"),
+        Err(AdapterError::Write(_))
+    ));
+    p.group.signal(Signal::Kill).unwrap();
+    p.exited.await.unwrap();
 }

@@ -1,4 +1,4 @@
-//! The gRPC service against stand-in processes: sessions, derived state, timers on paused time, launch policy, limits, shutdown, transport security, recovery, fuzz.
+//! The gRPC service against stand-in processes: sessions, derived state, timers on paused time, launch policy, limits, shutdown, storage faults, transport security, recovery, fuzz.
 //!
 //! One test binary per concern (build and link once); each module below
 //! was its own binary before.
@@ -13,5 +13,6 @@ mod limits;
 mod recovery_restart;
 mod session;
 mod shutdown;
+mod storage_faults;
 mod timers;
 mod transport;

@@ -169,3 +169,50 @@ fn a_reused_pid_is_never_killed() {
     child.kill().unwrap();
     child.wait().unwrap();
 }
+
+/// The CLI's leader died with the crashed server, but a grandchild (a
+/// backgrounded Bash command) lives on in its group: recovery kills it.
+#[test]
+fn an_orphaned_group_is_killed_even_when_its_leader_is_dead() {
+    let mut leader = Command::new("sh")
+        .args(["-c", "sleep 300 >/dev/null 2>&1 & echo $!"])
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .process_group(0)
+        .spawn()
+        .unwrap();
+    let pid = leader.id();
+    let start = supervise::process_start_time(pid).unwrap();
+    let mut out = String::new();
+    std::io::Read::read_to_string(leader.stdout.as_mut().unwrap(), &mut out).unwrap();
+    let grandchild: u32 = out.trim().parse().unwrap();
+    leader.wait().unwrap();
+    assert!(
+        supervise::process_start_time(pid).is_none(),
+        "leader reaped"
+    );
+    let alive = |p: u32| {
+        std::fs::read_to_string(format!("/proc/{p}/stat"))
+            .map(|s| !s.contains(") Z"))
+            .unwrap_or(false)
+    };
+    assert!(
+        alive(grandchild),
+        "the backgrounded sleep outlives its leader"
+    );
+
+    assert!(
+        supervise::kill_recorded_group(pid, start),
+        "the group's rest was killed"
+    );
+    let deadline = std::time::Instant::now() + WAIT;
+    while alive(grandchild) {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "grandchild {grandchild} still alive"
+        );
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    // (A second kill may still "reach" the grandchild's zombie until
+    // whoever adopted it reaps it; nothing in the group runs any more.)
+}

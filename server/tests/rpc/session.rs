@@ -597,3 +597,56 @@ async fn a_one_shot_start_it_cannot_run_is_refused_before_anything_is_appended()
     }
     server.shutdown().await.unwrap();
 }
+
+/// A run task that panics (here: the process control panics on interrupt)
+/// still ends its run exactly once, with the panic recorded, the process
+/// killed, and the session usable afterwards.
+#[tokio::test]
+async fn a_panicking_run_task_still_ends_its_run_once() {
+    let server = TestServer::with(
+        ScriptedBehavior {
+            panic_on_interrupt: true,
+            ..ScriptedBehavior::default()
+        },
+        fast_opts(),
+        ServeOptions::default(),
+    )
+    .await;
+    let mut c = server.client().await;
+    let mut sub = Sub::open(&mut c, "boom", 0).await;
+    let started = start(&mut c, "boom", "HANG until stopped").await.unwrap();
+    sub.until_kind("content").await;
+    // The Stop's interrupt panics inside the run task: the caller sees the
+    // run task vanish, and the run is closed for it.
+    let _ = stop(&mut c, "boom").await;
+    let end = sub.until("run_end", is_run_end).await;
+    assert_eq!(end.run_id, started.run_id);
+    assert_eq!(run_end(&end).reason, pb::RunEndReason::Error as i32);
+    assert_eq!(run_end(&end).source, "panic");
+    let error = sub
+        .events
+        .iter()
+        .find_map(|e| match &e.payload {
+            Some(Payload::RunError(r)) => Some(r.clone()),
+            _ => None,
+        })
+        .expect("run_error{panic}");
+    assert_eq!(error.kind, "panic");
+    assert!(error.message.contains("interrupt() panics"), "{error:?}");
+    assert!(
+        server
+            .adapter
+            .record()
+            .calls
+            .contains(&"signal:Kill".to_owned())
+    );
+    // Exactly one run_end, and the session goes on.
+    let events = history_all(&mut c, "boom").await;
+    assert_eq!(events.iter().filter(|e| is_run_end(e)).count(), 1);
+    let s = assert_derived_matches_log(&mut c, "boom").await;
+    assert!(!s.process_alive);
+    let next = send(&mut c, "boom", "hello again").await.unwrap();
+    assert_ne!(next, started.run_id);
+    sub.until("turn_end", is_turn_end).await;
+    server.shutdown().await.unwrap();
+}

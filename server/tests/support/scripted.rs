@@ -52,6 +52,9 @@ pub struct ScriptedBehavior {
     pub binary_missing: bool,
     /// Pause between two stdout lines of a turn.
     pub line_delay: Duration,
+    /// `interrupt()` panics (in the caller: the run task), to test that a
+    /// failing run task still ends its run.
+    pub panic_on_interrupt: bool,
 }
 
 impl Default for ScriptedBehavior {
@@ -63,6 +66,7 @@ impl Default for ScriptedBehavior {
             ignore_sigterm: false,
             binary_missing: false,
             line_delay: Duration::from_millis(1),
+            panic_on_interrupt: false,
         }
     }
 }
@@ -202,6 +206,7 @@ impl ProcessAdapter for ScriptedAdapter {
                     tx: ctl_tx,
                     alive,
                     keep_alive: self.behavior.keep_alive,
+                    panic_on_interrupt: self.behavior.panic_on_interrupt,
                     record: self.record.clone(),
                     changed: self.changed.clone(),
                 }),
@@ -226,6 +231,7 @@ struct ScriptedControl {
     tx: mpsc::UnboundedSender<Ctl>,
     alive: Arc<AtomicBool>,
     keep_alive: bool,
+    panic_on_interrupt: bool,
     record: Arc<Mutex<ScriptedRecord>>,
     changed: Arc<Notify>,
 }
@@ -259,6 +265,7 @@ impl ProcessControl for ScriptedControl {
     }
     fn interrupt(&self) -> Result<bool, AdapterError> {
         self.note("interrupt".into());
+        assert!(!self.panic_on_interrupt, "scripted: interrupt() panics");
         if !self.keep_alive {
             return Ok(false);
         }

@@ -1,0 +1,134 @@
+//! A store that starts failing: the run whose output can no longer be
+//! recorded is ended (its process stopped, `run_error{storage}` and
+//! `run_end{ERROR, source: "storage"}` once storage works again), health
+//! says NOT_SERVING while commits fail and SERVING after the next one
+//! succeeds, and the session goes on.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+use agent_harness_client::pb;
+use agent_harness_client::pb::event::Payload;
+use agent_harness_server::ServeOptions;
+use agent_harness_server::manager::ManagerOptions;
+use agent_harness_server::store::{MemoryStore, SessionMeta, Store, StoreError};
+use tonic_health::pb::health_check_response::ServingStatus;
+use tonic_health::pb::health_client::HealthClient;
+
+use crate::support::scripted::{ScriptedAdapter, ScriptedBehavior};
+use crate::support::server::*;
+
+/// A memory store whose commits fail while `failing` is set.
+#[derive(Default)]
+struct Flaky {
+    inner: MemoryStore,
+    failing: AtomicBool,
+}
+
+impl Store for Flaky {
+    fn append_batch(&self, batch: &[pb::Event], metas: &[SessionMeta]) -> Result<(), StoreError> {
+        if self.failing.load(Ordering::SeqCst) {
+            return Err(StoreError::Rejected("injected: the disk is full".into()));
+        }
+        self.inner.append_batch(batch, metas)
+    }
+    fn read_range(&self, s: &str, a: u64, l: usize) -> Result<Vec<pb::Event>, StoreError> {
+        self.inner.read_range(s, a, l)
+    }
+    fn read_before(&self, s: &str, b: u64, l: usize) -> Result<Vec<pb::Event>, StoreError> {
+        self.inner.read_before(s, b, l)
+    }
+    fn meta(&self, s: &str) -> Result<Option<SessionMeta>, StoreError> {
+        self.inner.meta(s)
+    }
+    fn put_meta(&self, m: &SessionMeta) -> Result<(), StoreError> {
+        self.inner.put_meta(m)
+    }
+    fn sessions(&self) -> Result<Vec<SessionMeta>, StoreError> {
+        self.inner.sessions()
+    }
+}
+
+async fn health(server: &TestServer) -> i32 {
+    HealthClient::new(server.channel().await)
+        .check(tonic_health::pb::HealthCheckRequest {
+            service: "agentharness.v1.SessionService".into(),
+        })
+        .await
+        .unwrap()
+        .into_inner()
+        .status
+}
+
+async fn health_becomes(server: &TestServer, want: ServingStatus) {
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+    while health(server).await != want as i32 {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "health never became {want:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+}
+
+#[tokio::test]
+async fn a_failing_store_ends_the_run_and_health_follows_storage() {
+    let store = Arc::new(Flaky::default());
+    // The process ignores SIGINT, so it lives on (SIGTERM comes
+    // `kill_grace` later) while the test heals the store.
+    let adapter = ScriptedAdapter::new(ScriptedBehavior {
+        ignore_sigint: true,
+        ..ScriptedBehavior::default()
+    });
+    let server = TestServer::with_adapter(
+        store.clone(),
+        Arc::new(adapter.clone()),
+        adapter,
+        ManagerOptions {
+            kill_grace: Duration::from_secs(2),
+            ..fast_opts()
+        },
+        ServeOptions::default(),
+    )
+    .await;
+    let mut c = server.client().await;
+    let (mut sub, started) = first_turn(&mut c, "disk", "hello").await;
+    assert_eq!(health(&server).await, ServingStatus::Serving as i32);
+
+    store.failing.store(true, Ordering::SeqCst);
+    // The input reaches the process, but its input_sent cannot be
+    // recorded: the run is being ended.
+    send(&mut c, "disk", "more").await.unwrap();
+    health_becomes(&server, ServingStatus::NotServing).await;
+    server.adapter.wait_for(|_, c| c == "signal:Int").await;
+
+    store.failing.store(false, Ordering::SeqCst);
+    let end = sub.until("run_end", is_run_end).await;
+    assert_eq!(end.run_id, started.run_id);
+    assert_eq!(run_end(&end).reason, pb::RunEndReason::Error as i32);
+    assert_eq!(run_end(&end).source, "storage");
+    let error = sub
+        .events
+        .iter()
+        .find_map(|e| match &e.payload {
+            Some(Payload::RunError(r)) if r.kind == "storage" => Some(r.clone()),
+            _ => None,
+        })
+        .expect("run_error{storage}");
+    assert!(error.message.contains("the disk is full"), "{error:?}");
+    health_becomes(&server, ServingStatus::Serving).await;
+
+    // The log is whole and the session goes on with a new process.
+    let s = assert_derived_matches_log(&mut c, "disk").await;
+    assert!(!s.process_alive);
+    let next = send(&mut c, "disk", "after the disk was fixed")
+        .await
+        .unwrap();
+    assert_ne!(next, started.run_id);
+    sub.until("turn_end of the new run", |e| {
+        is_turn_end(e) && e.run_id == next
+    })
+    .await;
+    server.shutdown().await.unwrap();
+}
