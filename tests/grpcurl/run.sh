@@ -32,7 +32,7 @@ pass=0
 ok() { pass=$((pass + 1)); echo "ok: $*"; }
 
 # The fake Messages API prints its address first.
-"$ROOT/target/release/fake-messages-api" --port 0 >"$tmp/fake.out" 2>"$tmp/fake.log" &
+"$FAKE_MESSAGES_API_BIN" --port 0 >"$tmp/fake.out" 2>"$tmp/fake.log" &
 pids+=($!)
 for _ in $(seq 100); do grep -q '^listening ' "$tmp/fake.out" && break; sleep 0.1; done
 base_url=$(sed -n 's/^listening //p' "$tmp/fake.out")
@@ -47,7 +47,7 @@ for v in $(compgen -e | grep -E '^(ANTHROPIC_|CLAUDE_CODE_|AGENT_HARNESS_|CLAUDE
 done
 env "${unset_args[@]}" HOME="$tmp/home" ANTHROPIC_BASE_URL="$base_url" ANTHROPIC_API_KEY=test \
   CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC=1 \
-  "$ROOT/target/release/agent-harness" serve --listen "$addr" --data-dir "$tmp/data" \
+  "$AGENT_HARNESS_BIN" serve --listen "$addr" --data-dir "$tmp/data" \
   --adapter interactive --claude-bin "$CLAUDE_BIN" >"$tmp/server.log" 2>&1 &
 pids+=($!)
 
