@@ -165,6 +165,29 @@ impl SessionManager {
         slots.entry(session_id.to_owned()).or_default().clone()
     }
 
+    /// The slot of a session that exists (in the log, or being started:
+    /// its slot is there); `None` for an unknown id, which allocates
+    /// nothing.
+    fn known_slot(&self, session_id: &str) -> Option<Arc<Slot>> {
+        let mut slots = self.inner.slots.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(slot) = slots.get(session_id) {
+            return Some(slot.clone());
+        }
+        if !self.inner.logs.exists(session_id) {
+            return None;
+        }
+        Some(slots.entry(session_id.to_owned()).or_default().clone())
+    }
+
+    /// Sessions with state in memory (a slot and a cached fold).
+    pub fn sessions_in_memory(&self) -> usize {
+        self.inner
+            .slots
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .len()
+    }
+
     fn check_open(&self) -> Result<()> {
         if self.inner.shutting_down.is_cancelled() {
             return Err(Error::ShuttingDown);
@@ -183,7 +206,20 @@ impl SessionManager {
     }
 
     /// Starts a run. [`Error::RunLive`] when one is already live.
-    pub async fn start(&self, session_id: &str, config: pb::StartConfig) -> Result<Started> {
+    pub async fn start(&self, session_id: &str, mut config: pb::StartConfig) -> Result<Started> {
+        // A config the policy or the adapter refuses leaves no state behind
+        // (checked again, with the session's resume id, when spawning).
+        self.admit(session_id, &mut config, "start")?;
+        self.inner.adapter.check(&SpawnConfig {
+            session_id: session_id.to_owned(),
+            run_id: String::new(),
+            config: config.clone(),
+        })?;
+        // All live-run permits taken: refused before any state exists (the
+        // permit itself is taken when spawning).
+        if self.inner.live_runs.available_permits() == 0 {
+            drop(self.live_run_permit()?);
+        }
         let slot = self.slot(session_id);
         loop {
             self.check_open()?;
@@ -230,7 +266,9 @@ impl SessionManager {
         text: String,
         content_blocks: Vec<Struct>,
     ) -> Result<String> {
-        let slot = self.slot(session_id);
+        let Some(slot) = self.known_slot(session_id) else {
+            return Err(Error::unknown_session(session_id));
+        };
         let claim = loop {
             self.check_open()?;
             let run = match slot.enter() {
@@ -328,7 +366,9 @@ impl SessionManager {
     /// Stops the current turn (interrupt, then the signal ladder). Returns
     /// false when nothing was running. Idempotent.
     pub async fn stop(&self, session_id: &str) -> Result<bool> {
-        let slot = self.slot(session_id);
+        let Some(slot) = self.known_slot(session_id) else {
+            return Err(Error::unknown_session(session_id));
+        };
         let _claim = loop {
             match slot.enter() {
                 Entry::Free(claim) => break claim,
@@ -373,7 +413,9 @@ impl SessionManager {
         request_id: &str,
         answer: PermissionAnswer,
     ) -> Result<()> {
-        let slot = self.slot(session_id);
+        let Some(slot) = self.known_slot(session_id) else {
+            return Err(Error::unknown_session(session_id));
+        };
         let _claim = loop {
             match slot.enter() {
                 Entry::Free(claim) => break claim,
@@ -401,6 +443,8 @@ impl SessionManager {
 
     /// One session's derived state.
     pub async fn get(&self, session_id: &str) -> Result<pb::Session> {
+        // The log, not the slot: a Start being refused may hold a slot for
+        // a session that does not exist.
         if !self.inner.logs.exists(session_id) {
             return Err(Error::unknown_session(session_id));
         }

@@ -2,6 +2,7 @@
 //! `max_line_bytes`) turns an oversized stdout line into
 //! `run_error{kind: "line_too_large"}` and the run goes on. A real tonic
 //! server, the generated client, the scripted CLI with an injected line.
+//! And memory: calls on unknown ids (and refused Starts) leave no state.
 
 use crate::support::server;
 
@@ -97,4 +98,52 @@ async fn oversized_stdout_line_is_a_run_error_and_the_run_goes_on() {
         1
     );
     server.shutdown().await.unwrap();
+}
+
+/// Calls on ids that do not exist, and Starts the launch policy refuses,
+/// leave nothing in memory: each gets its error and allocates no session
+/// state that outlives the call.
+#[tokio::test]
+async fn unknown_ids_and_refused_starts_allocate_nothing() {
+    use crate::support::scripted::{ScriptedAdapter, ScriptedBehavior};
+    use agent_harness_server::log::{EventLogs, LogOptions};
+    use agent_harness_server::manager::SessionManager;
+    use agent_harness_server::store::MemoryStore;
+    use std::sync::Arc;
+
+    let logs = EventLogs::open(Arc::new(MemoryStore::new()), LogOptions::default()).unwrap();
+    let adapter = Arc::new(ScriptedAdapter::new(ScriptedBehavior::default()));
+    let m = SessionManager::new(adapter, logs, fast_opts());
+    for i in 0..1_000 {
+        let id = format!("nobody-{i}");
+        let unknown = |e: agent_harness_server::error::Error| {
+            assert!(e.to_string().contains("not found"), "{e}");
+        };
+        unknown(m.send(&id, "hi".into(), vec![]).await.unwrap_err());
+        unknown(m.stop(&id).await.unwrap_err());
+        unknown(
+            m.respond_permission(&id, "r", Default::default())
+                .await
+                .unwrap_err(),
+        );
+        unknown(m.get(&id).await.unwrap_err());
+        let refused = m
+            .start(
+                &id,
+                pb::StartConfig {
+                    prompt: "hi".into(),
+                    args: vec!["--dangerously-skip-permissions".into()],
+                    ..Default::default()
+                },
+            )
+            .await
+            .unwrap_err();
+        assert!(refused.to_string().contains("config.args[0]"), "{refused}");
+    }
+    assert_eq!(m.sessions_in_memory(), 0);
+    assert!(m.logs().sessions().await.unwrap().is_empty());
+    // A real session does get its state.
+    m.start("real", server::prompt("hi")).await.unwrap();
+    assert_eq!(m.sessions_in_memory(), 1);
+    m.shutdown().await;
 }
