@@ -20,6 +20,7 @@ use agent_harness_client::pb::event::Payload;
 use crate::error::Result;
 use crate::log::EventLogs;
 use crate::manager::inferred_run_end;
+use crate::store::SessionMeta;
 
 /// Events read per step when scanning a log backwards.
 const SCAN_PAGE: u32 = 256;
@@ -61,11 +62,7 @@ pub async fn recover(logs: &EventLogs, kill: &KillRecorded) -> Result<Vec<Recove
         let mut killed = false;
         if let (Some(pid), Some(start)) = (meta.pid, meta.pid_start_time) {
             killed = kill(pid, start);
-            logs.update_meta(&sid, |m| {
-                m.pid = None;
-                m.pid_start_time = None;
-            })
-            .await?;
+            logs.update_meta(&sid, SessionMeta::forget_process).await?;
         }
         if closed_run.is_none() && !killed {
             continue;

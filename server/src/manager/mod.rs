@@ -38,6 +38,7 @@ use crate::adapter::{AdapterError, ProcessAdapter, SpawnConfig, UserInput};
 use crate::error::{Error, Result};
 use crate::launch::{self, LaunchPolicy};
 use crate::log::{EventLogs, NewEvent};
+use crate::store::SessionMeta;
 
 use self::fold::SessionFold;
 use self::run::{RunCmd, RunSpec, WriteRefused};
@@ -221,31 +222,24 @@ impl SessionManager {
             drop(self.live_run_permit()?);
         }
         let slot = self.slot(session_id);
-        loop {
-            self.check_open()?;
-            match slot.enter() {
-                Entry::Occupied(run) => {
-                    if let Some(run_id) = run.ask(|reply| RunCmd::Start { reply }).await {
-                        return Err(Error::RunLive {
-                            session_id: session_id.to_owned(),
-                            run_id,
-                        });
-                    }
-                }
-                Entry::Free(claim) => {
-                    let status = self
-                        .current(&slot, session_id, |d| d.fold.status_fold().clone())
-                        .await?;
-                    if status.run_live() {
-                        return Err(Error::RunLive {
-                            session_id: session_id.to_owned(),
-                            run_id: status.current_run_id().unwrap_or("?").to_owned(),
-                        });
-                    }
+        self.check_open()?;
+        let run_id = match slot.ask_or_claim(|reply| RunCmd::Start { reply }).await {
+            Ok(live) => live,
+            Err(claim) => {
+                self.check_open()?;
+                let status = self
+                    .current(&slot, session_id, |d| d.fold.status_fold().clone())
+                    .await?;
+                if !status.run_live() {
                     return self.spawn_run(session_id, claim, config, "start").await;
                 }
+                status.current_run_id().unwrap_or("?").to_owned()
             }
-        }
+        };
+        Err(Error::RunLive {
+            session_id: session_id.to_owned(),
+            run_id,
+        })
     }
 
     /// The session's cached derived state, caught up to the log's head.
@@ -369,15 +363,9 @@ impl SessionManager {
         let Some(slot) = self.known_slot(session_id) else {
             return Err(Error::unknown_session(session_id));
         };
-        let _claim = loop {
-            match slot.enter() {
-                Entry::Free(claim) => break claim,
-                Entry::Occupied(run) => {
-                    if let Some(stopping) = run.ask(|reply| RunCmd::Stop { reply }).await {
-                        return Ok(stopping);
-                    }
-                }
-            }
+        let _claim = match slot.ask_or_claim(|reply| RunCmd::Stop { reply }).await {
+            Ok(stopping) => return Ok(stopping),
+            Err(claim) => claim,
         };
         if !self.inner.logs.exists(session_id) {
             return Err(Error::unknown_session(session_id));
@@ -393,10 +381,11 @@ impl SessionManager {
             let appended = self
                 .inner
                 .logs
-                .append_with_meta(session_id, vec![inferred_run_end(run_id)], |m| {
-                    m.pid = None;
-                    m.pid_start_time = None;
-                })
+                .append_with_meta(
+                    session_id,
+                    vec![inferred_run_end(run_id)],
+                    SessionMeta::forget_process,
+                )
                 .await?;
             slot.fold.applied(&appended);
             return Ok(true);
@@ -416,20 +405,14 @@ impl SessionManager {
         let Some(slot) = self.known_slot(session_id) else {
             return Err(Error::unknown_session(session_id));
         };
-        let _claim = loop {
-            match slot.enter() {
-                Entry::Free(claim) => break claim,
-                Entry::Occupied(run) => {
-                    let cmd = |reply| RunCmd::Permission {
-                        request_id: request_id.to_owned(),
-                        answer: answer.clone(),
-                        reply,
-                    };
-                    if let Some(answered) = run.ask(cmd).await {
-                        return answered;
-                    }
-                }
-            }
+        let cmd = |reply| RunCmd::Permission {
+            request_id: request_id.to_owned(),
+            answer: answer.clone(),
+            reply,
+        };
+        let _claim = match slot.ask_or_claim(cmd).await {
+            Ok(answered) => return answered,
+            Err(claim) => claim,
         };
         // No run task: no process to answer.
         if !self.inner.logs.exists(session_id) {

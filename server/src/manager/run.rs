@@ -34,6 +34,7 @@ use crate::adapter::{
 use crate::error::{Error, Result};
 use crate::log::{EventLogs, NewEvent};
 use crate::normalize::Normalizer;
+use crate::store::SessionMeta;
 
 /// Most stdout lines normalized into one append.
 const MAX_LINES_PER_BATCH: usize = 256;
@@ -195,10 +196,7 @@ async fn close_after_panic(
         })),
     ];
     let appended = logs
-        .append_with_meta(session_id, events, |m| {
-            m.pid = None;
-            m.pid_start_time = None;
-        })
+        .append_with_meta(session_id, events, SessionMeta::forget_process)
         .await;
     match appended {
         Ok(events) => fold.applied(&events),
@@ -366,7 +364,7 @@ impl Run {
     async fn append_then(
         &mut self,
         payloads: Vec<(Payload, String)>,
-        meta: impl FnOnce(&mut crate::store::SessionMeta) + Send + 'static,
+        meta: impl FnOnce(&mut SessionMeta) + Send + 'static,
     ) {
         let events = payloads
             .into_iter()
@@ -733,11 +731,7 @@ impl Run {
         ));
         // The recorded pid is dead now: it is cleared in the run_end's
         // commit, so recovery never looks for it once the run has ended.
-        self.append_then(last, |m| {
-            m.pid = None;
-            m.pid_start_time = None;
-        })
-        .await;
+        self.append_then(last, SessionMeta::forget_process).await;
     }
 
     fn end_reason(&self, exit: &ExitInfo) -> (pb::RunEndReason, &'static str) {

@@ -80,6 +80,25 @@ impl Slot {
         })
     }
 
+    /// Asks the occupant (`cmd`), or claims the slot if there is none. An
+    /// occupant that goes away before answering is replaced by whoever
+    /// holds the slot next (or the caller's claim).
+    pub(super) async fn ask_or_claim<R>(
+        self: &Arc<Self>,
+        cmd: impl Fn(oneshot::Sender<R>) -> RunCmd,
+    ) -> Result<R, Claim> {
+        loop {
+            match self.enter() {
+                Entry::Free(claim) => return Err(claim),
+                Entry::Occupied(run) => {
+                    if let Some(answer) = run.ask(&cmd).await {
+                        return Ok(answer);
+                    }
+                }
+            }
+        }
+    }
+
     /// The current occupant, if any.
     pub(super) fn occupant(&self) -> Option<Occupant> {
         self.lock().clone()

@@ -65,6 +65,13 @@ impl SessionMeta {
             ..Self::default()
         }
     }
+
+    /// Forgets the recorded process (its run has ended; recovery must not
+    /// look for it).
+    pub fn forget_process(&mut self) {
+        self.pid = None;
+        self.pid_start_time = None;
+    }
 }
 
 /// Errors from a [`Store`].
