@@ -147,3 +147,47 @@ async fn unknown_ids_and_refused_starts_allocate_nothing() {
     assert_eq!(m.sessions_in_memory(), 1);
     m.shutdown().await;
 }
+
+/// A CLI line withdrawing a permission request that was never asked (or
+/// was already answered) records nothing: the run task keeps a withdrawal
+/// only for a request the log shows pending. A real one still lands.
+#[tokio::test]
+async fn withdrawals_of_requests_that_are_not_pending_are_dropped() {
+    let inject = |line: &StdoutLine| {
+        let text = line_text(line);
+        if !text.contains("\"type\":\"assistant\"") {
+            return vec![];
+        }
+        let cancel = |id: &str| {
+            StdoutLine::Line(
+                serde_json::json!({"type": "control_cancel_request", "request_id": id}).to_string(),
+            )
+        };
+        vec![cancel("never-asked"), cancel(""), cancel("never-asked")]
+    };
+    let server = TestServer::injecting(inject, fast_opts()).await;
+    let mut c = server.client().await;
+    let (sub, _) = first_turn(&mut c, "w", "hello").await;
+    assert!(
+        !kinds(&sub.events).contains(&"permission_resolved"),
+        "{:?}",
+        kinds(&sub.events)
+    );
+    // A request that is pending, then withdrawn by the CLI (the scripted
+    // CLI withdraws it on interrupt), is resolved exactly once.
+    let mut sub = Sub::open(&mut c, "w", 0).await;
+    send(&mut c, "w", "PERMISSION please").await.unwrap();
+    sub.until_kind("permission_requested").await;
+    assert!(stop(&mut c, "w").await.unwrap());
+    sub.until("turn_end", is_turn_end).await;
+    let resolved: Vec<_> = sub
+        .events
+        .iter()
+        .filter_map(|e| match &e.payload {
+            Some(Payload::PermissionResolved(r)) => Some(r.by.clone()),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(resolved, ["cancelled"]);
+    server.shutdown().await.unwrap();
+}
