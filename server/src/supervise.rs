@@ -459,6 +459,29 @@ pub fn parse_start_time(stat: &str) -> Option<u64> {
 pub fn kill_recorded_group(pid: u32, start_time: u64) -> bool {
     match process_start_time(pid) {
         Some(t) if t != start_time => false,
-        _ => killpg(pid, NixSignal::SIGKILL).is_ok(),
+        Some(_) => killpg(pid, NixSignal::SIGKILL).is_ok(),
+        // Zombies waiting for whoever adopted them are members too; only a
+        // running member is worth (and counts as) a kill.
+        None => group_has_running_members(pid) && killpg(pid, NixSignal::SIGKILL).is_ok(),
     }
+}
+
+/// Whether a process that is not a zombie is in process group `pgid`
+/// (fields 3 and 5 of /proc/PID/stat: state and process group).
+fn group_has_running_members(pgid: u32) -> bool {
+    let Ok(procs) = std::fs::read_dir("/proc") else {
+        return false;
+    };
+    procs.flatten().any(|entry| {
+        let Ok(stat) = std::fs::read_to_string(entry.path().join("stat")) else {
+            return false;
+        };
+        let Some(close) = stat.rfind(')') else {
+            return false;
+        };
+        let mut fields = stat[close + 1..].split_whitespace();
+        let state = fields.next();
+        let group = fields.nth(1).and_then(|g| g.parse::<u32>().ok());
+        group == Some(pgid) && state != Some("Z")
+    })
 }
