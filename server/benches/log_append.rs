@@ -133,9 +133,10 @@ async fn run(tasks: u64, sessions: u64, per_task: u64, k: u64) -> (Duration, u64
         h.await.expect("task");
     }
     let dt = t0.elapsed();
-    let total: u64 = (0..sessions)
-        .map(|s| logs.head_seq(&format!("session-{s}")))
-        .sum();
+    let mut total = 0u64;
+    for s in 0..sessions {
+        total += logs.head_seq(&format!("session-{s}")).await.unwrap();
+    }
     assert_eq!(total, tasks * per_task * k, "every append landed");
     let commits = logs.stats().commits;
     logs.shutdown().await;

@@ -63,7 +63,7 @@ async fn run(appends: u64, per_append: u64, interval: Duration, redb: bool) {
     let sent: Arc<Vec<AtomicU64>> = Arc::new((0..=events).map(|_| AtomicU64::new(0)).collect());
     let mut subs = Vec::with_capacity(SUBSCRIBERS);
     for _ in 0..SUBSCRIBERS {
-        let mut s = Box::pin(logs.subscribe("s", 0));
+        let mut s = Box::pin(logs.subscribe("s", 0).await.unwrap());
         // Live before the clock starts: header + caught_up.
         s.next().await.expect("replay");
         s.next().await.expect("caught_up");

@@ -33,7 +33,7 @@ fn main() {
             let base = rss_bytes();
             let (ready_tx, mut ready_rx) = mpsc::unbounded_channel();
             for _ in 0..n {
-                let mut s = Box::pin(logs.subscribe("s", 0));
+                let mut s = Box::pin(logs.subscribe("s", 0).await.unwrap());
                 let ready = ready_tx.clone();
                 held.push(tokio::spawn(async move {
                     while let Some(msg) = s.next().await {

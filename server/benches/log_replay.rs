@@ -54,7 +54,7 @@ fn main() {
     rt.block_on(async {
         let logs = EventLogs::open(store.clone(), opts.clone()).expect("log");
         let t0 = Instant::now();
-        let mut s = Box::pin(logs.subscribe("s", 0));
+        let mut s = Box::pin(logs.subscribe("s", 0).await.unwrap());
         let mut n = 0u64;
         while let Some(msg) = s.next().await {
             match msg.kind {

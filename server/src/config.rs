@@ -85,6 +85,11 @@ pub struct ServeConfig {
     #[arg(long, env = "AGENT_HARNESS_ADAPTER", default_value = "interactive")]
     pub adapter: AdapterKind,
 
+    /// With `--adapter cassette:FILE`: multiplies the recorded gaps between
+    /// lines (1 = as recorded, 0 = as fast as possible, for load tests).
+    #[arg(long, env = "AGENT_HARNESS_CASSETTE_TIMESCALE", default_value_t = 1.0)]
+    pub cassette_timescale: f64,
+
     /// Tool permission prompts: `relay` them to clients, leave them to the
     /// CLI's `settings`, or `skip` them (--dangerously-skip-permissions).
     #[arg(
@@ -122,6 +127,22 @@ pub struct ServeConfig {
     /// store.
     #[arg(long, env = "AGENT_HARNESS_WINDOW", default_value_t = 2_000)]
     pub window: usize,
+
+    /// Most bytes (encoded events) one session keeps in memory; its newest
+    /// event always stays.
+    #[arg(long, env = "AGENT_HARNESS_WINDOW_BYTES", default_value_t = DEFAULT_WINDOW_BYTES)]
+    pub window_bytes: usize,
+
+    /// Most bytes all sessions keep in memory together; past it the least
+    /// recently used sessions' windows are dropped (reads go to the store).
+    #[arg(long, env = "AGENT_HARNESS_CACHE_BYTES", default_value_t = DEFAULT_CACHE_BYTES)]
+    pub cache_bytes: usize,
+
+    /// Most idle sessions (no live run, no open stream) whose state stays in
+    /// memory; past it the least recently used are evicted and reloaded
+    /// from the store when used again.
+    #[arg(long, env = "AGENT_HARNESS_CACHE_SESSIONS", default_value_t = DEFAULT_CACHE_SESSIONS)]
+    pub cache_sessions: usize,
 
     /// Heartbeat interval of idle Subscribe streams.
     #[arg(long, env = "AGENT_HARNESS_HEARTBEAT", default_value = "15s", value_parser = parse_duration)]
@@ -224,6 +245,7 @@ impl Default for ServeConfig {
             data_dir: PathBuf::from("./data"),
             claude_bin: None,
             adapter: AdapterKind::Interactive,
+            cassette_timescale: 1.0,
             permissions: PermissionMode::Relay,
             idle_timeout: Duration::from_secs(30 * 60),
             permission_timeout: Duration::from_secs(5 * 60),
@@ -231,6 +253,9 @@ impl Default for ServeConfig {
             kill_grace: Duration::from_secs(2),
             max_replay: 10_000,
             window: 2_000,
+            window_bytes: DEFAULT_WINDOW_BYTES,
+            cache_bytes: DEFAULT_CACHE_BYTES,
+            cache_sessions: DEFAULT_CACHE_SESSIONS,
             heartbeat: Duration::from_secs(15),
             max_request_bytes: 4 * 1024 * 1024,
             max_line_bytes: crate::supervise::DEFAULT_MAX_LINE_BYTES,
@@ -251,6 +276,12 @@ impl Default for ServeConfig {
 
 /// Default of `--max-live-runs`: each CLI process holds a few hundred MB.
 pub const DEFAULT_MAX_LIVE_RUNS: usize = 32;
+/// Default of `--window-bytes`.
+pub const DEFAULT_WINDOW_BYTES: usize = 2 * 1024 * 1024;
+/// Default of `--cache-bytes`.
+pub const DEFAULT_CACHE_BYTES: usize = 128 * 1024 * 1024;
+/// Default of `--cache-sessions`.
+pub const DEFAULT_CACHE_SESSIONS: usize = 1_000;
 /// Default of `--max-streams`: an idle stream costs a few KiB.
 pub const DEFAULT_MAX_STREAMS: usize = 16_384;
 

@@ -24,6 +24,8 @@ use crate::store::SessionMeta;
 
 /// Events read per step when scanning a log backwards.
 const SCAN_PAGE: u32 = 256;
+/// Session metas read per page while recovering.
+const META_PAGE: usize = 1000;
 
 /// What recovery did to one session.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -45,7 +47,30 @@ pub type KillRecorded = dyn Fn(u32, u64) -> bool + Send + Sync;
 /// Recovers every stored session. Must run before the server accepts calls.
 pub async fn recover(logs: &EventLogs, kill: &KillRecorded) -> Result<Vec<Recovered>> {
     let mut out = Vec::new();
-    for meta in logs.sessions().await? {
+    let mut after: Option<String> = None;
+    loop {
+        let page = logs.sessions(after.as_deref(), META_PAGE).await?;
+        let Some(last) = page.last() else {
+            break;
+        };
+        after = Some(last.session_id.clone());
+        for meta in page {
+            if let Some(r) = recover_one(logs, kill, meta).await? {
+                out.push(r);
+            }
+        }
+    }
+    Ok(out)
+}
+
+/// Recovers one session: closes a run its log left open, kills what is left
+/// of its recorded process group. `None` when there was nothing to do.
+async fn recover_one(
+    logs: &EventLogs,
+    kill: &KillRecorded,
+    meta: SessionMeta,
+) -> Result<Option<Recovered>> {
+    {
         let sid = meta.session_id.clone();
         let last_run_event = find_back(logs, &sid, |p| {
             matches!(p, Payload::RunStart(_) | Payload::RunEnd(_))
@@ -65,7 +90,7 @@ pub async fn recover(logs: &EventLogs, kill: &KillRecorded) -> Result<Vec<Recove
             logs.update_meta(&sid, SessionMeta::forget_process).await?;
         }
         if closed_run.is_none() && !killed {
-            continue;
+            return Ok(None);
         }
         let resume_id = find_back(
             logs,
@@ -78,14 +103,13 @@ pub async fn recover(logs: &EventLogs, kill: &KillRecorded) -> Result<Vec<Recove
             _ => None,
         });
         tracing::info!(session_id = %sid, closed_run = ?closed_run, killed, resume_id = ?resume_id, "recovered session");
-        out.push(Recovered {
+        Ok(Some(Recovered {
             session_id: sid,
             closed_run,
             killed,
             resume_id,
-        });
+        }))
     }
-    Ok(out)
 }
 
 /// The newest event whose payload matches `pred`, paging back from the head.

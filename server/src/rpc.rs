@@ -130,7 +130,8 @@ fn drain_on_shutdown(
                 None => tokio::select! {
                     m = st.inner.next() => m,
                     _ = st.shutdown.cancelled() => {
-                        let head = st.logs.head_seq(&st.session_id);
+                        // A failed read: drain what was already seen.
+                        let head = st.logs.head_seq(&st.session_id).await.unwrap_or(st.last_seq);
                         st.drain = Some((head, tokio::time::Instant::now() + SHUTDOWN_DRAIN));
                         continue;
                     }
@@ -217,7 +218,11 @@ impl SessionService for Rpc {
                 self.max_streams
             ))
         })?;
-        let inner = self.logs.subscribe(&req.session_id, req.after_seq);
+        let inner = self
+            .logs
+            .subscribe(&req.session_id, req.after_seq)
+            .await
+            .map_err(Error::from)?;
         let stream = drain_on_shutdown(
             Box::pin(inner),
             self.logs.clone(),
@@ -238,7 +243,12 @@ impl SessionService for Rpc {
     ) -> Result<Response<pb::HistoryResponse>, Status> {
         let req = request.into_inner();
         validate::session_id(&req.session_id)?;
-        if !self.logs.exists(&req.session_id) {
+        if !self
+            .logs
+            .exists(&req.session_id)
+            .await
+            .map_err(Error::from)?
+        {
             return Err(Error::unknown_session(&req.session_id).into());
         }
         let (events, has_more) = self
@@ -284,10 +294,18 @@ impl SessionService for Rpc {
 
     async fn list_sessions(
         &self,
-        _request: Request<pb::ListSessionsRequest>,
+        request: Request<pb::ListSessionsRequest>,
     ) -> Result<Response<pb::ListSessionsResponse>, Status> {
-        let sessions = self.manager.list().await?;
-        Ok(Response::new(pb::ListSessionsResponse { sessions }))
+        let (after, size) = validate::list_page(request.get_ref())?;
+        let (sessions, more) = self.manager.list(after.as_deref(), size).await?;
+        let next_page_token = match sessions.last() {
+            Some(last) if more => validate::next_page_token(&last.session_id),
+            _ => String::new(),
+        };
+        Ok(Response::new(pb::ListSessionsResponse {
+            sessions,
+            next_page_token,
+        }))
     }
 }
 

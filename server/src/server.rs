@@ -141,6 +141,9 @@ pub async fn run(config: ServeConfig, shutdown: impl Future<Output = ()> + Send)
         Arc::new(store),
         LogOptions {
             window: config.window,
+            window_bytes: config.window_bytes,
+            cache_bytes: config.cache_bytes,
+            cache_sessions: config.cache_sessions,
             max_replay: config.max_replay as u64,
             heartbeat: config.heartbeat,
             ..LogOptions::default()
@@ -173,6 +176,7 @@ pub fn manager_options(config: &ServeConfig) -> ManagerOptions {
         kill_grace: config.kill_grace,
         max_line_bytes: config.max_line_bytes,
         max_live_runs: config.max_live_runs,
+        cache_sessions: config.cache_sessions,
         ..ManagerOptions::default()
     }
 }
@@ -190,7 +194,7 @@ pub fn build_adapter(config: &ServeConfig) -> Result<Arc<dyn ProcessAdapter>> {
         AdapterKind::Interactive => Ok(Arc::new(ClaudeInteractiveAdapter::new(options))),
         AdapterKind::Cli => Ok(Arc::new(ClaudeCliAdapter::new(options))),
         AdapterKind::Cassette(path) => {
-            let cassette = CassetteAdapter::from_file(path, 1.0)
+            let cassette = CassetteAdapter::from_file(path, config.cassette_timescale)
                 .map_err(|e| Error::Config(format!("--adapter cassette: {e}")))?;
             Ok(Arc::new(cassette))
         }

@@ -10,18 +10,20 @@
 //! - **Gapless catch-up.** [`EventLogs::subscribe`] registers for the head
 //!   notification first, then replays, sends `caught_up`, then goes live
 //!   (`subscribe`).
-//! - **Bounded memory.** Each session keeps only the latest
-//!   [`LogOptions::window`] events in memory; older reads fall through to the
-//!   store. Subscribers hold no queue: they watch the head seq and pull what
-//!   they have not sent, so a slow subscriber costs a `watch::Receiver` and
-//!   a cursor, never a backlog.
+//! - **Bounded memory.** Only *resident* sessions (see [`resident`]) are in
+//!   memory, each with a window of its latest events bounded by count and
+//!   bytes, all windows together by a byte budget, idle sessions by an LRU
+//!   cap; older reads fall through to the store. The writer keeps a bounded
+//!   cache of metas and reads the rest from the store. Subscribers hold no
+//!   queue: they watch the head seq and pull what they have not sent, so a
+//!   slow subscriber costs a `watch::Receiver` and a cursor, never a backlog.
 
+mod resident;
 mod subscribe;
 mod writer;
 
-use std::collections::{HashMap, VecDeque};
-use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex, RwLock};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use agent_harness_client::pb;
@@ -30,6 +32,7 @@ use tokio::sync::{oneshot, watch};
 
 use crate::store::{SessionMeta, Store, StoreError};
 
+use self::resident::{Limits, Resident, SessionLog};
 use self::writer::Cmd;
 
 /// Default History page size when the request says 0.
@@ -38,12 +41,24 @@ pub const HISTORY_DEFAULT_LIMIT: u32 = 50;
 pub const HISTORY_MAX_LIMIT: u32 = 1000;
 /// Most events a subscriber fetches at once; bounds its transient buffer.
 pub const SUBSCRIBER_CHUNK: usize = 256;
+/// Optimistic loads of a head from the store before loading under the lock
+/// (see `Shared::load`).
+const LOAD_RETRIES: usize = 2;
 
 /// Tuning knobs of the log.
 #[derive(Debug, Clone)]
 pub struct LogOptions {
     /// Latest events kept in memory per session (2,000); older reads go to the store.
     pub window: usize,
+    /// Most bytes (encoded) one session's window holds (2 MiB); the newest
+    /// event always stays.
+    pub window_bytes: usize,
+    /// Most bytes all windows hold together (128 MiB); past it the least
+    /// recently used sessions' windows are dropped.
+    pub cache_bytes: usize,
+    /// Most sessions kept in memory that no stream follows (1,000; also
+    /// the writer's meta cache); past it the least recently used go.
+    pub cache_sessions: usize,
     /// Largest gap Subscribe replays contiguously (10,000); beyond it the
     /// stream resets to the tail window.
     pub max_replay: u64,
@@ -51,15 +66,22 @@ pub struct LogOptions {
     pub heartbeat: Duration,
     /// Most events in one group commit (10,000); bounds a transaction's size.
     pub max_batch: usize,
+    /// Most events (and meta changes) waiting for the writer (40,000);
+    /// further appends wait for room.
+    pub max_queued: usize,
 }
 
 impl Default for LogOptions {
     fn default() -> Self {
         Self {
             window: 2000,
+            window_bytes: crate::config::DEFAULT_WINDOW_BYTES,
+            cache_bytes: crate::config::DEFAULT_CACHE_BYTES,
+            cache_sessions: crate::config::DEFAULT_CACHE_SESSIONS,
             max_replay: 10_000,
             heartbeat: Duration::from_secs(15),
             max_batch: 10_000,
+            max_queued: 40_000,
         }
     }
 }
@@ -95,10 +117,14 @@ impl From<StoreError> for LogError {
 /// Counters for tests and benches: what the log holds in memory right now.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct LogStats {
-    /// Sessions known in memory.
+    /// Sessions resident in memory.
     pub sessions: usize,
     /// Events held in all session windows together.
     pub window_events: usize,
+    /// Encoded bytes of those events.
+    pub window_bytes: usize,
+    /// Events (and meta changes) queued for the writer, not yet answered.
+    pub queued: usize,
     /// Events fetched by subscribers but not yet yielded, over all subscribers.
     pub subscriber_buffered: usize,
     /// Live subscribe streams.
@@ -110,67 +136,14 @@ pub struct LogStats {
     pub committed_events: u64,
 }
 
-/// The in-memory face of one session.
-struct SessionLog {
-    /// Committed head seq. Subscribers hold receivers; the writer sends
-    /// after the commit and after the window was updated.
-    head: watch::Sender<u64>,
-    /// The latest committed events, contiguous, ending at the head (may be
-    /// empty after a restart: then everything is read from the store).
-    /// A `RwLock`: a live event fans out to every subscriber at once, and
-    /// they all read it concurrently.
-    window: RwLock<VecDeque<pb::Event>>,
-    /// Whether the session has a stored meta (so it "exists" without events).
-    has_meta: AtomicBool,
-    /// Last append or meta change, Unix ms (the stored meta is not rewritten
-    /// per append, so this is where the append time lives).
-    updated_ms: AtomicI64,
-}
-
-impl SessionLog {
-    fn new(head: u64, has_meta: bool, updated_ms: i64) -> Self {
-        Self {
-            head: watch::Sender::new(head),
-            window: RwLock::new(VecDeque::new()),
-            has_meta: AtomicBool::new(has_meta),
-            updated_ms: AtomicI64::new(updated_ms),
-        }
-    }
-
-    fn window(&self) -> std::sync::RwLockReadGuard<'_, VecDeque<pb::Event>> {
-        self.window.read().unwrap_or_else(|p| p.into_inner())
-    }
-
-    fn window_mut(&self) -> std::sync::RwLockWriteGuard<'_, VecDeque<pb::Event>> {
-        self.window.write().unwrap_or_else(|p| p.into_inner())
-    }
-
-    /// The event `seq`, if the window holds it.
-    fn window_get(&self, seq: u64) -> Option<pb::Event> {
-        let w = self.window();
-        let front = w.front()?.seq;
-        let i = usize::try_from(seq.checked_sub(front)?).ok()?;
-        w.get(i).cloned()
-    }
-
-    /// Events `after+1 ..` (at most `max`) if the window still covers `after+1`.
-    fn window_span(&self, after: u64, max: usize) -> Option<Vec<pb::Event>> {
-        let w = self.window();
-        let front = w.front()?.seq;
-        let back = w.back()?.seq;
-        if front > after.saturating_add(1) || back <= after {
-            return None;
-        }
-        let skip = usize::try_from(after + 1 - front).ok()?;
-        Some(w.iter().skip(skip).take(max).cloned().collect())
-    }
-}
-
 /// State shared by the handle, the writer thread and every subscriber.
 struct Shared {
     store: Arc<dyn Store>,
     opts: LogOptions,
-    sessions: RwLock<HashMap<String, Arc<SessionLog>>>,
+    resident: Resident,
+    /// Commits published so far: a reader that loads a head from the store
+    /// installs it only if no commit was published meanwhile.
+    published: AtomicU64,
     /// Set by shutdown (or when the last handle drops): ends every stream.
     /// A plain flag rather than a `CancellationToken`: every live stream
     /// checks it on every event, and the token's check takes a mutex that
@@ -200,8 +173,7 @@ impl Shared {
     /// see it. A stream created later sees the flag on its first step.
     fn close(&self) {
         self.closed.store(true, Ordering::SeqCst);
-        let sessions = self.sessions.read().unwrap_or_else(|p| p.into_inner());
-        for s in sessions.values() {
+        for s in self.resident.all() {
             s.head.send_modify(|_| {});
         }
     }
@@ -209,29 +181,60 @@ impl Shared {
     /// Brings a stored meta's `updated_ms` up to the last append, which
     /// the stored row does not track.
     fn refresh(&self, meta: &mut SessionMeta) {
-        if let Some(s) = self.get(&meta.session_id) {
+        if let Some(s) = self.resident.get(&meta.session_id) {
             meta.updated_ms = meta.updated_ms.max(s.updated_ms.load(Ordering::Relaxed));
         }
     }
 
-    fn get(&self, session_id: &str) -> Option<Arc<SessionLog>> {
-        self.sessions
-            .read()
-            .unwrap_or_else(|p| p.into_inner())
-            .get(session_id)
-            .cloned()
-    }
-
-    fn get_or_create(&self, session_id: &str) -> Arc<SessionLog> {
-        if let Some(s) = self.get(session_id) {
-            return s;
+    /// The session's resident entry, loading its head from the store when
+    /// it is not resident. `None` when the store has neither a meta nor
+    /// events for it: then nothing is allocated, unless `create` (a
+    /// Subscribe waiting for the session to appear), which makes an empty
+    /// entry that lives as long as someone holds it.
+    ///
+    /// The store is read without holding the resident map's lock, and the
+    /// result is installed only if no commit was published meanwhile (else
+    /// the head read may be stale, and it is read again). After
+    /// [`LOAD_RETRIES`] such races the read is done under the map's write
+    /// lock, where no publish can interleave.
+    async fn load(
+        self: &Arc<Self>,
+        session_id: &str,
+        create: bool,
+    ) -> Result<Option<Arc<SessionLog>>, LogError> {
+        if let Some(s) = self.resident.get(session_id) {
+            return Ok(Some(s));
         }
-        self.sessions
-            .write()
-            .unwrap_or_else(|p| p.into_inner())
-            .entry(session_id.to_owned())
-            .or_insert_with(|| Arc::new(SessionLog::new(0, false, 0)))
-            .clone()
+        let entry = move |meta: Option<SessionMeta>| match meta {
+            Some(m) => Some(SessionLog::new(m.head_seq, true, m.updated_ms)),
+            None if create => Some(SessionLog::new(0, false, 0)),
+            None => None,
+        };
+        for _ in 0..LOAD_RETRIES {
+            let seen = self.published.load(Ordering::SeqCst);
+            let sid = session_id.to_owned();
+            let meta = self.blocking(move |st| st.meta(&sid)).await?;
+            let unchanged = || self.published.load(Ordering::SeqCst) == seen;
+            if meta.is_none() && !create {
+                return Ok(None);
+            }
+            let got = self.resident.get_or_insert(session_id, || {
+                Ok::<_, StoreError>(unchanged().then(|| entry(meta)).flatten())
+            })?;
+            if got.is_some() {
+                return Ok(got);
+            }
+        }
+        let shared = self.clone();
+        let sid = session_id.to_owned();
+        tokio::task::spawn_blocking(move || {
+            shared
+                .resident
+                .get_or_insert(&sid, || shared.store.meta(&sid).map(entry))
+        })
+        .await
+        .map_err(|_| LogError::Closed)?
+        .map_err(LogError::from)
     }
 
     /// Events `after+1 ..= upto` (at most `max`): from the window when it
@@ -280,6 +283,11 @@ struct Inner {
     /// To the writer thread; a std channel so the writer can wait with a
     /// timeout while it lingers for a batch.
     tx: std::sync::mpsc::Sender<Cmd>,
+    /// Bounds what waits for the writer: one permit per queued event (or
+    /// meta change), [`LogOptions::max_queued`] in all. An append that finds
+    /// the queue full waits for room (backpressure reaches the CLI through
+    /// its stdout pipe) instead of growing memory.
+    queue: Arc<tokio::sync::Semaphore>,
     writer: Mutex<Option<std::thread::JoinHandle<()>>>,
 }
 
@@ -305,33 +313,20 @@ impl std::fmt::Debug for EventLogs {
 }
 
 impl EventLogs {
-    /// Loads every session's meta and head (the store derives the head from
-    /// the events table) and the time of its last event, and starts the
-    /// group-commit writer thread.
+    /// Starts the group-commit writer thread. Nothing is loaded: a
+    /// session's head and meta are read from the store when it is first used.
     pub fn open(store: Arc<dyn Store>, opts: LogOptions) -> Result<Self, LogError> {
-        let metas = store.sessions()?;
-        let mut sessions = HashMap::with_capacity(metas.len());
-        let mut by_id = HashMap::with_capacity(metas.len());
-        for mut m in metas {
-            if m.head_seq > 0 {
-                // Appends do not rewrite the meta: the last append time is
-                // the last event's time.
-                let last = store.read_before(&m.session_id, u64::MAX, 1)?;
-                if let Some(t) = last.first().and_then(|e| e.time) {
-                    let ms = t.seconds.saturating_mul(1000) + i64::from(t.nanos / 1_000_000);
-                    m.updated_ms = m.updated_ms.max(ms);
-                }
-            }
-            sessions.insert(
-                m.session_id.clone(),
-                Arc::new(SessionLog::new(m.head_seq, true, m.updated_ms)),
-            );
-            by_id.insert(m.session_id.clone(), m);
-        }
+        let resident = Resident::new(Limits {
+            window: opts.window,
+            window_bytes: opts.window_bytes.max(1),
+            cache_bytes: opts.cache_bytes,
+            cache_sessions: opts.cache_sessions.max(1),
+        });
         let shared = Arc::new(Shared {
             store,
             opts,
-            sessions: RwLock::new(sessions),
+            resident,
+            published: AtomicU64::new(0),
             closed: AtomicBool::new(false),
             buffered: AtomicUsize::new(0),
             subscribers: AtomicUsize::new(0),
@@ -340,15 +335,22 @@ impl EventLogs {
             storage_ok: watch::Sender::new(true),
         });
         let (tx, rx) = std::sync::mpsc::channel();
-        let writer = writer::spawn(shared.clone(), rx, by_id).map_err(|e| {
+        let writer = writer::spawn(shared.clone(), rx).map_err(|e| {
             LogError::Store(Arc::new(StoreError::Rejected(format!(
                 "cannot start the log writer thread: {e}"
             ))))
         })?;
+        let queue = Arc::new(tokio::sync::Semaphore::new(
+            shared
+                .opts
+                .max_queued
+                .clamp(1, tokio::sync::Semaphore::MAX_PERMITS),
+        ));
         Ok(Self {
             inner: Arc::new(Inner {
                 shared,
                 tx,
+                queue,
                 writer: Mutex::new(Some(writer)),
             }),
         })
@@ -389,6 +391,7 @@ impl EventLogs {
         events: Vec<NewEvent>,
         meta: Option<writer::MetaFn>,
     ) -> Result<Vec<pb::Event>, LogError> {
+        let _room = self.queue_room(events.len().max(1)).await?;
         let (reply, rx) = oneshot::channel();
         self.inner
             .tx
@@ -402,6 +405,18 @@ impl EventLogs {
         rx.await.map_err(|_| LogError::Closed)?
     }
 
+    /// Room for `n` more queued events (at most the whole queue, so one
+    /// huge append still goes through alone), held until its reply.
+    async fn queue_room(&self, n: usize) -> Result<tokio::sync::SemaphorePermit<'_>, LogError> {
+        let cap = self.inner.shared.opts.max_queued.max(1);
+        let n = u32::try_from(n.min(cap)).unwrap_or(u32::MAX);
+        self.inner
+            .queue
+            .acquire_many(n)
+            .await
+            .map_err(|_| LogError::Closed)
+    }
+
     /// Whether storage works: true until a commit fails, then false until
     /// one succeeds again. The server reports it as its health.
     pub fn storage_ok(&self) -> watch::Receiver<bool> {
@@ -411,13 +426,21 @@ impl EventLogs {
     /// Streams one session: a `replay` header, the events after `after_seq`
     /// (or the tail window on reset), `caught_up` once, then live events and
     /// heartbeats. Never ends on its own; ends at [`EventLogs::shutdown`].
-    /// A session with no events yet is fine: it goes live when they come.
-    pub fn subscribe(
+    /// A session with no events yet is fine: it goes live when they come
+    /// (its in-memory entry lives as long as the stream). Registered for
+    /// live events when this returns; the first read loads the session's
+    /// head from the store when it is not in memory.
+    pub async fn subscribe(
         &self,
         session_id: &str,
         after_seq: u64,
-    ) -> impl Stream<Item = pb::SubscribeResponse> + Send + 'static {
-        subscribe::stream(self.inner.shared.clone(), session_id, after_seq)
+    ) -> Result<impl Stream<Item = pb::SubscribeResponse> + Send + 'static, LogError> {
+        let shared = self.inner.shared.clone();
+        let session = shared
+            .load(session_id, true)
+            .await?
+            .ok_or(LogError::Closed)?;
+        Ok(subscribe::stream(shared, session, session_id, after_seq))
     }
 
     /// A History page: the newest `limit` events with `seq < before_seq`,
@@ -434,7 +457,7 @@ impl EventLogs {
             l => l.min(HISTORY_MAX_LIMIT),
         } as u64;
         let shared = &self.inner.shared;
-        let session = shared.get(session_id);
+        let session = shared.load(session_id, false).await?;
         let head = session.as_ref().map_or(0, |s| *s.head.borrow());
         let before = if before_seq == 0 || before_seq > head {
             head + 1
@@ -461,35 +484,51 @@ impl EventLogs {
         Ok((events, has_more))
     }
 
-    /// Every committed event of a session, oldest first (for derive on
-    /// GetSession and for recovery; may be large).
-    pub async fn read_all(&self, session_id: &str) -> Result<Vec<pb::Event>, LogError> {
-        let sid = session_id.to_owned();
-        self.inner
-            .shared
-            .blocking(move |st| st.read_range(&sid, 0, usize::MAX))
+    /// At most `limit` committed events with `seq > after_seq`, oldest
+    /// first (from the window when it covers them, else from the store).
+    pub async fn read_range(
+        &self,
+        session_id: &str,
+        after_seq: u64,
+        limit: usize,
+    ) -> Result<Vec<pb::Event>, LogError> {
+        let shared = &self.inner.shared;
+        let Some(session) = shared.load(session_id, false).await? else {
+            return Ok(Vec::new());
+        };
+        let head = *session.head.borrow();
+        shared
+            .read_span(session_id, Some(&session), after_seq, head, limit)
             .await
     }
 
     /// The session's committed head seq (0 when it has no events).
-    pub fn head_seq(&self, session_id: &str) -> u64 {
-        self.inner
-            .shared
-            .get(session_id)
-            .map_or(0, |s| *s.head.borrow())
+    pub async fn head_seq(&self, session_id: &str) -> Result<u64, LogError> {
+        let session = self.inner.shared.load(session_id, false).await?;
+        Ok(session.map_or(0, |s| *s.head.borrow()))
     }
 
-    /// Whether the session has any event or a stored meta.
-    pub fn exists(&self, session_id: &str) -> bool {
-        self.inner
-            .shared
-            .get(session_id)
-            .is_some_and(|s| *s.head.borrow() > 0 || s.has_meta.load(Ordering::Acquire))
+    /// Whether the session has any event or a stored meta. An unknown id
+    /// costs a store lookup and leaves nothing in memory.
+    pub async fn exists(&self, session_id: &str) -> Result<bool, LogError> {
+        let session = self.inner.shared.load(session_id, false).await?;
+        Ok(session.is_some_and(|s| *s.head.borrow() > 0 || s.has_meta.load(Ordering::Acquire)))
     }
 
-    /// Every stored session's meta, ordered by session id.
-    pub async fn sessions(&self) -> Result<Vec<SessionMeta>, LogError> {
-        let mut metas = self.inner.shared.blocking(|st| st.sessions()).await?;
+    /// A page of stored sessions' metas, ordered by session id: the first
+    /// `limit` after `after` (from the first when `None`). Reads only that
+    /// page (each meta plus the last key of its events).
+    pub async fn sessions(
+        &self,
+        after: Option<&str>,
+        limit: usize,
+    ) -> Result<Vec<SessionMeta>, LogError> {
+        let after = after.map(str::to_owned);
+        let mut metas = self
+            .inner
+            .shared
+            .blocking(move |st| st.sessions(after.as_deref(), limit))
+            .await?;
         for m in &mut metas {
             self.inner.shared.refresh(m);
         }
@@ -515,6 +554,7 @@ impl EventLogs {
         session_id: &str,
         f: impl FnOnce(&mut SessionMeta) + Send + 'static,
     ) -> Result<(), LogError> {
+        let _room = self.queue_room(1).await?;
         let (reply, rx) = oneshot::channel();
         self.inner
             .tx
@@ -550,10 +590,12 @@ impl EventLogs {
     /// What the log holds in memory right now (tests and benches).
     pub fn stats(&self) -> LogStats {
         let shared = &self.inner.shared;
-        let sessions = shared.sessions.read().unwrap_or_else(|p| p.into_inner());
+        let (sessions, window_events, window_bytes) = shared.resident.stats();
         LogStats {
-            sessions: sessions.len(),
-            window_events: sessions.values().map(|s| s.window().len()).sum(),
+            sessions,
+            window_events,
+            window_bytes,
+            queued: shared.opts.max_queued.max(1) - self.inner.queue.available_permits(),
             subscriber_buffered: shared.buffered.load(Ordering::Relaxed),
             subscribers: shared.subscribers.load(Ordering::Relaxed),
             commits: shared.commits.load(Ordering::Relaxed),

@@ -72,15 +72,18 @@ impl Drop for Sub {
             .buffered
             .fetch_sub(self.buf.len(), Ordering::Relaxed);
         self.shared.subscribers.fetch_sub(1, Ordering::Relaxed);
+        self.shared
+            .resident
+            .release_if_never_created(&self.session_id, &self.session);
     }
 }
 
 pub(super) fn stream(
     shared: Arc<Shared>,
+    session: Arc<SessionLog>,
     session_id: &str,
     after_seq: u64,
 ) -> impl Stream<Item = pb::SubscribeResponse> + Send + 'static {
-    let session = shared.get_or_create(session_id);
     // Register for live notifications now, before any replay read.
     let head_rx = session.head.subscribe();
     shared.subscribers.fetch_add(1, Ordering::Relaxed);
@@ -182,9 +185,15 @@ impl Sub {
                                 timer.as_mut().reset(beat);
                                 continue;
                             }
+                            // An event committed meanwhile goes first: a
+                            // heartbeat never names a head the stream has
+                            // not delivered yet.
+                            if *self.head_rx.borrow() > self.last_sent {
+                                continue;
+                            }
                             // Re-armed by `next` (heartbeat_at moves on).
                             return Some(Kind::Heartbeat(pb::Heartbeat {
-                                head_seq: *self.head_rx.borrow(),
+                                head_seq: self.last_sent,
                             }));
                         }
                     }

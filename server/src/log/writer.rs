@@ -131,17 +131,27 @@ fn next_cmd(rx: &mpsc::Receiver<Cmd>, linger: bool, until: Instant) -> Option<Cm
 pub(super) fn spawn(
     shared: Arc<Shared>,
     rx: mpsc::Receiver<Cmd>,
-    metas: HashMap<String, SessionMeta>,
 ) -> std::io::Result<std::thread::JoinHandle<()>> {
     std::thread::Builder::new()
         .name("event-log-writer".into())
-        .spawn(move || Writer { shared, metas }.run(rx))
+        .spawn(move || {
+            Writer {
+                shared,
+                metas: HashMap::new(),
+                clock: 0,
+            }
+            .run(rx)
+        })
 }
 
 struct Writer {
     shared: Arc<Shared>,
-    /// Authoritative metas (and so heads) of every session.
-    metas: HashMap<String, SessionMeta>,
+    /// The metas (and so heads) of recently written sessions, each with the
+    /// commit it was last used in. A bounded cache (`cache_sessions`): a
+    /// session not in it is read from the store, which has every commit.
+    metas: HashMap<String, (u64, SessionMeta)>,
+    /// Commits so far, the cache's least-recently-used clock.
+    clock: u64,
 }
 
 impl Writer {
@@ -228,7 +238,14 @@ impl Writer {
                     meta: change,
                     reply,
                 } => {
-                    let meta = self.touch(&mut touched, &session_id, now_ms, change.is_some());
+                    let meta = match self.touch(&mut touched, &session_id, now_ms, change.is_some())
+                    {
+                        Ok(m) => m,
+                        Err(e) => {
+                            let _ = reply.send(Err(e));
+                            continue;
+                        }
+                    };
                     if let Some(f) = change {
                         change_meta(meta, &session_id, now_ms, f);
                     }
@@ -251,8 +268,13 @@ impl Writer {
                     f,
                     reply,
                 } => {
-                    let meta = self.touch(&mut touched, &session_id, now_ms, true);
-                    change_meta(meta, &session_id, now_ms, f);
+                    match self.touch(&mut touched, &session_id, now_ms, true) {
+                        Ok(meta) => change_meta(meta, &session_id, now_ms, f),
+                        Err(e) => {
+                            let _ = reply.send(Err(e));
+                            continue;
+                        }
+                    }
                     Reply::Meta(reply)
                 }
                 Cmd::Shutdown { .. } => unreachable!("shutdown is never batched"),
@@ -263,8 +285,9 @@ impl Writer {
         let changed: Vec<SessionMeta> = touched
             .iter()
             .filter(|(_, t)| t.write_meta)
-            .map(|(k, _)| self.metas[k].clone())
+            .map(|(k, _)| self.metas[k].1.clone())
             .collect();
+        self.clock += 1;
         match self.shared.store.append_batch(&events, &changed) {
             Ok(()) => {
                 self.shared
@@ -275,6 +298,9 @@ impl Writer {
                     .committed_events
                     .fetch_add(events.len() as u64, Ordering::Relaxed);
                 let wake = self.publish(&events, &touched, now_ms);
+                self.shared.published.fetch_add(1, Ordering::SeqCst);
+                self.shared.resident.enforce_byte_budget();
+                self.trim_metas();
                 // Replies are in batch order, as are their events: hand each
                 // append its own events by moving them out of the batch.
                 let mut events = events.into_iter();
@@ -306,7 +332,7 @@ impl Writer {
                 for (sid, t) in touched {
                     match t.before {
                         Some(m) => {
-                            self.metas.insert(sid, m);
+                            self.metas.insert(sid, (self.clock, m));
                         }
                         None => {
                             self.metas.remove(&sid);
@@ -333,27 +359,56 @@ impl Writer {
         }
     }
 
-    /// The session's meta, created if new, remembering its pre-batch value.
-    /// A new session's meta is written with the batch (it creates the
-    /// session); an existing one only when `write_meta` (a meta update).
+    /// The session's meta (from the cache, else the store; created if
+    /// new), remembering its pre-batch value. A new session's meta is
+    /// written with the batch (it creates the session); an existing one only
+    /// when `write_meta` (a meta update).
     fn touch(
         &mut self,
         touched: &mut HashMap<String, Touched>,
         session_id: &str,
         now_ms: i64,
         write_meta: bool,
-    ) -> &mut SessionMeta {
+    ) -> Result<&mut SessionMeta, LogError> {
+        if !self.metas.contains_key(session_id) {
+            // Not cached: the store has it (every commit is there), unless new.
+            if let Some(m) = self.shared.store.meta(session_id)? {
+                self.metas.insert(session_id.to_owned(), (self.clock, m));
+            }
+        }
         match touched.get_mut(session_id) {
             Some(t) => t.write_meta |= write_meta,
             None => {
-                let before = self.metas.get(session_id).cloned();
+                let before = self.metas.get(session_id).map(|(_, m)| m.clone());
                 let write_meta = write_meta || before.is_none();
                 touched.insert(session_id.to_owned(), Touched { before, write_meta });
             }
         }
-        match self.metas.entry(session_id.to_owned()) {
+        let clock = self.clock;
+        let entry = match self.metas.entry(session_id.to_owned()) {
             Entry::Occupied(o) => o.into_mut(),
-            Entry::Vacant(v) => v.insert(SessionMeta::new(session_id, now_ms)),
+            Entry::Vacant(v) => v.insert((clock, SessionMeta::new(session_id, now_ms))),
+        };
+        entry.0 = clock;
+        Ok(&mut entry.1)
+    }
+
+    /// Keeps the meta cache within `cache_sessions`: past it, the least
+    /// recently used go (down to nine tenths, so this sorts rarely).
+    fn trim_metas(&mut self) {
+        let cap = self.shared.opts.cache_sessions.max(1);
+        if self.metas.len() <= cap {
+            return;
+        }
+        let mut ages: Vec<(u64, String)> = self
+            .metas
+            .iter()
+            .map(|(k, (t, _))| (*t, k.clone()))
+            .collect();
+        ages.sort_unstable();
+        let excess = self.metas.len() - (cap - cap / 10);
+        for (_, k) in ages.into_iter().take(excess) {
+            self.metas.remove(&k);
         }
     }
 
@@ -368,31 +423,26 @@ impl Writer {
         now_ms: i64,
     ) -> Vec<Arc<SessionLog>> {
         let mut wake = Vec::new();
-        let window = self.shared.opts.window;
         // Group by session once; within a session, events are already in seq
         // order because appends were numbered in arrival order.
         let mut by_session: HashMap<&str, Vec<&pb::Event>> = HashMap::new();
-        if window > 0 {
-            for e in events {
-                by_session.entry(e.session_id.as_str()).or_default().push(e);
-            }
+        for e in events {
+            by_session.entry(e.session_id.as_str()).or_default().push(e);
         }
         for session_id in touched.keys() {
-            let head_seq = self.metas[session_id].head_seq;
-            let session = self.shared.get_or_create(session_id);
+            let head_seq = self.metas[session_id].1.head_seq;
+            // A session nobody has in memory stays out: its head is in the
+            // store, where the next reader loads it from.
+            let Some(session) = self.shared.resident.get(session_id) else {
+                continue;
+            };
             session.has_meta.store(true, Ordering::Release);
             session.updated_ms.fetch_max(now_ms, Ordering::Relaxed);
             if head_seq == *session.head.borrow() {
                 continue;
             }
             if let Some(evs) = by_session.remove(session_id.as_str()) {
-                let mut w = session.window_mut();
-                // Only the newest `window` of this batch can survive the trim.
-                let skip = evs.len().saturating_sub(window);
-                w.extend(evs[skip..].iter().map(|e| (*e).clone()));
-                while w.len() > window {
-                    w.pop_front();
-                }
+                self.shared.resident.extend_window(&session, &evs);
             }
             // Set without notifying (the closure reports "not modified"): a
             // stream that polls now already sees it; waiting ones are woken

@@ -13,8 +13,9 @@
 //!   calls GetSession gets a state that includes N, even if the writer has
 //!   not applied it yet.
 //!
-//! A session's fold is built lazily from `read_all` on its first use after
-//! start-up (start-up recovery does not fold whole logs; see `recovery`).
+//! A session's fold is built lazily on its first use (after start-up, or
+//! after its slot was evicted), by reading the log in pages of
+//! [`FOLD_PAGE`] events: never the whole log at once.
 
 use std::sync::Mutex;
 
@@ -22,7 +23,10 @@ use agent_harness_client::derive::{Fold, StatusFold};
 use agent_harness_client::pb;
 use agent_harness_client::pb::event::Payload;
 
-use crate::log::{EventLogs, HISTORY_MAX_LIMIT, LogError};
+use crate::log::{EventLogs, LogError};
+
+/// Events read per page when a fold catches up or is rebuilt.
+const FOLD_PAGE: usize = 1000;
 
 /// The derive fold of one session's log (a prefix of it), plus the one
 /// thing the manager reads from the log that derive does not keep.
@@ -30,12 +34,14 @@ use crate::log::{EventLogs, HISTORY_MAX_LIMIT, LogError};
 pub(super) struct SessionFold {
     /// Every derivation (status, usage, tasks, ...), as GetSession reports.
     pub(super) fold: Fold,
-    /// The latest run_start's config: a Send that respawns keeps its cwd,
-    /// env, args and model.
+    /// The latest run_start's config without its prompt and content blocks
+    /// (a respawn brings its own, and images must not stay in memory): a
+    /// Send that respawns keeps its cwd, env, args and model.
     pub(super) last_config: Option<pb::StartConfig>,
 }
 
 impl SessionFold {
+    #[cfg(test)]
     fn from_events(events: &[pb::Event]) -> Self {
         let mut d = Self::default();
         for e in events {
@@ -51,7 +57,11 @@ impl SessionFold {
     fn apply(&mut self, e: &pb::Event) {
         self.fold.apply(e);
         if let Some(Payload::RunStart(rs)) = &e.payload {
-            self.last_config = rs.config.clone();
+            self.last_config = rs.config.as_ref().map(|c| pb::StartConfig {
+                prompt: String::new(),
+                content_blocks: Vec::new(),
+                ..c.clone()
+            });
         }
     }
 
@@ -113,33 +123,47 @@ impl FoldCell {
         session_id: &str,
         f: impl FnOnce(&SessionFold) -> R,
     ) -> Result<R, LogError> {
-        let head = logs.head_seq(session_id);
-        let have = self.with(SessionFold::head);
-        match have {
-            Some(h) if h >= head => {}
-            Some(h) if head - h <= u64::from(HISTORY_MAX_LIMIT) => {
-                // The events after h: the page of `head - h` events before head + 1.
-                let (events, _) = logs
-                    .history(session_id, head + 1, (head - h) as u32)
-                    .await?;
-                self.applied(&events);
-                if self.with(SessionFold::head).unwrap_or(0) < head {
-                    // A page that did not connect (cannot happen with a
-                    // gapless log; cheap insurance): refold from scratch.
-                    self.rebuild(logs, session_id).await?;
-                }
+        let head = logs.head_seq(session_id).await?;
+        if self.with(SessionFold::head).is_none() {
+            self.rebuild(logs, session_id, head).await?;
+        }
+        // Catch up from what the fold has: the writers may have applied
+        // past `head` meanwhile, which ends the loop at once.
+        loop {
+            let have = self.with(SessionFold::head).unwrap_or(0);
+            if have >= head {
+                break;
             }
-            _ => self.rebuild(logs, session_id).await?,
+            let page = logs.read_range(session_id, have, FOLD_PAGE).await?;
+            if page.is_empty() {
+                break;
+            }
+            self.applied(&page);
+            if self.with(SessionFold::head).unwrap_or(0) == have {
+                // A page that did not connect (cannot happen with a gapless
+                // log; cheap insurance): refold from scratch.
+                *self.lock() = None;
+                self.rebuild(logs, session_id, head).await?;
+                break;
+            }
         }
         Ok(self.with(f).expect("built above"))
     }
 
-    /// Folds the whole log and keeps the result unless a writer moved the
-    /// cached fold further meanwhile (both are folds of log prefixes; the
-    /// longer one is the more current).
-    async fn rebuild(&self, logs: &EventLogs, session_id: &str) -> Result<(), LogError> {
-        let events = logs.read_all(session_id).await?;
-        let built = SessionFold::from_events(&events);
+    /// Folds the log up to `head` page by page and keeps the result unless
+    /// a writer moved the cached fold further meanwhile (both are folds of
+    /// log prefixes; the longer one is the more current).
+    async fn rebuild(&self, logs: &EventLogs, session_id: &str, head: u64) -> Result<(), LogError> {
+        let mut built = SessionFold::default();
+        while built.head() < head {
+            let page = logs.read_range(session_id, built.head(), FOLD_PAGE).await?;
+            if page.is_empty() {
+                break;
+            }
+            for e in &page {
+                built.apply(e);
+            }
+        }
         let mut state = self.lock();
         if state.as_ref().is_none_or(|d| d.head() < built.head()) {
             *state = Some(built);

@@ -25,7 +25,7 @@ mod run;
 mod slot;
 
 use std::collections::{BTreeMap, HashMap};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
 
 use agent_harness_client::pb;
@@ -40,9 +40,10 @@ use crate::launch::{self, LaunchPolicy};
 use crate::log::{EventLogs, NewEvent};
 use crate::store::SessionMeta;
 
+use self::fold::FoldCell;
 use self::fold::SessionFold;
 use self::run::{RunCmd, RunSpec, WriteRefused};
-use self::slot::{Claim, Entry, Slot};
+use self::slot::{Claim, Entry, Slot, Slots};
 
 /// Timeouts and limits of the manager.
 #[derive(Debug, Clone)]
@@ -66,6 +67,9 @@ pub struct ManagerOptions {
     /// Most runs live at once (`--max-live-runs`): a Start or a respawning
     /// Send beyond it gets RESOURCE_EXHAUSTED and appends nothing.
     pub max_live_runs: usize,
+    /// Most idle sessions whose state (slot and cached fold) stays in
+    /// memory (`--cache-sessions`); past it the least recently used go.
+    pub cache_sessions: usize,
 }
 
 impl Default for ManagerOptions {
@@ -78,6 +82,7 @@ impl Default for ManagerOptions {
             max_line_bytes: crate::supervise::DEFAULT_MAX_LINE_BYTES,
             launch: Arc::new(LaunchPolicy::default()),
             max_live_runs: crate::config::DEFAULT_MAX_LIVE_RUNS,
+            cache_sessions: crate::config::DEFAULT_CACHE_SESSIONS,
         }
     }
 }
@@ -108,9 +113,8 @@ struct Inner {
     adapter: Arc<dyn ProcessAdapter>,
     logs: EventLogs,
     opts: ManagerOptions,
-    /// One slot per session touched since start-up; never removed (a slot
-    /// is an `Option` and the cached fold).
-    slots: Mutex<HashMap<String, Arc<Slot>>>,
+    /// The slots in memory: those in use and the recently used idle ones.
+    slots: Slots,
     /// Cancelled when shutdown begins: no new runs after that.
     shutting_down: CancellationToken,
     /// One permit per live run (`max_live_runs`); the run task holds it
@@ -148,8 +152,8 @@ impl SessionManager {
             inner: Arc::new(Inner {
                 adapter,
                 logs,
+                slots: Slots::new(opts.cache_sessions),
                 opts,
-                slots: Mutex::default(),
                 shutting_down: CancellationToken::new(),
                 live_runs,
             }),
@@ -162,31 +166,25 @@ impl SessionManager {
     }
 
     fn slot(&self, session_id: &str) -> Arc<Slot> {
-        let mut slots = self.inner.slots.lock().unwrap_or_else(|p| p.into_inner());
-        slots.entry(session_id.to_owned()).or_default().clone()
+        self.inner.slots.get_or_create(session_id)
     }
 
     /// The slot of a session that exists (in the log, or being started:
     /// its slot is there); `None` for an unknown id, which allocates
     /// nothing.
-    fn known_slot(&self, session_id: &str) -> Option<Arc<Slot>> {
-        let mut slots = self.inner.slots.lock().unwrap_or_else(|p| p.into_inner());
-        if let Some(slot) = slots.get(session_id) {
-            return Some(slot.clone());
+    async fn known_slot(&self, session_id: &str) -> Result<Option<Arc<Slot>>> {
+        if let Some(slot) = self.inner.slots.get(session_id) {
+            return Ok(Some(slot));
         }
-        if !self.inner.logs.exists(session_id) {
-            return None;
+        if !self.inner.logs.exists(session_id).await? {
+            return Ok(None);
         }
-        Some(slots.entry(session_id.to_owned()).or_default().clone())
+        Ok(Some(self.slot(session_id)))
     }
 
     /// Sessions with state in memory (a slot and a cached fold).
     pub fn sessions_in_memory(&self) -> usize {
-        self.inner
-            .slots
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .len()
+        self.inner.slots.len()
     }
 
     fn check_open(&self) -> Result<()> {
@@ -260,7 +258,7 @@ impl SessionManager {
         text: String,
         content_blocks: Vec<Struct>,
     ) -> Result<String> {
-        let Some(slot) = self.known_slot(session_id) else {
+        let Some(slot) = self.known_slot(session_id).await? else {
             return Err(Error::unknown_session(session_id));
         };
         let claim = loop {
@@ -290,7 +288,7 @@ impl SessionManager {
                 None => {}
             }
         };
-        if !self.inner.logs.exists(session_id) {
+        if !self.inner.logs.exists(session_id).await? {
             return Err(Error::unknown_session(session_id));
         }
         let (run_live, last) = self
@@ -360,14 +358,14 @@ impl SessionManager {
     /// Stops the current turn (interrupt, then the signal ladder). Returns
     /// false when nothing was running. Idempotent.
     pub async fn stop(&self, session_id: &str) -> Result<bool> {
-        let Some(slot) = self.known_slot(session_id) else {
+        let Some(slot) = self.known_slot(session_id).await? else {
             return Err(Error::unknown_session(session_id));
         };
         let _claim = match slot.ask_or_claim(|reply| RunCmd::Stop { reply }).await {
             Ok(stopping) => return Ok(stopping),
             Err(claim) => claim,
         };
-        if !self.inner.logs.exists(session_id) {
+        if !self.inner.logs.exists(session_id).await? {
             return Err(Error::unknown_session(session_id));
         }
         // Safety net: a log that shows a live run with no run task (its task
@@ -402,7 +400,7 @@ impl SessionManager {
         request_id: &str,
         answer: PermissionAnswer,
     ) -> Result<()> {
-        let Some(slot) = self.known_slot(session_id) else {
+        let Some(slot) = self.known_slot(session_id).await? else {
             return Err(Error::unknown_session(session_id));
         };
         let cmd = |reply| RunCmd::Permission {
@@ -415,7 +413,7 @@ impl SessionManager {
             Err(claim) => claim,
         };
         // No run task: no process to answer.
-        if !self.inner.logs.exists(session_id) {
+        if !self.inner.logs.exists(session_id).await? {
             return Err(Error::unknown_session(session_id));
         }
         Err(Error::PermissionRequestNotPending {
@@ -428,7 +426,7 @@ impl SessionManager {
     pub async fn get(&self, session_id: &str) -> Result<pb::Session> {
         // The log, not the slot: a Start being refused may hold a slot for
         // a session that does not exist.
-        if !self.inner.logs.exists(session_id) {
+        if !self.inner.logs.exists(session_id).await? {
             return Err(Error::unknown_session(session_id));
         }
         let slot = self.slot(session_id);
@@ -436,18 +434,34 @@ impl SessionManager {
             .await
     }
 
-    /// Every stored session's derived state, by session id. Each costs the
-    /// events appended since the last call (the first call after start-up
-    /// folds each log once).
-    pub async fn list(&self) -> Result<Vec<pb::Session>> {
-        let metas = self.inner.logs.sessions().await?;
+    /// A page of stored sessions' derived state, by session id: the first
+    /// `page_size` after `after` (from the first when `None`), and whether
+    /// more follow. A session with state in memory costs the events appended
+    /// since its last use; any other is folded from its log, page by page,
+    /// without being kept (a walk over every session does not evict the
+    /// ones in use).
+    pub async fn list(
+        &self,
+        after: Option<&str>,
+        page_size: usize,
+    ) -> Result<(Vec<pb::Session>, bool)> {
+        let mut metas = self.inner.logs.sessions(after, page_size + 1).await?;
+        let more = metas.len() > page_size;
+        metas.truncate(page_size);
         let mut out = Vec::with_capacity(metas.len());
         for m in metas {
             let sid = &m.session_id;
-            let slot = self.slot(sid);
-            out.push(self.current(&slot, sid, |d| d.fold.session(sid)).await?);
+            let session = match self.inner.slots.get(sid) {
+                Some(slot) => self.current(&slot, sid, |d| d.fold.session(sid)).await?,
+                None => {
+                    FoldCell::default()
+                        .current(&self.inner.logs, sid, |d| d.fold.session(sid))
+                        .await?
+                }
+            };
+            out.push(session);
         }
-        Ok(out)
+        Ok((out, more))
     }
 
     /// Stops every live run (run_end SERVER_RESTART, source "shutdown") and
@@ -455,10 +469,7 @@ impl SessionManager {
     /// [`Error::ShuttingDown`] from now on. Does not close the logs.
     pub async fn shutdown(&self) {
         self.inner.shutting_down.cancel();
-        let slots: Vec<Arc<Slot>> = {
-            let slots = self.inner.slots.lock().unwrap_or_else(|p| p.into_inner());
-            slots.values().cloned().collect()
-        };
+        let slots = self.inner.slots.all();
         let mut waiting = Vec::new();
         for slot in slots {
             if let Some(run) = slot.occupant()

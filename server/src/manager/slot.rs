@@ -15,6 +15,7 @@
 //! callers see a dropped reply and ask the slot again, now free or held by
 //! the next occupant), then cancels `ended`.
 
+use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 
@@ -34,6 +35,88 @@ pub(super) struct Slot {
     /// The session's cached derive fold, shared with its run task.
     pub(super) fold: Arc<FoldCell>,
     next_claim: AtomicU64,
+    /// [`Slots`]' clock at the last use, for least-recently-used order.
+    last_used: AtomicU64,
+}
+
+/// Every session's slot that is in memory: those in use, plus at most
+/// `cap` idle ones (free, held by no call), least recently used evicted
+/// first. An evicted slot takes its cached fold with it; the next call
+/// rebuilds the fold from the log. A slot held by anyone (a call, a run
+/// task's claim) is never evicted, so there is never a second slot, and so
+/// a second authority, for one session.
+pub(super) struct Slots {
+    map: Mutex<HashMap<String, Arc<Slot>>>,
+    cap: usize,
+    clock: AtomicU64,
+}
+
+impl Slots {
+    pub(super) fn new(cap: usize) -> Self {
+        Self {
+            map: Mutex::default(),
+            cap: cap.max(1),
+            clock: AtomicU64::new(0),
+        }
+    }
+
+    fn lock(&self) -> MutexGuard<'_, HashMap<String, Arc<Slot>>> {
+        self.map.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    fn touch(&self, slot: &Slot) {
+        let now = self.clock.fetch_add(1, Ordering::Relaxed);
+        slot.last_used.store(now, Ordering::Relaxed);
+    }
+
+    /// The session's slot if it is in memory.
+    pub(super) fn get(&self, session_id: &str) -> Option<Arc<Slot>> {
+        let slot = self.lock().get(session_id).cloned()?;
+        self.touch(&slot);
+        Some(slot)
+    }
+
+    /// The session's slot, made if it is not in memory.
+    pub(super) fn get_or_create(&self, session_id: &str) -> Arc<Slot> {
+        let slot = {
+            let mut map = self.lock();
+            let slot = map.entry(session_id.to_owned()).or_default().clone();
+            if map.len() > self.cap {
+                self.evict_idle(&mut map);
+            }
+            slot
+        };
+        self.touch(&slot);
+        slot
+    }
+
+    /// Drops the least recently used idle slots until nine tenths of the
+    /// cap remain (so the sort runs once per tenth of the cap of new slots).
+    fn evict_idle(&self, map: &mut HashMap<String, Arc<Slot>>) {
+        let keep = self.cap - self.cap / 10;
+        // Under the map's lock nobody can take a new reference, so a count
+        // of one means only the map holds it (no call, no claim).
+        let mut idle: Vec<(u64, String)> = map
+            .iter()
+            .filter(|(_, s)| Arc::strong_count(s) == 1 && s.occupant().is_none())
+            .map(|(k, s)| (s.last_used.load(Ordering::Relaxed), k.clone()))
+            .collect();
+        idle.sort_unstable();
+        let excess = map.len().saturating_sub(keep);
+        for (_, k) in idle.into_iter().take(excess) {
+            map.remove(&k);
+        }
+    }
+
+    /// Every slot in memory.
+    pub(super) fn all(&self) -> Vec<Arc<Slot>> {
+        self.lock().values().cloned().collect()
+    }
+
+    /// How many slots are in memory.
+    pub(super) fn len(&self) -> usize {
+        self.lock().len()
+    }
 }
 
 /// How a call reaches the current occupant.
@@ -154,6 +237,29 @@ impl Drop for Claim {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[tokio::test]
+    async fn idle_slots_past_the_cap_go_least_recently_used_first_held_ones_never() {
+        let slots = Slots::new(10);
+        let held = slots.get_or_create("held");
+        let claimed = slots.get_or_create("claimed");
+        let Entry::Free(claim) = claimed.enter() else {
+            panic!("free")
+        };
+        drop(claimed); // only the claim keeps it now
+        for i in 0..10 {
+            slots.get_or_create(&format!("s{i}"));
+        }
+        // The 11th slot (s8) evicted the two oldest idle ones (down to nine
+        // tenths of the cap); s9 made ten again.
+        assert_eq!(slots.len(), 10);
+        assert!(slots.get("held").is_some() && slots.get("claimed").is_some());
+        assert!(slots.get("s0").is_none() && slots.get("s1").is_none());
+        assert!(slots.get("s2").is_some() && slots.get("s9").is_some());
+        // Held or claimed, the same slot is handed out: one authority.
+        assert!(Arc::ptr_eq(&held, &slots.get_or_create("held")));
+        drop(claim);
+    }
 
     #[tokio::test]
     async fn one_occupant_and_queued_callers_ask_again_after_release() {

@@ -21,15 +21,18 @@ struct Inner {
 }
 
 impl Inner {
-    /// `meta` with `head_seq` taken from the events, as the trait requires.
+    /// `meta` with `head_seq` and `updated_ms` taken from the events, as
+    /// the trait requires.
     fn with_head(&self, meta: &SessionMeta) -> SessionMeta {
-        let head = self
+        let last = self
             .events
             .get(&meta.session_id)
-            .and_then(|evs| evs.keys().next_back().copied())
-            .unwrap_or(0);
+            .and_then(|evs| evs.values().next_back());
         SessionMeta {
-            head_seq: head,
+            head_seq: last.map_or(0, |e| e.seq),
+            updated_ms: meta
+                .updated_ms
+                .max(last.map_or(0, |e| super::event_time_ms(e.time.as_ref()))),
             ..meta.clone()
         }
     }
@@ -116,8 +119,18 @@ impl Store for MemoryStore {
         Ok(())
     }
 
-    fn sessions(&self) -> Result<Vec<SessionMeta>, StoreError> {
+    fn sessions(&self, after: Option<&str>, limit: usize) -> Result<Vec<SessionMeta>, StoreError> {
+        use std::ops::Bound;
         let inner = self.lock();
-        Ok(inner.metas.values().map(|m| inner.with_head(m)).collect())
+        let start = match after {
+            Some(a) => Bound::Excluded(a.to_owned()),
+            None => Bound::Unbounded,
+        };
+        Ok(inner
+            .metas
+            .range((start, Bound::Unbounded))
+            .take(limit)
+            .map(|(_, m)| inner.with_head(m))
+            .collect())
     }
 }

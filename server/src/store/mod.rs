@@ -118,13 +118,22 @@ pub trait Store: Send + Sync + 'static {
         limit: usize,
     ) -> Result<Vec<pb::Event>, StoreError>;
     /// One session's meta, if it has one, with `head_seq` = the last stored
-    /// seq of the session (0 without events).
+    /// seq of the session (0 without events) and `updated_ms` = the later of
+    /// the row's and the last stored event's time.
     fn meta(&self, session_id: &str) -> Result<Option<SessionMeta>, StoreError>;
     /// Writes one meta durably (its own transaction).
     fn put_meta(&self, meta: &SessionMeta) -> Result<(), StoreError>;
-    /// Every session's meta, ordered by session id, each with `head_seq`
-    /// derived as in [`Store::meta`].
-    fn sessions(&self) -> Result<Vec<SessionMeta>, StoreError>;
+    /// A page of metas ordered by session id: the first `limit` with an id
+    /// after `after` (from the first when `None`), each completed as in
+    /// [`Store::meta`].
+    fn sessions(&self, after: Option<&str>, limit: usize) -> Result<Vec<SessionMeta>, StoreError>;
+}
+
+/// An event's time as Unix milliseconds (0 when it has none).
+pub(crate) fn event_time_ms(t: Option<&pbjson_types::Timestamp>) -> i64 {
+    t.map_or(0, |t| {
+        t.seconds.saturating_mul(1000) + i64::from(t.nanos / 1_000_000)
+    })
 }
 
 #[cfg(test)]

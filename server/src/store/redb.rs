@@ -7,8 +7,18 @@
 //! many appends into it (group commit), so there is one fsync per batch, not
 //! per event. Metas are written only when they change; the head of a
 //! session is read back as the last key of its range in the events table.
+//!
+//! **After an I/O error** (a full disk, a failing device) redb refuses every
+//! later operation, reads included, until the database is closed and opened
+//! again. So the store marks itself broken on such an error and, on the
+//! next call, closes and reopens the file (redb repairs it to the last
+//! committed transaction); while that fails (the disk is still full) calls
+//! fail and are retried on the next one. A store made on a custom backend
+//! cannot be reopened and stays failed.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{RwLock, RwLockReadGuard};
 
 use ::redb::{
     Database, Durability, ReadableDatabase, ReadableTable, StorageBackend, TableDefinition,
@@ -26,7 +36,12 @@ const SESSIONS: TableDefinition<&str, &[u8]> = TableDefinition::new("sessions");
 /// The redb [`Store`].
 #[derive(Debug)]
 pub struct RedbStore {
-    db: Database,
+    /// `None` only between closing a broken database and reopening it.
+    db: RwLock<Option<Database>>,
+    /// The file, to reopen after an I/O error (`None`: a custom backend).
+    path: Option<PathBuf>,
+    /// Set by an I/O error; the next call reopens the database.
+    broken: AtomicBool,
 }
 
 /// Converts any redb error into [`StoreError`] (they all fold into `redb::Error`).
@@ -40,7 +55,7 @@ impl RedbStore {
     /// committed transaction wins, a torn one is discarded.
     pub fn open(path: &Path) -> Result<Self, StoreError> {
         let db = Database::create(path).map_err(rerr)?;
-        Self::init(db)
+        Self::init(db, Some(path.to_owned()))
     }
 
     /// Opens a database on a custom redb backend. Crash tests use this with
@@ -49,16 +64,63 @@ impl RedbStore {
         let db = Database::builder()
             .create_with_backend(backend)
             .map_err(rerr)?;
-        Self::init(db)
+        Self::init(db, None)
     }
 
     /// Creates both tables up front so readers never see "table does not exist".
-    fn init(db: Database) -> Result<Self, StoreError> {
+    fn init(db: Database, path: Option<PathBuf>) -> Result<Self, StoreError> {
         let txn = db.begin_write().map_err(rerr)?;
         txn.open_table(EVENTS).map_err(rerr)?;
         txn.open_table(SESSIONS).map_err(rerr)?;
         txn.commit().map_err(rerr)?;
-        Ok(Self { db })
+        Ok(Self {
+            db: RwLock::new(Some(db)),
+            path,
+            broken: AtomicBool::new(false),
+        })
+    }
+
+    /// The database, reopened first if an I/O error broke it.
+    fn db(&self) -> Result<RwLockReadGuard<'_, Option<Database>>, StoreError> {
+        if self.broken.load(Ordering::Acquire) {
+            self.reopen()?;
+        }
+        Ok(self.db.read().unwrap_or_else(|p| p.into_inner()))
+    }
+
+    /// Closes the broken database and opens its file again.
+    fn reopen(&self) -> Result<(), StoreError> {
+        let Some(path) = &self.path else {
+            return Ok(()); // a custom backend: its errors stay
+        };
+        let mut db = self.db.write().unwrap_or_else(|p| p.into_inner());
+        if !self.broken.load(Ordering::Acquire) {
+            return Ok(()); // another call reopened it meanwhile
+        }
+        // redb allows one open handle per file: close the old one first.
+        drop(db.take());
+        let fresh = Database::create(path).map_err(rerr)?;
+        tracing::warn!(path = %path.display(), "event store reopened after an I/O error");
+        *db = Some(fresh);
+        self.broken.store(false, Ordering::Release);
+        Ok(())
+    }
+
+    /// Runs `f` on the database; an I/O error marks the store broken, so
+    /// the next call reopens it.
+    fn with_db<T>(
+        &self,
+        f: impl FnOnce(&Database) -> Result<T, StoreError>,
+    ) -> Result<T, StoreError> {
+        let guard = self.db()?;
+        let db = guard.as_ref().ok_or_else(|| {
+            StoreError::Rejected("the event store is closed after an I/O error".into())
+        })?;
+        let out = f(db);
+        if let Err(StoreError::Redb(::redb::Error::Io(_) | ::redb::Error::PreviousIo)) = &out {
+            self.broken.store(true, Ordering::Release);
+        }
+        out
     }
 }
 
@@ -76,19 +138,40 @@ fn decode_meta(session_id: &str, bytes: &[u8]) -> Result<SessionMeta, StoreError
     })
 }
 
-/// The last stored seq of `session_id` (0 when it has no events): one
-/// B-tree descent to the end of the session's key range, no value decoded.
-fn last_seq(
+/// The two fields of a stored event a meta needs: prost skips the rest
+/// (a length-delimited field is skipped without being parsed).
+#[derive(Clone, PartialEq, prost::Message)]
+struct EventStamp {
+    #[prost(message, optional, tag = "4")]
+    time: Option<pbjson_types::Timestamp>,
+}
+
+/// Fills `meta.head_seq` with the last stored seq of its session (0 when it
+/// has no events) and brings `updated_ms` up to that event's time: one
+/// B-tree descent to the end of the session's key range.
+fn complete(
     events: &impl ReadableTable<(&'static str, u64), &'static [u8]>,
-    session_id: &str,
-) -> Result<u64, StoreError> {
+    meta: &mut SessionMeta,
+) -> Result<(), StoreError> {
+    let sid = meta.session_id.clone();
     let last = events
-        .range((session_id, 0)..=(session_id, u64::MAX))
+        .range((sid.as_str(), 0)..=(sid.as_str(), u64::MAX))
         .map_err(rerr)?
         .next_back()
         .transpose()
         .map_err(rerr)?;
-    Ok(last.map_or(0, |(k, _)| k.value().1))
+    meta.head_seq = 0;
+    if let Some((k, v)) = last {
+        meta.head_seq = k.value().1;
+        let stamp = EventStamp::decode(v.value()).map_err(|e| StoreError::Corrupt {
+            session_id: sid.clone(),
+            reason: e.to_string(),
+        })?;
+        meta.updated_ms = meta
+            .updated_ms
+            .max(super::event_time_ms(stamp.time.as_ref()));
+    }
+    Ok(())
 }
 
 fn encode_meta(meta: &SessionMeta) -> Vec<u8> {
@@ -98,28 +181,7 @@ fn encode_meta(meta: &SessionMeta) -> Vec<u8> {
 
 impl Store for RedbStore {
     fn append_batch(&self, batch: &[pb::Event], metas: &[SessionMeta]) -> Result<(), StoreError> {
-        let mut txn = self.db.begin_write().map_err(rerr)?;
-        txn.set_durability(Durability::Immediate).map_err(rerr)?;
-        {
-            let mut events = txn.open_table(EVENTS).map_err(rerr)?;
-            let mut buf = Vec::with_capacity(512);
-            for ev in batch {
-                buf.clear();
-                ev.encode(&mut buf)
-                    .map_err(|e| StoreError::Rejected(e.to_string()))?;
-                events
-                    .insert((ev.session_id.as_str(), ev.seq), buf.as_slice())
-                    .map_err(rerr)?;
-            }
-            let mut sessions = txn.open_table(SESSIONS).map_err(rerr)?;
-            for m in metas {
-                sessions
-                    .insert(m.session_id.as_str(), encode_meta(m).as_slice())
-                    .map_err(rerr)?;
-            }
-        }
-        // Dropping `txn` on any error above aborts it: nothing of the batch lands.
-        txn.commit().map_err(rerr)
+        self.with_db(|db| commit_batch(db, batch, metas))
     }
 
     fn read_range(
@@ -128,21 +190,7 @@ impl Store for RedbStore {
         after_seq: u64,
         limit: usize,
     ) -> Result<Vec<pb::Event>, StoreError> {
-        let Some(start) = after_seq.checked_add(1) else {
-            return Ok(Vec::new());
-        };
-        let txn = self.db.begin_read().map_err(rerr)?;
-        let table = txn.open_table(EVENTS).map_err(rerr)?;
-        let mut out = Vec::new();
-        for row in table
-            .range((session_id, start)..=(session_id, u64::MAX))
-            .map_err(rerr)?
-            .take(limit)
-        {
-            let (_, v) = row.map_err(rerr)?;
-            out.push(decode_event(session_id, v.value())?);
-        }
-        Ok(out)
+        self.with_db(|db| read_range(db, session_id, after_seq, limit))
     }
 
     fn read_before(
@@ -151,51 +199,132 @@ impl Store for RedbStore {
         before_seq: u64,
         limit: usize,
     ) -> Result<Vec<pb::Event>, StoreError> {
-        let txn = self.db.begin_read().map_err(rerr)?;
-        let table = txn.open_table(EVENTS).map_err(rerr)?;
-        let mut out = Vec::new();
-        for row in table
-            .range((session_id, 0)..(session_id, before_seq))
-            .map_err(rerr)?
-            .rev()
-            .take(limit)
-        {
-            let (_, v) = row.map_err(rerr)?;
-            out.push(decode_event(session_id, v.value())?);
-        }
-        out.reverse();
-        Ok(out)
+        self.with_db(|db| read_before(db, session_id, before_seq, limit))
     }
 
     fn meta(&self, session_id: &str) -> Result<Option<SessionMeta>, StoreError> {
-        let txn = self.db.begin_read().map_err(rerr)?;
-        let table = txn.open_table(SESSIONS).map_err(rerr)?;
-        let events = txn.open_table(EVENTS).map_err(rerr)?;
-        match table.get(session_id).map_err(rerr)? {
-            Some(v) => {
-                let mut meta = decode_meta(session_id, v.value())?;
-                meta.head_seq = last_seq(&events, session_id)?;
-                Ok(Some(meta))
-            }
-            None => Ok(None),
-        }
+        self.with_db(|db| read_meta(db, session_id))
     }
 
     fn put_meta(&self, meta: &SessionMeta) -> Result<(), StoreError> {
         self.append_batch(&[], std::slice::from_ref(meta))
     }
 
-    fn sessions(&self) -> Result<Vec<SessionMeta>, StoreError> {
-        let txn = self.db.begin_read().map_err(rerr)?;
-        let table = txn.open_table(SESSIONS).map_err(rerr)?;
-        let events = txn.open_table(EVENTS).map_err(rerr)?;
-        let mut out = Vec::new();
-        for row in table.iter().map_err(rerr)? {
-            let (k, v) = row.map_err(rerr)?;
-            let mut meta = decode_meta(k.value(), v.value())?;
-            meta.head_seq = last_seq(&events, k.value())?;
-            out.push(meta);
-        }
-        Ok(out)
+    fn sessions(&self, after: Option<&str>, limit: usize) -> Result<Vec<SessionMeta>, StoreError> {
+        self.with_db(|db| read_sessions(db, after, limit))
     }
+}
+
+fn commit_batch(
+    db: &Database,
+    batch: &[pb::Event],
+    metas: &[SessionMeta],
+) -> Result<(), StoreError> {
+    let mut txn = db.begin_write().map_err(rerr)?;
+    txn.set_durability(Durability::Immediate).map_err(rerr)?;
+    {
+        let mut events = txn.open_table(EVENTS).map_err(rerr)?;
+        let mut buf = Vec::with_capacity(512);
+        for ev in batch {
+            buf.clear();
+            ev.encode(&mut buf)
+                .map_err(|e| StoreError::Rejected(e.to_string()))?;
+            events
+                .insert((ev.session_id.as_str(), ev.seq), buf.as_slice())
+                .map_err(rerr)?;
+        }
+        let mut sessions = txn.open_table(SESSIONS).map_err(rerr)?;
+        for m in metas {
+            sessions
+                .insert(m.session_id.as_str(), encode_meta(m).as_slice())
+                .map_err(rerr)?;
+        }
+    }
+    // Dropping `txn` on any error above aborts it: nothing of the batch lands.
+    txn.commit().map_err(rerr)
+}
+
+fn read_range(
+    db: &Database,
+    session_id: &str,
+    after_seq: u64,
+    limit: usize,
+) -> Result<Vec<pb::Event>, StoreError> {
+    let Some(start) = after_seq.checked_add(1) else {
+        return Ok(Vec::new());
+    };
+    let txn = db.begin_read().map_err(rerr)?;
+    let table = txn.open_table(EVENTS).map_err(rerr)?;
+    let mut out = Vec::new();
+    for row in table
+        .range((session_id, start)..=(session_id, u64::MAX))
+        .map_err(rerr)?
+        .take(limit)
+    {
+        let (_, v) = row.map_err(rerr)?;
+        out.push(decode_event(session_id, v.value())?);
+    }
+    Ok(out)
+}
+
+fn read_before(
+    db: &Database,
+    session_id: &str,
+    before_seq: u64,
+    limit: usize,
+) -> Result<Vec<pb::Event>, StoreError> {
+    let txn = db.begin_read().map_err(rerr)?;
+    let table = txn.open_table(EVENTS).map_err(rerr)?;
+    let mut out = Vec::new();
+    for row in table
+        .range((session_id, 0)..(session_id, before_seq))
+        .map_err(rerr)?
+        .rev()
+        .take(limit)
+    {
+        let (_, v) = row.map_err(rerr)?;
+        out.push(decode_event(session_id, v.value())?);
+    }
+    out.reverse();
+    Ok(out)
+}
+
+fn read_meta(db: &Database, session_id: &str) -> Result<Option<SessionMeta>, StoreError> {
+    let txn = db.begin_read().map_err(rerr)?;
+    let table = txn.open_table(SESSIONS).map_err(rerr)?;
+    let events = txn.open_table(EVENTS).map_err(rerr)?;
+    match table.get(session_id).map_err(rerr)? {
+        Some(v) => {
+            let mut meta = decode_meta(session_id, v.value())?;
+            meta.session_id = session_id.to_owned();
+            complete(&events, &mut meta)?;
+            Ok(Some(meta))
+        }
+        None => Ok(None),
+    }
+}
+
+fn read_sessions(
+    db: &Database,
+    after: Option<&str>,
+    limit: usize,
+) -> Result<Vec<SessionMeta>, StoreError> {
+    use std::ops::Bound;
+    let txn = db.begin_read().map_err(rerr)?;
+    let table = txn.open_table(SESSIONS).map_err(rerr)?;
+    let events = txn.open_table(EVENTS).map_err(rerr)?;
+    let start = after.map_or(Bound::Unbounded, Bound::Excluded);
+    let mut out = Vec::new();
+    for row in table
+        .range::<&str>((start, Bound::Unbounded))
+        .map_err(rerr)?
+        .take(limit)
+    {
+        let (k, v) = row.map_err(rerr)?;
+        let mut meta = decode_meta(k.value(), v.value())?;
+        meta.session_id = k.value().to_owned();
+        complete(&events, &mut meta)?;
+        out.push(meta);
+    }
+    Ok(out)
 }

@@ -2,56 +2,21 @@
 //! visible, failed commits, reopen, meta updates, shutdown.
 
 use crate::support::log;
+use crate::support::probe::Probe;
 
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use agent_harness_client::pb;
 use agent_harness_client::pb::subscribe_response::Kind;
 use agent_harness_server::log::{EventLogs, LogError, LogOptions, NewEvent};
-use agent_harness_server::store::{MemoryStore, RedbStore, SessionMeta, Store, StoreError};
+use agent_harness_server::store::{MemoryStore, RedbStore, Store};
 use futures::StreamExt;
 use log::{new_event, seqs};
 
 fn redb(dir: &tempfile::TempDir) -> Arc<dyn Store> {
     Arc::new(RedbStore::open(&dir.path().join("agent-harness.redb")).unwrap())
-}
-
-/// Wraps a store: counts commits, can fail them, can hold them at a gate,
-/// can make each commit slow (a slow disk).
-#[derive(Default)]
-struct Probe {
-    inner: MemoryStore,
-    /// Every commit sleeps this long first.
-    delay: Duration,
-    commits: AtomicUsize,
-    /// Metas passed to successful commits (the writer passes only changed ones).
-    metas_written: AtomicUsize,
-    fail: AtomicBool,
-    /// While `Some`, append_batch waits until it is `None` again.
-    gate: Mutex<Option<()>>,
-    gate_cv: std::sync::Condvar,
-    /// Commits that reached the gate (held or not).
-    at_gate: Mutex<usize>,
-    at_gate_cv: std::sync::Condvar,
-}
-
-impl Probe {
-    fn close_gate(&self) {
-        *self.gate.lock().unwrap() = Some(());
-    }
-    fn open_gate(&self) {
-        *self.gate.lock().unwrap() = None;
-        self.gate_cv.notify_all();
-    }
-    /// Blocks until `n` commits have reached the gate.
-    fn wait_at_gate(&self, n: usize) {
-        let mut g = self.at_gate.lock().unwrap();
-        while *g < n {
-            g = self.at_gate_cv.wait(g).unwrap();
-        }
-    }
 }
 
 /// Appends in a new task and returns once the append is queued for the
@@ -76,40 +41,6 @@ async fn queued_append(
     });
     is_queued.await.expect("the append task runs");
     task
-}
-
-impl Store for Probe {
-    fn append_batch(&self, batch: &[pb::Event], metas: &[SessionMeta]) -> Result<(), StoreError> {
-        *self.at_gate.lock().unwrap() += 1;
-        self.at_gate_cv.notify_all();
-        let mut g = self.gate.lock().unwrap();
-        while g.is_some() {
-            g = self.gate_cv.wait(g).unwrap();
-        }
-        drop(g);
-        std::thread::sleep(self.delay);
-        if self.fail.load(Ordering::SeqCst) {
-            return Err(StoreError::Rejected("injected commit failure".into()));
-        }
-        self.commits.fetch_add(1, Ordering::SeqCst);
-        self.metas_written.fetch_add(metas.len(), Ordering::SeqCst);
-        self.inner.append_batch(batch, metas)
-    }
-    fn read_range(&self, s: &str, a: u64, l: usize) -> Result<Vec<pb::Event>, StoreError> {
-        self.inner.read_range(s, a, l)
-    }
-    fn read_before(&self, s: &str, b: u64, l: usize) -> Result<Vec<pb::Event>, StoreError> {
-        self.inner.read_before(s, b, l)
-    }
-    fn meta(&self, s: &str) -> Result<Option<SessionMeta>, StoreError> {
-        self.inner.meta(s)
-    }
-    fn put_meta(&self, m: &SessionMeta) -> Result<(), StoreError> {
-        self.inner.put_meta(m)
-    }
-    fn sessions(&self) -> Result<Vec<SessionMeta>, StoreError> {
-        self.inner.sessions()
-    }
 }
 
 #[tokio::test]
@@ -146,9 +77,9 @@ async fn seqs_start_at_one_and_are_gapless_under_concurrent_appends() {
         got.sort_unstable();
         let n = got.len() as u64;
         assert_eq!(got, (1..=n).collect::<Vec<_>>(), "{sid}: every seq once");
-        assert_eq!(logs.head_seq(&sid), n);
+        assert_eq!(logs.head_seq(&sid).await.unwrap(), n);
         assert_eq!(
-            seqs(&logs.read_all(&sid).await.unwrap()),
+            seqs(&logs.read_range(&sid, 0, usize::MAX).await.unwrap()),
             (1..=n).collect::<Vec<_>>()
         );
         assert_eq!(logs.meta(&sid).await.unwrap().unwrap().head_seq, n);
@@ -182,7 +113,7 @@ async fn concurrent_appends_share_commits() {
 async fn subscribers_see_nothing_before_the_commit_returns() {
     let probe = Arc::new(Probe::default());
     let logs = EventLogs::open(probe.clone(), LogOptions::default()).unwrap();
-    let mut sub = Box::pin(logs.subscribe("s", 0));
+    let mut sub = Box::pin(logs.subscribe("s", 0).await.unwrap());
     assert!(matches!(
         sub.next().await.unwrap().kind,
         Some(Kind::Replay(_))
@@ -200,7 +131,7 @@ async fn subscribers_see_nothing_before_the_commit_returns() {
     // The commit is blocked: neither the subscriber nor the head may move.
     let early = tokio::time::timeout(Duration::from_millis(300), sub.next()).await;
     assert!(early.is_err(), "event visible before its commit: {early:?}");
-    assert_eq!(logs.head_seq("s"), 0);
+    assert_eq!(logs.head_seq("s").await.unwrap(), 0);
     assert!(!append.is_finished(), "append resolved before its commit");
 
     probe.open_gate();
@@ -222,7 +153,7 @@ async fn a_failed_commit_consumes_no_seq_and_publishes_nothing() {
     logs.append("s", vec![new_event(1), new_event(2)])
         .await
         .unwrap();
-    let mut sub = Box::pin(logs.subscribe("s", 2));
+    let mut sub = Box::pin(logs.subscribe("s", 2).await.unwrap());
     sub.next().await.unwrap();
     sub.next().await.unwrap(); // caught_up at 2
 
@@ -234,9 +165,9 @@ async fn a_failed_commit_consumes_no_seq_and_publishes_nothing() {
         .await
         .unwrap_err();
     assert!(matches!(err, LogError::Store(_)));
-    assert_eq!(logs.head_seq("s"), 2);
+    assert_eq!(logs.head_seq("s").await.unwrap(), 2);
     assert!(
-        !logs.exists("new"),
+        !logs.exists("new").await.unwrap(),
         "a failed meta update must not create the session"
     );
 
@@ -247,7 +178,10 @@ async fn a_failed_commit_consumes_no_seq_and_publishes_nothing() {
         Some(Kind::Event(e)) => assert_eq!((e.seq, e.payload), (3, Some(log::payload(4)))),
         other => panic!("{other:?}"),
     }
-    assert_eq!(seqs(&logs.read_all("s").await.unwrap()), vec![1, 2, 3]);
+    assert_eq!(
+        seqs(&logs.read_range("s", 0, usize::MAX).await.unwrap()),
+        vec![1, 2, 3]
+    );
     logs.shutdown().await;
 }
 
@@ -287,7 +221,7 @@ async fn append_with_meta_commits_events_and_meta_together_or_neither() {
         .unwrap_err();
     assert!(matches!(err, LogError::Store(_)), "{err}");
     probe.fail.store(false, Ordering::SeqCst);
-    assert_eq!(logs.head_seq("s"), 3);
+    assert_eq!(logs.head_seq("s").await.unwrap(), 3);
     assert_eq!(logs.meta("s").await.unwrap().unwrap().pid, None);
     // The writer rolled its own copy back too: the next plain update
     // starts from the committed meta.
@@ -324,9 +258,13 @@ async fn reopen_restores_heads_metas_and_continues_the_sequence() {
         logs.shutdown().await;
     }
     let logs = EventLogs::open(redb(&dir), LogOptions::default()).unwrap();
-    assert_eq!(logs.head_seq("a"), 30);
-    assert_eq!(logs.head_seq("b"), 1);
-    assert!(logs.exists("meta-only") && logs.exists("a") && !logs.exists("c"));
+    assert_eq!(logs.head_seq("a").await.unwrap(), 30);
+    assert_eq!(logs.head_seq("b").await.unwrap(), 1);
+    assert!(
+        logs.exists("meta-only").await.unwrap()
+            && logs.exists("a").await.unwrap()
+            && !logs.exists("c").await.unwrap()
+    );
     let a = logs.meta("a").await.unwrap().unwrap();
     assert_eq!((a.session_id.as_str(), a.head_seq), ("a", 30));
     assert_eq!(
@@ -334,7 +272,7 @@ async fn reopen_restores_heads_metas_and_continues_the_sequence() {
         (Some("r-1"), Some(4242), Some(99))
     );
     let ids: Vec<_> = logs
-        .sessions()
+        .sessions(None, usize::MAX)
         .await
         .unwrap()
         .into_iter()
@@ -343,7 +281,7 @@ async fn reopen_restores_heads_metas_and_continues_the_sequence() {
     assert_eq!(ids, ["a", "b", "meta-only"]);
     // The window is empty after a restart: this replay comes from the file.
     assert_eq!(
-        seqs(&logs.read_all("a").await.unwrap()),
+        seqs(&logs.read_range("a", 0, usize::MAX).await.unwrap()),
         (1..=30).collect::<Vec<_>>()
     );
     let next = logs.append("a", vec![new_event(31)]).await.unwrap();
@@ -360,7 +298,7 @@ async fn reopen_restores_heads_metas_and_continues_the_sequence() {
 async fn shutdown_commits_queued_appends_then_refuses_and_ends_streams() {
     let dir = tempfile::tempdir().unwrap();
     let logs = EventLogs::open(redb(&dir), LogOptions::default()).unwrap();
-    let mut sub = Box::pin(logs.subscribe("s", 0));
+    let mut sub = Box::pin(logs.subscribe("s", 0).await.unwrap());
     let mut tasks = Vec::new();
     for i in 0..200u64 {
         let logs = logs.clone();
@@ -407,17 +345,17 @@ async fn shutdown_commits_queued_appends_then_refuses_and_ends_streams() {
 #[tokio::test]
 async fn exists_and_head_for_unknown_and_meta_only_sessions() {
     let logs = EventLogs::open(Arc::new(MemoryStore::new()), LogOptions::default()).unwrap();
-    assert!(!logs.exists("x"));
-    assert_eq!(logs.head_seq("x"), 0);
-    let _sub = logs.subscribe("x", 0); // subscribing alone does not create it
-    assert!(!logs.exists("x"));
+    assert!(!logs.exists("x").await.unwrap());
+    assert_eq!(logs.head_seq("x").await.unwrap(), 0);
+    let _sub = logs.subscribe("x", 0).await.unwrap(); // subscribing alone does not create it
+    assert!(!logs.exists("x").await.unwrap());
     logs.update_meta("x", |m| m.resume_id = Some("r".into()))
         .await
         .unwrap();
-    assert!(logs.exists("x"));
-    assert_eq!(logs.head_seq("x"), 0);
+    assert!(logs.exists("x").await.unwrap());
+    assert_eq!(logs.head_seq("x").await.unwrap(), 0);
     assert!(logs.append("x", vec![]).await.unwrap().is_empty());
-    assert_eq!(logs.head_seq("x"), 0);
+    assert_eq!(logs.head_seq("x").await.unwrap(), 0);
     logs.shutdown().await;
 }
 
@@ -441,7 +379,12 @@ async fn appends_write_the_meta_only_when_it_changes() {
     // Readers still see the true head and the last append time.
     let m = logs.meta("s").await.unwrap().unwrap();
     assert_eq!((m.head_seq, m.resume_id.as_deref()), (21, Some("r")));
-    let last = logs.read_all("s").await.unwrap().pop().unwrap();
+    let last = logs
+        .read_range("s", 0, usize::MAX)
+        .await
+        .unwrap()
+        .pop()
+        .unwrap();
     let t = last.time.unwrap();
     let last_ms = t.seconds * 1000 + i64::from(t.nanos / 1_000_000);
     assert!(
@@ -449,7 +392,7 @@ async fn appends_write_the_meta_only_when_it_changes() {
         "updated_ms {} < last append {last_ms}",
         m.updated_ms
     );
-    let listed = logs.sessions().await.unwrap();
+    let listed = logs.sessions(None, usize::MAX).await.unwrap();
     assert_eq!(listed[0].head_seq, 21);
     assert!(listed[0].updated_ms >= last_ms);
     let st = logs.stats();
@@ -472,7 +415,7 @@ async fn reopen_recovers_head_and_append_time_from_the_events() {
             logs.append("s", vec![new_event(i)]).await.unwrap();
         }
         let t = logs
-            .read_all("s")
+            .read_range("s", 0, usize::MAX)
             .await
             .unwrap()
             .pop()
@@ -483,7 +426,7 @@ async fn reopen_recovers_head_and_append_time_from_the_events() {
         logs.shutdown().await;
     }
     let logs = EventLogs::open(redb(&dir), LogOptions::default()).unwrap();
-    assert_eq!(logs.head_seq("s"), 40);
+    assert_eq!(logs.head_seq("s").await.unwrap(), 40);
     let m = logs.meta("s").await.unwrap().unwrap();
     assert_eq!((m.head_seq, m.cwd.as_deref()), (40, Some("/w")));
     assert!(
@@ -544,8 +487,11 @@ async fn each_append_gets_exactly_its_own_events_from_a_shared_commit() {
     );
     for s in 0..7 {
         let sid = format!("s{s}");
-        let all = logs.read_all(&sid).await.unwrap();
-        assert_eq!(seqs(&all), (1..=logs.head_seq(&sid)).collect::<Vec<_>>());
+        let all = logs.read_range(&sid, 0, usize::MAX).await.unwrap();
+        assert_eq!(
+            seqs(&all),
+            (1..=logs.head_seq(&sid).await.unwrap()).collect::<Vec<_>>()
+        );
     }
     logs.shutdown().await;
 }
@@ -556,10 +502,7 @@ async fn awaiting_appenders_merge_into_one_group_commit() {
     // the writer lingering for the ones it just answered, they settle into
     // two alternating groups of ~50 (measured: exactly 50 per commit); with
     // it, commits carry close to all 100.
-    let store = Arc::new(Probe {
-        delay: Duration::from_millis(2),
-        ..Probe::default()
-    });
+    let store = Arc::new(Probe::slow(Duration::from_millis(2)));
     let logs = EventLogs::open(store, LogOptions::default()).unwrap();
     let mut tasks = Vec::new();
     for t in 0..100u64 {
@@ -590,5 +533,52 @@ async fn awaiting_appenders_merge_into_one_group_commit() {
     }
     let per = t0.elapsed() / 20;
     assert!(per < Duration::from_millis(10), "lone append took {per:?}");
+    logs.shutdown().await;
+}
+
+#[tokio::test]
+async fn the_writer_queue_is_bounded_and_appends_wait_for_room() {
+    let probe = Arc::new(Probe::default());
+    let logs = EventLogs::open(
+        probe.clone(),
+        LogOptions {
+            max_queued: 10,
+            ..LogOptions::default()
+        },
+    )
+    .unwrap();
+    probe.close_gate();
+    let mut tasks = Vec::new();
+    for i in 0..50u64 {
+        let logs = logs.clone();
+        tasks.push(tokio::spawn(async move {
+            logs.append(&format!("s{}", i % 5), vec![new_event(i)])
+                .await
+        }));
+    }
+    // The writer holds its first batch at the gate ...
+    tokio::task::spawn_blocking({
+        let probe = probe.clone();
+        move || probe.wait_at_gate(1)
+    })
+    .await
+    .unwrap();
+    // ... and every appender has run (one thread: each yield lets them all
+    // step): ten got room, forty wait for it instead of queueing.
+    for _ in 0..100 {
+        tokio::task::yield_now().await;
+    }
+    assert_eq!(logs.stats().queued, 10, "{:?}", logs.stats());
+    assert!(tasks.iter().all(|t| !t.is_finished()));
+    probe.open_gate();
+    for t in tasks {
+        t.await.unwrap().unwrap();
+    }
+    let mut total = 0;
+    for s in 0..5 {
+        total += logs.head_seq(&format!("s{s}")).await.unwrap();
+    }
+    assert_eq!(total, 50, "every append landed once the queue had room");
+    assert_eq!(logs.stats().queued, 0);
     logs.shutdown().await;
 }

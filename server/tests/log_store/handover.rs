@@ -101,6 +101,7 @@ async fn scenario(ops: Vec<Op>) {
             max_replay: 64,
             heartbeat: Duration::from_secs(3600),
             max_batch: 32,
+            ..LogOptions::default()
         },
     )
     .unwrap();
@@ -120,14 +121,14 @@ async fn scenario(ops: Vec<Op>) {
                 tokio::task::yield_now().await;
             }
             Op::Subscribe { back, past } => {
-                let head = logs.head_seq("s");
+                let head = logs.head_seq("s").await.unwrap();
                 let after = if past {
                     head + 1 + back % 5
                 } else {
                     head.saturating_sub(back)
                 };
                 subs.push(Checker {
-                    stream: Box::pin(logs.subscribe("s", after)),
+                    stream: Box::pin(logs.subscribe("s", after).await.unwrap()),
                     replay_head: None,
                     last: 0,
                     caught_up: false,
@@ -156,7 +157,7 @@ async fn scenario(ops: Vec<Op>) {
     for p in pending.drain(..) {
         p.await.unwrap();
     }
-    assert_eq!(logs.head_seq("s"), total);
+    assert_eq!(logs.head_seq("s").await.unwrap(), total);
     // Drain every survivor to the final head: all must get there, gaplessly.
     for c in &mut subs {
         while !(c.caught_up && c.last == total) {

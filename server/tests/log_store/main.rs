@@ -9,5 +9,6 @@ mod support;
 mod append;
 mod handover;
 mod history;
+mod memory;
 mod store_contract;
 mod subscribe;

@@ -36,7 +36,7 @@ mod contract {
     use super::*;
 
     pub fn empty_store_reads_nothing(store: &dyn Store) {
-        assert!(store.sessions().unwrap().is_empty());
+        assert!(store.sessions(None, usize::MAX).unwrap().is_empty());
         assert_eq!(store.meta("nope").unwrap(), None);
         assert!(store.read_range("nope", 0, 100).unwrap().is_empty());
         assert!(store.read_before("nope", 100, 100).unwrap().is_empty());
@@ -105,7 +105,7 @@ mod contract {
         store.put_meta(&changed).unwrap();
         assert_eq!(store.meta("z").unwrap(), Some(changed));
         let ids: Vec<_> = store
-            .sessions()
+            .sessions(None, usize::MAX)
             .unwrap()
             .into_iter()
             .map(|m| m.session_id)
@@ -127,7 +127,7 @@ mod contract {
             Some("resume-h"),
             "the rest is as stored"
         );
-        let listed = store.sessions().unwrap();
+        let listed = store.sessions(None, usize::MAX).unwrap();
         assert_eq!(listed.len(), 1);
         assert_eq!(listed[0].head_seq, 9);
         // A written head that claims more than the events is not believed either.
@@ -201,9 +201,22 @@ fn redb_reopen_keeps_every_acknowledged_event_and_meta() {
         seqs(&store.read_range("s2", 0, 100).unwrap()),
         (1..=7).collect::<Vec<_>>()
     );
-    assert_eq!(store.meta("s1").unwrap(), Some(meta("s1", 500)));
+    // updated_ms is the later of the row's and the last event's time.
+    let s1 = SessionMeta {
+        updated_ms: (1_700_000_000 + 500) * 1000,
+        ..meta("s1", 500)
+    };
+    assert_eq!(store.meta("s1").unwrap(), Some(s1.clone()));
     assert_eq!(store.meta("meta-only").unwrap(), Some(meta("meta-only", 0)));
-    assert_eq!(store.sessions().unwrap().len(), 3);
+    let all = store.sessions(None, usize::MAX).unwrap();
+    assert_eq!(all.len(), 3);
+    assert_eq!(all[1], s1, "sessions() completes metas as meta() does");
+    // Pages: ordered by id, strictly after the given one.
+    let ids = |p: Vec<SessionMeta>| p.into_iter().map(|m| m.session_id).collect::<Vec<_>>();
+    assert_eq!(ids(store.sessions(None, 2).unwrap()), ["meta-only", "s1"]);
+    assert_eq!(ids(store.sessions(Some("s1"), 2).unwrap()), ["s2"]);
+    assert_eq!(ids(store.sessions(Some("a"), 1).unwrap()), ["meta-only"]);
+    assert!(store.sessions(Some("s2"), 10).unwrap().is_empty());
 }
 
 // ---------------------------------------------------------------------------

@@ -109,7 +109,7 @@ async fn replays_after_the_cursor_then_goes_live() {
     let dir = tempfile::tempdir().unwrap();
     let logs = open(&dir, LogOptions::default());
     fill(&logs, "s", 30).await;
-    let mut s = Box::pin(logs.subscribe("s", 10));
+    let mut s = Box::pin(logs.subscribe("s", 10).await.unwrap());
     let (h, seqs, caught) = replay(&mut s).await;
     assert_eq!(h, header(false, 10, 30));
     assert_eq!((seqs, caught), (range(11, 30), 30));
@@ -130,7 +130,7 @@ async fn replays_after_the_cursor_then_goes_live() {
 async fn empty_session_replays_nothing_and_goes_live() {
     let dir = tempfile::tempdir().unwrap();
     let logs = open(&dir, LogOptions::default());
-    let mut s = Box::pin(logs.subscribe("new", 0));
+    let mut s = Box::pin(logs.subscribe("new", 0).await.unwrap());
     let (h, seqs, caught) = replay(&mut s).await;
     assert_eq!(h, header(false, 0, 0));
     assert!(seqs.is_empty());
@@ -148,7 +148,7 @@ async fn cursor_at_head_replays_nothing() {
     let dir = tempfile::tempdir().unwrap();
     let logs = open(&dir, LogOptions::default());
     fill(&logs, "s", 5).await;
-    let (h, seqs, caught) = replay(&mut Box::pin(logs.subscribe("s", 5))).await;
+    let (h, seqs, caught) = replay(&mut Box::pin(logs.subscribe("s", 5).await.unwrap())).await;
     assert_eq!((h.reset, h.from_seq, seqs.len(), caught), (false, 5, 0, 5));
     logs.shutdown().await;
 }
@@ -158,16 +158,16 @@ async fn cursor_past_head_resets_to_the_tail_window() {
     let dir = tempfile::tempdir().unwrap();
     let logs = open(&dir, opts(10, 100));
     fill(&logs, "s", 25).await;
-    let (h, seqs, caught) = replay(&mut Box::pin(logs.subscribe("s", 26))).await;
+    let (h, seqs, caught) = replay(&mut Box::pin(logs.subscribe("s", 26).await.unwrap())).await;
     assert_eq!(h, header(true, 15, 25));
     assert_eq!((seqs, caught), (range(16, 25), 25));
     // Past the head of a short session: the whole log is the tail.
     fill(&logs, "short", 3).await;
-    let (h, seqs, _) = replay(&mut Box::pin(logs.subscribe("short", 1_000))).await;
+    let (h, seqs, _) = replay(&mut Box::pin(logs.subscribe("short", 1_000).await.unwrap())).await;
     assert_eq!(h, header(true, 0, 3));
     assert_eq!(seqs, range(1, 3));
     // Past the head of an empty session.
-    let (h, seqs, _) = replay(&mut Box::pin(logs.subscribe("empty", 1))).await;
+    let (h, seqs, _) = replay(&mut Box::pin(logs.subscribe("empty", 1).await.unwrap())).await;
     assert_eq!(h, header(true, 0, 0));
     assert!(seqs.is_empty());
     logs.shutdown().await;
@@ -179,15 +179,15 @@ async fn cursor_too_far_behind_resets_and_the_boundary_does_not() {
     let logs = open(&dir, opts(10, 100));
     fill(&logs, "s", 250).await;
     // head - after == max_replay: exactly at the boundary, replayed in full.
-    let (h, seqs, _) = replay(&mut Box::pin(logs.subscribe("s", 150))).await;
+    let (h, seqs, _) = replay(&mut Box::pin(logs.subscribe("s", 150).await.unwrap())).await;
     assert_eq!(h, header(false, 150, 250));
     assert_eq!(seqs, range(151, 250));
     // One further behind: reset to the tail window.
-    let (h, seqs, _) = replay(&mut Box::pin(logs.subscribe("s", 149))).await;
+    let (h, seqs, _) = replay(&mut Box::pin(logs.subscribe("s", 149).await.unwrap())).await;
     assert_eq!(h, header(true, 240, 250));
     assert_eq!(seqs, range(241, 250));
     // after_seq 0 on a long log is "too far behind" too.
-    let (h, _, _) = replay(&mut Box::pin(logs.subscribe("s", 0))).await;
+    let (h, _, _) = replay(&mut Box::pin(logs.subscribe("s", 0).await.unwrap())).await;
     assert!(h.reset);
     logs.shutdown().await;
 }
@@ -196,13 +196,16 @@ async fn cursor_too_far_behind_resets_and_the_boundary_does_not() {
 async fn replay_older_than_the_window_falls_through_to_storage() {
     let dir = tempfile::tempdir().unwrap();
     let logs = open(&dir, opts(50, 100_000));
+    // A live subscriber keeps the session in memory while it is filled.
+    let live = logs.subscribe("s", 0).await.unwrap();
     fill(&logs, "s", 3_000).await;
     assert_eq!(logs.stats().window_events, 50, "window is bounded");
-    let (h, seqs, caught) = replay(&mut Box::pin(logs.subscribe("s", 7))).await;
+    drop(live);
+    let (h, seqs, caught) = replay(&mut Box::pin(logs.subscribe("s", 7).await.unwrap())).await;
     assert!(!h.reset);
     assert_eq!((seqs, caught), (range(8, 3_000), 3_000));
     // The events themselves round-trip from storage.
-    let from_store = logs.read_all("s").await.unwrap();
+    let from_store = logs.read_range("s", 0, usize::MAX).await.unwrap();
     assert_eq!(from_store.len(), 3_000);
     assert_eq!(from_store[7].payload, Some(log::payload(7)));
     logs.shutdown().await;
@@ -214,7 +217,7 @@ async fn window_zero_serves_everything_from_storage() {
     let logs = open(&dir, opts(0, 100_000));
     fill(&logs, "s", 40).await;
     assert_eq!(logs.stats().window_events, 0);
-    let mut s = Box::pin(logs.subscribe("s", 0));
+    let mut s = Box::pin(logs.subscribe("s", 0).await.unwrap());
     let (_, seqs, _) = replay(&mut s).await;
     assert_eq!(seqs, range(1, 40));
     logs.append("s", vec![new_event(0)]).await.unwrap();
@@ -230,7 +233,7 @@ async fn idle_live_streams_get_heartbeats_with_the_head() {
     let dir = tempfile::tempdir().unwrap();
     let logs = open(&dir, with_heartbeat(HEARTBEAT));
     fill(&logs, "s", 3).await;
-    let mut s = Box::pin(logs.subscribe("s", 3));
+    let mut s = Box::pin(logs.subscribe("s", 3).await.unwrap());
     replay(&mut s).await;
     let (hb, waited) = next_heartbeat(&mut s).await;
     assert_eq!(hb.head_seq, 3);
@@ -245,7 +248,7 @@ async fn a_subscriber_that_never_reads_keeps_memory_bounded_then_catches_up() {
     let dir = tempfile::tempdir().unwrap();
     let logs = open(&dir, opts(2_000, 100_000));
     fill(&logs, "s", 10).await;
-    let mut s = Box::pin(logs.subscribe("s", 0));
+    let mut s = Box::pin(logs.subscribe("s", 0).await.unwrap());
     // Read a little, then stop reading mid-replay (a chunk is buffered).
     let Kind::Replay(_) = next_kind(&mut s).await else {
         panic!()
@@ -255,9 +258,10 @@ async fn a_subscriber_that_never_reads_keeps_memory_bounded_then_catches_up() {
     };
     assert_eq!(e.seq, 1);
     // Other subscribers that never read at all.
-    let idle: Vec<_> = (0..100)
-        .map(|_| Box::pin(logs.subscribe("s", 10)))
-        .collect();
+    let mut idle = Vec::new();
+    for _ in 0..100 {
+        idle.push(Box::pin(logs.subscribe("s", 10).await.unwrap()));
+    }
 
     for chunk in 0..50u64 {
         logs.append(
@@ -275,7 +279,7 @@ async fn a_subscriber_that_never_reads_keeps_memory_bounded_then_catches_up() {
     }
     let st = logs.stats();
     assert_eq!(st.subscribers, 101);
-    assert_eq!(logs.head_seq("s"), 50_010);
+    assert_eq!(logs.head_seq("s").await.unwrap(), 50_010);
 
     // Reading again: everything arrives in order, the old part from storage.
     let mut want = 2;
@@ -306,7 +310,7 @@ async fn heartbeat_comes_one_interval_after_the_last_event_not_after_the_first_w
     // interval measured from the last message sent.
     let dir = tempfile::tempdir().unwrap();
     let logs = open(&dir, with_heartbeat(HEARTBEAT));
-    let mut s = Box::pin(logs.subscribe("s", 0));
+    let mut s = Box::pin(logs.subscribe("s", 0).await.unwrap());
     replay(&mut s).await;
     // Wait idle for 10 s: this arms the heartbeat timer for t0 + 15 s.
     assert!(
@@ -352,7 +356,11 @@ async fn shutdown_ends_every_live_stream_and_refuses_new_ones() {
     let mut tasks = Vec::new();
     for i in 0..300 {
         // Half on a session with events, half on one that has none yet.
-        let mut s = Box::pin(logs.subscribe(if i % 2 == 0 { "a" } else { "empty" }, 0));
+        let mut s = Box::pin(
+            logs.subscribe(if i % 2 == 0 { "a" } else { "empty" }, 0)
+                .await
+                .unwrap(),
+        );
         let ready = ready_tx.clone();
         tasks.push(tokio::spawn(async move {
             let mut n = 0;
@@ -376,7 +384,7 @@ async fn shutdown_ends_every_live_stream_and_refuses_new_ones() {
             .unwrap();
         assert!(n >= 2, "header and caught_up came first");
     }
-    let mut late = Box::pin(logs.subscribe("a", 0));
+    let mut late = Box::pin(logs.subscribe("a", 0).await.unwrap());
     let end = tokio::time::timeout(Duration::from_secs(5), late.next())
         .await
         .expect("a stream opened after shutdown must end");

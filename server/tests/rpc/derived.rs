@@ -263,7 +263,7 @@ async fn recovery_tail_scan_agrees_with_the_full_fold() {
     }
     let mut before = Vec::new();
     for (sid, _) in &cases {
-        let all = logs.read_all(sid).await.unwrap();
+        let all = logs.read_range(sid, 0, usize::MAX).await.unwrap();
         let mut fold = derive::StatusFold::new();
         all.iter().for_each(|e| fold.apply(e));
         before.push((sid.to_string(), fold));
@@ -294,7 +294,7 @@ async fn recovery_tail_scan_agrees_with_the_full_fold() {
         ["live_far", "live_last"]
     );
     for (sid, _) in &cases {
-        let all = logs.read_all(sid).await.unwrap();
+        let all = logs.read_range(sid, 0, usize::MAX).await.unwrap();
         assert!(!derive::process_alive(&all), "{sid} derives as not live");
     }
     // Nothing left to recover: a second pass is a no-op.

@@ -141,7 +141,13 @@ async fn unknown_ids_and_refused_starts_allocate_nothing() {
         assert!(refused.to_string().contains("config.args[0]"), "{refused}");
     }
     assert_eq!(m.sessions_in_memory(), 0);
-    assert!(m.logs().sessions().await.unwrap().is_empty());
+    assert!(
+        m.logs()
+            .sessions(None, usize::MAX)
+            .await
+            .unwrap()
+            .is_empty()
+    );
     // A real session does get its state.
     m.start("real", server::prompt("hi")).await.unwrap();
     assert_eq!(m.sessions_in_memory(), 1);

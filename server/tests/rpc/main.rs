@@ -7,9 +7,11 @@
 mod support;
 
 mod derived;
+mod full_disk;
 mod fuzz;
 mod launch_policy;
 mod limits;
+mod memory;
 mod recovery_restart;
 mod session;
 mod shutdown;

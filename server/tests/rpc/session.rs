@@ -85,7 +85,7 @@ async fn start_streams_events_and_stays_alive_then_follow_up_uses_same_process()
 
     // ListSessions shows it with the same derived state.
     let list = c
-        .list_sessions(pb::ListSessionsRequest {})
+        .list_sessions(pb::ListSessionsRequest::default())
         .await
         .unwrap()
         .into_inner()

@@ -5,50 +5,19 @@
 //! succeeds, and the session goes on.
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use agent_harness_client::pb;
 use agent_harness_client::pb::event::Payload;
 use agent_harness_server::ServeOptions;
 use agent_harness_server::manager::ManagerOptions;
-use agent_harness_server::store::{MemoryStore, SessionMeta, Store, StoreError};
 use tonic_health::pb::health_check_response::ServingStatus;
 use tonic_health::pb::health_client::HealthClient;
 
+use crate::support::probe::Probe;
 use crate::support::scripted::{ScriptedAdapter, ScriptedBehavior};
 use crate::support::server::*;
-
-/// A memory store whose commits fail while `failing` is set.
-#[derive(Default)]
-struct Flaky {
-    inner: MemoryStore,
-    failing: AtomicBool,
-}
-
-impl Store for Flaky {
-    fn append_batch(&self, batch: &[pb::Event], metas: &[SessionMeta]) -> Result<(), StoreError> {
-        if self.failing.load(Ordering::SeqCst) {
-            return Err(StoreError::Rejected("injected: the disk is full".into()));
-        }
-        self.inner.append_batch(batch, metas)
-    }
-    fn read_range(&self, s: &str, a: u64, l: usize) -> Result<Vec<pb::Event>, StoreError> {
-        self.inner.read_range(s, a, l)
-    }
-    fn read_before(&self, s: &str, b: u64, l: usize) -> Result<Vec<pb::Event>, StoreError> {
-        self.inner.read_before(s, b, l)
-    }
-    fn meta(&self, s: &str) -> Result<Option<SessionMeta>, StoreError> {
-        self.inner.meta(s)
-    }
-    fn put_meta(&self, m: &SessionMeta) -> Result<(), StoreError> {
-        self.inner.put_meta(m)
-    }
-    fn sessions(&self) -> Result<Vec<SessionMeta>, StoreError> {
-        self.inner.sessions()
-    }
-}
 
 async fn health(server: &TestServer) -> i32 {
     HealthClient::new(server.channel().await)
@@ -74,7 +43,7 @@ async fn health_becomes(server: &TestServer, want: ServingStatus) {
 
 #[tokio::test]
 async fn a_failing_store_ends_the_run_and_health_follows_storage() {
-    let store = Arc::new(Flaky::default());
+    let store = Arc::new(Probe::default());
     // The process ignores SIGINT, so it lives on (SIGTERM comes
     // `kill_grace` later) while the test heals the store.
     let adapter = ScriptedAdapter::new(ScriptedBehavior {
@@ -96,14 +65,14 @@ async fn a_failing_store_ends_the_run_and_health_follows_storage() {
     let (mut sub, started) = first_turn(&mut c, "disk", "hello").await;
     assert_eq!(health(&server).await, ServingStatus::Serving as i32);
 
-    store.failing.store(true, Ordering::SeqCst);
+    store.fail.store(true, Ordering::SeqCst);
     // The input reaches the process, but its input_sent cannot be
     // recorded: the run is being ended.
     send(&mut c, "disk", "more").await.unwrap();
     health_becomes(&server, ServingStatus::NotServing).await;
     server.adapter.wait_for(|_, c| c == "signal:Int").await;
 
-    store.failing.store(false, Ordering::SeqCst);
+    store.fail.store(false, Ordering::SeqCst);
     let end = sub.until("run_end", is_run_end).await;
     assert_eq!(end.run_id, started.run_id);
     assert_eq!(run_end(&end).reason, pb::RunEndReason::Error as i32);

@@ -96,7 +96,7 @@ impl Rig {
     /// The log up to its first event of kind `k`, once the run task has
     /// seen it too.
     async fn log_until(&self, session_id: &str, k: &str, nth: usize) -> Vec<pb::Event> {
-        let mut stream = Box::pin(self.m.logs().subscribe(session_id, 0));
+        let mut stream = Box::pin(self.m.logs().subscribe(session_id, 0).await.unwrap());
         let mut events = Vec::new();
         let mut seen = 0;
         real_time(async {

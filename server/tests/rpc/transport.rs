@@ -225,7 +225,7 @@ async fn bearer_token_is_required_on_grpc_and_grpc_web() {
     )
     .await;
     let mut c = server.client().await;
-    let list = || tonic::Request::new(pb::ListSessionsRequest {});
+    let list = || tonic::Request::new(pb::ListSessionsRequest::default());
     assert_eq!(
         c.list_sessions(list()).await.unwrap_err().code(),
         Code::Unauthenticated
@@ -254,7 +254,7 @@ async fn bearer_token_is_required_on_grpc_and_grpc_web() {
     assert_eq!(err.code(), Code::Unauthenticated);
 
     // grpc-web: trailer carries 16; with the header it passes.
-    let req = pb::ListSessionsRequest {}.encode_to_vec();
+    let req = pb::ListSessionsRequest::default().encode_to_vec();
     let resp = grpc_web(server.addr, "ListSessions", &req, "").await;
     assert!(
         resp.contains("grpc-status:16") || resp.to_ascii_lowercase().contains("grpc-status: 16"),
@@ -439,7 +439,7 @@ async fn allowed_origin_flag_admits_that_origin_only() {
     })
     .await;
     let host = server.addr.to_string();
-    let req = pb::ListSessionsRequest {}.encode_to_vec();
+    let req = pb::ListSessionsRequest::default().encode_to_vec();
     let path = "agentharness.v1.SessionService/ListSessions";
     for (origin, ok) in [
         ("https://ui.example:8443", true),
@@ -507,7 +507,7 @@ async fn foreign_host_is_refused_without_a_token() {
             .unwrap(),
     );
     let err = foreign
-        .list_sessions(pb::ListSessionsRequest {})
+        .list_sessions(pb::ListSessionsRequest::default())
         .await
         .unwrap_err();
     assert_eq!(err.code(), Code::PermissionDenied, "{err:?}");
@@ -518,7 +518,7 @@ async fn foreign_host_is_refused_without_a_token() {
             .unwrap(),
     );
     local
-        .list_sessions(pb::ListSessionsRequest {})
+        .list_sessions(pb::ListSessionsRequest::default())
         .await
         .unwrap();
 
@@ -536,7 +536,7 @@ async fn foreign_host_is_refused_without_a_token() {
         ..ServeOptions::default()
     })
     .await;
-    let req = pb::ListSessionsRequest {}.encode_to_vec();
+    let req = pb::ListSessionsRequest::default().encode_to_vec();
     let path = "agentharness.v1.SessionService/ListSessions";
     for (host, want) in [
         ("box.tailnet.example:50051", 0),
@@ -698,7 +698,7 @@ async fn tls_serves_grpc_and_grpc_web_over_http1() {
     );
     assert!(
         plain
-            .list_sessions(pb::ListSessionsRequest {})
+            .list_sessions(pb::ListSessionsRequest::default())
             .await
             .is_err()
     );

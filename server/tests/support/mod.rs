@@ -5,6 +5,7 @@
 //!   fake Messages API wiring, event-kind helpers;
 //! - [`server`]: a gRPC test server and a client with subscribe helpers;
 //! - [`log`]: building events for the log and store suites;
+//! - [`probe`]: a store that counts, fails, holds or slows its commits;
 //! - [`cassette`]: the recorded scenarios and their checked replay;
 //! - [`cli`]: the real CLI driven through an adapter;
 //! - [`cli_grpc`]: the real CLI driven through the gRPC API;
@@ -17,5 +18,6 @@ pub mod cli;
 pub mod cli_grpc;
 pub mod common;
 pub mod log;
+pub mod probe;
 pub mod scripted;
 pub mod server;

@@ -374,7 +374,7 @@ pub async fn history_all(
 /// Every session as ListSessions reports it.
 pub async fn list(client: &mut SessionServiceClient<Channel>) -> Vec<pb::Session> {
     client
-        .list_sessions(pb::ListSessionsRequest {})
+        .list_sessions(pb::ListSessionsRequest::default())
         .await
         .expect("list sessions")
         .into_inner()

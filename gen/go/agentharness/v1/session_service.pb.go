@@ -1296,9 +1296,15 @@ func (x *GetSessionResponse) GetSession() *Session {
 	return nil
 }
 
-// List sessions.
+// List sessions, a page at a time (ordered by session id).
 type ListSessionsRequest struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Most sessions in the page: 0 means 100; at most 1000 (larger values are
+	// lowered to 1000).
+	PageSize uint32 `protobuf:"varint,1,opt,name=page_size,json=pageSize,proto3" json:"page_size,omitempty"`
+	// Empty for the first page; else the `next_page_token` of the previous
+	// page. Opaque: do not build one.
+	PageToken     string `protobuf:"bytes,2,opt,name=page_token,json=pageToken,proto3" json:"page_token,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1333,11 +1339,27 @@ func (*ListSessionsRequest) Descriptor() ([]byte, []int) {
 	return file_agentharness_v1_session_service_proto_rawDescGZIP(), []int{19}
 }
 
-// Every known session.
+func (x *ListSessionsRequest) GetPageSize() uint32 {
+	if x != nil {
+		return x.PageSize
+	}
+	return 0
+}
+
+func (x *ListSessionsRequest) GetPageToken() string {
+	if x != nil {
+		return x.PageToken
+	}
+	return ""
+}
+
+// One page of sessions.
 type ListSessionsResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Sessions, by session id.
-	Sessions      []*Session `protobuf:"bytes,1,rep,name=sessions,proto3" json:"sessions,omitempty"`
+	Sessions []*Session `protobuf:"bytes,1,rep,name=sessions,proto3" json:"sessions,omitempty"`
+	// Token of the next page; empty when this is the last one.
+	NextPageToken string `protobuf:"bytes,2,opt,name=next_page_token,json=nextPageToken,proto3" json:"next_page_token,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1377,6 +1399,13 @@ func (x *ListSessionsResponse) GetSessions() []*Session {
 		return x.Sessions
 	}
 	return nil
+}
+
+func (x *ListSessionsResponse) GetNextPageToken() string {
+	if x != nil {
+		return x.NextPageToken
+	}
+	return ""
 }
 
 var File_agentharness_v1_session_service_proto protoreflect.FileDescriptor
@@ -1464,10 +1493,14 @@ const file_agentharness_v1_session_service_proto_rawDesc = "" +
 	"\n" +
 	"session_id\x18\x01 \x01(\tR\tsessionId\"H\n" +
 	"\x12GetSessionResponse\x122\n" +
-	"\asession\x18\x01 \x01(\v2\x18.agentharness.v1.SessionR\asession\"\x15\n" +
-	"\x13ListSessionsRequest\"L\n" +
+	"\asession\x18\x01 \x01(\v2\x18.agentharness.v1.SessionR\asession\"Q\n" +
+	"\x13ListSessionsRequest\x12\x1b\n" +
+	"\tpage_size\x18\x01 \x01(\rR\bpageSize\x12\x1d\n" +
+	"\n" +
+	"page_token\x18\x02 \x01(\tR\tpageToken\"t\n" +
 	"\x14ListSessionsResponse\x124\n" +
-	"\bsessions\x18\x01 \x03(\v2\x18.agentharness.v1.SessionR\bsessions*\xa0\x01\n" +
+	"\bsessions\x18\x01 \x03(\v2\x18.agentharness.v1.SessionR\bsessions\x12&\n" +
+	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken*\xa0\x01\n" +
 	"\rSessionStatus\x12\x1e\n" +
 	"\x1aSESSION_STATUS_UNSPECIFIED\x10\x00\x12\x17\n" +
 	"\x13SESSION_STATUS_IDLE\x10\x01\x12\x1b\n" +

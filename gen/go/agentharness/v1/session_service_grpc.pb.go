@@ -66,7 +66,7 @@ type SessionServiceClient interface {
 	RespondPermission(ctx context.Context, in *RespondPermissionRequest, opts ...grpc.CallOption) (*RespondPermissionResponse, error)
 	// One session's derived state.
 	GetSession(ctx context.Context, in *GetSessionRequest, opts ...grpc.CallOption) (*GetSessionResponse, error)
-	// Every known session's derived state.
+	// Stored sessions' derived state, a page at a time, by session id.
 	ListSessions(ctx context.Context, in *ListSessionsRequest, opts ...grpc.CallOption) (*ListSessionsResponse, error)
 }
 
@@ -197,7 +197,7 @@ type SessionServiceServer interface {
 	RespondPermission(context.Context, *RespondPermissionRequest) (*RespondPermissionResponse, error)
 	// One session's derived state.
 	GetSession(context.Context, *GetSessionRequest) (*GetSessionResponse, error)
-	// Every known session's derived state.
+	// Stored sessions' derived state, a page at a time, by session id.
 	ListSessions(context.Context, *ListSessionsRequest) (*ListSessionsResponse, error)
 	mustEmbedUnimplementedSessionServiceServer()
 }

@@ -146,7 +146,7 @@ class SessionServiceServicer:
         raise NotImplementedError('Method not implemented!')
 
     def ListSessions(self, request, context):
-        """Every known session's derived state.
+        """Stored sessions' derived state, a page at a time, by session id.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')

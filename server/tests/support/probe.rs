@@ -1,0 +1,95 @@
+//! A store for tests that observe or break storage: counts commits and
+//! reads, fails commits on demand, holds them at a gate, slows them down.
+
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::time::Duration;
+
+use agent_harness_client::pb;
+use agent_harness_server::store::{MemoryStore, SessionMeta, Store, StoreError};
+
+/// Wraps a memory store: counts commits and reads, can fail commits, can hold them at a gate,
+/// can make each commit slow (a slow disk).
+#[derive(Default)]
+pub struct Probe {
+    pub inner: MemoryStore,
+    /// Every commit sleeps this long first.
+    pub delay: Duration,
+    pub commits: AtomicUsize,
+    /// Reads of events (`read_range`, `read_before` calls).
+    pub event_reads: AtomicUsize,
+    /// Reads of metas (`meta`, `sessions` calls).
+    pub meta_reads: AtomicUsize,
+    /// Metas passed to successful commits (the writer passes only changed ones).
+    pub metas_written: AtomicUsize,
+    pub fail: AtomicBool,
+    /// While `Some`, append_batch waits until it is `None` again.
+    gate: Mutex<Option<()>>,
+    gate_cv: std::sync::Condvar,
+    /// Commits that reached the gate (held or not).
+    at_gate: Mutex<usize>,
+    at_gate_cv: std::sync::Condvar,
+}
+
+impl Probe {
+    /// A probe whose every commit first sleeps `delay` (a slow disk).
+    pub fn slow(delay: Duration) -> Self {
+        Self {
+            delay,
+            ..Self::default()
+        }
+    }
+
+    pub fn close_gate(&self) {
+        *self.gate.lock().unwrap() = Some(());
+    }
+    pub fn open_gate(&self) {
+        *self.gate.lock().unwrap() = None;
+        self.gate_cv.notify_all();
+    }
+    /// Blocks until `n` commits have reached the gate.
+    pub fn wait_at_gate(&self, n: usize) {
+        let mut g = self.at_gate.lock().unwrap();
+        while *g < n {
+            g = self.at_gate_cv.wait(g).unwrap();
+        }
+    }
+}
+
+impl Store for Probe {
+    fn append_batch(&self, batch: &[pb::Event], metas: &[SessionMeta]) -> Result<(), StoreError> {
+        *self.at_gate.lock().unwrap() += 1;
+        self.at_gate_cv.notify_all();
+        let mut g = self.gate.lock().unwrap();
+        while g.is_some() {
+            g = self.gate_cv.wait(g).unwrap();
+        }
+        drop(g);
+        std::thread::sleep(self.delay);
+        if self.fail.load(Ordering::SeqCst) {
+            return Err(StoreError::Rejected("injected: the disk is full".into()));
+        }
+        self.commits.fetch_add(1, Ordering::SeqCst);
+        self.metas_written.fetch_add(metas.len(), Ordering::SeqCst);
+        self.inner.append_batch(batch, metas)
+    }
+    fn read_range(&self, s: &str, a: u64, l: usize) -> Result<Vec<pb::Event>, StoreError> {
+        self.event_reads.fetch_add(1, Ordering::SeqCst);
+        self.inner.read_range(s, a, l)
+    }
+    fn read_before(&self, s: &str, b: u64, l: usize) -> Result<Vec<pb::Event>, StoreError> {
+        self.event_reads.fetch_add(1, Ordering::SeqCst);
+        self.inner.read_before(s, b, l)
+    }
+    fn meta(&self, s: &str) -> Result<Option<SessionMeta>, StoreError> {
+        self.meta_reads.fetch_add(1, Ordering::SeqCst);
+        self.inner.meta(s)
+    }
+    fn put_meta(&self, m: &SessionMeta) -> Result<(), StoreError> {
+        self.inner.put_meta(m)
+    }
+    fn sessions(&self, after: Option<&str>, limit: usize) -> Result<Vec<SessionMeta>, StoreError> {
+        self.meta_reads.fetch_add(1, Ordering::SeqCst);
+        self.inner.sessions(after, limit)
+    }
+}
