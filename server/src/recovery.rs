@@ -112,15 +112,19 @@ async fn recover_one(
     }
 }
 
-/// The newest event whose payload matches `pred`, paging back from the head.
+/// The newest event whose payload matches `pred`, paging back from the head
+/// in pages that start small and double up to [`SCAN_PAGE`] (what recovery
+/// looks for is usually among the last few events of a log).
 async fn find_back(
     logs: &EventLogs,
     session_id: &str,
     pred: impl Fn(&Payload) -> bool,
 ) -> Result<Option<pb::Event>> {
     let mut before = 0;
+    let mut size = 8;
     loop {
-        let (page, has_more) = logs.history(session_id, before, SCAN_PAGE).await?;
+        let (page, has_more) = logs.history(session_id, before, size).await?;
+        size = (size * 2).min(SCAN_PAGE);
         if let Some(e) = page
             .iter()
             .rev()
