@@ -67,11 +67,13 @@ pub async fn recover(logs: &EventLogs, kill: &KillRecorded) -> Result<Vec<Recove
         if closed_run.is_none() && !killed {
             continue;
         }
-        let resume_id = find_back(
-            logs,
-            &sid,
-            |p| matches!(p, Payload::RunReady(r) if !r.resume_id.is_empty()),
-        )
+        // As derive::resume_id: the latest announced conversation, unless
+        // the CLI failed to resume it since.
+        let resume_id = find_back(logs, &sid, |p| match p {
+            Payload::RunReady(r) => !r.resume_id.is_empty(),
+            Payload::RunError(r) => r.kind == crate::normalize::RESUME_FAILED,
+            _ => false,
+        })
         .await?
         .and_then(|e| match e.payload {
             Some(Payload::RunReady(r)) => Some(r.resume_id),
