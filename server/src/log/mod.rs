@@ -16,8 +16,11 @@
 //!   they have not sent, so a slow subscriber costs a `watch::Receiver` and
 //!   a cursor, never a backlog.
 
+mod failpoint;
 mod subscribe;
 mod writer;
+
+pub use self::failpoint::FAILPOINT_ENV;
 
 use std::collections::{HashMap, VecDeque};
 use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, AtomicUsize, Ordering};

@@ -31,6 +31,7 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use agent_harness_client::pb;
 use tokio::sync::oneshot;
 
+use super::failpoint::{Failpoint, When};
 use super::{LogError, NewEvent, SessionLog, Shared};
 use crate::store::SessionMeta;
 
@@ -135,13 +136,25 @@ pub(super) fn spawn(
 ) -> std::io::Result<std::thread::JoinHandle<()>> {
     std::thread::Builder::new()
         .name("event-log-writer".into())
-        .spawn(move || Writer { shared, metas }.run(rx))
+        .spawn(move || {
+            Writer {
+                shared,
+                metas,
+                failpoint: Failpoint::from_env(),
+                commits: 0,
+            }
+            .run(rx)
+        })
 }
 
 struct Writer {
     shared: Arc<Shared>,
     /// Authoritative metas (and so heads) of every session.
     metas: HashMap<String, SessionMeta>,
+    /// A crash point for crash tests (`AGENT_HARNESS_FAILPOINT`), if armed.
+    failpoint: Option<Failpoint>,
+    /// Commits attempted since start-up, counting the one under way.
+    commits: u64,
 }
 
 impl Writer {
@@ -265,8 +278,15 @@ impl Writer {
             .filter(|(_, t)| t.write_meta)
             .map(|(k, _)| self.metas[k].clone())
             .collect();
+        self.commits += 1;
+        if let Some(fp) = &self.failpoint {
+            fp.check(self.commits, When::Before);
+        }
         match self.shared.store.append_batch(&events, &changed) {
             Ok(()) => {
+                if let Some(fp) = &self.failpoint {
+                    fp.check(self.commits, When::After);
+                }
                 self.shared
                     .storage_ok
                     .send_if_modified(|ok| !std::mem::replace(ok, true));
