@@ -218,6 +218,14 @@ fn check_checkpoint(c: &mut Checker<'_>, exp: &Map<String, Value>, events: &[Eve
                 c.list(key, want, got);
             }
             "resumeId" => c.eq(key, want, opt_str(derive::resume_id(events).as_deref())),
+            "contextLost" => c.eq(
+                key,
+                want,
+                derive::context_lost(events).map_or(
+                    Value::Null,
+                    |l| serde_json::json!({"resumeId": l.resume_id, "seq": l.seq}),
+                ),
+            ),
             "runId" => c.eq(
                 key,
                 want,

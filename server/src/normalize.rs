@@ -12,7 +12,7 @@
 //! | later `system/init` | `run_ready` again only when model, tools, permission mode, cwd, MCP servers or session id changed; plus `turn_start` when no input was sent since the last `result` |
 //! | `assistant` | `content` (one per line) |
 //! | `user` | `result` (tool results, or plain `text`) |
-//! | `result` | `turn_end` |
+//! | `result` | `turn_end`; before the run's first init, a `result` whose `errors` say the CLI could not load the `--resume` conversation is preceded by `run_error{kind: "resume_failed"}` (see [`resume_failure`]) |
 //! | `system/compact_boundary` | `turn_end{compact: true}` |
 //! | `system/task_started` / `task_progress` / `task_updated` / `task_notification` | `task_started` / `task_updated` / `task_updated` / `task_notification` |
 //! | `control_request{can_use_tool}` | `permission_requested` |
@@ -32,6 +32,26 @@ use crate::adapter::StdoutLine;
 /// How many bytes of a bad line are quoted in the run_error message.
 const ERROR_PREFIX_BYTES: usize = 200;
 
+/// The `run_error` kind of a run whose `--resume` conversation the CLI
+/// could not load (derive drops the session's resume id on it).
+pub use agent_harness_client::derive::RESUME_FAILED;
+
+/// Whether `text` (an entry of a `result` line's `errors`, or the CLI's
+/// stderr) says the CLI could not resume the conversation it was given.
+///
+/// What the real CLI does when `--resume <id>` names a transcript it does
+/// not have (measured on 2.1.197 and 2.1.332): before any `system/init` it
+/// writes one `result` line, `subtype: "error_during_execution"`,
+/// `is_error: true`, `num_turns: 0`, `errors: ["No conversation found with
+/// session ID: <id>"]`, prints the same sentence on stderr and exits 1,
+/// whether or not a prompt was written. A value that is not a UUID gets
+/// `"Error: --resume requires a valid session ID or session title when used
+/// with --print. ..."` the same way.
+pub fn resume_failure(text: &str) -> bool {
+    text.contains("No conversation found with session ID")
+        || text.contains("--resume requires a valid session ID")
+}
+
 /// Per-run normalizer state.
 #[derive(Debug)]
 pub struct Normalizer {
@@ -49,6 +69,9 @@ pub struct Normalizer {
     notification_since_result: bool,
     /// The OS pid, copied into run_ready.
     pid: Option<u32>,
+    /// The `--resume` id this run was spawned with ("" when none), named by
+    /// a `resume_failed` run_error.
+    resume: String,
     /// The CLI's running totals (`total_cost_usd`, `modelUsage`) as of the
     /// last `result`: the CLI reports them cumulatively for the process,
     /// while TurnEnd carries the turn's own share, so each result records
@@ -120,6 +143,7 @@ impl Normalizer {
             turn_active: false,
             notification_since_result: false,
             pid: None,
+            resume: String::new(),
             reported_totals: Totals::default(),
         }
     }
@@ -127,6 +151,11 @@ impl Normalizer {
     /// Set the OS pid reported in run_ready events.
     pub fn set_pid(&mut self, pid: Option<u32>) {
         self.pid = pid;
+    }
+
+    /// Set the `--resume` id the run was spawned with.
+    pub fn set_resume(&mut self, resume_id: &str) {
+        self.resume = resume_id.to_owned();
     }
 
     /// The harness wrote a user message: the next system/init belongs to it
@@ -206,7 +235,27 @@ impl Normalizer {
             "system" => self.system(&obj),
             "assistant" => vec![Payload::Content(content(&obj))],
             "user" => vec![Payload::Result(user(&obj))],
-            "result" => vec![Payload::TurnEnd(self.result(&obj))],
+            "result" => {
+                let booted = self.last_ready.is_some();
+                let end = self.result(&obj);
+                let mut out = Vec::with_capacity(2);
+                if !booted && let Some(why) = end.errors.iter().find(|e| resume_failure(e)) {
+                    out.push(Payload::RunError(pb::RunError {
+                        message: why.clone(),
+                        kind: RESUME_FAILED.into(),
+                        resume_id: if self.resume.is_empty() {
+                            why.strip_prefix("No conversation found with session ID: ")
+                                .unwrap_or_default()
+                                .trim()
+                                .to_owned()
+                        } else {
+                            self.resume.clone()
+                        },
+                    }));
+                }
+                out.push(Payload::TurnEnd(end));
+                out
+            }
             "control_request" => self.control_request(&obj),
             "control_cancel_request" => {
                 let id = str_of(&obj, "request_id");
@@ -558,6 +607,7 @@ fn run_error(kind: &str, message: String) -> Payload {
     Payload::RunError(pb::RunError {
         message,
         kind: kind.into(),
+        ..Default::default()
     })
 }
 

@@ -7,7 +7,10 @@
 //! in the log (`derive::resume_id`), so the next Send resumes the CLI
 //! session. The recorded process group is killed, grandchildren included,
 //! even when its leader is already dead; a reused pid is never hit (see
-//! [`crate::supervise::kill_recorded_group`]).
+//! [`crate::supervise::kill_recorded_group`]). So is every process carrying
+//! the run's marker variable, wherever it went: the CLI's Bash tool runs
+//! each command in a session of its own, outside the CLI's group
+//! ([`crate::supervise::kill_recorded_run`]).
 //!
 //! Cost: start-up reads each log from its tail, not whole. Whether a run is
 //! live is decided by the newest `run_start`/`run_end` alone (nothing else
@@ -40,9 +43,11 @@ pub struct Recovered {
     pub resume_id: Option<String>,
 }
 
-/// Kills a recorded process group if `(pid, start_time)` still match;
-/// returns true when it sent the kill. Injected so tests can observe it.
-pub type KillRecorded = dyn Fn(u32, u64) -> bool + Send + Sync;
+/// Kills what is left of a run: its recorded process group if `(pid,
+/// start_time)` still match, and every process carrying the run's marker
+/// (see [`crate::supervise::kill_recorded_run`]); returns true when it
+/// killed something. Injected so tests can observe it.
+pub type KillRecorded = dyn Fn(Option<(u32, u64)>, &str) -> bool + Send + Sync;
 
 /// Recovers every stored session. Must run before the server accepts calls.
 pub async fn recover(logs: &EventLogs, kill: &KillRecorded) -> Result<Vec<Recovered>> {
@@ -77,6 +82,7 @@ async fn recover_one(
         })
         .await?;
         let mut closed_run = None;
+        let last_run = last_run_event.as_ref().map(|e| e.run_id.clone());
         if let Some(e) = last_run_event
             && matches!(e.payload, Some(Payload::RunStart(_)))
         {
@@ -84,19 +90,27 @@ async fn recover_one(
                 .await?;
             closed_run = Some(e.run_id);
         }
+        let recorded = meta.pid.zip(meta.pid_start_time);
         let mut killed = false;
-        if let (Some(pid), Some(start)) = (meta.pid, meta.pid_start_time) {
-            killed = kill(pid, start);
+        // A live run's processes are killed even when no pid was recorded
+        // (a crash between the spawn and the commit that records it): they
+        // carry the run's marker.
+        if closed_run.is_some() || recorded.is_some() {
+            killed = kill(recorded, last_run.as_deref().unwrap_or_default());
+        }
+        if meta.pid.is_some() {
             logs.update_meta(&sid, SessionMeta::forget_process).await?;
         }
         if closed_run.is_none() && !killed {
             return Ok(None);
         }
-        let resume_id = find_back(
-            logs,
-            &sid,
-            |p| matches!(p, Payload::RunReady(r) if !r.resume_id.is_empty()),
-        )
+        // As derive::resume_id: the latest announced conversation, unless
+        // the CLI failed to resume it since.
+        let resume_id = find_back(logs, &sid, |p| match p {
+            Payload::RunReady(r) => !r.resume_id.is_empty(),
+            Payload::RunError(r) => r.kind == crate::normalize::RESUME_FAILED,
+            _ => false,
+        })
         .await?
         .and_then(|e| match e.payload {
             Some(Payload::RunReady(r)) => Some(r.resume_id),

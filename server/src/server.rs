@@ -149,7 +149,7 @@ pub async fn run(config: ServeConfig, shutdown: impl Future<Output = ()> + Send)
             ..LogOptions::default()
         },
     )?;
-    let recovered = crate::recovery::recover(&logs, &crate::supervise::kill_recorded_group).await?;
+    let recovered = crate::recovery::recover(&logs, &crate::supervise::kill_recorded_run).await?;
     tracing::info!(store = %path.display(), recovered = recovered.len(), "event store open");
     let adapter = build_adapter(&config)?;
     let mopts = ManagerOptions {

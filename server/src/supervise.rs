@@ -69,7 +69,18 @@ pub struct ProcessSpec {
     pub max_line_bytes: usize,
     /// Whether stdin is a pipe (interactive) or closed at once (one-shot).
     pub stdin: bool,
+    /// The run this process belongs to: set in its environment as
+    /// [`RUN_MARKER_ENV`] (after every other variable, so it always wins)
+    /// and inherited by everything it starts, so what escapes its process
+    /// group is still found and killed ([`kill_marked`]).
+    pub run_marker: Option<String>,
 }
+
+/// The variable that marks every process of one run (its value is the run
+/// id): the CLI's Bash tool starts each command in a session of its own
+/// (`setsid`: own process group), so a backgrounded command is outside the
+/// CLI's group, but it inherits the CLI's environment.
+pub const RUN_MARKER_ENV: &str = "AGENT_HARNESS_RUN_ID";
 
 impl ProcessSpec {
     /// A spec with the default env stripping and line limit.
@@ -82,6 +93,7 @@ impl ProcessSpec {
             strip_env_keys: DEFAULT_STRIP_ENV.iter().map(|s| s.to_string()).collect(),
             max_line_bytes: DEFAULT_MAX_LINE_BYTES,
             stdin: true,
+            run_marker: None,
         }
     }
 }
@@ -215,6 +227,10 @@ pub fn spawn(spec: &ProcessSpec) -> Result<Supervised, AdapterError> {
     for (k, v) in &spec.env {
         cmd.env(k, v);
     }
+    if let Some(marker) = &spec.run_marker {
+        cmd.env(RUN_MARKER_ENV, marker);
+    }
+    let run_marker = spec.run_marker.clone();
     let mut child = cmd
         .spawn()
         .map_err(|e| AdapterError::Spawn(format!("{}: {e}", spec.program.display())))?;
@@ -249,6 +265,10 @@ pub fn spawn(spec: &ProcessSpec) -> Result<Supervised, AdapterError> {
         // outlive the CLI. The group id cannot be reused while any member
         // exists, so this reaches only our processes.
         let _ = killpg(pid, NixSignal::SIGKILL);
+        // ... nor what left the group (a Bash command in its own session).
+        if let Some(marker) = run_marker {
+            let _ = tokio::task::spawn_blocking(move || kill_marked(&marker)).await;
+        }
         let _ = tokio::time::timeout(STDERR_DRAIN, stderr_task).await;
         let stderr_tail = tail.lock().unwrap_or_else(|e| e.into_inner()).text();
         let info = match status {
@@ -464,6 +484,63 @@ pub fn kill_recorded_group(pid: u32, start_time: u64) -> bool {
         // running member is worth (and counts as) a kill.
         None => group_has_running_members(pid) && killpg(pid, NixSignal::SIGKILL).is_ok(),
     }
+}
+
+/// Kills every running process (not a zombie) whose environment has
+/// [`RUN_MARKER_ENV`]`=marker`: whatever a run started, wherever it went
+/// (another process group or session, re-parented to init). Scans until a
+/// pass finds none (bounded), so a process forked during a pass is caught
+/// by the next. Returns how many were killed.
+pub fn kill_marked(marker: &str) -> usize {
+    let want = format!("{RUN_MARKER_ENV}={marker}");
+    let mut killed = 0;
+    for _ in 0..10 {
+        let found = marked_pids(want.as_bytes());
+        if found.is_empty() {
+            break;
+        }
+        for pid in found {
+            if nsig::kill(Pid::from_raw(pid as i32), NixSignal::SIGKILL).is_ok() {
+                killed += 1;
+            }
+        }
+    }
+    killed
+}
+
+/// Running (non-zombie) pids whose environment holds the entry `want`.
+fn marked_pids(want: &[u8]) -> Vec<u32> {
+    let Ok(procs) = std::fs::read_dir("/proc") else {
+        return Vec::new();
+    };
+    let me = std::process::id();
+    procs
+        .flatten()
+        .filter_map(|entry| {
+            let pid: u32 = entry.file_name().to_str()?.parse().ok()?;
+            if pid == me {
+                return None;
+            }
+            let env = std::fs::read(entry.path().join("environ")).ok()?;
+            if !env.split(|b| *b == 0).any(|v| v == want) {
+                return None;
+            }
+            let stat = std::fs::read_to_string(entry.path().join("stat")).ok()?;
+            let state = stat[stat.rfind(')')? + 1..].split_whitespace().next()?;
+            (state != "Z" && state != "X").then_some(pid)
+        })
+        .collect()
+}
+
+/// What recovery kills for a run a previous server left live: what is left
+/// of its recorded process group ([`kill_recorded_group`], when the pid
+/// was recorded) and every process carrying the run's marker
+/// ([`kill_marked`]: commands that left the group, and the whole run when a
+/// crash came before its pid was recorded). True when anything was killed.
+pub fn kill_recorded_run(recorded: Option<(u32, u64)>, run_id: &str) -> bool {
+    let group = recorded.is_some_and(|(pid, start)| kill_recorded_group(pid, start));
+    let marked = !run_id.is_empty() && kill_marked(run_id) > 0;
+    group || marked
 }
 
 /// Whether a process that is not a zombie is in process group `pgid`

@@ -27,6 +27,7 @@ import {
   deriveActivity,
   deriveAll,
   deriveBackgroundTasks,
+  deriveContextLost,
   derivePendingMessages,
   derivePendingPermissions,
   derivePlanOutcomes,
@@ -68,6 +69,7 @@ const FIELDS: Record<string, (d: Derived, events: Event[]) => JsonValue> = {
   headSeq: (d) => Number(d.headSeq),
   runId: (d) => d.runId ?? null,
   resumeId: (d) => d.resumeId ?? null,
+  contextLost: (d) => (d.contextLost ? { resumeId: d.contextLost.resumeId, seq: Number(d.contextLost.seq) } : null),
   usage: (d) => ({ ...d.usage }),
   activity: (d) => ({ kind: d.activity.kind, toolName: d.activity.toolName ?? null, label: d.activity.label }),
   hasRunningBackgroundTasks: (d) => d.hasRunningBackgroundTasks,
@@ -241,6 +243,7 @@ describe("incremental Fold agrees with the O(n) functions on every vector", () =
         assert.equal(fold.runId(), sf.currentRunId(), `${ctx}: runId`);
         assert.equal(sf.status(), deriveStatus(prefix), `${ctx}: StatusFold`);
         assert.equal(fold.resumeId(), deriveResumeId(prefix), `${ctx}: resumeId`);
+        assert.deepEqual(fold.contextLost(), deriveContextLost(prefix), `${ctx}: contextLost`);
         assert.deepEqual(fold.usage(), deriveUsage(prefix), `${ctx}: usage`);
         assert.deepEqual(fold.activity(), deriveActivity(prefix), `${ctx}: activity`);
         assert.deepEqual(fold.backgroundTasks(), deriveBackgroundTasks(prefix), `${ctx}: backgroundTasks`);

@@ -48,9 +48,9 @@ def usage(i=0, o=0, cc=0, cr=0):
 
 # ---- payload builders -------------------------------------------------------
 
-def run_start(prompt="", adapter="interactive", trigger="start", resume=""):
+def run_start(prompt="", adapter="interactive", trigger="start", resume="", lost=""):
     return ("runStart", {"config": {"prompt": prompt, "cwd": "/srv/demo/work", "resume": resume},
-                         "adapter": adapter, "trigger": trigger})
+                         "adapter": adapter, "trigger": trigger, "lostResumeId": lost})
 
 
 def run_ready(resume_id, pid=4242):
@@ -68,8 +68,8 @@ def run_end(reason, exit_code=None, signal="", inferred=False, source="process",
     return ("runEnd", p)
 
 
-def run_error(message, kind):
-    return ("runError", {"message": message, "kind": kind})
+def run_error(message, kind, resume_id=""):
+    return ("runError", {"message": message, "kind": kind, "resumeId": resume_id})
 
 
 def stop(source="user"):
@@ -386,6 +386,27 @@ v.ev(inp("follow up", "INITIAL"), ST, True)
 v.ev(run_ready("cli-2"), SR, True, resumeId="cli-2", runId="run-2")
 simple_turn(v)
 v.also(usage=U(24, 14, 0, 0, 0.000282, 13, 200000, 2))
+
+v = V("resume_failed_context_lost", "The CLI lost the conversation (its transcript is gone): the resumed run fails "
+      "before it boots (run_error resume_failed, the CLI's error result, exit 1). The resume id is dropped, so the "
+      "next run starts a new conversation (run_start lost_resume_id, no resume); context_lost keeps the point of loss.")
+boot(v, resume="cli-1")
+simple_turn(v)
+v.ev(run_end("COMPLETED", exit_code=0), I, False, resumeId="cli-1", contextLost=None)
+v.ev(run_start("follow up", trigger="send", resume="cli-1"), ST, True, runId="run-2", resumeId="cli-1")
+v.ev(inp("follow up", "INITIAL"), ST, True)
+v.ev(run_error("No conversation found with session ID: cli-1", "resume_failed", resume_id="cli-1"), ST, True,
+     resumeId=None, contextLost={"resumeId": "cli-1", "seq": 9}, activity=A("starting"))
+v.ev(turn_end(u=(0, 0, 0, 0), cost=0.0, is_error=True, reason="", subtype="error_during_execution",
+              num_turns=0, models=[], errors=["No conversation found with session ID: cli-1"]), I, True,
+     resumeId=None, turnInProgress=False)
+v.ev(run_end("ERROR", exit_code=1, stderr="No conversation found with session ID: cli-1\n"), I, False,
+     resumeId=None, contextLost={"resumeId": "cli-1", "seq": 9}, runId="run-2")
+v.ev(run_start("start again", trigger="send", lost="cli-1"), ST, True, runId="run-3", resumeId=None)
+v.ev(inp("start again", "INITIAL"), ST, True)
+v.ev(run_ready("cli-2"), SR, True, resumeId="cli-2", contextLost={"resumeId": "cli-1", "seq": 9})
+simple_turn(v)
+v.also(resumeId="cli-2", contextLost={"resumeId": "cli-1", "seq": 9}, headSeq=16)
 
 v = V("run_error_spawn_failed", "Spawn failure: run_error leaves start-up as it was; the run_end makes it idle and dead.")
 v.ev(run_start("hello"), ST, True)

@@ -42,11 +42,43 @@ pub use wakeup::{ScheduledWakeup, WakeupKind, scheduled_wakeup};
 use crate::pb::{self, Event, event::Payload};
 use classify::{PendingFold, PendingMessage};
 
-/// The latest `run_ready`'s non-empty `resume_id`: the CLI session the next
-/// run resumes.
+/// The `run_error` kind recorded when the CLI could not resume the
+/// conversation it was spawned with (its transcript is gone).
+pub const RESUME_FAILED: &str = "resume_failed";
+
+/// The CLI session the next run resumes: the latest `run_ready`'s non-empty
+/// `resume_id`, unless a `run_error{kind: "resume_failed"}` came after it
+/// (the CLI could not load that conversation; the next run starts a new
+/// one): then `None` until a later `run_ready` names the new conversation.
 pub fn resume_id(events: &[Event]) -> Option<String> {
     events.iter().rev().find_map(|e| match &e.payload {
-        Some(Payload::RunReady(r)) if !r.resume_id.is_empty() => Some(r.resume_id.clone()),
+        Some(Payload::RunReady(r)) if !r.resume_id.is_empty() => Some(Some(r.resume_id.clone())),
+        Some(Payload::RunError(r)) if r.kind == RESUME_FAILED => Some(None),
+        _ => None,
+    })?
+}
+
+/// Where the session's earlier context was lost: the CLI could not resume
+/// its conversation (`run_error{kind: "resume_failed"}`), so what was said
+/// before is not part of the conversation any more.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct ContextLost {
+    /// The CLI session id that could not be resumed (`RunError.resume_id`).
+    pub resume_id: String,
+    /// The seq of that run_error: everything before it is gone from the
+    /// model's view.
+    pub seq: u64,
+}
+
+/// The latest `run_error{kind: "resume_failed"}`, if any: the point before
+/// which the conversation's context is gone. It stays the latest loss for
+/// good (the new conversation that follows does not bring it back).
+pub fn context_lost(events: &[Event]) -> Option<ContextLost> {
+    events.iter().rev().find_map(|e| match &e.payload {
+        Some(Payload::RunError(r)) if r.kind == RESUME_FAILED => Some(ContextLost {
+            resume_id: r.resume_id.clone(),
+            seq: e.seq,
+        }),
         _ => None,
     })
 }
@@ -66,6 +98,8 @@ pub struct Derived {
     pub run_id: Option<String>,
     /// See [`resume_id()`].
     pub resume_id: Option<String>,
+    /// See [`context_lost()`].
+    pub context_lost: Option<ContextLost>,
     /// See [`usage()`].
     pub usage: Usage,
     /// See [`activity()`].
@@ -97,6 +131,7 @@ pub struct Fold {
     plans: plan::PlanFold,
     pending: PendingFold,
     resume_id: Option<String>,
+    context_lost: Option<ContextLost>,
 }
 
 impl Fold {
@@ -117,11 +152,29 @@ impl Fold {
         self.wakeup.apply(e);
         self.plans.apply(e);
         self.pending.apply(e, before);
-        if let Some(Payload::RunReady(r)) = &e.payload {
-            if !r.resume_id.is_empty() {
+        match &e.payload {
+            Some(Payload::RunReady(r)) if !r.resume_id.is_empty() => {
                 self.resume_id = Some(r.resume_id.clone());
             }
+            Some(Payload::RunError(r)) if r.kind == RESUME_FAILED => {
+                self.resume_id = None;
+                self.context_lost = Some(ContextLost {
+                    resume_id: r.resume_id.clone(),
+                    seq: e.seq,
+                });
+            }
+            _ => {}
         }
+    }
+
+    /// See [`resume_id()`].
+    pub fn resume_id(&self) -> Option<&str> {
+        self.resume_id.as_deref()
+    }
+
+    /// See [`context_lost()`].
+    pub fn context_lost(&self) -> Option<&ContextLost> {
+        self.context_lost.as_ref()
     }
 
     /// The status fold inside.
@@ -165,6 +218,7 @@ impl Fold {
             turn_in_progress: self.status.turn_in_progress(),
             run_id: self.status.current_run_id().map(str::to_owned),
             resume_id: self.resume_id.clone(),
+            context_lost: self.context_lost.clone(),
             usage: self.usage.clone(),
             activity: self.activity(),
             background_tasks: self.tasks.tasks().to_vec(),
@@ -188,6 +242,11 @@ impl Fold {
             activity: self.activity().label,
             pending_permissions: u32::try_from(self.permissions.count()).unwrap_or(u32::MAX),
             run_id: self.status.current_run_id().unwrap_or_default().to_owned(),
+            lost_resume_id: self
+                .context_lost
+                .as_ref()
+                .map(|c| c.resume_id.clone())
+                .unwrap_or_default(),
         }
     }
 }
@@ -199,8 +258,8 @@ pub fn derive_all(events: &[Event]) -> Derived {
 
 /// A session's derived state as the API returns it (GetSession,
 /// ListSessions): head seq, status, process alive, resume id ("" when none),
-/// usage, the activity label, the pending permission count and the current
-/// or last run id.
+/// usage, the activity label, the pending permission count, the current
+/// or last run id and the lost resume id ([`context_lost()`], "" when none).
 pub fn session(session_id: &str, events: &[Event]) -> pb::Session {
     fold(events).session(session_id)
 }

@@ -74,6 +74,9 @@ fn folds_equal_slice_functions_at_every_prefix() {
             assert_eq!(snap.scheduled_wakeup, scheduled_wakeup(prefix), "{ctx}");
             assert_eq!(snap.plan_outcomes, plan_outcomes(prefix), "{ctx}");
             assert_eq!(snap.resume_id, resume_id(prefix), "{ctx}");
+            assert_eq!(fold.resume_id(), resume_id(prefix).as_deref(), "{ctx}");
+            assert_eq!(snap.context_lost, context_lost(prefix), "{ctx}");
+            assert_eq!(fold.context_lost(), context_lost(prefix).as_ref(), "{ctx}");
             assert_eq!(
                 snap.pending_messages,
                 classify::pending_messages(prefix),
@@ -148,6 +151,7 @@ fn hundred_thousand_events_linear() {
                 config: Some(StartConfig::default()),
                 adapter: "interactive".into(),
                 trigger: "start".into(),
+                ..Default::default()
             }),
         );
         push(
@@ -285,6 +289,7 @@ fn hundred_thousand_events_linear() {
     assert_eq!(scheduled_wakeup(&events), None);
     assert!(plan_outcomes(&events).is_empty());
     assert_eq!(resume_id(&events).as_deref(), Some("cli-9"));
+    assert_eq!(context_lost(&events), None);
     let d = derive_all(&events);
     assert_eq!(d.usage, u);
     assert_eq!(d.head_seq, 100_030);

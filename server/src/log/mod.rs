@@ -18,9 +18,12 @@
 //!   queue: they watch the head seq and pull what they have not sent, so a
 //!   slow subscriber costs a `watch::Receiver` and a cursor, never a backlog.
 
+mod failpoint;
 mod resident;
 mod subscribe;
 mod writer;
+
+pub use self::failpoint::FAILPOINT_ENV;
 
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};

@@ -31,6 +31,7 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use agent_harness_client::pb;
 use tokio::sync::oneshot;
 
+use super::failpoint::{Failpoint, When};
 use super::{LogError, NewEvent, SessionLog, Shared};
 use crate::store::SessionMeta;
 
@@ -139,6 +140,7 @@ pub(super) fn spawn(
                 shared,
                 metas: HashMap::new(),
                 clock: 0,
+                failpoint: Failpoint::from_env(),
             }
             .run(rx)
         })
@@ -150,8 +152,11 @@ struct Writer {
     /// commit it was last used in. A bounded cache (`cache_sessions`): a
     /// session not in it is read from the store, which has every commit.
     metas: HashMap<String, (u64, SessionMeta)>,
-    /// Commits so far, the cache's least-recently-used clock.
+    /// Commits attempted since start-up, counting the one under way: the
+    /// meta cache's least-recently-used clock and the failpoint's counter.
     clock: u64,
+    /// A crash point for crash tests (`AGENT_HARNESS_FAILPOINT`), if armed.
+    failpoint: Option<Failpoint>,
 }
 
 impl Writer {
@@ -288,8 +293,14 @@ impl Writer {
             .map(|(k, _)| self.metas[k].1.clone())
             .collect();
         self.clock += 1;
+        if let Some(fp) = &self.failpoint {
+            fp.check(self.clock, When::Before);
+        }
         match self.shared.store.append_batch(&events, &changed) {
             Ok(()) => {
+                if let Some(fp) = &self.failpoint {
+                    fp.check(self.clock, When::After);
+                }
                 self.shared
                     .storage_ok
                     .send_if_modified(|ok| !std::mem::replace(ok, true));

@@ -65,9 +65,17 @@ impl SessionFold {
         }
     }
 
-    /// The resume id the next run uses ("" when none).
-    pub(super) fn resume_id(&self, session_id: &str) -> String {
-        self.fold.session(session_id).resume_id
+    /// What a run that names no resume id of its own continues: `Ok` with
+    /// the session's resume id, `Err` with the lost one when the CLI could
+    /// not resume the session's last conversation and no new one has begun
+    /// since (the run starts a new conversation and says so), `Ok("")` for
+    /// a session with no conversation yet.
+    pub(super) fn resume_or_lost(&self) -> Result<String, String> {
+        match (self.fold.resume_id(), self.fold.context_lost()) {
+            (Some(id), _) => Ok(id.to_owned()),
+            (None, Some(lost)) => Err(lost.resume_id.clone()),
+            (None, None) => Ok(String::new()),
+        }
     }
 }
 

@@ -504,8 +504,18 @@ impl SessionManager {
         trigger: &str,
     ) -> Result<Started> {
         let fold = claim.fold().clone();
+        // A run that names no conversation continues the session's; when the
+        // CLI lost that one (run_error resume_failed), it starts a new one
+        // without --resume and its run_start says which conversation is gone.
+        let mut lost_resume_id = String::new();
         if config.resume.is_empty() {
-            config.resume = fold.with(|d| d.resume_id(session_id)).unwrap_or_default();
+            match fold
+                .with(SessionFold::resume_or_lost)
+                .unwrap_or(Ok(String::new()))
+            {
+                Ok(resume) => config.resume = resume,
+                Err(lost) => lost_resume_id = lost,
+            }
         }
         self.admit(session_id, &mut config, trigger)?;
         let run_id = uuid::Uuid::new_v4().to_string();
@@ -523,6 +533,7 @@ impl SessionManager {
                 config: Some(launch::redacted(&config)),
                 adapter: self.inner.adapter.name().to_owned(),
                 trigger: trigger.to_owned(),
+                lost_resume_id,
             }),
             cli_line: String::new(),
         }];
@@ -551,6 +562,7 @@ impl SessionManager {
                         payload: Payload::RunError(pb::RunError {
                             message: e.to_string(),
                             kind: "spawn_failed".into(),
+                            ..Default::default()
                         }),
                         cli_line: String::new(),
                     },
@@ -613,6 +625,7 @@ impl SessionManager {
         let spec = RunSpec {
             session_id: session_id.to_owned(),
             run_id: run_id.clone(),
+            resume: config.resume.clone(),
             logs: self.inner.logs.clone(),
             opts: self.inner.opts.clone(),
             handle,

@@ -84,6 +84,8 @@ pub(super) enum WriteRefused {
 pub(super) struct RunSpec {
     pub(super) session_id: String,
     pub(super) run_id: String,
+    /// The `--resume` id the process was spawned with ("" when none).
+    pub(super) resume: String,
     pub(super) logs: EventLogs,
     pub(super) opts: ManagerOptions,
     /// The spawned process.
@@ -115,6 +117,9 @@ pub(super) struct Run {
     ladder: Ladder,
     /// The last turn_end was an error (API error, error result).
     last_turn_error: bool,
+    /// The CLI could not resume its conversation (run_error resume_failed):
+    /// it is exiting, so input is refused and goes to a fresh run instead.
+    resume_failed: bool,
     /// An append failed: what the store said. The process is being ended
     /// (what it writes can no longer be recorded) and the run ends ERROR.
     storage_failed: Option<String>,
@@ -188,6 +193,7 @@ async fn close_after_panic(
         event(Payload::RunError(pb::RunError {
             message: format!("the run's task failed: {what}"),
             kind: "panic".into(),
+            ..Default::default()
         })),
         event(Payload::RunEnd(pb::RunEnd {
             reason: pb::RunEndReason::Error as i32,
@@ -211,6 +217,7 @@ impl Run {
         let RunSpec {
             session_id,
             run_id,
+            resume,
             logs,
             opts,
             handle,
@@ -220,6 +227,7 @@ impl Run {
         let ladder = Ladder::new(opts.stop_grace, opts.kill_grace);
         let mut normalizer = Normalizer::new(opts.max_line_bytes);
         normalizer.set_pid(handle.pid);
+        normalizer.set_resume(&resume);
         if prompt_sent {
             normalizer.input_sent();
         }
@@ -236,6 +244,7 @@ impl Run {
             permission_deadlines: HashMap::new(),
             ladder,
             last_turn_error: false,
+            resume_failed: false,
             storage_failed: None,
             last_activity: Instant::now(),
             live_permit: Some(live_permit),
@@ -429,6 +438,22 @@ impl Run {
                     tracing::warn!(session_id = %self.session_id, error = %err, "could not store the resume id");
                 }
             }
+            Some(Payload::RunError(r)) if r.kind == crate::normalize::RESUME_FAILED => {
+                self.resume_failed = true;
+                // It exits by itself (2.1.197 exits 1 at once); closing its
+                // input makes sure it does not wait for more.
+                self.control.close_stdin();
+                // The CLI lost this conversation: nothing may hand its id out
+                // again (derive drops it from resume_id too).
+                tracing::warn!(session_id = %self.session_id, run_id = %self.run_id, resume_id = %r.resume_id, "the CLI could not resume the conversation; the next run starts a new one");
+                if let Err(err) = self
+                    .logs
+                    .update_meta(&self.session_id, |m| m.resume_id = None)
+                    .await
+                {
+                    tracing::warn!(session_id = %self.session_id, error = %err, "could not forget the resume id");
+                }
+            }
             _ => {}
         }
     }
@@ -496,7 +521,9 @@ impl Run {
     async fn write(&mut self, input: UserInput) -> Result<String, WriteRefused> {
         // A process we are signalling, or ending for idle or shutdown, will
         // not take another turn.
-        if self.ladder.ending() || !self.control.alive() {
+        // A CLI that failed to resume exits on its own: a Send now waits for
+        // its run_end and starts the new conversation.
+        if self.ladder.ending() || !self.control.alive() || self.resume_failed {
             return Err(WriteRefused::Ending);
         }
         if !self.control.keep_alive() {
@@ -707,6 +734,7 @@ impl Run {
                 Payload::RunError(pb::RunError {
                     message: format!("the event log could not record this run's output: {why}"),
                     kind: "storage".into(),
+                    ..Default::default()
                 }),
                 String::new(),
             ));

@@ -272,6 +272,13 @@ const EXPECTED: &[(&str, &[&str])] = &[
         &["run_ready", "content[text]", "turn_end[success]"],
     ),
     (
+        "resume_missing",
+        &[
+            "run_error[resume_failed]",
+            "turn_end[error_during_execution,error]",
+        ],
+    ),
+    (
         "schedule_wakeup",
         &[
             "run_ready",
@@ -340,6 +347,67 @@ fn run_ready_carries_the_init_fields() {
     assert!(ready.tools.iter().any(|t| t == "Bash"));
     assert!(!ready.model.is_empty());
     assert!(!ready.permission_mode.is_empty());
+}
+
+/// The CLI's answer to `--resume` of a conversation it has no transcript
+/// for (recorded from 2.1.197): one error `result` before any init. It
+/// becomes `run_error{resume_failed}` naming the dead id, then the turn_end.
+#[test]
+fn a_missing_resume_conversation_is_a_resume_failed_run_error() {
+    let dead = "2f9e6a80-7dee-402a-8327-efdbf244e717";
+    let (_, events) = replay("resume_missing");
+    let err = first!(&events, Payload::RunError(e) => e);
+    assert_eq!(err.kind, "resume_failed");
+    assert_eq!(err.resume_id, dead, "read from the CLI's message: {err:?}");
+    assert_eq!(
+        err.message,
+        format!("No conversation found with session ID: {dead}")
+    );
+    let end = first!(&events, Payload::TurnEnd(t) => t);
+    assert!(end.is_error);
+    assert_eq!(end.num_turns, 0);
+
+    // The run's own --resume id wins over what the message says.
+    let line = result_line("resume_missing");
+    let mut n = Normalizer::new(DEFAULT_MAX_LINE_BYTES);
+    n.set_resume("the-id-we-passed");
+    let out = n.line(&StdoutLine::Line(line.clone()));
+    assert!(
+        matches!(&out[0].0, Payload::RunError(e) if e.resume_id == "the-id-we-passed"),
+        "{out:?}"
+    );
+    assert_eq!(out[0].1, line, "the run_error keeps the CLI's line");
+
+    // The same words after the run booted (an init came first) are not a
+    // failed resume: the conversation was loaded.
+    let mut n = Normalizer::new(DEFAULT_MAX_LINE_BYTES);
+    n.line(&StdoutLine::Line(init_line("basic_text")));
+    let kinds: Vec<String> = n
+        .line(&StdoutLine::Line(line))
+        .iter()
+        .map(|(p, _)| detailed_kind(p))
+        .collect();
+    assert_eq!(kinds, ["turn_end[error_during_execution,error]"]);
+}
+
+/// The first `out` line of recording `name` whose type is `ty`.
+fn out_line(name: &str, ty: &str) -> String {
+    let path = transcripts_dir().join(format!("{name}.transcript.jsonl"));
+    let text = std::fs::read_to_string(&path).unwrap();
+    text.lines()
+        .filter_map(|r| serde_json::from_str::<Value>(r).ok())
+        .filter(|r| r["dir"] == "out")
+        .filter_map(|r| r["line"].as_str().map(str::to_owned))
+        .find(|l| serde_json::from_str::<Value>(l).is_ok_and(|v| v["type"] == ty))
+        .unwrap_or_else(|| panic!("{name} has no {ty} line"))
+}
+
+fn result_line(name: &str) -> String {
+    out_line(name, "result")
+}
+
+fn init_line(name: &str) -> String {
+    out_line(name, "system")
 }
 
 #[test]

@@ -1,4 +1,4 @@
-//! Everything against the real claude CLI and the fake Messages API: adapters, the gRPC API, permission modes, cassette recording and serving, content blocks, the live-service opt-in.
+//! Everything against the real claude CLI and the fake Messages API: adapters, the gRPC API, permission modes, cassette recording and serving, content blocks, a lost resume id, the crash loop, the live-service opt-in.
 //!
 //! One test binary per concern (build and link once); each module below
 //! was its own binary before.
@@ -8,8 +8,10 @@ mod support;
 
 mod adapters;
 mod content_blocks;
+mod crash_loop;
 mod grpc;
 mod live_service_optin;
 mod permission_modes;
 mod record_cassette_serve;
 mod record_cassettes;
+mod resume_lost;

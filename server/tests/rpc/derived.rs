@@ -196,6 +196,7 @@ fn run_start(run_id: &str) -> NewEvent {
             }),
             adapter: "scripted".into(),
             trigger: "start".into(),
+            ..Default::default()
         }),
     )
 }

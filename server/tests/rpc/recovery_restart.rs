@@ -97,16 +97,14 @@ fn crash_with_live_run_recovers_on_restart_and_next_send_resumes() {
             "the crash left the run live"
         );
         let logs = EventLogs::open(store.clone(), LogOptions::default()).unwrap();
-        let recovered = recover(&logs, &supervise::kill_recorded_group)
-            .await
-            .unwrap();
+        let recovered = recover(&logs, &supervise::kill_recorded_run).await.unwrap();
         assert_eq!(recovered.len(), 1, "{recovered:?}");
         assert!(recovered[0].closed_run.is_some());
         assert!(recovered[0].killed, "the recorded group was killed");
         assert_eq!(recovered[0].resume_id.as_deref(), Some(resume_id.as_str()));
         // Recovery is idempotent: a second pass finds nothing.
         assert!(
-            recover(&logs, &supervise::kill_recorded_group)
+            recover(&logs, &supervise::kill_recorded_run)
                 .await
                 .unwrap()
                 .is_empty()

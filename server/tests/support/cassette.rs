@@ -28,6 +28,9 @@ pub struct Scenario {
     pub prompt: &'static str,
     /// Resume the session of an earlier, unrecorded run with this prompt.
     pub resume_from: Option<&'static str>,
+    /// Delete that earlier run's transcript before recording: the CLI's
+    /// answer to a resume id whose conversation is gone.
+    pub forget_first: bool,
     /// The recording script.
     pub steps: fn() -> Vec<ScriptStep>,
     /// Event kinds the replay must produce, in order.
@@ -45,6 +48,7 @@ pub fn scenarios() -> Vec<Scenario> {
             relay: true,
             prompt: "TEXT hello from the cassette",
             resume_from: None,
+            forget_first: false,
             steps: || vec![WaitTurnEnd],
             expect: &["run_ready", "content[text]", "turn_end[success]"],
             exit_code: Some(0),
@@ -55,6 +59,7 @@ pub fn scenarios() -> Vec<Scenario> {
             relay: true,
             prompt: "TEXT first",
             resume_from: None,
+            forget_first: false,
             steps: || vec![WaitTurnEnd, Send("TEXT second".into()), WaitTurnEnd],
             expect: &[
                 "run_ready",
@@ -71,6 +76,7 @@ pub fn scenarios() -> Vec<Scenario> {
             relay: true,
             prompt: "BASH echo cassette-tool-output",
             resume_from: None,
+            forget_first: false,
             steps: || vec![WaitTurnEnd],
             expect: &[
                 "run_ready",
@@ -87,6 +93,7 @@ pub fn scenarios() -> Vec<Scenario> {
             relay: true,
             prompt: "SLOW 40 250",
             resume_from: None,
+            forget_first: false,
             steps: || {
                 vec![
                     WaitFor("\"subtype\":\"init\"".into()),
@@ -113,6 +120,7 @@ pub fn scenarios() -> Vec<Scenario> {
             relay: true,
             prompt: "WRITEBASH",
             resume_from: None,
+            forget_first: false,
             steps: || vec![Allow, WaitTurnEnd],
             expect: &[
                 "run_ready",
@@ -130,6 +138,7 @@ pub fn scenarios() -> Vec<Scenario> {
             relay: true,
             prompt: "WRITEBASH",
             resume_from: None,
+            forget_first: false,
             steps: || vec![Deny("denied by the cassette".into()), WaitTurnEnd],
             expect: &[
                 "run_ready",
@@ -147,6 +156,7 @@ pub fn scenarios() -> Vec<Scenario> {
             relay: true,
             prompt: "BGBASH sleep 1; echo bg-done",
             resume_from: None,
+            forget_first: false,
             steps: || vec![WaitTurnEnd, WaitTurnEnd],
             expect: &[
                 "run_ready",
@@ -169,9 +179,24 @@ pub fn scenarios() -> Vec<Scenario> {
             relay: true,
             prompt: "TEXT resumed after exit",
             resume_from: Some("TEXT remember this"),
+            forget_first: false,
             steps: || vec![WaitTurnEnd],
             expect: &["run_ready", "content[text]", "turn_end[success]"],
             exit_code: Some(0),
+        },
+        Scenario {
+            name: "resume_lost",
+            adapter: "interactive",
+            relay: true,
+            prompt: "TEXT never answered",
+            resume_from: Some("TEXT forget this"),
+            forget_first: true,
+            steps: || vec![WaitTurnEnd],
+            expect: &[
+                "run_error[resume_failed]",
+                "turn_end[error_during_execution,error]",
+            ],
+            exit_code: Some(1),
         },
         Scenario {
             name: "one_shot",
@@ -179,6 +204,7 @@ pub fn scenarios() -> Vec<Scenario> {
             relay: false,
             prompt: "TEXT one shot answer",
             resume_from: None,
+            forget_first: false,
             steps: Vec::new,
             expect: &["run_ready", "content[text]", "turn_end[success]"],
             exit_code: Some(0),

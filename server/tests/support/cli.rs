@@ -47,7 +47,8 @@ impl Fixture {
     pub fn config(&self, prompt: &str) -> SpawnConfig {
         SpawnConfig {
             session_id: "s-test".into(),
-            run_id: "r-test".into(),
+            // Unique: a run's end kills every process carrying its id.
+            run_id: format!("r-test-{}", uuid::Uuid::new_v4()),
             config: pb::StartConfig {
                 prompt: prompt.into(),
                 cwd: self.work.path().display().to_string(),

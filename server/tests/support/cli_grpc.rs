@@ -456,7 +456,8 @@ macro_rules! first_after {
 }
 
 impl Events {
-    async fn open(mut client: SessionServiceClient<Channel>, session: &str) -> Self {
+    /// Subscribes to `session` from seq 0 and collects in the background.
+    pub async fn open(mut client: SessionServiceClient<Channel>, session: &str) -> Self {
         let mut stream = bounded(
             "Subscribe",
             client.subscribe(pb::SubscribeRequest {

@@ -634,7 +634,13 @@ type RunStart struct {
 	Adapter string `protobuf:"bytes,2,opt,name=adapter,proto3" json:"adapter,omitempty"`
 	// Why the run was started: "start" (Start RPC) or "send" (Send with no
 	// live process, respawned with --resume).
-	Trigger       string `protobuf:"bytes,3,opt,name=trigger,proto3" json:"trigger,omitempty"`
+	Trigger string `protobuf:"bytes,3,opt,name=trigger,proto3" json:"trigger,omitempty"`
+	// Set when this run starts a new CLI conversation because the session's
+	// last one is lost: the CLI could not resume this id (a
+	// `run_error{kind: "resume_failed"}` ended an earlier run), so the run is
+	// spawned without `--resume` and the model does not see anything said
+	// before it. Empty otherwise.
+	LostResumeId  string `protobuf:"bytes,4,opt,name=lost_resume_id,json=lostResumeId,proto3" json:"lost_resume_id,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -686,6 +692,13 @@ func (x *RunStart) GetAdapter() string {
 func (x *RunStart) GetTrigger() string {
 	if x != nil {
 		return x.Trigger
+	}
+	return ""
+}
+
+func (x *RunStart) GetLostResumeId() string {
+	if x != nil {
+		return x.LostResumeId
 	}
 	return ""
 }
@@ -953,8 +966,14 @@ type RunError struct {
 	// What went wrong, for a human.
 	Message string `protobuf:"bytes,1,opt,name=message,proto3" json:"message,omitempty"`
 	// A stable machine-readable kind: "spawn_failed", "bad_line",
-	// "line_too_large", "cli_error", "write_failed".
-	Kind          string `protobuf:"bytes,2,opt,name=kind,proto3" json:"kind,omitempty"`
+	// "line_too_large", "cli_error", "write_failed", "storage", "panic", or
+	// "resume_failed": the CLI could not resume the conversation named by
+	// `--resume` (its transcript is gone: "No conversation found with
+	// session ID: ..."). The session's resume id is dropped: the next run
+	// starts a new conversation (its run_start has `lost_resume_id`).
+	Kind string `protobuf:"bytes,2,opt,name=kind,proto3" json:"kind,omitempty"`
+	// For kind "resume_failed": the resume id the CLI could not resume.
+	ResumeId      string `protobuf:"bytes,3,opt,name=resume_id,json=resumeId,proto3" json:"resume_id,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -999,6 +1018,13 @@ func (x *RunError) GetMessage() string {
 func (x *RunError) GetKind() string {
 	if x != nil {
 		return x.Kind
+	}
+	return ""
+}
+
+func (x *RunError) GetResumeId() string {
+	if x != nil {
+		return x.ResumeId
 	}
 	return ""
 }
@@ -2471,11 +2497,12 @@ const file_agentharness_v1_events_proto_rawDesc = "" +
 	"\x05model\x18\a \x01(\tR\x05model\x1a6\n" +
 	"\bEnvEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"t\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\x9a\x01\n" +
 	"\bRunStart\x124\n" +
 	"\x06config\x18\x01 \x01(\v2\x1c.agentharness.v1.StartConfigR\x06config\x12\x18\n" +
 	"\aadapter\x18\x02 \x01(\tR\aadapter\x12\x18\n" +
-	"\atrigger\x18\x03 \x01(\tR\atrigger\"7\n" +
+	"\atrigger\x18\x03 \x01(\tR\atrigger\x12$\n" +
+	"\x0elost_resume_id\x18\x04 \x01(\tR\flostResumeId\"7\n" +
 	"\tMcpServer\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x16\n" +
 	"\x06status\x18\x02 \x01(\tR\x06status\"\xfe\x01\n" +
@@ -2499,10 +2526,11 @@ const file_agentharness_v1_events_proto_rawDesc = "" +
 	"\vstderr_tail\x18\x06 \x01(\tR\n" +
 	"stderrTailB\f\n" +
 	"\n" +
-	"_exit_code\"8\n" +
+	"_exit_code\"U\n" +
 	"\bRunError\x12\x18\n" +
 	"\amessage\x18\x01 \x01(\tR\amessage\x12\x12\n" +
-	"\x04kind\x18\x02 \x01(\tR\x04kind\"'\n" +
+	"\x04kind\x18\x02 \x01(\tR\x04kind\x12\x1b\n" +
+	"\tresume_id\x18\x03 \x01(\tR\bresumeId\"'\n" +
 	"\rStopRequested\x12\x16\n" +
 	"\x06source\x18\x01 \x01(\tR\x06source\"\xd5\x01\n" +
 	"\x05Usage\x12%\n" +

@@ -1106,7 +1106,11 @@ type Session struct {
 	// Permission requests waiting for an answer.
 	PendingPermissions uint32 `protobuf:"varint,8,opt,name=pending_permissions,json=pendingPermissions,proto3" json:"pending_permissions,omitempty"`
 	// The current or last run id.
-	RunId         string `protobuf:"bytes,9,opt,name=run_id,json=runId,proto3" json:"run_id,omitempty"`
+	RunId string `protobuf:"bytes,9,opt,name=run_id,json=runId,proto3" json:"run_id,omitempty"`
+	// The CLI session id of the latest conversation the CLI could not resume
+	// (a `run_error{kind: "resume_failed"}`): what was said before it is not
+	// part of the conversation any more. Empty when that never happened.
+	LostResumeId  string `protobuf:"bytes,10,opt,name=lost_resume_id,json=lostResumeId,proto3" json:"lost_resume_id,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1200,6 +1204,13 @@ func (x *Session) GetPendingPermissions() uint32 {
 func (x *Session) GetRunId() string {
 	if x != nil {
 		return x.RunId
+	}
+	return ""
+}
+
+func (x *Session) GetLostResumeId() string {
+	if x != nil {
+		return x.LostResumeId
 	}
 	return ""
 }
@@ -1477,7 +1488,7 @@ const file_agentharness_v1_session_service_proto_rawDesc = "" +
 	"\bcost_usd\x18\x05 \x01(\x01R\acostUsd\x12)\n" +
 	"\x0econtext_tokens\x18\x06 \x01(\x04B\x020\x02R\rcontextTokens\x12)\n" +
 	"\x0econtext_window\x18\a \x01(\x04B\x020\x02R\rcontextWindow\x12\x14\n" +
-	"\x05turns\x18\b \x01(\rR\x05turns\"\xda\x02\n" +
+	"\x05turns\x18\b \x01(\rR\x05turns\"\x80\x03\n" +
 	"\aSession\x12\x1d\n" +
 	"\n" +
 	"session_id\x18\x01 \x01(\tR\tsessionId\x12\x1d\n" +
@@ -1488,7 +1499,9 @@ const file_agentharness_v1_session_service_proto_rawDesc = "" +
 	"\x05usage\x18\x06 \x01(\v2\x1d.agentharness.v1.SessionUsageR\x05usage\x12\x1a\n" +
 	"\bactivity\x18\a \x01(\tR\bactivity\x12/\n" +
 	"\x13pending_permissions\x18\b \x01(\rR\x12pendingPermissions\x12\x15\n" +
-	"\x06run_id\x18\t \x01(\tR\x05runId\"2\n" +
+	"\x06run_id\x18\t \x01(\tR\x05runId\x12$\n" +
+	"\x0elost_resume_id\x18\n" +
+	" \x01(\tR\flostResumeId\"2\n" +
 	"\x11GetSessionRequest\x12\x1d\n" +
 	"\n" +
 	"session_id\x18\x01 \x01(\tR\tsessionId\"H\n" +

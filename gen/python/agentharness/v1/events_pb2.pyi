@@ -111,14 +111,16 @@ class StartConfig(_message.Message):
     def __init__(self, prompt: _Optional[str] = ..., cwd: _Optional[str] = ..., resume: _Optional[str] = ..., env: _Optional[_Mapping[str, str]] = ..., args: _Optional[_Iterable[str]] = ..., content_blocks: _Optional[_Iterable[_Union[_struct_pb2.Struct, _Mapping]]] = ..., model: _Optional[str] = ...) -> None: ...
 
 class RunStart(_message.Message):
-    __slots__ = ("config", "adapter", "trigger")
+    __slots__ = ("config", "adapter", "trigger", "lost_resume_id")
     CONFIG_FIELD_NUMBER: _ClassVar[int]
     ADAPTER_FIELD_NUMBER: _ClassVar[int]
     TRIGGER_FIELD_NUMBER: _ClassVar[int]
+    LOST_RESUME_ID_FIELD_NUMBER: _ClassVar[int]
     config: StartConfig
     adapter: str
     trigger: str
-    def __init__(self, config: _Optional[_Union[StartConfig, _Mapping]] = ..., adapter: _Optional[str] = ..., trigger: _Optional[str] = ...) -> None: ...
+    lost_resume_id: str
+    def __init__(self, config: _Optional[_Union[StartConfig, _Mapping]] = ..., adapter: _Optional[str] = ..., trigger: _Optional[str] = ..., lost_resume_id: _Optional[str] = ...) -> None: ...
 
 class McpServer(_message.Message):
     __slots__ = ("name", "status")
@@ -165,12 +167,14 @@ class RunEnd(_message.Message):
     def __init__(self, reason: _Optional[_Union[RunEndReason, str]] = ..., exit_code: _Optional[int] = ..., signal: _Optional[str] = ..., inferred: _Optional[bool] = ..., source: _Optional[str] = ..., stderr_tail: _Optional[str] = ...) -> None: ...
 
 class RunError(_message.Message):
-    __slots__ = ("message", "kind")
+    __slots__ = ("message", "kind", "resume_id")
     MESSAGE_FIELD_NUMBER: _ClassVar[int]
     KIND_FIELD_NUMBER: _ClassVar[int]
+    RESUME_ID_FIELD_NUMBER: _ClassVar[int]
     message: str
     kind: str
-    def __init__(self, message: _Optional[str] = ..., kind: _Optional[str] = ...) -> None: ...
+    resume_id: str
+    def __init__(self, message: _Optional[str] = ..., kind: _Optional[str] = ..., resume_id: _Optional[str] = ...) -> None: ...
 
 class StopRequested(_message.Message):
     __slots__ = ("source",)

@@ -19,11 +19,42 @@ import { TasksFold, type BackgroundTask } from "./tasks.js";
 import { UsageFold, type SessionUsageTotals } from "./usage.js";
 import { WakeupFold, type ScheduledWakeup } from "./wakeup.js";
 
-/** The latest `run_ready`'s non-empty resume_id: the CLI session the next run resumes. */
+/** The `run_error` kind recorded when the CLI could not resume its conversation. */
+export const RESUME_FAILED = "resume_failed";
+
+/**
+ * The CLI session the next run resumes: the latest `run_ready`'s non-empty
+ * resume_id, unless a `run_error{kind: "resume_failed"}` came after it (the
+ * CLI could not load that conversation; the next run starts a new one):
+ * then undefined until a later `run_ready`.
+ */
 export function deriveResumeId(events: readonly Event[]): string | undefined {
   for (let i = events.length - 1; i >= 0; i--) {
     const p = events[i]!.payload;
     if (p.case === "runReady" && p.value.resumeId !== "") return p.value.resumeId;
+    if (p.case === "runError" && p.value.kind === RESUME_FAILED) return undefined;
+  }
+  return undefined;
+}
+
+/** Where the session's earlier context was lost (client-rs `derive::ContextLost`). */
+export interface ContextLost {
+  /** The CLI session id that could not be resumed (`RunError.resumeId`). */
+  resumeId: string;
+  /** The seq of that run_error: everything before it is gone from the model's view. */
+  seq: bigint;
+}
+
+/**
+ * The latest `run_error{kind: "resume_failed"}`, if any: the point before
+ * which the conversation's context is gone. It stays the latest loss for
+ * good (the new conversation that follows does not bring it back).
+ */
+export function deriveContextLost(events: readonly Event[]): ContextLost | undefined {
+  for (let i = events.length - 1; i >= 0; i--) {
+    const e = events[i]!;
+    if (e.payload.case === "runError" && e.payload.value.kind === RESUME_FAILED)
+      return { resumeId: e.payload.value.resumeId, seq: e.seq };
   }
   return undefined;
 }
@@ -42,6 +73,8 @@ export interface Derived {
   runId: string | undefined;
   /** See {@link deriveResumeId}. */
   resumeId: string | undefined;
+  /** See {@link deriveContextLost}. */
+  contextLost: ContextLost | undefined;
   /** See {@link deriveUsage}. */
   usage: SessionUsageTotals;
   /** See {@link deriveActivity}. */
@@ -94,6 +127,7 @@ export class Fold {
   private readonly plf = new PlanFold();
   private readonly mf = new PendingFold();
   private resume: string | undefined;
+  private lost: ContextLost | undefined;
   private applied = 0;
   private snap: Derived | undefined;
 
@@ -117,6 +151,10 @@ export class Fold {
     this.plf.apply(e);
     this.mf.apply(e, before);
     if (e.payload.case === "runReady" && e.payload.value.resumeId !== "") this.resume = e.payload.value.resumeId;
+    if (e.payload.case === "runError" && e.payload.value.kind === RESUME_FAILED) {
+      this.resume = undefined;
+      this.lost = { resumeId: e.payload.value.resumeId, seq: e.seq };
+    }
     this.applied++;
     this.snap = undefined;
   }
@@ -154,6 +192,11 @@ export class Fold {
   /** See {@link deriveResumeId}. */
   resumeId(): string | undefined {
     return this.resume;
+  }
+
+  /** See {@link deriveContextLost}. */
+  contextLost(): ContextLost | undefined {
+    return this.lost;
   }
 
   /** See {@link deriveUsage}. */
@@ -214,6 +257,7 @@ export class Fold {
       turnInProgress: this.sf.turnInProgress(),
       runId: this.sf.currentRunId(),
       resumeId: this.resume,
+      contextLost: this.lost,
       usage: this.uf.usage(),
       activity: this.activity(),
       backgroundTasks: this.tf.tasks(),
@@ -247,6 +291,7 @@ export class Fold {
       activity: this.activity().label,
       pendingPermissions: this.pf.count(),
       runId: this.sf.currentRunId() ?? "",
+      lostResumeId: this.lost?.resumeId ?? "",
     });
   }
 }

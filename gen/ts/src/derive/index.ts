@@ -11,7 +11,7 @@
 //   wakeup.ts       ScheduledWakeup, deriveScheduledWakeup
 //   plan.ts         PlanOutcome, PlanDecision, derivePlanOutcomes
 //   classify.ts     classifyTool, groupEvents, subagentChildren, derivePendingMessages
-//   fold.ts         Fold, Derived, deriveAll, deriveResumeId, deriveSession (Rust's mod.rs)
+//   fold.ts         Fold, Derived, deriveAll, deriveResumeId, deriveContextLost, deriveSession (Rust's mod.rs)
 //
 // Every derive* function is O(n) over the log; each is a fold over the
 // module's incremental state, and Fold applies all of them at once, one
@@ -42,4 +42,13 @@ export {
   type ToolKind,
   type Turn,
 } from "./classify.js";
-export { Fold, deriveAll, deriveResumeId, deriveSession, type Derived } from "./fold.js";
+export {
+  Fold,
+  RESUME_FAILED,
+  deriveAll,
+  deriveContextLost,
+  deriveResumeId,
+  deriveSession,
+  type ContextLost,
+  type Derived,
+} from "./fold.js";

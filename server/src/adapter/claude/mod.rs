@@ -86,6 +86,9 @@ impl ClaudeOptions {
         if !config.config.cwd.is_empty() {
             spec.cwd = Some(PathBuf::from(&config.config.cwd));
         }
+        if !config.run_id.is_empty() {
+            spec.run_marker = Some(config.run_id.clone());
+        }
         Ok(spec)
     }
 

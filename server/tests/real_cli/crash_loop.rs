@@ -1,0 +1,753 @@
+//! The crash loop: the real server binary (`agent-harness serve`, a child
+//! process), the REAL claude CLI behind it and the scripted Messages API in
+//! front of the CLI; the server is killed hard again and again, at varied
+//! points, and restarted on the same data dir:
+//! - mid-turn (a streaming answer, or a foreground Bash still running),
+//! - mid-permission prompt (a Write waiting for its answer),
+//! - between turns (the keep-alive CLI idle),
+//! - with a background Bash (`sleep`) running, a grandchild of the server,
+//! - inside a group commit: `AGENT_HARNESS_FAILPOINT=commit:after:N` aborts
+//!   the writer right after redb committed and before anything was
+//!   published, `commit:before:N` before the store is written.
+//!
+//! After every restart one client that was subscribed through the crash
+//! checks the durable log:
+//! - every event it saw is still there, unchanged (every field of the
+//!   decoded `Event`, its `cli_line` byte for byte);
+//! - seqs are 1..=head with no gap;
+//! - every run has exactly one `run_end` (recovery closed the live one);
+//! - no process of the killed server is left: the CLI, its Bash and the
+//!   backgrounded `sleep` all carry the server's marker variable, and no
+//!   process but the new server has it (zombies count as dead: PID 1 here
+//!   does not reap);
+//! - the conversation goes on: a Send gets a successful turn.
+//!
+//! CI runs [`CI_ROUNDS`] rounds (every kind of crash at least once);
+//! `AGENT_HARNESS_CRASH_ROUNDS=20` (or more) runs that many, e.g.
+//! `AGENT_HARNESS_CRASH_ROUNDS=20 cargo test -p agent-harness-server --test real_cli crash_loop:: -- --nocapture`.
+//!
+//! The server binary is `CARGO_BIN_EXE_agent-harness`, the one cargo built
+//! for this very test run (never a stale `AGENT_HARNESS_BIN`).
+
+use crate::support::cli_grpc;
+use crate::support::common::claude_bin;
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use agent_harness_client::pb;
+use agent_harness_client::pb::event::Payload;
+use agent_harness_client::pb::session_service_client::SessionServiceClient;
+use agent_harness_fake_api::FakeApi;
+use cli_grpc::{Events, WAIT, assert_runs_end_once, describe_all};
+use tonic::transport::Channel;
+
+/// Rounds in CI: each [`Crash`] kind once.
+const CI_ROUNDS: usize = ORDER.len();
+const SESSION: &str = "crash";
+/// The variable every process the server starts inherits; its value names
+/// one test run.
+const MARKER: &str = "AH_CRASH_LOOP_MARKER";
+
+/// Where the server is killed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Crash {
+    /// SIGKILL while the answer streams.
+    MidTurn,
+    /// SIGKILL while a foreground Bash runs (the CLI has a child).
+    MidTool,
+    /// SIGKILL while a permission request waits for its answer.
+    MidPermission,
+    /// SIGKILL between turns (the keep-alive CLI idle).
+    BetweenTurns,
+    /// SIGKILL while a backgrounded Bash `sleep` runs (a grandchild).
+    BackgroundTask,
+    /// The writer aborts inside a group commit, after the store committed.
+    CommitAfter,
+    /// The writer aborts inside a group commit, before the store is written.
+    CommitBefore,
+}
+
+const ORDER: [Crash; 7] = [
+    Crash::MidTurn,
+    Crash::MidPermission,
+    Crash::BetweenTurns,
+    Crash::CommitAfter,
+    Crash::BackgroundTask,
+    Crash::MidTool,
+    Crash::CommitBefore,
+];
+
+/// The server binary under test.
+fn server_bin() -> PathBuf {
+    PathBuf::from(env!("CARGO_BIN_EXE_agent-harness"))
+}
+
+/// A port nobody listens on now (a fresh one per start: the killed server's
+/// connections may still hold the old one).
+fn free_addr() -> SocketAddr {
+    let l = std::net::TcpListener::bind("127.0.0.1:0").expect("bind 127.0.0.1:0");
+    l.local_addr().expect("local addr")
+}
+
+/// What every server generation shares: the fake API, HOME, the work dir
+/// and the data dir.
+struct World {
+    api: FakeApi,
+    home: tempfile::TempDir,
+    work: tempfile::TempDir,
+    data: tempfile::TempDir,
+    marker: String,
+    generation: usize,
+}
+
+/// One running `agent-harness serve`.
+struct Server {
+    child: Child,
+    addr: SocketAddr,
+    log: PathBuf,
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+impl World {
+    async fn new() -> Self {
+        Self {
+            api: FakeApi::start().await,
+            home: tempfile::tempdir().expect("home"),
+            work: tempfile::tempdir().expect("work"),
+            data: tempfile::tempdir().expect("data"),
+            marker: uuid::Uuid::new_v4().to_string(),
+            generation: 0,
+        }
+    }
+
+    /// Starts a server on the shared data dir, with `failpoint` armed.
+    fn spawn(&mut self, failpoint: Option<&str>) -> Server {
+        self.generation += 1;
+        let addr = free_addr();
+        let log = self
+            .data
+            .path()
+            .join(format!("server-{}.log", self.generation));
+        let out = std::fs::File::create(&log).expect("server log");
+        let mut cmd = Command::new(server_bin());
+        cmd.args(["serve", "--listen", &addr.to_string(), "--data-dir"])
+            .arg(self.data.path())
+            .arg("--claude-bin")
+            .arg(claude_bin())
+            .args([
+                "--idle-timeout",
+                "0",
+                "--stop-grace",
+                "2s",
+                "--kill-grace",
+                "1s",
+            ])
+            .args(["--log", "info,agent_harness_server=debug"])
+            .current_dir(self.work.path())
+            .env_clear()
+            .env("PATH", std::env::var_os("PATH").unwrap_or_default())
+            .env("HOME", self.home.path())
+            .env("CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC", "1")
+            .env(MARKER, &self.marker)
+            .envs(self.api.cli_env())
+            .stdin(Stdio::null())
+            .stdout(out.try_clone().expect("log"))
+            .stderr(out);
+        if let Some(fp) = failpoint {
+            cmd.env(agent_harness_server::log::FAILPOINT_ENV, fp);
+        }
+        let child = cmd.spawn().expect("spawn agent-harness serve");
+        Server { child, addr, log }
+    }
+
+    /// Pids (other than `except`) that carry this run's marker and are not
+    /// zombies: what a killed server left behind.
+    fn marked(&self, except: Option<u32>) -> Vec<(u32, String)> {
+        let want = format!("{MARKER}={}", self.marker);
+        let mut out = Vec::new();
+        for entry in std::fs::read_dir("/proc").into_iter().flatten().flatten() {
+            let Some(pid) = entry
+                .file_name()
+                .to_str()
+                .and_then(|s| s.parse::<u32>().ok())
+            else {
+                continue;
+            };
+            if Some(pid) == except || pid == std::process::id() {
+                continue;
+            }
+            let Ok(env) = std::fs::read(entry.path().join("environ")) else {
+                continue;
+            };
+            if !env.split(|b| *b == 0).any(|v| v == want.as_bytes()) {
+                continue;
+            }
+            let stat = std::fs::read_to_string(entry.path().join("stat")).unwrap_or_default();
+            let state = stat.rsplit_once(") ").map(|(_, r)| r.chars().next());
+            if matches!(state, Some(Some('Z' | 'X')) | None) {
+                continue; // dead, waiting for a reaper
+            }
+            let cmdline = std::fs::read(entry.path().join("cmdline"))
+                .unwrap_or_default()
+                .split(|b| *b == 0)
+                .filter(|a| !a.is_empty())
+                .map(|a| String::from_utf8_lossy(a).into_owned())
+                .collect::<Vec<_>>()
+                .join(" ");
+            out.push((pid, cmdline));
+        }
+        out
+    }
+}
+
+impl Server {
+    /// A connected client once the server answers (recovery is done by
+    /// then: it runs before the server listens).
+    async fn connect(&mut self) -> SessionServiceClient<Channel> {
+        let deadline = Instant::now() + WAIT;
+        loop {
+            if let Some(status) = self.child.try_wait().expect("try_wait") {
+                panic!(
+                    "the server exited at start-up ({status}):\n{}",
+                    self.log_text()
+                );
+            }
+            let url = format!("http://{}", self.addr);
+            if let Ok(ch) = Channel::from_shared(url).unwrap().connect().await {
+                let mut c = SessionServiceClient::new(ch);
+                if c.list_sessions(pb::ListSessionsRequest::default())
+                    .await
+                    .is_ok()
+                {
+                    return c;
+                }
+            }
+            assert!(
+                Instant::now() < deadline,
+                "the server did not answer within {WAIT:?}:\n{}",
+                self.log_text()
+            );
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+
+    fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
+    /// SIGKILL, and reap it.
+    fn kill9(mut self) {
+        self.child.kill().expect("SIGKILL the server");
+        self.child.wait().expect("reap the server");
+    }
+
+    /// Waits for the server to die by itself (an armed failpoint); false
+    /// when it still runs after `within`.
+    async fn exited_within(&mut self, within: Duration) -> bool {
+        let deadline = Instant::now() + within;
+        while Instant::now() < deadline {
+            if self.child.try_wait().expect("try_wait").is_some() {
+                return true;
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        false
+    }
+
+    fn log_text(&self) -> String {
+        std::fs::read_to_string(&self.log).unwrap_or_default()
+    }
+}
+
+async fn try_send(
+    client: &mut SessionServiceClient<Channel>,
+    text: &str,
+) -> Result<String, tonic::Status> {
+    tokio::time::timeout(
+        WAIT,
+        client.send(pb::SendRequest {
+            session_id: SESSION.into(),
+            input: text.into(),
+            content_blocks: vec![],
+        }),
+    )
+    .await
+    .expect("Send in time")
+    .map(|r| r.into_inner().run_id)
+}
+
+async fn send(client: &mut SessionServiceClient<Channel>, text: &str) -> String {
+    try_send(client, text)
+        .await
+        .unwrap_or_else(|s| panic!("Send({text:?}): {s:?}"))
+}
+
+/// The whole durable log, read through Subscribe from 0 up to caught_up.
+async fn read_log(client: &mut SessionServiceClient<Channel>) -> Vec<pb::Event> {
+    use pb::subscribe_response::Kind;
+    let mut stream = client
+        .subscribe(pb::SubscribeRequest {
+            session_id: SESSION.into(),
+            after_seq: 0,
+        })
+        .await
+        .expect("Subscribe")
+        .into_inner();
+    let mut out = Vec::new();
+    loop {
+        let msg = tokio::time::timeout(WAIT, stream.message())
+            .await
+            .expect("the replay in time")
+            .expect("the replay")
+            .expect("the stream stays open until caught_up");
+        match msg.kind {
+            Some(Kind::Event(e)) => out.push(e),
+            Some(Kind::CaughtUp(_)) => return out,
+            _ => {}
+        }
+    }
+}
+
+/// Tracks everything the client saw across generations and checks the log
+/// after each restart.
+///
+/// Events are compared as decoded messages (every field, `cli_line`
+/// included), not as re-encoded bytes: protobuf does not fix the order of
+/// a map's entries (a `Struct`'s fields are a `HashMap`), so the same event
+/// decoded twice may encode to different bytes.
+#[derive(Default)]
+struct Witness {
+    /// Every event seen, by seq (index seq - 1).
+    seen: Vec<pb::Event>,
+}
+
+impl Witness {
+    /// Takes in what one generation's subscriber saw (from seq 1); what it
+    /// saw again of earlier generations must be identical.
+    fn absorb(&mut self, events: &[pb::Event]) {
+        for e in events {
+            let i = (e.seq - 1) as usize;
+            if i < self.seen.len() {
+                assert_eq!(
+                    &self.seen[i], e,
+                    "seq {} changed since a client saw it",
+                    e.seq
+                );
+            } else {
+                assert_eq!(i, self.seen.len(), "the subscriber skipped a seq");
+                self.seen.push(e.clone());
+            }
+        }
+    }
+
+    /// The durable log after a restart: every seen event unchanged, seqs
+    /// 1..=head, one run_end per run, nothing live.
+    fn check(&mut self, log: &[pb::Event], round: usize) {
+        for (i, e) in log.iter().enumerate() {
+            assert_eq!(
+                e.seq,
+                i as u64 + 1,
+                "round {round}: seqs are not contiguous:\n{}",
+                describe_all(log)
+            );
+        }
+        assert!(
+            log.len() >= self.seen.len(),
+            "round {round}: the log lost events a client saw ({} seen, {} stored):\n{}",
+            self.seen.len(),
+            log.len(),
+            describe_all(log)
+        );
+        for (seen, stored) in self.seen.iter().zip(log) {
+            assert_eq!(
+                seen, stored,
+                "round {round}: seq {} differs from what a client saw",
+                seen.seq
+            );
+        }
+        assert_runs_end_once(log, None);
+        self.absorb(log);
+    }
+}
+
+/// Whether `events` show a non-compact turn_end after seq `after`.
+fn turn_ended(events: &Events, after: u64) -> bool {
+    events
+        .since(after)
+        .iter()
+        .any(|e| matches!(&e.payload, Some(Payload::TurnEnd(t)) if !t.compact))
+}
+
+/// Drives the server to its death at the point `crash` names.
+async fn crash_round(
+    world: &World,
+    mut server: Server,
+    client: &mut SessionServiceClient<Channel>,
+    events: &Events,
+    crash: Crash,
+    round: usize,
+) {
+    let head = events.head();
+    // The CLI must be found by its marker, or the leftover check after the
+    // restart would prove nothing.
+    let cli_found = |server: &Server| {
+        let procs = world.marked(Some(server.pid()));
+        assert!(
+            procs.iter().any(|(_, cmd)| cmd.contains("claude")),
+            "round {round}: the CLI does not carry the marker: {procs:?}"
+        );
+        procs
+    };
+    match crash {
+        Crash::MidTurn => {
+            send(client, "SLOW 30 100").await;
+            // The turn is under way (its answer streams for 3 s; a respawned
+            // CLI boots first); the kill lands at a different moment of it
+            // each round, from before the CLI spoke to mid-stream.
+            events
+                .next_after("the prompt delivered", head, |e| {
+                    matches!(e.payload, Some(Payload::InputSent(_)))
+                })
+                .await;
+            let into = Duration::from_millis(100 + 131 * (round as u64 % 11));
+            tokio::time::sleep(into).await;
+            cli_found(&server);
+            server.kill9();
+        }
+        Crash::MidTool => {
+            send(client, "SLOWBASH 30").await;
+            events
+                .next_after("the Bash tool_use", head, |e| {
+                    matches!(&e.payload, Some(Payload::Content(c))
+                        if c.blocks.iter().any(|b| b.tool_name == "Bash"))
+                })
+                .await;
+            cli_found(&server);
+            server.kill9();
+        }
+        Crash::MidPermission => {
+            send(client, &format!("WRITE perm-{round}.txt hello")).await;
+            events.permission_requested_after(head).await;
+            cli_found(&server);
+            server.kill9();
+        }
+        Crash::BetweenTurns => {
+            send(client, &format!("TEXT between {round}")).await;
+            events.turn_end_after(head).await;
+            cli_found(&server);
+            server.kill9();
+        }
+        Crash::BackgroundTask => {
+            let sleep = format!("sleep 300.{round}");
+            send(client, &format!("BGBASH {sleep}")).await;
+            events.turn_end_after(head).await;
+            let procs = cli_found(&server);
+            assert!(
+                procs.iter().any(|(_, cmd)| *cmd == sleep),
+                "round {round}: the background `{sleep}` runs before the crash: {procs:?}"
+            );
+            server.kill9();
+        }
+        Crash::CommitAfter | Crash::CommitBefore => {
+            // This server has the failpoint armed: feed it turns until a
+            // commit hits it (a Send may itself die with the server).
+            for attempt in 0..6 {
+                let h = events.head();
+                let _ = try_send(client, &format!("BASH echo commit-{round}-{attempt}")).await;
+                let deadline = Instant::now() + WAIT;
+                loop {
+                    if server.exited_within(Duration::from_millis(20)).await {
+                        let log = server.log_text();
+                        assert!(
+                            log.contains("AGENT_HARNESS_FAILPOINT: aborting"),
+                            "round {round}: the server died, but not at the failpoint:\n{log}"
+                        );
+                        return;
+                    }
+                    if turn_ended(events, h) {
+                        break;
+                    }
+                    assert!(
+                        Instant::now() < deadline,
+                        "round {round}: neither a turn end nor the failpoint:\n{}",
+                        describe_all(&events.snapshot())
+                    );
+                }
+            }
+            panic!(
+                "round {round}: the failpoint never fired:\n{}",
+                server.log_text()
+            );
+        }
+    }
+}
+
+/// After a restart: nothing of the killed server's processes runs (only
+/// the new server carries the marker). Polls: the kills recovery sent may
+/// take a moment to land.
+async fn assert_no_leftovers(world: &World, server: &Server, round: usize) {
+    let deadline = Instant::now() + WAIT;
+    loop {
+        let left = world.marked(Some(server.pid()));
+        if left.is_empty() {
+            return;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "round {round}: processes of the killed server still run after recovery: {left:?}\n{}",
+            server.log_text()
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+fn rounds() -> usize {
+    std::env::var("AGENT_HARNESS_CRASH_ROUNDS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(CI_ROUNDS)
+}
+
+/// The failpoint for a commit round: a commit a few after start-up, so it
+/// lands inside the Send's turn (recovery takes the first two: the run_end
+/// it appends and the pid it forgets).
+fn failpoint_for(crash: Crash, round: usize) -> Option<String> {
+    let at = 3 + round % 5;
+    match crash {
+        Crash::CommitAfter => Some(format!("commit:after:{at}")),
+        Crash::CommitBefore => Some(format!("commit:before:{at}")),
+        _ => None,
+    }
+}
+
+/// Starts a server generation and checks what the previous one left:
+/// no process, and a log holding everything seen, gapless, every run ended.
+async fn restart(
+    world: &mut World,
+    witness: &mut Witness,
+    failpoint: Option<&str>,
+    round: usize,
+) -> (Server, SessionServiceClient<Channel>) {
+    let mut server = world.spawn(failpoint);
+    let mut client = server.connect().await;
+    assert_no_leftovers(world, &server, round).await;
+    let log = read_log(&mut client).await;
+    witness.check(&log, round);
+    (server, client)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn killing_the_server_anywhere_loses_nothing_and_leaves_nothing() {
+    let started = Instant::now();
+    let rounds = rounds();
+    assert!(rounds >= 5, "at least 5 rounds");
+    let mut world = World::new().await;
+    let mut witness = Witness::default();
+
+    // Generation 1: a session with one finished turn.
+    let mut server = world.spawn(None);
+    let mut client = server.connect().await;
+    let events = Events::open(client.clone(), SESSION).await;
+    tokio::time::timeout(
+        WAIT,
+        client.start(pb::StartRequest {
+            session_id: SESSION.into(),
+            config: Some(pb::StartConfig {
+                prompt: "TEXT first".into(),
+                cwd: world.work.path().display().to_string(),
+                ..Default::default()
+            }),
+        }),
+    )
+    .await
+    .expect("Start in time")
+    .expect("Start");
+    events.turn_end_after(0).await;
+    witness.absorb(&events.snapshot());
+    drop(events);
+
+    let mut new_conversations = 0;
+    for round in 0..rounds {
+        let crash = ORDER[round % ORDER.len()];
+        let t0 = Instant::now();
+        if let Some(fp) = failpoint_for(crash, round) {
+            // Into a server with the failpoint armed (this kill is one more
+            // crash between turns).
+            server.kill9();
+            (server, client) = restart(&mut world, &mut witness, Some(&fp), round).await;
+        }
+        let events = Events::open(client.clone(), SESSION).await;
+        let seen = witness.seen.len();
+        events
+            .wait_for("the replay", |evs| (evs.len() >= seen).then_some(()))
+            .await;
+        crash_round(&world, server, &mut client, &events, crash, round).await;
+        // Everything the client saw before the server died.
+        witness.absorb(&events.snapshot());
+        drop(events);
+
+        (server, client) = restart(&mut world, &mut witness, None, round).await;
+
+        // The conversation goes on.
+        let events = Events::open(client.clone(), SESSION).await;
+        let head = witness.seen.len() as u64;
+        new_conversations += continue_conversation(&mut client, &events, head, round).await;
+        witness.absorb(&events.snapshot());
+        eprintln!(
+            "crash loop round {round}: {crash:?} ok in {:?} (log head {})",
+            t0.elapsed(),
+            events.head()
+        );
+    }
+    // End the last generation's CLI the way the loop does: kill, restart,
+    // check, and leave a server that started nothing.
+    server.kill9();
+    let (last, _) = restart(&mut world, &mut witness, None, rounds).await;
+    drop(last);
+    eprintln!(
+        "crash loop: {rounds} rounds, {} events, in {:?}; {new_conversations} resumes found no transcript and began a new conversation",
+        witness.seen.len(),
+        started.elapsed()
+    );
+}
+
+/// Sends a turn and waits for its success. A resume that finds no
+/// transcript (the CLI had not written it when the server died) records
+/// `resume_failed`, and the next Send starts a new conversation: returns 1
+/// then, else 0.
+async fn continue_conversation(
+    client: &mut SessionServiceClient<Channel>,
+    events: &Events,
+    head: u64,
+    round: usize,
+) -> usize {
+    let mut after = head;
+    for attempt in 0..2 {
+        send(client, &format!("TEXT goes on {round}")).await;
+        let end = events
+            .next_after("the turn or a failed resume", after, |e| {
+                matches!(&e.payload, Some(Payload::TurnEnd(t)) if !t.compact)
+                    || matches!(&e.payload, Some(Payload::RunError(r)) if r.kind == "resume_failed")
+            })
+            .await;
+        if let Some(Payload::TurnEnd(t)) = &end.payload {
+            assert!(
+                !t.is_error,
+                "round {round}: the turn after the restart failed: {t:?}\n{}",
+                describe_all(&events.snapshot())
+            );
+            return attempt;
+        }
+        // The failed run ends by itself; then the next Send starts anew.
+        let (e, _) = events.run_end_after(end.seq).await;
+        after = e.seq;
+    }
+    panic!(
+        "round {round}: the conversation did not go on:\n{}",
+        describe_all(&events.snapshot())
+    );
+}
+
+/// Starts a server generation with a session whose turn backgrounded
+/// `sleep <secs>` through the CLI's Bash tool; returns the server, the
+/// client and the sleep's pid.
+async fn with_background_sleep(
+    world: &mut World,
+    secs: &str,
+) -> (Server, SessionServiceClient<Channel>, Events, u32) {
+    let mut server = world.spawn(None);
+    let mut client = server.connect().await;
+    let events = Events::open(client.clone(), SESSION).await;
+    client
+        .start(pb::StartRequest {
+            session_id: SESSION.into(),
+            config: Some(pb::StartConfig {
+                prompt: format!("BGBASH sleep {secs}"),
+                cwd: world.work.path().display().to_string(),
+                ..Default::default()
+            }),
+        })
+        .await
+        .expect("Start");
+    events.turn_end_after(0).await;
+    let want = format!("sleep {secs}");
+    let procs = world.marked(Some(server.pid()));
+    let sleep = procs
+        .iter()
+        .find(|(_, cmd)| *cmd == want)
+        .unwrap_or_else(|| panic!("`{want}` runs in the background: {procs:?}"))
+        .0;
+    (server, client, events, sleep)
+}
+
+/// Whether `pid` runs (a zombie, dead and waiting for a reaper that PID 1
+/// here never is, does not).
+fn running(pid: u32) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/stat"))
+        .ok()
+        .and_then(|s| s.rsplit_once(") ").map(|(_, r)| !r.starts_with(['Z', 'X'])))
+        .unwrap_or(false)
+}
+
+async fn until_dead(pid: u32, what: &str) {
+    let deadline = Instant::now() + WAIT;
+    while running(pid) {
+        assert!(Instant::now() < deadline, "{what}: pid {pid} still runs");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+/// Issue 10 item 5 with the real CLI: a `sleep` the CLI's Bash tool put in
+/// the background (`run_in_background`) lives in a session of its own,
+/// outside the CLI's process group. The server is SIGKILLed; the sleep
+/// outlives it; the restarted server's recovery kills it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn recovery_kills_a_background_bash_sleep_that_left_the_group() {
+    let mut world = World::new().await;
+    let (server, _client, events, sleep) = with_background_sleep(&mut world, "300.77").await;
+    let group = |pid: u32| {
+        let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+        stat.rsplit_once(") ")
+            .and_then(|(_, r)| r.split_whitespace().nth(2).map(str::to_owned))
+    };
+    let (_, ready) = events.run_ready_after(0).await;
+    assert_ne!(
+        group(sleep),
+        group(ready.pid),
+        "the Bash tool's command is outside the CLI's process group"
+    );
+    drop(events);
+    server.kill9();
+    assert!(running(sleep), "the sleep outlives the killed server");
+
+    let mut server = world.spawn(None);
+    server.connect().await;
+    until_dead(sleep, "recovery kills the background sleep").await;
+    assert_no_leftovers(&world, &server, 0).await;
+}
+
+/// The same sleep when the CLI dies under a live server (SIGKILL from
+/// outside, as the end of a stop ladder would): the run's end kills it too.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_run_end_kills_a_background_bash_sleep_that_left_the_group() {
+    let mut world = World::new().await;
+    let (server, _client, events, sleep) = with_background_sleep(&mut world, "300.78").await;
+    let (_, ready) = events.run_ready_after(0).await;
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(ready.pid as i32),
+        nix::sys::signal::Signal::SIGKILL,
+    )
+    .expect("SIGKILL the CLI");
+    events.run_end_after(0).await;
+    until_dead(sleep, "the run's end kills the background sleep").await;
+    assert_no_leftovers(&world, &server, 0).await;
+}
