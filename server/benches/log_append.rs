@@ -163,6 +163,7 @@ fn store_commit(label: &str, events: usize, sessions: usize) {
                         nanos: 0,
                     }),
                     cli_line: ne.cli_line,
+                    truncated: None,
                     payload: Some(ne.payload),
                 }
             })

@@ -33,6 +33,10 @@ pub(super) struct SessionFold {
     /// The latest run_start's config: a Send that respawns keeps its cwd,
     /// env, args and model.
     pub(super) last_config: Option<pb::StartConfig>,
+    /// The seq of that run_start when its event is cut down (over the
+    /// per-event budget): then `last_config` may hold shortened args, and a
+    /// respawn reads the whole event instead.
+    pub(super) last_config_cut: Option<u64>,
 }
 
 impl SessionFold {
@@ -52,6 +56,7 @@ impl SessionFold {
         self.fold.apply(e);
         if let Some(Payload::RunStart(rs)) = &e.payload {
             self.last_config = rs.config.clone();
+            self.last_config_cut = e.truncated.as_ref().map(|_| e.seq);
         }
     }
 

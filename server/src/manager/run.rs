@@ -342,6 +342,32 @@ impl Run {
             .flatten()
     }
 
+    /// The input a pending request asked with, whole: the fold holds the
+    /// streamed form of its event, which is cut down when it was over the
+    /// per-event budget (a Write of a large file), and the CLI must run the
+    /// tool with what it asked for, not a shortened copy.
+    async fn whole_requested_input(
+        &self,
+        request_id: &str,
+        folded: Option<Struct>,
+    ) -> Option<Struct> {
+        let seq = self
+            .fold
+            .with(|d| d.fold.pending_permission(request_id).map(|p| p.seq))
+            .flatten()?;
+        match self.logs.full_event(&self.session_id, seq).await {
+            Ok(Some(pb::Event {
+                payload: Some(Payload::PermissionRequested(p)),
+                ..
+            })) if p.request_id == request_id => p.input,
+            Ok(_) => folded,
+            Err(e) => {
+                tracing::warn!(session_id = %self.session_id, error = %e, "cannot read the whole permission request; answering with its streamed input");
+                folded
+            }
+        }
+    }
+
     /// Whether the log shows background tasks still running (derive's
     /// `has_running_background_tasks`). Takes a snapshot of the fold, so it
     /// is asked only when the idle deadline has passed.
@@ -635,6 +661,13 @@ impl Run {
                 session_id: self.session_id.clone(),
                 request_id,
             });
+        };
+        let requested_input = match answer.updated_input {
+            None if answer.allow => {
+                self.whole_requested_input(&request_id, requested_input)
+                    .await
+            }
+            _ => requested_input,
         };
         let decision = if answer.allow {
             PermissionDecision::Allow {

@@ -20,6 +20,10 @@ use super::{SessionMeta, Store, StoreError};
 
 /// `(session_id, seq) -> prost-encoded pb::Event`.
 const EVENTS: TableDefinition<(&str, u64), &[u8]> = TableDefinition::new("events");
+/// `(session_id, seq) -> prost-encoded pb::Event`, the whole form of each
+/// event that `events` holds cut down (over the per-event budget): what
+/// `ReadFullEvent` streams. Rows exist only for cut events.
+const FULL_EVENTS: TableDefinition<(&str, u64), &[u8]> = TableDefinition::new("full_events");
 /// `session_id -> JSON-encoded SessionMeta` (tiny, rarely written, easy to inspect).
 const SESSIONS: TableDefinition<&str, &[u8]> = TableDefinition::new("sessions");
 
@@ -56,6 +60,7 @@ impl RedbStore {
     fn init(db: Database) -> Result<Self, StoreError> {
         let txn = db.begin_write().map_err(rerr)?;
         txn.open_table(EVENTS).map_err(rerr)?;
+        txn.open_table(FULL_EVENTS).map_err(rerr)?;
         txn.open_table(SESSIONS).map_err(rerr)?;
         txn.commit().map_err(rerr)?;
         Ok(Self { db })
@@ -97,12 +102,28 @@ fn encode_meta(meta: &SessionMeta) -> Vec<u8> {
 }
 
 impl Store for RedbStore {
-    fn append_batch(&self, batch: &[pb::Event], metas: &[SessionMeta]) -> Result<(), StoreError> {
+    fn append_events(
+        &self,
+        batch: &[pb::Event],
+        full: &[pb::Event],
+        metas: &[SessionMeta],
+    ) -> Result<(), StoreError> {
         let mut txn = self.db.begin_write().map_err(rerr)?;
         txn.set_durability(Durability::Immediate).map_err(rerr)?;
         {
-            let mut events = txn.open_table(EVENTS).map_err(rerr)?;
             let mut buf = Vec::with_capacity(512);
+            if !full.is_empty() {
+                let mut whole = txn.open_table(FULL_EVENTS).map_err(rerr)?;
+                for ev in full {
+                    buf.clear();
+                    ev.encode(&mut buf)
+                        .map_err(|e| StoreError::Rejected(e.to_string()))?;
+                    whole
+                        .insert((ev.session_id.as_str(), ev.seq), buf.as_slice())
+                        .map_err(rerr)?;
+                }
+            }
+            let mut events = txn.open_table(EVENTS).map_err(rerr)?;
             for ev in batch {
                 buf.clear();
                 ev.encode(&mut buf)
@@ -165,6 +186,79 @@ impl Store for RedbStore {
         }
         out.reverse();
         Ok(out)
+    }
+
+    fn read_range_within(
+        &self,
+        session_id: &str,
+        after_seq: u64,
+        limit: usize,
+        max_bytes: usize,
+        event_cap: usize,
+    ) -> Result<Vec<pb::Event>, StoreError> {
+        let Some(start) = after_seq.checked_add(1) else {
+            return Ok(Vec::new());
+        };
+        let txn = self.db.begin_read().map_err(rerr)?;
+        let table = txn.open_table(EVENTS).map_err(rerr)?;
+        let mut out = Vec::new();
+        let mut bytes = 0usize;
+        for row in table
+            .range((session_id, start)..=(session_id, u64::MAX))
+            .map_err(rerr)?
+            .take(limit)
+        {
+            let (_, v) = row.map_err(rerr)?;
+            // Sized before decoding: a read never decodes what it drops.
+            bytes = bytes.saturating_add(v.value().len().min(event_cap));
+            if !out.is_empty() && bytes > max_bytes {
+                break;
+            }
+            out.push(decode_event(session_id, v.value())?);
+        }
+        Ok(out)
+    }
+
+    fn read_before_within(
+        &self,
+        session_id: &str,
+        before_seq: u64,
+        limit: usize,
+        max_bytes: usize,
+        event_cap: usize,
+    ) -> Result<Vec<pb::Event>, StoreError> {
+        let txn = self.db.begin_read().map_err(rerr)?;
+        let table = txn.open_table(EVENTS).map_err(rerr)?;
+        let mut out = Vec::new();
+        let mut bytes = 0usize;
+        for row in table
+            .range((session_id, 0)..(session_id, before_seq))
+            .map_err(rerr)?
+            .rev()
+            .take(limit)
+        {
+            let (_, v) = row.map_err(rerr)?;
+            bytes = bytes.saturating_add(v.value().len().min(event_cap));
+            if !out.is_empty() && bytes > max_bytes {
+                break;
+            }
+            out.push(decode_event(session_id, v.value())?);
+        }
+        out.reverse();
+        Ok(out)
+    }
+
+    fn read_full(&self, session_id: &str, seq: u64) -> Result<Option<pb::Event>, StoreError> {
+        let txn = self.db.begin_read().map_err(rerr)?;
+        let whole = txn.open_table(FULL_EVENTS).map_err(rerr)?;
+        if let Some(v) = whole.get((session_id, seq)).map_err(rerr)? {
+            return decode_event(session_id, v.value()).map(Some);
+        }
+        let events = txn.open_table(EVENTS).map_err(rerr)?;
+        match events.get((session_id, seq)).map_err(rerr)? {
+            Some(v) => decode_event(session_id, v.value()).map(Some),
+            None => Ok(None),
+        }
     }
 
     fn meta(&self, session_id: &str) -> Result<Option<SessionMeta>, StoreError> {

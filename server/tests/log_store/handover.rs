@@ -101,6 +101,7 @@ async fn scenario(ops: Vec<Op>) {
             max_replay: 64,
             heartbeat: Duration::from_secs(3600),
             max_batch: 32,
+            ..LogOptions::default()
         },
     )
     .unwrap();

@@ -13,6 +13,7 @@ mod limits;
 mod recovery_restart;
 mod session;
 mod shutdown;
+mod size;
 mod storage_faults;
 mod timers;
 mod transport;

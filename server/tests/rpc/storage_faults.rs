@@ -27,11 +27,19 @@ struct Flaky {
 }
 
 impl Store for Flaky {
-    fn append_batch(&self, batch: &[pb::Event], metas: &[SessionMeta]) -> Result<(), StoreError> {
+    fn append_events(
+        &self,
+        batch: &[pb::Event],
+        full: &[pb::Event],
+        metas: &[SessionMeta],
+    ) -> Result<(), StoreError> {
         if self.failing.load(Ordering::SeqCst) {
             return Err(StoreError::Rejected("injected: the disk is full".into()));
         }
-        self.inner.append_batch(batch, metas)
+        self.inner.append_events(batch, full, metas)
+    }
+    fn read_full(&self, s: &str, seq: u64) -> Result<Option<pb::Event>, StoreError> {
+        self.inner.read_full(s, seq)
     }
     fn read_range(&self, s: &str, a: u64, l: usize) -> Result<Vec<pb::Event>, StoreError> {
         self.inner.read_range(s, a, l)
