@@ -232,7 +232,10 @@ pub fn reply(pos: &Position, attempt: u32) -> Reply {
         "BIG" => {
             // A long answer (default 6,000,000 bytes), streamed in 64 KiB
             // chunks: "big 0 big 1 big 2 ..." cut to the exact length.
-            let n: usize = words.next().and_then(|w| w.parse().ok()).unwrap_or(6_000_000);
+            let n: usize = words
+                .next()
+                .and_then(|w| w.parse().ok())
+                .unwrap_or(6_000_000);
             let mut text = String::with_capacity(n + 16);
             let mut i = 0u64;
             while text.len() < n {
