@@ -677,3 +677,63 @@ fn heartbeat_interval_defaults_to_the_servers_15s() {
         Duration::from_secs(15)
     );
 }
+
+/// A message over the decode limit (4 MiB by default, the server's bound)
+/// would come back at the same cursor on every resubscribe: the client
+/// stops and says why instead of reconnecting forever. `reconnect()` tries
+/// again.
+#[tokio::test]
+async fn a_message_too_large_to_decode_stops_the_subscription() {
+    let server = start(ServerOptions::default()).await;
+    server
+        .state
+        .append_event(SESSION, support::make_event(SESSION, 1));
+    let mut big = support::make_event(SESSION, 2);
+    big.payload = Some(Payload::InputSent(pb::InputSent {
+        text: "x".repeat(5 * 1024 * 1024),
+        ..Default::default()
+    }));
+    server.state.append_event(SESSION, big);
+    // Fast retries: without the stop, many resubscribes would follow.
+    let c = client(&server, options());
+    assert_eq!(
+        c.snapshot().fatal.map(|e| e.code()),
+        None,
+        "nothing fatal before the stream"
+    );
+    let snap = wait(&c, "the subscription to stop", |s| s.fatal.is_some()).await;
+    let fatal = snap.fatal.clone().unwrap();
+    assert_eq!(fatal.code(), tonic::Code::OutOfRange, "{fatal}");
+    assert!(fatal.to_string().contains("too large"), "{fatal}");
+    assert!(!snap.connected);
+    assert_eq!(snap.cursor, 1, "the events before it are held");
+    assert!(
+        snap.error.as_deref().unwrap_or("").contains("seq 1"),
+        "{snap:?}"
+    );
+    assert_eq!(
+        server.state.subscribe_after(),
+        [0],
+        "one Subscribe, no reconnect loop"
+    );
+
+    // reconnect() clears it and tries once more (and stops again).
+    c.reconnect().unwrap();
+    wait(&c, "the second attempt", |_| {
+        server.state.subscribe_after().len() == 2
+    })
+    .await;
+    let snap = wait(&c, "it to stop again", |s| s.fatal.is_some()).await;
+    assert_eq!(server.state.subscribe_after(), [0, 1]);
+    assert!(snap.fatal.is_some());
+
+    // With a smaller limit, a smaller message is too large as well.
+    let small = SessionClient::connect(
+        server.url(),
+        SESSION,
+        options().with_max_message_bytes(64 * 1024),
+    )
+    .unwrap();
+    let snap = wait(&small, "the small client to stop", |s| s.fatal.is_some()).await;
+    assert_eq!(snap.fatal.unwrap().code(), tonic::Code::OutOfRange);
+}

@@ -164,6 +164,7 @@ fn store_commit(label: &str, events: usize, sessions: usize) {
                         nanos: 0,
                     }),
                     cli_line: ne.cli_line,
+                    truncated: None,
                     payload: Some(ne.payload),
                 }
             })

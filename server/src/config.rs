@@ -158,6 +158,14 @@ pub struct ServeConfig {
     #[arg(long, env = "AGENT_HARNESS_MAX_LINE_BYTES", default_value_t = crate::supervise::DEFAULT_MAX_LINE_BYTES)]
     pub max_line_bytes: usize,
 
+    /// Largest event streamed whole, in bytes of its protobuf encoding. A
+    /// larger one (a long answer, a Read of a big file) is stored whole but
+    /// streamed cut down and marked `truncated`; ReadFullEvent returns the
+    /// whole. At most 4177920 (4 MiB less room for the message around it),
+    /// at least 16384.
+    #[arg(long, env = "AGENT_HARNESS_MAX_EVENT_BYTES", default_value_t = crate::log::cut::DEFAULT_MAX_EVENT_BYTES)]
+    pub max_event_bytes: usize,
+
     /// File holding the bearer token every RPC must carry
     /// (`authorization: Bearer TOKEN`). Required for a non-loopback --listen.
     #[arg(long, env = "AGENT_HARNESS_AUTH_TOKEN_FILE")]
@@ -259,6 +267,7 @@ impl Default for ServeConfig {
             heartbeat: Duration::from_secs(15),
             max_request_bytes: 4 * 1024 * 1024,
             max_line_bytes: crate::supervise::DEFAULT_MAX_LINE_BYTES,
+            max_event_bytes: crate::log::cut::DEFAULT_MAX_EVENT_BYTES,
             auth_token_file: None,
             allowed_origins: Vec::new(),
             allowed_hosts: Vec::new(),
@@ -381,6 +390,33 @@ mod tests {
         assert_eq!(cfg.idle_timeout, Duration::from_secs(1800));
         assert_eq!(cfg.max_line_bytes, 8 * 1024 * 1024);
         assert_eq!(cfg.max_line_bytes, ServeConfig::default().max_line_bytes);
+    }
+
+    #[test]
+    fn max_event_bytes_is_checked_at_start_up() {
+        use crate::log::cut::{MAX_EVENT_BYTES_CEILING, MIN_EVENT_BYTES};
+        let parse = |v: &str| {
+            let cli = Cli::try_parse_from(["agent-harness", "serve", "--max-event-bytes", v])
+                .expect("parses");
+            let Command::Serve(cfg) = cli.command else {
+                panic!("expected serve")
+            };
+            crate::server::serve_options(&cfg).map(|_| cfg.max_event_bytes)
+        };
+        assert_eq!(ServeConfig::default().max_event_bytes, 1024 * 1024);
+        assert_eq!(parse("65536").unwrap(), 65536);
+        assert_eq!(
+            parse(&MAX_EVENT_BYTES_CEILING.to_string()).unwrap(),
+            MAX_EVENT_BYTES_CEILING
+        );
+        for bad in [
+            MAX_EVENT_BYTES_CEILING + 1,
+            8 * 1024 * 1024,
+            MIN_EVENT_BYTES - 1,
+        ] {
+            let err = parse(&bad.to_string()).unwrap_err().to_string();
+            assert!(err.contains("--max-event-bytes"), "{err}");
+        }
     }
 
     #[test]

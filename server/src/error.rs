@@ -26,6 +26,14 @@ pub enum Error {
         /// The id asked for.
         session_id: String,
     },
+    /// The session has no event with this seq (ReadFullEvent).
+    #[error("session {session_id:?} has no event {seq}")]
+    UnknownEvent {
+        /// The session.
+        session_id: String,
+        /// The seq asked for.
+        seq: u64,
+    },
     /// The permission request is not waiting for an answer: unknown,
     /// already answered, timed out, withdrawn, or its run has ended.
     #[error("no pending permission request {request_id:?} in session {session_id:?}")]

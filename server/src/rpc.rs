@@ -68,7 +68,9 @@ fn code(e: &Error) -> Code {
         // Fix the request.
         Error::InvalidField { .. } => Code::InvalidArgument,
         // Nothing by that name.
-        Error::UnknownSession { .. } | Error::PermissionRequestNotPending { .. } => Code::NotFound,
+        Error::UnknownSession { .. }
+        | Error::UnknownEvent { .. }
+        | Error::PermissionRequestNotPending { .. } => Code::NotFound,
         // Not in this state: retrying the same call does not help until
         // the state changes (the run ends, the operator fixes something).
         Error::RunLive { .. }
@@ -155,6 +157,24 @@ fn drain_on_shutdown(
             }
             return Some((msg, st));
         }
+    })
+}
+
+/// Largest (and default) ReadFullEvent chunk.
+pub const FULL_EVENT_CHUNK: usize = 1024 * 1024;
+
+/// The ReadFullEvent stream type.
+pub type ReadFullEventStream =
+    Pin<Box<dyn Stream<Item = Result<pb::ReadFullEventResponse, Status>> + Send + 'static>>;
+
+/// The bytes of one part of a whole event.
+fn full_event_part(event: pb::Event, part: pb::FullEventPart) -> Result<Vec<u8>, Error> {
+    use prost::Message;
+    Ok(match part {
+        pb::FullEventPart::Unspecified | pb::FullEventPart::CliLine => event.cli_line.into_bytes(),
+        pb::FullEventPart::Event => event.encode_to_vec(),
+        pb::FullEventPart::EventJson => serde_json::to_vec(&event)
+            .map_err(|e| Error::Internal(format!("event {} as JSON: {e}", event.seq)))?,
     })
 }
 
@@ -259,6 +279,57 @@ impl SessionService for Rpc {
         Ok(Response::new(pb::HistoryResponse { events, has_more }))
     }
 
+    type ReadFullEventStream = ReadFullEventStream;
+
+    async fn read_full_event(
+        &self,
+        request: Request<pb::ReadFullEventRequest>,
+    ) -> Result<Response<Self::ReadFullEventStream>, Status> {
+        let req = request.into_inner();
+        validate::session_id(&req.session_id)?;
+        let part = pb::FullEventPart::try_from(req.part)
+            .map_err(|_| Error::invalid("part", format!("unknown part {}", req.part)))?;
+        if !self
+            .logs
+            .exists(&req.session_id)
+            .await
+            .map_err(Error::from)?
+        {
+            return Err(Error::unknown_session(&req.session_id).into());
+        }
+        let event = self
+            .logs
+            .full_event(&req.session_id, req.seq)
+            .await
+            .map_err(Error::from)?
+            .ok_or_else(|| Error::UnknownEvent {
+                session_id: req.session_id.clone(),
+                seq: req.seq,
+            })?;
+        let chunk = match req.chunk_size as usize {
+            0 => FULL_EVENT_CHUNK,
+            n => n.min(FULL_EVENT_CHUNK),
+        };
+        // The part is held once; each message copies one chunk of it, made
+        // only when the client is ready for it.
+        let bytes = full_event_part(event, part)?;
+        let total = bytes.len();
+        let starts: Vec<usize> = if total == 0 {
+            vec![0]
+        } else {
+            (0..total).step_by(chunk).collect()
+        };
+        let stream = futures::stream::iter(starts).map(move |start| {
+            let end = (start + chunk).min(total);
+            Ok(pb::ReadFullEventResponse {
+                chunk: bytes[start..end].to_vec(),
+                offset: start as u64,
+                total_size: total as u64,
+            })
+        });
+        Ok(Response::new(Box::pin(stream)))
+    }
+
     async fn respond_permission(
         &self,
         request: Request<pb::RespondPermissionRequest>,
@@ -321,6 +392,13 @@ mod tests {
         let table = [
             (Error::invalid("config.cwd", "x"), Code::InvalidArgument),
             (Error::unknown_session("s"), Code::NotFound),
+            (
+                Error::UnknownEvent {
+                    session_id: s(),
+                    seq: 9,
+                },
+                Code::NotFound,
+            ),
             (
                 Error::PermissionRequestNotPending {
                     session_id: s(),

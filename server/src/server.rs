@@ -94,6 +94,7 @@ pub fn serve_options(config: &ServeConfig) -> Result<ServeOptions> {
         token.is_some(),
         Some(config.listen),
     )?;
+    check_max_event_bytes(config.max_event_bytes)?;
     let tls = match (&config.tls_cert, &config.tls_key) {
         (Some(cert), Some(key)) => Some(crate::listen::tls_acceptor(cert, key)?),
         (None, None) => None,
@@ -122,6 +123,21 @@ pub fn serve_options(config: &ServeConfig) -> Result<ServeOptions> {
     })
 }
 
+/// `--max-event-bytes` must leave room for the message around one event
+/// under gRPC's default 4 MiB receive limit, and room for an event's ids.
+fn check_max_event_bytes(bytes: usize) -> Result<()> {
+    use crate::log::cut::{MAX_EVENT_BYTES_CEILING, MAX_MESSAGE_BYTES, MIN_EVENT_BYTES};
+    if (MIN_EVENT_BYTES..=MAX_EVENT_BYTES_CEILING).contains(&bytes) {
+        return Ok(());
+    }
+    Err(Error::Config(format!(
+        "--max-event-bytes {bytes} is out of range: it must be between {MIN_EVENT_BYTES} and \
+         {MAX_EVENT_BYTES_CEILING}, so that every message stays under {MAX_MESSAGE_BYTES} bytes \
+         (gRPC's default receive limit); larger events are streamed cut down and ReadFullEvent \
+         returns them whole"
+    )))
+}
+
 /// Runs the whole server from its configuration until `shutdown` resolves:
 /// opens the store, recovers sessions a previous instance left live,
 /// binds, serves, and on shutdown stops every run and flushes the log.
@@ -146,6 +162,7 @@ pub async fn run(config: ServeConfig, shutdown: impl Future<Output = ()> + Send)
             cache_sessions: config.cache_sessions,
             max_replay: config.max_replay as u64,
             heartbeat: config.heartbeat,
+            max_event_bytes: config.max_event_bytes,
             ..LogOptions::default()
         },
     )?;
@@ -216,7 +233,9 @@ pub async fn serve_on(
     let rpc = Rpc::new(manager.clone(), streams.clone()).with_max_streams(opts.max_streams);
     let session_service = SessionServiceServer::new(rpc)
         .max_decoding_message_size(opts.max_request_bytes)
-        .max_encoding_message_size(usize::MAX);
+        // Every response is built under 4 MiB (events are cut to their
+        // budget, pages bounded by bytes); this is the backstop.
+        .max_encoding_message_size(crate::log::cut::MAX_MESSAGE_BYTES);
     let (health_reporter, health_service) = tonic_health::server::health_reporter();
     health_reporter
         .set_serving::<SessionServiceServer<Rpc>>()

@@ -6,6 +6,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	pb "github.com/agent-harness/agent-harness/gen/go/agentharness/v1"
 )
 
 // TestReadmeExample runs ./example (the README's Go example) against the test server.
@@ -20,5 +22,35 @@ func TestReadmeExample(t *testing.T) {
 	}
 	if got := strings.TrimSpace(string(out)); got != "hello from the Go example" {
 		t.Fatalf("example printed %q", got)
+	}
+}
+
+// TestReadmeExampleFetchesATruncatedEventWhole: a 6 MB answer is streamed cut down (over the
+// server's 1 MiB per-event budget); the example fetches it with ReadFullEvent and prints it
+// whole.
+func TestReadmeExampleFetchesATruncatedEventWhole(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	id := newSessionID("example-big")
+	out, err := exec.CommandContext(ctx, "go", "run", "./example",
+		"-addr", shared.addr, "-session", id, "-prompt", "BIG 6000000").Output()
+	if err != nil {
+		t.Fatalf("go run ./example: %v", err)
+	}
+	got := strings.TrimRight(string(out), "\n")
+	if len(got) != 6_000_000 || !strings.HasPrefix(got, "big 0 big 1 ") {
+		t.Fatalf("example printed %d bytes starting %q", len(got), got[:min(len(got), 40)])
+	}
+	// The same session's History, with grpc-go's default 4 MiB receive limit.
+	var before uint64
+	for {
+		page, err := shared.client.History(ctx, &pb.HistoryRequest{SessionId: id, BeforeSeq: before, Limit: 1000})
+		if err != nil {
+			t.Fatalf("History: %v", err)
+		}
+		if !page.GetHasMore() {
+			break
+		}
+		before = page.GetEvents()[0].GetSeq()
 	}
 }

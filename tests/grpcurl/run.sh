@@ -71,6 +71,8 @@ for rpc in Start Send Stop History RespondPermission GetSession ListSessions; do
 done
 grep -q 'rpc Subscribe ( .agentharness.v1.SubscribeRequest ) returns ( stream .agentharness.v1.SubscribeResponse );' "$tmp/describe.out" ||
   { echo "FAIL: describe lacks the Subscribe stream"; exit 1; }
+grep -q 'rpc ReadFullEvent ( .agentharness.v1.ReadFullEventRequest ) returns ( stream .agentharness.v1.ReadFullEventResponse );' "$tmp/describe.out" ||
+  { echo "FAIL: describe lacks the ReadFullEvent stream"; exit 1; }
 g "$addr" describe agentharness.v1.Event >"$tmp/event.out"
 grep -q 'google.protobuf.Timestamp time = 4;' "$tmp/event.out" || { echo "FAIL: describe Event"; exit 1; }
 ok "describe shows every RPC and the message types"
@@ -116,5 +118,36 @@ echo "\$ grpcurl -plaintext -d '{\"session_id\":\"$sid\",\"limit\":2}' $addr age
 g -d "{\"session_id\":\"$sid\",\"limit\":2}" "$addr" agentharness.v1.SessionService/History >"$tmp/hist.out"
 check history "$tmp/hist.out" 2 "$head"
 ok "History: the newest 2 events, oldest first, hasMore"
+
+# A 6 MB answer: History (grpcurl's default 4 MiB receive limit) gets it cut down and marked
+# "truncated"; ReadFullEvent streams the whole CLI line back (the README's jq | base64 pipe).
+g -d "{\"session_id\":\"$sid\",\"input\":\"BIG 6000000\"}" "$addr" agentharness.v1.SessionService/Send >/dev/null
+for i in $(seq 1200); do
+  g -d "{\"session_id\":\"$sid\"}" "$addr" agentharness.v1.SessionService/GetSession >"$tmp/get.out"
+  read -r status head2 < <(check status "$tmp/get.out")
+  [ "$status" = SESSION_STATUS_IDLE ] && [ "$head2" -gt "$head" ] && break
+  [ "$i" = 1200 ] && { echo "FAIL: status $status after 120 s"; exit 1; }
+  sleep 0.1
+done
+g -d "{\"session_id\":\"$sid\",\"limit\":1000}" "$addr" agentharness.v1.SessionService/History >"$tmp/big.out"
+read -r big_seq line_size < <(python - "$tmp/big.out" <<'PY'
+import json, sys
+page = json.load(open(sys.argv[1]))
+cut = [e for e in page["events"] if "truncated" in e and "content" in e]
+assert cut, "no truncated content event in History"
+print(cut[0]["seq"], cut[0]["truncated"]["cliLineSize"])
+PY
+)
+echo "\$ grpcurl -plaintext -d '{\"session_id\":\"$sid\",\"seq\":$big_seq}' $addr agentharness.v1.SessionService/ReadFullEvent | jq -r .chunk | base64 -d"
+g -d "{\"session_id\":\"$sid\",\"seq\":$big_seq}" "$addr" agentharness.v1.SessionService/ReadFullEvent \
+  | jq -r .chunk | base64 -d >"$tmp/line.json"
+python - "$tmp/line.json" "$line_size" <<'PY'
+import json, os, sys
+size = os.path.getsize(sys.argv[1])
+assert size == int(sys.argv[2]), f"line of {size} bytes, cliLineSize {sys.argv[2]}"
+line = json.load(open(sys.argv[1]))
+assert line["type"] == "assistant" and len(line["message"]["content"][0]["text"]) == 6_000_000
+PY
+ok "a 6 MB answer: History gets it truncated (seq $big_seq), ReadFullEvent returns its $line_size-byte line whole"
 
 echo "grpcurl: $pass passed, 0 failed"

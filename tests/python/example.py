@@ -21,6 +21,13 @@ with grpc.insecure_channel(addr) as channel:
         if msg.WhichOneof("kind") != "event":
             continue  # the replay header, caught_up and heartbeats
         event = msg.event
+        if event.HasField("truncated"):
+            # Too large to stream whole (over the server's --max-event-bytes): it came cut
+            # down, and the server keeps the whole event. Fetch it in chunks.
+            chunks = client.ReadFullEvent(
+                pb.ReadFullEventRequest(session_id=session, seq=event.seq, part=pb.FULL_EVENT_PART_EVENT)
+            )
+            event = events_pb2.Event.FromString(b"".join(c.chunk for c in chunks))
         if event.WhichOneof("payload") == "content":
             print("".join(block.text for block in event.content.blocks), end="")
         elif event.WhichOneof("payload") == "turn_end":

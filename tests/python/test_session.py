@@ -392,3 +392,54 @@ def test_errors(harness, streams):
             timeout=10,
         )
     assert e.value.code() == grpc.StatusCode.FAILED_PRECONDITION
+
+
+def test_a_6mb_answer_is_streamed_cut_down_and_read_back_whole(harness, streams):
+    """A 6 MB answer: with gRPC's default 4 MiB receive limit, Subscribe and History of the
+    session work (the event is streamed cut down, marked truncated with its sizes), and
+    ReadFullEvent returns the whole CLI line in chunks of at most 1 MiB."""
+    stub = harness.stub
+    sid = new_id("big")
+    s = Stream(stub, sid, 0)
+    streams.append(s)
+    stub.Start(pb.StartRequest(session_id=sid, config=events_pb2.StartConfig(prompt="BIG 6000000", cwd=harness.work_dir)))
+    big, _ = s.wait_event(lambda e: kind(e) == "content" and e.HasField("truncated"), "truncated content")
+    s.wait_event(is_kind("turn_end"), "turn_end")
+    assert big.cli_line == ""
+    assert big.truncated.original_size > 12_000_000
+    assert big.truncated.cli_line_size > 6_000_000
+    assert "cli_line" in big.truncated.fields
+    assert content_text(big).startswith("big 0 big 1 ")
+    assert len(content_text(big)) < 1_100_000
+    for ev in s.events:
+        assert ev.ByteSize() <= 1024 * 1024, f"event {ev.seq} is {ev.ByteSize()} bytes"
+
+    # History of the session with the default receive limit (4 MiB): every page fits.
+    events, before = [], 0
+    while True:
+        page = stub.History(pb.HistoryRequest(session_id=sid, before_seq=before, limit=1000))
+        assert page.ByteSize() <= 4 * 1024 * 1024
+        events = list(page.events) + events
+        if not page.has_more:
+            break
+        before = page.events[0].seq
+    assert [e.seq for e in events] == list(range(1, len(events) + 1))
+    assert any(e.HasField("truncated") for e in events)
+
+    # The whole line, reassembled from chunks.
+    line, total = b"", None
+    for chunk in stub.ReadFullEvent(pb.ReadFullEventRequest(session_id=sid, seq=big.seq)):
+        assert chunk.offset == len(line)
+        assert len(chunk.chunk) <= 1024 * 1024
+        total = chunk.total_size
+        line += chunk.chunk
+    assert len(line) == total == big.truncated.cli_line_size
+    import json
+
+    whole = json.loads(line)
+    assert whole["type"] == "assistant"
+    assert len(whole["message"]["content"][0]["text"]) == 6_000_000
+
+    with pytest.raises(grpc.RpcError) as err:
+        list(stub.ReadFullEvent(pb.ReadFullEventRequest(session_id=sid, seq=10_000)))
+    assert err.value.code() == grpc.StatusCode.NOT_FOUND

@@ -24,6 +24,13 @@
 //!   client builds itself ([`SessionClient::connect`]) also sends HTTP/2
 //!   keepalive pings every interval, idle or not, and closes the connection
 //!   when one goes unanswered for [`KEEPALIVE_TIMEOUT`].
+//! - **An undeliverable message stops the stream, not the program.** The
+//!   client decodes messages up to [`SessionOptions::max_message_bytes`]
+//!   (4 MiB, the bound the server keeps every message under). A message
+//!   over it (an older server, a proxy, a smaller limit) would come back at
+//!   the same cursor on every resubscribe, so the client does not retry: it
+//!   sets [`Snapshot::fatal`] and stays stopped until
+//!   [`SessionClient::reconnect`].
 //! - **Hydration settles once.** [`Hydration::Hydrating`] until the first
 //!   replay has caught up and any history page requested meanwhile has
 //!   arrived, then [`Hydration::Ready`] for good: use it to keep replayed
@@ -122,6 +129,11 @@ pub struct Snapshot {
     pub cursor: u64,
     /// Why the last subscription broke; cleared when a new one opens.
     pub error: Option<String>,
+    /// Set when the subscription stopped for good: a message was too large
+    /// to decode ([`SessionOptions::max_message_bytes`]), and resubscribing
+    /// at the same cursor would only fail again. The client does not retry
+    /// until [`SessionClient::reconnect`] (which clears it).
+    pub fatal: Option<SessionError>,
 }
 
 impl Default for Snapshot {
@@ -134,6 +146,7 @@ impl Default for Snapshot {
             has_more_history: false,
             cursor: 0,
             error: None,
+            fatal: None,
         }
     }
 }
@@ -146,6 +159,10 @@ pub const DEFAULT_HEARTBEAT_INTERVAL: Duration = Duration::from_secs(15);
 /// built by [`SessionClient::connect`] closes the connection (tonic's own
 /// default).
 pub const KEEPALIVE_TIMEOUT: Duration = Duration::from_secs(20);
+
+/// gRPC's default receive limit, which the server keeps every message
+/// under: the default of [`SessionOptions::max_message_bytes`].
+pub const MAX_MESSAGE_BYTES: usize = 4 * 1024 * 1024;
 
 /// How a [`SessionClient`] behaves.
 #[derive(Clone)]
@@ -166,6 +183,10 @@ pub struct SessionOptions {
     /// cursor. Also the HTTP/2 keepalive interval of the channel
     /// [`SessionClient::connect`] builds. Zero turns both off.
     pub heartbeat_interval: Duration,
+    /// Largest message the client decodes (default [`MAX_MESSAGE_BYTES`],
+    /// the server's bound). A larger one stops the subscription with
+    /// [`Snapshot::fatal`] instead of resubscribing at the same cursor.
+    pub max_message_bytes: usize,
 }
 
 impl Default for SessionOptions {
@@ -176,6 +197,7 @@ impl Default for SessionOptions {
             history_page: 50,
             auth_token: None,
             heartbeat_interval: DEFAULT_HEARTBEAT_INTERVAL,
+            max_message_bytes: MAX_MESSAGE_BYTES,
         }
     }
 }
@@ -206,6 +228,12 @@ impl SessionOptions {
         self
     }
 
+    /// Sets the largest message the client decodes.
+    pub fn with_max_message_bytes(mut self, bytes: usize) -> Self {
+        self.max_message_bytes = bytes;
+        self
+    }
+
     /// Sets the default history page size.
     pub fn with_history_page(mut self, limit: u32) -> Self {
         self.history_page = limit;
@@ -221,6 +249,7 @@ impl fmt::Debug for SessionOptions {
             .field("backoff_seed", &self.backoff_seed)
             .field("history_page", &self.history_page)
             .field("heartbeat_interval", &self.heartbeat_interval)
+            .field("max_message_bytes", &self.max_message_bytes)
             .field(
                 "auth_token",
                 &self.auth_token.as_ref().map(|_| "<redacted>"),
@@ -313,7 +342,8 @@ impl SessionClient {
                 BearerAuth(Some(value))
             }
         };
-        let rpc = SessionServiceClient::with_interceptor(channel, auth);
+        let rpc = SessionServiceClient::with_interceptor(channel, auth)
+            .max_decoding_message_size(options.max_message_bytes);
         let session_id = session_id.into();
         let (state_tx, state_rx) = watch::channel(Snapshot::default());
         let (commands, commands_rx) = mpsc::unbounded_channel();
@@ -335,6 +365,7 @@ impl SessionClient {
             caught_up_once: false,
             backfill_pending: false,
             error: None,
+            fatal: None,
             meta_dirty: false,
             derived: initial,
         };

@@ -67,6 +67,9 @@ enum Phase {
     },
     /// Backing off before the next attempt.
     Waiting(Pin<Box<tokio::time::Sleep>>),
+    /// Stopped for good (see [`Snapshot::fatal`](super::Snapshot::fatal)):
+    /// only a `Reconnect` command starts again.
+    Stopped,
 }
 
 /// What woke the task.
@@ -111,6 +114,8 @@ pub(crate) struct SessionTask {
     /// A History call started while hydrating has not settled yet.
     pub(crate) backfill_pending: bool,
     pub(crate) error: Option<String>,
+    /// Why the subscription stopped for good, if it did.
+    pub(crate) fatal: Option<SessionError>,
     /// Something besides the events changed since the last publish.
     pub(crate) meta_dirty: bool,
     /// Derived state of the last published list.
@@ -144,6 +149,9 @@ impl SessionTask {
                     tracing::debug!(session_id = %self.session_id, "forced reconnect");
                     self.set_connected(false);
                     self.backoff.reset();
+                    if self.fatal.take().is_some() {
+                        self.meta_dirty = true;
+                    }
                     phase = self.subscribe();
                 }
                 Wake::Command(Some(Command::Inject { event, reply })) => {
@@ -181,7 +189,7 @@ impl SessionTask {
                     ));
                 }
             }
-            if matches!(phase, Phase::Waiting(_)) {
+            if matches!(phase, Phase::Waiting(_) | Phase::Stopped) {
                 watchdog = None;
             } else if alive || watchdog.is_none() {
                 watchdog = self.arm_watchdog(watchdog);
@@ -245,6 +253,7 @@ impl SessionTask {
                     }
                 }
                 Ok(None) => return Some(self.fail("stream ended".to_owned())),
+                Err(status) if undeliverable(&status) => return Some(self.stop(status)),
                 Err(status) => return Some(self.fail(format!("stream broke: {status}"))),
             }
             handled += 1;
@@ -318,6 +327,28 @@ impl SessionTask {
         self.meta_dirty = true;
         self.set_connected(false);
         Phase::Waiting(Box::pin(tokio::time::sleep(delay)))
+    }
+
+    /// Stops for good: the next message is one the client cannot take, and
+    /// a resubscribe from the same cursor would meet it again.
+    fn stop(&mut self, status: tonic::Status) -> Phase {
+        tracing::error!(
+            session_id = %self.session_id,
+            cursor = self.log.cursor(),
+            %status,
+            "a message is too large to decode; the subscription stops (reconnect() retries)"
+        );
+        self.error = Some(format!(
+            "stream stopped at seq {}: {status}",
+            self.log.cursor()
+        ));
+        self.fatal = Some(SessionError::Rpc {
+            rpc: "Subscribe",
+            status,
+        });
+        self.meta_dirty = true;
+        self.set_connected(false);
+        Phase::Stopped
     }
 
     fn set_connected(&mut self, connected: bool) {
@@ -427,6 +458,7 @@ impl SessionTask {
             s.has_more_history = has_more_history;
             s.cursor = cursor;
             s.error.clone_from(&self.error);
+            s.fatal.clone_from(&self.fatal);
         });
     }
 }
@@ -451,6 +483,21 @@ async fn stalled(watchdog: &mut Option<Pin<Box<tokio::time::Sleep>>>) {
     }
 }
 
+/// Whether a stream error means the next message cannot be delivered at
+/// all (over the decode limit here, or over the sender's encode limit):
+/// tonic reports both as OUT_OF_RANGE ("... message length too large");
+/// other stacks say RESOURCE_EXHAUSTED with the same words.
+fn undeliverable(status: &tonic::Status) -> bool {
+    match status.code() {
+        tonic::Code::OutOfRange => true,
+        tonic::Code::ResourceExhausted => {
+            let m = status.message();
+            m.contains("message length too large") || m.contains("larger than max")
+        }
+        _ => false,
+    }
+}
+
 async fn next_step(phase: &mut Phase) -> Wake {
     match phase {
         Phase::Connecting(fut) => Wake::Connected(fut.await),
@@ -459,5 +506,6 @@ async fn next_step(phase: &mut Phase) -> Wake {
             sleep.await;
             Wake::Retry
         }
+        Phase::Stopped => std::future::pending().await,
     }
 }

@@ -395,6 +395,18 @@ impl SessionService for TestService {
         Ok(Response::new(Box::pin(ReceiverStream::new(rx))))
     }
 
+    type ReadFullEventStream =
+        Pin<Box<dyn Stream<Item = Result<pb::ReadFullEventResponse, Status>> + Send>>;
+
+    async fn read_full_event(
+        &self,
+        _request: Request<pb::ReadFullEventRequest>,
+    ) -> Result<Response<Self::ReadFullEventStream>, Status> {
+        Err(Status::unimplemented(
+            "the test service keeps no full events",
+        ))
+    }
+
     async fn history(
         &self,
         request: Request<pb::HistoryRequest>,

@@ -17,7 +17,12 @@
 //!   cache of metas and reads the rest from the store. Subscribers hold no
 //!   queue: they watch the head seq and pull what they have not sent, so a
 //!   slow subscriber costs a `watch::Receiver` and a cursor, never a backlog.
+//! - **Bounded messages.** An event over [`LogOptions::max_event_bytes`] is
+//!   stored whole beside its cut-down form ([`cut`]); the window, every
+//!   read and every stream carry the cut form, History pages are bounded by
+//!   bytes, and [`EventLogs::full_event`] gives the whole one back.
 
+pub mod cut;
 mod failpoint;
 mod resident;
 mod subscribe;
@@ -72,6 +77,10 @@ pub struct LogOptions {
     /// Most events (and meta changes) waiting for the writer (40,000);
     /// further appends wait for room.
     pub max_queued: usize,
+    /// Largest event streamed whole, in bytes of its encoding (1 MiB); a
+    /// larger one is streamed cut down ([`cut::fit`]). At most
+    /// [`cut::MAX_EVENT_BYTES_CEILING`].
+    pub max_event_bytes: usize,
 }
 
 impl Default for LogOptions {
@@ -85,6 +94,7 @@ impl Default for LogOptions {
             heartbeat: Duration::from_secs(15),
             max_batch: 10_000,
             max_queued: 40_000,
+            max_event_bytes: cut::DEFAULT_MAX_EVENT_BYTES,
         }
     }
 }
@@ -166,6 +176,25 @@ struct Shared {
 }
 
 impl Shared {
+    /// The per-event budget, never above the ceiling.
+    fn budget(&self) -> usize {
+        self.opts
+            .max_event_bytes
+            .clamp(cut::MIN_EVENT_BYTES, cut::MAX_EVENT_BYTES_CEILING)
+    }
+
+    /// Events read from the store in their streamed form: rows written
+    /// before the budget existed (or under a larger one) are cut now.
+    fn streamed(&self, mut events: Vec<pb::Event>) -> Vec<pb::Event> {
+        let budget = self.budget();
+        for e in &mut events {
+            if let Some(cut) = cut::fit(e, budget) {
+                *e = cut;
+            }
+        }
+        events
+    }
+
     /// Whether the log was shut down.
     fn is_closed(&self) -> bool {
         self.closed.load(Ordering::SeqCst)
@@ -260,10 +289,15 @@ impl Shared {
         }
         let shared = self.clone();
         let sid = session_id.to_owned();
-        let mut evs =
-            tokio::task::spawn_blocking(move || shared.store.read_range(&sid, after, want))
-                .await
-                .map_err(|_| LogError::Closed)??;
+        let budget = self.budget();
+        let evs = tokio::task::spawn_blocking(move || {
+            shared
+                .store
+                .read_range_within(&sid, after, want, cut::PAGE_BYTES, budget)
+        })
+        .await
+        .map_err(|_| LogError::Closed)??;
+        let mut evs = self.streamed(evs);
         evs.retain(|e| e.seq <= upto);
         Ok(evs)
     }
@@ -449,6 +483,8 @@ impl EventLogs {
     /// A History page: the newest `limit` events with `seq < before_seq`,
     /// oldest first, and whether older ones exist. `before_seq == 0` (or past
     /// the head) means from the tail; `limit == 0` means 50; capped at 1000.
+    /// The page also holds at most [`cut::PAGE_BYTES`] of events (the
+    /// newest that fit, at least one), so its message stays under 4 MiB.
     pub async fn history(
         &self,
         session_id: &str,
@@ -474,15 +510,32 @@ impl EventLogs {
         let window_hit = session
             .as_deref()
             .and_then(|s| s.window_span(first - 1, (before - first) as usize));
-        let events = match window_hit {
+        let mut events = match window_hit {
             Some(evs) if evs.first().map(|e| e.seq) == Some(first) => evs,
             _ => {
                 let sid = session_id.to_owned();
-                shared
-                    .blocking(move |st| st.read_before(&sid, before, limit as usize))
-                    .await?
+                let budget = shared.budget();
+                let evs = shared
+                    .blocking(move |st| {
+                        st.read_before_within(&sid, before, limit as usize, cut::PAGE_BYTES, budget)
+                    })
+                    .await?;
+                shared.streamed(evs)
             }
         };
+        // Bounded by bytes too: the newest events that fit, at least one.
+        let mut bytes = 0usize;
+        let keep = events
+            .iter()
+            .rev()
+            .take_while(|e| {
+                bytes += cut::wire_len(e);
+                bytes <= cut::PAGE_BYTES
+            })
+            .count()
+            .max(1);
+        let drop = events.len().saturating_sub(keep);
+        events.drain(..drop);
         let has_more = events.first().is_some_and(|e| e.seq > 1);
         Ok((events, has_more))
     }
@@ -503,6 +556,29 @@ impl EventLogs {
         shared
             .read_span(session_id, Some(&session), after_seq, head, limit)
             .await
+    }
+
+    /// The whole form of event `seq` (what a `truncated` event left out is
+    /// in it); `None` when the session has no such event. An event in the
+    /// window that was not cut is answered from memory.
+    pub async fn full_event(
+        &self,
+        session_id: &str,
+        seq: u64,
+    ) -> Result<Option<pb::Event>, LogError> {
+        let shared = &self.inner.shared;
+        let session = shared.load(session_id, false).await?;
+        let head = session.as_ref().map_or(0, |s| *s.head.borrow());
+        if seq == 0 || seq > head {
+            return Ok(None);
+        }
+        if let Some(e) = session.and_then(|s| s.window_get(seq))
+            && e.truncated.is_none()
+        {
+            return Ok(Some(e));
+        }
+        let sid = session_id.to_owned();
+        shared.blocking(move |st| st.read_full(&sid, seq)).await
     }
 
     /// The session's committed head seq (0 when it has no events).

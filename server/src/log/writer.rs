@@ -19,7 +19,9 @@
 //! append that carries a meta change (`append_with_meta`) writes both in
 //! the same transaction. Each appended event is built once, cloned once
 //! into its session's window, and moved (not cloned) into the append's
-//! reply.
+//! reply. An event over the per-event budget is committed twice in that
+//! transaction, whole (for `ReadFullEvent`) and cut down (`cut::fit`); only
+//! the cut form goes on (window, reply, subscribers).
 
 use std::collections::HashMap;
 use std::collections::hash_map::Entry;
@@ -234,6 +236,9 @@ impl Writer {
         let mut touched: HashMap<String, Touched> = HashMap::new();
         let mut events: Vec<pb::Event> = Vec::with_capacity(batch.iter().map(Cmd::weight).sum());
         let mut replies = Vec::with_capacity(batch.len());
+        // The whole form of each event the batch streams cut down.
+        let mut full: Vec<pb::Event> = Vec::new();
+        let budget = self.shared.budget();
 
         for cmd in batch {
             let reply = match cmd {
@@ -257,14 +262,23 @@ impl Writer {
                     let start = events.len();
                     for e in new {
                         meta.head_seq += 1;
-                        events.push(pb::Event {
+                        let event = pb::Event {
                             seq: meta.head_seq,
                             session_id: session_id.clone(),
                             run_id: e.run_id,
                             time: Some(time),
                             cli_line: e.cli_line,
+                            truncated: None,
                             payload: Some(e.payload),
-                        });
+                        };
+                        // Over the budget: stored whole, streamed cut down.
+                        match super::cut::fit(&event, budget) {
+                            Some(cut) => {
+                                full.push(event);
+                                events.push(cut);
+                            }
+                            None => events.push(event),
+                        }
                     }
                     Reply::Append(reply, events.len() - start)
                 }
@@ -296,7 +310,9 @@ impl Writer {
         if let Some(fp) = &self.failpoint {
             fp.check(self.clock, When::Before);
         }
-        match self.shared.store.append_batch(&events, &changed) {
+        let stored = self.shared.store.append_events(&events, &full, &changed);
+        drop(full);
+        match stored {
             Ok(()) => {
                 if let Some(fp) = &self.failpoint {
                     fp.check(self.clock, When::After);

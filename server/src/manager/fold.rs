@@ -38,6 +38,10 @@ pub(super) struct SessionFold {
     /// (a respawn brings its own, and images must not stay in memory): a
     /// Send that respawns keeps its cwd, env, args and model.
     pub(super) last_config: Option<pb::StartConfig>,
+    /// The seq of that run_start when its event is cut down (over the
+    /// per-event budget): then `last_config` may hold shortened args, and a
+    /// respawn reads the whole event instead.
+    pub(super) last_config_cut: Option<u64>,
 }
 
 impl SessionFold {
@@ -62,6 +66,7 @@ impl SessionFold {
                 content_blocks: Vec::new(),
                 ..c.clone()
             });
+            self.last_config_cut = e.truncated.as_ref().map(|_| e.seq);
         }
     }
 

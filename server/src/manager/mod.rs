@@ -291,11 +291,25 @@ impl SessionManager {
         if !self.inner.logs.exists(session_id).await? {
             return Err(Error::unknown_session(session_id));
         }
-        let (run_live, last) = self
+        let (run_live, mut last, last_cut) = self
             .current(&slot, session_id, |d| {
-                (d.fold.status_fold().run_live(), d.last_config.clone())
+                (
+                    d.fold.status_fold().run_live(),
+                    d.last_config.clone(),
+                    d.last_config_cut,
+                )
             })
             .await?;
+        if let Some(seq) = last_cut {
+            // Its event was streamed cut down: take the args from the whole one.
+            if let Some(pb::Event {
+                payload: Some(Payload::RunStart(rs)),
+                ..
+            }) = self.inner.logs.full_event(session_id, seq).await?
+            {
+                last = rs.config;
+            }
+        }
         if run_live {
             return Err(Error::RunNotOwned {
                 session_id: session_id.to_owned(),

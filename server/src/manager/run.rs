@@ -32,7 +32,7 @@ use crate::adapter::{
     UserInput,
 };
 use crate::error::{Error, Result};
-use crate::log::{EventLogs, NewEvent};
+use crate::log::{EventLogs, LogError, NewEvent};
 use crate::normalize::Normalizer;
 use crate::store::SessionMeta;
 
@@ -351,6 +351,32 @@ impl Run {
             .flatten()
     }
 
+    /// The input a pending request asked with, whole: the fold holds the
+    /// streamed form of its event, which is cut down when it was over the
+    /// per-event budget (a Write of a large file), and the CLI must run the
+    /// tool with what it asked for, not a shortened copy.
+    async fn whole_requested_input(
+        &self,
+        request_id: &str,
+        folded: Option<Struct>,
+    ) -> Option<Struct> {
+        let seq = self
+            .fold
+            .with(|d| d.fold.pending_permission(request_id).map(|p| p.seq))
+            .flatten()?;
+        match self.logs.full_event(&self.session_id, seq).await {
+            Ok(Some(pb::Event {
+                payload: Some(Payload::PermissionRequested(p)),
+                ..
+            })) if p.request_id == request_id => p.input,
+            Ok(_) => folded,
+            Err(e) => {
+                tracing::warn!(session_id = %self.session_id, error = %e, "cannot read the whole permission request; answering with its streamed input");
+                folded
+            }
+        }
+    }
+
     /// Whether the log shows background tasks still running (derive's
     /// `has_running_background_tasks`). Takes a snapshot of the fold, so it
     /// is asked only when the idle deadline has passed.
@@ -663,6 +689,13 @@ impl Run {
                 request_id,
             });
         };
+        let requested_input = match answer.updated_input {
+            None if answer.allow => {
+                self.whole_requested_input(&request_id, requested_input)
+                    .await
+            }
+            _ => requested_input,
+        };
         let decision = if answer.allow {
             PermissionDecision::Allow {
                 updated_input: answer
@@ -759,7 +792,48 @@ impl Run {
         ));
         // The recorded pid is dead now: it is cleared in the run_end's
         // commit, so recovery never looks for it once the run has ended.
-        self.append_then(last, SessionMeta::forget_process).await;
+        self.append_end(last).await;
+    }
+
+    /// Appends the run's last events (its `run_end`), retrying while
+    /// storage fails: every run ends exactly once, also when the disk was
+    /// full as the process exited. The claim is held meanwhile, so nobody
+    /// acts on a run the log still shows live. Gives up only when the log is
+    /// shut down (recovery then closes the run on the next start).
+    async fn append_end(&mut self, last: Vec<(Payload, String)>) {
+        let mut pause = END_RETRY_FIRST;
+        loop {
+            let events = last
+                .iter()
+                .map(|(payload, cli_line)| NewEvent {
+                    run_id: self.run_id.clone(),
+                    payload: payload.clone(),
+                    cli_line: cli_line.clone(),
+                })
+                .collect();
+            match self
+                .logs
+                .append_with_meta(&self.session_id, events, SessionMeta::forget_process)
+                .await
+            {
+                Ok(events) => {
+                    self.fold.applied(&events);
+                    for e in &events {
+                        self.observe(e).await;
+                    }
+                    return;
+                }
+                Err(LogError::Closed) => {
+                    tracing::warn!(session_id = %self.session_id, run_id = %self.run_id, "log shut down before the run_end was recorded; recovery will close the run");
+                    return;
+                }
+                Err(e) => {
+                    tracing::error!(session_id = %self.session_id, run_id = %self.run_id, error = %e, retry_in = ?pause, "cannot record the run_end yet; retrying");
+                    tokio::time::sleep(pause).await;
+                    pause = (pause * 2).min(END_RETRY_MAX);
+                }
+            }
+        }
     }
 
     fn end_reason(&self, exit: &ExitInfo) -> (pb::RunEndReason, &'static str) {
@@ -783,6 +857,11 @@ impl Run {
         }
     }
 }
+
+/// First pause before retrying a `run_end` that storage refused.
+const END_RETRY_FIRST: Duration = Duration::from_millis(100);
+/// Longest pause between those retries.
+const END_RETRY_MAX: Duration = Duration::from_secs(5);
 
 async fn sleep_until(deadline: Option<Instant>) {
     match deadline {

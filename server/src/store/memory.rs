@@ -17,6 +17,8 @@ pub struct MemoryStore {
 #[derive(Debug, Default)]
 struct Inner {
     events: HashMap<String, BTreeMap<u64, pb::Event>>,
+    /// The whole form of events stored cut down.
+    full: HashMap<(String, u64), pb::Event>,
     metas: BTreeMap<String, SessionMeta>,
 }
 
@@ -52,8 +54,18 @@ impl MemoryStore {
 }
 
 impl Store for MemoryStore {
-    fn append_batch(&self, batch: &[pb::Event], metas: &[SessionMeta]) -> Result<(), StoreError> {
+    fn append_events(
+        &self,
+        batch: &[pb::Event],
+        full: &[pb::Event],
+        metas: &[SessionMeta],
+    ) -> Result<(), StoreError> {
         let mut inner = self.lock();
+        for ev in full {
+            inner
+                .full
+                .insert((ev.session_id.clone(), ev.seq), ev.clone());
+        }
         for ev in batch {
             inner
                 .events
@@ -105,6 +117,18 @@ impl Store for MemoryStore {
             .collect();
         out.reverse();
         Ok(out)
+    }
+
+    fn read_full(&self, session_id: &str, seq: u64) -> Result<Option<pb::Event>, StoreError> {
+        let inner = self.lock();
+        if let Some(e) = inner.full.get(&(session_id.to_owned(), seq)) {
+            return Ok(Some(e.clone()));
+        }
+        Ok(inner
+            .events
+            .get(session_id)
+            .and_then(|evs| evs.get(&seq))
+            .cloned())
     }
 
     fn meta(&self, session_id: &str) -> Result<Option<SessionMeta>, StoreError> {

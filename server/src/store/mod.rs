@@ -102,7 +102,23 @@ pub trait Store: Send + Sync + 'static {
     /// changed; usually none) in ONE atomic, durable transaction: after `Ok`
     /// everything survives a crash, after an error or a crash nothing of it
     /// is visible.
-    fn append_batch(&self, batch: &[pb::Event], metas: &[SessionMeta]) -> Result<(), StoreError>;
+    ///
+    /// The events are stored as given; none of them was cut down (see
+    /// [`Store::append_events`]).
+    fn append_batch(&self, batch: &[pb::Event], metas: &[SessionMeta]) -> Result<(), StoreError> {
+        self.append_events(batch, &[], metas)
+    }
+    /// As [`Store::append_batch`], where `batch` holds the events as they are
+    /// streamed (an event over the per-event budget in its cut-down form,
+    /// marked `truncated`) and `full` the whole form of each cut event of the
+    /// batch (same session and seq), kept for [`Store::read_full`]. All in
+    /// ONE atomic, durable transaction.
+    fn append_events(
+        &self,
+        batch: &[pb::Event],
+        full: &[pb::Event],
+        metas: &[SessionMeta],
+    ) -> Result<(), StoreError>;
     /// Events with `seq > after_seq`, ascending, at most `limit`.
     fn read_range(
         &self,
@@ -117,6 +133,42 @@ pub trait Store: Send + Sync + 'static {
         before_seq: u64,
         limit: usize,
     ) -> Result<Vec<pb::Event>, StoreError>;
+    /// As [`Store::read_range`], stopping once the events taken hold more
+    /// than `max_bytes` of encoded events, each counted as at most
+    /// `event_cap` bytes (the size it is streamed at); always at least one.
+    /// A read of large events thus stays bounded in memory.
+    fn read_range_within(
+        &self,
+        session_id: &str,
+        after_seq: u64,
+        limit: usize,
+        max_bytes: usize,
+        event_cap: usize,
+    ) -> Result<Vec<pb::Event>, StoreError> {
+        let mut events = self.read_range(session_id, after_seq, limit)?;
+        let keep = within(events.iter(), max_bytes, event_cap);
+        events.truncate(keep);
+        Ok(events)
+    }
+    /// As [`Store::read_before`], keeping the newest events that hold at
+    /// most `max_bytes` of encoded events, counted as in
+    /// [`Store::read_range_within`] (always at least one).
+    fn read_before_within(
+        &self,
+        session_id: &str,
+        before_seq: u64,
+        limit: usize,
+        max_bytes: usize,
+        event_cap: usize,
+    ) -> Result<Vec<pb::Event>, StoreError> {
+        let mut events = self.read_before(session_id, before_seq, limit)?;
+        let keep = within(events.iter().rev(), max_bytes, event_cap);
+        events.drain(..events.len() - keep);
+        Ok(events)
+    }
+    /// The whole form of event `seq`: as appended in `full` when it was cut
+    /// down, else the stored event. `None` when there is no such event.
+    fn read_full(&self, session_id: &str, seq: u64) -> Result<Option<pb::Event>, StoreError>;
     /// One session's meta, if it has one, with `head_seq` = the last stored
     /// seq of the session (0 without events) and `updated_ms` = the later of
     /// the row's and the last stored event's time.
@@ -134,6 +186,27 @@ pub(crate) fn event_time_ms(t: Option<&pbjson_types::Timestamp>) -> i64 {
     t.map_or(0, |t| {
         t.seconds.saturating_mul(1000) + i64::from(t.nanos / 1_000_000)
     })
+}
+
+/// How many of `events` (in the order given) fit in `max_bytes` of
+/// encodings, each counted as at most `event_cap`; at least one when there
+/// is one.
+fn within<'a>(
+    events: impl Iterator<Item = &'a pb::Event>,
+    max_bytes: usize,
+    event_cap: usize,
+) -> usize {
+    use prost::Message;
+    let mut bytes = 0usize;
+    let mut n = 0;
+    for e in events {
+        bytes = bytes.saturating_add(e.encoded_len().min(event_cap));
+        if n > 0 && bytes > max_bytes {
+            break;
+        }
+        n += 1;
+    }
+    n
 }
 
 #[cfg(test)]

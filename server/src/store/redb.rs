@@ -30,6 +30,10 @@ use super::{SessionMeta, Store, StoreError};
 
 /// `(session_id, seq) -> prost-encoded pb::Event`.
 const EVENTS: TableDefinition<(&str, u64), &[u8]> = TableDefinition::new("events");
+/// `(session_id, seq) -> prost-encoded pb::Event`, the whole form of each
+/// event that `events` holds cut down (over the per-event budget): what
+/// `ReadFullEvent` streams. Rows exist only for cut events.
+const FULL_EVENTS: TableDefinition<(&str, u64), &[u8]> = TableDefinition::new("full_events");
 /// `session_id -> JSON-encoded SessionMeta` (tiny, rarely written, easy to inspect).
 const SESSIONS: TableDefinition<&str, &[u8]> = TableDefinition::new("sessions");
 
@@ -71,6 +75,7 @@ impl RedbStore {
     fn init(db: Database, path: Option<PathBuf>) -> Result<Self, StoreError> {
         let txn = db.begin_write().map_err(rerr)?;
         txn.open_table(EVENTS).map_err(rerr)?;
+        txn.open_table(FULL_EVENTS).map_err(rerr)?;
         txn.open_table(SESSIONS).map_err(rerr)?;
         txn.commit().map_err(rerr)?;
         Ok(Self {
@@ -180,8 +185,13 @@ fn encode_meta(meta: &SessionMeta) -> Vec<u8> {
 }
 
 impl Store for RedbStore {
-    fn append_batch(&self, batch: &[pb::Event], metas: &[SessionMeta]) -> Result<(), StoreError> {
-        self.with_db(|db| commit_batch(db, batch, metas))
+    fn append_events(
+        &self,
+        batch: &[pb::Event],
+        full: &[pb::Event],
+        metas: &[SessionMeta],
+    ) -> Result<(), StoreError> {
+        self.with_db(|db| commit_batch(db, batch, full, metas))
     }
 
     fn read_range(
@@ -190,7 +200,7 @@ impl Store for RedbStore {
         after_seq: u64,
         limit: usize,
     ) -> Result<Vec<pb::Event>, StoreError> {
-        self.with_db(|db| read_range(db, session_id, after_seq, limit))
+        self.read_range_within(session_id, after_seq, limit, usize::MAX, usize::MAX)
     }
 
     fn read_before(
@@ -199,7 +209,61 @@ impl Store for RedbStore {
         before_seq: u64,
         limit: usize,
     ) -> Result<Vec<pb::Event>, StoreError> {
-        self.with_db(|db| read_before(db, session_id, before_seq, limit))
+        self.read_before_within(session_id, before_seq, limit, usize::MAX, usize::MAX)
+    }
+
+    fn read_range_within(
+        &self,
+        session_id: &str,
+        after_seq: u64,
+        limit: usize,
+        max_bytes: usize,
+        event_cap: usize,
+    ) -> Result<Vec<pb::Event>, StoreError> {
+        let Some(start) = after_seq.checked_add(1) else {
+            return Ok(Vec::new());
+        };
+        let bound = Bound {
+            limit,
+            max_bytes,
+            event_cap,
+        };
+        self.with_db(|db| scan(db, session_id, start..=u64::MAX, false, bound))
+    }
+
+    fn read_before_within(
+        &self,
+        session_id: &str,
+        before_seq: u64,
+        limit: usize,
+        max_bytes: usize,
+        event_cap: usize,
+    ) -> Result<Vec<pb::Event>, StoreError> {
+        let bound = Bound {
+            limit,
+            max_bytes,
+            event_cap,
+        };
+        // Seq 0 never exists: `before_seq == 0` reads nothing.
+        let seqs = 0..=before_seq.saturating_sub(1);
+        let mut out = self.with_db(|db| scan(db, session_id, seqs, true, bound))?;
+        out.reverse();
+        Ok(out)
+    }
+
+    fn read_full(&self, session_id: &str, seq: u64) -> Result<Option<pb::Event>, StoreError> {
+        self.with_db(|db| {
+            let txn = db.begin_read().map_err(rerr)?;
+            let whole = txn.open_table(FULL_EVENTS).map_err(rerr)?;
+            if let Some(v) = whole.get((session_id, seq)).map_err(rerr)? {
+                return decode_event(session_id, v.value()).map(Some);
+            }
+            let events = txn.open_table(EVENTS).map_err(rerr)?;
+            match events.get((session_id, seq)).map_err(rerr)? {
+                Some(v) => decode_event(session_id, v.value()).map(Some),
+                None => Ok(None),
+            }
+        })
     }
 
     fn meta(&self, session_id: &str) -> Result<Option<SessionMeta>, StoreError> {
@@ -218,20 +282,31 @@ impl Store for RedbStore {
 fn commit_batch(
     db: &Database,
     batch: &[pb::Event],
+    full: &[pb::Event],
     metas: &[SessionMeta],
 ) -> Result<(), StoreError> {
     let mut txn = db.begin_write().map_err(rerr)?;
     txn.set_durability(Durability::Immediate).map_err(rerr)?;
     {
-        let mut events = txn.open_table(EVENTS).map_err(rerr)?;
         let mut buf = Vec::with_capacity(512);
-        for ev in batch {
+        let mut put = |table: &mut ::redb::Table<(&str, u64), &[u8]>, ev: &pb::Event| {
             buf.clear();
             ev.encode(&mut buf)
                 .map_err(|e| StoreError::Rejected(e.to_string()))?;
-            events
+            table
                 .insert((ev.session_id.as_str(), ev.seq), buf.as_slice())
                 .map_err(rerr)?;
+            Ok::<_, StoreError>(())
+        };
+        if !full.is_empty() {
+            let mut whole = txn.open_table(FULL_EVENTS).map_err(rerr)?;
+            for ev in full {
+                put(&mut whole, ev)?;
+            }
+        }
+        let mut events = txn.open_table(EVENTS).map_err(rerr)?;
+        for ev in batch {
+            put(&mut events, ev)?;
         }
         let mut sessions = txn.open_table(SESSIONS).map_err(rerr)?;
         for m in metas {
@@ -244,48 +319,46 @@ fn commit_batch(
     txn.commit().map_err(rerr)
 }
 
-fn read_range(
-    db: &Database,
-    session_id: &str,
-    after_seq: u64,
+/// How much a scan takes: at most `limit` events, and once they hold more
+/// than `max_bytes` of encodings (each counted as at most `event_cap`, the
+/// size it is streamed at) no more; always at least one.
+#[derive(Clone, Copy)]
+struct Bound {
     limit: usize,
-) -> Result<Vec<pb::Event>, StoreError> {
-    let Some(start) = after_seq.checked_add(1) else {
-        return Ok(Vec::new());
-    };
-    let txn = db.begin_read().map_err(rerr)?;
-    let table = txn.open_table(EVENTS).map_err(rerr)?;
-    let mut out = Vec::new();
-    for row in table
-        .range((session_id, start)..=(session_id, u64::MAX))
-        .map_err(rerr)?
-        .take(limit)
-    {
-        let (_, v) = row.map_err(rerr)?;
-        out.push(decode_event(session_id, v.value())?);
-    }
-    Ok(out)
+    max_bytes: usize,
+    event_cap: usize,
 }
 
-fn read_before(
+/// Events of `session_id` with seqs in `seqs`, ascending (or descending
+/// when `rev`), within `bound`. Each row is sized before it is decoded, so
+/// a scan never decodes what it drops.
+fn scan(
     db: &Database,
     session_id: &str,
-    before_seq: u64,
-    limit: usize,
+    seqs: std::ops::RangeInclusive<u64>,
+    rev: bool,
+    bound: Bound,
 ) -> Result<Vec<pb::Event>, StoreError> {
     let txn = db.begin_read().map_err(rerr)?;
     let table = txn.open_table(EVENTS).map_err(rerr)?;
+    let range = table
+        .range((session_id, *seqs.start())..=(session_id, *seqs.end()))
+        .map_err(rerr)?;
+    let rows: Box<dyn Iterator<Item = _>> = if rev {
+        Box::new(range.rev())
+    } else {
+        Box::new(range)
+    };
     let mut out = Vec::new();
-    for row in table
-        .range((session_id, 0)..(session_id, before_seq))
-        .map_err(rerr)?
-        .rev()
-        .take(limit)
-    {
+    let mut bytes = 0usize;
+    for row in rows.take(bound.limit) {
         let (_, v) = row.map_err(rerr)?;
+        bytes = bytes.saturating_add(v.value().len().min(bound.event_cap));
+        if !out.is_empty() && bytes > bound.max_bytes {
+            break;
+        }
         out.push(decode_event(session_id, v.value())?);
     }
-    out.reverse();
     Ok(out)
 }
 

@@ -15,6 +15,7 @@ mod memory;
 mod recovery_restart;
 mod session;
 mod shutdown;
+mod size;
 mod storage_faults;
 mod timers;
 mod transport;

@@ -33,6 +33,7 @@ pub fn event(session_id: &str, seq: u64) -> pb::Event {
             nanos: (seq % 1000) as i32,
         }),
         cli_line: format!("{{\"seq\":{seq}}}"),
+        truncated: None,
         payload: Some(payload(seq)),
     }
 }

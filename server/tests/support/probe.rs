@@ -57,7 +57,12 @@ impl Probe {
 }
 
 impl Store for Probe {
-    fn append_batch(&self, batch: &[pb::Event], metas: &[SessionMeta]) -> Result<(), StoreError> {
+    fn append_events(
+        &self,
+        batch: &[pb::Event],
+        full: &[pb::Event],
+        metas: &[SessionMeta],
+    ) -> Result<(), StoreError> {
         *self.at_gate.lock().unwrap() += 1;
         self.at_gate_cv.notify_all();
         let mut g = self.gate.lock().unwrap();
@@ -71,7 +76,11 @@ impl Store for Probe {
         }
         self.commits.fetch_add(1, Ordering::SeqCst);
         self.metas_written.fetch_add(metas.len(), Ordering::SeqCst);
-        self.inner.append_batch(batch, metas)
+        self.inner.append_events(batch, full, metas)
+    }
+    fn read_full(&self, s: &str, seq: u64) -> Result<Option<pb::Event>, StoreError> {
+        self.event_reads.fetch_add(1, Ordering::SeqCst);
+        self.inner.read_full(s, seq)
     }
     fn read_range(&self, s: &str, a: u64, l: usize) -> Result<Vec<pb::Event>, StoreError> {
         self.event_reads.fetch_add(1, Ordering::SeqCst);

@@ -69,6 +69,7 @@ pub const KEYWORDS: &[&str] = &[
     "SPAWNSUB",
     "BGAGENT",
     "CHILDTASK",
+    "BIG",
     "TOOL",
     "ERROR",
     "ERR400",

@@ -229,6 +229,30 @@ pub fn reply(pos: &Position, attempt: u32) -> Reply {
         }
         "BGAGENT" => agent(or_default(args, "CHILDTASK reply hi"), "child bg", true),
         "CHILDTASK" => ScriptedMessage::text("child says hi"),
+        "BIG" => {
+            // A long answer (default 6,000,000 bytes), streamed in 64 KiB
+            // chunks: "big 0 big 1 big 2 ..." cut to the exact length.
+            let n: usize = words
+                .next()
+                .and_then(|w| w.parse().ok())
+                .unwrap_or(6_000_000);
+            let mut text = String::with_capacity(n + 16);
+            let mut i = 0u64;
+            while text.len() < n {
+                text.push_str(&format!("big {i} "));
+                i += 1;
+            }
+            text.truncate(n);
+            let chunks = text
+                .as_bytes()
+                .chunks(64 * 1024)
+                .map(|c| String::from_utf8_lossy(c).into_owned())
+                .collect();
+            ScriptedMessage {
+                blocks: vec![Block::Text { chunks }],
+                chunk_delay: Duration::ZERO,
+            }
+        }
         "TOOL" => {
             let name = words.next().unwrap_or("Read");
             let raw = args.trim_start().strip_prefix(name).unwrap_or("").trim();

@@ -7,11 +7,13 @@ import (
 	"context"
 	"flag"
 	"fmt"
+	"io"
 	"log"
 
 	pb "github.com/agent-harness/agent-harness/gen/go/agentharness/v1"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/protobuf/proto"
 )
 
 func main() {
@@ -45,6 +47,13 @@ func main() {
 			log.Fatal(err)
 		}
 		ev := msg.GetEvent() // nil for the replay header, caught_up and heartbeats
+		if ev.GetTruncated() != nil {
+			// Too large to stream whole (over the server's --max-event-bytes): it came cut
+			// down, and the server keeps the whole event. Fetch it in chunks.
+			if ev, err = readFullEvent(ctx, client, *session, ev.GetSeq()); err != nil {
+				log.Fatal(err)
+			}
+		}
 		for _, block := range ev.GetContent().GetBlocks() {
 			fmt.Print(block.GetText())
 		}
@@ -53,4 +62,27 @@ func main() {
 			return
 		}
 	}
+}
+
+// readFullEvent fetches the whole stored form of event seq with ReadFullEvent.
+func readFullEvent(ctx context.Context, client pb.SessionServiceClient, session string, seq uint64) (*pb.Event, error) {
+	stream, err := client.ReadFullEvent(ctx, &pb.ReadFullEventRequest{
+		SessionId: session, Seq: seq, Part: pb.FullEventPart_FULL_EVENT_PART_EVENT,
+	})
+	if err != nil {
+		return nil, err
+	}
+	var whole []byte
+	for {
+		chunk, err := stream.Recv()
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			return nil, err
+		}
+		whole = append(whole, chunk.GetChunk()...)
+	}
+	ev := &pb.Event{}
+	return ev, proto.Unmarshal(whole, ev)
 }

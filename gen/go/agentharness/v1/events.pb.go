@@ -179,6 +179,13 @@ type Event struct {
 	// byte, so a field a newer CLI adds is never lost. Empty for events the
 	// harness records itself (run_start, input_sent, stop_requested, ...).
 	CliLine string `protobuf:"bytes,5,opt,name=cli_line,json=cliLine,proto3" json:"cli_line,omitempty"`
+	// Set when this is a cut-down form of the event: whole, it was larger
+	// than the server's per-event budget (--max-event-bytes, at most 1 MiB by
+	// default), so no message ever exceeds gRPC's default 4 MiB limit. The
+	// server keeps the whole event and its CLI line: ReadFullEvent streams
+	// them. Ids, types, names, usage and counts are kept, so derive computes
+	// the same state from the cut form as from the whole event.
+	Truncated *Truncated `protobuf:"bytes,6,opt,name=truncated,proto3" json:"truncated,omitempty"`
 	// What happened. Exactly one is set.
 	//
 	// Types that are valid to be assigned to Payload:
@@ -266,6 +273,13 @@ func (x *Event) GetCliLine() string {
 		return x.CliLine
 	}
 	return ""
+}
+
+func (x *Event) GetTruncated() *Truncated {
+	if x != nil {
+		return x.Truncated
+	}
+	return nil
 }
 
 func (x *Event) GetPayload() isEvent_Payload {
@@ -520,6 +534,75 @@ func (*Event_PermissionResolved) isEvent_Payload() {}
 
 func (*Event_TurnStart) isEvent_Payload() {}
 
+// How an event was cut down to the per-event budget.
+type Truncated struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Size in bytes of the whole event (its protobuf encoding) as stored.
+	OriginalSize uint64 `protobuf:"varint,1,opt,name=original_size,json=originalSize,proto3" json:"original_size,omitempty"`
+	// Size in bytes of the event's CLI line, which the cut form leaves out
+	// (its `cli_line` is empty). 0 when the event had none.
+	CliLineSize uint64 `protobuf:"varint,2,opt,name=cli_line_size,json=cliLineSize,proto3" json:"cli_line_size,omitempty"`
+	// What was cut, as field paths of the event: "cli_line", a long string
+	// ("content.blocks[0].text": kept up to a point and ended with
+	// "…[truncated: N more bytes]"), a Struct or Value whose long strings were
+	// shortened the same way ("result.tool_use_result"), or, when even that
+	// does not fit, a field left out whole.
+	Fields        []string `protobuf:"bytes,3,rep,name=fields,proto3" json:"fields,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Truncated) Reset() {
+	*x = Truncated{}
+	mi := &file_agentharness_v1_events_proto_msgTypes[1]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Truncated) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Truncated) ProtoMessage() {}
+
+func (x *Truncated) ProtoReflect() protoreflect.Message {
+	mi := &file_agentharness_v1_events_proto_msgTypes[1]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Truncated.ProtoReflect.Descriptor instead.
+func (*Truncated) Descriptor() ([]byte, []int) {
+	return file_agentharness_v1_events_proto_rawDescGZIP(), []int{1}
+}
+
+func (x *Truncated) GetOriginalSize() uint64 {
+	if x != nil {
+		return x.OriginalSize
+	}
+	return 0
+}
+
+func (x *Truncated) GetCliLineSize() uint64 {
+	if x != nil {
+		return x.CliLineSize
+	}
+	return 0
+}
+
+func (x *Truncated) GetFields() []string {
+	if x != nil {
+		return x.Fields
+	}
+	return nil
+}
+
 // How to spawn the CLI for a run.
 type StartConfig struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -547,7 +630,7 @@ type StartConfig struct {
 
 func (x *StartConfig) Reset() {
 	*x = StartConfig{}
-	mi := &file_agentharness_v1_events_proto_msgTypes[1]
+	mi := &file_agentharness_v1_events_proto_msgTypes[2]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -559,7 +642,7 @@ func (x *StartConfig) String() string {
 func (*StartConfig) ProtoMessage() {}
 
 func (x *StartConfig) ProtoReflect() protoreflect.Message {
-	mi := &file_agentharness_v1_events_proto_msgTypes[1]
+	mi := &file_agentharness_v1_events_proto_msgTypes[2]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -572,7 +655,7 @@ func (x *StartConfig) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StartConfig.ProtoReflect.Descriptor instead.
 func (*StartConfig) Descriptor() ([]byte, []int) {
-	return file_agentharness_v1_events_proto_rawDescGZIP(), []int{1}
+	return file_agentharness_v1_events_proto_rawDescGZIP(), []int{2}
 }
 
 func (x *StartConfig) GetPrompt() string {
@@ -647,7 +730,7 @@ type RunStart struct {
 
 func (x *RunStart) Reset() {
 	*x = RunStart{}
-	mi := &file_agentharness_v1_events_proto_msgTypes[2]
+	mi := &file_agentharness_v1_events_proto_msgTypes[3]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -659,7 +742,7 @@ func (x *RunStart) String() string {
 func (*RunStart) ProtoMessage() {}
 
 func (x *RunStart) ProtoReflect() protoreflect.Message {
-	mi := &file_agentharness_v1_events_proto_msgTypes[2]
+	mi := &file_agentharness_v1_events_proto_msgTypes[3]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -672,7 +755,7 @@ func (x *RunStart) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RunStart.ProtoReflect.Descriptor instead.
 func (*RunStart) Descriptor() ([]byte, []int) {
-	return file_agentharness_v1_events_proto_rawDescGZIP(), []int{2}
+	return file_agentharness_v1_events_proto_rawDescGZIP(), []int{3}
 }
 
 func (x *RunStart) GetConfig() *StartConfig {
@@ -716,7 +799,7 @@ type McpServer struct {
 
 func (x *McpServer) Reset() {
 	*x = McpServer{}
-	mi := &file_agentharness_v1_events_proto_msgTypes[3]
+	mi := &file_agentharness_v1_events_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -728,7 +811,7 @@ func (x *McpServer) String() string {
 func (*McpServer) ProtoMessage() {}
 
 func (x *McpServer) ProtoReflect() protoreflect.Message {
-	mi := &file_agentharness_v1_events_proto_msgTypes[3]
+	mi := &file_agentharness_v1_events_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -741,7 +824,7 @@ func (x *McpServer) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use McpServer.ProtoReflect.Descriptor instead.
 func (*McpServer) Descriptor() ([]byte, []int) {
-	return file_agentharness_v1_events_proto_rawDescGZIP(), []int{3}
+	return file_agentharness_v1_events_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *McpServer) GetName() string {
@@ -784,7 +867,7 @@ type RunReady struct {
 
 func (x *RunReady) Reset() {
 	*x = RunReady{}
-	mi := &file_agentharness_v1_events_proto_msgTypes[4]
+	mi := &file_agentharness_v1_events_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -796,7 +879,7 @@ func (x *RunReady) String() string {
 func (*RunReady) ProtoMessage() {}
 
 func (x *RunReady) ProtoReflect() protoreflect.Message {
-	mi := &file_agentharness_v1_events_proto_msgTypes[4]
+	mi := &file_agentharness_v1_events_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -809,7 +892,7 @@ func (x *RunReady) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RunReady.ProtoReflect.Descriptor instead.
 func (*RunReady) Descriptor() ([]byte, []int) {
-	return file_agentharness_v1_events_proto_rawDescGZIP(), []int{4}
+	return file_agentharness_v1_events_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *RunReady) GetResumeId() string {
@@ -890,7 +973,7 @@ type RunEnd struct {
 
 func (x *RunEnd) Reset() {
 	*x = RunEnd{}
-	mi := &file_agentharness_v1_events_proto_msgTypes[5]
+	mi := &file_agentharness_v1_events_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -902,7 +985,7 @@ func (x *RunEnd) String() string {
 func (*RunEnd) ProtoMessage() {}
 
 func (x *RunEnd) ProtoReflect() protoreflect.Message {
-	mi := &file_agentharness_v1_events_proto_msgTypes[5]
+	mi := &file_agentharness_v1_events_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -915,7 +998,7 @@ func (x *RunEnd) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RunEnd.ProtoReflect.Descriptor instead.
 func (*RunEnd) Descriptor() ([]byte, []int) {
-	return file_agentharness_v1_events_proto_rawDescGZIP(), []int{5}
+	return file_agentharness_v1_events_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *RunEnd) GetReason() RunEndReason {
@@ -980,7 +1063,7 @@ type RunError struct {
 
 func (x *RunError) Reset() {
 	*x = RunError{}
-	mi := &file_agentharness_v1_events_proto_msgTypes[6]
+	mi := &file_agentharness_v1_events_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -992,7 +1075,7 @@ func (x *RunError) String() string {
 func (*RunError) ProtoMessage() {}
 
 func (x *RunError) ProtoReflect() protoreflect.Message {
-	mi := &file_agentharness_v1_events_proto_msgTypes[6]
+	mi := &file_agentharness_v1_events_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1005,7 +1088,7 @@ func (x *RunError) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RunError.ProtoReflect.Descriptor instead.
 func (*RunError) Descriptor() ([]byte, []int) {
-	return file_agentharness_v1_events_proto_rawDescGZIP(), []int{6}
+	return file_agentharness_v1_events_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *RunError) GetMessage() string {
@@ -1041,7 +1124,7 @@ type StopRequested struct {
 
 func (x *StopRequested) Reset() {
 	*x = StopRequested{}
-	mi := &file_agentharness_v1_events_proto_msgTypes[7]
+	mi := &file_agentharness_v1_events_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1053,7 +1136,7 @@ func (x *StopRequested) String() string {
 func (*StopRequested) ProtoMessage() {}
 
 func (x *StopRequested) ProtoReflect() protoreflect.Message {
-	mi := &file_agentharness_v1_events_proto_msgTypes[7]
+	mi := &file_agentharness_v1_events_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1066,7 +1149,7 @@ func (x *StopRequested) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StopRequested.ProtoReflect.Descriptor instead.
 func (*StopRequested) Descriptor() ([]byte, []int) {
-	return file_agentharness_v1_events_proto_rawDescGZIP(), []int{7}
+	return file_agentharness_v1_events_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *StopRequested) GetSource() string {
@@ -1093,7 +1176,7 @@ type Usage struct {
 
 func (x *Usage) Reset() {
 	*x = Usage{}
-	mi := &file_agentharness_v1_events_proto_msgTypes[8]
+	mi := &file_agentharness_v1_events_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1105,7 +1188,7 @@ func (x *Usage) String() string {
 func (*Usage) ProtoMessage() {}
 
 func (x *Usage) ProtoReflect() protoreflect.Message {
-	mi := &file_agentharness_v1_events_proto_msgTypes[8]
+	mi := &file_agentharness_v1_events_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1118,7 +1201,7 @@ func (x *Usage) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Usage.ProtoReflect.Descriptor instead.
 func (*Usage) Descriptor() ([]byte, []int) {
-	return file_agentharness_v1_events_proto_rawDescGZIP(), []int{8}
+	return file_agentharness_v1_events_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *Usage) GetInputTokens() uint64 {
@@ -1173,7 +1256,7 @@ type ContentBlock struct {
 
 func (x *ContentBlock) Reset() {
 	*x = ContentBlock{}
-	mi := &file_agentharness_v1_events_proto_msgTypes[9]
+	mi := &file_agentharness_v1_events_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1185,7 +1268,7 @@ func (x *ContentBlock) String() string {
 func (*ContentBlock) ProtoMessage() {}
 
 func (x *ContentBlock) ProtoReflect() protoreflect.Message {
-	mi := &file_agentharness_v1_events_proto_msgTypes[9]
+	mi := &file_agentharness_v1_events_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1198,7 +1281,7 @@ func (x *ContentBlock) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ContentBlock.ProtoReflect.Descriptor instead.
 func (*ContentBlock) Descriptor() ([]byte, []int) {
-	return file_agentharness_v1_events_proto_rawDescGZIP(), []int{9}
+	return file_agentharness_v1_events_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *ContentBlock) GetType() string {
@@ -1274,7 +1357,7 @@ type Content struct {
 
 func (x *Content) Reset() {
 	*x = Content{}
-	mi := &file_agentharness_v1_events_proto_msgTypes[10]
+	mi := &file_agentharness_v1_events_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1286,7 +1369,7 @@ func (x *Content) String() string {
 func (*Content) ProtoMessage() {}
 
 func (x *Content) ProtoReflect() protoreflect.Message {
-	mi := &file_agentharness_v1_events_proto_msgTypes[10]
+	mi := &file_agentharness_v1_events_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1299,7 +1382,7 @@ func (x *Content) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Content.ProtoReflect.Descriptor instead.
 func (*Content) Descriptor() ([]byte, []int) {
-	return file_agentharness_v1_events_proto_rawDescGZIP(), []int{10}
+	return file_agentharness_v1_events_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *Content) GetMessageId() string {
@@ -1366,7 +1449,7 @@ type ToolResult struct {
 
 func (x *ToolResult) Reset() {
 	*x = ToolResult{}
-	mi := &file_agentharness_v1_events_proto_msgTypes[11]
+	mi := &file_agentharness_v1_events_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1378,7 +1461,7 @@ func (x *ToolResult) String() string {
 func (*ToolResult) ProtoMessage() {}
 
 func (x *ToolResult) ProtoReflect() protoreflect.Message {
-	mi := &file_agentharness_v1_events_proto_msgTypes[11]
+	mi := &file_agentharness_v1_events_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1391,7 +1474,7 @@ func (x *ToolResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ToolResult.ProtoReflect.Descriptor instead.
 func (*ToolResult) Descriptor() ([]byte, []int) {
-	return file_agentharness_v1_events_proto_rawDescGZIP(), []int{11}
+	return file_agentharness_v1_events_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *ToolResult) GetToolUseId() string {
@@ -1436,7 +1519,7 @@ type Result struct {
 
 func (x *Result) Reset() {
 	*x = Result{}
-	mi := &file_agentharness_v1_events_proto_msgTypes[12]
+	mi := &file_agentharness_v1_events_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1448,7 +1531,7 @@ func (x *Result) String() string {
 func (*Result) ProtoMessage() {}
 
 func (x *Result) ProtoReflect() protoreflect.Message {
-	mi := &file_agentharness_v1_events_proto_msgTypes[12]
+	mi := &file_agentharness_v1_events_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1461,7 +1544,7 @@ func (x *Result) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Result.ProtoReflect.Descriptor instead.
 func (*Result) Descriptor() ([]byte, []int) {
-	return file_agentharness_v1_events_proto_rawDescGZIP(), []int{12}
+	return file_agentharness_v1_events_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *Result) GetToolResults() []*ToolResult {
@@ -1524,7 +1607,7 @@ type ModelUsage struct {
 
 func (x *ModelUsage) Reset() {
 	*x = ModelUsage{}
-	mi := &file_agentharness_v1_events_proto_msgTypes[13]
+	mi := &file_agentharness_v1_events_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1536,7 +1619,7 @@ func (x *ModelUsage) String() string {
 func (*ModelUsage) ProtoMessage() {}
 
 func (x *ModelUsage) ProtoReflect() protoreflect.Message {
-	mi := &file_agentharness_v1_events_proto_msgTypes[13]
+	mi := &file_agentharness_v1_events_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1549,7 +1632,7 @@ func (x *ModelUsage) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ModelUsage.ProtoReflect.Descriptor instead.
 func (*ModelUsage) Descriptor() ([]byte, []int) {
-	return file_agentharness_v1_events_proto_rawDescGZIP(), []int{13}
+	return file_agentharness_v1_events_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *ModelUsage) GetModel() string {
@@ -1656,7 +1739,7 @@ type TurnEnd struct {
 
 func (x *TurnEnd) Reset() {
 	*x = TurnEnd{}
-	mi := &file_agentharness_v1_events_proto_msgTypes[14]
+	mi := &file_agentharness_v1_events_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1668,7 +1751,7 @@ func (x *TurnEnd) String() string {
 func (*TurnEnd) ProtoMessage() {}
 
 func (x *TurnEnd) ProtoReflect() protoreflect.Message {
-	mi := &file_agentharness_v1_events_proto_msgTypes[14]
+	mi := &file_agentharness_v1_events_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1681,7 +1764,7 @@ func (x *TurnEnd) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TurnEnd.ProtoReflect.Descriptor instead.
 func (*TurnEnd) Descriptor() ([]byte, []int) {
-	return file_agentharness_v1_events_proto_rawDescGZIP(), []int{14}
+	return file_agentharness_v1_events_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *TurnEnd) GetUsage() *Usage {
@@ -1820,7 +1903,7 @@ type PermissionDenial struct {
 
 func (x *PermissionDenial) Reset() {
 	*x = PermissionDenial{}
-	mi := &file_agentharness_v1_events_proto_msgTypes[15]
+	mi := &file_agentharness_v1_events_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1832,7 +1915,7 @@ func (x *PermissionDenial) String() string {
 func (*PermissionDenial) ProtoMessage() {}
 
 func (x *PermissionDenial) ProtoReflect() protoreflect.Message {
-	mi := &file_agentharness_v1_events_proto_msgTypes[15]
+	mi := &file_agentharness_v1_events_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1845,7 +1928,7 @@ func (x *PermissionDenial) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PermissionDenial.ProtoReflect.Descriptor instead.
 func (*PermissionDenial) Descriptor() ([]byte, []int) {
-	return file_agentharness_v1_events_proto_rawDescGZIP(), []int{15}
+	return file_agentharness_v1_events_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *PermissionDenial) GetToolName() string {
@@ -1884,7 +1967,7 @@ type InputSent struct {
 
 func (x *InputSent) Reset() {
 	*x = InputSent{}
-	mi := &file_agentharness_v1_events_proto_msgTypes[16]
+	mi := &file_agentharness_v1_events_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1896,7 +1979,7 @@ func (x *InputSent) String() string {
 func (*InputSent) ProtoMessage() {}
 
 func (x *InputSent) ProtoReflect() protoreflect.Message {
-	mi := &file_agentharness_v1_events_proto_msgTypes[16]
+	mi := &file_agentharness_v1_events_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1909,7 +1992,7 @@ func (x *InputSent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use InputSent.ProtoReflect.Descriptor instead.
 func (*InputSent) Descriptor() ([]byte, []int) {
-	return file_agentharness_v1_events_proto_rawDescGZIP(), []int{16}
+	return file_agentharness_v1_events_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *InputSent) GetText() string {
@@ -1945,7 +2028,7 @@ type TurnStart struct {
 
 func (x *TurnStart) Reset() {
 	*x = TurnStart{}
-	mi := &file_agentharness_v1_events_proto_msgTypes[17]
+	mi := &file_agentharness_v1_events_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1957,7 +2040,7 @@ func (x *TurnStart) String() string {
 func (*TurnStart) ProtoMessage() {}
 
 func (x *TurnStart) ProtoReflect() protoreflect.Message {
-	mi := &file_agentharness_v1_events_proto_msgTypes[17]
+	mi := &file_agentharness_v1_events_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1970,7 +2053,7 @@ func (x *TurnStart) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TurnStart.ProtoReflect.Descriptor instead.
 func (*TurnStart) Descriptor() ([]byte, []int) {
-	return file_agentharness_v1_events_proto_rawDescGZIP(), []int{17}
+	return file_agentharness_v1_events_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *TurnStart) GetOrigin() string {
@@ -2001,7 +2084,7 @@ type TaskStarted struct {
 
 func (x *TaskStarted) Reset() {
 	*x = TaskStarted{}
-	mi := &file_agentharness_v1_events_proto_msgTypes[18]
+	mi := &file_agentharness_v1_events_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2013,7 +2096,7 @@ func (x *TaskStarted) String() string {
 func (*TaskStarted) ProtoMessage() {}
 
 func (x *TaskStarted) ProtoReflect() protoreflect.Message {
-	mi := &file_agentharness_v1_events_proto_msgTypes[18]
+	mi := &file_agentharness_v1_events_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2026,7 +2109,7 @@ func (x *TaskStarted) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TaskStarted.ProtoReflect.Descriptor instead.
 func (*TaskStarted) Descriptor() ([]byte, []int) {
-	return file_agentharness_v1_events_proto_rawDescGZIP(), []int{18}
+	return file_agentharness_v1_events_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *TaskStarted) GetTaskId() string {
@@ -2097,7 +2180,7 @@ type TaskUpdated struct {
 
 func (x *TaskUpdated) Reset() {
 	*x = TaskUpdated{}
-	mi := &file_agentharness_v1_events_proto_msgTypes[19]
+	mi := &file_agentharness_v1_events_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2109,7 +2192,7 @@ func (x *TaskUpdated) String() string {
 func (*TaskUpdated) ProtoMessage() {}
 
 func (x *TaskUpdated) ProtoReflect() protoreflect.Message {
-	mi := &file_agentharness_v1_events_proto_msgTypes[19]
+	mi := &file_agentharness_v1_events_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2122,7 +2205,7 @@ func (x *TaskUpdated) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TaskUpdated.ProtoReflect.Descriptor instead.
 func (*TaskUpdated) Descriptor() ([]byte, []int) {
-	return file_agentharness_v1_events_proto_rawDescGZIP(), []int{19}
+	return file_agentharness_v1_events_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *TaskUpdated) GetTaskId() string {
@@ -2200,7 +2283,7 @@ type TaskNotification struct {
 
 func (x *TaskNotification) Reset() {
 	*x = TaskNotification{}
-	mi := &file_agentharness_v1_events_proto_msgTypes[20]
+	mi := &file_agentharness_v1_events_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2212,7 +2295,7 @@ func (x *TaskNotification) String() string {
 func (*TaskNotification) ProtoMessage() {}
 
 func (x *TaskNotification) ProtoReflect() protoreflect.Message {
-	mi := &file_agentharness_v1_events_proto_msgTypes[20]
+	mi := &file_agentharness_v1_events_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2225,7 +2308,7 @@ func (x *TaskNotification) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TaskNotification.ProtoReflect.Descriptor instead.
 func (*TaskNotification) Descriptor() ([]byte, []int) {
-	return file_agentharness_v1_events_proto_rawDescGZIP(), []int{20}
+	return file_agentharness_v1_events_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *TaskNotification) GetTaskId() string {
@@ -2288,7 +2371,7 @@ type PermissionRequested struct {
 
 func (x *PermissionRequested) Reset() {
 	*x = PermissionRequested{}
-	mi := &file_agentharness_v1_events_proto_msgTypes[21]
+	mi := &file_agentharness_v1_events_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2300,7 +2383,7 @@ func (x *PermissionRequested) String() string {
 func (*PermissionRequested) ProtoMessage() {}
 
 func (x *PermissionRequested) ProtoReflect() protoreflect.Message {
-	mi := &file_agentharness_v1_events_proto_msgTypes[21]
+	mi := &file_agentharness_v1_events_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2313,7 +2396,7 @@ func (x *PermissionRequested) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PermissionRequested.ProtoReflect.Descriptor instead.
 func (*PermissionRequested) Descriptor() ([]byte, []int) {
-	return file_agentharness_v1_events_proto_rawDescGZIP(), []int{21}
+	return file_agentharness_v1_events_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *PermissionRequested) GetRequestId() string {
@@ -2393,7 +2476,7 @@ type PermissionResolved struct {
 
 func (x *PermissionResolved) Reset() {
 	*x = PermissionResolved{}
-	mi := &file_agentharness_v1_events_proto_msgTypes[22]
+	mi := &file_agentharness_v1_events_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2405,7 +2488,7 @@ func (x *PermissionResolved) String() string {
 func (*PermissionResolved) ProtoMessage() {}
 
 func (x *PermissionResolved) ProtoReflect() protoreflect.Message {
-	mi := &file_agentharness_v1_events_proto_msgTypes[22]
+	mi := &file_agentharness_v1_events_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2418,7 +2501,7 @@ func (x *PermissionResolved) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PermissionResolved.ProtoReflect.Descriptor instead.
 func (*PermissionResolved) Descriptor() ([]byte, []int) {
-	return file_agentharness_v1_events_proto_rawDescGZIP(), []int{22}
+	return file_agentharness_v1_events_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *PermissionResolved) GetRequestId() string {
@@ -2460,7 +2543,7 @@ var File_agentharness_v1_events_proto protoreflect.FileDescriptor
 
 const file_agentharness_v1_events_proto_rawDesc = "" +
 	"\n" +
-	"\x1cagentharness/v1/events.proto\x12\x0fagentharness.v1\x1a\x1cgoogle/protobuf/struct.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\xf9\b\n" +
+	"\x1cagentharness/v1/events.proto\x12\x0fagentharness.v1\x1a\x1cgoogle/protobuf/struct.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\xb3\t\n" +
 	"\x05Event\x12\x14\n" +
 	"\x03seq\x18\x01 \x01(\x04B\x020\x02R\x03seq\x12\x1d\n" +
 	"\n" +
@@ -2468,6 +2551,7 @@ const file_agentharness_v1_events_proto_rawDesc = "" +
 	"\x06run_id\x18\x03 \x01(\tR\x05runId\x12.\n" +
 	"\x04time\x18\x04 \x01(\v2\x1a.google.protobuf.TimestampR\x04time\x12\x19\n" +
 	"\bcli_line\x18\x05 \x01(\tR\acliLine\x128\n" +
+	"\ttruncated\x18\x06 \x01(\v2\x1a.agentharness.v1.TruncatedR\ttruncated\x128\n" +
 	"\trun_start\x18\n" +
 	" \x01(\v2\x19.agentharness.v1.RunStartH\x00R\brunStart\x128\n" +
 	"\trun_ready\x18\v \x01(\v2\x19.agentharness.v1.RunReadyH\x00R\brunReady\x122\n" +
@@ -2486,7 +2570,11 @@ const file_agentharness_v1_events_proto_rawDesc = "" +
 	"\x13permission_resolved\x18\x17 \x01(\v2#.agentharness.v1.PermissionResolvedH\x00R\x12permissionResolved\x12;\n" +
 	"\n" +
 	"turn_start\x18\x18 \x01(\v2\x1a.agentharness.v1.TurnStartH\x00R\tturnStartB\t\n" +
-	"\apayload\"\xaa\x02\n" +
+	"\apayload\"t\n" +
+	"\tTruncated\x12'\n" +
+	"\roriginal_size\x18\x01 \x01(\x04B\x020\x02R\foriginalSize\x12&\n" +
+	"\rcli_line_size\x18\x02 \x01(\x04B\x020\x02R\vcliLineSize\x12\x16\n" +
+	"\x06fields\x18\x03 \x03(\tR\x06fields\"\xaa\x02\n" +
 	"\vStartConfig\x12\x16\n" +
 	"\x06prompt\x18\x01 \x01(\tR\x06prompt\x12\x10\n" +
 	"\x03cwd\x18\x02 \x01(\tR\x03cwd\x12\x16\n" +
@@ -2677,80 +2765,82 @@ func file_agentharness_v1_events_proto_rawDescGZIP() []byte {
 }
 
 var file_agentharness_v1_events_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
-var file_agentharness_v1_events_proto_msgTypes = make([]protoimpl.MessageInfo, 24)
+var file_agentharness_v1_events_proto_msgTypes = make([]protoimpl.MessageInfo, 25)
 var file_agentharness_v1_events_proto_goTypes = []any{
 	(RunEndReason)(0),             // 0: agentharness.v1.RunEndReason
 	(InputSource)(0),              // 1: agentharness.v1.InputSource
 	(*Event)(nil),                 // 2: agentharness.v1.Event
-	(*StartConfig)(nil),           // 3: agentharness.v1.StartConfig
-	(*RunStart)(nil),              // 4: agentharness.v1.RunStart
-	(*McpServer)(nil),             // 5: agentharness.v1.McpServer
-	(*RunReady)(nil),              // 6: agentharness.v1.RunReady
-	(*RunEnd)(nil),                // 7: agentharness.v1.RunEnd
-	(*RunError)(nil),              // 8: agentharness.v1.RunError
-	(*StopRequested)(nil),         // 9: agentharness.v1.StopRequested
-	(*Usage)(nil),                 // 10: agentharness.v1.Usage
-	(*ContentBlock)(nil),          // 11: agentharness.v1.ContentBlock
-	(*Content)(nil),               // 12: agentharness.v1.Content
-	(*ToolResult)(nil),            // 13: agentharness.v1.ToolResult
-	(*Result)(nil),                // 14: agentharness.v1.Result
-	(*ModelUsage)(nil),            // 15: agentharness.v1.ModelUsage
-	(*TurnEnd)(nil),               // 16: agentharness.v1.TurnEnd
-	(*PermissionDenial)(nil),      // 17: agentharness.v1.PermissionDenial
-	(*InputSent)(nil),             // 18: agentharness.v1.InputSent
-	(*TurnStart)(nil),             // 19: agentharness.v1.TurnStart
-	(*TaskStarted)(nil),           // 20: agentharness.v1.TaskStarted
-	(*TaskUpdated)(nil),           // 21: agentharness.v1.TaskUpdated
-	(*TaskNotification)(nil),      // 22: agentharness.v1.TaskNotification
-	(*PermissionRequested)(nil),   // 23: agentharness.v1.PermissionRequested
-	(*PermissionResolved)(nil),    // 24: agentharness.v1.PermissionResolved
-	nil,                           // 25: agentharness.v1.StartConfig.EnvEntry
-	(*timestamppb.Timestamp)(nil), // 26: google.protobuf.Timestamp
-	(*structpb.Struct)(nil),       // 27: google.protobuf.Struct
-	(*structpb.Value)(nil),        // 28: google.protobuf.Value
+	(*Truncated)(nil),             // 3: agentharness.v1.Truncated
+	(*StartConfig)(nil),           // 4: agentharness.v1.StartConfig
+	(*RunStart)(nil),              // 5: agentharness.v1.RunStart
+	(*McpServer)(nil),             // 6: agentharness.v1.McpServer
+	(*RunReady)(nil),              // 7: agentharness.v1.RunReady
+	(*RunEnd)(nil),                // 8: agentharness.v1.RunEnd
+	(*RunError)(nil),              // 9: agentharness.v1.RunError
+	(*StopRequested)(nil),         // 10: agentharness.v1.StopRequested
+	(*Usage)(nil),                 // 11: agentharness.v1.Usage
+	(*ContentBlock)(nil),          // 12: agentharness.v1.ContentBlock
+	(*Content)(nil),               // 13: agentharness.v1.Content
+	(*ToolResult)(nil),            // 14: agentharness.v1.ToolResult
+	(*Result)(nil),                // 15: agentharness.v1.Result
+	(*ModelUsage)(nil),            // 16: agentharness.v1.ModelUsage
+	(*TurnEnd)(nil),               // 17: agentharness.v1.TurnEnd
+	(*PermissionDenial)(nil),      // 18: agentharness.v1.PermissionDenial
+	(*InputSent)(nil),             // 19: agentharness.v1.InputSent
+	(*TurnStart)(nil),             // 20: agentharness.v1.TurnStart
+	(*TaskStarted)(nil),           // 21: agentharness.v1.TaskStarted
+	(*TaskUpdated)(nil),           // 22: agentharness.v1.TaskUpdated
+	(*TaskNotification)(nil),      // 23: agentharness.v1.TaskNotification
+	(*PermissionRequested)(nil),   // 24: agentharness.v1.PermissionRequested
+	(*PermissionResolved)(nil),    // 25: agentharness.v1.PermissionResolved
+	nil,                           // 26: agentharness.v1.StartConfig.EnvEntry
+	(*timestamppb.Timestamp)(nil), // 27: google.protobuf.Timestamp
+	(*structpb.Struct)(nil),       // 28: google.protobuf.Struct
+	(*structpb.Value)(nil),        // 29: google.protobuf.Value
 }
 var file_agentharness_v1_events_proto_depIdxs = []int32{
-	26, // 0: agentharness.v1.Event.time:type_name -> google.protobuf.Timestamp
-	4,  // 1: agentharness.v1.Event.run_start:type_name -> agentharness.v1.RunStart
-	6,  // 2: agentharness.v1.Event.run_ready:type_name -> agentharness.v1.RunReady
-	7,  // 3: agentharness.v1.Event.run_end:type_name -> agentharness.v1.RunEnd
-	8,  // 4: agentharness.v1.Event.run_error:type_name -> agentharness.v1.RunError
-	9,  // 5: agentharness.v1.Event.stop_requested:type_name -> agentharness.v1.StopRequested
-	12, // 6: agentharness.v1.Event.content:type_name -> agentharness.v1.Content
-	14, // 7: agentharness.v1.Event.result:type_name -> agentharness.v1.Result
-	16, // 8: agentharness.v1.Event.turn_end:type_name -> agentharness.v1.TurnEnd
-	18, // 9: agentharness.v1.Event.input_sent:type_name -> agentharness.v1.InputSent
-	20, // 10: agentharness.v1.Event.task_started:type_name -> agentharness.v1.TaskStarted
-	21, // 11: agentharness.v1.Event.task_updated:type_name -> agentharness.v1.TaskUpdated
-	22, // 12: agentharness.v1.Event.task_notification:type_name -> agentharness.v1.TaskNotification
-	23, // 13: agentharness.v1.Event.permission_requested:type_name -> agentharness.v1.PermissionRequested
-	24, // 14: agentharness.v1.Event.permission_resolved:type_name -> agentharness.v1.PermissionResolved
-	19, // 15: agentharness.v1.Event.turn_start:type_name -> agentharness.v1.TurnStart
-	25, // 16: agentharness.v1.StartConfig.env:type_name -> agentharness.v1.StartConfig.EnvEntry
-	27, // 17: agentharness.v1.StartConfig.content_blocks:type_name -> google.protobuf.Struct
-	3,  // 18: agentharness.v1.RunStart.config:type_name -> agentharness.v1.StartConfig
-	5,  // 19: agentharness.v1.RunReady.mcp_servers:type_name -> agentharness.v1.McpServer
-	0,  // 20: agentharness.v1.RunEnd.reason:type_name -> agentharness.v1.RunEndReason
-	27, // 21: agentharness.v1.ContentBlock.input:type_name -> google.protobuf.Struct
-	27, // 22: agentharness.v1.ContentBlock.raw:type_name -> google.protobuf.Struct
-	11, // 23: agentharness.v1.Content.blocks:type_name -> agentharness.v1.ContentBlock
-	10, // 24: agentharness.v1.Content.usage:type_name -> agentharness.v1.Usage
-	13, // 25: agentharness.v1.Result.tool_results:type_name -> agentharness.v1.ToolResult
-	28, // 26: agentharness.v1.Result.tool_use_result:type_name -> google.protobuf.Value
-	10, // 27: agentharness.v1.TurnEnd.usage:type_name -> agentharness.v1.Usage
-	15, // 28: agentharness.v1.TurnEnd.model_usage:type_name -> agentharness.v1.ModelUsage
-	17, // 29: agentharness.v1.TurnEnd.permission_denials:type_name -> agentharness.v1.PermissionDenial
-	27, // 30: agentharness.v1.PermissionDenial.tool_input:type_name -> google.protobuf.Struct
-	1,  // 31: agentharness.v1.InputSent.source:type_name -> agentharness.v1.InputSource
-	27, // 32: agentharness.v1.InputSent.content_blocks:type_name -> google.protobuf.Struct
-	27, // 33: agentharness.v1.PermissionRequested.input:type_name -> google.protobuf.Struct
-	28, // 34: agentharness.v1.PermissionRequested.suggestions:type_name -> google.protobuf.Value
-	27, // 35: agentharness.v1.PermissionResolved.updated_input:type_name -> google.protobuf.Struct
-	36, // [36:36] is the sub-list for method output_type
-	36, // [36:36] is the sub-list for method input_type
-	36, // [36:36] is the sub-list for extension type_name
-	36, // [36:36] is the sub-list for extension extendee
-	0,  // [0:36] is the sub-list for field type_name
+	27, // 0: agentharness.v1.Event.time:type_name -> google.protobuf.Timestamp
+	3,  // 1: agentharness.v1.Event.truncated:type_name -> agentharness.v1.Truncated
+	5,  // 2: agentharness.v1.Event.run_start:type_name -> agentharness.v1.RunStart
+	7,  // 3: agentharness.v1.Event.run_ready:type_name -> agentharness.v1.RunReady
+	8,  // 4: agentharness.v1.Event.run_end:type_name -> agentharness.v1.RunEnd
+	9,  // 5: agentharness.v1.Event.run_error:type_name -> agentharness.v1.RunError
+	10, // 6: agentharness.v1.Event.stop_requested:type_name -> agentharness.v1.StopRequested
+	13, // 7: agentharness.v1.Event.content:type_name -> agentharness.v1.Content
+	15, // 8: agentharness.v1.Event.result:type_name -> agentharness.v1.Result
+	17, // 9: agentharness.v1.Event.turn_end:type_name -> agentharness.v1.TurnEnd
+	19, // 10: agentharness.v1.Event.input_sent:type_name -> agentharness.v1.InputSent
+	21, // 11: agentharness.v1.Event.task_started:type_name -> agentharness.v1.TaskStarted
+	22, // 12: agentharness.v1.Event.task_updated:type_name -> agentharness.v1.TaskUpdated
+	23, // 13: agentharness.v1.Event.task_notification:type_name -> agentharness.v1.TaskNotification
+	24, // 14: agentharness.v1.Event.permission_requested:type_name -> agentharness.v1.PermissionRequested
+	25, // 15: agentharness.v1.Event.permission_resolved:type_name -> agentharness.v1.PermissionResolved
+	20, // 16: agentharness.v1.Event.turn_start:type_name -> agentharness.v1.TurnStart
+	26, // 17: agentharness.v1.StartConfig.env:type_name -> agentharness.v1.StartConfig.EnvEntry
+	28, // 18: agentharness.v1.StartConfig.content_blocks:type_name -> google.protobuf.Struct
+	4,  // 19: agentharness.v1.RunStart.config:type_name -> agentharness.v1.StartConfig
+	6,  // 20: agentharness.v1.RunReady.mcp_servers:type_name -> agentharness.v1.McpServer
+	0,  // 21: agentharness.v1.RunEnd.reason:type_name -> agentharness.v1.RunEndReason
+	28, // 22: agentharness.v1.ContentBlock.input:type_name -> google.protobuf.Struct
+	28, // 23: agentharness.v1.ContentBlock.raw:type_name -> google.protobuf.Struct
+	12, // 24: agentharness.v1.Content.blocks:type_name -> agentharness.v1.ContentBlock
+	11, // 25: agentharness.v1.Content.usage:type_name -> agentharness.v1.Usage
+	14, // 26: agentharness.v1.Result.tool_results:type_name -> agentharness.v1.ToolResult
+	29, // 27: agentharness.v1.Result.tool_use_result:type_name -> google.protobuf.Value
+	11, // 28: agentharness.v1.TurnEnd.usage:type_name -> agentharness.v1.Usage
+	16, // 29: agentharness.v1.TurnEnd.model_usage:type_name -> agentharness.v1.ModelUsage
+	18, // 30: agentharness.v1.TurnEnd.permission_denials:type_name -> agentharness.v1.PermissionDenial
+	28, // 31: agentharness.v1.PermissionDenial.tool_input:type_name -> google.protobuf.Struct
+	1,  // 32: agentharness.v1.InputSent.source:type_name -> agentharness.v1.InputSource
+	28, // 33: agentharness.v1.InputSent.content_blocks:type_name -> google.protobuf.Struct
+	28, // 34: agentharness.v1.PermissionRequested.input:type_name -> google.protobuf.Struct
+	29, // 35: agentharness.v1.PermissionRequested.suggestions:type_name -> google.protobuf.Value
+	28, // 36: agentharness.v1.PermissionResolved.updated_input:type_name -> google.protobuf.Struct
+	37, // [37:37] is the sub-list for method output_type
+	37, // [37:37] is the sub-list for method input_type
+	37, // [37:37] is the sub-list for extension type_name
+	37, // [37:37] is the sub-list for extension extendee
+	0,  // [0:37] is the sub-list for field type_name
 }
 
 func init() { file_agentharness_v1_events_proto_init() }
@@ -2775,14 +2865,14 @@ func file_agentharness_v1_events_proto_init() {
 		(*Event_PermissionResolved)(nil),
 		(*Event_TurnStart)(nil),
 	}
-	file_agentharness_v1_events_proto_msgTypes[5].OneofWrappers = []any{}
+	file_agentharness_v1_events_proto_msgTypes[6].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_agentharness_v1_events_proto_rawDesc), len(file_agentharness_v1_events_proto_rawDesc)),
 			NumEnums:      2,
-			NumMessages:   24,
+			NumMessages:   25,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

@@ -90,6 +90,64 @@ func (SessionStatus) EnumDescriptor() ([]byte, []int) {
 	return file_agentharness_v1_session_service_proto_rawDescGZIP(), []int{0}
 }
 
+// Which form of an event ReadFullEvent streams.
+type FullEventPart int32
+
+const (
+	// The CLI line (as FULL_EVENT_PART_CLI_LINE).
+	FullEventPart_FULL_EVENT_PART_UNSPECIFIED FullEventPart = 0
+	// The CLI's original stdout line, byte for byte (empty for events the
+	// harness records itself).
+	FullEventPart_FULL_EVENT_PART_CLI_LINE FullEventPart = 1
+	// The whole Event, protobuf-encoded: concatenate the chunks and decode.
+	FullEventPart_FULL_EVENT_PART_EVENT FullEventPart = 2
+	// The whole Event as proto3 JSON (UTF-8).
+	FullEventPart_FULL_EVENT_PART_EVENT_JSON FullEventPart = 3
+)
+
+// Enum value maps for FullEventPart.
+var (
+	FullEventPart_name = map[int32]string{
+		0: "FULL_EVENT_PART_UNSPECIFIED",
+		1: "FULL_EVENT_PART_CLI_LINE",
+		2: "FULL_EVENT_PART_EVENT",
+		3: "FULL_EVENT_PART_EVENT_JSON",
+	}
+	FullEventPart_value = map[string]int32{
+		"FULL_EVENT_PART_UNSPECIFIED": 0,
+		"FULL_EVENT_PART_CLI_LINE":    1,
+		"FULL_EVENT_PART_EVENT":       2,
+		"FULL_EVENT_PART_EVENT_JSON":  3,
+	}
+)
+
+func (x FullEventPart) Enum() *FullEventPart {
+	p := new(FullEventPart)
+	*p = x
+	return p
+}
+
+func (x FullEventPart) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (FullEventPart) Descriptor() protoreflect.EnumDescriptor {
+	return file_agentharness_v1_session_service_proto_enumTypes[1].Descriptor()
+}
+
+func (FullEventPart) Type() protoreflect.EnumType {
+	return &file_agentharness_v1_session_service_proto_enumTypes[1]
+}
+
+func (x FullEventPart) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use FullEventPart.Descriptor instead.
+func (FullEventPart) EnumDescriptor() ([]byte, []int) {
+	return file_agentharness_v1_session_service_proto_rawDescGZIP(), []int{1}
+}
+
 // Start a run.
 type StartRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -737,7 +795,9 @@ func (x *Heartbeat) GetHeadSeq() uint64 {
 	return 0
 }
 
-// Page older events.
+// Page older events. A page is bounded by bytes as well as by `limit`: it
+// holds the newest events that fit in 4 MiB (at least one), and `has_more`
+// says whether older ones exist.
 type HistoryRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// The session.
@@ -1419,6 +1479,144 @@ func (x *ListSessionsResponse) GetNextPageToken() string {
 	return ""
 }
 
+// Read the whole stored form of one event.
+type ReadFullEventRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The session.
+	SessionId string `protobuf:"bytes,1,opt,name=session_id,json=sessionId,proto3" json:"session_id,omitempty"`
+	// The event's seq.
+	Seq uint64 `protobuf:"varint,2,opt,name=seq,proto3" json:"seq,omitempty"`
+	// What to stream; unset: the CLI line.
+	Part FullEventPart `protobuf:"varint,3,opt,name=part,proto3,enum=agentharness.v1.FullEventPart" json:"part,omitempty"`
+	// Bytes per chunk; 0 or more than 1 MiB: 1 MiB.
+	ChunkSize     uint32 `protobuf:"varint,4,opt,name=chunk_size,json=chunkSize,proto3" json:"chunk_size,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ReadFullEventRequest) Reset() {
+	*x = ReadFullEventRequest{}
+	mi := &file_agentharness_v1_session_service_proto_msgTypes[21]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ReadFullEventRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ReadFullEventRequest) ProtoMessage() {}
+
+func (x *ReadFullEventRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_agentharness_v1_session_service_proto_msgTypes[21]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ReadFullEventRequest.ProtoReflect.Descriptor instead.
+func (*ReadFullEventRequest) Descriptor() ([]byte, []int) {
+	return file_agentharness_v1_session_service_proto_rawDescGZIP(), []int{21}
+}
+
+func (x *ReadFullEventRequest) GetSessionId() string {
+	if x != nil {
+		return x.SessionId
+	}
+	return ""
+}
+
+func (x *ReadFullEventRequest) GetSeq() uint64 {
+	if x != nil {
+		return x.Seq
+	}
+	return 0
+}
+
+func (x *ReadFullEventRequest) GetPart() FullEventPart {
+	if x != nil {
+		return x.Part
+	}
+	return FullEventPart_FULL_EVENT_PART_UNSPECIFIED
+}
+
+func (x *ReadFullEventRequest) GetChunkSize() uint32 {
+	if x != nil {
+		return x.ChunkSize
+	}
+	return 0
+}
+
+// One chunk. The stream has at least one message (with an empty chunk when
+// the part is empty); the chunks, concatenated in order, are the part.
+type ReadFullEventResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The bytes at `offset`.
+	Chunk []byte `protobuf:"bytes,1,opt,name=chunk,proto3" json:"chunk,omitempty"`
+	// Where this chunk starts in the part.
+	Offset uint64 `protobuf:"varint,2,opt,name=offset,proto3" json:"offset,omitempty"`
+	// Size of the whole part in bytes.
+	TotalSize     uint64 `protobuf:"varint,3,opt,name=total_size,json=totalSize,proto3" json:"total_size,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ReadFullEventResponse) Reset() {
+	*x = ReadFullEventResponse{}
+	mi := &file_agentharness_v1_session_service_proto_msgTypes[22]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ReadFullEventResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ReadFullEventResponse) ProtoMessage() {}
+
+func (x *ReadFullEventResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_agentharness_v1_session_service_proto_msgTypes[22]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ReadFullEventResponse.ProtoReflect.Descriptor instead.
+func (*ReadFullEventResponse) Descriptor() ([]byte, []int) {
+	return file_agentharness_v1_session_service_proto_rawDescGZIP(), []int{22}
+}
+
+func (x *ReadFullEventResponse) GetChunk() []byte {
+	if x != nil {
+		return x.Chunk
+	}
+	return nil
+}
+
+func (x *ReadFullEventResponse) GetOffset() uint64 {
+	if x != nil {
+		return x.Offset
+	}
+	return 0
+}
+
+func (x *ReadFullEventResponse) GetTotalSize() uint64 {
+	if x != nil {
+		return x.TotalSize
+	}
+	return 0
+}
+
 var File_agentharness_v1_session_service_proto protoreflect.FileDescriptor
 
 const file_agentharness_v1_session_service_proto_rawDesc = "" +
@@ -1513,13 +1711,30 @@ const file_agentharness_v1_session_service_proto_rawDesc = "" +
 	"page_token\x18\x02 \x01(\tR\tpageToken\"t\n" +
 	"\x14ListSessionsResponse\x124\n" +
 	"\bsessions\x18\x01 \x03(\v2\x18.agentharness.v1.SessionR\bsessions\x12&\n" +
-	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken*\xa0\x01\n" +
+	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\"\x9e\x01\n" +
+	"\x14ReadFullEventRequest\x12\x1d\n" +
+	"\n" +
+	"session_id\x18\x01 \x01(\tR\tsessionId\x12\x14\n" +
+	"\x03seq\x18\x02 \x01(\x04B\x020\x02R\x03seq\x122\n" +
+	"\x04part\x18\x03 \x01(\x0e2\x1e.agentharness.v1.FullEventPartR\x04part\x12\x1d\n" +
+	"\n" +
+	"chunk_size\x18\x04 \x01(\rR\tchunkSize\"l\n" +
+	"\x15ReadFullEventResponse\x12\x14\n" +
+	"\x05chunk\x18\x01 \x01(\fR\x05chunk\x12\x1a\n" +
+	"\x06offset\x18\x02 \x01(\x04B\x020\x02R\x06offset\x12!\n" +
+	"\n" +
+	"total_size\x18\x03 \x01(\x04B\x020\x02R\ttotalSize*\xa0\x01\n" +
 	"\rSessionStatus\x12\x1e\n" +
 	"\x1aSESSION_STATUS_UNSPECIFIED\x10\x00\x12\x17\n" +
 	"\x13SESSION_STATUS_IDLE\x10\x01\x12\x1b\n" +
 	"\x17SESSION_STATUS_STARTING\x10\x02\x12\x1c\n" +
 	"\x18SESSION_STATUS_STREAMING\x10\x03\x12\x1b\n" +
-	"\x17SESSION_STATUS_STOPPING\x10\x042\xa6\x05\n" +
+	"\x17SESSION_STATUS_STOPPING\x10\x04*\x89\x01\n" +
+	"\rFullEventPart\x12\x1f\n" +
+	"\x1bFULL_EVENT_PART_UNSPECIFIED\x10\x00\x12\x1c\n" +
+	"\x18FULL_EVENT_PART_CLI_LINE\x10\x01\x12\x19\n" +
+	"\x15FULL_EVENT_PART_EVENT\x10\x02\x12\x1e\n" +
+	"\x1aFULL_EVENT_PART_EVENT_JSON\x10\x032\x88\x06\n" +
 	"\x0eSessionService\x12F\n" +
 	"\x05Start\x12\x1d.agentharness.v1.StartRequest\x1a\x1e.agentharness.v1.StartResponse\x12C\n" +
 	"\x04Send\x12\x1c.agentharness.v1.SendRequest\x1a\x1d.agentharness.v1.SendResponse\x12C\n" +
@@ -1529,7 +1744,8 @@ const file_agentharness_v1_session_service_proto_rawDesc = "" +
 	"\x11RespondPermission\x12).agentharness.v1.RespondPermissionRequest\x1a*.agentharness.v1.RespondPermissionResponse\x12U\n" +
 	"\n" +
 	"GetSession\x12\".agentharness.v1.GetSessionRequest\x1a#.agentharness.v1.GetSessionResponse\x12[\n" +
-	"\fListSessions\x12$.agentharness.v1.ListSessionsRequest\x1a%.agentharness.v1.ListSessionsResponseBNZLgithub.com/agent-harness/agent-harness/gen/go/agentharness/v1;agentharnessv1b\x06proto3"
+	"\fListSessions\x12$.agentharness.v1.ListSessionsRequest\x1a%.agentharness.v1.ListSessionsResponse\x12`\n" +
+	"\rReadFullEvent\x12%.agentharness.v1.ReadFullEventRequest\x1a&.agentharness.v1.ReadFullEventResponse0\x01BNZLgithub.com/agent-harness/agent-harness/gen/go/agentharness/v1;agentharnessv1b\x06proto3"
 
 var (
 	file_agentharness_v1_session_service_proto_rawDescOnce sync.Once
@@ -1543,69 +1759,75 @@ func file_agentharness_v1_session_service_proto_rawDescGZIP() []byte {
 	return file_agentharness_v1_session_service_proto_rawDescData
 }
 
-var file_agentharness_v1_session_service_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_agentharness_v1_session_service_proto_msgTypes = make([]protoimpl.MessageInfo, 21)
+var file_agentharness_v1_session_service_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
+var file_agentharness_v1_session_service_proto_msgTypes = make([]protoimpl.MessageInfo, 23)
 var file_agentharness_v1_session_service_proto_goTypes = []any{
 	(SessionStatus)(0),                // 0: agentharness.v1.SessionStatus
-	(*StartRequest)(nil),              // 1: agentharness.v1.StartRequest
-	(*StartResponse)(nil),             // 2: agentharness.v1.StartResponse
-	(*SendRequest)(nil),               // 3: agentharness.v1.SendRequest
-	(*SendResponse)(nil),              // 4: agentharness.v1.SendResponse
-	(*StopRequest)(nil),               // 5: agentharness.v1.StopRequest
-	(*StopResponse)(nil),              // 6: agentharness.v1.StopResponse
-	(*SubscribeRequest)(nil),          // 7: agentharness.v1.SubscribeRequest
-	(*SubscribeResponse)(nil),         // 8: agentharness.v1.SubscribeResponse
-	(*ReplayStart)(nil),               // 9: agentharness.v1.ReplayStart
-	(*CaughtUp)(nil),                  // 10: agentharness.v1.CaughtUp
-	(*Heartbeat)(nil),                 // 11: agentharness.v1.Heartbeat
-	(*HistoryRequest)(nil),            // 12: agentharness.v1.HistoryRequest
-	(*HistoryResponse)(nil),           // 13: agentharness.v1.HistoryResponse
-	(*RespondPermissionRequest)(nil),  // 14: agentharness.v1.RespondPermissionRequest
-	(*RespondPermissionResponse)(nil), // 15: agentharness.v1.RespondPermissionResponse
-	(*SessionUsage)(nil),              // 16: agentharness.v1.SessionUsage
-	(*Session)(nil),                   // 17: agentharness.v1.Session
-	(*GetSessionRequest)(nil),         // 18: agentharness.v1.GetSessionRequest
-	(*GetSessionResponse)(nil),        // 19: agentharness.v1.GetSessionResponse
-	(*ListSessionsRequest)(nil),       // 20: agentharness.v1.ListSessionsRequest
-	(*ListSessionsResponse)(nil),      // 21: agentharness.v1.ListSessionsResponse
-	(*StartConfig)(nil),               // 22: agentharness.v1.StartConfig
-	(*structpb.Struct)(nil),           // 23: google.protobuf.Struct
-	(*Event)(nil),                     // 24: agentharness.v1.Event
+	(FullEventPart)(0),                // 1: agentharness.v1.FullEventPart
+	(*StartRequest)(nil),              // 2: agentharness.v1.StartRequest
+	(*StartResponse)(nil),             // 3: agentharness.v1.StartResponse
+	(*SendRequest)(nil),               // 4: agentharness.v1.SendRequest
+	(*SendResponse)(nil),              // 5: agentharness.v1.SendResponse
+	(*StopRequest)(nil),               // 6: agentharness.v1.StopRequest
+	(*StopResponse)(nil),              // 7: agentharness.v1.StopResponse
+	(*SubscribeRequest)(nil),          // 8: agentharness.v1.SubscribeRequest
+	(*SubscribeResponse)(nil),         // 9: agentharness.v1.SubscribeResponse
+	(*ReplayStart)(nil),               // 10: agentharness.v1.ReplayStart
+	(*CaughtUp)(nil),                  // 11: agentharness.v1.CaughtUp
+	(*Heartbeat)(nil),                 // 12: agentharness.v1.Heartbeat
+	(*HistoryRequest)(nil),            // 13: agentharness.v1.HistoryRequest
+	(*HistoryResponse)(nil),           // 14: agentharness.v1.HistoryResponse
+	(*RespondPermissionRequest)(nil),  // 15: agentharness.v1.RespondPermissionRequest
+	(*RespondPermissionResponse)(nil), // 16: agentharness.v1.RespondPermissionResponse
+	(*SessionUsage)(nil),              // 17: agentharness.v1.SessionUsage
+	(*Session)(nil),                   // 18: agentharness.v1.Session
+	(*GetSessionRequest)(nil),         // 19: agentharness.v1.GetSessionRequest
+	(*GetSessionResponse)(nil),        // 20: agentharness.v1.GetSessionResponse
+	(*ListSessionsRequest)(nil),       // 21: agentharness.v1.ListSessionsRequest
+	(*ListSessionsResponse)(nil),      // 22: agentharness.v1.ListSessionsResponse
+	(*ReadFullEventRequest)(nil),      // 23: agentharness.v1.ReadFullEventRequest
+	(*ReadFullEventResponse)(nil),     // 24: agentharness.v1.ReadFullEventResponse
+	(*StartConfig)(nil),               // 25: agentharness.v1.StartConfig
+	(*structpb.Struct)(nil),           // 26: google.protobuf.Struct
+	(*Event)(nil),                     // 27: agentharness.v1.Event
 }
 var file_agentharness_v1_session_service_proto_depIdxs = []int32{
-	22, // 0: agentharness.v1.StartRequest.config:type_name -> agentharness.v1.StartConfig
-	23, // 1: agentharness.v1.SendRequest.content_blocks:type_name -> google.protobuf.Struct
-	9,  // 2: agentharness.v1.SubscribeResponse.replay:type_name -> agentharness.v1.ReplayStart
-	24, // 3: agentharness.v1.SubscribeResponse.event:type_name -> agentharness.v1.Event
-	10, // 4: agentharness.v1.SubscribeResponse.caught_up:type_name -> agentharness.v1.CaughtUp
-	11, // 5: agentharness.v1.SubscribeResponse.heartbeat:type_name -> agentharness.v1.Heartbeat
-	24, // 6: agentharness.v1.HistoryResponse.events:type_name -> agentharness.v1.Event
-	23, // 7: agentharness.v1.RespondPermissionRequest.updated_input:type_name -> google.protobuf.Struct
+	25, // 0: agentharness.v1.StartRequest.config:type_name -> agentharness.v1.StartConfig
+	26, // 1: agentharness.v1.SendRequest.content_blocks:type_name -> google.protobuf.Struct
+	10, // 2: agentharness.v1.SubscribeResponse.replay:type_name -> agentharness.v1.ReplayStart
+	27, // 3: agentharness.v1.SubscribeResponse.event:type_name -> agentharness.v1.Event
+	11, // 4: agentharness.v1.SubscribeResponse.caught_up:type_name -> agentharness.v1.CaughtUp
+	12, // 5: agentharness.v1.SubscribeResponse.heartbeat:type_name -> agentharness.v1.Heartbeat
+	27, // 6: agentharness.v1.HistoryResponse.events:type_name -> agentharness.v1.Event
+	26, // 7: agentharness.v1.RespondPermissionRequest.updated_input:type_name -> google.protobuf.Struct
 	0,  // 8: agentharness.v1.Session.status:type_name -> agentharness.v1.SessionStatus
-	16, // 9: agentharness.v1.Session.usage:type_name -> agentharness.v1.SessionUsage
-	17, // 10: agentharness.v1.GetSessionResponse.session:type_name -> agentharness.v1.Session
-	17, // 11: agentharness.v1.ListSessionsResponse.sessions:type_name -> agentharness.v1.Session
-	1,  // 12: agentharness.v1.SessionService.Start:input_type -> agentharness.v1.StartRequest
-	3,  // 13: agentharness.v1.SessionService.Send:input_type -> agentharness.v1.SendRequest
-	5,  // 14: agentharness.v1.SessionService.Stop:input_type -> agentharness.v1.StopRequest
-	7,  // 15: agentharness.v1.SessionService.Subscribe:input_type -> agentharness.v1.SubscribeRequest
-	12, // 16: agentharness.v1.SessionService.History:input_type -> agentharness.v1.HistoryRequest
-	14, // 17: agentharness.v1.SessionService.RespondPermission:input_type -> agentharness.v1.RespondPermissionRequest
-	18, // 18: agentharness.v1.SessionService.GetSession:input_type -> agentharness.v1.GetSessionRequest
-	20, // 19: agentharness.v1.SessionService.ListSessions:input_type -> agentharness.v1.ListSessionsRequest
-	2,  // 20: agentharness.v1.SessionService.Start:output_type -> agentharness.v1.StartResponse
-	4,  // 21: agentharness.v1.SessionService.Send:output_type -> agentharness.v1.SendResponse
-	6,  // 22: agentharness.v1.SessionService.Stop:output_type -> agentharness.v1.StopResponse
-	8,  // 23: agentharness.v1.SessionService.Subscribe:output_type -> agentharness.v1.SubscribeResponse
-	13, // 24: agentharness.v1.SessionService.History:output_type -> agentharness.v1.HistoryResponse
-	15, // 25: agentharness.v1.SessionService.RespondPermission:output_type -> agentharness.v1.RespondPermissionResponse
-	19, // 26: agentharness.v1.SessionService.GetSession:output_type -> agentharness.v1.GetSessionResponse
-	21, // 27: agentharness.v1.SessionService.ListSessions:output_type -> agentharness.v1.ListSessionsResponse
-	20, // [20:28] is the sub-list for method output_type
-	12, // [12:20] is the sub-list for method input_type
-	12, // [12:12] is the sub-list for extension type_name
-	12, // [12:12] is the sub-list for extension extendee
-	0,  // [0:12] is the sub-list for field type_name
+	17, // 9: agentharness.v1.Session.usage:type_name -> agentharness.v1.SessionUsage
+	18, // 10: agentharness.v1.GetSessionResponse.session:type_name -> agentharness.v1.Session
+	18, // 11: agentharness.v1.ListSessionsResponse.sessions:type_name -> agentharness.v1.Session
+	1,  // 12: agentharness.v1.ReadFullEventRequest.part:type_name -> agentharness.v1.FullEventPart
+	2,  // 13: agentharness.v1.SessionService.Start:input_type -> agentharness.v1.StartRequest
+	4,  // 14: agentharness.v1.SessionService.Send:input_type -> agentharness.v1.SendRequest
+	6,  // 15: agentharness.v1.SessionService.Stop:input_type -> agentharness.v1.StopRequest
+	8,  // 16: agentharness.v1.SessionService.Subscribe:input_type -> agentharness.v1.SubscribeRequest
+	13, // 17: agentharness.v1.SessionService.History:input_type -> agentharness.v1.HistoryRequest
+	15, // 18: agentharness.v1.SessionService.RespondPermission:input_type -> agentharness.v1.RespondPermissionRequest
+	19, // 19: agentharness.v1.SessionService.GetSession:input_type -> agentharness.v1.GetSessionRequest
+	21, // 20: agentharness.v1.SessionService.ListSessions:input_type -> agentharness.v1.ListSessionsRequest
+	23, // 21: agentharness.v1.SessionService.ReadFullEvent:input_type -> agentharness.v1.ReadFullEventRequest
+	3,  // 22: agentharness.v1.SessionService.Start:output_type -> agentharness.v1.StartResponse
+	5,  // 23: agentharness.v1.SessionService.Send:output_type -> agentharness.v1.SendResponse
+	7,  // 24: agentharness.v1.SessionService.Stop:output_type -> agentharness.v1.StopResponse
+	9,  // 25: agentharness.v1.SessionService.Subscribe:output_type -> agentharness.v1.SubscribeResponse
+	14, // 26: agentharness.v1.SessionService.History:output_type -> agentharness.v1.HistoryResponse
+	16, // 27: agentharness.v1.SessionService.RespondPermission:output_type -> agentharness.v1.RespondPermissionResponse
+	20, // 28: agentharness.v1.SessionService.GetSession:output_type -> agentharness.v1.GetSessionResponse
+	22, // 29: agentharness.v1.SessionService.ListSessions:output_type -> agentharness.v1.ListSessionsResponse
+	24, // 30: agentharness.v1.SessionService.ReadFullEvent:output_type -> agentharness.v1.ReadFullEventResponse
+	22, // [22:31] is the sub-list for method output_type
+	13, // [13:22] is the sub-list for method input_type
+	13, // [13:13] is the sub-list for extension type_name
+	13, // [13:13] is the sub-list for extension extendee
+	0,  // [0:13] is the sub-list for field type_name
 }
 
 func init() { file_agentharness_v1_session_service_proto_init() }
@@ -1625,8 +1847,8 @@ func file_agentharness_v1_session_service_proto_init() {
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_agentharness_v1_session_service_proto_rawDesc), len(file_agentharness_v1_session_service_proto_rawDesc)),
-			NumEnums:      1,
-			NumMessages:   21,
+			NumEnums:      2,
+			NumMessages:   23,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -34,6 +34,7 @@ const (
 	SessionService_RespondPermission_FullMethodName = "/agentharness.v1.SessionService/RespondPermission"
 	SessionService_GetSession_FullMethodName        = "/agentharness.v1.SessionService/GetSession"
 	SessionService_ListSessions_FullMethodName      = "/agentharness.v1.SessionService/ListSessions"
+	SessionService_ReadFullEvent_FullMethodName     = "/agentharness.v1.SessionService/ReadFullEvent"
 )
 
 // SessionServiceClient is the client API for SessionService service.
@@ -68,6 +69,11 @@ type SessionServiceClient interface {
 	GetSession(ctx context.Context, in *GetSessionRequest, opts ...grpc.CallOption) (*GetSessionResponse, error)
 	// Stored sessions' derived state, a page at a time, by session id.
 	ListSessions(ctx context.Context, in *ListSessionsRequest, opts ...grpc.CallOption) (*ListSessionsResponse, error)
+	// Streams the whole stored form of one event in chunks of at most 1 MiB:
+	// its CLI line (the default) or the whole event. This is how a client
+	// gets what an event marked `truncated` left out. NOT_FOUND for an
+	// unknown session or seq.
+	ReadFullEvent(ctx context.Context, in *ReadFullEventRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[ReadFullEventResponse], error)
 }
 
 type sessionServiceClient struct {
@@ -167,6 +173,25 @@ func (c *sessionServiceClient) ListSessions(ctx context.Context, in *ListSession
 	return out, nil
 }
 
+func (c *sessionServiceClient) ReadFullEvent(ctx context.Context, in *ReadFullEventRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[ReadFullEventResponse], error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	stream, err := c.cc.NewStream(ctx, &SessionService_ServiceDesc.Streams[1], SessionService_ReadFullEvent_FullMethodName, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	x := &grpc.GenericClientStream[ReadFullEventRequest, ReadFullEventResponse]{ClientStream: stream}
+	if err := x.ClientStream.SendMsg(in); err != nil {
+		return nil, err
+	}
+	if err := x.ClientStream.CloseSend(); err != nil {
+		return nil, err
+	}
+	return x, nil
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type SessionService_ReadFullEventClient = grpc.ServerStreamingClient[ReadFullEventResponse]
+
 // SessionServiceServer is the server API for SessionService service.
 // All implementations must embed UnimplementedSessionServiceServer
 // for forward compatibility.
@@ -199,6 +224,11 @@ type SessionServiceServer interface {
 	GetSession(context.Context, *GetSessionRequest) (*GetSessionResponse, error)
 	// Stored sessions' derived state, a page at a time, by session id.
 	ListSessions(context.Context, *ListSessionsRequest) (*ListSessionsResponse, error)
+	// Streams the whole stored form of one event in chunks of at most 1 MiB:
+	// its CLI line (the default) or the whole event. This is how a client
+	// gets what an event marked `truncated` left out. NOT_FOUND for an
+	// unknown session or seq.
+	ReadFullEvent(*ReadFullEventRequest, grpc.ServerStreamingServer[ReadFullEventResponse]) error
 	mustEmbedUnimplementedSessionServiceServer()
 }
 
@@ -232,6 +262,9 @@ func (UnimplementedSessionServiceServer) GetSession(context.Context, *GetSession
 }
 func (UnimplementedSessionServiceServer) ListSessions(context.Context, *ListSessionsRequest) (*ListSessionsResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method ListSessions not implemented")
+}
+func (UnimplementedSessionServiceServer) ReadFullEvent(*ReadFullEventRequest, grpc.ServerStreamingServer[ReadFullEventResponse]) error {
+	return status.Error(codes.Unimplemented, "method ReadFullEvent not implemented")
 }
 func (UnimplementedSessionServiceServer) mustEmbedUnimplementedSessionServiceServer() {}
 func (UnimplementedSessionServiceServer) testEmbeddedByValue()                        {}
@@ -391,6 +424,17 @@ func _SessionService_ListSessions_Handler(srv interface{}, ctx context.Context, 
 	return interceptor(ctx, in, info, handler)
 }
 
+func _SessionService_ReadFullEvent_Handler(srv interface{}, stream grpc.ServerStream) error {
+	m := new(ReadFullEventRequest)
+	if err := stream.RecvMsg(m); err != nil {
+		return err
+	}
+	return srv.(SessionServiceServer).ReadFullEvent(m, &grpc.GenericServerStream[ReadFullEventRequest, ReadFullEventResponse]{ServerStream: stream})
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type SessionService_ReadFullEventServer = grpc.ServerStreamingServer[ReadFullEventResponse]
+
 // SessionService_ServiceDesc is the grpc.ServiceDesc for SessionService service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -431,6 +475,11 @@ var SessionService_ServiceDesc = grpc.ServiceDesc{
 		{
 			StreamName:    "Subscribe",
 			Handler:       _SessionService_Subscribe_Handler,
+			ServerStreams: true,
+		},
+		{
+			StreamName:    "ReadFullEvent",
+			Handler:       _SessionService_ReadFullEvent_Handler,
 			ServerStreams: true,
 		},
 	},

@@ -42,12 +42,13 @@ INPUT_SOURCE_USER: InputSource
 INPUT_SOURCE_WAKEUP: InputSource
 
 class Event(_message.Message):
-    __slots__ = ("seq", "session_id", "run_id", "time", "cli_line", "run_start", "run_ready", "run_end", "run_error", "stop_requested", "content", "result", "turn_end", "input_sent", "task_started", "task_updated", "task_notification", "permission_requested", "permission_resolved", "turn_start")
+    __slots__ = ("seq", "session_id", "run_id", "time", "cli_line", "truncated", "run_start", "run_ready", "run_end", "run_error", "stop_requested", "content", "result", "turn_end", "input_sent", "task_started", "task_updated", "task_notification", "permission_requested", "permission_resolved", "turn_start")
     SEQ_FIELD_NUMBER: _ClassVar[int]
     SESSION_ID_FIELD_NUMBER: _ClassVar[int]
     RUN_ID_FIELD_NUMBER: _ClassVar[int]
     TIME_FIELD_NUMBER: _ClassVar[int]
     CLI_LINE_FIELD_NUMBER: _ClassVar[int]
+    TRUNCATED_FIELD_NUMBER: _ClassVar[int]
     RUN_START_FIELD_NUMBER: _ClassVar[int]
     RUN_READY_FIELD_NUMBER: _ClassVar[int]
     RUN_END_FIELD_NUMBER: _ClassVar[int]
@@ -68,6 +69,7 @@ class Event(_message.Message):
     run_id: str
     time: _timestamp_pb2.Timestamp
     cli_line: str
+    truncated: Truncated
     run_start: RunStart
     run_ready: RunReady
     run_end: RunEnd
@@ -83,7 +85,17 @@ class Event(_message.Message):
     permission_requested: PermissionRequested
     permission_resolved: PermissionResolved
     turn_start: TurnStart
-    def __init__(self, seq: _Optional[int] = ..., session_id: _Optional[str] = ..., run_id: _Optional[str] = ..., time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., cli_line: _Optional[str] = ..., run_start: _Optional[_Union[RunStart, _Mapping]] = ..., run_ready: _Optional[_Union[RunReady, _Mapping]] = ..., run_end: _Optional[_Union[RunEnd, _Mapping]] = ..., run_error: _Optional[_Union[RunError, _Mapping]] = ..., stop_requested: _Optional[_Union[StopRequested, _Mapping]] = ..., content: _Optional[_Union[Content, _Mapping]] = ..., result: _Optional[_Union[Result, _Mapping]] = ..., turn_end: _Optional[_Union[TurnEnd, _Mapping]] = ..., input_sent: _Optional[_Union[InputSent, _Mapping]] = ..., task_started: _Optional[_Union[TaskStarted, _Mapping]] = ..., task_updated: _Optional[_Union[TaskUpdated, _Mapping]] = ..., task_notification: _Optional[_Union[TaskNotification, _Mapping]] = ..., permission_requested: _Optional[_Union[PermissionRequested, _Mapping]] = ..., permission_resolved: _Optional[_Union[PermissionResolved, _Mapping]] = ..., turn_start: _Optional[_Union[TurnStart, _Mapping]] = ...) -> None: ...
+    def __init__(self, seq: _Optional[int] = ..., session_id: _Optional[str] = ..., run_id: _Optional[str] = ..., time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., cli_line: _Optional[str] = ..., truncated: _Optional[_Union[Truncated, _Mapping]] = ..., run_start: _Optional[_Union[RunStart, _Mapping]] = ..., run_ready: _Optional[_Union[RunReady, _Mapping]] = ..., run_end: _Optional[_Union[RunEnd, _Mapping]] = ..., run_error: _Optional[_Union[RunError, _Mapping]] = ..., stop_requested: _Optional[_Union[StopRequested, _Mapping]] = ..., content: _Optional[_Union[Content, _Mapping]] = ..., result: _Optional[_Union[Result, _Mapping]] = ..., turn_end: _Optional[_Union[TurnEnd, _Mapping]] = ..., input_sent: _Optional[_Union[InputSent, _Mapping]] = ..., task_started: _Optional[_Union[TaskStarted, _Mapping]] = ..., task_updated: _Optional[_Union[TaskUpdated, _Mapping]] = ..., task_notification: _Optional[_Union[TaskNotification, _Mapping]] = ..., permission_requested: _Optional[_Union[PermissionRequested, _Mapping]] = ..., permission_resolved: _Optional[_Union[PermissionResolved, _Mapping]] = ..., turn_start: _Optional[_Union[TurnStart, _Mapping]] = ...) -> None: ...
+
+class Truncated(_message.Message):
+    __slots__ = ("original_size", "cli_line_size", "fields")
+    ORIGINAL_SIZE_FIELD_NUMBER: _ClassVar[int]
+    CLI_LINE_SIZE_FIELD_NUMBER: _ClassVar[int]
+    FIELDS_FIELD_NUMBER: _ClassVar[int]
+    original_size: int
+    cli_line_size: int
+    fields: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, original_size: _Optional[int] = ..., cli_line_size: _Optional[int] = ..., fields: _Optional[_Iterable[str]] = ...) -> None: ...
 
 class StartConfig(_message.Message):
     __slots__ = ("prompt", "cwd", "resume", "env", "args", "content_blocks", "model")

@@ -16,11 +16,22 @@ class SessionStatus(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     SESSION_STATUS_STARTING: _ClassVar[SessionStatus]
     SESSION_STATUS_STREAMING: _ClassVar[SessionStatus]
     SESSION_STATUS_STOPPING: _ClassVar[SessionStatus]
+
+class FullEventPart(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    FULL_EVENT_PART_UNSPECIFIED: _ClassVar[FullEventPart]
+    FULL_EVENT_PART_CLI_LINE: _ClassVar[FullEventPart]
+    FULL_EVENT_PART_EVENT: _ClassVar[FullEventPart]
+    FULL_EVENT_PART_EVENT_JSON: _ClassVar[FullEventPart]
 SESSION_STATUS_UNSPECIFIED: SessionStatus
 SESSION_STATUS_IDLE: SessionStatus
 SESSION_STATUS_STARTING: SessionStatus
 SESSION_STATUS_STREAMING: SessionStatus
 SESSION_STATUS_STOPPING: SessionStatus
+FULL_EVENT_PART_UNSPECIFIED: FullEventPart
+FULL_EVENT_PART_CLI_LINE: FullEventPart
+FULL_EVENT_PART_EVENT: FullEventPart
+FULL_EVENT_PART_EVENT_JSON: FullEventPart
 
 class StartRequest(_message.Message):
     __slots__ = ("session_id", "config")
@@ -215,3 +226,25 @@ class ListSessionsResponse(_message.Message):
     sessions: _containers.RepeatedCompositeFieldContainer[Session]
     next_page_token: str
     def __init__(self, sessions: _Optional[_Iterable[_Union[Session, _Mapping]]] = ..., next_page_token: _Optional[str] = ...) -> None: ...
+
+class ReadFullEventRequest(_message.Message):
+    __slots__ = ("session_id", "seq", "part", "chunk_size")
+    SESSION_ID_FIELD_NUMBER: _ClassVar[int]
+    SEQ_FIELD_NUMBER: _ClassVar[int]
+    PART_FIELD_NUMBER: _ClassVar[int]
+    CHUNK_SIZE_FIELD_NUMBER: _ClassVar[int]
+    session_id: str
+    seq: int
+    part: FullEventPart
+    chunk_size: int
+    def __init__(self, session_id: _Optional[str] = ..., seq: _Optional[int] = ..., part: _Optional[_Union[FullEventPart, str]] = ..., chunk_size: _Optional[int] = ...) -> None: ...
+
+class ReadFullEventResponse(_message.Message):
+    __slots__ = ("chunk", "offset", "total_size")
+    CHUNK_FIELD_NUMBER: _ClassVar[int]
+    OFFSET_FIELD_NUMBER: _ClassVar[int]
+    TOTAL_SIZE_FIELD_NUMBER: _ClassVar[int]
+    chunk: bytes
+    offset: int
+    total_size: int
+    def __init__(self, chunk: _Optional[bytes] = ..., offset: _Optional[int] = ..., total_size: _Optional[int] = ...) -> None: ...

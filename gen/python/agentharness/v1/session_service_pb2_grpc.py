@@ -80,6 +80,11 @@ class SessionServiceStub:
                 request_serializer=agentharness_dot_v1_dot_session__service__pb2.ListSessionsRequest.SerializeToString,
                 response_deserializer=agentharness_dot_v1_dot_session__service__pb2.ListSessionsResponse.FromString,
                 _registered_method=True)
+        self.ReadFullEvent = channel.unary_stream(
+                '/agentharness.v1.SessionService/ReadFullEvent',
+                request_serializer=agentharness_dot_v1_dot_session__service__pb2.ReadFullEventRequest.SerializeToString,
+                response_deserializer=agentharness_dot_v1_dot_session__service__pb2.ReadFullEventResponse.FromString,
+                _registered_method=True)
 
 
 class SessionServiceServicer:
@@ -152,6 +157,16 @@ class SessionServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def ReadFullEvent(self, request, context):
+        """Streams the whole stored form of one event in chunks of at most 1 MiB:
+        its CLI line (the default) or the whole event. This is how a client
+        gets what an event marked `truncated` left out. NOT_FOUND for an
+        unknown session or seq.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_SessionServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -194,6 +209,11 @@ def add_SessionServiceServicer_to_server(servicer, server):
                     servicer.ListSessions,
                     request_deserializer=agentharness_dot_v1_dot_session__service__pb2.ListSessionsRequest.FromString,
                     response_serializer=agentharness_dot_v1_dot_session__service__pb2.ListSessionsResponse.SerializeToString,
+            ),
+            'ReadFullEvent': grpc.unary_stream_rpc_method_handler(
+                    servicer.ReadFullEvent,
+                    request_deserializer=agentharness_dot_v1_dot_session__service__pb2.ReadFullEventRequest.FromString,
+                    response_serializer=agentharness_dot_v1_dot_session__service__pb2.ReadFullEventResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -418,6 +438,33 @@ class SessionService:
             '/agentharness.v1.SessionService/ListSessions',
             agentharness_dot_v1_dot_session__service__pb2.ListSessionsRequest.SerializeToString,
             agentharness_dot_v1_dot_session__service__pb2.ListSessionsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ReadFullEvent(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_stream(
+            request,
+            target,
+            '/agentharness.v1.SessionService/ReadFullEvent',
+            agentharness_dot_v1_dot_session__service__pb2.ReadFullEventRequest.SerializeToString,
+            agentharness_dot_v1_dot_session__service__pb2.ReadFullEventResponse.FromString,
             options,
             channel_credentials,
             insecure,

@@ -20,7 +20,7 @@ import type { JsonObject, Message } from "@bufbuild/protobuf";
  * Describes the file agentharness/v1/events.proto.
  */
 export const file_agentharness_v1_events: GenFile = /*@__PURE__*/
-  fileDesc("ChxhZ2VudGhhcm5lc3MvdjEvZXZlbnRzLnByb3RvEg9hZ2VudGhhcm5lc3MudjEimQcKBUV2ZW50Eg8KA3NlcRgBIAEoBEICMAISEgoKc2Vzc2lvbl9pZBgCIAEoCRIOCgZydW5faWQYAyABKAkSKAoEdGltZRgEIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASEAoIY2xpX2xpbmUYBSABKAkSLgoJcnVuX3N0YXJ0GAogASgLMhkuYWdlbnRoYXJuZXNzLnYxLlJ1blN0YXJ0SAASLgoJcnVuX3JlYWR5GAsgASgLMhkuYWdlbnRoYXJuZXNzLnYxLlJ1blJlYWR5SAASKgoHcnVuX2VuZBgMIAEoCzIXLmFnZW50aGFybmVzcy52MS5SdW5FbmRIABIuCglydW5fZXJyb3IYDSABKAsyGS5hZ2VudGhhcm5lc3MudjEuUnVuRXJyb3JIABI4Cg5zdG9wX3JlcXVlc3RlZBgOIAEoCzIeLmFnZW50aGFybmVzcy52MS5TdG9wUmVxdWVzdGVkSAASKwoHY29udGVudBgPIAEoCzIYLmFnZW50aGFybmVzcy52MS5Db250ZW50SAASKQoGcmVzdWx0GBAgASgLMhcuYWdlbnRoYXJuZXNzLnYxLlJlc3VsdEgAEiwKCHR1cm5fZW5kGBEgASgLMhguYWdlbnRoYXJuZXNzLnYxLlR1cm5FbmRIABIwCgppbnB1dF9zZW50GBIgASgLMhouYWdlbnRoYXJuZXNzLnYxLklucHV0U2VudEgAEjQKDHRhc2tfc3RhcnRlZBgTIAEoCzIcLmFnZW50aGFybmVzcy52MS5UYXNrU3RhcnRlZEgAEjQKDHRhc2tfdXBkYXRlZBgUIAEoCzIcLmFnZW50aGFybmVzcy52MS5UYXNrVXBkYXRlZEgAEj4KEXRhc2tfbm90aWZpY2F0aW9uGBUgASgLMiEuYWdlbnRoYXJuZXNzLnYxLlRhc2tOb3RpZmljYXRpb25IABJEChRwZXJtaXNzaW9uX3JlcXVlc3RlZBgWIAEoCzIkLmFnZW50aGFybmVzcy52MS5QZXJtaXNzaW9uUmVxdWVzdGVkSAASQgoTcGVybWlzc2lvbl9yZXNvbHZlZBgXIAEoCzIjLmFnZW50aGFybmVzcy52MS5QZXJtaXNzaW9uUmVzb2x2ZWRIABIwCgp0dXJuX3N0YXJ0GBggASgLMhouYWdlbnRoYXJuZXNzLnYxLlR1cm5TdGFydEgAQgkKB3BheWxvYWQi6AEKC1N0YXJ0Q29uZmlnEg4KBnByb21wdBgBIAEoCRILCgNjd2QYAiABKAkSDgoGcmVzdW1lGAMgASgJEjIKA2VudhgEIAMoCzIlLmFnZW50aGFybmVzcy52MS5TdGFydENvbmZpZy5FbnZFbnRyeRIMCgRhcmdzGAUgAygJEi8KDmNvbnRlbnRfYmxvY2tzGAYgAygLMhcuZ29vZ2xlLnByb3RvYnVmLlN0cnVjdBINCgVtb2RlbBgHIAEoCRoqCghFbnZFbnRyeRILCgNrZXkYASABKAkSDQoFdmFsdWUYAiABKAk6AjgBInIKCFJ1blN0YXJ0EiwKBmNvbmZpZxgBIAEoCzIcLmFnZW50aGFybmVzcy52MS5TdGFydENvbmZpZxIPCgdhZGFwdGVyGAIgASgJEg8KB3RyaWdnZXIYAyABKAkSFgoObG9zdF9yZXN1bWVfaWQYBCABKAkiKQoJTWNwU2VydmVyEgwKBG5hbWUYASABKAkSDgoGc3RhdHVzGAIgASgJIrQBCghSdW5SZWFkeRIRCglyZXN1bWVfaWQYASABKAkSDQoFbW9kZWwYAiABKAkSDQoFdG9vbHMYAyADKAkSCwoDY3dkGAQgASgJEi8KC21jcF9zZXJ2ZXJzGAUgAygLMhouYWdlbnRoYXJuZXNzLnYxLk1jcFNlcnZlchIXCg9wZXJtaXNzaW9uX21vZGUYBiABKAkSEwoLY2xpX3ZlcnNpb24YByABKAkSCwoDcGlkGAggASgNIqQBCgZSdW5FbmQSLQoGcmVhc29uGAEgASgOMh0uYWdlbnRoYXJuZXNzLnYxLlJ1bkVuZFJlYXNvbhIWCglleGl0X2NvZGUYAiABKAVIAIgBARIOCgZzaWduYWwYAyABKAkSEAoIaW5mZXJyZWQYBCABKAgSDgoGc291cmNlGAUgASgJEhMKC3N0ZGVycl90YWlsGAYgASgJQgwKCl9leGl0X2NvZGUiPAoIUnVuRXJyb3ISDwoHbWVzc2FnZRgBIAEoCRIMCgRraW5kGAIgASgJEhEKCXJlc3VtZV9pZBgDIAEoCSIfCg1TdG9wUmVxdWVzdGVkEg4KBnNvdXJjZRgBIAEoCSKKAQoFVXNhZ2USGAoMaW5wdXRfdG9rZW5zGAEgASgEQgIwAhIZCg1vdXRwdXRfdG9rZW5zGAIgASgEQgIwAhInChtjYWNoZV9jcmVhdGlvbl9pbnB1dF90b2tlbnMYAyABKARCAjACEiMKF2NhY2hlX3JlYWRfaW5wdXRfdG9rZW5zGAQgASgEQgIwAiKyAQoMQ29udGVudEJsb2NrEgwKBHR5cGUYASABKAkSDAoEdGV4dBgCIAEoCRIQCgh0aGlua2luZxgDIAEoCRITCgt0b29sX3VzZV9pZBgEIAEoCRIRCgl0b29sX25hbWUYBSABKAkSJgoFaW5wdXQYBiABKAsyFy5nb29nbGUucHJvdG9idWYuU3RydWN0EiQKA3JhdxgHIAEoCzIXLmdvb2dsZS5wcm90b2J1Zi5TdHJ1Y3QiwgEKB0NvbnRlbnQSEgoKbWVzc2FnZV9pZBgBIAEoCRINCgVtb2RlbBgCIAEoCRItCgZibG9ja3MYAyADKAsyHS5hZ2VudGhhcm5lc3MudjEuQ29udGVudEJsb2NrEiUKBXVzYWdlGAQgASgLMhYuYWdlbnRoYXJuZXNzLnYxLlVzYWdlEhoKEnBhcmVudF90b29sX3VzZV9pZBgFIAEoCRITCgtzdG9wX3JlYXNvbhgGIAEoCRINCgVlcnJvchgHIAEoCSJBCgpUb29sUmVzdWx0EhMKC3Rvb2xfdXNlX2lkGAEgASgJEgwKBHRleHQYAiABKAkSEAoIaXNfZXJyb3IYAyABKAgiqAEKBlJlc3VsdBIxCgx0b29sX3Jlc3VsdHMYASADKAsyGy5hZ2VudGhhcm5lc3MudjEuVG9vbFJlc3VsdBIQCghpc19lcnJvchgCIAEoCBIaChJwYXJlbnRfdG9vbF91c2VfaWQYAyABKAkSDAoEdGV4dBgEIAEoCRIvCg90b29sX3VzZV9yZXN1bHQYBSABKAsyFi5nb29nbGUucHJvdG9idWYuVmFsdWUi6wEKCk1vZGVsVXNhZ2USDQoFbW9kZWwYASABKAkSGAoMaW5wdXRfdG9rZW5zGAIgASgEQgIwAhIZCg1vdXRwdXRfdG9rZW5zGAMgASgEQgIwAhIjChdjYWNoZV9yZWFkX2lucHV0X3Rva2VucxgEIAEoBEICMAISJwobY2FjaGVfY3JlYXRpb25faW5wdXRfdG9rZW5zGAUgASgEQgIwAhIQCghjb3N0X3VzZBgGIAEoARIaCg5jb250ZXh0X3dpbmRvdxgHIAEoBEICMAISHQoRbWF4X291dHB1dF90b2tlbnMYCCABKARCAjACIswDCgdUdXJuRW5kEiUKBXVzYWdlGAEgASgLMhYuYWdlbnRoYXJuZXNzLnYxLlVzYWdlEhAKCGNvc3RfdXNkGAIgASgBEhcKC2R1cmF0aW9uX21zGAMgASgEQgIwAhIbCg9kdXJhdGlvbl9hcGlfbXMYBCABKARCAjACEhAKCGlzX2Vycm9yGAUgASgIEg8KB2NvbXBhY3QYBiABKAgSFwoPdGVybWluYWxfcmVhc29uGAcgASgJEg8KB3N1YnR5cGUYCCABKAkSEQoJbnVtX3R1cm5zGAkgASgNEg4KBnJlc3VsdBgKIAEoCRIOCgZvcmlnaW4YCyABKAkSMAoLbW9kZWxfdXNhZ2UYDCADKAsyGy5hZ2VudGhhcm5lc3MudjEuTW9kZWxVc2FnZRIXCg9jb21wYWN0X3RyaWdnZXIYDSABKAkSHgoSY29tcGFjdF9wcmVfdG9rZW5zGA4gASgEQgIwAhIYChBhcGlfZXJyb3Jfc3RhdHVzGA8gASgNEg4KBmVycm9ycxgQIAMoCRI9ChJwZXJtaXNzaW9uX2RlbmlhbHMYESADKAsyIS5hZ2VudGhhcm5lc3MudjEuUGVybWlzc2lvbkRlbmlhbCJnChBQZXJtaXNzaW9uRGVuaWFsEhEKCXRvb2xfbmFtZRgBIAEoCRITCgt0b29sX3VzZV9pZBgCIAEoCRIrCgp0b29sX2lucHV0GAMgASgLMhcuZ29vZ2xlLnByb3RvYnVmLlN0cnVjdCJ4CglJbnB1dFNlbnQSDAoEdGV4dBgBIAEoCRIsCgZzb3VyY2UYAiABKA4yHC5hZ2VudGhhcm5lc3MudjEuSW5wdXRTb3VyY2USLwoOY29udGVudF9ibG9ja3MYAyADKAsyFy5nb29nbGUucHJvdG9idWYuU3RydWN0IhsKCVR1cm5TdGFydBIOCgZvcmlnaW4YASABKAkiggEKC1Rhc2tTdGFydGVkEg8KB3Rhc2tfaWQYASABKAkSEQoJdGFza190eXBlGAIgASgJEhMKC2Rlc2NyaXB0aW9uGAMgASgJEhMKC3Rvb2xfdXNlX2lkGAQgASgJEhUKDXN1YmFnZW50X3R5cGUYBSABKAkSDgoGcHJvbXB0GAYgASgJIqgBCgtUYXNrVXBkYXRlZBIPCgd0YXNrX2lkGAEgASgJEg4KBnN0YXR1cxgCIAEoCRITCgtkZXNjcmlwdGlvbhgDIAEoCRINCgVlcnJvchgEIAEoCRIPCgdzdW1tYXJ5GAUgASgJEhYKDmxhc3RfdG9vbF9uYW1lGAYgASgJEhgKDHRvdGFsX3Rva2VucxgHIAEoBEICMAISEQoJdG9vbF91c2VzGAggASgNIm4KEFRhc2tOb3RpZmljYXRpb24SDwoHdGFza19pZBgBIAEoCRITCgt0b29sX3VzZV9pZBgCIAEoCRIOCgZzdGF0dXMYAyABKAkSEwoLb3V0cHV0X2ZpbGUYBCABKAkSDwoHc3VtbWFyeRgFIAEoCSLqAQoTUGVybWlzc2lvblJlcXVlc3RlZBISCgpyZXF1ZXN0X2lkGAEgASgJEhEKCXRvb2xfbmFtZRgCIAEoCRImCgVpbnB1dBgDIAEoCzIXLmdvb2dsZS5wcm90b2J1Zi5TdHJ1Y3QSKwoLc3VnZ2VzdGlvbnMYBCADKAsyFi5nb29nbGUucHJvdG9idWYuVmFsdWUSEwoLdG9vbF91c2VfaWQYBSABKAkSEwoLZGVzY3JpcHRpb24YBiABKAkSFwoPZGVjaXNpb25fcmVhc29uGAcgASgJEhQKDGJsb2NrZWRfcGF0aBgIIAEoCSKEAQoSUGVybWlzc2lvblJlc29sdmVkEhIKCnJlcXVlc3RfaWQYASABKAkSDQoFYWxsb3cYAiABKAgSCgoCYnkYAyABKAkSDwoHbWVzc2FnZRgEIAEoCRIuCg11cGRhdGVkX2lucHV0GAUgASgLMhcuZ29vZ2xlLnByb3RvYnVmLlN0cnVjdCqHAgoMUnVuRW5kUmVhc29uEh4KGlJVTl9FTkRfUkVBU09OX1VOU1BFQ0lGSUVEEAASHAoYUlVOX0VORF9SRUFTT05fQ09NUExFVEVEEAESGgoWUlVOX0VORF9SRUFTT05fU1RPUFBFRBACEh4KGlJVTl9FTkRfUkVBU09OX0lOVEVSUlVQVEVEEAMSGAoUUlVOX0VORF9SRUFTT05fRVJST1IQBBIfChtSVU5fRU5EX1JFQVNPTl9QUk9DRVNTX0VYSVQQBRIfChtSVU5fRU5EX1JFQVNPTl9JRExFX1RJTUVPVVQQBhIhCh1SVU5fRU5EX1JFQVNPTl9TRVJWRVJfUkVTVEFSVBAHKnUKC0lucHV0U291cmNlEhwKGElOUFVUX1NPVVJDRV9VTlNQRUNJRklFRBAAEhgKFElOUFVUX1NPVVJDRV9JTklUSUFMEAESFQoRSU5QVVRfU09VUkNFX1VTRVIQAhIXChNJTlBVVF9TT1VSQ0VfV0FLRVVQEANCTlpMZ2l0aHViLmNvbS9hZ2VudC1oYXJuZXNzL2FnZW50LWhhcm5lc3MvZ2VuL2dvL2FnZW50aGFybmVzcy92MTthZ2VudGhhcm5lc3N2MWIGcHJvdG8z", [file_google_protobuf_struct, file_google_protobuf_timestamp]);
+  fileDesc("ChxhZ2VudGhhcm5lc3MvdjEvZXZlbnRzLnByb3RvEg9hZ2VudGhhcm5lc3MudjEiyAcKBUV2ZW50Eg8KA3NlcRgBIAEoBEICMAISEgoKc2Vzc2lvbl9pZBgCIAEoCRIOCgZydW5faWQYAyABKAkSKAoEdGltZRgEIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASEAoIY2xpX2xpbmUYBSABKAkSLQoJdHJ1bmNhdGVkGAYgASgLMhouYWdlbnRoYXJuZXNzLnYxLlRydW5jYXRlZBIuCglydW5fc3RhcnQYCiABKAsyGS5hZ2VudGhhcm5lc3MudjEuUnVuU3RhcnRIABIuCglydW5fcmVhZHkYCyABKAsyGS5hZ2VudGhhcm5lc3MudjEuUnVuUmVhZHlIABIqCgdydW5fZW5kGAwgASgLMhcuYWdlbnRoYXJuZXNzLnYxLlJ1bkVuZEgAEi4KCXJ1bl9lcnJvchgNIAEoCzIZLmFnZW50aGFybmVzcy52MS5SdW5FcnJvckgAEjgKDnN0b3BfcmVxdWVzdGVkGA4gASgLMh4uYWdlbnRoYXJuZXNzLnYxLlN0b3BSZXF1ZXN0ZWRIABIrCgdjb250ZW50GA8gASgLMhguYWdlbnRoYXJuZXNzLnYxLkNvbnRlbnRIABIpCgZyZXN1bHQYECABKAsyFy5hZ2VudGhhcm5lc3MudjEuUmVzdWx0SAASLAoIdHVybl9lbmQYESABKAsyGC5hZ2VudGhhcm5lc3MudjEuVHVybkVuZEgAEjAKCmlucHV0X3NlbnQYEiABKAsyGi5hZ2VudGhhcm5lc3MudjEuSW5wdXRTZW50SAASNAoMdGFza19zdGFydGVkGBMgASgLMhwuYWdlbnRoYXJuZXNzLnYxLlRhc2tTdGFydGVkSAASNAoMdGFza191cGRhdGVkGBQgASgLMhwuYWdlbnRoYXJuZXNzLnYxLlRhc2tVcGRhdGVkSAASPgoRdGFza19ub3RpZmljYXRpb24YFSABKAsyIS5hZ2VudGhhcm5lc3MudjEuVGFza05vdGlmaWNhdGlvbkgAEkQKFHBlcm1pc3Npb25fcmVxdWVzdGVkGBYgASgLMiQuYWdlbnRoYXJuZXNzLnYxLlBlcm1pc3Npb25SZXF1ZXN0ZWRIABJCChNwZXJtaXNzaW9uX3Jlc29sdmVkGBcgASgLMiMuYWdlbnRoYXJuZXNzLnYxLlBlcm1pc3Npb25SZXNvbHZlZEgAEjAKCnR1cm5fc3RhcnQYGCABKAsyGi5hZ2VudGhhcm5lc3MudjEuVHVyblN0YXJ0SABCCQoHcGF5bG9hZCJRCglUcnVuY2F0ZWQSGQoNb3JpZ2luYWxfc2l6ZRgBIAEoBEICMAISGQoNY2xpX2xpbmVfc2l6ZRgCIAEoBEICMAISDgoGZmllbGRzGAMgAygJIugBCgtTdGFydENvbmZpZxIOCgZwcm9tcHQYASABKAkSCwoDY3dkGAIgASgJEg4KBnJlc3VtZRgDIAEoCRIyCgNlbnYYBCADKAsyJS5hZ2VudGhhcm5lc3MudjEuU3RhcnRDb25maWcuRW52RW50cnkSDAoEYXJncxgFIAMoCRIvCg5jb250ZW50X2Jsb2NrcxgGIAMoCzIXLmdvb2dsZS5wcm90b2J1Zi5TdHJ1Y3QSDQoFbW9kZWwYByABKAkaKgoIRW52RW50cnkSCwoDa2V5GAEgASgJEg0KBXZhbHVlGAIgASgJOgI4ASJyCghSdW5TdGFydBIsCgZjb25maWcYASABKAsyHC5hZ2VudGhhcm5lc3MudjEuU3RhcnRDb25maWcSDwoHYWRhcHRlchgCIAEoCRIPCgd0cmlnZ2VyGAMgASgJEhYKDmxvc3RfcmVzdW1lX2lkGAQgASgJIikKCU1jcFNlcnZlchIMCgRuYW1lGAEgASgJEg4KBnN0YXR1cxgCIAEoCSK0AQoIUnVuUmVhZHkSEQoJcmVzdW1lX2lkGAEgASgJEg0KBW1vZGVsGAIgASgJEg0KBXRvb2xzGAMgAygJEgsKA2N3ZBgEIAEoCRIvCgttY3Bfc2VydmVycxgFIAMoCzIaLmFnZW50aGFybmVzcy52MS5NY3BTZXJ2ZXISFwoPcGVybWlzc2lvbl9tb2RlGAYgASgJEhMKC2NsaV92ZXJzaW9uGAcgASgJEgsKA3BpZBgIIAEoDSKkAQoGUnVuRW5kEi0KBnJlYXNvbhgBIAEoDjIdLmFnZW50aGFybmVzcy52MS5SdW5FbmRSZWFzb24SFgoJZXhpdF9jb2RlGAIgASgFSACIAQESDgoGc2lnbmFsGAMgASgJEhAKCGluZmVycmVkGAQgASgIEg4KBnNvdXJjZRgFIAEoCRITCgtzdGRlcnJfdGFpbBgGIAEoCUIMCgpfZXhpdF9jb2RlIjwKCFJ1bkVycm9yEg8KB21lc3NhZ2UYASABKAkSDAoEa2luZBgCIAEoCRIRCglyZXN1bWVfaWQYAyABKAkiHwoNU3RvcFJlcXVlc3RlZBIOCgZzb3VyY2UYASABKAkiigEKBVVzYWdlEhgKDGlucHV0X3Rva2VucxgBIAEoBEICMAISGQoNb3V0cHV0X3Rva2VucxgCIAEoBEICMAISJwobY2FjaGVfY3JlYXRpb25faW5wdXRfdG9rZW5zGAMgASgEQgIwAhIjChdjYWNoZV9yZWFkX2lucHV0X3Rva2VucxgEIAEoBEICMAIisgEKDENvbnRlbnRCbG9jaxIMCgR0eXBlGAEgASgJEgwKBHRleHQYAiABKAkSEAoIdGhpbmtpbmcYAyABKAkSEwoLdG9vbF91c2VfaWQYBCABKAkSEQoJdG9vbF9uYW1lGAUgASgJEiYKBWlucHV0GAYgASgLMhcuZ29vZ2xlLnByb3RvYnVmLlN0cnVjdBIkCgNyYXcYByABKAsyFy5nb29nbGUucHJvdG9idWYuU3RydWN0IsIBCgdDb250ZW50EhIKCm1lc3NhZ2VfaWQYASABKAkSDQoFbW9kZWwYAiABKAkSLQoGYmxvY2tzGAMgAygLMh0uYWdlbnRoYXJuZXNzLnYxLkNvbnRlbnRCbG9jaxIlCgV1c2FnZRgEIAEoCzIWLmFnZW50aGFybmVzcy52MS5Vc2FnZRIaChJwYXJlbnRfdG9vbF91c2VfaWQYBSABKAkSEwoLc3RvcF9yZWFzb24YBiABKAkSDQoFZXJyb3IYByABKAkiQQoKVG9vbFJlc3VsdBITCgt0b29sX3VzZV9pZBgBIAEoCRIMCgR0ZXh0GAIgASgJEhAKCGlzX2Vycm9yGAMgASgIIqgBCgZSZXN1bHQSMQoMdG9vbF9yZXN1bHRzGAEgAygLMhsuYWdlbnRoYXJuZXNzLnYxLlRvb2xSZXN1bHQSEAoIaXNfZXJyb3IYAiABKAgSGgoScGFyZW50X3Rvb2xfdXNlX2lkGAMgASgJEgwKBHRleHQYBCABKAkSLwoPdG9vbF91c2VfcmVzdWx0GAUgASgLMhYuZ29vZ2xlLnByb3RvYnVmLlZhbHVlIusBCgpNb2RlbFVzYWdlEg0KBW1vZGVsGAEgASgJEhgKDGlucHV0X3Rva2VucxgCIAEoBEICMAISGQoNb3V0cHV0X3Rva2VucxgDIAEoBEICMAISIwoXY2FjaGVfcmVhZF9pbnB1dF90b2tlbnMYBCABKARCAjACEicKG2NhY2hlX2NyZWF0aW9uX2lucHV0X3Rva2VucxgFIAEoBEICMAISEAoIY29zdF91c2QYBiABKAESGgoOY29udGV4dF93aW5kb3cYByABKARCAjACEh0KEW1heF9vdXRwdXRfdG9rZW5zGAggASgEQgIwAiLMAwoHVHVybkVuZBIlCgV1c2FnZRgBIAEoCzIWLmFnZW50aGFybmVzcy52MS5Vc2FnZRIQCghjb3N0X3VzZBgCIAEoARIXCgtkdXJhdGlvbl9tcxgDIAEoBEICMAISGwoPZHVyYXRpb25fYXBpX21zGAQgASgEQgIwAhIQCghpc19lcnJvchgFIAEoCBIPCgdjb21wYWN0GAYgASgIEhcKD3Rlcm1pbmFsX3JlYXNvbhgHIAEoCRIPCgdzdWJ0eXBlGAggASgJEhEKCW51bV90dXJucxgJIAEoDRIOCgZyZXN1bHQYCiABKAkSDgoGb3JpZ2luGAsgASgJEjAKC21vZGVsX3VzYWdlGAwgAygLMhsuYWdlbnRoYXJuZXNzLnYxLk1vZGVsVXNhZ2USFwoPY29tcGFjdF90cmlnZ2VyGA0gASgJEh4KEmNvbXBhY3RfcHJlX3Rva2VucxgOIAEoBEICMAISGAoQYXBpX2Vycm9yX3N0YXR1cxgPIAEoDRIOCgZlcnJvcnMYECADKAkSPQoScGVybWlzc2lvbl9kZW5pYWxzGBEgAygLMiEuYWdlbnRoYXJuZXNzLnYxLlBlcm1pc3Npb25EZW5pYWwiZwoQUGVybWlzc2lvbkRlbmlhbBIRCgl0b29sX25hbWUYASABKAkSEwoLdG9vbF91c2VfaWQYAiABKAkSKwoKdG9vbF9pbnB1dBgDIAEoCzIXLmdvb2dsZS5wcm90b2J1Zi5TdHJ1Y3QieAoJSW5wdXRTZW50EgwKBHRleHQYASABKAkSLAoGc291cmNlGAIgASgOMhwuYWdlbnRoYXJuZXNzLnYxLklucHV0U291cmNlEi8KDmNvbnRlbnRfYmxvY2tzGAMgAygLMhcuZ29vZ2xlLnByb3RvYnVmLlN0cnVjdCIbCglUdXJuU3RhcnQSDgoGb3JpZ2luGAEgASgJIoIBCgtUYXNrU3RhcnRlZBIPCgd0YXNrX2lkGAEgASgJEhEKCXRhc2tfdHlwZRgCIAEoCRITCgtkZXNjcmlwdGlvbhgDIAEoCRITCgt0b29sX3VzZV9pZBgEIAEoCRIVCg1zdWJhZ2VudF90eXBlGAUgASgJEg4KBnByb21wdBgGIAEoCSKoAQoLVGFza1VwZGF0ZWQSDwoHdGFza19pZBgBIAEoCRIOCgZzdGF0dXMYAiABKAkSEwoLZGVzY3JpcHRpb24YAyABKAkSDQoFZXJyb3IYBCABKAkSDwoHc3VtbWFyeRgFIAEoCRIWCg5sYXN0X3Rvb2xfbmFtZRgGIAEoCRIYCgx0b3RhbF90b2tlbnMYByABKARCAjACEhEKCXRvb2xfdXNlcxgIIAEoDSJuChBUYXNrTm90aWZpY2F0aW9uEg8KB3Rhc2tfaWQYASABKAkSEwoLdG9vbF91c2VfaWQYAiABKAkSDgoGc3RhdHVzGAMgASgJEhMKC291dHB1dF9maWxlGAQgASgJEg8KB3N1bW1hcnkYBSABKAki6gEKE1Blcm1pc3Npb25SZXF1ZXN0ZWQSEgoKcmVxdWVzdF9pZBgBIAEoCRIRCgl0b29sX25hbWUYAiABKAkSJgoFaW5wdXQYAyABKAsyFy5nb29nbGUucHJvdG9idWYuU3RydWN0EisKC3N1Z2dlc3Rpb25zGAQgAygLMhYuZ29vZ2xlLnByb3RvYnVmLlZhbHVlEhMKC3Rvb2xfdXNlX2lkGAUgASgJEhMKC2Rlc2NyaXB0aW9uGAYgASgJEhcKD2RlY2lzaW9uX3JlYXNvbhgHIAEoCRIUCgxibG9ja2VkX3BhdGgYCCABKAkihAEKElBlcm1pc3Npb25SZXNvbHZlZBISCgpyZXF1ZXN0X2lkGAEgASgJEg0KBWFsbG93GAIgASgIEgoKAmJ5GAMgASgJEg8KB21lc3NhZ2UYBCABKAkSLgoNdXBkYXRlZF9pbnB1dBgFIAEoCzIXLmdvb2dsZS5wcm90b2J1Zi5TdHJ1Y3QqhwIKDFJ1bkVuZFJlYXNvbhIeChpSVU5fRU5EX1JFQVNPTl9VTlNQRUNJRklFRBAAEhwKGFJVTl9FTkRfUkVBU09OX0NPTVBMRVRFRBABEhoKFlJVTl9FTkRfUkVBU09OX1NUT1BQRUQQAhIeChpSVU5fRU5EX1JFQVNPTl9JTlRFUlJVUFRFRBADEhgKFFJVTl9FTkRfUkVBU09OX0VSUk9SEAQSHwobUlVOX0VORF9SRUFTT05fUFJPQ0VTU19FWElUEAUSHwobUlVOX0VORF9SRUFTT05fSURMRV9USU1FT1VUEAYSIQodUlVOX0VORF9SRUFTT05fU0VSVkVSX1JFU1RBUlQQByp1CgtJbnB1dFNvdXJjZRIcChhJTlBVVF9TT1VSQ0VfVU5TUEVDSUZJRUQQABIYChRJTlBVVF9TT1VSQ0VfSU5JVElBTBABEhUKEUlOUFVUX1NPVVJDRV9VU0VSEAISFwoTSU5QVVRfU09VUkNFX1dBS0VVUBADQk5aTGdpdGh1Yi5jb20vYWdlbnQtaGFybmVzcy9hZ2VudC1oYXJuZXNzL2dlbi9nby9hZ2VudGhhcm5lc3MvdjE7YWdlbnRoYXJuZXNzdjFiBnByb3RvMw", [file_google_protobuf_struct, file_google_protobuf_timestamp]);
 
 /**
  * One entry of a session's log.
@@ -65,6 +65,18 @@ export type Event = Message<"agentharness.v1.Event"> & {
    * @generated from field: string cli_line = 5;
    */
   cliLine: string;
+
+  /**
+   * Set when this is a cut-down form of the event: whole, it was larger
+   * than the server's per-event budget (--max-event-bytes, at most 1 MiB by
+   * default), so no message ever exceeds gRPC's default 4 MiB limit. The
+   * server keeps the whole event and its CLI line: ReadFullEvent streams
+   * them. Ids, types, names, usage and counts are kept, so derive computes
+   * the same state from the cut form as from the whole event.
+   *
+   * @generated from field: agentharness.v1.Truncated truncated = 6;
+   */
+  truncated?: Truncated | undefined;
 
   /**
    * What happened. Exactly one is set.
@@ -203,6 +215,46 @@ export const EventSchema: GenMessage<Event> = /*@__PURE__*/
   messageDesc(file_agentharness_v1_events, 0);
 
 /**
+ * How an event was cut down to the per-event budget.
+ *
+ * @generated from message agentharness.v1.Truncated
+ */
+export type Truncated = Message<"agentharness.v1.Truncated"> & {
+  /**
+   * Size in bytes of the whole event (its protobuf encoding) as stored.
+   *
+   * @generated from field: uint64 original_size = 1 [jstype = JS_NUMBER];
+   */
+  originalSize: bigint;
+
+  /**
+   * Size in bytes of the event's CLI line, which the cut form leaves out
+   * (its `cli_line` is empty). 0 when the event had none.
+   *
+   * @generated from field: uint64 cli_line_size = 2 [jstype = JS_NUMBER];
+   */
+  cliLineSize: bigint;
+
+  /**
+   * What was cut, as field paths of the event: "cli_line", a long string
+   * ("content.blocks[0].text": kept up to a point and ended with
+   * "…[truncated: N more bytes]"), a Struct or Value whose long strings were
+   * shortened the same way ("result.tool_use_result"), or, when even that
+   * does not fit, a field left out whole.
+   *
+   * @generated from field: repeated string fields = 3;
+   */
+  fields: string[];
+};
+
+/**
+ * Describes the message agentharness.v1.Truncated.
+ * Use `create(TruncatedSchema)` to create a new message.
+ */
+export const TruncatedSchema: GenMessage<Truncated> = /*@__PURE__*/
+  messageDesc(file_agentharness_v1_events, 1);
+
+/**
  * How to spawn the CLI for a run.
  *
  * @generated from message agentharness.v1.StartConfig
@@ -267,7 +319,7 @@ export type StartConfig = Message<"agentharness.v1.StartConfig"> & {
  * Use `create(StartConfigSchema)` to create a new message.
  */
 export const StartConfigSchema: GenMessage<StartConfig> = /*@__PURE__*/
-  messageDesc(file_agentharness_v1_events, 1);
+  messageDesc(file_agentharness_v1_events, 2);
 
 /**
  * A spawn was requested.
@@ -315,7 +367,7 @@ export type RunStart = Message<"agentharness.v1.RunStart"> & {
  * Use `create(RunStartSchema)` to create a new message.
  */
 export const RunStartSchema: GenMessage<RunStart> = /*@__PURE__*/
-  messageDesc(file_agentharness_v1_events, 2);
+  messageDesc(file_agentharness_v1_events, 3);
 
 /**
  * An MCP server the CLI reported at start-up.
@@ -343,7 +395,7 @@ export type McpServer = Message<"agentharness.v1.McpServer"> & {
  * Use `create(McpServerSchema)` to create a new message.
  */
 export const McpServerSchema: GenMessage<McpServer> = /*@__PURE__*/
-  messageDesc(file_agentharness_v1_events, 3);
+  messageDesc(file_agentharness_v1_events, 4);
 
 /**
  * The CLI booted: its first system/init of the run (later inits that change
@@ -414,7 +466,7 @@ export type RunReady = Message<"agentharness.v1.RunReady"> & {
  * Use `create(RunReadySchema)` to create a new message.
  */
 export const RunReadySchema: GenMessage<RunReady> = /*@__PURE__*/
-  messageDesc(file_agentharness_v1_events, 4);
+  messageDesc(file_agentharness_v1_events, 5);
 
 /**
  * The process is gone. Every run gets exactly one.
@@ -471,7 +523,7 @@ export type RunEnd = Message<"agentharness.v1.RunEnd"> & {
  * Use `create(RunEndSchema)` to create a new message.
  */
 export const RunEndSchema: GenMessage<RunEnd> = /*@__PURE__*/
-  messageDesc(file_agentharness_v1_events, 5);
+  messageDesc(file_agentharness_v1_events, 6);
 
 /**
  * The run failed: spawn failure or a stream-level error.
@@ -511,7 +563,7 @@ export type RunError = Message<"agentharness.v1.RunError"> & {
  * Use `create(RunErrorSchema)` to create a new message.
  */
 export const RunErrorSchema: GenMessage<RunError> = /*@__PURE__*/
-  messageDesc(file_agentharness_v1_events, 6);
+  messageDesc(file_agentharness_v1_events, 7);
 
 /**
  * A stop was asked for.
@@ -533,7 +585,7 @@ export type StopRequested = Message<"agentharness.v1.StopRequested"> & {
  * Use `create(StopRequestedSchema)` to create a new message.
  */
 export const StopRequestedSchema: GenMessage<StopRequested> = /*@__PURE__*/
-  messageDesc(file_agentharness_v1_events, 7);
+  messageDesc(file_agentharness_v1_events, 8);
 
 /**
  * Token counts of one API call or a total.
@@ -575,7 +627,7 @@ export type Usage = Message<"agentharness.v1.Usage"> & {
  * Use `create(UsageSchema)` to create a new message.
  */
 export const UsageSchema: GenMessage<Usage> = /*@__PURE__*/
-  messageDesc(file_agentharness_v1_events, 8);
+  messageDesc(file_agentharness_v1_events, 9);
 
 /**
  * One block of an assistant message.
@@ -639,7 +691,7 @@ export type ContentBlock = Message<"agentharness.v1.ContentBlock"> & {
  * Use `create(ContentBlockSchema)` to create a new message.
  */
 export const ContentBlockSchema: GenMessage<ContentBlock> = /*@__PURE__*/
-  messageDesc(file_agentharness_v1_events, 9);
+  messageDesc(file_agentharness_v1_events, 10);
 
 /**
  * An assistant message (the CLI writes one line per content block).
@@ -703,7 +755,7 @@ export type Content = Message<"agentharness.v1.Content"> & {
  * Use `create(ContentSchema)` to create a new message.
  */
 export const ContentSchema: GenMessage<Content> = /*@__PURE__*/
-  messageDesc(file_agentharness_v1_events, 10);
+  messageDesc(file_agentharness_v1_events, 11);
 
 /**
  * One tool_result block.
@@ -738,7 +790,7 @@ export type ToolResult = Message<"agentharness.v1.ToolResult"> & {
  * Use `create(ToolResultSchema)` to create a new message.
  */
 export const ToolResultSchema: GenMessage<ToolResult> = /*@__PURE__*/
-  messageDesc(file_agentharness_v1_events, 11);
+  messageDesc(file_agentharness_v1_events, 12);
 
 /**
  * A user-role line from the CLI: tool results, interrupt markers, subagent
@@ -789,7 +841,7 @@ export type Result = Message<"agentharness.v1.Result"> & {
  * Use `create(ResultSchema)` to create a new message.
  */
 export const ResultSchema: GenMessage<Result> = /*@__PURE__*/
-  messageDesc(file_agentharness_v1_events, 12);
+  messageDesc(file_agentharness_v1_events, 13);
 
 /**
  * Per-model usage of a turn.
@@ -859,7 +911,7 @@ export type ModelUsage = Message<"agentharness.v1.ModelUsage"> & {
  * Use `create(ModelUsageSchema)` to create a new message.
  */
 export const ModelUsageSchema: GenMessage<ModelUsage> = /*@__PURE__*/
-  messageDesc(file_agentharness_v1_events, 13);
+  messageDesc(file_agentharness_v1_events, 14);
 
 /**
  * The CLI finished a turn (its `result` line), or marked a compaction
@@ -997,7 +1049,7 @@ export type TurnEnd = Message<"agentharness.v1.TurnEnd"> & {
  * Use `create(TurnEndSchema)` to create a new message.
  */
 export const TurnEndSchema: GenMessage<TurnEnd> = /*@__PURE__*/
-  messageDesc(file_agentharness_v1_events, 14);
+  messageDesc(file_agentharness_v1_events, 15);
 
 /**
  * A tool call the CLI refused to run (one entry of the result line's
@@ -1034,7 +1086,7 @@ export type PermissionDenial = Message<"agentharness.v1.PermissionDenial"> & {
  * Use `create(PermissionDenialSchema)` to create a new message.
  */
 export const PermissionDenialSchema: GenMessage<PermissionDenial> = /*@__PURE__*/
-  messageDesc(file_agentharness_v1_events, 15);
+  messageDesc(file_agentharness_v1_events, 16);
 
 /**
  * Input was delivered to the process.
@@ -1069,7 +1121,7 @@ export type InputSent = Message<"agentharness.v1.InputSent"> & {
  * Use `create(InputSentSchema)` to create a new message.
  */
 export const InputSentSchema: GenMessage<InputSent> = /*@__PURE__*/
-  messageDesc(file_agentharness_v1_events, 16);
+  messageDesc(file_agentharness_v1_events, 17);
 
 /**
  * The CLI began a turn on its own.
@@ -1091,7 +1143,7 @@ export type TurnStart = Message<"agentharness.v1.TurnStart"> & {
  * Use `create(TurnStartSchema)` to create a new message.
  */
 export const TurnStartSchema: GenMessage<TurnStart> = /*@__PURE__*/
-  messageDesc(file_agentharness_v1_events, 17);
+  messageDesc(file_agentharness_v1_events, 18);
 
 /**
  * A background task began.
@@ -1147,7 +1199,7 @@ export type TaskStarted = Message<"agentharness.v1.TaskStarted"> & {
  * Use `create(TaskStartedSchema)` to create a new message.
  */
 export const TaskStartedSchema: GenMessage<TaskStarted> = /*@__PURE__*/
-  messageDesc(file_agentharness_v1_events, 18);
+  messageDesc(file_agentharness_v1_events, 19);
 
 /**
  * A background task changed status or reported progress.
@@ -1218,7 +1270,7 @@ export type TaskUpdated = Message<"agentharness.v1.TaskUpdated"> & {
  * Use `create(TaskUpdatedSchema)` to create a new message.
  */
 export const TaskUpdatedSchema: GenMessage<TaskUpdated> = /*@__PURE__*/
-  messageDesc(file_agentharness_v1_events, 19);
+  messageDesc(file_agentharness_v1_events, 20);
 
 /**
  * The CLI signalled that a background task finished.
@@ -1267,7 +1319,7 @@ export type TaskNotification = Message<"agentharness.v1.TaskNotification"> & {
  * Use `create(TaskNotificationSchema)` to create a new message.
  */
 export const TaskNotificationSchema: GenMessage<TaskNotification> = /*@__PURE__*/
-  messageDesc(file_agentharness_v1_events, 20);
+  messageDesc(file_agentharness_v1_events, 21);
 
 /**
  * The CLI asks whether a tool may run.
@@ -1337,7 +1389,7 @@ export type PermissionRequested = Message<"agentharness.v1.PermissionRequested">
  * Use `create(PermissionRequestedSchema)` to create a new message.
  */
 export const PermissionRequestedSchema: GenMessage<PermissionRequested> = /*@__PURE__*/
-  messageDesc(file_agentharness_v1_events, 21);
+  messageDesc(file_agentharness_v1_events, 22);
 
 /**
  * A permission request was answered.
@@ -1388,7 +1440,7 @@ export type PermissionResolved = Message<"agentharness.v1.PermissionResolved"> &
  * Use `create(PermissionResolvedSchema)` to create a new message.
  */
 export const PermissionResolvedSchema: GenMessage<PermissionResolved> = /*@__PURE__*/
-  messageDesc(file_agentharness_v1_events, 22);
+  messageDesc(file_agentharness_v1_events, 23);
 
 /**
  * Why a run ended.

@@ -20,7 +20,7 @@ import type { JsonObject, Message } from "@bufbuild/protobuf";
  * Describes the file agentharness/v1/session_service.proto.
  */
 export const file_agentharness_v1_session_service: GenFile = /*@__PURE__*/
-  fileDesc("CiVhZ2VudGhhcm5lc3MvdjEvc2Vzc2lvbl9zZXJ2aWNlLnByb3RvEg9hZ2VudGhhcm5lc3MudjEiUAoMU3RhcnRSZXF1ZXN0EhIKCnNlc3Npb25faWQYASABKAkSLAoGY29uZmlnGAIgASgLMhwuYWdlbnRoYXJuZXNzLnYxLlN0YXJ0Q29uZmlnIjMKDVN0YXJ0UmVzcG9uc2USDgoGcnVuX2lkGAEgASgJEhIKCnByb2Nlc3NfaWQYAiABKAkiYQoLU2VuZFJlcXVlc3QSEgoKc2Vzc2lvbl9pZBgBIAEoCRINCgVpbnB1dBgCIAEoCRIvCg5jb250ZW50X2Jsb2NrcxgDIAMoCzIXLmdvb2dsZS5wcm90b2J1Zi5TdHJ1Y3QiHgoMU2VuZFJlc3BvbnNlEg4KBnJ1bl9pZBgBIAEoCSIhCgtTdG9wUmVxdWVzdBISCgpzZXNzaW9uX2lkGAEgASgJIiAKDFN0b3BSZXNwb25zZRIQCghzdG9wcGluZxgBIAEoCCI9ChBTdWJzY3JpYmVSZXF1ZXN0EhIKCnNlc3Npb25faWQYASABKAkSFQoJYWZ0ZXJfc2VxGAIgASgEQgIwAiLVAQoRU3Vic2NyaWJlUmVzcG9uc2USLgoGcmVwbGF5GAEgASgLMhwuYWdlbnRoYXJuZXNzLnYxLlJlcGxheVN0YXJ0SAASJwoFZXZlbnQYAiABKAsyFi5hZ2VudGhhcm5lc3MudjEuRXZlbnRIABIuCgljYXVnaHRfdXAYAyABKAsyGS5hZ2VudGhhcm5lc3MudjEuQ2F1Z2h0VXBIABIvCgloZWFydGJlYXQYBCABKAsyGi5hZ2VudGhhcm5lc3MudjEuSGVhcnRiZWF0SABCBgoEa2luZCJICgtSZXBsYXlTdGFydBINCgVyZXNldBgBIAEoCBIUCghmcm9tX3NlcRgCIAEoBEICMAISFAoIaGVhZF9zZXEYAyABKARCAjACIiAKCENhdWdodFVwEhQKCGhlYWRfc2VxGAEgASgEQgIwAiIhCglIZWFydGJlYXQSFAoIaGVhZF9zZXEYASABKARCAjACIksKDkhpc3RvcnlSZXF1ZXN0EhIKCnNlc3Npb25faWQYASABKAkSFgoKYmVmb3JlX3NlcRgCIAEoBEICMAISDQoFbGltaXQYAyABKA0iSwoPSGlzdG9yeVJlc3BvbnNlEiYKBmV2ZW50cxgBIAMoCzIWLmFnZW50aGFybmVzcy52MS5FdmVudBIQCghoYXNfbW9yZRgCIAEoCCKSAQoYUmVzcG9uZFBlcm1pc3Npb25SZXF1ZXN0EhIKCnNlc3Npb25faWQYASABKAkSEgoKcmVxdWVzdF9pZBgCIAEoCRINCgVhbGxvdxgDIAEoCBIuCg11cGRhdGVkX2lucHV0GAQgASgLMhcuZ29vZ2xlLnByb3RvYnVmLlN0cnVjdBIPCgdtZXNzYWdlGAUgASgJIhsKGVJlc3BvbmRQZXJtaXNzaW9uUmVzcG9uc2Ui6gEKDFNlc3Npb25Vc2FnZRIYCgxpbnB1dF90b2tlbnMYASABKARCAjACEhkKDW91dHB1dF90b2tlbnMYAiABKARCAjACEicKG2NhY2hlX2NyZWF0aW9uX2lucHV0X3Rva2VucxgDIAEoBEICMAISIwoXY2FjaGVfcmVhZF9pbnB1dF90b2tlbnMYBCABKARCAjACEhAKCGNvc3RfdXNkGAUgASgBEhoKDmNvbnRleHRfdG9rZW5zGAYgASgEQgIwAhIaCg5jb250ZXh0X3dpbmRvdxgHIAEoBEICMAISDQoFdHVybnMYCCABKA0ikgIKB1Nlc3Npb24SEgoKc2Vzc2lvbl9pZBgBIAEoCRIUCghoZWFkX3NlcRgCIAEoBEICMAISLgoGc3RhdHVzGAMgASgOMh4uYWdlbnRoYXJuZXNzLnYxLlNlc3Npb25TdGF0dXMSFQoNcHJvY2Vzc19hbGl2ZRgEIAEoCBIRCglyZXN1bWVfaWQYBSABKAkSLAoFdXNhZ2UYBiABKAsyHS5hZ2VudGhhcm5lc3MudjEuU2Vzc2lvblVzYWdlEhAKCGFjdGl2aXR5GAcgASgJEhsKE3BlbmRpbmdfcGVybWlzc2lvbnMYCCABKA0SDgoGcnVuX2lkGAkgASgJEhYKDmxvc3RfcmVzdW1lX2lkGAogASgJIicKEUdldFNlc3Npb25SZXF1ZXN0EhIKCnNlc3Npb25faWQYASABKAkiPwoSR2V0U2Vzc2lvblJlc3BvbnNlEikKB3Nlc3Npb24YASABKAsyGC5hZ2VudGhhcm5lc3MudjEuU2Vzc2lvbiI8ChNMaXN0U2Vzc2lvbnNSZXF1ZXN0EhEKCXBhZ2Vfc2l6ZRgBIAEoDRISCgpwYWdlX3Rva2VuGAIgASgJIlsKFExpc3RTZXNzaW9uc1Jlc3BvbnNlEioKCHNlc3Npb25zGAEgAygLMhguYWdlbnRoYXJuZXNzLnYxLlNlc3Npb24SFwoPbmV4dF9wYWdlX3Rva2VuGAIgASgJKqABCg1TZXNzaW9uU3RhdHVzEh4KGlNFU1NJT05fU1RBVFVTX1VOU1BFQ0lGSUVEEAASFwoTU0VTU0lPTl9TVEFUVVNfSURMRRABEhsKF1NFU1NJT05fU1RBVFVTX1NUQVJUSU5HEAISHAoYU0VTU0lPTl9TVEFUVVNfU1RSRUFNSU5HEAMSGwoXU0VTU0lPTl9TVEFUVVNfU1RPUFBJTkcQBDKmBQoOU2Vzc2lvblNlcnZpY2USRgoFU3RhcnQSHS5hZ2VudGhhcm5lc3MudjEuU3RhcnRSZXF1ZXN0Gh4uYWdlbnRoYXJuZXNzLnYxLlN0YXJ0UmVzcG9uc2USQwoEU2VuZBIcLmFnZW50aGFybmVzcy52MS5TZW5kUmVxdWVzdBodLmFnZW50aGFybmVzcy52MS5TZW5kUmVzcG9uc2USQwoEU3RvcBIcLmFnZW50aGFybmVzcy52MS5TdG9wUmVxdWVzdBodLmFnZW50aGFybmVzcy52MS5TdG9wUmVzcG9uc2USVAoJU3Vic2NyaWJlEiEuYWdlbnRoYXJuZXNzLnYxLlN1YnNjcmliZVJlcXVlc3QaIi5hZ2VudGhhcm5lc3MudjEuU3Vic2NyaWJlUmVzcG9uc2UwARJMCgdIaXN0b3J5Eh8uYWdlbnRoYXJuZXNzLnYxLkhpc3RvcnlSZXF1ZXN0GiAuYWdlbnRoYXJuZXNzLnYxLkhpc3RvcnlSZXNwb25zZRJqChFSZXNwb25kUGVybWlzc2lvbhIpLmFnZW50aGFybmVzcy52MS5SZXNwb25kUGVybWlzc2lvblJlcXVlc3QaKi5hZ2VudGhhcm5lc3MudjEuUmVzcG9uZFBlcm1pc3Npb25SZXNwb25zZRJVCgpHZXRTZXNzaW9uEiIuYWdlbnRoYXJuZXNzLnYxLkdldFNlc3Npb25SZXF1ZXN0GiMuYWdlbnRoYXJuZXNzLnYxLkdldFNlc3Npb25SZXNwb25zZRJbCgxMaXN0U2Vzc2lvbnMSJC5hZ2VudGhhcm5lc3MudjEuTGlzdFNlc3Npb25zUmVxdWVzdBolLmFnZW50aGFybmVzcy52MS5MaXN0U2Vzc2lvbnNSZXNwb25zZUJOWkxnaXRodWIuY29tL2FnZW50LWhhcm5lc3MvYWdlbnQtaGFybmVzcy9nZW4vZ28vYWdlbnRoYXJuZXNzL3YxO2FnZW50aGFybmVzc3YxYgZwcm90bzM", [file_agentharness_v1_events, file_google_protobuf_struct]);
+  fileDesc("CiVhZ2VudGhhcm5lc3MvdjEvc2Vzc2lvbl9zZXJ2aWNlLnByb3RvEg9hZ2VudGhhcm5lc3MudjEiUAoMU3RhcnRSZXF1ZXN0EhIKCnNlc3Npb25faWQYASABKAkSLAoGY29uZmlnGAIgASgLMhwuYWdlbnRoYXJuZXNzLnYxLlN0YXJ0Q29uZmlnIjMKDVN0YXJ0UmVzcG9uc2USDgoGcnVuX2lkGAEgASgJEhIKCnByb2Nlc3NfaWQYAiABKAkiYQoLU2VuZFJlcXVlc3QSEgoKc2Vzc2lvbl9pZBgBIAEoCRINCgVpbnB1dBgCIAEoCRIvCg5jb250ZW50X2Jsb2NrcxgDIAMoCzIXLmdvb2dsZS5wcm90b2J1Zi5TdHJ1Y3QiHgoMU2VuZFJlc3BvbnNlEg4KBnJ1bl9pZBgBIAEoCSIhCgtTdG9wUmVxdWVzdBISCgpzZXNzaW9uX2lkGAEgASgJIiAKDFN0b3BSZXNwb25zZRIQCghzdG9wcGluZxgBIAEoCCI9ChBTdWJzY3JpYmVSZXF1ZXN0EhIKCnNlc3Npb25faWQYASABKAkSFQoJYWZ0ZXJfc2VxGAIgASgEQgIwAiLVAQoRU3Vic2NyaWJlUmVzcG9uc2USLgoGcmVwbGF5GAEgASgLMhwuYWdlbnRoYXJuZXNzLnYxLlJlcGxheVN0YXJ0SAASJwoFZXZlbnQYAiABKAsyFi5hZ2VudGhhcm5lc3MudjEuRXZlbnRIABIuCgljYXVnaHRfdXAYAyABKAsyGS5hZ2VudGhhcm5lc3MudjEuQ2F1Z2h0VXBIABIvCgloZWFydGJlYXQYBCABKAsyGi5hZ2VudGhhcm5lc3MudjEuSGVhcnRiZWF0SABCBgoEa2luZCJICgtSZXBsYXlTdGFydBINCgVyZXNldBgBIAEoCBIUCghmcm9tX3NlcRgCIAEoBEICMAISFAoIaGVhZF9zZXEYAyABKARCAjACIiAKCENhdWdodFVwEhQKCGhlYWRfc2VxGAEgASgEQgIwAiIhCglIZWFydGJlYXQSFAoIaGVhZF9zZXEYASABKARCAjACIksKDkhpc3RvcnlSZXF1ZXN0EhIKCnNlc3Npb25faWQYASABKAkSFgoKYmVmb3JlX3NlcRgCIAEoBEICMAISDQoFbGltaXQYAyABKA0iSwoPSGlzdG9yeVJlc3BvbnNlEiYKBmV2ZW50cxgBIAMoCzIWLmFnZW50aGFybmVzcy52MS5FdmVudBIQCghoYXNfbW9yZRgCIAEoCCKSAQoYUmVzcG9uZFBlcm1pc3Npb25SZXF1ZXN0EhIKCnNlc3Npb25faWQYASABKAkSEgoKcmVxdWVzdF9pZBgCIAEoCRINCgVhbGxvdxgDIAEoCBIuCg11cGRhdGVkX2lucHV0GAQgASgLMhcuZ29vZ2xlLnByb3RvYnVmLlN0cnVjdBIPCgdtZXNzYWdlGAUgASgJIhsKGVJlc3BvbmRQZXJtaXNzaW9uUmVzcG9uc2Ui6gEKDFNlc3Npb25Vc2FnZRIYCgxpbnB1dF90b2tlbnMYASABKARCAjACEhkKDW91dHB1dF90b2tlbnMYAiABKARCAjACEicKG2NhY2hlX2NyZWF0aW9uX2lucHV0X3Rva2VucxgDIAEoBEICMAISIwoXY2FjaGVfcmVhZF9pbnB1dF90b2tlbnMYBCABKARCAjACEhAKCGNvc3RfdXNkGAUgASgBEhoKDmNvbnRleHRfdG9rZW5zGAYgASgEQgIwAhIaCg5jb250ZXh0X3dpbmRvdxgHIAEoBEICMAISDQoFdHVybnMYCCABKA0ikgIKB1Nlc3Npb24SEgoKc2Vzc2lvbl9pZBgBIAEoCRIUCghoZWFkX3NlcRgCIAEoBEICMAISLgoGc3RhdHVzGAMgASgOMh4uYWdlbnRoYXJuZXNzLnYxLlNlc3Npb25TdGF0dXMSFQoNcHJvY2Vzc19hbGl2ZRgEIAEoCBIRCglyZXN1bWVfaWQYBSABKAkSLAoFdXNhZ2UYBiABKAsyHS5hZ2VudGhhcm5lc3MudjEuU2Vzc2lvblVzYWdlEhAKCGFjdGl2aXR5GAcgASgJEhsKE3BlbmRpbmdfcGVybWlzc2lvbnMYCCABKA0SDgoGcnVuX2lkGAkgASgJEhYKDmxvc3RfcmVzdW1lX2lkGAogASgJIicKEUdldFNlc3Npb25SZXF1ZXN0EhIKCnNlc3Npb25faWQYASABKAkiPwoSR2V0U2Vzc2lvblJlc3BvbnNlEikKB3Nlc3Npb24YASABKAsyGC5hZ2VudGhhcm5lc3MudjEuU2Vzc2lvbiI8ChNMaXN0U2Vzc2lvbnNSZXF1ZXN0EhEKCXBhZ2Vfc2l6ZRgBIAEoDRISCgpwYWdlX3Rva2VuGAIgASgJIlsKFExpc3RTZXNzaW9uc1Jlc3BvbnNlEioKCHNlc3Npb25zGAEgAygLMhguYWdlbnRoYXJuZXNzLnYxLlNlc3Npb24SFwoPbmV4dF9wYWdlX3Rva2VuGAIgASgJIn0KFFJlYWRGdWxsRXZlbnRSZXF1ZXN0EhIKCnNlc3Npb25faWQYASABKAkSDwoDc2VxGAIgASgEQgIwAhIsCgRwYXJ0GAMgASgOMh4uYWdlbnRoYXJuZXNzLnYxLkZ1bGxFdmVudFBhcnQSEgoKY2h1bmtfc2l6ZRgEIAEoDSJSChVSZWFkRnVsbEV2ZW50UmVzcG9uc2USDQoFY2h1bmsYASABKAwSEgoGb2Zmc2V0GAIgASgEQgIwAhIWCgp0b3RhbF9zaXplGAMgASgEQgIwAiqgAQoNU2Vzc2lvblN0YXR1cxIeChpTRVNTSU9OX1NUQVRVU19VTlNQRUNJRklFRBAAEhcKE1NFU1NJT05fU1RBVFVTX0lETEUQARIbChdTRVNTSU9OX1NUQVRVU19TVEFSVElORxACEhwKGFNFU1NJT05fU1RBVFVTX1NUUkVBTUlORxADEhsKF1NFU1NJT05fU1RBVFVTX1NUT1BQSU5HEAQqiQEKDUZ1bGxFdmVudFBhcnQSHwobRlVMTF9FVkVOVF9QQVJUX1VOU1BFQ0lGSUVEEAASHAoYRlVMTF9FVkVOVF9QQVJUX0NMSV9MSU5FEAESGQoVRlVMTF9FVkVOVF9QQVJUX0VWRU5UEAISHgoaRlVMTF9FVkVOVF9QQVJUX0VWRU5UX0pTT04QAzKIBgoOU2Vzc2lvblNlcnZpY2USRgoFU3RhcnQSHS5hZ2VudGhhcm5lc3MudjEuU3RhcnRSZXF1ZXN0Gh4uYWdlbnRoYXJuZXNzLnYxLlN0YXJ0UmVzcG9uc2USQwoEU2VuZBIcLmFnZW50aGFybmVzcy52MS5TZW5kUmVxdWVzdBodLmFnZW50aGFybmVzcy52MS5TZW5kUmVzcG9uc2USQwoEU3RvcBIcLmFnZW50aGFybmVzcy52MS5TdG9wUmVxdWVzdBodLmFnZW50aGFybmVzcy52MS5TdG9wUmVzcG9uc2USVAoJU3Vic2NyaWJlEiEuYWdlbnRoYXJuZXNzLnYxLlN1YnNjcmliZVJlcXVlc3QaIi5hZ2VudGhhcm5lc3MudjEuU3Vic2NyaWJlUmVzcG9uc2UwARJMCgdIaXN0b3J5Eh8uYWdlbnRoYXJuZXNzLnYxLkhpc3RvcnlSZXF1ZXN0GiAuYWdlbnRoYXJuZXNzLnYxLkhpc3RvcnlSZXNwb25zZRJqChFSZXNwb25kUGVybWlzc2lvbhIpLmFnZW50aGFybmVzcy52MS5SZXNwb25kUGVybWlzc2lvblJlcXVlc3QaKi5hZ2VudGhhcm5lc3MudjEuUmVzcG9uZFBlcm1pc3Npb25SZXNwb25zZRJVCgpHZXRTZXNzaW9uEiIuYWdlbnRoYXJuZXNzLnYxLkdldFNlc3Npb25SZXF1ZXN0GiMuYWdlbnRoYXJuZXNzLnYxLkdldFNlc3Npb25SZXNwb25zZRJbCgxMaXN0U2Vzc2lvbnMSJC5hZ2VudGhhcm5lc3MudjEuTGlzdFNlc3Npb25zUmVxdWVzdBolLmFnZW50aGFybmVzcy52MS5MaXN0U2Vzc2lvbnNSZXNwb25zZRJgCg1SZWFkRnVsbEV2ZW50EiUuYWdlbnRoYXJuZXNzLnYxLlJlYWRGdWxsRXZlbnRSZXF1ZXN0GiYuYWdlbnRoYXJuZXNzLnYxLlJlYWRGdWxsRXZlbnRSZXNwb25zZTABQk5aTGdpdGh1Yi5jb20vYWdlbnQtaGFybmVzcy9hZ2VudC1oYXJuZXNzL2dlbi9nby9hZ2VudGhhcm5lc3MvdjE7YWdlbnRoYXJuZXNzdjFiBnByb3RvMw", [file_agentharness_v1_events, file_google_protobuf_struct]);
 
 /**
  * Start a run.
@@ -338,7 +338,9 @@ export const HeartbeatSchema: GenMessage<Heartbeat> = /*@__PURE__*/
   messageDesc(file_agentharness_v1_session_service, 10);
 
 /**
- * Page older events.
+ * Page older events. A page is bounded by bytes as well as by `limit`: it
+ * holds the newest events that fit in 4 MiB (at least one), and `has_more`
+ * says whether older ones exist.
  *
  * @generated from message agentharness.v1.HistoryRequest
  */
@@ -723,6 +725,84 @@ export const ListSessionsResponseSchema: GenMessage<ListSessionsResponse> = /*@_
   messageDesc(file_agentharness_v1_session_service, 20);
 
 /**
+ * Read the whole stored form of one event.
+ *
+ * @generated from message agentharness.v1.ReadFullEventRequest
+ */
+export type ReadFullEventRequest = Message<"agentharness.v1.ReadFullEventRequest"> & {
+  /**
+   * The session.
+   *
+   * @generated from field: string session_id = 1;
+   */
+  sessionId: string;
+
+  /**
+   * The event's seq.
+   *
+   * @generated from field: uint64 seq = 2 [jstype = JS_NUMBER];
+   */
+  seq: bigint;
+
+  /**
+   * What to stream; unset: the CLI line.
+   *
+   * @generated from field: agentharness.v1.FullEventPart part = 3;
+   */
+  part: FullEventPart;
+
+  /**
+   * Bytes per chunk; 0 or more than 1 MiB: 1 MiB.
+   *
+   * @generated from field: uint32 chunk_size = 4;
+   */
+  chunkSize: number;
+};
+
+/**
+ * Describes the message agentharness.v1.ReadFullEventRequest.
+ * Use `create(ReadFullEventRequestSchema)` to create a new message.
+ */
+export const ReadFullEventRequestSchema: GenMessage<ReadFullEventRequest> = /*@__PURE__*/
+  messageDesc(file_agentharness_v1_session_service, 21);
+
+/**
+ * One chunk. The stream has at least one message (with an empty chunk when
+ * the part is empty); the chunks, concatenated in order, are the part.
+ *
+ * @generated from message agentharness.v1.ReadFullEventResponse
+ */
+export type ReadFullEventResponse = Message<"agentharness.v1.ReadFullEventResponse"> & {
+  /**
+   * The bytes at `offset`.
+   *
+   * @generated from field: bytes chunk = 1;
+   */
+  chunk: Uint8Array;
+
+  /**
+   * Where this chunk starts in the part.
+   *
+   * @generated from field: uint64 offset = 2 [jstype = JS_NUMBER];
+   */
+  offset: bigint;
+
+  /**
+   * Size of the whole part in bytes.
+   *
+   * @generated from field: uint64 total_size = 3 [jstype = JS_NUMBER];
+   */
+  totalSize: bigint;
+};
+
+/**
+ * Describes the message agentharness.v1.ReadFullEventResponse.
+ * Use `create(ReadFullEventResponseSchema)` to create a new message.
+ */
+export const ReadFullEventResponseSchema: GenMessage<ReadFullEventResponse> = /*@__PURE__*/
+  messageDesc(file_agentharness_v1_session_service, 22);
+
+/**
  * Derived status of a session.
  *
  * @generated from enum agentharness.v1.SessionStatus
@@ -769,6 +849,48 @@ export enum SessionStatus {
  */
 export const SessionStatusSchema: GenEnum<SessionStatus> = /*@__PURE__*/
   enumDesc(file_agentharness_v1_session_service, 0);
+
+/**
+ * Which form of an event ReadFullEvent streams.
+ *
+ * @generated from enum agentharness.v1.FullEventPart
+ */
+export enum FullEventPart {
+  /**
+   * The CLI line (as FULL_EVENT_PART_CLI_LINE).
+   *
+   * @generated from enum value: FULL_EVENT_PART_UNSPECIFIED = 0;
+   */
+  UNSPECIFIED = 0,
+
+  /**
+   * The CLI's original stdout line, byte for byte (empty for events the
+   * harness records itself).
+   *
+   * @generated from enum value: FULL_EVENT_PART_CLI_LINE = 1;
+   */
+  CLI_LINE = 1,
+
+  /**
+   * The whole Event, protobuf-encoded: concatenate the chunks and decode.
+   *
+   * @generated from enum value: FULL_EVENT_PART_EVENT = 2;
+   */
+  EVENT = 2,
+
+  /**
+   * The whole Event as proto3 JSON (UTF-8).
+   *
+   * @generated from enum value: FULL_EVENT_PART_EVENT_JSON = 3;
+   */
+  EVENT_JSON = 3,
+}
+
+/**
+ * Describes the enum agentharness.v1.FullEventPart.
+ */
+export const FullEventPartSchema: GenEnum<FullEventPart> = /*@__PURE__*/
+  enumDesc(file_agentharness_v1_session_service, 1);
 
 /**
  * Runs Claude Code CLI sessions and streams their event logs.
@@ -865,6 +987,19 @@ export const SessionService: GenService<{
     methodKind: "unary";
     input: typeof ListSessionsRequestSchema;
     output: typeof ListSessionsResponseSchema;
+  },
+  /**
+   * Streams the whole stored form of one event in chunks of at most 1 MiB:
+   * its CLI line (the default) or the whole event. This is how a client
+   * gets what an event marked `truncated` left out. NOT_FOUND for an
+   * unknown session or seq.
+   *
+   * @generated from rpc agentharness.v1.SessionService.ReadFullEvent
+   */
+  readFullEvent: {
+    methodKind: "server_streaming";
+    input: typeof ReadFullEventRequestSchema;
+    output: typeof ReadFullEventResponseSchema;
   },
 }> = /*@__PURE__*/
   serviceDesc(file_agentharness_v1_session_service, 0);
