@@ -9,7 +9,7 @@
 #            package-lock.json of the test suites (gen/ts, tests/ts, tests/browser)
 #   Go       protoc-gen-go, protoc-gen-go-grpc, grpcurl  -> .tools/bin (GOBIN)
 #   PyPI     .tools/venv from tests/python/requirements.txt
-#   Debian   chromium (only when /usr/bin/chromium is missing)
+#   Debian   chromium, jq, util-linux (unshare) (only those missing)
 #   rustup   clippy and rustfmt components (only when missing)
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -113,17 +113,19 @@ fi
   exit 1
 }
 
-# --- Chromium (Debian) -------------------------------------------------------------------
-if [ -x /usr/bin/chromium ]; then
-  say "chromium: $(/usr/bin/chromium --version 2>/dev/null || echo present)"
-else
+# --- Debian packages: chromium (browser suite), jq (grpcurl suite), unshare (full-disk test) ---
+missing=()
+[ -x /usr/bin/chromium ] || missing+=(chromium)
+command -v jq >/dev/null 2>&1 || missing+=(jq)
+command -v unshare >/dev/null 2>&1 || missing+=(util-linux)
+if [ ${#missing[@]} -gt 0 ]; then
   sudo=()
   [ "$(id -u)" = 0 ] || sudo=(sudo)
-  say "apt-get install chromium"
+  say "apt-get install ${missing[*]}"
   "${sudo[@]}" apt-get update -qq
-  DEBIAN_FRONTEND=noninteractive "${sudo[@]}" apt-get install -y -qq chromium >/dev/null
-  say "chromium: $(/usr/bin/chromium --version 2>/dev/null)"
+  DEBIAN_FRONTEND=noninteractive "${sudo[@]}" apt-get install -y -qq "${missing[@]}" >/dev/null
 fi
+say "chromium: $(/usr/bin/chromium --version 2>/dev/null || echo present); $(jq --version)"
 
 # --- Rust components ---------------------------------------------------------------------
 if command -v rustup >/dev/null 2>&1; then
