@@ -237,7 +237,8 @@ pub struct ServeConfig {
     #[arg(long, env = "AGENT_HARNESS_MAX_LIVE_RUNS", default_value_t = DEFAULT_MAX_LIVE_RUNS)]
     pub max_live_runs: usize,
 
-    /// Most Subscribe streams open at once; one more gets RESOURCE_EXHAUSTED.
+    /// Most streams (Subscribe, ReadFullEvent) open at once; one more gets
+    /// RESOURCE_EXHAUSTED.
     #[arg(long, env = "AGENT_HARNESS_MAX_STREAMS", default_value_t = DEFAULT_MAX_STREAMS)]
     pub max_streams: usize,
 

@@ -38,6 +38,18 @@ pub struct Rpc {
 }
 
 impl Rpc {
+    /// A permit for one more open stream (Subscribe, ReadFullEvent), or
+    /// RESOURCE_EXHAUSTED past `--max-streams`.
+    fn stream_permit(&self) -> Result<tokio::sync::OwnedSemaphorePermit, Error> {
+        self.streams.clone().try_acquire_owned().map_err(|_| {
+            Error::ResourceLimit(format!(
+                "{} streams (Subscribe, ReadFullEvent) are open, the most this server allows \
+                 (--max-streams); close one or retry later",
+                self.max_streams
+            ))
+        })
+    }
+
     /// A service over `manager` (whose logs it streams); streams end when
     /// `shutdown` is cancelled.
     pub fn new(manager: SessionManager, shutdown: CancellationToken) -> Self {
@@ -231,13 +243,7 @@ impl SessionService for Rpc {
     ) -> Result<Response<Self::SubscribeStream>, Status> {
         let req = request.into_inner();
         validate::session_id(&req.session_id)?;
-        let permit = self.streams.clone().try_acquire_owned().map_err(|_| {
-            Error::ResourceLimit(format!(
-                "{} Subscribe streams are open, the most this server allows (--max-streams); \
-                 close one or retry later",
-                self.max_streams
-            ))
-        })?;
+        let permit = self.stream_permit()?;
         let inner = self
             .logs
             .subscribe(&req.session_id, req.after_seq)
@@ -310,6 +316,9 @@ impl SessionService for Rpc {
             0 => FULL_EVENT_CHUNK,
             n => n.min(FULL_EVENT_CHUNK),
         };
+        // It holds a whole event (up to --max-line-bytes and its parsed
+        // form) while it streams: counted against --max-streams.
+        let permit = self.stream_permit()?;
         // The part is held once; each message copies one chunk of it, made
         // only when the client is ready for it.
         let bytes = full_event_part(event, part)?;
@@ -320,6 +329,7 @@ impl SessionService for Rpc {
             (0..total).step_by(chunk).collect()
         };
         let stream = futures::stream::iter(starts).map(move |start| {
+            let _held = &permit;
             let end = (start + chunk).min(total);
             Ok(pb::ReadFullEventResponse {
                 chunk: bytes[start..end].to_vec(),

@@ -556,7 +556,7 @@ async fn foreign_host_is_refused_without_a_token() {
 }
 
 #[tokio::test]
-async fn subscribe_streams_are_capped() {
+async fn streams_are_capped() {
     let server = TestServer::with(
         ScriptedBehavior::default(),
         fast_opts(),
@@ -582,6 +582,17 @@ async fn subscribe_streams_are_capped() {
     let err = open(&mut c).await.unwrap_err();
     assert_eq!(err.code(), Code::ResourceExhausted, "{err:?}");
     assert!(err.message().contains("--max-streams"), "{err:?}");
+    // ReadFullEvent holds a whole event while it streams: it counts too.
+    server::start(&mut c, "full", "hi").await.unwrap();
+    let err = c
+        .read_full_event(pb::ReadFullEventRequest {
+            session_id: "full".into(),
+            seq: 1,
+            ..Default::default()
+        })
+        .await
+        .unwrap_err();
+    assert_eq!(err.code(), Code::ResourceExhausted, "{err:?}");
     // Closing one frees its slot (the server notices the reset, then the
     // permit is dropped with the stream).
     drop(first);
