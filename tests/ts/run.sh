@@ -2,9 +2,9 @@
 # TypeScript suite: installs gen/ts (@agent-harness/client) and tests/ts with
 # `npm ci`, builds and typechecks the package and the tests, then runs every
 # derive vector (the O(n) functions and the incremental Fold), the session
-# helper against a scripted client, and the session helper against the real
+# helper against a scripted client, the session helper against the real
 # server (release binary, interactive adapter, real claude CLI, fake Messages
-# API).
+# API), and readFullEvent, a 6 MB answer and the README example over grpc-web.
 # Exits non-zero on any failure.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
@@ -23,6 +23,6 @@ echo "--- gen/ts: npm ci, typecheck, build"
 echo "--- tests/ts: npm ci, typecheck"
 (cd tests/ts && npm ci --no-audit --no-fund --loglevel=error && npx tsc -p tsconfig.json --noEmit)
 
-echo "--- tests/ts: derive vectors (functions and Fold), session helper (scripted, then the real server)"
+echo "--- tests/ts: derive vectors (functions and Fold), session helper (scripted, then the real server), readFullEvent"
 cd tests/ts
-node --import tsx --test --test-concurrency=1 --test-reporter=spec vectors.test.ts handle.test.ts session.test.ts
+node --import tsx --test --test-concurrency=1 --test-reporter=spec vectors.test.ts handle.test.ts session.test.ts full-event.test.ts

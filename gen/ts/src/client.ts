@@ -1,6 +1,8 @@
 // @agent-harness/client/client: the reconnecting session helper. Bring any
 // connect-es transport: createGrpcWebTransport (@connectrpc/connect-web) in
-// browsers, createGrpcTransport (@connectrpc/connect-node) in Node.
+// browsers, createGrpcTransport (@connectrpc/connect-node) in Node. Also
+// readFullEvent: an event streamed cut down (`truncated`) fetched whole.
 
 export * from "./session.js";
+export * from "./full-event.js";
 export type { Activity, ActivityKind, Derived, SessionUsageTotals, Status } from "./derive/index.js";

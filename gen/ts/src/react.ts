@@ -40,7 +40,10 @@ export type UseSessionOptions = SessionHandleOptions &
 export interface UseSessionResult {
   /** Derived status ("idle" | "starting" | "streaming" | "stopping"). */
   status: Status;
-  /** Held events, oldest first, no duplicates. */
+  /**
+   * Held events, oldest first, no duplicates. One with `truncated` set came
+   * cut down (too large to stream whole); `readFullEvent(e.seq)` fetches it.
+   */
   events: readonly Event[];
   /**
    * Everything derived from `events` (equal to `deriveAll(events)`): pending
@@ -74,6 +77,8 @@ export interface UseSessionResult {
   reconnect: () => void;
   /** Feeds an event in as if the stream had delivered it. */
   injectEvent: (event: Event) => void;
+  /** The whole form of a held event marked `truncated` (ReadFullEvent). */
+  readFullEvent: (seq: bigint) => Promise<Event>;
   /** True when older events exist on the server. */
   hasMoreHistory: boolean;
 }
@@ -152,5 +157,6 @@ export function useSession(sessionId: string, options: UseSessionOptions): UseSe
     fetchHistory: handle ? handle.fetchHistory : () => Promise.resolve({ hasMore: false }),
     reconnect: handle ? handle.reconnect : () => {},
     injectEvent: handle ? handle.injectEvent : () => {},
+    readFullEvent: handle ? handle.readFullEvent : noHandle,
   };
 }

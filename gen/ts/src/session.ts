@@ -19,6 +19,7 @@ import type { CallOptions, Client, Transport } from "@connectrpc/connect";
 import type { JsonObject } from "@bufbuild/protobuf";
 import type { Event } from "./gen/agentharness/v1/events_pb.js";
 import {
+  FullEventPart,
   SessionService,
   type RespondPermissionResponse,
   type SendResponse,
@@ -26,6 +27,7 @@ import {
   type StopResponse,
 } from "./gen/agentharness/v1/session_service_pb.js";
 import { Fold, type Activity, type Derived, type SessionUsageTotals, type Status } from "./derive/index.js";
+import { readFullEvent } from "./full-event.js";
 
 /** The SessionService client type the handle drives. */
 export type SessionServiceClient = Client<typeof SessionService>;
@@ -46,7 +48,13 @@ export type HydrationPhase = "hydrating" | "ready";
 export interface SessionSnapshot {
   /** The session this snapshot is of. */
   readonly sessionId: string;
-  /** The held events: contiguous, oldest first, strictly increasing seq. A new array whenever they change. */
+  /**
+   * The held events: contiguous, oldest first, strictly increasing seq. A new
+   * array whenever they change. An event with `truncated` set was too large
+   * to stream whole (over the server's --max-event-bytes): its `cliLine` is
+   * empty and long texts are cut; {@link SessionHandle.readFullEvent} fetches
+   * it whole. Derived state is the same either way.
+   */
   readonly events: readonly Event[];
   /**
    * Everything derived from `events` (equal to `deriveAll(events)`): pending
@@ -302,6 +310,14 @@ export class SessionHandle {
   injectEvent = (event: Event): void => {
     if (this.insert(event)) this.publish();
   };
+
+  /**
+   * The whole form of event `seq` (ReadFullEvent, reassembled), for an event
+   * held with `truncated` set. Not held in place of the cut event: the held
+   * list stays what the stream delivered.
+   */
+  readFullEvent = (seq: bigint): Promise<Event> =>
+    readFullEvent(this.client, this.sessionId, seq, FullEventPart.EVENT, this.callOptions());
 
   /** Drops the current stream (if any) and subscribes again at once. */
   reconnect = (): void => {
