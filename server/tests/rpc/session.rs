@@ -650,3 +650,35 @@ async fn a_panicking_run_task_still_ends_its_run_once() {
     sub.until("turn_end", is_turn_end).await;
     server.shutdown().await.unwrap();
 }
+
+/// A one-shot (`cli`) recording served as the adapter plays through: its
+/// stdin close was the adapter's own, so nothing waits for the harness, and
+/// every Start runs to its `run_end`, Send respawns it (the bench serves
+/// it to run thousands of sessions).
+#[tokio::test]
+async fn a_one_shot_cassette_served_as_the_adapter_runs_each_turn_to_its_end() {
+    use crate::support::scripted::ScriptedAdapter;
+    use agent_harness_server::adapter::cassette::CassetteAdapter;
+    use agent_harness_server::store::MemoryStore;
+    use std::sync::Arc;
+    let cassette = crate::support::common::cassettes_dir().join("one_shot.cassette.jsonl");
+    let spawner = Arc::new(CassetteAdapter::from_file(cassette, 0.0).unwrap());
+    let server = TestServer::with_adapter(
+        Arc::new(MemoryStore::new()),
+        spawner,
+        ScriptedAdapter::new(ScriptedBehavior::default()),
+        fast_opts(),
+        ServeOptions::default(),
+    )
+    .await;
+    let mut c = server.client().await;
+    let mut sub = start_subscribed(&mut c, "one", "hi").await;
+    let end = sub.until("run_end", is_run_end).await;
+    assert_eq!(run_end(&end).reason, pb::RunEndReason::Completed as i32);
+    let again = send(&mut c, "one", "again").await.unwrap();
+    let end = sub
+        .until("the second run_end", |e| is_run_end(e) && e.run_id == again)
+        .await;
+    assert_eq!(run_end(&end).reason, pb::RunEndReason::Completed as i32);
+    server.shutdown().await.unwrap();
+}

@@ -114,6 +114,7 @@ async fn play(
     alive: Arc<AtomicBool>,
 ) {
     let mut queued: VecDeque<Action> = VecDeque::new();
+    let one_shot = cassette.header.adapter == "cli";
     let mut prev_t = 0u64;
     let mut result = ExitInfo {
         code: Some(0),
@@ -134,6 +135,10 @@ async fn play(
         prev_t = t;
         match record {
             CassetteRecord::In { kind, .. } if kind == "initial" => {}
+            // A one-shot process's stdin is closed by its adapter right
+            // after the prompt (`--print`), not by the harness: nothing to
+            // wait for.
+            CassetteRecord::In { kind, .. } if kind == "close" && one_shot => {}
             CassetteRecord::In { kind, .. } => {
                 // Stop here until the harness acts; an unexpected signal
                 // ends the replay the way it would end the process.
