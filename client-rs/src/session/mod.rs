@@ -395,6 +395,7 @@ impl SessionClient {
     ) -> Result<pb::SendResponse, SessionError> {
         let request = pb::SendRequest {
             session_id: self.inner.session_id.clone(),
+            idempotency_key: String::new(),
             input: input.into(),
             content_blocks,
         };
@@ -409,6 +410,7 @@ impl SessionClient {
     pub async fn stop(&self) -> Result<pb::StopResponse, SessionError> {
         let request = pb::StopRequest {
             session_id: self.inner.session_id.clone(),
+            idempotency_key: String::new(),
         };
         let mut rpc = self.inner.rpc.clone();
         rpc.stop(request)
@@ -429,6 +431,7 @@ impl SessionClient {
     ) -> Result<(), SessionError> {
         let request = pb::RespondPermissionRequest {
             session_id: self.inner.session_id.clone(),
+            idempotency_key: String::new(),
             request_id: request_id.into(),
             allow,
             updated_input,
