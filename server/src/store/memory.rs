@@ -5,7 +5,7 @@ use std::sync::Mutex;
 
 use agent_harness_client::pb;
 
-use super::{SessionMeta, Store, StoreError};
+use super::{Receipt, ReceiptWrite, SessionMeta, Store, StoreError};
 
 /// A [`Store`] that keeps everything in process memory (lost on exit).
 #[derive(Debug, Default)]
@@ -18,6 +18,8 @@ pub struct MemoryStore {
 struct Inner {
     events: HashMap<String, BTreeMap<u64, pb::Event>>,
     metas: BTreeMap<String, SessionMeta>,
+    /// `(session_id, key) -> receipt`.
+    receipts: BTreeMap<(String, String), Receipt>,
 }
 
 impl Inner {
@@ -49,7 +51,12 @@ impl MemoryStore {
 }
 
 impl Store for MemoryStore {
-    fn append_batch(&self, batch: &[pb::Event], metas: &[SessionMeta]) -> Result<(), StoreError> {
+    fn commit(
+        &self,
+        batch: &[pb::Event],
+        metas: &[SessionMeta],
+        receipts: &[ReceiptWrite],
+    ) -> Result<(), StoreError> {
         let mut inner = self.lock();
         for ev in batch {
             inner
@@ -61,7 +68,43 @@ impl Store for MemoryStore {
         for m in metas {
             inner.metas.insert(m.session_id.clone(), m.clone());
         }
+        for w in receipts {
+            match w {
+                ReceiptWrite::Put(r) => {
+                    let id = (r.session_id.clone(), r.key.clone());
+                    inner.receipts.insert(id, r.clone());
+                }
+                ReceiptWrite::Remove { session_id, key } => {
+                    inner.receipts.remove(&(session_id.clone(), key.clone()));
+                }
+            }
+        }
         Ok(())
+    }
+
+    fn receipt(&self, session_id: &str, key: &str) -> Result<Option<Receipt>, StoreError> {
+        let id = (session_id.to_owned(), key.to_owned());
+        Ok(self.lock().receipts.get(&id).cloned())
+    }
+
+    fn prune_receipts(&self, before_ms: i64, limit: usize) -> Result<usize, StoreError> {
+        let mut inner = self.lock();
+        let mut expired: Vec<_> = inner
+            .receipts
+            .iter()
+            .filter(|(_, r)| r.created_ms < before_ms)
+            .map(|(id, r)| (r.created_ms, id.clone()))
+            .collect();
+        expired.sort();
+        expired.truncate(limit);
+        for (_, id) in &expired {
+            inner.receipts.remove(id);
+        }
+        Ok(expired.len())
+    }
+
+    fn receipt_count(&self) -> Result<usize, StoreError> {
+        Ok(self.lock().receipts.len())
     }
 
     fn read_range(

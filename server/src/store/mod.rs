@@ -3,13 +3,17 @@
 //!
 //! The trait is deliberately narrow: the [`crate::log`] layer owns sequence
 //! numbers, windows and subscribers, and only asks storage to commit a batch
-//! atomically and to read ranges back. Both implementations pass the same
-//! contract suite (`server/tests/log_store/store_contract.rs`).
+//! atomically and to read ranges back. Besides events and metas it keeps the
+//! receipts of keyed calls ([`receipt`]), committed in the same transaction
+//! as the events of their call. Both implementations pass the same contract
+//! suite (`server/tests/log_store/store_contract.rs`).
 
 mod memory;
+pub mod receipt;
 mod redb;
 
 pub use self::memory::MemoryStore;
+pub use self::receipt::{Outcome, Receipt, ReceiptWrite};
 pub use self::redb::RedbStore;
 
 use std::collections::BTreeMap;
@@ -98,11 +102,29 @@ pub enum StoreError {
 /// Synchronous on purpose: redb is synchronous, and the log calls it from
 /// its writer thread or `spawn_blocking`, never from an async task directly.
 pub trait Store: Send + Sync + 'static {
-    /// Commits `batch` (events of any sessions) and `metas` (the metas that
-    /// changed; usually none) in ONE atomic, durable transaction: after `Ok`
-    /// everything survives a crash, after an error or a crash nothing of it
-    /// is visible.
-    fn append_batch(&self, batch: &[pb::Event], metas: &[SessionMeta]) -> Result<(), StoreError>;
+    /// Commits `batch` (events of any sessions), `metas` (the metas that
+    /// changed; usually none) and `receipts` (of the keyed calls whose events
+    /// these are; usually none) in ONE atomic, durable transaction: after
+    /// `Ok` everything survives a crash, after an error or a crash nothing
+    /// of it is visible.
+    fn commit(
+        &self,
+        batch: &[pb::Event],
+        metas: &[SessionMeta],
+        receipts: &[ReceiptWrite],
+    ) -> Result<(), StoreError>;
+    /// [`Store::commit`] without receipts.
+    fn append_batch(&self, batch: &[pb::Event], metas: &[SessionMeta]) -> Result<(), StoreError> {
+        self.commit(batch, metas, &[])
+    }
+    /// The receipt of `(session_id, key)`, however old (the caller applies
+    /// the TTL: one not yet pruned may be expired).
+    fn receipt(&self, session_id: &str, key: &str) -> Result<Option<Receipt>, StoreError>;
+    /// Deletes up to `limit` receipts created before `before_ms` (Unix ms),
+    /// oldest first, durably; returns how many it deleted.
+    fn prune_receipts(&self, before_ms: i64, limit: usize) -> Result<usize, StoreError>;
+    /// How many receipts are stored (tests, stats).
+    fn receipt_count(&self) -> Result<usize, StoreError>;
     /// Events with `seq > after_seq`, ascending, at most `limit`.
     fn read_range(
         &self,

@@ -7,21 +7,32 @@
 //! many appends into it (group commit), so there is one fsync per batch, not
 //! per event. Metas are written only when they change; the head of a
 //! session is read back as the last key of its range in the events table.
+//! Receipts live in two tables written together: by `(session_id, key)` for
+//! the lookup of a repeat, and by creation time for pruning, so a prune
+//! pass reads only what it deletes.
 
 use std::path::Path;
 
 use ::redb::{
-    Database, Durability, ReadableDatabase, ReadableTable, StorageBackend, TableDefinition,
+    Database, Durability, ReadableDatabase, ReadableTable, ReadableTableMetadata, StorageBackend,
+    TableDefinition,
 };
 use agent_harness_client::pb;
 use prost::Message;
 
-use super::{SessionMeta, Store, StoreError};
+use super::receipt;
+use super::{Receipt, ReceiptWrite, SessionMeta, Store, StoreError};
 
 /// `(session_id, seq) -> prost-encoded pb::Event`.
 const EVENTS: TableDefinition<(&str, u64), &[u8]> = TableDefinition::new("events");
 /// `session_id -> JSON-encoded SessionMeta` (tiny, rarely written, easy to inspect).
 const SESSIONS: TableDefinition<&str, &[u8]> = TableDefinition::new("sessions");
+/// `(session_id, idempotency_key) -> JSON-encoded Receipt`.
+const RECEIPTS: TableDefinition<(&str, &str), &[u8]> = TableDefinition::new("receipts");
+/// `(created_ms, session_id, idempotency_key) -> ()`: the receipts by age,
+/// so pruning is a range scan from the oldest.
+const RECEIPTS_BY_TIME: TableDefinition<(i64, &str, &str), ()> =
+    TableDefinition::new("receipts_by_time");
 
 /// The redb [`Store`].
 #[derive(Debug)]
@@ -52,11 +63,14 @@ impl RedbStore {
         Self::init(db)
     }
 
-    /// Creates both tables up front so readers never see "table does not exist".
+    /// Creates every table up front (also in a file written before a table
+    /// existed) so readers never see "table does not exist".
     fn init(db: Database) -> Result<Self, StoreError> {
         let txn = db.begin_write().map_err(rerr)?;
         txn.open_table(EVENTS).map_err(rerr)?;
         txn.open_table(SESSIONS).map_err(rerr)?;
+        txn.open_table(RECEIPTS).map_err(rerr)?;
+        txn.open_table(RECEIPTS_BY_TIME).map_err(rerr)?;
         txn.commit().map_err(rerr)?;
         Ok(Self { db })
     }
@@ -96,8 +110,50 @@ fn encode_meta(meta: &SessionMeta) -> Vec<u8> {
     serde_json::to_vec(meta).unwrap_or_default()
 }
 
+/// Applies receipt writes inside a write transaction, keeping the by-time
+/// index in step (a replaced or removed receipt takes its index row along).
+fn write_receipts(
+    txn: &::redb::WriteTransaction,
+    writes: &[ReceiptWrite],
+) -> Result<(), StoreError> {
+    let mut receipts = txn.open_table(RECEIPTS).map_err(rerr)?;
+    let mut by_time = txn.open_table(RECEIPTS_BY_TIME).map_err(rerr)?;
+    for w in writes {
+        let (session_id, key, new) = match w {
+            ReceiptWrite::Put(r) => (r.session_id.as_str(), r.key.as_str(), Some(r)),
+            ReceiptWrite::Remove { session_id, key } => (session_id.as_str(), key.as_str(), None),
+        };
+        let old = match new {
+            Some(r) => receipts
+                .insert((session_id, key), receipt::encode(r).as_slice())
+                .map_err(rerr)?
+                .map(|v| receipt::decode(session_id, v.value())),
+            None => receipts
+                .remove((session_id, key))
+                .map_err(rerr)?
+                .map(|v| receipt::decode(session_id, v.value())),
+        };
+        if let Some(old) = old.transpose()? {
+            by_time
+                .remove((old.created_ms, session_id, key))
+                .map_err(rerr)?;
+        }
+        if let Some(r) = new {
+            by_time
+                .insert((r.created_ms, session_id, key), ())
+                .map_err(rerr)?;
+        }
+    }
+    Ok(())
+}
+
 impl Store for RedbStore {
-    fn append_batch(&self, batch: &[pb::Event], metas: &[SessionMeta]) -> Result<(), StoreError> {
+    fn commit(
+        &self,
+        batch: &[pb::Event],
+        metas: &[SessionMeta],
+        receipts: &[ReceiptWrite],
+    ) -> Result<(), StoreError> {
         let mut txn = self.db.begin_write().map_err(rerr)?;
         txn.set_durability(Durability::Immediate).map_err(rerr)?;
         {
@@ -117,6 +173,9 @@ impl Store for RedbStore {
                     .insert(m.session_id.as_str(), encode_meta(m).as_slice())
                     .map_err(rerr)?;
             }
+        }
+        if !receipts.is_empty() {
+            write_receipts(&txn, receipts)?;
         }
         // Dropping `txn` on any error above aborts it: nothing of the batch lands.
         txn.commit().map_err(rerr)
@@ -197,5 +256,52 @@ impl Store for RedbStore {
             out.push(meta);
         }
         Ok(out)
+    }
+
+    fn receipt(&self, session_id: &str, key: &str) -> Result<Option<Receipt>, StoreError> {
+        let txn = self.db.begin_read().map_err(rerr)?;
+        let table = txn.open_table(RECEIPTS).map_err(rerr)?;
+        match table.get((session_id, key)).map_err(rerr)? {
+            Some(v) => Ok(Some(receipt::decode(session_id, v.value())?)),
+            None => Ok(None),
+        }
+    }
+
+    fn prune_receipts(&self, before_ms: i64, limit: usize) -> Result<usize, StoreError> {
+        let mut txn = self.db.begin_write().map_err(rerr)?;
+        txn.set_durability(Durability::Immediate).map_err(rerr)?;
+        let pruned = {
+            let mut receipts = txn.open_table(RECEIPTS).map_err(rerr)?;
+            let mut by_time = txn.open_table(RECEIPTS_BY_TIME).map_err(rerr)?;
+            let mut expired = Vec::new();
+            for row in by_time
+                .range(..(before_ms, "", ""))
+                .map_err(rerr)?
+                .take(limit)
+            {
+                let (k, _) = row.map_err(rerr)?;
+                let (t, s, key) = k.value();
+                expired.push((t, s.to_owned(), key.to_owned()));
+            }
+            for (t, s, key) in &expired {
+                by_time
+                    .remove((*t, s.as_str(), key.as_str()))
+                    .map_err(rerr)?;
+                receipts.remove((s.as_str(), key.as_str())).map_err(rerr)?;
+            }
+            expired.len()
+        };
+        if pruned == 0 {
+            txn.abort().map_err(rerr)?;
+            return Ok(0);
+        }
+        txn.commit().map_err(rerr)?;
+        Ok(pruned)
+    }
+
+    fn receipt_count(&self) -> Result<usize, StoreError> {
+        let txn = self.db.begin_read().map_err(rerr)?;
+        let table = txn.open_table(RECEIPTS).map_err(rerr)?;
+        Ok(usize::try_from(table.len().map_err(rerr)?).unwrap_or(usize::MAX))
     }
 }

@@ -10,7 +10,9 @@ use std::time::Duration;
 use agent_harness_client::pb;
 use agent_harness_client::pb::subscribe_response::Kind;
 use agent_harness_server::log::{EventLogs, LogError, LogOptions, NewEvent};
-use agent_harness_server::store::{MemoryStore, RedbStore, SessionMeta, Store, StoreError};
+use agent_harness_server::store::{
+    MemoryStore, Receipt, ReceiptWrite, RedbStore, SessionMeta, Store, StoreError,
+};
 use futures::StreamExt;
 use log::{new_event, seqs};
 
@@ -79,7 +81,12 @@ async fn queued_append(
 }
 
 impl Store for Probe {
-    fn append_batch(&self, batch: &[pb::Event], metas: &[SessionMeta]) -> Result<(), StoreError> {
+    fn commit(
+        &self,
+        batch: &[pb::Event],
+        metas: &[SessionMeta],
+        receipts: &[ReceiptWrite],
+    ) -> Result<(), StoreError> {
         *self.at_gate.lock().unwrap() += 1;
         self.at_gate_cv.notify_all();
         let mut g = self.gate.lock().unwrap();
@@ -93,7 +100,7 @@ impl Store for Probe {
         }
         self.commits.fetch_add(1, Ordering::SeqCst);
         self.metas_written.fetch_add(metas.len(), Ordering::SeqCst);
-        self.inner.append_batch(batch, metas)
+        self.inner.commit(batch, metas, receipts)
     }
     fn read_range(&self, s: &str, a: u64, l: usize) -> Result<Vec<pb::Event>, StoreError> {
         self.inner.read_range(s, a, l)
@@ -109,6 +116,15 @@ impl Store for Probe {
     }
     fn sessions(&self) -> Result<Vec<SessionMeta>, StoreError> {
         self.inner.sessions()
+    }
+    fn receipt(&self, s: &str, k: &str) -> Result<Option<Receipt>, StoreError> {
+        self.inner.receipt(s, k)
+    }
+    fn prune_receipts(&self, before_ms: i64, limit: usize) -> Result<usize, StoreError> {
+        self.inner.prune_receipts(before_ms, limit)
+    }
+    fn receipt_count(&self) -> Result<usize, StoreError> {
+        self.inner.receipt_count()
     }
 }
 

@@ -12,7 +12,9 @@ use agent_harness_client::pb;
 use agent_harness_client::pb::event::Payload;
 use agent_harness_server::ServeOptions;
 use agent_harness_server::manager::ManagerOptions;
-use agent_harness_server::store::{MemoryStore, SessionMeta, Store, StoreError};
+use agent_harness_server::store::{
+    MemoryStore, Receipt, ReceiptWrite, SessionMeta, Store, StoreError,
+};
 use tonic_health::pb::health_check_response::ServingStatus;
 use tonic_health::pb::health_client::HealthClient;
 
@@ -27,11 +29,16 @@ struct Flaky {
 }
 
 impl Store for Flaky {
-    fn append_batch(&self, batch: &[pb::Event], metas: &[SessionMeta]) -> Result<(), StoreError> {
+    fn commit(
+        &self,
+        batch: &[pb::Event],
+        metas: &[SessionMeta],
+        receipts: &[ReceiptWrite],
+    ) -> Result<(), StoreError> {
         if self.failing.load(Ordering::SeqCst) {
             return Err(StoreError::Rejected("injected: the disk is full".into()));
         }
-        self.inner.append_batch(batch, metas)
+        self.inner.commit(batch, metas, receipts)
     }
     fn read_range(&self, s: &str, a: u64, l: usize) -> Result<Vec<pb::Event>, StoreError> {
         self.inner.read_range(s, a, l)
@@ -47,6 +54,15 @@ impl Store for Flaky {
     }
     fn sessions(&self) -> Result<Vec<SessionMeta>, StoreError> {
         self.inner.sessions()
+    }
+    fn receipt(&self, s: &str, k: &str) -> Result<Option<Receipt>, StoreError> {
+        self.inner.receipt(s, k)
+    }
+    fn prune_receipts(&self, before_ms: i64, limit: usize) -> Result<usize, StoreError> {
+        self.inner.prune_receipts(before_ms, limit)
+    }
+    fn receipt_count(&self) -> Result<usize, StoreError> {
+        self.inner.receipt_count()
     }
 }
 
