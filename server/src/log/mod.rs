@@ -28,7 +28,7 @@ use agent_harness_client::pb;
 use futures::Stream;
 use tokio::sync::{oneshot, watch};
 
-use crate::store::{SessionMeta, Store, StoreError};
+use crate::store::{Receipt, ReceiptWrite, SessionMeta, Store, StoreError};
 
 use self::writer::Cmd;
 
@@ -74,6 +74,11 @@ pub struct NewEvent {
     /// The CLI's original stdout line ("" for harness-made events).
     pub cli_line: String,
 }
+
+/// A change to a session's meta, committed with an append
+/// ([`EventLogs::commit`]); it cannot change the session id, the head or
+/// the creation time.
+pub type MetaChange = Box<dyn FnOnce(&mut SessionMeta) + Send + 'static>;
 
 /// Errors from the log.
 #[derive(Debug, thiserror::Error)]
@@ -366,7 +371,7 @@ impl EventLogs {
         if events.is_empty() {
             return Ok(Vec::new());
         }
-        self.send_append(session_id, events, None).await
+        self.send_append(session_id, events, None, None).await
     }
 
     /// Appends `events` and changes the session's meta in ONE commit: after
@@ -379,8 +384,61 @@ impl EventLogs {
         events: Vec<NewEvent>,
         f: impl FnOnce(&mut SessionMeta) + Send + 'static,
     ) -> Result<Vec<pb::Event>, LogError> {
-        self.send_append(session_id, events, Some(Box::new(f)))
+        self.send_append(session_id, events, Some(Box::new(f)), None)
             .await
+    }
+
+    /// Appends `events`, changes the meta (when `meta` is given) and writes
+    /// `receipt` (when given), all in ONE commit: a keyed call's receipt is
+    /// durable exactly when the events it appended are. With no events and
+    /// no meta change it commits the receipt alone (the session is not
+    /// touched); with nothing at all it does nothing. Otherwise as
+    /// [`EventLogs::append_with_meta`].
+    pub async fn commit(
+        &self,
+        session_id: &str,
+        events: Vec<NewEvent>,
+        meta: Option<MetaChange>,
+        receipt: Option<ReceiptWrite>,
+    ) -> Result<Vec<pb::Event>, LogError> {
+        if events.is_empty() && meta.is_none() && receipt.is_none() {
+            return Ok(Vec::new());
+        }
+        self.send_append(session_id, events, meta, receipt).await
+    }
+
+    /// The stored receipt of `(session_id, key)`, however old.
+    pub async fn receipt(&self, session_id: &str, key: &str) -> Result<Option<Receipt>, LogError> {
+        let (sid, key) = (session_id.to_owned(), key.to_owned());
+        self.inner
+            .shared
+            .blocking(move |st| st.receipt(&sid, &key))
+            .await
+    }
+
+    /// Deletes the receipts created before `before_ms` (Unix ms), in
+    /// transactions of at most `batch` deletions; returns how many. Runs on
+    /// a blocking thread beside the writer (redb serializes the two write
+    /// transactions; each prune transaction is bounded by `batch`).
+    pub async fn prune_receipts(&self, before_ms: i64, batch: usize) -> Result<usize, LogError> {
+        let batch = batch.max(1);
+        let mut total = 0;
+        loop {
+            let n = self
+                .inner
+                .shared
+                .blocking(move |st| st.prune_receipts(before_ms, batch))
+                .await?;
+            total += n;
+            if n < batch {
+                return Ok(total);
+            }
+        }
+    }
+
+    /// How many receipts the store holds (tests, stats).
+    pub async fn receipt_count(&self) -> Result<usize, LogError> {
+        self.inner.shared.blocking(|st| st.receipt_count()).await
     }
 
     async fn send_append(
@@ -388,6 +446,7 @@ impl EventLogs {
         session_id: &str,
         events: Vec<NewEvent>,
         meta: Option<writer::MetaFn>,
+        receipt: Option<ReceiptWrite>,
     ) -> Result<Vec<pb::Event>, LogError> {
         let (reply, rx) = oneshot::channel();
         self.inner
@@ -396,6 +455,7 @@ impl EventLogs {
                 session_id: session_id.to_owned(),
                 events,
                 meta,
+                receipt,
                 reply,
             })
             .map_err(|_| LogError::Closed)?;

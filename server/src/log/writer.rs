@@ -17,7 +17,10 @@
 //! creates its meta, `update_meta` rewrites it, and plain appends write no
 //! meta at all (the store derives the head from the events table); an
 //! append that carries a meta change (`append_with_meta`) writes both in
-//! the same transaction. Each appended event is built once, cloned once
+//! the same transaction, and so does one that carries the receipt of a keyed
+//! call ([`EventLogs::commit`](super::EventLogs::commit)): a receipt is never
+//! durable without its events, nor the events without it. A commit that
+//! carries only a receipt does not touch its session. Each appended event is built once, cloned once
 //! into its session's window, and moved (not cloned) into the append's
 //! reply.
 
@@ -32,10 +35,10 @@ use agent_harness_client::pb;
 use tokio::sync::oneshot;
 
 use super::{LogError, NewEvent, SessionLog, Shared};
-use crate::store::SessionMeta;
+use crate::store::{ReceiptWrite, SessionMeta};
 
 /// A meta change, applied on the writer thread.
-pub(super) type MetaFn = Box<dyn FnOnce(&mut SessionMeta) + Send>;
+pub(super) type MetaFn = super::MetaChange;
 
 /// What the writer is asked to do.
 pub(super) enum Cmd {
@@ -45,6 +48,8 @@ pub(super) enum Cmd {
         session_id: String,
         events: Vec<NewEvent>,
         meta: Option<MetaFn>,
+        /// The receipt of the keyed call these events are for.
+        receipt: Option<ReceiptWrite>,
         reply: oneshot::Sender<Result<Vec<pb::Event>, LogError>>,
     },
     /// Change one session's meta.
@@ -60,7 +65,12 @@ pub(super) enum Cmd {
 impl Cmd {
     fn weight(&self) -> usize {
         match self {
-            Cmd::Append { events, meta, .. } => events.len() + usize::from(meta.is_some()),
+            Cmd::Append {
+                events,
+                meta,
+                receipt,
+                ..
+            } => events.len() + usize::from(meta.is_some()) + usize::from(receipt.is_some()),
             _ => 1,
         }
     }
@@ -219,6 +229,7 @@ impl Writer {
         let mut touched: HashMap<String, Touched> = HashMap::new();
         let mut events: Vec<pb::Event> = Vec::with_capacity(batch.iter().map(Cmd::weight).sum());
         let mut replies = Vec::with_capacity(batch.len());
+        let mut receipts = Vec::new();
 
         for cmd in batch {
             let reply = match cmd {
@@ -226,8 +237,16 @@ impl Writer {
                     session_id,
                     events: new,
                     meta: change,
+                    receipt,
                     reply,
                 } => {
+                    receipts.extend(receipt);
+                    if new.is_empty() && change.is_none() {
+                        // A receipt alone (a keyed call that appended
+                        // nothing): the session is not touched.
+                        replies.push(Reply::Append(reply, 0));
+                        continue;
+                    }
                     let meta = self.touch(&mut touched, &session_id, now_ms, change.is_some());
                     if let Some(f) = change {
                         change_meta(meta, &session_id, now_ms, f);
@@ -265,7 +284,7 @@ impl Writer {
             .filter(|(_, t)| t.write_meta)
             .map(|(k, _)| self.metas[k].clone())
             .collect();
-        match self.shared.store.append_batch(&events, &changed) {
+        match self.shared.store.commit(&events, &changed, &receipts) {
             Ok(()) => {
                 self.shared
                     .storage_ok
