@@ -491,6 +491,102 @@ async fn unary_calls_carry_the_token_and_keep_the_grpc_code() {
     client.close().await;
 }
 
+/// Every logical call carries one fresh idempotency key, and a call whose
+/// answer was lost is retried with that same key (so the server applies it
+/// once); another logical call gets another key.
+#[tokio::test]
+async fn each_logical_call_has_one_key_reused_on_its_retries() {
+    let server = start(ServerOptions::default()).await;
+    let client = client(&server, options());
+    let lose = |n| server.state.inner.lock().unwrap().lose_answers = n;
+
+    lose(2);
+    client.send("hello", Vec::new()).await.unwrap();
+    client.send("hello", Vec::new()).await.unwrap();
+    lose(1);
+    client.stop().await.unwrap();
+    lose(1);
+    client
+        .respond_permission("req-1", true, None, "")
+        .await
+        .unwrap();
+    lose(1);
+    let started = client.start(pb::StartConfig::default()).await.unwrap();
+    assert_eq!(started.run_id, "run-1");
+    client
+        .send_with_key("app-key-1", "mine", Vec::new())
+        .await
+        .unwrap();
+
+    {
+        let inner = server.state.inner.lock().unwrap();
+        let sends: Vec<&str> = inner
+            .sent
+            .iter()
+            .map(|r| r.idempotency_key.as_str())
+            .collect();
+        assert_eq!(
+            sends.len(),
+            5,
+            "three attempts, then one, then one: {sends:?}"
+        );
+        assert!(!sends[0].is_empty() && sends[0].len() <= 128);
+        assert_eq!(
+            (sends[1], sends[2]),
+            (sends[0], sends[0]),
+            "retries reuse the key"
+        );
+        assert_ne!(sends[3], sends[0], "a new logical call has a new key");
+        assert_eq!(sends[4], "app-key-1");
+        let pairs = [
+            inner
+                .stop_requests
+                .iter()
+                .map(|r| r.idempotency_key.clone())
+                .collect::<Vec<_>>(),
+            inner
+                .permission_answers
+                .iter()
+                .map(|r| r.idempotency_key.clone())
+                .collect(),
+            inner
+                .starts
+                .iter()
+                .map(|r| r.idempotency_key.clone())
+                .collect(),
+        ];
+        let mut all = vec![sends[0].to_owned(), sends[3].to_owned()];
+        for keys in pairs {
+            assert_eq!(keys.len(), 2, "one lost answer, one retry: {keys:?}");
+            assert_eq!(keys[0], keys[1]);
+            all.push(keys[0].clone());
+        }
+        all.sort();
+        all.dedup();
+        assert_eq!(all.len(), 5, "each logical call its own key");
+    }
+
+    // Not beyond call_retries, and not for the server's own answers.
+    let once = self::client(&server, options().with_call_retries(1));
+    lose(5);
+    let err = once.stop().await.unwrap_err();
+    assert_eq!(err.code(), tonic::Code::Unavailable);
+    assert_eq!(server.state.inner.lock().unwrap().stop_requests.len(), 4);
+    lose(0);
+    let before = server.state.inner.lock().unwrap().permission_answers.len();
+    let err = once
+        .respond_permission("", true, None, "")
+        .await
+        .unwrap_err();
+    assert_eq!(err.code(), tonic::Code::InvalidArgument);
+    assert_eq!(
+        server.state.inner.lock().unwrap().permission_answers.len(),
+        before
+    );
+    once.close().await;
+    client.close().await;
+}
+
 #[test]
 fn backoff_grows_is_capped_and_jittered() {
     let policy = BackoffPolicy::default();

@@ -142,7 +142,14 @@ async fn touch_unknown(mut c: SessionServiceClient<Channel>, i: usize) {
     };
     assert!(c.send(send).await.is_err());
     let session_id = id.clone();
-    assert!(c.stop(pb::StopRequest { session_id }).await.is_err());
+    assert!(
+        c.stop(pb::StopRequest {
+            session_id,
+            ..Default::default()
+        })
+        .await
+        .is_err()
+    );
     let session_id = id.clone();
     let history = pb::HistoryRequest {
         session_id,
@@ -171,6 +178,7 @@ async fn run_one_turn(mut c: SessionServiceClient<Channel>, i: usize) {
             prompt: "hi".into(),
             ..Default::default()
         }),
+        ..Default::default()
     };
     c.start(start).await.expect("start");
     while let Some(m) = s.next().await {

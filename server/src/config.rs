@@ -242,6 +242,12 @@ pub struct ServeConfig {
     #[arg(long, env = "AGENT_HARNESS_MAX_STREAMS", default_value_t = DEFAULT_MAX_STREAMS)]
     pub max_streams: usize,
 
+    /// How long the receipt of a call carrying an `idempotency_key` is kept
+    /// (on disk, across restarts): a repeat within it returns the first
+    /// response and does nothing. At least 10m.
+    #[arg(long, env = "AGENT_HARNESS_IDEMPOTENCY_TTL", default_value = "15m", value_parser = parse_idempotency_ttl)]
+    pub idempotency_ttl: Duration,
+
     /// Log filter (tracing EnvFilter syntax, e.g. `info,agent_harness_server=debug`).
     #[arg(long, env = "AGENT_HARNESS_LOG", default_value = "info")]
     pub log: String,
@@ -279,6 +285,7 @@ impl Default for ServeConfig {
             tls_key: None,
             max_live_runs: DEFAULT_MAX_LIVE_RUNS,
             max_streams: DEFAULT_MAX_STREAMS,
+            idempotency_ttl: crate::manager::receipts::DEFAULT_IDEMPOTENCY_TTL,
             log: "info".into(),
         }
     }
@@ -321,6 +328,21 @@ pub struct RecordConfig {
     /// Extra CLI arguments (after `--`).
     #[arg(last = true)]
     pub args: Vec<String>,
+}
+
+/// `--idempotency-ttl`: a duration of at least
+/// [`MIN_IDEMPOTENCY_TTL`](crate::manager::receipts::MIN_IDEMPOTENCY_TTL)
+/// (DESIGN §3: retries are safe for at least 10 minutes).
+pub fn parse_idempotency_ttl(s: &str) -> Result<Duration, String> {
+    let ttl = parse_duration(s)?;
+    let min = crate::manager::receipts::MIN_IDEMPOTENCY_TTL;
+    if ttl < min {
+        return Err(format!(
+            "{s:?} is shorter than {}m: retries must stay safe for at least that long",
+            min.as_secs() / 60
+        ));
+    }
+    Ok(ttl)
 }
 
 /// Parses "1500ms", "30s", "5m", "2h" or a bare number of seconds.
@@ -391,6 +413,22 @@ mod tests {
         assert_eq!(cfg.idle_timeout, Duration::from_secs(1800));
         assert_eq!(cfg.max_line_bytes, 8 * 1024 * 1024);
         assert_eq!(cfg.max_line_bytes, ServeConfig::default().max_line_bytes);
+        assert_eq!(cfg.idempotency_ttl, Duration::from_secs(15 * 60));
+        assert_eq!(cfg.idempotency_ttl, ServeConfig::default().idempotency_ttl);
+    }
+
+    #[test]
+    fn idempotency_ttl_is_at_least_ten_minutes_and_reaches_the_manager() {
+        let parse =
+            |v: &str| Cli::try_parse_from(["agent-harness", "serve", "--idempotency-ttl", v]);
+        let Command::Serve(cfg) = parse("1h").unwrap().command else {
+            panic!("expected serve")
+        };
+        let ttl = crate::server::manager_options(&cfg).idempotency.ttl;
+        assert_eq!(ttl, Duration::from_secs(3600));
+        assert!(parse("10m").is_ok());
+        let err = parse("9m").unwrap_err().to_string();
+        assert!(err.contains("at least"), "{err}");
     }
 
     #[test]

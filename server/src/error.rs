@@ -43,6 +43,22 @@ pub enum Error {
         /// The request id given.
         request_id: String,
     },
+    /// An `idempotency_key` this session already applied, sent with a
+    /// different request (another RPC, or other fields).
+    #[error(
+        "invalid idempotency_key: session {session_id:?} already applied this key to a \
+         different request ({first_rpc}) within the last {}s; use a new key for each \
+         logical call, and the same key only to retry that call",
+        ttl.as_secs()
+    )]
+    IdempotencyKeyReused {
+        /// The session.
+        session_id: String,
+        /// The RPC the key was first applied by.
+        first_rpc: &'static str,
+        /// How long a key is kept.
+        ttl: std::time::Duration,
+    },
     /// Start while the session has a live run.
     #[error(
         "session {session_id:?} already has a live run ({run_id}); use Send to talk to it, \

@@ -78,7 +78,7 @@ impl Rpc {
 fn code(e: &Error) -> Code {
     match e {
         // Fix the request.
-        Error::InvalidField { .. } => Code::InvalidArgument,
+        Error::InvalidField { .. } | Error::IdempotencyKeyReused { .. } => Code::InvalidArgument,
         // Nothing by that name.
         Error::UnknownSession { .. }
         | Error::UnknownEvent { .. }
@@ -202,9 +202,13 @@ impl SessionService for Rpc {
     ) -> Result<Response<pb::StartResponse>, Status> {
         let req = request.into_inner();
         validate::session_id(&req.session_id)?;
+        let key = validate::idempotency_key(&req.idempotency_key)?;
         let config = req.config.unwrap_or_default();
         validate::start_config(&config)?;
-        let started = self.manager.start(&req.session_id, config).await?;
+        let started = self
+            .manager
+            .start_keyed(&req.session_id, key, config)
+            .await?;
         Ok(Response::new(pb::StartResponse {
             run_id: started.run_id,
             process_id: started.process_id,
@@ -217,10 +221,11 @@ impl SessionService for Rpc {
     ) -> Result<Response<pb::SendResponse>, Status> {
         let req = request.into_inner();
         validate::session_id(&req.session_id)?;
+        let key = validate::idempotency_key(&req.idempotency_key)?;
         validate::send_input(&req.input, &req.content_blocks)?;
         let run_id = self
             .manager
-            .send(&req.session_id, req.input, req.content_blocks)
+            .send_keyed(&req.session_id, key, req.input, req.content_blocks)
             .await?;
         Ok(Response::new(pb::SendResponse { run_id }))
     }
@@ -231,7 +236,8 @@ impl SessionService for Rpc {
     ) -> Result<Response<pb::StopResponse>, Status> {
         let req = request.into_inner();
         validate::session_id(&req.session_id)?;
-        let stopping = self.manager.stop(&req.session_id).await?;
+        let key = validate::idempotency_key(&req.idempotency_key)?;
+        let stopping = self.manager.stop_keyed(&req.session_id, key).await?;
         Ok(Response::new(pb::StopResponse { stopping }))
     }
 
@@ -347,9 +353,11 @@ impl SessionService for Rpc {
         let req = request.into_inner();
         validate::session_id(&req.session_id)?;
         validate::request_id(&req.request_id)?;
+        let key = validate::idempotency_key(&req.idempotency_key)?;
         self.manager
-            .respond_permission(
+            .respond_permission_keyed(
                 &req.session_id,
+                key,
                 &req.request_id,
                 PermissionAnswer {
                     allow: req.allow,
@@ -401,6 +409,14 @@ mod tests {
         let s = || "s".to_owned();
         let table = [
             (Error::invalid("config.cwd", "x"), Code::InvalidArgument),
+            (
+                Error::IdempotencyKeyReused {
+                    session_id: s(),
+                    first_rpc: "Send",
+                    ttl: Duration::from_secs(900),
+                },
+                Code::InvalidArgument,
+            ),
             (Error::unknown_session("s"), Code::NotFound),
             (
                 Error::UnknownEvent {

@@ -194,6 +194,10 @@ pub fn manager_options(config: &ServeConfig) -> ManagerOptions {
         max_line_bytes: config.max_line_bytes,
         max_live_runs: config.max_live_runs,
         cache_sessions: config.cache_sessions,
+        idempotency: crate::manager::receipts::IdempotencyOptions {
+            ttl: config.idempotency_ttl,
+            ..Default::default()
+        },
         ..ManagerOptions::default()
     }
 }
@@ -270,6 +274,9 @@ pub async fn serve_on(
             }
         })
     };
+    // Expired receipts of keyed calls are deleted once a minute (and at
+    // start-up); the task ends with the streams, at shutdown.
+    let pruning = tokio::spawn(prune_receipts(manager.clone(), streams.clone()));
     let signal = {
         let manager = manager.clone();
         let streams = streams.clone();
@@ -317,6 +324,29 @@ pub async fn serve_on(
     // Whatever ended the server, the runs get their run_end and the log its flush.
     manager.shutdown().await;
     streams.cancel();
+    let _ = pruning.await;
     manager.logs().shutdown().await;
     result.map_err(|e| Error::Internal(format!("server: {e}")))
+}
+
+/// How often expired idempotency receipts are deleted.
+const PRUNE_EVERY: Duration = Duration::from_secs(60);
+
+/// Deletes expired receipts every [`PRUNE_EVERY`] (the first time at once)
+/// until `stop` is cancelled. A failed pass is logged and tried again next
+/// time: an expired receipt is ignored whether pruned or not.
+async fn prune_receipts(manager: SessionManager, stop: CancellationToken) {
+    let mut every = tokio::time::interval(PRUNE_EVERY);
+    every.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        tokio::select! {
+            _ = stop.cancelled() => return,
+            _ = every.tick() => {}
+        }
+        match manager.prune_receipts().await {
+            Ok(0) => {}
+            Ok(pruned) => tracing::debug!(pruned, "expired idempotency receipts deleted"),
+            Err(e) => tracing::warn!(error = %e, "could not prune idempotency receipts"),
+        }
+    }
 }

@@ -9,6 +9,8 @@ use crate::error::{Error, Result};
 pub const MAX_SESSION_ID_LEN: usize = 128;
 /// Longest permission request id accepted.
 pub const MAX_REQUEST_ID_LEN: usize = 256;
+/// Longest idempotency key accepted.
+pub const MAX_IDEMPOTENCY_KEY_LEN: usize = 128;
 
 /// Session ids are 1–128 characters of `[A-Za-z0-9._:-]`: safe in file
 /// names, URLs, headers (`session-id` routing) and log lines.
@@ -85,6 +87,27 @@ pub fn request_id(id: &str) -> Result<()> {
         return Err(Error::invalid("request_id", "contains control characters"));
     }
     Ok(())
+}
+
+/// An `idempotency_key`: empty (no key, `None`) or 1–128 printable ASCII
+/// characters without spaces (a UUID, a ULID, base64 or hex of random bytes).
+pub fn idempotency_key(key: &str) -> Result<Option<&str>> {
+    if key.is_empty() {
+        return Ok(None);
+    }
+    if key.len() > MAX_IDEMPOTENCY_KEY_LEN {
+        return Err(Error::invalid(
+            "idempotency_key",
+            format!("longer than {MAX_IDEMPOTENCY_KEY_LEN} bytes"),
+        ));
+    }
+    if let Some(c) = key.chars().find(|c| !c.is_ascii_graphic()) {
+        return Err(Error::invalid(
+            "idempotency_key",
+            format!("character {c:?} is not allowed (printable ASCII without spaces)"),
+        ));
+    }
+    Ok(Some(key))
 }
 
 /// A StartConfig's syntax: env names must be settable, args must not carry NUL bytes (they cannot be passed to
@@ -164,6 +187,18 @@ mod tests {
             ..Default::default()
         };
         assert_eq!(field(resume), "config.resume");
+    }
+
+    #[test]
+    fn idempotency_keys() {
+        assert_eq!(idempotency_key("").unwrap(), None);
+        let uuid = "0b6f7c2e-5d1a-4f3e-9c8b-2a1d0e9f8c7b";
+        assert_eq!(idempotency_key(uuid).unwrap(), Some(uuid));
+        assert!(idempotency_key(&"k".repeat(128)).is_ok());
+        for bad in ["a b", "a\nb", "é", "tab\t", &"k".repeat(129)] {
+            let err = idempotency_key(bad).unwrap_err().to_string();
+            assert!(err.contains("idempotency_key"), "{bad:?}: {err}");
+        }
     }
 
     #[test]

@@ -6,16 +6,35 @@ against a real server.
 """
 
 import sys
+import time
+import uuid
 
 import grpc
 from agentharness.v1 import events_pb2, session_service_pb2 as pb, session_service_pb2_grpc
+
+
+def retry(call, request, tries=4):
+    """Calls again while the call fails with UNAVAILABLE. The request, and so its
+    idempotency_key, stays the same: a call that did land is answered with its first response."""
+    for attempt in range(tries):
+        try:
+            return call(request, timeout=30)
+        except grpc.RpcError as e:
+            if e.code() != grpc.StatusCode.UNAVAILABLE or attempt == tries - 1:
+                raise
+            time.sleep(0.2 * 2**attempt)
+
 
 defaults = ["127.0.0.1:50051", "demo", "Hello"]
 addr, session, prompt = sys.argv[1:4] + defaults[len(sys.argv[1:4]) :]
 
 with grpc.insecure_channel(addr) as channel:
     client = session_service_pb2_grpc.SessionServiceStub(channel)
-    client.Start(pb.StartRequest(session_id=session, config=events_pb2.StartConfig(prompt=prompt)))
+    # One fresh key per logical call, reused on its retries.
+    start = pb.StartRequest(
+        session_id=session, config=events_pb2.StartConfig(prompt=prompt), idempotency_key=uuid.uuid4().hex
+    )
+    retry(client.Start, start)
     # after_seq=0: the whole log, then live. Keep the last seq you saw to resume later.
     for msg in client.Subscribe(pb.SubscribeRequest(session_id=session, after_seq=0)):
         if msg.WhichOneof("kind") != "event":

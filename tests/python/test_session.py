@@ -443,3 +443,37 @@ def test_a_6mb_answer_is_streamed_cut_down_and_read_back_whole(harness, streams)
     with pytest.raises(grpc.RpcError) as err:
         list(stub.ReadFullEvent(pb.ReadFullEventRequest(session_id=sid, seq=10_000)))
     assert err.value.code() == grpc.StatusCode.NOT_FOUND
+def wait_turns(h, session_id: str, turns: int, timeout: float = TURN_TIMEOUT) -> pb.Session:
+    deadline = time.monotonic() + timeout
+    while True:
+        s = get_session(h, session_id)
+        if s.status == IDLE and s.usage.turns >= turns:
+            return s
+        if time.monotonic() > deadline:
+            pytest.fail(f"{session_id}: {s.usage.turns} turns, want {turns} and idle")
+        time.sleep(0.05)
+
+
+def test_send_retried_with_its_key_runs_once(harness):
+    """One logical Send sent twice with its idempotency_key (a client whose answer was lost):
+    the retry answers the first run_id and the log holds one input_sent; the same key with
+    another input is INVALID_ARGUMENT naming the field."""
+    h = harness
+    sid = new_id("idem")
+    start(h, sid, "TEXT first")
+    wait_turns(h, sid, 1)
+    req = pb.SendRequest(session_id=sid, input="TEXT only once", idempotency_key=uuid.uuid4().hex)
+    first = h.stub.Send(req, timeout=30)
+    head = wait_turns(h, sid, 2).head_seq
+    again = h.stub.Send(req, timeout=30)
+    assert again.run_id == first.run_id
+    assert get_session(h, sid).head_seq == head, "the retry appended"
+    page = h.stub.History(pb.HistoryRequest(session_id=sid, limit=1000), timeout=10)
+    inputs = [e for e in page.events if kind(e) == "input_sent" and e.input_sent.text == "TEXT only once"]
+    assert len(inputs) == 1, [kind(e) for e in page.events]
+    with pytest.raises(grpc.RpcError) as err:
+        h.stub.Send(
+            pb.SendRequest(session_id=sid, input="TEXT other", idempotency_key=req.idempotency_key), timeout=30
+        )
+    assert err.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+    assert "idempotency_key" in err.value.details()

@@ -18,7 +18,13 @@ import {
   type Event,
   type SubscribeResponse,
 } from "@agent-harness/client/protocol";
-import { SessionHandle, type SessionServiceClient, type SessionSnapshot } from "@agent-harness/client/client";
+import { Code, ConnectError } from "@connectrpc/connect";
+import {
+  SessionHandle,
+  newIdempotencyKey,
+  type SessionServiceClient,
+  type SessionSnapshot,
+} from "@agent-harness/client/client";
 import { ROOT } from "./support.ts";
 
 /** Every vector's events, one after another, renumbered 1..n: a long log with every kind of change. */
@@ -272,5 +278,75 @@ describe("SessionHandle keeps its derived state with a Fold", () => {
     assertDerived(s, "appends after the refold");
     assert.equal(applied, 50);
     handle.close();
+  });
+});
+
+describe("SessionHandle actions are retry-safe", () => {
+  /** A client whose action calls are recorded; the n-th call fails with `failures[n]` when set. */
+  function flakyClient(failures: (Code | undefined)[]) {
+    const calls: { rpc: string; key: string }[] = [];
+    const answer = (rpc: string, req: { idempotencyKey?: string }, ok: unknown) => {
+      calls.push({ rpc, key: req.idempotencyKey ?? "" });
+      const code = failures.shift();
+      if (code !== undefined) return Promise.reject(new ConnectError("injected", code));
+      return Promise.resolve(ok);
+    };
+    const client = {
+      start: (req: { idempotencyKey?: string }) => answer("start", req, { runId: "r1", processId: "p" }),
+      send: (req: { idempotencyKey?: string }) => answer("send", req, { runId: "r1" }),
+      stop: (req: { idempotencyKey?: string }) => answer("stop", req, { stopping: true }),
+      respondPermission: (req: { idempotencyKey?: string }) => answer("respondPermission", req, {}),
+    } as unknown as SessionServiceClient;
+    return { client, calls };
+  }
+
+  function handleOn(client: SessionServiceClient, actionRetries?: number) {
+    const handle = new SessionHandle(client, "s", {
+      autoConnect: false,
+      backoff: { initialMs: 1, maxMs: 5 },
+      actionRetries,
+    });
+    handles.push(handle);
+    return handle;
+  }
+
+  it("one key per logical call, the same key on each retry of a call lost in transit", async () => {
+    const { client, calls } = flakyClient([Code.Unavailable, Code.Unknown]);
+    const handle = handleOn(client);
+    assert.equal((await handle.send("hi")).runId, "r1");
+    await handle.send("hi");
+    assert.equal(calls.length, 4, "three attempts, then one");
+    const [a, b, c, d] = calls.map((x) => x.key);
+    assert.match(a!, /^[0-9a-f]{32}$/);
+    assert.equal(b, a);
+    assert.equal(c, a);
+    assert.notEqual(d, a, "a new logical call, a new key");
+
+    calls.length = 0;
+    const lostOnce = [Code.DeadlineExceeded, undefined, Code.Unavailable, undefined, Code.Unknown, undefined];
+    const { client: c2, calls: calls2 } = flakyClient(lostOnce);
+    const h2 = handleOn(c2);
+    await h2.start({ prompt: "x" });
+    await h2.stop();
+    await h2.respondPermission({ requestId: "r", allow: true });
+    await h2.send("mine", [], { idempotencyKey: "app-key-1" });
+    assert.deepEqual(
+      calls2.map((x) => x.rpc),
+      ["start", "start", "stop", "stop", "respondPermission", "respondPermission", "send"],
+    );
+    for (let i = 0; i < 6; i += 2) assert.equal(calls2[i]!.key, calls2[i + 1]!.key, calls2[i]!.rpc);
+    assert.equal(new Set(calls2.slice(0, 6).map((x) => x.key)).size, 3, "each call its own key");
+    assert.equal(calls2[6]!.key, "app-key-1");
+    assert.notEqual(newIdempotencyKey(), newIdempotencyKey());
+  });
+
+  it("gives up after actionRetries, and never retries the server's own answer", async () => {
+    const { client, calls } = flakyClient([Code.Unavailable, Code.Unavailable, Code.InvalidArgument]);
+    const handle = handleOn(client, 1);
+    await assert.rejects(handle.stop(), (e: ConnectError) => e.code === Code.Unavailable);
+    assert.equal(calls.length, 2);
+    await assert.rejects(handle.send("x"), (e: ConnectError) => e.code === Code.InvalidArgument);
+    assert.equal(calls.length, 3);
+    assert.equal(handle.getSnapshot().error?.message.includes("injected"), true);
   });
 });

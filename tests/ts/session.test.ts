@@ -4,7 +4,7 @@
 
 import assert from "node:assert/strict";
 import { after, before, describe, it } from "node:test";
-import { createClient, type Client } from "@connectrpc/connect";
+import { Code, ConnectError, createClient, type Client } from "@connectrpc/connect";
 import { createGrpcTransport } from "@connectrpc/connect-node";
 import { create } from "@bufbuild/protobuf";
 import {
@@ -208,6 +208,34 @@ describe("SessionHandle against the real server", () => {
     assert.equal(idle.processAlive, true, "interrupt keeps the interactive CLI alive");
     assert.ok(
       seen.some((s) => s.status === "stopping") || idle.events.some((e) => e.payload.case === "stopRequested"),
+    );
+    handle.close();
+  });
+
+  it("a Send retried with its idempotency key runs once and answers the first run id", async () => {
+    const sid = "ts-idem";
+    const { handle } = open(sid);
+    await eventually("connected", handle.getSnapshot, (s) => s.connected);
+    await handle.start({ prompt: "TEXT first" });
+    await eventually("first turn over", handle.getSnapshot, (s) => s.status === "idle" && s.usage.turns >= 1);
+    // The same logical Send twice, as a client whose answer was lost sends it.
+    const client = createClient(SessionService, transport());
+    const send = () =>
+      client.send({ sessionId: sid, input: "TEXT only once", idempotencyKey: "ts-idem-send-1" });
+    const first = await send();
+    const done = await eventually("second turn over", handle.getSnapshot, (s) => s.status === "idle" && s.usage.turns >= 2);
+    const again = await send();
+    assert.equal(again.runId, first.runId);
+    const inputs = (await fullHistory(sid)).filter(
+      (e) => e.payload.case === "inputSent" && e.payload.value.text === "TEXT only once",
+    );
+    assert.equal(inputs.length, 1, "one input_sent");
+    const head = (await client.getSession({ sessionId: sid })).session?.headSeq;
+    assert.equal(head, done.lastSeq, "nothing appended");
+    // The same key with another request is refused, naming the field.
+    await assert.rejects(
+      client.send({ sessionId: sid, input: "TEXT other", idempotencyKey: "ts-idem-send-1" }),
+      (e: ConnectError) => e.code === Code.InvalidArgument && e.message.includes("idempotency_key"),
     );
     handle.close();
   });

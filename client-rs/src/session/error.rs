@@ -33,8 +33,4 @@ impl SessionError {
             SessionError::Closed => tonic::Code::Cancelled,
         }
     }
-
-    pub(crate) fn rpc(rpc: &'static str) -> impl FnOnce(tonic::Status) -> Self {
-        move |status| SessionError::Rpc { rpc, status }
-    }
 }

@@ -31,6 +31,15 @@
 //!   the same cursor on every resubscribe, so the client does not retry: it
 //!   sets [`Snapshot::fatal`] and stays stopped until
 //!   [`SessionClient::reconnect`].
+//! - **Retries are safe.** [`start`](SessionClient::start),
+//!   [`send`](SessionClient::send), [`stop`](SessionClient::stop) and
+//!   [`respond_permission`](SessionClient::respond_permission) give each
+//!   logical call a fresh `idempotency_key` ([`new_idempotency_key`]) and
+//!   retry a transport failure (UNAVAILABLE, UNKNOWN, DEADLINE_EXCEEDED) up
+//!   to [`SessionOptions::call_retries`] times with that same key, so a
+//!   call whose answer was lost is applied once: the server answers the
+//!   repeat with the first response. The `*_with_key` variants take a key
+//!   the application keeps itself (to retry across its own restarts).
 //! - **Hydration settles once.** [`Hydration::Hydrating`] until the first
 //!   replay has caught up and any history page requested meanwhile has
 //!   arrived, then [`Hydration::Ready`] for good: use it to keep replayed
@@ -187,6 +196,11 @@ pub struct SessionOptions {
     /// the server's bound). A larger one stops the subscription with
     /// [`Snapshot::fatal`] instead of resubscribing at the same cursor.
     pub max_message_bytes: usize,
+    /// How many times Start, Send, Stop and RespondPermission are retried
+    /// (with the same idempotency key, after a [`SessionOptions::backoff`]
+    /// delay) when the call fails in transit: UNAVAILABLE, UNKNOWN or
+    /// DEADLINE_EXCEEDED (default 3; 0: never).
+    pub call_retries: u32,
 }
 
 impl Default for SessionOptions {
@@ -198,6 +212,7 @@ impl Default for SessionOptions {
             auth_token: None,
             heartbeat_interval: DEFAULT_HEARTBEAT_INTERVAL,
             max_message_bytes: MAX_MESSAGE_BYTES,
+            call_retries: 3,
         }
     }
 }
@@ -234,6 +249,12 @@ impl SessionOptions {
         self
     }
 
+    /// Sets how often a call that failed in transit is retried with its key.
+    pub fn with_call_retries(mut self, retries: u32) -> Self {
+        self.call_retries = retries;
+        self
+    }
+
     /// Sets the default history page size.
     pub fn with_history_page(mut self, limit: u32) -> Self {
         self.history_page = limit;
@@ -250,6 +271,7 @@ impl fmt::Debug for SessionOptions {
             .field("history_page", &self.history_page)
             .field("heartbeat_interval", &self.heartbeat_interval)
             .field("max_message_bytes", &self.max_message_bytes)
+            .field("call_retries", &self.call_retries)
             .field(
                 "auth_token",
                 &self.auth_token.as_ref().map(|_| "<redacted>"),
@@ -288,6 +310,10 @@ pub struct SessionClient {
 struct Inner {
     session_id: String,
     rpc: Rpc,
+    /// See [`SessionOptions::call_retries`].
+    call_retries: u32,
+    /// Delays between those retries.
+    retry_backoff: BackoffPolicy,
     commands: mpsc::UnboundedSender<Command>,
     state: watch::Receiver<Snapshot>,
     task: Mutex<Option<JoinHandle<()>>>,
@@ -374,6 +400,8 @@ impl SessionClient {
             inner: Arc::new(Inner {
                 session_id,
                 rpc,
+                call_retries: options.call_retries,
+                retry_backoff: options.backoff,
                 commands,
                 state: state_rx,
                 task: Mutex::new(Some(handle)),
@@ -416,11 +444,53 @@ impl SessionClient {
         Ok(snapshot.clone())
     }
 
+    /// Spawns the CLI for this session, creating the session on first use
+    /// (FAILED_PRECONDITION when a run is already live: use
+    /// [`send`](Self::send)). One logical call: retried in transit with one
+    /// fresh idempotency key.
+    pub async fn start(&self, config: pb::StartConfig) -> Result<pb::StartResponse, SessionError> {
+        self.start_with_key(new_idempotency_key(), config).await
+    }
+
+    /// [`start`](Self::start) under `key`: a repeat of a Start this session
+    /// applied with `key` (within the server's TTL, at least 10 minutes)
+    /// returns that Start's response and starts nothing.
+    pub async fn start_with_key(
+        &self,
+        key: impl Into<String>,
+        config: pb::StartConfig,
+    ) -> Result<pb::StartResponse, SessionError> {
+        let request = pb::StartRequest {
+            session_id: self.inner.session_id.clone(),
+            config: Some(config),
+            idempotency_key: key.into(),
+        };
+        self.retrying("Start", |mut rpc| {
+            let request = request.clone();
+            async move { rpc.start(request).await }
+        })
+        .await
+    }
+
     /// Sends a user message (content blocks, e.g. images, go before the
     /// text). The server writes it to the live process or starts a resumed
-    /// run; the response names the run that got it.
+    /// run; the response names the run that got it. One logical call:
+    /// retried in transit with one fresh idempotency key, so the message is
+    /// delivered once.
     pub async fn send(
         &self,
+        input: impl Into<String>,
+        content_blocks: Vec<pbjson_types::Struct>,
+    ) -> Result<pb::SendResponse, SessionError> {
+        self.send_with_key(new_idempotency_key(), input, content_blocks)
+            .await
+    }
+
+    /// [`send`](Self::send) under `key`: a repeat of a Send this session
+    /// applied with `key` returns its run id and delivers nothing again.
+    pub async fn send_with_key(
+        &self,
+        key: impl Into<String>,
         input: impl Into<String>,
         content_blocks: Vec<pbjson_types::Struct>,
     ) -> Result<pb::SendResponse, SessionError> {
@@ -428,31 +498,58 @@ impl SessionClient {
             session_id: self.inner.session_id.clone(),
             input: input.into(),
             content_blocks,
+            idempotency_key: key.into(),
         };
-        let mut rpc = self.inner.rpc.clone();
-        rpc.send(request)
-            .await
-            .map(|r| r.into_inner())
-            .map_err(SessionError::rpc("Send"))
+        self.retrying("Send", |mut rpc| {
+            let request = request.clone();
+            async move { rpc.send(request).await }
+        })
+        .await
     }
 
-    /// Stops the current turn (accepted in any state).
+    /// Stops the current turn (accepted in any state). Retried in transit
+    /// with one fresh idempotency key: a retry never stops a later turn.
     pub async fn stop(&self) -> Result<pb::StopResponse, SessionError> {
+        self.stop_with_key(new_idempotency_key()).await
+    }
+
+    /// [`stop`](Self::stop) under `key`.
+    pub async fn stop_with_key(
+        &self,
+        key: impl Into<String>,
+    ) -> Result<pb::StopResponse, SessionError> {
         let request = pb::StopRequest {
             session_id: self.inner.session_id.clone(),
+            idempotency_key: key.into(),
         };
-        let mut rpc = self.inner.rpc.clone();
-        rpc.stop(request)
-            .await
-            .map(|r| r.into_inner())
-            .map_err(SessionError::rpc("Stop"))
+        self.retrying("Stop", |mut rpc| {
+            let request = request.clone();
+            async move { rpc.stop(request).await }
+        })
+        .await
     }
 
     /// Answers a pending permission request. When allowing, `updated_input`
     /// replaces the tool's input (None: run it as requested); when denying,
-    /// `message` is what the model is told.
+    /// `message` is what the model is told. Retried in transit with one
+    /// fresh idempotency key (a retry of an answer that landed succeeds
+    /// instead of NOT_FOUND).
     pub async fn respond_permission(
         &self,
+        request_id: impl Into<String>,
+        allow: bool,
+        updated_input: Option<pbjson_types::Struct>,
+        message: impl Into<String>,
+    ) -> Result<(), SessionError> {
+        let key = new_idempotency_key();
+        self.respond_permission_with_key(key, request_id, allow, updated_input, message)
+            .await
+    }
+
+    /// [`respond_permission`](Self::respond_permission) under `key`.
+    pub async fn respond_permission_with_key(
+        &self,
+        key: impl Into<String>,
         request_id: impl Into<String>,
         allow: bool,
         updated_input: Option<pbjson_types::Struct>,
@@ -464,12 +561,37 @@ impl SessionClient {
             allow,
             updated_input,
             message: message.into(),
+            idempotency_key: key.into(),
         };
-        let mut rpc = self.inner.rpc.clone();
-        rpc.respond_permission(request)
-            .await
-            .map(|_| ())
-            .map_err(SessionError::rpc("RespondPermission"))
+        self.retrying("RespondPermission", |mut rpc| {
+            let request = request.clone();
+            async move { rpc.respond_permission(request).await }
+        })
+        .await
+        .map(|_| ())
+    }
+
+    /// Runs one logical call: `call` once, and again (same request, so the
+    /// same idempotency key) after a backoff delay while it fails in transit,
+    /// at most [`SessionOptions::call_retries`] more times.
+    async fn retrying<T, F, Fut>(&self, rpc: &'static str, mut call: F) -> Result<T, SessionError>
+    where
+        F: FnMut(Rpc) -> Fut,
+        Fut: std::future::Future<Output = Result<tonic::Response<T>, tonic::Status>>,
+    {
+        let mut backoff = Backoff::new(self.inner.retry_backoff);
+        let mut retries = 0;
+        loop {
+            match call(self.inner.rpc.clone()).await {
+                Ok(response) => return Ok(response.into_inner()),
+                Err(status) if retries < self.inner.call_retries && in_transit(&status) => {
+                    retries += 1;
+                    tracing::debug!(rpc, retries, code = ?status.code(), "retrying with the same idempotency key");
+                    tokio::time::sleep(backoff.next_delay()).await;
+                }
+                Err(status) => return Err(SessionError::Rpc { rpc, status }),
+            }
+        }
     }
 
     /// Prepends the next older page (History before the oldest seq held) and
@@ -529,6 +651,22 @@ impl SessionClient {
             .send(command)
             .map_err(|_| SessionError::Closed)
     }
+}
+
+/// A fresh idempotency key: 128 random bits as 32 hex digits. Use one per
+/// logical call and the same one for every retry of it.
+pub fn new_idempotency_key() -> String {
+    format!("{:032x}", rand::random::<u128>())
+}
+
+/// Whether a failed call may not have reached the server, or its answer
+/// was lost: the codes a transport failure produces. Anything else is the
+/// server's answer and retrying would get the same.
+fn in_transit(status: &tonic::Status) -> bool {
+    matches!(
+        status.code(),
+        tonic::Code::Unavailable | tonic::Code::Unknown | tonic::Code::DeadlineExceeded
+    )
 }
 
 impl fmt::Debug for SessionClient {

@@ -58,8 +58,16 @@ pub struct Inner {
     pub history_requests: Vec<pb::HistoryRequest>,
     /// Send requests received.
     pub sent: Vec<pb::SendRequest>,
+    /// Start requests received.
+    pub starts: Vec<pb::StartRequest>,
     /// Stop requests received.
     pub stops: usize,
+    /// Every Stop request, in order.
+    pub stop_requests: Vec<pb::StopRequest>,
+    /// The next this many Start, Send, Stop and RespondPermission calls are
+    /// recorded, then answered UNAVAILABLE, as if the connection dropped
+    /// before the answer came back.
+    pub lose_answers: usize,
     /// RespondPermission requests received.
     pub permission_answers: Vec<pb::RespondPermissionRequest>,
     /// The `authorization` header of every call.
@@ -92,6 +100,16 @@ pub struct State {
 impl State {
     fn lock(&self) -> std::sync::MutexGuard<'_, Inner> {
         self.inner.lock().unwrap()
+    }
+
+    /// UNAVAILABLE while answers are being lost (see [`Inner::lose_answers`]).
+    fn lost_answer(&self) -> Result<(), Status> {
+        let mut inner = self.lock();
+        if inner.lose_answers == 0 {
+            return Ok(());
+        }
+        inner.lose_answers -= 1;
+        Err(Status::unavailable("connection dropped before the answer"))
     }
 
     /// The session's log.
@@ -242,7 +260,12 @@ impl SessionService for TestService {
         request: Request<pb::StartRequest>,
     ) -> Result<Response<pb::StartResponse>, Status> {
         self.0.check_auth(&request)?;
-        Err(Status::unimplemented("the test service does not spawn"))
+        self.0.lock().starts.push(request.into_inner());
+        self.0.lost_answer()?;
+        Ok(Response::new(pb::StartResponse {
+            run_id: "run-1".to_owned(),
+            process_id: "test:1".to_owned(),
+        }))
     }
 
     async fn send(
@@ -265,6 +288,7 @@ impl SessionService for TestService {
         };
         let session = req.session_id.clone();
         self.0.lock().sent.push(req);
+        self.0.lost_answer()?;
         self.0.append_event(&session, input);
         Ok(Response::new(pb::SendResponse {
             run_id: "run-1".to_owned(),
@@ -276,7 +300,12 @@ impl SessionService for TestService {
         request: Request<pb::StopRequest>,
     ) -> Result<Response<pb::StopResponse>, Status> {
         self.0.check_auth(&request)?;
-        self.0.lock().stops += 1;
+        {
+            let mut inner = self.0.lock();
+            inner.stops += 1;
+            inner.stop_requests.push(request.into_inner());
+        }
+        self.0.lost_answer()?;
         Ok(Response::new(pb::StopResponse { stopping: false }))
     }
 
@@ -447,6 +476,7 @@ impl SessionService for TestService {
             return Err(Status::invalid_argument("request_id: must not be empty"));
         }
         self.0.lock().permission_answers.push(req);
+        self.0.lost_answer()?;
         Ok(Response::new(pb::RespondPermissionResponse {}))
     }
 

@@ -13,6 +13,12 @@
 // it (O(1) amortized), a reset starts a new one, and only the rare changes
 // that are not appends (a History page prepended, an event injected in the
 // middle) fold the held list again, once, at the next snapshot.
+//
+// Actions (start, send, stop, respondPermission) are retry-safe: each
+// logical call gets one fresh idempotency key, and a call that fails in
+// transit (UNAVAILABLE, UNKNOWN, DEADLINE_EXCEEDED) is retried with that same
+// key, so the server applies it once and answers the retry with the first
+// response.
 
 import { Code, ConnectError, createClient } from "@connectrpc/connect";
 import type { CallOptions, Client, Transport } from "@connectrpc/connect";
@@ -115,7 +121,33 @@ export interface SessionHandleOptions {
   headers?: HeadersInit;
   /** Start the subscription immediately (default true). */
   autoConnect?: boolean;
+  /**
+   * How many times an action (start, send, stop, respondPermission) that
+   * failed in transit is retried with its idempotency key, after the
+   * backoff delays (default 3; 0: never).
+   */
+  actionRetries?: number;
 }
+
+/** Per-call options of the actions. */
+export interface ActionOptions {
+  /**
+   * The call's idempotency key (default: a fresh one). Give your own to
+   * retry a call across reloads: a repeat of a key the session applied
+   * within the server's TTL (at least 10 minutes) returns the first
+   * response and does nothing again.
+   */
+  idempotencyKey?: string;
+}
+
+/** A fresh idempotency key: 128 random bits as 32 hex digits. */
+export function newIdempotencyKey(): string {
+  const bytes = crypto.getRandomValues(new Uint8Array(16));
+  return Array.from(bytes, (b) => b.toString(16).padStart(2, "0")).join("");
+}
+
+/** Codes a failed transport produces: the call may or may not have landed, so retry it under its key. */
+const IN_TRANSIT_CODES = new Set<Code>([Code.Unavailable, Code.Unknown, Code.DeadlineExceeded]);
 
 /** A snapshot listener. */
 export type SnapshotListener = (snapshot: SessionSnapshot) => void;
@@ -213,6 +245,7 @@ export class SessionHandle {
       backfill: options.backfill ?? 0,
       idleTimeoutMs: options.idleTimeoutMs ?? 45_000,
       autoConnect: options.autoConnect ?? true,
+      actionRetries: options.actionRetries ?? 3,
       headers: options.headers,
       backoff: {
         initialMs: options.backoff?.initialMs ?? 250,
@@ -239,8 +272,8 @@ export class SessionHandle {
    * Spawns the CLI for this session, creating the session on first use
    * (FAILED_PRECONDITION when a run is already live: use send).
    */
-  start = async (config: StartOptions = {}): Promise<StartResponse> =>
-    this.action(() =>
+  start = async (config: StartOptions = {}, opts: ActionOptions = {}): Promise<StartResponse> =>
+    this.keyed(opts, (idempotencyKey) =>
       this.client.start(
         {
           sessionId: this.sessionId,
@@ -253,6 +286,7 @@ export class SessionHandle {
             contentBlocks: config.contentBlocks ?? [],
             model: config.model ?? "",
           },
+          idempotencyKey,
         },
         this.callOptions(),
       ),
@@ -261,17 +295,22 @@ export class SessionHandle {
   /**
    * Sends a user message: written to the live process, or the prompt of a
    * resumed run when none is alive (NOT_FOUND for a session never started).
+   * Delivered once even when retried.
    */
-  send = async (input: string, contentBlocks: JsonObject[] = []): Promise<SendResponse> =>
-    this.action(() => this.client.send({ sessionId: this.sessionId, input, contentBlocks }, this.callOptions()));
+  send = async (input: string, contentBlocks: JsonObject[] = [], opts: ActionOptions = {}): Promise<SendResponse> =>
+    this.keyed(opts, (idempotencyKey) =>
+      this.client.send({ sessionId: this.sessionId, input, contentBlocks, idempotencyKey }, this.callOptions()),
+    );
 
-  /** Stops the current turn; accepted in any state. */
-  stop = async (): Promise<StopResponse> =>
-    this.action(() => this.client.stop({ sessionId: this.sessionId }, this.callOptions()));
+  /** Stops the current turn; accepted in any state. A retry never stops a later turn. */
+  stop = async (opts: ActionOptions = {}): Promise<StopResponse> =>
+    this.keyed(opts, (idempotencyKey) =>
+      this.client.stop({ sessionId: this.sessionId, idempotencyKey }, this.callOptions()),
+    );
 
   /** Answers a pending permission request. */
-  respondPermission = async (answer: PermissionAnswer): Promise<RespondPermissionResponse> =>
-    this.action(() =>
+  respondPermission = async (answer: PermissionAnswer, opts: ActionOptions = {}): Promise<RespondPermissionResponse> =>
+    this.keyed(opts, (idempotencyKey) =>
       this.client.respondPermission(
         {
           sessionId: this.sessionId,
@@ -279,6 +318,7 @@ export class SessionHandle {
           allow: answer.allow,
           updatedInput: answer.updatedInput,
           message: answer.message ?? "",
+          idempotencyKey,
         },
         this.callOptions(),
       ),
@@ -540,13 +580,25 @@ export class SessionHandle {
     }
   }
 
-  private async action<T>(call: () => Promise<T>): Promise<T> {
-    try {
-      return await call();
-    } catch (err) {
-      this.error = ConnectError.from(err);
-      this.changed();
-      throw this.error;
+  /**
+   * One logical action: `call` with one idempotency key (the caller's or a
+   * fresh one), retried with the same key while it fails in transit, at most
+   * `actionRetries` more times, after the backoff delays.
+   */
+  private async keyed<T>(opts: ActionOptions, call: (idempotencyKey: string) => Promise<T>): Promise<T> {
+    const key = opts.idempotencyKey ?? newIdempotencyKey();
+    for (let attempt = 0; ; attempt++) {
+      try {
+        return await call(key);
+      } catch (err) {
+        const e = ConnectError.from(err);
+        if (attempt >= this.opts.actionRetries || !IN_TRANSIT_CODES.has(e.code) || this.closed) {
+          this.error = e;
+          this.changed();
+          throw e;
+        }
+        await new Promise((resolve) => setTimeout(resolve, this.delay(attempt)));
+      }
     }
   }
 

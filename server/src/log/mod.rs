@@ -38,7 +38,7 @@ use agent_harness_client::pb;
 use futures::Stream;
 use tokio::sync::{oneshot, watch};
 
-use crate::store::{SessionMeta, Store, StoreError};
+use crate::store::{Receipt, ReceiptWrite, SessionMeta, Store, StoreError};
 
 use self::resident::{Limits, Resident, SessionLog};
 use self::writer::Cmd;
@@ -109,6 +109,11 @@ pub struct NewEvent {
     /// The CLI's original stdout line ("" for harness-made events).
     pub cli_line: String,
 }
+
+/// A change to a session's meta, committed with an append
+/// ([`EventLogs::commit`]); it cannot change the session id, the head or
+/// the creation time.
+pub type MetaChange = Box<dyn FnOnce(&mut SessionMeta) + Send + 'static>;
 
 /// Errors from the log.
 #[derive(Debug, thiserror::Error)]
@@ -405,7 +410,7 @@ impl EventLogs {
         if events.is_empty() {
             return Ok(Vec::new());
         }
-        self.send_append(session_id, events, None).await
+        self.send_append(session_id, events, None, None).await
     }
 
     /// Appends `events` and changes the session's meta in ONE commit: after
@@ -418,8 +423,61 @@ impl EventLogs {
         events: Vec<NewEvent>,
         f: impl FnOnce(&mut SessionMeta) + Send + 'static,
     ) -> Result<Vec<pb::Event>, LogError> {
-        self.send_append(session_id, events, Some(Box::new(f)))
+        self.send_append(session_id, events, Some(Box::new(f)), None)
             .await
+    }
+
+    /// Appends `events`, changes the meta (when `meta` is given) and writes
+    /// `receipt` (when given), all in ONE commit: a keyed call's receipt is
+    /// durable exactly when the events it appended are. With no events and
+    /// no meta change it commits the receipt alone (the session is not
+    /// touched); with nothing at all it does nothing. Otherwise as
+    /// [`EventLogs::append_with_meta`].
+    pub async fn commit(
+        &self,
+        session_id: &str,
+        events: Vec<NewEvent>,
+        meta: Option<MetaChange>,
+        receipt: Option<ReceiptWrite>,
+    ) -> Result<Vec<pb::Event>, LogError> {
+        if events.is_empty() && meta.is_none() && receipt.is_none() {
+            return Ok(Vec::new());
+        }
+        self.send_append(session_id, events, meta, receipt).await
+    }
+
+    /// The stored receipt of `(session_id, key)`, however old.
+    pub async fn receipt(&self, session_id: &str, key: &str) -> Result<Option<Receipt>, LogError> {
+        let (sid, key) = (session_id.to_owned(), key.to_owned());
+        self.inner
+            .shared
+            .blocking(move |st| st.receipt(&sid, &key))
+            .await
+    }
+
+    /// Deletes the receipts created before `before_ms` (Unix ms), in
+    /// transactions of at most `batch` deletions; returns how many. Runs on
+    /// a blocking thread beside the writer (redb serializes the two write
+    /// transactions; each prune transaction is bounded by `batch`).
+    pub async fn prune_receipts(&self, before_ms: i64, batch: usize) -> Result<usize, LogError> {
+        let batch = batch.max(1);
+        let mut total = 0;
+        loop {
+            let n = self
+                .inner
+                .shared
+                .blocking(move |st| st.prune_receipts(before_ms, batch))
+                .await?;
+            total += n;
+            if n < batch {
+                return Ok(total);
+            }
+        }
+    }
+
+    /// How many receipts the store holds (tests, stats).
+    pub async fn receipt_count(&self) -> Result<usize, LogError> {
+        self.inner.shared.blocking(|st| st.receipt_count()).await
     }
 
     async fn send_append(
@@ -427,6 +485,7 @@ impl EventLogs {
         session_id: &str,
         events: Vec<NewEvent>,
         meta: Option<writer::MetaFn>,
+        receipt: Option<ReceiptWrite>,
     ) -> Result<Vec<pb::Event>, LogError> {
         let _room = self.queue_room(events.len().max(1)).await?;
         let (reply, rx) = oneshot::channel();
@@ -436,6 +495,7 @@ impl EventLogs {
                 session_id: session_id.to_owned(),
                 events,
                 meta,
+                receipt,
                 reply,
             })
             .map_err(|_| LogError::Closed)?;

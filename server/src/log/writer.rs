@@ -17,8 +17,11 @@
 //! creates its meta, `update_meta` rewrites it, and plain appends write no
 //! meta at all (the store derives the head from the events table); an
 //! append that carries a meta change (`append_with_meta`) writes both in
-//! the same transaction. Each appended event is built once, cloned once
-//! into its session's window, and moved (not cloned) into the append's
+//! the same transaction, and so does one that carries the receipt of a keyed
+//! call ([`EventLogs::commit`](super::EventLogs::commit)): a receipt is never
+//! durable without its events, nor the events without it. A commit that
+//! carries only a receipt does not touch its session. Each appended event
+//! is built once, cloned once into its session's window, and moved (not cloned) into the append's
 //! reply. An event over the per-event budget is committed twice in that
 //! transaction, whole (for `ReadFullEvent`) and cut down (`cut::fit`); only
 //! the cut form goes on (window, reply, subscribers).
@@ -35,10 +38,10 @@ use tokio::sync::oneshot;
 
 use super::failpoint::{Failpoint, When};
 use super::{LogError, NewEvent, SessionLog, Shared};
-use crate::store::SessionMeta;
+use crate::store::{Commit, ReceiptWrite, SessionMeta};
 
 /// A meta change, applied on the writer thread.
-pub(super) type MetaFn = Box<dyn FnOnce(&mut SessionMeta) + Send>;
+pub(super) type MetaFn = super::MetaChange;
 
 /// What the writer is asked to do.
 pub(super) enum Cmd {
@@ -48,6 +51,8 @@ pub(super) enum Cmd {
         session_id: String,
         events: Vec<NewEvent>,
         meta: Option<MetaFn>,
+        /// The receipt of the keyed call these events are for.
+        receipt: Option<ReceiptWrite>,
         reply: oneshot::Sender<Result<Vec<pb::Event>, LogError>>,
     },
     /// Change one session's meta.
@@ -63,7 +68,12 @@ pub(super) enum Cmd {
 impl Cmd {
     fn weight(&self) -> usize {
         match self {
-            Cmd::Append { events, meta, .. } => events.len() + usize::from(meta.is_some()),
+            Cmd::Append {
+                events,
+                meta,
+                receipt,
+                ..
+            } => events.len() + usize::from(meta.is_some()) + usize::from(receipt.is_some()),
             _ => 1,
         }
     }
@@ -239,6 +249,7 @@ impl Writer {
         // The whole form of each event the batch streams cut down.
         let mut full: Vec<pb::Event> = Vec::new();
         let budget = self.shared.budget();
+        let mut receipts = Vec::new();
 
         for cmd in batch {
             let reply = match cmd {
@@ -246,8 +257,16 @@ impl Writer {
                     session_id,
                     events: new,
                     meta: change,
+                    receipt,
                     reply,
                 } => {
+                    if new.is_empty() && change.is_none() {
+                        // A receipt alone (a keyed call that appended
+                        // nothing): the session is not touched.
+                        receipts.extend(receipt);
+                        replies.push(Reply::Append(reply, 0));
+                        continue;
+                    }
                     let meta = match self.touch(&mut touched, &session_id, now_ms, change.is_some())
                     {
                         Ok(m) => m,
@@ -256,6 +275,8 @@ impl Writer {
                             continue;
                         }
                     };
+                    // Only with its events: a call refused here leaves no receipt.
+                    receipts.extend(receipt);
                     if let Some(f) = change {
                         change_meta(meta, &session_id, now_ms, f);
                     }
@@ -310,7 +331,12 @@ impl Writer {
         if let Some(fp) = &self.failpoint {
             fp.check(self.clock, When::Before);
         }
-        let stored = self.shared.store.append_events(&events, &full, &changed);
+        let stored = self.shared.store.commit(Commit {
+            events: &events,
+            full: &full,
+            metas: &changed,
+            receipts: &receipts,
+        });
         drop(full);
         match stored {
             Ok(()) => {

@@ -18,9 +18,15 @@
 //! There is no "is running" flag: with no run task, whether a run is live
 //! is the derive `StatusFold` over the log, cached per session ([`fold`])
 //! and caught up to the log's head before every decision.
+//!
+//! Calls carrying an `idempotency_key` ([`receipts`]) first take their
+//! key's gate and look for its receipt; a new call then goes the usual way
+//! and whoever commits its events (this module or the run task) commits its
+//! receipt in the same transaction.
 
 mod fold;
 mod ladder;
+pub mod receipts;
 mod run;
 mod slot;
 
@@ -37,13 +43,15 @@ use tokio_util::sync::CancellationToken;
 use crate::adapter::{AdapterError, ProcessAdapter, SpawnConfig, UserInput};
 use crate::error::{Error, Result};
 use crate::launch::{self, LaunchPolicy};
-use crate::log::{EventLogs, NewEvent};
+use crate::log::{EventLogs, MetaChange, NewEvent};
 use crate::store::SessionMeta;
 
 use self::fold::FoldCell;
 use self::fold::SessionFold;
+use self::receipts::{Begun, IdempotencyOptions, Keyed, KeyedExt, Receipts, Ticket, fingerprint};
 use self::run::{RunCmd, RunSpec, WriteRefused};
 use self::slot::{Claim, Entry, Slot, Slots};
+use crate::store::Outcome;
 
 /// Timeouts and limits of the manager.
 #[derive(Debug, Clone)]
@@ -70,6 +78,9 @@ pub struct ManagerOptions {
     /// Most idle sessions whose state (slot and cached fold) stays in
     /// memory (`--cache-sessions`); past it the least recently used go.
     pub cache_sessions: usize,
+    /// How long the receipts of keyed calls are kept, and the clock they
+    /// are stamped with (`--idempotency-ttl`).
+    pub idempotency: IdempotencyOptions,
 }
 
 impl Default for ManagerOptions {
@@ -83,6 +94,7 @@ impl Default for ManagerOptions {
             launch: Arc::new(LaunchPolicy::default()),
             max_live_runs: crate::config::DEFAULT_MAX_LIVE_RUNS,
             cache_sessions: crate::config::DEFAULT_CACHE_SESSIONS,
+            idempotency: IdempotencyOptions::default(),
         }
     }
 }
@@ -120,6 +132,8 @@ struct Inner {
     /// One permit per live run (`max_live_runs`); the run task holds it
     /// until its process has exited.
     live_runs: Arc<Semaphore>,
+    /// Receipts of keyed calls, and the gates of those in flight.
+    receipts: Receipts,
 }
 
 /// What Start returns.
@@ -148,11 +162,13 @@ impl SessionManager {
         let live_runs = Arc::new(Semaphore::new(
             opts.max_live_runs.min(Semaphore::MAX_PERMITS),
         ));
+        let receipts = Receipts::new(logs.clone(), opts.idempotency.clone());
         Self {
             inner: Arc::new(Inner {
                 adapter,
                 logs,
                 slots: Slots::new(opts.cache_sessions),
+                receipts,
                 opts,
                 shutting_down: CancellationToken::new(),
                 live_runs,
@@ -205,7 +221,75 @@ impl SessionManager {
     }
 
     /// Starts a run. [`Error::RunLive`] when one is already live.
-    pub async fn start(&self, session_id: &str, mut config: pb::StartConfig) -> Result<Started> {
+    pub async fn start(&self, session_id: &str, config: pb::StartConfig) -> Result<Started> {
+        self.start_keyed(session_id, None, config).await
+    }
+
+    /// [`SessionManager::start`] with an idempotency key: a repeat of a
+    /// Start this session applied with `key` returns its [`Started`] and
+    /// does nothing (see [`receipts`]).
+    pub async fn start_keyed(
+        &self,
+        session_id: &str,
+        key: Option<&str>,
+        config: pb::StartConfig,
+    ) -> Result<Started> {
+        let request = pb::StartRequest {
+            session_id: session_id.to_owned(),
+            config: Some(config),
+            idempotency_key: String::new(),
+        };
+        let ticket = match self.begin(session_id, key, "Start", &request).await? {
+            Ok(ticket) => ticket,
+            Err(Outcome::Start { run_id, process_id }) => {
+                return Ok(Started { run_id, process_id });
+            }
+            Err(other) => return Err(mismatched(other)),
+        };
+        let config = request.config.unwrap_or_default();
+        self.start_inner(session_id, config, ticket.as_ref().map(|t| &t.keyed))
+            .await
+    }
+
+    /// A keyed call's gate and lookup: `Ok(None)` without a key,
+    /// `Ok(Some(ticket))` for a new call, `Err(outcome)` for a repeat.
+    async fn begin(
+        &self,
+        session_id: &str,
+        key: Option<&str>,
+        rpc: &str,
+        request: &impl serde::Serialize,
+    ) -> Result<std::result::Result<Option<Ticket>, Outcome>> {
+        let Some(key) = key.filter(|k| !k.is_empty()) else {
+            return Ok(Ok(None));
+        };
+        let print = fingerprint(rpc, request);
+        Ok(
+            match self.inner.receipts.begin(session_id, key, print).await? {
+                Begun::Repeat(outcome) => Err(outcome),
+                Begun::New(ticket) => Ok(Some(ticket)),
+            },
+        )
+    }
+
+    /// Deletes the receipts older than the idempotency TTL; returns how
+    /// many. The server calls it every minute.
+    pub async fn prune_receipts(&self) -> Result<usize> {
+        self.inner.receipts.prune().await
+    }
+
+    /// Keyed calls in flight: the only per-key state held in memory (every
+    /// receipt is in the store). Zero when no keyed call is running.
+    pub fn idempotency_gates_in_memory(&self) -> usize {
+        self.inner.receipts.gates_in_memory()
+    }
+
+    async fn start_inner(
+        &self,
+        session_id: &str,
+        mut config: pb::StartConfig,
+        keyed: Option<&Keyed>,
+    ) -> Result<Started> {
         // A config the policy or the adapter refuses leaves no state behind
         // (checked again, with the session's resume id, when spawning).
         self.admit(session_id, &mut config, "start")?;
@@ -229,7 +313,9 @@ impl SessionManager {
                     .current(&slot, session_id, |d| d.fold.status_fold().clone())
                     .await?;
                 if !status.run_live() {
-                    return self.spawn_run(session_id, claim, config, "start").await;
+                    return self
+                        .spawn_run(session_id, claim, config, "start", keyed)
+                        .await;
                 }
                 status.current_run_id().unwrap_or("?").to_owned()
             }
@@ -258,9 +344,36 @@ impl SessionManager {
         text: String,
         content_blocks: Vec<Struct>,
     ) -> Result<String> {
+        self.send_keyed(session_id, None, text, content_blocks)
+            .await
+    }
+
+    /// [`SessionManager::send`] with an idempotency key: a repeat of a Send
+    /// this session applied with `key` returns its run id and writes
+    /// nothing (see [`receipts`]).
+    pub async fn send_keyed(
+        &self,
+        session_id: &str,
+        key: Option<&str>,
+        text: String,
+        content_blocks: Vec<Struct>,
+    ) -> Result<String> {
         let Some(slot) = self.known_slot(session_id).await? else {
             return Err(Error::unknown_session(session_id));
         };
+        let request = pb::SendRequest {
+            session_id: session_id.to_owned(),
+            input: text,
+            content_blocks,
+            idempotency_key: String::new(),
+        };
+        let ticket = match self.begin(session_id, key, "Send", &request).await? {
+            Ok(ticket) => ticket,
+            Err(Outcome::Send { run_id }) => return Ok(run_id),
+            Err(other) => return Err(mismatched(other)),
+        };
+        let keyed = ticket.as_ref().map(|t| &t.keyed);
+        let (text, content_blocks) = (request.input, request.content_blocks);
         let claim = loop {
             self.check_open()?;
             let run = match slot.enter() {
@@ -271,9 +384,18 @@ impl SessionManager {
                 text: text.clone(),
                 content_blocks: content_blocks.clone(),
             };
-            match run.ask(|reply| RunCmd::Write { input, reply }).await {
+            let keyed = keyed.cloned();
+            match run
+                .ask(|reply| RunCmd::Write {
+                    input,
+                    keyed,
+                    reply,
+                })
+                .await
+            {
                 Some(Ok(run_id)) => return Ok(run_id),
                 Some(Err(WriteRefused::QueueFull(why))) => return Err(Error::ResourceLimit(why)),
+                Some(Err(WriteRefused::NotRecorded(why))) => return Err(Error::Storage(why)),
                 Some(Err(WriteRefused::OneShotBusy { run_id })) => {
                     return Err(Error::OneShotBusy {
                         session_id: session_id.to_owned(),
@@ -326,7 +448,9 @@ impl SessionManager {
             env,
             ..last
         };
-        let started = self.spawn_run(session_id, claim, config, "send").await?;
+        let started = self
+            .spawn_run(session_id, claim, config, "send", keyed)
+            .await?;
         Ok(started.run_id)
     }
 
@@ -372,11 +496,32 @@ impl SessionManager {
     /// Stops the current turn (interrupt, then the signal ladder). Returns
     /// false when nothing was running. Idempotent.
     pub async fn stop(&self, session_id: &str) -> Result<bool> {
+        self.stop_keyed(session_id, None).await
+    }
+
+    /// [`SessionManager::stop`] with an idempotency key: a repeat of a Stop
+    /// this session applied with `key` returns its answer and stops nothing
+    /// (a later turn is not stopped by a retry of an earlier Stop).
+    pub async fn stop_keyed(&self, session_id: &str, key: Option<&str>) -> Result<bool> {
         let Some(slot) = self.known_slot(session_id).await? else {
             return Err(Error::unknown_session(session_id));
         };
-        let _claim = match slot.ask_or_claim(|reply| RunCmd::Stop { reply }).await {
-            Ok(stopping) => return Ok(stopping),
+        let request = pb::StopRequest {
+            session_id: session_id.to_owned(),
+            idempotency_key: String::new(),
+        };
+        let ticket = match self.begin(session_id, key, "Stop", &request).await? {
+            Ok(ticket) => ticket,
+            Err(Outcome::Stop { stopping }) => return Ok(stopping),
+            Err(other) => return Err(mismatched(other)),
+        };
+        let keyed = ticket.as_ref().map(|t| &t.keyed);
+        let cmd = |reply| RunCmd::Stop {
+            keyed: keyed.cloned(),
+            reply,
+        };
+        let _claim = match slot.ask_or_claim(cmd).await {
+            Ok(stopping) => return stopping,
             Err(claim) => claim,
         };
         if !self.inner.logs.exists(session_id).await? {
@@ -388,21 +533,22 @@ impl SessionManager {
         let status = self
             .current(&slot, session_id, |d| d.fold.status_fold().clone())
             .await?;
-        if status.run_live() {
+        let stopping = status.run_live();
+        let (events, meta) = if stopping {
             let run_id = status.current_run_id().unwrap_or_default().to_owned();
-            let appended = self
-                .inner
-                .logs
-                .append_with_meta(
-                    session_id,
-                    vec![inferred_run_end(run_id)],
-                    SessionMeta::forget_process,
-                )
-                .await?;
-            slot.fold.applied(&appended);
-            return Ok(true);
-        }
-        Ok(false)
+            let forget: MetaChange = Box::new(SessionMeta::forget_process);
+            (vec![inferred_run_end(run_id)], Some(forget))
+        } else {
+            (Vec::new(), None)
+        };
+        let receipt = keyed.put(|| Outcome::Stop { stopping });
+        let appended = self
+            .inner
+            .logs
+            .commit(session_id, events, meta, receipt)
+            .await?;
+        slot.fold.applied(&appended);
+        Ok(stopping)
     }
 
     /// Answers a pending permission request.
@@ -414,12 +560,45 @@ impl SessionManager {
         request_id: &str,
         answer: PermissionAnswer,
     ) -> Result<()> {
+        self.respond_permission_keyed(session_id, None, request_id, answer)
+            .await
+    }
+
+    /// [`SessionManager::respond_permission`] with an idempotency key: a
+    /// repeat of an answer this session applied with `key` succeeds again
+    /// and writes nothing (instead of NOT_FOUND: the request is no longer
+    /// pending because this very call answered it).
+    pub async fn respond_permission_keyed(
+        &self,
+        session_id: &str,
+        key: Option<&str>,
+        request_id: &str,
+        answer: PermissionAnswer,
+    ) -> Result<()> {
         let Some(slot) = self.known_slot(session_id).await? else {
             return Err(Error::unknown_session(session_id));
         };
+        let request = pb::RespondPermissionRequest {
+            session_id: session_id.to_owned(),
+            request_id: request_id.to_owned(),
+            allow: answer.allow,
+            updated_input: answer.updated_input.clone(),
+            message: answer.message.clone(),
+            idempotency_key: String::new(),
+        };
+        let ticket = match self
+            .begin(session_id, key, "RespondPermission", &request)
+            .await?
+        {
+            Ok(ticket) => ticket,
+            Err(Outcome::RespondPermission) => return Ok(()),
+            Err(other) => return Err(mismatched(other)),
+        };
+        let keyed = ticket.as_ref().map(|t| &t.keyed);
         let cmd = |reply| RunCmd::Permission {
             request_id: request_id.to_owned(),
             answer: answer.clone(),
+            keyed: keyed.cloned(),
             reply,
         };
         let _claim = match slot.ask_or_claim(cmd).await {
@@ -510,12 +689,17 @@ impl SessionManager {
     /// once. The caller holds the session's `claim` and has caught its fold
     /// up to the head (so it stays current: from here on only this call and
     /// then the run task it hands the claim to append).
+    /// A keyed call's receipt goes into the `run_start` commit (the call is
+    /// applied once `run_start` is durable), is completed with the process
+    /// id in the pid commit, and is removed in the `run_end` commit of a
+    /// failed spawn.
     async fn spawn_run(
         &self,
         session_id: &str,
         claim: Claim,
         mut config: pb::StartConfig,
         trigger: &str,
+        keyed: Option<&Keyed>,
     ) -> Result<Started> {
         let fold = claim.fold().clone();
         // A run that names no conversation continues the session's; when the
@@ -562,7 +746,20 @@ impl SessionManager {
                 cli_line: String::new(),
             });
         }
-        let appended = self.inner.logs.append(session_id, first).await?;
+        let receipt = keyed.put(|| match trigger {
+            "start" => Outcome::Start {
+                run_id: run_id.clone(),
+                process_id: String::new(),
+            },
+            _ => Outcome::Send {
+                run_id: run_id.clone(),
+            },
+        });
+        let appended = self
+            .inner
+            .logs
+            .commit(session_id, first, None, receipt)
+            .await?;
         fold.applied(&appended);
         let spawned = self.inner.adapter.spawn(spawn).await;
         let handle = match spawned {
@@ -595,7 +792,12 @@ impl SessionManager {
                 let appended = self
                     .inner
                     .logs
-                    .append_with_meta(session_id, end, move |m| m.env = env)
+                    .commit(
+                        session_id,
+                        end,
+                        Some(Box::new(move |m: &mut SessionMeta| m.env = env)),
+                        keyed.map(Keyed::remove),
+                    )
                     .await?;
                 fold.applied(&appended);
                 return Err(match e {
@@ -614,28 +816,39 @@ impl SessionManager {
             .iter()
             .map(|(k, v)| (k.clone(), v.clone()))
             .collect();
-        if let Err(e) = self
-            .inner
-            .logs
-            .update_meta(session_id, move |m| {
-                m.pid = pid;
-                m.pid_start_time = start_time;
-                if !cwd.is_empty() {
-                    m.cwd = Some(cwd);
-                }
-                m.env = env;
-            })
-            .await
-        {
-            // The run goes on; only orphan cleanup after a crash, and a
-            // respawn's env, are weaker.
-            tracing::warn!(session_id, error = %e, "could not record the pid and env");
-        }
         let process_id = handle
             .process_id
             .clone()
             .or_else(|| pid.map(|p| format!("pid:{p}")))
             .unwrap_or_default();
+        // A Start's receipt gets its process id with the pid.
+        let receipt = keyed.filter(|_| trigger == "start").put(|| Outcome::Start {
+            run_id: run_id.clone(),
+            process_id: process_id.clone(),
+        });
+        if let Err(e) = self
+            .inner
+            .logs
+            .commit(
+                session_id,
+                Vec::new(),
+                Some(Box::new(move |m: &mut SessionMeta| {
+                    m.pid = pid;
+                    m.pid_start_time = start_time;
+                    if !cwd.is_empty() {
+                        m.cwd = Some(cwd);
+                    }
+                    m.env = env;
+                })),
+                receipt,
+            )
+            .await
+        {
+            // The run goes on; only orphan cleanup after a crash, a
+            // respawn's env, and a repeated Start's process id (empty) are
+            // weaker.
+            tracing::warn!(session_id, error = %e, "could not record the pid and env");
+        }
         let spec = RunSpec {
             session_id: session_id.to_owned(),
             run_id: run_id.clone(),
@@ -688,6 +901,15 @@ impl SessionManager {
                 ))
             })
     }
+}
+
+/// A receipt of another RPC under a key whose fingerprint matched: cannot
+/// happen (the RPC is part of the fingerprint), so it is a bug.
+fn mismatched(outcome: Outcome) -> Error {
+    Error::Internal(format!(
+        "idempotency receipt of a {} call matched another RPC",
+        outcome.rpc()
+    ))
 }
 
 /// The run_end written for a run whose end nobody observed.

@@ -25,6 +25,7 @@ use tokio::time::Instant;
 
 use super::fold::FoldCell;
 use super::ladder::{Action, Cause, Input, Ladder};
+use super::receipts::{Keyed, KeyedExt};
 use super::slot::Claim;
 use super::{ManagerOptions, PermissionAnswer};
 use crate::adapter::{
@@ -32,9 +33,9 @@ use crate::adapter::{
     UserInput,
 };
 use crate::error::{Error, Result};
-use crate::log::{EventLogs, LogError, NewEvent};
+use crate::log::{EventLogs, LogError, MetaChange, NewEvent};
 use crate::normalize::Normalizer;
-use crate::store::SessionMeta;
+use crate::store::{Outcome, ReceiptWrite, SessionMeta};
 
 /// Most stdout lines normalized into one append.
 const MAX_LINES_PER_BATCH: usize = 256;
@@ -48,18 +49,25 @@ pub(super) enum RunCmd {
     /// A Start while this run lives: replies with the live run's id (the
     /// caller refuses with RunLive).
     Start { reply: oneshot::Sender<String> },
-    /// Write a user message to stdin and record input_sent{USER}; replies
-    /// with the run that got it.
+    /// Write a user message to stdin and record input_sent{USER} (with the
+    /// receipt of a keyed Send); replies with the run that got it.
     Write {
         input: UserInput,
+        keyed: Option<Keyed>,
         reply: oneshot::Sender<Result<String, WriteRefused>>,
     },
     /// Stop the current turn; replies whether a stop is (now) under way.
-    Stop { reply: oneshot::Sender<bool> },
-    /// Answer a pending permission request.
+    /// A keyed Stop's receipt goes with its stop_requested, or alone.
+    Stop {
+        keyed: Option<Keyed>,
+        reply: oneshot::Sender<Result<bool>>,
+    },
+    /// Answer a pending permission request (the receipt of a keyed answer
+    /// goes with its permission_resolved).
     Permission {
         request_id: String,
         answer: PermissionAnswer,
+        keyed: Option<Keyed>,
         reply: oneshot::Sender<Result<()>>,
     },
     /// The server is shutting down: end the process.
@@ -73,6 +81,10 @@ pub(super) enum WriteRefused {
     Ending,
     /// The process is alive but not reading its input.
     QueueFull(String),
+    /// The input was written but its input_sent and receipt could not be
+    /// committed (storage failed; the run is being ended): a keyed Send
+    /// must not answer as if it had a receipt.
+    NotRecorded(String),
     /// A one-shot run takes no input after its prompt.
     OneShotBusy {
         /// The working run.
@@ -392,15 +404,32 @@ impl Run {
         if payloads.is_empty() {
             return;
         }
-        self.append_then(payloads, |_| {}).await;
+        let _ = self.commit(payloads, None, None).await;
     }
 
-    /// As [`Run::append`], changing the session's meta in the same commit.
-    async fn append_then(
+    /// Appends `payload` with the receipt of a keyed call (alone when
+    /// `payload` is None); `Err` with what the store said when the commit
+    /// failed (the run is then being ended, see [`Run::commit`]).
+    async fn append_keyed(
+        &mut self,
+        payload: Option<Payload>,
+        receipt: Option<ReceiptWrite>,
+    ) -> Result<(), String> {
+        let payloads = payload.map(|p| (p, String::new())).into_iter().collect();
+        self.commit(payloads, None, receipt).await
+    }
+
+    /// One commit of events, a meta change and a receipt (any may be
+    /// empty); folds and reacts to the events. A failed commit is logged
+    /// and, the store failing, the process is ended (its output could not
+    /// be recorded any more); the error is returned to the callers that
+    /// answer a keyed call.
+    async fn commit(
         &mut self,
         payloads: Vec<(Payload, String)>,
-        meta: impl FnOnce(&mut SessionMeta) + Send + 'static,
-    ) {
+        meta: Option<MetaChange>,
+        receipt: Option<ReceiptWrite>,
+    ) -> Result<(), String> {
         let events = payloads
             .into_iter()
             .map(|(payload, cli_line)| NewEvent {
@@ -411,7 +440,7 @@ impl Run {
             .collect();
         match self
             .logs
-            .append_with_meta(&self.session_id, events, meta)
+            .commit(&self.session_id, events, meta, receipt)
             .await
         {
             Ok(events) => {
@@ -419,6 +448,7 @@ impl Run {
                 for e in &events {
                     self.observe(e).await;
                 }
+                Ok(())
             }
             Err(e) => {
                 tracing::error!(session_id = %self.session_id, run_id = %self.run_id, error = %e, "append failed; ending the process");
@@ -430,6 +460,7 @@ impl Run {
                     self.storage_failed = Some(e.to_string());
                     self.step(Input::Shutdown, Instant::now());
                 }
+                Err(e.to_string())
             }
         }
     }
@@ -526,25 +557,35 @@ impl Run {
             RunCmd::Start { reply } => {
                 let _ = reply.send(self.run_id.clone());
             }
-            RunCmd::Write { input, reply } => {
-                let _ = reply.send(self.write(input).await);
+            RunCmd::Write {
+                input,
+                keyed,
+                reply,
+            } => {
+                let _ = reply.send(self.write(input, keyed.as_ref()).await);
             }
-            RunCmd::Stop { reply } => {
-                let stopping = self.stop().await;
+            RunCmd::Stop { keyed, reply } => {
+                let stopping = self.stop(keyed.as_ref()).await;
                 let _ = reply.send(stopping);
             }
             RunCmd::Permission {
                 request_id,
                 answer,
+                keyed,
                 reply,
             } => {
-                let _ = reply.send(self.answer(request_id, answer).await);
+                let answered = self.answer(request_id, answer, keyed.as_ref()).await;
+                let _ = reply.send(answered);
             }
             RunCmd::Shutdown => self.shutdown().await,
         }
     }
 
-    async fn write(&mut self, input: UserInput) -> Result<String, WriteRefused> {
+    async fn write(
+        &mut self,
+        input: UserInput,
+        keyed: Option<&Keyed>,
+    ) -> Result<String, WriteRefused> {
         // A process we are signalling, or ending for idle or shutdown, will
         // not take another turn.
         // A CLI that failed to resume exits on its own: a Send now waits for
@@ -568,35 +609,56 @@ impl Run {
             return Err(WriteRefused::Ending);
         }
         self.normalizer.input_sent();
-        self.append_one(Payload::InputSent(pb::InputSent {
+        let run_id = self.run_id.clone();
+        let receipt = keyed.put(|| Outcome::Send {
+            run_id: run_id.clone(),
+        });
+        let event = Payload::InputSent(pb::InputSent {
             text: input.text,
             source: pb::InputSource::User as i32,
             content_blocks: input.content_blocks,
-        }))
-        .await;
-        Ok(self.run_id.clone())
+        });
+        match self.append_keyed(Some(event), receipt).await {
+            Err(why) if keyed.is_some() => Err(WriteRefused::NotRecorded(why)),
+            _ => Ok(run_id),
+        }
     }
 
     /// Starts the stop ladder, once per turn. Returns whether a stop is
     /// under way: false for a keep-alive process with no turn in progress
     /// (nothing to stop; Stop twice must equal Stop once, so an idle
-    /// process is never killed by a second click).
-    async fn stop(&mut self) -> bool {
-        if self.ladder.stopping() {
-            return true; // already stopping: idempotent, no second event
-        }
+    /// process is never killed by a second click). A keyed Stop's receipt
+    /// is committed with its stop_requested, or alone when it appends
+    /// nothing; an error only when that commit failed.
+    async fn stop(&mut self, keyed: Option<&Keyed>) -> Result<bool> {
         let status = self.fold.status();
         let busy = status.turn_in_progress()
             || matches!(status.status(), Status::Starting | Status::Streaming);
-        if !busy && self.control.keep_alive() {
-            return false;
+        // Already stopping: idempotent, no second event.
+        let (stopping, event) = if self.ladder.stopping() {
+            (true, None)
+        } else if !busy && self.control.keep_alive() {
+            (false, None)
+        } else {
+            let event = Payload::StopRequested(pb::StopRequested {
+                source: "user".into(),
+            });
+            (true, Some(event))
+        };
+        let start_ladder = event.is_some();
+        let receipt = keyed.put(|| Outcome::Stop { stopping });
+        let committed = if event.is_some() || receipt.is_some() {
+            self.append_keyed(event, receipt).await
+        } else {
+            Ok(())
+        };
+        if start_ladder {
+            self.step(Input::Stop, Instant::now());
         }
-        self.append_one(Payload::StopRequested(pb::StopRequested {
-            source: "user".into(),
-        }))
-        .await;
-        self.step(Input::Stop, Instant::now());
-        true
+        match committed {
+            Err(why) if keyed.is_some() => Err(Error::Storage(why)),
+            _ => Ok(stopping),
+        }
     }
 
     async fn shutdown(&mut self) {
@@ -682,7 +744,12 @@ impl Run {
         }
     }
 
-    async fn answer(&mut self, request_id: String, answer: PermissionAnswer) -> Result<()> {
+    async fn answer(
+        &mut self,
+        request_id: String,
+        answer: PermissionAnswer,
+        keyed: Option<&Keyed>,
+    ) -> Result<()> {
         let Some(requested_input) = self.pending_input(&request_id) else {
             return Err(Error::PermissionRequestNotPending {
                 session_id: self.session_id.clone(),
@@ -718,7 +785,7 @@ impl Run {
             PermissionDecision::Deny { message } => message.clone(),
             PermissionDecision::Allow { .. } => String::new(),
         };
-        self.append_one(Payload::PermissionResolved(pb::PermissionResolved {
+        let event = Payload::PermissionResolved(pb::PermissionResolved {
             request_id,
             allow: answer.allow,
             by: "user".into(),
@@ -728,9 +795,12 @@ impl Run {
             } else {
                 None
             },
-        }))
-        .await;
-        Ok(())
+        });
+        let receipt = keyed.put(|| Outcome::RespondPermission);
+        match self.append_keyed(Some(event), receipt).await {
+            Err(why) if keyed.is_some() => Err(Error::Storage(why)),
+            _ => Ok(()),
+        }
     }
 
     /// Withdraws what is pending and appends the one run_end.

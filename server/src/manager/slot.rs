@@ -272,11 +272,15 @@ mod tests {
         };
         // A command queued while the claim is held is dropped on release:
         // the caller learns to ask again, and the slot is free by then.
-        let asked = tokio::spawn(async move { occupant.ask(|reply| RunCmd::Stop { reply }).await });
+        let asked = tokio::spawn(async move {
+            occupant
+                .ask(|reply| RunCmd::Stop { keyed: None, reply })
+                .await
+        });
         tokio::task::yield_now().await;
         let ended = slot.occupant().expect("held").ended;
         drop(claim);
-        assert_eq!(asked.await.unwrap(), None);
+        assert!(asked.await.unwrap().is_none());
         assert!(ended.is_cancelled());
         assert!(slot.occupant().is_none());
         assert!(matches!(slot.enter(), Entry::Free(_)));
@@ -290,15 +294,15 @@ mod tests {
         };
         let occupant = slot.occupant().unwrap();
         let answering = tokio::spawn(async move {
-            if let Some(RunCmd::Stop { reply }) = claim.cmds.recv().await {
-                let _ = reply.send(true);
+            if let Some(RunCmd::Stop { reply, .. }) = claim.cmds.recv().await {
+                let _ = reply.send(Ok(true));
             }
             claim
         });
-        assert_eq!(
-            occupant.ask(|reply| RunCmd::Stop { reply }).await,
-            Some(true)
-        );
+        let answer = occupant
+            .ask(|reply| RunCmd::Stop { keyed: None, reply })
+            .await;
+        assert!(matches!(answer, Some(Ok(true))));
         drop(answering.await.unwrap());
         assert!(slot.occupant().is_none());
     }

@@ -5,7 +5,7 @@ use std::sync::Mutex;
 
 use agent_harness_client::pb;
 
-use super::{SessionMeta, Store, StoreError};
+use super::{Commit, Receipt, ReceiptWrite, SessionMeta, Store, StoreError};
 
 /// A [`Store`] that keeps everything in process memory (lost on exit).
 #[derive(Debug, Default)]
@@ -20,6 +20,8 @@ struct Inner {
     /// The whole form of events stored cut down.
     full: HashMap<(String, u64), pb::Event>,
     metas: BTreeMap<String, SessionMeta>,
+    /// `(session_id, key) -> receipt`.
+    receipts: BTreeMap<(String, String), Receipt>,
 }
 
 impl Inner {
@@ -54,12 +56,13 @@ impl MemoryStore {
 }
 
 impl Store for MemoryStore {
-    fn append_events(
-        &self,
-        batch: &[pb::Event],
-        full: &[pb::Event],
-        metas: &[SessionMeta],
-    ) -> Result<(), StoreError> {
+    fn commit(&self, commit: Commit<'_>) -> Result<(), StoreError> {
+        let Commit {
+            events: batch,
+            full,
+            metas,
+            receipts,
+        } = commit;
         let mut inner = self.lock();
         for ev in full {
             inner
@@ -76,7 +79,43 @@ impl Store for MemoryStore {
         for m in metas {
             inner.metas.insert(m.session_id.clone(), m.clone());
         }
+        for w in receipts {
+            match w {
+                ReceiptWrite::Put(r) => {
+                    let id = (r.session_id.clone(), r.key.clone());
+                    inner.receipts.insert(id, r.clone());
+                }
+                ReceiptWrite::Remove { session_id, key } => {
+                    inner.receipts.remove(&(session_id.clone(), key.clone()));
+                }
+            }
+        }
         Ok(())
+    }
+
+    fn receipt(&self, session_id: &str, key: &str) -> Result<Option<Receipt>, StoreError> {
+        let id = (session_id.to_owned(), key.to_owned());
+        Ok(self.lock().receipts.get(&id).cloned())
+    }
+
+    fn prune_receipts(&self, before_ms: i64, limit: usize) -> Result<usize, StoreError> {
+        let mut inner = self.lock();
+        let mut expired: Vec<_> = inner
+            .receipts
+            .iter()
+            .filter(|(_, r)| r.created_ms < before_ms)
+            .map(|(id, r)| (r.created_ms, id.clone()))
+            .collect();
+        expired.sort();
+        expired.truncate(limit);
+        for (_, id) in &expired {
+            inner.receipts.remove(id);
+        }
+        Ok(expired.len())
+    }
+
+    fn receipt_count(&self) -> Result<usize, StoreError> {
+        Ok(self.lock().receipts.len())
     }
 
     fn read_range(

@@ -3,13 +3,17 @@
 //!
 //! The trait is deliberately narrow: the [`crate::log`] layer owns sequence
 //! numbers, windows and subscribers, and only asks storage to commit a batch
-//! atomically and to read ranges back. Both implementations pass the same
-//! contract suite (`server/tests/log_store/store_contract.rs`).
+//! atomically and to read ranges back. Besides events and metas it keeps the
+//! receipts of keyed calls ([`receipt`]), committed in the same transaction
+//! as the events of their call. Both implementations pass the same contract
+//! suite (`server/tests/log_store/store_contract.rs`).
 
 mod memory;
+pub mod receipt;
 mod redb;
 
 pub use self::memory::MemoryStore;
+pub use self::receipt::{Outcome, Receipt, ReceiptWrite};
 pub use self::redb::RedbStore;
 
 use std::collections::BTreeMap;
@@ -93,32 +97,49 @@ pub enum StoreError {
     Rejected(String),
 }
 
+/// What one durable transaction writes (see [`Store::commit`]).
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Commit<'a> {
+    /// The events as they are streamed: one over the per-event budget in its
+    /// cut-down form, marked `truncated`.
+    pub events: &'a [pb::Event],
+    /// The whole form of each cut event of `events` (same session and seq),
+    /// kept for [`Store::read_full`].
+    pub full: &'a [pb::Event],
+    /// The metas that changed (usually none).
+    pub metas: &'a [SessionMeta],
+    /// Receipts of the keyed calls whose events these are (usually none).
+    pub receipts: &'a [ReceiptWrite],
+}
+
 /// Durable storage for every session's events and meta.
 ///
 /// Synchronous on purpose: redb is synchronous, and the log calls it from
 /// its writer thread or `spawn_blocking`, never from an async task directly.
 pub trait Store: Send + Sync + 'static {
-    /// Commits `batch` (events of any sessions) and `metas` (the metas that
-    /// changed; usually none) in ONE atomic, durable transaction: after `Ok`
-    /// everything survives a crash, after an error or a crash nothing of it
-    /// is visible.
-    ///
-    /// The events are stored as given; none of them was cut down (see
-    /// [`Store::append_events`]).
+    /// Commits one [`Commit`] (events of any sessions, the whole form of
+    /// those cut down, the metas that changed, the receipts of the keyed
+    /// calls whose events these are) in ONE atomic, durable transaction:
+    /// after `Ok` everything survives a crash, after an error or a crash
+    /// nothing of it is visible.
+    fn commit(&self, commit: Commit<'_>) -> Result<(), StoreError>;
+    /// [`Store::commit`] of events stored as given (none cut down) and
+    /// metas, without receipts.
     fn append_batch(&self, batch: &[pb::Event], metas: &[SessionMeta]) -> Result<(), StoreError> {
-        self.append_events(batch, &[], metas)
+        self.commit(Commit {
+            events: batch,
+            metas,
+            ..Commit::default()
+        })
     }
-    /// As [`Store::append_batch`], where `batch` holds the events as they are
-    /// streamed (an event over the per-event budget in its cut-down form,
-    /// marked `truncated`) and `full` the whole form of each cut event of the
-    /// batch (same session and seq), kept for [`Store::read_full`]. All in
-    /// ONE atomic, durable transaction.
-    fn append_events(
-        &self,
-        batch: &[pb::Event],
-        full: &[pb::Event],
-        metas: &[SessionMeta],
-    ) -> Result<(), StoreError>;
+    /// The receipt of `(session_id, key)`, however old (the caller applies
+    /// the TTL: one not yet pruned may be expired).
+    fn receipt(&self, session_id: &str, key: &str) -> Result<Option<Receipt>, StoreError>;
+    /// Deletes up to `limit` receipts created before `before_ms` (Unix ms),
+    /// oldest first, durably; returns how many it deleted.
+    fn prune_receipts(&self, before_ms: i64, limit: usize) -> Result<usize, StoreError>;
+    /// How many receipts are stored (tests, stats).
+    fn receipt_count(&self) -> Result<usize, StoreError>;
     /// Events with `seq > after_seq`, ascending, at most `limit`.
     fn read_range(
         &self,

@@ -7,6 +7,9 @@
 //! many appends into it (group commit), so there is one fsync per batch, not
 //! per event. Metas are written only when they change; the head of a
 //! session is read back as the last key of its range in the events table.
+//! Receipts live in two tables written together: by `(session_id, key)` for
+//! the lookup of a repeat, and by creation time for pruning, so a prune
+//! pass reads only what it deletes.
 //!
 //! **After an I/O error** (a full disk, a failing device) redb refuses every
 //! later operation, reads included, until the database is closed and opened
@@ -21,12 +24,14 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{RwLock, RwLockReadGuard};
 
 use ::redb::{
-    Database, Durability, ReadableDatabase, ReadableTable, StorageBackend, TableDefinition,
+    Database, Durability, ReadableDatabase, ReadableTable, ReadableTableMetadata, StorageBackend,
+    TableDefinition,
 };
 use agent_harness_client::pb;
 use prost::Message;
 
-use super::{SessionMeta, Store, StoreError};
+use super::receipt;
+use super::{Commit, Receipt, ReceiptWrite, SessionMeta, Store, StoreError};
 
 /// `(session_id, seq) -> prost-encoded pb::Event`.
 const EVENTS: TableDefinition<(&str, u64), &[u8]> = TableDefinition::new("events");
@@ -36,6 +41,12 @@ const EVENTS: TableDefinition<(&str, u64), &[u8]> = TableDefinition::new("events
 const FULL_EVENTS: TableDefinition<(&str, u64), &[u8]> = TableDefinition::new("full_events");
 /// `session_id -> JSON-encoded SessionMeta` (tiny, rarely written, easy to inspect).
 const SESSIONS: TableDefinition<&str, &[u8]> = TableDefinition::new("sessions");
+/// `(session_id, idempotency_key) -> JSON-encoded Receipt`.
+const RECEIPTS: TableDefinition<(&str, &str), &[u8]> = TableDefinition::new("receipts");
+/// `(created_ms, session_id, idempotency_key) -> ()`: the receipts by age,
+/// so pruning is a range scan from the oldest.
+const RECEIPTS_BY_TIME: TableDefinition<(i64, &str, &str), ()> =
+    TableDefinition::new("receipts_by_time");
 
 /// The redb [`Store`].
 #[derive(Debug)]
@@ -71,12 +82,15 @@ impl RedbStore {
         Self::init(db, None)
     }
 
-    /// Creates both tables up front so readers never see "table does not exist".
+    /// Creates every table up front (also in a file written before a table
+    /// existed) so readers never see "table does not exist".
     fn init(db: Database, path: Option<PathBuf>) -> Result<Self, StoreError> {
         let txn = db.begin_write().map_err(rerr)?;
         txn.open_table(EVENTS).map_err(rerr)?;
         txn.open_table(FULL_EVENTS).map_err(rerr)?;
         txn.open_table(SESSIONS).map_err(rerr)?;
+        txn.open_table(RECEIPTS).map_err(rerr)?;
+        txn.open_table(RECEIPTS_BY_TIME).map_err(rerr)?;
         txn.commit().map_err(rerr)?;
         Ok(Self {
             db: RwLock::new(Some(db)),
@@ -184,14 +198,99 @@ fn encode_meta(meta: &SessionMeta) -> Vec<u8> {
     serde_json::to_vec(meta).unwrap_or_default()
 }
 
+/// Applies receipt writes inside a write transaction, keeping the by-time
+/// index in step (a replaced or removed receipt takes its index row along).
+fn write_receipts(
+    txn: &::redb::WriteTransaction,
+    writes: &[ReceiptWrite],
+) -> Result<(), StoreError> {
+    let mut receipts = txn.open_table(RECEIPTS).map_err(rerr)?;
+    let mut by_time = txn.open_table(RECEIPTS_BY_TIME).map_err(rerr)?;
+    for w in writes {
+        let (session_id, key, new) = match w {
+            ReceiptWrite::Put(r) => (r.session_id.as_str(), r.key.as_str(), Some(r)),
+            ReceiptWrite::Remove { session_id, key } => (session_id.as_str(), key.as_str(), None),
+        };
+        let old = match new {
+            Some(r) => receipts
+                .insert((session_id, key), receipt::encode(r).as_slice())
+                .map_err(rerr)?
+                .map(|v| receipt::decode(session_id, v.value())),
+            None => receipts
+                .remove((session_id, key))
+                .map_err(rerr)?
+                .map(|v| receipt::decode(session_id, v.value())),
+        };
+        if let Some(old) = old.transpose()? {
+            by_time
+                .remove((old.created_ms, session_id, key))
+                .map_err(rerr)?;
+        }
+        if let Some(r) = new {
+            by_time
+                .insert((r.created_ms, session_id, key), ())
+                .map_err(rerr)?;
+        }
+    }
+    Ok(())
+}
+
 impl Store for RedbStore {
-    fn append_events(
-        &self,
-        batch: &[pb::Event],
-        full: &[pb::Event],
-        metas: &[SessionMeta],
-    ) -> Result<(), StoreError> {
-        self.with_db(|db| commit_batch(db, batch, full, metas))
+    fn commit(&self, commit: Commit<'_>) -> Result<(), StoreError> {
+        self.with_db(|db| commit_batch(db, commit))
+    }
+
+    fn receipt(&self, session_id: &str, key: &str) -> Result<Option<Receipt>, StoreError> {
+        self.with_db(|db| {
+            let txn = db.begin_read().map_err(rerr)?;
+            let table = txn.open_table(RECEIPTS).map_err(rerr)?;
+            match table.get((session_id, key)).map_err(rerr)? {
+                Some(v) => Ok(Some(receipt::decode(session_id, v.value())?)),
+                None => Ok(None),
+            }
+        })
+    }
+
+    fn prune_receipts(&self, before_ms: i64, limit: usize) -> Result<usize, StoreError> {
+        self.with_db(|db| {
+            let mut txn = db.begin_write().map_err(rerr)?;
+            txn.set_durability(Durability::Immediate).map_err(rerr)?;
+            let pruned = {
+                let mut receipts = txn.open_table(RECEIPTS).map_err(rerr)?;
+                let mut by_time = txn.open_table(RECEIPTS_BY_TIME).map_err(rerr)?;
+                let mut expired = Vec::new();
+                for row in by_time
+                    .range(..(before_ms, "", ""))
+                    .map_err(rerr)?
+                    .take(limit)
+                {
+                    let (k, _) = row.map_err(rerr)?;
+                    let (t, s, key) = k.value();
+                    expired.push((t, s.to_owned(), key.to_owned()));
+                }
+                for (t, s, key) in &expired {
+                    by_time
+                        .remove((*t, s.as_str(), key.as_str()))
+                        .map_err(rerr)?;
+                    receipts.remove((s.as_str(), key.as_str())).map_err(rerr)?;
+                }
+                expired.len()
+            };
+            if pruned == 0 {
+                txn.abort().map_err(rerr)?;
+                return Ok(0);
+            }
+            txn.commit().map_err(rerr)?;
+            Ok(pruned)
+        })
+    }
+
+    fn receipt_count(&self) -> Result<usize, StoreError> {
+        self.with_db(|db| {
+            let txn = db.begin_read().map_err(rerr)?;
+            let table = txn.open_table(RECEIPTS).map_err(rerr)?;
+            Ok(usize::try_from(table.len().map_err(rerr)?).unwrap_or(usize::MAX))
+        })
     }
 
     fn read_range(
@@ -279,12 +378,13 @@ impl Store for RedbStore {
     }
 }
 
-fn commit_batch(
-    db: &Database,
-    batch: &[pb::Event],
-    full: &[pb::Event],
-    metas: &[SessionMeta],
-) -> Result<(), StoreError> {
+fn commit_batch(db: &Database, commit: Commit<'_>) -> Result<(), StoreError> {
+    let Commit {
+        events: batch,
+        full,
+        metas,
+        receipts,
+    } = commit;
     let mut txn = db.begin_write().map_err(rerr)?;
     txn.set_durability(Durability::Immediate).map_err(rerr)?;
     {
@@ -314,6 +414,9 @@ fn commit_batch(
                 .insert(m.session_id.as_str(), encode_meta(m).as_slice())
                 .map_err(rerr)?;
         }
+    }
+    if !receipts.is_empty() {
+        write_receipts(&txn, receipts)?;
     }
     // Dropping `txn` on any error above aborts it: nothing of the batch lands.
     txn.commit().map_err(rerr)

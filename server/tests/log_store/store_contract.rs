@@ -7,7 +7,9 @@ use crate::support::log;
 use std::io::ErrorKind;
 use std::sync::{Arc, Mutex};
 
-use agent_harness_server::store::{MemoryStore, RedbStore, SessionMeta, Store};
+use agent_harness_server::store::{
+    Commit, MemoryStore, Outcome, Receipt, ReceiptWrite, RedbStore, SessionMeta, Store,
+};
 use log::{event, seqs};
 use redb::StorageBackend;
 use redb::backends::InMemoryBackend;
@@ -26,6 +28,19 @@ fn meta(id: &str, head: u64) -> SessionMeta {
     }
 }
 
+/// A Send's receipt for `(id, key)` made at `at_ms`.
+fn receipt(id: &str, key: &str, at_ms: i64) -> Receipt {
+    Receipt {
+        session_id: id.to_owned(),
+        key: key.to_owned(),
+        created_ms: at_ms,
+        fingerprint: format!("print-{key}"),
+        outcome: Outcome::Send {
+            run_id: format!("run-{key}"),
+        },
+    }
+}
+
 /// Appends seqs `from..=to` of `id` as one batch with its meta.
 fn append(store: &dyn Store, id: &str, from: u64, to: u64) {
     let batch: Vec<_> = (from..=to).map(|s| event(id, s)).collect();
@@ -34,6 +49,89 @@ fn append(store: &dyn Store, id: &str, from: u64, to: u64) {
 
 mod contract {
     use super::*;
+
+    pub fn receipts_commit_with_events_replace_remove_and_prune(store: &dyn Store) {
+        assert_eq!(store.receipt("s", "k").unwrap(), None);
+        let put = |r: Receipt| ReceiptWrite::Put(r);
+        store
+            .commit(Commit {
+                events: &[event("s", 1)],
+                metas: &[meta("s", 1)],
+                receipts: &[put(receipt("s", "k", 100))],
+                ..Commit::default()
+            })
+            .unwrap();
+        assert_eq!(store.read_range("s", 0, 10).unwrap().len(), 1);
+        assert_eq!(
+            store.receipt("s", "k").unwrap(),
+            Some(receipt("s", "k", 100))
+        );
+        // Keys are per session; a receipt alone needs no event.
+        assert_eq!(store.receipt("t", "k").unwrap(), None);
+        store
+            .commit(Commit {
+                events: &[],
+                metas: &[],
+                receipts: &[put(receipt("t", "k", 200))],
+                ..Commit::default()
+            })
+            .unwrap();
+        assert_eq!(
+            store.meta("t").unwrap(),
+            None,
+            "a receipt alone creates no session"
+        );
+        // Replaced: the new one is what a lookup and a prune see.
+        store
+            .commit(Commit {
+                events: &[],
+                metas: &[],
+                receipts: &[put(receipt("s", "k", 300))],
+                ..Commit::default()
+            })
+            .unwrap();
+        assert_eq!(store.receipt("s", "k").unwrap().unwrap().created_ms, 300);
+        assert_eq!(store.receipt_count().unwrap(), 2);
+        assert_eq!(
+            store.prune_receipts(250, 100).unwrap(),
+            1,
+            "only t/k is older"
+        );
+        assert_eq!(store.receipt("t", "k").unwrap(), None);
+        assert!(store.receipt("s", "k").unwrap().is_some());
+        // Removed (a call that failed after all), also when absent.
+        let remove = |id: &str, key: &str| ReceiptWrite::Remove {
+            session_id: id.into(),
+            key: key.into(),
+        };
+        store
+            .commit(Commit {
+                events: &[],
+                metas: &[],
+                receipts: &[remove("s", "k"), remove("s", "none")],
+                ..Commit::default()
+            })
+            .unwrap();
+        assert_eq!(store.receipt_count().unwrap(), 0);
+        assert_eq!(store.prune_receipts(i64::MAX, 100).unwrap(), 0);
+        // Pruning goes oldest first and at most `limit` at a time.
+        let many: Vec<_> = (0..10)
+            .map(|i| put(receipt("m", &format!("k{i}"), i)))
+            .collect();
+        store
+            .commit(Commit {
+                events: &[],
+                metas: &[],
+                receipts: &many,
+                ..Commit::default()
+            })
+            .unwrap();
+        assert_eq!(store.prune_receipts(100, 4).unwrap(), 4);
+        assert_eq!(store.receipt("m", "k3").unwrap(), None);
+        assert!(store.receipt("m", "k4").unwrap().is_some());
+        assert_eq!(store.prune_receipts(100, 100).unwrap(), 6);
+        assert_eq!(store.receipt_count().unwrap(), 0);
+    }
 
     pub fn empty_store_reads_nothing(store: &dyn Store) {
         assert!(store.sessions(None, usize::MAX).unwrap().is_empty());
@@ -171,6 +269,7 @@ macro_rules! contract_suite {
             case!(metas_put_get_list_and_overwrite);
             case!(empty_batch_with_metas_only_writes_metas);
             case!(head_seq_is_read_from_the_events_not_the_stored_meta);
+            case!(receipts_commit_with_events_replace_remove_and_prune);
         }
     };
 }
@@ -344,11 +443,18 @@ fn baseline(store: &RedbStore) {
     append(store, "b", 1, 50);
 }
 
-/// The batch under test: it touches two sessions and is big enough to grow the file.
+/// The batch under test: it touches two sessions and is big enough to grow
+/// the file, and carries the receipt of the keyed call that appended it.
 fn crash_batch(store: &RedbStore) -> Result<(), agent_harness_server::store::StoreError> {
     let mut batch: Vec<_> = (51..=2000).map(|s| event("a", s)).collect();
     batch.extend((51..=2000).map(|s| event("b", s)));
-    store.append_batch(&batch, &[meta("a", 2000), meta("b", 2000)])
+    let metas = [meta("a", 2000), meta("b", 2000)];
+    store.commit(Commit {
+        events: &batch,
+        metas: &metas,
+        receipts: &[ReceiptWrite::Put(receipt("a", "k", 1))],
+        ..Commit::default()
+    })
 }
 
 #[test]
@@ -399,8 +505,10 @@ fn crash_mid_commit_leaves_all_or_nothing_of_the_batch() {
             let ctx = format!("crash at sync {crash_at}, seed {seed}");
             let old: Vec<u64> = (1..=50).collect();
             let new: Vec<u64> = (1..=2000).collect();
+            let receipt_kept = store.receipt("a", "k").unwrap().is_some();
             if a == old && b == old {
                 assert_eq!((head_a, head_b), (50, 50), "{ctx}: metas must match events");
+                assert!(!receipt_kept, "{ctx}: a receipt without its events");
                 lost += 1;
             } else if a == new && b == new {
                 assert_eq!(
@@ -408,6 +516,7 @@ fn crash_mid_commit_leaves_all_or_nothing_of_the_batch() {
                     (2000, 2000),
                     "{ctx}: metas must match events"
                 );
+                assert!(receipt_kept, "{ctx}: events without their receipt");
                 kept += 1;
             } else {
                 panic!(

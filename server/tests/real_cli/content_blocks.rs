@@ -110,6 +110,7 @@ async fn image_blocks_on_start_and_send_reach_the_api_before_the_text() {
     let run = h
         .client()
         .send(pb::SendRequest {
+            idempotency_key: String::new(),
             session_id: "img".into(),
             input: second_text.into(),
             content_blocks: vec![as_struct(&block)],

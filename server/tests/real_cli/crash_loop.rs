@@ -278,6 +278,7 @@ async fn try_send(
             session_id: SESSION.into(),
             input: text.into(),
             content_blocks: vec![],
+            ..Default::default()
         }),
     )
     .await
@@ -566,6 +567,7 @@ async fn killing_the_server_anywhere_loses_nothing_and_leaves_nothing() {
                 cwd: world.work.path().display().to_string(),
                 ..Default::default()
             }),
+            ..Default::default()
         }),
     )
     .await
@@ -675,6 +677,7 @@ async fn with_background_sleep(
                 cwd: world.work.path().display().to_string(),
                 ..Default::default()
             }),
+            ..Default::default()
         })
         .await
         .expect("Start");

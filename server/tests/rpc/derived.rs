@@ -61,6 +61,7 @@ async fn assert_list_matches_log(c: &mut SessionServiceClient<Channel>) -> Vec<p
 
 fn allow(session: &str, request_id: &str) -> pb::RespondPermissionRequest {
     pb::RespondPermissionRequest {
+        idempotency_key: String::new(),
         session_id: session.into(),
         request_id: request_id.into(),
         allow: true,

@@ -137,6 +137,7 @@ fn start_req(session_id: &str, prompt: String) -> pb::StartRequest {
             prompt,
             ..Default::default()
         }),
+        ..Default::default()
     }
 }
 

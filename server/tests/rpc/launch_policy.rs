@@ -79,6 +79,7 @@ async fn start_with(
 ) -> Result<pb::StartResponse, tonic::Status> {
     client
         .start(pb::StartRequest {
+            idempotency_key: String::new(),
             session_id: session.into(),
             config: Some(config),
         })

@@ -1,4 +1,4 @@
-//! The gRPC service against stand-in processes: sessions, derived state, timers on paused time, launch policy, limits, shutdown, storage faults, transport security, recovery, fuzz.
+//! The gRPC service against stand-in processes: sessions, derived state, timers on paused time, idempotency keys, launch policy, limits, shutdown, storage faults, transport security, recovery, fuzz.
 //!
 //! One test binary per concern (build and link once); each module below
 //! was its own binary before.
@@ -9,6 +9,7 @@ mod support;
 mod derived;
 mod full_disk;
 mod fuzz;
+mod idempotency;
 mod launch_policy;
 mod limits;
 mod memory;

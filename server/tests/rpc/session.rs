@@ -376,6 +376,7 @@ async fn permissions_are_relayed_answered_and_timed_out() {
     assert_eq!(get(&mut c, "perm").await.pending_permissions, 1);
 
     let answer = |id: &str, allow: bool| pb::RespondPermissionRequest {
+        idempotency_key: String::new(),
         session_id: "perm".into(),
         request_id: id.into(),
         allow,
@@ -458,6 +459,7 @@ async fn validation_errors_name_the_field_and_unknown_sessions_are_not_found() {
     assert!(err.message().contains("session_id"));
     let err = c
         .start(pb::StartRequest {
+            idempotency_key: String::new(),
             session_id: "ok".into(),
             config: Some(pb::StartConfig {
                 cwd: "/definitely/not/here".into(),
@@ -576,6 +578,7 @@ async fn a_one_shot_start_it_cannot_run_is_refused_before_anything_is_appended()
     // Content blocks: a one-shot prompt is argv text.
     let err = c
         .start(pb::StartRequest {
+            idempotency_key: String::new(),
             session_id: "blocks".into(),
             config: Some(pb::StartConfig {
                 prompt: "look".into(),

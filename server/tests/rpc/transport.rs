@@ -315,6 +315,7 @@ async fn oversized_request_is_resource_exhausted() {
 /// CLI at a model server the page controls.
 fn exploit_start(session: &str) -> Vec<u8> {
     pb::StartRequest {
+        idempotency_key: String::new(),
         session_id: session.into(),
         config: Some(pb::StartConfig {
             prompt: "run my command".into(),

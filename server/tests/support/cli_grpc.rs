@@ -223,6 +223,7 @@ impl Harness {
         bounded(
             "Start",
             self.client().start(pb::StartRequest {
+                idempotency_key: String::new(),
                 session_id: session.into(),
                 config: Some(config),
             }),
@@ -236,6 +237,7 @@ impl Harness {
         bounded(
             "Send",
             self.client().send(pb::SendRequest {
+                idempotency_key: String::new(),
                 session_id: session.into(),
                 input: text.into(),
                 content_blocks: vec![],
@@ -252,6 +254,7 @@ impl Harness {
         bounded(
             "Stop",
             self.client().stop(pb::StopRequest {
+                idempotency_key: String::new(),
                 session_id: session.into(),
             }),
         )
@@ -297,6 +300,7 @@ impl Harness {
             "RespondPermission",
             self.client()
                 .respond_permission(pb::RespondPermissionRequest {
+                    idempotency_key: String::new(),
                     session_id: session.into(),
                     request_id: request_id.into(),
                     allow,

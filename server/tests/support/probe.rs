@@ -6,7 +6,7 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::Duration;
 
 use agent_harness_client::pb;
-use agent_harness_server::store::{MemoryStore, SessionMeta, Store, StoreError};
+use agent_harness_server::store::{Commit, MemoryStore, Receipt, SessionMeta, Store, StoreError};
 
 /// Wraps a memory store: counts commits and reads, can fail commits, can hold them at a gate,
 /// can make each commit slow (a slow disk).
@@ -57,12 +57,7 @@ impl Probe {
 }
 
 impl Store for Probe {
-    fn append_events(
-        &self,
-        batch: &[pb::Event],
-        full: &[pb::Event],
-        metas: &[SessionMeta],
-    ) -> Result<(), StoreError> {
+    fn commit(&self, commit: Commit<'_>) -> Result<(), StoreError> {
         *self.at_gate.lock().unwrap() += 1;
         self.at_gate_cv.notify_all();
         let mut g = self.gate.lock().unwrap();
@@ -75,8 +70,18 @@ impl Store for Probe {
             return Err(StoreError::Rejected("injected: the disk is full".into()));
         }
         self.commits.fetch_add(1, Ordering::SeqCst);
-        self.metas_written.fetch_add(metas.len(), Ordering::SeqCst);
-        self.inner.append_events(batch, full, metas)
+        self.metas_written
+            .fetch_add(commit.metas.len(), Ordering::SeqCst);
+        self.inner.commit(commit)
+    }
+    fn receipt(&self, s: &str, k: &str) -> Result<Option<Receipt>, StoreError> {
+        self.inner.receipt(s, k)
+    }
+    fn prune_receipts(&self, before_ms: i64, limit: usize) -> Result<usize, StoreError> {
+        self.inner.prune_receipts(before_ms, limit)
+    }
+    fn receipt_count(&self) -> Result<usize, StoreError> {
+        self.inner.receipt_count()
     }
     fn read_full(&self, s: &str, seq: u64) -> Result<Option<pb::Event>, StoreError> {
         self.event_reads.fetch_add(1, Ordering::SeqCst);

@@ -154,6 +154,7 @@ pub async fn start(
 ) -> Result<pb::StartResponse, tonic::Status> {
     client
         .start(pb::StartRequest {
+            idempotency_key: String::new(),
             session_id: session.into(),
             config: Some(prompt(text)),
         })
@@ -169,6 +170,7 @@ pub async fn send(
 ) -> Result<String, tonic::Status> {
     client
         .send(pb::SendRequest {
+            idempotency_key: String::new(),
             session_id: session.into(),
             input: text.into(),
             content_blocks: vec![],
@@ -184,6 +186,7 @@ pub async fn stop(
 ) -> Result<bool, tonic::Status> {
     client
         .stop(pb::StopRequest {
+            idempotency_key: String::new(),
             session_id: session.into(),
         })
         .await

@@ -5,16 +5,42 @@ package main
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"flag"
 	"fmt"
 	"io"
 	"log"
+	"time"
 
 	pb "github.com/agent-harness/agent-harness/gen/go/agentharness/v1"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/protobuf/proto"
+	"google.golang.org/grpc/status"
 )
+
+// newKey returns a fresh idempotency key: one per logical call, reused on its retries.
+func newKey() string {
+	b := make([]byte, 16)
+	if _, err := rand.Read(b); err != nil {
+		log.Fatal(err)
+	}
+	return hex.EncodeToString(b)
+}
+
+// retry calls call again while it fails with UNAVAILABLE (at most 4 tries). The request, and so
+// its idempotency key, stays the same: a call that did land is answered with its first response.
+func retry[T any](call func() (T, error)) (res T, err error) {
+	for attempt := range 4 {
+		if res, err = call(); status.Code(err) != codes.Unavailable {
+			return res, err
+		}
+		time.Sleep(time.Duration(200<<attempt) * time.Millisecond)
+	}
+	return res, err
+}
 
 func main() {
 	addr := flag.String("addr", "127.0.0.1:50051", "agent-harness address")
@@ -30,10 +56,12 @@ func main() {
 	client := pb.NewSessionServiceClient(conn)
 	ctx := context.Background()
 
-	if _, err := client.Start(ctx, &pb.StartRequest{
-		SessionId: *session,
-		Config:    &pb.StartConfig{Prompt: *prompt},
-	}); err != nil {
+	start := &pb.StartRequest{
+		SessionId:      *session,
+		Config:         &pb.StartConfig{Prompt: *prompt},
+		IdempotencyKey: newKey(),
+	}
+	if _, err := retry(func() (*pb.StartResponse, error) { return client.Start(ctx, start) }); err != nil {
 		log.Fatal(err)
 	}
 	// after_seq 0: the whole log, then live. Keep the last seq you saw to resume later.

@@ -154,9 +154,17 @@ type StartRequest struct {
 	// Session id: 1-128 characters from [A-Za-z0-9._:-]. Yours to choose.
 	SessionId string `protobuf:"bytes,1,opt,name=session_id,json=sessionId,proto3" json:"session_id,omitempty"`
 	// How to spawn the CLI.
-	Config        *StartConfig `protobuf:"bytes,2,opt,name=config,proto3" json:"config,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	Config *StartConfig `protobuf:"bytes,2,opt,name=config,proto3" json:"config,omitempty"`
+	// Optional retry key: 1-128 printable ASCII characters (no spaces), unique
+	// per logical Start within the session. A repeat of a key this session has
+	// already applied within the server's idempotency TTL (at least 10 minutes,
+	// across restarts) returns the first call's response and appends or writes
+	// nothing again; the same key with a different request is INVALID_ARGUMENT.
+	// A call that failed leaves no record: retrying it with the same key runs it.
+	// Empty: no deduplication.
+	IdempotencyKey string `protobuf:"bytes,3,opt,name=idempotency_key,json=idempotencyKey,proto3" json:"idempotency_key,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
 }
 
 func (x *StartRequest) Reset() {
@@ -201,6 +209,13 @@ func (x *StartRequest) GetConfig() *StartConfig {
 		return x.Config
 	}
 	return nil
+}
+
+func (x *StartRequest) GetIdempotencyKey() string {
+	if x != nil {
+		return x.IdempotencyKey
+	}
+	return ""
 }
 
 // The run that was started.
@@ -267,8 +282,16 @@ type SendRequest struct {
 	Input string `protobuf:"bytes,2,opt,name=input,proto3" json:"input,omitempty"`
 	// Anthropic content blocks (images, documents) placed before the text.
 	ContentBlocks []*structpb.Struct `protobuf:"bytes,3,rep,name=content_blocks,json=contentBlocks,proto3" json:"content_blocks,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	// Optional retry key: 1-128 printable ASCII characters (no spaces), unique
+	// per logical Send within the session. A repeat of a key this session has
+	// already applied within the server's idempotency TTL (at least 10 minutes,
+	// across restarts) returns the first call's response and appends or writes
+	// nothing again; the same key with a different request is INVALID_ARGUMENT.
+	// A call that failed leaves no record: retrying it with the same key runs it.
+	// Empty: no deduplication.
+	IdempotencyKey string `protobuf:"bytes,4,opt,name=idempotency_key,json=idempotencyKey,proto3" json:"idempotency_key,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
 }
 
 func (x *SendRequest) Reset() {
@@ -322,6 +345,13 @@ func (x *SendRequest) GetContentBlocks() []*structpb.Struct {
 	return nil
 }
 
+func (x *SendRequest) GetIdempotencyKey() string {
+	if x != nil {
+		return x.IdempotencyKey
+	}
+	return ""
+}
+
 // Where the message went.
 type SendResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -372,9 +402,17 @@ func (x *SendResponse) GetRunId() string {
 type StopRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// The session.
-	SessionId     string `protobuf:"bytes,1,opt,name=session_id,json=sessionId,proto3" json:"session_id,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	SessionId string `protobuf:"bytes,1,opt,name=session_id,json=sessionId,proto3" json:"session_id,omitempty"`
+	// Optional retry key: 1-128 printable ASCII characters (no spaces), unique
+	// per logical Stop within the session. A repeat of a key this session has
+	// already applied within the server's idempotency TTL (at least 10 minutes,
+	// across restarts) returns the first call's response and appends or writes
+	// nothing again; the same key with a different request is INVALID_ARGUMENT.
+	// A call that failed leaves no record: retrying it with the same key runs it.
+	// Empty: no deduplication.
+	IdempotencyKey string `protobuf:"bytes,2,opt,name=idempotency_key,json=idempotencyKey,proto3" json:"idempotency_key,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
 }
 
 func (x *StopRequest) Reset() {
@@ -410,6 +448,13 @@ func (*StopRequest) Descriptor() ([]byte, []int) {
 func (x *StopRequest) GetSessionId() string {
 	if x != nil {
 		return x.SessionId
+	}
+	return ""
+}
+
+func (x *StopRequest) GetIdempotencyKey() string {
+	if x != nil {
+		return x.IdempotencyKey
 	}
 	return ""
 }
@@ -928,9 +973,17 @@ type RespondPermissionRequest struct {
 	// When allowing: the input the tool runs with. Unset: the requested input.
 	UpdatedInput *structpb.Struct `protobuf:"bytes,4,opt,name=updated_input,json=updatedInput,proto3" json:"updated_input,omitempty"`
 	// When denying: the message given to the model.
-	Message       string `protobuf:"bytes,5,opt,name=message,proto3" json:"message,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	Message string `protobuf:"bytes,5,opt,name=message,proto3" json:"message,omitempty"`
+	// Optional retry key: 1-128 printable ASCII characters (no spaces), unique
+	// per logical answer within the session. A repeat of a key this session has
+	// already applied within the server's idempotency TTL (at least 10 minutes,
+	// across restarts) returns the first call's response and appends or writes
+	// nothing again; the same key with a different request is INVALID_ARGUMENT.
+	// A call that failed leaves no record: retrying it with the same key runs it.
+	// Empty: no deduplication.
+	IdempotencyKey string `protobuf:"bytes,6,opt,name=idempotency_key,json=idempotencyKey,proto3" json:"idempotency_key,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
 }
 
 func (x *RespondPermissionRequest) Reset() {
@@ -994,6 +1047,13 @@ func (x *RespondPermissionRequest) GetUpdatedInput() *structpb.Struct {
 func (x *RespondPermissionRequest) GetMessage() string {
 	if x != nil {
 		return x.Message
+	}
+	return ""
+}
+
+func (x *RespondPermissionRequest) GetIdempotencyKey() string {
+	if x != nil {
+		return x.IdempotencyKey
 	}
 	return ""
 }
@@ -1621,25 +1681,28 @@ var File_agentharness_v1_session_service_proto protoreflect.FileDescriptor
 
 const file_agentharness_v1_session_service_proto_rawDesc = "" +
 	"\n" +
-	"%agentharness/v1/session_service.proto\x12\x0fagentharness.v1\x1a\x1cagentharness/v1/events.proto\x1a\x1cgoogle/protobuf/struct.proto\"c\n" +
+	"%agentharness/v1/session_service.proto\x12\x0fagentharness.v1\x1a\x1cagentharness/v1/events.proto\x1a\x1cgoogle/protobuf/struct.proto\"\x8c\x01\n" +
 	"\fStartRequest\x12\x1d\n" +
 	"\n" +
 	"session_id\x18\x01 \x01(\tR\tsessionId\x124\n" +
-	"\x06config\x18\x02 \x01(\v2\x1c.agentharness.v1.StartConfigR\x06config\"E\n" +
+	"\x06config\x18\x02 \x01(\v2\x1c.agentharness.v1.StartConfigR\x06config\x12'\n" +
+	"\x0fidempotency_key\x18\x03 \x01(\tR\x0eidempotencyKey\"E\n" +
 	"\rStartResponse\x12\x15\n" +
 	"\x06run_id\x18\x01 \x01(\tR\x05runId\x12\x1d\n" +
 	"\n" +
-	"process_id\x18\x02 \x01(\tR\tprocessId\"\x82\x01\n" +
+	"process_id\x18\x02 \x01(\tR\tprocessId\"\xab\x01\n" +
 	"\vSendRequest\x12\x1d\n" +
 	"\n" +
 	"session_id\x18\x01 \x01(\tR\tsessionId\x12\x14\n" +
 	"\x05input\x18\x02 \x01(\tR\x05input\x12>\n" +
-	"\x0econtent_blocks\x18\x03 \x03(\v2\x17.google.protobuf.StructR\rcontentBlocks\"%\n" +
+	"\x0econtent_blocks\x18\x03 \x03(\v2\x17.google.protobuf.StructR\rcontentBlocks\x12'\n" +
+	"\x0fidempotency_key\x18\x04 \x01(\tR\x0eidempotencyKey\"%\n" +
 	"\fSendResponse\x12\x15\n" +
-	"\x06run_id\x18\x01 \x01(\tR\x05runId\",\n" +
+	"\x06run_id\x18\x01 \x01(\tR\x05runId\"U\n" +
 	"\vStopRequest\x12\x1d\n" +
 	"\n" +
-	"session_id\x18\x01 \x01(\tR\tsessionId\"*\n" +
+	"session_id\x18\x01 \x01(\tR\tsessionId\x12'\n" +
+	"\x0fidempotency_key\x18\x02 \x01(\tR\x0eidempotencyKey\"*\n" +
 	"\fStopResponse\x12\x1a\n" +
 	"\bstopping\x18\x01 \x01(\bR\bstopping\"R\n" +
 	"\x10SubscribeRequest\x12\x1d\n" +
@@ -1668,7 +1731,7 @@ const file_agentharness_v1_session_service_proto_rawDesc = "" +
 	"\x05limit\x18\x03 \x01(\rR\x05limit\"\\\n" +
 	"\x0fHistoryResponse\x12.\n" +
 	"\x06events\x18\x01 \x03(\v2\x16.agentharness.v1.EventR\x06events\x12\x19\n" +
-	"\bhas_more\x18\x02 \x01(\bR\ahasMore\"\xc6\x01\n" +
+	"\bhas_more\x18\x02 \x01(\bR\ahasMore\"\xef\x01\n" +
 	"\x18RespondPermissionRequest\x12\x1d\n" +
 	"\n" +
 	"session_id\x18\x01 \x01(\tR\tsessionId\x12\x1d\n" +
@@ -1676,7 +1739,8 @@ const file_agentharness_v1_session_service_proto_rawDesc = "" +
 	"request_id\x18\x02 \x01(\tR\trequestId\x12\x14\n" +
 	"\x05allow\x18\x03 \x01(\bR\x05allow\x12<\n" +
 	"\rupdated_input\x18\x04 \x01(\v2\x17.google.protobuf.StructR\fupdatedInput\x12\x18\n" +
-	"\amessage\x18\x05 \x01(\tR\amessage\"\x1b\n" +
+	"\amessage\x18\x05 \x01(\tR\amessage\x12'\n" +
+	"\x0fidempotency_key\x18\x06 \x01(\tR\x0eidempotencyKey\"\x1b\n" +
 	"\x19RespondPermissionResponse\"\xe3\x02\n" +
 	"\fSessionUsage\x12%\n" +
 	"\finput_tokens\x18\x01 \x01(\x04B\x020\x02R\vinputTokens\x12'\n" +

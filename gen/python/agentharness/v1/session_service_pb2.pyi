@@ -34,12 +34,14 @@ FULL_EVENT_PART_EVENT: FullEventPart
 FULL_EVENT_PART_EVENT_JSON: FullEventPart
 
 class StartRequest(_message.Message):
-    __slots__ = ("session_id", "config")
+    __slots__ = ("session_id", "config", "idempotency_key")
     SESSION_ID_FIELD_NUMBER: _ClassVar[int]
     CONFIG_FIELD_NUMBER: _ClassVar[int]
+    IDEMPOTENCY_KEY_FIELD_NUMBER: _ClassVar[int]
     session_id: str
     config: _events_pb2.StartConfig
-    def __init__(self, session_id: _Optional[str] = ..., config: _Optional[_Union[_events_pb2.StartConfig, _Mapping]] = ...) -> None: ...
+    idempotency_key: str
+    def __init__(self, session_id: _Optional[str] = ..., config: _Optional[_Union[_events_pb2.StartConfig, _Mapping]] = ..., idempotency_key: _Optional[str] = ...) -> None: ...
 
 class StartResponse(_message.Message):
     __slots__ = ("run_id", "process_id")
@@ -50,14 +52,16 @@ class StartResponse(_message.Message):
     def __init__(self, run_id: _Optional[str] = ..., process_id: _Optional[str] = ...) -> None: ...
 
 class SendRequest(_message.Message):
-    __slots__ = ("session_id", "input", "content_blocks")
+    __slots__ = ("session_id", "input", "content_blocks", "idempotency_key")
     SESSION_ID_FIELD_NUMBER: _ClassVar[int]
     INPUT_FIELD_NUMBER: _ClassVar[int]
     CONTENT_BLOCKS_FIELD_NUMBER: _ClassVar[int]
+    IDEMPOTENCY_KEY_FIELD_NUMBER: _ClassVar[int]
     session_id: str
     input: str
     content_blocks: _containers.RepeatedCompositeFieldContainer[_struct_pb2.Struct]
-    def __init__(self, session_id: _Optional[str] = ..., input: _Optional[str] = ..., content_blocks: _Optional[_Iterable[_Union[_struct_pb2.Struct, _Mapping]]] = ...) -> None: ...
+    idempotency_key: str
+    def __init__(self, session_id: _Optional[str] = ..., input: _Optional[str] = ..., content_blocks: _Optional[_Iterable[_Union[_struct_pb2.Struct, _Mapping]]] = ..., idempotency_key: _Optional[str] = ...) -> None: ...
 
 class SendResponse(_message.Message):
     __slots__ = ("run_id",)
@@ -66,10 +70,12 @@ class SendResponse(_message.Message):
     def __init__(self, run_id: _Optional[str] = ...) -> None: ...
 
 class StopRequest(_message.Message):
-    __slots__ = ("session_id",)
+    __slots__ = ("session_id", "idempotency_key")
     SESSION_ID_FIELD_NUMBER: _ClassVar[int]
+    IDEMPOTENCY_KEY_FIELD_NUMBER: _ClassVar[int]
     session_id: str
-    def __init__(self, session_id: _Optional[str] = ...) -> None: ...
+    idempotency_key: str
+    def __init__(self, session_id: _Optional[str] = ..., idempotency_key: _Optional[str] = ...) -> None: ...
 
 class StopResponse(_message.Message):
     __slots__ = ("stopping",)
@@ -138,18 +144,20 @@ class HistoryResponse(_message.Message):
     def __init__(self, events: _Optional[_Iterable[_Union[_events_pb2.Event, _Mapping]]] = ..., has_more: _Optional[bool] = ...) -> None: ...
 
 class RespondPermissionRequest(_message.Message):
-    __slots__ = ("session_id", "request_id", "allow", "updated_input", "message")
+    __slots__ = ("session_id", "request_id", "allow", "updated_input", "message", "idempotency_key")
     SESSION_ID_FIELD_NUMBER: _ClassVar[int]
     REQUEST_ID_FIELD_NUMBER: _ClassVar[int]
     ALLOW_FIELD_NUMBER: _ClassVar[int]
     UPDATED_INPUT_FIELD_NUMBER: _ClassVar[int]
     MESSAGE_FIELD_NUMBER: _ClassVar[int]
+    IDEMPOTENCY_KEY_FIELD_NUMBER: _ClassVar[int]
     session_id: str
     request_id: str
     allow: bool
     updated_input: _struct_pb2.Struct
     message: str
-    def __init__(self, session_id: _Optional[str] = ..., request_id: _Optional[str] = ..., allow: _Optional[bool] = ..., updated_input: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., message: _Optional[str] = ...) -> None: ...
+    idempotency_key: str
+    def __init__(self, session_id: _Optional[str] = ..., request_id: _Optional[str] = ..., allow: _Optional[bool] = ..., updated_input: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., message: _Optional[str] = ..., idempotency_key: _Optional[str] = ...) -> None: ...
 
 class RespondPermissionResponse(_message.Message):
     __slots__ = ()
