@@ -144,6 +144,11 @@ pub struct ServeConfig {
     #[arg(long, env = "AGENT_HARNESS_CACHE_SESSIONS", default_value_t = DEFAULT_CACHE_SESSIONS)]
     pub cache_sessions: usize,
 
+    /// Size of the embedded store's page cache (redb), bytes: what it keeps
+    /// of the file in memory.
+    #[arg(long, env = "AGENT_HARNESS_STORE_CACHE_BYTES", default_value_t = crate::store::DEFAULT_STORE_CACHE_BYTES)]
+    pub store_cache_bytes: usize,
+
     /// Heartbeat interval of idle Subscribe streams.
     #[arg(long, env = "AGENT_HARNESS_HEARTBEAT", default_value = "15s", value_parser = parse_duration)]
     pub heartbeat: Duration,
@@ -271,6 +276,7 @@ impl Default for ServeConfig {
             window_bytes: DEFAULT_WINDOW_BYTES,
             cache_bytes: DEFAULT_CACHE_BYTES,
             cache_sessions: DEFAULT_CACHE_SESSIONS,
+            store_cache_bytes: crate::store::DEFAULT_STORE_CACHE_BYTES,
             heartbeat: Duration::from_secs(15),
             max_request_bytes: 4 * 1024 * 1024,
             max_line_bytes: crate::supervise::DEFAULT_MAX_LINE_BYTES,

@@ -152,7 +152,7 @@ pub async fn run(config: ServeConfig, shutdown: impl Future<Output = ()> + Send)
         ))
     })?;
     let path = config.data_dir.join("events.redb");
-    let store = RedbStore::open(&path)?;
+    let store = RedbStore::open_with_cache(&path, config.store_cache_bytes)?;
     let logs = EventLogs::open(
         Arc::new(store),
         LogOptions {

@@ -55,8 +55,21 @@ pub struct RedbStore {
     db: RwLock<Option<Database>>,
     /// The file, to reopen after an I/O error (`None`: a custom backend).
     path: Option<PathBuf>,
+    /// redb's page cache size, bytes (also for a reopen).
+    cache_bytes: usize,
     /// Set by an I/O error; the next call reopens the database.
     broken: AtomicBool,
+}
+
+/// Default size of redb's page cache (`--store-cache-bytes`).
+pub const DEFAULT_CACHE_BYTES: usize = 64 * 1024 * 1024;
+
+/// Opens (or creates) the file with a page cache of `cache_bytes`.
+fn create(path: &Path, cache_bytes: usize) -> Result<Database, StoreError> {
+    Database::builder()
+        .set_cache_size(cache_bytes)
+        .create(path)
+        .map_err(rerr)
 }
 
 /// Converts any redb error into [`StoreError`] (they all fold into `redb::Error`).
@@ -68,9 +81,20 @@ impl RedbStore {
     /// Opens (or creates) the database file at `path`; its parent directory
     /// must exist. Recovers from an unclean shutdown as redb does: the last
     /// committed transaction wins, a torn one is discarded.
+    ///
+    /// redb's page cache holds at most [`DEFAULT_CACHE_BYTES`] (redb's own
+    /// default is 1 GiB, which memory would grow into as data is read);
+    /// [`RedbStore::open_with_cache`] sets it.
     pub fn open(path: &Path) -> Result<Self, StoreError> {
-        let db = Database::create(path).map_err(rerr)?;
-        Self::init(db, Some(path.to_owned()))
+        Self::open_with_cache(path, DEFAULT_CACHE_BYTES)
+    }
+
+    /// [`RedbStore::open`] with a page cache of `cache_bytes`.
+    pub fn open_with_cache(path: &Path, cache_bytes: usize) -> Result<Self, StoreError> {
+        let db = create(path, cache_bytes)?;
+        let mut store = Self::init(db, Some(path.to_owned()))?;
+        store.cache_bytes = cache_bytes;
+        Ok(store)
     }
 
     /// Opens a database on a custom redb backend. Crash tests use this with
@@ -95,6 +119,7 @@ impl RedbStore {
         Ok(Self {
             db: RwLock::new(Some(db)),
             path,
+            cache_bytes: DEFAULT_CACHE_BYTES,
             broken: AtomicBool::new(false),
         })
     }
@@ -118,7 +143,7 @@ impl RedbStore {
         }
         // redb allows one open handle per file: close the old one first.
         drop(db.take());
-        let fresh = Database::create(path).map_err(rerr)?;
+        let fresh = create(path, self.cache_bytes)?;
         tracing::warn!(path = %path.display(), "event store reopened after an I/O error");
         *db = Some(fresh);
         self.broken.store(false, Ordering::Release);
