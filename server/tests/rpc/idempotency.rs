@@ -5,8 +5,8 @@
 //! apply once; a key reused with another request is INVALID_ARGUMENT; a
 //! call that failed leaves no receipt; nothing per key stays in memory.
 
-use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{Arc, Condvar, Mutex};
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use agent_harness_client::pb;
@@ -16,12 +16,11 @@ use agent_harness_server::ServeOptions;
 use agent_harness_server::log::{EventLogs, LogOptions};
 use agent_harness_server::manager::receipts::{IdempotencyOptions, ManualClock};
 use agent_harness_server::manager::{ManagerOptions, SessionManager};
-use agent_harness_server::store::{
-    Commit, MemoryStore, Receipt, RedbStore, SessionMeta, Store, StoreError,
-};
+use agent_harness_server::store::{MemoryStore, RedbStore, Store};
 use tonic::Code;
 use tonic::transport::Channel;
 
+use crate::support::probe::Probe;
 use crate::support::scripted::{ScriptedAdapter, ScriptedBehavior};
 use crate::support::server::*;
 
@@ -484,73 +483,11 @@ async fn receipts_live_on_disk_and_nothing_per_key_stays_in_memory() {
     m.shutdown().await;
 }
 
-/// A memory store whose receipt lookups wait for each other: the first
-/// reads, then waits until a second lookup has read too (or 1 s passes), so
-/// two identical calls whose lookups are not serialized both miss,
-/// deterministically. With the per-key gate the second call
-/// looks up only after the first has committed, and the first lookup
-/// times out alone.
-#[derive(Default)]
-struct Rendezvous {
-    inner: MemoryStore,
-    /// Lookups so far (never decremented: the first two meet).
-    arrived_count: Mutex<usize>,
-    arrived: Condvar,
-    lookups: AtomicUsize,
-}
-
-impl Store for Rendezvous {
-    fn commit(&self, commit: Commit<'_>) -> Result<(), StoreError> {
-        self.inner.commit(commit)
-    }
-    fn read_full(&self, s: &str, seq: u64) -> Result<Option<pb::Event>, StoreError> {
-        self.inner.read_full(s, seq)
-    }
-    fn read_range(&self, s: &str, a: u64, l: usize) -> Result<Vec<pb::Event>, StoreError> {
-        self.inner.read_range(s, a, l)
-    }
-    fn read_before(&self, s: &str, b: u64, l: usize) -> Result<Vec<pb::Event>, StoreError> {
-        self.inner.read_before(s, b, l)
-    }
-    fn meta(&self, s: &str) -> Result<Option<SessionMeta>, StoreError> {
-        self.inner.meta(s)
-    }
-    fn put_meta(&self, m: &SessionMeta) -> Result<(), StoreError> {
-        self.inner.put_meta(m)
-    }
-    fn sessions(&self, after: Option<&str>, limit: usize) -> Result<Vec<SessionMeta>, StoreError> {
-        self.inner.sessions(after, limit)
-    }
-    fn receipt(&self, s: &str, k: &str) -> Result<Option<Receipt>, StoreError> {
-        self.lookups.fetch_add(1, Ordering::SeqCst);
-        // Read first, then wait: both reads happen before either call can
-        // commit.
-        let found = self.inner.receipt(s, k);
-        let mut arrived = self.arrived_count.lock().unwrap();
-        *arrived += 1;
-        self.arrived.notify_all();
-        let deadline = std::time::Instant::now() + Duration::from_secs(1);
-        while *arrived < 2 {
-            let left = deadline.saturating_duration_since(std::time::Instant::now());
-            if left.is_zero() {
-                break;
-            }
-            arrived = self.arrived.wait_timeout(arrived, left).unwrap().0;
-        }
-        drop(arrived);
-        found
-    }
-    fn prune_receipts(&self, before_ms: i64, limit: usize) -> Result<usize, StoreError> {
-        self.inner.prune_receipts(before_ms, limit)
-    }
-    fn receipt_count(&self) -> Result<usize, StoreError> {
-        self.inner.receipt_count()
-    }
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn two_identical_sends_racing_apply_once() {
-    let store = Arc::new(Rendezvous::default());
+    // Receipt lookups wait for each other (see `Probe::rendezvous`): two
+    // identical calls whose lookups are not serialized would both miss.
+    let store = Arc::new(Probe::rendezvous());
     let adapter = ScriptedAdapter::new(ScriptedBehavior::default());
     let server = TestServer::with_adapter(
         store.clone(),
@@ -570,7 +507,7 @@ async fn two_identical_sends_racing_apply_once() {
     let (a, b) = (a.unwrap(), b.unwrap());
     assert_eq!(a, b);
     sub.until("turn_end", is_turn_end).await;
-    assert_eq!(store.lookups.load(Ordering::SeqCst), 2);
+    assert_eq!(store.receipt_lookups.load(Ordering::SeqCst), 2);
     assert_eq!(
         calls(&server.adapter, "write:once"),
         1,

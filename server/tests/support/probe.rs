@@ -1,5 +1,6 @@
 //! A store for tests that observe or break storage: counts commits and
-//! reads, fails commits on demand, holds them at a gate, slows them down.
+//! reads, fails commits on demand, holds them at a gate, slows them down,
+//! makes receipt lookups meet.
 
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
@@ -18,6 +19,16 @@ pub struct Probe {
     pub commits: AtomicUsize,
     /// Reads of events (`read_range`, `read_before` calls).
     pub event_reads: AtomicUsize,
+    /// Receipt lookups (`receipt` calls).
+    pub receipt_lookups: AtomicUsize,
+    /// When set, receipt lookups wait for each other: the first reads, then
+    /// waits until a second lookup has read too (or 1 s passes), so two
+    /// identical keyed calls whose lookups are not serialized both miss,
+    /// deterministically; with a per-key gate the second looks up only
+    /// after the first committed, and the first lookup times out alone.
+    pub rendezvous: bool,
+    arrived: Mutex<usize>,
+    arrived_cv: std::sync::Condvar,
     /// Reads of metas (`meta`, `sessions` calls).
     pub meta_reads: AtomicUsize,
     /// Metas passed to successful commits (the writer passes only changed ones).
@@ -32,6 +43,14 @@ pub struct Probe {
 }
 
 impl Probe {
+    /// A probe whose receipt lookups meet (see [`Probe::rendezvous`]).
+    pub fn rendezvous() -> Self {
+        Self {
+            rendezvous: true,
+            ..Self::default()
+        }
+    }
+
     /// A probe whose every commit first sleeps `delay` (a slow disk).
     pub fn slow(delay: Duration) -> Self {
         Self {
@@ -75,7 +94,23 @@ impl Store for Probe {
         self.inner.commit(commit)
     }
     fn receipt(&self, s: &str, k: &str) -> Result<Option<Receipt>, StoreError> {
-        self.inner.receipt(s, k)
+        self.receipt_lookups.fetch_add(1, Ordering::SeqCst);
+        // Read first, then wait: both reads happen before either call can commit.
+        let found = self.inner.receipt(s, k);
+        if self.rendezvous {
+            let mut arrived = self.arrived.lock().unwrap();
+            *arrived += 1;
+            self.arrived_cv.notify_all();
+            let deadline = std::time::Instant::now() + Duration::from_secs(1);
+            while *arrived < 2 {
+                let left = deadline.saturating_duration_since(std::time::Instant::now());
+                if left.is_zero() {
+                    break;
+                }
+                arrived = self.arrived_cv.wait_timeout(arrived, left).unwrap().0;
+            }
+        }
+        found
     }
     fn prune_receipts(&self, before_ms: i64, limit: usize) -> Result<usize, StoreError> {
         self.inner.prune_receipts(before_ms, limit)
