@@ -1,0 +1,284 @@
+//! Spawning a run: the launch policy's check, the live-run permit, the
+//! durable `run_start` before the process, the process, and the hand-over
+//! of the session's claim to the new run task; and what a respawn keeps of
+//! the last run (its env values).
+
+use std::collections::{BTreeMap, HashMap};
+
+use agent_harness_client::pb;
+use agent_harness_client::pb::event::Payload;
+use tokio::sync::OwnedSemaphorePermit;
+
+use super::receipts::{Keyed, KeyedExt};
+use super::run::{self, RunSpec};
+use super::slot::Claim;
+use super::{SessionFold, SessionManager, Started};
+use crate::adapter::{AdapterError, SpawnConfig};
+use crate::error::{Error, Result};
+use crate::launch;
+use crate::log::NewEvent;
+use crate::store::{Outcome, SessionMeta};
+
+impl SessionManager {
+    /// The env a respawn starts with: the names the last run_start recorded,
+    /// with the values the session's meta keeps. [`Error::RespawnImpossible`]
+    /// when a value is not known (the meta lost it): a Start must give it
+    /// again.
+    pub(super) async fn respawn_env(
+        &self,
+        session_id: &str,
+        recorded: &HashMap<String, String>,
+    ) -> Result<HashMap<String, String>> {
+        if recorded.is_empty() {
+            return Ok(HashMap::new());
+        }
+        let stored = self
+            .inner
+            .logs
+            .meta(session_id)
+            .await?
+            .map(|m| m.env)
+            .unwrap_or_default();
+        let mut env = HashMap::with_capacity(recorded.len());
+        for (key, logged) in recorded {
+            let value = match stored.get(key) {
+                Some(v) => v.clone(),
+                // A run_start written before values were redacted holds it.
+                None if logged != launch::REDACTED => logged.clone(),
+                None => {
+                    return Err(Error::RespawnImpossible {
+                        session_id: session_id.to_owned(),
+                        reason: format!(
+                            "the value of env {key} of its last run is not known any more"
+                        ),
+                    });
+                }
+            };
+            env.insert(key.clone(), value);
+        }
+        Ok(env)
+    }
+
+    /// Checks `config` against the launch policy and the adapter and takes
+    /// a live-run permit (refusing before anything is appended), then appends
+    /// run_start (env values redacted) (+ input_sent) durably, then spawns;
+    /// on failure records run_error + run_end so the run still ends exactly
+    /// once. The caller holds the session's `claim` and has caught its fold
+    /// up to the head (so it stays current: from here on only this call and
+    /// then the run task it hands the claim to append).
+    /// A keyed call's receipt goes into the `run_start` commit (the call is
+    /// applied once `run_start` is durable), is completed with the process
+    /// id in the pid commit, and is removed in the `run_end` commit of a
+    /// failed spawn.
+    pub(super) async fn spawn_run(
+        &self,
+        session_id: &str,
+        claim: Claim,
+        mut config: pb::StartConfig,
+        trigger: &str,
+        keyed: Option<&Keyed>,
+    ) -> Result<Started> {
+        let fold = claim.fold().clone();
+        // A run that names no conversation continues the session's; when the
+        // CLI lost that one (run_error resume_failed), it starts a new one
+        // without --resume and its run_start says which conversation is gone.
+        let mut lost_resume_id = String::new();
+        if config.resume.is_empty() {
+            match fold
+                .with(SessionFold::resume_or_lost)
+                .unwrap_or(Ok(String::new()))
+            {
+                Ok(resume) => config.resume = resume,
+                Err(lost) => lost_resume_id = lost,
+            }
+        }
+        self.admit(session_id, &mut config, trigger)?;
+        let run_id = uuid::Uuid::new_v4().to_string();
+        let spawn = SpawnConfig {
+            session_id: session_id.to_owned(),
+            run_id: run_id.clone(),
+            config: config.clone(),
+        };
+        self.inner.adapter.check(&spawn)?;
+        let permit = self.live_run_permit()?;
+        let has_prompt = !config.prompt.is_empty() || !config.content_blocks.is_empty();
+        let mut first = vec![NewEvent {
+            run_id: run_id.clone(),
+            payload: Payload::RunStart(pb::RunStart {
+                config: Some(launch::redacted(&config)),
+                adapter: self.inner.adapter.name().to_owned(),
+                trigger: trigger.to_owned(),
+                lost_resume_id,
+            }),
+            cli_line: String::new(),
+        }];
+        if has_prompt {
+            first.push(NewEvent {
+                run_id: run_id.clone(),
+                payload: Payload::InputSent(pb::InputSent {
+                    text: config.prompt.clone(),
+                    source: pb::InputSource::Initial as i32,
+                    content_blocks: config.content_blocks.clone(),
+                }),
+                cli_line: String::new(),
+            });
+        }
+        let receipt = keyed.put(|| match trigger {
+            "start" => Outcome::Start {
+                run_id: run_id.clone(),
+                process_id: String::new(),
+            },
+            _ => Outcome::Send {
+                run_id: run_id.clone(),
+            },
+        });
+        let appended = self
+            .inner
+            .logs
+            .commit(session_id, first, None, receipt)
+            .await?;
+        fold.applied(&appended);
+        let spawned = self.inner.adapter.spawn(spawn).await;
+        let handle = match spawned {
+            Ok(h) => h,
+            Err(e) => {
+                drop(permit);
+                tracing::warn!(session_id, run_id, error = %e, "spawn failed");
+                let end = vec![
+                    NewEvent {
+                        run_id: run_id.clone(),
+                        payload: Payload::RunError(pb::RunError {
+                            message: e.to_string(),
+                            kind: "spawn_failed".into(),
+                            ..Default::default()
+                        }),
+                        cli_line: String::new(),
+                    },
+                    NewEvent {
+                        run_id: run_id.clone(),
+                        payload: Payload::RunEnd(pb::RunEnd {
+                            reason: pb::RunEndReason::Error as i32,
+                            source: "spawn".into(),
+                            ..Default::default()
+                        }),
+                        cli_line: String::new(),
+                    },
+                ];
+                // A Send that retries respawns with this run's env values.
+                let env: BTreeMap<String, String> = config.env.into_iter().collect();
+                let appended = self
+                    .inner
+                    .logs
+                    .commit(
+                        session_id,
+                        end,
+                        Some(Box::new(move |m: &mut SessionMeta| m.env = env)),
+                        keyed.map(Keyed::remove),
+                    )
+                    .await?;
+                fold.applied(&appended);
+                return Err(match e {
+                    AdapterError::Spawn(msg) => Error::Spawn(msg),
+                    e @ (AdapterError::BinaryNotFound(_)
+                    | AdapterError::Unsupported(_)
+                    | AdapterError::InvalidConfig { .. }) => e.into(),
+                    other => Error::Spawn(other.to_string()),
+                });
+            }
+        };
+        let (pid, start_time) = (handle.pid, handle.start_time);
+        let cwd = config.cwd.clone();
+        let env = config
+            .env
+            .iter()
+            .map(|(k, v)| (k.clone(), v.clone()))
+            .collect();
+        let process_id = handle
+            .process_id
+            .clone()
+            .or_else(|| pid.map(|p| format!("pid:{p}")))
+            .unwrap_or_default();
+        // A Start's receipt gets its process id with the pid.
+        let receipt = keyed.filter(|_| trigger == "start").put(|| Outcome::Start {
+            run_id: run_id.clone(),
+            process_id: process_id.clone(),
+        });
+        if let Err(e) = self
+            .inner
+            .logs
+            .commit(
+                session_id,
+                Vec::new(),
+                Some(Box::new(move |m: &mut SessionMeta| {
+                    m.pid = pid;
+                    m.pid_start_time = start_time;
+                    if !cwd.is_empty() {
+                        m.cwd = Some(cwd);
+                    }
+                    m.env = env;
+                })),
+                receipt,
+            )
+            .await
+        {
+            // The run goes on; only orphan cleanup after a crash, a
+            // respawn's env, and a repeated Start's process id (empty) are
+            // weaker.
+            tracing::warn!(session_id, error = %e, "could not record the pid and env");
+        }
+        let spec = RunSpec {
+            session_id: session_id.to_owned(),
+            run_id: run_id.clone(),
+            resume: config.resume.clone(),
+            logs: self.inner.logs.clone(),
+            opts: self.inner.opts.clone(),
+            handle,
+            prompt_sent: has_prompt,
+            live_permit: permit,
+        };
+        tokio::spawn(run::supervised(spec, claim));
+        tracing::info!(session_id, run_id, trigger, process_id, "run started");
+        Ok(Started { run_id, process_id })
+    }
+
+    /// The launch policy's verdict on `config` (which it may rewrite: see
+    /// [`LaunchPolicy::admit`]). A respawning Send's config is the session's
+    /// recorded one, not the request's: an invalid field there makes the
+    /// session not respawnable (the operator narrowed the policy since; a
+    /// Start with an allowed config fixes it); a cwd outside
+    /// `--allowed-cwd` stays [`Error::PolicyDenied`].
+    pub(super) fn admit(
+        &self,
+        session_id: &str,
+        config: &mut pb::StartConfig,
+        trigger: &str,
+    ) -> Result<()> {
+        match self.inner.opts.launch.admit(config) {
+            Ok(()) => Ok(()),
+            Err(e @ Error::InvalidField { .. }) if trigger != "start" => {
+                Err(Error::RespawnImpossible {
+                    session_id: session_id.to_owned(),
+                    reason: format!(
+                        "its last run config is not allowed by this server's launch policy ({e})"
+                    ),
+                })
+            }
+            Err(e) => Err(e),
+        }
+    }
+
+    /// A permit for one more live run, or [`Error::ResourceLimit`].
+    pub(super) fn live_run_permit(&self) -> Result<OwnedSemaphorePermit> {
+        self.inner
+            .live_runs
+            .clone()
+            .try_acquire_owned()
+            .map_err(|_| {
+                let max = self.inner.opts.max_live_runs;
+                Error::ResourceLimit(format!(
+                    "{max} runs are live, the most this server runs at once \
+                     (--max-live-runs); retry when one has ended, or Stop one"
+                ))
+            })
+    }
+}
