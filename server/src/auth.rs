@@ -2,7 +2,8 @@
 //!
 //! When a token is configured every RPC — native gRPC and grpc-web, the
 //! SessionService, reflection and health alike — must carry
-//! `authorization: Bearer TOKEN`; anything else is UNAUTHENTICATED. Without
+//! `authorization: Bearer TOKEN`; anything else is UNAUTHENTICATED (and
+//! `GET /metrics` gets 401, see [`crate::metrics`]). Without
 //! a token the server only binds loopback (DESIGN §4.8).
 
 use std::net::SocketAddr;
@@ -44,23 +45,34 @@ impl AuthInterceptor {
     }
 }
 
-impl Interceptor for AuthInterceptor {
-    fn call(&mut self, req: Request<()>) -> Result<Request<()>, Status> {
+impl AuthInterceptor {
+    /// Checks an `authorization` header value (`None`: the request has
+    /// none): every request passes without a token; with one, only
+    /// `Bearer TOKEN`. The error says what was wrong. The one rule for RPCs
+    /// and `GET /metrics` alike.
+    pub fn check(&self, authorization: Option<&[u8]>) -> Result<(), &'static str> {
         let Some(expected) = &self.token else {
-            return Ok(req);
+            return Ok(());
         };
-        let Some(value) = req.metadata().get("authorization") else {
-            return Err(Status::unauthenticated(
-                "missing authorization: Bearer token",
-            ));
+        let Some(value) = authorization else {
+            return Err("missing authorization: Bearer token");
         };
         let presented = value
-            .as_bytes()
             .strip_prefix(b"Bearer ")
-            .or_else(|| value.as_bytes().strip_prefix(b"bearer "));
+            .or_else(|| value.strip_prefix(b"bearer "));
         match presented {
-            Some(p) if constant_time_eq(p, expected) => Ok(req),
-            _ => Err(Status::unauthenticated("invalid bearer token")),
+            Some(p) if constant_time_eq(p, expected) => Ok(()),
+            _ => Err("invalid bearer token"),
+        }
+    }
+}
+
+impl Interceptor for AuthInterceptor {
+    fn call(&mut self, req: Request<()>) -> Result<Request<()>, Status> {
+        let value = req.metadata().get("authorization").map(|v| v.as_bytes());
+        match self.check(value) {
+            Ok(()) => Ok(req),
+            Err(why) => Err(Status::unauthenticated(why)),
         }
     }
 }

@@ -253,6 +253,11 @@ pub struct ServeConfig {
     #[arg(long, env = "AGENT_HARNESS_IDEMPOTENCY_TTL", default_value = "15m", value_parser = parse_idempotency_ttl)]
     pub idempotency_ttl: Duration,
 
+    /// Do not serve Prometheus metrics at `GET /metrics` (served by
+    /// default, behind the same origin, Host and token rules as the RPCs).
+    #[arg(long, env = "AGENT_HARNESS_NO_METRICS")]
+    pub no_metrics: bool,
+
     /// Log filter (tracing EnvFilter syntax, e.g. `info,agent_harness_server=debug`).
     #[arg(long, env = "AGENT_HARNESS_LOG", default_value = "info")]
     pub log: String,
@@ -292,6 +297,7 @@ impl Default for ServeConfig {
             max_live_runs: DEFAULT_MAX_LIVE_RUNS,
             max_streams: DEFAULT_MAX_STREAMS,
             idempotency_ttl: crate::manager::receipts::DEFAULT_IDEMPOTENCY_TTL,
+            no_metrics: false,
             log: "info".into(),
         }
     }

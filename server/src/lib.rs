@@ -7,6 +7,8 @@
 //! - [`access`]: who may reach the services: allowed browser origins (CORS) and the
 //!   Host check against DNS rebinding.
 //! - [`body_limit`]: request messages over `--max-request-bytes` get RESOURCE_EXHAUSTED.
+//! - [`metrics`]: Prometheus `GET /metrics` on the same port: counters, gauges and
+//!   fixed-bucket histograms on atomics.
 //! - [`record`]: `agent-harness record`, a cassette of the real CLI.
 //! - [`listen`]: accepting connections: TCP_NODELAY, TLS with ALPN h2 and http/1.1.
 //! - [`rpc`]: the `SessionService` handlers: validate, call the manager, map errors
@@ -36,6 +38,7 @@ pub mod launch;
 pub mod listen;
 pub mod log;
 pub mod manager;
+pub mod metrics;
 pub mod normalize;
 pub mod record;
 pub mod recovery;

@@ -64,6 +64,12 @@ impl Rpc {
         }
     }
 
+    /// Streams (Subscribe, ReadFullEvent) open now, over every clone.
+    pub fn open_streams(&self) -> usize {
+        self.max_streams
+            .saturating_sub(self.streams.available_permits())
+    }
+
     /// Caps the Subscribe streams open at once; one more gets
     /// RESOURCE_EXHAUSTED.
     pub fn with_max_streams(mut self, max_streams: usize) -> Self {

@@ -3,9 +3,11 @@
 //! and grpc.health.v1, behind the origin and Host checks, CORS, a request
 //! size limit ([`crate::body_limit`]) and bearer-token auth.
 //!
-//! Layers, outermost first: CORS (answers preflights, exposes the grpc-*
-//! headers to browsers) → grpc-web translation → request size limit →
-//! the services, each wrapped in the auth interceptor.
+//! Layers, outermost first: the origin and Host checks → `GET /metrics`
+//! ([`crate::metrics`], token checked like an RPC's) → CORS (answers
+//! preflights, exposes the grpc-* headers to browsers) → grpc-web
+//! translation → request size limit → the services, each wrapped in the
+//! auth interceptor.
 //!
 //! Shutdown order: the shutdown future resolves → health goes NOT_SERVING →
 //! every live run is stopped and gets its run_end (SERVER_RESTART, source
@@ -35,6 +37,7 @@ use crate::config::{AdapterKind, ServeConfig};
 use crate::error::{Error, Result};
 use crate::log::{EventLogs, LogOptions};
 use crate::manager::{ManagerOptions, SessionManager};
+use crate::metrics::MetricsLayer;
 use crate::rpc::Rpc;
 use crate::store::RedbStore;
 
@@ -51,6 +54,8 @@ pub struct ServeOptions {
     pub tls: Option<TlsAcceptor>,
     /// Most Subscribe streams open at once.
     pub max_streams: usize,
+    /// Serve Prometheus metrics at `GET /metrics` ([`crate::metrics`]).
+    pub metrics: bool,
 }
 
 impl std::fmt::Debug for ServeOptions {
@@ -62,6 +67,7 @@ impl std::fmt::Debug for ServeOptions {
             .field("access", &self.access)
             .field("tls", &self.tls.is_some())
             .field("max_streams", &self.max_streams)
+            .field("metrics", &self.metrics)
             .finish()
     }
 }
@@ -74,6 +80,7 @@ impl Default for ServeOptions {
             access: AccessPolicy::loopback_only(),
             tls: None,
             max_streams: crate::config::DEFAULT_MAX_STREAMS,
+            metrics: true,
         }
     }
 }
@@ -120,6 +127,7 @@ pub fn serve_options(config: &ServeConfig) -> Result<ServeOptions> {
         access,
         tls,
         max_streams: config.max_streams,
+        metrics: !config.no_metrics,
     })
 }
 
@@ -235,6 +243,9 @@ pub async fn serve_on(
     let streams = CancellationToken::new();
     let auth = AuthInterceptor::new(opts.auth_token.clone());
     let rpc = Rpc::new(manager.clone(), streams.clone()).with_max_streams(opts.max_streams);
+    let metrics = opts
+        .metrics
+        .then(|| crate::metrics::Source::new(manager.clone(), rpc.clone()));
     let session_service = SessionServiceServer::new(rpc)
         .max_decoding_message_size(opts.max_request_bytes)
         // Every response is built under 4 MiB (events are cut to their
@@ -296,12 +307,14 @@ pub async fn serve_on(
         addr = ?addr,
         auth = auth.required(),
         tls = opts.tls.is_some(),
+        metrics = opts.metrics,
         "serving gRPC and grpc-web"
     );
     let router = Server::builder()
         .accept_http1(true)
         .http2_keepalive_interval(Some(Duration::from_secs(30)))
         .layer(AccessLayer::new(opts.access.clone()))
+        .layer(MetricsLayer::new(metrics, auth.clone()))
         .layer(cors_layer(opts.access.clone()))
         .layer(tonic_web::GrpcWebLayer::new())
         .layer(RequestLimitLayer::new(opts.max_request_bytes))

@@ -178,6 +178,8 @@ struct Shared {
     /// Whether the last commit succeeded: false from a failed commit until
     /// the next one succeeds. See [`EventLogs::storage_ok`].
     storage_ok: watch::Sender<bool>,
+    /// Commit and subscriber histograms (see [`EventLogs::metrics`]).
+    metrics: crate::metrics::LogMetrics,
 }
 
 impl Shared {
@@ -375,6 +377,7 @@ impl EventLogs {
             commits: AtomicU64::new(0),
             committed_events: AtomicU64::new(0),
             storage_ok: watch::Sender::new(true),
+            metrics: crate::metrics::LogMetrics::default(),
         });
         let (tx, rx) = std::sync::mpsc::channel();
         let writer = writer::spawn(shared.clone(), rx).map_err(|e| {
@@ -724,6 +727,12 @@ impl EventLogs {
             // The writer has already replied; joining only waits for it to drop its state.
             let _ = tokio::task::spawn_blocking(move || h.join()).await;
         }
+    }
+
+    /// The histograms the writer and the subscribe streams fill: commit
+    /// sizes and durations, subscriber lag (served at `/metrics`).
+    pub fn metrics(&self) -> &crate::metrics::LogMetrics {
+        &self.inner.shared.metrics
     }
 
     /// What the log holds in memory right now (tests and benches).

@@ -55,6 +55,9 @@ struct Sub {
     phase: Phase,
     /// Seq of the last event yielded (or the replay's from_seq).
     last_sent: u64,
+    /// The highest head seen live, so that lag is observed once per new
+    /// head (`metrics::LogMetrics::subscriber_lag`).
+    seen_head: u64,
     /// Fetched, not yet yielded events; empty (and unallocated) when idle.
     buf: std::vec::IntoIter<pb::Event>,
     /// When the next heartbeat is due (live phase only): the last yield
@@ -95,6 +98,7 @@ pub(super) fn stream(
         head_rx,
         phase: Phase::Header,
         last_sent: 0,
+        seen_head: 0,
         buf: Vec::new().into_iter(),
         heartbeat_at: None,
         timer: None,
@@ -145,6 +149,7 @@ impl Sub {
                 }
                 Phase::Replay { until } => {
                     if self.last_sent >= until {
+                        self.seen_head = until;
                         self.phase = Phase::Live;
                         return Some(Kind::CaughtUp(pb::CaughtUp { head_seq: until }));
                     }
@@ -154,6 +159,14 @@ impl Sub {
                 }
                 Phase::Live => {
                     let head = *self.head_rx.borrow_and_update();
+                    if head > self.seen_head {
+                        // Once per new head, not per event: how far behind it found us.
+                        self.seen_head = head;
+                        self.shared
+                            .metrics
+                            .subscriber_lag
+                            .observe(head - self.last_sent);
+                    }
                     if head > self.last_sent {
                         if let Some(ev) = self.next_event(head).await {
                             return Some(Kind::Event(ev));

@@ -331,6 +331,7 @@ impl Writer {
         if let Some(fp) = &self.failpoint {
             fp.check(self.clock, When::Before);
         }
+        let started = Instant::now();
         let stored = self.shared.store.commit(Commit {
             events: &events,
             full: &full,
@@ -346,10 +347,14 @@ impl Writer {
                 self.shared
                     .storage_ok
                     .send_if_modified(|ok| !std::mem::replace(ok, true));
+                let took = u64::try_from(started.elapsed().as_micros()).unwrap_or(u64::MAX);
                 self.shared.commits.fetch_add(1, Ordering::Relaxed);
                 self.shared
                     .committed_events
                     .fetch_add(events.len() as u64, Ordering::Relaxed);
+                let metrics = &self.shared.metrics;
+                metrics.commit_micros.observe(took);
+                metrics.commit_events.observe(events.len() as u64);
                 let wake = self.publish(&events, &touched, now_ms);
                 self.shared.published.fetch_add(1, Ordering::SeqCst);
                 self.shared.resident.enforce_byte_budget();

@@ -176,6 +176,12 @@ impl SessionManager {
         }
     }
 
+    /// CLI processes alive now: the live-run permits taken.
+    pub fn live_runs(&self) -> usize {
+        let max = self.inner.opts.max_live_runs.min(Semaphore::MAX_PERMITS);
+        max.saturating_sub(self.inner.live_runs.available_permits())
+    }
+
     /// The event logs this manager writes.
     pub fn logs(&self) -> &EventLogs {
         &self.inner.logs

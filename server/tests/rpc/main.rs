@@ -1,4 +1,4 @@
-//! The gRPC service against stand-in processes: sessions, derived state, timers on paused time, idempotency keys, launch policy, limits, shutdown, storage faults, transport security, recovery, fuzz.
+//! The gRPC service against stand-in processes: sessions, derived state, timers on paused time, idempotency keys, launch policy, limits, shutdown, storage faults, transport security, metrics, recovery, fuzz.
 //!
 //! One test binary per concern (build and link once); each module below
 //! was its own binary before.
@@ -13,6 +13,7 @@ mod idempotency;
 mod launch_policy;
 mod limits;
 mod memory;
+mod metrics;
 mod recovery_restart;
 mod session;
 mod shutdown;

@@ -1,0 +1,277 @@
+//! `GET /metrics` on the serving port: Prometheus text that follows a
+//! scripted run (events appended, live runs, streams, commit and lag
+//! histograms), behind the same token and origin/Host rules as the RPCs.
+
+use std::collections::BTreeMap;
+use std::net::SocketAddr;
+
+use crate::support::scripted::ScriptedBehavior;
+use crate::support::server::*;
+use agent_harness_server::ServeOptions;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+/// One HTTP/1.1 response, split up.
+struct Http {
+    status: u16,
+    /// Header lines, lowercased.
+    head: String,
+    body: String,
+}
+
+/// `GET path` over a fresh TCP connection, naming `host`, with `extra`
+/// header lines (each ending in CRLF).
+async fn get_with(addr: SocketAddr, path: &str, host: &str, extra: &str) -> Http {
+    let mut tcp = tokio::net::TcpStream::connect(addr).await.unwrap();
+    let req = format!("GET {path} HTTP/1.1\r\nHost: {host}\r\n{extra}Connection: close\r\n\r\n");
+    tcp.write_all(req.as_bytes()).await.unwrap();
+    let mut raw = Vec::new();
+    tokio::time::timeout(WAIT, tcp.read_to_end(&mut raw))
+        .await
+        .expect("response in time")
+        .unwrap();
+    let raw = String::from_utf8(raw).expect("utf-8 response");
+    let (head, body) = raw.split_once("\r\n\r\n").expect("a head and a body");
+    let status = head
+        .split(' ')
+        .nth(1)
+        .and_then(|s| s.parse().ok())
+        .unwrap_or_else(|| panic!("status line: {head}"));
+    Http {
+        status,
+        head: head.to_ascii_lowercase(),
+        body: body.to_owned(),
+    }
+}
+
+/// `GET /metrics` from a loopback client with `extra` headers.
+async fn scrape_with(addr: SocketAddr, extra: &str) -> Http {
+    get_with(addr, "/metrics", &addr.to_string(), extra).await
+}
+
+/// A successful scrape, parsed into series (`name{labels}`) and values;
+/// every line is checked against the text format on the way.
+async fn scrape(addr: SocketAddr) -> BTreeMap<String, f64> {
+    let resp = scrape_with(addr, "").await;
+    assert_eq!(resp.status, 200, "{}\n{}", resp.head, resp.body);
+    assert!(
+        resp.head
+            .contains("content-type: text/plain; version=0.0.4"),
+        "{}",
+        resp.head
+    );
+    parse(&resp.body)
+}
+
+/// The exposition text as series → value; panics on a malformed line or a
+/// sample without its `# TYPE`.
+fn parse(text: &str) -> BTreeMap<String, f64> {
+    let mut typed = Vec::new();
+    let mut samples = BTreeMap::new();
+    for line in text.lines() {
+        if let Some(rest) = line.strip_prefix("# TYPE ") {
+            let (name, kind) = rest.split_once(' ').expect("# TYPE name kind");
+            assert!(["counter", "gauge", "histogram"].contains(&kind), "{line}");
+            typed.push(name.to_owned());
+            continue;
+        }
+        if line.starts_with("# HELP ") {
+            continue;
+        }
+        let (series, value) = line.rsplit_once(' ').expect("series value");
+        let value: f64 = value
+            .parse()
+            .unwrap_or_else(|_| panic!("value of {line:?}"));
+        let name = series.split('{').next().unwrap();
+        let family = ["_bucket", "_sum", "_count"]
+            .iter()
+            .find_map(|s| name.strip_suffix(s))
+            .filter(|f| typed.iter().any(|t| t == f))
+            .unwrap_or(name);
+        assert!(
+            typed.iter().any(|t| t == family),
+            "{line}: no # TYPE before it"
+        );
+        assert!(
+            samples.insert(series.to_owned(), value).is_none(),
+            "{series} twice"
+        );
+    }
+    samples
+}
+
+fn value(m: &BTreeMap<String, f64>, series: &str) -> f64 {
+    *m.get(series)
+        .unwrap_or_else(|| panic!("{series} missing from {m:#?}"))
+}
+
+/// A histogram's cumulative buckets (ascending `le`, `+Inf` last), sum and
+/// count, checked for consistency.
+fn histogram(m: &BTreeMap<String, f64>, name: &str) -> (Vec<(f64, f64)>, f64, f64) {
+    let prefix = format!("{name}_bucket{{le=\"");
+    let mut buckets: Vec<(f64, f64)> = m
+        .iter()
+        .filter_map(|(k, v)| {
+            let le = k.strip_prefix(&prefix)?.strip_suffix("\"}")?;
+            let le = if le == "+Inf" {
+                f64::INFINITY
+            } else {
+                le.parse().unwrap()
+            };
+            Some((le, *v))
+        })
+        .collect();
+    buckets.sort_by(|a, b| a.0.total_cmp(&b.0));
+    assert!(buckets.len() > 1, "{name}: buckets");
+    assert!(
+        buckets.windows(2).all(|w| w[0].1 <= w[1].1),
+        "{name}: cumulative"
+    );
+    let (sum, count) = (
+        value(m, &format!("{name}_sum")),
+        value(m, &format!("{name}_count")),
+    );
+    let last = buckets.last().unwrap();
+    assert_eq!(last.0, f64::INFINITY, "{name}: +Inf last");
+    assert_eq!(last.1, count, "{name}: +Inf equals _count");
+    (buckets, sum, count)
+}
+
+#[tokio::test]
+async fn metrics_follow_a_run_over_http1() {
+    let server = TestServer::start().await;
+    let m = scrape(server.addr).await;
+    assert_eq!(value(&m, "agent_harness_live_runs"), 0.0);
+    assert_eq!(value(&m, "agent_harness_events_appended_total"), 0.0);
+    assert_eq!(value(&m, "agent_harness_storage_ok"), 1.0);
+
+    let mut c = server.client().await;
+    let (mut sub, _) = first_turn(&mut c, "m1", "hi").await;
+    let m = scrape(server.addr).await;
+    assert_eq!(
+        value(&m, "agent_harness_live_runs"),
+        1.0,
+        "a keep-alive run"
+    );
+    assert_eq!(value(&m, "agent_harness_open_streams"), 1.0);
+    assert_eq!(value(&m, "agent_harness_subscribers"), 1.0);
+    let appended = value(&m, "agent_harness_events_appended_total");
+    assert!(appended >= sub.events.len() as f64, "{appended}");
+    let commits = value(&m, "agent_harness_commits_total");
+    assert!(commits > 0.0);
+    assert!(value(&m, "agent_harness_resident_sessions") >= 1.0);
+    assert!(value(&m, "agent_harness_window_events") >= sub.events.len() as f64);
+
+    let (_, events, count) = histogram(&m, "agent_harness_commit_batch_events");
+    assert_eq!(count, commits, "one observation per commit");
+    assert_eq!(events, appended, "batch sizes add up to the events");
+    let (buckets, seconds, count) = histogram(&m, "agent_harness_commit_duration_seconds");
+    assert_eq!(count, commits);
+    assert!(seconds >= 0.0);
+    assert!(buckets.iter().any(|(le, _)| *le < 0.001), "sub-ms buckets");
+    // The live subscriber saw new heads while the turn ran.
+    let (_, lag, count) = histogram(&m, "agent_harness_subscriber_lag_events");
+    assert!(count > 0.0, "lag observed");
+    assert!(
+        lag >= count,
+        "each observation is at least one event behind"
+    );
+
+    // The scripted CLI exits on this turn: the run ends.
+    send(&mut c, "m1", "CRASH").await.unwrap();
+    sub.until("run_end", is_run_end).await;
+    // The run's permit is released before its run_end is appended.
+    let m = scrape(server.addr).await;
+    assert_eq!(value(&m, "agent_harness_live_runs"), 0.0);
+    let head = sub.events.last().unwrap().seq as f64;
+    assert!(value(&m, "agent_harness_events_appended_total") >= head);
+    server.shutdown().await.unwrap();
+}
+
+#[tokio::test]
+async fn metrics_need_the_token() {
+    let server = TestServer::with(
+        ScriptedBehavior::default(),
+        fast_opts(),
+        ServeOptions {
+            auth_token: Some("s3cret-token".into()),
+            ..ServeOptions::default()
+        },
+    )
+    .await;
+    for extra in [
+        "",
+        "Authorization: Bearer nope\r\n",
+        "Authorization: s3cret-token\r\n",
+    ] {
+        let resp = scrape_with(server.addr, extra).await;
+        assert_eq!(resp.status, 401, "{extra:?}: {}", resp.head);
+        assert!(
+            resp.head.contains("www-authenticate: bearer"),
+            "{}",
+            resp.head
+        );
+        assert!(!resp.body.contains("agent_harness_"), "{}", resp.body);
+    }
+    let resp = scrape_with(server.addr, "Authorization: Bearer s3cret-token\r\n").await;
+    assert_eq!(resp.status, 200, "{}", resp.head);
+    let m = parse(&resp.body);
+    assert_eq!(value(&m, "agent_harness_live_runs"), 0.0);
+    server.shutdown().await.unwrap();
+}
+
+#[tokio::test]
+async fn metrics_refuse_a_foreign_origin_or_host() {
+    let server = TestServer::start().await;
+    let host = server.addr.to_string();
+    for (host, extra) in [
+        (host.as_str(), "Origin: http://evil.example\r\n"),
+        (host.as_str(), "Origin: null\r\n"),
+        ("evil.example", ""),
+    ] {
+        let resp = get_with(server.addr, "/metrics", host, extra).await;
+        assert_eq!(resp.status, 403, "{host} {extra:?}: {}", resp.head);
+        assert!(!resp.body.contains("agent_harness_"), "{}", resp.body);
+        assert!(
+            !resp.head.contains("access-control-allow-origin"),
+            "{}",
+            resp.head
+        );
+    }
+    // The control: a loopback page passes the same checks.
+    let resp = get_with(
+        server.addr,
+        "/metrics",
+        &host,
+        "Origin: http://localhost:5173\r\n",
+    )
+    .await;
+    assert_eq!(resp.status, 200, "{}", resp.head);
+    server.shutdown().await.unwrap();
+}
+
+#[tokio::test]
+async fn other_paths_and_no_metrics_keep_the_grpc_port_as_it_was() {
+    let server = TestServer::start().await;
+    let host = server.addr.to_string();
+    // Only GET /metrics: any other plain HTTP/1.1 request is still refused
+    // by grpc-web as before.
+    for path in ["/", "/metrics/", "/metricsx"] {
+        let resp = get_with(server.addr, path, &host, "").await;
+        assert_eq!(resp.status, 400, "{path}: {}", resp.head);
+    }
+    server.shutdown().await.unwrap();
+
+    let server = TestServer::with(
+        ScriptedBehavior::default(),
+        fast_opts(),
+        ServeOptions {
+            metrics: false,
+            ..ServeOptions::default()
+        },
+    )
+    .await;
+    let resp = scrape_with(server.addr, "").await;
+    assert_eq!(resp.status, 400, "{}", resp.head);
+    assert!(!resp.body.contains("agent_harness_"), "{}", resp.body);
+    server.shutdown().await.unwrap();
+}
