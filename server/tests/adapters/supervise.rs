@@ -271,3 +271,17 @@ async fn a_child_not_reading_stdin_gets_a_bounded_queue() {
     p.group.signal(Signal::Kill).unwrap();
     p.exited.await.unwrap();
 }
+
+/// A client's env (a hostile `StartConfig.env` the operator allowed) cannot
+/// replace a run's marker: the process always carries its own run id, so
+/// the sweep at its end finds whatever it starts.
+#[tokio::test]
+async fn a_spoofed_run_marker_in_the_env_never_wins() {
+    let mut spec = sh("echo \"$AGENT_HARNESS_RUN_ID\"");
+    spec.env = vec![("AGENT_HARNESS_RUN_ID".into(), "someone-else".into())];
+    spec.run_marker = Some("run-123".into());
+    let p = spawn(&spec).unwrap();
+    let got = lines(p.stdout).await;
+    assert_eq!(got, vec![StdoutLine::Line("run-123".into())]);
+    assert_eq!(p.exited.await.unwrap().code, Some(0));
+}
