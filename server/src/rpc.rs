@@ -38,6 +38,16 @@ pub struct Rpc {
 }
 
 impl Rpc {
+    /// NOT_FOUND unless the session exists (an unknown id costs a store
+    /// lookup and leaves nothing behind).
+    async fn require_session(&self, session_id: &str) -> Result<(), Error> {
+        if self.logs.exists(session_id).await? {
+            Ok(())
+        } else {
+            Err(Error::unknown_session(session_id))
+        }
+    }
+
     /// A permit for one more open stream (Subscribe, ReadFullEvent), or
     /// RESOURCE_EXHAUSTED past `--max-streams`.
     fn stream_permit(&self) -> Result<tokio::sync::OwnedSemaphorePermit, Error> {
@@ -281,14 +291,7 @@ impl SessionService for Rpc {
     ) -> Result<Response<pb::HistoryResponse>, Status> {
         let req = request.into_inner();
         validate::session_id(&req.session_id)?;
-        if !self
-            .logs
-            .exists(&req.session_id)
-            .await
-            .map_err(Error::from)?
-        {
-            return Err(Error::unknown_session(&req.session_id).into());
-        }
+        self.require_session(&req.session_id).await?;
         let (events, has_more) = self
             .logs
             .history(&req.session_id, req.before_seq, req.limit)
@@ -307,14 +310,7 @@ impl SessionService for Rpc {
         validate::session_id(&req.session_id)?;
         let part = pb::FullEventPart::try_from(req.part)
             .map_err(|_| Error::invalid("part", format!("unknown part {}", req.part)))?;
-        if !self
-            .logs
-            .exists(&req.session_id)
-            .await
-            .map_err(Error::from)?
-        {
-            return Err(Error::unknown_session(&req.session_id).into());
-        }
+        self.require_session(&req.session_id).await?;
         let event = self
             .logs
             .full_event(&req.session_id, req.seq)
