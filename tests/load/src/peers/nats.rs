@@ -1,0 +1,3 @@
+//! NATS JetStream, driven by the Go program in `tests/load/nats` (nats.go).
+//!
+//! TODO(helper): implement.
