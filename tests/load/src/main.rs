@@ -6,6 +6,7 @@
 //! and prints each measurement as a table, then the ratios (ours / peer).
 
 mod peers;
+mod server;
 mod stats;
 
 fn main() {
