@@ -4,11 +4,54 @@
 //! run) whose CLI is the stand-in `load-cli`, drives it over loopback
 //! gRPC and grpc-web, runs the peers on the same machine in the same run,
 //! and prints each measurement as a table, then the ratios (ours / peer).
+//!
+//! `--quick` runs every measurement with tiny counts: a smoke check for CI
+//! that every path works and every event arrives. It asserts delivery,
+//! never timings.
 
+mod os;
+mod ours;
 mod peers;
+mod plan;
+mod report;
 mod server;
 mod stats;
 
+use std::path::PathBuf;
+
+use clap::Parser;
+
+/// The command line.
+#[derive(Debug, Parser)]
+#[command(about = "End-to-end load test of agent-harness, side by side with its peers")]
+pub struct Args {
+    /// Tiny counts: a smoke check that every measurement runs (no timing is asserted).
+    #[arg(long)]
+    pub quick: bool,
+    /// The `agent-harness` binary (default: next to this one).
+    #[arg(long)]
+    pub server_bin: Option<PathBuf>,
+    /// The stand-in CLI (default: `load-cli` next to this one).
+    #[arg(long)]
+    pub cli_bin: Option<PathBuf>,
+    /// Also write every figure as JSON here.
+    #[arg(long)]
+    pub json: Option<PathBuf>,
+    /// Our server only (no NATS, SQLite or fsync loop).
+    #[arg(long)]
+    pub no_peers: bool,
+}
+
 fn main() {
-    println!("agent-harness-load: under construction");
+    let args = Args::parse();
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .expect("tokio runtime");
+    let results = runtime.block_on(plan::run(&args));
+    report::print(&results);
+    if let Some(path) = &args.json {
+        let json = serde_json::to_string_pretty(&results).expect("serialize results");
+        std::fs::write(path, json).unwrap_or_else(|e| panic!("write {}: {e}", path.display()));
+    }
 }

@@ -59,7 +59,10 @@ impl Server {
         let server = Self { child, addr };
         let deadline = Instant::now() + Duration::from_secs(60);
         while tokio::net::TcpStream::connect(addr).await.is_err() {
-            assert!(Instant::now() < deadline, "the server never listened on {addr}");
+            assert!(
+                Instant::now() < deadline,
+                "the server never listened on {addr}"
+            );
             tokio::time::sleep(Duration::from_millis(20)).await;
         }
         server
@@ -137,7 +140,12 @@ pub fn proc_cpu_secs(pid: u32) -> f64 {
     let rest = stat.rsplit_once(')').map(|(_, r)| r).unwrap_or("");
     let fields: Vec<&str> = rest.split_whitespace().collect();
     // After ')': state is field 3 of stat(5), so utime (14) and stime (15) are 11 and 12 here.
-    let ticks = |i: usize| fields.get(i).and_then(|v| v.parse::<f64>().ok()).unwrap_or(0.0);
+    let ticks = |i: usize| {
+        fields
+            .get(i)
+            .and_then(|v| v.parse::<f64>().ok())
+            .unwrap_or(0.0)
+    };
     (ticks(11) + ticks(12)) / 100.0
 }
 

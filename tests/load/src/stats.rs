@@ -60,16 +60,6 @@ impl Latency {
             max: samples.last().map(|d| ms(*d)).unwrap_or(0.0),
         }
     }
-
-    /// Quantiles of samples given in milliseconds.
-    pub fn from_ms(samples: &[f64]) -> Self {
-        Self::from_samples(
-            samples
-                .iter()
-                .map(|ms| Duration::from_secs_f64(ms.max(0.0) / 1e3))
-                .collect(),
-        )
-    }
 }
 
 #[cfg(test)]
@@ -78,7 +68,7 @@ mod tests {
 
     #[test]
     fn nearest_rank_quantiles() {
-        let l = Latency::from_ms(&(1..=1000).map(|i| i as f64).collect::<Vec<_>>());
+        let l = Latency::from_samples((1..=1000).map(Duration::from_millis).collect());
         assert_eq!(l.n, 1000);
         assert!((l.p50 - 500.0).abs() < 1e-6, "{l:?}");
         assert!((l.p99 - 990.0).abs() < 1e-6, "{l:?}");
@@ -89,7 +79,14 @@ mod tests {
 
     #[test]
     fn rate_per_second() {
-        assert_eq!(Rate { events: 500, secs: 0.5 }.per_sec(), 1000.0);
+        assert_eq!(
+            Rate {
+                events: 500,
+                secs: 0.5
+            }
+            .per_sec(),
+            1000.0
+        );
         assert_eq!(Rate::default().per_sec(), 0.0);
     }
 }

@@ -1,0 +1,206 @@
+//! Fan-out latency: N subscribers on one session while its stand-in CLI
+//! writes lines at a fixed rate. For every content event each subscriber
+//! records two delays:
+//! - **write → receipt**: from the moment the stand-in wrote the line
+//!   (its `t=`) to the moment the subscriber decoded the event: the whole
+//!   path, comparable to JetStream's publish → receive;
+//! - **commit → receipt**: from the event's `time` (set when the writer
+//!   sequenced its batch, just before the fsync) to receipt.
+//!
+//! gRPC subscribers share HTTP/2 connections, 100 streams each; grpc-web
+//! subscribers each hold their own HTTP/1.1 connection, as browsers
+//! without HTTP/2 do.
+
+use std::net::SocketAddr;
+use std::time::Duration;
+
+use agent_harness_client::pb;
+use agent_harness_client::pb::subscribe_response::Kind;
+use bytes::{Buf, BytesMut};
+use http_body_util::BodyExt;
+use serde::Serialize;
+
+use super::{Seen, connections, follow, head, send};
+use crate::server::Server;
+use crate::stats::Latency;
+
+/// Subscribers per HTTP/2 connection.
+pub const STREAMS_PER_CONNECTION: usize = 100;
+
+/// How subscribers connect.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub enum Transport {
+    /// Native gRPC over HTTP/2.
+    Grpc,
+    /// grpc-web over HTTP/1.1, one connection per subscriber.
+    GrpcWeb,
+}
+
+/// One row of the fan-out table.
+#[derive(Debug, Clone, Serialize)]
+pub struct Row {
+    /// How they connected.
+    pub transport: Transport,
+    /// Subscribers.
+    pub subscribers: usize,
+    /// Lines per second the stand-in wrote.
+    pub rate: f64,
+    /// Lines written.
+    pub events: u64,
+    /// Stand-in write → receipt.
+    pub from_write: Latency,
+    /// Sequenced (just before the commit) → receipt.
+    pub from_commit: Latency,
+}
+
+/// Prepares session `id` with a live process: one turn of one line.
+pub async fn prepare(server: &Server, id: &str) {
+    let mut c = server.connect().await;
+    let follower = tokio::spawn(follow(c.clone(), id.to_string(), 0, 1, None));
+    super::start(&mut c, id, 1, 0.0).await;
+    follower.await.expect("first turn");
+}
+
+/// `subscribers` follow `id` while its CLI writes `events` lines at `rate`.
+pub async fn run(
+    server: &Server,
+    id: &str,
+    transport: Transport,
+    subscribers: usize,
+    rate: f64,
+    events: u64,
+) -> Row {
+    let mut control = server.connect().await;
+    let after = head(&mut control, id).await;
+    let mut followers = Vec::with_capacity(subscribers);
+    let mut ready = Vec::with_capacity(subscribers);
+    match transport {
+        Transport::Grpc => {
+            let conns = connections(server, subscribers.div_ceil(STREAMS_PER_CONNECTION)).await;
+            for i in 0..subscribers {
+                let (tx, rx) = tokio::sync::oneshot::channel();
+                let client = conns[i / STREAMS_PER_CONNECTION].clone();
+                followers.push(tokio::spawn(follow(client, id.into(), after, 1, Some(tx))));
+                ready.push(rx);
+            }
+        }
+        Transport::GrpcWeb => {
+            for _ in 0..subscribers {
+                let (tx, rx) = tokio::sync::oneshot::channel();
+                followers.push(tokio::spawn(follow_web(server.addr, id.into(), after, tx)));
+                ready.push(rx);
+            }
+        }
+    }
+    for r in ready {
+        r.await.expect("a subscriber failed before caught_up");
+    }
+    send(&mut control, id, events, rate).await;
+    let mut from_write = Vec::new();
+    let mut from_commit = Vec::new();
+    for f in followers {
+        let seen: Seen = f.await.expect("subscriber");
+        assert_eq!(
+            seen.contents, events,
+            "a subscriber missed content events ({} of {events})",
+            seen.contents
+        );
+        from_write.extend(super::durations(&seen.from_write));
+        from_commit.extend(super::durations(&seen.from_commit));
+    }
+    Row {
+        transport,
+        subscribers,
+        rate,
+        events,
+        from_write: Latency::from_samples(from_write),
+        from_commit: Latency::from_samples(from_commit),
+    }
+}
+
+/// One grpc-web subscriber over its own HTTP/1.1 connection, until one
+/// `turn_end`; checks seqs are gapless like [`super::follow`].
+async fn follow_web(
+    addr: SocketAddr,
+    id: String,
+    after_seq: u64,
+    ready: tokio::sync::oneshot::Sender<()>,
+) -> Seen {
+    let stream = tokio::net::TcpStream::connect(addr)
+        .await
+        .expect("connect (grpc-web)");
+    stream.set_nodelay(true).expect("nodelay");
+    let io = hyper_util::rt::TokioIo::new(stream);
+    let (mut sender, conn) = hyper::client::conn::http1::handshake(io)
+        .await
+        .expect("HTTP/1.1 handshake");
+    tokio::spawn(conn);
+    let msg = prost::Message::encode_to_vec(&pb::SubscribeRequest {
+        session_id: id.clone(),
+        after_seq,
+    });
+    let mut body = Vec::with_capacity(msg.len() + 5);
+    body.push(0);
+    body.extend_from_slice(&(msg.len() as u32).to_be_bytes());
+    body.extend_from_slice(&msg);
+    let req = http::Request::post("/agentharness.v1.SessionService/Subscribe")
+        .header("host", addr.to_string())
+        .header("content-type", "application/grpc-web+proto")
+        .header("x-grpc-web", "1")
+        .body(http_body_util::Full::new(bytes::Bytes::from(body)))
+        .expect("request");
+    let resp = sender.send_request(req).await.expect("grpc-web Subscribe");
+    assert!(resp.status().is_success(), "grpc-web: {}", resp.status());
+    let mut body = resp.into_body();
+    let mut buf = BytesMut::new();
+    let mut seen = Seen {
+        head: after_seq,
+        ..Default::default()
+    };
+    let mut ready = Some(ready);
+    let mut live = false;
+    loop {
+        // Whole frames first: flag byte, u32 length, message.
+        while buf.len() >= 5 {
+            let len = u32::from_be_bytes([buf[1], buf[2], buf[3], buf[4]]) as usize;
+            if buf.len() < 5 + len {
+                break;
+            }
+            let flag = buf[0];
+            buf.advance(5);
+            let frame = buf.split_to(len);
+            if flag & 0x80 != 0 {
+                panic!(
+                    "grpc-web Subscribe {id} ended: {}",
+                    String::from_utf8_lossy(&frame)
+                );
+            }
+            let msg: pb::SubscribeResponse =
+                prost::Message::decode(frame.freeze()).expect("decode SubscribeResponse");
+            match msg.kind {
+                Some(Kind::Event(e)) => {
+                    if seen.record(&id, &e, live) {
+                        return seen;
+                    }
+                }
+                Some(Kind::CaughtUp(_)) => {
+                    live = true;
+                    if let Some(r) = ready.take() {
+                        let _ = r.send(());
+                    }
+                }
+                _ => {}
+            }
+        }
+        match tokio::time::timeout(Duration::from_secs(120), body.frame()).await {
+            Ok(Some(Ok(frame))) => {
+                if let Ok(data) = frame.into_data() {
+                    buf.extend_from_slice(&data);
+                }
+            }
+            Ok(Some(Err(e))) => panic!("grpc-web Subscribe {id}: {e}"),
+            Ok(None) => panic!("grpc-web Subscribe {id} closed after seq {}", seen.head),
+            Err(_) => panic!("grpc-web Subscribe {id}: nothing for 120 s"),
+        }
+    }
+}

@@ -1,0 +1,67 @@
+//! Replay over gRPC: one Subscribe from seq 0 of a long log, counted to
+//! `caught_up`. Cold: a freshly started server (nothing resident, redb's
+//! cache empty) after the OS page cache was dropped where allowed; warm:
+//! the same again on that server.
+
+use std::time::Instant;
+
+use agent_harness_client::pb;
+use agent_harness_client::pb::subscribe_response::Kind;
+use futures::StreamExt;
+
+use super::{follow, start};
+use crate::server::Server;
+use crate::stats::Rate;
+
+/// Writes a log of about `n` events in one session (one turn of `n`
+/// lines); returns its head seq and how long it took to reach a
+/// subscriber (the one-session throughput of a long turn).
+pub async fn build(server: &Server, id: &str, n: u64) -> (u64, Rate) {
+    let mut c = server.connect().await;
+    let t0 = Instant::now();
+    let follower = tokio::spawn(follow(c.clone(), id.to_string(), 0, 1, None));
+    start(&mut c, id, n, 0.0).await;
+    let seen = follower.await.expect("follower");
+    let secs = t0.elapsed().as_secs_f64();
+    (
+        seen.head,
+        Rate {
+            events: seen.events,
+            secs,
+        },
+    )
+}
+
+/// One Subscribe from 0 to `caught_up`, checking every seq arrives once,
+/// in order, up to `head`.
+pub async fn measure(server: &Server, id: &str, head: u64) -> Rate {
+    let mut c = server.connect().await;
+    let t0 = Instant::now();
+    let mut stream = c
+        .subscribe(pb::SubscribeRequest {
+            session_id: id.into(),
+            after_seq: 0,
+        })
+        .await
+        .expect("Subscribe for replay")
+        .into_inner();
+    let mut last = 0;
+    loop {
+        match stream.next().await {
+            Some(Ok(m)) => match m.kind {
+                Some(Kind::Event(e)) => {
+                    assert_eq!(e.seq, last + 1, "replay gap after seq {last}");
+                    last = e.seq;
+                }
+                Some(Kind::CaughtUp(_)) => break,
+                Some(Kind::Replay(r)) => assert!(!r.reset, "replay was reset: raise --max-replay"),
+                _ => {}
+            },
+            Some(Err(e)) => panic!("replay: {e}"),
+            None => panic!("replay stream ended at seq {last}"),
+        }
+    }
+    let secs = t0.elapsed().as_secs_f64();
+    assert_eq!(last, head, "replay stopped short of the head");
+    Rate { events: last, secs }
+}

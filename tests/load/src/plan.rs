@@ -1,0 +1,296 @@
+//! What is measured, in which order and with which counts, full or
+//! `--quick`: our server first (its figures set the peers' payload size
+//! and batch shape), then each peer with the same shape.
+
+use std::time::Instant;
+
+use serde::Serialize;
+
+use crate::Args;
+use crate::ours::{fanout, idle, replay, throughput};
+use crate::peers;
+use crate::server::{Server, ServerOptions, sibling};
+use crate::stats::{Latency, Rate};
+
+/// Counts for one run.
+#[derive(Debug, Clone, Serialize)]
+pub struct Sizes {
+    /// CLI lines per throughput row.
+    pub throughput_lines: u64,
+    /// Session counts of the throughput table.
+    pub sessions: Vec<usize>,
+    /// gRPC subscriber counts of the fan-out table.
+    pub subscribers: Vec<usize>,
+    /// Lines per second during fan-out.
+    pub fanout_rate: f64,
+    /// Lines per fan-out row.
+    pub fanout_lines: u64,
+    /// The stress row: subscribers × rate.
+    pub stress: Option<(usize, f64)>,
+    /// grpc-web subscribers.
+    pub web_subscribers: usize,
+    /// Events in the replayed log.
+    pub replay_events: u64,
+    /// Idle subscriber counts for the memory figure.
+    pub idle: Vec<usize>,
+}
+
+impl Sizes {
+    fn new(quick: bool) -> Self {
+        if quick {
+            Self {
+                throughput_lines: 2_000,
+                sessions: vec![1, 10],
+                subscribers: vec![1, 20],
+                fanout_rate: 50.0,
+                fanout_lines: 25,
+                stress: None,
+                web_subscribers: 5,
+                replay_events: 5_000,
+                idle: vec![100],
+            }
+        } else {
+            Self {
+                throughput_lines: 100_000,
+                sessions: vec![1, 10, 100],
+                subscribers: vec![1, 100, 1_000, 10_000],
+                fanout_rate: 100.0,
+                fanout_lines: 1_000,
+                stress: Some((1_000, 500.0)),
+                web_subscribers: 100,
+                replay_events: 1_000_000,
+                idle: vec![1_000, 10_000],
+            }
+        }
+    }
+}
+
+/// Replay figures.
+#[derive(Debug, Clone, Serialize)]
+pub struct Replay {
+    /// Events in the log.
+    pub events: u64,
+    /// Writing it: one session, one turn, as fast as the CLI writes.
+    pub build: Rate,
+    /// From a freshly started server.
+    pub cold: Rate,
+    /// Whether the OS page cache was dropped before the cold read.
+    pub cold_dropped_os_cache: bool,
+    /// Again on the same server.
+    pub warm: Rate,
+}
+
+/// Everything one run measured.
+#[derive(Debug, Clone, Serialize)]
+pub struct Results {
+    /// `--quick`.
+    pub quick: bool,
+    /// The counts used.
+    pub sizes: Sizes,
+    /// `/proc/loadavg` at the start and at the end.
+    pub loadavg: (String, String),
+    /// Durable events/s end to end.
+    pub throughput: Vec<throughput::Row>,
+    /// Fan-out latency.
+    pub fanout: Vec<fanout::Row>,
+    /// Replay over gRPC.
+    pub replay: Replay,
+    /// Memory per idle subscriber.
+    pub idle: Vec<idle::Row>,
+    /// The peers, when run.
+    pub peers: Option<Peers>,
+    /// Wall time of the whole run, seconds.
+    pub secs: f64,
+}
+
+/// The peers' figures, in the same shapes as ours.
+#[derive(Debug, Clone, Serialize)]
+pub struct Peers {
+    /// Payload bytes per message/row/record (our mean event size).
+    pub payload: usize,
+    /// JetStream publish with acks, per session count (durable: fsync always).
+    pub jetstream_publish: Vec<(usize, Rate)>,
+    /// JetStream publish with its default sync (every 2 min: not durable).
+    pub jetstream_publish_default_sync: Vec<(usize, Rate)>,
+    /// JetStream fan-out, per subscriber count.
+    pub jetstream_fanout: Vec<(usize, Latency)>,
+    /// SQLite WAL synchronous=FULL appends, per session count, in our batch shape.
+    pub sqlite_append: Vec<(usize, usize, Rate)>,
+    /// SQLite replay of the same number of events: cold, warm.
+    pub sqlite_replay: (Rate, Rate),
+    /// Raw write + fdatasync, per batch size.
+    pub fsync: Vec<(usize, Rate)>,
+}
+
+fn loadavg() -> String {
+    std::fs::read_to_string("/proc/loadavg")
+        .unwrap_or_default()
+        .split_whitespace()
+        .take(3)
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
+fn progress(what: &str) {
+    eprintln!("[{}] {what}", chrono_like_now());
+}
+
+fn chrono_like_now() -> String {
+    let secs = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap_or_default()
+        .as_secs();
+    format!(
+        "{:02}:{:02}:{:02}",
+        secs / 3600 % 24,
+        secs / 60 % 60,
+        secs % 60
+    )
+}
+
+/// Runs everything `args` asks for.
+pub async fn run(args: &Args) -> Results {
+    let t0 = Instant::now();
+    let sizes = Sizes::new(args.quick);
+    let load_start = loadavg();
+    let data = tempfile::tempdir().expect("tempdir");
+    let opts = ServerOptions {
+        bin: args
+            .server_bin
+            .clone()
+            .unwrap_or_else(|| sibling("agent-harness")),
+        data_dir: data.path().join("data"),
+        claude_bin: args.cli_bin.clone().unwrap_or_else(|| sibling("load-cli")),
+        env: Vec::new(),
+        // Replay of the whole long log in one Subscribe, and the process
+        // of every fan-out session kept alive between its turns.
+        args: ["--max-replay", "2000000", "--idle-timeout", "1h"]
+            .iter()
+            .map(Into::into)
+            .collect(),
+    };
+    for p in [&opts.bin, &opts.claude_bin] {
+        assert!(p.exists(), "{} is missing (build it first)", p.display());
+    }
+    let server = Server::start(&opts).await;
+
+    let mut tp = Vec::new();
+    for &s in &sizes.sessions {
+        progress(&format!("throughput: {s} sessions"));
+        tp.push(throughput::run(&server, s, sizes.throughput_lines).await);
+    }
+
+    fanout::prepare(&server, "fanout").await;
+    let mut fo = Vec::new();
+    let grpc = sizes.subscribers.iter().map(|&n| (n, sizes.fanout_rate));
+    for (n, rate) in grpc.chain(sizes.stress) {
+        progress(&format!("fan-out: {n} gRPC subscribers at {rate}/s"));
+        let lines = (sizes.fanout_lines as f64 * rate / sizes.fanout_rate) as u64;
+        let row = fanout::run(&server, "fanout", fanout::Transport::Grpc, n, rate, lines).await;
+        fo.push(row);
+    }
+    progress(&format!(
+        "fan-out: {} grpc-web subscribers",
+        sizes.web_subscribers
+    ));
+    fo.push(
+        fanout::run(
+            &server,
+            "fanout",
+            fanout::Transport::GrpcWeb,
+            sizes.web_subscribers,
+            sizes.fanout_rate,
+            sizes.fanout_lines,
+        )
+        .await,
+    );
+
+    let mut idle_rows = Vec::new();
+    for &n in &sizes.idle {
+        progress(&format!("memory: {n} idle subscribers"));
+        idle_rows.push(idle::run(&server, "fanout", n).await);
+    }
+
+    progress(&format!("replay: writing {} events", sizes.replay_events));
+    let (_, build) = replay::build(&server, "replay", sizes.replay_events).await;
+    server.stop();
+    let dropped = crate::os::drop_page_cache();
+    let server = Server::start(&opts).await;
+    // The stop ended the run (run_end): the head is read after the restart.
+    let head = crate::ours::head(&mut server.connect().await, "replay").await;
+    progress("replay: cold");
+    let cold = replay::measure(&server, "replay", head).await;
+    progress("replay: warm");
+    let warm = replay::measure(&server, "replay", head).await;
+    server.stop();
+    let replay = Replay {
+        events: head,
+        build,
+        cold,
+        cold_dropped_os_cache: dropped,
+        warm,
+    };
+
+    let peers = if args.no_peers {
+        None
+    } else {
+        Some(run_peers(&sizes, &tp, &replay, data.path()).await)
+    };
+
+    Results {
+        quick: args.quick,
+        sizes,
+        loadavg: (load_start, loadavg()),
+        throughput: tp,
+        fanout: fo,
+        replay,
+        idle: idle_rows,
+        peers,
+        secs: t0.elapsed().as_secs_f64(),
+    }
+}
+
+async fn run_peers(
+    sizes: &Sizes,
+    tp: &[throughput::Row],
+    replay: &Replay,
+    dir: &std::path::Path,
+) -> Peers {
+    // Our mean stored event, so every peer moves as many bytes per event.
+    let payload = tp.iter().map(|r| r.event_bytes).fold(0.0, f64::max).round() as usize;
+    let mut sqlite_append = Vec::new();
+    let mut fsync = Vec::new();
+    for row in tp {
+        let batch = row.batch.round().max(1.0) as usize;
+        progress(&format!(
+            "SQLite: {} sessions, batches of {batch}",
+            row.sessions
+        ));
+        let d = tempfile::tempdir_in(dir).expect("tempdir");
+        sqlite_append.push((
+            row.sessions,
+            batch,
+            peers::sqlite::append(d.path(), row.sessions, batch, row.rate.events, payload),
+        ));
+        progress(&format!("fsync loop: batches of {batch}"));
+        let d = tempfile::tempdir_in(dir).expect("tempdir");
+        fsync.push((
+            batch,
+            peers::fsync::append(d.path(), batch, row.rate.events, payload),
+        ));
+    }
+    progress("SQLite: replay");
+    let d = tempfile::tempdir_in(dir).expect("tempdir");
+    let sqlite_replay = peers::sqlite::replay(d.path(), replay.events, payload);
+
+    let _ = sizes;
+    Peers {
+        payload,
+        jetstream_publish: Vec::new(),
+        jetstream_publish_default_sync: Vec::new(),
+        jetstream_fanout: Vec::new(),
+        sqlite_append,
+        sqlite_replay,
+        fsync,
+    }
+}

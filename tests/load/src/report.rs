@@ -1,0 +1,180 @@
+//! The tables: each measurement, then the ratios against the peers.
+
+use crate::ours::fanout::Transport;
+use crate::plan::Results;
+use crate::stats::{Latency, Rate};
+
+fn k(rate: &Rate) -> String {
+    format!("{:.0}", rate.per_sec())
+}
+
+fn lat(l: &Latency) -> String {
+    format!("{:.2} / {:.2} / {:.2} / {:.2}", l.p50, l.p99, l.p999, l.max)
+}
+
+fn ratio(ours: f64, peer: f64) -> String {
+    if peer > 0.0 && ours > 0.0 {
+        format!("{:.2}×", ours / peer)
+    } else {
+        "–".into()
+    }
+}
+
+/// Prints every table as markdown.
+pub fn print(r: &Results) {
+    println!(
+        "\n# agent-harness load run{} ({:.0} s; load average {} at start, {} at end)\n",
+        if r.quick {
+            " (--quick: smoke sizes, figures mean nothing)"
+        } else {
+            ""
+        },
+        r.secs,
+        r.loadavg.0,
+        r.loadavg.1
+    );
+
+    println!("## Durable events/s end to end (stand-in CLI at full speed → subscriber)\n");
+    println!(
+        "| sessions | events | s | events/s | commits | events/commit | CPU s per M events | bytes/event |"
+    );
+    println!("|---|---|---|---|---|---|---|---|");
+    for t in &r.throughput {
+        println!(
+            "| {} | {} | {:.2} | **{}** | {:.0} | {:.1} | {:.1} | {:.0} |",
+            t.sessions,
+            t.rate.events,
+            t.rate.secs,
+            k(&t.rate),
+            t.commits,
+            t.batch,
+            t.cpu_s_per_m,
+            t.event_bytes
+        );
+    }
+
+    println!("\n## Fan-out latency, ms: p50 / p99 / p99.9 / max\n");
+    println!(
+        "| transport | subscribers | lines/s | lines | CLI write → receipt | commit → receipt |"
+    );
+    println!("|---|---|---|---|---|---|");
+    for f in &r.fanout {
+        let t = match f.transport {
+            Transport::Grpc => "gRPC (HTTP/2)",
+            Transport::GrpcWeb => "grpc-web (HTTP/1.1)",
+        };
+        println!(
+            "| {t} | {} | {} | {} | {} | {} |",
+            f.subscribers,
+            f.rate,
+            f.events,
+            lat(&f.from_write),
+            lat(&f.from_commit)
+        );
+    }
+
+    let rp = &r.replay;
+    println!("\n## Replay over gRPC (one Subscribe from seq 0 to caught_up)\n");
+    println!(
+        "| events | written at (events/s) | cold events/s | warm events/s | OS cache dropped |"
+    );
+    println!("|---|---|---|---|---|");
+    println!(
+        "| {} | {} | **{}** | **{}** | {} |",
+        rp.events,
+        k(&rp.build),
+        k(&rp.cold),
+        k(&rp.warm),
+        rp.cold_dropped_os_cache
+    );
+
+    println!("\n## Server memory per idle gRPC subscriber\n");
+    println!(
+        "| subscribers | RSS before MiB | RSS after MiB | KiB per subscriber | open streams (/metrics) |"
+    );
+    println!("|---|---|---|---|---|");
+    for i in &r.idle {
+        println!(
+            "| {} | {:.1} | {:.1} | **{:.2}** | {:.0} |",
+            i.subscribers,
+            i.rss_before as f64 / 1048576.0,
+            i.rss_after as f64 / 1048576.0,
+            i.per_subscriber / 1024.0,
+            i.open_streams
+        );
+    }
+
+    let Some(p) = &r.peers else { return };
+    println!(
+        "\n## Side by side (ours / peer; payload {} bytes per event; throughput > 1× and latency < 1× favour us)\n",
+        p.payload
+    );
+    println!("| measure | ours | peer | figure | ours / peer |");
+    println!("|---|---|---|---|---|");
+    for t in &r.throughput {
+        let ours = t.rate.per_sec();
+        if let Some((_, js)) = p.jetstream_publish.iter().find(|(s, _)| *s == t.sessions) {
+            println!(
+                "| durable events/s, {} sessions | {:.0} | JetStream (fsync always) | {:.0} | **{}** |",
+                t.sessions,
+                ours,
+                js.per_sec(),
+                ratio(ours, js.per_sec())
+            );
+        }
+        if let Some((_, b, sq)) = p.sqlite_append.iter().find(|(s, _, _)| *s == t.sessions) {
+            println!(
+                "| durable events/s, {} sessions | {:.0} | SQLite WAL FULL, batches of {b} | {:.0} | **{}** |",
+                t.sessions,
+                ours,
+                sq.per_sec(),
+                ratio(ours, sq.per_sec())
+            );
+        }
+        let batch = t.batch.round().max(1.0) as usize;
+        if let Some((_, fs)) = p.fsync.iter().find(|(b, _)| *b == batch) {
+            println!(
+                "| durable events/s, {} sessions | {:.0} | raw fdatasync loop, batches of {batch} | {:.0} | {} |",
+                t.sessions,
+                ours,
+                fs.per_sec(),
+                ratio(ours, fs.per_sec())
+            );
+        }
+    }
+    for f in r.fanout.iter().filter(|f| f.transport == Transport::Grpc) {
+        if let Some((_, js)) = p.jetstream_fanout.iter().find(|(n, _)| *n == f.subscribers) {
+            for (q, ours, peer) in [
+                ("p50", f.from_write.p50, js.p50),
+                ("p99", f.from_write.p99, js.p99),
+            ] {
+                println!(
+                    "| fan-out {q} ms, {} subscribers × {}/s | {:.2} | JetStream | {:.2} | **{}** |",
+                    f.subscribers,
+                    f.rate,
+                    ours,
+                    peer,
+                    ratio(ours, peer)
+                );
+            }
+        }
+    }
+    let (cold, warm) = &p.sqlite_replay;
+    for (what, ours, peer) in [("cold", &rp.cold, cold), ("warm", &rp.warm, warm)] {
+        println!(
+            "| replay events/s, {what}, {} events | {} | SQLite | {} | **{}** |",
+            rp.events,
+            k(ours),
+            k(peer),
+            ratio(ours.per_sec(), peer.per_sec())
+        );
+    }
+    if !p.jetstream_publish_default_sync.is_empty() {
+        println!(
+            "\nJetStream with its default sync (fsync every 2 minutes: **not durable**), events/s:"
+        );
+        for (s, r) in &p.jetstream_publish_default_sync {
+            println!("- {s} sessions: {}", k(r));
+        }
+    }
+}
