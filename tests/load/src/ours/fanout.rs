@@ -178,11 +178,7 @@ async fn follow_web(
             let msg: pb::SubscribeResponse =
                 prost::Message::decode(frame.freeze()).expect("decode SubscribeResponse");
             match msg.kind {
-                Some(Kind::Event(e)) => {
-                    if seen.record(&id, &e, live) {
-                        return seen;
-                    }
-                }
+                Some(Kind::Event(e)) if seen.record(&id, &e, live) => return seen,
                 Some(Kind::CaughtUp(_)) => {
                     live = true;
                     if let Some(r) = ready.take() {
