@@ -40,6 +40,17 @@ pub struct Args {
     /// Our server only (no NATS, SQLite or fsync loop).
     #[arg(long)]
     pub no_peers: bool,
+    /// Only these of our measurements (repeatable; default all):
+    /// throughput, fanout, idle, replay.
+    #[arg(long, value_parser = ["throughput", "fanout", "idle", "replay"])]
+    pub only: Vec<String>,
+}
+
+impl Args {
+    /// Whether our measurement `what` runs.
+    pub fn runs(&self, what: &str) -> bool {
+        self.only.is_empty() || self.only.iter().any(|o| o == what)
+    }
 }
 
 fn main() {

@@ -94,7 +94,7 @@ pub struct Results {
     /// Fan-out latency.
     pub fanout: Vec<fanout::Row>,
     /// Replay over gRPC.
-    pub replay: Replay,
+    pub replay: Option<Replay>,
     /// Memory per idle subscriber.
     pub idle: Vec<idle::Row>,
     /// The peers, when run.
@@ -175,7 +175,7 @@ pub async fn run(args: &Args) -> Results {
     let server = Server::start(&opts).await;
 
     let mut tp = Vec::new();
-    for &s in &sizes.sessions {
+    for &s in sizes.sessions.iter().filter(|_| args.runs("throughput")) {
         progress(&format!("throughput: {s} sessions"));
         tp.push(throughput::run(&server, s, sizes.throughput_lines).await);
     }
@@ -183,58 +183,47 @@ pub async fn run(args: &Args) -> Results {
     fanout::prepare(&server, "fanout").await;
     let mut fo = Vec::new();
     let grpc = sizes.subscribers.iter().map(|&n| (n, sizes.fanout_rate));
-    for (n, rate) in grpc.chain(sizes.stress) {
+    for (n, rate) in grpc.chain(sizes.stress).filter(|_| args.runs("fanout")) {
         progress(&format!("fan-out: {n} gRPC subscribers at {rate}/s"));
         let lines = (sizes.fanout_lines as f64 * rate / sizes.fanout_rate) as u64;
         let row = fanout::run(&server, "fanout", fanout::Transport::Grpc, n, rate, lines).await;
         fo.push(row);
     }
-    progress(&format!(
-        "fan-out: {} grpc-web subscribers",
-        sizes.web_subscribers
-    ));
-    fo.push(
-        fanout::run(
-            &server,
-            "fanout",
-            fanout::Transport::GrpcWeb,
-            sizes.web_subscribers,
-            sizes.fanout_rate,
-            sizes.fanout_lines,
-        )
-        .await,
-    );
+    if args.runs("fanout") {
+        progress(&format!(
+            "fan-out: {} grpc-web subscribers",
+            sizes.web_subscribers
+        ));
+        fo.push(
+            fanout::run(
+                &server,
+                "fanout",
+                fanout::Transport::GrpcWeb,
+                sizes.web_subscribers,
+                sizes.fanout_rate,
+                sizes.fanout_lines,
+            )
+            .await,
+        );
+    }
 
     let mut idle_rows = Vec::new();
-    for &n in &sizes.idle {
+    for &n in sizes.idle.iter().filter(|_| args.runs("idle")) {
         progress(&format!("memory: {n} idle subscribers"));
         idle_rows.push(idle::run(&server, "fanout", n).await);
     }
 
-    progress(&format!("replay: writing {} events", sizes.replay_events));
-    let (_, build) = replay::build(&server, "replay", sizes.replay_events).await;
-    server.stop();
-    let dropped = crate::os::drop_page_cache();
-    let server = Server::start(&opts).await;
-    // The stop ended the run (run_end): the head is read after the restart.
-    let head = crate::ours::head(&mut server.connect().await, "replay").await;
-    progress("replay: cold");
-    let cold = replay::measure(&server, "replay", head).await;
-    progress("replay: warm");
-    let warm = replay::measure(&server, "replay", head).await;
-    server.stop();
-    let replay = Replay {
-        events: head,
-        build,
-        cold,
-        cold_dropped_os_cache: dropped,
-        warm,
+    let replay = if args.runs("replay") {
+        Some(run_replay(server, &opts, sizes.replay_events).await)
+    } else {
+        server.stop();
+        None
     };
 
     let peers = if args.no_peers {
         None
     } else {
-        Some(run_peers(&sizes, &tp, &replay, data.path()).await)
+        Some(run_peers(&tp, replay.as_ref(), sizes.replay_events, data.path()).await)
     };
 
     Results {
@@ -250,10 +239,33 @@ pub async fn run(args: &Args) -> Results {
     }
 }
 
+/// Writes a long log, restarts the server, reads it back twice.
+async fn run_replay(server: Server, opts: &ServerOptions, events: u64) -> Replay {
+    progress(&format!("replay: writing {events} events"));
+    let (_, build) = replay::build(&server, "replay", events).await;
+    server.stop();
+    let dropped = crate::os::drop_page_cache();
+    let server = Server::start(opts).await;
+    // The stop ended the run (run_end): the head is read after the restart.
+    let head = crate::ours::head(&mut server.connect().await, "replay").await;
+    progress("replay: cold");
+    let cold = replay::measure(&server, "replay", head).await;
+    progress("replay: warm");
+    let warm = replay::measure(&server, "replay", head).await;
+    server.stop();
+    Replay {
+        events: head,
+        build,
+        cold,
+        cold_dropped_os_cache: dropped,
+        warm,
+    }
+}
+
 async fn run_peers(
-    sizes: &Sizes,
     tp: &[throughput::Row],
-    replay: &Replay,
+    replay: Option<&Replay>,
+    replay_events: u64,
     dir: &std::path::Path,
 ) -> Peers {
     // Our mean stored event, so every peer moves as many bytes per event.
@@ -281,9 +293,9 @@ async fn run_peers(
     }
     progress("SQLite: replay");
     let d = tempfile::tempdir_in(dir).expect("tempdir");
-    let sqlite_replay = peers::sqlite::replay(d.path(), replay.events, payload);
+    let events = replay.map(|r| r.events).unwrap_or(replay_events);
+    let sqlite_replay = peers::sqlite::replay(d.path(), events, payload);
 
-    let _ = sizes;
     Peers {
         payload,
         jetstream_publish: Vec::new(),

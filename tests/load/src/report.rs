@@ -73,20 +73,21 @@ pub fn print(r: &Results) {
         );
     }
 
-    let rp = &r.replay;
-    println!("\n## Replay over gRPC (one Subscribe from seq 0 to caught_up)\n");
-    println!(
-        "| events | written at (events/s) | cold events/s | warm events/s | OS cache dropped |"
-    );
-    println!("|---|---|---|---|---|");
-    println!(
-        "| {} | {} | **{}** | **{}** | {} |",
-        rp.events,
-        k(&rp.build),
-        k(&rp.cold),
-        k(&rp.warm),
-        rp.cold_dropped_os_cache
-    );
+    if let Some(rp) = &r.replay {
+        println!("\n## Replay over gRPC (one Subscribe from seq 0 to caught_up)\n");
+        println!(
+            "| events | written at (events/s) | cold events/s | warm events/s | OS cache dropped |"
+        );
+        println!("|---|---|---|---|---|");
+        println!(
+            "| {} | {} | **{}** | **{}** | {} |",
+            rp.events,
+            k(&rp.build),
+            k(&rp.cold),
+            k(&rp.warm),
+            rp.cold_dropped_os_cache
+        );
+    }
 
     println!("\n## Server memory per idle gRPC subscriber\n");
     println!(
@@ -160,10 +161,15 @@ pub fn print(r: &Results) {
         }
     }
     let (cold, warm) = &p.sqlite_replay;
-    for (what, ours, peer) in [("cold", &rp.cold, cold), ("warm", &rp.warm, warm)] {
+    let rows = r.replay.iter().flat_map(|rp| {
+        [
+            ("cold", rp.events, &rp.cold, cold),
+            ("warm", rp.events, &rp.warm, warm),
+        ]
+    });
+    for (what, events, ours, peer) in rows {
         println!(
-            "| replay events/s, {what}, {} events | {} | SQLite | {} | **{}** |",
-            rp.events,
+            "| replay events/s, {what}, {events} events | {} | SQLite | {} | **{}** |",
             k(ours),
             k(peer),
             ratio(ours.per_sec(), peer.per_sec())

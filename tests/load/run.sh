@@ -1,0 +1,33 @@
+#!/usr/bin/env bash
+# The whole comparison (BENCHMARKS.md), on a fresh machine:
+#
+#   ./tests/load/run.sh            # release build, full sizes, every peer; prints the tables
+#   ./tests/load/run.sh --quick    # smoke sizes (CI): every path runs, every event arrives;
+#                                  # no timing is asserted
+#
+# Further arguments go to agent-harness-load (--json FILE, --no-peers, ...).
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+ROOT=$PWD
+[ -n "${AGENT_HARNESS_PREBUILT:-}" ] && [ -f .tools/env.sh ] || ./tests/setup.sh
+# shellcheck disable=SC1091
+source .tools/env.sh
+
+quick=
+for a in "$@"; do [ "$a" = --quick ] && quick=1; done
+if [ -n "$quick" ]; then
+  # The dev profile CI has already built; figures from it mean nothing.
+  profile=debug
+  if [ -n "${AGENT_HARNESS_PREBUILT:-}" ]; then
+    cargo build --quiet -p agent-harness-load
+  else
+    cargo build --quiet -p agent-harness-load -p agent-harness-server -p agent-harness-fake-api
+  fi
+else
+  profile=release
+  cargo build --release --quiet -p agent-harness-load -p agent-harness-server -p agent-harness-fake-api
+fi
+exec "$ROOT/target/$profile/agent-harness-load" \
+  --server-bin "$ROOT/target/$profile/agent-harness" \
+  --cli-bin "$ROOT/target/$profile/load-cli" \
+  "$@"
