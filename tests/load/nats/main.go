@@ -14,9 +14,14 @@
 //
 //	nats-load fanout -url ... -subscribers N -rate R -events M -payload B
 //
-// N subscribers, each an ordered consumer (-kind ordered: the client's
-// live-tail consumer, ephemeral, pull-based) or a push consumer (-kind push) on
-// one subject, -per-conn (100) to a connection; then one publisher publishes M
+// N subscribers on one subject, -per-conn (100) to a connection, each an
+// ephemeral push consumer (-kind push, the default: no acks, deliver-new,
+// consumer state in memory) or an ordered consumer (-kind ordered: the
+// client's live tail, ephemeral and pull-based; under overload its missed
+// heartbeats make every consumer reset at once, a storm of API requests that
+// overflows the server's JetStream API queue: at 10,000 subscribers on a
+// 2-core box it delivered about a tenth of the messages in 5 minutes, where
+// push consumers delivered all of them); then one publisher publishes M
 // messages of B bytes at R per second whose payload starts with the publish
 // time (unix nanos, 8 bytes big-endian), each acknowledged by JetStream (so
 // stored under the server's sync policy). Each subscriber records receive time
@@ -24,11 +29,19 @@
 // subscriber has all M messages, or -drain (30 s) after the last publish ack.
 // Quantiles are nearest-rank, in milliseconds, as in tests/load/src/stats.rs:
 //
-//	{"measure":"fanout","kind":"ordered","subscribers":N,"rate":R,
-//	 "received":X,"expected":N*M,"latency_ms":{"n":X,"p50":..,"p99":..,"p999":..,"max":..}}
+//	{"measure":"fanout","kind":"push","subscribers":N,"rate":R,
+//	 "received":X,"expected":N*M,"latency_ms":{"n":X,"p50":..,"p99":..,"p999":..,"max":..},
+//	 "publish_secs":S,...}
+//
+// publish_secs is first publish to last ack: above M/R when JetStream could
+// not take the rate (the publisher's 256-message window filled), in which case
+// the messages went out later than scheduled and the latencies, measured from
+// each message's actual publish, do not include that lag.
 //
 // Each invocation deletes and recreates its stream (LOAD_PUBLISH or
-// LOAD_FANOUT), so runs do not see each other's messages.
+// LOAD_FANOUT), so runs do not see each other's messages. nats-server caps a
+// stream at 1,000 consumers unless the stream says otherwise: LOAD_FANOUT's
+// max_consumers is subscribers + 1,000 (room for ordered consumers' resets).
 package main
 
 import (
@@ -73,7 +86,7 @@ func main() {
 		subscribers := fs.Int("subscribers", 1, "subscribers (JetStream consumers) on one subject")
 		rate := fs.Float64("rate", 100, "messages published per second")
 		perConn := fs.Int("per-conn", 100, "subscribers per connection")
-		kind := fs.String("kind", "ordered", "consumer kind: ordered (pull, the client's live tail) or push")
+		kind := fs.String("kind", "push", "consumer kind: push (ephemeral push consumers) or ordered (pull, the client's live tail)")
 		drain := fs.Duration("drain", 30*time.Second, "after the last publish ack, wait this long for stragglers")
 		create := fs.Int("create-concurrency", 32, "consumer creations in flight")
 		_ = fs.Parse(args)
@@ -113,8 +126,10 @@ func connect(url, name string) (*nats.Conn, error) {
 }
 
 // freshStream deletes the stream if it exists and creates it again: file
-// storage, one replica, no limits beyond the server's.
-func freshStream(ctx context.Context, js jetstream.JetStream, name string, subjects []string) (jetstream.Stream, error) {
+// storage, one replica, no limits beyond the server's but room for
+// maxConsumers consumers (0: the server's default, 1,000 per stream since
+// nats-server 2.12; -1 does not lift it, a stream's own positive limit does).
+func freshStream(ctx context.Context, js jetstream.JetStream, name string, subjects []string, maxConsumers int) (jetstream.Stream, error) {
 	if err := js.DeleteStream(ctx, name); err != nil && !errors.Is(err, jetstream.ErrStreamNotFound) {
 		return nil, fmt.Errorf("delete stream %s: %w", name, err)
 	}
@@ -125,6 +140,8 @@ func freshStream(ctx context.Context, js jetstream.JetStream, name string, subje
 		Replicas:  1,
 		Retention: jetstream.LimitsPolicy,
 		Discard:   jetstream.DiscardOld,
+		// Positive, or the server's default per-stream cap applies.
+		MaxConsumers: maxConsumers,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("create stream %s: %w", name, err)
@@ -154,7 +171,7 @@ func publish(ctx context.Context, url string, sessions, events, payload, window 
 	if err != nil {
 		return nil, err
 	}
-	if _, err := freshStream(ctx, ajs, "LOAD_PUBLISH", []string{"load.>"}); err != nil {
+	if _, err := freshStream(ctx, ajs, "LOAD_PUBLISH", []string{"load.>"}, 0); err != nil {
 		return nil, err
 	}
 
@@ -307,7 +324,7 @@ func fanout(ctx context.Context, o fanoutOpts) (*fanoutResult, error) {
 	if err != nil {
 		return nil, err
 	}
-	if _, err := freshStream(ctx, pjs, stream, []string{subject}); err != nil {
+	if _, err := freshStream(ctx, pjs, stream, []string{subject}, o.subscribers+1000); err != nil {
 		return nil, err
 	}
 

@@ -24,14 +24,16 @@
 //!   publishing `events_per_session` messages with async publish and at
 //!   most 256 unacknowledged; timed from the first publish to the last ack.
 //!   The driver also checks that the stream then holds every message.
-//! - [`Nats::fanout`]: `subscribers` ordered consumers (the client's live
-//!   tail: ephemeral, pull-based, deliver-new) on one subject, 100 to a
-//!   connection; one publisher publishes `events` messages at `rate` per
-//!   second, each stamped with its publish time and acknowledged by
-//!   JetStream; every subscriber records receive − publish time. The run
-//!   ends when every subscriber has every message, or 30 s after the last
-//!   ack. [`Nats::fanout_detail`] has the received/expected counts, the set-up
-//!   time and the choice of push consumers ([`ConsumerKind`]).
+//! - [`Nats::fanout`]: `subscribers` JetStream consumers on one subject
+//!   (ephemeral push consumers, no acks, deliver-new), 100 to a connection;
+//!   one publisher publishes `events` messages at `rate` per second, each
+//!   stamped with its publish time and acknowledged by JetStream; every
+//!   subscriber records receive − publish time. The run ends when every
+//!   subscriber has every message, or 30 s after the last ack.
+//!   [`Nats::fanout_detail`] has the received/expected counts, the set-up and
+//!   publish times, and the choice of ordered consumers ([`ConsumerKind`]).
+//!   nats-server caps a stream at 1,000 consumers by default; the driver
+//!   gives its stream room for subscribers + 1,000.
 //!
 //! The methods block (they wait for a child process): from async code call
 //! them in `tokio::task::spawn_blocking` or while nothing else is measured.
@@ -71,12 +73,17 @@ pub enum SyncPolicy {
 /// The kind of JetStream consumer each fan-out subscriber is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum ConsumerKind {
-    /// An ordered consumer (nats.go `jetstream` package): ephemeral,
-    /// pull-based, no acks, what the client offers for a live tail.
+    /// An ephemeral push consumer delivering to an inbox: no acks,
+    /// deliver-new, consumer state in memory. The default: it holds 10,000
+    /// subscribers on a 2-core box (late, but every message arrives).
     #[default]
-    Ordered,
-    /// An ephemeral push consumer (no acks) delivering to an inbox.
     Push,
+    /// An ordered consumer (nats.go `jetstream` package): ephemeral,
+    /// pull-based, no acks, what the client offers for a live tail. Under
+    /// overload its missed heartbeats reset every consumer at once, and the
+    /// storm of API requests overflows the server's JetStream API queue (at
+    /// 10,000 subscribers about a tenth of the messages came in 5 minutes).
+    Ordered,
 }
 
 impl ConsumerKind {
@@ -101,7 +108,9 @@ pub struct Fanout {
     pub connections: u64,
     /// Creating and starting every consumer, seconds.
     pub setup_secs: f64,
-    /// First publish to last publish ack, seconds.
+    /// First publish to last publish ack, seconds: above events / rate when
+    /// JetStream could not take the rate (the publisher's window of 256
+    /// filled); the latencies count from each message's actual publish.
     pub publish_secs: f64,
 }
 
@@ -251,12 +260,12 @@ impl Nats {
         }
     }
 
-    /// `subscribers` ordered consumers, `events` messages of `payload` bytes
+    /// `subscribers` push consumers, `events` messages of `payload` bytes
     /// published at `rate` per second: receive − publish latency. `n` is the
     /// samples received (short of subscribers × events if some never came:
     /// see [`Nats::fanout_detail`]).
     pub fn fanout(&self, subscribers: usize, rate: f64, events: u64, payload: usize) -> Latency {
-        self.fanout_detail(ConsumerKind::Ordered, subscribers, rate, events, payload)
+        self.fanout_detail(ConsumerKind::Push, subscribers, rate, events, payload)
             .latency
     }
 
@@ -486,5 +495,74 @@ mod tests {
             "nats-server outlived Nats"
         );
         assert!(!dir.exists(), "the temp dir outlived the server");
+    }
+
+    /// The real numbers, printed (minutes; needs `./tests/setup.sh`):
+    /// `cargo test -p agent-harness-load -- --ignored --nocapture nats_real_numbers`.
+    /// `NATS_PEER_PUBLISH_TOTAL` (20,000) events per durable publish run
+    /// (100,000 for the default sync), `NATS_PEER_SUBSCRIBERS`
+    /// (1,100,1000,10000) and `NATS_PEER_KINDS` (push) choose the rest.
+    #[test]
+    #[ignore]
+    fn nats_real_numbers() {
+        let env = |k: &str, d: &str| std::env::var(k).unwrap_or_else(|_| d.to_string());
+        let list = |k: &str, d: &str| -> Vec<String> {
+            env(k, d).split(',').map(|s| s.trim().to_string()).collect()
+        };
+        let total: u64 = env("NATS_PEER_PUBLISH_TOTAL", "20000").parse().unwrap();
+        let load = || {
+            std::fs::read_to_string("/proc/loadavg")
+                .unwrap_or_default()
+                .split_whitespace()
+                .take(3)
+                .collect::<Vec<_>>()
+                .join(" ")
+        };
+        for (sync, total) in [
+            (SyncPolicy::Always, total),
+            (SyncPolicy::Default, total.max(100_000)),
+        ] {
+            let nats = Nats::start_in(&std::env::temp_dir(), sync);
+            for sessions in [1u64, 10, 100] {
+                let r = nats.publish(sessions as usize, total / sessions, 900);
+                println!(
+                    "{}: publish {sessions} sessions x {} x 900 B: {:.0} events/s ({} in {:.2} s) [load {}]",
+                    nats.label(),
+                    total / sessions,
+                    r.per_sec(),
+                    r.events,
+                    r.secs,
+                    load()
+                );
+            }
+        }
+        let nats = Nats::start();
+        for kind in list("NATS_PEER_KINDS", "push") {
+            let kind = match kind.as_str() {
+                "ordered" => ConsumerKind::Ordered,
+                _ => ConsumerKind::Push,
+            };
+            for n in list("NATS_PEER_SUBSCRIBERS", "1,100,1000,10000") {
+                let n: usize = n.parse().unwrap();
+                let f = nats.fanout_detail(kind, n, 100.0, 1000, 900);
+                let l = f.latency;
+                println!(
+                    "{}: fanout {kind:?} {n} subscribers x 100/s x 10 s: p50 {:.2} ms, p99 {:.2} ms, \
+                     p99.9 {:.2} ms, max {:.2} ms; received {} of {}; publishing took {:.1} s, \
+                     set-up {:.1} s, {} connections [load {}]",
+                    nats.label(),
+                    l.p50,
+                    l.p99,
+                    l.p999,
+                    l.max,
+                    f.received,
+                    f.expected,
+                    f.publish_secs,
+                    f.setup_secs,
+                    f.connections,
+                    load()
+                );
+            }
+        }
     }
 }
