@@ -7,7 +7,8 @@
 #
 #   npm      tests/tools (claude CLI, buf, protoc-gen-es, playwright-core) and every other
 #            package-lock.json of the test suites (gen/ts, tests/ts, tests/browser)
-#   Go       protoc-gen-go, protoc-gen-go-grpc, grpcurl  -> .tools/bin (GOBIN)
+#   Go       protoc-gen-go, protoc-gen-go-grpc, grpcurl, nats-server  -> .tools/bin (GOBIN),
+#            and the load tool's JetStream driver tests/load/nats -> .tools/bin/nats-load
 #   PyPI     .tools/venv from tests/python/requirements.txt
 #   Debian   chromium, jq, util-linux (unshare) (only those missing)
 #   rustup   clippy and rustfmt components (only when missing)
@@ -22,6 +23,8 @@ mkdir -p "$TOOLS/bin" "$STAMPS"
 PROTOC_GEN_GO=google.golang.org/protobuf/cmd/protoc-gen-go@v1.36.12
 PROTOC_GEN_GO_GRPC=google.golang.org/grpc/cmd/protoc-gen-go-grpc@v1.6.2
 GRPCURL=github.com/fullstorydev/grpcurl/cmd/grpcurl@v1.9.4
+# The load tool's JetStream peer (tests/load/src/peers/nats.rs).
+NATS_SERVER=github.com/nats-io/nats-server/v2@v2.15.2
 
 say() { printf '  [setup] %s\n' "$*"; }
 hash_of() { cat "$@" | sha256sum | cut -c1-16; }
@@ -36,7 +39,7 @@ need() {
 }
 need node "the npm tools"
 need npm "the npm tools"
-need go "protoc-gen-go, protoc-gen-go-grpc, grpcurl"
+need go "protoc-gen-go, protoc-gen-go-grpc, grpcurl, nats-server"
 need python3 "the Python test venv"
 need cargo "the Rust workspace"
 
@@ -82,9 +85,11 @@ buf_version=$(tests/tools/node_modules/.bin/buf --version)
 say "buf: $buf_version"
 
 # --- Go tools ----------------------------------------------------------------------------
-for spec in "$PROTOC_GEN_GO" "$PROTOC_GEN_GO_GRPC" "$GRPCURL"; do
+for spec in "$PROTOC_GEN_GO" "$PROTOC_GEN_GO_GRPC" "$GRPCURL" "$NATS_SERVER"; do
   path=${spec%@*}
   bin=${path##*/}
+  # A major-version suffix is not the binary's name: .../nats-server/v2 installs nats-server.
+  case "$bin" in v[0-9]*) bin=${path%/*} && bin=${bin##*/} ;; esac
   key="go-$bin"
   want="$spec $(go env GOVERSION)"
   if stamp_ok "$key" "$want" && [ -x "$TOOLS/bin/$bin" ]; then
@@ -95,6 +100,17 @@ for spec in "$PROTOC_GEN_GO" "$PROTOC_GEN_GO_GRPC" "$GRPCURL"; do
     stamp_set "$key" "$want"
   fi
 done
+
+# The load tool's JetStream driver, built from its committed go.mod/go.sum (the module cache
+# fills from the Go module proxy on the first build).
+want="$(go env GOVERSION) $(hash_of tests/load/nats/go.mod tests/load/nats/go.sum tests/load/nats/*.go)"
+if stamp_ok go-nats-load "$want" && [ -x "$TOOLS/bin/nats-load" ]; then
+  say "go: nats-load up to date"
+else
+  say "go build tests/load/nats -> .tools/bin/nats-load"
+  go build -C tests/load/nats -buildvcs=false -o "$TOOLS/bin/nats-load" .
+  stamp_set go-nats-load "$want"
+fi
 
 # --- Python venv -------------------------------------------------------------------------
 VENV=$TOOLS/venv
@@ -150,6 +166,8 @@ export PATH="$TOOLS/bin:$ROOT/tests/tools/node_modules/.bin:$VENV/bin:\$PATH"
 export CLAUDE_BIN="$CLAUDE_BIN"
 export CHROMIUM_BIN="/usr/bin/chromium"
 export AGENT_HARNESS_BIN="\${AGENT_HARNESS_BIN:-$ROOT/target/release/agent-harness}"
+export NATS_SERVER_BIN="\${NATS_SERVER_BIN:-$TOOLS/bin/nats-server}"
+export NATS_LOAD_BIN="\${NATS_LOAD_BIN:-$TOOLS/bin/nats-load}"
 export FAKE_MESSAGES_API_BIN="\${FAKE_MESSAGES_API_BIN:-$ROOT/target/release/fake-messages-api}"
 EOF
 say "wrote .tools/env.sh"
