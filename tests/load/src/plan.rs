@@ -19,16 +19,10 @@ pub struct Sizes {
     pub throughput_lines: u64,
     /// Session counts of the throughput table.
     pub sessions: Vec<usize>,
-    /// gRPC subscriber counts of the fan-out table.
-    pub subscribers: Vec<usize>,
-    /// Lines per second during fan-out.
-    pub fanout_rate: f64,
-    /// Lines per fan-out row.
-    pub fanout_lines: u64,
-    /// The stress row: subscribers × rate.
-    pub stress: Option<(usize, f64)>,
-    /// grpc-web subscribers.
-    pub web_subscribers: usize,
+    /// gRPC fan-out rows: subscribers, lines per second, lines.
+    pub fanout: Vec<(usize, f64, u64)>,
+    /// The grpc-web row: subscribers, lines per second, lines.
+    pub web: (usize, f64, u64),
     /// Events in the replayed log.
     pub replay_events: u64,
     /// Idle subscriber counts for the memory figure.
@@ -41,11 +35,8 @@ impl Sizes {
             Self {
                 throughput_lines: 2_000,
                 sessions: vec![1, 10],
-                subscribers: vec![1, 20],
-                fanout_rate: 50.0,
-                fanout_lines: 25,
-                stress: None,
-                web_subscribers: 5,
+                fanout: vec![(1, 50.0, 25), (20, 50.0, 25)],
+                web: (5, 50.0, 25),
                 replay_events: 5_000,
                 idle: vec![100],
             }
@@ -53,11 +44,17 @@ impl Sizes {
             Self {
                 throughput_lines: 100_000,
                 sessions: vec![1, 10, 100],
-                subscribers: vec![1, 100, 1_000, 10_000],
-                fanout_rate: 100.0,
-                fanout_lines: 1_000,
-                stress: Some((1_000, 500.0)),
-                web_subscribers: 100,
+                // 10 s each. At 10,000 subscribers, 10 lines/s (100,000
+                // deliveries/s: what 2 cores shared by server and client
+                // can decode); 1,000 × 500/s is the stress row.
+                fanout: vec![
+                    (1, 100.0, 1_000),
+                    (100, 100.0, 1_000),
+                    (1_000, 100.0, 1_000),
+                    (10_000, 10.0, 100),
+                    (1_000, 500.0, 5_000),
+                ],
+                web: (100, 100.0, 1_000),
                 replay_events: 1_000_000,
                 idle: vec![1_000, 10_000],
             }
@@ -73,11 +70,11 @@ pub struct Replay {
     /// Writing it: one session, one turn, as fast as the CLI writes.
     pub build: Rate,
     /// From a freshly started server.
-    pub cold: Rate,
+    pub cold: replay::Measured,
     /// Whether the OS page cache was dropped before the cold read.
     pub cold_dropped_os_cache: bool,
     /// Again on the same server.
-    pub warm: Rate,
+    pub warm: replay::Measured,
 }
 
 /// Everything one run measured.
@@ -181,36 +178,21 @@ pub async fn run(args: &Args) -> Results {
     }
 
     fanout::prepare(&server, "fanout").await;
-    let mut fo = Vec::new();
-    let grpc = sizes.subscribers.iter().map(|&n| (n, sizes.fanout_rate));
-    for (n, rate) in grpc.chain(sizes.stress).filter(|_| args.runs("fanout")) {
-        progress(&format!("fan-out: {n} gRPC subscribers at {rate}/s"));
-        let lines = (sizes.fanout_lines as f64 * rate / sizes.fanout_rate) as u64;
-        let row = fanout::run(&server, "fanout", fanout::Transport::Grpc, n, rate, lines).await;
-        fo.push(row);
-    }
-    if args.runs("fanout") {
-        progress(&format!(
-            "fan-out: {} grpc-web subscribers",
-            sizes.web_subscribers
-        ));
-        fo.push(
-            fanout::run(
-                &server,
-                "fanout",
-                fanout::Transport::GrpcWeb,
-                sizes.web_subscribers,
-                sizes.fanout_rate,
-                sizes.fanout_lines,
-            )
-            .await,
-        );
-    }
-
+    // Idle memory first, while the server has not yet buffered any fan-out.
     let mut idle_rows = Vec::new();
     for &n in sizes.idle.iter().filter(|_| args.runs("idle")) {
         progress(&format!("memory: {n} idle subscribers"));
         idle_rows.push(idle::run(&server, "fanout", n).await);
+    }
+
+    let mut fo = Vec::new();
+    let web = std::iter::once((fanout::Transport::GrpcWeb, sizes.web));
+    let rows = sizes.fanout.iter().map(|&r| (fanout::Transport::Grpc, r));
+    for (transport, (n, rate, lines)) in rows.chain(web).filter(|_| args.runs("fanout")) {
+        progress(&format!(
+            "fan-out: {n} {transport:?} subscribers at {rate}/s"
+        ));
+        fo.push(fanout::run(&server, "fanout", transport, n, rate, lines).await);
     }
 
     let replay = if args.runs("replay") {

@@ -64,28 +64,37 @@ pub fn print(r: &Results) {
             Transport::GrpcWeb => "grpc-web (HTTP/1.1)",
         };
         println!(
-            "| {t} | {} | {} | {} | {} | {} |",
+            "| {t} | {} | {} | {} | {} | {} | {:.0} / {:.0} | {:.1} | {:.1} / {:.1} |",
             f.subscribers,
             f.rate,
             f.events,
             lat(&f.from_write),
-            lat(&f.from_commit)
+            lat(&f.from_commit),
+            f.rss as f64 / 1048576.0,
+            f.peak_rss as f64 / 1048576.0,
+            f.secs,
+            f.server_cpu,
+            f.client_cpu
         );
     }
 
     if let Some(rp) = &r.replay {
         println!("\n## Replay over gRPC (one Subscribe from seq 0 to caught_up)\n");
         println!(
-            "| events | written at (events/s) | cold events/s | warm events/s | OS cache dropped |"
+            "| events | written at (events/s) | cold events/s | warm events/s | OS cache dropped | CPU s server / client, cold | warm |"
         );
-        println!("|---|---|---|---|---|");
+        println!("|---|---|---|---|---|---|---|");
         println!(
-            "| {} | {} | **{}** | **{}** | {} |",
+            "| {} | {} | **{}** | **{}** | {} | {:.1} / {:.1} | {:.1} / {:.1} |",
             rp.events,
             k(&rp.build),
-            k(&rp.cold),
-            k(&rp.warm),
-            rp.cold_dropped_os_cache
+            k(&rp.cold.rate),
+            k(&rp.warm.rate),
+            rp.cold_dropped_os_cache,
+            rp.cold.server_cpu,
+            rp.cold.client_cpu,
+            rp.warm.server_cpu,
+            rp.warm.client_cpu
         );
     }
 
@@ -163,8 +172,8 @@ pub fn print(r: &Results) {
     let (cold, warm) = &p.sqlite_replay;
     let rows = r.replay.iter().flat_map(|rp| {
         [
-            ("cold", rp.events, &rp.cold, cold),
-            ("warm", rp.events, &rp.warm, warm),
+            ("cold", rp.events, &rp.cold.rate, cold),
+            ("warm", rp.events, &rp.warm.rate, warm),
         ]
     });
     for (what, events, ours, peer) in rows {

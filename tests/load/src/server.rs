@@ -91,6 +91,11 @@ impl Server {
         proc_rss(self.pid())
     }
 
+    /// Peak resident set size so far, bytes (`VmHWM`).
+    pub fn peak_rss_bytes(&self) -> u64 {
+        proc_status_kib(self.pid(), "VmHWM:") * 1024
+    }
+
     /// User + system CPU time used so far, seconds.
     pub fn cpu_secs(&self) -> f64 {
         proc_cpu_secs(self.pid())
@@ -123,13 +128,17 @@ impl Drop for Server {
 
 /// `VmRSS` of a process, bytes.
 pub fn proc_rss(pid: u32) -> u64 {
+    proc_status_kib(pid, "VmRSS:") * 1024
+}
+
+/// A `kB` field of `/proc/<pid>/status` (0 when unreadable).
+fn proc_status_kib(pid: u32, field: &str) -> u64 {
     let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
     status
         .lines()
-        .find_map(|l| l.strip_prefix("VmRSS:"))
+        .find_map(|l| l.strip_prefix(field))
         .and_then(|v| v.split_whitespace().next())
         .and_then(|v| v.parse::<u64>().ok())
-        .map(|kib| kib * 1024)
         .unwrap_or(0)
 }
 

@@ -51,6 +51,16 @@ pub struct Row {
     pub from_write: Latency,
     /// Sequenced (just before the commit) → receipt.
     pub from_commit: Latency,
+    /// Wall seconds from the Send to the last subscriber's turn end.
+    pub secs: f64,
+    /// Server CPU seconds (user + system) in that time.
+    pub server_cpu: f64,
+    /// This load tool's CPU seconds in that time (the subscribers decoding).
+    pub client_cpu: f64,
+    /// Server RSS when the row ended, bytes.
+    pub rss: u64,
+    /// Server peak RSS so far (`VmHWM`), bytes.
+    pub peak_rss: u64,
 }
 
 /// Prepares session `id` with a live process: one turn of one line.
@@ -95,6 +105,11 @@ pub async fn run(
     for r in ready {
         r.await.expect("a subscriber failed before caught_up");
     }
+    let (t0, cpu0, self0) = (
+        std::time::Instant::now(),
+        server.cpu_secs(),
+        crate::server::proc_cpu_secs(std::process::id()),
+    );
     send(&mut control, id, events, rate).await;
     let mut from_write = Vec::new();
     let mut from_commit = Vec::new();
@@ -108,13 +123,21 @@ pub async fn run(
         from_write.extend(super::durations(&seen.from_write));
         from_commit.extend(super::durations(&seen.from_commit));
     }
+    let secs = t0.elapsed().as_secs_f64();
+    let server_cpu = server.cpu_secs() - cpu0;
+    let client_cpu = crate::server::proc_cpu_secs(std::process::id()) - self0;
     Row {
+        secs,
+        server_cpu,
+        client_cpu,
         transport,
         subscribers,
         rate,
         events,
         from_write: Latency::from_samples(from_write),
         from_commit: Latency::from_samples(from_commit),
+        rss: server.rss_bytes(),
+        peak_rss: server.peak_rss_bytes(),
     }
 }
 

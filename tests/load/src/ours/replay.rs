@@ -32,10 +32,23 @@ pub async fn build(server: &Server, id: &str, n: u64) -> (u64, Rate) {
     )
 }
 
+/// One replay's figures.
+#[derive(Debug, Clone, Copy, serde::Serialize)]
+pub struct Measured {
+    /// Events over wall time.
+    pub rate: Rate,
+    /// Server CPU seconds meanwhile.
+    pub server_cpu: f64,
+    /// This tool's CPU seconds meanwhile (decoding).
+    pub client_cpu: f64,
+}
+
 /// One Subscribe from 0 to `caught_up`, checking every seq arrives once,
 /// in order, up to `head`.
-pub async fn measure(server: &Server, id: &str, head: u64) -> Rate {
+pub async fn measure(server: &Server, id: &str, head: u64) -> Measured {
     let mut c = server.connect().await;
+    let me = std::process::id();
+    let (cpu0, self0) = (server.cpu_secs(), crate::server::proc_cpu_secs(me));
     let t0 = Instant::now();
     let mut stream = c
         .subscribe(pb::SubscribeRequest {
@@ -63,5 +76,9 @@ pub async fn measure(server: &Server, id: &str, head: u64) -> Rate {
     }
     let secs = t0.elapsed().as_secs_f64();
     assert_eq!(last, head, "replay stopped short of the head");
-    Rate { events: last, secs }
+    Measured {
+        rate: Rate { events: last, secs },
+        server_cpu: server.cpu_secs() - cpu0,
+        client_cpu: crate::server::proc_cpu_secs(me) - self0,
+    }
 }
