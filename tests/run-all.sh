@@ -40,4 +40,9 @@ for suite in gen go python ts grpcurl browser; do
   "tests/$suite/run.sh"
 done
 
+# The load tool at smoke sizes: every measurement and every peer runs and every event
+# arrives; no timing is asserted (BENCHMARKS.md has the real run).
+step "load tool smoke: tests/load/run.sh --quick"
+tests/load/run.sh --quick
+
 step "all suites passed"

@@ -17,6 +17,9 @@ use crate::stats::{Latency, Rate};
 pub struct Sizes {
     /// CLI lines per throughput row.
     pub throughput_lines: u64,
+    /// Messages per durable JetStream publish row (it takes ~2 ms per
+    /// fsync here, so fewer than ours keep the row near 10 s).
+    pub jetstream_lines: u64,
     /// Session counts of the throughput table.
     pub sessions: Vec<usize>,
     /// gRPC fan-out rows: subscribers, lines per second, lines.
@@ -34,6 +37,7 @@ impl Sizes {
         if quick {
             Self {
                 throughput_lines: 2_000,
+                jetstream_lines: 200,
                 sessions: vec![1, 10],
                 fanout: vec![(1, 50.0, 25), (20, 50.0, 25)],
                 web: (5, 50.0, 25),
@@ -43,6 +47,7 @@ impl Sizes {
         } else {
             Self {
                 throughput_lines: 100_000,
+                jetstream_lines: 5_000,
                 sessions: vec![1, 10, 100],
                 // 10 s each. At 10,000 subscribers, 10 lines/s (100,000
                 // deliveries/s: what 2 cores shared by server and client
@@ -60,6 +65,21 @@ impl Sizes {
             }
         }
     }
+}
+
+/// One JetStream fan-out row.
+#[derive(Debug, Clone, Serialize)]
+pub struct JetStreamFanout {
+    /// Subscribers (push consumers, 100 per connection).
+    pub subscribers: usize,
+    /// Messages per second published.
+    pub rate: f64,
+    /// Publish → receive.
+    pub latency: Latency,
+    /// Messages received over all subscribers.
+    pub received: u64,
+    /// subscribers × messages.
+    pub expected: u64,
 }
 
 /// Replay figures.
@@ -109,8 +129,8 @@ pub struct Peers {
     pub jetstream_publish: Vec<(usize, Rate)>,
     /// JetStream publish with its default sync (every 2 min: not durable).
     pub jetstream_publish_default_sync: Vec<(usize, Rate)>,
-    /// JetStream fan-out, per subscriber count.
-    pub jetstream_fanout: Vec<(usize, Latency)>,
+    /// JetStream fan-out, per row of ours.
+    pub jetstream_fanout: Vec<JetStreamFanout>,
     /// SQLite WAL synchronous=FULL appends, per session count, in our batch shape.
     pub sqlite_append: Vec<(usize, usize, Rate)>,
     /// SQLite replay of the same number of events: cold, warm.
@@ -205,7 +225,7 @@ pub async fn run(args: &Args) -> Results {
     let peers = if args.no_peers {
         None
     } else {
-        Some(run_peers(&tp, replay.as_ref(), sizes.replay_events, data.path()).await)
+        Some(run_peers(&sizes, &tp, replay.as_ref(), data.path()).await)
     };
 
     Results {
@@ -245,9 +265,9 @@ async fn run_replay(server: Server, opts: &ServerOptions, events: u64) -> Replay
 }
 
 async fn run_peers(
+    sizes: &Sizes,
     tp: &[throughput::Row],
     replay: Option<&Replay>,
-    replay_events: u64,
     dir: &std::path::Path,
 ) -> Peers {
     // Our mean stored event, so every peer moves as many bytes per event.
@@ -275,14 +295,63 @@ async fn run_peers(
     }
     progress("SQLite: replay");
     let d = tempfile::tempdir_in(dir).expect("tempdir");
-    let events = replay.map(|r| r.events).unwrap_or(replay_events);
+    let events = replay.map(|r| r.events).unwrap_or(sizes.replay_events);
     let sqlite_replay = peers::sqlite::replay(d.path(), events, payload);
+
+    let sessions = if tp.is_empty() {
+        sizes.sessions.clone()
+    } else {
+        tp.iter().map(|r| r.sessions).collect()
+    };
+    let (js_lines, js_default_lines, fanout_rows) = (
+        sizes.jetstream_lines,
+        sizes.throughput_lines,
+        sizes.fanout.clone(),
+    );
+    let dir = dir.to_path_buf();
+    let (jetstream_publish, jetstream_publish_default_sync, jetstream_fanout) =
+        tokio::task::spawn_blocking(move || {
+            use peers::nats::{Nats, SyncPolicy};
+            let durable = Nats::start_in(&dir, SyncPolicy::Always);
+            let mut publish = Vec::new();
+            for &s in &sessions {
+                progress(&format!("JetStream (fsync always): {s} publishers"));
+                let per = (js_lines / s as u64).max(1);
+                publish.push((s, durable.publish(s, per, payload)));
+            }
+            let mut fanout = Vec::new();
+            for &(n, rate, lines) in &fanout_rows {
+                progress(&format!("JetStream: {n} subscribers at {rate}/s"));
+                let f =
+                    durable.fanout_detail(peers::nats::ConsumerKind::Push, n, rate, lines, payload);
+                fanout.push(JetStreamFanout {
+                    subscribers: n,
+                    rate,
+                    latency: f.latency,
+                    received: f.received,
+                    expected: f.expected,
+                });
+            }
+            drop(durable);
+            let fast = Nats::start_in(&dir, SyncPolicy::Default);
+            let mut default_sync = Vec::new();
+            for &s in &sessions {
+                progress(&format!(
+                    "JetStream (default sync, not durable): {s} publishers"
+                ));
+                let per = (js_default_lines / s as u64).max(1);
+                default_sync.push((s, fast.publish(s, per, payload)));
+            }
+            (publish, default_sync, fanout)
+        })
+        .await
+        .expect("JetStream peer");
 
     Peers {
         payload,
-        jetstream_publish: Vec::new(),
-        jetstream_publish_default_sync: Vec::new(),
-        jetstream_fanout: Vec::new(),
+        jetstream_publish,
+        jetstream_publish_default_sync,
+        jetstream_fanout,
         sqlite_append,
         sqlite_replay,
         fsync,

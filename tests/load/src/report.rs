@@ -153,13 +153,21 @@ pub fn print(r: &Results) {
         }
     }
     for f in r.fanout.iter().filter(|f| f.transport == Transport::Grpc) {
-        if let Some((_, js)) = p.jetstream_fanout.iter().find(|(n, _)| *n == f.subscribers) {
+        let same = |js: &&crate::plan::JetStreamFanout| {
+            js.subscribers == f.subscribers && js.rate == f.rate
+        };
+        if let Some(js) = p.jetstream_fanout.iter().find(same) {
+            let short = if js.received < js.expected {
+                format!(" (received {} of {})", js.received, js.expected)
+            } else {
+                String::new()
+            };
             for (q, ours, peer) in [
-                ("p50", f.from_write.p50, js.p50),
-                ("p99", f.from_write.p99, js.p99),
+                ("p50", f.from_write.p50, js.latency.p50),
+                ("p99", f.from_write.p99, js.latency.p99),
             ] {
                 println!(
-                    "| fan-out {q} ms, {} subscribers × {}/s | {:.2} | JetStream | {:.2} | **{}** |",
+                    "| fan-out {q} ms, {} subscribers × {}/s | {:.2} | JetStream{short} | {:.2} | **{}** |",
                     f.subscribers,
                     f.rate,
                     ours,
