@@ -80,6 +80,13 @@ pub struct JetStreamFanout {
     pub received: u64,
     /// subscribers × messages.
     pub expected: u64,
+    /// Connections the subscribers shared.
+    pub connections: u64,
+    /// Creating every consumer, seconds.
+    pub setup_secs: f64,
+    /// First publish to last publish ack, seconds (above lines / rate when
+    /// JetStream could not take the rate).
+    pub publish_secs: f64,
 }
 
 /// Replay figures.
@@ -133,10 +140,11 @@ pub struct Peers {
     pub jetstream_fanout: Vec<JetStreamFanout>,
     /// SQLite WAL synchronous=FULL appends, per session count, in our batch shape.
     pub sqlite_append: Vec<(usize, usize, Rate)>,
-    /// SQLite replay of the same number of events: cold, warm.
-    pub sqlite_replay: (Rate, Rate),
-    /// Raw write + fdatasync, per batch size.
-    pub fsync: Vec<(usize, Rate)>,
+    /// SQLite replay of the same number of events.
+    pub sqlite_replay: peers::sqlite::Replay,
+    /// Raw write + fdatasync, per batch size: a growing file, and a
+    /// prewritten one overwritten in place (as redb and SQLite's WAL mostly do).
+    pub fsync: Vec<(usize, Rate, Rate)>,
 }
 
 fn loadavg() -> String {
@@ -288,10 +296,12 @@ async fn run_peers(
         ));
         progress(&format!("fsync loop: batches of {batch}"));
         let d = tempfile::tempdir_in(dir).expect("tempdir");
-        fsync.push((
-            batch,
-            peers::fsync::append(d.path(), batch, row.rate.events, payload),
-        ));
+        let grow = peers::fsync::append(d.path(), batch, row.rate.events, payload);
+        let d = tempfile::tempdir_in(dir).expect("tempdir");
+        let layout = peers::fsync::Layout::Prewritten;
+        let prewritten =
+            peers::fsync::append_with(d.path(), layout, batch, row.rate.events, payload);
+        fsync.push((batch, grow, prewritten));
     }
     progress("SQLite: replay");
     let d = tempfile::tempdir_in(dir).expect("tempdir");
@@ -330,6 +340,9 @@ async fn run_peers(
                     latency: f.latency,
                     received: f.received,
                     expected: f.expected,
+                    connections: f.connections,
+                    setup_secs: f.setup_secs,
+                    publish_secs: f.publish_secs,
                 });
             }
             drop(durable);

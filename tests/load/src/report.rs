@@ -142,14 +142,16 @@ pub fn print(r: &Results) {
             );
         }
         let batch = t.batch.round().max(1.0) as usize;
-        if let Some((_, fs)) = p.fsync.iter().find(|(b, _)| *b == batch) {
-            println!(
-                "| durable events/s, {} sessions | {:.0} | raw fdatasync loop, batches of {batch} | {:.0} | {} |",
-                t.sessions,
-                ours,
-                fs.per_sec(),
-                ratio(ours, fs.per_sec())
-            );
+        if let Some((_, grow, pre)) = p.fsync.iter().find(|(b, _, _)| *b == batch) {
+            for (how, fs) in [("growing file", grow), ("in place", pre)] {
+                println!(
+                    "| durable events/s, {} sessions | {:.0} | raw write + fdatasync, batches of {batch}, {how} | {:.0} | {} |",
+                    t.sessions,
+                    ours,
+                    fs.per_sec(),
+                    ratio(ours, fs.per_sec())
+                );
+            }
         }
     }
     for f in r.fanout.iter().filter(|f| f.transport == Transport::Grpc) {
@@ -177,7 +179,7 @@ pub fn print(r: &Results) {
             }
         }
     }
-    let (cold, warm) = &p.sqlite_replay;
+    let (cold, warm) = (&p.sqlite_replay.cold, &p.sqlite_replay.warm);
     let rows = r.replay.iter().flat_map(|rp| {
         [
             ("cold", rp.events, &rp.cold.rate, cold),
@@ -191,6 +193,27 @@ pub fn print(r: &Results) {
             k(peer),
             ratio(ours.per_sec(), peer.per_sec())
         );
+    }
+    if !p.jetstream_fanout.is_empty() {
+        println!(
+            "\n## JetStream fan-out (push consumers, 100 per connection), ms: p50 / p99 / p99.9 / max\n"
+        );
+        println!(
+            "| subscribers | msgs/s | publish → receive | received / expected | consumer set-up s | publishing took s |"
+        );
+        println!("|---|---|---|---|---|---|");
+        for j in &p.jetstream_fanout {
+            println!(
+                "| {} | {} | {} | {} / {} | {:.1} | {:.1} |",
+                j.subscribers,
+                j.rate,
+                lat(&j.latency),
+                j.received,
+                j.expected,
+                j.setup_secs,
+                j.publish_secs
+            );
+        }
     }
     if !p.jetstream_publish_default_sync.is_empty() {
         println!(

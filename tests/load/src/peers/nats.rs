@@ -8,15 +8,14 @@
 //! parses the one JSON object it prints; the server is killed on drop.
 //!
 //! ```ignore
-//! let nats = Nats::start();                         // fsync on every write
-//! let rate = nats.publish(10, 10_000, 900);         // 10 publishers × 10,000 × 900 B
-//! let lat = nats.fanout(1_000, 100.0, 1_000, 900);  // 1,000 subscribers, 100/s for 10 s
-//! // lat.n is the samples received; compare with subscribers × events.
-//!
-//! // Users will ask: JetStream's default (fsync every 2 minutes, so an
-//! // acknowledged message can be lost on power failure). Publish only,
-//! // reported as not durable (`Nats::label`).
-//! let fast = Nats::start_default_sync().publish(10, 10_000, 900);
+//! let nats = Nats::start_in(dir, SyncPolicy::Always);   // fsync on every write
+//! let rate = nats.publish(10, 10_000, 900);             // 10 publishers × 10,000 × 900 B
+//! let f = nats.fanout_detail(ConsumerKind::Push, 1_000, 100.0, 1_000, 900);
+//! // f.latency; f.received against f.expected (subscribers × events).
+//! // JetStream's default sync (fsync every 2 minutes, so an acknowledged
+//! // message can be lost on power failure): a publish figure only, reported
+//! // as not durable.
+//! let fast = Nats::start_in(dir, SyncPolicy::Default).publish(10, 10_000, 900);
 //! ```
 //!
 //! - [`Nats::publish`]: `sessions` concurrent publishers, one connection and
@@ -24,24 +23,16 @@
 //!   publishing `events_per_session` messages with async publish and at
 //!   most 256 unacknowledged; timed from the first publish to the last ack.
 //!   The driver also checks that the stream then holds every message.
-//! - [`Nats::fanout`]: `subscribers` JetStream consumers on one subject
-//!   (ephemeral push consumers, no acks, deliver-new), 100 to a connection;
-//!   one publisher publishes `events` messages at `rate` per second, each
-//!   stamped with its publish time and acknowledged by JetStream; every
-//!   subscriber records receive − publish time. The run ends when every
-//!   subscriber has every message, or 30 s after the last ack.
-//!   [`Nats::fanout_detail`] has the received/expected counts, the set-up and
-//!   publish times, and the choice of ordered consumers ([`ConsumerKind`]).
-//!   nats-server caps a stream at 1,000 consumers by default; the driver
-//!   gives its stream room for subscribers + 1,000.
-//!
-//! API: [`Nats::start`] (durable), [`Nats::start_default_sync`] (not
-//! durable, publish figure only), [`Nats::start_in`] (store under a chosen
-//! dir, any [`SyncPolicy`]); [`Nats::publish`] → [`Rate`];
-//! [`Nats::fanout`] → [`Latency`]; [`Nats::fanout_detail`] → [`Fanout`];
-//! [`Nats::label`] / [`Nats::durable`] for the tables; [`Nats::pid`] for
-//! `server::proc_rss` and `proc_cpu_secs`; [`Nats::url`], [`Nats::dir`]
-//! (its config, store and `nats-server.log`).
+//! - [`Nats::fanout_detail`]: `subscribers` JetStream consumers on one
+//!   subject (ephemeral push consumers, no acks, deliver-new; or ordered
+//!   consumers, [`ConsumerKind`]), 100 to a connection; one publisher
+//!   publishes `events` messages at `rate` per second, each stamped with its
+//!   publish time and acknowledged by JetStream; every subscriber records
+//!   receive − publish time. The run ends when every subscriber has every
+//!   message, or 30 s after the last ack; [`Fanout`] has the received and
+//!   expected counts and the set-up and publish times. nats-server caps a
+//!   stream at 1,000 consumers by default; the driver gives its stream room
+//!   for subscribers + 1,000.
 //!
 //! The methods block (they wait for a child process): from async code call
 //! them in `tokio::task::spawn_blocking` or while nothing else is measured.
@@ -52,17 +43,12 @@
 //! up to a few hundred subscribers (300: p99 48 ms), is seconds late at
 //! 1,000 and over a minute late at 10,000 (push consumers; all 10,000 are
 //! created, in ~9 s, and given time every message arrives).
-//! `cargo test -p agent-harness-load -- --ignored --nocapture nats_real_numbers`
-//! prints these figures again.
+//! `./tests/load/run.sh` measures them again, next to ours.
 //!
 //! Binaries (both installed by `./tests/setup.sh`): `nats-server` is
 //! `$NATS_SERVER_BIN` or `.tools/bin/nats-server`; the driver is
 //! `$NATS_LOAD_BIN` or `.tools/bin/nats-load`, both relative to the repo
 //! root (`$AGENT_HARNESS_ROOT`, else the checkout this crate was built in).
-
-// main.rs does not call the peers yet (its wiring is a separate change); the
-// whole API stays, whatever part of it main.rs ends up using.
-#![allow(dead_code)]
 
 use std::io::{BufRead, BufReader, Write};
 use std::path::{Path, PathBuf};
@@ -100,6 +86,7 @@ pub enum ConsumerKind {
     /// overload its missed heartbeats reset every consumer at once, and the
     /// storm of API requests overflows the server's JetStream API queue (at
     /// 10,000 subscribers about a tenth of the messages came in 5 minutes).
+    #[cfg_attr(not(test), allow(dead_code))] // the tests run both; the plan, push
     Ordered,
 }
 
@@ -135,7 +122,6 @@ pub struct Fanout {
 pub struct Nats {
     child: Child,
     url: String,
-    sync: SyncPolicy,
     driver: PathBuf,
     // Dropped after the server is killed (fields drop after `Drop::drop`).
     dir: tempfile::TempDir,
@@ -143,14 +129,9 @@ pub struct Nats {
 
 impl Nats {
     /// A server with `sync_interval: always` (durable), in a temp dir.
+    #[cfg(test)]
     pub fn start() -> Self {
         Self::start_in(&std::env::temp_dir(), SyncPolicy::Always)
-    }
-
-    /// A server with JetStream's default sync (every 2 minutes): **not
-    /// durable**; for an extra, clearly labelled publish figure only.
-    pub fn start_default_sync() -> Self {
-        Self::start_in(&std::env::temp_dir(), SyncPolicy::Default)
     }
 
     /// A server whose store is a new temp dir under `parent` (put it on the
@@ -201,7 +182,6 @@ impl Nats {
         let mut nats = Self {
             child,
             url: format!("nats://127.0.0.1:{port}"),
-            sync,
             driver,
             dir,
         };
@@ -217,35 +197,14 @@ impl Nats {
         nats
     }
 
-    /// `nats://127.0.0.1:<port>`.
-    pub fn url(&self) -> &str {
-        &self.url
-    }
-
     /// The server's pid (for `server::proc_rss` / `proc_cpu_secs`).
+    #[cfg(test)]
     pub fn pid(&self) -> u32 {
         self.child.id()
     }
 
-    /// Its sync policy.
-    pub fn sync(&self) -> SyncPolicy {
-        self.sync
-    }
-
-    /// Whether an acknowledged message is on disk (`SyncPolicy::Always`).
-    pub fn durable(&self) -> bool {
-        self.sync == SyncPolicy::Always
-    }
-
-    /// A name for tables: says "NOT durable" for the default sync.
-    pub fn label(&self) -> &'static str {
-        match self.sync {
-            SyncPolicy::Always => "NATS JetStream (file, fsync always)",
-            SyncPolicy::Default => "NATS JetStream (file, default fsync every 2 min: NOT durable)",
-        }
-    }
-
     /// Its data dir (store, config, log).
+    #[cfg(test)]
     pub fn dir(&self) -> &Path {
         self.dir.path()
     }
@@ -277,16 +236,9 @@ impl Nats {
         }
     }
 
-    /// `subscribers` push consumers, `events` messages of `payload` bytes
-    /// published at `rate` per second: receive − publish latency. `n` is the
-    /// samples received (short of subscribers × events if some never came:
-    /// see [`Nats::fanout_detail`]).
-    pub fn fanout(&self, subscribers: usize, rate: f64, events: u64, payload: usize) -> Latency {
-        self.fanout_detail(ConsumerKind::Push, subscribers, rate, events, payload)
-            .latency
-    }
-
-    /// [`Nats::fanout`] with the consumer kind and the whole report.
+    /// `subscribers` consumers of `kind` (100 per connection), `events`
+    /// messages of `payload` bytes published at `rate` per second:
+    /// receive − publish latency and the counts.
     pub fn fanout_detail(
         &self,
         kind: ConsumerKind,
@@ -491,7 +443,6 @@ mod tests {
     #[test]
     fn publish_and_fanout_against_a_real_server() {
         let nats = Nats::start();
-        assert!(nats.durable());
         let rate = nats.publish(2, 50, 900);
         assert_eq!(rate.events, 100);
         assert!(rate.secs > 0.0, "{rate:?}");
@@ -512,74 +463,5 @@ mod tests {
             "nats-server outlived Nats"
         );
         assert!(!dir.exists(), "the temp dir outlived the server");
-    }
-
-    /// The real numbers, printed (minutes; needs `./tests/setup.sh`):
-    /// `cargo test -p agent-harness-load -- --ignored --nocapture nats_real_numbers`.
-    /// `NATS_PEER_PUBLISH_TOTAL` (20,000) events per durable publish run
-    /// (100,000 for the default sync), `NATS_PEER_SUBSCRIBERS`
-    /// (1,100,1000,10000) and `NATS_PEER_KINDS` (push) choose the rest.
-    #[test]
-    #[ignore]
-    fn nats_real_numbers() {
-        let env = |k: &str, d: &str| std::env::var(k).unwrap_or_else(|_| d.to_string());
-        let list = |k: &str, d: &str| -> Vec<String> {
-            env(k, d).split(',').map(|s| s.trim().to_string()).collect()
-        };
-        let total: u64 = env("NATS_PEER_PUBLISH_TOTAL", "20000").parse().unwrap();
-        let load = || {
-            std::fs::read_to_string("/proc/loadavg")
-                .unwrap_or_default()
-                .split_whitespace()
-                .take(3)
-                .collect::<Vec<_>>()
-                .join(" ")
-        };
-        for (sync, total) in [
-            (SyncPolicy::Always, total),
-            (SyncPolicy::Default, total.max(100_000)),
-        ] {
-            let nats = Nats::start_in(&std::env::temp_dir(), sync);
-            for sessions in [1u64, 10, 100] {
-                let r = nats.publish(sessions as usize, total / sessions, 900);
-                println!(
-                    "{}: publish {sessions} sessions x {} x 900 B: {:.0} events/s ({} in {:.2} s) [load {}]",
-                    nats.label(),
-                    total / sessions,
-                    r.per_sec(),
-                    r.events,
-                    r.secs,
-                    load()
-                );
-            }
-        }
-        let nats = Nats::start();
-        for kind in list("NATS_PEER_KINDS", "push") {
-            let kind = match kind.as_str() {
-                "ordered" => ConsumerKind::Ordered,
-                _ => ConsumerKind::Push,
-            };
-            for n in list("NATS_PEER_SUBSCRIBERS", "1,100,1000,10000") {
-                let n: usize = n.parse().unwrap();
-                let f = nats.fanout_detail(kind, n, 100.0, 1000, 900);
-                let l = f.latency;
-                println!(
-                    "{}: fanout {kind:?} {n} subscribers x 100/s x 10 s: p50 {:.2} ms, p99 {:.2} ms, \
-                     p99.9 {:.2} ms, max {:.2} ms; received {} of {}; publishing took {:.1} s, \
-                     set-up {:.1} s, {} connections [load {}]",
-                    nats.label(),
-                    l.p50,
-                    l.p99,
-                    l.p999,
-                    l.max,
-                    f.received,
-                    f.expected,
-                    f.publish_secs,
-                    f.setup_secs,
-                    f.connections,
-                    load()
-                );
-            }
-        }
     }
 }
