@@ -122,3 +122,25 @@ fn nodelay(sock: &TcpStream, peer: std::net::SocketAddr) {
         tracing::debug!(%peer, error = %e, "cannot set TCP_NODELAY");
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use futures::StreamExt;
+
+    use super::*;
+
+    /// Without TCP_NODELAY every small streamed frame can wait up to 40 ms
+    /// (Nagle against delayed ACKs); the load tool's fan-out table shows it.
+    #[tokio::test]
+    async fn accepted_connections_have_nodelay() {
+        let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
+        let addr = listener.local_addr().expect("addr");
+        let stop = CancellationToken::new();
+        let mut incoming = Box::pin(plain(listener, stop.clone()));
+        let _client = TcpStream::connect(addr).await.expect("connect");
+        let sock = incoming.next().await.expect("a connection").expect("accepted");
+        assert!(sock.nodelay().expect("read TCP_NODELAY"));
+        stop.cancel();
+        assert!(incoming.next().await.is_none(), "the stream ends on stop");
+    }
+}
