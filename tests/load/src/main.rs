@@ -5,6 +5,7 @@
 //! gRPC and grpc-web, runs the peers on the same machine in the same run,
 //! and prints each measurement as a table, then the ratios (ours / peer).
 
+mod ours;
 mod peers;
 mod server;
 mod stats;
