@@ -13,7 +13,9 @@
 //!   `assistant` line.
 //!
 //! One discarded warm-up of each, then the rounds interleave (ours, raw,
-//! ours, raw, ...) so drift on a shared machine hits both alike. Ours and
+//! raw, ours, ...) so drift on a shared machine hits both alike and neither
+//! always runs right after the other. Before the second input the live
+//! process sits idle for [`SpawnOptions::pause_before_send`]. Ours and
 //! raw share one HOME and one working directory, so the CLI's own state
 //! (config, transcripts) grows alike for both. Every round checks what it
 //! timed (the right session and run, the scripted reply, no error) and
@@ -44,7 +46,7 @@ use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader, Lines};
 use tokio::process::{Child, ChildStdin, ChildStdout, Command};
 use tonic::transport::Channel;
 
-use crate::server::{Server, ServerOptions};
+use crate::server::{Server, ServerOptions, metric};
 use crate::stats::Latency;
 
 /// Longest wait for any one step (boot, a turn, an exit).
@@ -90,6 +92,13 @@ pub struct SpawnOptions {
     /// Where the temporary HOME, working directory and data dir go (the
     /// data dir's disk sets the commit cost); `None`: the system's.
     pub tmp_dir: Option<PathBuf>,
+    /// How long the live process sits idle after its first turn before the
+    /// second input, in both cases. Right after its `result` line the CLI
+    /// is still busy with the turn (and the server with recording it): an
+    /// input sent at once measures that too, and not alike for ours and
+    /// raw (whose input lands a few ms sooner). 200 ms settles both; a
+    /// person's next message comes seconds later anyway.
+    pub pause_before_send: Duration,
 }
 
 /// Ours against raw for one measurement.
@@ -146,6 +155,19 @@ pub struct Breakdown {
     pub send_to_input_sent: Latency,
     /// content stamped → received.
     pub content_to_client: Latency,
+    /// The server's mean durable commit (transaction and fsync) over the
+    /// whole run, from `/metrics`: a Start waits for two (run_start before
+    /// the spawn, run_ready before it is published), a Send for one.
+    pub commit_mean_ms: f64,
+    /// What the server's own stamps put on it per Start: Start sent →
+    /// run_start stamped, plus `commit_mean_ms` for the run_start commit
+    /// (which has no stamp of its own), plus run_ready stamped → received.
+    /// Leaves out the hand-over from that commit to the spawn (the spawn
+    /// itself is the same call raw makes).
+    pub server_share_start: Latency,
+    /// Likewise per Send: Send sent → input_sent stamped, plus content
+    /// stamped → received.
+    pub server_share_send: Latency,
 }
 
 /// The figures.
@@ -153,6 +175,8 @@ pub struct Breakdown {
 pub struct SpawnReport {
     /// Rounds timed (each: one of ours, one raw), after one warm-up each.
     pub rounds: usize,
+    /// [`SpawnOptions::pause_before_send`], ms.
+    pub pause_before_send_ms: f64,
     /// Start → run_ready vs spawn → system/init.
     pub start_to_ready: Compared,
     /// Send → first content vs stdin write → first assistant line.
@@ -170,8 +194,10 @@ impl SpawnReport {
         let l = |a: [f64; 3]| format!("{:.2} {:.2} {:.2}", a[0], a[1], a[2]);
         println!(
             "### Spawn overhead: ours (agent-harness) vs the real CLI spawned directly\n\n\
-             {} interleaved rounds, fake Messages API on loopback; load average {} before, {} after.\n",
+             {} interleaved rounds (ours, raw, raw, ours, ...), fake Messages API on loopback, \
+             second input {:.0} ms after the first turn's end; load average {} before, {} after.\n",
             self.rounds,
+            self.pause_before_send_ms,
             l(self.loadavg_before),
             l(self.loadavg_after)
         );
@@ -203,6 +229,22 @@ impl SpawnReport {
         ] {
             println!("| {name} | {:.2} | {:.2} |", l.p50, l.p99);
         }
+        println!(
+            "| durable commit, mean over the run (/metrics) | {:.2} | |",
+            b.commit_mean_ms
+        );
+        for (name, l) in [
+            (
+                "server's share of Start → run_ready (stamps + one mean commit)",
+                &b.server_share_start,
+            ),
+            (
+                "server's share of Send → first content",
+                &b.server_share_send,
+            ),
+        ] {
+            println!("| {name} | {:.2} | {:.2} |", l.p50, l.p99);
+        }
     }
 }
 
@@ -230,21 +272,39 @@ pub async fn measure(opts: &SpawnOptions, rounds: usize) -> SpawnReport {
     .await;
     let client = server.connect().await;
 
-    ours_round(&client, "spawn-warmup", &work, "warmup").await;
-    raw_round(&opts.claude_bin, &env, &work, "warmup").await;
+    let pause = opts.pause_before_send;
+    ours_round(&client, "spawn-warmup", &work, "warmup", pause).await;
+    raw_round(&opts.claude_bin, &env, &work, "warmup", pause).await;
     let mut ours = Vec::with_capacity(rounds);
     let mut raw = Vec::with_capacity(rounds);
     for i in 0..rounds {
         let tag = i.to_string();
-        ours.push(ours_round(&client, &format!("spawn-{i}"), &work, &tag).await);
-        raw.push(raw_round(&opts.claude_bin, &env, &work, &tag).await);
+        let session = format!("spawn-{i}");
+        // ours, raw, raw, ours, ...: neither always follows the other.
+        if i % 2 == 0 {
+            ours.push(ours_round(&client, &session, &work, &tag, pause).await);
+            raw.push(raw_round(&opts.claude_bin, &env, &work, &tag, pause).await);
+        } else {
+            raw.push(raw_round(&opts.claude_bin, &env, &work, &tag, pause).await);
+            ours.push(ours_round(&client, &session, &work, &tag, pause).await);
+        }
     }
+    let metrics = server.metrics().await;
+    let commits = metric(&metrics, "agent_harness_commit_duration_seconds_count");
+    let commit_secs = metric(&metrics, "agent_harness_commit_duration_seconds_sum");
     server.stop();
     drop(api);
 
-    let ms = |f: fn(&OursSample) -> f64| Latency::from_ms(&ours.iter().map(f).collect::<Vec<_>>());
+    let ms =
+        |f: &dyn Fn(&OursSample) -> f64| Latency::from_ms(&ours.iter().map(f).collect::<Vec<_>>());
+    let commit_mean_ms = if commits > 0.0 {
+        commit_secs / commits * 1e3
+    } else {
+        0.0
+    };
     SpawnReport {
         rounds,
+        pause_before_send_ms: pause.as_secs_f64() * 1e3,
         start_to_ready: Compared::new(
             ours.iter().map(|o| o.start_ready).collect(),
             raw.iter().map(|r| r.start_ready).collect(),
@@ -254,11 +314,16 @@ pub async fn measure(opts: &SpawnOptions, rounds: usize) -> SpawnReport {
             raw.iter().map(|r| r.send_content).collect(),
         ),
         breakdown: Breakdown {
-            start_to_run_start: ms(|o| o.start_to_run_start),
-            run_start_to_run_ready: ms(|o| o.run_start_to_run_ready),
-            run_ready_to_client: ms(|o| o.run_ready_to_client),
-            send_to_input_sent: ms(|o| o.send_to_input_sent),
-            content_to_client: ms(|o| o.content_to_client),
+            start_to_run_start: ms(&|o| o.start_to_run_start),
+            run_start_to_run_ready: ms(&|o| o.run_start_to_run_ready),
+            run_ready_to_client: ms(&|o| o.run_ready_to_client),
+            send_to_input_sent: ms(&|o| o.send_to_input_sent),
+            content_to_client: ms(&|o| o.content_to_client),
+            commit_mean_ms,
+            server_share_start: ms(&|o| {
+                o.start_to_run_start + commit_mean_ms + o.run_ready_to_client
+            }),
+            server_share_send: ms(&|o| o.send_to_input_sent + o.content_to_client),
         },
         loadavg_before,
         loadavg_after: loadavg(),
@@ -376,6 +441,7 @@ async fn ours_round(
     session: &str,
     work: &Path,
     tag: &str,
+    pause: Duration,
 ) -> OursSample {
     let mut sub = Sub::open(client.clone(), session).await;
     let mut rpc = client.clone();
@@ -420,6 +486,7 @@ async fn ours_round(
     sub.expect_text(ready.seq, turn1, &format!("ready {tag}"));
 
     // Send → first content.
+    tokio::time::sleep(pause).await;
     let request = pb::SendRequest {
         idempotency_key: String::new(),
         session_id: session.into(),
@@ -668,6 +735,7 @@ async fn raw_round(
     env: &[(OsString, OsString)],
     work: &Path,
     tag: &str,
+    pause: Duration,
 ) -> RawSample {
     let t0 = Instant::now();
     let mut cmd = Command::new(claude_bin);
@@ -709,6 +777,7 @@ async fn raw_round(
     cli.expect_text(mark, &session, &format!("ready {tag}"));
 
     let mark = cli.seen.len();
+    tokio::time::sleep(pause).await;
     let t1 = Instant::now();
     cli.write(&user_line(&format!("TEXT again {tag}"))).await;
     let (_, content_at) = cli.until("assistant", |v| v["type"] == "assistant").await;
@@ -890,7 +959,9 @@ mod tests {
     /// cargo test --release -p agent-harness-load spawn_overhead -- --ignored --nocapture
     /// ```
     ///
-    /// `SPAWN_ROUNDS` (default 20), `SPAWN_SERVER_ARGS` (space-separated,
+    /// `SPAWN_ROUNDS` (default 20), `SPAWN_PAUSE_MS` (default 200),
+    /// `SPAWN_TMP_DIR` (HOME, cwd and data dir; default the system's),
+    /// `SPAWN_SERVER_ARGS` (space-separated,
     /// e.g. `--log debug`), `CLAUDE_BIN` (default
     /// tests/tools/node_modules/.bin/claude).
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -909,7 +980,13 @@ mod tests {
                 .split_whitespace()
                 .map(OsString::from)
                 .collect(),
-            tmp_dir: None,
+            tmp_dir: std::env::var_os("SPAWN_TMP_DIR").map(PathBuf::from),
+            pause_before_send: Duration::from_millis(
+                std::env::var("SPAWN_PAUSE_MS")
+                    .ok()
+                    .and_then(|v| v.parse().ok())
+                    .unwrap_or(200),
+            ),
         };
         for bin in [&opts.harness_bin, &opts.claude_bin, &opts.fake_api_bin] {
             assert!(
