@@ -21,6 +21,10 @@
 //! timed (the right session and run, the scripted reply, no error) and
 //! panics with what it saw otherwise; nothing asserts on timings.
 //!
+//! For both, the CLI's own on-CPU and run-queue wait time over the boot and
+//! over the second turn (`/proc/PID/task/*/schedstat`): the same work
+//! should cost the same CPU either way.
+//!
 //! Ours also reports where its time goes, from the server's own event
 //! timestamps (the log writer stamps a batch just before its durable
 //! commit): Start → run_start stamped, run_start → run_ready stamped (the
@@ -116,6 +120,11 @@ pub struct Compared {
 }
 
 impl Compared {
+    fn from_ms(ours: impl Iterator<Item = f64>, raw: impl Iterator<Item = f64>) -> Self {
+        let d = |ms: f64| Duration::from_secs_f64(ms.max(0.0) / 1e3);
+        Self::new(ours.map(d).collect(), raw.map(d).collect())
+    }
+
     fn new(ours: Vec<Duration>, raw: Vec<Duration>) -> Self {
         let mut paired: Vec<f64> = ours
             .iter()
@@ -170,6 +179,23 @@ pub struct Breakdown {
     pub server_share_send: Latency,
 }
 
+/// What the CLI process did, from its threads' `/proc/PID/task/*/schedstat`
+/// (threads that have exited are not counted): the same work should cost
+/// the same CPU either way, and the run-queue wait shows how much of a
+/// difference the shared machine's load makes.
+#[derive(Debug, Clone, Copy, Default, Serialize)]
+pub struct CliWork {
+    /// On-CPU ms from its start to its init line being seen (ours: when
+    /// run_ready reached the client, so a little more).
+    pub boot_cpu: Compared,
+    /// Ms runnable but waiting for a CPU over the same stretch.
+    pub boot_wait: Compared,
+    /// On-CPU ms from the second input to its first content being seen.
+    pub turn_cpu: Compared,
+    /// Ms runnable but waiting for a CPU over the same stretch.
+    pub turn_wait: Compared,
+}
+
 /// The figures.
 #[derive(Debug, Clone, Serialize)]
 pub struct SpawnReport {
@@ -183,6 +209,8 @@ pub struct SpawnReport {
     pub send_to_content: Compared,
     /// Ours, step by step.
     pub breakdown: Breakdown,
+    /// What the CLI process itself did, ours vs raw.
+    pub cli: CliWork,
     /// `/proc/loadavg` (1, 5, 15 min) before and after.
     pub loadavg_before: [f64; 3],
     pub loadavg_after: [f64; 3],
@@ -244,6 +272,22 @@ impl SpawnReport {
             ),
         ] {
             println!("| {name} | {:.2} | {:.2} |", l.p50, l.p99);
+        }
+        let c = &self.cli;
+        println!(
+            "\n| the CLI process (schedstat, its threads) | ours p50 ms | raw p50 ms | paired median ms |"
+        );
+        println!("|---|--:|--:|--:|");
+        for (name, x) in [
+            ("boot (to init): on CPU", &c.boot_cpu),
+            ("boot: waiting for a CPU", &c.boot_wait),
+            ("second turn (to first content): on CPU", &c.turn_cpu),
+            ("second turn: waiting for a CPU", &c.turn_wait),
+        ] {
+            println!(
+                "| {name} | {:.1} | {:.1} | {:+.1} |",
+                x.ours.p50, x.raw.p50, x.paired_median_ms
+            );
         }
     }
 }
@@ -324,6 +368,24 @@ pub async fn measure(opts: &SpawnOptions, rounds: usize) -> SpawnReport {
                 o.start_to_run_start + commit_mean_ms + o.run_ready_to_client
             }),
             server_share_send: ms(&|o| o.send_to_input_sent + o.content_to_client),
+        },
+        cli: CliWork {
+            boot_cpu: Compared::from_ms(
+                ours.iter().map(|o| o.boot.cpu),
+                raw.iter().map(|r| r.boot.cpu),
+            ),
+            boot_wait: Compared::from_ms(
+                ours.iter().map(|o| o.boot.wait),
+                raw.iter().map(|r| r.boot.wait),
+            ),
+            turn_cpu: Compared::from_ms(
+                ours.iter().map(|o| o.turn.cpu),
+                raw.iter().map(|r| r.turn.cpu),
+            ),
+            turn_wait: Compared::from_ms(
+                ours.iter().map(|o| o.turn.wait),
+                raw.iter().map(|r| r.turn.wait),
+            ),
         },
         loadavg_before,
         loadavg_after: loadavg(),
@@ -431,6 +493,8 @@ struct OursSample {
     run_ready_to_client: f64,
     send_to_input_sent: f64,
     content_to_client: f64,
+    boot: Sched,
+    turn: Sched,
 }
 
 /// Subscribe (caught up), Start `TEXT ready <tag>` and time its run_ready;
@@ -478,6 +542,7 @@ async fn ours_round(
         started.process_id
     );
     let pid = r.pid;
+    let boot = Sched::of(pid);
     let run_start =
         sub.find(|e| e.run_id == run && matches!(e.payload, Some(Payload::RunStart(_))));
     let start_ready = ready_at - t0;
@@ -487,6 +552,7 @@ async fn ours_round(
 
     // Send → first content.
     tokio::time::sleep(pause).await;
+    let before = Sched::of(pid);
     let request = pb::SendRequest {
         idempotency_key: String::new(),
         session_id: session.into(),
@@ -512,6 +578,7 @@ async fn ours_round(
         "{session}: the content after Send is not the live run's"
     );
     let send_content = content_at - t1;
+    let turn = Sched::of(pid).since(before);
     let input_sent = sub.find(|e| {
         e.seq > turn1
             && matches!(&e.payload, Some(Payload::InputSent(i)) if i.source() == pb::InputSource::User)
@@ -532,6 +599,8 @@ async fn ours_round(
         run_ready_to_client: ready_wall - event_ms(&ready),
         send_to_input_sent: event_ms(&input_sent) - w1,
         content_to_client: content_wall - event_ms(&content),
+        boot,
+        turn,
     }
 }
 
@@ -725,6 +794,41 @@ fn kind_name(p: &Payload) -> &'static str {
 struct RawSample {
     start_ready: Duration,
     send_content: Duration,
+    boot: Sched,
+    turn: Sched,
+}
+
+/// On-CPU and run-queue wait ms of a process's live threads so far
+/// (`/proc/PID/task/*/schedstat`; zero where unreadable).
+#[derive(Debug, Clone, Copy, Default)]
+struct Sched {
+    cpu: f64,
+    wait: f64,
+}
+
+impl Sched {
+    fn of(pid: u32) -> Self {
+        let mut sum = Self::default();
+        let Ok(tasks) = std::fs::read_dir(format!("/proc/{pid}/task")) else {
+            return sum;
+        };
+        for task in tasks.flatten() {
+            let text = std::fs::read_to_string(task.path().join("schedstat")).unwrap_or_default();
+            let mut fields = text
+                .split_whitespace()
+                .map(|v| v.parse::<f64>().unwrap_or(0.0));
+            sum.cpu += fields.next().unwrap_or(0.0) / 1e6;
+            sum.wait += fields.next().unwrap_or(0.0) / 1e6;
+        }
+        sum
+    }
+
+    fn since(self, before: Self) -> Self {
+        Self {
+            cpu: self.cpu - before.cpu,
+            wait: self.wait - before.wait,
+        }
+    }
 }
 
 /// Spawn the CLI as the server does, write `TEXT ready <tag>` and time its
@@ -767,6 +871,10 @@ async fn raw_round(
         })
         .await;
     let start_ready = init_at - t0;
+    let pid = child
+        .id()
+        .unwrap_or_else(|| panic!("raw {tag}: the CLI has no pid"));
+    let boot = Sched::of(pid);
     let session = init["session_id"].as_str().unwrap_or_default().to_owned();
     assert!(
         !session.is_empty(),
@@ -778,10 +886,12 @@ async fn raw_round(
 
     let mark = cli.seen.len();
     tokio::time::sleep(pause).await;
+    let before = Sched::of(pid);
     let t1 = Instant::now();
     cli.write(&user_line(&format!("TEXT again {tag}"))).await;
     let (_, content_at) = cli.until("assistant", |v| v["type"] == "assistant").await;
     let send_content = content_at - t1;
+    let turn = Sched::of(pid).since(before);
     cli.result().await;
     cli.expect_text(mark, &session, &format!("again {tag}"));
 
@@ -794,6 +904,8 @@ async fn raw_round(
     RawSample {
         start_ready,
         send_content,
+        boot,
+        turn,
     }
 }
 
