@@ -93,15 +93,18 @@ pub struct SpawnOptions {
     pub fake_api_bin: PathBuf,
     /// Further `serve` arguments (e.g. `--log debug`).
     pub server_args: Vec<OsString>,
-    /// Where the temporary HOME, working directory and data dir go (the
-    /// data dir's disk sets the commit cost); `None`: the system's.
+    /// Where the temporary HOME, working directory and data dir go;
+    /// `None`: the system's.
     pub tmp_dir: Option<PathBuf>,
+    /// Where the server's data dir goes instead, when set (its disk sets
+    /// the commit cost, e.g. `/dev/shm` to take the fsync out).
+    pub data_dir_in: Option<PathBuf>,
     /// How long the live process sits idle after its first turn before the
-    /// second input, in both cases. Right after its `result` line the CLI
-    /// is still busy with the turn (and the server with recording it): an
-    /// input sent at once measures that too, and not alike for ours and
-    /// raw (whose input lands a few ms sooner). 200 ms settles both; a
-    /// person's next message comes seconds later anyway.
+    /// second input, in both cases: a person's next message comes seconds
+    /// after the reply, not the instant the turn ends. Right after its
+    /// `result` line the CLI (and, for ours, the server recording the turn)
+    /// is still busy; without a pause the two cases start the second turn
+    /// from different states, as ours' input lands a few ms later.
     pub pause_before_send: Duration,
 }
 
@@ -301,7 +304,17 @@ pub async fn measure(opts: &SpawnOptions, rounds: usize) -> SpawnReport {
         None => tempfile::tempdir(),
     }
     .expect("a temp dir");
-    let [home, work, data] = ["home", "work", "data"].map(|d| root.path().join(d));
+    let data_root = opts
+        .data_dir_in
+        .as_ref()
+        .map(|dir| tempfile::tempdir_in(dir).expect("a temp dir for the data dir"));
+    let [home, work, data] = ["home", "work", "data"].map(|d| {
+        match (&data_root, d) {
+            (Some(r), "data") => r.path(),
+            _ => root.path(),
+        }
+        .join(d)
+    });
     for d in [&home, &work, &data] {
         std::fs::create_dir_all(d).unwrap_or_else(|e| panic!("create {}: {e}", d.display()));
     }
@@ -1073,6 +1086,7 @@ mod tests {
     ///
     /// `SPAWN_ROUNDS` (default 20), `SPAWN_PAUSE_MS` (default 200),
     /// `SPAWN_TMP_DIR` (HOME, cwd and data dir; default the system's),
+    /// `SPAWN_DATA_DIR` (the data dir alone, e.g. `/dev/shm`),
     /// `SPAWN_SERVER_ARGS` (space-separated,
     /// e.g. `--log debug`), `CLAUDE_BIN` (default
     /// tests/tools/node_modules/.bin/claude).
@@ -1093,6 +1107,7 @@ mod tests {
                 .map(OsString::from)
                 .collect(),
             tmp_dir: std::env::var_os("SPAWN_TMP_DIR").map(PathBuf::from),
+            data_dir_in: std::env::var_os("SPAWN_DATA_DIR").map(PathBuf::from),
             pause_before_send: Duration::from_millis(
                 std::env::var("SPAWN_PAUSE_MS")
                     .ok()
