@@ -41,9 +41,20 @@ pub struct Args {
     #[arg(long)]
     pub no_peers: bool,
     /// Only these of our measurements (repeatable; default all):
-    /// throughput, fanout, idle, replay.
-    #[arg(long, value_parser = ["throughput", "fanout", "idle", "replay"])]
+    /// throughput, fanout, idle, replay, spawn.
+    #[arg(long, value_parser = ["throughput", "fanout", "idle", "replay", "spawn"])]
     pub only: Vec<String>,
+    /// Rounds of the spawn comparison (default 20; 2 with --quick).
+    #[arg(long)]
+    pub spawn_rounds: Option<usize>,
+    /// Put the server's data dir for the spawn comparison here instead
+    /// (e.g. /dev/shm, to take the fsync out of it).
+    #[arg(long)]
+    pub spawn_data_dir: Option<PathBuf>,
+    /// The real claude CLI for the spawn comparison (default $CLAUDE_BIN,
+    /// then tests/tools/node_modules/.bin/claude).
+    #[arg(long)]
+    pub claude_bin: Option<PathBuf>,
 }
 
 impl Args {

@@ -121,6 +121,8 @@ pub struct Results {
     pub replay: Option<Replay>,
     /// Memory per idle subscriber.
     pub idle: Vec<idle::Row>,
+    /// Start → run_ready and Send → first content, ours against the raw CLI.
+    pub spawn: Option<crate::ours::spawn::SpawnReport>,
     /// The peers, when run.
     pub peers: Option<Peers>,
     /// Wall time of the whole run, seconds.
@@ -230,6 +232,13 @@ pub async fn run(args: &Args) -> Results {
         None
     };
 
+    let spawn = if args.runs("spawn") {
+        progress("spawn: ours against the raw CLI, interleaved");
+        Some(run_spawn(args).await)
+    } else {
+        None
+    };
+
     let peers = if args.no_peers {
         None
     } else {
@@ -244,9 +253,42 @@ pub async fn run(args: &Args) -> Results {
         fanout: fo,
         replay,
         idle: idle_rows,
+        spawn,
         peers,
         secs: t0.elapsed().as_secs_f64(),
     }
+}
+
+/// The spawn comparison: the real CLI against the scripted Messages API,
+/// through our server and spawned directly.
+async fn run_spawn(args: &Args) -> crate::ours::spawn::SpawnReport {
+    use crate::ours::spawn::{SpawnOptions, measure};
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+    let opts = SpawnOptions {
+        harness_bin: args
+            .server_bin
+            .clone()
+            .unwrap_or_else(|| sibling("agent-harness")),
+        claude_bin: args
+            .claude_bin
+            .clone()
+            .or_else(|| std::env::var_os("CLAUDE_BIN").map(Into::into))
+            .unwrap_or_else(|| root.join("tests/tools/node_modules/.bin/claude")),
+        fake_api_bin: sibling("fake-messages-api"),
+        server_args: Vec::new(),
+        tmp_dir: None,
+        data_dir_in: args.spawn_data_dir.clone(),
+        pause_before_send: std::time::Duration::from_millis(200),
+    };
+    for bin in [&opts.harness_bin, &opts.claude_bin, &opts.fake_api_bin] {
+        assert!(
+            bin.exists(),
+            "{} is missing (build or install it)",
+            bin.display()
+        );
+    }
+    let rounds = args.spawn_rounds.unwrap_or(if args.quick { 2 } else { 20 });
+    measure(&opts, rounds).await
 }
 
 /// Writes a long log, restarts the server, reads it back twice.

@@ -114,6 +114,11 @@ pub fn print(r: &Results) {
         );
     }
 
+    if let Some(spawn) = &r.spawn {
+        println!();
+        spawn.print();
+    }
+
     let Some(p) = &r.peers else { return };
     println!(
         "\n## Side by side (ours / peer; payload {} bytes per event; throughput > 1× and latency < 1× favour us)\n",
@@ -125,7 +130,7 @@ pub fn print(r: &Results) {
         let ours = t.rate.per_sec();
         if let Some((_, js)) = p.jetstream_publish.iter().find(|(s, _)| *s == t.sessions) {
             println!(
-                "| durable events/s, {} sessions | {:.0} | JetStream (fsync always) | {:.0} | **{}** |",
+                "| durable events/s, {} session(s) | {:.0} | JetStream (fsync always) | {:.0} | **{}** |",
                 t.sessions,
                 ours,
                 js.per_sec(),
@@ -134,7 +139,7 @@ pub fn print(r: &Results) {
         }
         if let Some((_, b, sq)) = p.sqlite_append.iter().find(|(s, _, _)| *s == t.sessions) {
             println!(
-                "| durable events/s, {} sessions | {:.0} | SQLite WAL FULL, batches of {b} | {:.0} | **{}** |",
+                "| durable events/s, {} session(s) | {:.0} | SQLite WAL FULL, batches of {b} | {:.0} | **{}** |",
                 t.sessions,
                 ours,
                 sq.per_sec(),
@@ -145,7 +150,7 @@ pub fn print(r: &Results) {
         if let Some((_, grow, pre)) = p.fsync.iter().find(|(b, _, _)| *b == batch) {
             for (how, fs) in [("growing file", grow), ("in place", pre)] {
                 println!(
-                    "| durable events/s, {} sessions | {:.0} | raw write + fdatasync, batches of {batch}, {how} | {:.0} | {} |",
+                    "| durable events/s, {} session(s) | {:.0} | raw write + fdatasync, batches of {batch}, {how} | {:.0} | {} |",
                     t.sessions,
                     ours,
                     fs.per_sec(),

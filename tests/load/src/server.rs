@@ -46,8 +46,15 @@ impl Server {
         cmd.args(["serve", "--listen", &addr.to_string(), "--data-dir"])
             .arg(&opts.data_dir)
             .arg("--claude-bin")
-            .arg(&opts.claude_bin)
-            .args(["--log", "warn"])
+            .arg(&opts.claude_bin);
+        // Quiet unless the caller's args set `--log` (clap refuses it twice).
+        if !opts.args.iter().any(|a| {
+            let a = a.to_string_lossy();
+            a == "--log" || a.starts_with("--log=")
+        }) {
+            cmd.args(["--log", "warn"]);
+        }
+        cmd
             // Room for the largest fan-out measured: 10,000 subscribers.
             .args(["--max-streams", "20000", "--max-live-runs", "256"])
             .args(&opts.args)

@@ -60,6 +60,16 @@ impl Latency {
             max: samples.last().map(|d| ms(*d)).unwrap_or(0.0),
         }
     }
+
+    /// Quantiles of samples given in milliseconds.
+    pub fn from_ms(samples: impl IntoIterator<Item = f64>) -> Self {
+        Self::from_samples(
+            samples
+                .into_iter()
+                .map(|ms| Duration::from_secs_f64(ms.max(0.0) / 1e3))
+                .collect(),
+        )
+    }
 }
 
 #[cfg(test)]

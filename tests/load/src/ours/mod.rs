@@ -6,6 +6,7 @@
 pub mod fanout;
 pub mod idle;
 pub mod replay;
+pub mod spawn;
 pub mod throughput;
 
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
