@@ -207,14 +207,23 @@ pub async fn run(args: &Args) -> Results {
         tp.push(throughput::run(&server, s, sizes.throughput_lines).await);
     }
 
-    fanout::prepare(&server, "fanout").await;
-    // Idle memory first, while the server has not yet buffered any fan-out.
+    // Idle memory on fresh servers: RSS deltas on a server that already
+    // moved data measure the allocator's reuse of freed memory, not the cost.
     let mut idle_rows = Vec::new();
     for &n in sizes.idle.iter().filter(|_| args.runs("idle")) {
-        progress(&format!("memory: {n} idle subscribers"));
-        idle_rows.push(idle::run(&server, "fanout", n).await);
+        progress(&format!("memory: {n} idle subscribers (fresh server)"));
+        let dir = tempfile::tempdir_in(data.path()).expect("tempdir");
+        let fresh = Server::start(&ServerOptions {
+            data_dir: dir.path().join("data"),
+            ..opts.clone()
+        })
+        .await;
+        fanout::prepare(&fresh, "idle").await;
+        idle_rows.push(idle::run(&fresh, "idle", n).await);
+        fresh.stop();
     }
 
+    fanout::prepare(&server, "fanout").await;
     let mut fo = Vec::new();
     let web = std::iter::once((fanout::Transport::GrpcWeb, sizes.web));
     let rows = sizes.fanout.iter().map(|&r| (fanout::Transport::Grpc, r));

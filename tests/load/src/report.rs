@@ -55,9 +55,9 @@ pub fn print(r: &Results) {
 
     println!("\n## Fan-out latency, ms: p50 / p99 / p99.9 / max\n");
     println!(
-        "| transport | subscribers | lines/s | lines | CLI write → receipt | commit → receipt |"
+        "| transport | subscribers | lines/s | lines | CLI write → receipt | commit → receipt | server RSS / peak MiB | s | CPU s server / client |"
     );
-    println!("|---|---|---|---|---|---|");
+    println!("|---|---|---|---|---|---|---|---|---|");
     for f in &r.fanout {
         let t = match f.transport {
             Transport::Grpc => "gRPC (HTTP/2)",
