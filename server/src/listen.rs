@@ -138,7 +138,11 @@ mod tests {
         let stop = CancellationToken::new();
         let mut incoming = Box::pin(plain(listener, stop.clone()));
         let _client = TcpStream::connect(addr).await.expect("connect");
-        let sock = incoming.next().await.expect("a connection").expect("accepted");
+        let sock = incoming
+            .next()
+            .await
+            .expect("a connection")
+            .expect("accepted");
         assert!(sock.nodelay().expect("read TCP_NODELAY"));
         stop.cancel();
         assert!(incoming.next().await.is_none(), "the stream ends on stop");

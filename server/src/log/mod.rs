@@ -47,8 +47,17 @@ use self::writer::Cmd;
 pub const HISTORY_DEFAULT_LIMIT: u32 = 50;
 /// Largest History page the server returns.
 pub const HISTORY_MAX_LIMIT: u32 = 1000;
-/// Most events a subscriber fetches at once; bounds its transient buffer.
+/// Most events a subscriber fetches from the store at once; bounds its
+/// transient buffer.
 pub const SUBSCRIBER_CHUNK: usize = 256;
+/// Most events a subscriber that fell behind copies out of the window at
+/// once. Small on purpose: every copy is its own, so with 1,000 lagging
+/// subscribers chunks of [`SUBSCRIBER_CHUNK`] held ~200 MB of clones, and
+/// their cache misses made catching up cost more CPU per event than
+/// keeping up, so a subscriber that fell behind stayed behind
+/// (BENCHMARKS.md, "Where the time goes"). Store reads keep the larger
+/// chunk: there each read is a transaction.
+pub const SUBSCRIBER_WINDOW_CHUNK: usize = 16;
 /// Optimistic loads of a head from the store before loading under the lock
 /// (see `Shared::load`).
 const LOAD_RETRIES: usize = 2;

@@ -32,7 +32,7 @@ use futures::Stream;
 use tokio::sync::watch;
 use tokio::time::{Instant, Sleep};
 
-use super::{SUBSCRIBER_CHUNK, SessionLog, Shared};
+use super::{SUBSCRIBER_CHUNK, SUBSCRIBER_WINDOW_CHUNK, SessionLog, Shared};
 
 /// Pause before retrying a failed storage read (the stream never gives up).
 const READ_RETRY: Duration = Duration::from_millis(200);
@@ -252,16 +252,23 @@ impl Sub {
                     return Some(ev);
                 }
             }
-            let read = self
-                .shared
-                .read_span(
-                    &self.session_id,
-                    Some(&self.session),
-                    self.last_sent,
-                    upto,
-                    SUBSCRIBER_CHUNK,
-                )
-                .await;
+            let want = usize::try_from(upto - self.last_sent)
+                .unwrap_or(usize::MAX)
+                .min(SUBSCRIBER_WINDOW_CHUNK);
+            let read = match self.session.window_span(self.last_sent, want) {
+                Some(evs) => Ok(evs),
+                None => {
+                    self.shared
+                        .read_span(
+                            &self.session_id,
+                            Some(&self.session),
+                            self.last_sent,
+                            upto,
+                            SUBSCRIBER_CHUNK,
+                        )
+                        .await
+                }
+            };
             match read {
                 Ok(evs) if !evs.is_empty() => {
                     self.shared.buffered.fetch_add(evs.len(), Ordering::Relaxed);

@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use agent_harness_client::pb;
 use agent_harness_client::pb::subscribe_response::Kind;
-use agent_harness_server::log::{EventLogs, LogOptions, SUBSCRIBER_CHUNK};
+use agent_harness_server::log::{EventLogs, LogOptions, SUBSCRIBER_CHUNK, SUBSCRIBER_WINDOW_CHUNK};
 use agent_harness_server::store::RedbStore;
 use futures::{Stream, StreamExt};
 use log::new_event;
@@ -240,6 +240,45 @@ async fn idle_live_streams_get_heartbeats_with_the_head() {
     assert!(waited >= HEARTBEAT, "not before the interval: {waited:?}");
     // Heartbeats repeat.
     next_heartbeat(&mut s).await;
+    logs.shutdown().await;
+}
+
+#[tokio::test]
+async fn lagging_subscribers_copy_small_chunks_out_of_the_window() {
+    let dir = tempfile::tempdir().unwrap();
+    let logs = open(&dir, opts(2_000, 100_000));
+    fill(&logs, "s", 10).await;
+    let mut subs = Vec::new();
+    for _ in 0..100 {
+        let mut s = Box::pin(logs.subscribe("s", 10).await.unwrap());
+        assert!(matches!(next_kind(&mut s).await, Kind::Replay(_)));
+        assert!(matches!(next_kind(&mut s).await, Kind::CaughtUp(_)));
+        subs.push(s);
+    }
+    // All of them fall 500 events behind; the events are still in the window.
+    logs.append("s", (10..510).map(new_event).collect())
+        .await
+        .unwrap();
+    for s in &mut subs {
+        let Kind::Event(e) = next_kind(s).await else {
+            panic!("an event")
+        };
+        assert_eq!(e.seq, 11);
+    }
+    let buffered = logs.stats().subscriber_buffered;
+    assert!(
+        buffered <= 100 * (SUBSCRIBER_WINDOW_CHUNK - 1),
+        "each lagging subscriber holds at most a small chunk: {buffered}"
+    );
+    for s in &mut subs {
+        for want in 12..=510 {
+            let Kind::Event(e) = next_kind(s).await else {
+                panic!("an event")
+            };
+            assert_eq!(e.seq, want, "gap or duplicate");
+        }
+    }
+    assert_eq!(logs.stats().subscriber_buffered, 0);
     logs.shutdown().await;
 }
 
