@@ -10,7 +10,7 @@ use crate::Args;
 use crate::ours::{fanout, idle, replay, throughput};
 use crate::peers;
 use crate::server::{Server, ServerOptions, sibling};
-use crate::stats::{Latency, Rate};
+use crate::stats::Rate;
 
 /// Counts for one run.
 #[derive(Debug, Clone, Serialize)]
@@ -67,26 +67,15 @@ impl Sizes {
     }
 }
 
-/// One JetStream fan-out row.
+/// One JetStream fan-out row: ours had the same subscribers and rate.
 #[derive(Debug, Clone, Serialize)]
 pub struct JetStreamFanout {
     /// Subscribers (push consumers, 100 per connection).
     pub subscribers: usize,
     /// Messages per second published.
     pub rate: f64,
-    /// Publish → receive.
-    pub latency: Latency,
-    /// Messages received over all subscribers.
-    pub received: u64,
-    /// subscribers × messages.
-    pub expected: u64,
-    /// Connections the subscribers shared.
-    pub connections: u64,
-    /// Creating every consumer, seconds.
-    pub setup_secs: f64,
-    /// First publish to last publish ack, seconds (above lines / rate when
-    /// JetStream could not take the rate).
-    pub publish_secs: f64,
+    /// What the driver reported.
+    pub run: peers::nats::Fanout,
 }
 
 /// Replay figures.
@@ -388,12 +377,7 @@ async fn run_peers(
                 fanout.push(JetStreamFanout {
                     subscribers: n,
                     rate,
-                    latency: f.latency,
-                    received: f.received,
-                    expected: f.expected,
-                    connections: f.connections,
-                    setup_secs: f.setup_secs,
-                    publish_secs: f.publish_secs,
+                    run: f,
                 });
             }
             drop(durable);

@@ -164,14 +164,14 @@ pub fn print(r: &Results) {
             js.subscribers == f.subscribers && js.rate == f.rate
         };
         if let Some(js) = p.jetstream_fanout.iter().find(same) {
-            let short = if js.received < js.expected {
-                format!(" (received {} of {})", js.received, js.expected)
+            let short = if js.run.received < js.run.expected {
+                format!(" (received {} of {})", js.run.received, js.run.expected)
             } else {
                 String::new()
             };
             for (q, ours, peer) in [
-                ("p50", f.from_write.p50, js.latency.p50),
-                ("p99", f.from_write.p99, js.latency.p99),
+                ("p50", f.from_write.p50, js.run.latency.p50),
+                ("p99", f.from_write.p99, js.run.latency.p99),
             ] {
                 println!(
                     "| fan-out {q} ms, {} subscribers × {}/s | {:.2} | JetStream{short} | {:.2} | **{}** |",
@@ -212,11 +212,11 @@ pub fn print(r: &Results) {
                 "| {} | {} | {} | {} / {} | {:.1} | {:.1} |",
                 j.subscribers,
                 j.rate,
-                lat(&j.latency),
-                j.received,
-                j.expected,
-                j.setup_secs,
-                j.publish_secs
+                lat(&j.run.latency),
+                j.run.received,
+                j.run.expected,
+                j.run.setup_secs,
+                j.run.publish_secs
             );
         }
     }

@@ -100,7 +100,7 @@ impl ConsumerKind {
 }
 
 /// One fan-out run, as the driver reported it.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone, Copy, serde::Serialize)]
 pub struct Fanout {
     /// Receive − publish time over every message received (`n` = received).
     pub latency: Latency,
