@@ -70,6 +70,18 @@ fn main() {
         .enable_all()
         .build()
         .expect("tokio runtime");
+    // Interrupted (Ctrl-C, SIGTERM): stop the servers this run started.
+    runtime.spawn(async {
+        use tokio::signal::unix::{SignalKind, signal};
+        let mut term = signal(SignalKind::terminate()).expect("SIGTERM handler");
+        tokio::select! {
+            _ = tokio::signal::ctrl_c() => {}
+            _ = term.recv() => {}
+        }
+        eprintln!("agent-harness-load: interrupted; stopping the servers it started");
+        os::kill_tracked();
+        std::process::exit(130);
+    });
     let results = runtime.block_on(plan::run(&args));
     report::print(&results);
     if let Some(path) = &args.json {

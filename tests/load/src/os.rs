@@ -12,3 +12,39 @@ pub fn drop_page_cache() -> bool {
     nix::unistd::sync();
     std::fs::write("/proc/sys/vm/drop_caches", b"1").is_ok()
 }
+
+/// Server processes this tool started and has not yet stopped: killed if
+/// the tool itself is interrupted, so a benchmark stopped with Ctrl-C or
+/// SIGTERM leaves no server behind (a panic already stops them on drop).
+static CHILDREN: std::sync::Mutex<Vec<u32>> = std::sync::Mutex::new(Vec::new());
+
+/// Remembers a child to kill on interrupt.
+pub fn track(pid: u32) {
+    CHILDREN.lock().unwrap_or_else(|e| e.into_inner()).push(pid);
+}
+
+/// Forgets a child that was stopped.
+pub fn untrack(pid: u32) {
+    CHILDREN
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .retain(|&p| p != pid);
+}
+
+/// SIGTERM to every tracked child, then SIGKILL to those still there a
+/// second later.
+pub fn kill_tracked() {
+    use nix::sys::signal::{Signal, kill};
+    use nix::unistd::Pid;
+    let pids = std::mem::take(&mut *CHILDREN.lock().unwrap_or_else(|e| e.into_inner()));
+    for &p in &pids {
+        let _ = kill(Pid::from_raw(p as i32), Signal::SIGTERM);
+    }
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(1);
+    for &p in &pids {
+        while kill(Pid::from_raw(p as i32), None).is_ok() && std::time::Instant::now() < deadline {
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
+        let _ = kill(Pid::from_raw(p as i32), Signal::SIGKILL);
+    }
+}

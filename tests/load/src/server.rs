@@ -63,6 +63,7 @@ impl Server {
         let child = cmd
             .spawn()
             .unwrap_or_else(|e| panic!("spawn {}: {e}", opts.bin.display()));
+        crate::os::track(child.id());
         let server = Self { child, addr };
         let deadline = Instant::now() + Duration::from_secs(60);
         while tokio::net::TcpStream::connect(addr).await.is_err() {
@@ -122,6 +123,7 @@ impl Server {
         let pid = nix::unistd::Pid::from_raw(self.child.id() as i32);
         let _ = nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGTERM);
         let _ = self.child.wait();
+        crate::os::untrack(self.child.id());
     }
 }
 

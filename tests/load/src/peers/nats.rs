@@ -160,6 +160,7 @@ impl Nats {
             .stderr(Stdio::piped())
             .spawn()
             .unwrap_or_else(|e| panic!("spawn {}: {e}", server_bin.display()));
+        crate::os::track(child.id());
 
         // The server logs to stderr: copy it to a file, and say when it is
         // ready (listening, JetStream up) or gone.
@@ -316,6 +317,7 @@ impl Nats {
     fn kill(&mut self) {
         let _ = self.child.kill();
         let _ = self.child.wait();
+        crate::os::untrack(self.child.id());
     }
 }
 
