@@ -319,7 +319,9 @@ async fn run_peers(
     dir: &std::path::Path,
 ) -> Peers {
     // Our mean stored event, so every peer moves as many bytes per event.
-    let payload = tp.iter().map(|r| r.event_bytes).fold(0.0, f64::max).round() as usize;
+    // Without a throughput row (`--only`), the mean the full runs measured.
+    let measured = tp.iter().map(|r| r.event_bytes).fold(0.0, f64::max).round() as usize;
+    let payload = if measured > 0 { measured } else { 795 };
     let mut sqlite_append = Vec::new();
     let mut fsync = Vec::new();
     for row in tp {
