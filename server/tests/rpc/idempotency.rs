@@ -16,7 +16,7 @@ use agent_harness_server::ServeOptions;
 use agent_harness_server::log::{EventLogs, LogOptions};
 use agent_harness_server::manager::receipts::{IdempotencyOptions, ManualClock};
 use agent_harness_server::manager::{ManagerOptions, SessionManager};
-use agent_harness_server::store::{MemoryStore, RedbStore, Store};
+use agent_harness_server::store::{MemoryStore, Store};
 use tonic::Code;
 use tonic::transport::Channel;
 
@@ -312,27 +312,12 @@ async fn a_failed_call_leaves_no_receipt_and_its_retry_runs() {
     server.shutdown().await.unwrap();
 }
 
-/// Opens the redb file, retrying while the previous instance still holds it.
-fn open_redb(path: &std::path::Path) -> Arc<dyn Store> {
-    let deadline = std::time::Instant::now() + WAIT;
-    loop {
-        match RedbStore::open(path) {
-            Ok(s) => return Arc::new(s),
-            Err(e) if std::time::Instant::now() < deadline => {
-                let _ = e;
-                std::thread::yield_now();
-            }
-            Err(e) => panic!("reopen redb: {e}"),
-        }
-    }
-}
-
 #[tokio::test]
 async fn a_repeat_after_a_restart_returns_the_first_response() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("events.redb");
     let (started, sent, head) = {
-        let server = TestServer::on_store(open_redb(&path)).await;
+        let server = TestServer::on_store(reopen_redb(&path)).await;
         let mut c = server.client().await;
         let mut sub = Sub::open(&mut c, "restart", 0).await;
         let started = start_k(&mut c, "restart", "hello", "start-k")
@@ -348,7 +333,7 @@ async fn a_repeat_after_a_restart_returns_the_first_response() {
     // A new server on the same file: the run has ended (SERVER_RESTART),
     // so without receipts the Start would start a second run and the Send
     // would respawn one.
-    let server = TestServer::on_store(open_redb(&path)).await;
+    let server = TestServer::on_store(reopen_redb(&path)).await;
     let mut c = server.client().await;
     let head_after_shutdown = get(&mut c, "restart").await.head_seq;
     assert!(head_after_shutdown > head, "the shutdown's run_end");
@@ -448,7 +433,7 @@ async fn a_key_is_kept_until_its_ttl_then_forgotten_and_pruned() {
 #[tokio::test]
 async fn receipts_live_on_disk_and_nothing_per_key_stays_in_memory() {
     let dir = tempfile::tempdir().unwrap();
-    let store = open_redb(&dir.path().join("events.redb"));
+    let store = reopen_redb(&dir.path().join("events.redb"));
     let ttl = Duration::from_secs(15 * 60);
     let clock = Arc::new(ManualClock::at(1_700_000_000_000));
     let (m, _) = manager(store.clone(), clock.clone(), ttl);

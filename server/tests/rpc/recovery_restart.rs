@@ -6,32 +6,14 @@ use crate::support::server;
 
 use std::os::unix::process::CommandExt;
 use std::process::{Command, Stdio};
-use std::sync::Arc;
 use std::time::Duration;
 
 use agent_harness_client::pb;
 use agent_harness_client::pb::event::Payload;
 use agent_harness_server::log::{EventLogs, LogOptions};
 use agent_harness_server::recovery::recover;
-use agent_harness_server::store::{RedbStore, Store};
 use agent_harness_server::supervise;
 use server::*;
-
-/// Opens the redb file, retrying while the crashed instance's writer
-/// thread still holds it.
-fn open_store(path: &std::path::Path) -> Arc<dyn Store> {
-    let deadline = std::time::Instant::now() + WAIT;
-    loop {
-        match RedbStore::open(path) {
-            Ok(s) => return Arc::new(s),
-            Err(e) if std::time::Instant::now() < deadline => {
-                let _ = e;
-                std::thread::sleep(Duration::from_millis(50));
-            }
-            Err(e) => panic!("reopen redb: {e}"),
-        }
-    }
-}
 
 #[test]
 fn crash_with_live_run_recovers_on_restart_and_next_send_resumes() {
@@ -56,7 +38,7 @@ fn crash_with_live_run_recovers_on_restart_and_next_send_resumes() {
             .build()
             .unwrap();
         let resume = rt.block_on(async {
-            let server = TestServer::on_store(open_store(&path)).await;
+            let server = TestServer::on_store(reopen_redb(&path)).await;
             let mut c = server.client().await;
             start(&mut c, "crashy", "hello").await.unwrap();
             let s = wait_session(&mut c, "crashy", |s| {
@@ -90,7 +72,7 @@ fn crash_with_live_run_recovers_on_restart_and_next_send_resumes() {
         .build()
         .unwrap();
     rt.block_on(async {
-        let store = open_store(&path);
+        let store = reopen_redb(&path);
         let before = store.read_range("crashy", 0, usize::MAX).unwrap();
         assert!(
             !before.iter().any(is_run_end),

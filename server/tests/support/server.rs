@@ -17,7 +17,7 @@ use agent_harness_server::adapter::{
 };
 use agent_harness_server::error::Error;
 use agent_harness_server::manager::ManagerOptions;
-use agent_harness_server::store::{MemoryStore, Store};
+use agent_harness_server::store::{MemoryStore, RedbStore, Store};
 use tonic::Streaming;
 use tonic::transport::Channel;
 
@@ -577,5 +577,20 @@ done
             .expect("records dir")
             .next()
             .is_none()
+    }
+}
+
+/// Opens a redb file again, retrying while a previous instance (a server
+/// just shut down, or a crashed one's writer thread) still holds it.
+pub fn reopen_redb(path: &std::path::Path) -> Arc<dyn Store> {
+    let deadline = std::time::Instant::now() + WAIT;
+    loop {
+        match RedbStore::open(path) {
+            Ok(s) => return Arc::new(s),
+            Err(_) if std::time::Instant::now() < deadline => {
+                std::thread::sleep(Duration::from_millis(20));
+            }
+            Err(e) => panic!("reopen redb: {e}"),
+        }
     }
 }
