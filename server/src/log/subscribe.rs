@@ -257,11 +257,12 @@ impl Sub {
                 .min(SUBSCRIBER_WINDOW_CHUNK);
             let read = match self.session.window_span(self.last_sent, want) {
                 Some(evs) => Ok(evs),
+                // Not in the window: straight to the store (no second window look).
                 None => {
                     self.shared
                         .read_span(
                             &self.session_id,
-                            Some(&self.session),
+                            None,
                             self.last_sent,
                             upto,
                             SUBSCRIBER_CHUNK,
