@@ -225,6 +225,7 @@ impl SessionTask {
         let request = pb::SubscribeRequest {
             session_id: self.session_id.clone(),
             after_seq: self.log.cursor(),
+            include_deltas: false,
         };
         tracing::debug!(session_id = %self.session_id, after_seq = request.after_seq, "subscribing");
         Phase::Connecting(Box::pin(async move {
@@ -308,6 +309,8 @@ impl SessionTask {
             // Its head is only a hint: an event may be committed but not yet
             // sent; the next event's seq shows any real gap.
             Kind::Heartbeat(_) => {}
+            // Not asked for yet (include_deltas is false).
+            Kind::Delta(_) => {}
         }
         Ok(())
     }

@@ -86,6 +86,7 @@ impl Checker {
                 self.caught_up = true;
             }
             Kind::Heartbeat(_) => {}
+            Kind::Delta(d) => panic!("a delta nobody asked for: {d:?}"),
         }
         Some(())
     }

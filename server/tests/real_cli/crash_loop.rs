@@ -299,6 +299,7 @@ async fn read_log(client: &mut SessionServiceClient<Channel>) -> Vec<pb::Event> 
         .subscribe(pb::SubscribeRequest {
             session_id: SESSION.into(),
             after_seq: 0,
+            include_deltas: false,
         })
         .await
         .expect("Subscribe")

@@ -154,6 +154,7 @@ async fn a_full_filesystem_ends_the_run_and_the_server_recovers_when_space_retur
         .subscribe(pb::SubscribeRequest {
             session_id: "live".into(),
             after_seq: 0,
+            include_deltas: false,
         })
         .await
         .unwrap()
@@ -240,6 +241,7 @@ async fn a_full_filesystem_ends_the_run_and_the_server_recovers_when_space_retur
         .subscribe(pb::SubscribeRequest {
             session_id: "after".into(),
             after_seq: 0,
+            include_deltas: false,
         })
         .await
         .unwrap()

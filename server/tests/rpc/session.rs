@@ -485,6 +485,7 @@ async fn validation_errors_name_the_field_and_unknown_sessions_are_not_found() {
         .subscribe(pb::SubscribeRequest {
             session_id: "a/b".into(),
             after_seq: 0,
+            include_deltas: false,
         })
         .await
         .unwrap_err();

@@ -574,6 +574,7 @@ async fn streams_are_capped() {
             c.subscribe(pb::SubscribeRequest {
                 session_id: "capped".into(),
                 after_seq: 0,
+                include_deltas: false,
             })
             .await
         }

@@ -467,6 +467,7 @@ impl Events {
             client.subscribe(pb::SubscribeRequest {
                 session_id: session.into(),
                 after_seq: 0,
+                include_deltas: false,
             }),
         )
         .await
@@ -671,6 +672,9 @@ fn record(s: &mut Seen, m: pb::SubscribeResponse) {
             s.events.push(e);
         }
         Some(Kind::Heartbeat(_)) => {}
+        Some(Kind::Delta(d)) => s.violations.push(format!(
+            "a delta on a stream that did not ask for them: {d:?}"
+        )),
         None => s.violations.push("a message with no kind".into()),
     }
 }

@@ -226,6 +226,7 @@ impl Sub {
             .subscribe(pb::SubscribeRequest {
                 session_id: session.into(),
                 after_seq,
+                include_deltas: false,
             })
             .await
             .expect("subscribe")

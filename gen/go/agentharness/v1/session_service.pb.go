@@ -29,6 +29,64 @@ const (
 	_ = protoimpl.EnforceVersion(protoimpl.MaxVersion - 20)
 )
 
+// What kind of block a Delta writes.
+type DeltaBlockType int32
+
+const (
+	// Not set.
+	DeltaBlockType_DELTA_BLOCK_TYPE_UNSPECIFIED DeltaBlockType = 0
+	// Answer text.
+	DeltaBlockType_DELTA_BLOCK_TYPE_TEXT DeltaBlockType = 1
+	// Extended thinking.
+	DeltaBlockType_DELTA_BLOCK_TYPE_THINKING DeltaBlockType = 2
+	// A tool call's input, as the JSON text streamed so far (not valid JSON
+	// until the block is complete).
+	DeltaBlockType_DELTA_BLOCK_TYPE_TOOL_INPUT DeltaBlockType = 3
+)
+
+// Enum value maps for DeltaBlockType.
+var (
+	DeltaBlockType_name = map[int32]string{
+		0: "DELTA_BLOCK_TYPE_UNSPECIFIED",
+		1: "DELTA_BLOCK_TYPE_TEXT",
+		2: "DELTA_BLOCK_TYPE_THINKING",
+		3: "DELTA_BLOCK_TYPE_TOOL_INPUT",
+	}
+	DeltaBlockType_value = map[string]int32{
+		"DELTA_BLOCK_TYPE_UNSPECIFIED": 0,
+		"DELTA_BLOCK_TYPE_TEXT":        1,
+		"DELTA_BLOCK_TYPE_THINKING":    2,
+		"DELTA_BLOCK_TYPE_TOOL_INPUT":  3,
+	}
+)
+
+func (x DeltaBlockType) Enum() *DeltaBlockType {
+	p := new(DeltaBlockType)
+	*p = x
+	return p
+}
+
+func (x DeltaBlockType) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (DeltaBlockType) Descriptor() protoreflect.EnumDescriptor {
+	return file_agentharness_v1_session_service_proto_enumTypes[0].Descriptor()
+}
+
+func (DeltaBlockType) Type() protoreflect.EnumType {
+	return &file_agentharness_v1_session_service_proto_enumTypes[0]
+}
+
+func (x DeltaBlockType) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use DeltaBlockType.Descriptor instead.
+func (DeltaBlockType) EnumDescriptor() ([]byte, []int) {
+	return file_agentharness_v1_session_service_proto_rawDescGZIP(), []int{0}
+}
+
 // Derived status of a session.
 type SessionStatus int32
 
@@ -74,11 +132,11 @@ func (x SessionStatus) String() string {
 }
 
 func (SessionStatus) Descriptor() protoreflect.EnumDescriptor {
-	return file_agentharness_v1_session_service_proto_enumTypes[0].Descriptor()
+	return file_agentharness_v1_session_service_proto_enumTypes[1].Descriptor()
 }
 
 func (SessionStatus) Type() protoreflect.EnumType {
-	return &file_agentharness_v1_session_service_proto_enumTypes[0]
+	return &file_agentharness_v1_session_service_proto_enumTypes[1]
 }
 
 func (x SessionStatus) Number() protoreflect.EnumNumber {
@@ -87,7 +145,7 @@ func (x SessionStatus) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use SessionStatus.Descriptor instead.
 func (SessionStatus) EnumDescriptor() ([]byte, []int) {
-	return file_agentharness_v1_session_service_proto_rawDescGZIP(), []int{0}
+	return file_agentharness_v1_session_service_proto_rawDescGZIP(), []int{1}
 }
 
 // Which form of an event ReadFullEvent streams.
@@ -132,11 +190,11 @@ func (x FullEventPart) String() string {
 }
 
 func (FullEventPart) Descriptor() protoreflect.EnumDescriptor {
-	return file_agentharness_v1_session_service_proto_enumTypes[1].Descriptor()
+	return file_agentharness_v1_session_service_proto_enumTypes[2].Descriptor()
 }
 
 func (FullEventPart) Type() protoreflect.EnumType {
-	return &file_agentharness_v1_session_service_proto_enumTypes[1]
+	return &file_agentharness_v1_session_service_proto_enumTypes[2]
 }
 
 func (x FullEventPart) Number() protoreflect.EnumNumber {
@@ -145,7 +203,7 @@ func (x FullEventPart) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use FullEventPart.Descriptor instead.
 func (FullEventPart) EnumDescriptor() ([]byte, []int) {
-	return file_agentharness_v1_session_service_proto_rawDescGZIP(), []int{1}
+	return file_agentharness_v1_session_service_proto_rawDescGZIP(), []int{2}
 }
 
 // Start a run.
@@ -512,7 +570,10 @@ type SubscribeRequest struct {
 	// stream goes live when it starts.
 	SessionId string `protobuf:"bytes,1,opt,name=session_id,json=sessionId,proto3" json:"session_id,omitempty"`
 	// The last seq the client already has; 0 for a cold load.
-	AfterSeq      uint64 `protobuf:"varint,2,opt,name=after_seq,json=afterSeq,proto3" json:"after_seq,omitempty"`
+	AfterSeq uint64 `protobuf:"varint,2,opt,name=after_seq,json=afterSeq,proto3" json:"after_seq,omitempty"`
+	// Also send live typing: `delta` messages with the fragments of the
+	// assistant message being written. Off by default.
+	IncludeDeltas bool `protobuf:"varint,3,opt,name=include_deltas,json=includeDeltas,proto3" json:"include_deltas,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -561,6 +622,13 @@ func (x *SubscribeRequest) GetAfterSeq() uint64 {
 	return 0
 }
 
+func (x *SubscribeRequest) GetIncludeDeltas() bool {
+	if x != nil {
+		return x.IncludeDeltas
+	}
+	return false
+}
+
 // One message of a Subscribe stream.
 type SubscribeResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -572,6 +640,7 @@ type SubscribeResponse struct {
 	//	*SubscribeResponse_Event
 	//	*SubscribeResponse_CaughtUp
 	//	*SubscribeResponse_Heartbeat
+	//	*SubscribeResponse_Delta
 	Kind          isSubscribeResponse_Kind `protobuf_oneof:"kind"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -650,6 +719,15 @@ func (x *SubscribeResponse) GetHeartbeat() *Heartbeat {
 	return nil
 }
 
+func (x *SubscribeResponse) GetDelta() *Delta {
+	if x != nil {
+		if x, ok := x.Kind.(*SubscribeResponse_Delta); ok {
+			return x.Delta
+		}
+	}
+	return nil
+}
+
 type isSubscribeResponse_Kind interface {
 	isSubscribeResponse_Kind()
 }
@@ -674,6 +752,12 @@ type SubscribeResponse_Heartbeat struct {
 	Heartbeat *Heartbeat `protobuf:"bytes,4,opt,name=heartbeat,proto3,oneof"`
 }
 
+type SubscribeResponse_Delta struct {
+	// Only with `include_deltas`: a fragment of the message being written.
+	// Never stored and without a seq of its own.
+	Delta *Delta `protobuf:"bytes,5,opt,name=delta,proto3,oneof"`
+}
+
 func (*SubscribeResponse_Replay) isSubscribeResponse_Kind() {}
 
 func (*SubscribeResponse_Event) isSubscribeResponse_Kind() {}
@@ -681,6 +765,145 @@ func (*SubscribeResponse_Event) isSubscribeResponse_Kind() {}
 func (*SubscribeResponse_CaughtUp) isSubscribeResponse_Kind() {}
 
 func (*SubscribeResponse_Heartbeat) isSubscribeResponse_Kind() {}
+
+func (*SubscribeResponse_Delta) isSubscribeResponse_Kind() {}
+
+// Live typing: a piece of one block of the assistant message the CLI is
+// writing. Ephemeral: never stored, never replayed, coalesced for a slow
+// subscriber (one delta may carry many of the CLI's fragments). Per block,
+// the fragments a subscriber receives join to exactly the text so far.
+// The `content` event with the same `message_id` supersedes every partial
+// block of that message: clients drop their partial text there (and at
+// `turn_end` and `run_end`). A block past the server's per-session budget
+// (`--max-partial-bytes`) stops growing until its `content` lands.
+type Delta struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The run writing the message.
+	RunId string `protobuf:"bytes,1,opt,name=run_id,json=runId,proto3" json:"run_id,omitempty"`
+	// The log head this delta follows: every event up to it was sent on this
+	// stream before the delta, and none after it.
+	AfterSeq uint64 `protobuf:"varint,2,opt,name=after_seq,json=afterSeq,proto3" json:"after_seq,omitempty"`
+	// The API message id (the `message_id` its `content` event will carry).
+	MessageId string `protobuf:"bytes,3,opt,name=message_id,json=messageId,proto3" json:"message_id,omitempty"`
+	// The block's index in the message.
+	Index uint32 `protobuf:"varint,4,opt,name=index,proto3" json:"index,omitempty"`
+	// What the block holds.
+	BlockType DeltaBlockType `protobuf:"varint,5,opt,name=block_type,json=blockType,proto3,enum=agentharness.v1.DeltaBlockType" json:"block_type,omitempty"`
+	// For a tool-input block: the tool's name.
+	ToolName string `protobuf:"bytes,6,opt,name=tool_name,json=toolName,proto3" json:"tool_name,omitempty"`
+	// For a tool-input block: the tool_use id.
+	ToolUseId string `protobuf:"bytes,7,opt,name=tool_use_id,json=toolUseId,proto3" json:"tool_use_id,omitempty"`
+	// Set when the message belongs to a subagent: the Agent tool_use id.
+	ParentToolUseId string `protobuf:"bytes,8,opt,name=parent_tool_use_id,json=parentToolUseId,proto3" json:"parent_tool_use_id,omitempty"`
+	// The text to append to the block (or, when `snapshot`, its whole text).
+	Fragment string `protobuf:"bytes,9,opt,name=fragment,proto3" json:"fragment,omitempty"`
+	// True for the text so far of a block a subscriber had not seen yet
+	// (sent right after `caught_up`, or when the stream fell behind): it
+	// replaces whatever partial text the client holds for this block.
+	Snapshot      bool `protobuf:"varint,10,opt,name=snapshot,proto3" json:"snapshot,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Delta) Reset() {
+	*x = Delta{}
+	mi := &file_agentharness_v1_session_service_proto_msgTypes[8]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Delta) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Delta) ProtoMessage() {}
+
+func (x *Delta) ProtoReflect() protoreflect.Message {
+	mi := &file_agentharness_v1_session_service_proto_msgTypes[8]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Delta.ProtoReflect.Descriptor instead.
+func (*Delta) Descriptor() ([]byte, []int) {
+	return file_agentharness_v1_session_service_proto_rawDescGZIP(), []int{8}
+}
+
+func (x *Delta) GetRunId() string {
+	if x != nil {
+		return x.RunId
+	}
+	return ""
+}
+
+func (x *Delta) GetAfterSeq() uint64 {
+	if x != nil {
+		return x.AfterSeq
+	}
+	return 0
+}
+
+func (x *Delta) GetMessageId() string {
+	if x != nil {
+		return x.MessageId
+	}
+	return ""
+}
+
+func (x *Delta) GetIndex() uint32 {
+	if x != nil {
+		return x.Index
+	}
+	return 0
+}
+
+func (x *Delta) GetBlockType() DeltaBlockType {
+	if x != nil {
+		return x.BlockType
+	}
+	return DeltaBlockType_DELTA_BLOCK_TYPE_UNSPECIFIED
+}
+
+func (x *Delta) GetToolName() string {
+	if x != nil {
+		return x.ToolName
+	}
+	return ""
+}
+
+func (x *Delta) GetToolUseId() string {
+	if x != nil {
+		return x.ToolUseId
+	}
+	return ""
+}
+
+func (x *Delta) GetParentToolUseId() string {
+	if x != nil {
+		return x.ParentToolUseId
+	}
+	return ""
+}
+
+func (x *Delta) GetFragment() string {
+	if x != nil {
+		return x.Fragment
+	}
+	return ""
+}
+
+func (x *Delta) GetSnapshot() bool {
+	if x != nil {
+		return x.Snapshot
+	}
+	return false
+}
 
 // The replay header.
 type ReplayStart struct {
@@ -699,7 +922,7 @@ type ReplayStart struct {
 
 func (x *ReplayStart) Reset() {
 	*x = ReplayStart{}
-	mi := &file_agentharness_v1_session_service_proto_msgTypes[8]
+	mi := &file_agentharness_v1_session_service_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -711,7 +934,7 @@ func (x *ReplayStart) String() string {
 func (*ReplayStart) ProtoMessage() {}
 
 func (x *ReplayStart) ProtoReflect() protoreflect.Message {
-	mi := &file_agentharness_v1_session_service_proto_msgTypes[8]
+	mi := &file_agentharness_v1_session_service_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -724,7 +947,7 @@ func (x *ReplayStart) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReplayStart.ProtoReflect.Descriptor instead.
 func (*ReplayStart) Descriptor() ([]byte, []int) {
-	return file_agentharness_v1_session_service_proto_rawDescGZIP(), []int{8}
+	return file_agentharness_v1_session_service_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *ReplayStart) GetReset_() bool {
@@ -759,7 +982,7 @@ type CaughtUp struct {
 
 func (x *CaughtUp) Reset() {
 	*x = CaughtUp{}
-	mi := &file_agentharness_v1_session_service_proto_msgTypes[9]
+	mi := &file_agentharness_v1_session_service_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -771,7 +994,7 @@ func (x *CaughtUp) String() string {
 func (*CaughtUp) ProtoMessage() {}
 
 func (x *CaughtUp) ProtoReflect() protoreflect.Message {
-	mi := &file_agentharness_v1_session_service_proto_msgTypes[9]
+	mi := &file_agentharness_v1_session_service_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -784,7 +1007,7 @@ func (x *CaughtUp) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CaughtUp.ProtoReflect.Descriptor instead.
 func (*CaughtUp) Descriptor() ([]byte, []int) {
-	return file_agentharness_v1_session_service_proto_rawDescGZIP(), []int{9}
+	return file_agentharness_v1_session_service_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *CaughtUp) GetHeadSeq() uint64 {
@@ -805,7 +1028,7 @@ type Heartbeat struct {
 
 func (x *Heartbeat) Reset() {
 	*x = Heartbeat{}
-	mi := &file_agentharness_v1_session_service_proto_msgTypes[10]
+	mi := &file_agentharness_v1_session_service_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -817,7 +1040,7 @@ func (x *Heartbeat) String() string {
 func (*Heartbeat) ProtoMessage() {}
 
 func (x *Heartbeat) ProtoReflect() protoreflect.Message {
-	mi := &file_agentharness_v1_session_service_proto_msgTypes[10]
+	mi := &file_agentharness_v1_session_service_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -830,7 +1053,7 @@ func (x *Heartbeat) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Heartbeat.ProtoReflect.Descriptor instead.
 func (*Heartbeat) Descriptor() ([]byte, []int) {
-	return file_agentharness_v1_session_service_proto_rawDescGZIP(), []int{10}
+	return file_agentharness_v1_session_service_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *Heartbeat) GetHeadSeq() uint64 {
@@ -857,7 +1080,7 @@ type HistoryRequest struct {
 
 func (x *HistoryRequest) Reset() {
 	*x = HistoryRequest{}
-	mi := &file_agentharness_v1_session_service_proto_msgTypes[11]
+	mi := &file_agentharness_v1_session_service_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -869,7 +1092,7 @@ func (x *HistoryRequest) String() string {
 func (*HistoryRequest) ProtoMessage() {}
 
 func (x *HistoryRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentharness_v1_session_service_proto_msgTypes[11]
+	mi := &file_agentharness_v1_session_service_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -882,7 +1105,7 @@ func (x *HistoryRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HistoryRequest.ProtoReflect.Descriptor instead.
 func (*HistoryRequest) Descriptor() ([]byte, []int) {
-	return file_agentharness_v1_session_service_proto_rawDescGZIP(), []int{11}
+	return file_agentharness_v1_session_service_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *HistoryRequest) GetSessionId() string {
@@ -919,7 +1142,7 @@ type HistoryResponse struct {
 
 func (x *HistoryResponse) Reset() {
 	*x = HistoryResponse{}
-	mi := &file_agentharness_v1_session_service_proto_msgTypes[12]
+	mi := &file_agentharness_v1_session_service_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -931,7 +1154,7 @@ func (x *HistoryResponse) String() string {
 func (*HistoryResponse) ProtoMessage() {}
 
 func (x *HistoryResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentharness_v1_session_service_proto_msgTypes[12]
+	mi := &file_agentharness_v1_session_service_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -944,7 +1167,7 @@ func (x *HistoryResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HistoryResponse.ProtoReflect.Descriptor instead.
 func (*HistoryResponse) Descriptor() ([]byte, []int) {
-	return file_agentharness_v1_session_service_proto_rawDescGZIP(), []int{12}
+	return file_agentharness_v1_session_service_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *HistoryResponse) GetEvents() []*Event {
@@ -988,7 +1211,7 @@ type RespondPermissionRequest struct {
 
 func (x *RespondPermissionRequest) Reset() {
 	*x = RespondPermissionRequest{}
-	mi := &file_agentharness_v1_session_service_proto_msgTypes[13]
+	mi := &file_agentharness_v1_session_service_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1000,7 +1223,7 @@ func (x *RespondPermissionRequest) String() string {
 func (*RespondPermissionRequest) ProtoMessage() {}
 
 func (x *RespondPermissionRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentharness_v1_session_service_proto_msgTypes[13]
+	mi := &file_agentharness_v1_session_service_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1013,7 +1236,7 @@ func (x *RespondPermissionRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RespondPermissionRequest.ProtoReflect.Descriptor instead.
 func (*RespondPermissionRequest) Descriptor() ([]byte, []int) {
-	return file_agentharness_v1_session_service_proto_rawDescGZIP(), []int{13}
+	return file_agentharness_v1_session_service_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *RespondPermissionRequest) GetSessionId() string {
@@ -1067,7 +1290,7 @@ type RespondPermissionResponse struct {
 
 func (x *RespondPermissionResponse) Reset() {
 	*x = RespondPermissionResponse{}
-	mi := &file_agentharness_v1_session_service_proto_msgTypes[14]
+	mi := &file_agentharness_v1_session_service_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1079,7 +1302,7 @@ func (x *RespondPermissionResponse) String() string {
 func (*RespondPermissionResponse) ProtoMessage() {}
 
 func (x *RespondPermissionResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentharness_v1_session_service_proto_msgTypes[14]
+	mi := &file_agentharness_v1_session_service_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1092,7 +1315,7 @@ func (x *RespondPermissionResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RespondPermissionResponse.ProtoReflect.Descriptor instead.
 func (*RespondPermissionResponse) Descriptor() ([]byte, []int) {
-	return file_agentharness_v1_session_service_proto_rawDescGZIP(), []int{14}
+	return file_agentharness_v1_session_service_proto_rawDescGZIP(), []int{15}
 }
 
 // Token totals and cost of a session.
@@ -1121,7 +1344,7 @@ type SessionUsage struct {
 
 func (x *SessionUsage) Reset() {
 	*x = SessionUsage{}
-	mi := &file_agentharness_v1_session_service_proto_msgTypes[15]
+	mi := &file_agentharness_v1_session_service_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1133,7 +1356,7 @@ func (x *SessionUsage) String() string {
 func (*SessionUsage) ProtoMessage() {}
 
 func (x *SessionUsage) ProtoReflect() protoreflect.Message {
-	mi := &file_agentharness_v1_session_service_proto_msgTypes[15]
+	mi := &file_agentharness_v1_session_service_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1146,7 +1369,7 @@ func (x *SessionUsage) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SessionUsage.ProtoReflect.Descriptor instead.
 func (*SessionUsage) Descriptor() ([]byte, []int) {
-	return file_agentharness_v1_session_service_proto_rawDescGZIP(), []int{15}
+	return file_agentharness_v1_session_service_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *SessionUsage) GetInputTokens() uint64 {
@@ -1237,7 +1460,7 @@ type Session struct {
 
 func (x *Session) Reset() {
 	*x = Session{}
-	mi := &file_agentharness_v1_session_service_proto_msgTypes[16]
+	mi := &file_agentharness_v1_session_service_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1249,7 +1472,7 @@ func (x *Session) String() string {
 func (*Session) ProtoMessage() {}
 
 func (x *Session) ProtoReflect() protoreflect.Message {
-	mi := &file_agentharness_v1_session_service_proto_msgTypes[16]
+	mi := &file_agentharness_v1_session_service_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1262,7 +1485,7 @@ func (x *Session) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Session.ProtoReflect.Descriptor instead.
 func (*Session) Descriptor() ([]byte, []int) {
-	return file_agentharness_v1_session_service_proto_rawDescGZIP(), []int{16}
+	return file_agentharness_v1_session_service_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *Session) GetSessionId() string {
@@ -1346,7 +1569,7 @@ type GetSessionRequest struct {
 
 func (x *GetSessionRequest) Reset() {
 	*x = GetSessionRequest{}
-	mi := &file_agentharness_v1_session_service_proto_msgTypes[17]
+	mi := &file_agentharness_v1_session_service_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1358,7 +1581,7 @@ func (x *GetSessionRequest) String() string {
 func (*GetSessionRequest) ProtoMessage() {}
 
 func (x *GetSessionRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentharness_v1_session_service_proto_msgTypes[17]
+	mi := &file_agentharness_v1_session_service_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1371,7 +1594,7 @@ func (x *GetSessionRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetSessionRequest.ProtoReflect.Descriptor instead.
 func (*GetSessionRequest) Descriptor() ([]byte, []int) {
-	return file_agentharness_v1_session_service_proto_rawDescGZIP(), []int{17}
+	return file_agentharness_v1_session_service_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *GetSessionRequest) GetSessionId() string {
@@ -1392,7 +1615,7 @@ type GetSessionResponse struct {
 
 func (x *GetSessionResponse) Reset() {
 	*x = GetSessionResponse{}
-	mi := &file_agentharness_v1_session_service_proto_msgTypes[18]
+	mi := &file_agentharness_v1_session_service_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1404,7 +1627,7 @@ func (x *GetSessionResponse) String() string {
 func (*GetSessionResponse) ProtoMessage() {}
 
 func (x *GetSessionResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentharness_v1_session_service_proto_msgTypes[18]
+	mi := &file_agentharness_v1_session_service_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1417,7 +1640,7 @@ func (x *GetSessionResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetSessionResponse.ProtoReflect.Descriptor instead.
 func (*GetSessionResponse) Descriptor() ([]byte, []int) {
-	return file_agentharness_v1_session_service_proto_rawDescGZIP(), []int{18}
+	return file_agentharness_v1_session_service_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *GetSessionResponse) GetSession() *Session {
@@ -1442,7 +1665,7 @@ type ListSessionsRequest struct {
 
 func (x *ListSessionsRequest) Reset() {
 	*x = ListSessionsRequest{}
-	mi := &file_agentharness_v1_session_service_proto_msgTypes[19]
+	mi := &file_agentharness_v1_session_service_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1454,7 +1677,7 @@ func (x *ListSessionsRequest) String() string {
 func (*ListSessionsRequest) ProtoMessage() {}
 
 func (x *ListSessionsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentharness_v1_session_service_proto_msgTypes[19]
+	mi := &file_agentharness_v1_session_service_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1467,7 +1690,7 @@ func (x *ListSessionsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListSessionsRequest.ProtoReflect.Descriptor instead.
 func (*ListSessionsRequest) Descriptor() ([]byte, []int) {
-	return file_agentharness_v1_session_service_proto_rawDescGZIP(), []int{19}
+	return file_agentharness_v1_session_service_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *ListSessionsRequest) GetPageSize() uint32 {
@@ -1497,7 +1720,7 @@ type ListSessionsResponse struct {
 
 func (x *ListSessionsResponse) Reset() {
 	*x = ListSessionsResponse{}
-	mi := &file_agentharness_v1_session_service_proto_msgTypes[20]
+	mi := &file_agentharness_v1_session_service_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1509,7 +1732,7 @@ func (x *ListSessionsResponse) String() string {
 func (*ListSessionsResponse) ProtoMessage() {}
 
 func (x *ListSessionsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentharness_v1_session_service_proto_msgTypes[20]
+	mi := &file_agentharness_v1_session_service_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1522,7 +1745,7 @@ func (x *ListSessionsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListSessionsResponse.ProtoReflect.Descriptor instead.
 func (*ListSessionsResponse) Descriptor() ([]byte, []int) {
-	return file_agentharness_v1_session_service_proto_rawDescGZIP(), []int{20}
+	return file_agentharness_v1_session_service_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *ListSessionsResponse) GetSessions() []*Session {
@@ -1556,7 +1779,7 @@ type ReadFullEventRequest struct {
 
 func (x *ReadFullEventRequest) Reset() {
 	*x = ReadFullEventRequest{}
-	mi := &file_agentharness_v1_session_service_proto_msgTypes[21]
+	mi := &file_agentharness_v1_session_service_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1568,7 +1791,7 @@ func (x *ReadFullEventRequest) String() string {
 func (*ReadFullEventRequest) ProtoMessage() {}
 
 func (x *ReadFullEventRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentharness_v1_session_service_proto_msgTypes[21]
+	mi := &file_agentharness_v1_session_service_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1581,7 +1804,7 @@ func (x *ReadFullEventRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReadFullEventRequest.ProtoReflect.Descriptor instead.
 func (*ReadFullEventRequest) Descriptor() ([]byte, []int) {
-	return file_agentharness_v1_session_service_proto_rawDescGZIP(), []int{21}
+	return file_agentharness_v1_session_service_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *ReadFullEventRequest) GetSessionId() string {
@@ -1628,7 +1851,7 @@ type ReadFullEventResponse struct {
 
 func (x *ReadFullEventResponse) Reset() {
 	*x = ReadFullEventResponse{}
-	mi := &file_agentharness_v1_session_service_proto_msgTypes[22]
+	mi := &file_agentharness_v1_session_service_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1640,7 +1863,7 @@ func (x *ReadFullEventResponse) String() string {
 func (*ReadFullEventResponse) ProtoMessage() {}
 
 func (x *ReadFullEventResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentharness_v1_session_service_proto_msgTypes[22]
+	mi := &file_agentharness_v1_session_service_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1653,7 +1876,7 @@ func (x *ReadFullEventResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReadFullEventResponse.ProtoReflect.Descriptor instead.
 func (*ReadFullEventResponse) Descriptor() ([]byte, []int) {
-	return file_agentharness_v1_session_service_proto_rawDescGZIP(), []int{22}
+	return file_agentharness_v1_session_service_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *ReadFullEventResponse) GetChunk() []byte {
@@ -1704,17 +1927,33 @@ const file_agentharness_v1_session_service_proto_rawDesc = "" +
 	"session_id\x18\x01 \x01(\tR\tsessionId\x12'\n" +
 	"\x0fidempotency_key\x18\x02 \x01(\tR\x0eidempotencyKey\"*\n" +
 	"\fStopResponse\x12\x1a\n" +
-	"\bstopping\x18\x01 \x01(\bR\bstopping\"R\n" +
+	"\bstopping\x18\x01 \x01(\bR\bstopping\"y\n" +
 	"\x10SubscribeRequest\x12\x1d\n" +
 	"\n" +
 	"session_id\x18\x01 \x01(\tR\tsessionId\x12\x1f\n" +
-	"\tafter_seq\x18\x02 \x01(\x04B\x020\x02R\bafterSeq\"\xf9\x01\n" +
+	"\tafter_seq\x18\x02 \x01(\x04B\x020\x02R\bafterSeq\x12%\n" +
+	"\x0einclude_deltas\x18\x03 \x01(\bR\rincludeDeltas\"\xa9\x02\n" +
 	"\x11SubscribeResponse\x126\n" +
 	"\x06replay\x18\x01 \x01(\v2\x1c.agentharness.v1.ReplayStartH\x00R\x06replay\x12.\n" +
 	"\x05event\x18\x02 \x01(\v2\x16.agentharness.v1.EventH\x00R\x05event\x128\n" +
 	"\tcaught_up\x18\x03 \x01(\v2\x19.agentharness.v1.CaughtUpH\x00R\bcaughtUp\x12:\n" +
-	"\theartbeat\x18\x04 \x01(\v2\x1a.agentharness.v1.HeartbeatH\x00R\theartbeatB\x06\n" +
-	"\x04kind\"a\n" +
+	"\theartbeat\x18\x04 \x01(\v2\x1a.agentharness.v1.HeartbeatH\x00R\theartbeat\x12.\n" +
+	"\x05delta\x18\x05 \x01(\v2\x16.agentharness.v1.DeltaH\x00R\x05deltaB\x06\n" +
+	"\x04kind\"\xd6\x02\n" +
+	"\x05Delta\x12\x15\n" +
+	"\x06run_id\x18\x01 \x01(\tR\x05runId\x12\x1f\n" +
+	"\tafter_seq\x18\x02 \x01(\x04B\x020\x02R\bafterSeq\x12\x1d\n" +
+	"\n" +
+	"message_id\x18\x03 \x01(\tR\tmessageId\x12\x14\n" +
+	"\x05index\x18\x04 \x01(\rR\x05index\x12>\n" +
+	"\n" +
+	"block_type\x18\x05 \x01(\x0e2\x1f.agentharness.v1.DeltaBlockTypeR\tblockType\x12\x1b\n" +
+	"\ttool_name\x18\x06 \x01(\tR\btoolName\x12\x1e\n" +
+	"\vtool_use_id\x18\a \x01(\tR\ttoolUseId\x12+\n" +
+	"\x12parent_tool_use_id\x18\b \x01(\tR\x0fparentToolUseId\x12\x1a\n" +
+	"\bfragment\x18\t \x01(\tR\bfragment\x12\x1a\n" +
+	"\bsnapshot\x18\n" +
+	" \x01(\bR\bsnapshot\"a\n" +
 	"\vReplayStart\x12\x14\n" +
 	"\x05reset\x18\x01 \x01(\bR\x05reset\x12\x1d\n" +
 	"\bfrom_seq\x18\x02 \x01(\x04B\x020\x02R\afromSeq\x12\x1d\n" +
@@ -1787,7 +2026,12 @@ const file_agentharness_v1_session_service_proto_rawDesc = "" +
 	"\x05chunk\x18\x01 \x01(\fR\x05chunk\x12\x1a\n" +
 	"\x06offset\x18\x02 \x01(\x04B\x020\x02R\x06offset\x12!\n" +
 	"\n" +
-	"total_size\x18\x03 \x01(\x04B\x020\x02R\ttotalSize*\xa0\x01\n" +
+	"total_size\x18\x03 \x01(\x04B\x020\x02R\ttotalSize*\x8d\x01\n" +
+	"\x0eDeltaBlockType\x12 \n" +
+	"\x1cDELTA_BLOCK_TYPE_UNSPECIFIED\x10\x00\x12\x19\n" +
+	"\x15DELTA_BLOCK_TYPE_TEXT\x10\x01\x12\x1d\n" +
+	"\x19DELTA_BLOCK_TYPE_THINKING\x10\x02\x12\x1f\n" +
+	"\x1bDELTA_BLOCK_TYPE_TOOL_INPUT\x10\x03*\xa0\x01\n" +
 	"\rSessionStatus\x12\x1e\n" +
 	"\x1aSESSION_STATUS_UNSPECIFIED\x10\x00\x12\x17\n" +
 	"\x13SESSION_STATUS_IDLE\x10\x01\x12\x1b\n" +
@@ -1823,75 +2067,79 @@ func file_agentharness_v1_session_service_proto_rawDescGZIP() []byte {
 	return file_agentharness_v1_session_service_proto_rawDescData
 }
 
-var file_agentharness_v1_session_service_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
-var file_agentharness_v1_session_service_proto_msgTypes = make([]protoimpl.MessageInfo, 23)
+var file_agentharness_v1_session_service_proto_enumTypes = make([]protoimpl.EnumInfo, 3)
+var file_agentharness_v1_session_service_proto_msgTypes = make([]protoimpl.MessageInfo, 24)
 var file_agentharness_v1_session_service_proto_goTypes = []any{
-	(SessionStatus)(0),                // 0: agentharness.v1.SessionStatus
-	(FullEventPart)(0),                // 1: agentharness.v1.FullEventPart
-	(*StartRequest)(nil),              // 2: agentharness.v1.StartRequest
-	(*StartResponse)(nil),             // 3: agentharness.v1.StartResponse
-	(*SendRequest)(nil),               // 4: agentharness.v1.SendRequest
-	(*SendResponse)(nil),              // 5: agentharness.v1.SendResponse
-	(*StopRequest)(nil),               // 6: agentharness.v1.StopRequest
-	(*StopResponse)(nil),              // 7: agentharness.v1.StopResponse
-	(*SubscribeRequest)(nil),          // 8: agentharness.v1.SubscribeRequest
-	(*SubscribeResponse)(nil),         // 9: agentharness.v1.SubscribeResponse
-	(*ReplayStart)(nil),               // 10: agentharness.v1.ReplayStart
-	(*CaughtUp)(nil),                  // 11: agentharness.v1.CaughtUp
-	(*Heartbeat)(nil),                 // 12: agentharness.v1.Heartbeat
-	(*HistoryRequest)(nil),            // 13: agentharness.v1.HistoryRequest
-	(*HistoryResponse)(nil),           // 14: agentharness.v1.HistoryResponse
-	(*RespondPermissionRequest)(nil),  // 15: agentharness.v1.RespondPermissionRequest
-	(*RespondPermissionResponse)(nil), // 16: agentharness.v1.RespondPermissionResponse
-	(*SessionUsage)(nil),              // 17: agentharness.v1.SessionUsage
-	(*Session)(nil),                   // 18: agentharness.v1.Session
-	(*GetSessionRequest)(nil),         // 19: agentharness.v1.GetSessionRequest
-	(*GetSessionResponse)(nil),        // 20: agentharness.v1.GetSessionResponse
-	(*ListSessionsRequest)(nil),       // 21: agentharness.v1.ListSessionsRequest
-	(*ListSessionsResponse)(nil),      // 22: agentharness.v1.ListSessionsResponse
-	(*ReadFullEventRequest)(nil),      // 23: agentharness.v1.ReadFullEventRequest
-	(*ReadFullEventResponse)(nil),     // 24: agentharness.v1.ReadFullEventResponse
-	(*StartConfig)(nil),               // 25: agentharness.v1.StartConfig
-	(*structpb.Struct)(nil),           // 26: google.protobuf.Struct
-	(*Event)(nil),                     // 27: agentharness.v1.Event
+	(DeltaBlockType)(0),               // 0: agentharness.v1.DeltaBlockType
+	(SessionStatus)(0),                // 1: agentharness.v1.SessionStatus
+	(FullEventPart)(0),                // 2: agentharness.v1.FullEventPart
+	(*StartRequest)(nil),              // 3: agentharness.v1.StartRequest
+	(*StartResponse)(nil),             // 4: agentharness.v1.StartResponse
+	(*SendRequest)(nil),               // 5: agentharness.v1.SendRequest
+	(*SendResponse)(nil),              // 6: agentharness.v1.SendResponse
+	(*StopRequest)(nil),               // 7: agentharness.v1.StopRequest
+	(*StopResponse)(nil),              // 8: agentharness.v1.StopResponse
+	(*SubscribeRequest)(nil),          // 9: agentharness.v1.SubscribeRequest
+	(*SubscribeResponse)(nil),         // 10: agentharness.v1.SubscribeResponse
+	(*Delta)(nil),                     // 11: agentharness.v1.Delta
+	(*ReplayStart)(nil),               // 12: agentharness.v1.ReplayStart
+	(*CaughtUp)(nil),                  // 13: agentharness.v1.CaughtUp
+	(*Heartbeat)(nil),                 // 14: agentharness.v1.Heartbeat
+	(*HistoryRequest)(nil),            // 15: agentharness.v1.HistoryRequest
+	(*HistoryResponse)(nil),           // 16: agentharness.v1.HistoryResponse
+	(*RespondPermissionRequest)(nil),  // 17: agentharness.v1.RespondPermissionRequest
+	(*RespondPermissionResponse)(nil), // 18: agentharness.v1.RespondPermissionResponse
+	(*SessionUsage)(nil),              // 19: agentharness.v1.SessionUsage
+	(*Session)(nil),                   // 20: agentharness.v1.Session
+	(*GetSessionRequest)(nil),         // 21: agentharness.v1.GetSessionRequest
+	(*GetSessionResponse)(nil),        // 22: agentharness.v1.GetSessionResponse
+	(*ListSessionsRequest)(nil),       // 23: agentharness.v1.ListSessionsRequest
+	(*ListSessionsResponse)(nil),      // 24: agentharness.v1.ListSessionsResponse
+	(*ReadFullEventRequest)(nil),      // 25: agentharness.v1.ReadFullEventRequest
+	(*ReadFullEventResponse)(nil),     // 26: agentharness.v1.ReadFullEventResponse
+	(*StartConfig)(nil),               // 27: agentharness.v1.StartConfig
+	(*structpb.Struct)(nil),           // 28: google.protobuf.Struct
+	(*Event)(nil),                     // 29: agentharness.v1.Event
 }
 var file_agentharness_v1_session_service_proto_depIdxs = []int32{
-	25, // 0: agentharness.v1.StartRequest.config:type_name -> agentharness.v1.StartConfig
-	26, // 1: agentharness.v1.SendRequest.content_blocks:type_name -> google.protobuf.Struct
-	10, // 2: agentharness.v1.SubscribeResponse.replay:type_name -> agentharness.v1.ReplayStart
-	27, // 3: agentharness.v1.SubscribeResponse.event:type_name -> agentharness.v1.Event
-	11, // 4: agentharness.v1.SubscribeResponse.caught_up:type_name -> agentharness.v1.CaughtUp
-	12, // 5: agentharness.v1.SubscribeResponse.heartbeat:type_name -> agentharness.v1.Heartbeat
-	27, // 6: agentharness.v1.HistoryResponse.events:type_name -> agentharness.v1.Event
-	26, // 7: agentharness.v1.RespondPermissionRequest.updated_input:type_name -> google.protobuf.Struct
-	0,  // 8: agentharness.v1.Session.status:type_name -> agentharness.v1.SessionStatus
-	17, // 9: agentharness.v1.Session.usage:type_name -> agentharness.v1.SessionUsage
-	18, // 10: agentharness.v1.GetSessionResponse.session:type_name -> agentharness.v1.Session
-	18, // 11: agentharness.v1.ListSessionsResponse.sessions:type_name -> agentharness.v1.Session
-	1,  // 12: agentharness.v1.ReadFullEventRequest.part:type_name -> agentharness.v1.FullEventPart
-	2,  // 13: agentharness.v1.SessionService.Start:input_type -> agentharness.v1.StartRequest
-	4,  // 14: agentharness.v1.SessionService.Send:input_type -> agentharness.v1.SendRequest
-	6,  // 15: agentharness.v1.SessionService.Stop:input_type -> agentharness.v1.StopRequest
-	8,  // 16: agentharness.v1.SessionService.Subscribe:input_type -> agentharness.v1.SubscribeRequest
-	13, // 17: agentharness.v1.SessionService.History:input_type -> agentharness.v1.HistoryRequest
-	15, // 18: agentharness.v1.SessionService.RespondPermission:input_type -> agentharness.v1.RespondPermissionRequest
-	19, // 19: agentharness.v1.SessionService.GetSession:input_type -> agentharness.v1.GetSessionRequest
-	21, // 20: agentharness.v1.SessionService.ListSessions:input_type -> agentharness.v1.ListSessionsRequest
-	23, // 21: agentharness.v1.SessionService.ReadFullEvent:input_type -> agentharness.v1.ReadFullEventRequest
-	3,  // 22: agentharness.v1.SessionService.Start:output_type -> agentharness.v1.StartResponse
-	5,  // 23: agentharness.v1.SessionService.Send:output_type -> agentharness.v1.SendResponse
-	7,  // 24: agentharness.v1.SessionService.Stop:output_type -> agentharness.v1.StopResponse
-	9,  // 25: agentharness.v1.SessionService.Subscribe:output_type -> agentharness.v1.SubscribeResponse
-	14, // 26: agentharness.v1.SessionService.History:output_type -> agentharness.v1.HistoryResponse
-	16, // 27: agentharness.v1.SessionService.RespondPermission:output_type -> agentharness.v1.RespondPermissionResponse
-	20, // 28: agentharness.v1.SessionService.GetSession:output_type -> agentharness.v1.GetSessionResponse
-	22, // 29: agentharness.v1.SessionService.ListSessions:output_type -> agentharness.v1.ListSessionsResponse
-	24, // 30: agentharness.v1.SessionService.ReadFullEvent:output_type -> agentharness.v1.ReadFullEventResponse
-	22, // [22:31] is the sub-list for method output_type
-	13, // [13:22] is the sub-list for method input_type
-	13, // [13:13] is the sub-list for extension type_name
-	13, // [13:13] is the sub-list for extension extendee
-	0,  // [0:13] is the sub-list for field type_name
+	27, // 0: agentharness.v1.StartRequest.config:type_name -> agentharness.v1.StartConfig
+	28, // 1: agentharness.v1.SendRequest.content_blocks:type_name -> google.protobuf.Struct
+	12, // 2: agentharness.v1.SubscribeResponse.replay:type_name -> agentharness.v1.ReplayStart
+	29, // 3: agentharness.v1.SubscribeResponse.event:type_name -> agentharness.v1.Event
+	13, // 4: agentharness.v1.SubscribeResponse.caught_up:type_name -> agentharness.v1.CaughtUp
+	14, // 5: agentharness.v1.SubscribeResponse.heartbeat:type_name -> agentharness.v1.Heartbeat
+	11, // 6: agentharness.v1.SubscribeResponse.delta:type_name -> agentharness.v1.Delta
+	0,  // 7: agentharness.v1.Delta.block_type:type_name -> agentharness.v1.DeltaBlockType
+	29, // 8: agentharness.v1.HistoryResponse.events:type_name -> agentharness.v1.Event
+	28, // 9: agentharness.v1.RespondPermissionRequest.updated_input:type_name -> google.protobuf.Struct
+	1,  // 10: agentharness.v1.Session.status:type_name -> agentharness.v1.SessionStatus
+	19, // 11: agentharness.v1.Session.usage:type_name -> agentharness.v1.SessionUsage
+	20, // 12: agentharness.v1.GetSessionResponse.session:type_name -> agentharness.v1.Session
+	20, // 13: agentharness.v1.ListSessionsResponse.sessions:type_name -> agentharness.v1.Session
+	2,  // 14: agentharness.v1.ReadFullEventRequest.part:type_name -> agentharness.v1.FullEventPart
+	3,  // 15: agentharness.v1.SessionService.Start:input_type -> agentharness.v1.StartRequest
+	5,  // 16: agentharness.v1.SessionService.Send:input_type -> agentharness.v1.SendRequest
+	7,  // 17: agentharness.v1.SessionService.Stop:input_type -> agentharness.v1.StopRequest
+	9,  // 18: agentharness.v1.SessionService.Subscribe:input_type -> agentharness.v1.SubscribeRequest
+	15, // 19: agentharness.v1.SessionService.History:input_type -> agentharness.v1.HistoryRequest
+	17, // 20: agentharness.v1.SessionService.RespondPermission:input_type -> agentharness.v1.RespondPermissionRequest
+	21, // 21: agentharness.v1.SessionService.GetSession:input_type -> agentharness.v1.GetSessionRequest
+	23, // 22: agentharness.v1.SessionService.ListSessions:input_type -> agentharness.v1.ListSessionsRequest
+	25, // 23: agentharness.v1.SessionService.ReadFullEvent:input_type -> agentharness.v1.ReadFullEventRequest
+	4,  // 24: agentharness.v1.SessionService.Start:output_type -> agentharness.v1.StartResponse
+	6,  // 25: agentharness.v1.SessionService.Send:output_type -> agentharness.v1.SendResponse
+	8,  // 26: agentharness.v1.SessionService.Stop:output_type -> agentharness.v1.StopResponse
+	10, // 27: agentharness.v1.SessionService.Subscribe:output_type -> agentharness.v1.SubscribeResponse
+	16, // 28: agentharness.v1.SessionService.History:output_type -> agentharness.v1.HistoryResponse
+	18, // 29: agentharness.v1.SessionService.RespondPermission:output_type -> agentharness.v1.RespondPermissionResponse
+	22, // 30: agentharness.v1.SessionService.GetSession:output_type -> agentharness.v1.GetSessionResponse
+	24, // 31: agentharness.v1.SessionService.ListSessions:output_type -> agentharness.v1.ListSessionsResponse
+	26, // 32: agentharness.v1.SessionService.ReadFullEvent:output_type -> agentharness.v1.ReadFullEventResponse
+	24, // [24:33] is the sub-list for method output_type
+	15, // [15:24] is the sub-list for method input_type
+	15, // [15:15] is the sub-list for extension type_name
+	15, // [15:15] is the sub-list for extension extendee
+	0,  // [0:15] is the sub-list for field type_name
 }
 
 func init() { file_agentharness_v1_session_service_proto_init() }
@@ -1905,14 +2153,15 @@ func file_agentharness_v1_session_service_proto_init() {
 		(*SubscribeResponse_Event)(nil),
 		(*SubscribeResponse_CaughtUp)(nil),
 		(*SubscribeResponse_Heartbeat)(nil),
+		(*SubscribeResponse_Delta)(nil),
 	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_agentharness_v1_session_service_proto_rawDesc), len(file_agentharness_v1_session_service_proto_rawDesc)),
-			NumEnums:      2,
-			NumMessages:   23,
+			NumEnums:      3,
+			NumMessages:   24,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

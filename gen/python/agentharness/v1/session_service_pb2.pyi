@@ -9,6 +9,13 @@ from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
 
 DESCRIPTOR: _descriptor.FileDescriptor
 
+class DeltaBlockType(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    DELTA_BLOCK_TYPE_UNSPECIFIED: _ClassVar[DeltaBlockType]
+    DELTA_BLOCK_TYPE_TEXT: _ClassVar[DeltaBlockType]
+    DELTA_BLOCK_TYPE_THINKING: _ClassVar[DeltaBlockType]
+    DELTA_BLOCK_TYPE_TOOL_INPUT: _ClassVar[DeltaBlockType]
+
 class SessionStatus(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     __slots__ = ()
     SESSION_STATUS_UNSPECIFIED: _ClassVar[SessionStatus]
@@ -23,6 +30,10 @@ class FullEventPart(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     FULL_EVENT_PART_CLI_LINE: _ClassVar[FullEventPart]
     FULL_EVENT_PART_EVENT: _ClassVar[FullEventPart]
     FULL_EVENT_PART_EVENT_JSON: _ClassVar[FullEventPart]
+DELTA_BLOCK_TYPE_UNSPECIFIED: DeltaBlockType
+DELTA_BLOCK_TYPE_TEXT: DeltaBlockType
+DELTA_BLOCK_TYPE_THINKING: DeltaBlockType
+DELTA_BLOCK_TYPE_TOOL_INPUT: DeltaBlockType
 SESSION_STATUS_UNSPECIFIED: SessionStatus
 SESSION_STATUS_IDLE: SessionStatus
 SESSION_STATUS_STARTING: SessionStatus
@@ -84,24 +95,52 @@ class StopResponse(_message.Message):
     def __init__(self, stopping: _Optional[bool] = ...) -> None: ...
 
 class SubscribeRequest(_message.Message):
-    __slots__ = ("session_id", "after_seq")
+    __slots__ = ("session_id", "after_seq", "include_deltas")
     SESSION_ID_FIELD_NUMBER: _ClassVar[int]
     AFTER_SEQ_FIELD_NUMBER: _ClassVar[int]
+    INCLUDE_DELTAS_FIELD_NUMBER: _ClassVar[int]
     session_id: str
     after_seq: int
-    def __init__(self, session_id: _Optional[str] = ..., after_seq: _Optional[int] = ...) -> None: ...
+    include_deltas: bool
+    def __init__(self, session_id: _Optional[str] = ..., after_seq: _Optional[int] = ..., include_deltas: _Optional[bool] = ...) -> None: ...
 
 class SubscribeResponse(_message.Message):
-    __slots__ = ("replay", "event", "caught_up", "heartbeat")
+    __slots__ = ("replay", "event", "caught_up", "heartbeat", "delta")
     REPLAY_FIELD_NUMBER: _ClassVar[int]
     EVENT_FIELD_NUMBER: _ClassVar[int]
     CAUGHT_UP_FIELD_NUMBER: _ClassVar[int]
     HEARTBEAT_FIELD_NUMBER: _ClassVar[int]
+    DELTA_FIELD_NUMBER: _ClassVar[int]
     replay: ReplayStart
     event: _events_pb2.Event
     caught_up: CaughtUp
     heartbeat: Heartbeat
-    def __init__(self, replay: _Optional[_Union[ReplayStart, _Mapping]] = ..., event: _Optional[_Union[_events_pb2.Event, _Mapping]] = ..., caught_up: _Optional[_Union[CaughtUp, _Mapping]] = ..., heartbeat: _Optional[_Union[Heartbeat, _Mapping]] = ...) -> None: ...
+    delta: Delta
+    def __init__(self, replay: _Optional[_Union[ReplayStart, _Mapping]] = ..., event: _Optional[_Union[_events_pb2.Event, _Mapping]] = ..., caught_up: _Optional[_Union[CaughtUp, _Mapping]] = ..., heartbeat: _Optional[_Union[Heartbeat, _Mapping]] = ..., delta: _Optional[_Union[Delta, _Mapping]] = ...) -> None: ...
+
+class Delta(_message.Message):
+    __slots__ = ("run_id", "after_seq", "message_id", "index", "block_type", "tool_name", "tool_use_id", "parent_tool_use_id", "fragment", "snapshot")
+    RUN_ID_FIELD_NUMBER: _ClassVar[int]
+    AFTER_SEQ_FIELD_NUMBER: _ClassVar[int]
+    MESSAGE_ID_FIELD_NUMBER: _ClassVar[int]
+    INDEX_FIELD_NUMBER: _ClassVar[int]
+    BLOCK_TYPE_FIELD_NUMBER: _ClassVar[int]
+    TOOL_NAME_FIELD_NUMBER: _ClassVar[int]
+    TOOL_USE_ID_FIELD_NUMBER: _ClassVar[int]
+    PARENT_TOOL_USE_ID_FIELD_NUMBER: _ClassVar[int]
+    FRAGMENT_FIELD_NUMBER: _ClassVar[int]
+    SNAPSHOT_FIELD_NUMBER: _ClassVar[int]
+    run_id: str
+    after_seq: int
+    message_id: str
+    index: int
+    block_type: DeltaBlockType
+    tool_name: str
+    tool_use_id: str
+    parent_tool_use_id: str
+    fragment: str
+    snapshot: bool
+    def __init__(self, run_id: _Optional[str] = ..., after_seq: _Optional[int] = ..., message_id: _Optional[str] = ..., index: _Optional[int] = ..., block_type: _Optional[_Union[DeltaBlockType, str]] = ..., tool_name: _Optional[str] = ..., tool_use_id: _Optional[str] = ..., parent_tool_use_id: _Optional[str] = ..., fragment: _Optional[str] = ..., snapshot: _Optional[bool] = ...) -> None: ...
 
 class ReplayStart(_message.Message):
     __slots__ = ("reset", "from_seq", "head_seq")

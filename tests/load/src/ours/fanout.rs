@@ -161,6 +161,7 @@ async fn follow_web(
     let msg = prost::Message::encode_to_vec(&pb::SubscribeRequest {
         session_id: id.clone(),
         after_seq,
+        include_deltas: false,
     });
     let mut body = Vec::with_capacity(msg.len() + 5);
     body.push(0);

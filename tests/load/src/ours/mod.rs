@@ -152,6 +152,7 @@ pub async fn follow(
         .subscribe(pb::SubscribeRequest {
             session_id: id.clone(),
             after_seq,
+            include_deltas: false,
         })
         .await
         .unwrap_or_else(|e| panic!("Subscribe {id}: {e}"))
@@ -187,7 +188,7 @@ pub async fn follow(
                     "{id}: the server reset the cursor (raise --max-replay)"
                 );
             }
-            Some(Kind::Heartbeat(_)) | None => {}
+            Some(Kind::Heartbeat(_) | Kind::Delta(_)) | None => {}
         }
     }
     seen

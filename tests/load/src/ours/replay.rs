@@ -54,6 +54,7 @@ pub async fn measure(server: &Server, id: &str, head: u64) -> Measured {
         .subscribe(pb::SubscribeRequest {
             session_id: id.into(),
             after_seq: 0,
+            include_deltas: false,
         })
         .await
         .expect("Subscribe for replay")

@@ -143,6 +143,7 @@ impl Sub {
         let request = pb::SubscribeRequest {
             session_id: session.into(),
             after_seq: 0,
+            include_deltas: false,
         };
         let stream = match tokio::time::timeout(WAIT, client.subscribe(request)).await {
             Ok(Ok(r)) => r.into_inner(),
@@ -158,7 +159,7 @@ impl Sub {
             match sub.message("caught_up").await {
                 Kind::CaughtUp(_) => return sub,
                 Kind::Event(e) => panic!("{session} should be new; its replay holds {e:?}"),
-                Kind::Replay(_) | Kind::Heartbeat(_) => {}
+                Kind::Replay(_) | Kind::Heartbeat(_) | Kind::Delta(_) => {}
             }
         }
     }

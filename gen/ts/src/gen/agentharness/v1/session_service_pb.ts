@@ -20,7 +20,7 @@ import type { JsonObject, Message } from "@bufbuild/protobuf";
  * Describes the file agentharness/v1/session_service.proto.
  */
 export const file_agentharness_v1_session_service: GenFile = /*@__PURE__*/
-  fileDesc("CiVhZ2VudGhhcm5lc3MvdjEvc2Vzc2lvbl9zZXJ2aWNlLnByb3RvEg9hZ2VudGhhcm5lc3MudjEiaQoMU3RhcnRSZXF1ZXN0EhIKCnNlc3Npb25faWQYASABKAkSLAoGY29uZmlnGAIgASgLMhwuYWdlbnRoYXJuZXNzLnYxLlN0YXJ0Q29uZmlnEhcKD2lkZW1wb3RlbmN5X2tleRgDIAEoCSIzCg1TdGFydFJlc3BvbnNlEg4KBnJ1bl9pZBgBIAEoCRISCgpwcm9jZXNzX2lkGAIgASgJInoKC1NlbmRSZXF1ZXN0EhIKCnNlc3Npb25faWQYASABKAkSDQoFaW5wdXQYAiABKAkSLwoOY29udGVudF9ibG9ja3MYAyADKAsyFy5nb29nbGUucHJvdG9idWYuU3RydWN0EhcKD2lkZW1wb3RlbmN5X2tleRgEIAEoCSIeCgxTZW5kUmVzcG9uc2USDgoGcnVuX2lkGAEgASgJIjoKC1N0b3BSZXF1ZXN0EhIKCnNlc3Npb25faWQYASABKAkSFwoPaWRlbXBvdGVuY3lfa2V5GAIgASgJIiAKDFN0b3BSZXNwb25zZRIQCghzdG9wcGluZxgBIAEoCCI9ChBTdWJzY3JpYmVSZXF1ZXN0EhIKCnNlc3Npb25faWQYASABKAkSFQoJYWZ0ZXJfc2VxGAIgASgEQgIwAiLVAQoRU3Vic2NyaWJlUmVzcG9uc2USLgoGcmVwbGF5GAEgASgLMhwuYWdlbnRoYXJuZXNzLnYxLlJlcGxheVN0YXJ0SAASJwoFZXZlbnQYAiABKAsyFi5hZ2VudGhhcm5lc3MudjEuRXZlbnRIABIuCgljYXVnaHRfdXAYAyABKAsyGS5hZ2VudGhhcm5lc3MudjEuQ2F1Z2h0VXBIABIvCgloZWFydGJlYXQYBCABKAsyGi5hZ2VudGhhcm5lc3MudjEuSGVhcnRiZWF0SABCBgoEa2luZCJICgtSZXBsYXlTdGFydBINCgVyZXNldBgBIAEoCBIUCghmcm9tX3NlcRgCIAEoBEICMAISFAoIaGVhZF9zZXEYAyABKARCAjACIiAKCENhdWdodFVwEhQKCGhlYWRfc2VxGAEgASgEQgIwAiIhCglIZWFydGJlYXQSFAoIaGVhZF9zZXEYASABKARCAjACIksKDkhpc3RvcnlSZXF1ZXN0EhIKCnNlc3Npb25faWQYASABKAkSFgoKYmVmb3JlX3NlcRgCIAEoBEICMAISDQoFbGltaXQYAyABKA0iSwoPSGlzdG9yeVJlc3BvbnNlEiYKBmV2ZW50cxgBIAMoCzIWLmFnZW50aGFybmVzcy52MS5FdmVudBIQCghoYXNfbW9yZRgCIAEoCCKrAQoYUmVzcG9uZFBlcm1pc3Npb25SZXF1ZXN0EhIKCnNlc3Npb25faWQYASABKAkSEgoKcmVxdWVzdF9pZBgCIAEoCRINCgVhbGxvdxgDIAEoCBIuCg11cGRhdGVkX2lucHV0GAQgASgLMhcuZ29vZ2xlLnByb3RvYnVmLlN0cnVjdBIPCgdtZXNzYWdlGAUgASgJEhcKD2lkZW1wb3RlbmN5X2tleRgGIAEoCSIbChlSZXNwb25kUGVybWlzc2lvblJlc3BvbnNlIuoBCgxTZXNzaW9uVXNhZ2USGAoMaW5wdXRfdG9rZW5zGAEgASgEQgIwAhIZCg1vdXRwdXRfdG9rZW5zGAIgASgEQgIwAhInChtjYWNoZV9jcmVhdGlvbl9pbnB1dF90b2tlbnMYAyABKARCAjACEiMKF2NhY2hlX3JlYWRfaW5wdXRfdG9rZW5zGAQgASgEQgIwAhIQCghjb3N0X3VzZBgFIAEoARIaCg5jb250ZXh0X3Rva2VucxgGIAEoBEICMAISGgoOY29udGV4dF93aW5kb3cYByABKARCAjACEg0KBXR1cm5zGAggASgNIpICCgdTZXNzaW9uEhIKCnNlc3Npb25faWQYASABKAkSFAoIaGVhZF9zZXEYAiABKARCAjACEi4KBnN0YXR1cxgDIAEoDjIeLmFnZW50aGFybmVzcy52MS5TZXNzaW9uU3RhdHVzEhUKDXByb2Nlc3NfYWxpdmUYBCABKAgSEQoJcmVzdW1lX2lkGAUgASgJEiwKBXVzYWdlGAYgASgLMh0uYWdlbnRoYXJuZXNzLnYxLlNlc3Npb25Vc2FnZRIQCghhY3Rpdml0eRgHIAEoCRIbChNwZW5kaW5nX3Blcm1pc3Npb25zGAggASgNEg4KBnJ1bl9pZBgJIAEoCRIWCg5sb3N0X3Jlc3VtZV9pZBgKIAEoCSInChFHZXRTZXNzaW9uUmVxdWVzdBISCgpzZXNzaW9uX2lkGAEgASgJIj8KEkdldFNlc3Npb25SZXNwb25zZRIpCgdzZXNzaW9uGAEgASgLMhguYWdlbnRoYXJuZXNzLnYxLlNlc3Npb24iPAoTTGlzdFNlc3Npb25zUmVxdWVzdBIRCglwYWdlX3NpemUYASABKA0SEgoKcGFnZV90b2tlbhgCIAEoCSJbChRMaXN0U2Vzc2lvbnNSZXNwb25zZRIqCghzZXNzaW9ucxgBIAMoCzIYLmFnZW50aGFybmVzcy52MS5TZXNzaW9uEhcKD25leHRfcGFnZV90b2tlbhgCIAEoCSJ9ChRSZWFkRnVsbEV2ZW50UmVxdWVzdBISCgpzZXNzaW9uX2lkGAEgASgJEg8KA3NlcRgCIAEoBEICMAISLAoEcGFydBgDIAEoDjIeLmFnZW50aGFybmVzcy52MS5GdWxsRXZlbnRQYXJ0EhIKCmNodW5rX3NpemUYBCABKA0iUgoVUmVhZEZ1bGxFdmVudFJlc3BvbnNlEg0KBWNodW5rGAEgASgMEhIKBm9mZnNldBgCIAEoBEICMAISFgoKdG90YWxfc2l6ZRgDIAEoBEICMAIqoAEKDVNlc3Npb25TdGF0dXMSHgoaU0VTU0lPTl9TVEFUVVNfVU5TUEVDSUZJRUQQABIXChNTRVNTSU9OX1NUQVRVU19JRExFEAESGwoXU0VTU0lPTl9TVEFUVVNfU1RBUlRJTkcQAhIcChhTRVNTSU9OX1NUQVRVU19TVFJFQU1JTkcQAxIbChdTRVNTSU9OX1NUQVRVU19TVE9QUElORxAEKokBCg1GdWxsRXZlbnRQYXJ0Eh8KG0ZVTExfRVZFTlRfUEFSVF9VTlNQRUNJRklFRBAAEhwKGEZVTExfRVZFTlRfUEFSVF9DTElfTElORRABEhkKFUZVTExfRVZFTlRfUEFSVF9FVkVOVBACEh4KGkZVTExfRVZFTlRfUEFSVF9FVkVOVF9KU09OEAMyiAYKDlNlc3Npb25TZXJ2aWNlEkYKBVN0YXJ0Eh0uYWdlbnRoYXJuZXNzLnYxLlN0YXJ0UmVxdWVzdBoeLmFnZW50aGFybmVzcy52MS5TdGFydFJlc3BvbnNlEkMKBFNlbmQSHC5hZ2VudGhhcm5lc3MudjEuU2VuZFJlcXVlc3QaHS5hZ2VudGhhcm5lc3MudjEuU2VuZFJlc3BvbnNlEkMKBFN0b3ASHC5hZ2VudGhhcm5lc3MudjEuU3RvcFJlcXVlc3QaHS5hZ2VudGhhcm5lc3MudjEuU3RvcFJlc3BvbnNlElQKCVN1YnNjcmliZRIhLmFnZW50aGFybmVzcy52MS5TdWJzY3JpYmVSZXF1ZXN0GiIuYWdlbnRoYXJuZXNzLnYxLlN1YnNjcmliZVJlc3BvbnNlMAESTAoHSGlzdG9yeRIfLmFnZW50aGFybmVzcy52MS5IaXN0b3J5UmVxdWVzdBogLmFnZW50aGFybmVzcy52MS5IaXN0b3J5UmVzcG9uc2USagoRUmVzcG9uZFBlcm1pc3Npb24SKS5hZ2VudGhhcm5lc3MudjEuUmVzcG9uZFBlcm1pc3Npb25SZXF1ZXN0GiouYWdlbnRoYXJuZXNzLnYxLlJlc3BvbmRQZXJtaXNzaW9uUmVzcG9uc2USVQoKR2V0U2Vzc2lvbhIiLmFnZW50aGFybmVzcy52MS5HZXRTZXNzaW9uUmVxdWVzdBojLmFnZW50aGFybmVzcy52MS5HZXRTZXNzaW9uUmVzcG9uc2USWwoMTGlzdFNlc3Npb25zEiQuYWdlbnRoYXJuZXNzLnYxLkxpc3RTZXNzaW9uc1JlcXVlc3QaJS5hZ2VudGhhcm5lc3MudjEuTGlzdFNlc3Npb25zUmVzcG9uc2USYAoNUmVhZEZ1bGxFdmVudBIlLmFnZW50aGFybmVzcy52MS5SZWFkRnVsbEV2ZW50UmVxdWVzdBomLmFnZW50aGFybmVzcy52MS5SZWFkRnVsbEV2ZW50UmVzcG9uc2UwAUJOWkxnaXRodWIuY29tL2FnZW50LWhhcm5lc3MvYWdlbnQtaGFybmVzcy9nZW4vZ28vYWdlbnRoYXJuZXNzL3YxO2FnZW50aGFybmVzc3YxYgZwcm90bzM", [file_agentharness_v1_events, file_google_protobuf_struct]);
+  fileDesc("CiVhZ2VudGhhcm5lc3MvdjEvc2Vzc2lvbl9zZXJ2aWNlLnByb3RvEg9hZ2VudGhhcm5lc3MudjEiaQoMU3RhcnRSZXF1ZXN0EhIKCnNlc3Npb25faWQYASABKAkSLAoGY29uZmlnGAIgASgLMhwuYWdlbnRoYXJuZXNzLnYxLlN0YXJ0Q29uZmlnEhcKD2lkZW1wb3RlbmN5X2tleRgDIAEoCSIzCg1TdGFydFJlc3BvbnNlEg4KBnJ1bl9pZBgBIAEoCRISCgpwcm9jZXNzX2lkGAIgASgJInoKC1NlbmRSZXF1ZXN0EhIKCnNlc3Npb25faWQYASABKAkSDQoFaW5wdXQYAiABKAkSLwoOY29udGVudF9ibG9ja3MYAyADKAsyFy5nb29nbGUucHJvdG9idWYuU3RydWN0EhcKD2lkZW1wb3RlbmN5X2tleRgEIAEoCSIeCgxTZW5kUmVzcG9uc2USDgoGcnVuX2lkGAEgASgJIjoKC1N0b3BSZXF1ZXN0EhIKCnNlc3Npb25faWQYASABKAkSFwoPaWRlbXBvdGVuY3lfa2V5GAIgASgJIiAKDFN0b3BSZXNwb25zZRIQCghzdG9wcGluZxgBIAEoCCJVChBTdWJzY3JpYmVSZXF1ZXN0EhIKCnNlc3Npb25faWQYASABKAkSFQoJYWZ0ZXJfc2VxGAIgASgEQgIwAhIWCg5pbmNsdWRlX2RlbHRhcxgDIAEoCCL+AQoRU3Vic2NyaWJlUmVzcG9uc2USLgoGcmVwbGF5GAEgASgLMhwuYWdlbnRoYXJuZXNzLnYxLlJlcGxheVN0YXJ0SAASJwoFZXZlbnQYAiABKAsyFi5hZ2VudGhhcm5lc3MudjEuRXZlbnRIABIuCgljYXVnaHRfdXAYAyABKAsyGS5hZ2VudGhhcm5lc3MudjEuQ2F1Z2h0VXBIABIvCgloZWFydGJlYXQYBCABKAsyGi5hZ2VudGhhcm5lc3MudjEuSGVhcnRiZWF0SAASJwoFZGVsdGEYBSABKAsyFi5hZ2VudGhhcm5lc3MudjEuRGVsdGFIAEIGCgRraW5kIu4BCgVEZWx0YRIOCgZydW5faWQYASABKAkSFQoJYWZ0ZXJfc2VxGAIgASgEQgIwAhISCgptZXNzYWdlX2lkGAMgASgJEg0KBWluZGV4GAQgASgNEjMKCmJsb2NrX3R5cGUYBSABKA4yHy5hZ2VudGhhcm5lc3MudjEuRGVsdGFCbG9ja1R5cGUSEQoJdG9vbF9uYW1lGAYgASgJEhMKC3Rvb2xfdXNlX2lkGAcgASgJEhoKEnBhcmVudF90b29sX3VzZV9pZBgIIAEoCRIQCghmcmFnbWVudBgJIAEoCRIQCghzbmFwc2hvdBgKIAEoCCJICgtSZXBsYXlTdGFydBINCgVyZXNldBgBIAEoCBIUCghmcm9tX3NlcRgCIAEoBEICMAISFAoIaGVhZF9zZXEYAyABKARCAjACIiAKCENhdWdodFVwEhQKCGhlYWRfc2VxGAEgASgEQgIwAiIhCglIZWFydGJlYXQSFAoIaGVhZF9zZXEYASABKARCAjACIksKDkhpc3RvcnlSZXF1ZXN0EhIKCnNlc3Npb25faWQYASABKAkSFgoKYmVmb3JlX3NlcRgCIAEoBEICMAISDQoFbGltaXQYAyABKA0iSwoPSGlzdG9yeVJlc3BvbnNlEiYKBmV2ZW50cxgBIAMoCzIWLmFnZW50aGFybmVzcy52MS5FdmVudBIQCghoYXNfbW9yZRgCIAEoCCKrAQoYUmVzcG9uZFBlcm1pc3Npb25SZXF1ZXN0EhIKCnNlc3Npb25faWQYASABKAkSEgoKcmVxdWVzdF9pZBgCIAEoCRINCgVhbGxvdxgDIAEoCBIuCg11cGRhdGVkX2lucHV0GAQgASgLMhcuZ29vZ2xlLnByb3RvYnVmLlN0cnVjdBIPCgdtZXNzYWdlGAUgASgJEhcKD2lkZW1wb3RlbmN5X2tleRgGIAEoCSIbChlSZXNwb25kUGVybWlzc2lvblJlc3BvbnNlIuoBCgxTZXNzaW9uVXNhZ2USGAoMaW5wdXRfdG9rZW5zGAEgASgEQgIwAhIZCg1vdXRwdXRfdG9rZW5zGAIgASgEQgIwAhInChtjYWNoZV9jcmVhdGlvbl9pbnB1dF90b2tlbnMYAyABKARCAjACEiMKF2NhY2hlX3JlYWRfaW5wdXRfdG9rZW5zGAQgASgEQgIwAhIQCghjb3N0X3VzZBgFIAEoARIaCg5jb250ZXh0X3Rva2VucxgGIAEoBEICMAISGgoOY29udGV4dF93aW5kb3cYByABKARCAjACEg0KBXR1cm5zGAggASgNIpICCgdTZXNzaW9uEhIKCnNlc3Npb25faWQYASABKAkSFAoIaGVhZF9zZXEYAiABKARCAjACEi4KBnN0YXR1cxgDIAEoDjIeLmFnZW50aGFybmVzcy52MS5TZXNzaW9uU3RhdHVzEhUKDXByb2Nlc3NfYWxpdmUYBCABKAgSEQoJcmVzdW1lX2lkGAUgASgJEiwKBXVzYWdlGAYgASgLMh0uYWdlbnRoYXJuZXNzLnYxLlNlc3Npb25Vc2FnZRIQCghhY3Rpdml0eRgHIAEoCRIbChNwZW5kaW5nX3Blcm1pc3Npb25zGAggASgNEg4KBnJ1bl9pZBgJIAEoCRIWCg5sb3N0X3Jlc3VtZV9pZBgKIAEoCSInChFHZXRTZXNzaW9uUmVxdWVzdBISCgpzZXNzaW9uX2lkGAEgASgJIj8KEkdldFNlc3Npb25SZXNwb25zZRIpCgdzZXNzaW9uGAEgASgLMhguYWdlbnRoYXJuZXNzLnYxLlNlc3Npb24iPAoTTGlzdFNlc3Npb25zUmVxdWVzdBIRCglwYWdlX3NpemUYASABKA0SEgoKcGFnZV90b2tlbhgCIAEoCSJbChRMaXN0U2Vzc2lvbnNSZXNwb25zZRIqCghzZXNzaW9ucxgBIAMoCzIYLmFnZW50aGFybmVzcy52MS5TZXNzaW9uEhcKD25leHRfcGFnZV90b2tlbhgCIAEoCSJ9ChRSZWFkRnVsbEV2ZW50UmVxdWVzdBISCgpzZXNzaW9uX2lkGAEgASgJEg8KA3NlcRgCIAEoBEICMAISLAoEcGFydBgDIAEoDjIeLmFnZW50aGFybmVzcy52MS5GdWxsRXZlbnRQYXJ0EhIKCmNodW5rX3NpemUYBCABKA0iUgoVUmVhZEZ1bGxFdmVudFJlc3BvbnNlEg0KBWNodW5rGAEgASgMEhIKBm9mZnNldBgCIAEoBEICMAISFgoKdG90YWxfc2l6ZRgDIAEoBEICMAIqjQEKDkRlbHRhQmxvY2tUeXBlEiAKHERFTFRBX0JMT0NLX1RZUEVfVU5TUEVDSUZJRUQQABIZChVERUxUQV9CTE9DS19UWVBFX1RFWFQQARIdChlERUxUQV9CTE9DS19UWVBFX1RISU5LSU5HEAISHwobREVMVEFfQkxPQ0tfVFlQRV9UT09MX0lOUFVUEAMqoAEKDVNlc3Npb25TdGF0dXMSHgoaU0VTU0lPTl9TVEFUVVNfVU5TUEVDSUZJRUQQABIXChNTRVNTSU9OX1NUQVRVU19JRExFEAESGwoXU0VTU0lPTl9TVEFUVVNfU1RBUlRJTkcQAhIcChhTRVNTSU9OX1NUQVRVU19TVFJFQU1JTkcQAxIbChdTRVNTSU9OX1NUQVRVU19TVE9QUElORxAEKokBCg1GdWxsRXZlbnRQYXJ0Eh8KG0ZVTExfRVZFTlRfUEFSVF9VTlNQRUNJRklFRBAAEhwKGEZVTExfRVZFTlRfUEFSVF9DTElfTElORRABEhkKFUZVTExfRVZFTlRfUEFSVF9FVkVOVBACEh4KGkZVTExfRVZFTlRfUEFSVF9FVkVOVF9KU09OEAMyiAYKDlNlc3Npb25TZXJ2aWNlEkYKBVN0YXJ0Eh0uYWdlbnRoYXJuZXNzLnYxLlN0YXJ0UmVxdWVzdBoeLmFnZW50aGFybmVzcy52MS5TdGFydFJlc3BvbnNlEkMKBFNlbmQSHC5hZ2VudGhhcm5lc3MudjEuU2VuZFJlcXVlc3QaHS5hZ2VudGhhcm5lc3MudjEuU2VuZFJlc3BvbnNlEkMKBFN0b3ASHC5hZ2VudGhhcm5lc3MudjEuU3RvcFJlcXVlc3QaHS5hZ2VudGhhcm5lc3MudjEuU3RvcFJlc3BvbnNlElQKCVN1YnNjcmliZRIhLmFnZW50aGFybmVzcy52MS5TdWJzY3JpYmVSZXF1ZXN0GiIuYWdlbnRoYXJuZXNzLnYxLlN1YnNjcmliZVJlc3BvbnNlMAESTAoHSGlzdG9yeRIfLmFnZW50aGFybmVzcy52MS5IaXN0b3J5UmVxdWVzdBogLmFnZW50aGFybmVzcy52MS5IaXN0b3J5UmVzcG9uc2USagoRUmVzcG9uZFBlcm1pc3Npb24SKS5hZ2VudGhhcm5lc3MudjEuUmVzcG9uZFBlcm1pc3Npb25SZXF1ZXN0GiouYWdlbnRoYXJuZXNzLnYxLlJlc3BvbmRQZXJtaXNzaW9uUmVzcG9uc2USVQoKR2V0U2Vzc2lvbhIiLmFnZW50aGFybmVzcy52MS5HZXRTZXNzaW9uUmVxdWVzdBojLmFnZW50aGFybmVzcy52MS5HZXRTZXNzaW9uUmVzcG9uc2USWwoMTGlzdFNlc3Npb25zEiQuYWdlbnRoYXJuZXNzLnYxLkxpc3RTZXNzaW9uc1JlcXVlc3QaJS5hZ2VudGhhcm5lc3MudjEuTGlzdFNlc3Npb25zUmVzcG9uc2USYAoNUmVhZEZ1bGxFdmVudBIlLmFnZW50aGFybmVzcy52MS5SZWFkRnVsbEV2ZW50UmVxdWVzdBomLmFnZW50aGFybmVzcy52MS5SZWFkRnVsbEV2ZW50UmVzcG9uc2UwAUJOWkxnaXRodWIuY29tL2FnZW50LWhhcm5lc3MvYWdlbnQtaGFybmVzcy9nZW4vZ28vYWdlbnRoYXJuZXNzL3YxO2FnZW50aGFybmVzc3YxYgZwcm90bzM", [file_agentharness_v1_events, file_google_protobuf_struct]);
 
 /**
  * Start a run.
@@ -235,6 +235,14 @@ export type SubscribeRequest = Message<"agentharness.v1.SubscribeRequest"> & {
    * @generated from field: uint64 after_seq = 2 [jstype = JS_NUMBER];
    */
   afterSeq: bigint;
+
+  /**
+   * Also send live typing: `delta` messages with the fragments of the
+   * assistant message being written. Off by default.
+   *
+   * @generated from field: bool include_deltas = 3;
+   */
+  includeDeltas: boolean;
 };
 
 /**
@@ -287,6 +295,15 @@ export type SubscribeResponse = Message<"agentharness.v1.SubscribeResponse"> & {
      */
     value: Heartbeat;
     case: "heartbeat";
+  } | {
+    /**
+     * Only with `include_deltas`: a fragment of the message being written.
+     * Never stored and without a seq of its own.
+     *
+     * @generated from field: agentharness.v1.Delta delta = 5;
+     */
+    value: Delta;
+    case: "delta";
   } | { case: undefined; value?: undefined };
 };
 
@@ -296,6 +313,100 @@ export type SubscribeResponse = Message<"agentharness.v1.SubscribeResponse"> & {
  */
 export const SubscribeResponseSchema: GenMessage<SubscribeResponse> = /*@__PURE__*/
   messageDesc(file_agentharness_v1_session_service, 7);
+
+/**
+ * Live typing: a piece of one block of the assistant message the CLI is
+ * writing. Ephemeral: never stored, never replayed, coalesced for a slow
+ * subscriber (one delta may carry many of the CLI's fragments). Per block,
+ * the fragments a subscriber receives join to exactly the text so far.
+ * The `content` event with the same `message_id` supersedes every partial
+ * block of that message: clients drop their partial text there (and at
+ * `turn_end` and `run_end`). A block past the server's per-session budget
+ * (`--max-partial-bytes`) stops growing until its `content` lands.
+ *
+ * @generated from message agentharness.v1.Delta
+ */
+export type Delta = Message<"agentharness.v1.Delta"> & {
+  /**
+   * The run writing the message.
+   *
+   * @generated from field: string run_id = 1;
+   */
+  runId: string;
+
+  /**
+   * The log head this delta follows: every event up to it was sent on this
+   * stream before the delta, and none after it.
+   *
+   * @generated from field: uint64 after_seq = 2 [jstype = JS_NUMBER];
+   */
+  afterSeq: bigint;
+
+  /**
+   * The API message id (the `message_id` its `content` event will carry).
+   *
+   * @generated from field: string message_id = 3;
+   */
+  messageId: string;
+
+  /**
+   * The block's index in the message.
+   *
+   * @generated from field: uint32 index = 4;
+   */
+  index: number;
+
+  /**
+   * What the block holds.
+   *
+   * @generated from field: agentharness.v1.DeltaBlockType block_type = 5;
+   */
+  blockType: DeltaBlockType;
+
+  /**
+   * For a tool-input block: the tool's name.
+   *
+   * @generated from field: string tool_name = 6;
+   */
+  toolName: string;
+
+  /**
+   * For a tool-input block: the tool_use id.
+   *
+   * @generated from field: string tool_use_id = 7;
+   */
+  toolUseId: string;
+
+  /**
+   * Set when the message belongs to a subagent: the Agent tool_use id.
+   *
+   * @generated from field: string parent_tool_use_id = 8;
+   */
+  parentToolUseId: string;
+
+  /**
+   * The text to append to the block (or, when `snapshot`, its whole text).
+   *
+   * @generated from field: string fragment = 9;
+   */
+  fragment: string;
+
+  /**
+   * True for the text so far of a block a subscriber had not seen yet
+   * (sent right after `caught_up`, or when the stream fell behind): it
+   * replaces whatever partial text the client holds for this block.
+   *
+   * @generated from field: bool snapshot = 10;
+   */
+  snapshot: boolean;
+};
+
+/**
+ * Describes the message agentharness.v1.Delta.
+ * Use `create(DeltaSchema)` to create a new message.
+ */
+export const DeltaSchema: GenMessage<Delta> = /*@__PURE__*/
+  messageDesc(file_agentharness_v1_session_service, 8);
 
 /**
  * The replay header.
@@ -332,7 +443,7 @@ export type ReplayStart = Message<"agentharness.v1.ReplayStart"> & {
  * Use `create(ReplayStartSchema)` to create a new message.
  */
 export const ReplayStartSchema: GenMessage<ReplayStart> = /*@__PURE__*/
-  messageDesc(file_agentharness_v1_session_service, 8);
+  messageDesc(file_agentharness_v1_session_service, 9);
 
 /**
  * The replay is done; what follows is live.
@@ -353,7 +464,7 @@ export type CaughtUp = Message<"agentharness.v1.CaughtUp"> & {
  * Use `create(CaughtUpSchema)` to create a new message.
  */
 export const CaughtUpSchema: GenMessage<CaughtUp> = /*@__PURE__*/
-  messageDesc(file_agentharness_v1_session_service, 9);
+  messageDesc(file_agentharness_v1_session_service, 10);
 
 /**
  * Keeps idle streams open through browsers and proxies.
@@ -374,7 +485,7 @@ export type Heartbeat = Message<"agentharness.v1.Heartbeat"> & {
  * Use `create(HeartbeatSchema)` to create a new message.
  */
 export const HeartbeatSchema: GenMessage<Heartbeat> = /*@__PURE__*/
-  messageDesc(file_agentharness_v1_session_service, 10);
+  messageDesc(file_agentharness_v1_session_service, 11);
 
 /**
  * Page older events. A page is bounded by bytes as well as by `limit`: it
@@ -411,7 +522,7 @@ export type HistoryRequest = Message<"agentharness.v1.HistoryRequest"> & {
  * Use `create(HistoryRequestSchema)` to create a new message.
  */
 export const HistoryRequestSchema: GenMessage<HistoryRequest> = /*@__PURE__*/
-  messageDesc(file_agentharness_v1_session_service, 11);
+  messageDesc(file_agentharness_v1_session_service, 12);
 
 /**
  * A page of older events.
@@ -439,7 +550,7 @@ export type HistoryResponse = Message<"agentharness.v1.HistoryResponse"> & {
  * Use `create(HistoryResponseSchema)` to create a new message.
  */
 export const HistoryResponseSchema: GenMessage<HistoryResponse> = /*@__PURE__*/
-  messageDesc(file_agentharness_v1_session_service, 12);
+  messageDesc(file_agentharness_v1_session_service, 13);
 
 /**
  * Answer a permission request.
@@ -501,7 +612,7 @@ export type RespondPermissionRequest = Message<"agentharness.v1.RespondPermissio
  * Use `create(RespondPermissionRequestSchema)` to create a new message.
  */
 export const RespondPermissionRequestSchema: GenMessage<RespondPermissionRequest> = /*@__PURE__*/
-  messageDesc(file_agentharness_v1_session_service, 13);
+  messageDesc(file_agentharness_v1_session_service, 14);
 
 /**
  * The answer was delivered.
@@ -516,7 +627,7 @@ export type RespondPermissionResponse = Message<"agentharness.v1.RespondPermissi
  * Use `create(RespondPermissionResponseSchema)` to create a new message.
  */
 export const RespondPermissionResponseSchema: GenMessage<RespondPermissionResponse> = /*@__PURE__*/
-  messageDesc(file_agentharness_v1_session_service, 14);
+  messageDesc(file_agentharness_v1_session_service, 15);
 
 /**
  * Token totals and cost of a session.
@@ -587,7 +698,7 @@ export type SessionUsage = Message<"agentharness.v1.SessionUsage"> & {
  * Use `create(SessionUsageSchema)` to create a new message.
  */
 export const SessionUsageSchema: GenMessage<SessionUsage> = /*@__PURE__*/
-  messageDesc(file_agentharness_v1_session_service, 15);
+  messageDesc(file_agentharness_v1_session_service, 16);
 
 /**
  * A session's derived state, computed on the server by the same derive
@@ -674,7 +785,7 @@ export type Session = Message<"agentharness.v1.Session"> & {
  * Use `create(SessionSchema)` to create a new message.
  */
 export const SessionSchema: GenMessage<Session> = /*@__PURE__*/
-  messageDesc(file_agentharness_v1_session_service, 16);
+  messageDesc(file_agentharness_v1_session_service, 17);
 
 /**
  * Get one session.
@@ -695,7 +806,7 @@ export type GetSessionRequest = Message<"agentharness.v1.GetSessionRequest"> & {
  * Use `create(GetSessionRequestSchema)` to create a new message.
  */
 export const GetSessionRequestSchema: GenMessage<GetSessionRequest> = /*@__PURE__*/
-  messageDesc(file_agentharness_v1_session_service, 17);
+  messageDesc(file_agentharness_v1_session_service, 18);
 
 /**
  * One session.
@@ -716,7 +827,7 @@ export type GetSessionResponse = Message<"agentharness.v1.GetSessionResponse"> &
  * Use `create(GetSessionResponseSchema)` to create a new message.
  */
 export const GetSessionResponseSchema: GenMessage<GetSessionResponse> = /*@__PURE__*/
-  messageDesc(file_agentharness_v1_session_service, 18);
+  messageDesc(file_agentharness_v1_session_service, 19);
 
 /**
  * List sessions, a page at a time (ordered by session id).
@@ -746,7 +857,7 @@ export type ListSessionsRequest = Message<"agentharness.v1.ListSessionsRequest">
  * Use `create(ListSessionsRequestSchema)` to create a new message.
  */
 export const ListSessionsRequestSchema: GenMessage<ListSessionsRequest> = /*@__PURE__*/
-  messageDesc(file_agentharness_v1_session_service, 19);
+  messageDesc(file_agentharness_v1_session_service, 20);
 
 /**
  * One page of sessions.
@@ -774,7 +885,7 @@ export type ListSessionsResponse = Message<"agentharness.v1.ListSessionsResponse
  * Use `create(ListSessionsResponseSchema)` to create a new message.
  */
 export const ListSessionsResponseSchema: GenMessage<ListSessionsResponse> = /*@__PURE__*/
-  messageDesc(file_agentharness_v1_session_service, 20);
+  messageDesc(file_agentharness_v1_session_service, 21);
 
 /**
  * Read the whole stored form of one event.
@@ -816,7 +927,7 @@ export type ReadFullEventRequest = Message<"agentharness.v1.ReadFullEventRequest
  * Use `create(ReadFullEventRequestSchema)` to create a new message.
  */
 export const ReadFullEventRequestSchema: GenMessage<ReadFullEventRequest> = /*@__PURE__*/
-  messageDesc(file_agentharness_v1_session_service, 21);
+  messageDesc(file_agentharness_v1_session_service, 22);
 
 /**
  * One chunk. The stream has at least one message (with an empty chunk when
@@ -852,7 +963,49 @@ export type ReadFullEventResponse = Message<"agentharness.v1.ReadFullEventRespon
  * Use `create(ReadFullEventResponseSchema)` to create a new message.
  */
 export const ReadFullEventResponseSchema: GenMessage<ReadFullEventResponse> = /*@__PURE__*/
-  messageDesc(file_agentharness_v1_session_service, 22);
+  messageDesc(file_agentharness_v1_session_service, 23);
+
+/**
+ * What kind of block a Delta writes.
+ *
+ * @generated from enum agentharness.v1.DeltaBlockType
+ */
+export enum DeltaBlockType {
+  /**
+   * Not set.
+   *
+   * @generated from enum value: DELTA_BLOCK_TYPE_UNSPECIFIED = 0;
+   */
+  UNSPECIFIED = 0,
+
+  /**
+   * Answer text.
+   *
+   * @generated from enum value: DELTA_BLOCK_TYPE_TEXT = 1;
+   */
+  TEXT = 1,
+
+  /**
+   * Extended thinking.
+   *
+   * @generated from enum value: DELTA_BLOCK_TYPE_THINKING = 2;
+   */
+  THINKING = 2,
+
+  /**
+   * A tool call's input, as the JSON text streamed so far (not valid JSON
+   * until the block is complete).
+   *
+   * @generated from enum value: DELTA_BLOCK_TYPE_TOOL_INPUT = 3;
+   */
+  TOOL_INPUT = 3,
+}
+
+/**
+ * Describes the enum agentharness.v1.DeltaBlockType.
+ */
+export const DeltaBlockTypeSchema: GenEnum<DeltaBlockType> = /*@__PURE__*/
+  enumDesc(file_agentharness_v1_session_service, 0);
 
 /**
  * Derived status of a session.
@@ -900,7 +1053,7 @@ export enum SessionStatus {
  * Describes the enum agentharness.v1.SessionStatus.
  */
 export const SessionStatusSchema: GenEnum<SessionStatus> = /*@__PURE__*/
-  enumDesc(file_agentharness_v1_session_service, 0);
+  enumDesc(file_agentharness_v1_session_service, 1);
 
 /**
  * Which form of an event ReadFullEvent streams.
@@ -942,7 +1095,7 @@ export enum FullEventPart {
  * Describes the enum agentharness.v1.FullEventPart.
  */
 export const FullEventPartSchema: GenEnum<FullEventPart> = /*@__PURE__*/
-  enumDesc(file_agentharness_v1_session_service, 1);
+  enumDesc(file_agentharness_v1_session_service, 2);
 
 /**
  * Runs Claude Code CLI sessions and streams their event logs.
