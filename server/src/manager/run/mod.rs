@@ -37,7 +37,7 @@ use crate::adapter::{
     UserInput,
 };
 use crate::error::{Error, Result};
-use crate::log::{EventLogs, LogError, MetaChange, NewEvent};
+use crate::log::{EventLogs, LogError, MetaChange, NewEvent, Typing};
 use crate::normalize::Normalizer;
 use crate::store::{Outcome, ReceiptWrite, SessionMeta};
 
@@ -146,6 +146,9 @@ pub(super) struct Run {
     /// that sees the run_end can start another run), or when the task ends
     /// any other way.
     live_permit: Option<OwnedSemaphorePermit>,
+    /// Live typing: the session's board (taken when the task starts; `None`
+    /// only when the log is shut down).
+    typing: Option<Typing>,
 }
 
 impl Run {
@@ -164,6 +167,7 @@ impl Run {
         let mut normalizer = Normalizer::new(opts.max_line_bytes);
         normalizer.set_pid(handle.pid);
         normalizer.set_resume(&resume);
+        normalizer.set_partial_budget(opts.max_partial_bytes);
         if prompt_sent {
             normalizer.input_sent();
         }
@@ -184,11 +188,13 @@ impl Run {
             storage_failed: None,
             last_activity: Instant::now(),
             live_permit: Some(live_permit),
+            typing: None,
         }
     }
 
     /// Runs the process to its end, answering the commands sent to `claim`.
     async fn run(mut self, claim: &mut Claim) {
+        self.typing = self.logs.typing(&self.session_id).await.ok();
         let mut stdout_open = true;
         let mut cmds_open = true;
         let exit = loop {
@@ -439,10 +445,20 @@ impl Run {
         }
     }
 
+    /// Normalizes and appends a batch of lines, and publishes what they
+    /// changed in the message being written (live typing): its removals
+    /// before the commit, everything after it (see [`crate::partial`]).
     async fn lines(&mut self, lines: Vec<StdoutLine>) {
         let payloads: Vec<_> = lines.iter().flat_map(|l| self.normalizer.line(l)).collect();
+        let changes = self.normalizer.take_partial();
+        if let Some(t) = &self.typing {
+            t.remove(&changes);
+        }
         let payloads = self.only_pending_cancels(payloads);
         self.append(payloads).await;
+        if let Some(t) = &self.typing {
+            t.publish(&self.run_id, &changes);
+        }
     }
 
     /// Drops the CLI's withdrawals (`permission_resolved{cancelled}`) of
