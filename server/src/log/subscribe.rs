@@ -289,7 +289,14 @@ impl Sub {
         }
         t.dirty = false;
         t.cursor.diff(&state, self.last_sent, &mut t.ready);
-        !t.ready.is_empty()
+        if t.ready.is_empty() {
+            return false;
+        }
+        self.shared
+            .metrics
+            .deltas_sent
+            .fetch_add(t.ready.len() as u64, Ordering::Relaxed);
+        true
     }
 
     /// The event `last_sent + 1` (never beyond `upto`), fetching a chunk when

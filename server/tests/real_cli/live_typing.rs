@@ -70,6 +70,22 @@ fn of_message(deltas: &[(usize, pb::Delta)], message_id: &str) -> Vec<(usize, pb
         .collect()
 }
 
+/// `GET /metrics` on the serving port: a lookup of one series' value.
+async fn metrics(addr: std::net::SocketAddr) -> impl Fn(&str) -> f64 {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let mut tcp = tokio::net::TcpStream::connect(addr).await.unwrap();
+    let req = format!("GET /metrics HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n");
+    tcp.write_all(req.as_bytes()).await.unwrap();
+    let mut raw = String::new();
+    tcp.read_to_string(&mut raw).await.unwrap();
+    let body = raw.split_once("\r\n\r\n").expect("a body").1.to_owned();
+    move |name: &str| {
+        body.lines()
+            .find_map(|l| l.strip_prefix(name)?.strip_prefix(' ')?.parse().ok())
+            .unwrap_or_else(|| panic!("{name} missing from /metrics:\n{body}"))
+    }
+}
+
 /// A subscriber with `include_deltas` sees the answer arrive in several
 /// pieces, all before its `content` event, and the pieces join to exactly
 /// the content's text. The log holds no trace of them.
@@ -128,6 +144,12 @@ async fn text_arrives_in_pieces_before_its_content_and_joins_to_it() {
             "a stream_event line was stored: {e:?}"
         );
     }
+    // /metrics counts them: every fragment the CLI wrote was published, and
+    // at least the deltas this stream got were sent.
+    let m = metrics(h.addr).await;
+    assert!(m("agent_harness_partial_fragments_total") >= 12.0);
+    assert!(m("agent_harness_deltas_sent_total") >= deltas.len() as f64);
+    assert_eq!(m("agent_harness_partial_fragments_dropped_total"), 0.0);
     h.finish("typing", &live).await;
 }
 

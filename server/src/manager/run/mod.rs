@@ -18,6 +18,7 @@ pub(super) use self::end::supervised;
 
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
+use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use agent_harness_client::derive::Status;
@@ -149,6 +150,8 @@ pub(super) struct Run {
     /// Live typing: the session's board (taken when the task starts; `None`
     /// only when the log is shut down).
     typing: Option<Typing>,
+    /// Fragments the normalizer had dropped at the last count.
+    partial_dropped: u64,
 }
 
 impl Run {
@@ -189,6 +192,7 @@ impl Run {
             last_activity: Instant::now(),
             live_permit: Some(live_permit),
             typing: None,
+            partial_dropped: 0,
         }
     }
 
@@ -454,10 +458,29 @@ impl Run {
         if let Some(t) = &self.typing {
             t.remove(&changes);
         }
+        self.count_partial(&changes);
         let payloads = self.only_pending_cancels(payloads);
         self.append(payloads).await;
         if let Some(t) = &self.typing {
             t.publish(&self.run_id, &changes);
+        }
+    }
+
+    /// Live-typing counters for `/metrics`.
+    fn count_partial(&mut self, changes: &[crate::partial::Change]) {
+        let m = self.logs.metrics();
+        let fragments = changes
+            .iter()
+            .filter(|c| matches!(c, crate::partial::Change::Fragment { .. }))
+            .count() as u64;
+        if fragments > 0 {
+            m.partial_fragments.fetch_add(fragments, Ordering::Relaxed);
+        }
+        let dropped = self.normalizer.partial_dropped();
+        if dropped > self.partial_dropped {
+            m.partial_dropped
+                .fetch_add(dropped - self.partial_dropped, Ordering::Relaxed);
+            self.partial_dropped = dropped;
         }
     }
 
