@@ -358,17 +358,28 @@ pub struct Typing {
 }
 
 impl Typing {
-    /// Before a batch's events are committed: its removals (see
-    /// [`crate::partial::Board::remove`]).
-    pub fn remove(&self, changes: &[crate::partial::Change]) {
-        self.session.board.remove(changes);
-    }
-
-    /// After a batch's events are committed: all its changes, following the
-    /// log head as it is now.
+    /// Changes the CLI wrote after every committed event and before any
+    /// uncommitted one: published at once (see [`crate::partial::Board::publish`]).
     pub fn publish(&self, run_id: &str, changes: &[crate::partial::Change]) {
         let head = *self.session.head.borrow();
         self.session.board.publish(run_id, changes, head);
+    }
+
+    /// Before a batch's events are committed: closes the blocks it
+    /// completes. Returns the head before the commit, for
+    /// [`Typing::publish_after`].
+    pub fn close(&self, changes: &[crate::partial::Change]) -> u64 {
+        let head = *self.session.head.borrow();
+        self.session.board.close(changes, head);
+        head
+    }
+
+    /// After the batch's events are committed: all its changes.
+    pub fn publish_after(&self, run_id: &str, changes: &[crate::partial::Change], before: u64) {
+        let head = *self.session.head.borrow();
+        self.session
+            .board
+            .publish_after(run_id, changes, before, head);
     }
 
     /// The run ended.

@@ -23,12 +23,11 @@
 //!
 //! Live typing (`include_deltas`, see [`crate::partial`]): such a stream
 //! also follows its session's board (a second watch) with a
-//! [`Cursor`] of what it has sent. Events always go first: a delta is
-//! computed only when the stream has sent every event the board follows
-//! (`State::after_seq`), and the few deltas computed at once (one per block
-//! in flight) are sent before anything later. Nothing is queued per
-//! fragment: a stream that reads slowly gets what was appended meanwhile as
-//! one fragment per block.
+//! [`Cursor`] of what it has sent. Before each next event it sends the text
+//! the CLI wrote before that event (and only that: text written after an
+//! event it has not sent waits for it), at most one delta per block in
+//! flight. Nothing is queued per fragment: a stream that reads slowly gets
+//! what was appended meanwhile as one fragment per block.
 
 use std::collections::VecDeque;
 use std::pin::Pin;
@@ -196,6 +195,10 @@ impl Sub {
                     if let Some(d) = self.typing.as_mut().and_then(|t| t.ready.pop_front()) {
                         return Some(Kind::Delta(d));
                     }
+                    // Text the CLI wrote before the next event goes first.
+                    if self.deltas_due() {
+                        continue;
+                    }
                     let head = *self.head_rx.borrow_and_update();
                     if head > self.seen_head {
                         // Once per new head, not per event: how far behind it found us.
@@ -209,9 +212,6 @@ impl Sub {
                         if let Some(ev) = self.next_event(head).await {
                             return Some(Kind::Event(ev));
                         }
-                        continue;
-                    }
-                    if self.deltas_due() {
                         continue;
                     }
                     // Checked again after `borrow_and_update`: shutdown sets the
@@ -268,27 +268,22 @@ impl Sub {
         }
     }
 
-    /// Live typing: when the board may hold something unsent and this
-    /// stream has sent every event the board follows, computes the deltas
-    /// into `ready`. True when there is something to send (or an event
-    /// to send first).
+    /// Live typing: when the board may hold something unsent, computes the
+    /// deltas this stream may send now (the text written before any event
+    /// it has not sent) into `ready`. True when there is one to send. Stays
+    /// dirty while the board holds text that follows an unsent event.
     fn deltas_due(&mut self) -> bool {
         let Some(t) = self.typing.as_mut() else {
             return false;
         };
-        if !t.dirty {
+        // A change since the last look counts even when no wait saw it.
+        if !t.dirty && !t.rx.has_changed().unwrap_or(false) {
             return false;
         }
         // Seen before reading, so an addition made after the read wakes us.
         t.rx.borrow_and_update();
         let state = self.session.board.read();
-        if state.after_seq() > self.last_sent {
-            // An event the board follows is not sent yet: it goes first (the
-            // head watch already holds it); stay dirty.
-            return true;
-        }
-        t.dirty = false;
-        t.cursor.diff(&state, self.last_sent, &mut t.ready);
+        t.dirty = !t.cursor.diff(&state, self.last_sent, &mut t.ready);
         if t.ready.is_empty() {
             return false;
         }

@@ -19,6 +19,32 @@ struct Block {
     index: u32,
     kind: BlockKind,
     text: String,
+    /// How long the text was at each log head it was published after,
+    /// oldest first (one entry per head: a block is rarely written across
+    /// an event). A stream that has sent the events up to `s` may send the
+    /// text up to the last mark at or below `s`, and no further: the rest
+    /// was written after an event it has not sent yet.
+    marks: Vec<(u64, usize)>,
+    /// Set when the block is done (its `content` event, the message's or
+    /// the turn's end): the log head before that commit. A stream that has
+    /// sent events past it has the `content` and must not get more of the
+    /// block; one that has not may still get the text up to it (so a
+    /// block's last fragments go out before its `content`).
+    closed_after: Option<u64>,
+}
+
+impl Block {
+    /// The text a stream that has sent events up to `sent_seq` may have;
+    /// and whether that is all of it.
+    fn visible(&self, sent_seq: u64) -> (usize, bool) {
+        let len = self
+            .marks
+            .iter()
+            .rev()
+            .find(|(after, _)| *after <= sent_seq)
+            .map_or(0, |(_, len)| *len);
+        (len, len == self.text.len())
+    }
 }
 
 /// What a board holds; read under its lock by [`Cursor::diff`].
@@ -26,38 +52,28 @@ struct Block {
 pub struct State {
     /// The run writing.
     run_id: String,
-    /// The log head when the board last changed: a subscriber sends its
-    /// deltas only once it has sent every event up to here, so no fragment
-    /// overtakes an event the CLI wrote before it.
-    after_seq: u64,
     /// In the order they started.
     blocks: Vec<Block>,
     next_serial: u64,
 }
 
 impl State {
-    /// See the field.
-    pub fn after_seq(&self) -> u64 {
-        self.after_seq
-    }
-
     /// Bytes of partial text held.
     pub fn bytes(&self) -> usize {
         self.blocks.iter().map(|b| b.text.len()).sum()
     }
 
-    /// Blocks in flight.
-    pub fn len(&self) -> usize {
-        self.blocks.len()
+    /// Blocks held that are still being written.
+    pub fn open(&self) -> usize {
+        self.blocks
+            .iter()
+            .filter(|b| b.closed_after.is_none())
+            .count()
     }
 
-    /// Whether nothing is in flight.
-    pub fn is_empty(&self) -> bool {
-        self.blocks.is_empty()
-    }
-
-    /// Applies one change; true when text was added.
-    fn apply(&mut self, change: &Change) -> bool {
+    /// Applies one change (text added after log head `head`; blocks done
+    /// are closed after `close_after`); true when text was added.
+    fn apply(&mut self, change: &Change, head: u64, close_after: u64) -> bool {
         match change {
             Change::Started {
                 message_id,
@@ -65,7 +81,7 @@ impl State {
                 index,
                 kind,
             } => {
-                if !self.has(message_id, *index) {
+                if self.find(message_id, *index).is_none() {
                     self.next_serial += 1;
                     self.blocks.push(Block {
                         serial: self.next_serial,
@@ -74,6 +90,8 @@ impl State {
                         index: *index,
                         kind: kind.clone(),
                         text: String::new(),
+                        marks: Vec::new(),
+                        closed_after: None,
                     });
                 }
                 false
@@ -82,35 +100,48 @@ impl State {
                 message_id,
                 index,
                 fragment,
-            } => match self
-                .blocks
-                .iter_mut()
-                .find(|b| b.message_id == *message_id && b.index == *index)
-            {
-                Some(b) => {
+            } => match self.find(message_id, *index) {
+                Some(b) if b.closed_after.is_none() => {
                     b.text.push_str(fragment);
+                    let len = b.text.len();
+                    match b.marks.last_mut() {
+                        Some((after, l)) if *after == head => *l = len,
+                        _ => b.marks.push((head, len)),
+                    }
                     true
                 }
-                // Done before the commit (see `Board::remove`).
-                None => false,
+                _ => false,
             },
             Change::Done { message_id, index } => {
-                self.blocks.retain(|b| {
-                    !(b.message_id == *message_id && index.is_none_or(|i| i == b.index))
-                });
+                for b in self
+                    .blocks
+                    .iter_mut()
+                    .filter(|b| b.message_id == *message_id && index.is_none_or(|i| i == b.index))
+                {
+                    b.closed_after.get_or_insert(close_after);
+                }
                 false
             }
             Change::Cleared => {
-                self.blocks.clear();
+                for b in &mut self.blocks {
+                    b.closed_after.get_or_insert(close_after);
+                }
                 false
             }
         }
     }
 
-    fn has(&self, message_id: &str, index: u32) -> bool {
+    fn find(&mut self, message_id: &str, index: u32) -> Option<&mut Block> {
         self.blocks
-            .iter()
-            .any(|b| &*b.message_id == message_id && b.index == index)
+            .iter_mut()
+            .find(|b| &*b.message_id == message_id && b.index == index)
+    }
+
+    /// Forgets blocks done before `head`: every stream that keeps up has
+    /// had their text by now (the next batch of the CLI's output).
+    fn forget_done(&mut self, head: u64) {
+        self.blocks
+            .retain(|b| b.closed_after.is_none_or(|after| after >= head));
     }
 }
 
@@ -147,36 +178,60 @@ impl Board {
         self.state.write().unwrap_or_else(|p| p.into_inner())
     }
 
-    /// Before a batch's events are committed: applies its removals only, so
-    /// that no subscriber that gets a block's `content` event can still find
-    /// the block here. (A subscriber that joins in between misses its text
-    /// for that moment; the `content` event follows.)
-    pub fn remove(&self, changes: &[Change]) {
-        if changes.iter().any(Change::removes) {
-            let mut state = self.write();
-            for c in changes.iter().filter(|c| c.removes()) {
-                state.apply(c);
-            }
-        }
-    }
-
-    /// After a batch's events are committed (`head` is the log head now):
-    /// applies all its changes, in order, and wakes the subscribers.
+    /// Changes that follow every event up to `head` and no later one (the
+    /// CLI wrote them before anything not yet committed): applied at once.
     pub fn publish(&self, run_id: &str, changes: &[Change], head: u64) {
         if changes.is_empty() {
             return;
         }
         let added = {
             let mut state = self.write();
+            state.forget_done(head);
             if state.run_id != run_id {
                 // A run that died without a result left its blocks behind.
                 state.blocks.clear();
                 state.run_id = run_id.to_owned();
             }
-            state.after_seq = head;
             let mut added = false;
             for c in changes {
-                added |= state.apply(c);
+                added |= state.apply(c, head, head);
+            }
+            added
+        };
+        if added {
+            self.version.send_modify(|v| *v += 1);
+        }
+    }
+
+    /// Before a batch's events are committed (`head` is the log head
+    /// before the commit): closes the blocks the batch completes, so no
+    /// stream that gets their `content` event gets more of them.
+    pub fn close(&self, changes: &[Change], head: u64) {
+        if changes.iter().any(Change::removes) {
+            let mut state = self.write();
+            state.forget_done(head);
+            for c in changes.iter().filter(|c| c.removes()) {
+                state.apply(c, head, head);
+            }
+        }
+    }
+
+    /// After the batch's events are committed (`head` is the log head now,
+    /// `before` the one [`Board::close`] was given): all its changes, in
+    /// order; blocks done in it are closed after `before`.
+    pub fn publish_after(&self, run_id: &str, changes: &[Change], before: u64, head: u64) {
+        if changes.is_empty() {
+            return;
+        }
+        let added = {
+            let mut state = self.write();
+            if state.run_id != run_id {
+                state.blocks.clear();
+                state.run_id = run_id.to_owned();
+            }
+            let mut added = false;
+            for c in changes {
+                added |= state.apply(c, head, before);
             }
             added
         };
@@ -214,30 +269,38 @@ impl Default for Cursor {
 
 impl Cursor {
     /// Appends to `out` the deltas that bring this subscriber from what it
-    /// was sent to `state`: the whole text of each block it has not seen
-    /// (`snapshot` on the first diff), then only what was appended since.
-    /// `after_seq` is the last event this stream sent.
-    pub fn diff(&mut self, state: &State, after_seq: u64, out: &mut VecDeque<pb::Delta>) {
+    /// was sent to `state`, as far as a stream that has sent the events up
+    /// to `sent_seq` may go: the whole text of each block it has not seen
+    /// (`snapshot` on the first diff), then only what was appended since;
+    /// nothing of a block whose `content` it may already have. Returns
+    /// false when the board holds text this stream may send only after
+    /// later events (diff again once they are sent).
+    pub fn diff(&mut self, state: &State, sent_seq: u64, out: &mut VecDeque<pb::Delta>) -> bool {
         let first = std::mem::take(&mut self.first);
+        let mut complete = true;
+        let live = |b: &Block| b.closed_after.is_none_or(|after| sent_seq <= after);
         self.sent
-            .retain(|(serial, _)| state.blocks.iter().any(|b| b.serial == *serial));
-        for b in &state.blocks {
+            .retain(|(serial, _)| state.blocks.iter().any(|b| b.serial == *serial && live(b)));
+        for b in state.blocks.iter().filter(|b| live(b)) {
+            let (upto, all) = b.visible(sent_seq);
+            complete &= all;
             let entry = self.sent.iter_mut().find(|(s, _)| *s == b.serial);
             let (from, snapshot) = match entry.as_deref() {
-                Some(&(_, n)) if n <= b.text.len() => (n, false),
+                Some(&(_, n)) if n <= upto => (n, false),
                 // Cannot happen (text only grows); resend it whole.
                 Some(_) => (0, true),
                 None => (0, first),
             };
-            if from == b.text.len() {
+            if from >= upto {
                 continue;
             }
             match entry {
-                Some(e) => e.1 = b.text.len(),
-                None => self.sent.push((b.serial, b.text.len())),
+                Some(e) => e.1 = upto,
+                None => self.sent.push((b.serial, upto)),
             }
-            out.push_back(delta(state, b, after_seq, &b.text[from..], snapshot));
+            out.push_back(delta(state, b, sent_seq, &b.text[from..upto], snapshot));
         }
+        complete
     }
 }
 
@@ -296,9 +359,9 @@ mod tests {
         }
     }
 
-    fn diff(c: &mut Cursor, b: &Board, after: u64) -> Vec<(u32, String, bool)> {
+    fn diff(c: &mut Cursor, b: &Board, sent_seq: u64) -> Vec<(u32, String, bool)> {
         let mut out = VecDeque::new();
-        c.diff(&b.read(), after, &mut out);
+        c.diff(&b.read(), sent_seq, &mut out);
         out.into_iter()
             .map(|d| (d.index, d.fragment, d.snapshot))
             .collect()
@@ -335,37 +398,54 @@ mod tests {
         );
     }
 
+    /// One batch: block 0's last fragment, its `assistant` line (its
+    /// `content` event), then block 1. The fragment goes out at once; block
+    /// 0 is closed before the commit; block 1 comes after it.
     #[test]
-    fn removals_apply_before_the_commit_and_fragments_after() {
+    fn a_blocks_last_fragments_go_before_its_content_and_nothing_after() {
         let board = Board::default();
         board.publish("r", &[started("m", 0), frag("m", 0, "abc")], 1);
-        // One batch: the end of block 0 and the start of block 1.
-        let batch = [
-            frag("m", 0, "d"),
-            done("m", 0),
-            started("m", 1),
-            frag("m", 1, "x"),
-        ];
-        board.remove(&batch);
+        let mut behind = Cursor::default();
+        let mut ahead = Cursor::default();
+        assert_eq!(diff(&mut behind, &board, 1), vec![(0, "abc".into(), true)]);
+        assert_eq!(diff(&mut ahead, &board, 1), vec![(0, "abc".into(), true)]);
+        // The lines before the batch's first event.
+        board.publish("r", &[frag("m", 0, "d")], 1);
+        let later = [done("m", 0), started("m", 1), frag("m", 1, "x")];
+        board.close(&later, 1);
+        // Committed: block 0's content is seq 2. Then the rest.
+        board.publish_after("r", &later, 1, 2);
+        // A stream still at seq 1 gets block 0's last fragment (before the
+        // content), and nothing of block 1 (written after the content).
+        let mut out = VecDeque::new();
         assert!(
-            board.read().is_empty(),
-            "block 0 goes before its content is committed"
+            !behind.diff(&board.read(), 1, &mut out),
+            "block 1 waits for seq 2"
         );
-        let mut c = Cursor::default();
-        assert_eq!(diff(&mut c, &board, 1), vec![]);
-        board.publish("r", &batch, 2);
-        assert_eq!(board.read().after_seq(), 2);
-        assert_eq!(diff(&mut c, &board, 2), vec![(1, "x".into(), false)]);
-        assert_eq!(board.read().bytes(), 1);
+        let got: Vec<_> = out.iter().map(|d| (d.index, d.fragment.as_str())).collect();
+        assert_eq!(got, vec![(0, "d")]);
+        assert_eq!(diff(&mut behind, &board, 2), vec![(1, "x".into(), false)]);
+        // A stream that already sent the content gets nothing more of block 0.
+        assert_eq!(diff(&mut ahead, &board, 2), vec![(1, "x".into(), false)]);
+        // A stream joining now: only block 1.
+        assert_eq!(
+            diff(&mut Cursor::default(), &board, 2),
+            vec![(1, "x".into(), true)]
+        );
+        // The next batch forgets block 0.
+        board.publish("r", &[frag("m", 1, "y")], 2);
+        assert_eq!(board.read().blocks.len(), 1);
+        assert_eq!(board.read().bytes(), 2);
     }
 
     #[test]
-    fn a_turn_that_ends_in_the_same_batch_leaves_nothing() {
+    fn a_turn_that_ends_in_the_same_batch_leaves_nothing_open() {
         let board = Board::default();
-        let batch = [started("m", 0), frag("m", 0, "cut"), Change::Cleared];
-        board.remove(&batch);
-        board.publish("r", &batch, 5);
-        assert!(board.read().is_empty());
+        let later = [started("m", 0), frag("m", 0, "cut"), Change::Cleared];
+        board.close(&later, 4);
+        board.publish_after("r", &later, 4, 5);
+        assert_eq!(board.read().open(), 0);
+        assert_eq!(diff(&mut Cursor::default(), &board, 5), vec![]);
     }
 
     #[test]
@@ -373,12 +453,12 @@ mod tests {
         let board = Board::default();
         board.publish("r1", &[started("m", 0), frag("m", 0, "stale")], 1);
         board.clear("other");
-        assert_eq!(board.read().len(), 1, "another run's end clears nothing");
+        assert_eq!(board.read().open(), 1, "another run's end clears nothing");
         board.publish("r2", &[started("n", 0), frag("n", 0, "new")], 2);
         let mut c = Cursor::default();
         assert_eq!(diff(&mut c, &board, 2), vec![(0, "new".into(), true)]);
         board.clear("r2");
-        assert!(board.read().is_empty());
+        assert_eq!(board.read().open(), 0);
     }
 
     #[test]
@@ -390,7 +470,8 @@ mod tests {
         board.publish("r", &[frag("m", 0, "a")], 1);
         assert!(rx.has_changed().unwrap());
         rx.borrow_and_update();
-        board.publish("r", &[done("m", 0)], 2);
+        board.close(&[done("m", 0)], 1);
+        board.publish_after("r", &[done("m", 0)], 1, 2);
         assert!(!rx.has_changed().unwrap());
     }
 

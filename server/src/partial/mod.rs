@@ -9,16 +9,18 @@
 //!   no text, only which blocks are in flight and their sizes, and it
 //!   enforces the per-session byte budget.
 //! - [`Board`] (one per resident session, beside the log's head) holds the
-//!   text of the blocks in flight. Of a batch of stdout lines, the run
-//!   task publishes the changes of the lines before the batch's first
-//!   event at once (so a block's last fragments go out before its
-//!   `content`, even when they share a batch), and the rest after the
-//!   batch's events are committed, their removals also before the commit.
-//!   So a subscriber never sees partial text of a block whose `content`
-//!   event it already has, nor a fragment ahead of an event the CLI wrote
-//!   before it ([`State::after_seq`]), and per block the fragments it gets
-//!   join to exactly the text its `content` stores (unless the block
-//!   passed the byte budget).
+//!   text of the blocks in flight, and for each block how long its text was
+//!   at each log head it was written after. Of a batch of stdout lines, the
+//!   run task publishes the changes of the lines before the batch's first
+//!   event at once; closes the blocks the batch completes before its
+//!   events are committed; and applies the rest after. So a stream sends a
+//!   block's text only up to what the CLI wrote before the next event it
+//!   has not sent, never a fragment ahead of an event the CLI wrote before
+//!   it, and nothing of a block once it has sent the block's `content`;
+//!   while a block's last fragments, even when they share a batch with its
+//!   `assistant` line, go out before its `content`. Per block, the
+//!   fragments a stream that keeps up receives join to exactly the text its
+//!   `content` stores (unless the block passed the byte budget).
 //! - [`Cursor`] (one per subscriber that asked) remembers how much of each
 //!   block it has sent and turns the board into deltas: the whole text of a
 //!   block it has not sent yet, then only what was appended since. A slow

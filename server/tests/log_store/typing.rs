@@ -113,12 +113,13 @@ async fn a_slow_reader_gets_the_fragments_coalesced_and_holds_up_nobody() {
     }
 }
 
-/// One batch of CLI lines ends block 0 (its `content` event) and starts
-/// block 1. The run removes block 0 before the commit and publishes block
-/// 1 after it: a subscriber gets the `content` event first, then the new
-/// block's fragment, and never block 0's text again.
+/// One batch of CLI lines: block 0's last fragment, its `assistant` line
+/// (its `content` event), the start of block 1. The run publishes the
+/// fragment at once, closes block 0 before the commit and publishes block 1
+/// after it. A subscriber gets block 0's last fragment, then the `content`
+/// event, then block 1, and never block 0's text after its content.
 #[tokio::test]
-async fn a_delta_never_overtakes_the_event_it_follows() {
+async fn a_blocks_last_fragment_goes_before_its_content_and_the_next_block_after() {
     let dir = tempfile::tempdir().unwrap();
     let logs = open(&dir);
     logs.append("s", vec![new_event(0)]).await.unwrap();
@@ -128,8 +129,8 @@ async fn a_delta_never_overtakes_the_event_it_follows() {
     typing.publish("r", &[started("m", 0), frag("m", 0, "abc")]);
     assert_eq!(delta(next_kind(&mut sub).await).fragment, "abc");
 
-    let batch = [
-        frag("m", 0, "d"),
+    let now = [frag("m", 0, "d")];
+    let later = [
         Change::Done {
             message_id: "m".into(),
             index: Some(0),
@@ -137,21 +138,29 @@ async fn a_delta_never_overtakes_the_event_it_follows() {
         started("m", 1),
         frag("m", 1, "xyz"),
     ];
-    typing.remove(&batch);
-    // A subscriber joining now sees no block 0 (its content is on the way).
+    typing.publish("r", &now);
+    let before = typing.close(&later);
+    // A subscriber joining now still sees block 0 (its content is on the way).
     let mut joiner = Box::pin(logs.subscribe_with("s", 0, true).await.unwrap());
     catch_up(&mut joiner).await;
     logs.append("s", vec![new_event(1)]).await.unwrap(); // block 0's content
-    typing.publish("r", &batch);
+    typing.publish_after("r", &later, before);
 
-    for s in [&mut sub, &mut joiner] {
+    for (s, block0) in [(&mut sub, "d"), (&mut joiner, "abcd")] {
+        let d = delta(next_kind(s).await);
+        assert_eq!((d.index, d.fragment.as_str(), d.after_seq), (0, block0, 1));
         match next_kind(s).await {
-            Kind::Event(e) => assert_eq!(e.seq, 2, "the content event first"),
-            other => panic!("expected the content event first, got {other:?}"),
+            Kind::Event(e) => assert_eq!(e.seq, 2, "then the content event"),
+            other => panic!("expected the content event, got {other:?}"),
         }
         let d = delta(next_kind(s).await);
         assert_eq!((d.index, d.fragment.as_str(), d.after_seq), (1, "xyz", 2));
     }
+    // One that joins after the commit never sees block 0.
+    let mut after = Box::pin(logs.subscribe_with("s", 0, true).await.unwrap());
+    catch_up(&mut after).await;
+    let d = delta(next_kind(&mut after).await);
+    assert_eq!((d.index, d.fragment.as_str(), d.snapshot), (1, "xyz", true));
 }
 
 /// A stream that joins while a block is being written gets its text so far

@@ -455,8 +455,8 @@ impl Run {
     /// [`crate::partial`]): the changes of the lines before the batch's
     /// first event at once (they follow only events already committed, so a
     /// block's last fragments go out before its `content` even when they
-    /// share a batch); of the rest, the removals before the commit and
-    /// everything after it.
+    /// share a batch); of the rest, the blocks they complete are closed
+    /// before the commit, and everything is applied after it.
     async fn lines(&mut self, lines: Vec<StdoutLine>) {
         let Batch {
             payloads,
@@ -464,14 +464,14 @@ impl Run {
             later,
         } = normalize_batch(&mut self.normalizer, &lines);
         self.count_partial(&now, &later);
-        if let Some(t) = &self.typing {
+        let before = self.typing.as_ref().map(|t| {
             t.publish(&self.run_id, &now);
-            t.remove(&later);
-        }
+            t.close(&later)
+        });
         let payloads = self.only_pending_cancels(payloads);
         self.append(payloads).await;
-        if let Some(t) = &self.typing {
-            t.publish(&self.run_id, &later);
+        if let (Some(t), Some(before)) = (&self.typing, before) {
+            t.publish_after(&self.run_id, &later, before);
         }
     }
 
