@@ -69,15 +69,13 @@ func (s *stream) textContent() (*pb.Event, int) {
 	return found, at
 }
 
-// checkJoin asserts that got, the deltas of a block joined, is the block's final text. The
-// server publishes a batch of CLI lines only after committing its events and drops the partial
-// text of a block whose content is in the batch, so a fragment the CLI wrote in the same
-// instant as the content (in practice the last tick) may never be sent: the content supersedes
-// it. Until the server sends such a tail first, got may be a prefix of final.
+// checkJoin asserts that got, the deltas of a block joined, is exactly the block's final text:
+// the server sends a block's last fragments before its content event, also when the CLI wrote
+// them in the same instant.
 func checkJoin(t *testing.T, what, got, final string) {
 	t.Helper()
-	if got != final && !strings.HasPrefix(final, got) {
-		t.Fatalf("%s: deltas join to %q, not the content text %q (nor a prefix of it)", what, got, final)
+	if got != final {
+		t.Fatalf("%s: deltas join to %q, not the content text %q", what, got, final)
 	}
 }
 

@@ -44,12 +44,10 @@ def text_content(s):
 
 
 def check_join(what: str, got: str, final: str):
-    """got, the deltas of a block joined, is the block's final text. The server publishes a
-    batch of CLI lines only after committing its events and drops the partial text of a block
-    whose content is in the batch, so a fragment the CLI wrote in the same instant as the content
-    (in practice the last tick) may never be sent: the content supersedes it. Until the server
-    sends such a tail first, got may be a prefix of final."""
-    assert final.startswith(got), f"{what}: deltas join to {got!r}, not the content text {final!r} (nor a prefix)"
+    """got, the deltas of a block joined, is exactly the block's final text: the server sends a
+    block's last fragments before its content event, also when the CLI wrote them in the same
+    instant."""
+    assert got == final, f"{what}: deltas join to {got!r}, not the content text {final!r}"
 
 
 def check_deltas_of(what: str, s, content, at: int, run_id: str):
