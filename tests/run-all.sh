@@ -25,6 +25,10 @@ cargo clippy --workspace --all-targets -- -D warnings
 step "cargo test (Rust: derive vectors, session client, server, adapters against the real CLI)"
 cargo test --workspace
 
+# What works on the pinned CLI must work on the newest release too (tests/tools/newest).
+step "cargo test: the real-CLI suite against the newest CLI ($("$CLAUDE_BIN_NEWEST" --version))"
+CLAUDE_BIN="$CLAUDE_BIN_NEWEST" cargo test -p agent-harness-server --test real_cli
+
 # `cargo test` built target/debug/agent-harness and fake-messages-api (integration tests
 # run both binaries); the suites use those instead of building again.
 for bin in agent-harness fake-messages-api; do

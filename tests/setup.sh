@@ -47,7 +47,7 @@ need cargo "the Rust workspace"
 # `npm ci` installs exactly the committed lock. npm 11 skips install scripts by default; the
 # claude CLI and buf do not need theirs (their native binaries come as optional platform
 # packages), which tests/setup.sh checks below by running both.
-npm_dirs=(tests/tools)
+npm_dirs=(tests/tools tests/tools/newest)
 for d in gen/ts tests/ts tests/browser; do
   [ -f "$d/package-lock.json" ] && npm_dirs+=("$d")
 done
@@ -78,6 +78,19 @@ case "$claude_version" in
   "$pinned_claude"*) say "claude CLI: $CLAUDE_BIN ($claude_version)" ;;
   *)
     echo "tests/setup.sh: $CLAUDE_BIN --version said '$claude_version', want $pinned_claude" >&2
+    exit 1
+    ;;
+esac
+# The newest CLI release checked (tests/tools/newest): run-all.sh runs the real-CLI suite
+# against it too, so what works on the pinned CLI keeps working on the newest.
+CLAUDE_BIN_NEWEST=$ROOT/tests/tools/newest/node_modules/@anthropic-ai/$claude_pkg/claude
+[ -x "$CLAUDE_BIN_NEWEST" ] || CLAUDE_BIN_NEWEST=$ROOT/tests/tools/newest/node_modules/@anthropic-ai/claude-code/bin/claude.exe
+newest_version=$("$CLAUDE_BIN_NEWEST" --version 2>/dev/null || true)
+newest_claude=$(node -p 'require("./tests/tools/newest/package.json").dependencies["@anthropic-ai/claude-code"]')
+case "$newest_version" in
+  "$newest_claude"*) say "newest claude CLI: $CLAUDE_BIN_NEWEST ($newest_version)" ;;
+  *)
+    echo "tests/setup.sh: $CLAUDE_BIN_NEWEST --version said '$newest_version', want $newest_claude" >&2
     exit 1
     ;;
 esac
@@ -164,6 +177,7 @@ export GOBIN="$TOOLS/bin"
 export VIRTUAL_ENV="$VENV"
 export PATH="$TOOLS/bin:$ROOT/tests/tools/node_modules/.bin:$VENV/bin:\$PATH"
 export CLAUDE_BIN="$CLAUDE_BIN"
+export CLAUDE_BIN_NEWEST="$CLAUDE_BIN_NEWEST"
 export CHROMIUM_BIN="/usr/bin/chromium"
 export AGENT_HARNESS_BIN="\${AGENT_HARNESS_BIN:-$ROOT/target/release/agent-harness}"
 export NATS_SERVER_BIN="\${NATS_SERVER_BIN:-$TOOLS/bin/nats-server}"

@@ -13,7 +13,7 @@ use agent_harness_server::adapter::{
     AdapterError, PermissionDecision, ProcessAdapter, Signal, UserInput,
 };
 use cli::{Driver, Fixture, texts};
-use common::CLI_VERSION;
+use common::cli_version_under_test;
 
 fn input(text: &str) -> UserInput {
     UserInput {
@@ -72,7 +72,7 @@ async fn first_turn_then_follow_up_on_the_same_process() {
     let Payload::RunReady(ready) = &seen[0] else {
         panic!("first event must be run_ready: {seen:#?}")
     };
-    assert_eq!(ready.cli_version, CLI_VERSION);
+    assert_eq!(ready.cli_version, cli_version_under_test());
     assert_eq!(ready.pid, pid);
     assert!(!ready.resume_id.is_empty());
     assert!(texts(&seen).contains("first answer"));

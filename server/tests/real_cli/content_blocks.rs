@@ -25,8 +25,9 @@ fn as_struct(v: &Value) -> pbjson_types::Struct {
     serde_json::from_value(v.clone()).expect("a JSON object is a Struct")
 }
 
-/// The content of the last user message of the newest Messages request
-/// whose prompt contains `text`.
+/// The content of the newest user message holding the text block `text`,
+/// in the newest Messages request that has one (CLI 2.1.332 adds its
+/// environment block as a later user message, so it need not be the last).
 fn user_content_with(api: &agent_harness_fake_api::FakeApi, text: &str) -> Vec<Value> {
     let requests = api.message_requests();
     for r in requests.iter().rev() {
@@ -38,19 +39,24 @@ fn user_content_with(api: &agent_harness_fake_api::FakeApi, text: &str) -> Vec<V
         else {
             continue;
         };
-        let Some(last_user) = messages.iter().rev().find(|m| m["role"] == "user") else {
-            continue;
-        };
-        if let Some(blocks) = last_user["content"].as_array()
-            && blocks.iter().any(|b| b["text"].as_str() == Some(text))
-        {
-            return blocks.clone();
+        for user in messages.iter().rev().filter(|m| m["role"] == "user") {
+            if let Some(blocks) = user["content"].as_array()
+                && blocks.iter().any(|b| same_text(b, text))
+            {
+                return blocks.clone();
+            }
         }
     }
     panic!(
         "no Messages request has a user message with the text block {text:?}; requests: {:#?}",
         requests.iter().map(|r| &r.body).collect::<Vec<_>>()
     );
+}
+
+/// Whether block `b` holds `text` (CLI 2.1.332 ends a prompt's text with a
+/// newline and adds an `[Image: source: ...]` text block after it).
+fn same_text(b: &Value, text: &str) -> bool {
+    b["text"].as_str().map(str::trim_end) == Some(text)
 }
 
 /// Asserts the image block reached the API, whole, before the text block.
@@ -61,7 +67,7 @@ fn assert_image_before_text(blocks: &[Value], text: &str) {
         .unwrap_or_else(|| panic!("no image block in {blocks:#?}"));
     let text_at = blocks
         .iter()
-        .position(|b| b["type"] == "text" && b["text"].as_str() == Some(text))
+        .position(|b| b["type"] == "text" && same_text(b, text))
         .expect("the text block");
     assert!(image < text_at, "image after text: {blocks:#?}");
     let source = &blocks[image]["source"];

@@ -21,8 +21,8 @@ use agent_harness_client::pb;
 use agent_harness_client::pb::event::Payload;
 use agent_harness_server::adapter::claude::PermissionMode;
 use cli_grpc::{
-    AdapterChoice, CLI_VERSION, Events, Harness, Setup, assert_same_process, count, describe_all,
-    eventually, kinds, run_starts, test_manager_options, texts, tool_results, transcript_has,
+    AdapterChoice, Events, Harness, Setup, assert_same_process, count, describe_all, eventually,
+    kinds, run_starts, test_manager_options, texts, tool_results, transcript_has,
 };
 use nix::sys::signal::{Signal as NixSignal, kill};
 use nix::unistd::Pid;
@@ -105,7 +105,7 @@ async fn first_turn_streams_the_whole_lifecycle_and_leaves_the_process_alive() {
     let Some(Payload::RunReady(ready)) = &evs[2].payload else {
         unreachable!()
     };
-    assert_eq!(ready.cli_version, CLI_VERSION);
+    assert_eq!(ready.cli_version, cli_grpc::cli_version_under_test());
     assert!(ready.pid > 0);
     assert!(
         !ready.resume_id.is_empty(),
@@ -577,7 +577,7 @@ async fn one_shot_adapter_completes_each_turn_and_send_resumes() {
     )
     .await;
     let (_, ready) = ev.run_ready_after(0).await;
-    assert_eq!(ready.cli_version, CLI_VERSION);
+    assert_eq!(ready.cli_version, cli_grpc::cli_version_under_test());
     let (end_ev, end) = ev.run_end_after(0).await;
     assert_eq!(end_ev.run_id, started.run_id);
     assert_eq!(end.reason(), pb::RunEndReason::Completed, "{end:?}");

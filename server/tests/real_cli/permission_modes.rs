@@ -324,10 +324,12 @@ async fn settings_mode_without_a_rule_denies_without_asking() {
     let made = command.strip_prefix("touch ").expect("a touch command");
     // 2.1.197's text: "touch in '<cwd>/<file>' was blocked. For security,
     // Claude Code may only create or modify files in the allowed working
-    // directories for this session: '<cwd>'." (even inside the cwd).
+    // directories for this session: '<cwd>'." (even inside the cwd);
+    // 2.1.332's: "touch in '<cwd>/<file>' needs approval. ...".
     assert!(result.is_error, "{result:?}");
     assert!(
-        result.text.contains(made) && result.text.contains("was blocked"),
+        result.text.contains(made)
+            && (result.text.contains("was blocked") || result.text.contains("needs approval")),
         "{result:?}"
     );
     assert!(

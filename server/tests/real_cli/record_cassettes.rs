@@ -15,26 +15,13 @@ use agent_harness_server::adapter::claude::ClaudeCliAdapter;
 use agent_harness_server::adapter::claude::{ClaudeInteractiveAdapter, PermissionMode};
 use cassette::{replay_checked, scenarios};
 use cli::Fixture;
-use common::{CLI_VERSION, cassettes_dir};
+use common::{cassettes_dir, cli_version_under_test};
 
 /// An adapter's CLI arguments as the cassette header records them.
 fn strings(args: Vec<OsString>) -> Vec<String> {
     args.iter()
         .map(|a| a.to_string_lossy().into_owned())
         .collect()
-}
-
-/// `claude --version` of the CLI under test ("2.1.197").
-fn binary_version() -> String {
-    let out = std::process::Command::new(common::claude_bin())
-        .arg("--version")
-        .output()
-        .expect("claude --version");
-    String::from_utf8_lossy(&out.stdout)
-        .split_whitespace()
-        .next()
-        .unwrap_or_default()
-        .to_owned()
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -114,10 +101,15 @@ async fn record_and_replay_every_scenario() {
         if cassette.header.cli_version.is_empty() && s.forget_first {
             // The recorder takes the version from the CLI's init, and a CLI
             // that cannot resume never sends one: ask the binary instead.
-            cassette.header.cli_version = binary_version();
+            cassette.header.cli_version = cli_version_under_test();
             std::fs::write(&path, cassette.to_jsonl()).unwrap();
         }
-        assert_eq!(cassette.header.cli_version, CLI_VERSION, "{}", s.name);
+        assert_eq!(
+            cassette.header.cli_version,
+            cli_version_under_test(),
+            "{}",
+            s.name
+        );
         assert_eq!(cassette.header.adapter, s.adapter);
         assert!(cassette.header.argv.iter().any(|a| a == "stream-json"));
         let (kinds, replay_exit) = replay_checked(&path).await;

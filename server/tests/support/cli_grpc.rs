@@ -37,9 +37,9 @@ use tokio::time::Instant;
 use tonic::transport::Channel;
 
 // Part of this fixture's API; not every test file uses all of it.
-#[allow(unused_imports)]
-pub use super::common::{CLI_VERSION, kind, kinds};
 use super::common::{InProcessServer, cli_options, point_at_fake_api};
+#[allow(unused_imports)]
+pub use super::common::{cli_version_under_test, kind, kinds};
 
 /// Upper bound for one wait (a turn, a run end, a status change). Generous:
 /// the machine has two cores and tests run CLIs in parallel; a passing wait

@@ -31,6 +31,25 @@ use tonic::transport::Channel;
 /// made with.
 pub const CLI_VERSION: &str = "2.1.197";
 
+/// `claude --version` of the CLI under test: [`CLI_VERSION`], or the one
+/// `CLAUDE_BIN` names (the suite also runs against the newest release).
+pub fn cli_version_under_test() -> String {
+    static VERSION: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+    VERSION
+        .get_or_init(|| {
+            let out = std::process::Command::new(claude_bin())
+                .arg("--version")
+                .output()
+                .expect("claude --version");
+            String::from_utf8_lossy(&out.stdout)
+                .split_whitespace()
+                .next()
+                .unwrap_or_default()
+                .to_owned()
+        })
+        .clone()
+}
+
 /// The CLI installed by the test setup (tests/tools), or `CLAUDE_BIN`.
 /// Missing is a test failure with the fix in the message, never a skip.
 pub fn claude_bin() -> PathBuf {

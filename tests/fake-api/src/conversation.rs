@@ -287,16 +287,31 @@ fn tool_result_text(m: &Value) -> Option<String> {
     (!results.is_empty()).then(|| results.join("\n"))
 }
 
-/// The CLI's system prompt names the working directory on a `Working directory: /path` line.
+/// The CLI names the working directory on a `Working directory: /path` (or `Primary working
+/// directory:`) line: in the system prompt (2.1.197), or in an `# Environment` text block of
+/// the messages (newer CLIs, e.g. 2.1.332).
 fn system_cwd(body: &Value) -> Option<String> {
-    let texts: Vec<&str> = match body.get("system") {
-        Some(Value::String(s)) => vec![s.as_str()],
-        Some(Value::Array(blocks)) => blocks
-            .iter()
-            .filter_map(|b| b.get("text").and_then(Value::as_str))
-            .collect(),
-        _ => Vec::new(),
+    let blocks_text = |v: &'_ Value| -> Vec<String> {
+        match v {
+            Value::String(s) => vec![s.clone()],
+            Value::Array(blocks) => blocks
+                .iter()
+                .filter_map(|b| b.get("text").and_then(Value::as_str))
+                .map(str::to_owned)
+                .collect(),
+            _ => Vec::new(),
+        }
     };
+    let mut texts: Vec<String> = body.get("system").map(blocks_text).unwrap_or_default();
+    if let Some(Value::Array(messages)) = body.get("messages") {
+        texts.extend(
+            messages
+                .iter()
+                .filter_map(|m| m.get("content"))
+                .flat_map(blocks_text)
+                .filter(|t| t.contains("working directory:")),
+        );
+    }
     texts.iter().find_map(|t| {
         t.lines().find_map(|l| {
             let l = l.trim().trim_start_matches("- ");
@@ -314,6 +329,16 @@ mod tests {
 
     fn req(messages: Value) -> Value {
         json!({"model": "m", "messages": messages, "system": [{"type": "text", "text": "x\nWorking directory: /w\n"}]})
+    }
+
+    /// CLI 2.1.332 sends the environment block as message text, not in the system prompt.
+    #[test]
+    fn cwd_from_an_environment_block_in_the_messages() {
+        let body = json!({"model": "m", "system": [{"type": "text", "text": "x"}], "messages": [
+            {"role": "user", "content": [{"type": "text", "text": "TEXT hi"}]},
+            {"role": "user", "content": [{"type": "text", "text": "# Environment\n - Primary working directory: /w2\n - Platform: linux"}]}
+        ]});
+        assert_eq!(system_cwd(&body).as_deref(), Some("/w2"));
     }
 
     #[test]
