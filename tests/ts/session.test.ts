@@ -46,6 +46,13 @@ function recordingClient(): Client<typeof SessionService> {
   };
 }
 
+/**
+ * Every handle opened, closed at the end even when a test failed before its
+ * own close(): a handle left open retries its stream forever and the test
+ * process never exits.
+ */
+const opened: SessionHandle[] = [];
+
 /** A handle that records every snapshot it publishes. */
 function open(sessionId: string, opts: ConstructorParameters<typeof SessionHandle>[2] = {}) {
   const client = recordingClient();
@@ -53,6 +60,7 @@ function open(sessionId: string, opts: ConstructorParameters<typeof SessionHandl
     backoff: { initialMs: 100, maxMs: 1000 },
     ...opts,
   });
+  opened.push(handle);
   const seen: SessionSnapshot[] = [];
   handle.subscribe((s) => seen.push(s));
   return { handle, client, seen };
@@ -106,6 +114,7 @@ before(async () => {
   h = await startHarness();
 });
 after(async () => {
+  for (const handle of opened) handle.close();
   await h?.close();
 });
 
