@@ -266,6 +266,17 @@ function assertGrows(texts: string[]) {
   }
 }
 
+/**
+ * The last partial text shown is a prefix of the answer: all of it unless
+ * the server's last fragment shared a batch with the content event, which
+ * then supersedes it unsent (server/src/partial/board.rs, Board::remove).
+ */
+function assertPrefixOfAnswer(partials: string[], expected: string) {
+  const last = partials[partials.length - 1]!;
+  assert.ok(expected.startsWith(last), `a prefix of the answer: ${JSON.stringify(last)}`);
+  if (last !== expected) console.log(`note: the content event superseded ${JSON.stringify(expected.slice(last.length))} unshown`);
+}
+
 /** The content event's state: partial text gone (superseded), the final text, equal to the server's. */
 async function assertContentSupersedes(states: Typed[], expected: string, t: Target) {
   const withContent = states.filter((s) => s.content !== null);
@@ -306,7 +317,7 @@ describe("live typing", () => {
     assert.ok(new Set(partials.map((x) => x.length)).size >= 3, `3+ lengths before the content: ${JSON.stringify(partials)}`);
     assertGrows(partials);
     const expected = ticks(n);
-    assert.equal(partials[partials.length - 1], expected, "the partial text grew to the whole answer");
+    assertPrefixOfAnswer(partials, expected);
     await assertContentSupersedes(states, expected, t);
 
     const finished = await until(p, "turn end", (v) => v.kinds.includes("turnEnd") && v.status === "idle");
@@ -362,7 +373,7 @@ describe("live typing", () => {
     assert.equal(partials[0], first.partial);
     assert.ok(partials.length >= 2, `grew after the reload: ${JSON.stringify(partials)}`);
     assertGrows(partials);
-    assert.equal(partials[partials.length - 1], expected, "grew to the whole answer");
+    assertPrefixOfAnswer(partials, expected);
     await assertContentSupersedes(states, expected, t);
 
     const finished = await until(p, "turn end", (v) => v.kinds.includes("turnEnd") && v.status === "idle");
