@@ -268,13 +268,15 @@ function assertGrows(texts: string[]) {
 
 /**
  * The last partial text shown is a prefix of the answer: all of it unless
- * the server's last fragment shared a batch with the content event, which
- * then supersedes it unsent (server/src/partial/board.rs, Board::remove).
+ * the last delta and the content event reached the page together, and
+ * React rendered them in one update (the content then supersedes the
+ * partial text before it is painted). The stream's own fragments join to
+ * the whole answer; tests/ts/session.test.ts checks that exactly.
  */
 function assertPrefixOfAnswer(partials: string[], expected: string) {
   const last = partials[partials.length - 1]!;
   assert.ok(expected.startsWith(last), `a prefix of the answer: ${JSON.stringify(last)}`);
-  if (last !== expected) console.log(`note: the content event superseded ${JSON.stringify(expected.slice(last.length))} unshown`);
+  if (last !== expected) console.log(`note: rendered together with the content event, ${JSON.stringify(expected.slice(last.length))} was never painted as partial text`);
 }
 
 /** The content event's state: partial text gone (superseded), the final text, equal to the server's. */

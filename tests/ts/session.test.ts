@@ -209,9 +209,8 @@ describe("SessionHandle against the real server", () => {
     assert.ok(text.startsWith(texts[texts.length - 1]!), "the partial text is a prefix of the content's");
 
     // The partial text is exactly the message's fragments as the stream
-    // delivered them, joined. That is the whole content text unless the
-    // server's last fragment shared a batch with the content event, which
-    // then supersedes it unsent (server/src/partial/board.rs, Board::remove).
+    // delivered them, joined, and they join to the whole content text (the
+    // server sends a block's last fragments before its content event).
     let joined = "";
     let fragments = 0;
     for (const r of delivered.get(sid) ?? []) {
@@ -221,7 +220,7 @@ describe("SessionHandle against the real server", () => {
     }
     assert.ok(fragments >= 3, `several deltas, not one: ${fragments}`);
     assert.equal(texts[texts.length - 1], joined, "the partial text is the delivered fragments, joined");
-    if (joined !== text) console.log(`note: the content event superseded ${JSON.stringify(text.slice(joined.length))} unsent`);
+    assert.equal(joined, text, "the delivered fragments join to the content's text");
 
     // From the content event on: cleared, never the content and its partial text together.
     for (const s of seen.slice(landed)) assert.deepEqual(s.partial.blocks, [], `partial at seq ${s.lastSeq}`);
