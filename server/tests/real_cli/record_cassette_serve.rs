@@ -259,8 +259,41 @@ async fn serve_the_committed_plain_turn_cassette() {
 
     let home = tempfile::tempdir().expect("home");
     let served = Served::start(&cassette, home.path(), &[]).await;
+    // The cassette was recorded with --include-partial-messages: served, it
+    // types its answer to a stream that asks for deltas.
+    let mut c = served.client().await.expect("connect");
+    let mut typing = c
+        .subscribe(pb::SubscribeRequest {
+            session_id: "demo".into(),
+            after_seq: 0,
+            include_deltas: true,
+        })
+        .await
+        .expect("Subscribe")
+        .into_inner();
     let events = replay_one_turn(&served, "demo").await;
     assert_eq!(answer_text(&events), recorded);
+    let mut typed = String::new();
+    loop {
+        let msg = tokio::time::timeout(WAIT, typing.message())
+            .await
+            .expect("the typing stream in time")
+            .expect("the typing stream")
+            .expect("open");
+        match msg.kind {
+            Some(pb::subscribe_response::Kind::Delta(d)) => typed.push_str(&d.fragment),
+            Some(pb::subscribe_response::Kind::Event(e))
+                if matches!(e.payload, Some(Payload::Content(_))) =>
+            {
+                break;
+            }
+            _ => {}
+        }
+    }
+    assert_eq!(
+        typed, recorded,
+        "the replayed deltas, before the content, join to it"
+    );
     served.stop().await;
 }
 
