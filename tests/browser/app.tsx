@@ -1,5 +1,7 @@
 // The browser proof page: useSession over grpc-web against the real server.
-// One <li> per event (data-seq, data-kind), the derived status, Send and Stop.
+// One <li> per event (data-seq, data-kind), the derived status, Send and Stop,
+// and under the events the answer being typed (live typing: the main
+// thread's partial text blocks, until their content event lands).
 // Query: ?server=http://127.0.0.1:PORT&session=ID
 // Fragment: #token=TOKEN for a server started with --auth-token-file (a
 // fragment is never sent in a request, so the token stays out of the page
@@ -12,7 +14,7 @@ import { createRoot } from "react-dom/client";
 import { Code, ConnectError, type Interceptor } from "@connectrpc/connect";
 import { createGrpcWebTransport } from "@connectrpc/connect-web";
 import { useSession } from "@agent-harness/client/react";
-import type { Event } from "@agent-harness/client/protocol";
+import { partialMainText, type Event } from "@agent-harness/client/protocol";
 
 const params = new URLSearchParams(location.search);
 const server = params.get("server") ?? "http://127.0.0.1:50051";
@@ -95,6 +97,9 @@ function App() {
           </li>
         ))}
       </ol>
+      <p data-testid="partial" className="partial">
+        {partialMainText(s.partial)}
+      </p>
       <form
         onSubmit={(ev) => {
           ev.preventDefault();

@@ -2,6 +2,8 @@
 // in real Chromium against the real server running the real claude CLI
 // against the fake Messages API. Sends a slow turn, reloads mid-turn, stops
 // a turn, and checks the DOM against the server's History every time.
+// Live typing: the answer being written grows on the page before its
+// content event, and a reload mid-message shows the text so far at once.
 // Then the same page from a non-loopback origin against a server started with
 // a token and --allowed-origin: the allowed origin streams a turn with the
 // token, another origin reaches nothing.
@@ -207,6 +209,181 @@ it("streams, survives a reload mid-turn, and stops a turn in Chromium", async ()
       `reload to ready ${tRehydrate} ms (${reloaded.seqs.length} events); stop to idle ${tIdle} ms; ` +
       `${stopped.seqs.length} events in the log`,
   );
+});
+
+/** The text `SLOW n` makes the fake model write. */
+const ticks = (n: number) => Array.from({ length: n }, (_, i) => `tick ${i} `).join("");
+
+/** One state of the page as the typing recorder saw it. */
+interface Typed {
+  /** The partial text shown (data-testid=partial). */
+  partial: string;
+  /** The text of the content event in the events list; null while there is none. */
+  content: string | null;
+}
+
+// An init script (it runs again on every reload): a MutationObserver that
+// records every DOM state whose partial text or content event differs from
+// the last one, so no state the page rendered is missed, however brief.
+// A string: see READ_VIEW.
+const TYPING_RECORDER = `(() => {
+  const rec = (window.__typed = []);
+  const read = () => {
+    const partial = document.querySelector("[data-testid=partial]")?.textContent ?? "";
+    const li = document.querySelector("li.event[data-kind=content]");
+    const content = li ? (li.querySelector(".text")?.textContent ?? "") : null;
+    const last = rec[rec.length - 1];
+    if (!last || last.partial !== partial || last.content !== content) rec.push({ partial, content });
+  };
+  new MutationObserver(read).observe(document, { subtree: true, childList: true, characterData: true });
+})()`;
+
+/** Waits until the states recorded since the last load pass `pred` (a page-side expression over `typed`). */
+async function untilTyped(p: Page, what: string, pred: string, timeoutMs = 30_000): Promise<Typed[]> {
+  try {
+    await p.waitForFunction(`((typed) => ${pred})(window.__typed ?? [])`, undefined, { timeout: timeoutMs });
+  } catch (err) {
+    throw new Error(`timed out waiting for ${what}; recorded ${JSON.stringify(await typed(p))}`, { cause: err });
+  }
+  return typed(p);
+}
+
+async function typed(p: Page): Promise<Typed[]> {
+  return (await p.evaluate("window.__typed ?? []")) as Typed[];
+}
+
+/** The non-empty partial texts shown before the content event, in order. */
+const partialsBeforeContent = (states: Typed[]) =>
+  states.filter((s) => s.content === null && s.partial !== "").map((s) => s.partial);
+
+/** Each text extends the one before it. */
+function assertGrows(texts: string[]) {
+  for (let i = 1; i < texts.length; i++) {
+    assert.ok(
+      texts[i]!.length > texts[i - 1]!.length && texts[i]!.startsWith(texts[i - 1]!),
+      `partial text grows: ${JSON.stringify(texts[i - 1])} then ${JSON.stringify(texts[i])}`,
+    );
+  }
+}
+
+/**
+ * The last partial text shown is a prefix of the answer: all of it unless
+ * the last delta and the content event reached the page together, and
+ * React rendered them in one update (the content then supersedes the
+ * partial text before it is painted). The stream's own fragments join to
+ * the whole answer; tests/ts/session.test.ts checks that exactly.
+ */
+function assertPrefixOfAnswer(partials: string[], expected: string) {
+  const last = partials[partials.length - 1]!;
+  assert.ok(expected.startsWith(last), `a prefix of the answer: ${JSON.stringify(last)}`);
+  if (last !== expected) console.log(`note: rendered together with the content event, ${JSON.stringify(expected.slice(last.length))} was never painted as partial text`);
+}
+
+/** The content event's state: partial text gone (superseded), the final text, equal to the server's. */
+async function assertContentSupersedes(states: Typed[], expected: string, t: Target) {
+  const withContent = states.filter((s) => s.content !== null);
+  assert.ok(withContent.length > 0, "the content event showed up");
+  for (const s of withContent) {
+    assert.equal(s.content, expected, "the content event's text");
+    assert.equal(s.partial, "", "the content event supersedes the partial text");
+  }
+  const logged = (await history(t)).filter((e) => e.payload.case === "content");
+  assert.equal(logged.length, 1);
+  const c = logged[0]!.payload;
+  assert.ok(c.case === "content");
+  assert.equal(c.value.blocks.map((b) => b.text).join(""), expected, "the server's content event");
+}
+
+describe("live typing", () => {
+  it("shows the answer growing before its content event, which supersedes it", async () => {
+    const t: Target = { url: h.url, session: "browser-typing" };
+    const p = await ctx.newPage();
+    const consoleErrors: string[] = [];
+    p.on("console", (m) => {
+      if (m.type() === "error") consoleErrors.push(m.text());
+    });
+    await p.addInitScript(TYPING_RECORDER);
+    await p.goto(`${page.url}/?server=${encodeURIComponent(h.url)}&session=${t.session}`);
+    await until(p, "connected and ready", (v) => v.connected === "connected" && v.hydration === "ready");
+
+    const n = 30;
+    await p.fill("[data-testid=input]", `SLOW ${n} 100`);
+    await p.click("[data-testid=send]");
+    // Mid-message: a screenshot of the page typing.
+    await untilTyped(p, "a few ticks typed", `typed.some((s) => s.content === null && s.partial.includes("tick 5 "))`);
+    mkdirSync(join(ROOT, "tests/artifacts"), { recursive: true });
+    await p.screenshot({ path: join(ROOT, "tests/artifacts/browser-typing.png"), fullPage: true });
+    const states = await untilTyped(p, "the content event", `typed.some((s) => s.content !== null)`);
+
+    const partials = partialsBeforeContent(states);
+    assert.ok(new Set(partials.map((x) => x.length)).size >= 3, `3+ lengths before the content: ${JSON.stringify(partials)}`);
+    assertGrows(partials);
+    const expected = ticks(n);
+    assertPrefixOfAnswer(partials, expected);
+    await assertContentSupersedes(states, expected, t);
+
+    const finished = await until(p, "turn end", (v) => v.kinds.includes("turnEnd") && v.status === "idle");
+    await assertMatchesServer(finished, t);
+    assert.equal(await p.textContent("[data-testid=partial]"), "");
+    assert.deepEqual(consoleErrors, [], "no console errors");
+    console.log(`typing: ${partials.length} partial states shown before the content event`);
+    await p.close();
+  });
+
+  it("after a reload mid-message shows the text so far at once, then grows to the end", async () => {
+    const t: Target = { url: h.url, session: "browser-typing-reload" };
+    const p = await ctx.newPage();
+    const consoleErrors: string[] = [];
+    p.on("console", (m) => {
+      if (m.type() === "error") consoleErrors.push(m.text());
+    });
+    await p.addInitScript(TYPING_RECORDER);
+    await p.goto(`${page.url}/?server=${encodeURIComponent(h.url)}&session=${t.session}`);
+    await until(p, "connected and ready", (v) => v.connected === "connected" && v.hydration === "ready");
+
+    const n = 60;
+    const expected = ticks(n);
+    await p.fill("[data-testid=input]", `SLOW ${n} 100`);
+    await p.click("[data-testid=send]");
+    const before = await untilTyped(
+      p,
+      "some ticks typed",
+      `typed.some((s) => s.content === null && s.partial.includes("tick 4 "))`,
+    );
+    assert.ok(before.every((s) => s.content === null), "mid-message");
+    // The longest text shown before the reload (more may come until it happens).
+    const shown = partialsBeforeContent(before).at(-1)!;
+    assert.ok(expected.startsWith(shown));
+
+    await p.reload();
+    const after = await untilTyped(p, "partial text after the reload", `typed.some((s) => s.partial !== "")`);
+    const first = after.find((s) => s.partial !== "")!;
+    assert.equal(first.content, null, "shown before the turn ends");
+    assert.ok(
+      first.partial.length >= shown.length,
+      `at once, at least what was shown before the reload (${shown.length} chars): ${JSON.stringify(first.partial)}`,
+    );
+    assert.ok(first.partial.length < expected.length, "mid-message");
+    assert.ok(expected.startsWith(first.partial), `a prefix of the answer: ${JSON.stringify(first.partial)}`);
+    assert.ok(
+      after.every((s) => s.partial === "" || expected.startsWith(s.partial)),
+      "every text shown is a prefix of the answer",
+    );
+
+    const states = await untilTyped(p, "the content event", `typed.some((s) => s.content !== null)`);
+    const partials = partialsBeforeContent(states);
+    assert.equal(partials[0], first.partial);
+    assert.ok(partials.length >= 2, `grew after the reload: ${JSON.stringify(partials)}`);
+    assertGrows(partials);
+    assertPrefixOfAnswer(partials, expected);
+    await assertContentSupersedes(states, expected, t);
+
+    const finished = await until(p, "turn end", (v) => v.kinds.includes("turnEnd") && v.status === "idle");
+    await assertMatchesServer(finished, t);
+    assert.deepEqual(consoleErrors, [], "no console errors");
+    console.log(`typing after reload: first shown ${first.partial.length} chars (before it ${shown.length})`);
+    await p.close();
+  });
 });
 
 /** A raw HTTP/1.1 request to the server as a browser would send it. */

@@ -4,7 +4,9 @@
 # grpc-web: stream a slow turn, reload mid-turn, stop a turn. Then a server
 # with a token (agent-harness token) and --allowed-origin http://app.test:PORT:
 # the page from that origin streams a turn with the token, a page from
-# http://evil.test:PORT reaches nothing. Saves tests/artifacts/browser.png.
+# http://evil.test:PORT reaches nothing. Live typing: the answer grows on the
+# page before its content event; a reload mid-message shows the text so far
+# at once. Saves tests/artifacts/browser.png and browser-typing.png.
 # Exits non-zero on any failure.
 set -euo pipefail
 cd "$(dirname "$0")/../.."

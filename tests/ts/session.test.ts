@@ -8,12 +8,15 @@ import { Code, ConnectError, createClient, type Client } from "@connectrpc/conne
 import { createGrpcTransport } from "@connectrpc/connect-node";
 import { create } from "@bufbuild/protobuf";
 import {
+  DeltaBlockType,
   EventSchema,
   SessionService,
   deriveAll,
   deriveSession,
+  partialMainText,
   type Event,
   type Session,
+  type SubscribeResponse,
 } from "@agent-harness/client/protocol";
 import { SessionHandle, type SessionSnapshot } from "@agent-harness/client/client";
 import { eventually, startHarness, type Harness } from "./support.ts";
@@ -23,12 +26,17 @@ let h: Harness;
 const subscribeCursors = new Map<string, bigint[]>();
 /** Number of History calls per session. */
 const historyCalls = new Map<string, number>();
+/** Every message of every Subscribe stream, per session, as delivered. */
+const delivered = new Map<string, SubscribeResponse[]>();
 
 function transport() {
   return createGrpcTransport({ baseUrl: h.url });
 }
 
-/** A SessionService client that records the cursor of every Subscribe and counts History calls. */
+/**
+ * A SessionService client that records the cursor and the messages of every
+ * Subscribe and counts History calls.
+ */
 function recordingClient(): Client<typeof SessionService> {
   const client = createClient(SessionService, transport());
   return {
@@ -36,7 +44,13 @@ function recordingClient(): Client<typeof SessionService> {
     subscribe(req, opts) {
       const sid = req.sessionId ?? "";
       subscribeCursors.set(sid, [...(subscribeCursors.get(sid) ?? []), req.afterSeq ?? 0n]);
-      return client.subscribe(req, opts);
+      const stream = client.subscribe(req, opts);
+      return (async function* () {
+        for await (const res of stream) {
+          delivered.set(sid, [...(delivered.get(sid) ?? []), res]);
+          yield res;
+        }
+      })();
     },
     history(req, opts) {
       const sid = req.sessionId ?? "";
@@ -46,6 +60,13 @@ function recordingClient(): Client<typeof SessionService> {
   };
 }
 
+/**
+ * Every handle opened, closed at the end even when a test failed before its
+ * own close(): a handle left open retries its stream forever and the test
+ * process never exits.
+ */
+const opened: SessionHandle[] = [];
+
 /** A handle that records every snapshot it publishes. */
 function open(sessionId: string, opts: ConstructorParameters<typeof SessionHandle>[2] = {}) {
   const client = recordingClient();
@@ -53,6 +74,7 @@ function open(sessionId: string, opts: ConstructorParameters<typeof SessionHandl
     backoff: { initialMs: 100, maxMs: 1000 },
     ...opts,
   });
+  opened.push(handle);
   const seen: SessionSnapshot[] = [];
   handle.subscribe((s) => seen.push(s));
   return { handle, client, seen };
@@ -106,6 +128,7 @@ before(async () => {
   h = await startHarness();
 });
 after(async () => {
+  for (const handle of opened) handle.close();
   await h?.close();
 });
 
@@ -141,6 +164,69 @@ describe("SessionHandle against the real server", () => {
     // ...and this port with the server's Rust derive.
     const { server, port } = await serverAndPortSession(sid);
     assert.deepEqual(port, server, "deriveSession over History equals GetSession");
+    handle.close();
+  });
+
+  it("live typing: snapshot.partial grows during a SLOW turn, holds what the stream delivered, and the content event clears it", async () => {
+    const sid = "ts-typing";
+    const { handle, seen } = open(sid);
+    await eventually("caught up", handle.getSnapshot, (s) => s.hydrationPhase === "ready" && s.connected);
+    const n = 20;
+    const started = await handle.start({ prompt: `SLOW ${n} 100` });
+    const done = await eventually(
+      "turn end",
+      handle.getSnapshot,
+      (s) => s.events.some((e) => e.payload.case === "turnEnd") && s.status === "idle",
+    );
+    const contents = done.events.filter((e) => e.payload.case === "content");
+    assert.equal(contents.length, 1, "one content event");
+    const content = contents[0]!;
+    assert.ok(content.payload.case === "content");
+    const messageId = content.payload.value.messageId;
+    const text = content.payload.value.blocks.map((b) => b.text).join("");
+    assert.equal(text, Array.from({ length: n }, (_, i) => `tick ${i} `).join(""));
+
+    // Before the content event: one text block of that message, growing,
+    // a prefix of the content's text at every step.
+    const landed = seen.findIndex((s) => s.events.some((e) => e.seq === content.seq));
+    assert.ok(landed > 0, "snapshots before the content event");
+    const texts: string[] = [];
+    for (const s of seen.slice(0, landed)) {
+      for (const b of s.partial.blocks) {
+        assert.equal(b.messageId, messageId, "the block of the message being written");
+        assert.equal(b.runId, started.runId);
+        assert.equal(b.index, 0);
+        assert.equal(b.blockType, DeltaBlockType.TEXT);
+        assert.equal(b.parentToolUseId, "");
+      }
+      const t = partialMainText(s.partial);
+      if (t !== "" && t !== texts[texts.length - 1]) texts.push(t);
+    }
+    assert.ok(new Set(texts.map((t) => t.length)).size >= 3, `3+ lengths before the content: ${JSON.stringify(texts)}`);
+    for (let i = 1; i < texts.length; i++) {
+      assert.ok(texts[i]!.startsWith(texts[i - 1]!) && texts[i]!.length > texts[i - 1]!.length, `grows at ${i}: ${texts[i]}`);
+    }
+    assert.ok(text.startsWith(texts[texts.length - 1]!), "the partial text is a prefix of the content's");
+
+    // The partial text is exactly the message's fragments as the stream
+    // delivered them, joined, and they join to the whole content text (the
+    // server sends a block's last fragments before its content event).
+    let joined = "";
+    let fragments = 0;
+    for (const r of delivered.get(sid) ?? []) {
+      if (r.kind.case !== "delta" || r.kind.value.messageId !== messageId) continue;
+      joined = r.kind.value.snapshot ? r.kind.value.fragment : joined + r.kind.value.fragment;
+      fragments++;
+    }
+    assert.ok(fragments >= 3, `several deltas, not one: ${fragments}`);
+    assert.equal(texts[texts.length - 1], joined, "the partial text is the delivered fragments, joined");
+    assert.equal(joined, text, "the delivered fragments join to the content's text");
+
+    // From the content event on: cleared, never the content and its partial text together.
+    for (const s of seen.slice(landed)) assert.deepEqual(s.partial.blocks, [], `partial at seq ${s.lastSeq}`);
+    assert.deepEqual(done.partial.blocks, []);
+    // Deltas are not events: the held list is the server's log.
+    assert.deepEqual(seqs(done.events), seqs(await fullHistory(sid)));
     handle.close();
   });
 
