@@ -345,7 +345,10 @@ impl Normalizer {
             return;
         }
         let outcome = match r.get("subtype").and_then(Value::as_str) {
-            Some("success") => Ok(r.get("response").cloned().unwrap_or(Value::Object(Map::new()))),
+            Some("success") => Ok(r
+                .get("response")
+                .cloned()
+                .unwrap_or(Value::Object(Map::new()))),
             _ => Err(r
                 .get("error")
                 .and_then(Value::as_str)

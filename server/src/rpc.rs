@@ -313,7 +313,11 @@ impl SessionService for Rpc {
         validate::session_id(&req.session_id)?;
         validate::idempotency_key(&req.idempotency_key)?;
         if req.task_id.is_empty() || req.task_id.len() > 256 {
-            return Err(Error::invalid("task_id", "1 to 256 bytes: a task_started event's task_id").into());
+            return Err(Error::invalid(
+                "task_id",
+                "1 to 256 bytes: a task_started event's task_id",
+            )
+            .into());
         }
         self.manager
             .control(
@@ -438,6 +442,45 @@ impl SessionService for Rpc {
     }
 }
 
+/// The CLI's `get_context_usage` answer as the response message: the
+/// figures it names, and the rest (without the display grid) as `raw`.
+fn context_usage(mut answer: serde_json::Value) -> pb::GetContextUsageResponse {
+    let n = |v: &serde_json::Value, k: &str| {
+        v.get(k).and_then(serde_json::Value::as_f64).unwrap_or(0.0)
+    };
+    let categories = answer
+        .get("categories")
+        .and_then(serde_json::Value::as_array)
+        .map(|cs| {
+            cs.iter()
+                .map(|c| pb::ContextCategory {
+                    name: c
+                        .get("name")
+                        .and_then(serde_json::Value::as_str)
+                        .unwrap_or_default()
+                        .to_owned(),
+                    tokens: n(c, "tokens") as u64,
+                })
+                .collect()
+        })
+        .unwrap_or_default();
+    let resp = pb::GetContextUsageResponse {
+        total_tokens: n(&answer, "totalTokens") as u64,
+        max_tokens: n(&answer, "maxTokens") as u64,
+        raw_max_tokens: n(&answer, "rawMaxTokens") as u64,
+        percentage: n(&answer, "percentage"),
+        categories,
+        raw: None,
+    };
+    if let Some(obj) = answer.as_object_mut() {
+        obj.remove("gridRows");
+    }
+    pb::GetContextUsageResponse {
+        raw: serde_json::from_value(answer).ok(),
+        ..resp
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -548,38 +591,5 @@ mod tests {
             code_of(crate::log::LogError::Closed.into()),
             Code::Unavailable
         );
-    }
-}
-
-/// The CLI's `get_context_usage` answer as the response message: the
-/// figures it names, and the rest (without the display grid) as `raw`.
-fn context_usage(mut answer: serde_json::Value) -> pb::GetContextUsageResponse {
-    let n = |v: &serde_json::Value, k: &str| v.get(k).and_then(serde_json::Value::as_f64).unwrap_or(0.0);
-    let categories = answer
-        .get("categories")
-        .and_then(serde_json::Value::as_array)
-        .map(|cs| {
-            cs.iter()
-                .map(|c| pb::ContextCategory {
-                    name: c.get("name").and_then(serde_json::Value::as_str).unwrap_or_default().to_owned(),
-                    tokens: n(c, "tokens") as u64,
-                })
-                .collect()
-        })
-        .unwrap_or_default();
-    let resp = pb::GetContextUsageResponse {
-        total_tokens: n(&answer, "totalTokens") as u64,
-        max_tokens: n(&answer, "maxTokens") as u64,
-        raw_max_tokens: n(&answer, "rawMaxTokens") as u64,
-        percentage: n(&answer, "percentage"),
-        categories,
-        raw: None,
-    };
-    if let Some(obj) = answer.as_object_mut() {
-        obj.remove("gridRows");
-    }
-    pb::GetContextUsageResponse {
-        raw: serde_json::from_value(answer).ok(),
-        ..resp
     }
 }

@@ -559,9 +559,9 @@ impl SessionManager {
                 ),
                 ControlFailure::Refused(why) => Error::CliRefused(why),
                 ControlFailure::Timeout => Error::CliTimeout(run::CONTROL_TIMEOUT),
-                ControlFailure::Ended => Error::ProcessExited(
-                    "the process ended before it answered".into(),
-                ),
+                ControlFailure::Ended => {
+                    Error::ProcessExited("the process ended before it answered".into())
+                }
             }),
             Err(_claim) => Err(Error::NoLiveProcess {
                 session_id: session_id.to_owned(),

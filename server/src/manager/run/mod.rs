@@ -625,9 +625,7 @@ impl Run {
     fn control_replies(&mut self) {
         for r in self.normalizer.take_control_replies() {
             if let Some(p) = self.controls.remove(&r.request_id) {
-                let _ = p
-                    .reply
-                    .send(r.outcome.map_err(ControlFailure::Refused));
+                let _ = p.reply.send(r.outcome.map_err(ControlFailure::Refused));
             }
         }
     }
