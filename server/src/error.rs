@@ -103,6 +103,22 @@ pub enum Error {
     /// retrying the same call cannot help.
     #[error("the process has exited: {0}")]
     ProcessExited(String),
+    /// A control call (StopTask, GetContextUsage, ...) needs the session's
+    /// live CLI process, and it has none.
+    #[error(
+        "session {session_id:?} has no live process; this call talks to a running CLI (Send \
+         starts one)"
+    )]
+    NoLiveProcess {
+        /// The session.
+        session_id: String,
+    },
+    /// The CLI answered a control request with an error.
+    #[error("the CLI refused: {0}")]
+    CliRefused(String),
+    /// The CLI did not answer a control request in time.
+    #[error("the CLI did not answer within {0:?}")]
+    CliTimeout(std::time::Duration),
     /// The operator's policy does not allow this (e.g. a `config.cwd`
     /// outside every `--allowed-cwd`).
     #[error("{0}")]

@@ -17,6 +17,7 @@
 //! | `system/task_started` / `task_progress` / `task_updated` / `task_notification` | `task_started` / `task_updated` / `task_updated` / `task_notification` |
 //! | `control_request{can_use_tool}` | `permission_requested` |
 //! | `control_cancel_request` (with a `request_id`) | `permission_resolved{by: "cancelled"}` (the run task drops it unless that request is pending in the log's fold, the one record of what is pending) |
+//! | `control_response` | nothing: the CLI's answer to a host control request ([`Normalizer::take_control_replies`]) |
 //! | `stream_event` (`--include-partial-messages`) | nothing: never stored; it feeds live typing ([`Normalizer::take_partial`], see [`crate::partial`]) |
 //! | anything else that is a JSON object with a `type` | nothing (logged at debug) |
 //! | not JSON, not an object, no `type` | `run_error{kind: "bad_line"}` |
@@ -82,6 +83,19 @@ pub struct Normalizer {
     /// The message being written, from `stream_event` lines (live typing):
     /// changes only, taken by the run task; nothing of it is an event.
     partial: Tracker,
+    /// The CLI's answers to the harness's control requests, taken by the
+    /// run task (never events).
+    control_replies: Vec<ControlReply>,
+}
+
+/// The CLI's answer to a host `control_request`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ControlReply {
+    /// The request's id.
+    pub request_id: String,
+    /// `subtype: "success"`: its `response` object (`{}` when absent);
+    /// `"error"`: the CLI's message.
+    pub outcome: Result<Value, String>,
 }
 
 /// Cumulative cost and per-model usage the CLI reported so far in this run.
@@ -151,7 +165,13 @@ impl Normalizer {
             resume: String::new(),
             reported_totals: Totals::default(),
             partial: Tracker::new(crate::partial::DEFAULT_MAX_PARTIAL_BYTES),
+            control_replies: Vec::new(),
         }
+    }
+
+    /// The CLI's answers to control requests since the last call.
+    pub fn take_control_replies(&mut self) -> Vec<ControlReply> {
+        std::mem::take(&mut self.control_replies)
     }
 
     /// Holds at most `bytes` of partial text (`--max-partial-bytes`).
@@ -280,6 +300,10 @@ impl Normalizer {
                 out
             }
             "control_request" => self.control_request(&obj),
+            "control_response" => {
+                self.control_response(&obj);
+                Vec::new()
+            }
             "control_cancel_request" => {
                 let id = str_of(&obj, "request_id");
                 if !id.is_empty() {
@@ -305,6 +329,36 @@ impl Normalizer {
             .into_iter()
             .map(|p| (p, text.to_string()))
             .collect()
+    }
+
+    /// Records the CLI's answer to a host control request.
+    fn control_response(&mut self, obj: &Map<String, Value>) {
+        let Some(r) = obj.get("response") else {
+            return;
+        };
+        let request_id = r
+            .get("request_id")
+            .or_else(|| r.get("requestId"))
+            .and_then(Value::as_str)
+            .unwrap_or_default();
+        if request_id.is_empty() {
+            return;
+        }
+        let outcome = match r.get("subtype").and_then(Value::as_str) {
+            Some("success") => Ok(r
+                .get("response")
+                .cloned()
+                .unwrap_or(Value::Object(Map::new()))),
+            _ => Err(r
+                .get("error")
+                .and_then(Value::as_str)
+                .unwrap_or("the CLI answered with an error and no message")
+                .to_owned()),
+        };
+        self.control_replies.push(ControlReply {
+            request_id: request_id.to_owned(),
+            outcome,
+        });
     }
 
     fn system(&mut self, obj: &Map<String, Value>) -> Vec<Payload> {

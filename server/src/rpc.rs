@@ -106,6 +106,8 @@ fn code(e: &Error) -> Code {
         | Error::OneShotBusy { .. }
         | Error::RespawnImpossible { .. }
         | Error::ProcessExited(_)
+        | Error::NoLiveProcess { .. }
+        | Error::CliRefused(_)
         | Error::BinaryNotFound(_)
         | Error::Unsupported(_)
         | Error::Config(_) => Code::FailedPrecondition,
@@ -113,6 +115,7 @@ fn code(e: &Error) -> Code {
         Error::ResourceLimit(_) => Code::ResourceExhausted,
         // Transient: the same call may work a little later.
         Error::ShuttingDown | Error::StillEnding { .. } => Code::Unavailable,
+        Error::CliTimeout(_) => Code::DeadlineExceeded,
         Error::Storage(_) | Error::Spawn(_) | Error::Internal(_) => Code::Internal,
     }
 }
@@ -302,6 +305,45 @@ impl SessionService for Rpc {
 
     type ReadFullEventStream = ReadFullEventStream;
 
+    async fn stop_task(
+        &self,
+        request: Request<pb::StopTaskRequest>,
+    ) -> Result<Response<pb::StopTaskResponse>, Status> {
+        let req = request.into_inner();
+        validate::session_id(&req.session_id)?;
+        validate::idempotency_key(&req.idempotency_key)?;
+        if req.task_id.is_empty() || req.task_id.len() > 256 {
+            return Err(Error::invalid(
+                "task_id",
+                "1 to 256 bytes: a task_started event's task_id",
+            )
+            .into());
+        }
+        self.manager
+            .control(
+                &req.session_id,
+                serde_json::json!({"subtype": "stop_task", "task_id": req.task_id}),
+            )
+            .await?;
+        Ok(Response::new(pb::StopTaskResponse {}))
+    }
+
+    async fn get_context_usage(
+        &self,
+        request: Request<pb::GetContextUsageRequest>,
+    ) -> Result<Response<pb::GetContextUsageResponse>, Status> {
+        let req = request.into_inner();
+        validate::session_id(&req.session_id)?;
+        let answer = self
+            .manager
+            .control(
+                &req.session_id,
+                serde_json::json!({"subtype": "get_context_usage"}),
+            )
+            .await?;
+        Ok(Response::new(context_usage(answer)))
+    }
+
     async fn read_full_event(
         &self,
         request: Request<pb::ReadFullEventRequest>,
@@ -397,6 +439,45 @@ impl SessionService for Rpc {
             sessions,
             next_page_token,
         }))
+    }
+}
+
+/// The CLI's `get_context_usage` answer as the response message: the
+/// figures it names, and the rest (without the display grid) as `raw`.
+fn context_usage(mut answer: serde_json::Value) -> pb::GetContextUsageResponse {
+    let n = |v: &serde_json::Value, k: &str| {
+        v.get(k).and_then(serde_json::Value::as_f64).unwrap_or(0.0)
+    };
+    let categories = answer
+        .get("categories")
+        .and_then(serde_json::Value::as_array)
+        .map(|cs| {
+            cs.iter()
+                .map(|c| pb::ContextCategory {
+                    name: c
+                        .get("name")
+                        .and_then(serde_json::Value::as_str)
+                        .unwrap_or_default()
+                        .to_owned(),
+                    tokens: n(c, "tokens") as u64,
+                })
+                .collect()
+        })
+        .unwrap_or_default();
+    let resp = pb::GetContextUsageResponse {
+        total_tokens: n(&answer, "totalTokens") as u64,
+        max_tokens: n(&answer, "maxTokens") as u64,
+        raw_max_tokens: n(&answer, "rawMaxTokens") as u64,
+        percentage: n(&answer, "percentage"),
+        categories,
+        raw: None,
+    };
+    if let Some(obj) = answer.as_object_mut() {
+        obj.remove("gridRows");
+    }
+    pb::GetContextUsageResponse {
+        raw: serde_json::from_value(answer).ok(),
+        ..resp
     }
 }
 

@@ -139,6 +139,14 @@ pub trait ProcessControl: Send + Sync {
         request_id: &str,
         decision: &PermissionDecision,
     ) -> Result<(), AdapterError>;
+    /// Send a `control_request` (`request` is its `request` object, with
+    /// its `subtype`) with id `request_id`; the CLI answers with a
+    /// `control_response` line carrying the same id. Returns `Ok(false)`
+    /// when the adapter has no control channel (one-shot, replays).
+    fn control(&self, request_id: &str, request: &serde_json::Value) -> Result<bool, AdapterError> {
+        let _ = (request_id, request);
+        Ok(false)
+    }
     /// Signal the whole process group.
     fn signal(&self, signal: Signal) -> Result<(), AdapterError>;
     /// Close stdin: the CLI finishes its turn and exits.

@@ -49,7 +49,7 @@ use crate::store::SessionMeta;
 use self::fold::FoldCell;
 use self::fold::SessionFold;
 use self::receipts::{Begun, IdempotencyOptions, Keyed, KeyedExt, Receipts, Ticket, fingerprint};
-use self::run::{RunCmd, WriteRefused};
+use self::run::{ControlFailure, RunCmd, WriteRefused};
 use self::slot::{Entry, Slot, Slots};
 use crate::store::Outcome;
 
@@ -532,6 +532,41 @@ impl SessionManager {
     ) -> Result<()> {
         self.respond_permission_keyed(session_id, None, request_id, answer)
             .await
+    }
+
+    /// Sends a host `control_request` (`request` holds its `subtype`) to
+    /// the session's live process and returns the CLI's answer (its
+    /// `response` object). NoLiveProcess when there is none; CliRefused,
+    /// CliTimeout or ProcessExited when the CLI does not answer with success.
+    pub async fn control(
+        &self,
+        session_id: &str,
+        request: serde_json::Value,
+    ) -> Result<serde_json::Value> {
+        let Some(slot) = self.known_slot(session_id).await? else {
+            return Err(Error::unknown_session(session_id));
+        };
+        let cmd = |reply| RunCmd::Control {
+            request: request.clone(),
+            reply,
+        };
+        match slot.ask_or_claim(cmd).await {
+            Ok(Ok(answer)) => Ok(answer),
+            Ok(Err(failure)) => Err(match failure {
+                ControlFailure::Unsupported => Error::Unsupported(
+                    "control requests (the one-shot adapter has no channel to a running CLI)"
+                        .into(),
+                ),
+                ControlFailure::Refused(why) => Error::CliRefused(why),
+                ControlFailure::Timeout => Error::CliTimeout(run::CONTROL_TIMEOUT),
+                ControlFailure::Ended => {
+                    Error::ProcessExited("the process ended before it answered".into())
+                }
+            }),
+            Err(_claim) => Err(Error::NoLiveProcess {
+                session_id: session_id.to_owned(),
+            }),
+        }
     }
 
     /// [`SessionManager::respond_permission`] with an idempotency key: a

@@ -744,3 +744,42 @@ proptest::proptest! {
         let _ = n.line(&StdoutLine::Line(Value::Object(obj).to_string()));
     }
 }
+
+/// The CLI's answers to host control requests (recorded `control_misc`:
+/// set_permission_mode, set_model, an unknown subtype, mcp_status) are
+/// handed to the run task by request id, success with its `response`
+/// object and refusal with the CLI's message, and never become events.
+#[test]
+fn control_responses_are_replies_not_events() {
+    let path = transcripts_dir().join("control_misc.transcript.jsonl");
+    let text = std::fs::read_to_string(&path).unwrap();
+    let mut n = Normalizer::new(DEFAULT_MAX_LINE_BYTES);
+    let mut replies = Vec::new();
+    for rec in text.lines() {
+        let rec: Value = serde_json::from_str(rec).unwrap();
+        if rec["dir"] != "out" {
+            continue;
+        }
+        let line = rec["line"].as_str().unwrap();
+        let events = n.line(&StdoutLine::Line(line.to_string()));
+        if line.contains("\"control_response\"") {
+            assert!(events.is_empty(), "{events:?}");
+        }
+        replies.extend(n.take_control_replies());
+    }
+    let by_id = |id: &str| {
+        replies
+            .iter()
+            .find(|r| r.request_id == id)
+            .unwrap_or_else(|| panic!("no reply {id}: {replies:?}"))
+            .outcome
+            .clone()
+    };
+    assert_eq!(by_id("c1"), Ok(serde_json::json!({"mode": "acceptEdits"})));
+    assert_eq!(by_id("c2"), Ok(serde_json::json!({})));
+    assert_eq!(
+        by_id("c3"),
+        Err("Unsupported control request subtype: no_such_thing".to_owned())
+    );
+    assert_eq!(by_id("c4"), Ok(serde_json::json!({"mcpServers": []})));
+}

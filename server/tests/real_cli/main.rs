@@ -8,6 +8,7 @@ mod support;
 
 mod adapters;
 mod content_blocks;
+mod control;
 mod crash_loop;
 mod grpc;
 mod live_service_optin;

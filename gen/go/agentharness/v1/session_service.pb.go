@@ -1900,6 +1900,302 @@ func (x *ReadFullEventResponse) GetTotalSize() uint64 {
 	return 0
 }
 
+// Stop one background task.
+type StopTaskRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The session.
+	SessionId string `protobuf:"bytes,1,opt,name=session_id,json=sessionId,proto3" json:"session_id,omitempty"`
+	// The task: `task_id` of its task_started event.
+	TaskId string `protobuf:"bytes,2,opt,name=task_id,json=taskId,proto3" json:"task_id,omitempty"`
+	// Optional retry key (see StopRequest.idempotency_key).
+	IdempotencyKey string `protobuf:"bytes,3,opt,name=idempotency_key,json=idempotencyKey,proto3" json:"idempotency_key,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
+}
+
+func (x *StopTaskRequest) Reset() {
+	*x = StopTaskRequest{}
+	mi := &file_agentharness_v1_session_service_proto_msgTypes[24]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *StopTaskRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*StopTaskRequest) ProtoMessage() {}
+
+func (x *StopTaskRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_agentharness_v1_session_service_proto_msgTypes[24]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use StopTaskRequest.ProtoReflect.Descriptor instead.
+func (*StopTaskRequest) Descriptor() ([]byte, []int) {
+	return file_agentharness_v1_session_service_proto_rawDescGZIP(), []int{24}
+}
+
+func (x *StopTaskRequest) GetSessionId() string {
+	if x != nil {
+		return x.SessionId
+	}
+	return ""
+}
+
+func (x *StopTaskRequest) GetTaskId() string {
+	if x != nil {
+		return x.TaskId
+	}
+	return ""
+}
+
+func (x *StopTaskRequest) GetIdempotencyKey() string {
+	if x != nil {
+		return x.IdempotencyKey
+	}
+	return ""
+}
+
+// The CLI accepted the stop; the task's task_updated / task_notification
+// events follow in the log.
+type StopTaskResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *StopTaskResponse) Reset() {
+	*x = StopTaskResponse{}
+	mi := &file_agentharness_v1_session_service_proto_msgTypes[25]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *StopTaskResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*StopTaskResponse) ProtoMessage() {}
+
+func (x *StopTaskResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_agentharness_v1_session_service_proto_msgTypes[25]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use StopTaskResponse.ProtoReflect.Descriptor instead.
+func (*StopTaskResponse) Descriptor() ([]byte, []int) {
+	return file_agentharness_v1_session_service_proto_rawDescGZIP(), []int{25}
+}
+
+// Ask for the live process's context usage.
+type GetContextUsageRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The session.
+	SessionId     string `protobuf:"bytes,1,opt,name=session_id,json=sessionId,proto3" json:"session_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetContextUsageRequest) Reset() {
+	*x = GetContextUsageRequest{}
+	mi := &file_agentharness_v1_session_service_proto_msgTypes[26]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetContextUsageRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetContextUsageRequest) ProtoMessage() {}
+
+func (x *GetContextUsageRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_agentharness_v1_session_service_proto_msgTypes[26]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetContextUsageRequest.ProtoReflect.Descriptor instead.
+func (*GetContextUsageRequest) Descriptor() ([]byte, []int) {
+	return file_agentharness_v1_session_service_proto_rawDescGZIP(), []int{26}
+}
+
+func (x *GetContextUsageRequest) GetSessionId() string {
+	if x != nil {
+		return x.SessionId
+	}
+	return ""
+}
+
+// One category of the context window ("System prompt", "Messages", "Free
+// space", ...).
+type ContextCategory struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The CLI's name for it.
+	Name string `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	// Tokens it takes.
+	Tokens        uint64 `protobuf:"varint,2,opt,name=tokens,proto3" json:"tokens,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ContextCategory) Reset() {
+	*x = ContextCategory{}
+	mi := &file_agentharness_v1_session_service_proto_msgTypes[27]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ContextCategory) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ContextCategory) ProtoMessage() {}
+
+func (x *ContextCategory) ProtoReflect() protoreflect.Message {
+	mi := &file_agentharness_v1_session_service_proto_msgTypes[27]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ContextCategory.ProtoReflect.Descriptor instead.
+func (*ContextCategory) Descriptor() ([]byte, []int) {
+	return file_agentharness_v1_session_service_proto_rawDescGZIP(), []int{27}
+}
+
+func (x *ContextCategory) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *ContextCategory) GetTokens() uint64 {
+	if x != nil {
+		return x.Tokens
+	}
+	return 0
+}
+
+// The CLI's figures for the context window of the live process.
+type GetContextUsageResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Tokens in use.
+	TotalTokens uint64 `protobuf:"varint,1,opt,name=total_tokens,json=totalTokens,proto3" json:"total_tokens,omitempty"`
+	// The window the CLI counts against (after its auto-compact reserve).
+	MaxTokens uint64 `protobuf:"varint,2,opt,name=max_tokens,json=maxTokens,proto3" json:"max_tokens,omitempty"`
+	// The model's whole window.
+	RawMaxTokens uint64 `protobuf:"varint,3,opt,name=raw_max_tokens,json=rawMaxTokens,proto3" json:"raw_max_tokens,omitempty"`
+	// total_tokens as a percentage of max_tokens, as the CLI rounds it.
+	Percentage float64 `protobuf:"fixed64,4,opt,name=percentage,proto3" json:"percentage,omitempty"`
+	// By category, in the CLI's order.
+	Categories []*ContextCategory `protobuf:"bytes,5,rep,name=categories,proto3" json:"categories,omitempty"`
+	// The CLI's whole answer, without its display grid (`gridRows`), for
+	// figures not modelled above (per-tool and per-agent counts, ...).
+	Raw           *structpb.Struct `protobuf:"bytes,6,opt,name=raw,proto3" json:"raw,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetContextUsageResponse) Reset() {
+	*x = GetContextUsageResponse{}
+	mi := &file_agentharness_v1_session_service_proto_msgTypes[28]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetContextUsageResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetContextUsageResponse) ProtoMessage() {}
+
+func (x *GetContextUsageResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_agentharness_v1_session_service_proto_msgTypes[28]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetContextUsageResponse.ProtoReflect.Descriptor instead.
+func (*GetContextUsageResponse) Descriptor() ([]byte, []int) {
+	return file_agentharness_v1_session_service_proto_rawDescGZIP(), []int{28}
+}
+
+func (x *GetContextUsageResponse) GetTotalTokens() uint64 {
+	if x != nil {
+		return x.TotalTokens
+	}
+	return 0
+}
+
+func (x *GetContextUsageResponse) GetMaxTokens() uint64 {
+	if x != nil {
+		return x.MaxTokens
+	}
+	return 0
+}
+
+func (x *GetContextUsageResponse) GetRawMaxTokens() uint64 {
+	if x != nil {
+		return x.RawMaxTokens
+	}
+	return 0
+}
+
+func (x *GetContextUsageResponse) GetPercentage() float64 {
+	if x != nil {
+		return x.Percentage
+	}
+	return 0
+}
+
+func (x *GetContextUsageResponse) GetCategories() []*ContextCategory {
+	if x != nil {
+		return x.Categories
+	}
+	return nil
+}
+
+func (x *GetContextUsageResponse) GetRaw() *structpb.Struct {
+	if x != nil {
+		return x.Raw
+	}
+	return nil
+}
+
 var File_agentharness_v1_session_service_proto protoreflect.FileDescriptor
 
 const file_agentharness_v1_session_service_proto_rawDesc = "" +
@@ -2026,7 +2322,31 @@ const file_agentharness_v1_session_service_proto_rawDesc = "" +
 	"\x05chunk\x18\x01 \x01(\fR\x05chunk\x12\x1a\n" +
 	"\x06offset\x18\x02 \x01(\x04B\x020\x02R\x06offset\x12!\n" +
 	"\n" +
-	"total_size\x18\x03 \x01(\x04B\x020\x02R\ttotalSize*\x8d\x01\n" +
+	"total_size\x18\x03 \x01(\x04B\x020\x02R\ttotalSize\"r\n" +
+	"\x0fStopTaskRequest\x12\x1d\n" +
+	"\n" +
+	"session_id\x18\x01 \x01(\tR\tsessionId\x12\x17\n" +
+	"\atask_id\x18\x02 \x01(\tR\x06taskId\x12'\n" +
+	"\x0fidempotency_key\x18\x03 \x01(\tR\x0eidempotencyKey\"\x12\n" +
+	"\x10StopTaskResponse\"7\n" +
+	"\x16GetContextUsageRequest\x12\x1d\n" +
+	"\n" +
+	"session_id\x18\x01 \x01(\tR\tsessionId\"A\n" +
+	"\x0fContextCategory\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x12\x1a\n" +
+	"\x06tokens\x18\x02 \x01(\x04B\x020\x02R\x06tokens\"\x9a\x02\n" +
+	"\x17GetContextUsageResponse\x12%\n" +
+	"\ftotal_tokens\x18\x01 \x01(\x04B\x020\x02R\vtotalTokens\x12!\n" +
+	"\n" +
+	"max_tokens\x18\x02 \x01(\x04B\x020\x02R\tmaxTokens\x12(\n" +
+	"\x0eraw_max_tokens\x18\x03 \x01(\x04B\x020\x02R\frawMaxTokens\x12\x1e\n" +
+	"\n" +
+	"percentage\x18\x04 \x01(\x01R\n" +
+	"percentage\x12@\n" +
+	"\n" +
+	"categories\x18\x05 \x03(\v2 .agentharness.v1.ContextCategoryR\n" +
+	"categories\x12)\n" +
+	"\x03raw\x18\x06 \x01(\v2\x17.google.protobuf.StructR\x03raw*\x8d\x01\n" +
 	"\x0eDeltaBlockType\x12 \n" +
 	"\x1cDELTA_BLOCK_TYPE_UNSPECIFIED\x10\x00\x12\x19\n" +
 	"\x15DELTA_BLOCK_TYPE_TEXT\x10\x01\x12\x1d\n" +
@@ -2042,7 +2362,7 @@ const file_agentharness_v1_session_service_proto_rawDesc = "" +
 	"\x1bFULL_EVENT_PART_UNSPECIFIED\x10\x00\x12\x1c\n" +
 	"\x18FULL_EVENT_PART_CLI_LINE\x10\x01\x12\x19\n" +
 	"\x15FULL_EVENT_PART_EVENT\x10\x02\x12\x1e\n" +
-	"\x1aFULL_EVENT_PART_EVENT_JSON\x10\x032\x88\x06\n" +
+	"\x1aFULL_EVENT_PART_EVENT_JSON\x10\x032\xbf\a\n" +
 	"\x0eSessionService\x12F\n" +
 	"\x05Start\x12\x1d.agentharness.v1.StartRequest\x1a\x1e.agentharness.v1.StartResponse\x12C\n" +
 	"\x04Send\x12\x1c.agentharness.v1.SendRequest\x1a\x1d.agentharness.v1.SendResponse\x12C\n" +
@@ -2053,7 +2373,9 @@ const file_agentharness_v1_session_service_proto_rawDesc = "" +
 	"\n" +
 	"GetSession\x12\".agentharness.v1.GetSessionRequest\x1a#.agentharness.v1.GetSessionResponse\x12[\n" +
 	"\fListSessions\x12$.agentharness.v1.ListSessionsRequest\x1a%.agentharness.v1.ListSessionsResponse\x12`\n" +
-	"\rReadFullEvent\x12%.agentharness.v1.ReadFullEventRequest\x1a&.agentharness.v1.ReadFullEventResponse0\x01BNZLgithub.com/agent-harness/agent-harness/gen/go/agentharness/v1;agentharnessv1b\x06proto3"
+	"\rReadFullEvent\x12%.agentharness.v1.ReadFullEventRequest\x1a&.agentharness.v1.ReadFullEventResponse0\x01\x12O\n" +
+	"\bStopTask\x12 .agentharness.v1.StopTaskRequest\x1a!.agentharness.v1.StopTaskResponse\x12d\n" +
+	"\x0fGetContextUsage\x12'.agentharness.v1.GetContextUsageRequest\x1a(.agentharness.v1.GetContextUsageResponseBNZLgithub.com/agent-harness/agent-harness/gen/go/agentharness/v1;agentharnessv1b\x06proto3"
 
 var (
 	file_agentharness_v1_session_service_proto_rawDescOnce sync.Once
@@ -2068,7 +2390,7 @@ func file_agentharness_v1_session_service_proto_rawDescGZIP() []byte {
 }
 
 var file_agentharness_v1_session_service_proto_enumTypes = make([]protoimpl.EnumInfo, 3)
-var file_agentharness_v1_session_service_proto_msgTypes = make([]protoimpl.MessageInfo, 24)
+var file_agentharness_v1_session_service_proto_msgTypes = make([]protoimpl.MessageInfo, 29)
 var file_agentharness_v1_session_service_proto_goTypes = []any{
 	(DeltaBlockType)(0),               // 0: agentharness.v1.DeltaBlockType
 	(SessionStatus)(0),                // 1: agentharness.v1.SessionStatus
@@ -2097,49 +2419,60 @@ var file_agentharness_v1_session_service_proto_goTypes = []any{
 	(*ListSessionsResponse)(nil),      // 24: agentharness.v1.ListSessionsResponse
 	(*ReadFullEventRequest)(nil),      // 25: agentharness.v1.ReadFullEventRequest
 	(*ReadFullEventResponse)(nil),     // 26: agentharness.v1.ReadFullEventResponse
-	(*StartConfig)(nil),               // 27: agentharness.v1.StartConfig
-	(*structpb.Struct)(nil),           // 28: google.protobuf.Struct
-	(*Event)(nil),                     // 29: agentharness.v1.Event
+	(*StopTaskRequest)(nil),           // 27: agentharness.v1.StopTaskRequest
+	(*StopTaskResponse)(nil),          // 28: agentharness.v1.StopTaskResponse
+	(*GetContextUsageRequest)(nil),    // 29: agentharness.v1.GetContextUsageRequest
+	(*ContextCategory)(nil),           // 30: agentharness.v1.ContextCategory
+	(*GetContextUsageResponse)(nil),   // 31: agentharness.v1.GetContextUsageResponse
+	(*StartConfig)(nil),               // 32: agentharness.v1.StartConfig
+	(*structpb.Struct)(nil),           // 33: google.protobuf.Struct
+	(*Event)(nil),                     // 34: agentharness.v1.Event
 }
 var file_agentharness_v1_session_service_proto_depIdxs = []int32{
-	27, // 0: agentharness.v1.StartRequest.config:type_name -> agentharness.v1.StartConfig
-	28, // 1: agentharness.v1.SendRequest.content_blocks:type_name -> google.protobuf.Struct
+	32, // 0: agentharness.v1.StartRequest.config:type_name -> agentharness.v1.StartConfig
+	33, // 1: agentharness.v1.SendRequest.content_blocks:type_name -> google.protobuf.Struct
 	12, // 2: agentharness.v1.SubscribeResponse.replay:type_name -> agentharness.v1.ReplayStart
-	29, // 3: agentharness.v1.SubscribeResponse.event:type_name -> agentharness.v1.Event
+	34, // 3: agentharness.v1.SubscribeResponse.event:type_name -> agentharness.v1.Event
 	13, // 4: agentharness.v1.SubscribeResponse.caught_up:type_name -> agentharness.v1.CaughtUp
 	14, // 5: agentharness.v1.SubscribeResponse.heartbeat:type_name -> agentharness.v1.Heartbeat
 	11, // 6: agentharness.v1.SubscribeResponse.delta:type_name -> agentharness.v1.Delta
 	0,  // 7: agentharness.v1.Delta.block_type:type_name -> agentharness.v1.DeltaBlockType
-	29, // 8: agentharness.v1.HistoryResponse.events:type_name -> agentharness.v1.Event
-	28, // 9: agentharness.v1.RespondPermissionRequest.updated_input:type_name -> google.protobuf.Struct
+	34, // 8: agentharness.v1.HistoryResponse.events:type_name -> agentharness.v1.Event
+	33, // 9: agentharness.v1.RespondPermissionRequest.updated_input:type_name -> google.protobuf.Struct
 	1,  // 10: agentharness.v1.Session.status:type_name -> agentharness.v1.SessionStatus
 	19, // 11: agentharness.v1.Session.usage:type_name -> agentharness.v1.SessionUsage
 	20, // 12: agentharness.v1.GetSessionResponse.session:type_name -> agentharness.v1.Session
 	20, // 13: agentharness.v1.ListSessionsResponse.sessions:type_name -> agentharness.v1.Session
 	2,  // 14: agentharness.v1.ReadFullEventRequest.part:type_name -> agentharness.v1.FullEventPart
-	3,  // 15: agentharness.v1.SessionService.Start:input_type -> agentharness.v1.StartRequest
-	5,  // 16: agentharness.v1.SessionService.Send:input_type -> agentharness.v1.SendRequest
-	7,  // 17: agentharness.v1.SessionService.Stop:input_type -> agentharness.v1.StopRequest
-	9,  // 18: agentharness.v1.SessionService.Subscribe:input_type -> agentharness.v1.SubscribeRequest
-	15, // 19: agentharness.v1.SessionService.History:input_type -> agentharness.v1.HistoryRequest
-	17, // 20: agentharness.v1.SessionService.RespondPermission:input_type -> agentharness.v1.RespondPermissionRequest
-	21, // 21: agentharness.v1.SessionService.GetSession:input_type -> agentharness.v1.GetSessionRequest
-	23, // 22: agentharness.v1.SessionService.ListSessions:input_type -> agentharness.v1.ListSessionsRequest
-	25, // 23: agentharness.v1.SessionService.ReadFullEvent:input_type -> agentharness.v1.ReadFullEventRequest
-	4,  // 24: agentharness.v1.SessionService.Start:output_type -> agentharness.v1.StartResponse
-	6,  // 25: agentharness.v1.SessionService.Send:output_type -> agentharness.v1.SendResponse
-	8,  // 26: agentharness.v1.SessionService.Stop:output_type -> agentharness.v1.StopResponse
-	10, // 27: agentharness.v1.SessionService.Subscribe:output_type -> agentharness.v1.SubscribeResponse
-	16, // 28: agentharness.v1.SessionService.History:output_type -> agentharness.v1.HistoryResponse
-	18, // 29: agentharness.v1.SessionService.RespondPermission:output_type -> agentharness.v1.RespondPermissionResponse
-	22, // 30: agentharness.v1.SessionService.GetSession:output_type -> agentharness.v1.GetSessionResponse
-	24, // 31: agentharness.v1.SessionService.ListSessions:output_type -> agentharness.v1.ListSessionsResponse
-	26, // 32: agentharness.v1.SessionService.ReadFullEvent:output_type -> agentharness.v1.ReadFullEventResponse
-	24, // [24:33] is the sub-list for method output_type
-	15, // [15:24] is the sub-list for method input_type
-	15, // [15:15] is the sub-list for extension type_name
-	15, // [15:15] is the sub-list for extension extendee
-	0,  // [0:15] is the sub-list for field type_name
+	30, // 15: agentharness.v1.GetContextUsageResponse.categories:type_name -> agentharness.v1.ContextCategory
+	33, // 16: agentharness.v1.GetContextUsageResponse.raw:type_name -> google.protobuf.Struct
+	3,  // 17: agentharness.v1.SessionService.Start:input_type -> agentharness.v1.StartRequest
+	5,  // 18: agentharness.v1.SessionService.Send:input_type -> agentharness.v1.SendRequest
+	7,  // 19: agentharness.v1.SessionService.Stop:input_type -> agentharness.v1.StopRequest
+	9,  // 20: agentharness.v1.SessionService.Subscribe:input_type -> agentharness.v1.SubscribeRequest
+	15, // 21: agentharness.v1.SessionService.History:input_type -> agentharness.v1.HistoryRequest
+	17, // 22: agentharness.v1.SessionService.RespondPermission:input_type -> agentharness.v1.RespondPermissionRequest
+	21, // 23: agentharness.v1.SessionService.GetSession:input_type -> agentharness.v1.GetSessionRequest
+	23, // 24: agentharness.v1.SessionService.ListSessions:input_type -> agentharness.v1.ListSessionsRequest
+	25, // 25: agentharness.v1.SessionService.ReadFullEvent:input_type -> agentharness.v1.ReadFullEventRequest
+	27, // 26: agentharness.v1.SessionService.StopTask:input_type -> agentharness.v1.StopTaskRequest
+	29, // 27: agentharness.v1.SessionService.GetContextUsage:input_type -> agentharness.v1.GetContextUsageRequest
+	4,  // 28: agentharness.v1.SessionService.Start:output_type -> agentharness.v1.StartResponse
+	6,  // 29: agentharness.v1.SessionService.Send:output_type -> agentharness.v1.SendResponse
+	8,  // 30: agentharness.v1.SessionService.Stop:output_type -> agentharness.v1.StopResponse
+	10, // 31: agentharness.v1.SessionService.Subscribe:output_type -> agentharness.v1.SubscribeResponse
+	16, // 32: agentharness.v1.SessionService.History:output_type -> agentharness.v1.HistoryResponse
+	18, // 33: agentharness.v1.SessionService.RespondPermission:output_type -> agentharness.v1.RespondPermissionResponse
+	22, // 34: agentharness.v1.SessionService.GetSession:output_type -> agentharness.v1.GetSessionResponse
+	24, // 35: agentharness.v1.SessionService.ListSessions:output_type -> agentharness.v1.ListSessionsResponse
+	26, // 36: agentharness.v1.SessionService.ReadFullEvent:output_type -> agentharness.v1.ReadFullEventResponse
+	28, // 37: agentharness.v1.SessionService.StopTask:output_type -> agentharness.v1.StopTaskResponse
+	31, // 38: agentharness.v1.SessionService.GetContextUsage:output_type -> agentharness.v1.GetContextUsageResponse
+	28, // [28:39] is the sub-list for method output_type
+	17, // [17:28] is the sub-list for method input_type
+	17, // [17:17] is the sub-list for extension type_name
+	17, // [17:17] is the sub-list for extension extendee
+	0,  // [0:17] is the sub-list for field type_name
 }
 
 func init() { file_agentharness_v1_session_service_proto_init() }
@@ -2161,7 +2494,7 @@ func file_agentharness_v1_session_service_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_agentharness_v1_session_service_proto_rawDesc), len(file_agentharness_v1_session_service_proto_rawDesc)),
 			NumEnums:      3,
-			NumMessages:   24,
+			NumMessages:   29,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

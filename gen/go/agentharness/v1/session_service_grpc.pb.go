@@ -35,6 +35,8 @@ const (
 	SessionService_GetSession_FullMethodName        = "/agentharness.v1.SessionService/GetSession"
 	SessionService_ListSessions_FullMethodName      = "/agentharness.v1.SessionService/ListSessions"
 	SessionService_ReadFullEvent_FullMethodName     = "/agentharness.v1.SessionService/ReadFullEvent"
+	SessionService_StopTask_FullMethodName          = "/agentharness.v1.SessionService/StopTask"
+	SessionService_GetContextUsage_FullMethodName   = "/agentharness.v1.SessionService/GetContextUsage"
 )
 
 // SessionServiceClient is the client API for SessionService service.
@@ -74,6 +76,14 @@ type SessionServiceClient interface {
 	// gets what an event marked `truncated` left out. NOT_FOUND for an
 	// unknown session or seq.
 	ReadFullEvent(ctx context.Context, in *ReadFullEventRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[ReadFullEventResponse], error)
+	// Stops one background task (a backgrounded Bash, a background subagent)
+	// of the live process, leaving the turn and the process alive: the CLI's
+	// `stop_task`. FAILED_PRECONDITION when the session has no live process.
+	StopTask(ctx context.Context, in *StopTaskRequest, opts ...grpc.CallOption) (*StopTaskResponse, error)
+	// How full the live process's context window is, by category, as the CLI
+	// counts it (`get_context_usage`). FAILED_PRECONDITION when the session
+	// has no live process.
+	GetContextUsage(ctx context.Context, in *GetContextUsageRequest, opts ...grpc.CallOption) (*GetContextUsageResponse, error)
 }
 
 type sessionServiceClient struct {
@@ -192,6 +202,26 @@ func (c *sessionServiceClient) ReadFullEvent(ctx context.Context, in *ReadFullEv
 // This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
 type SessionService_ReadFullEventClient = grpc.ServerStreamingClient[ReadFullEventResponse]
 
+func (c *sessionServiceClient) StopTask(ctx context.Context, in *StopTaskRequest, opts ...grpc.CallOption) (*StopTaskResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(StopTaskResponse)
+	err := c.cc.Invoke(ctx, SessionService_StopTask_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *sessionServiceClient) GetContextUsage(ctx context.Context, in *GetContextUsageRequest, opts ...grpc.CallOption) (*GetContextUsageResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(GetContextUsageResponse)
+	err := c.cc.Invoke(ctx, SessionService_GetContextUsage_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // SessionServiceServer is the server API for SessionService service.
 // All implementations must embed UnimplementedSessionServiceServer
 // for forward compatibility.
@@ -229,6 +259,14 @@ type SessionServiceServer interface {
 	// gets what an event marked `truncated` left out. NOT_FOUND for an
 	// unknown session or seq.
 	ReadFullEvent(*ReadFullEventRequest, grpc.ServerStreamingServer[ReadFullEventResponse]) error
+	// Stops one background task (a backgrounded Bash, a background subagent)
+	// of the live process, leaving the turn and the process alive: the CLI's
+	// `stop_task`. FAILED_PRECONDITION when the session has no live process.
+	StopTask(context.Context, *StopTaskRequest) (*StopTaskResponse, error)
+	// How full the live process's context window is, by category, as the CLI
+	// counts it (`get_context_usage`). FAILED_PRECONDITION when the session
+	// has no live process.
+	GetContextUsage(context.Context, *GetContextUsageRequest) (*GetContextUsageResponse, error)
 	mustEmbedUnimplementedSessionServiceServer()
 }
 
@@ -265,6 +303,12 @@ func (UnimplementedSessionServiceServer) ListSessions(context.Context, *ListSess
 }
 func (UnimplementedSessionServiceServer) ReadFullEvent(*ReadFullEventRequest, grpc.ServerStreamingServer[ReadFullEventResponse]) error {
 	return status.Error(codes.Unimplemented, "method ReadFullEvent not implemented")
+}
+func (UnimplementedSessionServiceServer) StopTask(context.Context, *StopTaskRequest) (*StopTaskResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method StopTask not implemented")
+}
+func (UnimplementedSessionServiceServer) GetContextUsage(context.Context, *GetContextUsageRequest) (*GetContextUsageResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method GetContextUsage not implemented")
 }
 func (UnimplementedSessionServiceServer) mustEmbedUnimplementedSessionServiceServer() {}
 func (UnimplementedSessionServiceServer) testEmbeddedByValue()                        {}
@@ -435,6 +479,42 @@ func _SessionService_ReadFullEvent_Handler(srv interface{}, stream grpc.ServerSt
 // This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
 type SessionService_ReadFullEventServer = grpc.ServerStreamingServer[ReadFullEventResponse]
 
+func _SessionService_StopTask_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(StopTaskRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(SessionServiceServer).StopTask(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: SessionService_StopTask_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(SessionServiceServer).StopTask(ctx, req.(*StopTaskRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _SessionService_GetContextUsage_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(GetContextUsageRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(SessionServiceServer).GetContextUsage(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: SessionService_GetContextUsage_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(SessionServiceServer).GetContextUsage(ctx, req.(*GetContextUsageRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // SessionService_ServiceDesc is the grpc.ServiceDesc for SessionService service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -469,6 +549,14 @@ var SessionService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "ListSessions",
 			Handler:    _SessionService_ListSessions_Handler,
+		},
+		{
+			MethodName: "StopTask",
+			Handler:    _SessionService_StopTask_Handler,
+		},
+		{
+			MethodName: "GetContextUsage",
+			Handler:    _SessionService_GetContextUsage_Handler,
 		},
 	},
 	Streams: []grpc.StreamDesc{

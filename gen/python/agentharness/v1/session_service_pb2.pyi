@@ -295,3 +295,47 @@ class ReadFullEventResponse(_message.Message):
     offset: int
     total_size: int
     def __init__(self, chunk: _Optional[bytes] = ..., offset: _Optional[int] = ..., total_size: _Optional[int] = ...) -> None: ...
+
+class StopTaskRequest(_message.Message):
+    __slots__ = ("session_id", "task_id", "idempotency_key")
+    SESSION_ID_FIELD_NUMBER: _ClassVar[int]
+    TASK_ID_FIELD_NUMBER: _ClassVar[int]
+    IDEMPOTENCY_KEY_FIELD_NUMBER: _ClassVar[int]
+    session_id: str
+    task_id: str
+    idempotency_key: str
+    def __init__(self, session_id: _Optional[str] = ..., task_id: _Optional[str] = ..., idempotency_key: _Optional[str] = ...) -> None: ...
+
+class StopTaskResponse(_message.Message):
+    __slots__ = ()
+    def __init__(self) -> None: ...
+
+class GetContextUsageRequest(_message.Message):
+    __slots__ = ("session_id",)
+    SESSION_ID_FIELD_NUMBER: _ClassVar[int]
+    session_id: str
+    def __init__(self, session_id: _Optional[str] = ...) -> None: ...
+
+class ContextCategory(_message.Message):
+    __slots__ = ("name", "tokens")
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    TOKENS_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    tokens: int
+    def __init__(self, name: _Optional[str] = ..., tokens: _Optional[int] = ...) -> None: ...
+
+class GetContextUsageResponse(_message.Message):
+    __slots__ = ("total_tokens", "max_tokens", "raw_max_tokens", "percentage", "categories", "raw")
+    TOTAL_TOKENS_FIELD_NUMBER: _ClassVar[int]
+    MAX_TOKENS_FIELD_NUMBER: _ClassVar[int]
+    RAW_MAX_TOKENS_FIELD_NUMBER: _ClassVar[int]
+    PERCENTAGE_FIELD_NUMBER: _ClassVar[int]
+    CATEGORIES_FIELD_NUMBER: _ClassVar[int]
+    RAW_FIELD_NUMBER: _ClassVar[int]
+    total_tokens: int
+    max_tokens: int
+    raw_max_tokens: int
+    percentage: float
+    categories: _containers.RepeatedCompositeFieldContainer[ContextCategory]
+    raw: _struct_pb2.Struct
+    def __init__(self, total_tokens: _Optional[int] = ..., max_tokens: _Optional[int] = ..., raw_max_tokens: _Optional[int] = ..., percentage: _Optional[float] = ..., categories: _Optional[_Iterable[_Union[ContextCategory, _Mapping]]] = ..., raw: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ...) -> None: ...

@@ -85,6 +85,16 @@ class SessionServiceStub:
                 request_serializer=agentharness_dot_v1_dot_session__service__pb2.ReadFullEventRequest.SerializeToString,
                 response_deserializer=agentharness_dot_v1_dot_session__service__pb2.ReadFullEventResponse.FromString,
                 _registered_method=True)
+        self.StopTask = channel.unary_unary(
+                '/agentharness.v1.SessionService/StopTask',
+                request_serializer=agentharness_dot_v1_dot_session__service__pb2.StopTaskRequest.SerializeToString,
+                response_deserializer=agentharness_dot_v1_dot_session__service__pb2.StopTaskResponse.FromString,
+                _registered_method=True)
+        self.GetContextUsage = channel.unary_unary(
+                '/agentharness.v1.SessionService/GetContextUsage',
+                request_serializer=agentharness_dot_v1_dot_session__service__pb2.GetContextUsageRequest.SerializeToString,
+                response_deserializer=agentharness_dot_v1_dot_session__service__pb2.GetContextUsageResponse.FromString,
+                _registered_method=True)
 
 
 class SessionServiceServicer:
@@ -167,6 +177,24 @@ class SessionServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def StopTask(self, request, context):
+        """Stops one background task (a backgrounded Bash, a background subagent)
+        of the live process, leaving the turn and the process alive: the CLI's
+        `stop_task`. FAILED_PRECONDITION when the session has no live process.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def GetContextUsage(self, request, context):
+        """How full the live process's context window is, by category, as the CLI
+        counts it (`get_context_usage`). FAILED_PRECONDITION when the session
+        has no live process.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_SessionServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -214,6 +242,16 @@ def add_SessionServiceServicer_to_server(servicer, server):
                     servicer.ReadFullEvent,
                     request_deserializer=agentharness_dot_v1_dot_session__service__pb2.ReadFullEventRequest.FromString,
                     response_serializer=agentharness_dot_v1_dot_session__service__pb2.ReadFullEventResponse.SerializeToString,
+            ),
+            'StopTask': grpc.unary_unary_rpc_method_handler(
+                    servicer.StopTask,
+                    request_deserializer=agentharness_dot_v1_dot_session__service__pb2.StopTaskRequest.FromString,
+                    response_serializer=agentharness_dot_v1_dot_session__service__pb2.StopTaskResponse.SerializeToString,
+            ),
+            'GetContextUsage': grpc.unary_unary_rpc_method_handler(
+                    servicer.GetContextUsage,
+                    request_deserializer=agentharness_dot_v1_dot_session__service__pb2.GetContextUsageRequest.FromString,
+                    response_serializer=agentharness_dot_v1_dot_session__service__pb2.GetContextUsageResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -465,6 +503,60 @@ class SessionService:
             '/agentharness.v1.SessionService/ReadFullEvent',
             agentharness_dot_v1_dot_session__service__pb2.ReadFullEventRequest.SerializeToString,
             agentharness_dot_v1_dot_session__service__pb2.ReadFullEventResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def StopTask(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/agentharness.v1.SessionService/StopTask',
+            agentharness_dot_v1_dot_session__service__pb2.StopTaskRequest.SerializeToString,
+            agentharness_dot_v1_dot_session__service__pb2.StopTaskResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def GetContextUsage(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/agentharness.v1.SessionService/GetContextUsage',
+            agentharness_dot_v1_dot_session__service__pb2.GetContextUsageRequest.SerializeToString,
+            agentharness_dot_v1_dot_session__service__pb2.GetContextUsageResponse.FromString,
             options,
             channel_credentials,
             insecure,

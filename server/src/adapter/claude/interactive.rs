@@ -5,7 +5,9 @@
 use std::ffi::OsString;
 use std::sync::Arc;
 
-use super::stream_json::{interrupt_line, permission_response_line, user_message_line};
+use super::stream_json::{
+    control_request_line, interrupt_line, permission_response_line, user_message_line,
+};
 use super::{ClaudeOptions, PermissionMode};
 use crate::adapter::{
     AdapterError, BoxFuture, PermissionDecision, ProcessAdapter, ProcessControl, ProcessHandle,
@@ -122,6 +124,11 @@ impl ProcessControl for InteractiveControl {
         decision: &PermissionDecision,
     ) -> Result<(), AdapterError> {
         self.send(&permission_response_line(request_id, decision))
+    }
+
+    fn control(&self, request_id: &str, request: &serde_json::Value) -> Result<bool, AdapterError> {
+        self.send(&control_request_line(request_id, request))?;
+        Ok(true)
     }
 
     fn signal(&self, signal: Signal) -> Result<(), AdapterError> {

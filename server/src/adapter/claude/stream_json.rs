@@ -39,6 +39,17 @@ pub fn interrupt_line() -> String {
     .to_string()
 }
 
+/// A host `control_request` line: `request` is the request object (with
+/// its `subtype`).
+pub fn control_request_line(request_id: &str, request: &Value) -> String {
+    json!({
+        "type": "control_request",
+        "request_id": request_id,
+        "request": request,
+    })
+    .to_string()
+}
+
 /// The `control_response` line answering a `can_use_tool` request.
 pub fn permission_response_line(request_id: &str, decision: &PermissionDecision) -> String {
     let response = match decision {

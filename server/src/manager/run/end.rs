@@ -89,6 +89,9 @@ impl Run {
     pub(super) async fn finish(&mut self, exit: ExitInfo) {
         // The process is gone: its place is free before anyone sees run_end.
         self.live_permit.take();
+        for (_, c) in self.controls.drain() {
+            let _ = c.reply.send(Err(super::ControlFailure::Ended));
+        }
         self.permission_deadlines.clear();
         let pending: Vec<String> = self
             .fold

@@ -76,9 +76,31 @@ pub(super) enum RunCmd {
         keyed: Option<Keyed>,
         reply: oneshot::Sender<Result<()>>,
     },
+    /// Send a host `control_request` (`request` holds its `subtype`) and
+    /// reply with the CLI's answer (see [`ControlFailure`]).
+    Control {
+        request: serde_json::Value,
+        reply: oneshot::Sender<Result<serde_json::Value, ControlFailure>>,
+    },
     /// The server is shutting down: end the process.
     Shutdown,
 }
+
+/// Why a control request got no answer from the CLI.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) enum ControlFailure {
+    /// The adapter has no control channel (one-shot, replay).
+    Unsupported,
+    /// The CLI answered with an error: its message.
+    Refused(String),
+    /// No answer within [`CONTROL_TIMEOUT`].
+    Timeout,
+    /// The process is ending or gone.
+    Ended,
+}
+
+/// How long a control request waits for the CLI's answer.
+pub(crate) const CONTROL_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// Why a write was not delivered.
 #[derive(Debug)]
@@ -153,6 +175,15 @@ pub(super) struct Run {
     typing: Option<Typing>,
     /// Fragments the normalizer had dropped at the last count.
     partial_dropped: u64,
+    /// Control requests sent and not answered yet: their deadline and who
+    /// waits for the answer.
+    controls: HashMap<String, PendingControl>,
+}
+
+/// A control request waiting for the CLI's answer.
+struct PendingControl {
+    deadline: Instant,
+    reply: oneshot::Sender<Result<serde_json::Value, ControlFailure>>,
 }
 
 impl Run {
@@ -194,6 +225,7 @@ impl Run {
             live_permit: Some(live_permit),
             typing: None,
             partial_dropped: 0,
+            controls: HashMap::new(),
         }
     }
 
@@ -256,7 +288,8 @@ impl Run {
     fn next_deadline(&self) -> Option<Instant> {
         let ladder = self.ladder.deadline();
         let permission = self.permission_deadlines.values().copied().min();
-        [ladder, permission, self.idle_deadline()]
+        let control = self.controls.values().map(|c| c.deadline).min();
+        [ladder, permission, control, self.idle_deadline()]
             .into_iter()
             .flatten()
             .min()
@@ -464,6 +497,7 @@ impl Run {
             later,
         } = normalize_batch(&mut self.normalizer, &lines);
         self.count_partial(&now, &later);
+        self.control_replies();
         let before = self.typing.as_ref().map(|t| {
             t.publish(&self.run_id, &now);
             t.close(&later)
@@ -550,7 +584,49 @@ impl Run {
                 let answered = self.answer(request_id, answer, keyed.as_ref()).await;
                 let _ = reply.send(answered);
             }
+            RunCmd::Control { request, reply } => self.send_control(request, reply),
             RunCmd::Shutdown => self.shutdown().await,
+        }
+    }
+
+    /// Sends a control request; the answer comes back through stdout
+    /// ([`Run::lines`]), a timeout ([`Run::timers`]) or the exit.
+    fn send_control(
+        &mut self,
+        request: serde_json::Value,
+        reply: oneshot::Sender<Result<serde_json::Value, ControlFailure>>,
+    ) {
+        if self.ladder.ending() || self.storage_failed.is_some() {
+            let _ = reply.send(Err(ControlFailure::Ended));
+            return;
+        }
+        let request_id = format!("ah-ctl-{}", uuid::Uuid::new_v4());
+        match self.control.control(&request_id, &request) {
+            Ok(true) => {
+                self.controls.insert(
+                    request_id,
+                    PendingControl {
+                        deadline: Instant::now() + CONTROL_TIMEOUT,
+                        reply,
+                    },
+                );
+            }
+            Ok(false) => {
+                let _ = reply.send(Err(ControlFailure::Unsupported));
+            }
+            Err(e) => {
+                tracing::warn!(session_id = %self.session_id, error = %e, "control request not delivered");
+                let _ = reply.send(Err(ControlFailure::Ended));
+            }
+        }
+    }
+
+    /// Hands the CLI's answers to whoever waits for them.
+    fn control_replies(&mut self) {
+        for r in self.normalizer.take_control_replies() {
+            if let Some(p) = self.controls.remove(&r.request_id) {
+                let _ = p.reply.send(r.outcome.map_err(ControlFailure::Refused));
+            }
         }
     }
 
@@ -670,6 +746,17 @@ impl Run {
     async fn timers(&mut self) {
         let now = Instant::now();
         self.step(Input::TimerFired, now);
+        let late: Vec<String> = self
+            .controls
+            .iter()
+            .filter(|(_, c)| c.deadline <= now)
+            .map(|(id, _)| id.clone())
+            .collect();
+        for id in late {
+            if let Some(c) = self.controls.remove(&id) {
+                let _ = c.reply.send(Err(ControlFailure::Timeout));
+            }
+        }
         let expired: Vec<String> = self
             .permission_deadlines
             .iter()

@@ -20,7 +20,7 @@ import type { JsonObject, Message } from "@bufbuild/protobuf";
  * Describes the file agentharness/v1/session_service.proto.
  */
 export const file_agentharness_v1_session_service: GenFile = /*@__PURE__*/
-  fileDesc("CiVhZ2VudGhhcm5lc3MvdjEvc2Vzc2lvbl9zZXJ2aWNlLnByb3RvEg9hZ2VudGhhcm5lc3MudjEiaQoMU3RhcnRSZXF1ZXN0EhIKCnNlc3Npb25faWQYASABKAkSLAoGY29uZmlnGAIgASgLMhwuYWdlbnRoYXJuZXNzLnYxLlN0YXJ0Q29uZmlnEhcKD2lkZW1wb3RlbmN5X2tleRgDIAEoCSIzCg1TdGFydFJlc3BvbnNlEg4KBnJ1bl9pZBgBIAEoCRISCgpwcm9jZXNzX2lkGAIgASgJInoKC1NlbmRSZXF1ZXN0EhIKCnNlc3Npb25faWQYASABKAkSDQoFaW5wdXQYAiABKAkSLwoOY29udGVudF9ibG9ja3MYAyADKAsyFy5nb29nbGUucHJvdG9idWYuU3RydWN0EhcKD2lkZW1wb3RlbmN5X2tleRgEIAEoCSIeCgxTZW5kUmVzcG9uc2USDgoGcnVuX2lkGAEgASgJIjoKC1N0b3BSZXF1ZXN0EhIKCnNlc3Npb25faWQYASABKAkSFwoPaWRlbXBvdGVuY3lfa2V5GAIgASgJIiAKDFN0b3BSZXNwb25zZRIQCghzdG9wcGluZxgBIAEoCCJVChBTdWJzY3JpYmVSZXF1ZXN0EhIKCnNlc3Npb25faWQYASABKAkSFQoJYWZ0ZXJfc2VxGAIgASgEQgIwAhIWCg5pbmNsdWRlX2RlbHRhcxgDIAEoCCL+AQoRU3Vic2NyaWJlUmVzcG9uc2USLgoGcmVwbGF5GAEgASgLMhwuYWdlbnRoYXJuZXNzLnYxLlJlcGxheVN0YXJ0SAASJwoFZXZlbnQYAiABKAsyFi5hZ2VudGhhcm5lc3MudjEuRXZlbnRIABIuCgljYXVnaHRfdXAYAyABKAsyGS5hZ2VudGhhcm5lc3MudjEuQ2F1Z2h0VXBIABIvCgloZWFydGJlYXQYBCABKAsyGi5hZ2VudGhhcm5lc3MudjEuSGVhcnRiZWF0SAASJwoFZGVsdGEYBSABKAsyFi5hZ2VudGhhcm5lc3MudjEuRGVsdGFIAEIGCgRraW5kIu4BCgVEZWx0YRIOCgZydW5faWQYASABKAkSFQoJYWZ0ZXJfc2VxGAIgASgEQgIwAhISCgptZXNzYWdlX2lkGAMgASgJEg0KBWluZGV4GAQgASgNEjMKCmJsb2NrX3R5cGUYBSABKA4yHy5hZ2VudGhhcm5lc3MudjEuRGVsdGFCbG9ja1R5cGUSEQoJdG9vbF9uYW1lGAYgASgJEhMKC3Rvb2xfdXNlX2lkGAcgASgJEhoKEnBhcmVudF90b29sX3VzZV9pZBgIIAEoCRIQCghmcmFnbWVudBgJIAEoCRIQCghzbmFwc2hvdBgKIAEoCCJICgtSZXBsYXlTdGFydBINCgVyZXNldBgBIAEoCBIUCghmcm9tX3NlcRgCIAEoBEICMAISFAoIaGVhZF9zZXEYAyABKARCAjACIiAKCENhdWdodFVwEhQKCGhlYWRfc2VxGAEgASgEQgIwAiIhCglIZWFydGJlYXQSFAoIaGVhZF9zZXEYASABKARCAjACIksKDkhpc3RvcnlSZXF1ZXN0EhIKCnNlc3Npb25faWQYASABKAkSFgoKYmVmb3JlX3NlcRgCIAEoBEICMAISDQoFbGltaXQYAyABKA0iSwoPSGlzdG9yeVJlc3BvbnNlEiYKBmV2ZW50cxgBIAMoCzIWLmFnZW50aGFybmVzcy52MS5FdmVudBIQCghoYXNfbW9yZRgCIAEoCCKrAQoYUmVzcG9uZFBlcm1pc3Npb25SZXF1ZXN0EhIKCnNlc3Npb25faWQYASABKAkSEgoKcmVxdWVzdF9pZBgCIAEoCRINCgVhbGxvdxgDIAEoCBIuCg11cGRhdGVkX2lucHV0GAQgASgLMhcuZ29vZ2xlLnByb3RvYnVmLlN0cnVjdBIPCgdtZXNzYWdlGAUgASgJEhcKD2lkZW1wb3RlbmN5X2tleRgGIAEoCSIbChlSZXNwb25kUGVybWlzc2lvblJlc3BvbnNlIuoBCgxTZXNzaW9uVXNhZ2USGAoMaW5wdXRfdG9rZW5zGAEgASgEQgIwAhIZCg1vdXRwdXRfdG9rZW5zGAIgASgEQgIwAhInChtjYWNoZV9jcmVhdGlvbl9pbnB1dF90b2tlbnMYAyABKARCAjACEiMKF2NhY2hlX3JlYWRfaW5wdXRfdG9rZW5zGAQgASgEQgIwAhIQCghjb3N0X3VzZBgFIAEoARIaCg5jb250ZXh0X3Rva2VucxgGIAEoBEICMAISGgoOY29udGV4dF93aW5kb3cYByABKARCAjACEg0KBXR1cm5zGAggASgNIpICCgdTZXNzaW9uEhIKCnNlc3Npb25faWQYASABKAkSFAoIaGVhZF9zZXEYAiABKARCAjACEi4KBnN0YXR1cxgDIAEoDjIeLmFnZW50aGFybmVzcy52MS5TZXNzaW9uU3RhdHVzEhUKDXByb2Nlc3NfYWxpdmUYBCABKAgSEQoJcmVzdW1lX2lkGAUgASgJEiwKBXVzYWdlGAYgASgLMh0uYWdlbnRoYXJuZXNzLnYxLlNlc3Npb25Vc2FnZRIQCghhY3Rpdml0eRgHIAEoCRIbChNwZW5kaW5nX3Blcm1pc3Npb25zGAggASgNEg4KBnJ1bl9pZBgJIAEoCRIWCg5sb3N0X3Jlc3VtZV9pZBgKIAEoCSInChFHZXRTZXNzaW9uUmVxdWVzdBISCgpzZXNzaW9uX2lkGAEgASgJIj8KEkdldFNlc3Npb25SZXNwb25zZRIpCgdzZXNzaW9uGAEgASgLMhguYWdlbnRoYXJuZXNzLnYxLlNlc3Npb24iPAoTTGlzdFNlc3Npb25zUmVxdWVzdBIRCglwYWdlX3NpemUYASABKA0SEgoKcGFnZV90b2tlbhgCIAEoCSJbChRMaXN0U2Vzc2lvbnNSZXNwb25zZRIqCghzZXNzaW9ucxgBIAMoCzIYLmFnZW50aGFybmVzcy52MS5TZXNzaW9uEhcKD25leHRfcGFnZV90b2tlbhgCIAEoCSJ9ChRSZWFkRnVsbEV2ZW50UmVxdWVzdBISCgpzZXNzaW9uX2lkGAEgASgJEg8KA3NlcRgCIAEoBEICMAISLAoEcGFydBgDIAEoDjIeLmFnZW50aGFybmVzcy52MS5GdWxsRXZlbnRQYXJ0EhIKCmNodW5rX3NpemUYBCABKA0iUgoVUmVhZEZ1bGxFdmVudFJlc3BvbnNlEg0KBWNodW5rGAEgASgMEhIKBm9mZnNldBgCIAEoBEICMAISFgoKdG90YWxfc2l6ZRgDIAEoBEICMAIqjQEKDkRlbHRhQmxvY2tUeXBlEiAKHERFTFRBX0JMT0NLX1RZUEVfVU5TUEVDSUZJRUQQABIZChVERUxUQV9CTE9DS19UWVBFX1RFWFQQARIdChlERUxUQV9CTE9DS19UWVBFX1RISU5LSU5HEAISHwobREVMVEFfQkxPQ0tfVFlQRV9UT09MX0lOUFVUEAMqoAEKDVNlc3Npb25TdGF0dXMSHgoaU0VTU0lPTl9TVEFUVVNfVU5TUEVDSUZJRUQQABIXChNTRVNTSU9OX1NUQVRVU19JRExFEAESGwoXU0VTU0lPTl9TVEFUVVNfU1RBUlRJTkcQAhIcChhTRVNTSU9OX1NUQVRVU19TVFJFQU1JTkcQAxIbChdTRVNTSU9OX1NUQVRVU19TVE9QUElORxAEKokBCg1GdWxsRXZlbnRQYXJ0Eh8KG0ZVTExfRVZFTlRfUEFSVF9VTlNQRUNJRklFRBAAEhwKGEZVTExfRVZFTlRfUEFSVF9DTElfTElORRABEhkKFUZVTExfRVZFTlRfUEFSVF9FVkVOVBACEh4KGkZVTExfRVZFTlRfUEFSVF9FVkVOVF9KU09OEAMyiAYKDlNlc3Npb25TZXJ2aWNlEkYKBVN0YXJ0Eh0uYWdlbnRoYXJuZXNzLnYxLlN0YXJ0UmVxdWVzdBoeLmFnZW50aGFybmVzcy52MS5TdGFydFJlc3BvbnNlEkMKBFNlbmQSHC5hZ2VudGhhcm5lc3MudjEuU2VuZFJlcXVlc3QaHS5hZ2VudGhhcm5lc3MudjEuU2VuZFJlc3BvbnNlEkMKBFN0b3ASHC5hZ2VudGhhcm5lc3MudjEuU3RvcFJlcXVlc3QaHS5hZ2VudGhhcm5lc3MudjEuU3RvcFJlc3BvbnNlElQKCVN1YnNjcmliZRIhLmFnZW50aGFybmVzcy52MS5TdWJzY3JpYmVSZXF1ZXN0GiIuYWdlbnRoYXJuZXNzLnYxLlN1YnNjcmliZVJlc3BvbnNlMAESTAoHSGlzdG9yeRIfLmFnZW50aGFybmVzcy52MS5IaXN0b3J5UmVxdWVzdBogLmFnZW50aGFybmVzcy52MS5IaXN0b3J5UmVzcG9uc2USagoRUmVzcG9uZFBlcm1pc3Npb24SKS5hZ2VudGhhcm5lc3MudjEuUmVzcG9uZFBlcm1pc3Npb25SZXF1ZXN0GiouYWdlbnRoYXJuZXNzLnYxLlJlc3BvbmRQZXJtaXNzaW9uUmVzcG9uc2USVQoKR2V0U2Vzc2lvbhIiLmFnZW50aGFybmVzcy52MS5HZXRTZXNzaW9uUmVxdWVzdBojLmFnZW50aGFybmVzcy52MS5HZXRTZXNzaW9uUmVzcG9uc2USWwoMTGlzdFNlc3Npb25zEiQuYWdlbnRoYXJuZXNzLnYxLkxpc3RTZXNzaW9uc1JlcXVlc3QaJS5hZ2VudGhhcm5lc3MudjEuTGlzdFNlc3Npb25zUmVzcG9uc2USYAoNUmVhZEZ1bGxFdmVudBIlLmFnZW50aGFybmVzcy52MS5SZWFkRnVsbEV2ZW50UmVxdWVzdBomLmFnZW50aGFybmVzcy52MS5SZWFkRnVsbEV2ZW50UmVzcG9uc2UwAUJOWkxnaXRodWIuY29tL2FnZW50LWhhcm5lc3MvYWdlbnQtaGFybmVzcy9nZW4vZ28vYWdlbnRoYXJuZXNzL3YxO2FnZW50aGFybmVzc3YxYgZwcm90bzM", [file_agentharness_v1_events, file_google_protobuf_struct]);
+  fileDesc("CiVhZ2VudGhhcm5lc3MvdjEvc2Vzc2lvbl9zZXJ2aWNlLnByb3RvEg9hZ2VudGhhcm5lc3MudjEiaQoMU3RhcnRSZXF1ZXN0EhIKCnNlc3Npb25faWQYASABKAkSLAoGY29uZmlnGAIgASgLMhwuYWdlbnRoYXJuZXNzLnYxLlN0YXJ0Q29uZmlnEhcKD2lkZW1wb3RlbmN5X2tleRgDIAEoCSIzCg1TdGFydFJlc3BvbnNlEg4KBnJ1bl9pZBgBIAEoCRISCgpwcm9jZXNzX2lkGAIgASgJInoKC1NlbmRSZXF1ZXN0EhIKCnNlc3Npb25faWQYASABKAkSDQoFaW5wdXQYAiABKAkSLwoOY29udGVudF9ibG9ja3MYAyADKAsyFy5nb29nbGUucHJvdG9idWYuU3RydWN0EhcKD2lkZW1wb3RlbmN5X2tleRgEIAEoCSIeCgxTZW5kUmVzcG9uc2USDgoGcnVuX2lkGAEgASgJIjoKC1N0b3BSZXF1ZXN0EhIKCnNlc3Npb25faWQYASABKAkSFwoPaWRlbXBvdGVuY3lfa2V5GAIgASgJIiAKDFN0b3BSZXNwb25zZRIQCghzdG9wcGluZxgBIAEoCCJVChBTdWJzY3JpYmVSZXF1ZXN0EhIKCnNlc3Npb25faWQYASABKAkSFQoJYWZ0ZXJfc2VxGAIgASgEQgIwAhIWCg5pbmNsdWRlX2RlbHRhcxgDIAEoCCL+AQoRU3Vic2NyaWJlUmVzcG9uc2USLgoGcmVwbGF5GAEgASgLMhwuYWdlbnRoYXJuZXNzLnYxLlJlcGxheVN0YXJ0SAASJwoFZXZlbnQYAiABKAsyFi5hZ2VudGhhcm5lc3MudjEuRXZlbnRIABIuCgljYXVnaHRfdXAYAyABKAsyGS5hZ2VudGhhcm5lc3MudjEuQ2F1Z2h0VXBIABIvCgloZWFydGJlYXQYBCABKAsyGi5hZ2VudGhhcm5lc3MudjEuSGVhcnRiZWF0SAASJwoFZGVsdGEYBSABKAsyFi5hZ2VudGhhcm5lc3MudjEuRGVsdGFIAEIGCgRraW5kIu4BCgVEZWx0YRIOCgZydW5faWQYASABKAkSFQoJYWZ0ZXJfc2VxGAIgASgEQgIwAhISCgptZXNzYWdlX2lkGAMgASgJEg0KBWluZGV4GAQgASgNEjMKCmJsb2NrX3R5cGUYBSABKA4yHy5hZ2VudGhhcm5lc3MudjEuRGVsdGFCbG9ja1R5cGUSEQoJdG9vbF9uYW1lGAYgASgJEhMKC3Rvb2xfdXNlX2lkGAcgASgJEhoKEnBhcmVudF90b29sX3VzZV9pZBgIIAEoCRIQCghmcmFnbWVudBgJIAEoCRIQCghzbmFwc2hvdBgKIAEoCCJICgtSZXBsYXlTdGFydBINCgVyZXNldBgBIAEoCBIUCghmcm9tX3NlcRgCIAEoBEICMAISFAoIaGVhZF9zZXEYAyABKARCAjACIiAKCENhdWdodFVwEhQKCGhlYWRfc2VxGAEgASgEQgIwAiIhCglIZWFydGJlYXQSFAoIaGVhZF9zZXEYASABKARCAjACIksKDkhpc3RvcnlSZXF1ZXN0EhIKCnNlc3Npb25faWQYASABKAkSFgoKYmVmb3JlX3NlcRgCIAEoBEICMAISDQoFbGltaXQYAyABKA0iSwoPSGlzdG9yeVJlc3BvbnNlEiYKBmV2ZW50cxgBIAMoCzIWLmFnZW50aGFybmVzcy52MS5FdmVudBIQCghoYXNfbW9yZRgCIAEoCCKrAQoYUmVzcG9uZFBlcm1pc3Npb25SZXF1ZXN0EhIKCnNlc3Npb25faWQYASABKAkSEgoKcmVxdWVzdF9pZBgCIAEoCRINCgVhbGxvdxgDIAEoCBIuCg11cGRhdGVkX2lucHV0GAQgASgLMhcuZ29vZ2xlLnByb3RvYnVmLlN0cnVjdBIPCgdtZXNzYWdlGAUgASgJEhcKD2lkZW1wb3RlbmN5X2tleRgGIAEoCSIbChlSZXNwb25kUGVybWlzc2lvblJlc3BvbnNlIuoBCgxTZXNzaW9uVXNhZ2USGAoMaW5wdXRfdG9rZW5zGAEgASgEQgIwAhIZCg1vdXRwdXRfdG9rZW5zGAIgASgEQgIwAhInChtjYWNoZV9jcmVhdGlvbl9pbnB1dF90b2tlbnMYAyABKARCAjACEiMKF2NhY2hlX3JlYWRfaW5wdXRfdG9rZW5zGAQgASgEQgIwAhIQCghjb3N0X3VzZBgFIAEoARIaCg5jb250ZXh0X3Rva2VucxgGIAEoBEICMAISGgoOY29udGV4dF93aW5kb3cYByABKARCAjACEg0KBXR1cm5zGAggASgNIpICCgdTZXNzaW9uEhIKCnNlc3Npb25faWQYASABKAkSFAoIaGVhZF9zZXEYAiABKARCAjACEi4KBnN0YXR1cxgDIAEoDjIeLmFnZW50aGFybmVzcy52MS5TZXNzaW9uU3RhdHVzEhUKDXByb2Nlc3NfYWxpdmUYBCABKAgSEQoJcmVzdW1lX2lkGAUgASgJEiwKBXVzYWdlGAYgASgLMh0uYWdlbnRoYXJuZXNzLnYxLlNlc3Npb25Vc2FnZRIQCghhY3Rpdml0eRgHIAEoCRIbChNwZW5kaW5nX3Blcm1pc3Npb25zGAggASgNEg4KBnJ1bl9pZBgJIAEoCRIWCg5sb3N0X3Jlc3VtZV9pZBgKIAEoCSInChFHZXRTZXNzaW9uUmVxdWVzdBISCgpzZXNzaW9uX2lkGAEgASgJIj8KEkdldFNlc3Npb25SZXNwb25zZRIpCgdzZXNzaW9uGAEgASgLMhguYWdlbnRoYXJuZXNzLnYxLlNlc3Npb24iPAoTTGlzdFNlc3Npb25zUmVxdWVzdBIRCglwYWdlX3NpemUYASABKA0SEgoKcGFnZV90b2tlbhgCIAEoCSJbChRMaXN0U2Vzc2lvbnNSZXNwb25zZRIqCghzZXNzaW9ucxgBIAMoCzIYLmFnZW50aGFybmVzcy52MS5TZXNzaW9uEhcKD25leHRfcGFnZV90b2tlbhgCIAEoCSJ9ChRSZWFkRnVsbEV2ZW50UmVxdWVzdBISCgpzZXNzaW9uX2lkGAEgASgJEg8KA3NlcRgCIAEoBEICMAISLAoEcGFydBgDIAEoDjIeLmFnZW50aGFybmVzcy52MS5GdWxsRXZlbnRQYXJ0EhIKCmNodW5rX3NpemUYBCABKA0iUgoVUmVhZEZ1bGxFdmVudFJlc3BvbnNlEg0KBWNodW5rGAEgASgMEhIKBm9mZnNldBgCIAEoBEICMAISFgoKdG90YWxfc2l6ZRgDIAEoBEICMAIiTwoPU3RvcFRhc2tSZXF1ZXN0EhIKCnNlc3Npb25faWQYASABKAkSDwoHdGFza19pZBgCIAEoCRIXCg9pZGVtcG90ZW5jeV9rZXkYAyABKAkiEgoQU3RvcFRhc2tSZXNwb25zZSIsChZHZXRDb250ZXh0VXNhZ2VSZXF1ZXN0EhIKCnNlc3Npb25faWQYASABKAkiMwoPQ29udGV4dENhdGVnb3J5EgwKBG5hbWUYASABKAkSEgoGdG9rZW5zGAIgASgEQgIwAiLXAQoXR2V0Q29udGV4dFVzYWdlUmVzcG9uc2USGAoMdG90YWxfdG9rZW5zGAEgASgEQgIwAhIWCgptYXhfdG9rZW5zGAIgASgEQgIwAhIaCg5yYXdfbWF4X3Rva2VucxgDIAEoBEICMAISEgoKcGVyY2VudGFnZRgEIAEoARI0CgpjYXRlZ29yaWVzGAUgAygLMiAuYWdlbnRoYXJuZXNzLnYxLkNvbnRleHRDYXRlZ29yeRIkCgNyYXcYBiABKAsyFy5nb29nbGUucHJvdG9idWYuU3RydWN0Ko0BCg5EZWx0YUJsb2NrVHlwZRIgChxERUxUQV9CTE9DS19UWVBFX1VOU1BFQ0lGSUVEEAASGQoVREVMVEFfQkxPQ0tfVFlQRV9URVhUEAESHQoZREVMVEFfQkxPQ0tfVFlQRV9USElOS0lORxACEh8KG0RFTFRBX0JMT0NLX1RZUEVfVE9PTF9JTlBVVBADKqABCg1TZXNzaW9uU3RhdHVzEh4KGlNFU1NJT05fU1RBVFVTX1VOU1BFQ0lGSUVEEAASFwoTU0VTU0lPTl9TVEFUVVNfSURMRRABEhsKF1NFU1NJT05fU1RBVFVTX1NUQVJUSU5HEAISHAoYU0VTU0lPTl9TVEFUVVNfU1RSRUFNSU5HEAMSGwoXU0VTU0lPTl9TVEFUVVNfU1RPUFBJTkcQBCqJAQoNRnVsbEV2ZW50UGFydBIfChtGVUxMX0VWRU5UX1BBUlRfVU5TUEVDSUZJRUQQABIcChhGVUxMX0VWRU5UX1BBUlRfQ0xJX0xJTkUQARIZChVGVUxMX0VWRU5UX1BBUlRfRVZFTlQQAhIeChpGVUxMX0VWRU5UX1BBUlRfRVZFTlRfSlNPThADMr8HCg5TZXNzaW9uU2VydmljZRJGCgVTdGFydBIdLmFnZW50aGFybmVzcy52MS5TdGFydFJlcXVlc3QaHi5hZ2VudGhhcm5lc3MudjEuU3RhcnRSZXNwb25zZRJDCgRTZW5kEhwuYWdlbnRoYXJuZXNzLnYxLlNlbmRSZXF1ZXN0Gh0uYWdlbnRoYXJuZXNzLnYxLlNlbmRSZXNwb25zZRJDCgRTdG9wEhwuYWdlbnRoYXJuZXNzLnYxLlN0b3BSZXF1ZXN0Gh0uYWdlbnRoYXJuZXNzLnYxLlN0b3BSZXNwb25zZRJUCglTdWJzY3JpYmUSIS5hZ2VudGhhcm5lc3MudjEuU3Vic2NyaWJlUmVxdWVzdBoiLmFnZW50aGFybmVzcy52MS5TdWJzY3JpYmVSZXNwb25zZTABEkwKB0hpc3RvcnkSHy5hZ2VudGhhcm5lc3MudjEuSGlzdG9yeVJlcXVlc3QaIC5hZ2VudGhhcm5lc3MudjEuSGlzdG9yeVJlc3BvbnNlEmoKEVJlc3BvbmRQZXJtaXNzaW9uEikuYWdlbnRoYXJuZXNzLnYxLlJlc3BvbmRQZXJtaXNzaW9uUmVxdWVzdBoqLmFnZW50aGFybmVzcy52MS5SZXNwb25kUGVybWlzc2lvblJlc3BvbnNlElUKCkdldFNlc3Npb24SIi5hZ2VudGhhcm5lc3MudjEuR2V0U2Vzc2lvblJlcXVlc3QaIy5hZ2VudGhhcm5lc3MudjEuR2V0U2Vzc2lvblJlc3BvbnNlElsKDExpc3RTZXNzaW9ucxIkLmFnZW50aGFybmVzcy52MS5MaXN0U2Vzc2lvbnNSZXF1ZXN0GiUuYWdlbnRoYXJuZXNzLnYxLkxpc3RTZXNzaW9uc1Jlc3BvbnNlEmAKDVJlYWRGdWxsRXZlbnQSJS5hZ2VudGhhcm5lc3MudjEuUmVhZEZ1bGxFdmVudFJlcXVlc3QaJi5hZ2VudGhhcm5lc3MudjEuUmVhZEZ1bGxFdmVudFJlc3BvbnNlMAESTwoIU3RvcFRhc2sSIC5hZ2VudGhhcm5lc3MudjEuU3RvcFRhc2tSZXF1ZXN0GiEuYWdlbnRoYXJuZXNzLnYxLlN0b3BUYXNrUmVzcG9uc2USZAoPR2V0Q29udGV4dFVzYWdlEicuYWdlbnRoYXJuZXNzLnYxLkdldENvbnRleHRVc2FnZVJlcXVlc3QaKC5hZ2VudGhhcm5lc3MudjEuR2V0Q29udGV4dFVzYWdlUmVzcG9uc2VCTlpMZ2l0aHViLmNvbS9hZ2VudC1oYXJuZXNzL2FnZW50LWhhcm5lc3MvZ2VuL2dvL2FnZW50aGFybmVzcy92MTthZ2VudGhhcm5lc3N2MWIGcHJvdG8z", [file_agentharness_v1_events, file_google_protobuf_struct]);
 
 /**
  * Start a run.
@@ -966,6 +966,164 @@ export const ReadFullEventResponseSchema: GenMessage<ReadFullEventResponse> = /*
   messageDesc(file_agentharness_v1_session_service, 23);
 
 /**
+ * Stop one background task.
+ *
+ * @generated from message agentharness.v1.StopTaskRequest
+ */
+export type StopTaskRequest = Message<"agentharness.v1.StopTaskRequest"> & {
+  /**
+   * The session.
+   *
+   * @generated from field: string session_id = 1;
+   */
+  sessionId: string;
+
+  /**
+   * The task: `task_id` of its task_started event.
+   *
+   * @generated from field: string task_id = 2;
+   */
+  taskId: string;
+
+  /**
+   * Optional retry key (see StopRequest.idempotency_key).
+   *
+   * @generated from field: string idempotency_key = 3;
+   */
+  idempotencyKey: string;
+};
+
+/**
+ * Describes the message agentharness.v1.StopTaskRequest.
+ * Use `create(StopTaskRequestSchema)` to create a new message.
+ */
+export const StopTaskRequestSchema: GenMessage<StopTaskRequest> = /*@__PURE__*/
+  messageDesc(file_agentharness_v1_session_service, 24);
+
+/**
+ * The CLI accepted the stop; the task's task_updated / task_notification
+ * events follow in the log.
+ *
+ * @generated from message agentharness.v1.StopTaskResponse
+ */
+export type StopTaskResponse = Message<"agentharness.v1.StopTaskResponse"> & {
+};
+
+/**
+ * Describes the message agentharness.v1.StopTaskResponse.
+ * Use `create(StopTaskResponseSchema)` to create a new message.
+ */
+export const StopTaskResponseSchema: GenMessage<StopTaskResponse> = /*@__PURE__*/
+  messageDesc(file_agentharness_v1_session_service, 25);
+
+/**
+ * Ask for the live process's context usage.
+ *
+ * @generated from message agentharness.v1.GetContextUsageRequest
+ */
+export type GetContextUsageRequest = Message<"agentharness.v1.GetContextUsageRequest"> & {
+  /**
+   * The session.
+   *
+   * @generated from field: string session_id = 1;
+   */
+  sessionId: string;
+};
+
+/**
+ * Describes the message agentharness.v1.GetContextUsageRequest.
+ * Use `create(GetContextUsageRequestSchema)` to create a new message.
+ */
+export const GetContextUsageRequestSchema: GenMessage<GetContextUsageRequest> = /*@__PURE__*/
+  messageDesc(file_agentharness_v1_session_service, 26);
+
+/**
+ * One category of the context window ("System prompt", "Messages", "Free
+ * space", ...).
+ *
+ * @generated from message agentharness.v1.ContextCategory
+ */
+export type ContextCategory = Message<"agentharness.v1.ContextCategory"> & {
+  /**
+   * The CLI's name for it.
+   *
+   * @generated from field: string name = 1;
+   */
+  name: string;
+
+  /**
+   * Tokens it takes.
+   *
+   * @generated from field: uint64 tokens = 2 [jstype = JS_NUMBER];
+   */
+  tokens: bigint;
+};
+
+/**
+ * Describes the message agentharness.v1.ContextCategory.
+ * Use `create(ContextCategorySchema)` to create a new message.
+ */
+export const ContextCategorySchema: GenMessage<ContextCategory> = /*@__PURE__*/
+  messageDesc(file_agentharness_v1_session_service, 27);
+
+/**
+ * The CLI's figures for the context window of the live process.
+ *
+ * @generated from message agentharness.v1.GetContextUsageResponse
+ */
+export type GetContextUsageResponse = Message<"agentharness.v1.GetContextUsageResponse"> & {
+  /**
+   * Tokens in use.
+   *
+   * @generated from field: uint64 total_tokens = 1 [jstype = JS_NUMBER];
+   */
+  totalTokens: bigint;
+
+  /**
+   * The window the CLI counts against (after its auto-compact reserve).
+   *
+   * @generated from field: uint64 max_tokens = 2 [jstype = JS_NUMBER];
+   */
+  maxTokens: bigint;
+
+  /**
+   * The model's whole window.
+   *
+   * @generated from field: uint64 raw_max_tokens = 3 [jstype = JS_NUMBER];
+   */
+  rawMaxTokens: bigint;
+
+  /**
+   * total_tokens as a percentage of max_tokens, as the CLI rounds it.
+   *
+   * @generated from field: double percentage = 4;
+   */
+  percentage: number;
+
+  /**
+   * By category, in the CLI's order.
+   *
+   * @generated from field: repeated agentharness.v1.ContextCategory categories = 5;
+   */
+  categories: ContextCategory[];
+
+  /**
+   * The CLI's whole answer, without its display grid (`gridRows`), for
+   * figures not modelled above (per-tool and per-agent counts, ...).
+   *
+   * @generated from field: google.protobuf.Struct raw = 6;
+   */
+  raw?: JsonObject | undefined;
+};
+
+/**
+ * Describes the message agentharness.v1.GetContextUsageResponse.
+ * Use `create(GetContextUsageResponseSchema)` to create a new message.
+ */
+export const GetContextUsageResponseSchema: GenMessage<GetContextUsageResponse> = /*@__PURE__*/
+  messageDesc(file_agentharness_v1_session_service, 28);
+
+/**
  * What kind of block a Delta writes.
  *
  * @generated from enum agentharness.v1.DeltaBlockType
@@ -1205,6 +1363,30 @@ export const SessionService: GenService<{
     methodKind: "server_streaming";
     input: typeof ReadFullEventRequestSchema;
     output: typeof ReadFullEventResponseSchema;
+  },
+  /**
+   * Stops one background task (a backgrounded Bash, a background subagent)
+   * of the live process, leaving the turn and the process alive: the CLI's
+   * `stop_task`. FAILED_PRECONDITION when the session has no live process.
+   *
+   * @generated from rpc agentharness.v1.SessionService.StopTask
+   */
+  stopTask: {
+    methodKind: "unary";
+    input: typeof StopTaskRequestSchema;
+    output: typeof StopTaskResponseSchema;
+  },
+  /**
+   * How full the live process's context window is, by category, as the CLI
+   * counts it (`get_context_usage`). FAILED_PRECONDITION when the session
+   * has no live process.
+   *
+   * @generated from rpc agentharness.v1.SessionService.GetContextUsage
+   */
+  getContextUsage: {
+    methodKind: "unary";
+    input: typeof GetContextUsageRequestSchema;
+    output: typeof GetContextUsageResponseSchema;
   },
 }> = /*@__PURE__*/
   serviceDesc(file_agentharness_v1_session_service, 0);
