@@ -453,13 +453,27 @@ fn context_usage(mut answer: serde_json::Value) -> pb::GetContextUsageResponse {
         .and_then(serde_json::Value::as_array)
         .map(|cs| {
             cs.iter()
-                .map(|c| pb::ContextCategory {
-                    name: c
-                        .get("name")
-                        .and_then(serde_json::Value::as_str)
-                        .unwrap_or_default()
-                        .to_owned(),
-                    tokens: n(c, "tokens") as u64,
+                .map(|c| {
+                    let text = |k: &str| {
+                        c.get(k)
+                            .and_then(serde_json::Value::as_str)
+                            .unwrap_or_default()
+                            .to_owned()
+                    };
+                    let name = text("name");
+                    // CLI 2.1.197 names no kind: it lists the used
+                    // categories and "Free space".
+                    let kind = match (text("kind"), name.as_str()) {
+                        (k, _) if !k.is_empty() => k,
+                        (_, "Free space") => "free".into(),
+                        (_, "Autocompact buffer") => "buffer".into(),
+                        _ => "used".into(),
+                    };
+                    pb::ContextCategory {
+                        tokens: n(c, "tokens") as u64,
+                        name,
+                        kind,
+                    }
                 })
                 .collect()
         })

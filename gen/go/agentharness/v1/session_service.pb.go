@@ -2055,7 +2055,12 @@ type ContextCategory struct {
 	// The CLI's name for it.
 	Name string `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
 	// Tokens it takes.
-	Tokens        uint64 `protobuf:"varint,2,opt,name=tokens,proto3" json:"tokens,omitempty"`
+	Tokens uint64 `protobuf:"varint,2,opt,name=tokens,proto3" json:"tokens,omitempty"`
+	// How it counts: "used" (in total_tokens), "deferred" (tools loaded on
+	// demand, not in use yet), "buffer" (the auto-compact reserve) or "free".
+	// From the CLI when it says (2.1.33x); older CLIs name only used
+	// categories and "Free space".
+	Kind          string `protobuf:"bytes,3,opt,name=kind,proto3" json:"kind,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2102,6 +2107,13 @@ func (x *ContextCategory) GetTokens() uint64 {
 		return x.Tokens
 	}
 	return 0
+}
+
+func (x *ContextCategory) GetKind() string {
+	if x != nil {
+		return x.Kind
+	}
+	return ""
 }
 
 // The CLI's figures for the context window of the live process.
@@ -2331,10 +2343,11 @@ const file_agentharness_v1_session_service_proto_rawDesc = "" +
 	"\x10StopTaskResponse\"7\n" +
 	"\x16GetContextUsageRequest\x12\x1d\n" +
 	"\n" +
-	"session_id\x18\x01 \x01(\tR\tsessionId\"A\n" +
+	"session_id\x18\x01 \x01(\tR\tsessionId\"U\n" +
 	"\x0fContextCategory\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x1a\n" +
-	"\x06tokens\x18\x02 \x01(\x04B\x020\x02R\x06tokens\"\x9a\x02\n" +
+	"\x06tokens\x18\x02 \x01(\x04B\x020\x02R\x06tokens\x12\x12\n" +
+	"\x04kind\x18\x03 \x01(\tR\x04kind\"\x9a\x02\n" +
 	"\x17GetContextUsageResponse\x12%\n" +
 	"\ftotal_tokens\x18\x01 \x01(\x04B\x020\x02R\vtotalTokens\x12!\n" +
 	"\n" +

@@ -317,12 +317,14 @@ class GetContextUsageRequest(_message.Message):
     def __init__(self, session_id: _Optional[str] = ...) -> None: ...
 
 class ContextCategory(_message.Message):
-    __slots__ = ("name", "tokens")
+    __slots__ = ("name", "tokens", "kind")
     NAME_FIELD_NUMBER: _ClassVar[int]
     TOKENS_FIELD_NUMBER: _ClassVar[int]
+    KIND_FIELD_NUMBER: _ClassVar[int]
     name: str
     tokens: int
-    def __init__(self, name: _Optional[str] = ..., tokens: _Optional[int] = ...) -> None: ...
+    kind: str
+    def __init__(self, name: _Optional[str] = ..., tokens: _Optional[int] = ..., kind: _Optional[str] = ...) -> None: ...
 
 class GetContextUsageResponse(_message.Message):
     __slots__ = ("total_tokens", "max_tokens", "raw_max_tokens", "percentage", "categories", "raw")
