@@ -3,6 +3,8 @@
 //! `tests/vectors/README.md`). This runs the public derive functions on each
 //! prefix and reports every mismatch with its file and checkpoint.
 
+mod vector_files;
+
 use std::path::{Path, PathBuf};
 
 use agent_harness_client::derive::{self, classify};
@@ -326,28 +328,6 @@ fn check_file(path: &Path, failures: &mut Vec<String>) {
 
 #[test]
 fn every_vector_matches() {
-    let mut files: Vec<PathBuf> = std::fs::read_dir(vectors_dir())
-        .expect("tests/vectors exists")
-        .map(|e| e.expect("dir entry").path())
-        .filter(|p| p.extension().is_some_and(|x| x == "json"))
-        .collect();
-    files.sort();
-    assert!(
-        files.len() >= MIN_VECTORS,
-        "found {} vector files in {}, want at least {MIN_VECTORS}",
-        files.len(),
-        vectors_dir().display()
-    );
-    let mut failures = Vec::new();
-    for f in &files {
-        check_file(f, &mut failures);
-    }
-    assert!(
-        failures.is_empty(),
-        "{} mismatches in {} vectors:\n{}",
-        failures.len(),
-        files.len(),
-        failures.join("\n")
-    );
-    println!("{} vectors passed", files.len());
+    let n = vector_files::check_every_file(&vectors_dir(), MIN_VECTORS, check_file);
+    println!("{n} vectors passed");
 }
