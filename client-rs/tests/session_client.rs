@@ -588,6 +588,99 @@ async fn each_logical_call_has_one_key_reused_on_its_retries() {
     client.close().await;
 }
 
+/// StopTask is one logical call with one key, reused when its answer is
+/// lost; GetContextUsage (read-only) is retried in transit and hands back
+/// the server's figures; the server's own refusals are not retried.
+#[tokio::test]
+async fn stop_task_and_context_usage_reach_the_server_and_retry_in_transit() {
+    let server = start(ServerOptions::default()).await;
+    let client = client(&server, options());
+    let lose = |n| server.state.inner.lock().unwrap().lose_answers = n;
+
+    lose(1);
+    client.stop_task("task-1").await.unwrap();
+    client.stop_task("task-2").await.unwrap();
+    client
+        .stop_task_with_key("app-key-2", "task-3")
+        .await
+        .unwrap();
+    {
+        let inner = server.state.inner.lock().unwrap();
+        let seen: Vec<(&str, &str, &str)> = inner
+            .stop_task_requests
+            .iter()
+            .map(|r| {
+                (
+                    r.session_id.as_str(),
+                    r.task_id.as_str(),
+                    r.idempotency_key.as_str(),
+                )
+            })
+            .collect();
+        assert_eq!(
+            seen.len(),
+            4,
+            "a lost answer, its retry, two more: {seen:?}"
+        );
+        assert!(seen.iter().all(|(s, _, _)| *s == SESSION), "{seen:?}");
+        let tasks: Vec<&str> = seen.iter().map(|(_, t, _)| *t).collect();
+        assert_eq!(tasks, ["task-1", "task-1", "task-2", "task-3"]);
+        assert!(!seen[0].2.is_empty() && seen[0].2.len() <= 128);
+        assert_eq!(seen[1].2, seen[0].2, "the retry reuses the key");
+        assert_ne!(seen[2].2, seen[0].2, "a new logical call has a new key");
+        assert_eq!(seen[3].2, "app-key-2");
+    }
+    let err = client.stop_task("").await.unwrap_err();
+    assert_eq!(err.code(), tonic::Code::InvalidArgument);
+    assert!(matches!(
+        err,
+        SessionError::Rpc {
+            rpc: "StopTask",
+            ..
+        }
+    ));
+
+    // No live process: FAILED_PRECONDITION, asked once.
+    let err = client.get_context_usage().await.unwrap_err();
+    assert_eq!(err.code(), tonic::Code::FailedPrecondition);
+    assert!(matches!(
+        err,
+        SessionError::Rpc {
+            rpc: "GetContextUsage",
+            ..
+        }
+    ));
+    assert_eq!(server.state.inner.lock().unwrap().context_usage_calls, 1);
+
+    let figures = pb::GetContextUsageResponse {
+        total_tokens: 300,
+        max_tokens: 1000,
+        raw_max_tokens: 1200,
+        percentage: 30.0,
+        categories: vec![
+            pb::ContextCategory {
+                name: "Messages".into(),
+                tokens: 300,
+            },
+            pb::ContextCategory {
+                name: "Free space".into(),
+                tokens: 700,
+            },
+        ],
+        raw: None,
+    };
+    server.state.inner.lock().unwrap().context_usage = Some(figures.clone());
+    lose(2);
+    let usage = client.get_context_usage().await.unwrap();
+    assert_eq!(usage, figures);
+    assert_eq!(
+        server.state.inner.lock().unwrap().context_usage_calls,
+        4,
+        "two lost answers, then the one that came back"
+    );
+    client.close().await;
+}
+
 #[test]
 fn backoff_grows_is_capped_and_jittered() {
     let policy = BackoffPolicy::default();

@@ -8,6 +8,7 @@ names, 64-bit integers as strings); a stream's messages follow one another. Usag
     check.py subscribe FILE AFTER HEAD  -> asserts the replay/event/caughtUp stream
     check.py history FILE LIMIT HEAD    -> asserts one History page from the tail
     check.py deltas FILE                -> asserts the deltas of a Subscribe with include_deltas
+    check.py context FILE               -> asserts GetContextUsage's figures add up
 """
 
 import json
@@ -79,6 +80,28 @@ def check_deltas(msgs):
     print(f"deltas ok: {len(deltas)} fragments join to {joined!r} (content {text!r})")
 
 
+def check_context(msgs):
+    """One GetContextUsage answer of a live session after a turn: tokens in use within the
+    window, a "Messages" category, the categories other than "Free space" adding up to
+    totalTokens, and the CLI's own answer in raw (without its display grid)."""
+    if len(msgs) != 1:
+        fail(f"GetContextUsage output: {msgs}")
+    u = msgs[0]
+    total, window, raw_window = (int(u.get(k, 0)) for k in ("totalTokens", "maxTokens", "rawMaxTokens"))
+    if not 0 < total < window <= raw_window:
+        fail(f"figures: totalTokens {total}, maxTokens {window}, rawMaxTokens {raw_window}")
+    cats = u.get("categories", [])
+    if "Messages" not in [c.get("name") for c in cats]:
+        fail(f"no Messages category: {cats}")
+    used = sum(int(c.get("tokens", 0)) for c in cats if c.get("name") != "Free space")
+    if used != total:
+        fail(f"the categories add up to {used}, totalTokens is {total}: {cats}")
+    raw = u.get("raw", {})
+    if raw.get("totalTokens") != total or "gridRows" in raw:
+        fail(f"raw: totalTokens {raw.get('totalTokens')}, keys {sorted(raw)}")
+    print(f"context ok: {total} of {window} tokens ({u.get('percentage', 0)}%) in {len(cats)} categories")
+
+
 def main():
     cmd, path = sys.argv[1], sys.argv[2]
     msgs = messages(path)
@@ -120,6 +143,8 @@ def main():
         print("history ok:", seqs)
     elif cmd == "deltas":
         check_deltas(msgs)
+    elif cmd == "context":
+        check_context(msgs)
     else:
         fail(f"unknown command {cmd}")
 

@@ -2,7 +2,7 @@
 # grpcurl suite: the server is usable with no .proto files at all, through gRPC reflection.
 # Starts the real server release binary (interactive adapter, real claude CLI, fake Messages
 # API), then: list, describe, Start, GetSession, Subscribe (replay, events, caughtUp; live
-# typing with include_deltas), History and ReadFullEvent. Outputs are asserted with tests/grpcurl/check.py (stdlib Python).
+# typing with include_deltas), History, GetContextUsage and ReadFullEvent. Outputs are asserted with tests/grpcurl/check.py (stdlib Python).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 ROOT=$PWD
@@ -65,7 +65,7 @@ ok "list names agentharness.v1.SessionService"
 
 echo "\$ grpcurl -plaintext $addr describe agentharness.v1.SessionService"
 g "$addr" describe agentharness.v1.SessionService | tee "$tmp/describe.out"
-for rpc in Start Send Stop History RespondPermission GetSession ListSessions; do
+for rpc in Start Send Stop History RespondPermission StopTask GetContextUsage GetSession ListSessions; do
   grep -q "rpc $rpc ( .agentharness.v1.${rpc}Request ) returns ( .agentharness.v1.${rpc}Response );" "$tmp/describe.out" ||
     { echo "FAIL: describe lacks rpc $rpc"; exit 1; }
 done
@@ -118,6 +118,18 @@ echo "\$ grpcurl -plaintext -d '{\"session_id\":\"$sid\",\"limit\":2}' $addr age
 g -d "{\"session_id\":\"$sid\",\"limit\":2}" "$addr" agentharness.v1.SessionService/History >"$tmp/hist.out"
 check history "$tmp/hist.out" 2 "$head"
 ok "History: the newest 2 events, oldest first, hasMore"
+
+# The live process's context window, as the CLI counts it (a control request to the CLI).
+echo "\$ grpcurl -plaintext -d '{\"session_id\":\"$sid\"}' $addr agentharness.v1.SessionService/GetContextUsage"
+g -d "{\"session_id\":\"$sid\"}" "$addr" agentharness.v1.SessionService/GetContextUsage >"$tmp/context.out"
+python - "$tmp/context.out" <<'PY'
+import json, sys
+u = json.load(open(sys.argv[1]))
+u.pop("raw", None)
+print(json.dumps(u, indent=2))
+PY
+check context "$tmp/context.out"
+ok "GetContextUsage: the categories add up to totalTokens"
 
 # Live typing: a Subscribe with include_deltas, open before a SLOW turn starts, prints the
 # answer as "delta" messages (fragments) before its content event; a plain Subscribe beside it

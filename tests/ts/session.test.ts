@@ -384,6 +384,65 @@ describe("SessionHandle against the real server", () => {
     handle.close();
   });
 
+  it("getContextUsage: figures that add up; stopTask ends a background Bash while the process stays", async () => {
+    const sid = "ts-control";
+    const { handle } = open(sid);
+    await eventually("connected", handle.getSnapshot, (s) => s.connected);
+    const started = await handle.start({ prompt: "BGBASH sleep 300" });
+    // Relayed permissions (the server's default): allow the Bash when asked.
+    const answered = new Set<string>();
+    const taskStarted = await eventually("the background Bash started", handle.getSnapshot, (s) => {
+      for (const e of s.events) {
+        if (e.payload.case === "permissionRequested" && !answered.has(e.payload.value.requestId)) {
+          answered.add(e.payload.value.requestId);
+          void handle.respondPermission({ requestId: e.payload.value.requestId, allow: true });
+        }
+      }
+      return s.events.some((e) => e.payload.case === "taskStarted");
+    });
+    const taskId = taskStarted.events.flatMap((e) => (e.payload.case === "taskStarted" ? [e.payload.value.taskId] : []))[0]!;
+    assert.ok(taskId, "task_started has a task id");
+    await eventually("the turn over", handle.getSnapshot, (s) => s.status === "idle" && s.usage.turns >= 1);
+
+    const usage = await handle.getContextUsage();
+    const figures = `total ${usage.totalTokens}, max ${usage.maxTokens}, raw max ${usage.rawMaxTokens}`;
+    assert.ok(usage.totalTokens > 0, figures);
+    assert.ok(usage.maxTokens > usage.totalTokens, figures);
+    assert.ok(usage.rawMaxTokens >= usage.maxTokens, figures);
+    const names = usage.categories.map((c) => `${c.name}: ${c.tokens}`).join(", ");
+    assert.ok(usage.categories.some((c) => c.name === "Messages"), names);
+    const used = usage.categories.filter((c) => c.name !== "Free space").reduce((n, c) => n + c.tokens, 0n);
+    assert.equal(used, usage.totalTokens, `the categories add up: ${names}`);
+    assert.equal(usage.raw?.totalTokens, Number(usage.totalTokens), "raw is the CLI's answer");
+
+    const running = handle.getSnapshot();
+    assert.ok(
+      !running.events.some((e) => (e.payload.case === "taskUpdated" || e.payload.case === "taskNotification") && e.payload.value.taskId === taskId),
+      "the task has not ended by itself",
+    );
+    await handle.stopTask(taskId);
+    const stopped = await eventually("the task stopped", handle.getSnapshot, (s) =>
+      s.events.some(
+        (e) =>
+          (e.payload.case === "taskUpdated" && e.payload.value.taskId === taskId && e.payload.value.status === "killed") ||
+          (e.payload.case === "taskNotification" && e.payload.value.taskId === taskId && e.payload.value.status === "stopped"),
+      ),
+    );
+    assert.equal(stopped.processAlive, true, "the process stays");
+    await eventually("idle again", handle.getSnapshot, (s) => s.status === "idle");
+    const turns = handle.getSnapshot().usage.turns;
+    const sent = await handle.send("TEXT still here");
+    assert.equal(sent.runId, started.runId, "the same process took the next message");
+    await eventually("the next turn over", handle.getSnapshot, (s) => s.status === "idle" && s.usage.turns > turns);
+
+    // A session with no process: NOT_FOUND, not retried into a hang.
+    const { handle: nobody } = open("ts-control-nobody");
+    await assert.rejects(nobody.getContextUsage(), (e: unknown) => ConnectError.from(e).code === Code.NotFound);
+    await assert.rejects(nobody.stopTask(taskId), (e: unknown) => ConnectError.from(e).code === Code.NotFound);
+    nobody.close();
+    handle.close();
+  });
+
   it("a bad session id is a fatal error: no retry loop", async () => {
     const { handle } = open("bad id with spaces!");
     const s = await eventually("error", handle.getSnapshot, (s) => s.error !== undefined, 10_000);

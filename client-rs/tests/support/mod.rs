@@ -72,7 +72,15 @@ pub struct Inner {
     pub stops: usize,
     /// Every Stop request, in order.
     pub stop_requests: Vec<pb::StopRequest>,
-    /// The next this many Start, Send, Stop and RespondPermission calls are
+    /// Every StopTask request, in order.
+    pub stop_task_requests: Vec<pb::StopTaskRequest>,
+    /// GetContextUsage calls received.
+    pub context_usage_calls: usize,
+    /// The answer to GetContextUsage; None: FAILED_PRECONDITION, as the
+    /// server answers without a live process.
+    pub context_usage: Option<pb::GetContextUsageResponse>,
+    /// The next this many Start, Send, Stop, RespondPermission, StopTask
+    /// and GetContextUsage calls are
     /// recorded, then answered UNAVAILABLE, as if the connection dropped
     /// before the answer came back.
     pub lose_answers: usize,
@@ -360,6 +368,36 @@ impl SessionService for TestService {
         }
         self.0.lost_answer()?;
         Ok(Response::new(pb::StopResponse { stopping: false }))
+    }
+
+    async fn stop_task(
+        &self,
+        request: Request<pb::StopTaskRequest>,
+    ) -> Result<Response<pb::StopTaskResponse>, Status> {
+        self.0.check_auth(&request)?;
+        let req = request.into_inner();
+        if req.task_id.is_empty() {
+            return Err(Status::invalid_argument("task_id: must not be empty"));
+        }
+        self.0.lock().stop_task_requests.push(req);
+        self.0.lost_answer()?;
+        Ok(Response::new(pb::StopTaskResponse {}))
+    }
+
+    async fn get_context_usage(
+        &self,
+        request: Request<pb::GetContextUsageRequest>,
+    ) -> Result<Response<pb::GetContextUsageResponse>, Status> {
+        self.0.check_auth(&request)?;
+        let usage = {
+            let mut inner = self.0.lock();
+            inner.context_usage_calls += 1;
+            inner.context_usage.clone()
+        };
+        self.0.lost_answer()?;
+        usage
+            .map(Response::new)
+            .ok_or_else(|| Status::failed_precondition("no live process"))
     }
 
     type SubscribeStream = SubscribeStream;

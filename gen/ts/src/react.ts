@@ -12,10 +12,12 @@ import type { Transport } from "@connectrpc/connect";
 import { createGrpcWebTransport } from "@connectrpc/connect-web";
 import type {
   Event,
+  GetContextUsageResponse,
   RespondPermissionResponse,
   SendResponse,
   StartResponse,
   StopResponse,
+  StopTaskResponse,
 } from "./protocol.js";
 import { Fold, type Activity, type Derived, type SessionUsageTotals, type Status } from "./derive/index.js";
 import { EMPTY_PARTIAL, type PartialMessage } from "./partial.js";
@@ -60,6 +62,10 @@ export interface UseSessionResult {
   stop: () => Promise<StopResponse>;
   /** Answers a pending permission request. */
   respondPermission: (answer: PermissionAnswer) => Promise<RespondPermissionResponse>;
+  /** Stops one background task (`taskId` of its taskStarted); the turn and the process go on. */
+  stopTask: (taskId: string) => Promise<StopTaskResponse>;
+  /** The live process's context window figures (GetContextUsage). */
+  getContextUsage: () => Promise<GetContextUsageResponse>;
   /** 'hydrating' until the initial replay and backfill settle, then 'ready'. */
   hydrationPhase: HydrationPhase;
   /** Prepends the next older page; concurrent calls are coalesced. */
@@ -165,6 +171,8 @@ export function useSession(sessionId: string, options: UseSessionOptions): UseSe
     send: handle ? handle.send : noHandle,
     stop: handle ? handle.stop : noHandle,
     respondPermission: handle ? handle.respondPermission : noHandle,
+    stopTask: handle ? handle.stopTask : noHandle,
+    getContextUsage: handle ? handle.getContextUsage : noHandle,
     fetchHistory: handle ? handle.fetchHistory : () => Promise.resolve({ hasMore: false }),
     reconnect: handle ? handle.reconnect : () => {},
     injectEvent: handle ? handle.injectEvent : () => {},

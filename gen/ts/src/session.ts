@@ -22,11 +22,11 @@
 // that are not appends (a History page prepended, an event injected in the
 // middle) fold the held list again, once, at the next snapshot.
 //
-// Actions (start, send, stop, respondPermission) are retry-safe: each
-// logical call gets one fresh idempotency key, and a call that fails in
+// Actions (start, send, stop, respondPermission, stopTask) are retry-safe:
+// each logical call gets one fresh idempotency key, and a call that fails in
 // transit (UNAVAILABLE, UNKNOWN, DEADLINE_EXCEEDED) is retried with that same
 // key, so the server applies it once and answers the retry with the first
-// response.
+// response. getContextUsage only reads, so it is retried the same way.
 
 import { Code, ConnectError, createClient } from "@connectrpc/connect";
 import type { CallOptions, Client, Transport } from "@connectrpc/connect";
@@ -37,8 +37,10 @@ import {
   SessionService,
   type RespondPermissionResponse,
   type SendResponse,
+  type GetContextUsageResponse,
   type StartResponse,
   type StopResponse,
+  type StopTaskResponse,
 } from "./gen/agentharness/v1/session_service_pb.js";
 import { Fold, type Activity, type Derived, type SessionUsageTotals, type Status } from "./derive/index.js";
 import { readFullEvent } from "./full-event.js";
@@ -144,9 +146,9 @@ export interface SessionHandleOptions {
    */
   includeDeltas?: boolean;
   /**
-   * How many times an action (start, send, stop, respondPermission) that
-   * failed in transit is retried with its idempotency key, after the
-   * backoff delays (default 3; 0: never).
+   * How many times an action (start, send, stop, respondPermission,
+   * stopTask, getContextUsage) that failed in transit is retried with its
+   * idempotency key, after the backoff delays (default 3; 0: never).
    */
   actionRetries?: number;
 }
@@ -348,6 +350,28 @@ export class SessionHandle {
         this.callOptions(),
       ),
     );
+
+  /**
+   * Stops one background task of the live process (`taskId` of its
+   * taskStarted event: a backgrounded Bash, a background subagent); the
+   * turn and the process go on, and the task's taskUpdated{killed} /
+   * taskNotification{stopped} follow in the log. FAILED_PRECONDITION
+   * without a live process.
+   */
+  stopTask = async (taskId: string, opts: ActionOptions = {}): Promise<StopTaskResponse> =>
+    this.keyed(opts, (idempotencyKey) =>
+      this.client.stopTask({ sessionId: this.sessionId, taskId, idempotencyKey }, this.callOptions()),
+    );
+
+  /**
+   * How full the live process's context window is, as the CLI counts it:
+   * totalTokens, maxTokens, rawMaxTokens, percentage, and categories (those
+   * other than "Free space" add up to totalTokens); `raw` is the CLI's whole
+   * answer. FAILED_PRECONDITION without a live process. Read-only: retried
+   * in transit like the actions (the key is not sent).
+   */
+  getContextUsage = async (): Promise<GetContextUsageResponse> =>
+    this.keyed({}, () => this.client.getContextUsage({ sessionId: this.sessionId }, this.callOptions()));
 
   /**
    * Prepends the next older page (events before the oldest held one) and
