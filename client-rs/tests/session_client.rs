@@ -661,10 +661,12 @@ async fn stop_task_and_context_usage_reach_the_server_and_retry_in_transit() {
             pb::ContextCategory {
                 name: "Messages".into(),
                 tokens: 300,
+                kind: "used".into(),
             },
             pb::ContextCategory {
                 name: "Free space".into(),
                 tokens: 700,
+                kind: "free".into(),
             },
         ],
         raw: None,

@@ -82,7 +82,7 @@ def check_deltas(msgs):
 
 def check_context(msgs):
     """One GetContextUsage answer of a live session after a turn: tokens in use within the
-    window, a "Messages" category, the categories other than "Free space" adding up to
+    window, a "Messages" category, the categories of kind "used" adding up to
     totalTokens, and the CLI's own answer in raw (without its display grid)."""
     if len(msgs) != 1:
         fail(f"GetContextUsage output: {msgs}")
@@ -93,7 +93,7 @@ def check_context(msgs):
     cats = u.get("categories", [])
     if "Messages" not in [c.get("name") for c in cats]:
         fail(f"no Messages category: {cats}")
-    used = sum(int(c.get("tokens", 0)) for c in cats if c.get("name") != "Free space")
+    used = sum(int(c.get("tokens", 0)) for c in cats if c.get("kind") == "used")
     if used != total:
         fail(f"the categories add up to {used}, totalTokens is {total}: {cats}")
     raw = u.get("raw", {})

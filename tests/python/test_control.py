@@ -59,7 +59,7 @@ def test_context_usage_adds_up_and_stop_task_ends_a_background_bash(harness, str
     assert usage.total_tokens > 0 and usage.max_tokens > usage.total_tokens, usage
     assert usage.raw_max_tokens >= usage.max_tokens, usage
     assert "Messages" in [c.name for c in usage.categories], usage
-    used = sum(c.tokens for c in usage.categories if c.name != "Free space")
+    used = sum(c.tokens for c in usage.categories if c.kind == "used")
     assert used == usage.total_tokens, f"the categories add up to {used}: {usage}"
     assert usage.raw.fields["totalTokens"].number_value == usage.total_tokens
 

@@ -411,7 +411,7 @@ describe("SessionHandle against the real server", () => {
     assert.ok(usage.rawMaxTokens >= usage.maxTokens, figures);
     const names = usage.categories.map((c) => `${c.name}: ${c.tokens}`).join(", ");
     assert.ok(usage.categories.some((c) => c.name === "Messages"), names);
-    const used = usage.categories.filter((c) => c.name !== "Free space").reduce((n, c) => n + c.tokens, 0n);
+    const used = usage.categories.filter((c) => c.kind === "used").reduce((n, c) => n + c.tokens, 0n);
     assert.equal(used, usage.totalTokens, `the categories add up: ${names}`);
     assert.equal(usage.raw?.totalTokens, Number(usage.totalTokens), "raw is the CLI's answer");
 

@@ -582,24 +582,6 @@ impl SessionService for TestService {
     type ReadFullEventStream =
         Pin<Box<dyn Stream<Item = Result<pb::ReadFullEventResponse, Status>> + Send>>;
 
-    async fn stop_task(
-        &self,
-        _request: Request<pb::StopTaskRequest>,
-    ) -> Result<Response<pb::StopTaskResponse>, Status> {
-        Err(Status::unimplemented(
-            "the session client tests do not call StopTask",
-        ))
-    }
-
-    async fn get_context_usage(
-        &self,
-        _request: Request<pb::GetContextUsageRequest>,
-    ) -> Result<Response<pb::GetContextUsageResponse>, Status> {
-        Err(Status::unimplemented(
-            "the session client tests do not call GetContextUsage",
-        ))
-    }
-
     async fn read_full_event(
         &self,
         _request: Request<pb::ReadFullEventRequest>,
