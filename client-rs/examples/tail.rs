@@ -28,7 +28,8 @@ struct Args {
 #[tokio::main]
 async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let args = Args::parse();
-    let mut options = SessionOptions::default();
+    // It prints stored events only: no live typing.
+    let mut options = SessionOptions::default().with_include_deltas(false);
     if let Some(token) = args.token {
         options = options.with_auth_token(token);
     }

@@ -8,6 +8,8 @@
 //! - [`derive`]: pure functions over a slice of events — status, process
 //!   alive, usage, activity, background tasks, permissions and the classify
 //!   helpers. The only implementation in the project; the server calls it.
+//! - [`partial`]: live typing, the partial assistant message folded from
+//!   a stream's `delta`s and the events that supersede them.
 //! - [`session`]: a reconnecting subscription that keeps the derived state of
 //!   one session as a stream of snapshots (the Rust side of `useSession`).
 
@@ -26,6 +28,7 @@ pub mod proto {
 }
 
 pub mod derive;
+pub mod partial;
 pub mod session;
 pub use pbjson_types;
 pub use proto::v1 as pb;

@@ -1,7 +1,8 @@
 //! The session client against a real tonic server on 127.0.0.1:0 running
 //! the in-memory SessionService in `support/`: replay, live events,
 //! reconnects mid-replay and mid-live, duplicates, resets, gaps, history
-//! paging, injected events, the connected flag, hydration and backoff.
+//! paging, injected events, the connected flag, hydration, backoff and live
+//! typing (the partial message folded from deltas).
 
 mod support;
 
@@ -832,4 +833,143 @@ async fn a_message_too_large_to_decode_stops_the_subscription() {
     .unwrap();
     let snap = wait(&small, "the small client to stop", |s| s.fatal.is_some()).await;
     assert_eq!(snap.fatal.unwrap().code(), tonic::Code::OutOfRange);
+}
+
+/// A text fragment of block 0 of `message_id`, as the server streams it.
+fn text_delta(message_id: &str, fragment: &str) -> pb::Delta {
+    pb::Delta {
+        run_id: "run-1".to_owned(),
+        message_id: message_id.to_owned(),
+        block_type: pb::DeltaBlockType::Text as i32,
+        fragment: fragment.to_owned(),
+        ..Default::default()
+    }
+}
+
+fn content_event(message_id: &str, text: &str) -> pb::Event {
+    pb::Event {
+        run_id: "run-1".to_owned(),
+        payload: Some(Payload::Content(pb::Content {
+            message_id: message_id.to_owned(),
+            blocks: vec![pb::ContentBlock {
+                r#type: "text".to_owned(),
+                text: text.to_owned(),
+                ..Default::default()
+            }],
+            ..Default::default()
+        })),
+        ..Default::default()
+    }
+}
+
+#[tokio::test]
+async fn deltas_grow_the_partial_message_until_content_supersedes_it() {
+    let server = start(ServerOptions::default()).await;
+    server.state.append(SESSION, 2); // run_start, input_sent: a turn
+    let client = client(&server, options());
+    let seen = record(&client);
+    converge(&client, &server).await;
+    assert_eq!(
+        server.state.subscribe_deltas(),
+        vec![true],
+        "asked by default"
+    );
+
+    server.state.push_delta(SESSION, text_delta("msg_1", "Hel"));
+    server.state.push_delta(SESSION, text_delta("msg_1", "lo"));
+    let snap = wait(&client, "the partial text", |s| {
+        s.partial.main_text() == "Hello"
+    })
+    .await;
+    let block = &snap.partial.blocks()[0];
+    assert_eq!((block.message_id.as_str(), block.index), ("msg_1", 0));
+    assert_eq!(block.run_id, "run-1");
+    assert_eq!(snap.events.len(), 2, "deltas are not events");
+    assert_eq!(*snap.derived, derive::derive_all(&snap.events.to_vec()));
+
+    // Its content lands: the partial text goes in the same snapshot as the
+    // event that supersedes it, never one without the other.
+    server
+        .state
+        .append_event(SESSION, content_event("msg_1", "Hello"));
+    let snap = wait(&client, "the content", |s| s.cursor == 3).await;
+    assert!(snap.partial.is_empty(), "{:?}", snap.partial);
+    for s in seen.lock().unwrap().iter() {
+        assert!(
+            s.cursor < 3 || s.partial.is_empty(),
+            "a snapshot shows both the content and its partial text: {s:?}"
+        );
+    }
+
+    // turn_end drops blocks whose content never came (an interrupted turn).
+    server
+        .state
+        .push_delta(SESSION, text_delta("msg_2", "Count"));
+    wait(&client, "the next message", |s| !s.partial.is_empty()).await;
+    server.state.append(SESSION, 2); // seq 4 input_sent, seq 5 turn_end
+    let snap = wait(&client, "the turn end", |s| s.cursor == 5).await;
+    assert!(snap.partial.is_empty(), "{:?}", snap.partial);
+    client.close().await;
+}
+
+#[tokio::test]
+async fn a_reconnect_drops_the_partial_message_and_the_snapshot_restores_it() {
+    let server = start(ServerOptions::default()).await;
+    server.state.append(SESSION, 2);
+    let client = client(&server, options());
+    let seen = record(&client);
+    converge(&client, &server).await;
+    server
+        .state
+        .push_delta(SESSION, text_delta("msg_1", "The ans"));
+    wait(&client, "the partial text", |s| {
+        s.partial.main_text() == "The ans"
+    })
+    .await;
+
+    // Text written while the client is away reaches it in the snapshot.
+    server.state.refuse_subscribe(true);
+    server.state.drop_connections();
+    wait(&client, "disconnected", |s| !s.connected).await;
+    server
+        .state
+        .push_delta(SESSION, text_delta("msg_1", "wer is"));
+    server.state.refuse_subscribe(false);
+    wait(&client, "the snapshot", |s| {
+        s.connected && s.partial.main_text() == "The answer is"
+    })
+    .await;
+    server
+        .state
+        .push_delta(SESSION, text_delta("msg_1", " 42."));
+    let snap = wait(&client, "the rest", |s| {
+        s.partial.main_text() == "The answer is 42."
+    })
+    .await;
+    assert_eq!(snap.partial.blocks().len(), 1, "{:?}", snap.partial);
+
+    // Every text ever shown was a prefix of the answer: no character twice,
+    // none from the old stream appended to the snapshot.
+    for s in seen.lock().unwrap().iter() {
+        let text = s.partial.main_text();
+        assert!("The answer is 42.".starts_with(&text), "shown: {text:?}");
+    }
+    assert_eq!(server.state.subscribe_deltas(), vec![true, true]);
+    client.close().await;
+}
+
+#[tokio::test]
+async fn without_include_deltas_the_partial_message_stays_empty() {
+    let server = start(ServerOptions::default()).await;
+    server.state.append(SESSION, 2);
+    let client = client(&server, options().with_include_deltas(false));
+    converge(&client, &server).await;
+    server
+        .state
+        .push_delta(SESSION, text_delta("msg_1", "Hello"));
+    server.state.append(SESSION, 1);
+    let snap = converge(&client, &server).await;
+    assert!(snap.partial.is_empty());
+    assert_eq!(server.state.subscribe_deltas(), vec![false]);
+    client.close().await;
 }

@@ -163,6 +163,18 @@ pub struct ServeConfig {
     #[arg(long, env = "AGENT_HARNESS_MAX_LINE_BYTES", default_value_t = crate::supervise::DEFAULT_MAX_LINE_BYTES)]
     pub max_line_bytes: usize,
 
+    /// Live typing: run the CLI with `--include-partial-messages` and stream
+    /// the message being written to subscribers that set `include_deltas`.
+    /// `off` leaves the CLI's output as it was (deltas never come).
+    #[arg(long, env = "AGENT_HARNESS_DELTAS", value_enum, default_value = "on")]
+    pub deltas: Toggle,
+
+    /// Most bytes of partial text (live typing) held per session; past it a
+    /// block stops growing until its `content` event lands. At most 4177920
+    /// (one block's snapshot must fit in a 4 MiB message).
+    #[arg(long, env = "AGENT_HARNESS_MAX_PARTIAL_BYTES", default_value_t = crate::partial::DEFAULT_MAX_PARTIAL_BYTES, value_parser = parse_partial_bytes)]
+    pub max_partial_bytes: usize,
+
     /// Largest event streamed whole, in bytes of its protobuf encoding. A
     /// larger one (a long answer, a Read of a big file) is stored whole but
     /// streamed cut down and marked `truncated`; ReadFullEvent returns the
@@ -285,6 +297,8 @@ impl Default for ServeConfig {
             heartbeat: Duration::from_secs(15),
             max_request_bytes: 4 * 1024 * 1024,
             max_line_bytes: crate::supervise::DEFAULT_MAX_LINE_BYTES,
+            deltas: Toggle::On,
+            max_partial_bytes: crate::partial::DEFAULT_MAX_PARTIAL_BYTES,
             max_event_bytes: crate::log::cut::DEFAULT_MAX_EVENT_BYTES,
             auth_token_file: None,
             allowed_origins: Vec::new(),
@@ -355,6 +369,29 @@ pub fn parse_idempotency_ttl(s: &str) -> Result<Duration, String> {
         ));
     }
     Ok(ttl)
+}
+
+/// A feature switch (`on` / `off`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum Toggle {
+    /// Enabled.
+    On,
+    /// Disabled.
+    Off,
+}
+
+/// `--max-partial-bytes`: 0 ..= 4177920.
+fn parse_partial_bytes(s: &str) -> Result<usize, String> {
+    let n: usize = s
+        .parse()
+        .map_err(|e| format!("{s:?} is not a byte count: {e}"))?;
+    if n > crate::log::cut::MAX_EVENT_BYTES_CEILING {
+        return Err(format!(
+            "{n} is over {} (a block's snapshot must fit in one 4 MiB message)",
+            crate::log::cut::MAX_EVENT_BYTES_CEILING
+        ));
+    }
+    Ok(n)
 }
 
 /// Parses "1500ms", "30s", "5m", "2h" or a bare number of seconds.
@@ -467,6 +504,59 @@ mod tests {
         ] {
             let err = parse(&bad.to_string()).unwrap_err().to_string();
             assert!(err.contains("--max-event-bytes"), "{err}");
+        }
+    }
+
+    #[test]
+    fn deltas_flags_reach_the_adapter_and_the_manager() {
+        use crate::adapter::claude::{ClaudeInteractiveAdapter, ClaudeOptions};
+        use crate::adapter::{SpawnConfig, claude::ClaudeCliAdapter};
+        let serve = |args: &[&str]| {
+            let mut argv = vec!["agent-harness", "serve"];
+            argv.extend_from_slice(args);
+            match Cli::try_parse_from(argv).map(|c| c.command) {
+                Ok(Command::Serve(cfg)) => Ok(cfg),
+                Ok(_) => panic!("expected serve"),
+                Err(e) => Err(e),
+            }
+        };
+        let on = serve(&[]).unwrap();
+        assert_eq!(on.deltas, Toggle::On, "live typing is on by default");
+        assert_eq!(on.max_partial_bytes, 1024 * 1024);
+        let off = serve(&["--deltas", "off", "--max-partial-bytes", "65536"]).unwrap();
+        assert_eq!(off.deltas, Toggle::Off);
+        assert_eq!(
+            crate::server::manager_options(&off).max_partial_bytes,
+            65536
+        );
+        assert!(serve(&["--deltas", "maybe"]).is_err());
+        assert!(
+            serve(&["--max-partial-bytes", "5000000"]).is_err(),
+            "a snapshot must fit in one message"
+        );
+        let config = SpawnConfig {
+            session_id: "s".into(),
+            run_id: "r".into(),
+            config: agent_harness_client::pb::StartConfig {
+                prompt: "hi".into(),
+                ..Default::default()
+            },
+        };
+        for partial_messages in [true, false] {
+            let options = ClaudeOptions {
+                partial_messages,
+                ..ClaudeOptions::default()
+            };
+            for args in [
+                ClaudeInteractiveAdapter::new(options.clone()).args(&config),
+                ClaudeCliAdapter::new(options).args(&config),
+            ] {
+                assert_eq!(
+                    args.iter().any(|a| a == "--include-partial-messages"),
+                    partial_messages,
+                    "{args:?}"
+                );
+            }
         }
     }
 

@@ -22,6 +22,8 @@
 //! - [`adapter`]: the `ProcessAdapter` trait; the claude adapters (interactive,
 //!   one-shot, their shared options and stream-json lines) and cassettes.
 //! - [`normalize`]: one CLI stream-json line to zero or more events.
+//! - [`partial`]: live typing: the message being written, from the CLI's
+//!   `stream_event` lines to the Subscribe streams that ask (never stored).
 //! - [`supervise`]: process groups, the cleaned environment, signals, reaping.
 //! - [`log`]: every session's event log: group commit, Subscribe, History.
 //! - [`store`]: durable storage (the `Store` trait; memory and redb).
@@ -40,6 +42,7 @@ pub mod log;
 pub mod manager;
 pub mod metrics;
 pub mod normalize;
+pub mod partial;
 pub mod record;
 pub mod recovery;
 pub mod rpc;

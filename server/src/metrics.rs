@@ -122,6 +122,13 @@ pub struct LogMetrics {
     /// Events a live Subscribe stream was behind the head each time it saw
     /// a new head (1 for a stream keeping up with single-event commits).
     pub subscriber_lag: Histogram,
+    /// Live typing: CLI fragments published to the boards.
+    pub partial_fragments: AtomicU64,
+    /// Live typing: CLI fragments dropped because a session's partial text
+    /// reached `--max-partial-bytes`.
+    pub partial_dropped: AtomicU64,
+    /// Live typing: deltas sent to subscribers (a coalesced delta counts once).
+    pub deltas_sent: AtomicU64,
 }
 
 impl Default for LogMetrics {
@@ -130,6 +137,9 @@ impl Default for LogMetrics {
             commit_events: Histogram::new(BATCH_BUCKETS),
             commit_micros: Histogram::new(COMMIT_MICROS_BUCKETS),
             subscriber_lag: Histogram::new(LAG_BUCKETS),
+            partial_fragments: AtomicU64::new(0),
+            partial_dropped: AtomicU64::new(0),
+            deltas_sent: AtomicU64::new(0),
         }
     }
 }
@@ -197,6 +207,21 @@ impl Source {
             "Events a live Subscribe stream was behind the head when it saw a new head.",
             &m.subscriber_lag.snapshot(),
             1.0,
+        );
+        t.counter(
+            "agent_harness_partial_fragments_total",
+            "Live typing: CLI text fragments published to subscribers' boards.",
+            m.partial_fragments.load(Ordering::Relaxed),
+        );
+        t.counter(
+            "agent_harness_partial_fragments_dropped_total",
+            "Live typing: fragments dropped at --max-partial-bytes (the content event carries the whole text).",
+            m.partial_dropped.load(Ordering::Relaxed),
+        );
+        t.counter(
+            "agent_harness_deltas_sent_total",
+            "Live typing: deltas sent on Subscribe streams (one coalesced delta counts once).",
+            m.deltas_sent.load(Ordering::Relaxed),
         );
         t.gauge(
             "agent_harness_queued_events",

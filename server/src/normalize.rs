@@ -17,6 +17,7 @@
 //! | `system/task_started` / `task_progress` / `task_updated` / `task_notification` | `task_started` / `task_updated` / `task_updated` / `task_notification` |
 //! | `control_request{can_use_tool}` | `permission_requested` |
 //! | `control_cancel_request` (with a `request_id`) | `permission_resolved{by: "cancelled"}` (the run task drops it unless that request is pending in the log's fold, the one record of what is pending) |
+//! | `stream_event` (`--include-partial-messages`) | nothing: never stored; it feeds live typing ([`Normalizer::take_partial`], see [`crate::partial`]) |
 //! | anything else that is a JSON object with a `type` | nothing (logged at debug) |
 //! | not JSON, not an object, no `type` | `run_error{kind: "bad_line"}` |
 //! | longer than the limit | `run_error{kind: "line_too_large"}` |
@@ -28,6 +29,7 @@ use agent_harness_client::pb::event::Payload;
 use serde_json::{Map, Value};
 
 use crate::adapter::StdoutLine;
+use crate::partial::{Change, Tracker};
 
 /// How many bytes of a bad line are quoted in the run_error message.
 const ERROR_PREFIX_BYTES: usize = 200;
@@ -77,6 +79,9 @@ pub struct Normalizer {
     /// while TurnEnd carries the turn's own share, so each result records
     /// the difference.
     reported_totals: Totals,
+    /// The message being written, from `stream_event` lines (live typing):
+    /// changes only, taken by the run task; nothing of it is an event.
+    partial: Tracker,
 }
 
 /// Cumulative cost and per-model usage the CLI reported so far in this run.
@@ -145,7 +150,24 @@ impl Normalizer {
             pid: None,
             resume: String::new(),
             reported_totals: Totals::default(),
+            partial: Tracker::new(crate::partial::DEFAULT_MAX_PARTIAL_BYTES),
         }
+    }
+
+    /// Holds at most `bytes` of partial text (`--max-partial-bytes`).
+    pub fn set_partial_budget(&mut self, bytes: usize) {
+        self.partial = Tracker::new(bytes);
+    }
+
+    /// What changed in the message being written since the last call
+    /// (from `stream_event`, `assistant` and `result` lines).
+    pub fn take_partial(&mut self) -> Vec<Change> {
+        self.partial.take()
+    }
+
+    /// Fragments dropped so far because the partial budget was reached.
+    pub fn partial_dropped(&self) -> u64 {
+        self.partial.dropped()
     }
 
     /// Set the OS pid reported in run_ready events.
@@ -231,6 +253,7 @@ impl Normalizer {
                 text.to_string(),
             )];
         };
+        self.partial.line(kind, &obj);
         let payloads = match kind {
             "system" => self.system(&obj),
             "assistant" => vec![Payload::Content(content(&obj))],
@@ -271,6 +294,8 @@ impl Normalizer {
                     Vec::new()
                 }
             }
+            // Live typing only (see `partial`); never an event.
+            "stream_event" => Vec::new(),
             other => {
                 tracing::debug!(kind = other, "ignoring CLI line");
                 Vec::new()

@@ -268,7 +268,7 @@ impl SessionService for Rpc {
         let permit = self.stream_permit()?;
         let inner = self
             .logs
-            .subscribe(&req.session_id, req.after_seq)
+            .subscribe_with(&req.session_id, req.after_seq, req.include_deltas)
             .await
             .map_err(Error::from)?;
         let stream = drain_on_shutdown(

@@ -200,6 +200,7 @@ pub fn manager_options(config: &ServeConfig) -> ManagerOptions {
         stop_grace: config.stop_grace,
         kill_grace: config.kill_grace,
         max_line_bytes: config.max_line_bytes,
+        max_partial_bytes: config.max_partial_bytes,
         max_live_runs: config.max_live_runs,
         cache_sessions: config.cache_sessions,
         idempotency: crate::manager::receipts::IdempotencyOptions {
@@ -217,6 +218,7 @@ pub fn build_adapter(config: &ServeConfig) -> Result<Arc<dyn ProcessAdapter>> {
         permissions: config.permissions,
         // The reader stops buffering at the same limit the normalizer enforces.
         max_line_bytes: config.max_line_bytes,
+        partial_messages: config.deltas == crate::config::Toggle::On,
         ..ClaudeOptions::default()
     };
     match &config.adapter {

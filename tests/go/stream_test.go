@@ -31,7 +31,9 @@ func contentText(ev *pb.Event) string {
 
 // stream is one Subscribe call read by a goroutine. Every message it receives is checked as
 // it is read: replay first, then events in strictly increasing seq without gap or duplicate
-// starting at replay.from_seq+1, caught_up exactly once with head_seq = the last seq replayed.
+// starting at replay.from_seq+1, caught_up exactly once with head_seq = the last seq replayed;
+// deltas only when asked for, only after caught_up, each with after_seq = the last event seq
+// received before it.
 type stream struct {
 	t      *testing.T
 	msgs   chan *pb.SubscribeResponse
@@ -42,18 +44,42 @@ type stream struct {
 	caughtUp *pb.CaughtUp
 	lastSeq  uint64
 	events   []*pb.Event
+
+	// wantDeltas is the request's include_deltas: a delta on a stream without it fails.
+	wantDeltas bool
+	// deltas are the deltas received, in order.
+	deltas []seenDelta
+	// sinceCaughtUp counts the messages other than heartbeats received after caught_up.
+	sinceCaughtUp int
+}
+
+// seenDelta is one received delta and where it came in the stream.
+type seenDelta struct {
+	*pb.Delta
+	// events is how many events were received before it.
+	events int
+	// sinceCaughtUp is how many messages other than heartbeats came between caught_up and it.
+	sinceCaughtUp int
 }
 
 // subscribe opens Subscribe(sessionID, afterSeq) on srv and checks its ReplayStart header.
 func (srv *server) subscribe(t *testing.T, sessionID string, afterSeq uint64) *stream {
 	t.Helper()
+	return srv.subscribeWith(t, &pb.SubscribeRequest{SessionId: sessionID, AfterSeq: afterSeq})
+}
+
+// subscribeWith opens Subscribe(req) on srv and checks its ReplayStart header.
+func (srv *server) subscribeWith(t *testing.T, req *pb.SubscribeRequest) *stream {
+	t.Helper()
+	sessionID, afterSeq := req.GetSessionId(), req.GetAfterSeq()
 	ctx, cancel := context.WithCancel(context.Background())
-	call, err := srv.client.Subscribe(ctx, &pb.SubscribeRequest{SessionId: sessionID, AfterSeq: afterSeq})
+	call, err := srv.client.Subscribe(ctx, req)
 	if err != nil {
 		cancel()
 		t.Fatalf("Subscribe(%s, %d): %v", sessionID, afterSeq, err)
 	}
-	s := &stream{t: t, msgs: make(chan *pb.SubscribeResponse, 1024), errs: make(chan error, 1), cancel: cancel}
+	s := &stream{t: t, msgs: make(chan *pb.SubscribeResponse, 1024), errs: make(chan error, 1), cancel: cancel,
+		wantDeltas: req.GetIncludeDeltas()}
 	t.Cleanup(cancel)
 	go func() {
 		for {
@@ -112,9 +138,26 @@ func (s *stream) check(msg *pb.SubscribeResponse) {
 			s.t.Fatalf("caught_up.head_seq %d, but the last replayed seq is %d", k.CaughtUp.GetHeadSeq(), s.lastSeq)
 		}
 		s.caughtUp = k.CaughtUp
+		return
 	case *pb.SubscribeResponse_Heartbeat:
+		return
+	case *pb.SubscribeResponse_Delta:
+		d := k.Delta
+		if !s.wantDeltas {
+			s.t.Fatalf("delta on a stream without include_deltas: %v", d)
+		}
+		if s.caughtUp == nil {
+			s.t.Fatalf("delta before caught_up: %v", d)
+		}
+		if d.GetAfterSeq() != s.lastSeq {
+			s.t.Fatalf("delta after_seq %d, but the last event received is %d: %v", d.GetAfterSeq(), s.lastSeq, d)
+		}
+		s.deltas = append(s.deltas, seenDelta{Delta: d, events: len(s.events), sinceCaughtUp: s.sinceCaughtUp})
 	default:
 		s.t.Fatalf("Subscribe message with no kind: %v", msg)
+	}
+	if s.caughtUp != nil {
+		s.sinceCaughtUp++
 	}
 }
 

@@ -7,6 +7,7 @@ names, 64-bit integers as strings); a stream's messages follow one another. Usag
     check.py status FILE                -> prints "STATUS HEAD_SEQ"
     check.py subscribe FILE AFTER HEAD  -> asserts the replay/event/caughtUp stream
     check.py history FILE LIMIT HEAD    -> asserts one History page from the tail
+    check.py deltas FILE                -> asserts the deltas of a Subscribe with include_deltas
 """
 
 import json
@@ -35,6 +36,47 @@ def fail(msg):
 def payload(ev):
     keys = [k for k in ev if k not in ("seq", "sessionId", "runId", "time", "cliLine")]
     return keys[0] if len(keys) == 1 else f"<{keys}>"
+
+
+def check_deltas(msgs):
+    """A Subscribe with include_deltas, open before a one-message answer started: several
+    deltas of that message's text block 0, after caughtUp and before its content event, each
+    with afterSeq = the last event seq printed before it, whose fragments join to the content's
+    text exactly (the server sends a block's last fragments before its content event)."""
+    last_seq, caught_up, deltas, content = 0, False, [], None
+    for m in msgs:
+        if "event" in m:
+            last_seq = int(m["event"]["seq"])
+            if "content" in m["event"] and any(b.get("text") for b in m["event"]["content"].get("blocks", [])):
+                if content is not None:
+                    fail(f"two content events with text: {content} and {m['event']}")
+                content = m["event"]["content"]
+        elif "caughtUp" in m:
+            caught_up = True
+        elif "delta" in m:
+            d = m["delta"]
+            if not caught_up:
+                fail(f"a delta before caughtUp: {d}")
+            if content is not None:
+                fail(f"a delta after its content event: {d}")
+            if int(d.get("afterSeq", "0")) != last_seq:
+                fail(f"delta afterSeq {d.get('afterSeq')}, the last event printed before it is {last_seq}: {d}")
+            deltas.append(d)
+    if content is None:
+        fail("no content event with text")
+    text = "".join(b.get("text", "") for b in content["blocks"])
+    if len(deltas) < 3:
+        fail(f"{len(deltas)} deltas: the answer should arrive in several pieces")
+    for d in deltas:
+        if (d.get("messageId"), d.get("index", 0), d.get("blockType"), d.get("snapshot", False)) != (
+            content.get("messageId"), 0, "DELTA_BLOCK_TYPE_TEXT", False,
+        ):
+            fail(f"delta {d}: want a fragment of block 0 (TEXT) of message {content.get('messageId')}")
+    joined = "".join(d.get("fragment", "") for d in deltas)
+    if joined != text:
+        fail(f"fragments join to {joined!r}; the content text is {text!r}")
+    print(json.dumps({"delta": deltas[0]}, indent=2))
+    print(f"deltas ok: {len(deltas)} fragments join to {joined!r} (content {text!r})")
 
 
 def main():
@@ -76,6 +118,8 @@ def main():
         if page.get("hasMore") is not True:
             fail(f"History hasMore {page.get('hasMore')}, want true")
         print("history ok:", seqs)
+    elif cmd == "deltas":
+        check_deltas(msgs)
     else:
         fail(f"unknown command {cmd}")
 

@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # grpcurl suite: the server is usable with no .proto files at all, through gRPC reflection.
 # Starts the real server release binary (interactive adapter, real claude CLI, fake Messages
-# API), then: list, describe, Start, GetSession, Subscribe (replay, events, caughtUp) and
-# History. Outputs are asserted with tests/grpcurl/check.py (stdlib Python).
+# API), then: list, describe, Start, GetSession, Subscribe (replay, events, caughtUp; live
+# typing with include_deltas), History and ReadFullEvent. Outputs are asserted with tests/grpcurl/check.py (stdlib Python).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 ROOT=$PWD
@@ -118,6 +118,42 @@ echo "\$ grpcurl -plaintext -d '{\"session_id\":\"$sid\",\"limit\":2}' $addr age
 g -d "{\"session_id\":\"$sid\",\"limit\":2}" "$addr" agentharness.v1.SessionService/History >"$tmp/hist.out"
 check history "$tmp/hist.out" 2 "$head"
 ok "History: the newest 2 events, oldest first, hasMore"
+
+# Live typing: a Subscribe with include_deltas, open before a SLOW turn starts, prints the
+# answer as "delta" messages (fragments) before its content event; a plain Subscribe beside it
+# prints none. Both streams are ended (by pid) once they hold the turn's turnEnd.
+sid2=grpcurl-typing-$$-$RANDOM
+echo "\$ grpcurl -plaintext -max-time 60 -d '{\"session_id\":\"$sid2\",\"include_deltas\":true}' $addr agentharness.v1.SessionService/Subscribe"
+g -max-time 60 -d "{\"session_id\":\"$sid2\",\"include_deltas\":true}" "$addr" agentharness.v1.SessionService/Subscribe \
+  >"$tmp/typing.out" 2>"$tmp/typing.err" &
+typing_pid=$!
+pids+=("$typing_pid")
+g -max-time 60 -d "{\"session_id\":\"$sid2\"}" "$addr" agentharness.v1.SessionService/Subscribe \
+  >"$tmp/plain.out" 2>"$tmp/plain.err" &
+plain_pid=$!
+pids+=("$plain_pid")
+# Start only once both streams are live (caughtUp printed), so they see the whole turn.
+for i in $(seq 300); do
+  grep -q caughtUp "$tmp/typing.out" && grep -q caughtUp "$tmp/plain.out" && break
+  [ "$i" = 300 ] && { echo "FAIL: no caughtUp on the Subscribe streams after 30 s"; cat "$tmp/typing.err" "$tmp/plain.err"; exit 1; }
+  sleep 0.1
+done
+g -d "{\"session_id\":\"$sid2\",\"config\":{\"prompt\":\"SLOW 12 150\",\"cwd\":\"$tmp/work\"}}" \
+  "$addr" agentharness.v1.SessionService/Start >/dev/null
+for i in $(seq 600); do
+  grep -q turnEnd "$tmp/typing.out" && grep -q turnEnd "$tmp/plain.out" && break
+  [ "$i" = 600 ] && { echo "FAIL: no turnEnd on the Subscribe streams after 60 s"; cat "$tmp/typing.err" "$tmp/plain.err"; exit 1; }
+  sleep 0.1
+done
+kill -TERM "$typing_pid" "$plain_pid" 2>/dev/null || true
+wait "$typing_pid" "$plain_pid" 2>/dev/null || true
+# Reaped: cleanup must not signal these pids again.
+live_pids=()
+for pid in "${pids[@]}"; do [ "$pid" = "$typing_pid" ] || [ "$pid" = "$plain_pid" ] || live_pids+=("$pid"); done
+pids=("${live_pids[@]}")
+check deltas "$tmp/typing.out"
+grep -q '"delta"' "$tmp/plain.out" && { echo "FAIL: a Subscribe without include_deltas printed a delta"; exit 1; }
+ok "Subscribe with include_deltas: the SLOW answer as delta fragments before its content; none without"
 
 # A 6 MB answer: History (grpcurl's default 4 MiB receive limit) gets it cut down and marked
 # "truncated"; ReadFullEvent streams the whole CLI line back (the README's jq | base64 pipe).

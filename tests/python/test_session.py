@@ -37,14 +37,23 @@ def content_text(ev: events_pb2.Event) -> str:
 class Stream:
     """One Subscribe call read by a thread. Every message is checked as it is read: replay
     first, events in strictly increasing seq without gap or duplicate from replay.from_seq+1,
-    caught_up exactly once with head_seq = the last seq replayed."""
+    caught_up exactly once with head_seq = the last seq replayed; deltas only when asked for
+    (include_deltas), only after caught_up, each with after_seq = the last event seq received
+    before it."""
 
-    def __init__(self, stub, session_id: str, after_seq: int):
-        self._call = stub.Subscribe(pb.SubscribeRequest(session_id=session_id, after_seq=after_seq))
+    def __init__(self, stub, session_id: str, after_seq: int, include_deltas: bool = False):
+        self._call = stub.Subscribe(
+            pb.SubscribeRequest(session_id=session_id, after_seq=after_seq, include_deltas=include_deltas)
+        )
         self._q: queue.Queue = queue.Queue()
         self.replay = None
         self.caught_up = None
         self.events: list[events_pb2.Event] = []
+        self.include_deltas = include_deltas
+        # Each delta received, as (delta, events received before it, messages other than
+        # heartbeats between caught_up and it).
+        self.deltas: list[tuple[pb.Delta, int, int]] = []
+        self._since_caught_up = 0
         threading.Thread(target=self._pump, daemon=True).start()
         first = self.recv(20)
         assert first.WhichOneof("kind") == "replay", f"first Subscribe message: {first}"
@@ -73,6 +82,8 @@ class Stream:
 
     def _check(self, msg):
         k = msg.WhichOneof("kind")
+        if self.caught_up is not None and k != "heartbeat":
+            self._since_caught_up += 1
         if k == "replay":
             assert self.replay is None, f"second replay header: {msg.replay}"
         elif k == "event":
@@ -86,6 +97,14 @@ class Stream:
                 f"caught_up.head_seq {msg.caught_up.head_seq}, last replayed seq {self.last_seq}"
             )
             self.caught_up = msg.caught_up
+        elif k == "delta":
+            d = msg.delta
+            assert self.include_deltas, f"delta on a stream without include_deltas: {d}"
+            assert self.caught_up is not None, f"delta before caught_up: {d}"
+            assert d.after_seq == self.last_seq, (
+                f"delta after_seq {d.after_seq}, last event received {self.last_seq}: {d}"
+            )
+            self.deltas.append((d, len(self.events), self._since_caught_up - 1))
         elif k != "heartbeat":
             pytest.fail(f"Subscribe message with no kind: {msg}")
 
@@ -138,8 +157,8 @@ def streams():
         s.close()
 
 
-def subscribe(h, streams, session_id: str, after_seq: int) -> Stream:
-    s = Stream(h.stub, session_id, after_seq)
+def subscribe(h, streams, session_id: str, after_seq: int, include_deltas: bool = False) -> Stream:
+    s = Stream(h.stub, session_id, after_seq, include_deltas)
     streams.append(s)
     return s
 

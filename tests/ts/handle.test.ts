@@ -2,7 +2,8 @@
 // SessionService client feeds SessionHandle streams and History pages, and
 // every published snapshot must carry exactly what deriveAll gives over its
 // events, with the incremental Fold applying each streamed event once (a
-// refold only on reset, History prepends and injects in the middle).
+// refold only on reset, History prepends and injects in the middle). And
+// live typing: deltas folded into `partial`, dropped by a new stream.
 
 import assert from "node:assert/strict";
 import { readdirSync, readFileSync } from "node:fs";
@@ -10,11 +11,14 @@ import { join } from "node:path";
 import { afterEach, beforeEach, describe, it } from "node:test";
 import { clone, create, fromJson, type MessageInitShape } from "@bufbuild/protobuf";
 import {
+  DeltaBlockType,
+  EMPTY_PARTIAL,
   EventSchema,
   Fold,
   HistoryResponseSchema,
   SubscribeResponseSchema,
   deriveAll,
+  partialMainText,
   type Event,
   type SubscribeResponse,
 } from "@agent-harness/client/protocol";
@@ -65,6 +69,12 @@ class Stream implements AsyncIterable<SubscribeResponse> {
   caughtUp(): void {
     this.send({ case: "caughtUp", value: {} });
   }
+  delta(messageId: string, fragment: string, snapshot = false): void {
+    this.send({
+      case: "delta",
+      value: { runId: "run-1", messageId, blockType: DeltaBlockType.TEXT, fragment, snapshot },
+    });
+  }
   fail(err: Error): void {
     this.failure = err;
     this.wake?.();
@@ -85,11 +95,11 @@ class Stream implements AsyncIterable<SubscribeResponse> {
 
 /** A client whose Subscribe streams the test drives and whose History serves `log`. */
 function scriptedClient(log: Event[]) {
-  const streams: { afterSeq: bigint; stream: Stream }[] = [];
+  const streams: { afterSeq: bigint; includeDeltas: boolean; stream: Stream }[] = [];
   const client = {
-    subscribe(req: { afterSeq?: bigint }, opts?: { signal?: AbortSignal }) {
+    subscribe(req: { afterSeq?: bigint; includeDeltas?: boolean }, opts?: { signal?: AbortSignal }) {
       const stream = new Stream(opts?.signal);
-      streams.push({ afterSeq: req.afterSeq ?? 0n, stream });
+      streams.push({ afterSeq: req.afterSeq ?? 0n, includeDeltas: req.includeDeltas ?? false, stream });
       return stream;
     },
     async history(req: { beforeSeq?: bigint; limit?: number }) {
@@ -124,9 +134,10 @@ afterEach(() => {
 });
 
 /** A handle and every snapshot it publishes; `next()` waits for the next one. */
-function open(client: SessionServiceClient, autoConnect = true) {
+function open(client: SessionServiceClient, autoConnect = true, includeDeltas?: boolean) {
   const handle = new SessionHandle(client, "s", {
     autoConnect,
+    includeDeltas,
     idleTimeoutMs: 0,
     backoff: { initialMs: 5, maxMs: 20 },
   });
@@ -348,5 +359,80 @@ describe("SessionHandle actions are retry-safe", () => {
     await assert.rejects(handle.send("x"), (e: ConnectError) => e.code === Code.InvalidArgument);
     assert.equal(calls.length, 3);
     assert.equal(handle.getSnapshot().error?.message.includes("injected"), true);
+  });
+});
+
+/** A content event of `messageId` at `seq`. */
+function contentEvent(seq: bigint, messageId: string): Event {
+  return create(EventSchema, {
+    seq,
+    sessionId: "s",
+    runId: "run-1",
+    payload: { case: "content", value: { messageId, blocks: [{ type: "text", text: "x" }] } },
+  });
+}
+
+describe("SessionHandle keeps the partial message", () => {
+  it("asks for deltas; they grow snapshot.partial until content; a new stream drops it until its snapshot", async () => {
+    const { client, streams } = scriptedClient(LOG);
+    const { handle, seen, until } = open(client);
+    await until(() => streams.length === 1);
+    assert.equal(streams[0]!.includeDeltas, true, "asked by default");
+    const first = streams[0]!.stream;
+    first.replay();
+    first.event(LOG[0]!);
+    first.caughtUp();
+    let s = await until((s) => s.hydrationPhase === "ready" && s.lastSeq === 1n);
+    assert.equal(s.partial, EMPTY_PARTIAL);
+
+    first.delta("msg_1", "Hel");
+    first.delta("msg_1", "lo");
+    s = await until((s) => partialMainText(s.partial) === "Hello");
+    assert.equal(s.events.length, 1, "deltas are not events");
+    const held = s.partial;
+    first.send({ case: "heartbeat", value: {} });
+    first.event(contentEvent(2n, "msg_0"));
+    s = await until((s) => s.lastSeq === 2n);
+    assert.equal(s.partial, held, "another message's content: the same object");
+    first.event(contentEvent(3n, "msg_1"));
+    s = await until((s) => s.lastSeq === 3n);
+    assert.equal(s.partial.blocks.length, 0, "content supersedes its partial text");
+    for (const snap of seen) {
+      if (snap.lastSeq >= 3n) assert.equal(snap.partial.blocks.length, 0, "never the content and its partial text together");
+    }
+
+    first.delta("msg_2", "The ans");
+    await until((s) => partialMainText(s.partial) === "The ans");
+    handle.reconnect();
+    await until(() => streams.length === 2);
+    assert.equal(streams[1]!.includeDeltas, true);
+    const second = streams[1]!.stream;
+    second.replay(false, 3n);
+    await until((s) => s.partial.blocks.length === 0);
+    second.caughtUp();
+    second.delta("msg_2", "The answer", true);
+    second.delta("msg_2", " is 42.");
+    s = await until((s) => partialMainText(s.partial) === "The answer is 42.");
+    assert.equal(s.partial.blocks.length, 1);
+    for (const snap of seen) {
+      const text = partialMainText(snap.partial);
+      if (snap.lastSeq === 3n) assert.ok("The answer is 42.".startsWith(text), `shown: ${text}`);
+    }
+    handle.close();
+  });
+
+  it("includeDeltas: false asks for none and ignores any", async () => {
+    const { client, streams } = scriptedClient(LOG);
+    const { handle, until } = open(client, true, false);
+    await until(() => streams.length === 1);
+    assert.equal(streams[0]!.includeDeltas, false);
+    const stream = streams[0]!.stream;
+    stream.replay();
+    stream.caughtUp();
+    stream.delta("msg_1", "Hello");
+    stream.event(LOG[0]!);
+    const s = await until((s) => s.lastSeq === 1n);
+    assert.equal(s.partial, EMPTY_PARTIAL);
+    handle.close();
   });
 });

@@ -40,6 +40,14 @@
 //!   call whose answer was lost is applied once: the server answers the
 //!   repeat with the first response. The `*_with_key` variants take a key
 //!   the application keeps itself (to retry across its own restarts).
+//! - **Live typing.** With [`SessionOptions::include_deltas`] (the default)
+//!   the stream also carries the `delta`s of the assistant message being
+//!   written, folded into [`Snapshot::partial`] by the rules of
+//!   [`partial`](crate::partial): fragments grow a block, the `content`
+//!   event of that message supersedes its blocks, `turn_end` and `run_end`
+//!   drop them all, and each new stream starts empty (its replay header
+//!   drops them) until the server's snapshot after `caught_up` restores
+//!   what is still being written. Never part of `events` or `derived`.
 //! - **Hydration settles once.** [`Hydration::Hydrating`] until the first
 //!   replay has caught up and any history page requested meanwhile has
 //!   arrived, then [`Hydration::Ready`] for good: use it to keep replayed
@@ -70,6 +78,8 @@
 //!     if let Some(event) = snapshot.events.last() {
 //!         println!("seq {} status {}", event.seq, snapshot.derived.status.as_str());
 //!     }
+//!     // What the assistant is typing right now, before its `content` lands.
+//!     print!("\r{}", snapshot.partial.main_text());
 //! }
 //! # Ok(())
 //! # }
@@ -93,6 +103,7 @@ use tonic::service::interceptor::InterceptedService;
 use tonic::transport::{Channel, Endpoint};
 
 use crate::derive::{self, Derived};
+use crate::partial::Partial;
 use crate::pb::{self, session_service_client::SessionServiceClient};
 
 pub use backoff::{Backoff, BackoffPolicy};
@@ -138,6 +149,11 @@ pub struct Snapshot {
     pub cursor: u64,
     /// Why the last subscription broke; cleared when a new one opens.
     pub error: Option<String>,
+    /// Live typing: the blocks of the assistant message being written, not
+    /// yet superseded by their `content` event (empty without
+    /// [`SessionOptions::include_deltas`]). See [`crate::partial`] for when
+    /// blocks grow, reset and drop. Shared; a new `Arc` when it changes.
+    pub partial: Arc<Partial>,
     /// Set when the subscription stopped for good: a message was too large
     /// to decode ([`SessionOptions::max_message_bytes`]), and resubscribing
     /// at the same cursor would only fail again. The client does not retry
@@ -150,6 +166,7 @@ impl Default for Snapshot {
         Self {
             events: Events::default(),
             derived: Arc::new(derive::derive_all(&[])),
+            partial: Arc::default(),
             connected: false,
             hydration: Hydration::Hydrating,
             has_more_history: false,
@@ -201,6 +218,10 @@ pub struct SessionOptions {
     /// delay) when the call fails in transit: UNAVAILABLE, UNKNOWN or
     /// DEADLINE_EXCEEDED (default 3; 0: never).
     pub call_retries: u32,
+    /// Ask the server for live typing (`SubscribeRequest.include_deltas`)
+    /// and keep [`Snapshot::partial`] (default true: this client is for
+    /// UIs). False leaves it empty and saves the server the work.
+    pub include_deltas: bool,
 }
 
 impl Default for SessionOptions {
@@ -213,6 +234,7 @@ impl Default for SessionOptions {
             heartbeat_interval: DEFAULT_HEARTBEAT_INTERVAL,
             max_message_bytes: MAX_MESSAGE_BYTES,
             call_retries: 3,
+            include_deltas: true,
         }
     }
 }
@@ -255,6 +277,12 @@ impl SessionOptions {
         self
     }
 
+    /// Asks for live typing (true, the default) or not.
+    pub fn with_include_deltas(mut self, include: bool) -> Self {
+        self.include_deltas = include;
+        self
+    }
+
     /// Sets the default history page size.
     pub fn with_history_page(mut self, limit: u32) -> Self {
         self.history_page = limit;
@@ -272,6 +300,7 @@ impl fmt::Debug for SessionOptions {
             .field("heartbeat_interval", &self.heartbeat_interval)
             .field("max_message_bytes", &self.max_message_bytes)
             .field("call_retries", &self.call_retries)
+            .field("include_deltas", &self.include_deltas)
             .field(
                 "auth_token",
                 &self.auth_token.as_ref().map(|_| "<redacted>"),
@@ -383,6 +412,7 @@ impl SessionClient {
             session_id: session_id.clone(),
             history_page: options.history_page,
             stall_after: options.heartbeat_interval * 2,
+            include_deltas: options.include_deltas,
             backoff,
             state: state_tx,
             log: Default::default(),
@@ -394,6 +424,8 @@ impl SessionClient {
             fatal: None,
             meta_dirty: false,
             derived: initial,
+            partial: Arc::default(),
+            partial_dirty: false,
         };
         let handle = tokio::spawn(task.run(commands_rx));
         Ok(Self {

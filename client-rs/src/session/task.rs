@@ -2,7 +2,7 @@
 //!
 //! It keeps one Subscribe stream open (reconnecting with backoff), applies
 //! what arrives to its [`ClientLog`], runs History requests for
-//! `fetch_history`, and publishes a [`Snapshot`] after every batch. Handles
+//! `fetch_history`, folds live typing into its [`Partial`], and publishes a [`Snapshot`] after every batch. Handles
 //! talk to it through a command channel.
 //!
 //! Stall watchdog: while a Subscribe call or stream is open, a deadline of
@@ -26,6 +26,7 @@ use tokio::sync::{mpsc, oneshot, watch};
 use tonic::Streaming;
 
 use crate::derive;
+use crate::partial::Partial;
 use crate::pb::{self, subscribe_response::Kind};
 
 use super::backoff::Backoff;
@@ -104,6 +105,8 @@ pub(crate) struct SessionTask {
     /// Silence after which an open call or stream counts as dead (two
     /// heartbeat intervals); zero: never.
     pub(crate) stall_after: Duration,
+    /// Subscribe with `include_deltas` and fold them.
+    pub(crate) include_deltas: bool,
     pub(crate) backoff: Backoff,
     pub(crate) state: watch::Sender<Snapshot>,
     pub(crate) log: ClientLog,
@@ -120,6 +123,11 @@ pub(crate) struct SessionTask {
     pub(crate) meta_dirty: bool,
     /// Derived state of the last published list.
     pub(crate) derived: Arc<derive::Derived>,
+    /// Live typing; shared with the last snapshot, so a change after a
+    /// publish copies it once (a few blocks).
+    pub(crate) partial: Arc<Partial>,
+    /// `partial` changed since the last publish.
+    pub(crate) partial_dirty: bool,
 }
 
 impl SessionTask {
@@ -225,7 +233,7 @@ impl SessionTask {
         let request = pb::SubscribeRequest {
             session_id: self.session_id.clone(),
             after_seq: self.log.cursor(),
-            include_deltas: false,
+            include_deltas: self.include_deltas,
         };
         tracing::debug!(session_id = %self.session_id, after_seq = request.after_seq, "subscribing");
         Phase::Connecting(Box::pin(async move {
@@ -288,12 +296,23 @@ impl SessionTask {
                     "replay started"
                 );
                 self.log.replay_start(&start).map_err(fault)?;
+                // A new stream: the server's snapshot after caught_up
+                // restores whatever is still being written.
+                if !self.partial.is_empty() {
+                    self.fold_partial(Partial::reset);
+                }
                 *replayed = true;
                 self.error = None;
                 self.meta_dirty = true;
                 self.set_connected(true);
             }
             Kind::Event(event) => {
+                // Before the log takes it (and may refuse it: then the
+                // stream is dropped, and the next one's replay header resets
+                // the fold anyway). A duplicate re-applies a drop: no change.
+                if !self.partial.is_empty() {
+                    self.fold_partial(|p| p.apply_event(&event));
+                }
                 if self.log.stream_event(event).map_err(fault)? == Applied::Appended {
                     self.backoff.reset();
                 }
@@ -309,10 +328,21 @@ impl SessionTask {
             // Its head is only a hint: an event may be committed but not yet
             // sent; the next event's seq shows any real gap.
             Kind::Heartbeat(_) => {}
-            // Not asked for yet (include_deltas is false).
-            Kind::Delta(_) => {}
+            Kind::Delta(delta) => {
+                if self.include_deltas {
+                    self.fold_partial(|p| p.apply_delta(&delta));
+                }
+            }
         }
         Ok(())
+    }
+
+    /// Applies `f` to the partial message (copied first when the last
+    /// snapshot shares it) and notes a change.
+    fn fold_partial(&mut self, f: impl FnOnce(&mut Partial) -> bool) {
+        if f(Arc::make_mut(&mut self.partial)) {
+            self.partial_dirty = true;
+        }
     }
 
     /// Records a broken stream and schedules the next attempt.
@@ -437,7 +467,7 @@ impl SessionTask {
             self.hydration = Hydration::Ready;
             self.meta_dirty = true;
         }
-        if !self.log.changed() && !self.meta_dirty {
+        if !self.log.changed() && !self.meta_dirty && !self.partial_dirty {
             return;
         }
         let events = if self.log.changed() {
@@ -448,6 +478,7 @@ impl SessionTask {
             None
         };
         self.meta_dirty = false;
+        let partial = std::mem::take(&mut self.partial_dirty).then(|| self.partial.clone());
         let derived = self.derived.clone();
         let has_more_history = self.log.has_more_history();
         let cursor = self.log.cursor();
@@ -455,6 +486,9 @@ impl SessionTask {
             if let Some(events) = events {
                 s.events = events;
                 s.derived = derived;
+            }
+            if let Some(partial) = partial {
+                s.partial = partial;
             }
             s.connected = self.connected;
             s.hydration = self.hydration;

@@ -3,7 +3,10 @@
 //! strictly increasing seq, CaughtUp once, heartbeats while idle, reset when
 //! the cursor is past the head or older than the replay window), plus hooks
 //! to append events, drop connections and script misbehaviour so the
-//! client's recovery paths can be driven on purpose.
+//! client's recovery paths can be driven on purpose. Live typing too: deltas
+//! pushed with [`State::push_delta`] reach the streams that asked for them,
+//! never before an event appended earlier, and a stream that asked gets a
+//! snapshot delta per block still being written right after CaughtUp.
 
 #![allow(dead_code)] // each test binary uses a different subset
 
@@ -17,7 +20,7 @@ use agent_harness_client::pb::{
     self, event::Payload, session_service_server::SessionService,
     session_service_server::SessionServiceServer, subscribe_response::Kind,
 };
-use tokio::sync::{mpsc, watch};
+use tokio::sync::{broadcast, mpsc, watch};
 use tokio_stream::wrappers::ReceiverStream;
 use tokio_stream::{Stream, StreamExt};
 use tonic::{Request, Response, Status};
@@ -52,6 +55,11 @@ pub struct Inner {
     pub logs: HashMap<String, Vec<pb::Event>>,
     /// The `after_seq` of every Subscribe call, in order.
     pub subscribe_after: Vec<u64>,
+    /// The `include_deltas` of every Subscribe call, in order.
+    pub subscribe_deltas: Vec<bool>,
+    /// Session id -> the blocks being written, as snapshot deltas (text so
+    /// far), in order of first appearance.
+    pub writing: HashMap<String, Vec<pb::Delta>>,
     /// History calls answered or in progress.
     pub history_calls: usize,
     /// Every History request, in order.
@@ -95,6 +103,8 @@ pub struct State {
     history_open: watch::Sender<bool>,
     /// Bumped to let paused replays continue.
     replay_release: watch::Sender<u64>,
+    /// Every pushed delta with its session, for the streams that asked.
+    deltas: broadcast::Sender<(String, pb::Delta)>,
 }
 
 impl State {
@@ -144,10 +154,19 @@ impl State {
         head
     }
 
-    /// Appends one given event (its seq is assigned here).
+    /// Appends one given event (its seq is assigned here). A `content`
+    /// ends the blocks of its message being written; `turn_end` and
+    /// `run_end` end them all.
     pub fn append_event(&self, session: &str, mut event: pb::Event) -> u64 {
         let head = {
             let mut inner = self.lock();
+            if let Some(writing) = inner.writing.get_mut(session) {
+                match &event.payload {
+                    Some(Payload::Content(c)) => writing.retain(|d| d.message_id != c.message_id),
+                    Some(Payload::TurnEnd(_) | Payload::RunEnd(_)) => writing.clear(),
+                    _ => {}
+                }
+            }
             let log = inner.logs.entry(session.to_owned()).or_default();
             event.seq = log.len() as u64 + 1;
             event.session_id = session.to_owned();
@@ -156,6 +175,40 @@ impl State {
         };
         self.appended.send_modify(|v| *v += 1);
         head
+    }
+
+    /// Writes a fragment of block (`message_id`, `index`) of the message
+    /// being written: streams that asked for deltas get it after every event
+    /// appended so far (`after_seq` is set here), and it joins the block's
+    /// text for the snapshots of later streams.
+    pub fn push_delta(&self, session: &str, mut delta: pb::Delta) {
+        let mut inner = self.lock();
+        delta.after_seq = inner.logs.get(session).map_or(0, |l| l.len() as u64);
+        let writing = inner.writing.entry(session.to_owned()).or_default();
+        match writing
+            .iter_mut()
+            .find(|d| d.message_id == delta.message_id && d.index == delta.index)
+        {
+            Some(block) => {
+                block.fragment.push_str(&delta.fragment);
+                block.after_seq = delta.after_seq;
+            }
+            None => writing.push(pb::Delta {
+                snapshot: true,
+                ..delta.clone()
+            }),
+        }
+        // Under the lock, so a stream's snapshot and its live deltas never
+        // overlap (see `subscribe`). No receiver: nobody is live.
+        let _ = self.deltas.send((session.to_owned(), delta));
+        drop(inner);
+        // Wakes the live streams, which take queued deltas in order.
+        self.appended.send_modify(|v| *v += 1);
+    }
+
+    /// The `include_deltas` of every Subscribe call so far.
+    pub fn subscribe_deltas(&self) -> Vec<bool> {
+        self.lock().subscribe_deltas.clone()
     }
 
     /// Ends every open Subscribe stream with UNAVAILABLE.
@@ -323,9 +376,12 @@ impl SessionService for TestService {
         let mut appended = state.appended.subscribe();
         let mut kill = state.kill.subscribe();
         let mut release = state.replay_release.subscribe();
+        let mut deltas = state.deltas.subscribe();
+        let include_deltas = req.include_deltas;
         let (script, head) = {
             let mut inner = state.lock();
             inner.subscribe_after.push(req.after_seq);
+            inner.subscribe_deltas.push(req.include_deltas);
             if inner.refuse_subscribe {
                 return Err(Status::unavailable("refusing subscriptions"));
             }
@@ -390,6 +446,31 @@ impl SessionService for TestService {
                 tx.closed().await;
                 return;
             }
+            if include_deltas {
+                // Taken together under the lock: the events the snapshot
+                // follows, the snapshot, and the live deltas it already
+                // holds (dropped from the queue).
+                let (events, snapshot) = {
+                    let inner = state.lock();
+                    while deltas.try_recv().is_ok() {}
+                    let events = inner
+                        .logs
+                        .get(&session)
+                        .map(|l| l[(last as usize).min(l.len())..].to_vec())
+                        .unwrap_or_default();
+                    let snapshot = inner.writing.get(&session).cloned().unwrap_or_default();
+                    (events, snapshot)
+                };
+                for e in events {
+                    send_event!(e);
+                }
+                for d in snapshot {
+                    send!(msg(Kind::Delta(pb::Delta {
+                        after_seq: last,
+                        ..d
+                    })));
+                }
+            }
             loop {
                 if kill.has_changed().unwrap_or(true) {
                     let _ = tx
@@ -397,13 +478,49 @@ impl SessionService for TestService {
                         .await;
                     return;
                 }
-                let new = state.events_between(&session, last, u64::MAX);
-                let idle = new.is_empty();
-                for e in new {
-                    if script.duplicate_live {
-                        send!(msg(Kind::Event(e.clone())));
+                // One consistent cut of the log and the queued deltas (both
+                // change under the lock), each delta after the events
+                // appended before it.
+                let batch = {
+                    let inner = state.lock();
+                    let log = inner.logs.get(&session).map_or(&[][..], |l| &l[..]);
+                    let tail = |from: u64, to: u64| {
+                        log[(from as usize).min(log.len())..(to as usize).min(log.len())]
+                            .iter()
+                            .cloned()
+                            .map(Kind::Event)
+                    };
+                    let mut batch = Vec::new();
+                    let mut cursor = last;
+                    // Without include_deltas the queue is left alone.
+                    while let Some(next) = include_deltas.then(|| deltas.try_recv()) {
+                        match next {
+                            Ok((sid, delta)) if sid == session => {
+                                let to = delta.after_seq.max(cursor);
+                                batch.extend(tail(cursor, to));
+                                cursor = to;
+                                batch.push(Kind::Delta(delta));
+                            }
+                            Ok(_) => {}
+                            Err(broadcast::error::TryRecvError::Empty) => break,
+                            // 1024 queued: no test pushes that many.
+                            Err(e) => panic!("a test stream fell behind the deltas: {e}"),
+                        }
                     }
-                    send_event!(e);
+                    batch.extend(tail(cursor, u64::MAX));
+                    batch
+                };
+                let idle = batch.is_empty();
+                for kind in batch {
+                    match kind {
+                        Kind::Event(e) => {
+                            if script.duplicate_live {
+                                send!(msg(Kind::Event(e.clone())));
+                            }
+                            send_event!(e);
+                        }
+                        other => send!(msg(other)),
+                    }
                 }
                 if !idle {
                     continue;
@@ -544,6 +661,7 @@ fn new_state(options: ServerOptions) -> Arc<State> {
         kill: watch::channel(0).0,
         history_open: watch::channel(true).0,
         replay_release: watch::channel(0).0,
+        deltas: broadcast::channel(1024).0,
     })
 }
 

@@ -18,6 +18,7 @@ import type {
   StopResponse,
 } from "./protocol.js";
 import { Fold, type Activity, type Derived, type SessionUsageTotals, type Status } from "./derive/index.js";
+import { EMPTY_PARTIAL, type PartialMessage } from "./partial.js";
 import {
   createSessionHandle,
   type HydrationPhase,
@@ -81,6 +82,14 @@ export interface UseSessionResult {
   readFullEvent: (seq: bigint) => Promise<Event>;
   /** True when older events exist on the server. */
   hasMoreHistory: boolean;
+  /**
+   * Live typing: the blocks of the assistant message being written, until
+   * its `content` event lands (then they are in `events`); emptied by
+   * turnEnd, runEnd and each reconnect (the server's snapshot restores
+   * them). `partialMainText(partial)` is the answer being typed. Empty with
+   * `includeDeltas: false`.
+   */
+  partial: PartialMessage;
 }
 
 const noHandle = () => Promise.reject(new Error("useSession: not connected yet"));
@@ -101,6 +110,7 @@ function emptySnapshot(sessionId: string): SessionSnapshot {
     error: undefined,
     lastSeq: 0n,
     hasMoreHistory: false,
+    partial: EMPTY_PARTIAL,
   };
 }
 
@@ -150,6 +160,7 @@ export function useSession(sessionId: string, options: UseSessionOptions): UseSe
     usage: snap.usage,
     error: snap.error,
     hasMoreHistory: snap.hasMoreHistory,
+    partial: snap.partial,
     start: handle ? handle.start : noHandle,
     send: handle ? handle.send : noHandle,
     stop: handle ? handle.stop : noHandle,

@@ -9,6 +9,14 @@
 // a UI shows is derived from the held events, the same way the server derives
 // it, so a reconnect can never leave a stale status behind.
 //
+// Live typing: with `includeDeltas` (the default) the stream also carries the
+// deltas of the assistant message being written, folded into
+// `snapshot.partial` (partial.ts): fragments grow a block, the `content`
+// event of that message supersedes its blocks, turnEnd and runEnd drop them
+// all, and each new stream starts empty (its replay header drops them) until
+// the server's snapshot deltas after caughtUp restore what is still being
+// written. Never part of `events` or `derived`.
+//
 // The derived state is kept by a derive Fold: a streamed event is applied to
 // it (O(1) amortized), a reset starts a new one, and only the rare changes
 // that are not appends (a History page prepended, an event injected in the
@@ -34,6 +42,7 @@ import {
 } from "./gen/agentharness/v1/session_service_pb.js";
 import { Fold, type Activity, type Derived, type SessionUsageTotals, type Status } from "./derive/index.js";
 import { readFullEvent } from "./full-event.js";
+import { EMPTY_PARTIAL, applyPartial, type PartialMessage } from "./partial.js";
 
 /** The SessionService client type the handle drives. */
 export type SessionServiceClient = Client<typeof SessionService>;
@@ -86,6 +95,13 @@ export interface SessionSnapshot {
   readonly lastSeq: bigint;
   /** True when events older than the oldest held one exist on the server. */
   readonly hasMoreHistory: boolean;
+  /**
+   * Live typing: the blocks of the assistant message being written, not yet
+   * superseded by their `content` event (empty without `includeDeltas`).
+   * A new object only when it changes. See partial.ts for when blocks grow,
+   * reset and drop; `partialMainText(partial)` is the answer being typed.
+   */
+  readonly partial: PartialMessage;
 }
 
 /** Reconnect timing. Delays grow as initialMs * 2^attempt up to maxMs. */
@@ -121,6 +137,12 @@ export interface SessionHandleOptions {
   headers?: HeadersInit;
   /** Start the subscription immediately (default true). */
   autoConnect?: boolean;
+  /**
+   * Ask for live typing (`SubscribeRequest.includeDeltas`) and keep
+   * `snapshot.partial` (default true). False leaves it empty and saves the
+   * server the work.
+   */
+  includeDeltas?: boolean;
   /**
    * How many times an action (start, send, stop, respondPermission) that
    * failed in transit is retried with its idempotency key, after the
@@ -218,6 +240,8 @@ export class SessionHandle {
    * to date: fold the whole list again at the next snapshot.
    */
   private foldStale = false;
+  /** Live typing (see {@link SessionSnapshot.partial}). */
+  private partial: PartialMessage = EMPTY_PARTIAL;
   private connected = false;
   private caughtUp = false;
   private ready = false;
@@ -245,6 +269,7 @@ export class SessionHandle {
       backfill: options.backfill ?? 0,
       idleTimeoutMs: options.idleTimeoutMs ?? 45_000,
       autoConnect: options.autoConnect ?? true,
+      includeDeltas: options.includeDeltas ?? true,
       actionRetries: options.actionRetries ?? 3,
       headers: options.headers,
       backoff: {
@@ -409,7 +434,7 @@ export class SessionHandle {
       try {
         armIdle();
         const stream = this.client.subscribe(
-          { sessionId: this.sessionId, afterSeq: this.lastSeq() },
+          { sessionId: this.sessionId, afterSeq: this.lastSeq(), includeDeltas: this.opts.includeDeltas },
           this.callOptions(abort.signal),
         );
         for await (const res of stream) {
@@ -420,6 +445,9 @@ export class SessionHandle {
               attempt = 0;
               this.connected = true;
               this.error = undefined;
+              // A new stream: its snapshot after caughtUp restores what is
+              // still being written.
+              this.partial = EMPTY_PARTIAL;
               if (res.kind.value.reset) {
                 // The cursor was incoherent: the replay is the new truth.
                 this.setEvents([]);
@@ -428,8 +456,18 @@ export class SessionHandle {
               this.changed();
               break;
             }
-            case "event":
-              if (this.append(res.kind.value)) this.changed();
+            case "event": {
+              const partial = applyPartial(this.partial, res);
+              const changed = partial !== this.partial;
+              this.partial = partial;
+              if (this.append(res.kind.value) || changed) this.changed();
+              break;
+            }
+            case "delta":
+              if (this.opts.includeDeltas) {
+                this.partial = applyPartial(this.partial, res);
+                this.changed();
+              }
               break;
             case "caughtUp":
               if (!this.caughtUp) {
@@ -625,6 +663,7 @@ export class SessionHandle {
       error: this.error,
       lastSeq: this.lastSeq(),
       hasMoreHistory: this.hasMoreHistory,
+      partial: this.partial,
     };
   }
 

@@ -351,6 +351,43 @@ impl Drop for Inner {
     }
 }
 
+/// A live run's hold on its session's live-typing board; see
+/// [`EventLogs::typing`].
+pub struct Typing {
+    session: Arc<SessionLog>,
+}
+
+impl Typing {
+    /// Changes the CLI wrote after every committed event and before any
+    /// uncommitted one: published at once (see [`crate::partial::Board::publish`]).
+    pub fn publish(&self, run_id: &str, changes: &[crate::partial::Change]) {
+        let head = *self.session.head.borrow();
+        self.session.board.publish(run_id, changes, head);
+    }
+
+    /// Before a batch's events are committed: closes the blocks it
+    /// completes. Returns the head before the commit, for
+    /// [`Typing::publish_after`].
+    pub fn close(&self, changes: &[crate::partial::Change]) -> u64 {
+        let head = *self.session.head.borrow();
+        self.session.board.close(changes, head);
+        head
+    }
+
+    /// After the batch's events are committed: all its changes.
+    pub fn publish_after(&self, run_id: &str, changes: &[crate::partial::Change], before: u64) {
+        let head = *self.session.head.borrow();
+        self.session
+            .board
+            .publish_after(run_id, changes, before, head);
+    }
+
+    /// The run ended.
+    pub fn clear(&self, run_id: &str) {
+        self.session.board.clear(run_id);
+    }
+}
+
 /// Every session's event log. Cheap to clone (an `Arc` inside).
 #[derive(Clone)]
 pub struct EventLogs {
@@ -544,12 +581,39 @@ impl EventLogs {
         session_id: &str,
         after_seq: u64,
     ) -> Result<impl Stream<Item = pb::SubscribeResponse> + Send + 'static, LogError> {
+        self.subscribe_with(session_id, after_seq, false).await
+    }
+
+    /// [`EventLogs::subscribe`], and with `deltas` also live typing: after
+    /// `caught_up`, a snapshot of the blocks being written, then their
+    /// fragments, each after every event it follows (see [`crate::partial`]).
+    pub async fn subscribe_with(
+        &self,
+        session_id: &str,
+        after_seq: u64,
+        deltas: bool,
+    ) -> Result<impl Stream<Item = pb::SubscribeResponse> + Send + 'static, LogError> {
         let shared = self.inner.shared.clone();
         let session = shared
             .load(session_id, true)
             .await?
             .ok_or(LogError::Closed)?;
-        Ok(subscribe::stream(shared, session, session_id, after_seq))
+        Ok(subscribe::stream(
+            shared, session, session_id, after_seq, deltas,
+        ))
+    }
+
+    /// The live-typing board of `session_id`, for its run task (see
+    /// [`crate::partial`]). Holding the handle keeps the session in memory,
+    /// so subscribers and the run share one board.
+    pub async fn typing(&self, session_id: &str) -> Result<Typing, LogError> {
+        let session = self
+            .inner
+            .shared
+            .load(session_id, true)
+            .await?
+            .ok_or(LogError::Closed)?;
+        Ok(Typing { session })
     }
 
     /// A History page: the newest `limit` events with `seq < before_seq`,

@@ -74,6 +74,10 @@ pub(super) struct SessionLog {
     pub updated_ms: AtomicI64,
     /// [`Resident`]'s clock at the last use, for least-recently-used order.
     last_used: AtomicU64,
+    /// Live typing: the blocks its live run is writing (never stored). The
+    /// run task holds this entry while it lives (see `EventLogs::typing`),
+    /// so it is never evicted from under a subscriber.
+    pub board: crate::partial::Board,
 }
 
 impl SessionLog {
@@ -84,6 +88,7 @@ impl SessionLog {
             has_meta: AtomicBool::new(has_meta),
             updated_ms: AtomicI64::new(updated_ms),
             last_used: AtomicU64::new(0),
+            board: crate::partial::Board::default(),
         }
     }
 

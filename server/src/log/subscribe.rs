@@ -20,7 +20,16 @@
 //! re-armed only when it fires early (not re-registered in the timer wheel
 //! per event). The next event is cloned straight out of the window without
 //! an intermediate chunk vector.
+//!
+//! Live typing (`include_deltas`, see [`crate::partial`]): such a stream
+//! also follows its session's board (a second watch) with a
+//! [`Cursor`] of what it has sent. Before each next event it sends the text
+//! the CLI wrote before that event (and only that: text written after an
+//! event it has not sent waits for it), at most one delta per block in
+//! flight. Nothing is queued per fragment: a stream that reads slowly gets
+//! what was appended meanwhile as one fragment per block.
 
+use std::collections::VecDeque;
 use std::pin::Pin;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
@@ -33,6 +42,7 @@ use tokio::sync::watch;
 use tokio::time::{Instant, Sleep};
 
 use super::{SUBSCRIBER_CHUNK, SUBSCRIBER_WINDOW_CHUNK, SessionLog, Shared};
+use crate::partial::Cursor;
 
 /// Pause before retrying a failed storage read (the stream never gives up).
 const READ_RETRY: Duration = Duration::from_millis(200);
@@ -67,6 +77,20 @@ struct Sub {
     /// re-armed only when it fires before `heartbeat_at`, so a busy stream
     /// never touches the runtime's timer wheel per event.
     timer: Option<Pin<Box<Sleep>>>,
+    /// Live typing, when the stream asked for it.
+    typing: Option<Typing>,
+}
+
+/// A stream's live-typing state.
+struct Typing {
+    /// The board's version: wakes when text is added.
+    rx: watch::Receiver<u64>,
+    cursor: Cursor,
+    /// The board may hold something not sent yet (it changed, or this is
+    /// the snapshot after `caught_up`).
+    dirty: bool,
+    /// Computed, not yet sent (at most one per block in flight).
+    ready: VecDeque<pb::Delta>,
 }
 
 impl Drop for Sub {
@@ -86,9 +110,16 @@ pub(super) fn stream(
     session: Arc<SessionLog>,
     session_id: &str,
     after_seq: u64,
+    deltas: bool,
 ) -> impl Stream<Item = pb::SubscribeResponse> + Send + 'static {
     // Register for live notifications now, before any replay read.
     let head_rx = session.head.subscribe();
+    let typing = deltas.then(|| Typing {
+        rx: session.board.watch(),
+        cursor: Cursor::default(),
+        dirty: true,
+        ready: VecDeque::new(),
+    });
     shared.subscribers.fetch_add(1, Ordering::Relaxed);
     let sub = Sub {
         shared,
@@ -102,6 +133,7 @@ pub(super) fn stream(
         buf: Vec::new().into_iter(),
         heartbeat_at: None,
         timer: None,
+        typing,
     };
     futures::stream::unfold(sub, |mut sub| async move {
         let kind = sub.next().await?;
@@ -158,6 +190,15 @@ impl Sub {
                     }
                 }
                 Phase::Live => {
+                    // Deltas computed earlier follow events already sent and
+                    // precede any event committed since.
+                    if let Some(d) = self.typing.as_mut().and_then(|t| t.ready.pop_front()) {
+                        return Some(Kind::Delta(d));
+                    }
+                    // Text the CLI wrote before the next event goes first.
+                    if self.deltas_due() {
+                        continue;
+                    }
                     let head = *self.head_rx.borrow_and_update();
                     if head > self.seen_head {
                         // Once per new head, not per event: how far behind it found us.
@@ -185,12 +226,24 @@ impl Sub {
                     let timer = self
                         .timer
                         .get_or_insert_with(|| Box::pin(tokio::time::sleep_until(beat)));
+                    let typing = async {
+                        match self.typing.as_mut() {
+                            Some(t) => t.rx.changed().await,
+                            None => std::future::pending().await,
+                        }
+                    };
                     tokio::select! {
                         biased;
                         changed = self.head_rx.changed() => {
                             // The sender lives as long as our Arc<SessionLog>; an
                             // error would mean the session is gone, so end.
                             changed.ok()?;
+                        }
+                        changed = typing => {
+                            changed.ok()?;
+                            if let Some(t) = self.typing.as_mut() {
+                                t.dirty = true;
+                            }
                         }
                         () = timer.as_mut() => {
                             if timer.deadline() < beat {
@@ -213,6 +266,32 @@ impl Sub {
                 }
             }
         }
+    }
+
+    /// Live typing: when the board may hold something unsent, computes the
+    /// deltas this stream may send now (the text written before any event
+    /// it has not sent) into `ready`. True when there is one to send. Stays
+    /// dirty while the board holds text that follows an unsent event.
+    fn deltas_due(&mut self) -> bool {
+        let Some(t) = self.typing.as_mut() else {
+            return false;
+        };
+        // A change since the last look counts even when no wait saw it.
+        if !t.dirty && !t.rx.has_changed().unwrap_or(false) {
+            return false;
+        }
+        // Seen before reading, so an addition made after the read wakes us.
+        t.rx.borrow_and_update();
+        let state = self.session.board.read();
+        t.dirty = !t.cursor.diff(&state, self.last_sent, &mut t.ready);
+        if t.ready.is_empty() {
+            return false;
+        }
+        self.shared
+            .metrics
+            .deltas_sent
+            .fetch_add(t.ready.len() as u64, Ordering::Relaxed);
+        true
     }
 
     /// The event `last_sent + 1` (never beyond `upto`), fetching a chunk when

@@ -69,6 +69,8 @@ pub struct ManagerOptions {
     pub kill_grace: Duration,
     /// Longest stdout line the normalizer accepts.
     pub max_line_bytes: usize,
+    /// Most bytes of partial text (live typing) held per session.
+    pub max_partial_bytes: usize,
     /// What a client may put into the CLI's argv, env and cwd; checked for
     /// every config that reaches a process (a Start's, a respawning Send's).
     pub launch: Arc<LaunchPolicy>,
@@ -91,6 +93,7 @@ impl Default for ManagerOptions {
             stop_grace: Duration::from_secs(5),
             kill_grace: Duration::from_secs(2),
             max_line_bytes: crate::supervise::DEFAULT_MAX_LINE_BYTES,
+            max_partial_bytes: crate::partial::DEFAULT_MAX_PARTIAL_BYTES,
             launch: Arc::new(LaunchPolicy::default()),
             max_live_runs: crate::config::DEFAULT_MAX_LIVE_RUNS,
             cache_sessions: crate::config::DEFAULT_CACHE_SESSIONS,

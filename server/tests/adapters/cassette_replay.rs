@@ -136,3 +136,98 @@ fn malformed_cassettes_are_errors_not_panics() {
     }
     assert!(CassetteAdapter::from_file("/nonexistent.cassette.jsonl", 0.0).is_err());
 }
+
+/// The cassettes are recorded with `--include-partial-messages` (live
+/// typing, on by default): replaying each through the normalizer, the
+/// fragments of every streamed block join to exactly what its `content`
+/// event stores (text, thinking, or the tool input's JSON), and no
+/// `stream_event` line becomes an event.
+#[test]
+fn every_committed_cassette_streams_deltas_that_join_to_its_content() {
+    use agent_harness_client::pb::event::Payload;
+    use agent_harness_server::adapter::cassette::CassetteRecord;
+    use agent_harness_server::normalize::Normalizer;
+    use agent_harness_server::partial::Change;
+    use std::collections::HashMap;
+
+    let mut streamed_blocks = 0;
+    let mut streamed_tools = 0;
+    for s in scenarios() {
+        let path = cassettes_dir().join(format!("{}.cassette.jsonl", s.name));
+        let c = Cassette::parse(&std::fs::read_to_string(&path).unwrap()).unwrap();
+        let flag = c
+            .header
+            .argv
+            .iter()
+            .any(|a| a == "--include-partial-messages");
+        assert!(flag, "{} was recorded without partial messages", s.name);
+        let mut norm = Normalizer::new(agent_harness_server::supervise::DEFAULT_MAX_LINE_BYTES);
+        let mut partial: HashMap<(String, u32), String> = HashMap::new();
+        for r in &c.records {
+            let CassetteRecord::Out { line, .. } = r else {
+                continue;
+            };
+            let payloads = norm.line(line);
+            let StdoutLine::Line(text) = line else {
+                continue;
+            };
+            if text.contains("\"type\":\"stream_event\"") {
+                assert!(
+                    payloads.is_empty(),
+                    "{}: a stream_event became {payloads:?}",
+                    s.name
+                );
+            }
+            let content = payloads.iter().find_map(|(p, _)| match p {
+                Payload::Content(c) => Some(c.clone()),
+                _ => None,
+            });
+            for change in norm.take_partial() {
+                match change {
+                    Change::Started {
+                        message_id, index, ..
+                    } => {
+                        partial.insert((message_id.to_string(), index), String::new());
+                    }
+                    Change::Fragment {
+                        message_id,
+                        index,
+                        fragment,
+                    } => partial
+                        .get_mut(&(message_id.to_string(), index))
+                        .expect("a fragment of a started block")
+                        .push_str(&fragment),
+                    Change::Done {
+                        message_id,
+                        index: Some(index),
+                    } => {
+                        let content = content.as_ref().expect("a block is done at its content");
+                        assert_eq!(content.message_id, *message_id);
+                        let Some(joined) = partial.remove(&(message_id.to_string(), index)) else {
+                            continue;
+                        };
+                        let block = &content.blocks[0];
+                        match block.r#type.as_str() {
+                            "text" => assert_eq!(joined, block.text, "{}", s.name),
+                            "thinking" => assert_eq!(joined, block.thinking, "{}", s.name),
+                            "tool_use" => {
+                                let streamed: serde_json::Value =
+                                    serde_json::from_str(&joined).unwrap();
+                                let stored = serde_json::to_value(&block.input).unwrap();
+                                assert_eq!(streamed, stored, "{}", s.name);
+                                streamed_tools += 1;
+                            }
+                            other => panic!("{}: a streamed {other} block", s.name),
+                        }
+                        streamed_blocks += 1;
+                    }
+                    Change::Done { .. } | Change::Cleared => {}
+                }
+            }
+        }
+    }
+    assert!(
+        streamed_blocks >= 10 && streamed_tools >= 2,
+        "the cassettes stream text and tool input: {streamed_blocks} blocks, {streamed_tools} tool inputs"
+    );
+}

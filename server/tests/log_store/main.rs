@@ -12,3 +12,4 @@ mod history;
 mod memory;
 mod store_contract;
 mod subscribe;
+mod typing;

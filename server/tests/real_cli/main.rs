@@ -11,6 +11,7 @@ mod content_blocks;
 mod crash_loop;
 mod grpc;
 mod live_service_optin;
+mod live_typing;
 mod permission_modes;
 mod record_cassette_serve;
 mod record_cassettes;

@@ -28,7 +28,7 @@ use tonic::transport::Channel;
 type Client = SessionServiceClient<Channel>;
 
 /// The argv the interactive adapter puts before the run's own.
-const ADAPTER_ARGS: [&str; 8] = [
+const ADAPTER_ARGS: [&str; 9] = [
     "--print",
     "--output-format",
     "stream-json",
@@ -37,6 +37,8 @@ const ADAPTER_ARGS: [&str; 8] = [
     "--verbose",
     "--permission-prompt-tool",
     "stdio",
+    // Live typing, on by default (`--deltas`).
+    "--include-partial-messages",
 ];
 
 fn opts(policy: LaunchPolicy, max_live_runs: usize) -> ManagerOptions {

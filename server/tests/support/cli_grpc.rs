@@ -72,6 +72,9 @@ pub struct Setup {
     /// child sees came from the server and not from the test's own
     /// environment (e.g. `IS_SANDBOX` for the skip mode as root).
     pub strip_env: Vec<String>,
+    /// Run the CLI with `--include-partial-messages` (the server's default,
+    /// `--deltas on`).
+    pub partial_messages: bool,
 }
 
 impl Default for Setup {
@@ -82,6 +85,7 @@ impl Default for Setup {
             manager: test_manager_options(),
             live: false,
             strip_env: Vec::new(),
+            partial_messages: true,
         }
     }
 }
@@ -157,6 +161,7 @@ impl Harness {
         options
             .strip_env_keys
             .extend(setup.strip_env.iter().cloned());
+        options.partial_messages = setup.partial_messages;
         let adapter: Arc<dyn ProcessAdapter> = match setup.adapter {
             AdapterChoice::Interactive => Arc::new(ClaudeInteractiveAdapter::new(options)),
             AdapterChoice::OneShot => Arc::new(ClaudeCliAdapter::new(options)),
@@ -428,6 +433,12 @@ struct Seen {
     caught_up: bool,
     /// Why the stream ended, if it did.
     closed: Option<String>,
+    /// The stream asked for deltas (a delta is a violation otherwise).
+    deltas_wanted: bool,
+    /// Deltas received, each with the number of events received before it.
+    deltas: Vec<(usize, pb::Delta)>,
+    /// Events received before `caught_up`.
+    caught_up_at: usize,
 }
 
 /// A Subscribe stream collected in the background.
@@ -461,19 +472,31 @@ macro_rules! first_after {
 
 impl Events {
     /// Subscribes to `session` from seq 0 and collects in the background.
-    pub async fn open(mut client: SessionServiceClient<Channel>, session: &str) -> Self {
+    pub async fn open(client: SessionServiceClient<Channel>, session: &str) -> Self {
+        Self::open_with(client, session, false).await
+    }
+
+    /// [`Events::open`], asking for live typing when `deltas`.
+    pub async fn open_with(
+        mut client: SessionServiceClient<Channel>,
+        session: &str,
+        deltas: bool,
+    ) -> Self {
         let mut stream = bounded(
             "Subscribe",
             client.subscribe(pb::SubscribeRequest {
                 session_id: session.into(),
                 after_seq: 0,
-                include_deltas: false,
+                include_deltas: deltas,
             }),
         )
         .await
         .expect("Subscribe")
         .into_inner();
-        let seen = Arc::new(Mutex::new(Seen::default()));
+        let seen = Arc::new(Mutex::new(Seen {
+            deltas_wanted: deltas,
+            ..Seen::default()
+        }));
         let changed = Arc::new(watch::Sender::new(0u64));
         let reader = {
             let seen = seen.clone();
@@ -514,6 +537,48 @@ impl Events {
 
     fn lock(&self) -> std::sync::MutexGuard<'_, Seen> {
         self.seen.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Every delta received so far, each with the number of events
+    /// received before it.
+    pub fn deltas(&self) -> Vec<(usize, pb::Delta)> {
+        self.lock().deltas.clone()
+    }
+
+    /// How many events came before `caught_up` (0 until it came).
+    pub fn caught_up_at(&self) -> usize {
+        self.lock().caught_up_at
+    }
+
+    /// Waits until `f` over the deltas so far returns `Some`; panics after
+    /// [`WAIT`] or when the stream ends first.
+    pub async fn wait_deltas<T>(
+        &self,
+        what: &str,
+        mut f: impl FnMut(&[(usize, pb::Delta)]) -> Option<T>,
+    ) -> T {
+        let deadline = Instant::now() + WAIT;
+        let mut rx = self.changed.subscribe();
+        loop {
+            {
+                let s = self.lock();
+                if let Some(t) = f(&s.deltas) {
+                    return t;
+                }
+                if let Some(why) = &s.closed {
+                    panic!("{why} before {what}; deltas: {:?}", s.deltas);
+                }
+            }
+            if tokio::time::timeout_at(deadline, rx.changed())
+                .await
+                .is_err()
+            {
+                panic!(
+                    "timed out after {WAIT:?} waiting for {what}; deltas: {:?}",
+                    self.deltas()
+                );
+            }
+        }
     }
 
     /// Every event received so far.
@@ -662,6 +727,7 @@ fn record(s: &mut Seen, m: pb::SubscribeResponse) {
                 s.violations.push("a second caught_up".into());
             }
             s.caught_up = true;
+            s.caught_up_at = s.events.len();
         }
         Some(Kind::Event(e)) => {
             let want = s.events.last().map(|l| l.seq).unwrap_or(0) + 1;
@@ -672,6 +738,21 @@ fn record(s: &mut Seen, m: pb::SubscribeResponse) {
             s.events.push(e);
         }
         Some(Kind::Heartbeat(_)) => {}
+        Some(Kind::Delta(d)) if s.deltas_wanted => {
+            if !s.caught_up {
+                s.violations
+                    .push(format!("a delta before caught_up: {d:?}"));
+            }
+            let last = s.events.last().map(|e| e.seq).unwrap_or(0);
+            if d.after_seq != last {
+                s.violations.push(format!(
+                    "a delta after seq {last} says it follows {}: {d:?}",
+                    d.after_seq
+                ));
+            }
+            let n = s.events.len();
+            s.deltas.push((n, d));
+        }
         Some(Kind::Delta(d)) => s.violations.push(format!(
             "a delta on a stream that did not ask for them: {d:?}"
         )),

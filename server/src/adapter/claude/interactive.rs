@@ -50,6 +50,9 @@ impl ClaudeInteractiveAdapter {
             PermissionMode::Skip => args.push("--dangerously-skip-permissions".into()),
             PermissionMode::Settings => {}
         }
+        if self.options.partial_messages {
+            args.push("--include-partial-messages".into());
+        }
         args.extend(self.options.tail_args(config));
         args
     }

@@ -54,6 +54,8 @@ pub struct ClaudeOptions {
     pub permissions: PermissionMode,
     /// Longest stdout line accepted whole.
     pub max_line_bytes: usize,
+    /// Pass `--include-partial-messages` (live typing; `--deltas`).
+    pub partial_messages: bool,
 }
 
 impl Default for ClaudeOptions {
@@ -65,6 +67,7 @@ impl Default for ClaudeOptions {
             strip_env_keys: DEFAULT_STRIP_ENV.iter().map(|s| s.to_string()).collect(),
             permissions: PermissionMode::Relay,
             max_line_bytes: DEFAULT_MAX_LINE_BYTES,
+            partial_messages: true,
         }
     }
 }

@@ -35,6 +35,9 @@ impl ClaudeCliAdapter {
         if self.options.permissions == PermissionMode::Skip {
             args.push("--dangerously-skip-permissions".into());
         }
+        if self.options.partial_messages {
+            args.push("--include-partial-messages".into());
+        }
         args.extend(self.options.tail_args(config));
         args.push("--".into());
         args.push(config.config.prompt.clone().into());

@@ -142,6 +142,11 @@ impl Run {
             }),
             String::new(),
         ));
+        // Nothing is being written any more (clients drop partial text at
+        // run_end too).
+        if let Some(t) = &self.typing {
+            t.clear(&self.run_id);
+        }
         // The recorded pid is dead now: it is cleared in the run_end's
         // commit, so recovery never looks for it once the run has ended.
         self.append_end(last).await;

@@ -18,6 +18,7 @@ pub(super) use self::end::supervised;
 
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
+use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use agent_harness_client::derive::Status;
@@ -37,8 +38,9 @@ use crate::adapter::{
     UserInput,
 };
 use crate::error::{Error, Result};
-use crate::log::{EventLogs, LogError, MetaChange, NewEvent};
+use crate::log::{EventLogs, LogError, MetaChange, NewEvent, Typing};
 use crate::normalize::Normalizer;
+use crate::partial::Change;
 use crate::store::{Outcome, ReceiptWrite, SessionMeta};
 
 /// Most stdout lines normalized into one append.
@@ -146,6 +148,11 @@ pub(super) struct Run {
     /// that sees the run_end can start another run), or when the task ends
     /// any other way.
     live_permit: Option<OwnedSemaphorePermit>,
+    /// Live typing: the session's board (taken when the task starts; `None`
+    /// only when the log is shut down).
+    typing: Option<Typing>,
+    /// Fragments the normalizer had dropped at the last count.
+    partial_dropped: u64,
 }
 
 impl Run {
@@ -164,6 +171,7 @@ impl Run {
         let mut normalizer = Normalizer::new(opts.max_line_bytes);
         normalizer.set_pid(handle.pid);
         normalizer.set_resume(&resume);
+        normalizer.set_partial_budget(opts.max_partial_bytes);
         if prompt_sent {
             normalizer.input_sent();
         }
@@ -184,11 +192,14 @@ impl Run {
             storage_failed: None,
             last_activity: Instant::now(),
             live_permit: Some(live_permit),
+            typing: None,
+            partial_dropped: 0,
         }
     }
 
     /// Runs the process to its end, answering the commands sent to `claim`.
     async fn run(mut self, claim: &mut Claim) {
+        self.typing = self.logs.typing(&self.session_id).await.ok();
         let mut stdout_open = true;
         let mut cmds_open = true;
         let exit = loop {
@@ -439,10 +450,48 @@ impl Run {
         }
     }
 
+    /// Normalizes and appends a batch of lines, and publishes what they
+    /// changed in the message being written (live typing, see
+    /// [`crate::partial`]): the changes of the lines before the batch's
+    /// first event at once (they follow only events already committed, so a
+    /// block's last fragments go out before its `content` even when they
+    /// share a batch); of the rest, the blocks they complete are closed
+    /// before the commit, and everything is applied after it.
     async fn lines(&mut self, lines: Vec<StdoutLine>) {
-        let payloads: Vec<_> = lines.iter().flat_map(|l| self.normalizer.line(l)).collect();
+        let Batch {
+            payloads,
+            now,
+            later,
+        } = normalize_batch(&mut self.normalizer, &lines);
+        self.count_partial(&now, &later);
+        let before = self.typing.as_ref().map(|t| {
+            t.publish(&self.run_id, &now);
+            t.close(&later)
+        });
         let payloads = self.only_pending_cancels(payloads);
         self.append(payloads).await;
+        if let (Some(t), Some(before)) = (&self.typing, before) {
+            t.publish_after(&self.run_id, &later, before);
+        }
+    }
+
+    /// Live-typing counters for `/metrics`.
+    fn count_partial(&mut self, now: &[Change], later: &[Change]) {
+        let m = self.logs.metrics();
+        let fragments = now
+            .iter()
+            .chain(later)
+            .filter(|c| matches!(c, Change::Fragment { .. }))
+            .count() as u64;
+        if fragments > 0 {
+            m.partial_fragments.fetch_add(fragments, Ordering::Relaxed);
+        }
+        let dropped = self.normalizer.partial_dropped();
+        if dropped > self.partial_dropped {
+            m.partial_dropped
+                .fetch_add(dropped - self.partial_dropped, Ordering::Relaxed);
+            self.partial_dropped = dropped;
+        }
     }
 
     /// Drops the CLI's withdrawals (`permission_resolved{cancelled}`) of
@@ -728,9 +777,99 @@ impl Run {
     }
 }
 
+/// A batch of stdout lines, normalized.
+struct Batch {
+    /// The events to append.
+    payloads: Vec<(Payload, String)>,
+    /// Live-typing changes of the lines before the first event: published
+    /// at once.
+    now: Vec<Change>,
+    /// The other changes: removals before the commit, all after it.
+    later: Vec<Change>,
+}
+
+fn normalize_batch(normalizer: &mut Normalizer, lines: &[StdoutLine]) -> Batch {
+    let mut batch = Batch {
+        payloads: Vec::new(),
+        now: Vec::new(),
+        later: Vec::new(),
+    };
+    for l in lines {
+        batch.payloads.extend(normalizer.line(l));
+        let changes = normalizer.take_partial();
+        if batch.payloads.is_empty() {
+            batch.now.extend(changes);
+        } else {
+            batch.later.extend(changes);
+        }
+    }
+    batch
+}
+
 async fn sleep_until(deadline: Option<Instant>) {
     match deadline {
         Some(d) => tokio::time::sleep_until(d).await,
         None => std::future::pending().await,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    fn line(v: serde_json::Value) -> StdoutLine {
+        StdoutLine::Line(v.to_string())
+    }
+
+    fn ev(event: serde_json::Value) -> StdoutLine {
+        line(json!({"type": "stream_event", "event": event, "parent_tool_use_id": null}))
+    }
+
+    /// A block's last fragments and its `assistant` line in one batch: the
+    /// fragments are published before the commit, so a subscriber gets
+    /// them before the `content` event; the block's end waits for it.
+    #[test]
+    fn fragments_before_the_first_event_of_a_batch_go_out_at_once() {
+        let mut n = Normalizer::new(1 << 20);
+        let text = |index: u32, t: &str| {
+            ev(
+                json!({"type": "content_block_delta", "index": index, "delta": {"type": "text_delta", "text": t}}),
+            )
+        };
+        let lines = [
+            ev(json!({"type": "message_start", "message": {"id": "m"}})),
+            ev(
+                json!({"type": "content_block_start", "index": 0, "content_block": {"type": "text", "text": ""}}),
+            ),
+            text(0, "Hel"),
+            text(0, "lo"),
+            line(
+                json!({"type": "assistant", "message": {"id": "m", "content": [{"type": "text", "text": "Hello"}]}}),
+            ),
+            ev(json!({"type": "content_block_stop", "index": 0})),
+            ev(
+                json!({"type": "content_block_start", "index": 1, "content_block": {"type": "text", "text": ""}}),
+            ),
+            text(1, "next"),
+        ];
+        let b = normalize_batch(&mut n, &lines);
+        assert_eq!(b.payloads.len(), 1, "one content event");
+        let fragments = |cs: &[Change]| -> Vec<String> {
+            cs.iter()
+                .filter_map(|c| match c {
+                    Change::Fragment { fragment, .. } => Some(fragment.clone()),
+                    _ => None,
+                })
+                .collect()
+        };
+        assert_eq!(fragments(&b.now), ["Hel", "lo"]);
+        assert!(!b.now.iter().any(Change::removes));
+        assert_eq!(fragments(&b.later), ["next"]);
+        assert!(matches!(
+            b.later.first(),
+            Some(Change::Done { index: Some(0), .. })
+        ));
     }
 }
