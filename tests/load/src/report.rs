@@ -81,7 +81,7 @@ pub fn print(r: &Results) {
     if !r.deltas.is_empty() {
         println!("\n## Live typing (issue 12), one session, gRPC, ms: p50 / p99 / p99.9 / max\n");
         println!(
-            "| subscribers | deltas | messages/s | messages × fragments | fragment write → receipt | newest fragment of a delta → receipt | content event: CLI write → receipt | content event: commit → receipt | deltas (fragments each) | blocks typed live | server RSS before / end / peak MiB | s | CPU s server / client |"
+            "| subscribers | deltas | messages/s | messages × fragments | fragment write → receipt | newest fragment of a delta → receipt | content event: CLI write → receipt | content event: commit → receipt | deltas (fragments each) | blocks typed in full / cut short, of | server RSS before / end / peak MiB | s | CPU s server / client |"
         );
         println!("|---|---|---|---|---|---|---|---|---|---|---|---|---|");
         let mib = |b: u64| b as f64 / 1048576.0;
@@ -101,7 +101,7 @@ pub fn print(r: &Results) {
                 ("–".into(), "–".into(), "–".into())
             };
             let blocks_typed = if s.deltas {
-                format!("{} of {}", d.blocks_typed, d.blocks)
+                format!("{} / {} of {}", d.blocks_typed, d.blocks_cut, d.blocks)
             } else {
                 "–".into()
             };
