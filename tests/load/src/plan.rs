@@ -65,10 +65,10 @@ impl Sizes {
                 ],
                 web: (100, 100.0, 1_000),
                 // The row: 1,000 subscribers, the stand-in at full
-                // speed; then the same at 100 messages/s (2,000
-                // fragments/s), where nothing queues and the delays are the
-                // path's own.
-                deltas: typing_pairs(1_000, &[(0.0, 1_000), (100.0, 1_000)], 20),
+                // speed (the server falls behind: the delays are queueing);
+                // then at a fast model's typing speed, 5 messages/s of 20
+                // fragments (100 text deltas/s), 20 s.
+                deltas: typing_pairs(1_000, &[(0.0, 1_000), (5.0, 100)], 20),
                 replay_events: 1_000_000,
                 idle: vec![1_000, 10_000],
             }
