@@ -41,8 +41,8 @@ pub struct Args {
     #[arg(long)]
     pub no_peers: bool,
     /// Only these of our measurements (repeatable; default all):
-    /// throughput, fanout, idle, replay, spawn.
-    #[arg(long, value_parser = ["throughput", "fanout", "idle", "replay", "spawn"])]
+    /// throughput, fanout, deltas, idle, replay, spawn.
+    #[arg(long, value_parser = ["throughput", "fanout", "deltas", "idle", "replay", "spawn"])]
     pub only: Vec<String>,
     /// Rounds of the spawn comparison (default 20; 2 with --quick).
     #[arg(long)]

@@ -7,7 +7,8 @@ use std::time::Instant;
 use serde::Serialize;
 
 use crate::Args;
-use crate::ours::{fanout, idle, replay, throughput};
+use crate::ours::deltas::Spec;
+use crate::ours::{deltas, fanout, idle, replay, throughput};
 use crate::peers;
 use crate::server::{Server, ServerOptions, sibling};
 use crate::stats::Rate;
@@ -26,6 +27,8 @@ pub struct Sizes {
     pub fanout: Vec<(usize, f64, u64)>,
     /// The grpc-web row: subscribers, lines per second, lines.
     pub web: (usize, f64, u64),
+    /// Live-typing rows, in the order run.
+    pub deltas: Vec<Spec>,
     /// Events in the replayed log.
     pub replay_events: u64,
     /// Idle subscriber counts for the memory figure.
@@ -41,6 +44,7 @@ impl Sizes {
                 sessions: vec![1, 10],
                 fanout: vec![(1, 50.0, 25), (20, 50.0, 25)],
                 web: (5, 50.0, 25),
+                deltas: typing_pairs(20, &[(0.0, 20)], 5),
                 replay_events: 5_000,
                 idle: vec![100],
             }
@@ -60,11 +64,33 @@ impl Sizes {
                     (1_000, 500.0, 5_000),
                 ],
                 web: (100, 100.0, 1_000),
+                // The row: 1,000 subscribers, the stand-in at full
+                // speed (the server falls behind: the delays are queueing);
+                // then at a fast model's typing speed, 5 messages/s of 20
+                // fragments (100 text deltas/s), 20 s.
+                deltas: typing_pairs(1_000, &[(0.0, 1_000), (5.0, 100)], 20),
                 replay_events: 1_000_000,
                 idle: vec![1_000, 10_000],
             }
         }
     }
+}
+
+/// Live-typing rows for `subscribers` at each (rate, messages), each rate
+/// twice: without deltas (the baseline) then with.
+fn typing_pairs(subscribers: usize, loads: &[(f64, u64)], frags: usize) -> Vec<Spec> {
+    loads
+        .iter()
+        .flat_map(|&(rate, messages)| {
+            [false, true].map(|deltas| Spec {
+                subscribers,
+                deltas,
+                rate,
+                messages,
+                frags,
+            })
+        })
+        .collect()
 }
 
 /// One JetStream fan-out row: ours had the same subscribers and rate.
@@ -106,6 +132,8 @@ pub struct Results {
     pub throughput: Vec<throughput::Row>,
     /// Fan-out latency.
     pub fanout: Vec<fanout::Row>,
+    /// Live typing: fragment latency, and the log events' with and without deltas.
+    pub deltas: Vec<deltas::Row>,
     /// Replay over gRPC.
     pub replay: Option<Replay>,
     /// Memory per idle subscriber.
@@ -223,6 +251,28 @@ pub async fn run(args: &Args) -> Results {
         fo.push(fanout::run(&server, "fanout", transport, n, rate, lines).await);
     }
 
+    // Each row on a fresh server: its RSS peak is its own.
+    let mut typing = Vec::new();
+    for &spec in sizes.deltas.iter().filter(|_| args.runs("deltas")) {
+        progress(&format!(
+            "live typing: {} subscribers, deltas {}, {} messages × {} fragments at {}/s (fresh server)",
+            spec.subscribers,
+            if spec.deltas { "on" } else { "off" },
+            spec.messages,
+            spec.frags,
+            spec.rate
+        ));
+        let dir = tempfile::tempdir_in(data.path()).expect("tempdir");
+        let fresh = Server::start(&ServerOptions {
+            data_dir: dir.path().join("data"),
+            ..opts.clone()
+        })
+        .await;
+        fanout::prepare(&fresh, "typing").await;
+        typing.push(deltas::run(&fresh, "typing", spec).await);
+        fresh.stop();
+    }
+
     let replay = if args.runs("replay") {
         Some(run_replay(server, &opts, sizes.replay_events).await)
     } else {
@@ -249,6 +299,7 @@ pub async fn run(args: &Args) -> Results {
         loadavg: (load_start, loadavg()),
         throughput: tp,
         fanout: fo,
+        deltas: typing,
         replay,
         idle: idle_rows,
         spawn,

@@ -78,6 +78,56 @@ pub fn print(r: &Results) {
         );
     }
 
+    if !r.deltas.is_empty() {
+        println!("\n## Live typing (issue 12), one session, gRPC, ms: p50 / p99 / p99.9 / max\n");
+        println!(
+            "| subscribers | deltas | messages/s | messages × fragments | fragment write → receipt | newest fragment of a delta → receipt | content event: CLI write → receipt | content event: commit → receipt | deltas (fragments each) | blocks typed in full / cut short, of | server RSS before / end / peak MiB | s | CPU s server / client |"
+        );
+        println!("|---|---|---|---|---|---|---|---|---|---|---|---|---|");
+        let mib = |b: u64| b as f64 / 1048576.0;
+        for d in &r.deltas {
+            let s = &d.spec;
+            let (typing, coalesced, typed) = if s.deltas {
+                (
+                    lat(&d.fragment),
+                    lat(&d.delta),
+                    format!(
+                        "{} ({:.1})",
+                        d.deltas,
+                        d.fragments as f64 / d.deltas.max(1) as f64
+                    ),
+                )
+            } else {
+                ("–".into(), "–".into(), "–".into())
+            };
+            let blocks_typed = if s.deltas {
+                format!("{} / {} of {}", d.blocks_typed, d.blocks_cut, d.blocks)
+            } else {
+                "–".into()
+            };
+            println!(
+                "| {} | {} | {} | {} × {} | {typing} | {coalesced} | {} | {} | {typed} | {blocks_typed} | {:.0} / {:.0} / {:.0} | {:.1} | {:.1} / {:.1} |",
+                s.subscribers,
+                if s.deltas { "**on**" } else { "off" },
+                if s.rate > 0.0 {
+                    format!("{}", s.rate)
+                } else {
+                    "full speed".into()
+                },
+                s.messages,
+                s.frags,
+                lat(&d.from_write),
+                lat(&d.from_commit),
+                mib(d.rss_before),
+                mib(d.rss),
+                mib(d.peak_rss),
+                d.secs,
+                d.server_cpu,
+                d.client_cpu
+            );
+        }
+    }
+
     if let Some(rp) = &r.replay {
         println!("\n## Replay over gRPC (one Subscribe from seq 0 to caught_up)\n");
         println!(

@@ -3,18 +3,40 @@
 //! It speaks the interactive stream-json protocol the way the real CLI
 //! 2.1.197 does, replaying lines recorded from it
 //! (`cassettes/plain_turn.cassette.jsonl`): one `system/init` when the
-//! first message arrives, then per user message a run of `assistant` text
-//! lines and one `result`. The message says how many and how fast:
+//! first message arrives, then per user message a run of assistant
+//! messages (one `assistant` text line each) and one `result`. The message
+//! says how many and how fast:
 //!
 //! ```text
-//! LOAD n=<lines> rate=<lines per second, 0 = as fast as possible> size=<bytes per line>
+//! LOAD n=<messages> rate=<messages per second, 0 = as fast as possible> size=<bytes per assistant line> frags=<fragments per message>
 //! ```
 //!
 //! Each assistant line's text starts `load <i> t=<unix nanos>`: the time
-//! the line was written, so a subscriber can tell how late it arrived. A
-//! `control_request` is answered with success; an `interrupt` also ends
-//! the lines being written, as the real CLI ends its turn. Anything else
-//! on stdin is ignored; end of stdin ends the process.
+//! the line was written, so a subscriber can tell how late it arrived.
+//!
+//! With `--include-partial-messages` in its argv (the server passes it
+//! unless `--deltas off`), every assistant message is also streamed as the
+//! real CLI streams it (`cassettes/transcripts/partial_messages.transcript.jsonl`):
+//! `system/status requesting`, then `stream_event` lines `message_start`,
+//! `content_block_start`, `frags` × `content_block_delta` (`text_delta`),
+//! the complete `assistant` line, `content_block_stop`, `message_delta`,
+//! `message_stop`. The text is then the fragments joined, and each
+//! fragment is a write-time stamp (`⟨t=<unix micros>⟩`, see `stamp.rs`)
+//! padded to an equal share of the text (at least [`FRAGMENT_BYTES`]): a
+//! subscriber finds every fragment's write time however the server
+//! coalesced them. The last fragment and the assistant line leave in one
+//! write, so the last stamp is also the assistant line's write time.
+//!
+//! `frags=0` writes the bare assistant lines even with the flag (the
+//! load tool's measurements other than live typing keep that workload).
+//! `rate` counts assistant messages (log events) in both modes; with
+//! fragments, message `i`'s fragments are spread evenly over its
+//! `1/rate` slot, as a model types. At rate 0 everything is written as
+//! fast as the pipe takes it.
+//!
+//! A `control_request` is answered with success; an `interrupt` also ends
+//! the messages being written, as the real CLI ends its turn. Anything
+//! else on stdin is ignored; end of stdin ends the process.
 
 use std::io::{BufRead, Write};
 use std::sync::mpsc;
@@ -22,7 +44,18 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use serde_json::{Value, json};
 
+use agent_harness_load::stamp;
+
 const CASSETTE: &str = include_str!("../../../../cassettes/plain_turn.cassette.jsonl");
+const PARTIAL: &str =
+    include_str!("../../../../cassettes/transcripts/partial_messages.transcript.jsonl");
+
+/// The flag that turns on `stream_event` lines, as in the real CLI.
+const PARTIAL_FLAG: &str = "--include-partial-messages";
+
+/// Smallest fragment: a stamp and a few bytes of text, about what one
+/// `text_delta` of a real reply carries.
+const FRAGMENT_BYTES: usize = stamp::STAMP_BYTES + 7;
 
 /// What one `LOAD` message asks for.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -30,6 +63,17 @@ struct Load {
     n: u64,
     rate: f64,
     size: usize,
+    frags: usize,
+}
+
+impl Load {
+    /// When fragment `part` of message `i` is due, from the turn's start
+    /// (`None`: at once). Message `i`'s slot is `[i, i + 1) / rate`; its
+    /// fragments share it evenly.
+    fn due(&self, i: u64, part: usize) -> Option<Duration> {
+        let slots = i as f64 + part as f64 / self.frags.max(1) as f64;
+        (self.rate > 0.0).then(|| Duration::from_secs_f64(slots / self.rate))
+    }
 }
 
 fn parse_load(text: &str) -> Load {
@@ -37,6 +81,7 @@ fn parse_load(text: &str) -> Load {
         n: 1,
         rate: 0.0,
         size: 600,
+        frags: 20,
     };
     for word in text.split_whitespace() {
         let Some((k, v)) = word.split_once('=') else {
@@ -46,36 +91,76 @@ fn parse_load(text: &str) -> Load {
             "n" => load.n = v.parse().unwrap_or(load.n),
             "rate" => load.rate = v.parse().unwrap_or(load.rate),
             "size" => load.size = v.parse().unwrap_or(load.size),
+            "frags" => load.frags = v.parse().unwrap_or(load.frags),
             _ => {}
         }
     }
     load
 }
 
-/// The recorded `system/init`, `assistant` and `result` lines.
-fn recorded() -> (Value, Value, Value) {
-    let mut init = None;
-    let mut assistant = None;
-    let mut result = None;
-    for record in CASSETTE.lines() {
-        let record: Value = serde_json::from_str(record).expect("cassette record");
+/// Output lines of a recording (`{"dir":"out","line":…}` records).
+fn out_lines(recording: &str) -> impl Iterator<Item = Value> + '_ {
+    recording.lines().filter_map(|record| {
+        let record: Value = serde_json::from_str(record).expect("recorded record");
         if record["dir"] != "out" {
-            continue;
+            return None;
         }
-        let line: Value =
-            serde_json::from_str(record["line"].as_str().unwrap_or("")).expect("recorded line");
-        match (line["type"].as_str(), line["subtype"].as_str()) {
-            (Some("system"), Some("init")) => init = init.or(Some(line)),
-            (Some("assistant"), _) => assistant = assistant.or(Some(line)),
-            (Some("result"), _) => result = result.or(Some(line)),
-            _ => {}
+        Some(serde_json::from_str(record["line"].as_str().unwrap_or("")).expect("recorded line"))
+    })
+}
+
+/// The recorded lines the stand-in writes, with its ids put in.
+struct Recorded {
+    init: Value,
+    assistant: Value,
+    result: Value,
+    /// `system/status requesting`, written before each API request.
+    requesting: Value,
+    /// The first `stream_event` of each event type, by that type.
+    stream: std::collections::HashMap<String, Value>,
+}
+
+impl Recorded {
+    fn load() -> Self {
+        let mut init = None;
+        let mut assistant = None;
+        let mut result = None;
+        for line in out_lines(CASSETTE) {
+            match (line["type"].as_str(), line["subtype"].as_str()) {
+                (Some("system"), Some("init")) => init = init.or(Some(line)),
+                (Some("assistant"), _) => assistant = assistant.or(Some(line)),
+                (Some("result"), _) => result = result.or(Some(line)),
+                _ => {}
+            }
+        }
+        let mut requesting = None;
+        let mut stream = std::collections::HashMap::new();
+        for line in out_lines(PARTIAL) {
+            match (line["type"].as_str(), line["subtype"].as_str()) {
+                (Some("system"), Some("status")) => requesting = requesting.or(Some(line)),
+                (Some("stream_event"), _) => {
+                    let kind = line["event"]["type"].as_str().unwrap_or("").to_string();
+                    stream.entry(kind).or_insert(line);
+                }
+                _ => {}
+            }
+        }
+        Self {
+            init: init.expect("recorded init"),
+            assistant: assistant.expect("recorded assistant line"),
+            result: result.expect("recorded result"),
+            requesting: requesting.expect("recorded system/status requesting"),
+            stream,
         }
     }
-    (
-        init.expect("recorded init"),
-        assistant.expect("recorded assistant line"),
-        result.expect("recorded result"),
-    )
+
+    /// The recorded `stream_event` of this kind.
+    fn event(&self, kind: &str) -> Value {
+        self.stream
+            .get(kind)
+            .unwrap_or_else(|| panic!("recorded stream_event {kind}"))
+            .clone()
+    }
 }
 
 fn now_nanos() -> u128 {
@@ -93,13 +178,144 @@ fn text(i: u64, pad: usize) -> String {
     t
 }
 
+/// One streamed fragment: the write time, padded to `bytes`.
+fn fragment(bytes: usize) -> String {
+    let mut f = stamp::stamp((now_nanos() / 1000) as u64);
+    f.extend(std::iter::repeat_n('x', bytes.saturating_sub(f.len())));
+    f
+}
+
+/// Writes whole lines: each call is one `write` and one flush.
+struct Out<W: Write> {
+    w: W,
+    buf: Vec<u8>,
+}
+
+impl<W: Write> Out<W> {
+    fn new(w: W) -> Self {
+        Self { w, buf: Vec::new() }
+    }
+
+    /// False when the reader is gone.
+    fn send(&mut self, lines: &[&Value]) -> bool {
+        self.buf.clear();
+        for v in lines {
+            serde_json::to_writer(&mut self.buf, v).expect("serialize");
+            self.buf.push(b'\n');
+        }
+        self.w
+            .write_all(&self.buf)
+            .and_then(|()| self.w.flush())
+            .is_ok()
+    }
+}
+
+/// Writes assistant messages for one session.
+struct Writer {
+    rec: Recorded,
+    session_id: String,
+    /// Whether to stream each message as `stream_event` lines first.
+    partial: bool,
+    /// Assistant messages written so far (their ids count on across turns).
+    seq: u64,
+    /// Lines given a uuid so far.
+    uuids: u64,
+}
+
+impl Writer {
+    fn uuid(&mut self) -> Value {
+        self.uuids += 1;
+        json!(format!("00000000-0000-4000-8000-{:012x}", self.uuids))
+    }
+
+    /// A recorded line with this session's ids.
+    fn line(&mut self, mut v: Value) -> Value {
+        v["session_id"] = json!(self.session_id);
+        if v.get("uuid").is_some() {
+            v["uuid"] = self.uuid();
+        }
+        v
+    }
+
+    fn stream_event(&mut self, kind: &str) -> Value {
+        let e = self.rec.event(kind);
+        self.line(e)
+    }
+
+    /// Writes message `i` of a turn, each fragment `part` once `due(part)`
+    /// has passed (a message without fragments: once `due(0)` has).
+    /// False when the reader is gone.
+    fn message<W: Write>(
+        &mut self,
+        out: &mut Out<W>,
+        i: u64,
+        load: &Load,
+        due: impl Fn(usize) -> Option<Instant>,
+    ) -> bool {
+        let wait = |part: usize| {
+            if let Some(wait) = due(part).and_then(|d| d.checked_duration_since(Instant::now())) {
+                std::thread::sleep(wait);
+            }
+        };
+        self.seq += 1;
+        let id = format!("msg_load_{}", self.seq);
+        let mut assistant = self.rec.assistant.clone();
+        assistant["message"]["id"] = json!(id);
+        // The line's size without text, so the text can be padded to `size`.
+        let bare = {
+            let mut probe = assistant.clone();
+            probe["message"]["content"][0]["text"] = json!("");
+            serde_json::to_vec(&probe).map(|v| v.len()).unwrap_or(0) + 60
+        };
+        let pad = load.size.saturating_sub(bare);
+        let mut assistant = self.line(assistant);
+        if !self.partial || load.frags == 0 {
+            wait(0);
+            assistant["message"]["content"][0]["text"] = json!(text(i, pad));
+            return out.send(&[&assistant]);
+        }
+        let requesting = self.line(self.rec.requesting.clone());
+        let mut start = self.stream_event("message_start");
+        start["event"]["message"]["id"] = json!(id);
+        let block = self.stream_event("content_block_start");
+        wait(0);
+        if !out.send(&[&requesting]) || !out.send(&[&start]) || !out.send(&[&block]) {
+            return false;
+        }
+        let bytes = pad.div_ceil(load.frags).max(FRAGMENT_BYTES);
+        let mut joined = String::with_capacity(bytes * load.frags);
+        for part in 0..load.frags {
+            wait(part);
+            let f = fragment(bytes);
+            joined.push_str(&f);
+            let mut delta = self.stream_event("content_block_delta");
+            delta["event"]["delta"]["text"] = json!(f);
+            let sent = if part + 1 < load.frags {
+                out.send(&[&delta])
+            } else {
+                assistant["message"]["content"][0]["text"] = json!(joined);
+                out.send(&[&delta, &assistant])
+            };
+            if !sent {
+                return false;
+            }
+        }
+        ["content_block_stop", "message_delta", "message_stop"]
+            .into_iter()
+            .all(|kind| {
+                let e = self.stream_event(kind);
+                out.send(&[&e])
+            })
+    }
+}
+
 enum Input {
     User(String),
     Control(Value),
 }
 
 fn main() {
-    let (init, assistant, result) = recorded();
+    let partial = std::env::args().any(|a| a == PARTIAL_FLAG);
     let session_id = format!(
         "{:08x}-0000-4000-8000-{:012x}",
         std::process::id(),
@@ -135,13 +351,7 @@ fn main() {
         }
     });
 
-    let stdout = std::io::stdout();
-    let mut out = stdout.lock();
-    let mut write = |v: &Value| -> bool {
-        let mut line = serde_json::to_vec(v).expect("serialize");
-        line.push(b'\n');
-        out.write_all(&line).and_then(|()| out.flush()).is_ok()
-    };
+    let mut out = Out::new(std::io::stdout().lock());
     let answer = |req: &Value| {
         json!({
             "type": "control_response",
@@ -149,12 +359,18 @@ fn main() {
         })
     };
 
+    let mut writer = Writer {
+        rec: Recorded::load(),
+        session_id,
+        partial,
+        seq: 0,
+        uuids: 0,
+    };
     let mut initialized = false;
-    let mut seq = 0u64;
     while let Ok(input) = rx.recv() {
         let prompt = match input {
             Input::Control(req) => {
-                if !write(&answer(&req)) {
+                if !out.send(&[&answer(&req)]) {
                     return;
                 }
                 continue;
@@ -162,25 +378,19 @@ fn main() {
             Input::User(text) => text,
         };
         if !initialized {
-            let mut init = init.clone();
-            init["session_id"] = json!(session_id);
-            if !write(&init) {
+            let init = writer.line(writer.rec.init.clone());
+            if !out.send(&[&init]) {
                 return;
             }
             initialized = true;
         }
         let load = parse_load(&prompt);
-        // The line's size without text, so the text can be padded to `size`.
-        let mut probe = assistant.clone();
-        probe["message"]["content"][0]["text"] = json!("");
-        let bare = serde_json::to_vec(&probe).map(|v| v.len()).unwrap_or(0) + 60;
-        let pad = load.size.saturating_sub(bare);
         let started = Instant::now();
         let mut interrupted = false;
         for i in 0..load.n {
             while let Ok(input) = rx.try_recv() {
                 if let Input::Control(req) = input {
-                    if !write(&answer(&req)) {
+                    if !out.send(&[&answer(&req)]) {
                         return;
                     }
                     if req["request"]["subtype"] == "interrupt" {
@@ -191,30 +401,18 @@ fn main() {
             if interrupted {
                 break;
             }
-            if load.rate > 0.0 {
-                let due = started + Duration::from_secs_f64(i as f64 / load.rate);
-                if let Some(wait) = due.checked_duration_since(Instant::now()) {
-                    std::thread::sleep(wait);
-                }
-            }
-            seq += 1;
-            let mut line = assistant.clone();
-            line["session_id"] = json!(session_id);
-            line["uuid"] = json!(format!("00000000-0000-4000-8000-{seq:012x}"));
-            line["message"]["id"] = json!(format!("msg_load_{seq}"));
-            line["message"]["content"][0]["text"] = json!(text(i, pad));
-            if !write(&line) {
+            let due = |part: usize| load.due(i, part).map(|d| started + d);
+            if !writer.message(&mut out, i, &load, due) {
                 return;
             }
         }
-        let mut end = result.clone();
-        end["session_id"] = json!(session_id);
+        let mut end = writer.line(writer.rec.result.clone());
         end["num_turns"] = json!(1);
         if interrupted {
             end["subtype"] = json!("error_during_execution");
             end["is_error"] = json!(true);
         }
-        if !write(&end) {
+        if !out.send(&[&end]) {
             return;
         }
     }
@@ -227,21 +425,158 @@ mod tests {
     #[test]
     fn load_words() {
         assert_eq!(
-            parse_load("LOAD n=10 rate=5.5 size=900"),
+            parse_load("LOAD n=10 rate=5.5 size=900 frags=7"),
             Load {
                 n: 10,
                 rate: 5.5,
-                size: 900
+                size: 900,
+                frags: 7,
             }
         );
         assert_eq!(parse_load("hello").n, 1);
+        assert_eq!(parse_load("hello").frags, 20);
+    }
+
+    #[test]
+    fn fragments_share_their_message_slot() {
+        let ms = |d: Option<Duration>| d.map(|d| d.as_secs_f64() * 1e3);
+        let load = parse_load("LOAD rate=10 frags=4");
+        assert_eq!(ms(load.due(2, 0)), Some(200.0));
+        assert_eq!(ms(load.due(2, 1)), Some(225.0));
+        let bare = parse_load("LOAD rate=10 frags=0");
+        assert_eq!(ms(bare.due(3, 0)), Some(300.0));
+        assert_eq!(parse_load("LOAD rate=0").due(5, 3), None);
+    }
+
+    fn writer(partial: bool) -> Writer {
+        Writer {
+            rec: Recorded::load(),
+            session_id: "s-1".into(),
+            partial,
+            seq: 0,
+            uuids: 0,
+        }
+    }
+
+    /// The lines `writer` writes for one message, parsed.
+    fn one_message(writer: &mut Writer, load: &Load) -> Vec<Value> {
+        let mut out = Out::new(Vec::new());
+        assert!(writer.message(&mut out, 0, load, |_| None));
+        String::from_utf8(out.w)
+            .expect("utf-8")
+            .lines()
+            .map(|l| serde_json::from_str(l).expect("a JSON line"))
+            .collect()
+    }
+
+    /// `type`, or `stream_event/<event type>`, or `system/<subtype>`.
+    fn kind(v: &Value) -> String {
+        match v["type"].as_str().unwrap_or("") {
+            "stream_event" => format!("stream_event/{}", v["event"]["type"].as_str().unwrap_or("")),
+            "system" => format!("system/{}", v["subtype"].as_str().unwrap_or("")),
+            t => t.to_string(),
+        }
+    }
+
+    fn keys(v: &Value) -> Vec<String> {
+        let mut k: Vec<String> = v.as_object().expect("object").keys().cloned().collect();
+        k.sort();
+        k
     }
 
     #[test]
     fn recorded_lines_are_found() {
-        let (init, assistant, result) = recorded();
-        assert_eq!(init["subtype"], "init");
-        assert_eq!(assistant["type"], "assistant");
-        assert_eq!(result["type"], "result");
+        let rec = Recorded::load();
+        assert_eq!(rec.init["subtype"], "init");
+        assert_eq!(rec.assistant["type"], "assistant");
+        assert_eq!(rec.result["type"], "result");
+        assert_eq!(rec.requesting["status"], "requesting");
+        assert_eq!(rec.stream.len(), 6, "{:?}", rec.stream.keys());
+    }
+
+    #[test]
+    fn without_the_flag_or_fragments_a_message_is_one_assistant_line() {
+        let load = parse_load("LOAD size=600");
+        let lines = one_message(&mut writer(false), &load);
+        assert_eq!(lines.len(), 1);
+        assert_eq!(lines[0]["type"], "assistant");
+        let streamed_without_fragments = parse_load("LOAD frags=0");
+        let bare = one_message(&mut writer(true), &streamed_without_fragments);
+        assert_eq!(bare.len(), 1, "frags=0: no stream_event lines");
+        let text = lines[0]["message"]["content"][0]["text"].as_str().unwrap();
+        assert!(text.starts_with("load 0 t="), "{text}");
+    }
+
+    /// The lines of a streamed message come in the recorded CLI's order
+    /// and shape (one `content_block_delta` there, `frags` here), and the
+    /// fragments join to the assistant line's text.
+    #[test]
+    fn streamed_message_has_the_recorded_shape() {
+        let recorded: Vec<Value> = out_lines(PARTIAL)
+            .filter(|v| !matches!(kind(v).as_str(), "system/init" | "result"))
+            .collect();
+        let frags = 5;
+        let load = parse_load(&format!("LOAD size=600 frags={frags}"));
+        let mut w = writer(true);
+        let ours = one_message(&mut w, &load);
+        let collapse = |lines: &[Value]| {
+            let mut kinds: Vec<String> = lines.iter().map(kind).collect();
+            kinds.dedup();
+            kinds
+        };
+        assert_eq!(collapse(&ours), collapse(&recorded));
+        let deltas: Vec<&Value> = ours
+            .iter()
+            .filter(|v| kind(v) == "stream_event/content_block_delta")
+            .collect();
+        assert_eq!(deltas.len(), frags);
+        for v in &ours {
+            let like = recorded
+                .iter()
+                .find(|r| kind(r) == kind(v))
+                .expect("a recorded line of that kind");
+            if v["type"] == "stream_event" {
+                assert_eq!(keys(v), keys(like), "{}", kind(v));
+                assert_eq!(keys(&v["event"]), keys(&like["event"]), "{}", kind(v));
+            }
+            assert_eq!(v["session_id"], "s-1");
+        }
+        let assistant = ours.iter().find(|v| v["type"] == "assistant").unwrap();
+        let start = &ours[1]["event"]["message"];
+        assert_eq!(start["id"], assistant["message"]["id"], "one message id");
+        let text = assistant["message"]["content"][0]["text"].as_str().unwrap();
+        let joined: String = deltas
+            .iter()
+            .map(|d| d["event"]["delta"]["text"].as_str().unwrap())
+            .collect();
+        assert_eq!(joined, text);
+        for d in &deltas {
+            let f = d["event"]["delta"]["text"].as_str().unwrap();
+            assert_eq!(stamp::stamps(f).count(), 1, "one stamp per fragment: {f}");
+            assert!(f.len() >= FRAGMENT_BYTES);
+        }
+        let times: Vec<u64> = stamp::stamps(text).collect();
+        assert_eq!(times.len(), frags);
+        assert!(times.windows(2).all(|w| w[0] <= w[1]), "{times:?}");
+
+        // The next message has a new id; every line a new uuid.
+        let next = one_message(&mut w, &load);
+        assert_ne!(next[1]["event"]["message"]["id"], start["id"]);
+        let uuids: std::collections::HashSet<String> = ours
+            .iter()
+            .chain(&next)
+            .map(|v| v["uuid"].to_string())
+            .collect();
+        assert_eq!(uuids.len(), ours.len() + next.len());
+    }
+
+    /// A larger `size` makes larger fragments, not more of them.
+    #[test]
+    fn size_sets_the_fragment_length() {
+        let load = parse_load("LOAD size=4000 frags=10");
+        let lines = one_message(&mut writer(true), &load);
+        let assistant = lines.iter().find(|v| v["type"] == "assistant").unwrap();
+        let line = serde_json::to_vec(assistant).unwrap().len();
+        assert!((3_900..4_200).contains(&line), "{line} bytes");
     }
 }

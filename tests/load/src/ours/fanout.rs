@@ -110,7 +110,7 @@ pub async fn run(
         server.cpu_secs(),
         crate::server::proc_cpu_secs(std::process::id()),
     );
-    send(&mut control, id, events, rate).await;
+    send(&mut control, id, super::load_prompt(events, rate, 0)).await;
     let mut from_write = Vec::new();
     let mut from_commit = Vec::new();
     for f in followers {

@@ -3,6 +3,7 @@
 //! path: process stdout → adapter → normalize → group commit (fsync) →
 //! subscribers.
 
+pub mod deltas;
 pub mod fanout;
 pub mod idle;
 pub mod replay;
@@ -21,10 +22,13 @@ use tonic::transport::Channel;
 /// size the first measurements used).
 pub const LINE_BYTES: usize = 600;
 
-/// The message that makes the stand-in CLI write `n` assistant lines at
-/// `rate` per second (0: as fast as it can).
-pub fn load_prompt(n: u64, rate: f64) -> String {
-    format!("LOAD n={n} rate={rate} size={LINE_BYTES}")
+/// The message that makes the stand-in CLI write `n` assistant messages at
+/// `rate` per second (0: as fast as it can), each streamed as `frags`
+/// text fragments first when the server runs it with
+/// `--include-partial-messages` (0: bare assistant lines, the workload of
+/// every measurement but live typing).
+pub fn load_prompt(n: u64, rate: f64, frags: usize) -> String {
+    format!("LOAD n={n} rate={rate} size={LINE_BYTES} frags={frags}")
 }
 
 /// Starts a session whose first turn writes `n` lines at `rate`.
@@ -33,7 +37,7 @@ pub async fn start(client: &mut SessionServiceClient<Channel>, id: &str, n: u64,
         .start(pb::StartRequest {
             session_id: id.into(),
             config: Some(pb::StartConfig {
-                prompt: load_prompt(n, rate),
+                prompt: load_prompt(n, rate, 0),
                 ..Default::default()
             }),
             idempotency_key: String::new(),
@@ -42,12 +46,12 @@ pub async fn start(client: &mut SessionServiceClient<Channel>, id: &str, n: u64,
         .unwrap_or_else(|e| panic!("Start {id}: {e}"));
 }
 
-/// Sends a follow-up turn that writes `n` lines at `rate`.
-pub async fn send(client: &mut SessionServiceClient<Channel>, id: &str, n: u64, rate: f64) {
+/// Sends a follow-up turn: `prompt` from [`load_prompt`].
+pub async fn send(client: &mut SessionServiceClient<Channel>, id: &str, prompt: String) {
     client
         .send(pb::SendRequest {
             session_id: id.into(),
-            input: load_prompt(n, rate),
+            input: prompt,
             ..Default::default()
         })
         .await
@@ -63,12 +67,16 @@ pub fn now_nanos() -> i128 {
         .as_nanos() as i128
 }
 
-/// When the stand-in wrote this content event's line (`t=` in its text).
+/// When the stand-in wrote this content event's line: `t=` in its text,
+/// or for a streamed message its last fragment's stamp (written with it).
 pub fn written_at(event: &pb::Event) -> Option<i128> {
     let Some(pb::event::Payload::Content(c)) = &event.payload else {
         return None;
     };
     let text = &c.blocks.first()?.text;
+    if let Some(us) = agent_harness_load::stamp::stamps(text).last() {
+        return Some(us as i128 * 1000);
+    }
     let t = text.split_whitespace().nth(2)?.strip_prefix("t=")?;
     t.parse().ok()
 }
