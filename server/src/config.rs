@@ -169,6 +169,13 @@ pub struct ServeConfig {
     #[arg(long, env = "AGENT_HARNESS_DELTAS", value_enum, default_value = "on")]
     pub deltas: Toggle,
 
+    /// Live typing: each stream sends deltas at most this often, what was
+    /// typed meanwhile coalesced into one delta per block (a stream never
+    /// wakes per fragment). 0 = every change as it comes. Before an event a
+    /// stream always sends what precedes it first, whatever the interval.
+    #[arg(long, env = "AGENT_HARNESS_DELTA_INTERVAL", default_value = "50ms", value_parser = parse_duration)]
+    pub delta_interval: Duration,
+
     /// Most bytes of partial text (live typing) held per session; past it a
     /// block stops growing until its `content` event lands. At most 4177920
     /// (one block's snapshot must fit in a 4 MiB message).
@@ -298,6 +305,7 @@ impl Default for ServeConfig {
             max_request_bytes: 4 * 1024 * 1024,
             max_line_bytes: crate::supervise::DEFAULT_MAX_LINE_BYTES,
             deltas: Toggle::On,
+            delta_interval: Duration::from_millis(50),
             max_partial_bytes: crate::partial::DEFAULT_MAX_PARTIAL_BYTES,
             max_event_bytes: crate::log::cut::DEFAULT_MAX_EVENT_BYTES,
             auth_token_file: None,

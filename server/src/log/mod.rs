@@ -81,6 +81,10 @@ pub struct LogOptions {
     pub max_replay: u64,
     /// Heartbeat interval on an idle live stream (15 s).
     pub heartbeat: Duration,
+    /// Live typing: a stream sends deltas at most this often (50 ms), what
+    /// was typed meanwhile coalesced; zero sends each change as it comes.
+    /// Before an event a stream always sends what precedes it first.
+    pub delta_interval: Duration,
     /// Most events in one group commit (10,000); bounds a transaction's size.
     pub max_batch: usize,
     /// Most events (and meta changes) waiting for the writer (40,000);
@@ -101,6 +105,7 @@ impl Default for LogOptions {
             cache_sessions: crate::config::DEFAULT_CACHE_SESSIONS,
             max_replay: 10_000,
             heartbeat: Duration::from_secs(15),
+            delta_interval: Duration::from_millis(50),
             max_batch: 10_000,
             max_queued: 40_000,
             max_event_bytes: cut::DEFAULT_MAX_EVENT_BYTES,

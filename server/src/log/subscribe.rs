@@ -27,7 +27,10 @@
 //! the CLI wrote before that event (and only that: text written after an
 //! event it has not sent waits for it), at most one delta per block in
 //! flight. Nothing is queued per fragment: a stream that reads slowly gets
-//! what was appended meanwhile as one fragment per block.
+//! what was appended meanwhile as one fragment per block, and a stream
+//! sends deltas at most every `LogOptions::delta_interval` (what was typed
+//! meanwhile coalesced; it sleeps until then instead of waking per
+//! fragment), except that before an event it always sends what precedes it.
 
 use std::collections::VecDeque;
 use std::pin::Pin;
@@ -91,6 +94,9 @@ struct Typing {
     dirty: bool,
     /// Computed, not yet sent (at most one per block in flight).
     ready: VecDeque<pb::Delta>,
+    /// Pacing (`LogOptions::delta_interval`): no diff before this, unless
+    /// an event is waiting (what precedes it goes first).
+    next_at: Option<Instant>,
 }
 
 impl Drop for Sub {
@@ -119,6 +125,7 @@ pub(super) fn stream(
         cursor: Cursor::default(),
         dirty: true,
         ready: VecDeque::new(),
+        next_at: None,
     });
     shared.subscribers.fetch_add(1, Ordering::Relaxed);
     let sub = Sub {
@@ -195,8 +202,10 @@ impl Sub {
                     if let Some(d) = self.typing.as_mut().and_then(|t| t.ready.pop_front()) {
                         return Some(Kind::Delta(d));
                     }
-                    // Text the CLI wrote before the next event goes first.
-                    if self.deltas_due() {
+                    // Text the CLI wrote before the next event goes first,
+                    // paced or not.
+                    let event_waiting = *self.head_rx.borrow() > self.last_sent;
+                    if self.deltas_due(event_waiting) {
                         continue;
                     }
                     let head = *self.head_rx.borrow_and_update();
@@ -228,6 +237,16 @@ impl Sub {
                         .get_or_insert_with(|| Box::pin(tokio::time::sleep_until(beat)));
                     let typing = async {
                         match self.typing.as_mut() {
+                            // Typed meanwhile, held back by the pacing: one
+                            // wake at the next slot, not one per fragment.
+                            Some(Typing {
+                                dirty: true,
+                                next_at: Some(at),
+                                ..
+                            }) => {
+                                tokio::time::sleep_until(*at).await;
+                                Ok(())
+                            }
                             Some(t) => t.rx.changed().await,
                             None => std::future::pending().await,
                         }
@@ -272,12 +291,18 @@ impl Sub {
     /// deltas this stream may send now (the text written before any event
     /// it has not sent) into `ready`. True when there is one to send. Stays
     /// dirty while the board holds text that follows an unsent event.
-    fn deltas_due(&mut self) -> bool {
+    /// Paced by `LogOptions::delta_interval` unless `event_waiting`.
+    fn deltas_due(&mut self, event_waiting: bool) -> bool {
         let Some(t) = self.typing.as_mut() else {
             return false;
         };
         // A change since the last look counts even when no wait saw it.
         if !t.dirty && !t.rx.has_changed().unwrap_or(false) {
+            return false;
+        }
+        let now = Instant::now();
+        if !event_waiting && t.next_at.is_some_and(|at| now < at) {
+            t.dirty = true;
             return false;
         }
         // Seen before reading, so an addition made after the read wakes us.
@@ -287,6 +312,8 @@ impl Sub {
         if t.ready.is_empty() {
             return false;
         }
+        let interval = self.shared.opts.delta_interval;
+        t.next_at = (!interval.is_zero()).then(|| now + interval);
         self.shared
             .metrics
             .deltas_sent

@@ -17,8 +17,16 @@ use futures::{Stream, StreamExt};
 use log::new_event;
 
 fn open(dir: &tempfile::TempDir) -> EventLogs {
+    open_paced(dir, LogOptions::default().delta_interval)
+}
+
+fn open_paced(dir: &tempfile::TempDir, delta_interval: Duration) -> EventLogs {
     let store = RedbStore::open(&dir.path().join("agent-harness.redb")).unwrap();
-    EventLogs::open(Arc::new(store), LogOptions::default()).unwrap()
+    let opts = LogOptions {
+        delta_interval,
+        ..LogOptions::default()
+    };
+    EventLogs::open(Arc::new(store), opts).unwrap()
 }
 
 fn started(m: &str, index: u32) -> Change {
@@ -73,7 +81,8 @@ fn delta(k: Kind) -> pb::Delta {
 #[tokio::test]
 async fn a_slow_reader_gets_the_fragments_coalesced_and_holds_up_nobody() {
     let dir = tempfile::tempdir().unwrap();
-    let logs = open(&dir);
+    // Unpaced, so the fast reader gets every fragment as it comes.
+    let logs = open_paced(&dir, Duration::ZERO);
     logs.append("s", vec![new_event(0)]).await.unwrap();
     let typing = logs.typing("s").await.unwrap();
     let mut fast = Box::pin(logs.subscribe_with("s", 0, true).await.unwrap());
@@ -197,4 +206,61 @@ async fn a_late_subscriber_gets_a_snapshot_and_a_plain_one_gets_nothing() {
         Kind::Heartbeat(_) => {}
         other => panic!("a plain stream got {other:?}"),
     }
+}
+
+/// Pacing (`delta_interval`, 50 ms by default): a stream that keeps up
+/// gets what was typed in each interval as one delta, not a delta (and a
+/// wake) per fragment; and the text typed just before an event still goes
+/// out before it, whatever the interval.
+#[tokio::test(start_paused = true)]
+async fn deltas_are_paced_but_never_held_past_an_event() {
+    let dir = tempfile::tempdir().unwrap();
+    let logs = open(&dir);
+    logs.append("s", vec![new_event(0)]).await.unwrap();
+    let typing = logs.typing("s").await.unwrap();
+    let mut sub = Box::pin(logs.subscribe_with("s", 0, true).await.unwrap());
+    catch_up(&mut sub).await;
+    let reader = tokio::spawn(async move {
+        let mut deltas = Vec::new();
+        loop {
+            match next_kind(&mut sub).await {
+                Kind::Delta(d) => deltas.push(d),
+                Kind::Event(e) => return (deltas, e.seq),
+                _ => {}
+            }
+        }
+    });
+    typing.publish("r", &[started("m", 0)]);
+    let mut want = String::new();
+    for i in 0..200 {
+        let f = format!("f{i} ");
+        want.push_str(&f);
+        typing.publish("r", &[frag("m", 0, &f)]);
+        tokio::time::sleep(Duration::from_millis(1)).await;
+    }
+    // The last fragment and the block's content in one batch.
+    want.push_str("end");
+    typing.publish("r", &[frag("m", 0, "end")]);
+    let later = [Change::Done {
+        message_id: "m".into(),
+        index: Some(0),
+    }];
+    let before = typing.close(&later);
+    logs.append("s", vec![new_event(1)]).await.unwrap();
+    typing.publish_after("r", &later, before);
+
+    let (deltas, seq) = reader.await.unwrap();
+    assert_eq!(seq, 2, "the content event");
+    let joined: String = deltas.iter().map(|d| d.fragment.as_str()).collect();
+    assert_eq!(
+        joined, want,
+        "every fragment, the last one before the content"
+    );
+    // About 200 ms of typing at one delta per 50 ms, plus the first and the
+    // flush before the event; unpaced it would be about 200.
+    assert!(
+        (3..=8).contains(&deltas.len()),
+        "{} deltas for 201 fragments",
+        deltas.len()
+    );
 }
