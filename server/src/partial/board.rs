@@ -6,6 +6,7 @@ use std::sync::{Arc, RwLock, RwLockReadGuard, RwLockWriteGuard};
 
 use agent_harness_client::pb;
 use tokio::sync::watch;
+use tokio::time::{Duration, Instant};
 
 use super::{BlockKind, Change};
 
@@ -31,9 +32,23 @@ struct Block {
     /// block; one that has not may still get the text up to it (so a
     /// block's last fragments go out before its `content`).
     closed_after: Option<u64>,
+    /// When it was done: kept [`KEEP_DONE`] longer, for the streams that
+    /// have not sent its `content` yet.
+    closed_at: Option<Instant>,
 }
 
+/// How long a done block stays on the board: a stream that is behind
+/// still sends its last fragments before its `content` (see `Cursor`).
+pub const KEEP_DONE: Duration = Duration::from_secs(1);
+
 impl Block {
+    fn close(&mut self, after: u64, now: Instant) {
+        if self.closed_after.is_none() {
+            self.closed_after = Some(after);
+            self.closed_at = Some(now);
+        }
+    }
+
     /// The text a stream that has sent events up to `sent_seq` may have;
     /// and whether that is all of it.
     fn visible(&self, sent_seq: u64) -> (usize, bool) {
@@ -92,6 +107,7 @@ impl State {
                         text: String::new(),
                         marks: Vec::new(),
                         closed_after: None,
+                        closed_at: None,
                     });
                 }
                 false
@@ -118,13 +134,14 @@ impl State {
                     .iter_mut()
                     .filter(|b| b.message_id == *message_id && index.is_none_or(|i| i == b.index))
                 {
-                    b.closed_after.get_or_insert(close_after);
+                    b.close(close_after, Instant::now());
                 }
                 false
             }
             Change::Cleared => {
+                let now = Instant::now();
                 for b in &mut self.blocks {
-                    b.closed_after.get_or_insert(close_after);
+                    b.close(close_after, now);
                 }
                 false
             }
@@ -137,11 +154,13 @@ impl State {
             .find(|b| &*b.message_id == message_id && b.index == index)
     }
 
-    /// Forgets blocks done before `head`: every stream that keeps up has
-    /// had their text by now (the next batch of the CLI's output).
-    fn forget_done(&mut self, head: u64) {
-        self.blocks
-            .retain(|b| b.closed_after.is_none_or(|after| after >= head));
+    /// Forgets blocks done more than [`KEEP_DONE`] before `now`: a stream
+    /// that far behind gets their `content` without their last fragments.
+    fn forget_done(&mut self, now: Instant) {
+        self.blocks.retain(|b| {
+            b.closed_at
+                .is_none_or(|at| now.saturating_duration_since(at) < KEEP_DONE)
+        });
     }
 }
 
@@ -186,7 +205,7 @@ impl Board {
         }
         let added = {
             let mut state = self.write();
-            state.forget_done(head);
+            state.forget_done(Instant::now());
             if state.run_id != run_id {
                 // A run that died without a result left its blocks behind.
                 state.blocks.clear();
@@ -209,7 +228,7 @@ impl Board {
     pub fn close(&self, changes: &[Change], head: u64) {
         if changes.iter().any(Change::removes) {
             let mut state = self.write();
-            state.forget_done(head);
+            state.forget_done(Instant::now());
             for c in changes.iter().filter(|c| c.removes()) {
                 state.apply(c, head, head);
             }
@@ -432,8 +451,17 @@ mod tests {
             diff(&mut Cursor::default(), &board, 2),
             vec![(1, "x".into(), true)]
         );
-        // The next batch forgets block 0.
+        // Block 0 stays a while for the streams still behind its content,
+        // and goes after KEEP_DONE.
         board.publish("r", &[frag("m", 1, "y")], 2);
+        assert_eq!(board.read().blocks.len(), 2);
+        assert_eq!(
+            diff(&mut Cursor::default(), &board, 1),
+            vec![(0, "abcd".into(), true)],
+            "a stream a batch behind still gets block 0 before its content"
+        );
+        let later = Instant::now() + KEEP_DONE;
+        board.write().forget_done(later);
         assert_eq!(board.read().blocks.len(), 1);
         assert_eq!(board.read().bytes(), 2);
     }

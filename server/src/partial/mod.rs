@@ -40,7 +40,7 @@
 mod board;
 mod track;
 
-pub use board::{Board, Cursor, State};
+pub use board::{Board, Cursor, KEEP_DONE, State};
 pub use track::Tracker;
 
 use std::sync::Arc;
