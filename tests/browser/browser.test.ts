@@ -294,17 +294,23 @@ async function assertContentSupersedes(states: Typed[], expected: string, t: Tar
   assert.equal(c.value.blocks.map((b) => b.text).join(""), expected, "the server's content event");
 }
 
+/** A page on `t`'s session that records every typed state, connected and hydrated. */
+async function openTypingPage(t: Target) {
+  const p = await ctx.newPage();
+  const consoleErrors: string[] = [];
+  p.on("console", (m) => {
+    if (m.type() === "error") consoleErrors.push(m.text());
+  });
+  await p.addInitScript(TYPING_RECORDER);
+  await p.goto(`${page.url}/?server=${encodeURIComponent(h.url)}&session=${t.session}`);
+  await until(p, "connected and ready", (v) => v.connected === "connected" && v.hydration === "ready");
+  return { p, consoleErrors };
+}
+
 describe("live typing", () => {
   it("shows the answer growing before its content event, which supersedes it", async () => {
     const t: Target = { url: h.url, session: "browser-typing" };
-    const p = await ctx.newPage();
-    const consoleErrors: string[] = [];
-    p.on("console", (m) => {
-      if (m.type() === "error") consoleErrors.push(m.text());
-    });
-    await p.addInitScript(TYPING_RECORDER);
-    await p.goto(`${page.url}/?server=${encodeURIComponent(h.url)}&session=${t.session}`);
-    await until(p, "connected and ready", (v) => v.connected === "connected" && v.hydration === "ready");
+    const { p, consoleErrors } = await openTypingPage(t);
 
     const n = 30;
     await p.fill("[data-testid=input]", `SLOW ${n} 100`);
@@ -332,14 +338,7 @@ describe("live typing", () => {
 
   it("after a reload mid-message shows the text so far at once, then grows to the end", async () => {
     const t: Target = { url: h.url, session: "browser-typing-reload" };
-    const p = await ctx.newPage();
-    const consoleErrors: string[] = [];
-    p.on("console", (m) => {
-      if (m.type() === "error") consoleErrors.push(m.text());
-    });
-    await p.addInitScript(TYPING_RECORDER);
-    await p.goto(`${page.url}/?server=${encodeURIComponent(h.url)}&session=${t.session}`);
-    await until(p, "connected and ready", (v) => v.connected === "connected" && v.hydration === "ready");
+    const { p, consoleErrors } = await openTypingPage(t);
 
     const n = 60;
     const expected = ticks(n);
