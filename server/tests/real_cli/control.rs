@@ -134,5 +134,16 @@ async fn control_calls_without_a_live_process_fail_clearly() {
         .unwrap_err();
     assert_eq!(err.code(), Code::InvalidArgument, "{err:?}");
     assert!(err.message().contains("task_id"), "{err:?}");
+    // A task id of any size a client can send is refused before the CLI.
+    let err = c
+        .stop_task(pb::StopTaskRequest {
+            session_id: "gone".into(),
+            task_id: "x".repeat(100_000),
+            idempotency_key: String::new(),
+        })
+        .await
+        .unwrap_err();
+    assert_eq!(err.code(), Code::InvalidArgument, "{err:?}");
+    assert!(err.message().contains("task_id"), "{err:?}");
     h.finish("gone", &ev).await;
 }
