@@ -204,7 +204,10 @@ impl Sub {
                     }
                     // Text the CLI wrote before the next event goes first,
                     // paced or not.
-                    let event_waiting = *self.head_rx.borrow() > self.last_sent;
+                    // (Only for a typing stream: the plain fan-out path takes
+                    // no extra look at the head watch.)
+                    let event_waiting =
+                        self.typing.is_some() && *self.head_rx.borrow() > self.last_sent;
                     if self.deltas_due(event_waiting) {
                         continue;
                     }
