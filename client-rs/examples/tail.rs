@@ -128,6 +128,17 @@ fn describe(event: &pb::Event) -> String {
             format!("permission_resolved {} allow={}", p.request_id, p.allow)
         }
         Payload::TurnStart(_) => "turn_start".to_owned(),
+        Payload::SettingChanged(s) => format!(
+            "setting_changed {}={:?} {}",
+            s.setting().as_str_name(),
+            s.value,
+            s.applied().as_str_name()
+        ),
+        Payload::FilesRewound(f) => format!(
+            "files_rewound to_seq={} files={}",
+            f.to_seq,
+            f.files_changed.len()
+        ),
     }
 }
 

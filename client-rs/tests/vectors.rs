@@ -219,6 +219,15 @@ fn check_checkpoint(c: &mut Checker<'_>, exp: &Map<String, Value>, events: &[Eve
                     .collect();
                 c.list(key, want, got);
             }
+            "settings" => {
+                let s = derive::settings(events);
+                let got = serde_json::json!({
+                    "model": opt_str(s.model.as_deref()),
+                    "permissionMode": opt_str(s.permission_mode.as_deref()),
+                    "maxThinkingTokens": s.max_thinking_tokens,
+                });
+                c.eq(key, want, got);
+            }
             "resumeId" => c.eq(key, want, opt_str(derive::resume_id(events).as_deref())),
             "contextLost" => c.eq(
                 key,

@@ -248,6 +248,17 @@ pub struct ServeConfig {
     )]
     pub allowed_cwds: Vec<PathBuf>,
 
+    /// A permission mode a client may choose (`StartConfig.permission_mode`,
+    /// SetPermissionMode) besides default, plan and dontAsk: acceptEdits or
+    /// auto (repeatable; env: comma-separated). bypassPermissions only with
+    /// `--permissions skip`, which allows every mode.
+    #[arg(
+        long = "allow-permission-mode",
+        env = "AGENT_HARNESS_ALLOW_PERMISSION_MODES",
+        value_delimiter = ','
+    )]
+    pub allow_permission_modes: Vec<String>,
+
     /// PEM certificate chain: serve gRPC and grpc-web over TLS (with --tls-key).
     #[arg(long, env = "AGENT_HARNESS_TLS_CERT", requires = "tls_key")]
     pub tls_cert: Option<PathBuf>,
@@ -314,6 +325,7 @@ impl Default for ServeConfig {
             allow_args: Vec::new(),
             allow_env: Vec::new(),
             allowed_cwds: Vec::new(),
+            allow_permission_modes: Vec::new(),
             tls_cert: None,
             tls_key: None,
             max_live_runs: DEFAULT_MAX_LIVE_RUNS,
@@ -549,6 +561,7 @@ mod tests {
                 prompt: "hi".into(),
                 ..Default::default()
             },
+            ..Default::default()
         };
         for partial_messages in [true, false] {
             let options = ClaudeOptions {

@@ -113,6 +113,9 @@ pub enum Error {
         /// The session.
         session_id: String,
     },
+    /// A fork's source has nothing to fork yet.
+    #[error("cannot fork: {0}")]
+    NotForkable(String),
     /// The CLI answered a control request with an error.
     #[error("the CLI refused: {0}")]
     CliRefused(String),
@@ -166,6 +169,15 @@ impl Error {
         Error::InvalidField {
             field: field.into(),
             reason: reason.into(),
+        }
+    }
+
+    /// This error, naming `field` if it is an [`Error::InvalidField`] (a
+    /// check shared by two requests that call the field differently).
+    pub fn renamed(self, field: &'static str) -> Self {
+        match self {
+            Error::InvalidField { reason, .. } => Error::invalid(field, reason),
+            other => other,
         }
     }
 

@@ -30,6 +30,7 @@ pub async fn run(config: RecordConfig) -> Result<()> {
             args: config.args,
             ..Default::default()
         },
+        ..Default::default()
     };
     let argv = adapter
         .args(&spawn)

@@ -19,7 +19,7 @@ use tonic::{Code, Request, Response, Status};
 
 use crate::error::Error;
 use crate::log::EventLogs;
-use crate::manager::{PermissionAnswer, SessionManager};
+use crate::manager::{PermissionAnswer, SessionManager, SettingChange};
 use crate::validate;
 
 /// The SessionService implementation.
@@ -38,6 +38,18 @@ pub struct Rpc {
 }
 
 impl Rpc {
+    /// SetModel, SetPermissionMode, SetMaxThinkingTokens.
+    async fn change_setting(
+        &self,
+        session_id: &str,
+        key: &str,
+        change: SettingChange,
+    ) -> Result<(pb::SettingApplied, u64), Error> {
+        validate::session_id(session_id)?;
+        let key = validate::idempotency_key(key)?;
+        self.manager.change_setting(session_id, key, change).await
+    }
+
     /// NOT_FOUND unless the session exists (an unknown id costs a store
     /// lookup and leaves nothing behind).
     async fn require_session(&self, session_id: &str) -> Result<(), Error> {
@@ -107,6 +119,7 @@ fn code(e: &Error) -> Code {
         | Error::RespawnImpossible { .. }
         | Error::ProcessExited(_)
         | Error::NoLiveProcess { .. }
+        | Error::NotForkable(_)
         | Error::CliRefused(_)
         | Error::BinaryNotFound(_)
         | Error::Unsupported(_)
@@ -311,7 +324,7 @@ impl SessionService for Rpc {
     ) -> Result<Response<pb::StopTaskResponse>, Status> {
         let req = request.into_inner();
         validate::session_id(&req.session_id)?;
-        validate::idempotency_key(&req.idempotency_key)?;
+        let key = validate::idempotency_key(&req.idempotency_key)?;
         if req.task_id.is_empty() || req.task_id.len() > 256 {
             return Err(Error::invalid(
                 "task_id",
@@ -320,12 +333,82 @@ impl SessionService for Rpc {
             .into());
         }
         self.manager
-            .control(
-                &req.session_id,
-                serde_json::json!({"subtype": "stop_task", "task_id": req.task_id}),
-            )
+            .stop_task(&req.session_id, key, &req.task_id)
             .await?;
         Ok(Response::new(pb::StopTaskResponse {}))
+    }
+
+    async fn set_model(
+        &self,
+        request: Request<pb::SetModelRequest>,
+    ) -> Result<Response<pb::SetModelResponse>, Status> {
+        let req = request.into_inner();
+        let (applied, seq) = self
+            .change_setting(
+                &req.session_id,
+                &req.idempotency_key,
+                SettingChange::Model(req.model),
+            )
+            .await?;
+        Ok(Response::new(pb::SetModelResponse {
+            applied: applied as i32,
+            seq,
+        }))
+    }
+
+    async fn set_permission_mode(
+        &self,
+        request: Request<pb::SetPermissionModeRequest>,
+    ) -> Result<Response<pb::SetPermissionModeResponse>, Status> {
+        let req = request.into_inner();
+        let (applied, seq) = self
+            .change_setting(
+                &req.session_id,
+                &req.idempotency_key,
+                SettingChange::PermissionMode(req.mode),
+            )
+            .await?;
+        Ok(Response::new(pb::SetPermissionModeResponse {
+            applied: applied as i32,
+            seq,
+        }))
+    }
+
+    async fn set_max_thinking_tokens(
+        &self,
+        request: Request<pb::SetMaxThinkingTokensRequest>,
+    ) -> Result<Response<pb::SetMaxThinkingTokensResponse>, Status> {
+        let req = request.into_inner();
+        let (applied, seq) = self
+            .change_setting(
+                &req.session_id,
+                &req.idempotency_key,
+                SettingChange::MaxThinkingTokens(req.max_thinking_tokens),
+            )
+            .await?;
+        Ok(Response::new(pb::SetMaxThinkingTokensResponse {
+            applied: applied as i32,
+            seq,
+        }))
+    }
+
+    async fn rewind_files(
+        &self,
+        request: Request<pb::RewindFilesRequest>,
+    ) -> Result<Response<pb::RewindFilesResponse>, Status> {
+        let req = request.into_inner();
+        validate::session_id(&req.session_id)?;
+        let key = validate::idempotency_key(&req.idempotency_key)?;
+        let r = self
+            .manager
+            .rewind_files(&req.session_id, key, req.to_seq, req.dry_run)
+            .await?;
+        Ok(Response::new(pb::RewindFilesResponse {
+            files_changed: r.files_changed,
+            insertions: r.insertions,
+            deletions: r.deletions,
+            seq: r.seq,
+        }))
     }
 
     async fn get_context_usage(

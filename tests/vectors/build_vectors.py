@@ -29,10 +29,10 @@ def clean(v):
     if isinstance(v, dict):
         out = {}
         for k, x in v.items():
-            if k == "exitCode":  # optional int32: present even when 0
+            if k in ("exitCode", "maxThinkingTokens"):  # optional: present even when 0
                 out[k] = x
                 continue
-            if x in ("", 0, False, "0", None, []):
+            if x in ("", 0, False, "0", None, []) and not (k == "value" and x == "0"):
                 continue
             out[k] = clean(x) if k not in ("input", "toolUseResult", "rawInput") else x
         return out
@@ -48,16 +48,26 @@ def usage(i=0, o=0, cc=0, cr=0):
 
 # ---- payload builders -------------------------------------------------------
 
-def run_start(prompt="", adapter="interactive", trigger="start", resume="", lost=""):
-    return ("runStart", {"config": {"prompt": prompt, "cwd": "/srv/demo/work", "resume": resume},
-                         "adapter": adapter, "trigger": trigger, "lostResumeId": lost})
+def run_start(prompt="", adapter="interactive", trigger="start", resume="", lost="", model="",
+              mode="", thinking=None):
+    config = {"prompt": prompt, "cwd": "/srv/demo/work", "resume": resume, "model": model,
+              "permissionMode": mode}
+    if thinking is not None:
+        config["maxThinkingTokens"] = thinking
+    return ("runStart", {"config": config, "adapter": adapter, "trigger": trigger,
+                         "lostResumeId": lost})
 
 
-def run_ready(resume_id, pid=4242):
-    return ("runReady", {"resumeId": resume_id, "model": MODEL,
+def run_ready(resume_id, pid=4242, model=MODEL, mode="default"):
+    return ("runReady", {"resumeId": resume_id, "model": model,
                          "tools": ["Task", "Bash", "Read", "Edit", "Write"],
-                         "cwd": "/srv/demo/work", "mcpServers": [], "permissionMode": "default",
+                         "cwd": "/srv/demo/work", "mcpServers": [], "permissionMode": mode,
                          "cliVersion": "2.1.197", "pid": pid})
+
+
+def setting(which, value, applied="LIVE"):
+    return ("settingChanged", {"setting": "SETTING_" + which, "value": value,
+                               "applied": "SETTING_APPLIED_" + applied})
 
 
 def run_end(reason, exit_code=None, signal="", inferred=False, source="process", stderr=""):
@@ -229,7 +239,11 @@ def T(tid, status, **kw):
     return d
 
 
-EMPTY = dict(usage=U(), activity=A("idle"), backgroundTasks=[], hasRunningBackgroundTasks=False,
+def S(model=None, mode=None, thinking=None):
+    return {"model": model, "permissionMode": mode, "maxThinkingTokens": thinking}
+
+
+EMPTY = dict(settings=S(), usage=U(), activity=A("idle"), backgroundTasks=[], hasRunningBackgroundTasks=False,
              pendingPermissions=[], scheduledWakeup=None, pendingMessages=[], planOutcomes=[],
              resumeId=None, runId=None, headSeq=0, turnInProgress=False)
 
@@ -858,6 +872,51 @@ v.ev(content(text("Sure."), u=(10, 1, 0, 150)), SR, True)
 v.ev(turn_end(u=(10, 3, 0, 150), cost=0.0002), I, True, usage=U(100, 15, 0, 470, 0.0017, 161, 200000, 3),
      activity=A("idle"), headSeq=18, turnInProgress=False, pendingPermissions=[], backgroundTasks=[],
      scheduledWakeup=None, planOutcomes=[], pendingMessages=[])
+
+v = V("settings_live", "Start chooses a model and a permission mode; the CLI reports what it runs with; "
+      "SetModel, SetMaxThinkingTokens and SetPermissionMode on the live process (mid-turn too) are in "
+      "force at once and change neither status nor activity; the next turn's init agrees.")
+v.ev(run_start("hello", model="opus", mode="plan"), ST, True, activity=A("starting"),
+     settings=S("opus", "plan"))
+v.ev(inp("hello", "INITIAL"), ST, True, settings=S("opus", "plan"))
+v.ev(run_ready("cli-s", model="claude-opus-4-8", mode="plan"), SR, True, activity=A("thinking"),
+     settings=S("claude-opus-4-8", "plan"))
+v.ev(content(text("Hi.")), SR, True, activity=A("writing"))
+v.ev(setting("MODEL", "haiku"), SR, True, activity=A("writing"), settings=S("haiku", "plan"))
+v.ev(turn_end(res="Hi."), I, True, activity=A("idle"), settings=S("haiku", "plan"))
+v.ev(setting("MAX_THINKING_TOKENS", "2048"), I, True, activity=A("idle"),
+     settings=S("haiku", "plan", 2048))
+v.ev(setting("PERMISSION_MODE", "default"), I, True, activity=A("idle"),
+     settings=S("haiku", "default", 2048))
+v.ev(setting("MAX_THINKING_TOKENS", "0"), I, True, settings=S("haiku", "default", 0))
+v.ev(inp("again"), SR, True, activity=A("thinking"))
+v.ev(run_ready("cli-s", model="claude-haiku-4-5", mode="default"), SR, True,
+     settings=S("claude-haiku-4-5", "default", 0))
+simple_turn(v)
+v.also(settings=S("claude-haiku-4-5", "default", 0), turnInProgress=False)
+
+v = V("settings_next_spawn", "With no live process a change is recorded for the next spawn and is in force "
+      "from then on; the respawn's run_start carries it; a change back to the default clears it until "
+      "the CLI reports its own.")
+boot(v)
+v.also(settings=S(MODEL, "default"))
+simple_turn(v)
+v.ev(run_end("IDLE_TIMEOUT", signal="SIGTERM"), I, False)
+v.ev(setting("MODEL", "haiku", "NEXT_SPAWN"), I, False, activity=A("idle"),
+     settings=S("haiku", "default"))
+v.ev(setting("PERMISSION_MODE", "dontAsk", "NEXT_SPAWN"), I, False, settings=S("haiku", "dontAsk"))
+v.ev(setting("MAX_THINKING_TOKENS", "4096", "NEXT_SPAWN"), I, False,
+     settings=S("haiku", "dontAsk", 4096))
+v.ev(setting("MAX_THINKING_TOKENS", "", "NEXT_SPAWN"), I, False, settings=S("haiku", "dontAsk"))
+v.ev(setting("MODEL", "", "NEXT_SPAWN"), I, False, settings=S(None, "dontAsk"))
+v.ev(setting("MODEL", "sonnet", "NEXT_SPAWN"), I, False, settings=S("sonnet", "dontAsk"))
+v.ev(run_start("more", trigger="send", resume="cli-sess-1", model="sonnet", mode="dontAsk"), ST, True,
+     activity=A("starting"), settings=S("sonnet", "dontAsk"))
+v.ev(inp("more", "INITIAL"), ST, True)
+v.ev(run_ready("cli-sess-1", model="claude-sonnet-4-6", mode="dontAsk"), SR, True,
+     settings=S("claude-sonnet-4-6", "dontAsk"))
+simple_turn(v)
+v.ev(run_end("COMPLETED", exit_code=0), I, False, settings=S("claude-sonnet-4-6", "dontAsk"))
 
 
 def main():

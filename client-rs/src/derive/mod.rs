@@ -23,6 +23,7 @@ mod activity;
 pub mod classify;
 mod permissions;
 mod plan;
+mod settings;
 mod status;
 mod tasks;
 mod usage;
@@ -34,6 +35,7 @@ mod tests;
 pub use activity::{Activity, ActivityKind, activity};
 pub use permissions::{PendingPermission, pending_permissions};
 pub use plan::{PlanDecision, PlanOutcome, plan_outcomes};
+pub use settings::{Settings, settings};
 pub use status::{Status, StatusFold, process_alive, status};
 pub use tasks::{BackgroundTask, TaskStatus, background_tasks, has_running_background_tasks};
 pub use usage::{Usage, usage};
@@ -116,6 +118,8 @@ pub struct Derived {
     pub plan_outcomes: Vec<PlanOutcome>,
     /// See [`classify::pending_messages()`].
     pub pending_messages: Vec<PendingMessage>,
+    /// See [`settings()`].
+    pub settings: Settings,
 }
 
 /// Every derivation at once, incrementally: apply events in log order and
@@ -130,6 +134,7 @@ pub struct Fold {
     wakeup: wakeup::WakeupFold,
     plans: plan::PlanFold,
     pending: PendingFold,
+    settings: Settings,
     resume_id: Option<String>,
     context_lost: Option<ContextLost>,
 }
@@ -152,6 +157,7 @@ impl Fold {
         self.wakeup.apply(e);
         self.plans.apply(e);
         self.pending.apply(e, before);
+        self.settings.apply(e);
         match &e.payload {
             Some(Payload::RunReady(r)) if !r.resume_id.is_empty() => {
                 self.resume_id = Some(r.resume_id.clone());
@@ -170,6 +176,11 @@ impl Fold {
     /// See [`resume_id()`].
     pub fn resume_id(&self) -> Option<&str> {
         self.resume_id.as_deref()
+    }
+
+    /// See [`settings()`].
+    pub fn settings(&self) -> &Settings {
+        &self.settings
     }
 
     /// See [`context_lost()`].
@@ -227,6 +238,7 @@ impl Fold {
             scheduled_wakeup: self.wakeup.current().cloned(),
             plan_outcomes: self.plans.plans().to_vec(),
             pending_messages: self.pending.list().to_vec(),
+            settings: self.settings.clone(),
         }
     }
 
@@ -247,6 +259,9 @@ impl Fold {
                 .as_ref()
                 .map(|c| c.resume_id.clone())
                 .unwrap_or_default(),
+            model: self.settings.model.clone().unwrap_or_default(),
+            permission_mode: self.settings.permission_mode.clone().unwrap_or_default(),
+            max_thinking_tokens: self.settings.max_thinking_tokens,
         }
     }
 }

@@ -150,7 +150,10 @@ impl StatusFold {
                 }
             }
             // Harness-side records: neither begin nor end anything.
-            Payload::RunError(_) | Payload::PermissionResolved(_) => {}
+            Payload::RunError(_)
+            | Payload::PermissionResolved(_)
+            | Payload::SettingChanged(_)
+            | Payload::FilesRewound(_) => {}
         }
     }
 

@@ -384,6 +384,34 @@ impl SessionService for TestService {
         Ok(Response::new(pb::StopTaskResponse {}))
     }
 
+    async fn set_model(
+        &self,
+        _request: Request<pb::SetModelRequest>,
+    ) -> Result<Response<pb::SetModelResponse>, Status> {
+        Err(Status::unimplemented("not used by these tests"))
+    }
+
+    async fn set_permission_mode(
+        &self,
+        _request: Request<pb::SetPermissionModeRequest>,
+    ) -> Result<Response<pb::SetPermissionModeResponse>, Status> {
+        Err(Status::unimplemented("not used by these tests"))
+    }
+
+    async fn set_max_thinking_tokens(
+        &self,
+        _request: Request<pb::SetMaxThinkingTokensRequest>,
+    ) -> Result<Response<pb::SetMaxThinkingTokensResponse>, Status> {
+        Err(Status::unimplemented("not used by these tests"))
+    }
+
+    async fn rewind_files(
+        &self,
+        _request: Request<pb::RewindFilesRequest>,
+    ) -> Result<Response<pb::RewindFilesResponse>, Status> {
+        Err(Status::unimplemented("not used by these tests"))
+    }
+
     async fn get_context_usage(
         &self,
         request: Request<pb::GetContextUsageRequest>,

@@ -17,7 +17,7 @@ pub fn new_event(n: u64) -> NewEvent {
         payload: pb::event::Payload::InputSent(pb::InputSent {
             text: text.clone(),
             source: 2,
-            content_blocks: Vec::new(),
+            ..Default::default()
         }),
         cli_line: format!("{{\"type\":\"user\",\"text\":{text:?}}}"),
     }

@@ -21,7 +21,7 @@ use tokio::sync::{mpsc, oneshot};
 pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
 
 /// What to spawn.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, Default)]
 pub struct SpawnConfig {
     /// The harness session id (never the CLI's own id).
     pub session_id: String,
@@ -29,6 +29,9 @@ pub struct SpawnConfig {
     pub run_id: String,
     /// Prompt, cwd, resume id, env, args, content blocks and model.
     pub config: pb::StartConfig,
+    /// The uuid of the prompt's user message (interactive adapter), as its
+    /// `input_sent` records it.
+    pub prompt_uuid: String,
 }
 
 /// One user message for the process.
@@ -38,6 +41,9 @@ pub struct UserInput {
     pub text: String,
     /// Anthropic content blocks placed before the text.
     pub content_blocks: Vec<Struct>,
+    /// The message's uuid, given to the CLI ("" lets the CLI choose): the
+    /// `input_sent` records it, and `rewind_files` names it.
+    pub uuid: String,
 }
 
 /// An answer to a `can_use_tool` request.

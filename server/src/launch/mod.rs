@@ -34,6 +34,7 @@ use std::path::{Path, PathBuf};
 
 use agent_harness_client::pb;
 
+use crate::adapter::claude::PermissionMode;
 use crate::config::ServeConfig;
 use crate::error::{Error, Result};
 
@@ -58,7 +59,28 @@ pub struct LaunchPolicy {
     env: BTreeSet<String>,
     /// Canonical directories `config.cwd` must lie under; empty: any.
     cwds: Vec<PathBuf>,
+    /// The permission modes a client may choose (`config.permission_mode`,
+    /// SetPermissionMode).
+    permission_modes: BTreeSet<String>,
 }
+
+/// Every permission mode the CLI knows (`--permission-mode`).
+pub const PERMISSION_MODES: &[&str] = &[
+    "default",
+    "acceptEdits",
+    "bypassPermissions",
+    "plan",
+    "dontAsk",
+    "auto",
+];
+
+/// The modes a client may choose without `--allow-permission-mode`: they
+/// only narrow what runs unasked (plan: read-only; dontAsk: deny what is
+/// not pre-approved), so every prompt still reaches the operator's relay.
+pub const DEFAULT_PERMISSION_MODES: &[&str] = &["default", "plan", "dontAsk"];
+
+/// Most thinking tokens a client may ask for.
+pub const MAX_THINKING_TOKENS: u32 = 1_000_000;
 
 impl Default for LaunchPolicy {
     /// The default safe set ([`DEFAULT_ARGS`]), no env, any cwd: what
@@ -74,6 +96,10 @@ impl Default for LaunchPolicy {
                 .collect(),
             env: BTreeSet::new(),
             cwds: Vec::new(),
+            permission_modes: DEFAULT_PERMISSION_MODES
+                .iter()
+                .map(|m| (*m).to_owned())
+                .collect(),
         }
     }
 }
@@ -165,9 +191,78 @@ impl LaunchPolicy {
         Ok(policy)
     }
 
-    /// [`LaunchPolicy::from_operator`] over `serve`'s configuration.
+    /// [`LaunchPolicy::from_operator`] over `serve`'s configuration, with
+    /// its permission modes ([`LaunchPolicy::with_permission_modes`]).
     pub fn from_config(config: &ServeConfig) -> Result<Self> {
-        Self::from_operator(&config.allow_args, &config.allow_env, &config.allowed_cwds)
+        Self::from_operator(&config.allow_args, &config.allow_env, &config.allowed_cwds)?
+            .with_permission_modes(config.permissions, &config.allow_permission_modes)
+    }
+
+    /// The permission modes a client may choose: [`DEFAULT_PERMISSION_MODES`]
+    /// plus the operator's `allowed` (`--allow-permission-mode`). With
+    /// `--permissions skip` every tool runs unasked already, so every mode
+    /// is allowed; otherwise `bypassPermissions` is a start-up error here
+    /// (it would leave the relay, or the operator's settings, behind).
+    pub fn with_permission_modes(
+        mut self,
+        permissions: PermissionMode,
+        allowed: &[String],
+    ) -> Result<Self> {
+        if permissions == PermissionMode::Skip {
+            self.permission_modes = PERMISSION_MODES.iter().map(|m| (*m).to_owned()).collect();
+        }
+        for raw in allowed {
+            let mode = raw.trim();
+            if !known_permission_mode(mode) {
+                return Err(Error::Config(format!(
+                    "--allow-permission-mode {raw:?}: not a permission mode (one of {})",
+                    PERMISSION_MODES.join(", ")
+                )));
+            }
+            if mode == "bypassPermissions" && permissions != PermissionMode::Skip {
+                return Err(Error::Config(
+                    "--allow-permission-mode bypassPermissions: only with --permissions skip \
+                     (it turns every permission check off)"
+                        .into(),
+                ));
+            }
+            self.permission_modes.insert(mode.to_owned());
+        }
+        Ok(self)
+    }
+
+    /// The permission modes a client may choose, sorted.
+    pub fn allowed_permission_modes(&self) -> impl Iterator<Item = &str> {
+        self.permission_modes.iter().map(String::as_str)
+    }
+
+    /// Checks a client's permission mode (`field` names it in errors):
+    /// INVALID_ARGUMENT for an unknown mode, PERMISSION_DENIED for one the
+    /// operator does not allow. Empty passes (the CLI's default).
+    pub fn check_permission_mode(&self, field: &'static str, mode: &str) -> Result<()> {
+        if mode.is_empty() {
+            return Ok(());
+        }
+        if !known_permission_mode(mode) {
+            return Err(Error::invalid(
+                field,
+                format!(
+                    "{:?} is not a permission mode (one of {})",
+                    mode.chars().take(64).collect::<String>(),
+                    PERMISSION_MODES.join(", ")
+                ),
+            ));
+        }
+        if !self.permission_modes.contains(mode) {
+            return Err(Error::PolicyDenied(format!(
+                "{field}: permission mode {mode} is not allowed by this server (allowed: {}; \
+                 the operator widens it with --allow-permission-mode)",
+                self.allowed_permission_modes()
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            )));
+        }
+        Ok(())
     }
 
     /// Trusts every client: every arg and env var passes and cwd is
@@ -228,6 +323,8 @@ impl LaunchPolicy {
     /// for a cwd outside the allowed directories.
     pub fn admit(&self, config: &mut pb::StartConfig) -> Result<()> {
         check_model(&config.model)?;
+        self.check_permission_mode("config.permission_mode", &config.permission_mode)?;
+        check_thinking_tokens("config.max_thinking_tokens", config.max_thinking_tokens)?;
         check_resume(&config.resume)?;
         self.check_args(&config.args)?;
         self.check_env(&config.env)?;
@@ -486,6 +583,24 @@ pub fn check_model(model: &str) -> Result<()> {
         ));
     }
     Ok(())
+}
+
+/// Whether the CLI knows this permission mode.
+fn known_permission_mode(mode: &str) -> bool {
+    PERMISSION_MODES
+        .iter()
+        .any(|m| m.as_bytes() == mode.as_bytes())
+}
+
+/// A thinking budget: at most [`MAX_THINKING_TOKENS`].
+pub fn check_thinking_tokens(field: &'static str, tokens: Option<u32>) -> Result<()> {
+    match tokens {
+        Some(n) if n > MAX_THINKING_TOKENS => Err(Error::invalid(
+            field,
+            format!("{n} is more than {MAX_THINKING_TOKENS}"),
+        )),
+        _ => Ok(()),
+    }
 }
 
 /// `config.resume`: empty, or `[A-Za-z0-9][A-Za-z0-9._-]*` of at most

@@ -293,7 +293,15 @@ fn bulky(e: &mut pb::Event) -> Vec<(String, &mut String)> {
                 struct_strings("permission_resolved.updated_input".into(), s, &mut out);
             }
         }
-        Payload::RunReady(_) | Payload::StopRequested(_) | Payload::TurnStart(_) => {}
+        Payload::FilesRewound(f) => {
+            for (i, s) in f.files_changed.iter_mut().enumerate() {
+                out.push((format!("files_rewound.files_changed[{i}]"), s));
+            }
+        }
+        Payload::RunReady(_)
+        | Payload::StopRequested(_)
+        | Payload::TurnStart(_)
+        | Payload::SettingChanged(_) => {}
     }
     out
 }
@@ -507,6 +515,7 @@ fn empty_like(p: &Payload) -> Payload {
         }),
         Payload::InputSent(i) => Payload::InputSent(pb::InputSent {
             source: i.source,
+            message_uuid: i.message_uuid.clone(),
             ..Default::default()
         }),
         Payload::TaskStarted(_) => Payload::TaskStarted(Default::default()),
@@ -518,6 +527,14 @@ fn empty_like(p: &Payload) -> Payload {
             ..Default::default()
         }),
         Payload::TurnStart(_) => Payload::TurnStart(Default::default()),
+        Payload::SettingChanged(s) => Payload::SettingChanged(s.clone()),
+        Payload::FilesRewound(f) => Payload::FilesRewound(pb::FilesRewound {
+            to_seq: f.to_seq,
+            message_uuid: f.message_uuid.clone(),
+            insertions: f.insertions,
+            deletions: f.deletions,
+            ..Default::default()
+        }),
     }
 }
 

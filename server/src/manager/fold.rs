@@ -42,6 +42,43 @@ pub(super) struct SessionFold {
     /// per-event budget): then `last_config` may hold shortened args, and a
     /// respawn reads the whole event instead.
     pub(super) last_config_cut: Option<u64>,
+    /// The settings changed since that run_start (SetModel, ...): a respawn
+    /// applies them over `last_config`.
+    pub(super) changed: SettingsChanged,
+}
+
+/// Settings changed since the latest run_start; `None`: unchanged.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub(super) struct SettingsChanged {
+    pub(super) model: Option<String>,
+    pub(super) permission_mode: Option<String>,
+    pub(super) max_thinking_tokens: Option<Option<u32>>,
+}
+
+impl SettingsChanged {
+    fn apply(&mut self, s: &pb::SettingChanged) {
+        match s.setting() {
+            pb::Setting::Model => self.model = Some(s.value.clone()),
+            pb::Setting::PermissionMode => self.permission_mode = Some(s.value.clone()),
+            pb::Setting::MaxThinkingTokens => {
+                self.max_thinking_tokens = Some(s.value.parse().ok());
+            }
+            pb::Setting::Unspecified => {}
+        }
+    }
+
+    /// Writes the changed settings into a config for the next spawn.
+    pub(super) fn apply_to(&self, config: &mut pb::StartConfig) {
+        if let Some(m) = &self.model {
+            config.model = m.clone();
+        }
+        if let Some(m) = &self.permission_mode {
+            config.permission_mode = m.clone();
+        }
+        if let Some(t) = self.max_thinking_tokens {
+            config.max_thinking_tokens = t;
+        }
+    }
 }
 
 impl SessionFold {
@@ -54,7 +91,7 @@ impl SessionFold {
         d
     }
 
-    fn head(&self) -> u64 {
+    pub(super) fn head(&self) -> u64 {
         self.fold.status_fold().head_seq()
     }
 
@@ -67,6 +104,10 @@ impl SessionFold {
                 ..c.clone()
             });
             self.last_config_cut = e.truncated.as_ref().map(|_| e.seq);
+            self.changed = SettingsChanged::default();
+        }
+        if let Some(Payload::SettingChanged(s)) = &e.payload {
+            self.changed.apply(s);
         }
     }
 

@@ -24,7 +24,9 @@
 //! and whoever commits its events (this module or the run task) commits its
 //! receipt in the same transaction.
 
+mod control;
 mod fold;
+mod fork;
 mod ladder;
 pub mod receipts;
 mod run;
@@ -46,10 +48,11 @@ use crate::launch::LaunchPolicy;
 use crate::log::{EventLogs, MetaChange, NewEvent};
 use crate::store::SessionMeta;
 
+pub use self::control::SettingChange;
 use self::fold::FoldCell;
 use self::fold::SessionFold;
 use self::receipts::{Begun, IdempotencyOptions, Keyed, KeyedExt, Receipts, Ticket, fingerprint};
-use self::run::{ControlFailure, RunCmd, WriteRefused};
+use self::run::{RunCmd, WriteRefused};
 use self::slot::{Entry, Slot, Slots};
 use crate::store::Outcome;
 
@@ -306,6 +309,7 @@ impl SessionManager {
             session_id: session_id.to_owned(),
             run_id: String::new(),
             config: config.clone(),
+            ..Default::default()
         })?;
         // All live-run permits taken: refused before any state exists (the
         // permit itself is taken when spawning).
@@ -322,6 +326,8 @@ impl SessionManager {
                     .current(&slot, session_id, |d| d.fold.status_fold().clone())
                     .await?;
                 if !status.run_live() {
+                    self.resolve_fork(session_id, &slot.fold, &mut config)
+                        .await?;
                     return self
                         .spawn_run(session_id, claim, config, "start", keyed)
                         .await;
@@ -383,6 +389,8 @@ impl SessionManager {
         };
         let keyed = ticket.as_ref().map(|t| &t.keyed);
         let (text, content_blocks) = (request.input, request.content_blocks);
+        // One uuid per message, whichever way it goes in.
+        let uuid = uuid::Uuid::new_v4().to_string();
         let claim = loop {
             self.check_open()?;
             let run = match slot.enter() {
@@ -392,6 +400,7 @@ impl SessionManager {
             let input = UserInput {
                 text: text.clone(),
                 content_blocks: content_blocks.clone(),
+                uuid: uuid.clone(),
             };
             let keyed = keyed.cloned();
             match run
@@ -422,12 +431,13 @@ impl SessionManager {
         if !self.inner.logs.exists(session_id).await? {
             return Err(Error::unknown_session(session_id));
         }
-        let (run_live, mut last, last_cut) = self
+        let (run_live, mut last, last_cut, changed) = self
             .current(&slot, session_id, |d| {
                 (
                     d.fold.status_fold().run_live(),
                     d.last_config.clone(),
                     d.last_config_cut,
+                    d.changed.clone(),
                 )
             })
             .await?;
@@ -446,19 +456,23 @@ impl SessionManager {
                 session_id: session_id.to_owned(),
             });
         }
-        // The respawn keeps the last run's cwd, env, args and model (the
-        // env's values from the meta: the log has only the names).
+        // The respawn keeps the last run's cwd, env, args and settings, with
+        // the settings changed since (the env's values from the meta: the
+        // log has only the names). It continues the session's own
+        // conversation: a fork's source is behind it.
         let last = last.unwrap_or_default();
         let env = self.respawn_env(session_id, &last.env).await?;
-        let config = pb::StartConfig {
+        let mut config = pb::StartConfig {
             prompt: text,
             content_blocks,
             resume: String::new(),
+            fork: None,
             env,
             ..last
         };
+        changed.apply_to(&mut config);
         let started = self
-            .spawn_run(session_id, claim, config, "send", keyed)
+            .spawn_run_with(session_id, claim, config, "send", keyed, uuid)
             .await?;
         Ok(started.run_id)
     }
@@ -532,41 +546,6 @@ impl SessionManager {
     ) -> Result<()> {
         self.respond_permission_keyed(session_id, None, request_id, answer)
             .await
-    }
-
-    /// Sends a host `control_request` (`request` holds its `subtype`) to
-    /// the session's live process and returns the CLI's answer (its
-    /// `response` object). NoLiveProcess when there is none; CliRefused,
-    /// CliTimeout or ProcessExited when the CLI does not answer with success.
-    pub async fn control(
-        &self,
-        session_id: &str,
-        request: serde_json::Value,
-    ) -> Result<serde_json::Value> {
-        let Some(slot) = self.known_slot(session_id).await? else {
-            return Err(Error::unknown_session(session_id));
-        };
-        let cmd = |reply| RunCmd::Control {
-            request: request.clone(),
-            reply,
-        };
-        match slot.ask_or_claim(cmd).await {
-            Ok(Ok(answer)) => Ok(answer),
-            Ok(Err(failure)) => Err(match failure {
-                ControlFailure::Unsupported => Error::Unsupported(
-                    "control requests (the one-shot adapter has no channel to a running CLI)"
-                        .into(),
-                ),
-                ControlFailure::Refused(why) => Error::CliRefused(why),
-                ControlFailure::Timeout => Error::CliTimeout(run::CONTROL_TIMEOUT),
-                ControlFailure::Ended => {
-                    Error::ProcessExited("the process ended before it answered".into())
-                }
-            }),
-            Err(_claim) => Err(Error::NoLiveProcess {
-                session_id: session_id.to_owned(),
-            }),
-        }
     }
 
     /// [`SessionManager::respond_permission`] with an idempotency key: a

@@ -74,9 +74,25 @@ impl SessionManager {
         &self,
         session_id: &str,
         claim: Claim,
+        config: pb::StartConfig,
+        trigger: &str,
+        keyed: Option<&Keyed>,
+    ) -> Result<Started> {
+        let uuid = uuid::Uuid::new_v4().to_string();
+        self.spawn_run_with(session_id, claim, config, trigger, keyed, uuid)
+            .await
+    }
+
+    /// [`SessionManager::spawn_run`] with the uuid the prompt's user
+    /// message gets (`InputSent.message_uuid`).
+    pub(super) async fn spawn_run_with(
+        &self,
+        session_id: &str,
+        claim: Claim,
         mut config: pb::StartConfig,
         trigger: &str,
         keyed: Option<&Keyed>,
+        prompt_uuid: String,
     ) -> Result<Started> {
         let fold = claim.fold().clone();
         // A run that names no conversation continues the session's; when the
@@ -98,6 +114,7 @@ impl SessionManager {
             session_id: session_id.to_owned(),
             run_id: run_id.clone(),
             config: config.clone(),
+            prompt_uuid: prompt_uuid.clone(),
         };
         self.inner.adapter.check(&spawn)?;
         let permit = self.live_run_permit()?;
@@ -119,6 +136,7 @@ impl SessionManager {
                     text: config.prompt.clone(),
                     source: pb::InputSource::Initial as i32,
                     content_blocks: config.content_blocks.clone(),
+                    message_uuid: prompt_uuid,
                 }),
                 cli_line: String::new(),
             });

@@ -49,6 +49,27 @@ pub enum Outcome {
     },
     /// `RespondPermissionResponse` (empty).
     RespondPermission,
+    /// `SetModelResponse`, `SetPermissionModeResponse`,
+    /// `SetMaxThinkingTokensResponse`.
+    Setting {
+        /// `SettingApplied` as its number.
+        applied: i32,
+        /// The seq of the setting_changed event.
+        seq: u64,
+    },
+    /// `RewindFilesResponse`.
+    RewindFiles {
+        /// The files restored.
+        files_changed: Vec<String>,
+        /// Lines added back.
+        insertions: u64,
+        /// Lines taken away.
+        deletions: u64,
+        /// The seq of the files_rewound event.
+        seq: u64,
+    },
+    /// `StopTaskResponse` (empty).
+    StopTask,
 }
 
 impl Outcome {
@@ -59,6 +80,9 @@ impl Outcome {
             Outcome::Send { .. } => "Send",
             Outcome::Stop { .. } => "Stop",
             Outcome::RespondPermission => "RespondPermission",
+            Outcome::Setting { .. } => "a setting change",
+            Outcome::RewindFiles { .. } => "RewindFiles",
+            Outcome::StopTask => "StopTask",
         }
     }
 }

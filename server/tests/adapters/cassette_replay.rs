@@ -17,6 +17,7 @@ fn cfg() -> SpawnConfig {
         session_id: "s".into(),
         run_id: "r".into(),
         config: pb::StartConfig::default(),
+        ..Default::default()
     }
 }
 

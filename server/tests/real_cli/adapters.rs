@@ -18,7 +18,7 @@ use common::cli_version_under_test;
 fn input(text: &str) -> UserInput {
     UserInput {
         text: text.into(),
-        content_blocks: Vec::new(),
+        ..UserInput::default()
     }
 }
 

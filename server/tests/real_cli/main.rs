@@ -17,3 +17,4 @@ mod permission_modes;
 mod record_cassette_serve;
 mod record_cassettes;
 mod resume_lost;
+mod settings;

@@ -559,9 +559,12 @@ fn start_config() -> impl Strategy<Value = pb::StartConfig> {
         proptest::collection::vec(field(), 0..5),
         blocks(),
         field(),
+        field(),
+        proptest::option::of(any::<u32>()),
+        proptest::option::of((session_id(), seq(), field())),
     )
         .prop_map(
-            |(prompt, cwd, resume, env, args, content_blocks, model)| pb::StartConfig {
+            |(
                 prompt,
                 cwd,
                 resume,
@@ -569,6 +572,24 @@ fn start_config() -> impl Strategy<Value = pb::StartConfig> {
                 args,
                 content_blocks,
                 model,
+                permission_mode,
+                max_thinking_tokens,
+                fork,
+            )| pb::StartConfig {
+                prompt,
+                cwd,
+                resume,
+                env,
+                args,
+                content_blocks,
+                model,
+                permission_mode,
+                max_thinking_tokens,
+                fork: fork.map(|(from_session_id, at_seq, message_uuid)| pb::Fork {
+                    from_session_id,
+                    at_seq,
+                    message_uuid,
+                }),
             },
         )
 }
@@ -579,7 +600,7 @@ fn seq() -> impl Strategy<Value = u64> {
 
 #[derive(Debug, Clone)]
 enum Call {
-    Start(String, pb::StartConfig),
+    Start(String, Box<pb::StartConfig>),
     Send(String, String, Vec<pbjson_types::Struct>),
     Stop(String),
     Subscribe(String, u64),
@@ -587,11 +608,16 @@ enum Call {
     Respond(String, String, bool, String),
     Get(String),
     List,
+    SetModel(String, String),
+    SetPermissionMode(String, String),
+    SetThinking(String, Option<u32>),
+    Rewind(String, u64, bool),
+    StopTask(String, String),
 }
 
 fn call() -> impl Strategy<Value = Call> {
     prop_oneof![
-        (session_id(), start_config()).prop_map(|(s, c)| Call::Start(s, c)),
+        (session_id(), start_config()).prop_map(|(s, c)| Call::Start(s, Box::new(c))),
         (session_id(), field(), blocks()).prop_map(|(s, i, b)| Call::Send(s, i, b)),
         session_id().prop_map(Call::Stop),
         (session_id(), seq()).prop_map(|(s, a)| Call::Subscribe(s, a)),
@@ -601,6 +627,12 @@ fn call() -> impl Strategy<Value = Call> {
             .prop_map(|(s, r, a, m)| Call::Respond(s, r, a, m)),
         session_id().prop_map(Call::Get),
         Just(Call::List),
+        (session_id(), field()).prop_map(|(s, m)| Call::SetModel(s, m)),
+        (session_id(), field()).prop_map(|(s, m)| Call::SetPermissionMode(s, m)),
+        (session_id(), proptest::option::of(any::<u32>()))
+            .prop_map(|(s, n)| Call::SetThinking(s, n)),
+        (session_id(), seq(), any::<bool>()).prop_map(|(s, t, d)| Call::Rewind(s, t, d)),
+        (session_id(), field()).prop_map(|(s, t)| Call::StopTask(s, t)),
     ]
 }
 
@@ -624,7 +656,7 @@ async fn perform(
         Call::Start(session_id, config) => client
             .start(pb::StartRequest {
                 session_id,
-                config: Some(config),
+                config: Some(*config),
                 ..Default::default()
             })
             .await
@@ -692,6 +724,47 @@ async fn perform(
             .map(drop),
         Call::List => client
             .list_sessions(pb::ListSessionsRequest::default())
+            .await
+            .map(drop),
+        Call::SetModel(session_id, model) => client
+            .set_model(pb::SetModelRequest {
+                session_id,
+                model,
+                ..Default::default()
+            })
+            .await
+            .map(drop),
+        Call::SetPermissionMode(session_id, mode) => client
+            .set_permission_mode(pb::SetPermissionModeRequest {
+                session_id,
+                mode,
+                ..Default::default()
+            })
+            .await
+            .map(drop),
+        Call::SetThinking(session_id, max_thinking_tokens) => client
+            .set_max_thinking_tokens(pb::SetMaxThinkingTokensRequest {
+                session_id,
+                max_thinking_tokens,
+                ..Default::default()
+            })
+            .await
+            .map(drop),
+        Call::Rewind(session_id, to_seq, dry_run) => client
+            .rewind_files(pb::RewindFilesRequest {
+                session_id,
+                to_seq,
+                dry_run,
+                ..Default::default()
+            })
+            .await
+            .map(drop),
+        Call::StopTask(session_id, task_id) => client
+            .stop_task(pb::StopTaskRequest {
+                session_id,
+                task_id,
+                ..Default::default()
+            })
             .await
             .map(drop),
     }

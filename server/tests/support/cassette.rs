@@ -220,6 +220,7 @@ fn spawn_config() -> SpawnConfig {
             prompt: "ignored by replay".into(),
             ..Default::default()
         },
+        ..Default::default()
     }
 }
 
@@ -288,6 +289,7 @@ pub async fn replay_checked(path: &Path) -> (Vec<String>, ExitInfo) {
                         c.write(&UserInput {
                             text: "replayed".into(),
                             content_blocks: Vec::new(),
+                            uuid: String::new(),
                         })
                         .unwrap()
                     }

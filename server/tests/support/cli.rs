@@ -55,6 +55,7 @@ impl Fixture {
                 model: "claude-sonnet-4-5".into(),
                 ..Default::default()
             },
+            ..Default::default()
         }
     }
 }
@@ -84,7 +85,7 @@ impl Driver {
     pub fn send(&mut self, text: &str) {
         let input = UserInput {
             text: text.into(),
-            content_blocks: Vec::new(),
+            ..UserInput::default()
         };
         self.handle.control.write(&input).unwrap();
         self.norm.input_sent();

@@ -122,6 +122,9 @@ pub struct Harness {
     /// Where the server listens.
     pub addr: SocketAddr,
     client: SessionServiceClient<Channel>,
+    /// What a restart serves with again.
+    adapter: Arc<dyn ProcessAdapter>,
+    manager: ManagerOptions,
 }
 
 impl Harness {
@@ -171,15 +174,7 @@ impl Harness {
         let store = Arc::new(
             RedbStore::open(&data.path().join("events.redb")).expect("open the redb store"),
         );
-        let heartbeat = Duration::from_secs(1);
-        let server = InProcessServer::start(
-            store.clone(),
-            adapter,
-            setup.manager,
-            heartbeat,
-            ServeOptions::default(),
-        )
-        .await;
+        let server = serve(&store, &adapter, &setup.manager).await;
         let channel = server.channel().await;
         Self {
             addr: server.addr,
@@ -190,7 +185,23 @@ impl Harness {
             data,
             store,
             client: SessionServiceClient::new(channel),
+            adapter,
+            manager: setup.manager,
         }
+    }
+
+    /// Shuts the server down (live runs end SERVER_RESTART) and serves the
+    /// same store again, as a restarted `agent-harness serve` would: the
+    /// new server knows only what the log says. Subscribers of the old one
+    /// see their streams end; subscribe again.
+    pub async fn restart(&mut self) {
+        self.server
+            .shutdown(WAIT)
+            .await
+            .expect("serve_on returned Ok");
+        self.server = serve(&self.store, &self.adapter, &self.manager).await;
+        self.addr = self.server.addr;
+        self.client = SessionServiceClient::new(self.server.channel().await);
     }
 
     /// The fake Messages API (panics in live mode).
@@ -400,6 +411,22 @@ impl Harness {
             .await;
         }
     }
+}
+
+/// A server over `store` on a free port.
+async fn serve(
+    store: &Arc<RedbStore>,
+    adapter: &Arc<dyn ProcessAdapter>,
+    manager: &ManagerOptions,
+) -> InProcessServer {
+    InProcessServer::start(
+        store.clone(),
+        adapter.clone(),
+        manager.clone(),
+        Duration::from_secs(1),
+        ServeOptions::default(),
+    )
+    .await
 }
 
 /// Awaits an RPC, bounded by [`WAIT`].

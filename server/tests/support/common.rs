@@ -138,6 +138,8 @@ pub fn kind(e: &pb::Event) -> &'static str {
         Some(Payload::TaskNotification(_)) => "task_notification",
         Some(Payload::PermissionRequested(_)) => "permission_requested",
         Some(Payload::PermissionResolved(_)) => "permission_resolved",
+        Some(Payload::SettingChanged(_)) => "setting_changed",
+        Some(Payload::FilesRewound(_)) => "files_rewound",
         Some(Payload::TurnStart(_)) => "turn_start",
         None => "none",
     }

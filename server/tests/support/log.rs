@@ -9,7 +9,7 @@ pub fn payload(n: u64) -> pb::event::Payload {
     pb::event::Payload::InputSent(pb::InputSent {
         text: format!("input #{n}"),
         source: 2,
-        content_blocks: Vec::new(),
+        ..Default::default()
     })
 }
 

@@ -163,6 +163,116 @@ func (InputSource) EnumDescriptor() ([]byte, []int) {
 	return file_agentharness_v1_events_proto_rawDescGZIP(), []int{1}
 }
 
+// A session setting a client can change while the session lives.
+type Setting int32
+
+const (
+	Setting_SETTING_UNSPECIFIED Setting = 0
+	// The model (`set_model`, `--model`).
+	Setting_SETTING_MODEL Setting = 1
+	// The permission mode (`set_permission_mode`, `--permission-mode`).
+	Setting_SETTING_PERMISSION_MODE Setting = 2
+	// The thinking budget (`set_max_thinking_tokens`, `--max-thinking-tokens`).
+	Setting_SETTING_MAX_THINKING_TOKENS Setting = 3
+)
+
+// Enum value maps for Setting.
+var (
+	Setting_name = map[int32]string{
+		0: "SETTING_UNSPECIFIED",
+		1: "SETTING_MODEL",
+		2: "SETTING_PERMISSION_MODE",
+		3: "SETTING_MAX_THINKING_TOKENS",
+	}
+	Setting_value = map[string]int32{
+		"SETTING_UNSPECIFIED":         0,
+		"SETTING_MODEL":               1,
+		"SETTING_PERMISSION_MODE":     2,
+		"SETTING_MAX_THINKING_TOKENS": 3,
+	}
+)
+
+func (x Setting) Enum() *Setting {
+	p := new(Setting)
+	*p = x
+	return p
+}
+
+func (x Setting) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (Setting) Descriptor() protoreflect.EnumDescriptor {
+	return file_agentharness_v1_events_proto_enumTypes[2].Descriptor()
+}
+
+func (Setting) Type() protoreflect.EnumType {
+	return &file_agentharness_v1_events_proto_enumTypes[2]
+}
+
+func (x Setting) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use Setting.Descriptor instead.
+func (Setting) EnumDescriptor() ([]byte, []int) {
+	return file_agentharness_v1_events_proto_rawDescGZIP(), []int{2}
+}
+
+// How a setting change took effect.
+type SettingApplied int32
+
+const (
+	SettingApplied_SETTING_APPLIED_UNSPECIFIED SettingApplied = 0
+	// The live process accepted it (its control_response was success); later
+	// spawns apply it too.
+	SettingApplied_SETTING_APPLIED_LIVE SettingApplied = 1
+	// No live process (or one with no control channel): recorded, and the
+	// next spawn applies it.
+	SettingApplied_SETTING_APPLIED_NEXT_SPAWN SettingApplied = 2
+)
+
+// Enum value maps for SettingApplied.
+var (
+	SettingApplied_name = map[int32]string{
+		0: "SETTING_APPLIED_UNSPECIFIED",
+		1: "SETTING_APPLIED_LIVE",
+		2: "SETTING_APPLIED_NEXT_SPAWN",
+	}
+	SettingApplied_value = map[string]int32{
+		"SETTING_APPLIED_UNSPECIFIED": 0,
+		"SETTING_APPLIED_LIVE":        1,
+		"SETTING_APPLIED_NEXT_SPAWN":  2,
+	}
+)
+
+func (x SettingApplied) Enum() *SettingApplied {
+	p := new(SettingApplied)
+	*p = x
+	return p
+}
+
+func (x SettingApplied) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (SettingApplied) Descriptor() protoreflect.EnumDescriptor {
+	return file_agentharness_v1_events_proto_enumTypes[3].Descriptor()
+}
+
+func (SettingApplied) Type() protoreflect.EnumType {
+	return &file_agentharness_v1_events_proto_enumTypes[3]
+}
+
+func (x SettingApplied) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use SettingApplied.Descriptor instead.
+func (SettingApplied) EnumDescriptor() ([]byte, []int) {
+	return file_agentharness_v1_events_proto_rawDescGZIP(), []int{3}
+}
+
 // One entry of a session's log.
 type Event struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -205,6 +315,8 @@ type Event struct {
 	//	*Event_PermissionRequested
 	//	*Event_PermissionResolved
 	//	*Event_TurnStart
+	//	*Event_SettingChanged
+	//	*Event_FilesRewound
 	Payload       isEvent_Payload `protobuf_oneof:"payload"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -424,6 +536,24 @@ func (x *Event) GetTurnStart() *TurnStart {
 	return nil
 }
 
+func (x *Event) GetSettingChanged() *SettingChanged {
+	if x != nil {
+		if x, ok := x.Payload.(*Event_SettingChanged); ok {
+			return x.SettingChanged
+		}
+	}
+	return nil
+}
+
+func (x *Event) GetFilesRewound() *FilesRewound {
+	if x != nil {
+		if x, ok := x.Payload.(*Event_FilesRewound); ok {
+			return x.FilesRewound
+		}
+	}
+	return nil
+}
+
 type isEvent_Payload interface {
 	isEvent_Payload()
 }
@@ -504,6 +634,19 @@ type Event_TurnStart struct {
 	TurnStart *TurnStart `protobuf:"bytes,24,opt,name=turn_start,json=turnStart,proto3,oneof"`
 }
 
+type Event_SettingChanged struct {
+	// A client changed the model, the permission mode or the thinking
+	// budget (SetModel, SetPermissionMode, SetMaxThinkingTokens): applied to
+	// the live process, or recorded for the next spawn.
+	SettingChanged *SettingChanged `protobuf:"bytes,25,opt,name=setting_changed,json=settingChanged,proto3,oneof"`
+}
+
+type Event_FilesRewound struct {
+	// The agent's file edits were undone back to a user message
+	// (RewindFiles, not a dry run).
+	FilesRewound *FilesRewound `protobuf:"bytes,26,opt,name=files_rewound,json=filesRewound,proto3,oneof"`
+}
+
 func (*Event_RunStart) isEvent_Payload() {}
 
 func (*Event_RunReady) isEvent_Payload() {}
@@ -533,6 +676,10 @@ func (*Event_PermissionRequested) isEvent_Payload() {}
 func (*Event_PermissionResolved) isEvent_Payload() {}
 
 func (*Event_TurnStart) isEvent_Payload() {}
+
+func (*Event_SettingChanged) isEvent_Payload() {}
+
+func (*Event_FilesRewound) isEvent_Payload() {}
 
 // How an event was cut down to the per-event budget.
 type Truncated struct {
@@ -623,7 +770,17 @@ type StartConfig struct {
 	// text in the first user message.
 	ContentBlocks []*structpb.Struct `protobuf:"bytes,6,rep,name=content_blocks,json=contentBlocks,proto3" json:"content_blocks,omitempty"`
 	// Model alias or name (`--model`). Empty: the CLI's default.
-	Model         string `protobuf:"bytes,7,opt,name=model,proto3" json:"model,omitempty"`
+	Model string `protobuf:"bytes,7,opt,name=model,proto3" json:"model,omitempty"`
+	// Permission mode (`--permission-mode`): "default", "plan", "dontAsk",
+	// "acceptEdits", "auto" or "bypassPermissions", within the operator's
+	// policy (PERMISSION_DENIED beyond it). Empty: the CLI's default.
+	PermissionMode string `protobuf:"bytes,8,opt,name=permission_mode,json=permissionMode,proto3" json:"permission_mode,omitempty"`
+	// Most tokens the model may think per turn (`--max-thinking-tokens`; 0
+	// turns thinking off). Unset: the CLI's default.
+	MaxThinkingTokens *uint32 `protobuf:"varint,9,opt,name=max_thinking_tokens,json=maxThinkingTokens,proto3,oneof" json:"max_thinking_tokens,omitempty"`
+	// Start this session as a fork of another session's conversation (Start
+	// only; a Send's respawn continues the fork's own conversation).
+	Fork          *Fork `protobuf:"bytes,10,opt,name=fork,proto3" json:"fork,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -707,6 +864,94 @@ func (x *StartConfig) GetModel() string {
 	return ""
 }
 
+func (x *StartConfig) GetPermissionMode() string {
+	if x != nil {
+		return x.PermissionMode
+	}
+	return ""
+}
+
+func (x *StartConfig) GetMaxThinkingTokens() uint32 {
+	if x != nil && x.MaxThinkingTokens != nil {
+		return *x.MaxThinkingTokens
+	}
+	return 0
+}
+
+func (x *StartConfig) GetFork() *Fork {
+	if x != nil {
+		return x.Fork
+	}
+	return nil
+}
+
+// Where a forked session comes from.
+type Fork struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The session whose conversation is copied. It is not changed.
+	FromSessionId string `protobuf:"bytes,1,opt,name=from_session_id,json=fromSessionId,proto3" json:"from_session_id,omitempty"`
+	// Fork at this event of the source: the seq of one of its `content`
+	// events (an assistant message); the fork sees the conversation up to and
+	// including that message and nothing after it. 0: the whole conversation.
+	AtSeq uint64 `protobuf:"varint,2,opt,name=at_seq,json=atSeq,proto3" json:"at_seq,omitempty"`
+	// Filled in by the server (a client's value is ignored): the CLI's uuid
+	// of the message at `at_seq` (`--resume-session-at`).
+	MessageUuid   string `protobuf:"bytes,3,opt,name=message_uuid,json=messageUuid,proto3" json:"message_uuid,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Fork) Reset() {
+	*x = Fork{}
+	mi := &file_agentharness_v1_events_proto_msgTypes[3]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Fork) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Fork) ProtoMessage() {}
+
+func (x *Fork) ProtoReflect() protoreflect.Message {
+	mi := &file_agentharness_v1_events_proto_msgTypes[3]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Fork.ProtoReflect.Descriptor instead.
+func (*Fork) Descriptor() ([]byte, []int) {
+	return file_agentharness_v1_events_proto_rawDescGZIP(), []int{3}
+}
+
+func (x *Fork) GetFromSessionId() string {
+	if x != nil {
+		return x.FromSessionId
+	}
+	return ""
+}
+
+func (x *Fork) GetAtSeq() uint64 {
+	if x != nil {
+		return x.AtSeq
+	}
+	return 0
+}
+
+func (x *Fork) GetMessageUuid() string {
+	if x != nil {
+		return x.MessageUuid
+	}
+	return ""
+}
+
 // A spawn was requested.
 type RunStart struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -730,7 +975,7 @@ type RunStart struct {
 
 func (x *RunStart) Reset() {
 	*x = RunStart{}
-	mi := &file_agentharness_v1_events_proto_msgTypes[3]
+	mi := &file_agentharness_v1_events_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -742,7 +987,7 @@ func (x *RunStart) String() string {
 func (*RunStart) ProtoMessage() {}
 
 func (x *RunStart) ProtoReflect() protoreflect.Message {
-	mi := &file_agentharness_v1_events_proto_msgTypes[3]
+	mi := &file_agentharness_v1_events_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -755,7 +1000,7 @@ func (x *RunStart) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RunStart.ProtoReflect.Descriptor instead.
 func (*RunStart) Descriptor() ([]byte, []int) {
-	return file_agentharness_v1_events_proto_rawDescGZIP(), []int{3}
+	return file_agentharness_v1_events_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *RunStart) GetConfig() *StartConfig {
@@ -799,7 +1044,7 @@ type McpServer struct {
 
 func (x *McpServer) Reset() {
 	*x = McpServer{}
-	mi := &file_agentharness_v1_events_proto_msgTypes[4]
+	mi := &file_agentharness_v1_events_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -811,7 +1056,7 @@ func (x *McpServer) String() string {
 func (*McpServer) ProtoMessage() {}
 
 func (x *McpServer) ProtoReflect() protoreflect.Message {
-	mi := &file_agentharness_v1_events_proto_msgTypes[4]
+	mi := &file_agentharness_v1_events_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -824,7 +1069,7 @@ func (x *McpServer) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use McpServer.ProtoReflect.Descriptor instead.
 func (*McpServer) Descriptor() ([]byte, []int) {
-	return file_agentharness_v1_events_proto_rawDescGZIP(), []int{4}
+	return file_agentharness_v1_events_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *McpServer) GetName() string {
@@ -867,7 +1112,7 @@ type RunReady struct {
 
 func (x *RunReady) Reset() {
 	*x = RunReady{}
-	mi := &file_agentharness_v1_events_proto_msgTypes[5]
+	mi := &file_agentharness_v1_events_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -879,7 +1124,7 @@ func (x *RunReady) String() string {
 func (*RunReady) ProtoMessage() {}
 
 func (x *RunReady) ProtoReflect() protoreflect.Message {
-	mi := &file_agentharness_v1_events_proto_msgTypes[5]
+	mi := &file_agentharness_v1_events_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -892,7 +1137,7 @@ func (x *RunReady) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RunReady.ProtoReflect.Descriptor instead.
 func (*RunReady) Descriptor() ([]byte, []int) {
-	return file_agentharness_v1_events_proto_rawDescGZIP(), []int{5}
+	return file_agentharness_v1_events_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *RunReady) GetResumeId() string {
@@ -973,7 +1218,7 @@ type RunEnd struct {
 
 func (x *RunEnd) Reset() {
 	*x = RunEnd{}
-	mi := &file_agentharness_v1_events_proto_msgTypes[6]
+	mi := &file_agentharness_v1_events_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -985,7 +1230,7 @@ func (x *RunEnd) String() string {
 func (*RunEnd) ProtoMessage() {}
 
 func (x *RunEnd) ProtoReflect() protoreflect.Message {
-	mi := &file_agentharness_v1_events_proto_msgTypes[6]
+	mi := &file_agentharness_v1_events_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -998,7 +1243,7 @@ func (x *RunEnd) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RunEnd.ProtoReflect.Descriptor instead.
 func (*RunEnd) Descriptor() ([]byte, []int) {
-	return file_agentharness_v1_events_proto_rawDescGZIP(), []int{6}
+	return file_agentharness_v1_events_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *RunEnd) GetReason() RunEndReason {
@@ -1063,7 +1308,7 @@ type RunError struct {
 
 func (x *RunError) Reset() {
 	*x = RunError{}
-	mi := &file_agentharness_v1_events_proto_msgTypes[7]
+	mi := &file_agentharness_v1_events_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1075,7 +1320,7 @@ func (x *RunError) String() string {
 func (*RunError) ProtoMessage() {}
 
 func (x *RunError) ProtoReflect() protoreflect.Message {
-	mi := &file_agentharness_v1_events_proto_msgTypes[7]
+	mi := &file_agentharness_v1_events_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1088,7 +1333,7 @@ func (x *RunError) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RunError.ProtoReflect.Descriptor instead.
 func (*RunError) Descriptor() ([]byte, []int) {
-	return file_agentharness_v1_events_proto_rawDescGZIP(), []int{7}
+	return file_agentharness_v1_events_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *RunError) GetMessage() string {
@@ -1124,7 +1369,7 @@ type StopRequested struct {
 
 func (x *StopRequested) Reset() {
 	*x = StopRequested{}
-	mi := &file_agentharness_v1_events_proto_msgTypes[8]
+	mi := &file_agentharness_v1_events_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1136,7 +1381,7 @@ func (x *StopRequested) String() string {
 func (*StopRequested) ProtoMessage() {}
 
 func (x *StopRequested) ProtoReflect() protoreflect.Message {
-	mi := &file_agentharness_v1_events_proto_msgTypes[8]
+	mi := &file_agentharness_v1_events_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1149,7 +1394,7 @@ func (x *StopRequested) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StopRequested.ProtoReflect.Descriptor instead.
 func (*StopRequested) Descriptor() ([]byte, []int) {
-	return file_agentharness_v1_events_proto_rawDescGZIP(), []int{8}
+	return file_agentharness_v1_events_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *StopRequested) GetSource() string {
@@ -1176,7 +1421,7 @@ type Usage struct {
 
 func (x *Usage) Reset() {
 	*x = Usage{}
-	mi := &file_agentharness_v1_events_proto_msgTypes[9]
+	mi := &file_agentharness_v1_events_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1188,7 +1433,7 @@ func (x *Usage) String() string {
 func (*Usage) ProtoMessage() {}
 
 func (x *Usage) ProtoReflect() protoreflect.Message {
-	mi := &file_agentharness_v1_events_proto_msgTypes[9]
+	mi := &file_agentharness_v1_events_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1201,7 +1446,7 @@ func (x *Usage) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Usage.ProtoReflect.Descriptor instead.
 func (*Usage) Descriptor() ([]byte, []int) {
-	return file_agentharness_v1_events_proto_rawDescGZIP(), []int{9}
+	return file_agentharness_v1_events_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *Usage) GetInputTokens() uint64 {
@@ -1256,7 +1501,7 @@ type ContentBlock struct {
 
 func (x *ContentBlock) Reset() {
 	*x = ContentBlock{}
-	mi := &file_agentharness_v1_events_proto_msgTypes[10]
+	mi := &file_agentharness_v1_events_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1268,7 +1513,7 @@ func (x *ContentBlock) String() string {
 func (*ContentBlock) ProtoMessage() {}
 
 func (x *ContentBlock) ProtoReflect() protoreflect.Message {
-	mi := &file_agentharness_v1_events_proto_msgTypes[10]
+	mi := &file_agentharness_v1_events_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1281,7 +1526,7 @@ func (x *ContentBlock) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ContentBlock.ProtoReflect.Descriptor instead.
 func (*ContentBlock) Descriptor() ([]byte, []int) {
-	return file_agentharness_v1_events_proto_rawDescGZIP(), []int{10}
+	return file_agentharness_v1_events_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *ContentBlock) GetType() string {
@@ -1357,7 +1602,7 @@ type Content struct {
 
 func (x *Content) Reset() {
 	*x = Content{}
-	mi := &file_agentharness_v1_events_proto_msgTypes[11]
+	mi := &file_agentharness_v1_events_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1369,7 +1614,7 @@ func (x *Content) String() string {
 func (*Content) ProtoMessage() {}
 
 func (x *Content) ProtoReflect() protoreflect.Message {
-	mi := &file_agentharness_v1_events_proto_msgTypes[11]
+	mi := &file_agentharness_v1_events_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1382,7 +1627,7 @@ func (x *Content) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Content.ProtoReflect.Descriptor instead.
 func (*Content) Descriptor() ([]byte, []int) {
-	return file_agentharness_v1_events_proto_rawDescGZIP(), []int{11}
+	return file_agentharness_v1_events_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *Content) GetMessageId() string {
@@ -1449,7 +1694,7 @@ type ToolResult struct {
 
 func (x *ToolResult) Reset() {
 	*x = ToolResult{}
-	mi := &file_agentharness_v1_events_proto_msgTypes[12]
+	mi := &file_agentharness_v1_events_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1461,7 +1706,7 @@ func (x *ToolResult) String() string {
 func (*ToolResult) ProtoMessage() {}
 
 func (x *ToolResult) ProtoReflect() protoreflect.Message {
-	mi := &file_agentharness_v1_events_proto_msgTypes[12]
+	mi := &file_agentharness_v1_events_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1474,7 +1719,7 @@ func (x *ToolResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ToolResult.ProtoReflect.Descriptor instead.
 func (*ToolResult) Descriptor() ([]byte, []int) {
-	return file_agentharness_v1_events_proto_rawDescGZIP(), []int{12}
+	return file_agentharness_v1_events_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *ToolResult) GetToolUseId() string {
@@ -1519,7 +1764,7 @@ type Result struct {
 
 func (x *Result) Reset() {
 	*x = Result{}
-	mi := &file_agentharness_v1_events_proto_msgTypes[13]
+	mi := &file_agentharness_v1_events_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1531,7 +1776,7 @@ func (x *Result) String() string {
 func (*Result) ProtoMessage() {}
 
 func (x *Result) ProtoReflect() protoreflect.Message {
-	mi := &file_agentharness_v1_events_proto_msgTypes[13]
+	mi := &file_agentharness_v1_events_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1544,7 +1789,7 @@ func (x *Result) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Result.ProtoReflect.Descriptor instead.
 func (*Result) Descriptor() ([]byte, []int) {
-	return file_agentharness_v1_events_proto_rawDescGZIP(), []int{13}
+	return file_agentharness_v1_events_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *Result) GetToolResults() []*ToolResult {
@@ -1607,7 +1852,7 @@ type ModelUsage struct {
 
 func (x *ModelUsage) Reset() {
 	*x = ModelUsage{}
-	mi := &file_agentharness_v1_events_proto_msgTypes[14]
+	mi := &file_agentharness_v1_events_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1619,7 +1864,7 @@ func (x *ModelUsage) String() string {
 func (*ModelUsage) ProtoMessage() {}
 
 func (x *ModelUsage) ProtoReflect() protoreflect.Message {
-	mi := &file_agentharness_v1_events_proto_msgTypes[14]
+	mi := &file_agentharness_v1_events_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1632,7 +1877,7 @@ func (x *ModelUsage) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ModelUsage.ProtoReflect.Descriptor instead.
 func (*ModelUsage) Descriptor() ([]byte, []int) {
-	return file_agentharness_v1_events_proto_rawDescGZIP(), []int{14}
+	return file_agentharness_v1_events_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *ModelUsage) GetModel() string {
@@ -1739,7 +1984,7 @@ type TurnEnd struct {
 
 func (x *TurnEnd) Reset() {
 	*x = TurnEnd{}
-	mi := &file_agentharness_v1_events_proto_msgTypes[15]
+	mi := &file_agentharness_v1_events_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1751,7 +1996,7 @@ func (x *TurnEnd) String() string {
 func (*TurnEnd) ProtoMessage() {}
 
 func (x *TurnEnd) ProtoReflect() protoreflect.Message {
-	mi := &file_agentharness_v1_events_proto_msgTypes[15]
+	mi := &file_agentharness_v1_events_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1764,7 +2009,7 @@ func (x *TurnEnd) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TurnEnd.ProtoReflect.Descriptor instead.
 func (*TurnEnd) Descriptor() ([]byte, []int) {
-	return file_agentharness_v1_events_proto_rawDescGZIP(), []int{15}
+	return file_agentharness_v1_events_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *TurnEnd) GetUsage() *Usage {
@@ -1903,7 +2148,7 @@ type PermissionDenial struct {
 
 func (x *PermissionDenial) Reset() {
 	*x = PermissionDenial{}
-	mi := &file_agentharness_v1_events_proto_msgTypes[16]
+	mi := &file_agentharness_v1_events_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1915,7 +2160,7 @@ func (x *PermissionDenial) String() string {
 func (*PermissionDenial) ProtoMessage() {}
 
 func (x *PermissionDenial) ProtoReflect() protoreflect.Message {
-	mi := &file_agentharness_v1_events_proto_msgTypes[16]
+	mi := &file_agentharness_v1_events_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1928,7 +2173,7 @@ func (x *PermissionDenial) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PermissionDenial.ProtoReflect.Descriptor instead.
 func (*PermissionDenial) Descriptor() ([]byte, []int) {
-	return file_agentharness_v1_events_proto_rawDescGZIP(), []int{16}
+	return file_agentharness_v1_events_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *PermissionDenial) GetToolName() string {
@@ -1961,13 +2206,16 @@ type InputSent struct {
 	Source InputSource `protobuf:"varint,2,opt,name=source,proto3,enum=agentharness.v1.InputSource" json:"source,omitempty"`
 	// Content blocks sent before the text.
 	ContentBlocks []*structpb.Struct `protobuf:"bytes,3,rep,name=content_blocks,json=contentBlocks,proto3" json:"content_blocks,omitempty"`
+	// The uuid the harness gave the user message (the CLI keys its file
+	// checkpoints by it; RewindFiles names it). Empty for a one-shot prompt.
+	MessageUuid   string `protobuf:"bytes,4,opt,name=message_uuid,json=messageUuid,proto3" json:"message_uuid,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *InputSent) Reset() {
 	*x = InputSent{}
-	mi := &file_agentharness_v1_events_proto_msgTypes[17]
+	mi := &file_agentharness_v1_events_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1979,7 +2227,7 @@ func (x *InputSent) String() string {
 func (*InputSent) ProtoMessage() {}
 
 func (x *InputSent) ProtoReflect() protoreflect.Message {
-	mi := &file_agentharness_v1_events_proto_msgTypes[17]
+	mi := &file_agentharness_v1_events_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1992,7 +2240,7 @@ func (x *InputSent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use InputSent.ProtoReflect.Descriptor instead.
 func (*InputSent) Descriptor() ([]byte, []int) {
-	return file_agentharness_v1_events_proto_rawDescGZIP(), []int{17}
+	return file_agentharness_v1_events_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *InputSent) GetText() string {
@@ -2016,6 +2264,13 @@ func (x *InputSent) GetContentBlocks() []*structpb.Struct {
 	return nil
 }
 
+func (x *InputSent) GetMessageUuid() string {
+	if x != nil {
+		return x.MessageUuid
+	}
+	return ""
+}
+
 // The CLI began a turn on its own.
 type TurnStart struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -2028,7 +2283,7 @@ type TurnStart struct {
 
 func (x *TurnStart) Reset() {
 	*x = TurnStart{}
-	mi := &file_agentharness_v1_events_proto_msgTypes[18]
+	mi := &file_agentharness_v1_events_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2040,7 +2295,7 @@ func (x *TurnStart) String() string {
 func (*TurnStart) ProtoMessage() {}
 
 func (x *TurnStart) ProtoReflect() protoreflect.Message {
-	mi := &file_agentharness_v1_events_proto_msgTypes[18]
+	mi := &file_agentharness_v1_events_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2053,7 +2308,7 @@ func (x *TurnStart) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TurnStart.ProtoReflect.Descriptor instead.
 func (*TurnStart) Descriptor() ([]byte, []int) {
-	return file_agentharness_v1_events_proto_rawDescGZIP(), []int{18}
+	return file_agentharness_v1_events_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *TurnStart) GetOrigin() string {
@@ -2084,7 +2339,7 @@ type TaskStarted struct {
 
 func (x *TaskStarted) Reset() {
 	*x = TaskStarted{}
-	mi := &file_agentharness_v1_events_proto_msgTypes[19]
+	mi := &file_agentharness_v1_events_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2096,7 +2351,7 @@ func (x *TaskStarted) String() string {
 func (*TaskStarted) ProtoMessage() {}
 
 func (x *TaskStarted) ProtoReflect() protoreflect.Message {
-	mi := &file_agentharness_v1_events_proto_msgTypes[19]
+	mi := &file_agentharness_v1_events_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2109,7 +2364,7 @@ func (x *TaskStarted) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TaskStarted.ProtoReflect.Descriptor instead.
 func (*TaskStarted) Descriptor() ([]byte, []int) {
-	return file_agentharness_v1_events_proto_rawDescGZIP(), []int{19}
+	return file_agentharness_v1_events_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *TaskStarted) GetTaskId() string {
@@ -2180,7 +2435,7 @@ type TaskUpdated struct {
 
 func (x *TaskUpdated) Reset() {
 	*x = TaskUpdated{}
-	mi := &file_agentharness_v1_events_proto_msgTypes[20]
+	mi := &file_agentharness_v1_events_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2192,7 +2447,7 @@ func (x *TaskUpdated) String() string {
 func (*TaskUpdated) ProtoMessage() {}
 
 func (x *TaskUpdated) ProtoReflect() protoreflect.Message {
-	mi := &file_agentharness_v1_events_proto_msgTypes[20]
+	mi := &file_agentharness_v1_events_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2205,7 +2460,7 @@ func (x *TaskUpdated) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TaskUpdated.ProtoReflect.Descriptor instead.
 func (*TaskUpdated) Descriptor() ([]byte, []int) {
-	return file_agentharness_v1_events_proto_rawDescGZIP(), []int{20}
+	return file_agentharness_v1_events_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *TaskUpdated) GetTaskId() string {
@@ -2283,7 +2538,7 @@ type TaskNotification struct {
 
 func (x *TaskNotification) Reset() {
 	*x = TaskNotification{}
-	mi := &file_agentharness_v1_events_proto_msgTypes[21]
+	mi := &file_agentharness_v1_events_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2295,7 +2550,7 @@ func (x *TaskNotification) String() string {
 func (*TaskNotification) ProtoMessage() {}
 
 func (x *TaskNotification) ProtoReflect() protoreflect.Message {
-	mi := &file_agentharness_v1_events_proto_msgTypes[21]
+	mi := &file_agentharness_v1_events_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2308,7 +2563,7 @@ func (x *TaskNotification) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TaskNotification.ProtoReflect.Descriptor instead.
 func (*TaskNotification) Descriptor() ([]byte, []int) {
-	return file_agentharness_v1_events_proto_rawDescGZIP(), []int{21}
+	return file_agentharness_v1_events_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *TaskNotification) GetTaskId() string {
@@ -2371,7 +2626,7 @@ type PermissionRequested struct {
 
 func (x *PermissionRequested) Reset() {
 	*x = PermissionRequested{}
-	mi := &file_agentharness_v1_events_proto_msgTypes[22]
+	mi := &file_agentharness_v1_events_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2383,7 +2638,7 @@ func (x *PermissionRequested) String() string {
 func (*PermissionRequested) ProtoMessage() {}
 
 func (x *PermissionRequested) ProtoReflect() protoreflect.Message {
-	mi := &file_agentharness_v1_events_proto_msgTypes[22]
+	mi := &file_agentharness_v1_events_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2396,7 +2651,7 @@ func (x *PermissionRequested) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PermissionRequested.ProtoReflect.Descriptor instead.
 func (*PermissionRequested) Descriptor() ([]byte, []int) {
-	return file_agentharness_v1_events_proto_rawDescGZIP(), []int{22}
+	return file_agentharness_v1_events_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *PermissionRequested) GetRequestId() string {
@@ -2476,7 +2731,7 @@ type PermissionResolved struct {
 
 func (x *PermissionResolved) Reset() {
 	*x = PermissionResolved{}
-	mi := &file_agentharness_v1_events_proto_msgTypes[23]
+	mi := &file_agentharness_v1_events_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2488,7 +2743,7 @@ func (x *PermissionResolved) String() string {
 func (*PermissionResolved) ProtoMessage() {}
 
 func (x *PermissionResolved) ProtoReflect() protoreflect.Message {
-	mi := &file_agentharness_v1_events_proto_msgTypes[23]
+	mi := &file_agentharness_v1_events_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2501,7 +2756,7 @@ func (x *PermissionResolved) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PermissionResolved.ProtoReflect.Descriptor instead.
 func (*PermissionResolved) Descriptor() ([]byte, []int) {
-	return file_agentharness_v1_events_proto_rawDescGZIP(), []int{23}
+	return file_agentharness_v1_events_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *PermissionResolved) GetRequestId() string {
@@ -2539,11 +2794,160 @@ func (x *PermissionResolved) GetUpdatedInput() *structpb.Struct {
 	return nil
 }
 
+// A setting changed.
+type SettingChanged struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Which one.
+	Setting Setting `protobuf:"varint,1,opt,name=setting,proto3,enum=agentharness.v1.Setting" json:"setting,omitempty"`
+	// Its new value as the client asked: a model alias or name, a permission
+	// mode, or a thinking budget in decimal. Empty: back to the CLI's default.
+	Value string `protobuf:"bytes,2,opt,name=value,proto3" json:"value,omitempty"`
+	// How it took effect.
+	Applied       SettingApplied `protobuf:"varint,3,opt,name=applied,proto3,enum=agentharness.v1.SettingApplied" json:"applied,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SettingChanged) Reset() {
+	*x = SettingChanged{}
+	mi := &file_agentharness_v1_events_proto_msgTypes[25]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SettingChanged) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SettingChanged) ProtoMessage() {}
+
+func (x *SettingChanged) ProtoReflect() protoreflect.Message {
+	mi := &file_agentharness_v1_events_proto_msgTypes[25]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SettingChanged.ProtoReflect.Descriptor instead.
+func (*SettingChanged) Descriptor() ([]byte, []int) {
+	return file_agentharness_v1_events_proto_rawDescGZIP(), []int{25}
+}
+
+func (x *SettingChanged) GetSetting() Setting {
+	if x != nil {
+		return x.Setting
+	}
+	return Setting_SETTING_UNSPECIFIED
+}
+
+func (x *SettingChanged) GetValue() string {
+	if x != nil {
+		return x.Value
+	}
+	return ""
+}
+
+func (x *SettingChanged) GetApplied() SettingApplied {
+	if x != nil {
+		return x.Applied
+	}
+	return SettingApplied_SETTING_APPLIED_UNSPECIFIED
+}
+
+// File edits undone.
+type FilesRewound struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The seq of the input_sent whose user message the files were rewound to
+	// (their state just before it).
+	ToSeq uint64 `protobuf:"varint,1,opt,name=to_seq,json=toSeq,proto3" json:"to_seq,omitempty"`
+	// That message's uuid (InputSent.message_uuid).
+	MessageUuid string `protobuf:"bytes,2,opt,name=message_uuid,json=messageUuid,proto3" json:"message_uuid,omitempty"`
+	// The files the CLI restored, as its dry run listed them.
+	FilesChanged []string `protobuf:"bytes,3,rep,name=files_changed,json=filesChanged,proto3" json:"files_changed,omitempty"`
+	// Lines the rewind added back.
+	Insertions uint64 `protobuf:"varint,4,opt,name=insertions,proto3" json:"insertions,omitempty"`
+	// Lines the rewind took away.
+	Deletions     uint64 `protobuf:"varint,5,opt,name=deletions,proto3" json:"deletions,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *FilesRewound) Reset() {
+	*x = FilesRewound{}
+	mi := &file_agentharness_v1_events_proto_msgTypes[26]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *FilesRewound) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*FilesRewound) ProtoMessage() {}
+
+func (x *FilesRewound) ProtoReflect() protoreflect.Message {
+	mi := &file_agentharness_v1_events_proto_msgTypes[26]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use FilesRewound.ProtoReflect.Descriptor instead.
+func (*FilesRewound) Descriptor() ([]byte, []int) {
+	return file_agentharness_v1_events_proto_rawDescGZIP(), []int{26}
+}
+
+func (x *FilesRewound) GetToSeq() uint64 {
+	if x != nil {
+		return x.ToSeq
+	}
+	return 0
+}
+
+func (x *FilesRewound) GetMessageUuid() string {
+	if x != nil {
+		return x.MessageUuid
+	}
+	return ""
+}
+
+func (x *FilesRewound) GetFilesChanged() []string {
+	if x != nil {
+		return x.FilesChanged
+	}
+	return nil
+}
+
+func (x *FilesRewound) GetInsertions() uint64 {
+	if x != nil {
+		return x.Insertions
+	}
+	return 0
+}
+
+func (x *FilesRewound) GetDeletions() uint64 {
+	if x != nil {
+		return x.Deletions
+	}
+	return 0
+}
+
 var File_agentharness_v1_events_proto protoreflect.FileDescriptor
 
 const file_agentharness_v1_events_proto_rawDesc = "" +
 	"\n" +
-	"\x1cagentharness/v1/events.proto\x12\x0fagentharness.v1\x1a\x1cgoogle/protobuf/struct.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\xb3\t\n" +
+	"\x1cagentharness/v1/events.proto\x12\x0fagentharness.v1\x1a\x1cgoogle/protobuf/struct.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\xc5\n" +
+	"\n" +
 	"\x05Event\x12\x14\n" +
 	"\x03seq\x18\x01 \x01(\x04B\x020\x02R\x03seq\x12\x1d\n" +
 	"\n" +
@@ -2569,12 +2973,14 @@ const file_agentharness_v1_events_proto_rawDesc = "" +
 	"\x14permission_requested\x18\x16 \x01(\v2$.agentharness.v1.PermissionRequestedH\x00R\x13permissionRequested\x12V\n" +
 	"\x13permission_resolved\x18\x17 \x01(\v2#.agentharness.v1.PermissionResolvedH\x00R\x12permissionResolved\x12;\n" +
 	"\n" +
-	"turn_start\x18\x18 \x01(\v2\x1a.agentharness.v1.TurnStartH\x00R\tturnStartB\t\n" +
+	"turn_start\x18\x18 \x01(\v2\x1a.agentharness.v1.TurnStartH\x00R\tturnStart\x12J\n" +
+	"\x0fsetting_changed\x18\x19 \x01(\v2\x1f.agentharness.v1.SettingChangedH\x00R\x0esettingChanged\x12D\n" +
+	"\rfiles_rewound\x18\x1a \x01(\v2\x1d.agentharness.v1.FilesRewoundH\x00R\ffilesRewoundB\t\n" +
 	"\apayload\"t\n" +
 	"\tTruncated\x12'\n" +
 	"\roriginal_size\x18\x01 \x01(\x04B\x020\x02R\foriginalSize\x12&\n" +
 	"\rcli_line_size\x18\x02 \x01(\x04B\x020\x02R\vcliLineSize\x12\x16\n" +
-	"\x06fields\x18\x03 \x03(\tR\x06fields\"\xaa\x02\n" +
+	"\x06fields\x18\x03 \x03(\tR\x06fields\"\xcb\x03\n" +
 	"\vStartConfig\x12\x16\n" +
 	"\x06prompt\x18\x01 \x01(\tR\x06prompt\x12\x10\n" +
 	"\x03cwd\x18\x02 \x01(\tR\x03cwd\x12\x16\n" +
@@ -2582,10 +2988,19 @@ const file_agentharness_v1_events_proto_rawDesc = "" +
 	"\x03env\x18\x04 \x03(\v2%.agentharness.v1.StartConfig.EnvEntryR\x03env\x12\x12\n" +
 	"\x04args\x18\x05 \x03(\tR\x04args\x12>\n" +
 	"\x0econtent_blocks\x18\x06 \x03(\v2\x17.google.protobuf.StructR\rcontentBlocks\x12\x14\n" +
-	"\x05model\x18\a \x01(\tR\x05model\x1a6\n" +
+	"\x05model\x18\a \x01(\tR\x05model\x12'\n" +
+	"\x0fpermission_mode\x18\b \x01(\tR\x0epermissionMode\x123\n" +
+	"\x13max_thinking_tokens\x18\t \x01(\rH\x00R\x11maxThinkingTokens\x88\x01\x01\x12)\n" +
+	"\x04fork\x18\n" +
+	" \x01(\v2\x15.agentharness.v1.ForkR\x04fork\x1a6\n" +
 	"\bEnvEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\x9a\x01\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01B\x16\n" +
+	"\x14_max_thinking_tokens\"l\n" +
+	"\x04Fork\x12&\n" +
+	"\x0ffrom_session_id\x18\x01 \x01(\tR\rfromSessionId\x12\x19\n" +
+	"\x06at_seq\x18\x02 \x01(\x04B\x020\x02R\x05atSeq\x12!\n" +
+	"\fmessage_uuid\x18\x03 \x01(\tR\vmessageUuid\"\x9a\x01\n" +
 	"\bRunStart\x124\n" +
 	"\x06config\x18\x01 \x01(\v2\x1c.agentharness.v1.StartConfigR\x06config\x12\x18\n" +
 	"\aadapter\x18\x02 \x01(\tR\aadapter\x12\x18\n" +
@@ -2690,11 +3105,12 @@ const file_agentharness_v1_events_proto_rawDesc = "" +
 	"\ttool_name\x18\x01 \x01(\tR\btoolName\x12\x1e\n" +
 	"\vtool_use_id\x18\x02 \x01(\tR\ttoolUseId\x126\n" +
 	"\n" +
-	"tool_input\x18\x03 \x01(\v2\x17.google.protobuf.StructR\ttoolInput\"\x95\x01\n" +
+	"tool_input\x18\x03 \x01(\v2\x17.google.protobuf.StructR\ttoolInput\"\xb8\x01\n" +
 	"\tInputSent\x12\x12\n" +
 	"\x04text\x18\x01 \x01(\tR\x04text\x124\n" +
 	"\x06source\x18\x02 \x01(\x0e2\x1c.agentharness.v1.InputSourceR\x06source\x12>\n" +
-	"\x0econtent_blocks\x18\x03 \x03(\v2\x17.google.protobuf.StructR\rcontentBlocks\"#\n" +
+	"\x0econtent_blocks\x18\x03 \x03(\v2\x17.google.protobuf.StructR\rcontentBlocks\x12!\n" +
+	"\fmessage_uuid\x18\x04 \x01(\tR\vmessageUuid\"#\n" +
 	"\tTurnStart\x12\x16\n" +
 	"\x06origin\x18\x01 \x01(\tR\x06origin\"\xc2\x01\n" +
 	"\vTaskStarted\x12\x17\n" +
@@ -2736,7 +3152,19 @@ const file_agentharness_v1_events_proto_rawDesc = "" +
 	"\x05allow\x18\x02 \x01(\bR\x05allow\x12\x0e\n" +
 	"\x02by\x18\x03 \x01(\tR\x02by\x12\x18\n" +
 	"\amessage\x18\x04 \x01(\tR\amessage\x12<\n" +
-	"\rupdated_input\x18\x05 \x01(\v2\x17.google.protobuf.StructR\fupdatedInput*\x87\x02\n" +
+	"\rupdated_input\x18\x05 \x01(\v2\x17.google.protobuf.StructR\fupdatedInput\"\x95\x01\n" +
+	"\x0eSettingChanged\x122\n" +
+	"\asetting\x18\x01 \x01(\x0e2\x18.agentharness.v1.SettingR\asetting\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value\x129\n" +
+	"\aapplied\x18\x03 \x01(\x0e2\x1f.agentharness.v1.SettingAppliedR\aapplied\"\xb7\x01\n" +
+	"\fFilesRewound\x12\x19\n" +
+	"\x06to_seq\x18\x01 \x01(\x04B\x020\x02R\x05toSeq\x12!\n" +
+	"\fmessage_uuid\x18\x02 \x01(\tR\vmessageUuid\x12#\n" +
+	"\rfiles_changed\x18\x03 \x03(\tR\ffilesChanged\x12\"\n" +
+	"\n" +
+	"insertions\x18\x04 \x01(\x04B\x020\x02R\n" +
+	"insertions\x12 \n" +
+	"\tdeletions\x18\x05 \x01(\x04B\x020\x02R\tdeletions*\x87\x02\n" +
 	"\fRunEndReason\x12\x1e\n" +
 	"\x1aRUN_END_REASON_UNSPECIFIED\x10\x00\x12\x1c\n" +
 	"\x18RUN_END_REASON_COMPLETED\x10\x01\x12\x1a\n" +
@@ -2750,7 +3178,16 @@ const file_agentharness_v1_events_proto_rawDesc = "" +
 	"\x18INPUT_SOURCE_UNSPECIFIED\x10\x00\x12\x18\n" +
 	"\x14INPUT_SOURCE_INITIAL\x10\x01\x12\x15\n" +
 	"\x11INPUT_SOURCE_USER\x10\x02\x12\x17\n" +
-	"\x13INPUT_SOURCE_WAKEUP\x10\x03BNZLgithub.com/agent-harness/agent-harness/gen/go/agentharness/v1;agentharnessv1b\x06proto3"
+	"\x13INPUT_SOURCE_WAKEUP\x10\x03*s\n" +
+	"\aSetting\x12\x17\n" +
+	"\x13SETTING_UNSPECIFIED\x10\x00\x12\x11\n" +
+	"\rSETTING_MODEL\x10\x01\x12\x1b\n" +
+	"\x17SETTING_PERMISSION_MODE\x10\x02\x12\x1f\n" +
+	"\x1bSETTING_MAX_THINKING_TOKENS\x10\x03*k\n" +
+	"\x0eSettingApplied\x12\x1f\n" +
+	"\x1bSETTING_APPLIED_UNSPECIFIED\x10\x00\x12\x18\n" +
+	"\x14SETTING_APPLIED_LIVE\x10\x01\x12\x1e\n" +
+	"\x1aSETTING_APPLIED_NEXT_SPAWN\x10\x02BNZLgithub.com/agent-harness/agent-harness/gen/go/agentharness/v1;agentharnessv1b\x06proto3"
 
 var (
 	file_agentharness_v1_events_proto_rawDescOnce sync.Once
@@ -2764,83 +3201,93 @@ func file_agentharness_v1_events_proto_rawDescGZIP() []byte {
 	return file_agentharness_v1_events_proto_rawDescData
 }
 
-var file_agentharness_v1_events_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
-var file_agentharness_v1_events_proto_msgTypes = make([]protoimpl.MessageInfo, 25)
+var file_agentharness_v1_events_proto_enumTypes = make([]protoimpl.EnumInfo, 4)
+var file_agentharness_v1_events_proto_msgTypes = make([]protoimpl.MessageInfo, 28)
 var file_agentharness_v1_events_proto_goTypes = []any{
 	(RunEndReason)(0),             // 0: agentharness.v1.RunEndReason
 	(InputSource)(0),              // 1: agentharness.v1.InputSource
-	(*Event)(nil),                 // 2: agentharness.v1.Event
-	(*Truncated)(nil),             // 3: agentharness.v1.Truncated
-	(*StartConfig)(nil),           // 4: agentharness.v1.StartConfig
-	(*RunStart)(nil),              // 5: agentharness.v1.RunStart
-	(*McpServer)(nil),             // 6: agentharness.v1.McpServer
-	(*RunReady)(nil),              // 7: agentharness.v1.RunReady
-	(*RunEnd)(nil),                // 8: agentharness.v1.RunEnd
-	(*RunError)(nil),              // 9: agentharness.v1.RunError
-	(*StopRequested)(nil),         // 10: agentharness.v1.StopRequested
-	(*Usage)(nil),                 // 11: agentharness.v1.Usage
-	(*ContentBlock)(nil),          // 12: agentharness.v1.ContentBlock
-	(*Content)(nil),               // 13: agentharness.v1.Content
-	(*ToolResult)(nil),            // 14: agentharness.v1.ToolResult
-	(*Result)(nil),                // 15: agentharness.v1.Result
-	(*ModelUsage)(nil),            // 16: agentharness.v1.ModelUsage
-	(*TurnEnd)(nil),               // 17: agentharness.v1.TurnEnd
-	(*PermissionDenial)(nil),      // 18: agentharness.v1.PermissionDenial
-	(*InputSent)(nil),             // 19: agentharness.v1.InputSent
-	(*TurnStart)(nil),             // 20: agentharness.v1.TurnStart
-	(*TaskStarted)(nil),           // 21: agentharness.v1.TaskStarted
-	(*TaskUpdated)(nil),           // 22: agentharness.v1.TaskUpdated
-	(*TaskNotification)(nil),      // 23: agentharness.v1.TaskNotification
-	(*PermissionRequested)(nil),   // 24: agentharness.v1.PermissionRequested
-	(*PermissionResolved)(nil),    // 25: agentharness.v1.PermissionResolved
-	nil,                           // 26: agentharness.v1.StartConfig.EnvEntry
-	(*timestamppb.Timestamp)(nil), // 27: google.protobuf.Timestamp
-	(*structpb.Struct)(nil),       // 28: google.protobuf.Struct
-	(*structpb.Value)(nil),        // 29: google.protobuf.Value
+	(Setting)(0),                  // 2: agentharness.v1.Setting
+	(SettingApplied)(0),           // 3: agentharness.v1.SettingApplied
+	(*Event)(nil),                 // 4: agentharness.v1.Event
+	(*Truncated)(nil),             // 5: agentharness.v1.Truncated
+	(*StartConfig)(nil),           // 6: agentharness.v1.StartConfig
+	(*Fork)(nil),                  // 7: agentharness.v1.Fork
+	(*RunStart)(nil),              // 8: agentharness.v1.RunStart
+	(*McpServer)(nil),             // 9: agentharness.v1.McpServer
+	(*RunReady)(nil),              // 10: agentharness.v1.RunReady
+	(*RunEnd)(nil),                // 11: agentharness.v1.RunEnd
+	(*RunError)(nil),              // 12: agentharness.v1.RunError
+	(*StopRequested)(nil),         // 13: agentharness.v1.StopRequested
+	(*Usage)(nil),                 // 14: agentharness.v1.Usage
+	(*ContentBlock)(nil),          // 15: agentharness.v1.ContentBlock
+	(*Content)(nil),               // 16: agentharness.v1.Content
+	(*ToolResult)(nil),            // 17: agentharness.v1.ToolResult
+	(*Result)(nil),                // 18: agentharness.v1.Result
+	(*ModelUsage)(nil),            // 19: agentharness.v1.ModelUsage
+	(*TurnEnd)(nil),               // 20: agentharness.v1.TurnEnd
+	(*PermissionDenial)(nil),      // 21: agentharness.v1.PermissionDenial
+	(*InputSent)(nil),             // 22: agentharness.v1.InputSent
+	(*TurnStart)(nil),             // 23: agentharness.v1.TurnStart
+	(*TaskStarted)(nil),           // 24: agentharness.v1.TaskStarted
+	(*TaskUpdated)(nil),           // 25: agentharness.v1.TaskUpdated
+	(*TaskNotification)(nil),      // 26: agentharness.v1.TaskNotification
+	(*PermissionRequested)(nil),   // 27: agentharness.v1.PermissionRequested
+	(*PermissionResolved)(nil),    // 28: agentharness.v1.PermissionResolved
+	(*SettingChanged)(nil),        // 29: agentharness.v1.SettingChanged
+	(*FilesRewound)(nil),          // 30: agentharness.v1.FilesRewound
+	nil,                           // 31: agentharness.v1.StartConfig.EnvEntry
+	(*timestamppb.Timestamp)(nil), // 32: google.protobuf.Timestamp
+	(*structpb.Struct)(nil),       // 33: google.protobuf.Struct
+	(*structpb.Value)(nil),        // 34: google.protobuf.Value
 }
 var file_agentharness_v1_events_proto_depIdxs = []int32{
-	27, // 0: agentharness.v1.Event.time:type_name -> google.protobuf.Timestamp
-	3,  // 1: agentharness.v1.Event.truncated:type_name -> agentharness.v1.Truncated
-	5,  // 2: agentharness.v1.Event.run_start:type_name -> agentharness.v1.RunStart
-	7,  // 3: agentharness.v1.Event.run_ready:type_name -> agentharness.v1.RunReady
-	8,  // 4: agentharness.v1.Event.run_end:type_name -> agentharness.v1.RunEnd
-	9,  // 5: agentharness.v1.Event.run_error:type_name -> agentharness.v1.RunError
-	10, // 6: agentharness.v1.Event.stop_requested:type_name -> agentharness.v1.StopRequested
-	13, // 7: agentharness.v1.Event.content:type_name -> agentharness.v1.Content
-	15, // 8: agentharness.v1.Event.result:type_name -> agentharness.v1.Result
-	17, // 9: agentharness.v1.Event.turn_end:type_name -> agentharness.v1.TurnEnd
-	19, // 10: agentharness.v1.Event.input_sent:type_name -> agentharness.v1.InputSent
-	21, // 11: agentharness.v1.Event.task_started:type_name -> agentharness.v1.TaskStarted
-	22, // 12: agentharness.v1.Event.task_updated:type_name -> agentharness.v1.TaskUpdated
-	23, // 13: agentharness.v1.Event.task_notification:type_name -> agentharness.v1.TaskNotification
-	24, // 14: agentharness.v1.Event.permission_requested:type_name -> agentharness.v1.PermissionRequested
-	25, // 15: agentharness.v1.Event.permission_resolved:type_name -> agentharness.v1.PermissionResolved
-	20, // 16: agentharness.v1.Event.turn_start:type_name -> agentharness.v1.TurnStart
-	26, // 17: agentharness.v1.StartConfig.env:type_name -> agentharness.v1.StartConfig.EnvEntry
-	28, // 18: agentharness.v1.StartConfig.content_blocks:type_name -> google.protobuf.Struct
-	4,  // 19: agentharness.v1.RunStart.config:type_name -> agentharness.v1.StartConfig
-	6,  // 20: agentharness.v1.RunReady.mcp_servers:type_name -> agentharness.v1.McpServer
-	0,  // 21: agentharness.v1.RunEnd.reason:type_name -> agentharness.v1.RunEndReason
-	28, // 22: agentharness.v1.ContentBlock.input:type_name -> google.protobuf.Struct
-	28, // 23: agentharness.v1.ContentBlock.raw:type_name -> google.protobuf.Struct
-	12, // 24: agentharness.v1.Content.blocks:type_name -> agentharness.v1.ContentBlock
-	11, // 25: agentharness.v1.Content.usage:type_name -> agentharness.v1.Usage
-	14, // 26: agentharness.v1.Result.tool_results:type_name -> agentharness.v1.ToolResult
-	29, // 27: agentharness.v1.Result.tool_use_result:type_name -> google.protobuf.Value
-	11, // 28: agentharness.v1.TurnEnd.usage:type_name -> agentharness.v1.Usage
-	16, // 29: agentharness.v1.TurnEnd.model_usage:type_name -> agentharness.v1.ModelUsage
-	18, // 30: agentharness.v1.TurnEnd.permission_denials:type_name -> agentharness.v1.PermissionDenial
-	28, // 31: agentharness.v1.PermissionDenial.tool_input:type_name -> google.protobuf.Struct
-	1,  // 32: agentharness.v1.InputSent.source:type_name -> agentharness.v1.InputSource
-	28, // 33: agentharness.v1.InputSent.content_blocks:type_name -> google.protobuf.Struct
-	28, // 34: agentharness.v1.PermissionRequested.input:type_name -> google.protobuf.Struct
-	29, // 35: agentharness.v1.PermissionRequested.suggestions:type_name -> google.protobuf.Value
-	28, // 36: agentharness.v1.PermissionResolved.updated_input:type_name -> google.protobuf.Struct
-	37, // [37:37] is the sub-list for method output_type
-	37, // [37:37] is the sub-list for method input_type
-	37, // [37:37] is the sub-list for extension type_name
-	37, // [37:37] is the sub-list for extension extendee
-	0,  // [0:37] is the sub-list for field type_name
+	32, // 0: agentharness.v1.Event.time:type_name -> google.protobuf.Timestamp
+	5,  // 1: agentharness.v1.Event.truncated:type_name -> agentharness.v1.Truncated
+	8,  // 2: agentharness.v1.Event.run_start:type_name -> agentharness.v1.RunStart
+	10, // 3: agentharness.v1.Event.run_ready:type_name -> agentharness.v1.RunReady
+	11, // 4: agentharness.v1.Event.run_end:type_name -> agentharness.v1.RunEnd
+	12, // 5: agentharness.v1.Event.run_error:type_name -> agentharness.v1.RunError
+	13, // 6: agentharness.v1.Event.stop_requested:type_name -> agentharness.v1.StopRequested
+	16, // 7: agentharness.v1.Event.content:type_name -> agentharness.v1.Content
+	18, // 8: agentharness.v1.Event.result:type_name -> agentharness.v1.Result
+	20, // 9: agentharness.v1.Event.turn_end:type_name -> agentharness.v1.TurnEnd
+	22, // 10: agentharness.v1.Event.input_sent:type_name -> agentharness.v1.InputSent
+	24, // 11: agentharness.v1.Event.task_started:type_name -> agentharness.v1.TaskStarted
+	25, // 12: agentharness.v1.Event.task_updated:type_name -> agentharness.v1.TaskUpdated
+	26, // 13: agentharness.v1.Event.task_notification:type_name -> agentharness.v1.TaskNotification
+	27, // 14: agentharness.v1.Event.permission_requested:type_name -> agentharness.v1.PermissionRequested
+	28, // 15: agentharness.v1.Event.permission_resolved:type_name -> agentharness.v1.PermissionResolved
+	23, // 16: agentharness.v1.Event.turn_start:type_name -> agentharness.v1.TurnStart
+	29, // 17: agentharness.v1.Event.setting_changed:type_name -> agentharness.v1.SettingChanged
+	30, // 18: agentharness.v1.Event.files_rewound:type_name -> agentharness.v1.FilesRewound
+	31, // 19: agentharness.v1.StartConfig.env:type_name -> agentharness.v1.StartConfig.EnvEntry
+	33, // 20: agentharness.v1.StartConfig.content_blocks:type_name -> google.protobuf.Struct
+	7,  // 21: agentharness.v1.StartConfig.fork:type_name -> agentharness.v1.Fork
+	6,  // 22: agentharness.v1.RunStart.config:type_name -> agentharness.v1.StartConfig
+	9,  // 23: agentharness.v1.RunReady.mcp_servers:type_name -> agentharness.v1.McpServer
+	0,  // 24: agentharness.v1.RunEnd.reason:type_name -> agentharness.v1.RunEndReason
+	33, // 25: agentharness.v1.ContentBlock.input:type_name -> google.protobuf.Struct
+	33, // 26: agentharness.v1.ContentBlock.raw:type_name -> google.protobuf.Struct
+	15, // 27: agentharness.v1.Content.blocks:type_name -> agentharness.v1.ContentBlock
+	14, // 28: agentharness.v1.Content.usage:type_name -> agentharness.v1.Usage
+	17, // 29: agentharness.v1.Result.tool_results:type_name -> agentharness.v1.ToolResult
+	34, // 30: agentharness.v1.Result.tool_use_result:type_name -> google.protobuf.Value
+	14, // 31: agentharness.v1.TurnEnd.usage:type_name -> agentharness.v1.Usage
+	19, // 32: agentharness.v1.TurnEnd.model_usage:type_name -> agentharness.v1.ModelUsage
+	21, // 33: agentharness.v1.TurnEnd.permission_denials:type_name -> agentharness.v1.PermissionDenial
+	33, // 34: agentharness.v1.PermissionDenial.tool_input:type_name -> google.protobuf.Struct
+	1,  // 35: agentharness.v1.InputSent.source:type_name -> agentharness.v1.InputSource
+	33, // 36: agentharness.v1.InputSent.content_blocks:type_name -> google.protobuf.Struct
+	33, // 37: agentharness.v1.PermissionRequested.input:type_name -> google.protobuf.Struct
+	34, // 38: agentharness.v1.PermissionRequested.suggestions:type_name -> google.protobuf.Value
+	33, // 39: agentharness.v1.PermissionResolved.updated_input:type_name -> google.protobuf.Struct
+	2,  // 40: agentharness.v1.SettingChanged.setting:type_name -> agentharness.v1.Setting
+	3,  // 41: agentharness.v1.SettingChanged.applied:type_name -> agentharness.v1.SettingApplied
+	42, // [42:42] is the sub-list for method output_type
+	42, // [42:42] is the sub-list for method input_type
+	42, // [42:42] is the sub-list for extension type_name
+	42, // [42:42] is the sub-list for extension extendee
+	0,  // [0:42] is the sub-list for field type_name
 }
 
 func init() { file_agentharness_v1_events_proto_init() }
@@ -2864,15 +3311,18 @@ func file_agentharness_v1_events_proto_init() {
 		(*Event_PermissionRequested)(nil),
 		(*Event_PermissionResolved)(nil),
 		(*Event_TurnStart)(nil),
+		(*Event_SettingChanged)(nil),
+		(*Event_FilesRewound)(nil),
 	}
-	file_agentharness_v1_events_proto_msgTypes[6].OneofWrappers = []any{}
+	file_agentharness_v1_events_proto_msgTypes[2].OneofWrappers = []any{}
+	file_agentharness_v1_events_proto_msgTypes[7].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_agentharness_v1_events_proto_rawDesc), len(file_agentharness_v1_events_proto_rawDesc)),
-			NumEnums:      2,
-			NumMessages:   25,
+			NumEnums:      4,
+			NumMessages:   28,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

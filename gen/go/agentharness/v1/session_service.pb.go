@@ -1453,9 +1453,19 @@ type Session struct {
 	// The CLI session id of the latest conversation the CLI could not resume
 	// (a `run_error{kind: "resume_failed"}`): what was said before it is not
 	// part of the conversation any more. Empty when that never happened.
-	LostResumeId  string `protobuf:"bytes,10,opt,name=lost_resume_id,json=lostResumeId,proto3" json:"lost_resume_id,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	LostResumeId string `protobuf:"bytes,10,opt,name=lost_resume_id,json=lostResumeId,proto3" json:"lost_resume_id,omitempty"`
+	// The model in force: the latest one a client chose (StartConfig.model,
+	// SetModel) or the CLI reported at start-up (run_ready), whichever came
+	// last. Empty before any.
+	Model string `protobuf:"bytes,11,opt,name=model,proto3" json:"model,omitempty"`
+	// The permission mode in force, the same way (StartConfig.permission_mode,
+	// SetPermissionMode, run_ready). Empty before any.
+	PermissionMode string `protobuf:"bytes,12,opt,name=permission_mode,json=permissionMode,proto3" json:"permission_mode,omitempty"`
+	// The thinking budget a client chose (StartConfig.max_thinking_tokens,
+	// SetMaxThinkingTokens); unset: the CLI's default.
+	MaxThinkingTokens *uint32 `protobuf:"varint,13,opt,name=max_thinking_tokens,json=maxThinkingTokens,proto3,oneof" json:"max_thinking_tokens,omitempty"`
+	unknownFields     protoimpl.UnknownFields
+	sizeCache         protoimpl.SizeCache
 }
 
 func (x *Session) Reset() {
@@ -1556,6 +1566,27 @@ func (x *Session) GetLostResumeId() string {
 		return x.LostResumeId
 	}
 	return ""
+}
+
+func (x *Session) GetModel() string {
+	if x != nil {
+		return x.Model
+	}
+	return ""
+}
+
+func (x *Session) GetPermissionMode() string {
+	if x != nil {
+		return x.PermissionMode
+	}
+	return ""
+}
+
+func (x *Session) GetMaxThinkingTokens() uint32 {
+	if x != nil && x.MaxThinkingTokens != nil {
+		return *x.MaxThinkingTokens
+	}
+	return 0
 }
 
 // Get one session.
@@ -2208,6 +2239,512 @@ func (x *GetContextUsageResponse) GetRaw() *structpb.Struct {
 	return nil
 }
 
+// Switch the model.
+type SetModelRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The session.
+	SessionId string `protobuf:"bytes,1,opt,name=session_id,json=sessionId,proto3" json:"session_id,omitempty"`
+	// Model alias or name, as for StartConfig.model. Empty: the CLI's default.
+	Model string `protobuf:"bytes,2,opt,name=model,proto3" json:"model,omitempty"`
+	// Optional retry key (see StartRequest.idempotency_key).
+	IdempotencyKey string `protobuf:"bytes,3,opt,name=idempotency_key,json=idempotencyKey,proto3" json:"idempotency_key,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
+}
+
+func (x *SetModelRequest) Reset() {
+	*x = SetModelRequest{}
+	mi := &file_agentharness_v1_session_service_proto_msgTypes[29]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SetModelRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SetModelRequest) ProtoMessage() {}
+
+func (x *SetModelRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_agentharness_v1_session_service_proto_msgTypes[29]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SetModelRequest.ProtoReflect.Descriptor instead.
+func (*SetModelRequest) Descriptor() ([]byte, []int) {
+	return file_agentharness_v1_session_service_proto_rawDescGZIP(), []int{29}
+}
+
+func (x *SetModelRequest) GetSessionId() string {
+	if x != nil {
+		return x.SessionId
+	}
+	return ""
+}
+
+func (x *SetModelRequest) GetModel() string {
+	if x != nil {
+		return x.Model
+	}
+	return ""
+}
+
+func (x *SetModelRequest) GetIdempotencyKey() string {
+	if x != nil {
+		return x.IdempotencyKey
+	}
+	return ""
+}
+
+// The model was switched.
+type SetModelResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Applied to the live process, or recorded for the next spawn.
+	Applied SettingApplied `protobuf:"varint,1,opt,name=applied,proto3,enum=agentharness.v1.SettingApplied" json:"applied,omitempty"`
+	// The seq of the setting_changed event.
+	Seq           uint64 `protobuf:"varint,2,opt,name=seq,proto3" json:"seq,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SetModelResponse) Reset() {
+	*x = SetModelResponse{}
+	mi := &file_agentharness_v1_session_service_proto_msgTypes[30]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SetModelResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SetModelResponse) ProtoMessage() {}
+
+func (x *SetModelResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_agentharness_v1_session_service_proto_msgTypes[30]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SetModelResponse.ProtoReflect.Descriptor instead.
+func (*SetModelResponse) Descriptor() ([]byte, []int) {
+	return file_agentharness_v1_session_service_proto_rawDescGZIP(), []int{30}
+}
+
+func (x *SetModelResponse) GetApplied() SettingApplied {
+	if x != nil {
+		return x.Applied
+	}
+	return SettingApplied_SETTING_APPLIED_UNSPECIFIED
+}
+
+func (x *SetModelResponse) GetSeq() uint64 {
+	if x != nil {
+		return x.Seq
+	}
+	return 0
+}
+
+// Switch the permission mode.
+type SetPermissionModeRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The session.
+	SessionId string `protobuf:"bytes,1,opt,name=session_id,json=sessionId,proto3" json:"session_id,omitempty"`
+	// "default", "plan", "dontAsk", "acceptEdits", "auto" or
+	// "bypassPermissions" (within the operator's policy).
+	Mode string `protobuf:"bytes,2,opt,name=mode,proto3" json:"mode,omitempty"`
+	// Optional retry key (see StartRequest.idempotency_key).
+	IdempotencyKey string `protobuf:"bytes,3,opt,name=idempotency_key,json=idempotencyKey,proto3" json:"idempotency_key,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
+}
+
+func (x *SetPermissionModeRequest) Reset() {
+	*x = SetPermissionModeRequest{}
+	mi := &file_agentharness_v1_session_service_proto_msgTypes[31]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SetPermissionModeRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SetPermissionModeRequest) ProtoMessage() {}
+
+func (x *SetPermissionModeRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_agentharness_v1_session_service_proto_msgTypes[31]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SetPermissionModeRequest.ProtoReflect.Descriptor instead.
+func (*SetPermissionModeRequest) Descriptor() ([]byte, []int) {
+	return file_agentharness_v1_session_service_proto_rawDescGZIP(), []int{31}
+}
+
+func (x *SetPermissionModeRequest) GetSessionId() string {
+	if x != nil {
+		return x.SessionId
+	}
+	return ""
+}
+
+func (x *SetPermissionModeRequest) GetMode() string {
+	if x != nil {
+		return x.Mode
+	}
+	return ""
+}
+
+func (x *SetPermissionModeRequest) GetIdempotencyKey() string {
+	if x != nil {
+		return x.IdempotencyKey
+	}
+	return ""
+}
+
+// The permission mode was switched.
+type SetPermissionModeResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Applied to the live process, or recorded for the next spawn.
+	Applied SettingApplied `protobuf:"varint,1,opt,name=applied,proto3,enum=agentharness.v1.SettingApplied" json:"applied,omitempty"`
+	// The seq of the setting_changed event.
+	Seq           uint64 `protobuf:"varint,2,opt,name=seq,proto3" json:"seq,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SetPermissionModeResponse) Reset() {
+	*x = SetPermissionModeResponse{}
+	mi := &file_agentharness_v1_session_service_proto_msgTypes[32]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SetPermissionModeResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SetPermissionModeResponse) ProtoMessage() {}
+
+func (x *SetPermissionModeResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_agentharness_v1_session_service_proto_msgTypes[32]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SetPermissionModeResponse.ProtoReflect.Descriptor instead.
+func (*SetPermissionModeResponse) Descriptor() ([]byte, []int) {
+	return file_agentharness_v1_session_service_proto_rawDescGZIP(), []int{32}
+}
+
+func (x *SetPermissionModeResponse) GetApplied() SettingApplied {
+	if x != nil {
+		return x.Applied
+	}
+	return SettingApplied_SETTING_APPLIED_UNSPECIFIED
+}
+
+func (x *SetPermissionModeResponse) GetSeq() uint64 {
+	if x != nil {
+		return x.Seq
+	}
+	return 0
+}
+
+// Set the thinking budget.
+type SetMaxThinkingTokensRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The session.
+	SessionId string `protobuf:"bytes,1,opt,name=session_id,json=sessionId,proto3" json:"session_id,omitempty"`
+	// Most thinking tokens per turn (0 turns thinking off; at most 1000000).
+	// Unset: back to the CLI's default.
+	MaxThinkingTokens *uint32 `protobuf:"varint,2,opt,name=max_thinking_tokens,json=maxThinkingTokens,proto3,oneof" json:"max_thinking_tokens,omitempty"`
+	// Optional retry key (see StartRequest.idempotency_key).
+	IdempotencyKey string `protobuf:"bytes,3,opt,name=idempotency_key,json=idempotencyKey,proto3" json:"idempotency_key,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
+}
+
+func (x *SetMaxThinkingTokensRequest) Reset() {
+	*x = SetMaxThinkingTokensRequest{}
+	mi := &file_agentharness_v1_session_service_proto_msgTypes[33]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SetMaxThinkingTokensRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SetMaxThinkingTokensRequest) ProtoMessage() {}
+
+func (x *SetMaxThinkingTokensRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_agentharness_v1_session_service_proto_msgTypes[33]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SetMaxThinkingTokensRequest.ProtoReflect.Descriptor instead.
+func (*SetMaxThinkingTokensRequest) Descriptor() ([]byte, []int) {
+	return file_agentharness_v1_session_service_proto_rawDescGZIP(), []int{33}
+}
+
+func (x *SetMaxThinkingTokensRequest) GetSessionId() string {
+	if x != nil {
+		return x.SessionId
+	}
+	return ""
+}
+
+func (x *SetMaxThinkingTokensRequest) GetMaxThinkingTokens() uint32 {
+	if x != nil && x.MaxThinkingTokens != nil {
+		return *x.MaxThinkingTokens
+	}
+	return 0
+}
+
+func (x *SetMaxThinkingTokensRequest) GetIdempotencyKey() string {
+	if x != nil {
+		return x.IdempotencyKey
+	}
+	return ""
+}
+
+// The thinking budget was set.
+type SetMaxThinkingTokensResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Applied to the live process, or recorded for the next spawn.
+	Applied SettingApplied `protobuf:"varint,1,opt,name=applied,proto3,enum=agentharness.v1.SettingApplied" json:"applied,omitempty"`
+	// The seq of the setting_changed event.
+	Seq           uint64 `protobuf:"varint,2,opt,name=seq,proto3" json:"seq,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SetMaxThinkingTokensResponse) Reset() {
+	*x = SetMaxThinkingTokensResponse{}
+	mi := &file_agentharness_v1_session_service_proto_msgTypes[34]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SetMaxThinkingTokensResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SetMaxThinkingTokensResponse) ProtoMessage() {}
+
+func (x *SetMaxThinkingTokensResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_agentharness_v1_session_service_proto_msgTypes[34]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SetMaxThinkingTokensResponse.ProtoReflect.Descriptor instead.
+func (*SetMaxThinkingTokensResponse) Descriptor() ([]byte, []int) {
+	return file_agentharness_v1_session_service_proto_rawDescGZIP(), []int{34}
+}
+
+func (x *SetMaxThinkingTokensResponse) GetApplied() SettingApplied {
+	if x != nil {
+		return x.Applied
+	}
+	return SettingApplied_SETTING_APPLIED_UNSPECIFIED
+}
+
+func (x *SetMaxThinkingTokensResponse) GetSeq() uint64 {
+	if x != nil {
+		return x.Seq
+	}
+	return 0
+}
+
+// Undo file edits back to a user message.
+type RewindFilesRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The session.
+	SessionId string `protobuf:"bytes,1,opt,name=session_id,json=sessionId,proto3" json:"session_id,omitempty"`
+	// The seq of the input_sent event of the user message to go back to
+	// (files return to their state just before it).
+	ToSeq uint64 `protobuf:"varint,2,opt,name=to_seq,json=toSeq,proto3" json:"to_seq,omitempty"`
+	// Only list what would change.
+	DryRun bool `protobuf:"varint,3,opt,name=dry_run,json=dryRun,proto3" json:"dry_run,omitempty"`
+	// Optional retry key (see StartRequest.idempotency_key).
+	IdempotencyKey string `protobuf:"bytes,4,opt,name=idempotency_key,json=idempotencyKey,proto3" json:"idempotency_key,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
+}
+
+func (x *RewindFilesRequest) Reset() {
+	*x = RewindFilesRequest{}
+	mi := &file_agentharness_v1_session_service_proto_msgTypes[35]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RewindFilesRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RewindFilesRequest) ProtoMessage() {}
+
+func (x *RewindFilesRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_agentharness_v1_session_service_proto_msgTypes[35]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RewindFilesRequest.ProtoReflect.Descriptor instead.
+func (*RewindFilesRequest) Descriptor() ([]byte, []int) {
+	return file_agentharness_v1_session_service_proto_rawDescGZIP(), []int{35}
+}
+
+func (x *RewindFilesRequest) GetSessionId() string {
+	if x != nil {
+		return x.SessionId
+	}
+	return ""
+}
+
+func (x *RewindFilesRequest) GetToSeq() uint64 {
+	if x != nil {
+		return x.ToSeq
+	}
+	return 0
+}
+
+func (x *RewindFilesRequest) GetDryRun() bool {
+	if x != nil {
+		return x.DryRun
+	}
+	return false
+}
+
+func (x *RewindFilesRequest) GetIdempotencyKey() string {
+	if x != nil {
+		return x.IdempotencyKey
+	}
+	return ""
+}
+
+// What the rewind changed (or, for a dry run, would change).
+type RewindFilesResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The files restored (or that would be).
+	FilesChanged []string `protobuf:"bytes,1,rep,name=files_changed,json=filesChanged,proto3" json:"files_changed,omitempty"`
+	// Lines added back.
+	Insertions uint64 `protobuf:"varint,2,opt,name=insertions,proto3" json:"insertions,omitempty"`
+	// Lines taken away.
+	Deletions uint64 `protobuf:"varint,3,opt,name=deletions,proto3" json:"deletions,omitempty"`
+	// The seq of the files_rewound event; 0 for a dry run.
+	Seq           uint64 `protobuf:"varint,4,opt,name=seq,proto3" json:"seq,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RewindFilesResponse) Reset() {
+	*x = RewindFilesResponse{}
+	mi := &file_agentharness_v1_session_service_proto_msgTypes[36]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RewindFilesResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RewindFilesResponse) ProtoMessage() {}
+
+func (x *RewindFilesResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_agentharness_v1_session_service_proto_msgTypes[36]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RewindFilesResponse.ProtoReflect.Descriptor instead.
+func (*RewindFilesResponse) Descriptor() ([]byte, []int) {
+	return file_agentharness_v1_session_service_proto_rawDescGZIP(), []int{36}
+}
+
+func (x *RewindFilesResponse) GetFilesChanged() []string {
+	if x != nil {
+		return x.FilesChanged
+	}
+	return nil
+}
+
+func (x *RewindFilesResponse) GetInsertions() uint64 {
+	if x != nil {
+		return x.Insertions
+	}
+	return 0
+}
+
+func (x *RewindFilesResponse) GetDeletions() uint64 {
+	if x != nil {
+		return x.Deletions
+	}
+	return 0
+}
+
+func (x *RewindFilesResponse) GetSeq() uint64 {
+	if x != nil {
+		return x.Seq
+	}
+	return 0
+}
+
 var File_agentharness_v1_session_service_proto protoreflect.FileDescriptor
 
 const file_agentharness_v1_session_service_proto_rawDesc = "" +
@@ -2297,7 +2834,7 @@ const file_agentharness_v1_session_service_proto_rawDesc = "" +
 	"\bcost_usd\x18\x05 \x01(\x01R\acostUsd\x12)\n" +
 	"\x0econtext_tokens\x18\x06 \x01(\x04B\x020\x02R\rcontextTokens\x12)\n" +
 	"\x0econtext_window\x18\a \x01(\x04B\x020\x02R\rcontextWindow\x12\x14\n" +
-	"\x05turns\x18\b \x01(\rR\x05turns\"\x80\x03\n" +
+	"\x05turns\x18\b \x01(\rR\x05turns\"\x8c\x04\n" +
 	"\aSession\x12\x1d\n" +
 	"\n" +
 	"session_id\x18\x01 \x01(\tR\tsessionId\x12\x1d\n" +
@@ -2310,7 +2847,11 @@ const file_agentharness_v1_session_service_proto_rawDesc = "" +
 	"\x13pending_permissions\x18\b \x01(\rR\x12pendingPermissions\x12\x15\n" +
 	"\x06run_id\x18\t \x01(\tR\x05runId\x12$\n" +
 	"\x0elost_resume_id\x18\n" +
-	" \x01(\tR\flostResumeId\"2\n" +
+	" \x01(\tR\flostResumeId\x12\x14\n" +
+	"\x05model\x18\v \x01(\tR\x05model\x12'\n" +
+	"\x0fpermission_mode\x18\f \x01(\tR\x0epermissionMode\x123\n" +
+	"\x13max_thinking_tokens\x18\r \x01(\rH\x00R\x11maxThinkingTokens\x88\x01\x01B\x16\n" +
+	"\x14_max_thinking_tokens\"2\n" +
 	"\x11GetSessionRequest\x12\x1d\n" +
 	"\n" +
 	"session_id\x18\x01 \x01(\tR\tsessionId\"H\n" +
@@ -2359,7 +2900,45 @@ const file_agentharness_v1_session_service_proto_rawDesc = "" +
 	"\n" +
 	"categories\x18\x05 \x03(\v2 .agentharness.v1.ContextCategoryR\n" +
 	"categories\x12)\n" +
-	"\x03raw\x18\x06 \x01(\v2\x17.google.protobuf.StructR\x03raw*\x8d\x01\n" +
+	"\x03raw\x18\x06 \x01(\v2\x17.google.protobuf.StructR\x03raw\"o\n" +
+	"\x0fSetModelRequest\x12\x1d\n" +
+	"\n" +
+	"session_id\x18\x01 \x01(\tR\tsessionId\x12\x14\n" +
+	"\x05model\x18\x02 \x01(\tR\x05model\x12'\n" +
+	"\x0fidempotency_key\x18\x03 \x01(\tR\x0eidempotencyKey\"c\n" +
+	"\x10SetModelResponse\x129\n" +
+	"\aapplied\x18\x01 \x01(\x0e2\x1f.agentharness.v1.SettingAppliedR\aapplied\x12\x14\n" +
+	"\x03seq\x18\x02 \x01(\x04B\x020\x02R\x03seq\"v\n" +
+	"\x18SetPermissionModeRequest\x12\x1d\n" +
+	"\n" +
+	"session_id\x18\x01 \x01(\tR\tsessionId\x12\x12\n" +
+	"\x04mode\x18\x02 \x01(\tR\x04mode\x12'\n" +
+	"\x0fidempotency_key\x18\x03 \x01(\tR\x0eidempotencyKey\"l\n" +
+	"\x19SetPermissionModeResponse\x129\n" +
+	"\aapplied\x18\x01 \x01(\x0e2\x1f.agentharness.v1.SettingAppliedR\aapplied\x12\x14\n" +
+	"\x03seq\x18\x02 \x01(\x04B\x020\x02R\x03seq\"\xb2\x01\n" +
+	"\x1bSetMaxThinkingTokensRequest\x12\x1d\n" +
+	"\n" +
+	"session_id\x18\x01 \x01(\tR\tsessionId\x123\n" +
+	"\x13max_thinking_tokens\x18\x02 \x01(\rH\x00R\x11maxThinkingTokens\x88\x01\x01\x12'\n" +
+	"\x0fidempotency_key\x18\x03 \x01(\tR\x0eidempotencyKeyB\x16\n" +
+	"\x14_max_thinking_tokens\"o\n" +
+	"\x1cSetMaxThinkingTokensResponse\x129\n" +
+	"\aapplied\x18\x01 \x01(\x0e2\x1f.agentharness.v1.SettingAppliedR\aapplied\x12\x14\n" +
+	"\x03seq\x18\x02 \x01(\x04B\x020\x02R\x03seq\"\x90\x01\n" +
+	"\x12RewindFilesRequest\x12\x1d\n" +
+	"\n" +
+	"session_id\x18\x01 \x01(\tR\tsessionId\x12\x19\n" +
+	"\x06to_seq\x18\x02 \x01(\x04B\x020\x02R\x05toSeq\x12\x17\n" +
+	"\adry_run\x18\x03 \x01(\bR\x06dryRun\x12'\n" +
+	"\x0fidempotency_key\x18\x04 \x01(\tR\x0eidempotencyKey\"\x96\x01\n" +
+	"\x13RewindFilesResponse\x12#\n" +
+	"\rfiles_changed\x18\x01 \x03(\tR\ffilesChanged\x12\"\n" +
+	"\n" +
+	"insertions\x18\x02 \x01(\x04B\x020\x02R\n" +
+	"insertions\x12 \n" +
+	"\tdeletions\x18\x03 \x01(\x04B\x020\x02R\tdeletions\x12\x14\n" +
+	"\x03seq\x18\x04 \x01(\x04B\x020\x02R\x03seq*\x8d\x01\n" +
 	"\x0eDeltaBlockType\x12 \n" +
 	"\x1cDELTA_BLOCK_TYPE_UNSPECIFIED\x10\x00\x12\x19\n" +
 	"\x15DELTA_BLOCK_TYPE_TEXT\x10\x01\x12\x1d\n" +
@@ -2375,7 +2954,8 @@ const file_agentharness_v1_session_service_proto_rawDesc = "" +
 	"\x1bFULL_EVENT_PART_UNSPECIFIED\x10\x00\x12\x1c\n" +
 	"\x18FULL_EVENT_PART_CLI_LINE\x10\x01\x12\x19\n" +
 	"\x15FULL_EVENT_PART_EVENT\x10\x02\x12\x1e\n" +
-	"\x1aFULL_EVENT_PART_EVENT_JSON\x10\x032\xbf\a\n" +
+	"\x1aFULL_EVENT_PART_EVENT_JSON\x10\x032\xcb\n" +
+	"\n" +
 	"\x0eSessionService\x12F\n" +
 	"\x05Start\x12\x1d.agentharness.v1.StartRequest\x1a\x1e.agentharness.v1.StartResponse\x12C\n" +
 	"\x04Send\x12\x1c.agentharness.v1.SendRequest\x1a\x1d.agentharness.v1.SendResponse\x12C\n" +
@@ -2388,7 +2968,11 @@ const file_agentharness_v1_session_service_proto_rawDesc = "" +
 	"\fListSessions\x12$.agentharness.v1.ListSessionsRequest\x1a%.agentharness.v1.ListSessionsResponse\x12`\n" +
 	"\rReadFullEvent\x12%.agentharness.v1.ReadFullEventRequest\x1a&.agentharness.v1.ReadFullEventResponse0\x01\x12O\n" +
 	"\bStopTask\x12 .agentharness.v1.StopTaskRequest\x1a!.agentharness.v1.StopTaskResponse\x12d\n" +
-	"\x0fGetContextUsage\x12'.agentharness.v1.GetContextUsageRequest\x1a(.agentharness.v1.GetContextUsageResponseBNZLgithub.com/agent-harness/agent-harness/gen/go/agentharness/v1;agentharnessv1b\x06proto3"
+	"\x0fGetContextUsage\x12'.agentharness.v1.GetContextUsageRequest\x1a(.agentharness.v1.GetContextUsageResponse\x12O\n" +
+	"\bSetModel\x12 .agentharness.v1.SetModelRequest\x1a!.agentharness.v1.SetModelResponse\x12j\n" +
+	"\x11SetPermissionMode\x12).agentharness.v1.SetPermissionModeRequest\x1a*.agentharness.v1.SetPermissionModeResponse\x12s\n" +
+	"\x14SetMaxThinkingTokens\x12,.agentharness.v1.SetMaxThinkingTokensRequest\x1a-.agentharness.v1.SetMaxThinkingTokensResponse\x12X\n" +
+	"\vRewindFiles\x12#.agentharness.v1.RewindFilesRequest\x1a$.agentharness.v1.RewindFilesResponseBNZLgithub.com/agent-harness/agent-harness/gen/go/agentharness/v1;agentharnessv1b\x06proto3"
 
 var (
 	file_agentharness_v1_session_service_proto_rawDescOnce sync.Once
@@ -2403,89 +2987,109 @@ func file_agentharness_v1_session_service_proto_rawDescGZIP() []byte {
 }
 
 var file_agentharness_v1_session_service_proto_enumTypes = make([]protoimpl.EnumInfo, 3)
-var file_agentharness_v1_session_service_proto_msgTypes = make([]protoimpl.MessageInfo, 29)
+var file_agentharness_v1_session_service_proto_msgTypes = make([]protoimpl.MessageInfo, 37)
 var file_agentharness_v1_session_service_proto_goTypes = []any{
-	(DeltaBlockType)(0),               // 0: agentharness.v1.DeltaBlockType
-	(SessionStatus)(0),                // 1: agentharness.v1.SessionStatus
-	(FullEventPart)(0),                // 2: agentharness.v1.FullEventPart
-	(*StartRequest)(nil),              // 3: agentharness.v1.StartRequest
-	(*StartResponse)(nil),             // 4: agentharness.v1.StartResponse
-	(*SendRequest)(nil),               // 5: agentharness.v1.SendRequest
-	(*SendResponse)(nil),              // 6: agentharness.v1.SendResponse
-	(*StopRequest)(nil),               // 7: agentharness.v1.StopRequest
-	(*StopResponse)(nil),              // 8: agentharness.v1.StopResponse
-	(*SubscribeRequest)(nil),          // 9: agentharness.v1.SubscribeRequest
-	(*SubscribeResponse)(nil),         // 10: agentharness.v1.SubscribeResponse
-	(*Delta)(nil),                     // 11: agentharness.v1.Delta
-	(*ReplayStart)(nil),               // 12: agentharness.v1.ReplayStart
-	(*CaughtUp)(nil),                  // 13: agentharness.v1.CaughtUp
-	(*Heartbeat)(nil),                 // 14: agentharness.v1.Heartbeat
-	(*HistoryRequest)(nil),            // 15: agentharness.v1.HistoryRequest
-	(*HistoryResponse)(nil),           // 16: agentharness.v1.HistoryResponse
-	(*RespondPermissionRequest)(nil),  // 17: agentharness.v1.RespondPermissionRequest
-	(*RespondPermissionResponse)(nil), // 18: agentharness.v1.RespondPermissionResponse
-	(*SessionUsage)(nil),              // 19: agentharness.v1.SessionUsage
-	(*Session)(nil),                   // 20: agentharness.v1.Session
-	(*GetSessionRequest)(nil),         // 21: agentharness.v1.GetSessionRequest
-	(*GetSessionResponse)(nil),        // 22: agentharness.v1.GetSessionResponse
-	(*ListSessionsRequest)(nil),       // 23: agentharness.v1.ListSessionsRequest
-	(*ListSessionsResponse)(nil),      // 24: agentharness.v1.ListSessionsResponse
-	(*ReadFullEventRequest)(nil),      // 25: agentharness.v1.ReadFullEventRequest
-	(*ReadFullEventResponse)(nil),     // 26: agentharness.v1.ReadFullEventResponse
-	(*StopTaskRequest)(nil),           // 27: agentharness.v1.StopTaskRequest
-	(*StopTaskResponse)(nil),          // 28: agentharness.v1.StopTaskResponse
-	(*GetContextUsageRequest)(nil),    // 29: agentharness.v1.GetContextUsageRequest
-	(*ContextCategory)(nil),           // 30: agentharness.v1.ContextCategory
-	(*GetContextUsageResponse)(nil),   // 31: agentharness.v1.GetContextUsageResponse
-	(*StartConfig)(nil),               // 32: agentharness.v1.StartConfig
-	(*structpb.Struct)(nil),           // 33: google.protobuf.Struct
-	(*Event)(nil),                     // 34: agentharness.v1.Event
+	(DeltaBlockType)(0),                  // 0: agentharness.v1.DeltaBlockType
+	(SessionStatus)(0),                   // 1: agentharness.v1.SessionStatus
+	(FullEventPart)(0),                   // 2: agentharness.v1.FullEventPart
+	(*StartRequest)(nil),                 // 3: agentharness.v1.StartRequest
+	(*StartResponse)(nil),                // 4: agentharness.v1.StartResponse
+	(*SendRequest)(nil),                  // 5: agentharness.v1.SendRequest
+	(*SendResponse)(nil),                 // 6: agentharness.v1.SendResponse
+	(*StopRequest)(nil),                  // 7: agentharness.v1.StopRequest
+	(*StopResponse)(nil),                 // 8: agentharness.v1.StopResponse
+	(*SubscribeRequest)(nil),             // 9: agentharness.v1.SubscribeRequest
+	(*SubscribeResponse)(nil),            // 10: agentharness.v1.SubscribeResponse
+	(*Delta)(nil),                        // 11: agentharness.v1.Delta
+	(*ReplayStart)(nil),                  // 12: agentharness.v1.ReplayStart
+	(*CaughtUp)(nil),                     // 13: agentharness.v1.CaughtUp
+	(*Heartbeat)(nil),                    // 14: agentharness.v1.Heartbeat
+	(*HistoryRequest)(nil),               // 15: agentharness.v1.HistoryRequest
+	(*HistoryResponse)(nil),              // 16: agentharness.v1.HistoryResponse
+	(*RespondPermissionRequest)(nil),     // 17: agentharness.v1.RespondPermissionRequest
+	(*RespondPermissionResponse)(nil),    // 18: agentharness.v1.RespondPermissionResponse
+	(*SessionUsage)(nil),                 // 19: agentharness.v1.SessionUsage
+	(*Session)(nil),                      // 20: agentharness.v1.Session
+	(*GetSessionRequest)(nil),            // 21: agentharness.v1.GetSessionRequest
+	(*GetSessionResponse)(nil),           // 22: agentharness.v1.GetSessionResponse
+	(*ListSessionsRequest)(nil),          // 23: agentharness.v1.ListSessionsRequest
+	(*ListSessionsResponse)(nil),         // 24: agentharness.v1.ListSessionsResponse
+	(*ReadFullEventRequest)(nil),         // 25: agentharness.v1.ReadFullEventRequest
+	(*ReadFullEventResponse)(nil),        // 26: agentharness.v1.ReadFullEventResponse
+	(*StopTaskRequest)(nil),              // 27: agentharness.v1.StopTaskRequest
+	(*StopTaskResponse)(nil),             // 28: agentharness.v1.StopTaskResponse
+	(*GetContextUsageRequest)(nil),       // 29: agentharness.v1.GetContextUsageRequest
+	(*ContextCategory)(nil),              // 30: agentharness.v1.ContextCategory
+	(*GetContextUsageResponse)(nil),      // 31: agentharness.v1.GetContextUsageResponse
+	(*SetModelRequest)(nil),              // 32: agentharness.v1.SetModelRequest
+	(*SetModelResponse)(nil),             // 33: agentharness.v1.SetModelResponse
+	(*SetPermissionModeRequest)(nil),     // 34: agentharness.v1.SetPermissionModeRequest
+	(*SetPermissionModeResponse)(nil),    // 35: agentharness.v1.SetPermissionModeResponse
+	(*SetMaxThinkingTokensRequest)(nil),  // 36: agentharness.v1.SetMaxThinkingTokensRequest
+	(*SetMaxThinkingTokensResponse)(nil), // 37: agentharness.v1.SetMaxThinkingTokensResponse
+	(*RewindFilesRequest)(nil),           // 38: agentharness.v1.RewindFilesRequest
+	(*RewindFilesResponse)(nil),          // 39: agentharness.v1.RewindFilesResponse
+	(*StartConfig)(nil),                  // 40: agentharness.v1.StartConfig
+	(*structpb.Struct)(nil),              // 41: google.protobuf.Struct
+	(*Event)(nil),                        // 42: agentharness.v1.Event
+	(SettingApplied)(0),                  // 43: agentharness.v1.SettingApplied
 }
 var file_agentharness_v1_session_service_proto_depIdxs = []int32{
-	32, // 0: agentharness.v1.StartRequest.config:type_name -> agentharness.v1.StartConfig
-	33, // 1: agentharness.v1.SendRequest.content_blocks:type_name -> google.protobuf.Struct
+	40, // 0: agentharness.v1.StartRequest.config:type_name -> agentharness.v1.StartConfig
+	41, // 1: agentharness.v1.SendRequest.content_blocks:type_name -> google.protobuf.Struct
 	12, // 2: agentharness.v1.SubscribeResponse.replay:type_name -> agentharness.v1.ReplayStart
-	34, // 3: agentharness.v1.SubscribeResponse.event:type_name -> agentharness.v1.Event
+	42, // 3: agentharness.v1.SubscribeResponse.event:type_name -> agentharness.v1.Event
 	13, // 4: agentharness.v1.SubscribeResponse.caught_up:type_name -> agentharness.v1.CaughtUp
 	14, // 5: agentharness.v1.SubscribeResponse.heartbeat:type_name -> agentharness.v1.Heartbeat
 	11, // 6: agentharness.v1.SubscribeResponse.delta:type_name -> agentharness.v1.Delta
 	0,  // 7: agentharness.v1.Delta.block_type:type_name -> agentharness.v1.DeltaBlockType
-	34, // 8: agentharness.v1.HistoryResponse.events:type_name -> agentharness.v1.Event
-	33, // 9: agentharness.v1.RespondPermissionRequest.updated_input:type_name -> google.protobuf.Struct
+	42, // 8: agentharness.v1.HistoryResponse.events:type_name -> agentharness.v1.Event
+	41, // 9: agentharness.v1.RespondPermissionRequest.updated_input:type_name -> google.protobuf.Struct
 	1,  // 10: agentharness.v1.Session.status:type_name -> agentharness.v1.SessionStatus
 	19, // 11: agentharness.v1.Session.usage:type_name -> agentharness.v1.SessionUsage
 	20, // 12: agentharness.v1.GetSessionResponse.session:type_name -> agentharness.v1.Session
 	20, // 13: agentharness.v1.ListSessionsResponse.sessions:type_name -> agentharness.v1.Session
 	2,  // 14: agentharness.v1.ReadFullEventRequest.part:type_name -> agentharness.v1.FullEventPart
 	30, // 15: agentharness.v1.GetContextUsageResponse.categories:type_name -> agentharness.v1.ContextCategory
-	33, // 16: agentharness.v1.GetContextUsageResponse.raw:type_name -> google.protobuf.Struct
-	3,  // 17: agentharness.v1.SessionService.Start:input_type -> agentharness.v1.StartRequest
-	5,  // 18: agentharness.v1.SessionService.Send:input_type -> agentharness.v1.SendRequest
-	7,  // 19: agentharness.v1.SessionService.Stop:input_type -> agentharness.v1.StopRequest
-	9,  // 20: agentharness.v1.SessionService.Subscribe:input_type -> agentharness.v1.SubscribeRequest
-	15, // 21: agentharness.v1.SessionService.History:input_type -> agentharness.v1.HistoryRequest
-	17, // 22: agentharness.v1.SessionService.RespondPermission:input_type -> agentharness.v1.RespondPermissionRequest
-	21, // 23: agentharness.v1.SessionService.GetSession:input_type -> agentharness.v1.GetSessionRequest
-	23, // 24: agentharness.v1.SessionService.ListSessions:input_type -> agentharness.v1.ListSessionsRequest
-	25, // 25: agentharness.v1.SessionService.ReadFullEvent:input_type -> agentharness.v1.ReadFullEventRequest
-	27, // 26: agentharness.v1.SessionService.StopTask:input_type -> agentharness.v1.StopTaskRequest
-	29, // 27: agentharness.v1.SessionService.GetContextUsage:input_type -> agentharness.v1.GetContextUsageRequest
-	4,  // 28: agentharness.v1.SessionService.Start:output_type -> agentharness.v1.StartResponse
-	6,  // 29: agentharness.v1.SessionService.Send:output_type -> agentharness.v1.SendResponse
-	8,  // 30: agentharness.v1.SessionService.Stop:output_type -> agentharness.v1.StopResponse
-	10, // 31: agentharness.v1.SessionService.Subscribe:output_type -> agentharness.v1.SubscribeResponse
-	16, // 32: agentharness.v1.SessionService.History:output_type -> agentharness.v1.HistoryResponse
-	18, // 33: agentharness.v1.SessionService.RespondPermission:output_type -> agentharness.v1.RespondPermissionResponse
-	22, // 34: agentharness.v1.SessionService.GetSession:output_type -> agentharness.v1.GetSessionResponse
-	24, // 35: agentharness.v1.SessionService.ListSessions:output_type -> agentharness.v1.ListSessionsResponse
-	26, // 36: agentharness.v1.SessionService.ReadFullEvent:output_type -> agentharness.v1.ReadFullEventResponse
-	28, // 37: agentharness.v1.SessionService.StopTask:output_type -> agentharness.v1.StopTaskResponse
-	31, // 38: agentharness.v1.SessionService.GetContextUsage:output_type -> agentharness.v1.GetContextUsageResponse
-	28, // [28:39] is the sub-list for method output_type
-	17, // [17:28] is the sub-list for method input_type
-	17, // [17:17] is the sub-list for extension type_name
-	17, // [17:17] is the sub-list for extension extendee
-	0,  // [0:17] is the sub-list for field type_name
+	41, // 16: agentharness.v1.GetContextUsageResponse.raw:type_name -> google.protobuf.Struct
+	43, // 17: agentharness.v1.SetModelResponse.applied:type_name -> agentharness.v1.SettingApplied
+	43, // 18: agentharness.v1.SetPermissionModeResponse.applied:type_name -> agentharness.v1.SettingApplied
+	43, // 19: agentharness.v1.SetMaxThinkingTokensResponse.applied:type_name -> agentharness.v1.SettingApplied
+	3,  // 20: agentharness.v1.SessionService.Start:input_type -> agentharness.v1.StartRequest
+	5,  // 21: agentharness.v1.SessionService.Send:input_type -> agentharness.v1.SendRequest
+	7,  // 22: agentharness.v1.SessionService.Stop:input_type -> agentharness.v1.StopRequest
+	9,  // 23: agentharness.v1.SessionService.Subscribe:input_type -> agentharness.v1.SubscribeRequest
+	15, // 24: agentharness.v1.SessionService.History:input_type -> agentharness.v1.HistoryRequest
+	17, // 25: agentharness.v1.SessionService.RespondPermission:input_type -> agentharness.v1.RespondPermissionRequest
+	21, // 26: agentharness.v1.SessionService.GetSession:input_type -> agentharness.v1.GetSessionRequest
+	23, // 27: agentharness.v1.SessionService.ListSessions:input_type -> agentharness.v1.ListSessionsRequest
+	25, // 28: agentharness.v1.SessionService.ReadFullEvent:input_type -> agentharness.v1.ReadFullEventRequest
+	27, // 29: agentharness.v1.SessionService.StopTask:input_type -> agentharness.v1.StopTaskRequest
+	29, // 30: agentharness.v1.SessionService.GetContextUsage:input_type -> agentharness.v1.GetContextUsageRequest
+	32, // 31: agentharness.v1.SessionService.SetModel:input_type -> agentharness.v1.SetModelRequest
+	34, // 32: agentharness.v1.SessionService.SetPermissionMode:input_type -> agentharness.v1.SetPermissionModeRequest
+	36, // 33: agentharness.v1.SessionService.SetMaxThinkingTokens:input_type -> agentharness.v1.SetMaxThinkingTokensRequest
+	38, // 34: agentharness.v1.SessionService.RewindFiles:input_type -> agentharness.v1.RewindFilesRequest
+	4,  // 35: agentharness.v1.SessionService.Start:output_type -> agentharness.v1.StartResponse
+	6,  // 36: agentharness.v1.SessionService.Send:output_type -> agentharness.v1.SendResponse
+	8,  // 37: agentharness.v1.SessionService.Stop:output_type -> agentharness.v1.StopResponse
+	10, // 38: agentharness.v1.SessionService.Subscribe:output_type -> agentharness.v1.SubscribeResponse
+	16, // 39: agentharness.v1.SessionService.History:output_type -> agentharness.v1.HistoryResponse
+	18, // 40: agentharness.v1.SessionService.RespondPermission:output_type -> agentharness.v1.RespondPermissionResponse
+	22, // 41: agentharness.v1.SessionService.GetSession:output_type -> agentharness.v1.GetSessionResponse
+	24, // 42: agentharness.v1.SessionService.ListSessions:output_type -> agentharness.v1.ListSessionsResponse
+	26, // 43: agentharness.v1.SessionService.ReadFullEvent:output_type -> agentharness.v1.ReadFullEventResponse
+	28, // 44: agentharness.v1.SessionService.StopTask:output_type -> agentharness.v1.StopTaskResponse
+	31, // 45: agentharness.v1.SessionService.GetContextUsage:output_type -> agentharness.v1.GetContextUsageResponse
+	33, // 46: agentharness.v1.SessionService.SetModel:output_type -> agentharness.v1.SetModelResponse
+	35, // 47: agentharness.v1.SessionService.SetPermissionMode:output_type -> agentharness.v1.SetPermissionModeResponse
+	37, // 48: agentharness.v1.SessionService.SetMaxThinkingTokens:output_type -> agentharness.v1.SetMaxThinkingTokensResponse
+	39, // 49: agentharness.v1.SessionService.RewindFiles:output_type -> agentharness.v1.RewindFilesResponse
+	35, // [35:50] is the sub-list for method output_type
+	20, // [20:35] is the sub-list for method input_type
+	20, // [20:20] is the sub-list for extension type_name
+	20, // [20:20] is the sub-list for extension extendee
+	0,  // [0:20] is the sub-list for field type_name
 }
 
 func init() { file_agentharness_v1_session_service_proto_init() }
@@ -2501,13 +3105,15 @@ func file_agentharness_v1_session_service_proto_init() {
 		(*SubscribeResponse_Heartbeat)(nil),
 		(*SubscribeResponse_Delta)(nil),
 	}
+	file_agentharness_v1_session_service_proto_msgTypes[17].OneofWrappers = []any{}
+	file_agentharness_v1_session_service_proto_msgTypes[33].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_agentharness_v1_session_service_proto_rawDesc), len(file_agentharness_v1_session_service_proto_rawDesc)),
 			NumEnums:      3,
-			NumMessages:   29,
+			NumMessages:   37,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -26,17 +26,21 @@ import (
 const _ = grpc.SupportPackageIsVersion9
 
 const (
-	SessionService_Start_FullMethodName             = "/agentharness.v1.SessionService/Start"
-	SessionService_Send_FullMethodName              = "/agentharness.v1.SessionService/Send"
-	SessionService_Stop_FullMethodName              = "/agentharness.v1.SessionService/Stop"
-	SessionService_Subscribe_FullMethodName         = "/agentharness.v1.SessionService/Subscribe"
-	SessionService_History_FullMethodName           = "/agentharness.v1.SessionService/History"
-	SessionService_RespondPermission_FullMethodName = "/agentharness.v1.SessionService/RespondPermission"
-	SessionService_GetSession_FullMethodName        = "/agentharness.v1.SessionService/GetSession"
-	SessionService_ListSessions_FullMethodName      = "/agentharness.v1.SessionService/ListSessions"
-	SessionService_ReadFullEvent_FullMethodName     = "/agentharness.v1.SessionService/ReadFullEvent"
-	SessionService_StopTask_FullMethodName          = "/agentharness.v1.SessionService/StopTask"
-	SessionService_GetContextUsage_FullMethodName   = "/agentharness.v1.SessionService/GetContextUsage"
+	SessionService_Start_FullMethodName                = "/agentharness.v1.SessionService/Start"
+	SessionService_Send_FullMethodName                 = "/agentharness.v1.SessionService/Send"
+	SessionService_Stop_FullMethodName                 = "/agentharness.v1.SessionService/Stop"
+	SessionService_Subscribe_FullMethodName            = "/agentharness.v1.SessionService/Subscribe"
+	SessionService_History_FullMethodName              = "/agentharness.v1.SessionService/History"
+	SessionService_RespondPermission_FullMethodName    = "/agentharness.v1.SessionService/RespondPermission"
+	SessionService_GetSession_FullMethodName           = "/agentharness.v1.SessionService/GetSession"
+	SessionService_ListSessions_FullMethodName         = "/agentharness.v1.SessionService/ListSessions"
+	SessionService_ReadFullEvent_FullMethodName        = "/agentharness.v1.SessionService/ReadFullEvent"
+	SessionService_StopTask_FullMethodName             = "/agentharness.v1.SessionService/StopTask"
+	SessionService_GetContextUsage_FullMethodName      = "/agentharness.v1.SessionService/GetContextUsage"
+	SessionService_SetModel_FullMethodName             = "/agentharness.v1.SessionService/SetModel"
+	SessionService_SetPermissionMode_FullMethodName    = "/agentharness.v1.SessionService/SetPermissionMode"
+	SessionService_SetMaxThinkingTokens_FullMethodName = "/agentharness.v1.SessionService/SetMaxThinkingTokens"
+	SessionService_RewindFiles_FullMethodName          = "/agentharness.v1.SessionService/RewindFiles"
 )
 
 // SessionServiceClient is the client API for SessionService service.
@@ -84,6 +88,24 @@ type SessionServiceClient interface {
 	// counts it (`get_context_usage`). FAILED_PRECONDITION when the session
 	// has no live process.
 	GetContextUsage(ctx context.Context, in *GetContextUsageRequest, opts ...grpc.CallOption) (*GetContextUsageResponse, error)
+	// Switches the model (`set_model`) on the live process, and for every
+	// later spawn (a respawn, after an idle timeout or a server restart). With
+	// no live process the change is recorded and the next spawn applies it.
+	// Recorded as a setting_changed event either way.
+	SetModel(ctx context.Context, in *SetModelRequest, opts ...grpc.CallOption) (*SetModelResponse, error)
+	// Switches the permission mode (`set_permission_mode`), like SetModel.
+	// The operator's policy is the ceiling: PERMISSION_DENIED for a mode it
+	// does not allow (in relay mode only default, plan and dontAsk, unless
+	// the operator allowed more; bypassPermissions only with --permissions skip).
+	SetPermissionMode(ctx context.Context, in *SetPermissionModeRequest, opts ...grpc.CallOption) (*SetPermissionModeResponse, error)
+	// Sets the thinking budget (`set_max_thinking_tokens`), like SetModel.
+	SetMaxThinkingTokens(ctx context.Context, in *SetMaxThinkingTokensRequest, opts ...grpc.CallOption) (*SetMaxThinkingTokensResponse, error)
+	// Undoes the agent's file edits back to a user message (`rewind_files`):
+	// every file the CLI changed since that message is restored to its state
+	// just before it. `dry_run` only lists what would change. Needs the live
+	// process that made the edits (FAILED_PRECONDITION otherwise). Recorded
+	// as a files_rewound event (not for a dry run).
+	RewindFiles(ctx context.Context, in *RewindFilesRequest, opts ...grpc.CallOption) (*RewindFilesResponse, error)
 }
 
 type sessionServiceClient struct {
@@ -222,6 +244,46 @@ func (c *sessionServiceClient) GetContextUsage(ctx context.Context, in *GetConte
 	return out, nil
 }
 
+func (c *sessionServiceClient) SetModel(ctx context.Context, in *SetModelRequest, opts ...grpc.CallOption) (*SetModelResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(SetModelResponse)
+	err := c.cc.Invoke(ctx, SessionService_SetModel_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *sessionServiceClient) SetPermissionMode(ctx context.Context, in *SetPermissionModeRequest, opts ...grpc.CallOption) (*SetPermissionModeResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(SetPermissionModeResponse)
+	err := c.cc.Invoke(ctx, SessionService_SetPermissionMode_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *sessionServiceClient) SetMaxThinkingTokens(ctx context.Context, in *SetMaxThinkingTokensRequest, opts ...grpc.CallOption) (*SetMaxThinkingTokensResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(SetMaxThinkingTokensResponse)
+	err := c.cc.Invoke(ctx, SessionService_SetMaxThinkingTokens_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *sessionServiceClient) RewindFiles(ctx context.Context, in *RewindFilesRequest, opts ...grpc.CallOption) (*RewindFilesResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(RewindFilesResponse)
+	err := c.cc.Invoke(ctx, SessionService_RewindFiles_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // SessionServiceServer is the server API for SessionService service.
 // All implementations must embed UnimplementedSessionServiceServer
 // for forward compatibility.
@@ -267,6 +329,24 @@ type SessionServiceServer interface {
 	// counts it (`get_context_usage`). FAILED_PRECONDITION when the session
 	// has no live process.
 	GetContextUsage(context.Context, *GetContextUsageRequest) (*GetContextUsageResponse, error)
+	// Switches the model (`set_model`) on the live process, and for every
+	// later spawn (a respawn, after an idle timeout or a server restart). With
+	// no live process the change is recorded and the next spawn applies it.
+	// Recorded as a setting_changed event either way.
+	SetModel(context.Context, *SetModelRequest) (*SetModelResponse, error)
+	// Switches the permission mode (`set_permission_mode`), like SetModel.
+	// The operator's policy is the ceiling: PERMISSION_DENIED for a mode it
+	// does not allow (in relay mode only default, plan and dontAsk, unless
+	// the operator allowed more; bypassPermissions only with --permissions skip).
+	SetPermissionMode(context.Context, *SetPermissionModeRequest) (*SetPermissionModeResponse, error)
+	// Sets the thinking budget (`set_max_thinking_tokens`), like SetModel.
+	SetMaxThinkingTokens(context.Context, *SetMaxThinkingTokensRequest) (*SetMaxThinkingTokensResponse, error)
+	// Undoes the agent's file edits back to a user message (`rewind_files`):
+	// every file the CLI changed since that message is restored to its state
+	// just before it. `dry_run` only lists what would change. Needs the live
+	// process that made the edits (FAILED_PRECONDITION otherwise). Recorded
+	// as a files_rewound event (not for a dry run).
+	RewindFiles(context.Context, *RewindFilesRequest) (*RewindFilesResponse, error)
 	mustEmbedUnimplementedSessionServiceServer()
 }
 
@@ -309,6 +389,18 @@ func (UnimplementedSessionServiceServer) StopTask(context.Context, *StopTaskRequ
 }
 func (UnimplementedSessionServiceServer) GetContextUsage(context.Context, *GetContextUsageRequest) (*GetContextUsageResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method GetContextUsage not implemented")
+}
+func (UnimplementedSessionServiceServer) SetModel(context.Context, *SetModelRequest) (*SetModelResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method SetModel not implemented")
+}
+func (UnimplementedSessionServiceServer) SetPermissionMode(context.Context, *SetPermissionModeRequest) (*SetPermissionModeResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method SetPermissionMode not implemented")
+}
+func (UnimplementedSessionServiceServer) SetMaxThinkingTokens(context.Context, *SetMaxThinkingTokensRequest) (*SetMaxThinkingTokensResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method SetMaxThinkingTokens not implemented")
+}
+func (UnimplementedSessionServiceServer) RewindFiles(context.Context, *RewindFilesRequest) (*RewindFilesResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method RewindFiles not implemented")
 }
 func (UnimplementedSessionServiceServer) mustEmbedUnimplementedSessionServiceServer() {}
 func (UnimplementedSessionServiceServer) testEmbeddedByValue()                        {}
@@ -515,6 +607,78 @@ func _SessionService_GetContextUsage_Handler(srv interface{}, ctx context.Contex
 	return interceptor(ctx, in, info, handler)
 }
 
+func _SessionService_SetModel_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(SetModelRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(SessionServiceServer).SetModel(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: SessionService_SetModel_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(SessionServiceServer).SetModel(ctx, req.(*SetModelRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _SessionService_SetPermissionMode_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(SetPermissionModeRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(SessionServiceServer).SetPermissionMode(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: SessionService_SetPermissionMode_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(SessionServiceServer).SetPermissionMode(ctx, req.(*SetPermissionModeRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _SessionService_SetMaxThinkingTokens_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(SetMaxThinkingTokensRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(SessionServiceServer).SetMaxThinkingTokens(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: SessionService_SetMaxThinkingTokens_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(SessionServiceServer).SetMaxThinkingTokens(ctx, req.(*SetMaxThinkingTokensRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _SessionService_RewindFiles_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(RewindFilesRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(SessionServiceServer).RewindFiles(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: SessionService_RewindFiles_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(SessionServiceServer).RewindFiles(ctx, req.(*RewindFilesRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // SessionService_ServiceDesc is the grpc.ServiceDesc for SessionService service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -557,6 +721,22 @@ var SessionService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "GetContextUsage",
 			Handler:    _SessionService_GetContextUsage_Handler,
+		},
+		{
+			MethodName: "SetModel",
+			Handler:    _SessionService_SetModel_Handler,
+		},
+		{
+			MethodName: "SetPermissionMode",
+			Handler:    _SessionService_SetPermissionMode_Handler,
+		},
+		{
+			MethodName: "SetMaxThinkingTokens",
+			Handler:    _SessionService_SetMaxThinkingTokens_Handler,
+		},
+		{
+			MethodName: "RewindFiles",
+			Handler:    _SessionService_RewindFiles_Handler,
 		},
 	},
 	Streams: []grpc.StreamDesc{

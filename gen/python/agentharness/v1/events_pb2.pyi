@@ -28,6 +28,19 @@ class InputSource(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     INPUT_SOURCE_INITIAL: _ClassVar[InputSource]
     INPUT_SOURCE_USER: _ClassVar[InputSource]
     INPUT_SOURCE_WAKEUP: _ClassVar[InputSource]
+
+class Setting(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    SETTING_UNSPECIFIED: _ClassVar[Setting]
+    SETTING_MODEL: _ClassVar[Setting]
+    SETTING_PERMISSION_MODE: _ClassVar[Setting]
+    SETTING_MAX_THINKING_TOKENS: _ClassVar[Setting]
+
+class SettingApplied(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    SETTING_APPLIED_UNSPECIFIED: _ClassVar[SettingApplied]
+    SETTING_APPLIED_LIVE: _ClassVar[SettingApplied]
+    SETTING_APPLIED_NEXT_SPAWN: _ClassVar[SettingApplied]
 RUN_END_REASON_UNSPECIFIED: RunEndReason
 RUN_END_REASON_COMPLETED: RunEndReason
 RUN_END_REASON_STOPPED: RunEndReason
@@ -40,9 +53,16 @@ INPUT_SOURCE_UNSPECIFIED: InputSource
 INPUT_SOURCE_INITIAL: InputSource
 INPUT_SOURCE_USER: InputSource
 INPUT_SOURCE_WAKEUP: InputSource
+SETTING_UNSPECIFIED: Setting
+SETTING_MODEL: Setting
+SETTING_PERMISSION_MODE: Setting
+SETTING_MAX_THINKING_TOKENS: Setting
+SETTING_APPLIED_UNSPECIFIED: SettingApplied
+SETTING_APPLIED_LIVE: SettingApplied
+SETTING_APPLIED_NEXT_SPAWN: SettingApplied
 
 class Event(_message.Message):
-    __slots__ = ("seq", "session_id", "run_id", "time", "cli_line", "truncated", "run_start", "run_ready", "run_end", "run_error", "stop_requested", "content", "result", "turn_end", "input_sent", "task_started", "task_updated", "task_notification", "permission_requested", "permission_resolved", "turn_start")
+    __slots__ = ("seq", "session_id", "run_id", "time", "cli_line", "truncated", "run_start", "run_ready", "run_end", "run_error", "stop_requested", "content", "result", "turn_end", "input_sent", "task_started", "task_updated", "task_notification", "permission_requested", "permission_resolved", "turn_start", "setting_changed", "files_rewound")
     SEQ_FIELD_NUMBER: _ClassVar[int]
     SESSION_ID_FIELD_NUMBER: _ClassVar[int]
     RUN_ID_FIELD_NUMBER: _ClassVar[int]
@@ -64,6 +84,8 @@ class Event(_message.Message):
     PERMISSION_REQUESTED_FIELD_NUMBER: _ClassVar[int]
     PERMISSION_RESOLVED_FIELD_NUMBER: _ClassVar[int]
     TURN_START_FIELD_NUMBER: _ClassVar[int]
+    SETTING_CHANGED_FIELD_NUMBER: _ClassVar[int]
+    FILES_REWOUND_FIELD_NUMBER: _ClassVar[int]
     seq: int
     session_id: str
     run_id: str
@@ -85,7 +107,9 @@ class Event(_message.Message):
     permission_requested: PermissionRequested
     permission_resolved: PermissionResolved
     turn_start: TurnStart
-    def __init__(self, seq: _Optional[int] = ..., session_id: _Optional[str] = ..., run_id: _Optional[str] = ..., time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., cli_line: _Optional[str] = ..., truncated: _Optional[_Union[Truncated, _Mapping]] = ..., run_start: _Optional[_Union[RunStart, _Mapping]] = ..., run_ready: _Optional[_Union[RunReady, _Mapping]] = ..., run_end: _Optional[_Union[RunEnd, _Mapping]] = ..., run_error: _Optional[_Union[RunError, _Mapping]] = ..., stop_requested: _Optional[_Union[StopRequested, _Mapping]] = ..., content: _Optional[_Union[Content, _Mapping]] = ..., result: _Optional[_Union[Result, _Mapping]] = ..., turn_end: _Optional[_Union[TurnEnd, _Mapping]] = ..., input_sent: _Optional[_Union[InputSent, _Mapping]] = ..., task_started: _Optional[_Union[TaskStarted, _Mapping]] = ..., task_updated: _Optional[_Union[TaskUpdated, _Mapping]] = ..., task_notification: _Optional[_Union[TaskNotification, _Mapping]] = ..., permission_requested: _Optional[_Union[PermissionRequested, _Mapping]] = ..., permission_resolved: _Optional[_Union[PermissionResolved, _Mapping]] = ..., turn_start: _Optional[_Union[TurnStart, _Mapping]] = ...) -> None: ...
+    setting_changed: SettingChanged
+    files_rewound: FilesRewound
+    def __init__(self, seq: _Optional[int] = ..., session_id: _Optional[str] = ..., run_id: _Optional[str] = ..., time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., cli_line: _Optional[str] = ..., truncated: _Optional[_Union[Truncated, _Mapping]] = ..., run_start: _Optional[_Union[RunStart, _Mapping]] = ..., run_ready: _Optional[_Union[RunReady, _Mapping]] = ..., run_end: _Optional[_Union[RunEnd, _Mapping]] = ..., run_error: _Optional[_Union[RunError, _Mapping]] = ..., stop_requested: _Optional[_Union[StopRequested, _Mapping]] = ..., content: _Optional[_Union[Content, _Mapping]] = ..., result: _Optional[_Union[Result, _Mapping]] = ..., turn_end: _Optional[_Union[TurnEnd, _Mapping]] = ..., input_sent: _Optional[_Union[InputSent, _Mapping]] = ..., task_started: _Optional[_Union[TaskStarted, _Mapping]] = ..., task_updated: _Optional[_Union[TaskUpdated, _Mapping]] = ..., task_notification: _Optional[_Union[TaskNotification, _Mapping]] = ..., permission_requested: _Optional[_Union[PermissionRequested, _Mapping]] = ..., permission_resolved: _Optional[_Union[PermissionResolved, _Mapping]] = ..., turn_start: _Optional[_Union[TurnStart, _Mapping]] = ..., setting_changed: _Optional[_Union[SettingChanged, _Mapping]] = ..., files_rewound: _Optional[_Union[FilesRewound, _Mapping]] = ...) -> None: ...
 
 class Truncated(_message.Message):
     __slots__ = ("original_size", "cli_line_size", "fields")
@@ -98,7 +122,7 @@ class Truncated(_message.Message):
     def __init__(self, original_size: _Optional[int] = ..., cli_line_size: _Optional[int] = ..., fields: _Optional[_Iterable[str]] = ...) -> None: ...
 
 class StartConfig(_message.Message):
-    __slots__ = ("prompt", "cwd", "resume", "env", "args", "content_blocks", "model")
+    __slots__ = ("prompt", "cwd", "resume", "env", "args", "content_blocks", "model", "permission_mode", "max_thinking_tokens", "fork")
     class EnvEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -113,6 +137,9 @@ class StartConfig(_message.Message):
     ARGS_FIELD_NUMBER: _ClassVar[int]
     CONTENT_BLOCKS_FIELD_NUMBER: _ClassVar[int]
     MODEL_FIELD_NUMBER: _ClassVar[int]
+    PERMISSION_MODE_FIELD_NUMBER: _ClassVar[int]
+    MAX_THINKING_TOKENS_FIELD_NUMBER: _ClassVar[int]
+    FORK_FIELD_NUMBER: _ClassVar[int]
     prompt: str
     cwd: str
     resume: str
@@ -120,7 +147,20 @@ class StartConfig(_message.Message):
     args: _containers.RepeatedScalarFieldContainer[str]
     content_blocks: _containers.RepeatedCompositeFieldContainer[_struct_pb2.Struct]
     model: str
-    def __init__(self, prompt: _Optional[str] = ..., cwd: _Optional[str] = ..., resume: _Optional[str] = ..., env: _Optional[_Mapping[str, str]] = ..., args: _Optional[_Iterable[str]] = ..., content_blocks: _Optional[_Iterable[_Union[_struct_pb2.Struct, _Mapping]]] = ..., model: _Optional[str] = ...) -> None: ...
+    permission_mode: str
+    max_thinking_tokens: int
+    fork: Fork
+    def __init__(self, prompt: _Optional[str] = ..., cwd: _Optional[str] = ..., resume: _Optional[str] = ..., env: _Optional[_Mapping[str, str]] = ..., args: _Optional[_Iterable[str]] = ..., content_blocks: _Optional[_Iterable[_Union[_struct_pb2.Struct, _Mapping]]] = ..., model: _Optional[str] = ..., permission_mode: _Optional[str] = ..., max_thinking_tokens: _Optional[int] = ..., fork: _Optional[_Union[Fork, _Mapping]] = ...) -> None: ...
+
+class Fork(_message.Message):
+    __slots__ = ("from_session_id", "at_seq", "message_uuid")
+    FROM_SESSION_ID_FIELD_NUMBER: _ClassVar[int]
+    AT_SEQ_FIELD_NUMBER: _ClassVar[int]
+    MESSAGE_UUID_FIELD_NUMBER: _ClassVar[int]
+    from_session_id: str
+    at_seq: int
+    message_uuid: str
+    def __init__(self, from_session_id: _Optional[str] = ..., at_seq: _Optional[int] = ..., message_uuid: _Optional[str] = ...) -> None: ...
 
 class RunStart(_message.Message):
     __slots__ = ("config", "adapter", "trigger", "lost_resume_id")
@@ -335,14 +375,16 @@ class PermissionDenial(_message.Message):
     def __init__(self, tool_name: _Optional[str] = ..., tool_use_id: _Optional[str] = ..., tool_input: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ...) -> None: ...
 
 class InputSent(_message.Message):
-    __slots__ = ("text", "source", "content_blocks")
+    __slots__ = ("text", "source", "content_blocks", "message_uuid")
     TEXT_FIELD_NUMBER: _ClassVar[int]
     SOURCE_FIELD_NUMBER: _ClassVar[int]
     CONTENT_BLOCKS_FIELD_NUMBER: _ClassVar[int]
+    MESSAGE_UUID_FIELD_NUMBER: _ClassVar[int]
     text: str
     source: InputSource
     content_blocks: _containers.RepeatedCompositeFieldContainer[_struct_pb2.Struct]
-    def __init__(self, text: _Optional[str] = ..., source: _Optional[_Union[InputSource, str]] = ..., content_blocks: _Optional[_Iterable[_Union[_struct_pb2.Struct, _Mapping]]] = ...) -> None: ...
+    message_uuid: str
+    def __init__(self, text: _Optional[str] = ..., source: _Optional[_Union[InputSource, str]] = ..., content_blocks: _Optional[_Iterable[_Union[_struct_pb2.Struct, _Mapping]]] = ..., message_uuid: _Optional[str] = ...) -> None: ...
 
 class TurnStart(_message.Message):
     __slots__ = ("origin",)
@@ -433,3 +475,27 @@ class PermissionResolved(_message.Message):
     message: str
     updated_input: _struct_pb2.Struct
     def __init__(self, request_id: _Optional[str] = ..., allow: _Optional[bool] = ..., by: _Optional[str] = ..., message: _Optional[str] = ..., updated_input: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ...) -> None: ...
+
+class SettingChanged(_message.Message):
+    __slots__ = ("setting", "value", "applied")
+    SETTING_FIELD_NUMBER: _ClassVar[int]
+    VALUE_FIELD_NUMBER: _ClassVar[int]
+    APPLIED_FIELD_NUMBER: _ClassVar[int]
+    setting: Setting
+    value: str
+    applied: SettingApplied
+    def __init__(self, setting: _Optional[_Union[Setting, str]] = ..., value: _Optional[str] = ..., applied: _Optional[_Union[SettingApplied, str]] = ...) -> None: ...
+
+class FilesRewound(_message.Message):
+    __slots__ = ("to_seq", "message_uuid", "files_changed", "insertions", "deletions")
+    TO_SEQ_FIELD_NUMBER: _ClassVar[int]
+    MESSAGE_UUID_FIELD_NUMBER: _ClassVar[int]
+    FILES_CHANGED_FIELD_NUMBER: _ClassVar[int]
+    INSERTIONS_FIELD_NUMBER: _ClassVar[int]
+    DELETIONS_FIELD_NUMBER: _ClassVar[int]
+    to_seq: int
+    message_uuid: str
+    files_changed: _containers.RepeatedScalarFieldContainer[str]
+    insertions: int
+    deletions: int
+    def __init__(self, to_seq: _Optional[int] = ..., message_uuid: _Optional[str] = ..., files_changed: _Optional[_Iterable[str]] = ..., insertions: _Optional[int] = ..., deletions: _Optional[int] = ...) -> None: ...

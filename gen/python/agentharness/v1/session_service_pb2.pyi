@@ -223,7 +223,7 @@ class SessionUsage(_message.Message):
     def __init__(self, input_tokens: _Optional[int] = ..., output_tokens: _Optional[int] = ..., cache_creation_input_tokens: _Optional[int] = ..., cache_read_input_tokens: _Optional[int] = ..., cost_usd: _Optional[float] = ..., context_tokens: _Optional[int] = ..., context_window: _Optional[int] = ..., turns: _Optional[int] = ...) -> None: ...
 
 class Session(_message.Message):
-    __slots__ = ("session_id", "head_seq", "status", "process_alive", "resume_id", "usage", "activity", "pending_permissions", "run_id", "lost_resume_id")
+    __slots__ = ("session_id", "head_seq", "status", "process_alive", "resume_id", "usage", "activity", "pending_permissions", "run_id", "lost_resume_id", "model", "permission_mode", "max_thinking_tokens")
     SESSION_ID_FIELD_NUMBER: _ClassVar[int]
     HEAD_SEQ_FIELD_NUMBER: _ClassVar[int]
     STATUS_FIELD_NUMBER: _ClassVar[int]
@@ -234,6 +234,9 @@ class Session(_message.Message):
     PENDING_PERMISSIONS_FIELD_NUMBER: _ClassVar[int]
     RUN_ID_FIELD_NUMBER: _ClassVar[int]
     LOST_RESUME_ID_FIELD_NUMBER: _ClassVar[int]
+    MODEL_FIELD_NUMBER: _ClassVar[int]
+    PERMISSION_MODE_FIELD_NUMBER: _ClassVar[int]
+    MAX_THINKING_TOKENS_FIELD_NUMBER: _ClassVar[int]
     session_id: str
     head_seq: int
     status: SessionStatus
@@ -244,7 +247,10 @@ class Session(_message.Message):
     pending_permissions: int
     run_id: str
     lost_resume_id: str
-    def __init__(self, session_id: _Optional[str] = ..., head_seq: _Optional[int] = ..., status: _Optional[_Union[SessionStatus, str]] = ..., process_alive: _Optional[bool] = ..., resume_id: _Optional[str] = ..., usage: _Optional[_Union[SessionUsage, _Mapping]] = ..., activity: _Optional[str] = ..., pending_permissions: _Optional[int] = ..., run_id: _Optional[str] = ..., lost_resume_id: _Optional[str] = ...) -> None: ...
+    model: str
+    permission_mode: str
+    max_thinking_tokens: int
+    def __init__(self, session_id: _Optional[str] = ..., head_seq: _Optional[int] = ..., status: _Optional[_Union[SessionStatus, str]] = ..., process_alive: _Optional[bool] = ..., resume_id: _Optional[str] = ..., usage: _Optional[_Union[SessionUsage, _Mapping]] = ..., activity: _Optional[str] = ..., pending_permissions: _Optional[int] = ..., run_id: _Optional[str] = ..., lost_resume_id: _Optional[str] = ..., model: _Optional[str] = ..., permission_mode: _Optional[str] = ..., max_thinking_tokens: _Optional[int] = ...) -> None: ...
 
 class GetSessionRequest(_message.Message):
     __slots__ = ("session_id",)
@@ -341,3 +347,81 @@ class GetContextUsageResponse(_message.Message):
     categories: _containers.RepeatedCompositeFieldContainer[ContextCategory]
     raw: _struct_pb2.Struct
     def __init__(self, total_tokens: _Optional[int] = ..., max_tokens: _Optional[int] = ..., raw_max_tokens: _Optional[int] = ..., percentage: _Optional[float] = ..., categories: _Optional[_Iterable[_Union[ContextCategory, _Mapping]]] = ..., raw: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ...) -> None: ...
+
+class SetModelRequest(_message.Message):
+    __slots__ = ("session_id", "model", "idempotency_key")
+    SESSION_ID_FIELD_NUMBER: _ClassVar[int]
+    MODEL_FIELD_NUMBER: _ClassVar[int]
+    IDEMPOTENCY_KEY_FIELD_NUMBER: _ClassVar[int]
+    session_id: str
+    model: str
+    idempotency_key: str
+    def __init__(self, session_id: _Optional[str] = ..., model: _Optional[str] = ..., idempotency_key: _Optional[str] = ...) -> None: ...
+
+class SetModelResponse(_message.Message):
+    __slots__ = ("applied", "seq")
+    APPLIED_FIELD_NUMBER: _ClassVar[int]
+    SEQ_FIELD_NUMBER: _ClassVar[int]
+    applied: _events_pb2.SettingApplied
+    seq: int
+    def __init__(self, applied: _Optional[_Union[_events_pb2.SettingApplied, str]] = ..., seq: _Optional[int] = ...) -> None: ...
+
+class SetPermissionModeRequest(_message.Message):
+    __slots__ = ("session_id", "mode", "idempotency_key")
+    SESSION_ID_FIELD_NUMBER: _ClassVar[int]
+    MODE_FIELD_NUMBER: _ClassVar[int]
+    IDEMPOTENCY_KEY_FIELD_NUMBER: _ClassVar[int]
+    session_id: str
+    mode: str
+    idempotency_key: str
+    def __init__(self, session_id: _Optional[str] = ..., mode: _Optional[str] = ..., idempotency_key: _Optional[str] = ...) -> None: ...
+
+class SetPermissionModeResponse(_message.Message):
+    __slots__ = ("applied", "seq")
+    APPLIED_FIELD_NUMBER: _ClassVar[int]
+    SEQ_FIELD_NUMBER: _ClassVar[int]
+    applied: _events_pb2.SettingApplied
+    seq: int
+    def __init__(self, applied: _Optional[_Union[_events_pb2.SettingApplied, str]] = ..., seq: _Optional[int] = ...) -> None: ...
+
+class SetMaxThinkingTokensRequest(_message.Message):
+    __slots__ = ("session_id", "max_thinking_tokens", "idempotency_key")
+    SESSION_ID_FIELD_NUMBER: _ClassVar[int]
+    MAX_THINKING_TOKENS_FIELD_NUMBER: _ClassVar[int]
+    IDEMPOTENCY_KEY_FIELD_NUMBER: _ClassVar[int]
+    session_id: str
+    max_thinking_tokens: int
+    idempotency_key: str
+    def __init__(self, session_id: _Optional[str] = ..., max_thinking_tokens: _Optional[int] = ..., idempotency_key: _Optional[str] = ...) -> None: ...
+
+class SetMaxThinkingTokensResponse(_message.Message):
+    __slots__ = ("applied", "seq")
+    APPLIED_FIELD_NUMBER: _ClassVar[int]
+    SEQ_FIELD_NUMBER: _ClassVar[int]
+    applied: _events_pb2.SettingApplied
+    seq: int
+    def __init__(self, applied: _Optional[_Union[_events_pb2.SettingApplied, str]] = ..., seq: _Optional[int] = ...) -> None: ...
+
+class RewindFilesRequest(_message.Message):
+    __slots__ = ("session_id", "to_seq", "dry_run", "idempotency_key")
+    SESSION_ID_FIELD_NUMBER: _ClassVar[int]
+    TO_SEQ_FIELD_NUMBER: _ClassVar[int]
+    DRY_RUN_FIELD_NUMBER: _ClassVar[int]
+    IDEMPOTENCY_KEY_FIELD_NUMBER: _ClassVar[int]
+    session_id: str
+    to_seq: int
+    dry_run: bool
+    idempotency_key: str
+    def __init__(self, session_id: _Optional[str] = ..., to_seq: _Optional[int] = ..., dry_run: _Optional[bool] = ..., idempotency_key: _Optional[str] = ...) -> None: ...
+
+class RewindFilesResponse(_message.Message):
+    __slots__ = ("files_changed", "insertions", "deletions", "seq")
+    FILES_CHANGED_FIELD_NUMBER: _ClassVar[int]
+    INSERTIONS_FIELD_NUMBER: _ClassVar[int]
+    DELETIONS_FIELD_NUMBER: _ClassVar[int]
+    SEQ_FIELD_NUMBER: _ClassVar[int]
+    files_changed: _containers.RepeatedScalarFieldContainer[str]
+    insertions: int
+    deletions: int
+    seq: int
+    def __init__(self, files_changed: _Optional[_Iterable[str]] = ..., insertions: _Optional[int] = ..., deletions: _Optional[int] = ..., seq: _Optional[int] = ...) -> None: ...

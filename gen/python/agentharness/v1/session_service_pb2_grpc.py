@@ -95,6 +95,26 @@ class SessionServiceStub:
                 request_serializer=agentharness_dot_v1_dot_session__service__pb2.GetContextUsageRequest.SerializeToString,
                 response_deserializer=agentharness_dot_v1_dot_session__service__pb2.GetContextUsageResponse.FromString,
                 _registered_method=True)
+        self.SetModel = channel.unary_unary(
+                '/agentharness.v1.SessionService/SetModel',
+                request_serializer=agentharness_dot_v1_dot_session__service__pb2.SetModelRequest.SerializeToString,
+                response_deserializer=agentharness_dot_v1_dot_session__service__pb2.SetModelResponse.FromString,
+                _registered_method=True)
+        self.SetPermissionMode = channel.unary_unary(
+                '/agentharness.v1.SessionService/SetPermissionMode',
+                request_serializer=agentharness_dot_v1_dot_session__service__pb2.SetPermissionModeRequest.SerializeToString,
+                response_deserializer=agentharness_dot_v1_dot_session__service__pb2.SetPermissionModeResponse.FromString,
+                _registered_method=True)
+        self.SetMaxThinkingTokens = channel.unary_unary(
+                '/agentharness.v1.SessionService/SetMaxThinkingTokens',
+                request_serializer=agentharness_dot_v1_dot_session__service__pb2.SetMaxThinkingTokensRequest.SerializeToString,
+                response_deserializer=agentharness_dot_v1_dot_session__service__pb2.SetMaxThinkingTokensResponse.FromString,
+                _registered_method=True)
+        self.RewindFiles = channel.unary_unary(
+                '/agentharness.v1.SessionService/RewindFiles',
+                request_serializer=agentharness_dot_v1_dot_session__service__pb2.RewindFilesRequest.SerializeToString,
+                response_deserializer=agentharness_dot_v1_dot_session__service__pb2.RewindFilesResponse.FromString,
+                _registered_method=True)
 
 
 class SessionServiceServicer:
@@ -195,6 +215,44 @@ class SessionServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def SetModel(self, request, context):
+        """Switches the model (`set_model`) on the live process, and for every
+        later spawn (a respawn, after an idle timeout or a server restart). With
+        no live process the change is recorded and the next spawn applies it.
+        Recorded as a setting_changed event either way.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def SetPermissionMode(self, request, context):
+        """Switches the permission mode (`set_permission_mode`), like SetModel.
+        The operator's policy is the ceiling: PERMISSION_DENIED for a mode it
+        does not allow (in relay mode only default, plan and dontAsk, unless
+        the operator allowed more; bypassPermissions only with --permissions skip).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def SetMaxThinkingTokens(self, request, context):
+        """Sets the thinking budget (`set_max_thinking_tokens`), like SetModel.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def RewindFiles(self, request, context):
+        """Undoes the agent's file edits back to a user message (`rewind_files`):
+        every file the CLI changed since that message is restored to its state
+        just before it. `dry_run` only lists what would change. Needs the live
+        process that made the edits (FAILED_PRECONDITION otherwise). Recorded
+        as a files_rewound event (not for a dry run).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_SessionServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -252,6 +310,26 @@ def add_SessionServiceServicer_to_server(servicer, server):
                     servicer.GetContextUsage,
                     request_deserializer=agentharness_dot_v1_dot_session__service__pb2.GetContextUsageRequest.FromString,
                     response_serializer=agentharness_dot_v1_dot_session__service__pb2.GetContextUsageResponse.SerializeToString,
+            ),
+            'SetModel': grpc.unary_unary_rpc_method_handler(
+                    servicer.SetModel,
+                    request_deserializer=agentharness_dot_v1_dot_session__service__pb2.SetModelRequest.FromString,
+                    response_serializer=agentharness_dot_v1_dot_session__service__pb2.SetModelResponse.SerializeToString,
+            ),
+            'SetPermissionMode': grpc.unary_unary_rpc_method_handler(
+                    servicer.SetPermissionMode,
+                    request_deserializer=agentharness_dot_v1_dot_session__service__pb2.SetPermissionModeRequest.FromString,
+                    response_serializer=agentharness_dot_v1_dot_session__service__pb2.SetPermissionModeResponse.SerializeToString,
+            ),
+            'SetMaxThinkingTokens': grpc.unary_unary_rpc_method_handler(
+                    servicer.SetMaxThinkingTokens,
+                    request_deserializer=agentharness_dot_v1_dot_session__service__pb2.SetMaxThinkingTokensRequest.FromString,
+                    response_serializer=agentharness_dot_v1_dot_session__service__pb2.SetMaxThinkingTokensResponse.SerializeToString,
+            ),
+            'RewindFiles': grpc.unary_unary_rpc_method_handler(
+                    servicer.RewindFiles,
+                    request_deserializer=agentharness_dot_v1_dot_session__service__pb2.RewindFilesRequest.FromString,
+                    response_serializer=agentharness_dot_v1_dot_session__service__pb2.RewindFilesResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -557,6 +635,114 @@ class SessionService:
             '/agentharness.v1.SessionService/GetContextUsage',
             agentharness_dot_v1_dot_session__service__pb2.GetContextUsageRequest.SerializeToString,
             agentharness_dot_v1_dot_session__service__pb2.GetContextUsageResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def SetModel(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/agentharness.v1.SessionService/SetModel',
+            agentharness_dot_v1_dot_session__service__pb2.SetModelRequest.SerializeToString,
+            agentharness_dot_v1_dot_session__service__pb2.SetModelResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def SetPermissionMode(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/agentharness.v1.SessionService/SetPermissionMode',
+            agentharness_dot_v1_dot_session__service__pb2.SetPermissionModeRequest.SerializeToString,
+            agentharness_dot_v1_dot_session__service__pb2.SetPermissionModeResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def SetMaxThinkingTokens(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/agentharness.v1.SessionService/SetMaxThinkingTokens',
+            agentharness_dot_v1_dot_session__service__pb2.SetMaxThinkingTokensRequest.SerializeToString,
+            agentharness_dot_v1_dot_session__service__pb2.SetMaxThinkingTokensResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def RewindFiles(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/agentharness.v1.SessionService/RewindFiles',
+            agentharness_dot_v1_dot_session__service__pb2.RewindFilesRequest.SerializeToString,
+            agentharness_dot_v1_dot_session__service__pb2.RewindFilesResponse.FromString,
             options,
             channel_credentials,
             insecure,

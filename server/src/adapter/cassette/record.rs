@@ -71,6 +71,7 @@ impl<A: ProcessAdapter> ProcessAdapter for CassetteRecorder<A> {
     fn spawn(&self, config: SpawnConfig) -> BoxFuture<'_, Result<ProcessHandle, AdapterError>> {
         Box::pin(async move {
             let initial = UserInput {
+                uuid: String::new(),
                 text: config.config.prompt.clone(),
                 content_blocks: config.config.content_blocks.clone(),
             };

@@ -59,6 +59,7 @@ pub async fn record_cassette<A: ProcessAdapter>(
         for step in steps {
             match step {
                 ScriptStep::Send(text) => control.write(&UserInput {
+                    uuid: String::new(),
                     text: text.clone(),
                     content_blocks: Vec::new(),
                 })?,

@@ -68,6 +68,15 @@ impl ProcessAdapter for ClaudeInteractiveAdapter {
     fn spawn(&self, config: SpawnConfig) -> BoxFuture<'_, Result<ProcessHandle, AdapterError>> {
         Box::pin(async move {
             let mut spec = self.options.base_spec(&config)?;
+            // File checkpoints for RewindFiles (first, so the operator's
+            // env can turn them off).
+            spec.env.insert(
+                0,
+                (
+                    "CLAUDE_CODE_ENABLE_SDK_FILE_CHECKPOINTING".into(),
+                    "1".into(),
+                ),
+            );
             spec.args = self.args(&config);
             spec.stdin = true;
             let child = supervise::spawn(&spec)?;
@@ -78,6 +87,7 @@ impl ProcessAdapter for ClaudeInteractiveAdapter {
             let first = UserInput {
                 text: config.config.prompt.clone(),
                 content_blocks: config.config.content_blocks.clone(),
+                uuid: config.prompt_uuid.clone(),
             };
             if !first.text.is_empty() || !first.content_blocks.is_empty() {
                 control.write(&first)?;

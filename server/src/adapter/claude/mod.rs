@@ -95,20 +95,38 @@ impl ClaudeOptions {
         Ok(spec)
     }
 
-    /// `--resume`, `--model`, then extra args and the run's args.
+    /// `--resume` (with `--fork-session` and `--resume-session-at` for a
+    /// fork), the extra args and the run's args, then the settings
+    /// (`--model`, `--permission-mode`, `--max-thinking-tokens`) last, so
+    /// that a setting changed since the args were given wins over them.
     pub(crate) fn tail_args(&self, config: &SpawnConfig) -> Vec<OsString> {
         let c = &config.config;
         let mut args: Vec<OsString> = Vec::new();
         if !c.resume.is_empty() {
             args.push("--resume".into());
             args.push(c.resume.clone().into());
+            if let Some(fork) = &c.fork {
+                args.push("--fork-session".into());
+                if !fork.message_uuid.is_empty() {
+                    args.push("--resume-session-at".into());
+                    args.push(fork.message_uuid.clone().into());
+                }
+            }
         }
+        args.extend(self.extra_args.iter().map(OsString::from));
+        args.extend(c.args.iter().map(OsString::from));
         if !c.model.is_empty() {
             args.push("--model".into());
             args.push(c.model.clone().into());
         }
-        args.extend(self.extra_args.iter().map(OsString::from));
-        args.extend(c.args.iter().map(OsString::from));
+        if !c.permission_mode.is_empty() {
+            args.push("--permission-mode".into());
+            args.push(c.permission_mode.clone().into());
+        }
+        if let Some(n) = c.max_thinking_tokens {
+            args.push("--max-thinking-tokens".into());
+            args.push(n.to_string().into());
+        }
         args
     }
 }

@@ -20,13 +20,18 @@ pub fn user_message_line(input: &UserInput) -> String {
         }
         Value::Array(blocks)
     };
-    json!({
+    let mut line = json!({
         "type": "user",
         "message": {"role": "user", "content": content},
         "parent_tool_use_id": null,
         "session_id": "",
-    })
-    .to_string()
+    });
+    // The CLI keeps this uuid for the message: its file checkpoints
+    // (`rewind_files`) are keyed by it.
+    if !input.uuid.is_empty() {
+        line["uuid"] = Value::String(input.uuid.clone());
+    }
+    line.to_string()
 }
 
 /// The `control_request{interrupt}` line, with a fresh request id.

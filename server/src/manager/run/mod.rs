@@ -12,8 +12,11 @@
 //! the signal ladder, which always ends in SIGKILL; so the task never
 //! outlives its process by more than the ladder.
 
+mod control;
 mod end;
 
+pub(crate) use self::control::{Answered, CONTROL_TIMEOUT, ControlFailure, Record};
+use self::control::{ControlReplyTx, PendingControl};
 pub(super) use self::end::supervised;
 
 use std::collections::{HashMap, HashSet};
@@ -77,30 +80,16 @@ pub(super) enum RunCmd {
         reply: oneshot::Sender<Result<()>>,
     },
     /// Send a host `control_request` (`request` holds its `subtype`) and
-    /// reply with the CLI's answer (see [`ControlFailure`]).
+    /// reply with the CLI's answer (see [`ControlFailure`]), after
+    /// appending what `record` asks for when the answer is success.
     Control {
         request: serde_json::Value,
-        reply: oneshot::Sender<Result<serde_json::Value, ControlFailure>>,
+        record: Option<Box<Record>>,
+        reply: ControlReplyTx,
     },
     /// The server is shutting down: end the process.
     Shutdown,
 }
-
-/// Why a control request got no answer from the CLI.
-#[derive(Debug, Clone, PartialEq)]
-pub(crate) enum ControlFailure {
-    /// The adapter has no control channel (one-shot, replay).
-    Unsupported,
-    /// The CLI answered with an error: its message.
-    Refused(String),
-    /// No answer within [`CONTROL_TIMEOUT`].
-    Timeout,
-    /// The process is ending or gone.
-    Ended,
-}
-
-/// How long a control request waits for the CLI's answer.
-pub(crate) const CONTROL_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// Why a write was not delivered.
 #[derive(Debug)]
@@ -178,12 +167,9 @@ pub(super) struct Run {
     /// Control requests sent and not answered yet: their deadline and who
     /// waits for the answer.
     controls: HashMap<String, PendingControl>,
-}
-
-/// A control request waiting for the CLI's answer.
-struct PendingControl {
-    deadline: Instant,
-    reply: oneshot::Sender<Result<serde_json::Value, ControlFailure>>,
+    /// Recorded control requests that timed out: what to record if the CLI
+    /// still answers success.
+    late_records: HashMap<String, Payload>,
 }
 
 impl Run {
@@ -226,6 +212,7 @@ impl Run {
             typing: None,
             partial_dropped: 0,
             controls: HashMap::new(),
+            late_records: HashMap::new(),
         }
     }
 
@@ -372,7 +359,7 @@ impl Run {
         if payloads.is_empty() {
             return;
         }
-        let _ = self.commit(payloads, None, None).await;
+        let _ = self.commit_events(payloads, None, None).await;
     }
 
     /// Appends `payload` with the receipt of a keyed call (alone when
@@ -384,7 +371,7 @@ impl Run {
         receipt: Option<ReceiptWrite>,
     ) -> Result<(), String> {
         let payloads = payload.map(|p| (p, String::new())).into_iter().collect();
-        self.commit(payloads, None, receipt).await
+        self.commit_events(payloads, None, receipt).await.map(drop)
     }
 
     /// One commit of events, a meta change and a receipt (any may be
@@ -392,12 +379,12 @@ impl Run {
     /// and, the store failing, the process is ended (its output could not
     /// be recorded any more); the error is returned to the callers that
     /// answer a keyed call.
-    async fn commit(
+    async fn commit_events(
         &mut self,
         payloads: Vec<(Payload, String)>,
         meta: Option<MetaChange>,
         receipt: Option<ReceiptWrite>,
-    ) -> Result<(), String> {
+    ) -> Result<Vec<pb::Event>, String> {
         let events = payloads
             .into_iter()
             .map(|(payload, cli_line)| NewEvent {
@@ -416,7 +403,7 @@ impl Run {
                 for e in &events {
                     self.observe(e).await;
                 }
-                Ok(())
+                Ok(events)
             }
             Err(e) => {
                 tracing::error!(session_id = %self.session_id, run_id = %self.run_id, error = %e, "append failed; ending the process");
@@ -497,7 +484,6 @@ impl Run {
             later,
         } = normalize_batch(&mut self.normalizer, &lines);
         self.count_partial(&now, &later);
-        self.control_replies();
         let before = self.typing.as_ref().map(|t| {
             t.publish(&self.run_id, &now);
             t.close(&later)
@@ -507,6 +493,7 @@ impl Run {
         if let (Some(t), Some(before)) = (&self.typing, before) {
             t.publish_after(&self.run_id, &later, before);
         }
+        self.control_replies().await;
     }
 
     /// Live-typing counters for `/metrics`.
@@ -584,49 +571,12 @@ impl Run {
                 let answered = self.answer(request_id, answer, keyed.as_ref()).await;
                 let _ = reply.send(answered);
             }
-            RunCmd::Control { request, reply } => self.send_control(request, reply),
+            RunCmd::Control {
+                request,
+                record,
+                reply,
+            } => self.send_control(request, record, reply).await,
             RunCmd::Shutdown => self.shutdown().await,
-        }
-    }
-
-    /// Sends a control request; the answer comes back through stdout
-    /// ([`Run::lines`]), a timeout ([`Run::timers`]) or the exit.
-    fn send_control(
-        &mut self,
-        request: serde_json::Value,
-        reply: oneshot::Sender<Result<serde_json::Value, ControlFailure>>,
-    ) {
-        if self.ladder.ending() || self.storage_failed.is_some() {
-            let _ = reply.send(Err(ControlFailure::Ended));
-            return;
-        }
-        let request_id = format!("ah-ctl-{}", uuid::Uuid::new_v4());
-        match self.control.control(&request_id, &request) {
-            Ok(true) => {
-                self.controls.insert(
-                    request_id,
-                    PendingControl {
-                        deadline: Instant::now() + CONTROL_TIMEOUT,
-                        reply,
-                    },
-                );
-            }
-            Ok(false) => {
-                let _ = reply.send(Err(ControlFailure::Unsupported));
-            }
-            Err(e) => {
-                tracing::warn!(session_id = %self.session_id, error = %e, "control request not delivered");
-                let _ = reply.send(Err(ControlFailure::Ended));
-            }
-        }
-    }
-
-    /// Hands the CLI's answers to whoever waits for them.
-    fn control_replies(&mut self) {
-        for r in self.normalizer.take_control_replies() {
-            if let Some(p) = self.controls.remove(&r.request_id) {
-                let _ = p.reply.send(r.outcome.map_err(ControlFailure::Refused));
-            }
         }
     }
 
@@ -666,6 +616,7 @@ impl Run {
             text: input.text,
             source: pb::InputSource::User as i32,
             content_blocks: input.content_blocks,
+            message_uuid: input.uuid,
         });
         match self.append_keyed(Some(event), receipt).await {
             Err(why) if keyed.is_some() => Err(WriteRefused::NotRecorded(why)),
@@ -746,17 +697,7 @@ impl Run {
     async fn timers(&mut self) {
         let now = Instant::now();
         self.step(Input::TimerFired, now);
-        let late: Vec<String> = self
-            .controls
-            .iter()
-            .filter(|(_, c)| c.deadline <= now)
-            .map(|(id, _)| id.clone())
-            .collect();
-        for id in late {
-            if let Some(c) = self.controls.remove(&id) {
-                let _ = c.reply.send(Err(ControlFailure::Timeout));
-            }
-        }
+        self.control_timeouts(now);
         let expired: Vec<String> = self
             .permission_deadlines
             .iter()

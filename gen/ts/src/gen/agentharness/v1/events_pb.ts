@@ -20,7 +20,7 @@ import type { JsonObject, Message } from "@bufbuild/protobuf";
  * Describes the file agentharness/v1/events.proto.
  */
 export const file_agentharness_v1_events: GenFile = /*@__PURE__*/
-  fileDesc("ChxhZ2VudGhhcm5lc3MvdjEvZXZlbnRzLnByb3RvEg9hZ2VudGhhcm5lc3MudjEiyAcKBUV2ZW50Eg8KA3NlcRgBIAEoBEICMAISEgoKc2Vzc2lvbl9pZBgCIAEoCRIOCgZydW5faWQYAyABKAkSKAoEdGltZRgEIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASEAoIY2xpX2xpbmUYBSABKAkSLQoJdHJ1bmNhdGVkGAYgASgLMhouYWdlbnRoYXJuZXNzLnYxLlRydW5jYXRlZBIuCglydW5fc3RhcnQYCiABKAsyGS5hZ2VudGhhcm5lc3MudjEuUnVuU3RhcnRIABIuCglydW5fcmVhZHkYCyABKAsyGS5hZ2VudGhhcm5lc3MudjEuUnVuUmVhZHlIABIqCgdydW5fZW5kGAwgASgLMhcuYWdlbnRoYXJuZXNzLnYxLlJ1bkVuZEgAEi4KCXJ1bl9lcnJvchgNIAEoCzIZLmFnZW50aGFybmVzcy52MS5SdW5FcnJvckgAEjgKDnN0b3BfcmVxdWVzdGVkGA4gASgLMh4uYWdlbnRoYXJuZXNzLnYxLlN0b3BSZXF1ZXN0ZWRIABIrCgdjb250ZW50GA8gASgLMhguYWdlbnRoYXJuZXNzLnYxLkNvbnRlbnRIABIpCgZyZXN1bHQYECABKAsyFy5hZ2VudGhhcm5lc3MudjEuUmVzdWx0SAASLAoIdHVybl9lbmQYESABKAsyGC5hZ2VudGhhcm5lc3MudjEuVHVybkVuZEgAEjAKCmlucHV0X3NlbnQYEiABKAsyGi5hZ2VudGhhcm5lc3MudjEuSW5wdXRTZW50SAASNAoMdGFza19zdGFydGVkGBMgASgLMhwuYWdlbnRoYXJuZXNzLnYxLlRhc2tTdGFydGVkSAASNAoMdGFza191cGRhdGVkGBQgASgLMhwuYWdlbnRoYXJuZXNzLnYxLlRhc2tVcGRhdGVkSAASPgoRdGFza19ub3RpZmljYXRpb24YFSABKAsyIS5hZ2VudGhhcm5lc3MudjEuVGFza05vdGlmaWNhdGlvbkgAEkQKFHBlcm1pc3Npb25fcmVxdWVzdGVkGBYgASgLMiQuYWdlbnRoYXJuZXNzLnYxLlBlcm1pc3Npb25SZXF1ZXN0ZWRIABJCChNwZXJtaXNzaW9uX3Jlc29sdmVkGBcgASgLMiMuYWdlbnRoYXJuZXNzLnYxLlBlcm1pc3Npb25SZXNvbHZlZEgAEjAKCnR1cm5fc3RhcnQYGCABKAsyGi5hZ2VudGhhcm5lc3MudjEuVHVyblN0YXJ0SABCCQoHcGF5bG9hZCJRCglUcnVuY2F0ZWQSGQoNb3JpZ2luYWxfc2l6ZRgBIAEoBEICMAISGQoNY2xpX2xpbmVfc2l6ZRgCIAEoBEICMAISDgoGZmllbGRzGAMgAygJIugBCgtTdGFydENvbmZpZxIOCgZwcm9tcHQYASABKAkSCwoDY3dkGAIgASgJEg4KBnJlc3VtZRgDIAEoCRIyCgNlbnYYBCADKAsyJS5hZ2VudGhhcm5lc3MudjEuU3RhcnRDb25maWcuRW52RW50cnkSDAoEYXJncxgFIAMoCRIvCg5jb250ZW50X2Jsb2NrcxgGIAMoCzIXLmdvb2dsZS5wcm90b2J1Zi5TdHJ1Y3QSDQoFbW9kZWwYByABKAkaKgoIRW52RW50cnkSCwoDa2V5GAEgASgJEg0KBXZhbHVlGAIgASgJOgI4ASJyCghSdW5TdGFydBIsCgZjb25maWcYASABKAsyHC5hZ2VudGhhcm5lc3MudjEuU3RhcnRDb25maWcSDwoHYWRhcHRlchgCIAEoCRIPCgd0cmlnZ2VyGAMgASgJEhYKDmxvc3RfcmVzdW1lX2lkGAQgASgJIikKCU1jcFNlcnZlchIMCgRuYW1lGAEgASgJEg4KBnN0YXR1cxgCIAEoCSK0AQoIUnVuUmVhZHkSEQoJcmVzdW1lX2lkGAEgASgJEg0KBW1vZGVsGAIgASgJEg0KBXRvb2xzGAMgAygJEgsKA2N3ZBgEIAEoCRIvCgttY3Bfc2VydmVycxgFIAMoCzIaLmFnZW50aGFybmVzcy52MS5NY3BTZXJ2ZXISFwoPcGVybWlzc2lvbl9tb2RlGAYgASgJEhMKC2NsaV92ZXJzaW9uGAcgASgJEgsKA3BpZBgIIAEoDSKkAQoGUnVuRW5kEi0KBnJlYXNvbhgBIAEoDjIdLmFnZW50aGFybmVzcy52MS5SdW5FbmRSZWFzb24SFgoJZXhpdF9jb2RlGAIgASgFSACIAQESDgoGc2lnbmFsGAMgASgJEhAKCGluZmVycmVkGAQgASgIEg4KBnNvdXJjZRgFIAEoCRITCgtzdGRlcnJfdGFpbBgGIAEoCUIMCgpfZXhpdF9jb2RlIjwKCFJ1bkVycm9yEg8KB21lc3NhZ2UYASABKAkSDAoEa2luZBgCIAEoCRIRCglyZXN1bWVfaWQYAyABKAkiHwoNU3RvcFJlcXVlc3RlZBIOCgZzb3VyY2UYASABKAkiigEKBVVzYWdlEhgKDGlucHV0X3Rva2VucxgBIAEoBEICMAISGQoNb3V0cHV0X3Rva2VucxgCIAEoBEICMAISJwobY2FjaGVfY3JlYXRpb25faW5wdXRfdG9rZW5zGAMgASgEQgIwAhIjChdjYWNoZV9yZWFkX2lucHV0X3Rva2VucxgEIAEoBEICMAIisgEKDENvbnRlbnRCbG9jaxIMCgR0eXBlGAEgASgJEgwKBHRleHQYAiABKAkSEAoIdGhpbmtpbmcYAyABKAkSEwoLdG9vbF91c2VfaWQYBCABKAkSEQoJdG9vbF9uYW1lGAUgASgJEiYKBWlucHV0GAYgASgLMhcuZ29vZ2xlLnByb3RvYnVmLlN0cnVjdBIkCgNyYXcYByABKAsyFy5nb29nbGUucHJvdG9idWYuU3RydWN0IsIBCgdDb250ZW50EhIKCm1lc3NhZ2VfaWQYASABKAkSDQoFbW9kZWwYAiABKAkSLQoGYmxvY2tzGAMgAygLMh0uYWdlbnRoYXJuZXNzLnYxLkNvbnRlbnRCbG9jaxIlCgV1c2FnZRgEIAEoCzIWLmFnZW50aGFybmVzcy52MS5Vc2FnZRIaChJwYXJlbnRfdG9vbF91c2VfaWQYBSABKAkSEwoLc3RvcF9yZWFzb24YBiABKAkSDQoFZXJyb3IYByABKAkiQQoKVG9vbFJlc3VsdBITCgt0b29sX3VzZV9pZBgBIAEoCRIMCgR0ZXh0GAIgASgJEhAKCGlzX2Vycm9yGAMgASgIIqgBCgZSZXN1bHQSMQoMdG9vbF9yZXN1bHRzGAEgAygLMhsuYWdlbnRoYXJuZXNzLnYxLlRvb2xSZXN1bHQSEAoIaXNfZXJyb3IYAiABKAgSGgoScGFyZW50X3Rvb2xfdXNlX2lkGAMgASgJEgwKBHRleHQYBCABKAkSLwoPdG9vbF91c2VfcmVzdWx0GAUgASgLMhYuZ29vZ2xlLnByb3RvYnVmLlZhbHVlIusBCgpNb2RlbFVzYWdlEg0KBW1vZGVsGAEgASgJEhgKDGlucHV0X3Rva2VucxgCIAEoBEICMAISGQoNb3V0cHV0X3Rva2VucxgDIAEoBEICMAISIwoXY2FjaGVfcmVhZF9pbnB1dF90b2tlbnMYBCABKARCAjACEicKG2NhY2hlX2NyZWF0aW9uX2lucHV0X3Rva2VucxgFIAEoBEICMAISEAoIY29zdF91c2QYBiABKAESGgoOY29udGV4dF93aW5kb3cYByABKARCAjACEh0KEW1heF9vdXRwdXRfdG9rZW5zGAggASgEQgIwAiLMAwoHVHVybkVuZBIlCgV1c2FnZRgBIAEoCzIWLmFnZW50aGFybmVzcy52MS5Vc2FnZRIQCghjb3N0X3VzZBgCIAEoARIXCgtkdXJhdGlvbl9tcxgDIAEoBEICMAISGwoPZHVyYXRpb25fYXBpX21zGAQgASgEQgIwAhIQCghpc19lcnJvchgFIAEoCBIPCgdjb21wYWN0GAYgASgIEhcKD3Rlcm1pbmFsX3JlYXNvbhgHIAEoCRIPCgdzdWJ0eXBlGAggASgJEhEKCW51bV90dXJucxgJIAEoDRIOCgZyZXN1bHQYCiABKAkSDgoGb3JpZ2luGAsgASgJEjAKC21vZGVsX3VzYWdlGAwgAygLMhsuYWdlbnRoYXJuZXNzLnYxLk1vZGVsVXNhZ2USFwoPY29tcGFjdF90cmlnZ2VyGA0gASgJEh4KEmNvbXBhY3RfcHJlX3Rva2VucxgOIAEoBEICMAISGAoQYXBpX2Vycm9yX3N0YXR1cxgPIAEoDRIOCgZlcnJvcnMYECADKAkSPQoScGVybWlzc2lvbl9kZW5pYWxzGBEgAygLMiEuYWdlbnRoYXJuZXNzLnYxLlBlcm1pc3Npb25EZW5pYWwiZwoQUGVybWlzc2lvbkRlbmlhbBIRCgl0b29sX25hbWUYASABKAkSEwoLdG9vbF91c2VfaWQYAiABKAkSKwoKdG9vbF9pbnB1dBgDIAEoCzIXLmdvb2dsZS5wcm90b2J1Zi5TdHJ1Y3QieAoJSW5wdXRTZW50EgwKBHRleHQYASABKAkSLAoGc291cmNlGAIgASgOMhwuYWdlbnRoYXJuZXNzLnYxLklucHV0U291cmNlEi8KDmNvbnRlbnRfYmxvY2tzGAMgAygLMhcuZ29vZ2xlLnByb3RvYnVmLlN0cnVjdCIbCglUdXJuU3RhcnQSDgoGb3JpZ2luGAEgASgJIoIBCgtUYXNrU3RhcnRlZBIPCgd0YXNrX2lkGAEgASgJEhEKCXRhc2tfdHlwZRgCIAEoCRITCgtkZXNjcmlwdGlvbhgDIAEoCRITCgt0b29sX3VzZV9pZBgEIAEoCRIVCg1zdWJhZ2VudF90eXBlGAUgASgJEg4KBnByb21wdBgGIAEoCSKoAQoLVGFza1VwZGF0ZWQSDwoHdGFza19pZBgBIAEoCRIOCgZzdGF0dXMYAiABKAkSEwoLZGVzY3JpcHRpb24YAyABKAkSDQoFZXJyb3IYBCABKAkSDwoHc3VtbWFyeRgFIAEoCRIWCg5sYXN0X3Rvb2xfbmFtZRgGIAEoCRIYCgx0b3RhbF90b2tlbnMYByABKARCAjACEhEKCXRvb2xfdXNlcxgIIAEoDSJuChBUYXNrTm90aWZpY2F0aW9uEg8KB3Rhc2tfaWQYASABKAkSEwoLdG9vbF91c2VfaWQYAiABKAkSDgoGc3RhdHVzGAMgASgJEhMKC291dHB1dF9maWxlGAQgASgJEg8KB3N1bW1hcnkYBSABKAki6gEKE1Blcm1pc3Npb25SZXF1ZXN0ZWQSEgoKcmVxdWVzdF9pZBgBIAEoCRIRCgl0b29sX25hbWUYAiABKAkSJgoFaW5wdXQYAyABKAsyFy5nb29nbGUucHJvdG9idWYuU3RydWN0EisKC3N1Z2dlc3Rpb25zGAQgAygLMhYuZ29vZ2xlLnByb3RvYnVmLlZhbHVlEhMKC3Rvb2xfdXNlX2lkGAUgASgJEhMKC2Rlc2NyaXB0aW9uGAYgASgJEhcKD2RlY2lzaW9uX3JlYXNvbhgHIAEoCRIUCgxibG9ja2VkX3BhdGgYCCABKAkihAEKElBlcm1pc3Npb25SZXNvbHZlZBISCgpyZXF1ZXN0X2lkGAEgASgJEg0KBWFsbG93GAIgASgIEgoKAmJ5GAMgASgJEg8KB21lc3NhZ2UYBCABKAkSLgoNdXBkYXRlZF9pbnB1dBgFIAEoCzIXLmdvb2dsZS5wcm90b2J1Zi5TdHJ1Y3QqhwIKDFJ1bkVuZFJlYXNvbhIeChpSVU5fRU5EX1JFQVNPTl9VTlNQRUNJRklFRBAAEhwKGFJVTl9FTkRfUkVBU09OX0NPTVBMRVRFRBABEhoKFlJVTl9FTkRfUkVBU09OX1NUT1BQRUQQAhIeChpSVU5fRU5EX1JFQVNPTl9JTlRFUlJVUFRFRBADEhgKFFJVTl9FTkRfUkVBU09OX0VSUk9SEAQSHwobUlVOX0VORF9SRUFTT05fUFJPQ0VTU19FWElUEAUSHwobUlVOX0VORF9SRUFTT05fSURMRV9USU1FT1VUEAYSIQodUlVOX0VORF9SRUFTT05fU0VSVkVSX1JFU1RBUlQQByp1CgtJbnB1dFNvdXJjZRIcChhJTlBVVF9TT1VSQ0VfVU5TUEVDSUZJRUQQABIYChRJTlBVVF9TT1VSQ0VfSU5JVElBTBABEhUKEUlOUFVUX1NPVVJDRV9VU0VSEAISFwoTSU5QVVRfU09VUkNFX1dBS0VVUBADQk5aTGdpdGh1Yi5jb20vYWdlbnQtaGFybmVzcy9hZ2VudC1oYXJuZXNzL2dlbi9nby9hZ2VudGhhcm5lc3MvdjE7YWdlbnRoYXJuZXNzdjFiBnByb3RvMw", [file_google_protobuf_struct, file_google_protobuf_timestamp]);
+  fileDesc("ChxhZ2VudGhhcm5lc3MvdjEvZXZlbnRzLnByb3RvEg9hZ2VudGhhcm5lc3MudjEivAgKBUV2ZW50Eg8KA3NlcRgBIAEoBEICMAISEgoKc2Vzc2lvbl9pZBgCIAEoCRIOCgZydW5faWQYAyABKAkSKAoEdGltZRgEIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASEAoIY2xpX2xpbmUYBSABKAkSLQoJdHJ1bmNhdGVkGAYgASgLMhouYWdlbnRoYXJuZXNzLnYxLlRydW5jYXRlZBIuCglydW5fc3RhcnQYCiABKAsyGS5hZ2VudGhhcm5lc3MudjEuUnVuU3RhcnRIABIuCglydW5fcmVhZHkYCyABKAsyGS5hZ2VudGhhcm5lc3MudjEuUnVuUmVhZHlIABIqCgdydW5fZW5kGAwgASgLMhcuYWdlbnRoYXJuZXNzLnYxLlJ1bkVuZEgAEi4KCXJ1bl9lcnJvchgNIAEoCzIZLmFnZW50aGFybmVzcy52MS5SdW5FcnJvckgAEjgKDnN0b3BfcmVxdWVzdGVkGA4gASgLMh4uYWdlbnRoYXJuZXNzLnYxLlN0b3BSZXF1ZXN0ZWRIABIrCgdjb250ZW50GA8gASgLMhguYWdlbnRoYXJuZXNzLnYxLkNvbnRlbnRIABIpCgZyZXN1bHQYECABKAsyFy5hZ2VudGhhcm5lc3MudjEuUmVzdWx0SAASLAoIdHVybl9lbmQYESABKAsyGC5hZ2VudGhhcm5lc3MudjEuVHVybkVuZEgAEjAKCmlucHV0X3NlbnQYEiABKAsyGi5hZ2VudGhhcm5lc3MudjEuSW5wdXRTZW50SAASNAoMdGFza19zdGFydGVkGBMgASgLMhwuYWdlbnRoYXJuZXNzLnYxLlRhc2tTdGFydGVkSAASNAoMdGFza191cGRhdGVkGBQgASgLMhwuYWdlbnRoYXJuZXNzLnYxLlRhc2tVcGRhdGVkSAASPgoRdGFza19ub3RpZmljYXRpb24YFSABKAsyIS5hZ2VudGhhcm5lc3MudjEuVGFza05vdGlmaWNhdGlvbkgAEkQKFHBlcm1pc3Npb25fcmVxdWVzdGVkGBYgASgLMiQuYWdlbnRoYXJuZXNzLnYxLlBlcm1pc3Npb25SZXF1ZXN0ZWRIABJCChNwZXJtaXNzaW9uX3Jlc29sdmVkGBcgASgLMiMuYWdlbnRoYXJuZXNzLnYxLlBlcm1pc3Npb25SZXNvbHZlZEgAEjAKCnR1cm5fc3RhcnQYGCABKAsyGi5hZ2VudGhhcm5lc3MudjEuVHVyblN0YXJ0SAASOgoPc2V0dGluZ19jaGFuZ2VkGBkgASgLMh8uYWdlbnRoYXJuZXNzLnYxLlNldHRpbmdDaGFuZ2VkSAASNgoNZmlsZXNfcmV3b3VuZBgaIAEoCzIdLmFnZW50aGFybmVzcy52MS5GaWxlc1Jld291bmRIAEIJCgdwYXlsb2FkIlEKCVRydW5jYXRlZBIZCg1vcmlnaW5hbF9zaXplGAEgASgEQgIwAhIZCg1jbGlfbGluZV9zaXplGAIgASgEQgIwAhIOCgZmaWVsZHMYAyADKAki4AIKC1N0YXJ0Q29uZmlnEg4KBnByb21wdBgBIAEoCRILCgNjd2QYAiABKAkSDgoGcmVzdW1lGAMgASgJEjIKA2VudhgEIAMoCzIlLmFnZW50aGFybmVzcy52MS5TdGFydENvbmZpZy5FbnZFbnRyeRIMCgRhcmdzGAUgAygJEi8KDmNvbnRlbnRfYmxvY2tzGAYgAygLMhcuZ29vZ2xlLnByb3RvYnVmLlN0cnVjdBINCgVtb2RlbBgHIAEoCRIXCg9wZXJtaXNzaW9uX21vZGUYCCABKAkSIAoTbWF4X3RoaW5raW5nX3Rva2VucxgJIAEoDUgAiAEBEiMKBGZvcmsYCiABKAsyFS5hZ2VudGhhcm5lc3MudjEuRm9yaxoqCghFbnZFbnRyeRILCgNrZXkYASABKAkSDQoFdmFsdWUYAiABKAk6AjgBQhYKFF9tYXhfdGhpbmtpbmdfdG9rZW5zIkkKBEZvcmsSFwoPZnJvbV9zZXNzaW9uX2lkGAEgASgJEhIKBmF0X3NlcRgCIAEoBEICMAISFAoMbWVzc2FnZV91dWlkGAMgASgJInIKCFJ1blN0YXJ0EiwKBmNvbmZpZxgBIAEoCzIcLmFnZW50aGFybmVzcy52MS5TdGFydENvbmZpZxIPCgdhZGFwdGVyGAIgASgJEg8KB3RyaWdnZXIYAyABKAkSFgoObG9zdF9yZXN1bWVfaWQYBCABKAkiKQoJTWNwU2VydmVyEgwKBG5hbWUYASABKAkSDgoGc3RhdHVzGAIgASgJIrQBCghSdW5SZWFkeRIRCglyZXN1bWVfaWQYASABKAkSDQoFbW9kZWwYAiABKAkSDQoFdG9vbHMYAyADKAkSCwoDY3dkGAQgASgJEi8KC21jcF9zZXJ2ZXJzGAUgAygLMhouYWdlbnRoYXJuZXNzLnYxLk1jcFNlcnZlchIXCg9wZXJtaXNzaW9uX21vZGUYBiABKAkSEwoLY2xpX3ZlcnNpb24YByABKAkSCwoDcGlkGAggASgNIqQBCgZSdW5FbmQSLQoGcmVhc29uGAEgASgOMh0uYWdlbnRoYXJuZXNzLnYxLlJ1bkVuZFJlYXNvbhIWCglleGl0X2NvZGUYAiABKAVIAIgBARIOCgZzaWduYWwYAyABKAkSEAoIaW5mZXJyZWQYBCABKAgSDgoGc291cmNlGAUgASgJEhMKC3N0ZGVycl90YWlsGAYgASgJQgwKCl9leGl0X2NvZGUiPAoIUnVuRXJyb3ISDwoHbWVzc2FnZRgBIAEoCRIMCgRraW5kGAIgASgJEhEKCXJlc3VtZV9pZBgDIAEoCSIfCg1TdG9wUmVxdWVzdGVkEg4KBnNvdXJjZRgBIAEoCSKKAQoFVXNhZ2USGAoMaW5wdXRfdG9rZW5zGAEgASgEQgIwAhIZCg1vdXRwdXRfdG9rZW5zGAIgASgEQgIwAhInChtjYWNoZV9jcmVhdGlvbl9pbnB1dF90b2tlbnMYAyABKARCAjACEiMKF2NhY2hlX3JlYWRfaW5wdXRfdG9rZW5zGAQgASgEQgIwAiKyAQoMQ29udGVudEJsb2NrEgwKBHR5cGUYASABKAkSDAoEdGV4dBgCIAEoCRIQCgh0aGlua2luZxgDIAEoCRITCgt0b29sX3VzZV9pZBgEIAEoCRIRCgl0b29sX25hbWUYBSABKAkSJgoFaW5wdXQYBiABKAsyFy5nb29nbGUucHJvdG9idWYuU3RydWN0EiQKA3JhdxgHIAEoCzIXLmdvb2dsZS5wcm90b2J1Zi5TdHJ1Y3QiwgEKB0NvbnRlbnQSEgoKbWVzc2FnZV9pZBgBIAEoCRINCgVtb2RlbBgCIAEoCRItCgZibG9ja3MYAyADKAsyHS5hZ2VudGhhcm5lc3MudjEuQ29udGVudEJsb2NrEiUKBXVzYWdlGAQgASgLMhYuYWdlbnRoYXJuZXNzLnYxLlVzYWdlEhoKEnBhcmVudF90b29sX3VzZV9pZBgFIAEoCRITCgtzdG9wX3JlYXNvbhgGIAEoCRINCgVlcnJvchgHIAEoCSJBCgpUb29sUmVzdWx0EhMKC3Rvb2xfdXNlX2lkGAEgASgJEgwKBHRleHQYAiABKAkSEAoIaXNfZXJyb3IYAyABKAgiqAEKBlJlc3VsdBIxCgx0b29sX3Jlc3VsdHMYASADKAsyGy5hZ2VudGhhcm5lc3MudjEuVG9vbFJlc3VsdBIQCghpc19lcnJvchgCIAEoCBIaChJwYXJlbnRfdG9vbF91c2VfaWQYAyABKAkSDAoEdGV4dBgEIAEoCRIvCg90b29sX3VzZV9yZXN1bHQYBSABKAsyFi5nb29nbGUucHJvdG9idWYuVmFsdWUi6wEKCk1vZGVsVXNhZ2USDQoFbW9kZWwYASABKAkSGAoMaW5wdXRfdG9rZW5zGAIgASgEQgIwAhIZCg1vdXRwdXRfdG9rZW5zGAMgASgEQgIwAhIjChdjYWNoZV9yZWFkX2lucHV0X3Rva2VucxgEIAEoBEICMAISJwobY2FjaGVfY3JlYXRpb25faW5wdXRfdG9rZW5zGAUgASgEQgIwAhIQCghjb3N0X3VzZBgGIAEoARIaCg5jb250ZXh0X3dpbmRvdxgHIAEoBEICMAISHQoRbWF4X291dHB1dF90b2tlbnMYCCABKARCAjACIswDCgdUdXJuRW5kEiUKBXVzYWdlGAEgASgLMhYuYWdlbnRoYXJuZXNzLnYxLlVzYWdlEhAKCGNvc3RfdXNkGAIgASgBEhcKC2R1cmF0aW9uX21zGAMgASgEQgIwAhIbCg9kdXJhdGlvbl9hcGlfbXMYBCABKARCAjACEhAKCGlzX2Vycm9yGAUgASgIEg8KB2NvbXBhY3QYBiABKAgSFwoPdGVybWluYWxfcmVhc29uGAcgASgJEg8KB3N1YnR5cGUYCCABKAkSEQoJbnVtX3R1cm5zGAkgASgNEg4KBnJlc3VsdBgKIAEoCRIOCgZvcmlnaW4YCyABKAkSMAoLbW9kZWxfdXNhZ2UYDCADKAsyGy5hZ2VudGhhcm5lc3MudjEuTW9kZWxVc2FnZRIXCg9jb21wYWN0X3RyaWdnZXIYDSABKAkSHgoSY29tcGFjdF9wcmVfdG9rZW5zGA4gASgEQgIwAhIYChBhcGlfZXJyb3Jfc3RhdHVzGA8gASgNEg4KBmVycm9ycxgQIAMoCRI9ChJwZXJtaXNzaW9uX2RlbmlhbHMYESADKAsyIS5hZ2VudGhhcm5lc3MudjEuUGVybWlzc2lvbkRlbmlhbCJnChBQZXJtaXNzaW9uRGVuaWFsEhEKCXRvb2xfbmFtZRgBIAEoCRITCgt0b29sX3VzZV9pZBgCIAEoCRIrCgp0b29sX2lucHV0GAMgASgLMhcuZ29vZ2xlLnByb3RvYnVmLlN0cnVjdCKOAQoJSW5wdXRTZW50EgwKBHRleHQYASABKAkSLAoGc291cmNlGAIgASgOMhwuYWdlbnRoYXJuZXNzLnYxLklucHV0U291cmNlEi8KDmNvbnRlbnRfYmxvY2tzGAMgAygLMhcuZ29vZ2xlLnByb3RvYnVmLlN0cnVjdBIUCgxtZXNzYWdlX3V1aWQYBCABKAkiGwoJVHVyblN0YXJ0Eg4KBm9yaWdpbhgBIAEoCSKCAQoLVGFza1N0YXJ0ZWQSDwoHdGFza19pZBgBIAEoCRIRCgl0YXNrX3R5cGUYAiABKAkSEwoLZGVzY3JpcHRpb24YAyABKAkSEwoLdG9vbF91c2VfaWQYBCABKAkSFQoNc3ViYWdlbnRfdHlwZRgFIAEoCRIOCgZwcm9tcHQYBiABKAkiqAEKC1Rhc2tVcGRhdGVkEg8KB3Rhc2tfaWQYASABKAkSDgoGc3RhdHVzGAIgASgJEhMKC2Rlc2NyaXB0aW9uGAMgASgJEg0KBWVycm9yGAQgASgJEg8KB3N1bW1hcnkYBSABKAkSFgoObGFzdF90b29sX25hbWUYBiABKAkSGAoMdG90YWxfdG9rZW5zGAcgASgEQgIwAhIRCgl0b29sX3VzZXMYCCABKA0ibgoQVGFza05vdGlmaWNhdGlvbhIPCgd0YXNrX2lkGAEgASgJEhMKC3Rvb2xfdXNlX2lkGAIgASgJEg4KBnN0YXR1cxgDIAEoCRITCgtvdXRwdXRfZmlsZRgEIAEoCRIPCgdzdW1tYXJ5GAUgASgJIuoBChNQZXJtaXNzaW9uUmVxdWVzdGVkEhIKCnJlcXVlc3RfaWQYASABKAkSEQoJdG9vbF9uYW1lGAIgASgJEiYKBWlucHV0GAMgASgLMhcuZ29vZ2xlLnByb3RvYnVmLlN0cnVjdBIrCgtzdWdnZXN0aW9ucxgEIAMoCzIWLmdvb2dsZS5wcm90b2J1Zi5WYWx1ZRITCgt0b29sX3VzZV9pZBgFIAEoCRITCgtkZXNjcmlwdGlvbhgGIAEoCRIXCg9kZWNpc2lvbl9yZWFzb24YByABKAkSFAoMYmxvY2tlZF9wYXRoGAggASgJIoQBChJQZXJtaXNzaW9uUmVzb2x2ZWQSEgoKcmVxdWVzdF9pZBgBIAEoCRINCgVhbGxvdxgCIAEoCBIKCgJieRgDIAEoCRIPCgdtZXNzYWdlGAQgASgJEi4KDXVwZGF0ZWRfaW5wdXQYBSABKAsyFy5nb29nbGUucHJvdG9idWYuU3RydWN0InwKDlNldHRpbmdDaGFuZ2VkEikKB3NldHRpbmcYASABKA4yGC5hZ2VudGhhcm5lc3MudjEuU2V0dGluZxINCgV2YWx1ZRgCIAEoCRIwCgdhcHBsaWVkGAMgASgOMh8uYWdlbnRoYXJuZXNzLnYxLlNldHRpbmdBcHBsaWVkIn4KDEZpbGVzUmV3b3VuZBISCgZ0b19zZXEYASABKARCAjACEhQKDG1lc3NhZ2VfdXVpZBgCIAEoCRIVCg1maWxlc19jaGFuZ2VkGAMgAygJEhYKCmluc2VydGlvbnMYBCABKARCAjACEhUKCWRlbGV0aW9ucxgFIAEoBEICMAIqhwIKDFJ1bkVuZFJlYXNvbhIeChpSVU5fRU5EX1JFQVNPTl9VTlNQRUNJRklFRBAAEhwKGFJVTl9FTkRfUkVBU09OX0NPTVBMRVRFRBABEhoKFlJVTl9FTkRfUkVBU09OX1NUT1BQRUQQAhIeChpSVU5fRU5EX1JFQVNPTl9JTlRFUlJVUFRFRBADEhgKFFJVTl9FTkRfUkVBU09OX0VSUk9SEAQSHwobUlVOX0VORF9SRUFTT05fUFJPQ0VTU19FWElUEAUSHwobUlVOX0VORF9SRUFTT05fSURMRV9USU1FT1VUEAYSIQodUlVOX0VORF9SRUFTT05fU0VSVkVSX1JFU1RBUlQQByp1CgtJbnB1dFNvdXJjZRIcChhJTlBVVF9TT1VSQ0VfVU5TUEVDSUZJRUQQABIYChRJTlBVVF9TT1VSQ0VfSU5JVElBTBABEhUKEUlOUFVUX1NPVVJDRV9VU0VSEAISFwoTSU5QVVRfU09VUkNFX1dBS0VVUBADKnMKB1NldHRpbmcSFwoTU0VUVElOR19VTlNQRUNJRklFRBAAEhEKDVNFVFRJTkdfTU9ERUwQARIbChdTRVRUSU5HX1BFUk1JU1NJT05fTU9ERRACEh8KG1NFVFRJTkdfTUFYX1RISU5LSU5HX1RPS0VOUxADKmsKDlNldHRpbmdBcHBsaWVkEh8KG1NFVFRJTkdfQVBQTElFRF9VTlNQRUNJRklFRBAAEhgKFFNFVFRJTkdfQVBQTElFRF9MSVZFEAESHgoaU0VUVElOR19BUFBMSUVEX05FWFRfU1BBV04QAkJOWkxnaXRodWIuY29tL2FnZW50LWhhcm5lc3MvYWdlbnQtaGFybmVzcy9nZW4vZ28vYWdlbnRoYXJuZXNzL3YxO2FnZW50aGFybmVzc3YxYgZwcm90bzM", [file_google_protobuf_struct, file_google_protobuf_timestamp]);
 
 /**
  * One entry of a session's log.
@@ -204,6 +204,25 @@ export type Event = Message<"agentharness.v1.Event"> & {
      */
     value: TurnStart;
     case: "turnStart";
+  } | {
+    /**
+     * A client changed the model, the permission mode or the thinking
+     * budget (SetModel, SetPermissionMode, SetMaxThinkingTokens): applied to
+     * the live process, or recorded for the next spawn.
+     *
+     * @generated from field: agentharness.v1.SettingChanged setting_changed = 25;
+     */
+    value: SettingChanged;
+    case: "settingChanged";
+  } | {
+    /**
+     * The agent's file edits were undone back to a user message
+     * (RewindFiles, not a dry run).
+     *
+     * @generated from field: agentharness.v1.FilesRewound files_rewound = 26;
+     */
+    value: FilesRewound;
+    case: "filesRewound";
   } | { case: undefined; value?: undefined };
 };
 
@@ -312,6 +331,31 @@ export type StartConfig = Message<"agentharness.v1.StartConfig"> & {
    * @generated from field: string model = 7;
    */
   model: string;
+
+  /**
+   * Permission mode (`--permission-mode`): "default", "plan", "dontAsk",
+   * "acceptEdits", "auto" or "bypassPermissions", within the operator's
+   * policy (PERMISSION_DENIED beyond it). Empty: the CLI's default.
+   *
+   * @generated from field: string permission_mode = 8;
+   */
+  permissionMode: string;
+
+  /**
+   * Most tokens the model may think per turn (`--max-thinking-tokens`; 0
+   * turns thinking off). Unset: the CLI's default.
+   *
+   * @generated from field: optional uint32 max_thinking_tokens = 9;
+   */
+  maxThinkingTokens?: number | undefined;
+
+  /**
+   * Start this session as a fork of another session's conversation (Start
+   * only; a Send's respawn continues the fork's own conversation).
+   *
+   * @generated from field: agentharness.v1.Fork fork = 10;
+   */
+  fork?: Fork | undefined;
 };
 
 /**
@@ -320,6 +364,44 @@ export type StartConfig = Message<"agentharness.v1.StartConfig"> & {
  */
 export const StartConfigSchema: GenMessage<StartConfig> = /*@__PURE__*/
   messageDesc(file_agentharness_v1_events, 2);
+
+/**
+ * Where a forked session comes from.
+ *
+ * @generated from message agentharness.v1.Fork
+ */
+export type Fork = Message<"agentharness.v1.Fork"> & {
+  /**
+   * The session whose conversation is copied. It is not changed.
+   *
+   * @generated from field: string from_session_id = 1;
+   */
+  fromSessionId: string;
+
+  /**
+   * Fork at this event of the source: the seq of one of its `content`
+   * events (an assistant message); the fork sees the conversation up to and
+   * including that message and nothing after it. 0: the whole conversation.
+   *
+   * @generated from field: uint64 at_seq = 2 [jstype = JS_NUMBER];
+   */
+  atSeq: bigint;
+
+  /**
+   * Filled in by the server (a client's value is ignored): the CLI's uuid
+   * of the message at `at_seq` (`--resume-session-at`).
+   *
+   * @generated from field: string message_uuid = 3;
+   */
+  messageUuid: string;
+};
+
+/**
+ * Describes the message agentharness.v1.Fork.
+ * Use `create(ForkSchema)` to create a new message.
+ */
+export const ForkSchema: GenMessage<Fork> = /*@__PURE__*/
+  messageDesc(file_agentharness_v1_events, 3);
 
 /**
  * A spawn was requested.
@@ -367,7 +449,7 @@ export type RunStart = Message<"agentharness.v1.RunStart"> & {
  * Use `create(RunStartSchema)` to create a new message.
  */
 export const RunStartSchema: GenMessage<RunStart> = /*@__PURE__*/
-  messageDesc(file_agentharness_v1_events, 3);
+  messageDesc(file_agentharness_v1_events, 4);
 
 /**
  * An MCP server the CLI reported at start-up.
@@ -395,7 +477,7 @@ export type McpServer = Message<"agentharness.v1.McpServer"> & {
  * Use `create(McpServerSchema)` to create a new message.
  */
 export const McpServerSchema: GenMessage<McpServer> = /*@__PURE__*/
-  messageDesc(file_agentharness_v1_events, 4);
+  messageDesc(file_agentharness_v1_events, 5);
 
 /**
  * The CLI booted: its first system/init of the run (later inits that change
@@ -466,7 +548,7 @@ export type RunReady = Message<"agentharness.v1.RunReady"> & {
  * Use `create(RunReadySchema)` to create a new message.
  */
 export const RunReadySchema: GenMessage<RunReady> = /*@__PURE__*/
-  messageDesc(file_agentharness_v1_events, 5);
+  messageDesc(file_agentharness_v1_events, 6);
 
 /**
  * The process is gone. Every run gets exactly one.
@@ -523,7 +605,7 @@ export type RunEnd = Message<"agentharness.v1.RunEnd"> & {
  * Use `create(RunEndSchema)` to create a new message.
  */
 export const RunEndSchema: GenMessage<RunEnd> = /*@__PURE__*/
-  messageDesc(file_agentharness_v1_events, 6);
+  messageDesc(file_agentharness_v1_events, 7);
 
 /**
  * The run failed: spawn failure or a stream-level error.
@@ -563,7 +645,7 @@ export type RunError = Message<"agentharness.v1.RunError"> & {
  * Use `create(RunErrorSchema)` to create a new message.
  */
 export const RunErrorSchema: GenMessage<RunError> = /*@__PURE__*/
-  messageDesc(file_agentharness_v1_events, 7);
+  messageDesc(file_agentharness_v1_events, 8);
 
 /**
  * A stop was asked for.
@@ -585,7 +667,7 @@ export type StopRequested = Message<"agentharness.v1.StopRequested"> & {
  * Use `create(StopRequestedSchema)` to create a new message.
  */
 export const StopRequestedSchema: GenMessage<StopRequested> = /*@__PURE__*/
-  messageDesc(file_agentharness_v1_events, 8);
+  messageDesc(file_agentharness_v1_events, 9);
 
 /**
  * Token counts of one API call or a total.
@@ -627,7 +709,7 @@ export type Usage = Message<"agentharness.v1.Usage"> & {
  * Use `create(UsageSchema)` to create a new message.
  */
 export const UsageSchema: GenMessage<Usage> = /*@__PURE__*/
-  messageDesc(file_agentharness_v1_events, 9);
+  messageDesc(file_agentharness_v1_events, 10);
 
 /**
  * One block of an assistant message.
@@ -691,7 +773,7 @@ export type ContentBlock = Message<"agentharness.v1.ContentBlock"> & {
  * Use `create(ContentBlockSchema)` to create a new message.
  */
 export const ContentBlockSchema: GenMessage<ContentBlock> = /*@__PURE__*/
-  messageDesc(file_agentharness_v1_events, 10);
+  messageDesc(file_agentharness_v1_events, 11);
 
 /**
  * An assistant message (the CLI writes one line per content block).
@@ -755,7 +837,7 @@ export type Content = Message<"agentharness.v1.Content"> & {
  * Use `create(ContentSchema)` to create a new message.
  */
 export const ContentSchema: GenMessage<Content> = /*@__PURE__*/
-  messageDesc(file_agentharness_v1_events, 11);
+  messageDesc(file_agentharness_v1_events, 12);
 
 /**
  * One tool_result block.
@@ -790,7 +872,7 @@ export type ToolResult = Message<"agentharness.v1.ToolResult"> & {
  * Use `create(ToolResultSchema)` to create a new message.
  */
 export const ToolResultSchema: GenMessage<ToolResult> = /*@__PURE__*/
-  messageDesc(file_agentharness_v1_events, 12);
+  messageDesc(file_agentharness_v1_events, 13);
 
 /**
  * A user-role line from the CLI: tool results, interrupt markers, subagent
@@ -841,7 +923,7 @@ export type Result = Message<"agentharness.v1.Result"> & {
  * Use `create(ResultSchema)` to create a new message.
  */
 export const ResultSchema: GenMessage<Result> = /*@__PURE__*/
-  messageDesc(file_agentharness_v1_events, 13);
+  messageDesc(file_agentharness_v1_events, 14);
 
 /**
  * Per-model usage of a turn.
@@ -911,7 +993,7 @@ export type ModelUsage = Message<"agentharness.v1.ModelUsage"> & {
  * Use `create(ModelUsageSchema)` to create a new message.
  */
 export const ModelUsageSchema: GenMessage<ModelUsage> = /*@__PURE__*/
-  messageDesc(file_agentharness_v1_events, 14);
+  messageDesc(file_agentharness_v1_events, 15);
 
 /**
  * The CLI finished a turn (its `result` line), or marked a compaction
@@ -1049,7 +1131,7 @@ export type TurnEnd = Message<"agentharness.v1.TurnEnd"> & {
  * Use `create(TurnEndSchema)` to create a new message.
  */
 export const TurnEndSchema: GenMessage<TurnEnd> = /*@__PURE__*/
-  messageDesc(file_agentharness_v1_events, 15);
+  messageDesc(file_agentharness_v1_events, 16);
 
 /**
  * A tool call the CLI refused to run (one entry of the result line's
@@ -1086,7 +1168,7 @@ export type PermissionDenial = Message<"agentharness.v1.PermissionDenial"> & {
  * Use `create(PermissionDenialSchema)` to create a new message.
  */
 export const PermissionDenialSchema: GenMessage<PermissionDenial> = /*@__PURE__*/
-  messageDesc(file_agentharness_v1_events, 16);
+  messageDesc(file_agentharness_v1_events, 17);
 
 /**
  * Input was delivered to the process.
@@ -1114,6 +1196,14 @@ export type InputSent = Message<"agentharness.v1.InputSent"> & {
    * @generated from field: repeated google.protobuf.Struct content_blocks = 3;
    */
   contentBlocks: JsonObject[];
+
+  /**
+   * The uuid the harness gave the user message (the CLI keys its file
+   * checkpoints by it; RewindFiles names it). Empty for a one-shot prompt.
+   *
+   * @generated from field: string message_uuid = 4;
+   */
+  messageUuid: string;
 };
 
 /**
@@ -1121,7 +1211,7 @@ export type InputSent = Message<"agentharness.v1.InputSent"> & {
  * Use `create(InputSentSchema)` to create a new message.
  */
 export const InputSentSchema: GenMessage<InputSent> = /*@__PURE__*/
-  messageDesc(file_agentharness_v1_events, 17);
+  messageDesc(file_agentharness_v1_events, 18);
 
 /**
  * The CLI began a turn on its own.
@@ -1143,7 +1233,7 @@ export type TurnStart = Message<"agentharness.v1.TurnStart"> & {
  * Use `create(TurnStartSchema)` to create a new message.
  */
 export const TurnStartSchema: GenMessage<TurnStart> = /*@__PURE__*/
-  messageDesc(file_agentharness_v1_events, 18);
+  messageDesc(file_agentharness_v1_events, 19);
 
 /**
  * A background task began.
@@ -1199,7 +1289,7 @@ export type TaskStarted = Message<"agentharness.v1.TaskStarted"> & {
  * Use `create(TaskStartedSchema)` to create a new message.
  */
 export const TaskStartedSchema: GenMessage<TaskStarted> = /*@__PURE__*/
-  messageDesc(file_agentharness_v1_events, 19);
+  messageDesc(file_agentharness_v1_events, 20);
 
 /**
  * A background task changed status or reported progress.
@@ -1270,7 +1360,7 @@ export type TaskUpdated = Message<"agentharness.v1.TaskUpdated"> & {
  * Use `create(TaskUpdatedSchema)` to create a new message.
  */
 export const TaskUpdatedSchema: GenMessage<TaskUpdated> = /*@__PURE__*/
-  messageDesc(file_agentharness_v1_events, 20);
+  messageDesc(file_agentharness_v1_events, 21);
 
 /**
  * The CLI signalled that a background task finished.
@@ -1319,7 +1409,7 @@ export type TaskNotification = Message<"agentharness.v1.TaskNotification"> & {
  * Use `create(TaskNotificationSchema)` to create a new message.
  */
 export const TaskNotificationSchema: GenMessage<TaskNotification> = /*@__PURE__*/
-  messageDesc(file_agentharness_v1_events, 21);
+  messageDesc(file_agentharness_v1_events, 22);
 
 /**
  * The CLI asks whether a tool may run.
@@ -1389,7 +1479,7 @@ export type PermissionRequested = Message<"agentharness.v1.PermissionRequested">
  * Use `create(PermissionRequestedSchema)` to create a new message.
  */
 export const PermissionRequestedSchema: GenMessage<PermissionRequested> = /*@__PURE__*/
-  messageDesc(file_agentharness_v1_events, 22);
+  messageDesc(file_agentharness_v1_events, 23);
 
 /**
  * A permission request was answered.
@@ -1440,7 +1530,93 @@ export type PermissionResolved = Message<"agentharness.v1.PermissionResolved"> &
  * Use `create(PermissionResolvedSchema)` to create a new message.
  */
 export const PermissionResolvedSchema: GenMessage<PermissionResolved> = /*@__PURE__*/
-  messageDesc(file_agentharness_v1_events, 23);
+  messageDesc(file_agentharness_v1_events, 24);
+
+/**
+ * A setting changed.
+ *
+ * @generated from message agentharness.v1.SettingChanged
+ */
+export type SettingChanged = Message<"agentharness.v1.SettingChanged"> & {
+  /**
+   * Which one.
+   *
+   * @generated from field: agentharness.v1.Setting setting = 1;
+   */
+  setting: Setting;
+
+  /**
+   * Its new value as the client asked: a model alias or name, a permission
+   * mode, or a thinking budget in decimal. Empty: back to the CLI's default.
+   *
+   * @generated from field: string value = 2;
+   */
+  value: string;
+
+  /**
+   * How it took effect.
+   *
+   * @generated from field: agentharness.v1.SettingApplied applied = 3;
+   */
+  applied: SettingApplied;
+};
+
+/**
+ * Describes the message agentharness.v1.SettingChanged.
+ * Use `create(SettingChangedSchema)` to create a new message.
+ */
+export const SettingChangedSchema: GenMessage<SettingChanged> = /*@__PURE__*/
+  messageDesc(file_agentharness_v1_events, 25);
+
+/**
+ * File edits undone.
+ *
+ * @generated from message agentharness.v1.FilesRewound
+ */
+export type FilesRewound = Message<"agentharness.v1.FilesRewound"> & {
+  /**
+   * The seq of the input_sent whose user message the files were rewound to
+   * (their state just before it).
+   *
+   * @generated from field: uint64 to_seq = 1 [jstype = JS_NUMBER];
+   */
+  toSeq: bigint;
+
+  /**
+   * That message's uuid (InputSent.message_uuid).
+   *
+   * @generated from field: string message_uuid = 2;
+   */
+  messageUuid: string;
+
+  /**
+   * The files the CLI restored, as its dry run listed them.
+   *
+   * @generated from field: repeated string files_changed = 3;
+   */
+  filesChanged: string[];
+
+  /**
+   * Lines the rewind added back.
+   *
+   * @generated from field: uint64 insertions = 4 [jstype = JS_NUMBER];
+   */
+  insertions: bigint;
+
+  /**
+   * Lines the rewind took away.
+   *
+   * @generated from field: uint64 deletions = 5 [jstype = JS_NUMBER];
+   */
+  deletions: bigint;
+};
+
+/**
+ * Describes the message agentharness.v1.FilesRewound.
+ * Use `create(FilesRewoundSchema)` to create a new message.
+ */
+export const FilesRewoundSchema: GenMessage<FilesRewound> = /*@__PURE__*/
+  messageDesc(file_agentharness_v1_events, 26);
 
 /**
  * Why a run ended.
@@ -1553,4 +1729,77 @@ export enum InputSource {
  */
 export const InputSourceSchema: GenEnum<InputSource> = /*@__PURE__*/
   enumDesc(file_agentharness_v1_events, 1);
+
+/**
+ * A session setting a client can change while the session lives.
+ *
+ * @generated from enum agentharness.v1.Setting
+ */
+export enum Setting {
+  /**
+   * @generated from enum value: SETTING_UNSPECIFIED = 0;
+   */
+  UNSPECIFIED = 0,
+
+  /**
+   * The model (`set_model`, `--model`).
+   *
+   * @generated from enum value: SETTING_MODEL = 1;
+   */
+  MODEL = 1,
+
+  /**
+   * The permission mode (`set_permission_mode`, `--permission-mode`).
+   *
+   * @generated from enum value: SETTING_PERMISSION_MODE = 2;
+   */
+  PERMISSION_MODE = 2,
+
+  /**
+   * The thinking budget (`set_max_thinking_tokens`, `--max-thinking-tokens`).
+   *
+   * @generated from enum value: SETTING_MAX_THINKING_TOKENS = 3;
+   */
+  MAX_THINKING_TOKENS = 3,
+}
+
+/**
+ * Describes the enum agentharness.v1.Setting.
+ */
+export const SettingSchema: GenEnum<Setting> = /*@__PURE__*/
+  enumDesc(file_agentharness_v1_events, 2);
+
+/**
+ * How a setting change took effect.
+ *
+ * @generated from enum agentharness.v1.SettingApplied
+ */
+export enum SettingApplied {
+  /**
+   * @generated from enum value: SETTING_APPLIED_UNSPECIFIED = 0;
+   */
+  UNSPECIFIED = 0,
+
+  /**
+   * The live process accepted it (its control_response was success); later
+   * spawns apply it too.
+   *
+   * @generated from enum value: SETTING_APPLIED_LIVE = 1;
+   */
+  LIVE = 1,
+
+  /**
+   * No live process (or one with no control channel): recorded, and the
+   * next spawn applies it.
+   *
+   * @generated from enum value: SETTING_APPLIED_NEXT_SPAWN = 2;
+   */
+  NEXT_SPAWN = 2,
+}
+
+/**
+ * Describes the enum agentharness.v1.SettingApplied.
+ */
+export const SettingAppliedSchema: GenEnum<SettingApplied> = /*@__PURE__*/
+  enumDesc(file_agentharness_v1_events, 3);
 

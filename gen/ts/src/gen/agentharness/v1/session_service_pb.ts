@@ -11,7 +11,7 @@
 
 import type { GenEnum, GenFile, GenMessage, GenService } from "@bufbuild/protobuf/codegenv2";
 import { enumDesc, fileDesc, messageDesc, serviceDesc } from "@bufbuild/protobuf/codegenv2";
-import type { Event, StartConfig } from "./events_pb.js";
+import type { Event, SettingApplied, StartConfig } from "./events_pb.js";
 import { file_agentharness_v1_events } from "./events_pb.js";
 import { file_google_protobuf_struct } from "@bufbuild/protobuf/wkt";
 import type { JsonObject, Message } from "@bufbuild/protobuf";
@@ -20,7 +20,7 @@ import type { JsonObject, Message } from "@bufbuild/protobuf";
  * Describes the file agentharness/v1/session_service.proto.
  */
 export const file_agentharness_v1_session_service: GenFile = /*@__PURE__*/
-  fileDesc("CiVhZ2VudGhhcm5lc3MvdjEvc2Vzc2lvbl9zZXJ2aWNlLnByb3RvEg9hZ2VudGhhcm5lc3MudjEiaQoMU3RhcnRSZXF1ZXN0EhIKCnNlc3Npb25faWQYASABKAkSLAoGY29uZmlnGAIgASgLMhwuYWdlbnRoYXJuZXNzLnYxLlN0YXJ0Q29uZmlnEhcKD2lkZW1wb3RlbmN5X2tleRgDIAEoCSIzCg1TdGFydFJlc3BvbnNlEg4KBnJ1bl9pZBgBIAEoCRISCgpwcm9jZXNzX2lkGAIgASgJInoKC1NlbmRSZXF1ZXN0EhIKCnNlc3Npb25faWQYASABKAkSDQoFaW5wdXQYAiABKAkSLwoOY29udGVudF9ibG9ja3MYAyADKAsyFy5nb29nbGUucHJvdG9idWYuU3RydWN0EhcKD2lkZW1wb3RlbmN5X2tleRgEIAEoCSIeCgxTZW5kUmVzcG9uc2USDgoGcnVuX2lkGAEgASgJIjoKC1N0b3BSZXF1ZXN0EhIKCnNlc3Npb25faWQYASABKAkSFwoPaWRlbXBvdGVuY3lfa2V5GAIgASgJIiAKDFN0b3BSZXNwb25zZRIQCghzdG9wcGluZxgBIAEoCCJVChBTdWJzY3JpYmVSZXF1ZXN0EhIKCnNlc3Npb25faWQYASABKAkSFQoJYWZ0ZXJfc2VxGAIgASgEQgIwAhIWCg5pbmNsdWRlX2RlbHRhcxgDIAEoCCL+AQoRU3Vic2NyaWJlUmVzcG9uc2USLgoGcmVwbGF5GAEgASgLMhwuYWdlbnRoYXJuZXNzLnYxLlJlcGxheVN0YXJ0SAASJwoFZXZlbnQYAiABKAsyFi5hZ2VudGhhcm5lc3MudjEuRXZlbnRIABIuCgljYXVnaHRfdXAYAyABKAsyGS5hZ2VudGhhcm5lc3MudjEuQ2F1Z2h0VXBIABIvCgloZWFydGJlYXQYBCABKAsyGi5hZ2VudGhhcm5lc3MudjEuSGVhcnRiZWF0SAASJwoFZGVsdGEYBSABKAsyFi5hZ2VudGhhcm5lc3MudjEuRGVsdGFIAEIGCgRraW5kIu4BCgVEZWx0YRIOCgZydW5faWQYASABKAkSFQoJYWZ0ZXJfc2VxGAIgASgEQgIwAhISCgptZXNzYWdlX2lkGAMgASgJEg0KBWluZGV4GAQgASgNEjMKCmJsb2NrX3R5cGUYBSABKA4yHy5hZ2VudGhhcm5lc3MudjEuRGVsdGFCbG9ja1R5cGUSEQoJdG9vbF9uYW1lGAYgASgJEhMKC3Rvb2xfdXNlX2lkGAcgASgJEhoKEnBhcmVudF90b29sX3VzZV9pZBgIIAEoCRIQCghmcmFnbWVudBgJIAEoCRIQCghzbmFwc2hvdBgKIAEoCCJICgtSZXBsYXlTdGFydBINCgVyZXNldBgBIAEoCBIUCghmcm9tX3NlcRgCIAEoBEICMAISFAoIaGVhZF9zZXEYAyABKARCAjACIiAKCENhdWdodFVwEhQKCGhlYWRfc2VxGAEgASgEQgIwAiIhCglIZWFydGJlYXQSFAoIaGVhZF9zZXEYASABKARCAjACIksKDkhpc3RvcnlSZXF1ZXN0EhIKCnNlc3Npb25faWQYASABKAkSFgoKYmVmb3JlX3NlcRgCIAEoBEICMAISDQoFbGltaXQYAyABKA0iSwoPSGlzdG9yeVJlc3BvbnNlEiYKBmV2ZW50cxgBIAMoCzIWLmFnZW50aGFybmVzcy52MS5FdmVudBIQCghoYXNfbW9yZRgCIAEoCCKrAQoYUmVzcG9uZFBlcm1pc3Npb25SZXF1ZXN0EhIKCnNlc3Npb25faWQYASABKAkSEgoKcmVxdWVzdF9pZBgCIAEoCRINCgVhbGxvdxgDIAEoCBIuCg11cGRhdGVkX2lucHV0GAQgASgLMhcuZ29vZ2xlLnByb3RvYnVmLlN0cnVjdBIPCgdtZXNzYWdlGAUgASgJEhcKD2lkZW1wb3RlbmN5X2tleRgGIAEoCSIbChlSZXNwb25kUGVybWlzc2lvblJlc3BvbnNlIuoBCgxTZXNzaW9uVXNhZ2USGAoMaW5wdXRfdG9rZW5zGAEgASgEQgIwAhIZCg1vdXRwdXRfdG9rZW5zGAIgASgEQgIwAhInChtjYWNoZV9jcmVhdGlvbl9pbnB1dF90b2tlbnMYAyABKARCAjACEiMKF2NhY2hlX3JlYWRfaW5wdXRfdG9rZW5zGAQgASgEQgIwAhIQCghjb3N0X3VzZBgFIAEoARIaCg5jb250ZXh0X3Rva2VucxgGIAEoBEICMAISGgoOY29udGV4dF93aW5kb3cYByABKARCAjACEg0KBXR1cm5zGAggASgNIpICCgdTZXNzaW9uEhIKCnNlc3Npb25faWQYASABKAkSFAoIaGVhZF9zZXEYAiABKARCAjACEi4KBnN0YXR1cxgDIAEoDjIeLmFnZW50aGFybmVzcy52MS5TZXNzaW9uU3RhdHVzEhUKDXByb2Nlc3NfYWxpdmUYBCABKAgSEQoJcmVzdW1lX2lkGAUgASgJEiwKBXVzYWdlGAYgASgLMh0uYWdlbnRoYXJuZXNzLnYxLlNlc3Npb25Vc2FnZRIQCghhY3Rpdml0eRgHIAEoCRIbChNwZW5kaW5nX3Blcm1pc3Npb25zGAggASgNEg4KBnJ1bl9pZBgJIAEoCRIWCg5sb3N0X3Jlc3VtZV9pZBgKIAEoCSInChFHZXRTZXNzaW9uUmVxdWVzdBISCgpzZXNzaW9uX2lkGAEgASgJIj8KEkdldFNlc3Npb25SZXNwb25zZRIpCgdzZXNzaW9uGAEgASgLMhguYWdlbnRoYXJuZXNzLnYxLlNlc3Npb24iPAoTTGlzdFNlc3Npb25zUmVxdWVzdBIRCglwYWdlX3NpemUYASABKA0SEgoKcGFnZV90b2tlbhgCIAEoCSJbChRMaXN0U2Vzc2lvbnNSZXNwb25zZRIqCghzZXNzaW9ucxgBIAMoCzIYLmFnZW50aGFybmVzcy52MS5TZXNzaW9uEhcKD25leHRfcGFnZV90b2tlbhgCIAEoCSJ9ChRSZWFkRnVsbEV2ZW50UmVxdWVzdBISCgpzZXNzaW9uX2lkGAEgASgJEg8KA3NlcRgCIAEoBEICMAISLAoEcGFydBgDIAEoDjIeLmFnZW50aGFybmVzcy52MS5GdWxsRXZlbnRQYXJ0EhIKCmNodW5rX3NpemUYBCABKA0iUgoVUmVhZEZ1bGxFdmVudFJlc3BvbnNlEg0KBWNodW5rGAEgASgMEhIKBm9mZnNldBgCIAEoBEICMAISFgoKdG90YWxfc2l6ZRgDIAEoBEICMAIiTwoPU3RvcFRhc2tSZXF1ZXN0EhIKCnNlc3Npb25faWQYASABKAkSDwoHdGFza19pZBgCIAEoCRIXCg9pZGVtcG90ZW5jeV9rZXkYAyABKAkiEgoQU3RvcFRhc2tSZXNwb25zZSIsChZHZXRDb250ZXh0VXNhZ2VSZXF1ZXN0EhIKCnNlc3Npb25faWQYASABKAkiQQoPQ29udGV4dENhdGVnb3J5EgwKBG5hbWUYASABKAkSEgoGdG9rZW5zGAIgASgEQgIwAhIMCgRraW5kGAMgASgJItcBChdHZXRDb250ZXh0VXNhZ2VSZXNwb25zZRIYCgx0b3RhbF90b2tlbnMYASABKARCAjACEhYKCm1heF90b2tlbnMYAiABKARCAjACEhoKDnJhd19tYXhfdG9rZW5zGAMgASgEQgIwAhISCgpwZXJjZW50YWdlGAQgASgBEjQKCmNhdGVnb3JpZXMYBSADKAsyIC5hZ2VudGhhcm5lc3MudjEuQ29udGV4dENhdGVnb3J5EiQKA3JhdxgGIAEoCzIXLmdvb2dsZS5wcm90b2J1Zi5TdHJ1Y3QqjQEKDkRlbHRhQmxvY2tUeXBlEiAKHERFTFRBX0JMT0NLX1RZUEVfVU5TUEVDSUZJRUQQABIZChVERUxUQV9CTE9DS19UWVBFX1RFWFQQARIdChlERUxUQV9CTE9DS19UWVBFX1RISU5LSU5HEAISHwobREVMVEFfQkxPQ0tfVFlQRV9UT09MX0lOUFVUEAMqoAEKDVNlc3Npb25TdGF0dXMSHgoaU0VTU0lPTl9TVEFUVVNfVU5TUEVDSUZJRUQQABIXChNTRVNTSU9OX1NUQVRVU19JRExFEAESGwoXU0VTU0lPTl9TVEFUVVNfU1RBUlRJTkcQAhIcChhTRVNTSU9OX1NUQVRVU19TVFJFQU1JTkcQAxIbChdTRVNTSU9OX1NUQVRVU19TVE9QUElORxAEKokBCg1GdWxsRXZlbnRQYXJ0Eh8KG0ZVTExfRVZFTlRfUEFSVF9VTlNQRUNJRklFRBAAEhwKGEZVTExfRVZFTlRfUEFSVF9DTElfTElORRABEhkKFUZVTExfRVZFTlRfUEFSVF9FVkVOVBACEh4KGkZVTExfRVZFTlRfUEFSVF9FVkVOVF9KU09OEAMyvwcKDlNlc3Npb25TZXJ2aWNlEkYKBVN0YXJ0Eh0uYWdlbnRoYXJuZXNzLnYxLlN0YXJ0UmVxdWVzdBoeLmFnZW50aGFybmVzcy52MS5TdGFydFJlc3BvbnNlEkMKBFNlbmQSHC5hZ2VudGhhcm5lc3MudjEuU2VuZFJlcXVlc3QaHS5hZ2VudGhhcm5lc3MudjEuU2VuZFJlc3BvbnNlEkMKBFN0b3ASHC5hZ2VudGhhcm5lc3MudjEuU3RvcFJlcXVlc3QaHS5hZ2VudGhhcm5lc3MudjEuU3RvcFJlc3BvbnNlElQKCVN1YnNjcmliZRIhLmFnZW50aGFybmVzcy52MS5TdWJzY3JpYmVSZXF1ZXN0GiIuYWdlbnRoYXJuZXNzLnYxLlN1YnNjcmliZVJlc3BvbnNlMAESTAoHSGlzdG9yeRIfLmFnZW50aGFybmVzcy52MS5IaXN0b3J5UmVxdWVzdBogLmFnZW50aGFybmVzcy52MS5IaXN0b3J5UmVzcG9uc2USagoRUmVzcG9uZFBlcm1pc3Npb24SKS5hZ2VudGhhcm5lc3MudjEuUmVzcG9uZFBlcm1pc3Npb25SZXF1ZXN0GiouYWdlbnRoYXJuZXNzLnYxLlJlc3BvbmRQZXJtaXNzaW9uUmVzcG9uc2USVQoKR2V0U2Vzc2lvbhIiLmFnZW50aGFybmVzcy52MS5HZXRTZXNzaW9uUmVxdWVzdBojLmFnZW50aGFybmVzcy52MS5HZXRTZXNzaW9uUmVzcG9uc2USWwoMTGlzdFNlc3Npb25zEiQuYWdlbnRoYXJuZXNzLnYxLkxpc3RTZXNzaW9uc1JlcXVlc3QaJS5hZ2VudGhhcm5lc3MudjEuTGlzdFNlc3Npb25zUmVzcG9uc2USYAoNUmVhZEZ1bGxFdmVudBIlLmFnZW50aGFybmVzcy52MS5SZWFkRnVsbEV2ZW50UmVxdWVzdBomLmFnZW50aGFybmVzcy52MS5SZWFkRnVsbEV2ZW50UmVzcG9uc2UwARJPCghTdG9wVGFzaxIgLmFnZW50aGFybmVzcy52MS5TdG9wVGFza1JlcXVlc3QaIS5hZ2VudGhhcm5lc3MudjEuU3RvcFRhc2tSZXNwb25zZRJkCg9HZXRDb250ZXh0VXNhZ2USJy5hZ2VudGhhcm5lc3MudjEuR2V0Q29udGV4dFVzYWdlUmVxdWVzdBooLmFnZW50aGFybmVzcy52MS5HZXRDb250ZXh0VXNhZ2VSZXNwb25zZUJOWkxnaXRodWIuY29tL2FnZW50LWhhcm5lc3MvYWdlbnQtaGFybmVzcy9nZW4vZ28vYWdlbnRoYXJuZXNzL3YxO2FnZW50aGFybmVzc3YxYgZwcm90bzM", [file_agentharness_v1_events, file_google_protobuf_struct]);
+  fileDesc("CiVhZ2VudGhhcm5lc3MvdjEvc2Vzc2lvbl9zZXJ2aWNlLnByb3RvEg9hZ2VudGhhcm5lc3MudjEiaQoMU3RhcnRSZXF1ZXN0EhIKCnNlc3Npb25faWQYASABKAkSLAoGY29uZmlnGAIgASgLMhwuYWdlbnRoYXJuZXNzLnYxLlN0YXJ0Q29uZmlnEhcKD2lkZW1wb3RlbmN5X2tleRgDIAEoCSIzCg1TdGFydFJlc3BvbnNlEg4KBnJ1bl9pZBgBIAEoCRISCgpwcm9jZXNzX2lkGAIgASgJInoKC1NlbmRSZXF1ZXN0EhIKCnNlc3Npb25faWQYASABKAkSDQoFaW5wdXQYAiABKAkSLwoOY29udGVudF9ibG9ja3MYAyADKAsyFy5nb29nbGUucHJvdG9idWYuU3RydWN0EhcKD2lkZW1wb3RlbmN5X2tleRgEIAEoCSIeCgxTZW5kUmVzcG9uc2USDgoGcnVuX2lkGAEgASgJIjoKC1N0b3BSZXF1ZXN0EhIKCnNlc3Npb25faWQYASABKAkSFwoPaWRlbXBvdGVuY3lfa2V5GAIgASgJIiAKDFN0b3BSZXNwb25zZRIQCghzdG9wcGluZxgBIAEoCCJVChBTdWJzY3JpYmVSZXF1ZXN0EhIKCnNlc3Npb25faWQYASABKAkSFQoJYWZ0ZXJfc2VxGAIgASgEQgIwAhIWCg5pbmNsdWRlX2RlbHRhcxgDIAEoCCL+AQoRU3Vic2NyaWJlUmVzcG9uc2USLgoGcmVwbGF5GAEgASgLMhwuYWdlbnRoYXJuZXNzLnYxLlJlcGxheVN0YXJ0SAASJwoFZXZlbnQYAiABKAsyFi5hZ2VudGhhcm5lc3MudjEuRXZlbnRIABIuCgljYXVnaHRfdXAYAyABKAsyGS5hZ2VudGhhcm5lc3MudjEuQ2F1Z2h0VXBIABIvCgloZWFydGJlYXQYBCABKAsyGi5hZ2VudGhhcm5lc3MudjEuSGVhcnRiZWF0SAASJwoFZGVsdGEYBSABKAsyFi5hZ2VudGhhcm5lc3MudjEuRGVsdGFIAEIGCgRraW5kIu4BCgVEZWx0YRIOCgZydW5faWQYASABKAkSFQoJYWZ0ZXJfc2VxGAIgASgEQgIwAhISCgptZXNzYWdlX2lkGAMgASgJEg0KBWluZGV4GAQgASgNEjMKCmJsb2NrX3R5cGUYBSABKA4yHy5hZ2VudGhhcm5lc3MudjEuRGVsdGFCbG9ja1R5cGUSEQoJdG9vbF9uYW1lGAYgASgJEhMKC3Rvb2xfdXNlX2lkGAcgASgJEhoKEnBhcmVudF90b29sX3VzZV9pZBgIIAEoCRIQCghmcmFnbWVudBgJIAEoCRIQCghzbmFwc2hvdBgKIAEoCCJICgtSZXBsYXlTdGFydBINCgVyZXNldBgBIAEoCBIUCghmcm9tX3NlcRgCIAEoBEICMAISFAoIaGVhZF9zZXEYAyABKARCAjACIiAKCENhdWdodFVwEhQKCGhlYWRfc2VxGAEgASgEQgIwAiIhCglIZWFydGJlYXQSFAoIaGVhZF9zZXEYASABKARCAjACIksKDkhpc3RvcnlSZXF1ZXN0EhIKCnNlc3Npb25faWQYASABKAkSFgoKYmVmb3JlX3NlcRgCIAEoBEICMAISDQoFbGltaXQYAyABKA0iSwoPSGlzdG9yeVJlc3BvbnNlEiYKBmV2ZW50cxgBIAMoCzIWLmFnZW50aGFybmVzcy52MS5FdmVudBIQCghoYXNfbW9yZRgCIAEoCCKrAQoYUmVzcG9uZFBlcm1pc3Npb25SZXF1ZXN0EhIKCnNlc3Npb25faWQYASABKAkSEgoKcmVxdWVzdF9pZBgCIAEoCRINCgVhbGxvdxgDIAEoCBIuCg11cGRhdGVkX2lucHV0GAQgASgLMhcuZ29vZ2xlLnByb3RvYnVmLlN0cnVjdBIPCgdtZXNzYWdlGAUgASgJEhcKD2lkZW1wb3RlbmN5X2tleRgGIAEoCSIbChlSZXNwb25kUGVybWlzc2lvblJlc3BvbnNlIuoBCgxTZXNzaW9uVXNhZ2USGAoMaW5wdXRfdG9rZW5zGAEgASgEQgIwAhIZCg1vdXRwdXRfdG9rZW5zGAIgASgEQgIwAhInChtjYWNoZV9jcmVhdGlvbl9pbnB1dF90b2tlbnMYAyABKARCAjACEiMKF2NhY2hlX3JlYWRfaW5wdXRfdG9rZW5zGAQgASgEQgIwAhIQCghjb3N0X3VzZBgFIAEoARIaCg5jb250ZXh0X3Rva2VucxgGIAEoBEICMAISGgoOY29udGV4dF93aW5kb3cYByABKARCAjACEg0KBXR1cm5zGAggASgNIvQCCgdTZXNzaW9uEhIKCnNlc3Npb25faWQYASABKAkSFAoIaGVhZF9zZXEYAiABKARCAjACEi4KBnN0YXR1cxgDIAEoDjIeLmFnZW50aGFybmVzcy52MS5TZXNzaW9uU3RhdHVzEhUKDXByb2Nlc3NfYWxpdmUYBCABKAgSEQoJcmVzdW1lX2lkGAUgASgJEiwKBXVzYWdlGAYgASgLMh0uYWdlbnRoYXJuZXNzLnYxLlNlc3Npb25Vc2FnZRIQCghhY3Rpdml0eRgHIAEoCRIbChNwZW5kaW5nX3Blcm1pc3Npb25zGAggASgNEg4KBnJ1bl9pZBgJIAEoCRIWCg5sb3N0X3Jlc3VtZV9pZBgKIAEoCRINCgVtb2RlbBgLIAEoCRIXCg9wZXJtaXNzaW9uX21vZGUYDCABKAkSIAoTbWF4X3RoaW5raW5nX3Rva2VucxgNIAEoDUgAiAEBQhYKFF9tYXhfdGhpbmtpbmdfdG9rZW5zIicKEUdldFNlc3Npb25SZXF1ZXN0EhIKCnNlc3Npb25faWQYASABKAkiPwoSR2V0U2Vzc2lvblJlc3BvbnNlEikKB3Nlc3Npb24YASABKAsyGC5hZ2VudGhhcm5lc3MudjEuU2Vzc2lvbiI8ChNMaXN0U2Vzc2lvbnNSZXF1ZXN0EhEKCXBhZ2Vfc2l6ZRgBIAEoDRISCgpwYWdlX3Rva2VuGAIgASgJIlsKFExpc3RTZXNzaW9uc1Jlc3BvbnNlEioKCHNlc3Npb25zGAEgAygLMhguYWdlbnRoYXJuZXNzLnYxLlNlc3Npb24SFwoPbmV4dF9wYWdlX3Rva2VuGAIgASgJIn0KFFJlYWRGdWxsRXZlbnRSZXF1ZXN0EhIKCnNlc3Npb25faWQYASABKAkSDwoDc2VxGAIgASgEQgIwAhIsCgRwYXJ0GAMgASgOMh4uYWdlbnRoYXJuZXNzLnYxLkZ1bGxFdmVudFBhcnQSEgoKY2h1bmtfc2l6ZRgEIAEoDSJSChVSZWFkRnVsbEV2ZW50UmVzcG9uc2USDQoFY2h1bmsYASABKAwSEgoGb2Zmc2V0GAIgASgEQgIwAhIWCgp0b3RhbF9zaXplGAMgASgEQgIwAiJPCg9TdG9wVGFza1JlcXVlc3QSEgoKc2Vzc2lvbl9pZBgBIAEoCRIPCgd0YXNrX2lkGAIgASgJEhcKD2lkZW1wb3RlbmN5X2tleRgDIAEoCSISChBTdG9wVGFza1Jlc3BvbnNlIiwKFkdldENvbnRleHRVc2FnZVJlcXVlc3QSEgoKc2Vzc2lvbl9pZBgBIAEoCSJBCg9Db250ZXh0Q2F0ZWdvcnkSDAoEbmFtZRgBIAEoCRISCgZ0b2tlbnMYAiABKARCAjACEgwKBGtpbmQYAyABKAki1wEKF0dldENvbnRleHRVc2FnZVJlc3BvbnNlEhgKDHRvdGFsX3Rva2VucxgBIAEoBEICMAISFgoKbWF4X3Rva2VucxgCIAEoBEICMAISGgoOcmF3X21heF90b2tlbnMYAyABKARCAjACEhIKCnBlcmNlbnRhZ2UYBCABKAESNAoKY2F0ZWdvcmllcxgFIAMoCzIgLmFnZW50aGFybmVzcy52MS5Db250ZXh0Q2F0ZWdvcnkSJAoDcmF3GAYgASgLMhcuZ29vZ2xlLnByb3RvYnVmLlN0cnVjdCJNCg9TZXRNb2RlbFJlcXVlc3QSEgoKc2Vzc2lvbl9pZBgBIAEoCRINCgVtb2RlbBgCIAEoCRIXCg9pZGVtcG90ZW5jeV9rZXkYAyABKAkiVQoQU2V0TW9kZWxSZXNwb25zZRIwCgdhcHBsaWVkGAEgASgOMh8uYWdlbnRoYXJuZXNzLnYxLlNldHRpbmdBcHBsaWVkEg8KA3NlcRgCIAEoBEICMAIiVQoYU2V0UGVybWlzc2lvbk1vZGVSZXF1ZXN0EhIKCnNlc3Npb25faWQYASABKAkSDAoEbW9kZRgCIAEoCRIXCg9pZGVtcG90ZW5jeV9rZXkYAyABKAkiXgoZU2V0UGVybWlzc2lvbk1vZGVSZXNwb25zZRIwCgdhcHBsaWVkGAEgASgOMh8uYWdlbnRoYXJuZXNzLnYxLlNldHRpbmdBcHBsaWVkEg8KA3NlcRgCIAEoBEICMAIihAEKG1NldE1heFRoaW5raW5nVG9rZW5zUmVxdWVzdBISCgpzZXNzaW9uX2lkGAEgASgJEiAKE21heF90aGlua2luZ190b2tlbnMYAiABKA1IAIgBARIXCg9pZGVtcG90ZW5jeV9rZXkYAyABKAlCFgoUX21heF90aGlua2luZ190b2tlbnMiYQocU2V0TWF4VGhpbmtpbmdUb2tlbnNSZXNwb25zZRIwCgdhcHBsaWVkGAEgASgOMh8uYWdlbnRoYXJuZXNzLnYxLlNldHRpbmdBcHBsaWVkEg8KA3NlcRgCIAEoBEICMAIiZgoSUmV3aW5kRmlsZXNSZXF1ZXN0EhIKCnNlc3Npb25faWQYASABKAkSEgoGdG9fc2VxGAIgASgEQgIwAhIPCgdkcnlfcnVuGAMgASgIEhcKD2lkZW1wb3RlbmN5X2tleRgEIAEoCSJsChNSZXdpbmRGaWxlc1Jlc3BvbnNlEhUKDWZpbGVzX2NoYW5nZWQYASADKAkSFgoKaW5zZXJ0aW9ucxgCIAEoBEICMAISFQoJZGVsZXRpb25zGAMgASgEQgIwAhIPCgNzZXEYBCABKARCAjACKo0BCg5EZWx0YUJsb2NrVHlwZRIgChxERUxUQV9CTE9DS19UWVBFX1VOU1BFQ0lGSUVEEAASGQoVREVMVEFfQkxPQ0tfVFlQRV9URVhUEAESHQoZREVMVEFfQkxPQ0tfVFlQRV9USElOS0lORxACEh8KG0RFTFRBX0JMT0NLX1RZUEVfVE9PTF9JTlBVVBADKqABCg1TZXNzaW9uU3RhdHVzEh4KGlNFU1NJT05fU1RBVFVTX1VOU1BFQ0lGSUVEEAASFwoTU0VTU0lPTl9TVEFUVVNfSURMRRABEhsKF1NFU1NJT05fU1RBVFVTX1NUQVJUSU5HEAISHAoYU0VTU0lPTl9TVEFUVVNfU1RSRUFNSU5HEAMSGwoXU0VTU0lPTl9TVEFUVVNfU1RPUFBJTkcQBCqJAQoNRnVsbEV2ZW50UGFydBIfChtGVUxMX0VWRU5UX1BBUlRfVU5TUEVDSUZJRUQQABIcChhGVUxMX0VWRU5UX1BBUlRfQ0xJX0xJTkUQARIZChVGVUxMX0VWRU5UX1BBUlRfRVZFTlQQAhIeChpGVUxMX0VWRU5UX1BBUlRfRVZFTlRfSlNPThADMssKCg5TZXNzaW9uU2VydmljZRJGCgVTdGFydBIdLmFnZW50aGFybmVzcy52MS5TdGFydFJlcXVlc3QaHi5hZ2VudGhhcm5lc3MudjEuU3RhcnRSZXNwb25zZRJDCgRTZW5kEhwuYWdlbnRoYXJuZXNzLnYxLlNlbmRSZXF1ZXN0Gh0uYWdlbnRoYXJuZXNzLnYxLlNlbmRSZXNwb25zZRJDCgRTdG9wEhwuYWdlbnRoYXJuZXNzLnYxLlN0b3BSZXF1ZXN0Gh0uYWdlbnRoYXJuZXNzLnYxLlN0b3BSZXNwb25zZRJUCglTdWJzY3JpYmUSIS5hZ2VudGhhcm5lc3MudjEuU3Vic2NyaWJlUmVxdWVzdBoiLmFnZW50aGFybmVzcy52MS5TdWJzY3JpYmVSZXNwb25zZTABEkwKB0hpc3RvcnkSHy5hZ2VudGhhcm5lc3MudjEuSGlzdG9yeVJlcXVlc3QaIC5hZ2VudGhhcm5lc3MudjEuSGlzdG9yeVJlc3BvbnNlEmoKEVJlc3BvbmRQZXJtaXNzaW9uEikuYWdlbnRoYXJuZXNzLnYxLlJlc3BvbmRQZXJtaXNzaW9uUmVxdWVzdBoqLmFnZW50aGFybmVzcy52MS5SZXNwb25kUGVybWlzc2lvblJlc3BvbnNlElUKCkdldFNlc3Npb24SIi5hZ2VudGhhcm5lc3MudjEuR2V0U2Vzc2lvblJlcXVlc3QaIy5hZ2VudGhhcm5lc3MudjEuR2V0U2Vzc2lvblJlc3BvbnNlElsKDExpc3RTZXNzaW9ucxIkLmFnZW50aGFybmVzcy52MS5MaXN0U2Vzc2lvbnNSZXF1ZXN0GiUuYWdlbnRoYXJuZXNzLnYxLkxpc3RTZXNzaW9uc1Jlc3BvbnNlEmAKDVJlYWRGdWxsRXZlbnQSJS5hZ2VudGhhcm5lc3MudjEuUmVhZEZ1bGxFdmVudFJlcXVlc3QaJi5hZ2VudGhhcm5lc3MudjEuUmVhZEZ1bGxFdmVudFJlc3BvbnNlMAESTwoIU3RvcFRhc2sSIC5hZ2VudGhhcm5lc3MudjEuU3RvcFRhc2tSZXF1ZXN0GiEuYWdlbnRoYXJuZXNzLnYxLlN0b3BUYXNrUmVzcG9uc2USZAoPR2V0Q29udGV4dFVzYWdlEicuYWdlbnRoYXJuZXNzLnYxLkdldENvbnRleHRVc2FnZVJlcXVlc3QaKC5hZ2VudGhhcm5lc3MudjEuR2V0Q29udGV4dFVzYWdlUmVzcG9uc2USTwoIU2V0TW9kZWwSIC5hZ2VudGhhcm5lc3MudjEuU2V0TW9kZWxSZXF1ZXN0GiEuYWdlbnRoYXJuZXNzLnYxLlNldE1vZGVsUmVzcG9uc2USagoRU2V0UGVybWlzc2lvbk1vZGUSKS5hZ2VudGhhcm5lc3MudjEuU2V0UGVybWlzc2lvbk1vZGVSZXF1ZXN0GiouYWdlbnRoYXJuZXNzLnYxLlNldFBlcm1pc3Npb25Nb2RlUmVzcG9uc2UScwoUU2V0TWF4VGhpbmtpbmdUb2tlbnMSLC5hZ2VudGhhcm5lc3MudjEuU2V0TWF4VGhpbmtpbmdUb2tlbnNSZXF1ZXN0Gi0uYWdlbnRoYXJuZXNzLnYxLlNldE1heFRoaW5raW5nVG9rZW5zUmVzcG9uc2USWAoLUmV3aW5kRmlsZXMSIy5hZ2VudGhhcm5lc3MudjEuUmV3aW5kRmlsZXNSZXF1ZXN0GiQuYWdlbnRoYXJuZXNzLnYxLlJld2luZEZpbGVzUmVzcG9uc2VCTlpMZ2l0aHViLmNvbS9hZ2VudC1oYXJuZXNzL2FnZW50LWhhcm5lc3MvZ2VuL2dvL2FnZW50aGFybmVzcy92MTthZ2VudGhhcm5lc3N2MWIGcHJvdG8z", [file_agentharness_v1_events, file_google_protobuf_struct]);
 
 /**
  * Start a run.
@@ -778,6 +778,31 @@ export type Session = Message<"agentharness.v1.Session"> & {
    * @generated from field: string lost_resume_id = 10;
    */
   lostResumeId: string;
+
+  /**
+   * The model in force: the latest one a client chose (StartConfig.model,
+   * SetModel) or the CLI reported at start-up (run_ready), whichever came
+   * last. Empty before any.
+   *
+   * @generated from field: string model = 11;
+   */
+  model: string;
+
+  /**
+   * The permission mode in force, the same way (StartConfig.permission_mode,
+   * SetPermissionMode, run_ready). Empty before any.
+   *
+   * @generated from field: string permission_mode = 12;
+   */
+  permissionMode: string;
+
+  /**
+   * The thinking budget a client chose (StartConfig.max_thinking_tokens,
+   * SetMaxThinkingTokens); unset: the CLI's default.
+   *
+   * @generated from field: optional uint32 max_thinking_tokens = 13;
+   */
+  maxThinkingTokens?: number | undefined;
 };
 
 /**
@@ -1134,6 +1159,282 @@ export const GetContextUsageResponseSchema: GenMessage<GetContextUsageResponse> 
   messageDesc(file_agentharness_v1_session_service, 28);
 
 /**
+ * Switch the model.
+ *
+ * @generated from message agentharness.v1.SetModelRequest
+ */
+export type SetModelRequest = Message<"agentharness.v1.SetModelRequest"> & {
+  /**
+   * The session.
+   *
+   * @generated from field: string session_id = 1;
+   */
+  sessionId: string;
+
+  /**
+   * Model alias or name, as for StartConfig.model. Empty: the CLI's default.
+   *
+   * @generated from field: string model = 2;
+   */
+  model: string;
+
+  /**
+   * Optional retry key (see StartRequest.idempotency_key).
+   *
+   * @generated from field: string idempotency_key = 3;
+   */
+  idempotencyKey: string;
+};
+
+/**
+ * Describes the message agentharness.v1.SetModelRequest.
+ * Use `create(SetModelRequestSchema)` to create a new message.
+ */
+export const SetModelRequestSchema: GenMessage<SetModelRequest> = /*@__PURE__*/
+  messageDesc(file_agentharness_v1_session_service, 29);
+
+/**
+ * The model was switched.
+ *
+ * @generated from message agentharness.v1.SetModelResponse
+ */
+export type SetModelResponse = Message<"agentharness.v1.SetModelResponse"> & {
+  /**
+   * Applied to the live process, or recorded for the next spawn.
+   *
+   * @generated from field: agentharness.v1.SettingApplied applied = 1;
+   */
+  applied: SettingApplied;
+
+  /**
+   * The seq of the setting_changed event.
+   *
+   * @generated from field: uint64 seq = 2 [jstype = JS_NUMBER];
+   */
+  seq: bigint;
+};
+
+/**
+ * Describes the message agentharness.v1.SetModelResponse.
+ * Use `create(SetModelResponseSchema)` to create a new message.
+ */
+export const SetModelResponseSchema: GenMessage<SetModelResponse> = /*@__PURE__*/
+  messageDesc(file_agentharness_v1_session_service, 30);
+
+/**
+ * Switch the permission mode.
+ *
+ * @generated from message agentharness.v1.SetPermissionModeRequest
+ */
+export type SetPermissionModeRequest = Message<"agentharness.v1.SetPermissionModeRequest"> & {
+  /**
+   * The session.
+   *
+   * @generated from field: string session_id = 1;
+   */
+  sessionId: string;
+
+  /**
+   * "default", "plan", "dontAsk", "acceptEdits", "auto" or
+   * "bypassPermissions" (within the operator's policy).
+   *
+   * @generated from field: string mode = 2;
+   */
+  mode: string;
+
+  /**
+   * Optional retry key (see StartRequest.idempotency_key).
+   *
+   * @generated from field: string idempotency_key = 3;
+   */
+  idempotencyKey: string;
+};
+
+/**
+ * Describes the message agentharness.v1.SetPermissionModeRequest.
+ * Use `create(SetPermissionModeRequestSchema)` to create a new message.
+ */
+export const SetPermissionModeRequestSchema: GenMessage<SetPermissionModeRequest> = /*@__PURE__*/
+  messageDesc(file_agentharness_v1_session_service, 31);
+
+/**
+ * The permission mode was switched.
+ *
+ * @generated from message agentharness.v1.SetPermissionModeResponse
+ */
+export type SetPermissionModeResponse = Message<"agentharness.v1.SetPermissionModeResponse"> & {
+  /**
+   * Applied to the live process, or recorded for the next spawn.
+   *
+   * @generated from field: agentharness.v1.SettingApplied applied = 1;
+   */
+  applied: SettingApplied;
+
+  /**
+   * The seq of the setting_changed event.
+   *
+   * @generated from field: uint64 seq = 2 [jstype = JS_NUMBER];
+   */
+  seq: bigint;
+};
+
+/**
+ * Describes the message agentharness.v1.SetPermissionModeResponse.
+ * Use `create(SetPermissionModeResponseSchema)` to create a new message.
+ */
+export const SetPermissionModeResponseSchema: GenMessage<SetPermissionModeResponse> = /*@__PURE__*/
+  messageDesc(file_agentharness_v1_session_service, 32);
+
+/**
+ * Set the thinking budget.
+ *
+ * @generated from message agentharness.v1.SetMaxThinkingTokensRequest
+ */
+export type SetMaxThinkingTokensRequest = Message<"agentharness.v1.SetMaxThinkingTokensRequest"> & {
+  /**
+   * The session.
+   *
+   * @generated from field: string session_id = 1;
+   */
+  sessionId: string;
+
+  /**
+   * Most thinking tokens per turn (0 turns thinking off; at most 1000000).
+   * Unset: back to the CLI's default.
+   *
+   * @generated from field: optional uint32 max_thinking_tokens = 2;
+   */
+  maxThinkingTokens?: number | undefined;
+
+  /**
+   * Optional retry key (see StartRequest.idempotency_key).
+   *
+   * @generated from field: string idempotency_key = 3;
+   */
+  idempotencyKey: string;
+};
+
+/**
+ * Describes the message agentharness.v1.SetMaxThinkingTokensRequest.
+ * Use `create(SetMaxThinkingTokensRequestSchema)` to create a new message.
+ */
+export const SetMaxThinkingTokensRequestSchema: GenMessage<SetMaxThinkingTokensRequest> = /*@__PURE__*/
+  messageDesc(file_agentharness_v1_session_service, 33);
+
+/**
+ * The thinking budget was set.
+ *
+ * @generated from message agentharness.v1.SetMaxThinkingTokensResponse
+ */
+export type SetMaxThinkingTokensResponse = Message<"agentharness.v1.SetMaxThinkingTokensResponse"> & {
+  /**
+   * Applied to the live process, or recorded for the next spawn.
+   *
+   * @generated from field: agentharness.v1.SettingApplied applied = 1;
+   */
+  applied: SettingApplied;
+
+  /**
+   * The seq of the setting_changed event.
+   *
+   * @generated from field: uint64 seq = 2 [jstype = JS_NUMBER];
+   */
+  seq: bigint;
+};
+
+/**
+ * Describes the message agentharness.v1.SetMaxThinkingTokensResponse.
+ * Use `create(SetMaxThinkingTokensResponseSchema)` to create a new message.
+ */
+export const SetMaxThinkingTokensResponseSchema: GenMessage<SetMaxThinkingTokensResponse> = /*@__PURE__*/
+  messageDesc(file_agentharness_v1_session_service, 34);
+
+/**
+ * Undo file edits back to a user message.
+ *
+ * @generated from message agentharness.v1.RewindFilesRequest
+ */
+export type RewindFilesRequest = Message<"agentharness.v1.RewindFilesRequest"> & {
+  /**
+   * The session.
+   *
+   * @generated from field: string session_id = 1;
+   */
+  sessionId: string;
+
+  /**
+   * The seq of the input_sent event of the user message to go back to
+   * (files return to their state just before it).
+   *
+   * @generated from field: uint64 to_seq = 2 [jstype = JS_NUMBER];
+   */
+  toSeq: bigint;
+
+  /**
+   * Only list what would change.
+   *
+   * @generated from field: bool dry_run = 3;
+   */
+  dryRun: boolean;
+
+  /**
+   * Optional retry key (see StartRequest.idempotency_key).
+   *
+   * @generated from field: string idempotency_key = 4;
+   */
+  idempotencyKey: string;
+};
+
+/**
+ * Describes the message agentharness.v1.RewindFilesRequest.
+ * Use `create(RewindFilesRequestSchema)` to create a new message.
+ */
+export const RewindFilesRequestSchema: GenMessage<RewindFilesRequest> = /*@__PURE__*/
+  messageDesc(file_agentharness_v1_session_service, 35);
+
+/**
+ * What the rewind changed (or, for a dry run, would change).
+ *
+ * @generated from message agentharness.v1.RewindFilesResponse
+ */
+export type RewindFilesResponse = Message<"agentharness.v1.RewindFilesResponse"> & {
+  /**
+   * The files restored (or that would be).
+   *
+   * @generated from field: repeated string files_changed = 1;
+   */
+  filesChanged: string[];
+
+  /**
+   * Lines added back.
+   *
+   * @generated from field: uint64 insertions = 2 [jstype = JS_NUMBER];
+   */
+  insertions: bigint;
+
+  /**
+   * Lines taken away.
+   *
+   * @generated from field: uint64 deletions = 3 [jstype = JS_NUMBER];
+   */
+  deletions: bigint;
+
+  /**
+   * The seq of the files_rewound event; 0 for a dry run.
+   *
+   * @generated from field: uint64 seq = 4 [jstype = JS_NUMBER];
+   */
+  seq: bigint;
+};
+
+/**
+ * Describes the message agentharness.v1.RewindFilesResponse.
+ * Use `create(RewindFilesResponseSchema)` to create a new message.
+ */
+export const RewindFilesResponseSchema: GenMessage<RewindFilesResponse> = /*@__PURE__*/
+  messageDesc(file_agentharness_v1_session_service, 36);
+
+/**
  * What kind of block a Delta writes.
  *
  * @generated from enum agentharness.v1.DeltaBlockType
@@ -1397,6 +1698,56 @@ export const SessionService: GenService<{
     methodKind: "unary";
     input: typeof GetContextUsageRequestSchema;
     output: typeof GetContextUsageResponseSchema;
+  },
+  /**
+   * Switches the model (`set_model`) on the live process, and for every
+   * later spawn (a respawn, after an idle timeout or a server restart). With
+   * no live process the change is recorded and the next spawn applies it.
+   * Recorded as a setting_changed event either way.
+   *
+   * @generated from rpc agentharness.v1.SessionService.SetModel
+   */
+  setModel: {
+    methodKind: "unary";
+    input: typeof SetModelRequestSchema;
+    output: typeof SetModelResponseSchema;
+  },
+  /**
+   * Switches the permission mode (`set_permission_mode`), like SetModel.
+   * The operator's policy is the ceiling: PERMISSION_DENIED for a mode it
+   * does not allow (in relay mode only default, plan and dontAsk, unless
+   * the operator allowed more; bypassPermissions only with --permissions skip).
+   *
+   * @generated from rpc agentharness.v1.SessionService.SetPermissionMode
+   */
+  setPermissionMode: {
+    methodKind: "unary";
+    input: typeof SetPermissionModeRequestSchema;
+    output: typeof SetPermissionModeResponseSchema;
+  },
+  /**
+   * Sets the thinking budget (`set_max_thinking_tokens`), like SetModel.
+   *
+   * @generated from rpc agentharness.v1.SessionService.SetMaxThinkingTokens
+   */
+  setMaxThinkingTokens: {
+    methodKind: "unary";
+    input: typeof SetMaxThinkingTokensRequestSchema;
+    output: typeof SetMaxThinkingTokensResponseSchema;
+  },
+  /**
+   * Undoes the agent's file edits back to a user message (`rewind_files`):
+   * every file the CLI changed since that message is restored to its state
+   * just before it. `dry_run` only lists what would change. Needs the live
+   * process that made the edits (FAILED_PRECONDITION otherwise). Recorded
+   * as a files_rewound event (not for a dry run).
+   *
+   * @generated from rpc agentharness.v1.SessionService.RewindFiles
+   */
+  rewindFiles: {
+    methodKind: "unary";
+    input: typeof RewindFilesRequestSchema;
+    output: typeof RewindFilesResponseSchema;
   },
 }> = /*@__PURE__*/
   serviceDesc(file_agentharness_v1_session_service, 0);

@@ -1,0 +1,393 @@
+//! Control of a session's live process (issue 13): host `control_request`s
+//! answered from the CLI's `control_response` ([`SessionManager::control`]),
+//! setting changes that outlive the process
+//! ([`SessionManager::change_setting`]), and file rewinds
+//! ([`SessionManager::rewind_files`]).
+//!
+//! A setting change goes to the live process when there is one; the run
+//! task records it (`setting_changed{applied: LIVE}`) when the CLI says
+//! success. With no live process (or one ending, or a one-shot one) it is
+//! recorded as `NEXT_SPAWN`, and the next spawn applies it (see
+//! [`super::fold::SettingsChanged`]): so a setting survives a respawn, an
+//! idle timeout and a server restart.
+
+use agent_harness_client::pb;
+use agent_harness_client::pb::event::Payload;
+use serde_json::{Value, json};
+
+use super::run::{self, Answered, ControlFailure, Record, RunCmd};
+use super::slot::Entry;
+use super::{SessionManager, mismatched};
+use crate::error::{Error, Result};
+use crate::launch;
+use crate::log::NewEvent;
+use crate::store::Outcome;
+
+/// A setting a client changes.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum SettingChange {
+    /// SetModel: an alias or name; "" = the CLI's default.
+    Model(String),
+    /// SetPermissionMode.
+    PermissionMode(String),
+    /// SetMaxThinkingTokens; `None` = the CLI's default.
+    MaxThinkingTokens(Option<u32>),
+}
+
+impl SettingChange {
+    fn rpc(&self) -> &'static str {
+        match self {
+            SettingChange::Model(_) => "SetModel",
+            SettingChange::PermissionMode(_) => "SetPermissionMode",
+            SettingChange::MaxThinkingTokens(_) => "SetMaxThinkingTokens",
+        }
+    }
+
+    fn setting(&self) -> pb::Setting {
+        match self {
+            SettingChange::Model(_) => pb::Setting::Model,
+            SettingChange::PermissionMode(_) => pb::Setting::PermissionMode,
+            SettingChange::MaxThinkingTokens(_) => pb::Setting::MaxThinkingTokens,
+        }
+    }
+
+    /// The value as `setting_changed` records it.
+    fn value(&self) -> String {
+        match self {
+            SettingChange::Model(m) | SettingChange::PermissionMode(m) => m.clone(),
+            SettingChange::MaxThinkingTokens(n) => n.map(|n| n.to_string()).unwrap_or_default(),
+        }
+    }
+
+    /// The CLI's control request.
+    fn request(&self) -> Value {
+        match self {
+            SettingChange::Model(m) if m.is_empty() => {
+                json!({"subtype": "set_model", "model": null})
+            }
+            SettingChange::Model(m) => json!({"subtype": "set_model", "model": m}),
+            SettingChange::PermissionMode(m) => {
+                json!({"subtype": "set_permission_mode", "mode": m})
+            }
+            SettingChange::MaxThinkingTokens(n) => {
+                json!({"subtype": "set_max_thinking_tokens", "max_thinking_tokens": n})
+            }
+        }
+    }
+
+    fn event(&self, applied: pb::SettingApplied) -> Payload {
+        Payload::SettingChanged(pb::SettingChanged {
+            setting: self.setting() as i32,
+            value: self.value(),
+            applied: applied as i32,
+        })
+    }
+}
+
+/// What a RewindFiles did (or would do).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Rewound {
+    /// The files restored (or that would be).
+    pub files_changed: Vec<String>,
+    /// Lines added back.
+    pub insertions: u64,
+    /// Lines taken away.
+    pub deletions: u64,
+    /// The files_rewound event's seq; 0 for a dry run.
+    pub seq: u64,
+}
+
+fn failure(f: ControlFailure) -> Error {
+    match f {
+        ControlFailure::Unsupported => Error::Unsupported(
+            "control requests (the one-shot adapter has no channel to a running CLI)".into(),
+        ),
+        ControlFailure::Refused(why) => Error::CliRefused(why),
+        ControlFailure::Timeout => Error::CliTimeout(run::CONTROL_TIMEOUT),
+        ControlFailure::Ended => {
+            Error::ProcessExited("the process ended before it answered".into())
+        }
+        ControlFailure::NotRecorded(why) => Error::Storage(why),
+    }
+}
+
+impl SessionManager {
+    /// Sends a host `control_request` (`request` holds its `subtype`) to
+    /// the session's live process and returns the CLI's answer (its
+    /// `response` object). NoLiveProcess when there is none; CliRefused,
+    /// CliTimeout or ProcessExited when the CLI does not answer with success.
+    pub async fn control(&self, session_id: &str, request: Value) -> Result<Value> {
+        self.control_recorded(session_id, request, None)
+            .await
+            .map(|a| a.response)
+    }
+
+    /// Stops one background task (`stop_task`). A keyed repeat of a stop
+    /// that succeeded answers success and sends nothing again.
+    pub async fn stop_task(
+        &self,
+        session_id: &str,
+        key: Option<&str>,
+        task_id: &str,
+    ) -> Result<()> {
+        if !self.inner.logs.exists(session_id).await? {
+            return Err(Error::unknown_session(session_id));
+        }
+        let ticket = match self
+            .begin(session_id, key, "StopTask", &json!({"task_id": task_id}))
+            .await?
+        {
+            Ok(ticket) => ticket,
+            Err(Outcome::StopTask) => return Ok(()),
+            Err(other) => return Err(mismatched(other)),
+        };
+        self.control(
+            session_id,
+            json!({"subtype": "stop_task", "task_id": task_id}),
+        )
+        .await?;
+        if let Some(t) = ticket {
+            // The receipt alone: the task's end is the CLI's to report.
+            self.inner
+                .logs
+                .commit(
+                    session_id,
+                    Vec::new(),
+                    None,
+                    Some(t.keyed.put(Outcome::StopTask)),
+                )
+                .await?;
+        }
+        Ok(())
+    }
+
+    /// [`SessionManager::control`], appending `record` when the CLI says
+    /// success.
+    async fn control_recorded(
+        &self,
+        session_id: &str,
+        request: Value,
+        record: Option<Record>,
+    ) -> Result<Answered> {
+        let Some(slot) = self.known_slot(session_id).await? else {
+            return Err(Error::unknown_session(session_id));
+        };
+        let cmd = |reply| RunCmd::Control {
+            request: request.clone(),
+            record: record.clone().map(Box::new),
+            reply,
+        };
+        match slot.ask_or_claim(cmd).await {
+            Ok(answer) => answer.map_err(failure),
+            Err(_claim) => Err(Error::NoLiveProcess {
+                session_id: session_id.to_owned(),
+            }),
+        }
+    }
+
+    /// Changes a setting (SetModel, SetPermissionMode,
+    /// SetMaxThinkingTokens): on the live process, recorded when the CLI
+    /// says success; with no live process, recorded for the next spawn.
+    /// Returns how it took effect and the seq of its `setting_changed`. A
+    /// keyed repeat returns the first call's answer and changes nothing.
+    pub async fn change_setting(
+        &self,
+        session_id: &str,
+        key: Option<&str>,
+        change: SettingChange,
+    ) -> Result<(pb::SettingApplied, u64)> {
+        match &change {
+            SettingChange::Model(m) => launch::check_model(m).map_err(|e| e.renamed("model"))?,
+            SettingChange::PermissionMode(m) if m.is_empty() => {
+                return Err(Error::invalid("mode", "empty; name a permission mode"));
+            }
+            SettingChange::PermissionMode(m) => {
+                self.inner.opts.launch.check_permission_mode("mode", m)?
+            }
+            SettingChange::MaxThinkingTokens(n) => {
+                launch::check_thinking_tokens("max_thinking_tokens", *n)?
+            }
+        }
+        let Some(slot) = self.known_slot(session_id).await? else {
+            return Err(Error::unknown_session(session_id));
+        };
+        let print = json!({"setting": change.setting() as i32, "value": change.value()});
+        let ticket = match self.begin(session_id, key, change.rpc(), &print).await? {
+            Ok(ticket) => ticket,
+            Err(Outcome::Setting { applied, seq }) => {
+                let applied = pb::SettingApplied::try_from(applied)
+                    .unwrap_or(pb::SettingApplied::Unspecified);
+                return Ok((applied, seq));
+            }
+            Err(other) => return Err(mismatched(other)),
+        };
+        let keyed = ticket.as_ref().map(|t| &t.keyed);
+        let claim = loop {
+            self.check_open()?;
+            let run = match slot.enter() {
+                Entry::Free(claim) => break claim,
+                Entry::Occupied(run) => run,
+            };
+            let record = Record {
+                payload: change.event(pb::SettingApplied::Live),
+                keyed: keyed.cloned(),
+            };
+            let cmd = |reply| RunCmd::Control {
+                request: change.request(),
+                record: Some(Box::new(record)),
+                reply,
+            };
+            match run.ask(cmd).await {
+                Some(Ok(Answered {
+                    seq,
+                    recorded: Some(Payload::SettingChanged(s)),
+                    ..
+                })) => {
+                    let applied = s.applied();
+                    return Ok((applied, seq));
+                }
+                Some(Ok(_)) => {
+                    return Err(Error::Internal("a setting change recorded no event".into()));
+                }
+                // The process is on its way out: record the change for the
+                // next spawn once it is gone.
+                Some(Err(ControlFailure::Ended)) => {
+                    self.wait_released(session_id, &run.ended).await?
+                }
+                Some(Err(f)) => return Err(failure(f)),
+                None => {}
+            }
+        };
+        if !self.inner.logs.exists(session_id).await? {
+            return Err(Error::unknown_session(session_id));
+        }
+        let head = self
+            .current(&slot, session_id, |d| d.fold.status_fold().head_seq())
+            .await?;
+        let applied = pb::SettingApplied::NextSpawn;
+        let payload = change.event(applied);
+        let receipt = keyed.map(|k| {
+            k.put(Outcome::Setting {
+                applied: applied as i32,
+                seq: head + 1,
+            })
+        });
+        let appended = self
+            .inner
+            .logs
+            .commit(
+                session_id,
+                vec![NewEvent {
+                    run_id: String::new(),
+                    payload,
+                    cli_line: String::new(),
+                }],
+                None,
+                receipt,
+            )
+            .await?;
+        slot.fold.applied(&appended);
+        drop(claim);
+        Ok((applied, appended.first().map_or(head + 1, |e| e.seq)))
+    }
+
+    /// Undoes the agent's file edits back to the user message of the
+    /// `input_sent` at `to_seq` (`rewind_files`): a dry run first learns
+    /// what changes (and whether the CLI can), then, unless `dry_run`, the
+    /// rewind itself, recorded as `files_rewound`. Needs the live process.
+    pub async fn rewind_files(
+        &self,
+        session_id: &str,
+        key: Option<&str>,
+        to_seq: u64,
+        dry_run: bool,
+    ) -> Result<Rewound> {
+        if !self.inner.logs.exists(session_id).await? {
+            return Err(Error::unknown_session(session_id));
+        }
+        let uuid = match self.inner.logs.full_event(session_id, to_seq).await? {
+            Some(pb::Event {
+                payload: Some(Payload::InputSent(i)),
+                ..
+            }) if !i.message_uuid.is_empty() => i.message_uuid,
+            Some(_) => {
+                return Err(Error::invalid(
+                    "to_seq",
+                    format!(
+                        "event {to_seq} is not a user message this server sent (an input_sent \
+                         with a message_uuid)"
+                    ),
+                ));
+            }
+            None => {
+                return Err(Error::invalid(
+                    "to_seq",
+                    format!("session {session_id:?} has no event {to_seq}"),
+                ));
+            }
+        };
+        let print = json!({"to_seq": to_seq, "dry_run": dry_run});
+        let ticket = match self.begin(session_id, key, "RewindFiles", &print).await? {
+            Ok(ticket) => ticket,
+            Err(Outcome::RewindFiles {
+                files_changed,
+                insertions,
+                deletions,
+                seq,
+            }) => {
+                return Ok(Rewound {
+                    files_changed,
+                    insertions,
+                    deletions,
+                    seq,
+                });
+            }
+            Err(other) => return Err(mismatched(other)),
+        };
+        let keyed = ticket.as_ref().map(|t| &t.keyed);
+        let preview = self
+            .control(
+                session_id,
+                json!({"subtype": "rewind_files", "user_message_id": uuid, "dry_run": true}),
+            )
+            .await?;
+        let files_changed: Vec<String> = preview
+            .get("filesChanged")
+            .and_then(Value::as_array)
+            .map(|a| {
+                a.iter()
+                    .filter_map(|f| f.as_str().map(str::to_owned))
+                    .collect()
+            })
+            .unwrap_or_default();
+        let count = |k: &str| preview.get(k).and_then(Value::as_u64).unwrap_or(0);
+        let mut rewound = Rewound {
+            files_changed,
+            insertions: count("insertions"),
+            deletions: count("deletions"),
+            seq: 0,
+        };
+        if dry_run {
+            return Ok(rewound);
+        }
+        let record = Record {
+            payload: Payload::FilesRewound(pb::FilesRewound {
+                to_seq,
+                message_uuid: uuid.clone(),
+                files_changed: rewound.files_changed.clone(),
+                insertions: rewound.insertions,
+                deletions: rewound.deletions,
+            }),
+            keyed: keyed.cloned(),
+        };
+        let answered = self
+            .control_recorded(
+                session_id,
+                json!({"subtype": "rewind_files", "user_message_id": uuid}),
+                Some(record),
+            )
+            .await?;
+        rewound.seq = answered.seq;
+        Ok(rewound)
+    }
+}
