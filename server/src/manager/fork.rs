@@ -11,35 +11,47 @@ use super::fold::FoldCell;
 use crate::error::{Error, Result};
 use crate::validate;
 
+/// What a fork request must be before any state is looked at: a valid
+/// source id that is not the session itself, and no resume id of its own.
+pub(super) fn check_fork(session_id: &str, config: &pb::StartConfig) -> Result<()> {
+    let Some(fork) = &config.fork else {
+        return Ok(());
+    };
+    validate::session_id(&fork.from_session_id)
+        .map_err(|e| e.renamed("config.fork.from_session_id"))?;
+    if fork.from_session_id == session_id {
+        return Err(Error::invalid(
+            "config.fork.from_session_id",
+            "a session cannot fork itself; Start the fork under a new session id",
+        ));
+    }
+    if !config.resume.is_empty() {
+        return Err(Error::invalid(
+            "config.resume",
+            "a fork resumes its source's conversation; leave resume empty",
+        ));
+    }
+    Ok(())
+}
+
 impl SessionManager {
     /// Fills in a fork's Start config from its source: the source's
     /// conversation as `resume`, the CLI's uuid of the message at `at_seq`,
     /// and the source's cwd and settings where the config leaves them
     /// empty. No-op without `fork`. Refused for a session that already has
-    /// a conversation of its own (fork into a new session id).
+    /// a conversation of its own (fork into a new session id). The request
+    /// itself passed [`check_fork`].
     pub(super) async fn resolve_fork(
         &self,
         session_id: &str,
         target: &FoldCell,
         config: &mut pb::StartConfig,
     ) -> Result<()> {
+        // check_fork has passed (before the slot was claimed).
         let Some(fork) = config.fork.as_mut() else {
             return Ok(());
         };
         let source = fork.from_session_id.clone();
-        validate::session_id(&source).map_err(|e| e.renamed("config.fork.from_session_id"))?;
-        if source == session_id {
-            return Err(Error::invalid(
-                "config.fork.from_session_id",
-                "a session cannot fork itself; Start the fork under a new session id",
-            ));
-        }
-        if !config.resume.is_empty() {
-            return Err(Error::invalid(
-                "config.resume",
-                "a fork resumes its source's conversation; leave resume empty",
-            ));
-        }
         let own = target
             .current(&self.inner.logs, session_id, |d| {
                 d.fold.resume_id().map(str::to_owned)

@@ -304,6 +304,7 @@ impl SessionManager {
     ) -> Result<Started> {
         // A config the policy or the adapter refuses leaves no state behind
         // (checked again, with the session's resume id, when spawning).
+        fork::check_fork(session_id, &config)?;
         self.admit(session_id, &mut config, "start")?;
         self.inner.adapter.check(&SpawnConfig {
             session_id: session_id.to_owned(),

@@ -17,4 +17,5 @@ mod permission_modes;
 mod record_cassette_serve;
 mod record_cassettes;
 mod resume_lost;
+mod rewind_fork;
 mod settings;
