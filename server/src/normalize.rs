@@ -762,7 +762,9 @@ pub(crate) fn to_struct(v: &Value) -> Option<pbjson_types::Struct> {
     if !v.is_object() {
         return None;
     }
-    serde_json::from_value(v.clone()).ok()
+    let mut s: pbjson_types::Struct = serde_json::from_value(v.clone()).ok()?;
+    s.fields.values_mut().for_each(null_kinds);
+    Some(s)
 }
 
 /// Any JSON value (except null) as a protobuf Value.
@@ -770,5 +772,52 @@ pub(crate) fn to_value(v: &Value) -> Option<pbjson_types::Value> {
     if v.is_null() {
         return None;
     }
-    serde_json::from_value(v.clone()).ok()
+    let mut value: pbjson_types::Value = serde_json::from_value(v.clone()).ok()?;
+    null_kinds(&mut value);
+    Some(value)
+}
+
+/// A JSON null nested in an object or array, as pbjson reads it, is a Value
+/// with no kind: valid for prost, but not protobuf's `google.protobuf.Value`
+/// (a client's JSON printer, e.g. grpcurl's, fails on it). Make each one
+/// `null_value`.
+fn null_kinds(v: &mut pbjson_types::Value) {
+    use pbjson_types::value::Kind;
+    match &mut v.kind {
+        None => v.kind = Some(Kind::NullValue(0)),
+        Some(Kind::StructValue(s)) => s.fields.values_mut().for_each(null_kinds),
+        Some(Kind::ListValue(l)) => l.values.iter_mut().for_each(null_kinds),
+        Some(_) => {}
+    }
+}
+
+#[cfg(test)]
+mod null_tests {
+    use super::*;
+
+    /// Every nested null becomes `null_value`, at any depth: a Value with
+    /// no kind is not a valid `google.protobuf.Value` for other clients.
+    #[test]
+    fn nested_nulls_are_null_values() {
+        use pbjson_types::value::Kind;
+        fn no_empty_kind(v: &pbjson_types::Value) -> bool {
+            match &v.kind {
+                None => false,
+                Some(Kind::StructValue(s)) => s.fields.values().all(no_empty_kind),
+                Some(Kind::ListValue(l)) => l.values.iter().all(no_empty_kind),
+                Some(_) => true,
+            }
+        }
+        let s = to_struct(&serde_json::json!({
+            "a": null, "b": {"c": null}, "d": [1, null, {"e": null}]
+        }))
+        .unwrap();
+        assert!(s.fields.values().all(no_empty_kind), "{s:?}");
+        assert_eq!(s.fields["a"].kind, Some(Kind::NullValue(0)));
+        // Still null as JSON.
+        assert_eq!(serde_json::to_value(&s).unwrap()["b"]["c"], Value::Null);
+        assert!(no_empty_kind(
+            &to_value(&serde_json::json!([null])).unwrap()
+        ));
+    }
 }

@@ -339,3 +339,63 @@ async fn serve_applies_max_line_bytes_from_the_environment() {
     assert_eq!(answer_text(&events), "hello from the cassette");
     served.stop().await;
 }
+
+/// The control cassettes, served: the replay answers SetModel and
+/// GetContextUsage from the recorded `control_response` (under the id the
+/// server gives each request now), and SetModel is recorded as applied
+/// live, as with the real CLI.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn serve_the_committed_control_cassettes() {
+    let home = tempfile::tempdir().expect("home");
+    let served = Served::start(
+        &cassettes_dir().join("set_model.cassette.jsonl"),
+        home.path(),
+        &[],
+    )
+    .await;
+    let mut c = served.client().await.expect("connect");
+    let mut sub = Sub::open(&mut c, "m", 0).await;
+    start(&mut c, "m", "TEXT before").await.expect("start");
+    sub.until("turn_end", is_turn_end).await;
+    let r = c
+        .set_model(pb::SetModelRequest {
+            session_id: "m".into(),
+            model: "claude-haiku-4-5".into(),
+            idempotency_key: String::new(),
+        })
+        .await
+        .expect("SetModel on the replay")
+        .into_inner();
+    assert_eq!(r.applied(), pb::SettingApplied::Live, "{r:?}");
+    let e = sub
+        .until("setting_changed", |e| {
+            matches!(e.payload, Some(Payload::SettingChanged(_)))
+        })
+        .await;
+    assert_eq!(e.seq, r.seq);
+    assert_eq!(get(&mut c, "m").await.model, "claude-haiku-4-5");
+    served.stop().await;
+
+    let served = Served::start(
+        &cassettes_dir().join("get_context_usage.cassette.jsonl"),
+        home.path(),
+        &[],
+    )
+    .await;
+    let mut c = served.client().await.expect("connect");
+    let mut sub = Sub::open(&mut c, "u", 0).await;
+    start(&mut c, "u", "TEXT fill").await.expect("start");
+    sub.until("turn_end", is_turn_end).await;
+    let usage = c
+        .get_context_usage(pb::GetContextUsageRequest {
+            session_id: "u".into(),
+        })
+        .await
+        .expect("GetContextUsage on the replay")
+        .into_inner();
+    assert!(
+        usage.total_tokens > 0 && usage.max_tokens > usage.total_tokens,
+        "{usage:?}"
+    );
+    served.stop().await;
+}

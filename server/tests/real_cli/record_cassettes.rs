@@ -33,7 +33,17 @@ async fn record_and_replay_every_scenario() {
     } else {
         tmp.path().to_path_buf()
     };
+    // AH_CASSETTES=a,b records only those (when re-recording a few).
+    let only: Option<Vec<String>> = std::env::var("AH_CASSETTES")
+        .ok()
+        .map(|v| v.split(',').map(str::to_owned).collect());
     for s in scenarios() {
+        if only
+            .as_ref()
+            .is_some_and(|o| !o.iter().any(|n| n == s.name))
+        {
+            continue;
+        }
         let fx = Fixture::new().await;
         let perms = if s.relay {
             PermissionMode::Relay
@@ -81,6 +91,12 @@ async fn record_and_replay_every_scenario() {
                     .count();
                 assert_eq!(removed, 1, "{}: the first run's transcript", s.name);
             }
+        }
+        if s.fork {
+            config.config.fork = Some(agent_harness_client::pb::Fork {
+                from_session_id: "source".into(),
+                ..Default::default()
+            });
         }
         let path = dir.join(format!("{}.cassette.jsonl", s.name));
         let steps = (s.steps)();

@@ -36,7 +36,10 @@ fn conversations_with(api: &FakeApi, needle: &str) -> Vec<String> {
         .filter_map(|r| r.body.map(|b| b["messages"].to_string()))
         .filter(|m| m.contains(needle))
         .collect();
-    assert!(!found.is_empty(), "no Messages API call mentions {needle:?}");
+    assert!(
+        !found.is_empty(),
+        "no Messages API call mentions {needle:?}"
+    );
     found
 }
 

@@ -7,7 +7,9 @@ use std::time::Duration;
 
 use agent_harness_client::pb;
 use agent_harness_client::pb::event::Payload;
-use agent_harness_server::adapter::cassette::{CassetteAdapter, CassetteRecord, ScriptStep};
+use agent_harness_server::adapter::cassette::{
+    CassetteAdapter, CassetteRecord, LAST_TASK, ScriptStep,
+};
 use agent_harness_server::adapter::{
     ExitInfo, PermissionDecision, ProcessAdapter, SpawnConfig, UserInput,
 };
@@ -37,10 +39,17 @@ pub struct Scenario {
     pub expect: &'static [&'static str],
     /// The recorded exit code.
     pub exit_code: Option<i32>,
+    /// Fork the `resume_from` session (`--fork-session`) instead of
+    /// resuming it.
+    pub fork: bool,
 }
+
+/// The uuid the rewind cassette gives its second message.
+pub const REWIND_TO_UUID: &str = "0a1b2c3d-0000-4000-8000-000000000002";
 
 pub fn scenarios() -> Vec<Scenario> {
     use ScriptStep::*;
+    use serde_json::json;
     vec![
         Scenario {
             name: "plain_turn",
@@ -52,6 +61,7 @@ pub fn scenarios() -> Vec<Scenario> {
             steps: || vec![WaitTurnEnd],
             expect: &["run_ready", "content[text]", "turn_end[success]"],
             exit_code: Some(0),
+            fork: false,
         },
         Scenario {
             name: "follow_up",
@@ -69,6 +79,7 @@ pub fn scenarios() -> Vec<Scenario> {
                 "turn_end[success]",
             ],
             exit_code: Some(0),
+            fork: false,
         },
         Scenario {
             name: "tool_use",
@@ -86,6 +97,7 @@ pub fn scenarios() -> Vec<Scenario> {
                 "turn_end[success]",
             ],
             exit_code: Some(0),
+            fork: false,
         },
         Scenario {
             name: "interrupt",
@@ -113,6 +125,7 @@ pub fn scenarios() -> Vec<Scenario> {
                 "turn_end[success]",
             ],
             exit_code: Some(0),
+            fork: false,
         },
         Scenario {
             name: "permission_allow",
@@ -131,6 +144,7 @@ pub fn scenarios() -> Vec<Scenario> {
                 "turn_end[success]",
             ],
             exit_code: Some(0),
+            fork: false,
         },
         Scenario {
             name: "permission_deny",
@@ -149,6 +163,7 @@ pub fn scenarios() -> Vec<Scenario> {
                 "turn_end[success]",
             ],
             exit_code: Some(0),
+            fork: false,
         },
         Scenario {
             name: "bg_bash",
@@ -172,6 +187,7 @@ pub fn scenarios() -> Vec<Scenario> {
                 "turn_end[success]",
             ],
             exit_code: Some(0),
+            fork: false,
         },
         Scenario {
             name: "resume",
@@ -183,6 +199,7 @@ pub fn scenarios() -> Vec<Scenario> {
             steps: || vec![WaitTurnEnd],
             expect: &["run_ready", "content[text]", "turn_end[success]"],
             exit_code: Some(0),
+            fork: false,
         },
         Scenario {
             name: "resume_lost",
@@ -197,6 +214,7 @@ pub fn scenarios() -> Vec<Scenario> {
                 "turn_end[error_during_execution,error]",
             ],
             exit_code: Some(1),
+            fork: false,
         },
         Scenario {
             name: "one_shot",
@@ -208,6 +226,181 @@ pub fn scenarios() -> Vec<Scenario> {
             steps: Vec::new,
             expect: &["run_ready", "content[text]", "turn_end[success]"],
             exit_code: Some(0),
+            fork: false,
+        },
+        Scenario {
+            name: "set_model",
+            adapter: "interactive",
+            relay: true,
+            prompt: "TEXT before the switch",
+            resume_from: None,
+            forget_first: false,
+            steps: || {
+                vec![
+                    WaitTurnEnd,
+                    Control(json!({"subtype": "set_model", "model": "claude-haiku-4-5"})),
+                    Send("TEXT after the switch".into()),
+                    WaitTurnEnd,
+                ]
+            },
+            expect: &[
+                "run_ready",
+                "content[text]",
+                "turn_end[success]",
+                "result[text]",
+                "run_ready",
+                "content[text]",
+                "turn_end[success]",
+            ],
+            exit_code: Some(0),
+            fork: false,
+        },
+        Scenario {
+            name: "set_permission_mode",
+            adapter: "interactive",
+            relay: true,
+            prompt: "TEXT before plan mode",
+            resume_from: None,
+            forget_first: false,
+            steps: || {
+                vec![
+                    WaitTurnEnd,
+                    Control(json!({"subtype": "set_permission_mode", "mode": "plan"})),
+                    Send("TEXT in plan mode".into()),
+                    WaitTurnEnd,
+                ]
+            },
+            expect: &[
+                "run_ready",
+                "content[text]",
+                "turn_end[success]",
+                "run_ready",
+                "content[text]",
+                "turn_end[success]",
+            ],
+            exit_code: Some(0),
+            fork: false,
+        },
+        Scenario {
+            name: "set_max_thinking_tokens",
+            adapter: "interactive",
+            relay: true,
+            prompt: "TEXT before the budget",
+            resume_from: None,
+            forget_first: false,
+            steps: || {
+                vec![
+                    WaitTurnEnd,
+                    Control(
+                        json!({"subtype": "set_max_thinking_tokens", "max_thinking_tokens": 2048}),
+                    ),
+                    Send("THINK with a budget".into()),
+                    WaitTurnEnd,
+                ]
+            },
+            expect: &[
+                "run_ready",
+                "content[text]",
+                "turn_end[success]",
+                "content[thinking]",
+                "content[text]",
+                "turn_end[success]",
+            ],
+            exit_code: Some(0),
+            fork: false,
+        },
+        Scenario {
+            name: "get_context_usage",
+            adapter: "interactive",
+            relay: true,
+            prompt: "TEXT fill some context",
+            resume_from: None,
+            forget_first: false,
+            steps: || {
+                vec![
+                    WaitTurnEnd,
+                    Control(json!({"subtype": "get_context_usage"})),
+                ]
+            },
+            expect: &["run_ready", "content[text]", "turn_end[success]"],
+            exit_code: Some(0),
+            fork: false,
+        },
+        Scenario {
+            name: "stop_task",
+            adapter: "interactive",
+            relay: true,
+            prompt: "BGBASH sleep 300",
+            resume_from: None,
+            forget_first: false,
+            steps: || {
+                vec![
+                    WaitTurnEnd,
+                    // The CLI answers after its task_updated(killed) and
+                    // task_notification(stopped) lines.
+                    Control(json!({"subtype": "stop_task", "task_id": LAST_TASK})),
+                ]
+            },
+            expect: &[
+                "run_ready",
+                "content[tool_use]",
+                "task_started[local_bash]",
+                "result[tool]",
+                "content[text]",
+                "turn_end[success]",
+                "task_updated[killed]",
+                "task_notification[stopped]",
+            ],
+            exit_code: Some(0),
+            fork: false,
+        },
+        Scenario {
+            name: "rewind_files",
+            adapter: "interactive",
+            relay: true,
+            prompt: "WRITE rewound.txt first",
+            resume_from: None,
+            forget_first: false,
+            steps: || {
+                vec![
+                    Allow,
+                    WaitTurnEnd,
+                    SendWithUuid("WRITE rewound.txt second".into(), REWIND_TO_UUID.into()),
+                    Allow,
+                    WaitTurnEnd,
+                    Control(
+                        json!({"subtype": "rewind_files", "user_message_id": REWIND_TO_UUID, "dry_run": true}),
+                    ),
+                    Control(json!({"subtype": "rewind_files", "user_message_id": REWIND_TO_UUID})),
+                ]
+            },
+            expect: &[
+                "run_ready",
+                "content[tool_use]",
+                "permission_requested[Write]",
+                "result[tool]",
+                "content[text]",
+                "turn_end[success]",
+                "content[tool_use]",
+                "permission_requested[Write]",
+                "result[tool]",
+                "content[text]",
+                "turn_end[success]",
+            ],
+            exit_code: Some(0),
+            fork: false,
+        },
+        Scenario {
+            name: "fork",
+            adapter: "interactive",
+            relay: true,
+            prompt: "TEXT gamma in the fork",
+            resume_from: Some("TEXT alpha in the source"),
+            forget_first: false,
+            steps: || vec![WaitTurnEnd],
+            expect: &["run_ready", "content[text]", "turn_end[success]"],
+            exit_code: Some(0),
+            fork: true,
         },
     ]
 }
@@ -303,6 +496,10 @@ pub async fn replay_checked(path: &Path) -> (Vec<String>, ExitInfo) {
                         )
                         .unwrap(),
                     "close" => c.close_stdin(),
+                    "control" => assert!(
+                        c.control(&format!("replay-{idx}"), &serde_json::json!({}))
+                            .unwrap()
+                    ),
                     other => panic!("unexpected stdin marker {other}"),
                 }
             }

@@ -27,4 +27,4 @@ mod script;
 pub use format::{Cassette, CassetteError, CassetteHeader, CassetteRecord};
 pub use record::CassetteRecorder;
 pub use replay::CassetteAdapter;
-pub use script::{ScriptStep, record_cassette};
+pub use script::{LAST_TASK, ScriptStep, record_cassette};

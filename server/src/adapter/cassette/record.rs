@@ -9,7 +9,7 @@ use serde_json::Value;
 use tokio::sync::{mpsc, oneshot};
 
 use crate::adapter::claude::stream_json::{
-    interrupt_line, permission_response_line, user_message_line,
+    control_request_line, interrupt_line, permission_response_line, user_message_line,
 };
 use crate::adapter::{
     AdapterError, BoxFuture, PermissionDecision, ProcessAdapter, ProcessControl, ProcessHandle,
@@ -186,6 +186,14 @@ impl ProcessControl for RecordingControl {
         self.inner.respond_permission(request_id, decision)?;
         self.note("permission", permission_response_line(request_id, decision));
         Ok(())
+    }
+
+    fn control(&self, request_id: &str, request: &serde_json::Value) -> Result<bool, AdapterError> {
+        let sent = self.inner.control(request_id, request)?;
+        if sent {
+            self.note("control", control_request_line(request_id, request));
+        }
+        Ok(sent)
     }
 
     fn signal(&self, signal: Signal) -> Result<(), AdapterError> {

@@ -1,6 +1,6 @@
 //! Replay: a cassette played back as a process, with no binary.
 
-use std::collections::VecDeque;
+use std::collections::{HashMap, VecDeque};
 use std::path::Path;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -64,6 +64,9 @@ impl CassetteAdapter {
 #[derive(Debug)]
 enum Action {
     Input,
+    /// A host control request, with the id the harness gave it now: the
+    /// recorded answer is replayed under this id.
+    Control(String),
     Close,
     Signal(Signal),
 }
@@ -114,6 +117,8 @@ async fn play(
     alive: Arc<AtomicBool>,
 ) {
     let mut queued: VecDeque<Action> = VecDeque::new();
+    // Recorded control request id -> the live one.
+    let mut control_ids: HashMap<String, String> = HashMap::new();
     let one_shot = cassette.header.adapter == "cli";
     let mut prev_t = 0u64;
     let mut result = ExitInfo {
@@ -139,7 +144,7 @@ async fn play(
             // after the prompt (`--print`), not by the harness: nothing to
             // wait for.
             CassetteRecord::In { kind, .. } if kind == "close" && one_shot => {}
-            CassetteRecord::In { kind, .. } => {
+            CassetteRecord::In { kind, line, .. } => {
                 // Stop here until the harness acts; an unexpected signal
                 // ends the replay the way it would end the process.
                 let action = match queued.pop_front() {
@@ -150,6 +155,14 @@ async fn play(
                     Some(Action::Signal(s)) if kind != "signal" => {
                         result = killed(s);
                         break 'records;
+                    }
+                    Some(Action::Control(live)) => {
+                        if let Some(recorded) = serde_json::from_str::<serde_json::Value>(line)
+                            .ok()
+                            .and_then(|v| v["request_id"].as_str().map(str::to_owned))
+                        {
+                            control_ids.insert(recorded, live);
+                        }
                     }
                     Some(_) => {}
                     // Every control handle is gone: nobody can resume us.
@@ -185,7 +198,13 @@ async fn play(
                         queued.push_back(a);
                     }
                 }
-                if out.send(line.clone()).await.is_err() {
+                let line = match line {
+                    StdoutLine::Line(l) if !control_ids.is_empty() => {
+                        StdoutLine::Line(answer_as(l, &control_ids))
+                    }
+                    other => other.clone(),
+                };
+                if out.send(line).await.is_err() {
                     tracing::debug!("cassette stdout reader went away");
                 }
             }
@@ -201,6 +220,25 @@ async fn play(
     drop(out);
     alive.store(false, Ordering::SeqCst);
     let _ = exit.send(result);
+}
+
+/// A recorded `control_response` to a request the harness now sent under
+/// another id, with that id; any other line as it is.
+fn answer_as(line: &str, ids: &HashMap<String, String>) -> String {
+    if !line.contains("control_response") {
+        return line.to_owned();
+    }
+    let Ok(mut v) = serde_json::from_str::<serde_json::Value>(line) else {
+        return line.to_owned();
+    };
+    let recorded = v["response"]["request_id"].as_str().unwrap_or_default();
+    match ids.get(recorded) {
+        Some(live) if v["type"] == "control_response" => {
+            v["response"]["request_id"] = serde_json::Value::String(live.clone());
+            v.to_string()
+        }
+        _ => line.to_owned(),
+    }
 }
 
 struct ReplayControl {
@@ -241,6 +279,18 @@ impl ProcessControl for ReplayControl {
         _decision: &PermissionDecision,
     ) -> Result<(), AdapterError> {
         self.input()
+    }
+
+    fn control(
+        &self,
+        request_id: &str,
+        _request: &serde_json::Value,
+    ) -> Result<bool, AdapterError> {
+        if !self.stdin_open.load(Ordering::SeqCst) {
+            return Err(AdapterError::Write("stdin is closed".into()));
+        }
+        self.act(Action::Control(request_id.to_owned()))
+            .map(|()| true)
     }
 
     fn signal(&self, signal: Signal) -> Result<(), AdapterError> {

@@ -37,7 +37,17 @@ pub enum ScriptStep {
     Signal(Signal),
     /// Close stdin (the CLI finishes and exits).
     CloseStdin,
+    /// Write a user message with this uuid (the CLI keys its file
+    /// checkpoints by it: `rewind_files` names it).
+    SendWithUuid(String, String),
+    /// Send a host `control_request` (its `request` object) and wait for
+    /// the CLI's `control_response`. A string value [`LAST_TASK`] in it is
+    /// replaced by the last `task_started` task id seen.
+    Control(Value),
 }
+
+/// In a [`ScriptStep::Control`] request: the last task id seen.
+pub const LAST_TASK: &str = "$LAST_TASK";
 
 /// Run `steps` against a process spawned by `adapter` with `config`,
 /// recording it into `path` as a cassette. Stdin is closed after the last
@@ -55,35 +65,56 @@ pub async fn record_cassette<A: ProcessAdapter>(
     let mut handle = recorder.spawn(config).await?;
     let control = handle.control.clone();
     let run = async {
-        let mut last_permission: Option<(String, Value)> = None;
+        let mut seen = Seen::default();
+        let mut controls = 0usize;
         for step in steps {
             match step {
                 ScriptStep::Send(text) => control.write(&UserInput {
-                    uuid: String::new(),
                     text: text.clone(),
-                    content_blocks: Vec::new(),
+                    ..UserInput::default()
                 })?,
-                ScriptStep::WaitTurnEnd => {
-                    wait_line(&mut handle.stdout, &mut last_permission, |v| {
-                        v["type"] == "result"
+                ScriptStep::SendWithUuid(text, uuid) => control.write(&UserInput {
+                    text: text.clone(),
+                    uuid: uuid.clone(),
+                    ..UserInput::default()
+                })?,
+                ScriptStep::Control(request) => {
+                    controls += 1;
+                    let id = format!("ah-ctl-rec-{controls}");
+                    let mut request = request.clone();
+                    if let Some(o) = request.as_object_mut() {
+                        for v in o.values_mut() {
+                            if v == LAST_TASK {
+                                *v = Value::String(seen.task.clone().unwrap_or_default());
+                            }
+                        }
+                    }
+                    if !control.control(&id, &request)? {
+                        return Err(AdapterError::Unsupported("control requests").into());
+                    }
+                    wait_line(&mut handle.stdout, &mut seen, |v| {
+                        v["type"] == "control_response" && v["response"]["request_id"] == id
                     })
                     .await?
                 }
+                ScriptStep::WaitTurnEnd => {
+                    wait_line(&mut handle.stdout, &mut seen, |v| v["type"] == "result").await?
+                }
                 ScriptStep::WaitFor(text) => {
                     let text = text.clone();
-                    wait_raw(&mut handle.stdout, &mut last_permission, &text).await?
+                    wait_raw(&mut handle.stdout, &mut seen, &text).await?
                 }
                 ScriptStep::Interrupt => {
                     control.interrupt()?;
                 }
                 ScriptStep::Allow | ScriptStep::Deny(_) => {
-                    if last_permission.is_none() {
-                        wait_line(&mut handle.stdout, &mut last_permission, |v| {
+                    if seen.permission.is_none() {
+                        wait_line(&mut handle.stdout, &mut seen, |v| {
                             v["request"]["subtype"] == "can_use_tool"
                         })
                         .await?;
                     }
-                    let (id, input) = last_permission.take().expect("waited for a request");
+                    let (id, input) = seen.permission.take().expect("waited for a request");
                     let decision = match step {
                         ScriptStep::Allow => PermissionDecision::Allow {
                             updated_input: serde_json::from_value(input).unwrap_or_default(),
@@ -117,18 +148,27 @@ pub async fn record_cassette<A: ProcessAdapter>(
     Ok(handle.exited.await.unwrap_or_default())
 }
 
+/// What the script remembers of the lines it read.
+#[derive(Default)]
+struct Seen {
+    /// The last `can_use_tool` request: its id and input.
+    permission: Option<(String, Value)>,
+    /// The last `task_started` task id.
+    task: Option<String>,
+}
+
 /// Read stdout until `pred` matches a JSON line, remembering the last
-/// `can_use_tool` request seen on the way.
+/// `can_use_tool` request and task seen on the way.
 async fn wait_line(
     rx: &mut mpsc::Receiver<StdoutLine>,
-    last_permission: &mut Option<(String, Value)>,
+    seen: &mut Seen,
     pred: impl Fn(&Value) -> bool,
 ) -> Result<(), CassetteError> {
     while let Some(line) = rx.recv().await {
         if let StdoutLine::Line(l) = line
             && let Ok(v) = serde_json::from_str::<Value>(&l)
         {
-            note_permission(&v, last_permission);
+            note(&v, seen);
             if pred(&v) {
                 return Ok(());
             }
@@ -139,13 +179,13 @@ async fn wait_line(
 
 async fn wait_raw(
     rx: &mut mpsc::Receiver<StdoutLine>,
-    last_permission: &mut Option<(String, Value)>,
+    seen: &mut Seen,
     needle: &str,
 ) -> Result<(), CassetteError> {
     while let Some(line) = rx.recv().await {
         if let StdoutLine::Line(l) = line {
             if let Ok(v) = serde_json::from_str::<Value>(&l) {
-                note_permission(&v, last_permission);
+                note(&v, seen);
             }
             if l.contains(needle) {
                 return Ok(());
@@ -155,9 +195,15 @@ async fn wait_raw(
     Err(AdapterError::NotRunning.into())
 }
 
-fn note_permission(v: &Value, last: &mut Option<(String, Value)>) {
+fn note(v: &Value, seen: &mut Seen) {
+    if v["type"] == "system"
+        && v["subtype"] == "task_started"
+        && let Some(id) = v["task_id"].as_str()
+    {
+        seen.task = Some(id.to_owned());
+    }
     if v["type"] == "control_request" && v["request"]["subtype"] == "can_use_tool" {
-        *last = Some((
+        seen.permission = Some((
             v["request_id"].as_str().unwrap_or_default().to_string(),
             v["request"]["input"].clone(),
         ));
