@@ -20,7 +20,7 @@ import {
   deriveAll,
   type Event,
 } from "@agent-harness/client/protocol";
-import { SessionHandle, type SessionSnapshot } from "@agent-harness/client/client";
+import { SessionHandle, type SessionSnapshot, type StartOptions } from "@agent-harness/client/client";
 import { eventually, startHarness, type ApiRequest, type Harness } from "./support.ts";
 
 /** Relayed permissions (the server's default). */
@@ -47,6 +47,18 @@ function open(h: Harness, sessionId: string): SessionHandle {
   });
   opened.push(handle);
   return handle;
+}
+
+/** A handle on a new session, started with `config` once connected; resolves after its first turn. */
+async function started(
+  h: Harness,
+  sessionId: string,
+  config: StartOptions,
+): Promise<{ handle: SessionHandle; first: SessionSnapshot }> {
+  const handle = open(h, sessionId);
+  await eventually("connected", handle.getSnapshot, (s) => s.connected);
+  await handle.start(config);
+  return { handle, first: await turnsDone(handle, 1) };
 }
 
 /** A fresh working directory for a session's CLI. */
@@ -93,10 +105,7 @@ function requestWith(h: Harness, needle: string): ApiRequest {
 describe("controlling the live session", () => {
   it("setModel on the live process: settingChanged LIVE, snapshot.settings, the next request and init name the model; a keyed repeat records nothing", async () => {
     const sid = "ts-set-model";
-    const handle = open(relay, sid);
-    await eventually("connected", handle.getSnapshot, (s) => s.connected);
-    await handle.start({ prompt: "TEXT one" });
-    const first = await turnsDone(handle, 1);
+    const { handle, first } = await started(relay, sid, { prompt: "TEXT one" });
     const initial = first.settings.model;
     assert.ok(initial, "the CLI's init reported its model");
     assert.notEqual(initial, "claude-haiku-4-5");
@@ -137,10 +146,7 @@ describe("controlling the live session", () => {
 
   it("setPermissionMode plan shows in snapshot.settings and the next init; the policy is the ceiling; setMaxThinkingTokens sets and clears the budget", async () => {
     const sid = "ts-set-mode";
-    const handle = open(relay, sid);
-    await eventually("connected", handle.getSnapshot, (s) => s.connected);
-    await handle.start({ prompt: "TEXT one" });
-    const first = await turnsDone(handle, 1);
+    const { handle, first } = await started(relay, sid, { prompt: "TEXT one" });
     assert.equal(first.settings.permissionMode, "default", "the CLI's init");
 
     // Relay mode: bypassPermissions is beyond the operator's policy. The
@@ -180,10 +186,7 @@ describe("controlling the live session", () => {
     const sid = "ts-rewind";
     const cwd = workDir();
     const file = join(cwd, "notes.txt");
-    const handle = open(skip, sid);
-    await eventually("connected", handle.getSnapshot, (s) => s.connected);
-    await handle.start({ prompt: `WRITE ${file} one`, cwd });
-    await turnsDone(handle, 1);
+    const { handle } = await started(skip, sid, { prompt: `WRITE ${file} one`, cwd });
     assert.equal(readFileSync(file, "utf8"), "one\n");
     await handle.send(`WRITE ${file} two`);
     const written = await turnsDone(handle, 2);
@@ -198,6 +201,7 @@ describe("controlling the live session", () => {
       dry.filesChanged.some((f) => f === file || file.endsWith(f)),
       `the dry run lists ${file}: ${JSON.stringify(dry.filesChanged)}`,
     );
+    assert.deepEqual([dry.insertions, dry.deletions], [1n, 1n], "one line back, one line away");
     assert.equal(dry.seq, 0n, "a dry run records nothing");
     assert.equal(readFileSync(file, "utf8"), "two\n", "a dry run changes nothing");
 
@@ -221,20 +225,17 @@ describe("controlling the live session", () => {
   it("a fork at an earlier assistant message continues from there; the source is untouched and goes on", async () => {
     const src = "ts-fork-src";
     const cwd = workDir();
-    const source = open(skip, src);
-    await eventually("connected", source.getSnapshot, (s) => s.connected);
-    await source.start({ prompt: "TEXT alpha", cwd });
-    await turnsDone(source, 1);
+    const { handle: source } = await started(skip, src, { prompt: "TEXT alpha", cwd });
     await source.send("TEXT beta");
     const before = await turnsDone(source, 2);
     const contents = eventsOf(before, "content");
     assert.deepEqual(contents.map(text), ["alpha", "beta"]);
     const at = contents[0]!.seq;
 
-    const fork = open(skip, "ts-fork");
-    await eventually("connected", fork.getSnapshot, (s) => s.connected);
-    await fork.start({ prompt: "TEXT gamma", fork: { fromSessionId: src, atSeq: at } });
-    const forked = await turnsDone(fork, 1);
+    const { handle: fork, first: forked } = await started(skip, "ts-fork", {
+      prompt: "TEXT gamma",
+      fork: { fromSessionId: src, atSeq: at },
+    });
     assert.deepEqual(eventsOf(forked, "content").map(text), ["gamma"], "the fork's reply");
     const start = eventsOf(forked, "runStart")[0]!.payload.value.config!;
     assert.equal(start.fork?.fromSessionId, src);
