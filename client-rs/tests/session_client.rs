@@ -1,8 +1,9 @@
 //! The session client against a real tonic server on 127.0.0.1:0 running
 //! the in-memory SessionService in `support/`: replay, live events,
 //! reconnects mid-replay and mid-live, duplicates, resets, gaps, history
-//! paging, injected events, the connected flag, hydration, backoff and live
-//! typing (the partial message folded from deltas).
+//! paging, injected events, the connected flag, hydration, backoff, live
+//! typing (the partial message folded from deltas) and the keyed control
+//! calls (StopTask, the settings, RewindFiles).
 
 mod support;
 
@@ -680,6 +681,152 @@ async fn stop_task_and_context_usage_reach_the_server_and_retry_in_transit() {
         4,
         "two lost answers, then the one that came back"
     );
+    client.close().await;
+}
+
+/// SetModel, SetPermissionMode, SetMaxThinkingTokens and RewindFiles each
+/// send their request under one key, the same one again when the answer
+/// was lost; the server's own refusals are not retried; what they record
+/// shows in the snapshot's derived settings.
+#[tokio::test]
+async fn setting_and_rewind_calls_send_their_request_and_retry_with_one_key() {
+    let server = start(ServerOptions::default()).await;
+    let client = client(&server, options());
+    let lose = |n| server.state.inner.lock().unwrap().lose_answers = n;
+
+    lose(1);
+    let model = client.set_model("claude-haiku-4-5").await.unwrap();
+    assert_eq!(model.applied(), pb::SettingApplied::Live);
+    lose(1);
+    let mode = client
+        .set_permission_mode_with_key("app-key-mode", "plan")
+        .await
+        .unwrap();
+    assert_eq!(mode.seq, model.seq + 1);
+    lose(1);
+    client.set_max_thinking_tokens(Some(2048)).await.unwrap();
+    let cleared = client.set_max_thinking_tokens(None).await.unwrap();
+    lose(1);
+    let dry = client.rewind_files(3, true).await.unwrap();
+    assert_eq!(dry.files_changed, ["notes.txt"]);
+    assert_eq!(dry.seq, 0, "a dry run records nothing");
+    let rewound = client
+        .rewind_files_with_key("app-key-rewind", 3, false)
+        .await
+        .unwrap();
+    assert_eq!(rewound.seq, cleared.seq + 1);
+
+    {
+        let inner = server.state.inner.lock().unwrap();
+        let models: Vec<(&str, &str, &str)> = inner
+            .set_model_requests
+            .iter()
+            .map(|r| {
+                (
+                    r.session_id.as_str(),
+                    r.model.as_str(),
+                    r.idempotency_key.as_str(),
+                )
+            })
+            .collect();
+        assert_eq!(models.len(), 2, "a lost answer and its retry: {models:?}");
+        assert_eq!(models[0], models[1], "the retry is the same request");
+        assert_eq!((models[0].0, models[0].1), (SESSION, "claude-haiku-4-5"));
+        assert!(!models[0].2.is_empty() && models[0].2.len() <= 128);
+
+        let modes: Vec<(&str, &str)> = inner
+            .set_permission_mode_requests
+            .iter()
+            .map(|r| (r.mode.as_str(), r.idempotency_key.as_str()))
+            .collect();
+        assert_eq!(modes, [("plan", "app-key-mode"), ("plan", "app-key-mode")]);
+
+        let budgets: Vec<(Option<u32>, &str)> = inner
+            .set_max_thinking_tokens_requests
+            .iter()
+            .map(|r| (r.max_thinking_tokens, r.idempotency_key.as_str()))
+            .collect();
+        assert_eq!(budgets.len(), 3, "{budgets:?}");
+        assert_eq!(budgets[0], budgets[1], "the retry reuses the key");
+        assert_eq!(budgets[0].0, Some(2048));
+        assert_eq!(budgets[2].0, None, "None: back to the CLI's default");
+        assert_ne!(
+            budgets[2].1, budgets[0].1,
+            "a new logical call has a new key"
+        );
+
+        let rewinds: Vec<(u64, bool, &str)> = inner
+            .rewind_files_requests
+            .iter()
+            .map(|r| (r.to_seq, r.dry_run, r.idempotency_key.as_str()))
+            .collect();
+        assert_eq!(rewinds.len(), 3, "{rewinds:?}");
+        assert_eq!(rewinds[0], rewinds[1], "the retry is the same request");
+        assert_eq!((rewinds[0].0, rewinds[0].1), (3, true));
+        assert_eq!(rewinds[2], (3, false, "app-key-rewind"));
+        assert!(
+            inner
+                .rewind_files_requests
+                .iter()
+                .all(|r| r.session_id == SESSION)
+        );
+
+        let mut keys = vec![models[0].2, budgets[0].1, budgets[2].1, rewinds[0].2];
+        keys.sort();
+        keys.dedup();
+        assert_eq!(keys.len(), 4, "each logical call its own key");
+    }
+
+    // The server's own answer is not retried.
+    let before = server
+        .state
+        .inner
+        .lock()
+        .unwrap()
+        .set_permission_mode_requests
+        .len();
+    let err = client.set_permission_mode("").await.unwrap_err();
+    assert_eq!(err.code(), tonic::Code::InvalidArgument);
+    assert!(matches!(
+        err,
+        SessionError::Rpc {
+            rpc: "SetPermissionMode",
+            ..
+        }
+    ));
+    let err = client.rewind_files(0, true).await.unwrap_err();
+    assert!(matches!(
+        err,
+        SessionError::Rpc {
+            rpc: "RewindFiles",
+            ..
+        }
+    ));
+    assert_eq!(
+        server
+            .state
+            .inner
+            .lock()
+            .unwrap()
+            .set_permission_mode_requests
+            .len(),
+        before
+    );
+
+    // What they recorded is in the log, and the snapshot derives it.
+    let snap = converge(&client, &server).await;
+    assert_eq!(
+        snap.derived.settings,
+        derive::Settings {
+            model: Some("claude-haiku-4-5".into()),
+            permission_mode: Some("plan".into()),
+            max_thinking_tokens: None,
+        }
+    );
+    assert!(matches!(
+        snap.events.to_vec().last().and_then(|e| e.payload.as_ref()),
+        Some(Payload::FilesRewound(r)) if r.to_seq == 3
+    ));
     client.close().await;
 }
 

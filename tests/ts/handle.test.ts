@@ -173,6 +173,7 @@ function assertDerived(s: SessionSnapshot, ctx: string): void {
   assert.deepEqual(s.activity, want.activity, ctx);
   assert.equal(s.usage, s.derived.usage, ctx);
   assert.equal(s.activity, s.derived.activity, ctx);
+  assert.equal(s.settings, s.derived.settings, ctx);
 }
 
 describe("SessionHandle keeps its derived state with a Fold", () => {
@@ -295,9 +296,9 @@ describe("SessionHandle keeps its derived state with a Fold", () => {
 describe("SessionHandle actions are retry-safe", () => {
   /** A client whose action calls are recorded; the n-th call fails with `failures[n]` when set. */
   function flakyClient(failures: (Code | undefined)[]) {
-    const calls: { rpc: string; key: string }[] = [];
+    const calls: { rpc: string; key: string; req: Record<string, unknown> }[] = [];
     const answer = (rpc: string, req: { idempotencyKey?: string }, ok: unknown) => {
-      calls.push({ rpc, key: req.idempotencyKey ?? "" });
+      calls.push({ rpc, key: req.idempotencyKey ?? "", req: req as Record<string, unknown> });
       const code = failures.shift();
       if (code !== undefined) return Promise.reject(new ConnectError("injected", code));
       return Promise.resolve(ok);
@@ -307,6 +308,11 @@ describe("SessionHandle actions are retry-safe", () => {
       send: (req: { idempotencyKey?: string }) => answer("send", req, { runId: "r1" }),
       stop: (req: { idempotencyKey?: string }) => answer("stop", req, { stopping: true }),
       respondPermission: (req: { idempotencyKey?: string }) => answer("respondPermission", req, {}),
+      setModel: (req: { idempotencyKey?: string }) => answer("setModel", req, { applied: 1, seq: 7n }),
+      setPermissionMode: (req: { idempotencyKey?: string }) => answer("setPermissionMode", req, { applied: 2, seq: 8n }),
+      setMaxThinkingTokens: (req: { idempotencyKey?: string }) => answer("setMaxThinkingTokens", req, { applied: 1, seq: 9n }),
+      rewindFiles: (req: { idempotencyKey?: string }) =>
+        answer("rewindFiles", req, { filesChanged: ["a.txt"], insertions: 1n, deletions: 0n, seq: 0n }),
     } as unknown as SessionServiceClient;
     return { client, calls };
   }
@@ -349,6 +355,65 @@ describe("SessionHandle actions are retry-safe", () => {
     assert.equal(new Set(calls2.slice(0, 6).map((x) => x.key)).size, 3, "each call its own key");
     assert.equal(calls2[6]!.key, "app-key-1");
     assert.notEqual(newIdempotencyKey(), newIdempotencyKey());
+  });
+
+  it("setModel, setPermissionMode, setMaxThinkingTokens and rewindFiles: their request, one key reused on a retry", async () => {
+    const lostOnce = [Code.Unavailable, undefined, Code.Unknown, undefined, Code.DeadlineExceeded, undefined, Code.Unavailable];
+    const { client, calls } = flakyClient(lostOnce);
+    const handle = handleOn(client);
+    assert.equal((await handle.setModel("claude-haiku-4-5")).seq, 7n);
+    assert.equal((await handle.setPermissionMode("plan")).seq, 8n);
+    assert.equal((await handle.setMaxThinkingTokens(2048)).seq, 9n);
+    assert.deepEqual((await handle.rewindFiles(5n, { dryRun: true })).filesChanged, ["a.txt"]);
+    await handle.setMaxThinkingTokens(undefined);
+    await handle.rewindFiles(5n, { idempotencyKey: "app-key-2" });
+    assert.deepEqual(
+      calls.map((c) => c.rpc),
+      [
+        "setModel",
+        "setModel",
+        "setPermissionMode",
+        "setPermissionMode",
+        "setMaxThinkingTokens",
+        "setMaxThinkingTokens",
+        "rewindFiles",
+        "rewindFiles",
+        "setMaxThinkingTokens",
+        "rewindFiles",
+      ],
+    );
+    for (let i = 0; i < 8; i += 2) {
+      assert.match(calls[i]!.key, /^[0-9a-f]{32}$/, calls[i]!.rpc);
+      assert.equal(calls[i + 1]!.key, calls[i]!.key, `${calls[i]!.rpc}: the retry reuses the key`);
+      assert.deepEqual(calls[i + 1]!.req, calls[i]!.req, `${calls[i]!.rpc}: the retry is the same request`);
+    }
+    assert.equal(new Set(calls.slice(0, 9).map((c) => c.key)).size, 5, "each logical call its own key");
+    const req = calls.map((c) => {
+      const { idempotencyKey: _k, ...rest } = c.req;
+      return rest;
+    });
+    assert.deepEqual(req[0], { sessionId: "s", model: "claude-haiku-4-5" });
+    assert.deepEqual(req[2], { sessionId: "s", mode: "plan" });
+    assert.deepEqual(req[4], { sessionId: "s", maxThinkingTokens: 2048 });
+    assert.deepEqual(req[6], { sessionId: "s", toSeq: 5n, dryRun: true });
+    assert.deepEqual(req[8], { sessionId: "s", maxThinkingTokens: undefined }, "undefined: back to the CLI's default");
+    assert.deepEqual(req[9], { sessionId: "s", toSeq: 5n, dryRun: false });
+    assert.equal(calls[9]!.key, "app-key-2");
+  });
+
+  it("start passes the permission mode, the thinking budget and a fork through", async () => {
+    const { client, calls } = flakyClient([]);
+    const handle = handleOn(client);
+    await handle.start({ prompt: "x", permissionMode: "plan", maxThinkingTokens: 0, fork: { fromSessionId: "src", atSeq: 4n } });
+    await handle.start({ fork: { fromSessionId: "src" } });
+    await handle.start();
+    const configs = calls.map((c) => c.req.config as Record<string, unknown>);
+    assert.equal(configs[0]!.permissionMode, "plan");
+    assert.equal(configs[0]!.maxThinkingTokens, 0);
+    assert.deepEqual(configs[0]!.fork, { fromSessionId: "src", atSeq: 4n });
+    assert.deepEqual(configs[1]!.fork, { fromSessionId: "src", atSeq: 0n }, "no atSeq: the whole conversation");
+    assert.equal(configs[1]!.maxThinkingTokens, undefined, "unset: the CLI's default");
+    assert.equal(configs[2]!.fork, undefined, "no fork");
   });
 
   it("gives up after actionRetries, and never retries the server's own answer", async () => {

@@ -5,7 +5,7 @@
 # message vector, the session helper against a scripted client (live typing
 # included), the session helper against the real
 # server (release binary, interactive adapter, real claude CLI, fake Messages
-# API), and readFullEvent, a 6 MB answer and the README example over grpc-web.
+# API), controlling the live session (settings, rewind, fork), and readFullEvent, a 6 MB answer and the README example over grpc-web.
 # Exits non-zero on any failure.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
@@ -24,6 +24,6 @@ echo "--- gen/ts: npm ci, typecheck, build"
 echo "--- tests/ts: npm ci, typecheck"
 (cd tests/ts && npm ci --no-audit --no-fund --loglevel=error && npx tsc -p tsconfig.json --noEmit)
 
-echo "--- tests/ts: derive vectors (functions and Fold), partial vectors, session helper (scripted, then the real server), readFullEvent"
+echo "--- tests/ts: derive vectors (functions and Fold), partial vectors, session helper (scripted, then the real server), session control, readFullEvent"
 cd tests/ts
-node --import tsx --test --test-concurrency=1 --test-reporter=spec vectors.test.ts partial.test.ts handle.test.ts session.test.ts full-event.test.ts
+node --import tsx --test --test-concurrency=1 --test-reporter=spec vectors.test.ts partial.test.ts handle.test.ts session.test.ts control.test.ts full-event.test.ts

@@ -3,7 +3,7 @@
 // Shared by tests/ts and tests/browser.
 
 import { spawn, type ChildProcess } from "node:child_process";
-import { createWriteStream, existsSync, mkdirSync, mkdtempSync, rmSync } from "node:fs";
+import { createWriteStream, existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync } from "node:fs";
 import { createServer } from "node:net";
 import { tmpdir } from "node:os";
 import { dirname, join, resolve } from "node:path";
@@ -88,8 +88,23 @@ export interface Harness {
   kill(): Promise<void>;
   /** Starts the server again on the same port and data dir. */
   start(): Promise<void>;
+  /**
+   * Every Messages API request the CLI made so far, oldest first (only with
+   * `recordApiRequests`; the fake API's FAKE_MESSAGES_API_DUMP_DIR).
+   */
+  apiRequests(): ApiRequest[];
   /** Stops everything and removes the temp dir. */
   close(): Promise<void>;
+}
+
+/** One request to the fake Messages API, as it dumped it. */
+export interface ApiRequest {
+  /** E.g. /v1/messages. */
+  path: string;
+  /** What the script made of it (TEXT, -, ...). */
+  scenario: string;
+  /** The JSON body (model, messages, thinking, ...). */
+  body: { model?: string; messages?: unknown[]; [k: string]: unknown };
 }
 
 /** Options of {@link startHarness}. */
@@ -98,6 +113,8 @@ export interface HarnessOptions {
   adapter?: string;
   /** More `serve` flags, after the defaults (e.g. --auth-token-file, --allowed-origin). */
   serverArgs?: string[];
+  /** Have the fake API dump every request, for {@link Harness.apiRequests}. */
+  recordApiRequests?: boolean;
 }
 
 /** Starts the fake API and the server with the interactive adapter. */
@@ -107,8 +124,13 @@ export async function startHarness(opts: HarnessOptions = {}): Promise<Harness> 
   const dataDir = join(dir, "data");
   mkdirSync(home);
   const log = createWriteStream(join(dir, "server.log"), { flags: "a" });
+  const dumpDir = join(dir, "api-requests");
+  if (opts.recordApiRequests) mkdirSync(dumpDir);
 
-  const fake = spawn(FAKE_API_BIN(), ["--port", "0"], { stdio: ["ignore", "pipe", "pipe"] });
+  const fake = spawn(FAKE_API_BIN(), ["--port", "0"], {
+    stdio: ["ignore", "pipe", "pipe"],
+    env: opts.recordApiRequests ? { ...process.env, FAKE_MESSAGES_API_DUMP_DIR: dumpDir } : process.env,
+  });
   fake.stderr!.pipe(createWriteStream(join(dir, "fake-api.log")));
   const fakeApiUrl = await new Promise<string>((res, rej) => {
     let buf = "";
@@ -177,6 +199,19 @@ export async function startHarness(opts: HarnessOptions = {}): Promise<Harness> 
     dir,
     kill,
     start,
+    apiRequests() {
+      if (!opts.recordApiRequests) throw new Error("startHarness({ recordApiRequests: true }) to see API requests");
+      // Files are <port>-<n>.json, n counting up from 1.
+      const n = (f: string) => Number(/-(\d+)\.json$/.exec(f)?.[1] ?? 0);
+      return readdirSync(dumpDir)
+        .filter((f) => f.endsWith(".json"))
+        .sort((a, b) => n(a) - n(b))
+        .map((f) => {
+          const doc = JSON.parse(readFileSync(join(dumpDir, f), "utf8")) as { path: string; scenario: string; body: unknown };
+          const body = typeof doc.body === "string" ? (JSON.parse(doc.body || "{}") as ApiRequest["body"]) : (doc.body as ApiRequest["body"]);
+          return { path: doc.path, scenario: doc.scenario, body };
+        });
+    },
     async close() {
       if (server) {
         const s = server;

@@ -35,6 +35,7 @@ import {
   deriveResumeId,
   deriveScheduledWakeup,
   deriveSession,
+  deriveSettings,
   deriveStatus,
   deriveUsage,
   groupEvents,
@@ -94,6 +95,11 @@ const FIELDS: Record<string, (d: Derived, events: Event[]) => JsonValue> = {
     for (const [k, v] of Object.entries(w)) out[k] = v === undefined ? null : typeof v === "bigint" ? Number(v) : v;
     return out;
   },
+  settings: (d) => ({
+    model: d.settings.model ?? null,
+    permissionMode: d.settings.permissionMode ?? null,
+    maxThinkingTokens: d.settings.maxThinkingTokens ?? null,
+  }),
   turns: (_d, events) =>
     groupEvents(events).map((t) => [
       t.start ? Number(t.start.seq) : null,
@@ -205,6 +211,7 @@ const PARTS = [
   "pendingMessages",
   "planOutcomes",
   "scheduledWakeup",
+  "settings",
 ] as const satisfies readonly (keyof Derived)[];
 
 let foldVectors = 0;
@@ -253,6 +260,7 @@ describe("incremental Fold agrees with the O(n) functions on every vector", () =
         assert.deepEqual(fold.pendingMessages(), derivePendingMessages(prefix), `${ctx}: pendingMessages`);
         assert.deepEqual(fold.planOutcomes(), derivePlanOutcomes(prefix), `${ctx}: planOutcomes`);
         assert.deepEqual(fold.scheduledWakeup(), deriveScheduledWakeup(prefix), `${ctx}: scheduledWakeup`);
+        assert.deepEqual(fold.settings(), deriveSettings(prefix), `${ctx}: settings`);
         assert.deepEqual(fold.session("s"), deriveSession("s", prefix), `${ctx}: session`);
         // The expected values themselves, at the vector's checkpoints.
         const cp = byAfter.get(n);
@@ -304,6 +312,34 @@ describe("incremental Fold agrees with the O(n) functions on every vector", () =
     assert.equal(empty.headSeq, 0n);
     assert.equal(empty.runId, "");
     assert.equal(empty.activity, "Idle");
+  });
+
+  it("summarizes the settings in force as GetSession does", () => {
+    const { events } = load("settings_live.json");
+    // After the SetMaxThinkingTokens 0 (seq 9): haiku, default, 0.
+    const s = deriveSession("sess-1", events.slice(0, 9));
+    assert.deepEqual([s.model, s.permissionMode, s.maxThinkingTokens], ["haiku", "default", 0]);
+    const empty = deriveSession("none", []);
+    assert.deepEqual([empty.model, empty.permissionMode, empty.maxThinkingTokens], ["", "", undefined]);
+  });
+
+  it("reads a recorded thinking budget as Rust's u32 parse does", () => {
+    const changed = (value: string): Event =>
+      fromJson(EventSchema, {
+        seq: "1",
+        sessionId: "s",
+        settingChanged: { setting: "SETTING_MAX_THINKING_TOKENS", value, applied: "SETTING_APPLIED_LIVE" },
+      });
+    const budget = (value: string) => deriveSettings([changed("7"), changed(value)]).maxThinkingTokens;
+    assert.equal(budget("1024"), 1024);
+    assert.equal(budget("+5"), 5);
+    assert.equal(budget("007"), 7);
+    assert.equal(budget("4294967295"), 4294967295);
+    assert.equal(budget("4294967296"), undefined, "over u32");
+    assert.equal(budget("-1"), undefined);
+    assert.equal(budget(" 5"), undefined);
+    assert.equal(budget("1e3"), undefined);
+    assert.equal(budget(""), undefined, "empty: back to the CLI's default");
   });
 
   it("checked every vector file", () => {

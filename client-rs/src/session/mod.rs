@@ -33,8 +33,12 @@
 //!   [`SessionClient::reconnect`].
 //! - **Retries are safe.** [`start`](SessionClient::start),
 //!   [`send`](SessionClient::send), [`stop`](SessionClient::stop),
-//!   [`respond_permission`](SessionClient::respond_permission) and
-//!   [`stop_task`](SessionClient::stop_task) give each logical call a
+//!   [`respond_permission`](SessionClient::respond_permission),
+//!   [`stop_task`](SessionClient::stop_task) and the setting and rewind
+//!   calls ([`set_model`](SessionClient::set_model),
+//!   [`set_permission_mode`](SessionClient::set_permission_mode),
+//!   [`set_max_thinking_tokens`](SessionClient::set_max_thinking_tokens),
+//!   [`rewind_files`](SessionClient::rewind_files)) give each logical call a
 //!   fresh `idempotency_key` ([`new_idempotency_key`]) and
 //!   retry a transport failure (UNAVAILABLE, UNKNOWN, DEADLINE_EXCEEDED) up
 //!   to [`SessionOptions::call_retries`] times with that same key, so a
@@ -89,6 +93,7 @@
 //! ```
 
 mod backoff;
+mod control;
 mod error;
 mod events;
 mod log;
@@ -216,7 +221,8 @@ pub struct SessionOptions {
     /// the server's bound). A larger one stops the subscription with
     /// [`Snapshot::fatal`] instead of resubscribing at the same cursor.
     pub max_message_bytes: usize,
-    /// How many times Start, Send, Stop, RespondPermission and StopTask
+    /// How many times Start, Send, Stop, RespondPermission, StopTask,
+    /// SetModel, SetPermissionMode, SetMaxThinkingTokens and RewindFiles
     /// are retried (with the same idempotency key, after a
     /// [`SessionOptions::backoff`] delay), and GetContextUsage, when the
     /// call fails in transit: UNAVAILABLE, UNKNOWN or DEADLINE_EXCEEDED
@@ -605,53 +611,6 @@ impl SessionClient {
         })
         .await
         .map(|_| ())
-    }
-
-    /// Stops one background task of the live process: `task_id` is the
-    /// `task_id` of its `task_started` event (a backgrounded Bash, a
-    /// background subagent). The turn and the process go on; the CLI's
-    /// `task_updated{killed}` / `task_notification{stopped}` follow in the
-    /// log. FAILED_PRECONDITION without a live process. Retried in transit
-    /// with one fresh idempotency key (stopping a stopped task changes
-    /// nothing anyway).
-    pub async fn stop_task(&self, task_id: impl Into<String>) -> Result<(), SessionError> {
-        self.stop_task_with_key(new_idempotency_key(), task_id)
-            .await
-    }
-
-    /// [`stop_task`](Self::stop_task) under `key`.
-    pub async fn stop_task_with_key(
-        &self,
-        key: impl Into<String>,
-        task_id: impl Into<String>,
-    ) -> Result<(), SessionError> {
-        let request = pb::StopTaskRequest {
-            session_id: self.inner.session_id.clone(),
-            task_id: task_id.into(),
-            idempotency_key: key.into(),
-        };
-        self.retrying("StopTask", |mut rpc| {
-            let request = request.clone();
-            async move { rpc.stop_task(request).await }
-        })
-        .await
-        .map(|_| ())
-    }
-
-    /// How full the live process's context window is, as the CLI counts
-    /// it: tokens in use, the window, and the tokens by category (those
-    /// other than "Free space" add up to `total_tokens`); `raw` holds the
-    /// CLI's whole answer. FAILED_PRECONDITION without a live process.
-    /// Read-only, so a call that fails in transit is simply retried.
-    pub async fn get_context_usage(&self) -> Result<pb::GetContextUsageResponse, SessionError> {
-        let request = pb::GetContextUsageRequest {
-            session_id: self.inner.session_id.clone(),
-        };
-        self.retrying("GetContextUsage", |mut rpc| {
-            let request = request.clone();
-            async move { rpc.get_context_usage(request).await }
-        })
-        .await
     }
 
     /// Runs one logical call: `call` once, and again (same request, so the

@@ -74,15 +74,24 @@ pub struct Inner {
     pub stop_requests: Vec<pb::StopRequest>,
     /// Every StopTask request, in order.
     pub stop_task_requests: Vec<pb::StopTaskRequest>,
+    /// Every SetModel request, in order.
+    pub set_model_requests: Vec<pb::SetModelRequest>,
+    /// Every SetPermissionMode request, in order.
+    pub set_permission_mode_requests: Vec<pb::SetPermissionModeRequest>,
+    /// Every SetMaxThinkingTokens request, in order.
+    pub set_max_thinking_tokens_requests: Vec<pb::SetMaxThinkingTokensRequest>,
+    /// Every RewindFiles request, in order.
+    pub rewind_files_requests: Vec<pb::RewindFilesRequest>,
     /// GetContextUsage calls received.
     pub context_usage_calls: usize,
     /// The answer to GetContextUsage; None: FAILED_PRECONDITION, as the
     /// server answers without a live process.
     pub context_usage: Option<pb::GetContextUsageResponse>,
-    /// The next this many Start, Send, Stop, RespondPermission, StopTask
-    /// and GetContextUsage calls are
-    /// recorded, then answered UNAVAILABLE, as if the connection dropped
-    /// before the answer came back.
+    /// The next this many Start, Send, Stop, RespondPermission, StopTask,
+    /// SetModel, SetPermissionMode, SetMaxThinkingTokens, RewindFiles and
+    /// GetContextUsage calls are recorded, then answered UNAVAILABLE, as if
+    /// the connection dropped before the answer came back (nothing is
+    /// appended for them).
     pub lose_answers: usize,
     /// RespondPermission requests received.
     pub permission_answers: Vec<pb::RespondPermissionRequest>,
@@ -183,6 +192,22 @@ impl State {
         };
         self.appended.send_modify(|v| *v += 1);
         head
+    }
+
+    /// Appends a `setting_changed` (applied live) and returns its seq.
+    fn record_setting(&self, session: &str, setting: pb::Setting, value: String) -> u64 {
+        let changed = pb::SettingChanged {
+            setting: setting as i32,
+            value,
+            applied: pb::SettingApplied::Live as i32,
+        };
+        self.append_event(
+            session,
+            pb::Event {
+                payload: Some(Payload::SettingChanged(changed)),
+                ..Default::default()
+            },
+        )
     }
 
     /// Writes a fragment of block (`message_id`, `index`) of the message
@@ -386,30 +411,98 @@ impl SessionService for TestService {
 
     async fn set_model(
         &self,
-        _request: Request<pb::SetModelRequest>,
+        request: Request<pb::SetModelRequest>,
     ) -> Result<Response<pb::SetModelResponse>, Status> {
-        Err(Status::unimplemented("not used by these tests"))
+        self.0.check_auth(&request)?;
+        let req = request.into_inner();
+        let (session, value) = (req.session_id.clone(), req.model.clone());
+        self.0.lock().set_model_requests.push(req);
+        self.0.lost_answer()?;
+        let seq = self.0.record_setting(&session, pb::Setting::Model, value);
+        Ok(Response::new(pb::SetModelResponse {
+            applied: pb::SettingApplied::Live as i32,
+            seq,
+        }))
     }
 
     async fn set_permission_mode(
         &self,
-        _request: Request<pb::SetPermissionModeRequest>,
+        request: Request<pb::SetPermissionModeRequest>,
     ) -> Result<Response<pb::SetPermissionModeResponse>, Status> {
-        Err(Status::unimplemented("not used by these tests"))
+        self.0.check_auth(&request)?;
+        let req = request.into_inner();
+        if req.mode.is_empty() {
+            return Err(Status::invalid_argument("mode: must not be empty"));
+        }
+        let (session, value) = (req.session_id.clone(), req.mode.clone());
+        self.0.lock().set_permission_mode_requests.push(req);
+        self.0.lost_answer()?;
+        let seq = self
+            .0
+            .record_setting(&session, pb::Setting::PermissionMode, value);
+        Ok(Response::new(pb::SetPermissionModeResponse {
+            applied: pb::SettingApplied::Live as i32,
+            seq,
+        }))
     }
 
     async fn set_max_thinking_tokens(
         &self,
-        _request: Request<pb::SetMaxThinkingTokensRequest>,
+        request: Request<pb::SetMaxThinkingTokensRequest>,
     ) -> Result<Response<pb::SetMaxThinkingTokensResponse>, Status> {
-        Err(Status::unimplemented("not used by these tests"))
+        self.0.check_auth(&request)?;
+        let req = request.into_inner();
+        let session = req.session_id.clone();
+        let value = req
+            .max_thinking_tokens
+            .map(|n| n.to_string())
+            .unwrap_or_default();
+        self.0.lock().set_max_thinking_tokens_requests.push(req);
+        self.0.lost_answer()?;
+        let seq = self
+            .0
+            .record_setting(&session, pb::Setting::MaxThinkingTokens, value);
+        Ok(Response::new(pb::SetMaxThinkingTokensResponse {
+            applied: pb::SettingApplied::Live as i32,
+            seq,
+        }))
     }
 
     async fn rewind_files(
         &self,
-        _request: Request<pb::RewindFilesRequest>,
+        request: Request<pb::RewindFilesRequest>,
     ) -> Result<Response<pb::RewindFilesResponse>, Status> {
-        Err(Status::unimplemented("not used by these tests"))
+        self.0.check_auth(&request)?;
+        let req = request.into_inner();
+        if req.to_seq == 0 {
+            return Err(Status::invalid_argument("to_seq: must not be 0"));
+        }
+        let (session, to_seq, dry_run) = (req.session_id.clone(), req.to_seq, req.dry_run);
+        self.0.lock().rewind_files_requests.push(req);
+        self.0.lost_answer()?;
+        let mut answer = pb::RewindFilesResponse {
+            files_changed: vec!["notes.txt".to_owned()],
+            insertions: 1,
+            deletions: 1,
+            seq: 0,
+        };
+        if !dry_run {
+            let rewound = pb::FilesRewound {
+                to_seq,
+                message_uuid: "uuid-1".to_owned(),
+                files_changed: answer.files_changed.clone(),
+                insertions: answer.insertions,
+                deletions: answer.deletions,
+            };
+            answer.seq = self.0.append_event(
+                &session,
+                pb::Event {
+                    payload: Some(Payload::FilesRewound(rewound)),
+                    ..Default::default()
+                },
+            );
+        }
+        Ok(Response::new(answer))
     }
 
     async fn get_context_usage(

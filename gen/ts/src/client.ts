@@ -5,6 +5,6 @@
 
 export * from "./session.js";
 export * from "./full-event.js";
-export type { Activity, ActivityKind, Derived, SessionUsageTotals, Status } from "./derive/index.js";
+export type { Activity, ActivityKind, Derived, SessionUsageTotals, Settings, Status } from "./derive/index.js";
 export { EMPTY_PARTIAL, partialMainText, partialMainThread } from "./partial.js";
 export type { PartialBlock, PartialMessage } from "./partial.js";

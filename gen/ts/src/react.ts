@@ -14,17 +14,29 @@ import type {
   Event,
   GetContextUsageResponse,
   RespondPermissionResponse,
+  RewindFilesResponse,
   SendResponse,
+  SetMaxThinkingTokensResponse,
+  SetModelResponse,
+  SetPermissionModeResponse,
   StartResponse,
   StopResponse,
   StopTaskResponse,
 } from "./protocol.js";
-import { Fold, type Activity, type Derived, type SessionUsageTotals, type Status } from "./derive/index.js";
+import {
+  Fold,
+  type Activity,
+  type Derived,
+  type SessionUsageTotals,
+  type Settings,
+  type Status,
+} from "./derive/index.js";
 import { EMPTY_PARTIAL, type PartialMessage } from "./partial.js";
 import {
   createSessionHandle,
   type HydrationPhase,
   type PermissionAnswer,
+  type RewindOptions,
   type SessionHandle,
   type SessionHandleOptions,
   type SessionSnapshot,
@@ -54,7 +66,13 @@ export interface UseSessionResult {
    * keeps its identity until its value changes, so it can key a useMemo.
    */
   derived: Derived;
-  /** Spawns the CLI (creating the session on first use). */
+  /**
+   * The model, permission mode and thinking budget in force
+   * (`derived.settings`): what the start config, the CLI's init or the
+   * latest setModel / setPermissionMode / setMaxThinkingTokens said.
+   */
+  settings: Settings;
+  /** Spawns the CLI (creating the session on first use); `config.fork` starts it as a fork of another session. */
   start: (config?: StartOptions) => Promise<StartResponse>;
   /** Sends a user message. */
   send: (input: string) => Promise<SendResponse>;
@@ -66,6 +84,14 @@ export interface UseSessionResult {
   stopTask: (taskId: string) => Promise<StopTaskResponse>;
   /** The live process's context window figures (GetContextUsage). */
   getContextUsage: () => Promise<GetContextUsageResponse>;
+  /** Switches the model, live or for the next spawn ("" : the CLI's default). */
+  setModel: (model: string) => Promise<SetModelResponse>;
+  /** Switches the permission mode, within the operator's policy. */
+  setPermissionMode: (mode: string) => Promise<SetPermissionModeResponse>;
+  /** Sets the thinking budget per turn (0: none; undefined: the CLI's default). */
+  setMaxThinkingTokens: (maxThinkingTokens: number | undefined) => Promise<SetMaxThinkingTokensResponse>;
+  /** Undoes the agent's file edits back to the user message whose inputSent is at `toSeq` (`dryRun`: only list them). */
+  rewindFiles: (toSeq: bigint, opts?: RewindOptions) => Promise<RewindFilesResponse>;
   /** 'hydrating' until the initial replay and backfill settle, then 'ready'. */
   hydrationPhase: HydrationPhase;
   /** Prepends the next older page; concurrent calls are coalesced. */
@@ -111,6 +137,7 @@ function emptySnapshot(sessionId: string): SessionSnapshot {
     processAlive: derived.processAlive,
     usage: derived.usage,
     activity: derived.activity,
+    settings: derived.settings,
     connected: false,
     hydrationPhase: "hydrating",
     error: undefined,
@@ -161,6 +188,7 @@ export function useSession(sessionId: string, options: UseSessionOptions): UseSe
     derived: snap.derived,
     hydrationPhase: snap.hydrationPhase,
     activity: snap.activity,
+    settings: snap.settings,
     connected: snap.connected,
     processAlive: snap.processAlive,
     usage: snap.usage,
@@ -173,6 +201,10 @@ export function useSession(sessionId: string, options: UseSessionOptions): UseSe
     respondPermission: handle ? handle.respondPermission : noHandle,
     stopTask: handle ? handle.stopTask : noHandle,
     getContextUsage: handle ? handle.getContextUsage : noHandle,
+    setModel: handle ? handle.setModel : noHandle,
+    setPermissionMode: handle ? handle.setPermissionMode : noHandle,
+    setMaxThinkingTokens: handle ? handle.setMaxThinkingTokens : noHandle,
+    rewindFiles: handle ? handle.rewindFiles : noHandle,
     fetchHistory: handle ? handle.fetchHistory : () => Promise.resolve({ hasMore: false }),
     reconnect: handle ? handle.reconnect : () => {},
     injectEvent: handle ? handle.injectEvent : () => {},

@@ -22,7 +22,8 @@
 // that are not appends (a History page prepended, an event injected in the
 // middle) fold the held list again, once, at the next snapshot.
 //
-// Actions (start, send, stop, respondPermission, stopTask) are retry-safe:
+// Actions (start, send, stop, respondPermission, stopTask, setModel,
+// setPermissionMode, setMaxThinkingTokens, rewindFiles) are retry-safe:
 // each logical call gets one fresh idempotency key, and a call that fails in
 // transit (UNAVAILABLE, UNKNOWN, DEADLINE_EXCEEDED) is retried with that same
 // key, so the server applies it once and answers the retry with the first
@@ -36,13 +37,24 @@ import {
   FullEventPart,
   SessionService,
   type RespondPermissionResponse,
+  type RewindFilesResponse,
   type SendResponse,
   type GetContextUsageResponse,
+  type SetMaxThinkingTokensResponse,
+  type SetModelResponse,
+  type SetPermissionModeResponse,
   type StartResponse,
   type StopResponse,
   type StopTaskResponse,
 } from "./gen/agentharness/v1/session_service_pb.js";
-import { Fold, type Activity, type Derived, type SessionUsageTotals, type Status } from "./derive/index.js";
+import {
+  Fold,
+  type Activity,
+  type Derived,
+  type SessionUsageTotals,
+  type Settings,
+  type Status,
+} from "./derive/index.js";
 import { readFullEvent } from "./full-event.js";
 import { EMPTY_PARTIAL, applyPartial, type PartialMessage } from "./partial.js";
 
@@ -87,6 +99,12 @@ export interface SessionSnapshot {
   readonly usage: SessionUsageTotals;
   /** What the agent is doing now. */
   readonly activity: Activity;
+  /**
+   * The model, permission mode and thinking budget in force (the latest of
+   * the start config, the CLI's init and setModel / setPermissionMode /
+   * setMaxThinkingTokens; `derived.settings`).
+   */
+  readonly settings: Settings;
   /** True while a Subscribe stream is open and has sent its ReplayStart. */
   readonly connected: boolean;
   /** See {@link HydrationPhase}. */
@@ -147,8 +165,9 @@ export interface SessionHandleOptions {
   includeDeltas?: boolean;
   /**
    * How many times an action (start, send, stop, respondPermission,
-   * stopTask, getContextUsage) that failed in transit is retried with its
-   * idempotency key, after the backoff delays (default 3; 0: never).
+   * stopTask, setModel, setPermissionMode, setMaxThinkingTokens,
+   * rewindFiles, getContextUsage) that failed in transit is retried with
+   * its idempotency key, after the backoff delays (default 3; 0: never).
    */
   actionRetries?: number;
 }
@@ -204,6 +223,37 @@ export interface StartOptions {
   contentBlocks?: JsonObject[];
   /** Model alias or name. */
   model?: string;
+  /**
+   * Permission mode ("default", "plan", "dontAsk", "acceptEdits", "auto",
+   * "bypassPermissions"), within the operator's policy (PERMISSION_DENIED
+   * beyond it). Default: the CLI's.
+   */
+  permissionMode?: string;
+  /** Most thinking tokens per turn (0: no thinking). Default: the CLI's. */
+  maxThinkingTokens?: number;
+  /**
+   * Start this session as a fork of another session's conversation: the
+   * CLI copies the source's conversation (up to and including the assistant
+   * message at `atSeq`, a `content` event's seq; omitted: all of it) into
+   * this session, which goes on from there; the source is not changed.
+   * Start the fork under a new session id; its cwd and settings default to
+   * the source's.
+   */
+  fork?: ForkOptions;
+}
+
+/** Where a forked session comes from (see {@link StartOptions.fork}). */
+export interface ForkOptions {
+  /** The session whose conversation is copied. */
+  fromSessionId: string;
+  /** The seq of one of its `content` events to fork at (default: the whole conversation). */
+  atSeq?: bigint;
+}
+
+/** Arguments of {@link SessionHandle.rewindFiles}. */
+export interface RewindOptions extends ActionOptions {
+  /** Only list what would change (nothing is rewound or recorded). */
+  dryRun?: boolean;
 }
 
 /** Codes that no amount of retrying fixes; the handle waits for reconnect(). */
@@ -312,6 +362,9 @@ export class SessionHandle {
             args: config.args ?? [],
             contentBlocks: config.contentBlocks ?? [],
             model: config.model ?? "",
+            permissionMode: config.permissionMode ?? "",
+            maxThinkingTokens: config.maxThinkingTokens,
+            fork: config.fork && { fromSessionId: config.fork.fromSessionId, atSeq: config.fork.atSeq ?? 0n },
           },
           idempotencyKey,
         },
@@ -361,6 +414,58 @@ export class SessionHandle {
   stopTask = async (taskId: string, opts: ActionOptions = {}): Promise<StopTaskResponse> =>
     this.keyed(opts, (idempotencyKey) =>
       this.client.stopTask({ sessionId: this.sessionId, taskId, idempotencyKey }, this.callOptions()),
+    );
+
+  /**
+   * Switches the model (an alias or name; "" goes back to the CLI's
+   * default): on the live process at once (`applied` LIVE), else recorded
+   * for the next spawn (NEXT_SPAWN); every later spawn applies it too.
+   * Recorded as a settingChanged event at `seq`, so `settings` shows it.
+   */
+  setModel = async (model: string, opts: ActionOptions = {}): Promise<SetModelResponse> =>
+    this.keyed(opts, (idempotencyKey) =>
+      this.client.setModel({ sessionId: this.sessionId, model, idempotencyKey }, this.callOptions()),
+    );
+
+  /**
+   * Switches the permission mode ("default", "plan", "dontAsk",
+   * "acceptEdits", "auto", "bypassPermissions") like {@link setModel}.
+   * PERMISSION_DENIED for a mode beyond the operator's policy.
+   */
+  setPermissionMode = async (mode: string, opts: ActionOptions = {}): Promise<SetPermissionModeResponse> =>
+    this.keyed(opts, (idempotencyKey) =>
+      this.client.setPermissionMode({ sessionId: this.sessionId, mode, idempotencyKey }, this.callOptions()),
+    );
+
+  /**
+   * Sets the thinking budget per turn (0: no thinking; undefined: back to
+   * the CLI's default) like {@link setModel}.
+   */
+  setMaxThinkingTokens = async (
+    maxThinkingTokens: number | undefined,
+    opts: ActionOptions = {},
+  ): Promise<SetMaxThinkingTokensResponse> =>
+    this.keyed(opts, (idempotencyKey) =>
+      this.client.setMaxThinkingTokens(
+        { sessionId: this.sessionId, maxThinkingTokens, idempotencyKey },
+        this.callOptions(),
+      ),
+    );
+
+  /**
+   * Undoes the agent's file edits back to a user message: `toSeq` is the
+   * seq of its inputSent event, and every file the CLI changed since is
+   * restored to its state just before it. Answers the files and line
+   * counts; `dryRun` only lists them. A real rewind is recorded as a
+   * filesRewound event at `seq`. Needs the live process that made the
+   * edits (FAILED_PRECONDITION otherwise).
+   */
+  rewindFiles = async (toSeq: bigint, opts: RewindOptions = {}): Promise<RewindFilesResponse> =>
+    this.keyed(opts, (idempotencyKey) =>
+      this.client.rewindFiles(
+        { sessionId: this.sessionId, toSeq, dryRun: opts.dryRun ?? false, idempotencyKey },
+        this.callOptions(),
+      ),
     );
 
   /**
@@ -682,6 +787,7 @@ export class SessionHandle {
       processAlive: derived.processAlive,
       usage: derived.usage,
       activity: derived.activity,
+      settings: derived.settings,
       connected: this.connected,
       hydrationPhase: this.ready ? "ready" : "hydrating",
       error: this.error,

@@ -14,6 +14,7 @@ import { ActivityFold, type Activity } from "./activity.js";
 import { PendingFold, type PendingMessage } from "./classify.js";
 import { PermissionsFold, type PendingPermission } from "./permissions.js";
 import { PlanFold, type PlanOutcome } from "./plan.js";
+import { SettingsFold, type Settings } from "./settings.js";
 import { StatusFold, type Status } from "./status.js";
 import { TasksFold, type BackgroundTask } from "./tasks.js";
 import { UsageFold, type SessionUsageTotals } from "./usage.js";
@@ -91,6 +92,8 @@ export interface Derived {
   planOutcomes: PlanOutcome[];
   /** See {@link deriveScheduledWakeup}. */
   scheduledWakeup: ScheduledWakeup | undefined;
+  /** See {@link deriveSettings}. */
+  settings: Settings;
 }
 
 const PROTO_STATUS: Record<Status, SessionStatus> = {
@@ -126,6 +129,7 @@ export class Fold {
   private readonly wf = new WakeupFold();
   private readonly plf = new PlanFold();
   private readonly mf = new PendingFold();
+  private readonly stf = new SettingsFold();
   private resume: string | undefined;
   private lost: ContextLost | undefined;
   private applied = 0;
@@ -150,6 +154,7 @@ export class Fold {
     this.wf.apply(e);
     this.plf.apply(e);
     this.mf.apply(e, before);
+    this.stf.apply(e);
     if (e.payload.case === "runReady" && e.payload.value.resumeId !== "") this.resume = e.payload.value.resumeId;
     if (e.payload.case === "runError" && e.payload.value.kind === RESUME_FAILED) {
       this.resume = undefined;
@@ -244,6 +249,11 @@ export class Fold {
     return this.wf.current();
   }
 
+  /** See {@link deriveSettings}. */
+  settings(): Settings {
+    return this.stf.current();
+  }
+
   /**
    * Everything at once (what {@link deriveAll} returns). The same object
    * until the next {@link apply}; its parts keep their identity while
@@ -266,6 +276,7 @@ export class Fold {
       pendingMessages: this.mf.list(),
       planOutcomes: this.plf.plans(),
       scheduledWakeup: this.wf.current(),
+      settings: this.stf.current(),
     });
   }
 
@@ -292,6 +303,9 @@ export class Fold {
       pendingPermissions: this.pf.count(),
       runId: this.sf.currentRunId() ?? "",
       lostResumeId: this.lost?.resumeId ?? "",
+      model: this.stf.current().model ?? "",
+      permissionMode: this.stf.current().permissionMode ?? "",
+      maxThinkingTokens: this.stf.current().maxThinkingTokens,
     });
   }
 }
@@ -304,8 +318,9 @@ export function deriveAll(events: readonly Event[]): Derived {
 /**
  * A session's derived state as the API returns it (GetSession,
  * ListSessions): head seq, status, process alive, resume id ("" when none),
- * usage, the activity label, the pending permission count and the current
- * or last run id.
+ * usage, the activity label, the pending permission count, the current or
+ * last run id, the lost resume id and the settings in force (model,
+ * permission mode, thinking budget).
  */
 export function deriveSession(sessionId: string, events: readonly Event[]): Session {
   return Fold.from(events).session(sessionId);

@@ -10,6 +10,7 @@
 //   permissions.ts  PendingPermission, derivePendingPermissions
 //   wakeup.ts       ScheduledWakeup, deriveScheduledWakeup
 //   plan.ts         PlanOutcome, PlanDecision, derivePlanOutcomes
+//   settings.ts     Settings, deriveSettings
 //   classify.ts     classifyTool, groupEvents, subagentChildren, derivePendingMessages
 //   fold.ts         Fold, Derived, deriveAll, deriveResumeId, deriveContextLost, deriveSession (Rust's mod.rs)
 //
@@ -32,6 +33,7 @@ export {
 export { derivePendingPermissions, type PendingPermission } from "./permissions.js";
 export { deriveScheduledWakeup, type ScheduledWakeup } from "./wakeup.js";
 export { derivePlanOutcomes, type PlanDecision, type PlanOutcome } from "./plan.js";
+export { deriveSettings, type Settings } from "./settings.js";
 export {
   classifyTool,
   derivePendingMessages,

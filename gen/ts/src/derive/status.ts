@@ -88,6 +88,8 @@ export class StatusFold {
       // Harness-side records neither begin nor end anything.
       case "runError":
       case "permissionResolved":
+      case "settingChanged":
+      case "filesRewound":
       case undefined:
         break;
     }
