@@ -107,6 +107,52 @@ func TestSetModelOnTheLiveProcess(t *testing.T) {
 	}
 }
 
+// TestSettingsWithNoLiveProcessApplyAtTheNextSpawn: once the process has ended (a 1 s
+// --idle-timeout), SetModel and SetPermissionMode are recorded as NEXT_SPAWN; the Send that
+// respawns the CLI starts it with them (run_start's config, the CLI's init, the model the
+// API request named).
+func TestSettingsWithNoLiveProcessApplyAtTheNextSpawn(t *testing.T) {
+	srv := startTestServer(t, "--idle-timeout", "1s")
+	id := newSessionID("next-spawn")
+	s := srv.subscribe(t, id, 0)
+	st := srv.start(t, id, "TEXT one")
+	end, j := s.waitEvent(0, turnTimeout, "run_end", isKind("run_end"))
+	if end.GetRunEnd().GetReason() != pb.RunEndReason_RUN_END_REASON_IDLE_TIMEOUT {
+		t.Fatalf("run_end %v, want the idle timeout", end.GetRunEnd())
+	}
+	model, err := srv.client.SetModel(rpcCtx(t), &pb.SetModelRequest{SessionId: id, Model: otherModel})
+	if err != nil || model.GetApplied() != pb.SettingApplied_SETTING_APPLIED_NEXT_SPAWN || model.GetSeq() != end.GetSeq()+1 {
+		t.Fatalf("SetModel with no process: %v %v, want NEXT_SPAWN at seq %d", model, err, end.GetSeq()+1)
+	}
+	j = s.settingChanged(j, model.GetSeq(), pb.Setting_SETTING_MODEL, otherModel, pb.SettingApplied_SETTING_APPLIED_NEXT_SPAWN)
+	mode, err := srv.client.SetPermissionMode(rpcCtx(t), &pb.SetPermissionModeRequest{SessionId: id, Mode: "plan"})
+	if err != nil || mode.GetApplied() != pb.SettingApplied_SETTING_APPLIED_NEXT_SPAWN {
+		t.Fatalf("SetPermissionMode with no process: %v %v, want NEXT_SPAWN", mode, err)
+	}
+	j = s.settingChanged(j, mode.GetSeq(), pb.Setting_SETTING_PERMISSION_MODE, "plan", pb.SettingApplied_SETTING_APPLIED_NEXT_SPAWN)
+	if got := srv.getSession(t, id); got.GetModel() != otherModel || got.GetPermissionMode() != "plan" || got.GetProcessAlive() {
+		t.Fatalf("GetSession with no process: %v, want model %s, permission_mode plan, no process", got, otherModel)
+	}
+
+	sent := srv.send(t, id, "TEXT two")
+	if sent.GetRunId() == st.GetRunId() {
+		t.Fatalf("Send with no process went to the ended run %s", st.GetRunId())
+	}
+	rs, j := s.waitEvent(j, turnTimeout, "the respawn's run_start", isKind("run_start"))
+	if c := rs.GetRunStart().GetConfig(); c.GetModel() != otherModel || c.GetPermissionMode() != "plan" {
+		t.Fatalf("the respawn's run_start config %v, want model %s and permission_mode plan", c, otherModel)
+	}
+	ready, j := s.waitEvent(j, turnTimeout, "the respawn's run_ready", isKind("run_ready"))
+	if r := ready.GetRunReady(); r.GetModel() != otherModel || r.GetPermissionMode() != "plan" {
+		t.Fatalf("the respawned CLI's init: model %q, permission_mode %q; want %s, plan", r.GetModel(), r.GetPermissionMode(), otherModel)
+	}
+	answer, _ := s.waitEvent(j, turnTimeout, "the answer", isKind("content"))
+	if contentText(answer) != "two" || answer.GetContent().GetModel() != otherModel || answer.GetRunId() != sent.GetRunId() {
+		t.Fatalf("answer %q from model %q in run %s; want \"two\" from %s in run %s",
+			contentText(answer), answer.GetContent().GetModel(), answer.GetRunId(), otherModel, sent.GetRunId())
+	}
+}
+
 // TestSetPermissionModeWithinThePolicy: in the default relay mode a client may switch to
 // plan (LIVE, GetSession.permission_mode, and the CLI's init at the next turn says plan) but
 // not to bypassPermissions or acceptEdits (PERMISSION_DENIED, naming the operator's flag);
