@@ -374,9 +374,9 @@ func TestForkAtAnEarlierMessage(t *testing.T) {
 		t.Fatalf("the fork answered %q, want %q", contentText(answer), gamma)
 	}
 	f.waitEvent(i, turnTimeout, "the fork's turn_end", isKind("turn_end"))
-	if msgs := apiMessages(t, "TEXT "+gamma); !strings.Contains(msgs, "TEXT "+alpha) || !strings.Contains(msgs, alpha) ||
+	if msgs := apiMessages(t, "TEXT "+gamma); !strings.Contains(msgs, "TEXT "+alpha) || !strings.Contains(msgs, `"`+alpha+`"`) ||
 		strings.Contains(msgs, beta) {
-		t.Fatalf("the fork's request carried %s; want the conversation up to %q and nothing of %q", msgs, alpha, beta)
+		t.Fatalf("the fork's request carried %s; want the conversation up to the answer %q and nothing of %q", msgs, alpha, beta)
 	}
 
 	if sent := srv.send(t, src, "TEXT "+delta); sent.GetRunId() != st.GetRunId() {
