@@ -41,8 +41,9 @@ type server struct {
 var shared *server
 
 // claudeBin is the real CLI (CLAUDE_BIN); fakeBaseURL the fake Messages API every server's
-// CLI talks to; fakeLogPath its log.
-var claudeBin, fakeBaseURL, fakeLogPath string
+// CLI talks to; fakeLogPath its log; fakeDumpDir where it writes each request it gets
+// (FAKE_MESSAGES_API_DUMP_DIR), so a test can read what the CLI sent (see apiRequestWith).
+var claudeBin, fakeBaseURL, fakeLogPath, fakeDumpDir string
 
 func TestMain(m *testing.M) {
 	os.Exit(runMain(m))
@@ -112,6 +113,12 @@ func runMain(m *testing.M) int {
 	// The fake Messages API: its first stdout line names its address. Its stdin stays open
 	// until we close it (--exit-on-stdin-eof), so it dies with this process whatever happens.
 	fake := exec.Command(binPath("FAKE_MESSAGES_API_BIN", "fake-messages-api"), "--port", "0", "--exit-on-stdin-eof")
+	fakeDumpDir = filepath.Join(tmp, "fake-api-requests")
+	if err := os.Mkdir(fakeDumpDir, 0o755); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	fake.Env = append(os.Environ(), "FAKE_MESSAGES_API_DUMP_DIR="+fakeDumpDir)
 	fakeIn, _ := fake.StdinPipe()
 	fakeOut, _ := fake.StdoutPipe()
 	fakeLogPath = filepath.Join(tmp, "fake-api.log")

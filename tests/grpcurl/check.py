@@ -9,6 +9,16 @@ names, 64-bit integers as strings); a stream's messages follow one another. Usag
     check.py history FILE LIMIT HEAD    -> asserts one History page from the tail
     check.py deltas FILE                -> asserts the deltas of a Subscribe with include_deltas
     check.py context FILE               -> asserts GetContextUsage's figures add up
+    check.py applied FILE APPLIED       -> asserts a Set* answer, prints the seq of its event
+    check.py setting FILE SEQ SETTING VALUE APPLIED
+                                        -> asserts a one-event History page: that setting_changed
+    check.py settings FILE MODEL MODE THINKING
+                                        -> asserts GetSession's model, permission mode, budget
+    check.py turn FILE TEXT MODEL       -> asserts a History page holding one turn: its input_sent
+                                           has TEXT, every answer came from MODEL; prints the
+                                           input_sent's seq and the last content event's seq
+    check.py rewind FILE PATH [SEQ]     -> asserts a RewindFiles answer restoring PATH (one line
+                                           each way), recorded at SEQ (none: a dry run, seq 0)
 """
 
 import json
@@ -102,6 +112,29 @@ def check_context(msgs):
     print(f"context ok: {total} of {window} tokens ({u.get('percentage', 0)}%) in {len(cats)} categories")
 
 
+def check_turn(msgs, text, model):
+    events = msgs[0].get("events", [])
+    sent = [e for e in events if e.get("inputSent", {}).get("text") == text]
+    if len(sent) != 1:
+        fail(f"want one inputSent {text!r} in the page: {[payload(e) for e in events]}")
+    if not sent[0]["inputSent"].get("messageUuid"):
+        fail(f"inputSent without messageUuid: {sent[0]}")
+    answers = [e for e in events if "content" in e]
+    if not answers or any(e["content"].get("model") != model for e in answers):
+        fail(f"answers from {[e['content'].get('model') for e in answers]}, want all from {model}")
+    print(sent[0]["seq"], answers[-1]["seq"])
+
+
+def check_rewind(msgs, path, seq):
+    if len(msgs) != 1:
+        fail(f"RewindFiles output: {msgs}")
+    r = msgs[0]
+    got = (r.get("filesChanged"), r.get("insertions"), r.get("deletions"), r.get("seq", "0"))
+    if got != ([path], "1", "1", seq):
+        fail(f"RewindFiles answered {r}, want filesChanged [{path}], insertions 1, deletions 1, seq {seq}")
+    print(f"rewind ok: {r}")
+
+
 def main():
     cmd, path = sys.argv[1], sys.argv[2]
     msgs = messages(path)
@@ -145,6 +178,27 @@ def main():
         check_deltas(msgs)
     elif cmd == "context":
         check_context(msgs)
+    elif cmd == "applied":
+        if len(msgs) != 1 or msgs[0].get("applied") != sys.argv[3] or int(msgs[0].get("seq", "0")) <= 0:
+            fail(f"answer {msgs}, want applied {sys.argv[3]} with the seq of its event")
+        print(msgs[0]["seq"])
+    elif cmd == "setting":
+        seq, setting, value, applied = sys.argv[3:7]
+        events = msgs[0].get("events", [])
+        want = {"setting": setting, "value": value, "applied": applied}
+        if len(events) != 1 or events[0]["seq"] != seq or events[0].get("settingChanged") != want:
+            fail(f"History page {events}, want event {seq} settingChanged {want}")
+        print(f"setting ok: {seq} {want}")
+    elif cmd == "settings":
+        s = msgs[0]["session"]
+        got = (s.get("model"), s.get("permissionMode"), str(s.get("maxThinkingTokens")))
+        if got != tuple(sys.argv[3:6]):
+            fail(f"GetSession model, permissionMode, maxThinkingTokens {got}, want {tuple(sys.argv[3:6])}")
+        print(f"settings ok: {got}")
+    elif cmd == "turn":
+        check_turn(msgs, sys.argv[3], sys.argv[4])
+    elif cmd == "rewind":
+        check_rewind(msgs, sys.argv[3], sys.argv[4] if len(sys.argv) > 4 else "0")
     else:
         fail(f"unknown command {cmd}")
 

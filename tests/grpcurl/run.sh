@@ -2,7 +2,10 @@
 # grpcurl suite: the server is usable with no .proto files at all, through gRPC reflection.
 # Starts the real server release binary (interactive adapter, real claude CLI, fake Messages
 # API), then: list, describe, Start, GetSession, Subscribe (replay, events, caughtUp; live
-# typing with include_deltas), History, GetContextUsage and ReadFullEvent. Outputs are asserted with tests/grpcurl/check.py (stdlib Python).
+# typing with include_deltas), History, GetContextUsage, ReadFullEvent, and control of a live
+# session: SetModel, SetPermissionMode (and the policy's refusals), SetMaxThinkingTokens,
+# RewindFiles (dry run, then for real) and a fork. Outputs are asserted with
+# tests/grpcurl/check.py (stdlib Python).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 ROOT=$PWD
@@ -48,10 +51,28 @@ done
 env "${unset_args[@]}" HOME="$tmp/home" ANTHROPIC_BASE_URL="$base_url" ANTHROPIC_API_KEY=test \
   CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC=1 \
   "$AGENT_HARNESS_BIN" serve --listen "$addr" --data-dir "$tmp/data" \
-  --adapter interactive --claude-bin "$CLAUDE_BIN" >"$tmp/server.log" 2>&1 &
+  --adapter interactive --claude-bin "$CLAUDE_BIN" --allow-permission-mode acceptEdits \
+  >"$tmp/server.log" 2>&1 &
 pids+=($!)
 
 g() { grpcurl -plaintext "$@"; }
+# wait_idle SID AFTER TRIES: polls GetSession every 0.1 s, at most TRIES times, until the
+# session is idle with head_seq > AFTER; prints that head_seq ($tmp/get.out holds the answer).
+wait_idle() {
+  local status="" head=0 i
+  for i in $(seq "$3"); do
+    g -d "{\"session_id\":\"$1\"}" "$addr" agentharness.v1.SessionService/GetSession >"$tmp/get.out"
+    read -r status head < <(check status "$tmp/get.out")
+    if [ "$status" = SESSION_STATUS_IDLE ] && [ "$head" -gt "$2" ]; then
+      echo "$head"
+      return 0
+    fi
+    sleep 0.1
+  done
+  echo "FAIL: session $1 status $status, head_seq $head after $(($3 / 10)) s" >&2
+  cat "$tmp/get.out" >&2
+  return 1
+}
 for i in $(seq 300); do
   g "$addr" list >"$tmp/list.out" 2>/dev/null && break
   [ "$i" = 300 ] && { echo "FAIL: server not answering reflection after 30 s"; exit 1; }
@@ -65,7 +86,8 @@ ok "list names agentharness.v1.SessionService"
 
 echo "\$ grpcurl -plaintext $addr describe agentharness.v1.SessionService"
 g "$addr" describe agentharness.v1.SessionService | tee "$tmp/describe.out"
-for rpc in Start Send Stop History RespondPermission StopTask GetContextUsage GetSession ListSessions; do
+for rpc in Start Send Stop History RespondPermission StopTask GetContextUsage GetSession ListSessions \
+  SetModel SetPermissionMode SetMaxThinkingTokens RewindFiles; do
   grep -q "rpc $rpc ( .agentharness.v1.${rpc}Request ) returns ( .agentharness.v1.${rpc}Response );" "$tmp/describe.out" ||
     { echo "FAIL: describe lacks rpc $rpc"; exit 1; }
 done
@@ -85,17 +107,10 @@ run_id=$(check start "$tmp/start.out")
 ok "Start returned run $run_id"
 
 # Wait for the turn to finish: GetSession's derived status goes back to idle.
-status="" head=0
-for i in $(seq 600); do
-  g -d "{\"session_id\":\"$sid\"}" "$addr" agentharness.v1.SessionService/GetSession >"$tmp/get.out"
-  read -r status head < <(check status "$tmp/get.out")
-  [ "$status" = SESSION_STATUS_IDLE ] && [ "$head" -gt 0 ] && break
-  [ "$i" = 600 ] && { echo "FAIL: status $status after 60 s"; cat "$tmp/get.out"; exit 1; }
-  sleep 0.1
-done
+head=$(wait_idle "$sid" 0 600)
 cat "$tmp/get.out"
 grep -q '"processAlive": true' "$tmp/get.out" || { echo "FAIL: process not alive after the turn"; exit 1; }
-ok "GetSession: $status, head_seq $head"
+ok "GetSession: SESSION_STATUS_IDLE, head_seq $head"
 
 echo "\$ grpcurl -plaintext -max-time 3 -d '{\"session_id\":\"$sid\"}' $addr agentharness.v1.SessionService/Subscribe"
 # The stream stays open (live) after caughtUp: -max-time ends it, with DeadlineExceeded.
@@ -170,13 +185,7 @@ ok "Subscribe with include_deltas: the SLOW answer as delta fragments before its
 # A 6 MB answer: History (grpcurl's default 4 MiB receive limit) gets it cut down and marked
 # "truncated"; ReadFullEvent streams the whole CLI line back (the README's jq | base64 pipe).
 g -d "{\"session_id\":\"$sid\",\"input\":\"BIG 6000000\"}" "$addr" agentharness.v1.SessionService/Send >/dev/null
-for i in $(seq 1200); do
-  g -d "{\"session_id\":\"$sid\"}" "$addr" agentharness.v1.SessionService/GetSession >"$tmp/get.out"
-  read -r status head2 < <(check status "$tmp/get.out")
-  [ "$status" = SESSION_STATUS_IDLE ] && [ "$head2" -gt "$head" ] && break
-  [ "$i" = 1200 ] && { echo "FAIL: status $status after 120 s"; exit 1; }
-  sleep 0.1
-done
+wait_idle "$sid" "$head" 1200 >/dev/null
 g -d "{\"session_id\":\"$sid\",\"limit\":1000}" "$addr" agentharness.v1.SessionService/History >"$tmp/big.out"
 read -r big_seq line_size < <(python - "$tmp/big.out" <<'PY'
 import json, sys
@@ -197,5 +206,92 @@ line = json.load(open(sys.argv[1]))
 assert line["type"] == "assistant" and len(line["message"]["content"][0]["text"]) == 6_000_000
 PY
 ok "a 6 MB answer: History gets it truncated (seq $big_seq), ReadFullEvent returns its $line_size-byte line whole"
+
+# Control of a live session. This server runs with --allow-permission-mode acceptEdits: a
+# client may switch to that mode (the agent's Write then runs unasked), never to
+# bypassPermissions. Each change is applied to the live process and logged as settingChanged.
+sid3=grpcurl-control-$$-$RANDOM
+mkdir -p "$tmp/ctl"
+g -d "{\"session_id\":\"$sid3\",\"config\":{\"prompt\":\"TEXT ready\",\"cwd\":\"$tmp/ctl\"}}" \
+  "$addr" agentharness.v1.SessionService/Start >/dev/null
+wait_idle "$sid3" 0 600 >/dev/null
+# set_live RPC FIELDS SETTING VALUE: RPC on $sid3 with FIELDS in the request is applied LIVE,
+# and History holds its settingChanged at the seq it answered (kept in set_seq).
+set_seq=0
+set_live() {
+  local req="{\"session_id\":\"$sid3\",$2}"
+  echo "\$ grpcurl -plaintext -d '$req' $addr agentharness.v1.SessionService/$1"
+  g -d "$req" "$addr" "agentharness.v1.SessionService/$1" | tee "$tmp/set.out"
+  set_seq=$(check applied "$tmp/set.out" SETTING_APPLIED_LIVE)
+  g -d "{\"session_id\":\"$sid3\",\"before_seq\":$((set_seq + 1)),\"limit\":1}" \
+    "$addr" agentharness.v1.SessionService/History >"$tmp/setting.out"
+  check setting "$tmp/setting.out" "$set_seq" "$3" "$4" SETTING_APPLIED_LIVE
+  ok "$1 $4: applied to the live process, settingChanged at seq $set_seq"
+}
+# refused MODE CODE: SetPermissionMode MODE fails with CODE.
+refused() {
+  local req="{\"session_id\":\"$sid3\",\"mode\":\"$1\"}"
+  echo "\$ grpcurl -plaintext -d '$req' $addr agentharness.v1.SessionService/SetPermissionMode"
+  if g -d "$req" "$addr" agentharness.v1.SessionService/SetPermissionMode >"$tmp/refused.out" 2>&1; then
+    echo "FAIL: SetPermissionMode $1 was accepted:"
+    cat "$tmp/refused.out"
+    exit 1
+  fi
+  cat "$tmp/refused.out"
+  grep -q "Code: $2" "$tmp/refused.out" || { echo "FAIL: SetPermissionMode $1: want $2"; exit 1; }
+}
+set_live SetModel '"model":"claude-haiku-4-5"' SETTING_MODEL claude-haiku-4-5
+set_live SetPermissionMode '"mode":"plan"' SETTING_PERMISSION_MODE plan
+plan_seq=$set_seq
+refused bypassPermissions PermissionDenied
+refused yolo InvalidArgument
+set_live SetPermissionMode '"mode":"acceptEdits"' SETTING_PERMISSION_MODE acceptEdits
+[ "$set_seq" = $((plan_seq + 1)) ] || { echo "FAIL: the refused calls were logged (seq $set_seq after $plan_seq)"; exit 1; }
+ok "SetPermissionMode: bypassPermissions PermissionDenied, yolo InvalidArgument, neither logged"
+set_live SetMaxThinkingTokens '"max_thinking_tokens":2048' SETTING_MAX_THINKING_TOKENS 2048
+g -d "{\"session_id\":\"$sid3\"}" "$addr" agentharness.v1.SessionService/GetSession >"$tmp/get.out"
+check settings "$tmp/get.out" claude-haiku-4-5 acceptEdits 2048
+ok "GetSession: model, permissionMode and maxThinkingTokens in force"
+
+# Two turns write a.txt ("first", then "second"), unasked in acceptEdits, on the new model.
+g -d "{\"session_id\":\"$sid3\",\"input\":\"WRITE a.txt first\"}" "$addr" agentharness.v1.SessionService/Send >/dev/null
+h1=$(wait_idle "$sid3" "$set_seq" 600)
+cmp -s <(printf 'first\n') "$tmp/ctl/a.txt" || { echo "FAIL: a.txt after turn 1:"; cat "$tmp/ctl/a.txt"; exit 1; }
+g -d "{\"session_id\":\"$sid3\",\"input\":\"WRITE a.txt second\"}" "$addr" agentharness.v1.SessionService/Send >/dev/null
+h2=$(wait_idle "$sid3" "$h1" 600)
+cmp -s <(printf 'second\n') "$tmp/ctl/a.txt" || { echo "FAIL: a.txt after turn 2:"; cat "$tmp/ctl/a.txt"; exit 1; }
+g -d "{\"session_id\":\"$sid3\",\"limit\":$((h2 - h1))}" "$addr" agentharness.v1.SessionService/History >"$tmp/turn.out"
+turn=$(check turn "$tmp/turn.out" "WRITE a.txt second" claude-haiku-4-5)
+read -r to_seq fork_at <<<"$turn"
+ok "the agent wrote a.txt twice, unasked, on claude-haiku-4-5 (turn 2's inputSent at seq $to_seq)"
+
+echo "\$ grpcurl -plaintext -d '{\"session_id\":\"$sid3\",\"to_seq\":$to_seq,\"dry_run\":true}' $addr agentharness.v1.SessionService/RewindFiles"
+g -d "{\"session_id\":\"$sid3\",\"to_seq\":$to_seq,\"dry_run\":true}" "$addr" agentharness.v1.SessionService/RewindFiles \
+  | tee "$tmp/rewind.out"
+check rewind "$tmp/rewind.out" "$tmp/ctl/a.txt"
+cmp -s <(printf 'second\n') "$tmp/ctl/a.txt" || { echo "FAIL: the dry run changed a.txt"; exit 1; }
+ok "RewindFiles dry run: lists a.txt, changes nothing"
+echo "\$ grpcurl -plaintext -d '{\"session_id\":\"$sid3\",\"to_seq\":$to_seq}' $addr agentharness.v1.SessionService/RewindFiles"
+g -d "{\"session_id\":\"$sid3\",\"to_seq\":$to_seq}" "$addr" agentharness.v1.SessionService/RewindFiles | tee "$tmp/rewind.out"
+check rewind "$tmp/rewind.out" "$tmp/ctl/a.txt" $((h2 + 1))
+cmp -s <(printf 'first\n') "$tmp/ctl/a.txt" || { echo "FAIL: a.txt after RewindFiles:"; cat "$tmp/ctl/a.txt"; exit 1; }
+ok "RewindFiles: a.txt holds \"first\" again (filesRewound at seq $((h2 + 1)))"
+
+# A fork at the last answer of turn 2: a new session, a CLI conversation of its own, the
+# source's settings.
+sid4=$sid3-fork
+echo "\$ grpcurl -plaintext -d '{\"session_id\":\"$sid4\",\"config\":{\"prompt\":\"TEXT forked\",\"fork\":{\"from_session_id\":\"$sid3\",\"at_seq\":$fork_at}}}' $addr agentharness.v1.SessionService/Start"
+g -d "{\"session_id\":\"$sid4\",\"config\":{\"prompt\":\"TEXT forked\",\"fork\":{\"from_session_id\":\"$sid3\",\"at_seq\":$fork_at}}}" \
+  "$addr" agentharness.v1.SessionService/Start | tee "$tmp/start.out"
+check start "$tmp/start.out" >/dev/null
+h4=$(wait_idle "$sid4" 0 600)
+fork_resume=$(jq -r .session.resumeId "$tmp/get.out")
+g -d "{\"session_id\":\"$sid4\",\"limit\":$h4}" "$addr" agentharness.v1.SessionService/History >"$tmp/fork.out"
+check turn "$tmp/fork.out" "TEXT forked" claude-haiku-4-5 >/dev/null
+g -d "{\"session_id\":\"$sid3\"}" "$addr" agentharness.v1.SessionService/GetSession >"$tmp/get.out"
+src_resume=$(jq -r .session.resumeId "$tmp/get.out")
+[ -n "$fork_resume" ] && [ "$fork_resume" != null ] && [ "$fork_resume" != "$src_resume" ] ||
+  { echo "FAIL: the fork's resumeId $fork_resume, the source's $src_resume"; exit 1; }
+ok "fork at seq $fork_at: answered on the source's model, in a conversation of its own"
 
 echo "grpcurl: $pass passed, 0 failed"

@@ -80,17 +80,21 @@ class Harness:
 
 
 class FakeApi:
-    """The running fake Messages API every server's CLI talks to."""
+    """The running fake Messages API every server's CLI talks to. It writes each request it
+    gets to dump_dir (FAKE_MESSAGES_API_DUMP_DIR), so a test can read what the CLI sent."""
 
-    def __init__(self, base_url: str, log: pathlib.Path):
+    def __init__(self, base_url: str, log: pathlib.Path, dump_dir: pathlib.Path):
         self.base_url = base_url
         self.log = log
+        self.dump_dir = dump_dir
 
 
 @pytest.fixture(scope="session")
 def fake_api():
     with tempfile.TemporaryDirectory(prefix="agent-harness-py-e2e-fake-") as tmp:
         log = pathlib.Path(tmp) / "fake-api.log"
+        dump_dir = pathlib.Path(tmp) / "requests"
+        dump_dir.mkdir()
         # The fake API exits when its stdin closes, so it dies with this process whatever
         # happens.
         with open(log, "wb") as flog:
@@ -99,11 +103,12 @@ def fake_api():
                 stdin=subprocess.PIPE,
                 stdout=subprocess.PIPE,
                 stderr=flog,
+                env={**os.environ, "FAKE_MESSAGES_API_DUMP_DIR": str(dump_dir)},
             )
         try:
             line = fake.stdout.readline().decode().strip()
             assert line.startswith("listening "), f"fake-messages-api said {line!r}"
-            yield FakeApi(line.removeprefix("listening "), log)
+            yield FakeApi(line.removeprefix("listening "), log, dump_dir)
         finally:
             fake.stdin.close()
             fake.wait(timeout=10)
@@ -193,6 +198,14 @@ def idle_harness(fake_api):
         yield h
 
 
+@pytest.fixture
+def skip_harness(fake_api):
+    """A server of its own for one test with --permissions skip: the CLI runs every tool
+    unasked (it writes files without a permission prompt)."""
+    with _serve(fake_api, "agent-harness-py-e2e-skip-", "--permissions", "skip") as h:
+        yield h
+
+
 class TlsHarness:
     """A server serving TLS with a token (tls_harness): its Harness (whose stub sends the
     token over TLS), the PEM certificate it serves, and the token file and what
@@ -258,7 +271,7 @@ def pytest_runtest_makereport(item, call):
     report = outcome.get_result()
     if not report.failed or not hasattr(item, "funcargs"):
         return
-    for name in ("harness", "idle_harness", "tls_harness"):
+    for name in ("harness", "idle_harness", "skip_harness", "tls_harness"):
         h = item.funcargs.get(name)
         h = getattr(h, "harness", h)  # tls_harness wraps a Harness
         if isinstance(h, Harness):
