@@ -251,3 +251,64 @@ fn redaction_keeps_names_only() {
     };
     assert_eq!(redacted(&config).env["K"], REDACTED);
 }
+
+#[test]
+fn permission_modes_have_the_operator_as_ceiling() {
+    let relay = LaunchPolicy::default();
+    for mode in ["", "default", "plan", "dontAsk"] {
+        relay.check_permission_mode("mode", mode).unwrap();
+    }
+    for mode in ["acceptEdits", "auto", "bypassPermissions"] {
+        let e = relay.check_permission_mode("mode", mode).unwrap_err();
+        assert!(matches!(e, Error::PolicyDenied(_)), "{mode}: {e:?}");
+        assert!(e.to_string().contains("--allow-permission-mode"), "{e}");
+    }
+    for mode in ["Plan", "yolo", "plan ", "--dangerously-skip-permissions"] {
+        let e = relay.check_permission_mode("mode", mode).unwrap_err();
+        assert_eq!(field_of(e), "mode", "{mode}");
+    }
+    let mut config = pb::StartConfig {
+        permission_mode: "acceptEdits".into(),
+        ..Default::default()
+    };
+    assert!(matches!(
+        relay.admit(&mut config),
+        Err(Error::PolicyDenied(_))
+    ));
+    config.permission_mode = "plan".into();
+    config.max_thinking_tokens = Some(MAX_THINKING_TOKENS + 1);
+    assert_eq!(
+        field_of(relay.admit(&mut config).unwrap_err()),
+        "config.max_thinking_tokens"
+    );
+
+    let wider = LaunchPolicy::default()
+        .with_permission_modes(PermissionMode::Relay, &s(&["acceptEdits", " auto"]))
+        .unwrap();
+    wider.check_permission_mode("mode", "acceptEdits").unwrap();
+    wider.check_permission_mode("mode", "auto").unwrap();
+    assert!(
+        wider
+            .check_permission_mode("mode", "bypassPermissions")
+            .is_err()
+    );
+
+    let skip = LaunchPolicy::default()
+        .with_permission_modes(PermissionMode::Skip, &[])
+        .unwrap();
+    for mode in PERMISSION_MODES {
+        skip.check_permission_mode("mode", mode).unwrap();
+    }
+
+    for (mode, perms) in [
+        ("bypassPermissions", PermissionMode::Relay),
+        ("bypassPermissions", PermissionMode::Settings),
+        ("yolo", PermissionMode::Skip),
+    ] {
+        let e = LaunchPolicy::default()
+            .with_permission_modes(perms, &s(&[mode]))
+            .unwrap_err();
+        assert!(matches!(e, Error::Config(_)), "{mode}: {e:?}");
+        assert!(e.to_string().contains("--allow-permission-mode"), "{e}");
+    }
+}

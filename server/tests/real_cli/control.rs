@@ -73,14 +73,24 @@ async fn stop_task_ends_a_background_bash_and_the_process_stays() {
         })
         .await;
     ev.turn_end_after(0).await;
+    let stop = |task_id: &str| pb::StopTaskRequest {
+        session_id: "bg".into(),
+        task_id: task_id.into(),
+        idempotency_key: "stop-bg".into(),
+    };
     h.client()
-        .stop_task(pb::StopTaskRequest {
-            session_id: "bg".into(),
-            task_id: task_id.clone(),
-            idempotency_key: String::new(),
-        })
+        .stop_task(stop(&task_id))
         .await
         .expect("StopTask");
+    // A keyed repeat is answered from its receipt; the same key for
+    // another task is a client bug.
+    h.client()
+        .stop_task(stop(&task_id))
+        .await
+        .expect("StopTask repeated");
+    let err = h.client().stop_task(stop("other")).await.unwrap_err();
+    assert_eq!(err.code(), Code::InvalidArgument, "{err:?}");
+    assert!(err.message().contains("idempotency_key"), "{err:?}");
     ev.wait_for("the task to end", |evs| {
         evs.iter()
             .any(|e| match &e.payload {

@@ -14,7 +14,7 @@ use crate::support::cli_grpc;
 use agent_harness_client::pb;
 use agent_harness_client::pb::event::Payload;
 use agent_harness_fake_api::{FakeApi, RecordedRequest};
-use cli_grpc::{Events, Harness, Setup};
+use cli_grpc::{AdapterChoice, Events, Harness, Setup};
 use tonic::Code;
 
 /// The latest Messages API call whose body mentions `needle` (a prompt).
@@ -282,4 +282,34 @@ async fn thinking_budget_from_start_set_live_and_kept_by_a_respawn() {
     ev.turn_end_after(r.seq).await;
     assert_eq!(thinking("TEXT four")["budget_tokens"], 3000);
     h.finish("think", &ev).await;
+}
+
+/// The one-shot adapter has no channel to its running CLI: a SetModel
+/// while its run works is recorded for the next spawn (its next turn) by
+/// the run task, and that turn's process runs with `--model`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn one_shot_runs_take_a_setting_at_their_next_turn() {
+    let setup = Setup {
+        adapter: AdapterChoice::OneShot,
+        ..Setup::default()
+    };
+    let (h, ev, started) = Harness::started(setup, "one", "SLOW 20 100").await;
+    ev.run_ready_after(0).await;
+    let r = h
+        .client()
+        .set_model(set_model("one", "claude-haiku-4-5", ""))
+        .await
+        .expect("SetModel while the one-shot run works")
+        .into_inner();
+    assert_eq!(r.applied(), pb::SettingApplied::NextSpawn, "{r:?}");
+    let (e, _) = setting_after(&ev, 0).await;
+    assert_eq!(e.run_id, started.run_id, "recorded by the working run");
+    let (end, _) = ev.run_end_after(e.seq).await;
+    h.send("one", "TEXT next turn").await;
+    ev.turn_end_after(end.seq).await;
+    assert_eq!(
+        request_with(h.api(), "TEXT next turn").model(),
+        Some("claude-haiku-4-5")
+    );
+    h.finish("one", &ev).await;
 }

@@ -279,8 +279,10 @@ async fn allowed_args_reach_the_process_exactly() {
     let _sub = start_ready(&mut client, "s", c).await;
     let spawns = cli.spawns();
     assert_eq!(spawns.len(), 1);
-    let mut want = strings(&["--model", "claude-sonnet-4-5"]);
-    want.extend(strings(&args));
+    // The typed settings come after the args: a model set with SetModel
+    // (or config.model) wins over a `--model` in the args.
+    let mut want = strings(&args);
+    want.extend(strings(&["--model", "claude-sonnet-4-5"]));
     assert_eq!(run_args(&spawns[0]), want);
     server.shutdown().await.expect("shutdown");
 }
