@@ -895,21 +895,21 @@ v.ev(run_ready("cli-s", model="claude-haiku-4-5", mode="default"), SR, True,
 simple_turn(v)
 v.also(settings=S("claude-haiku-4-5", "default", 0), turnInProgress=False)
 
-v = V("settings_next_spawn", "With no live process a change is recorded for the next spawn and is in force "
-      "from then on; the respawn's run_start carries it; a change back to the default clears it until "
+v = V("settings_next_spawn", "With no live process a change is recorded for the next spawn (by the server, "
+      "with no run id) and is in force from then on; the respawn's run_start carries it; a change back to the default clears it until "
       "the CLI reports its own.")
 boot(v)
 v.also(settings=S(MODEL, "default"))
 simple_turn(v)
 v.ev(run_end("IDLE_TIMEOUT", signal="SIGTERM"), I, False)
-v.ev(setting("MODEL", "haiku", "NEXT_SPAWN"), I, False, activity=A("idle"),
+v.ev(setting("MODEL", "haiku", "NEXT_SPAWN"), I, False, run="", activity=A("idle"),
      settings=S("haiku", "default"))
-v.ev(setting("PERMISSION_MODE", "dontAsk", "NEXT_SPAWN"), I, False, settings=S("haiku", "dontAsk"))
-v.ev(setting("MAX_THINKING_TOKENS", "4096", "NEXT_SPAWN"), I, False,
+v.ev(setting("PERMISSION_MODE", "dontAsk", "NEXT_SPAWN"), I, False, run="", settings=S("haiku", "dontAsk"))
+v.ev(setting("MAX_THINKING_TOKENS", "4096", "NEXT_SPAWN"), I, False, run="",
      settings=S("haiku", "dontAsk", 4096))
-v.ev(setting("MAX_THINKING_TOKENS", "", "NEXT_SPAWN"), I, False, settings=S("haiku", "dontAsk"))
-v.ev(setting("MODEL", "", "NEXT_SPAWN"), I, False, settings=S(None, "dontAsk"))
-v.ev(setting("MODEL", "sonnet", "NEXT_SPAWN"), I, False, settings=S("sonnet", "dontAsk"))
+v.ev(setting("MAX_THINKING_TOKENS", "", "NEXT_SPAWN"), I, False, run="", settings=S("haiku", "dontAsk"))
+v.ev(setting("MODEL", "", "NEXT_SPAWN"), I, False, run="", settings=S(None, "dontAsk"))
+v.ev(setting("MODEL", "sonnet", "NEXT_SPAWN"), I, False, run="", settings=S("sonnet", "dontAsk"))
 v.ev(run_start("more", trigger="send", resume="cli-sess-1", model="sonnet", mode="dontAsk"), ST, True,
      activity=A("starting"), settings=S("sonnet", "dontAsk"))
 v.ev(inp("more", "INITIAL"), ST, True)
