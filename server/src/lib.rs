@@ -9,6 +9,8 @@
 //! - [`body_limit`]: request messages over `--max-request-bytes` get RESOURCE_EXHAUSTED.
 //! - [`metrics`]: Prometheus `GET /metrics` on the same port: counters, gauges and
 //!   fixed-bucket histograms on atomics.
+//! - [`web`]: the built-in web console at `/` on the same port: embedded files, strict
+//!   security headers.
 //! - [`record`]: `agent-harness record`, a cassette of the real CLI.
 //! - [`listen`]: accepting connections: TCP_NODELAY, TLS with ALPN h2 and http/1.1.
 //! - [`rpc`]: the `SessionService` handlers: validate, call the manager, map errors
@@ -51,4 +53,5 @@ pub mod store;
 pub mod supervise;
 pub mod token;
 pub mod validate;
+pub mod web;
 pub use server::{ServeOptions, run, serve_on};

@@ -9,6 +9,7 @@
 
 import { useCallback, useEffect, useRef, useState, useSyncExternalStore } from "react";
 import type { Transport } from "@connectrpc/connect";
+import type { JsonObject } from "@bufbuild/protobuf";
 import { createGrpcWebTransport } from "@connectrpc/connect-web";
 import type {
   Event,
@@ -56,8 +57,8 @@ export interface UseSessionResult {
   derived: Derived;
   /** Spawns the CLI (creating the session on first use). */
   start: (config?: StartOptions) => Promise<StartResponse>;
-  /** Sends a user message. */
-  send: (input: string) => Promise<SendResponse>;
+  /** Sends a user message, with content blocks (images, documents) placed before the text. */
+  send: (input: string, contentBlocks?: JsonObject[]) => Promise<SendResponse>;
   /** Stops the current turn. */
   stop: () => Promise<StopResponse>;
   /** Answers a pending permission request. */
