@@ -15,14 +15,13 @@ import { request as httpRequest } from "node:http";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { after, before, describe, it } from "node:test";
-import { chromium, type BrowserContext, type Page, type Request } from "playwright-core";
-import { Code, ConnectError, createClient, type Interceptor } from "@connectrpc/connect";
-import { createGrpcTransport } from "@connectrpc/connect-node";
-import { SessionService, deriveProcessAlive, deriveStatus, type Event } from "@agent-harness/client/protocol";
+import type { BrowserContext, Page, Request } from "playwright-core";
+import { Code, ConnectError } from "@connectrpc/connect";
+import { deriveProcessAlive, deriveStatus } from "@agent-harness/client/protocol";
 import { ROOT, SERVER_BIN, startHarness, type Harness } from "../ts/support.ts";
+import { history as historyOf, launchChromium, nodeClient, type Target } from "./chromium.ts";
 import { serveStatic } from "./serve.ts";
 
-const CHROMIUM = process.env.CHROMIUM_BIN ?? "/usr/bin/chromium";
 const SESSION = "browser-proof";
 // Names for the page's non-loopback origins; Chromium resolves both to the
 // static server on 127.0.0.1 (--host-resolver-rules), the page still calls
@@ -32,36 +31,20 @@ const EVIL_HOST = "evil.test";
 
 let h: Harness;
 let page: { url: string; close: () => Promise<void> };
+let browser: Awaited<ReturnType<typeof launchChromium>>;
 let ctx: BrowserContext;
-let profile: string;
 
 before(async () => {
   h = await startHarness();
   page = await serveStatic();
-  profile = mkdtempSync(join(tmpdir(), "agent-harness-chromium-"));
-  ctx = await chromium.launchPersistentContext(profile, {
-    executablePath: CHROMIUM,
-    headless: true,
-    viewport: { width: 1000, height: 760 },
-    args: [
-      "--headless",
-      "--no-sandbox",
-      "--disable-gpu",
-      "--disable-quic",
-      "--no-first-run",
-      "--disable-background-networking",
-      "--disable-component-update",
-      "--disable-sync",
-      `--host-resolver-rules=MAP ${APP_HOST} 127.0.0.1, MAP ${EVIL_HOST} 127.0.0.1`,
-    ],
-  });
+  browser = await launchChromium({ hostRules: `MAP ${APP_HOST} 127.0.0.1, MAP ${EVIL_HOST} 127.0.0.1` });
+  ctx = browser.ctx;
 });
 
 after(async () => {
-  await ctx?.close();
+  await browser?.close();
   await page?.close();
   await h?.close();
-  if (profile) rmSync(profile, { recursive: true, force: true });
 });
 
 /** What the page shows, read in one go so status and events agree. */
@@ -105,38 +88,10 @@ async function until(p: Page, what: string, pred: (v: View) => boolean, timeoutM
   }
 }
 
-/** A server, one of its sessions, and the token its RPCs need (if any). */
-interface Target {
-  url: string;
-  session: string;
-  token?: string;
-}
-
 /** The first scenario's server and session. */
 const proof = (): Target => ({ url: h.url, session: SESSION });
 
-/** Adds `authorization: Bearer TOKEN` to every call. */
-const bearer =
-  (token: string): Interceptor =>
-  (next) =>
-  (req) => {
-    req.header.set("authorization", `Bearer ${token}`);
-    return next(req);
-  };
-
-/** A native gRPC (HTTP/2, no Origin) client of the target's server. */
-function nodeClient(t: Target) {
-  return createClient(
-    SessionService,
-    createGrpcTransport({ baseUrl: t.url, interceptors: t.token ? [bearer(t.token)] : [] }),
-  );
-}
-
-async function history(t: Target = proof()): Promise<Event[]> {
-  const res = await nodeClient(t).history({ sessionId: t.session, beforeSeq: 0n, limit: 1000 });
-  assert.equal(res.hasMore, false);
-  return res.events;
-}
+const history = (t: Target = proof()) => historyOf(t);
 
 /**
  * The page holds exactly the server's log up to its newest event, with no
