@@ -9,6 +9,8 @@
 //! - [`body_limit`]: request messages over `--max-request-bytes` get RESOURCE_EXHAUSTED.
 //! - [`metrics`]: Prometheus `GET /metrics` on the same port: counters, gauges and
 //!   fixed-bucket histograms on atomics.
+//! - [`plain`]: the plain HTTP answers on the gRPC port (`/metrics`, the console), one
+//!   layer shape for both.
 //! - [`web`]: the built-in web console at `/` on the same port: embedded files, strict
 //!   security headers.
 //! - [`record`]: `agent-harness record`, a cassette of the real CLI.
@@ -45,6 +47,7 @@ pub mod manager;
 pub mod metrics;
 pub mod normalize;
 pub mod partial;
+pub mod plain;
 pub mod record;
 pub mod recovery;
 pub mod rpc;

@@ -38,10 +38,11 @@ use crate::config::{AdapterKind, ServeConfig};
 use crate::error::{Error, Result};
 use crate::log::{EventLogs, LogOptions};
 use crate::manager::{ManagerOptions, SessionManager};
-use crate::metrics::MetricsLayer;
+use crate::metrics::Scrape;
+use crate::plain::PlainLayer;
 use crate::rpc::Rpc;
 use crate::store::RedbStore;
-use crate::web::WebLayer;
+use crate::web::Console;
 
 /// What `serve_on` needs besides the manager.
 #[derive(Clone)]
@@ -325,8 +326,8 @@ pub async fn serve_on(
         .accept_http1(true)
         .http2_keepalive_interval(Some(Duration::from_secs(30)))
         .layer(AccessLayer::new(opts.access.clone()))
-        .layer(MetricsLayer::new(metrics, auth.clone()))
-        .layer(WebLayer::new(opts.ui))
+        .layer(PlainLayer::new(Scrape::new(metrics, auth.clone())))
+        .layer(PlainLayer::new(Console::new(opts.ui)))
         .layer(cors_layer(opts.access.clone()))
         .layer(tonic_web::GrpcWebLayer::new())
         .layer(RequestLimitLayer::new(opts.max_request_bytes))

@@ -3,12 +3,12 @@
 //!
 //! The page is the React app in `server/web` (built with esbuild on top of
 //! `@agent-harness/client`), committed as `server/web/dist` and embedded
-//! here with `include_bytes!`, so `cargo build` needs no Node. A test
-//! (`tests/console/run.sh`) rebuilds it and fails when the bytes differ.
+//! here with `include_bytes!`, so `cargo build` needs no Node.
+//! `tests/browser/run.sh` rebuilds it and fails when the bytes differ.
 //!
-//! [`WebLayer`] sits inside the access layer, like `GET /metrics`: a
-//! foreign `Origin` or (without a token) a non-loopback `Host` is refused
-//! before it. The files hold no data, so they are served without the token
+//! [`Console`] answers through a [`crate::plain::PlainLayer`] inside the
+//! access layer, like `GET /metrics`: a foreign `Origin` or (without a
+//! token) a non-loopback `Host` is refused before it. The files hold no data, so they are served without the token
 //! (a browser cannot put a bearer token on a navigation); every call the
 //! page makes is a grpc-web RPC and needs the token like any other.
 //!
@@ -28,6 +28,8 @@ use std::task::{Context, Poll};
 use bytes::Bytes;
 use http::header::{self, HeaderName, HeaderValue};
 use http::{Method, Request, Response, StatusCode};
+
+use crate::plain::Responder;
 
 /// One embedded file of the console.
 #[derive(Debug, Clone, Copy)]
@@ -94,57 +96,24 @@ pub fn asset(path: &str) -> Option<&'static Asset> {
     ASSETS.iter().find(|a| a.path == path)
 }
 
-/// Answers the console's requests, passes every other request on.
+/// Answers the console's requests (see [`crate::plain`]); every other
+/// request goes on to the services.
 #[derive(Debug, Clone, Copy)]
-pub struct WebLayer {
+pub struct Console {
     /// False with `--no-ui`: every GET and HEAD is 404.
     enabled: bool,
 }
 
-impl WebLayer {
+impl Console {
     /// Serves the console when `enabled`.
     pub fn new(enabled: bool) -> Self {
         Self { enabled }
     }
 }
 
-impl<S> tower::Layer<S> for WebLayer {
-    type Service = Web<S>;
-    fn layer(&self, inner: S) -> Self::Service {
-        Web {
-            inner,
-            enabled: self.enabled,
-        }
-    }
-}
-
-/// See [`WebLayer`].
-#[derive(Debug, Clone)]
-pub struct Web<S> {
-    inner: S,
-    enabled: bool,
-}
-
-impl<S, B> tower::Service<Request<B>> for Web<S>
-where
-    S: tower::Service<Request<B>, Response = Response<tonic::body::Body>>,
-{
-    type Response = Response<tonic::body::Body>;
-    type Error = S::Error;
-    type Future = futures::future::Either<
-        S::Future,
-        std::future::Ready<Result<Response<tonic::body::Body>, S::Error>>,
-    >;
-
-    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
-        self.inner.poll_ready(cx)
-    }
-
-    fn call(&mut self, req: Request<B>) -> Self::Future {
-        match answer(self.enabled, req.method(), req.uri().path()) {
-            Some(resp) => futures::future::Either::Right(std::future::ready(Ok(resp))),
-            None => futures::future::Either::Left(self.inner.call(req)),
-        }
+impl Responder for Console {
+    fn respond<B>(&self, req: &Request<B>) -> Option<Response<tonic::body::Body>> {
+        answer(self.enabled, req.method(), req.uri().path())
     }
 }
 

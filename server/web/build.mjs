@@ -1,6 +1,6 @@
 // Bundles the console into dist/ (committed; the server embeds it with
 // include_bytes!, so `cargo build` needs no Node). `node build.mjs --out DIR`
-// writes elsewhere: tests/console/run.sh builds into a temporary folder and
+// writes elsewhere: tests/browser/run.sh builds into a temporary folder and
 // compares it with dist/ byte for byte.
 //
 // @agent-harness/client is bundled from its sources in gen/ts/src (no build
