@@ -19,7 +19,17 @@ import type { BrowserContext, Page, Request } from "playwright-core";
 import { Code, ConnectError } from "@connectrpc/connect";
 import { deriveProcessAlive, deriveStatus } from "@agent-harness/client/protocol";
 import { ROOT, SERVER_BIN, startHarness, type Harness } from "../ts/support.ts";
-import { history as historyOf, launchChromium, nodeClient, type Target } from "./chromium.ts";
+import {
+  history as historyOf,
+  launchChromium,
+  nodeClient,
+  ticks,
+  typingRecorder,
+  untilTyped,
+  untilView,
+  type Target,
+  type Typed,
+} from "./chromium.ts";
 import { serveStatic } from "./serve.ts";
 
 const SESSION = "browser-proof";
@@ -78,15 +88,8 @@ async function view(p: Page): Promise<View> {
   return (await p.evaluate(READ_VIEW)) as View;
 }
 
-async function until(p: Page, what: string, pred: (v: View) => boolean, timeoutMs = 30_000): Promise<View> {
-  const deadline = Date.now() + timeoutMs;
-  for (;;) {
-    const v = await view(p);
-    if (pred(v)) return v;
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}; page shows ${JSON.stringify(v)}`);
-    await new Promise((r) => setTimeout(r, 50));
-  }
-}
+const until = (p: Page, what: string, pred: (v: View) => boolean, timeoutMs?: number) =>
+  untilView<View>(p, READ_VIEW, what, pred, timeoutMs);
 
 /** The first scenario's server and session. */
 const proof = (): Target => ({ url: h.url, session: SESSION });
@@ -166,46 +169,7 @@ it("streams, survives a reload mid-turn, and stops a turn in Chromium", async ()
   );
 });
 
-/** The text `SLOW n` makes the fake model write. */
-const ticks = (n: number) => Array.from({ length: n }, (_, i) => `tick ${i} `).join("");
-
-/** One state of the page as the typing recorder saw it. */
-interface Typed {
-  /** The partial text shown (data-testid=partial). */
-  partial: string;
-  /** The text of the content event in the events list; null while there is none. */
-  content: string | null;
-}
-
-// An init script (it runs again on every reload): a MutationObserver that
-// records every DOM state whose partial text or content event differs from
-// the last one, so no state the page rendered is missed, however brief.
-// A string: see READ_VIEW.
-const TYPING_RECORDER = `(() => {
-  const rec = (window.__typed = []);
-  const read = () => {
-    const partial = document.querySelector("[data-testid=partial]")?.textContent ?? "";
-    const li = document.querySelector("li.event[data-kind=content]");
-    const content = li ? (li.querySelector(".text")?.textContent ?? "") : null;
-    const last = rec[rec.length - 1];
-    if (!last || last.partial !== partial || last.content !== content) rec.push({ partial, content });
-  };
-  new MutationObserver(read).observe(document, { subtree: true, childList: true, characterData: true });
-})()`;
-
-/** Waits until the states recorded since the last load pass `pred` (a page-side expression over `typed`). */
-async function untilTyped(p: Page, what: string, pred: string, timeoutMs = 30_000): Promise<Typed[]> {
-  try {
-    await p.waitForFunction(`((typed) => ${pred})(window.__typed ?? [])`, undefined, { timeout: timeoutMs });
-  } catch (err) {
-    throw new Error(`timed out waiting for ${what}; recorded ${JSON.stringify(await typed(p))}`, { cause: err });
-  }
-  return typed(p);
-}
-
-async function typed(p: Page): Promise<Typed[]> {
-  return (await p.evaluate("window.__typed ?? []")) as Typed[];
-}
+const TYPING_RECORDER = typingRecorder("li.event[data-kind=content]");
 
 /** The non-empty partial texts shown before the content event, in order. */
 const partialsBeforeContent = (states: Typed[]) =>

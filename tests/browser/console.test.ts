@@ -23,7 +23,17 @@ import type { BrowserContext, Page } from "playwright-core";
 import { Code, ConnectError } from "@connectrpc/connect";
 import { SessionStatus, deriveProcessAlive, deriveStatus, deriveUsage, type Event } from "@agent-harness/client/protocol";
 import { ROOT, SERVER_BIN, startHarness, type Harness } from "../ts/support.ts";
-import { history, launchChromium, nodeClient, type Target } from "./chromium.ts";
+import {
+  history,
+  launchChromium,
+  nodeClient,
+  ticks,
+  typingRecorder,
+  untilPage,
+  untilTyped,
+  untilView,
+  type Target,
+} from "./chromium.ts";
 
 const ARTIFACTS = join(ROOT, "tests/artifacts");
 
@@ -106,15 +116,8 @@ async function view(p: Page): Promise<View> {
   return (await p.evaluate(READ_VIEW)) as View;
 }
 
-async function until(p: Page, what: string, pred: (v: View) => boolean, timeoutMs = 30_000): Promise<View> {
-  const deadline = Date.now() + timeoutMs;
-  for (;;) {
-    const v = await view(p);
-    if (pred(v)) return v;
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}; page shows ${JSON.stringify(v)}`);
-    await new Promise((r) => setTimeout(r, 50));
-  }
-}
+const until = (p: Page, what: string, pred: (v: View) => boolean, timeoutMs?: number) =>
+  untilView<View>(p, READ_VIEW, what, pred, timeoutMs);
 
 const ready = (v: View) => v.hydration === "ready" && v.connected === "connected" && v.conn === "connected";
 const idleAfterTurn = (v: View) => v.status === "idle" && v.kinds.at(-1) === "turnEnd";
@@ -157,53 +160,12 @@ async function assertMatchesServer(v: View, t: Target) {
   if (v.first <= 1) assert.equal(v.cost, usd(deriveUsage(log).costUsd), "usage derived from the same events");
 }
 
-/** Records every state of the answer being typed and of the content event (see browser.test.ts). */
-const TYPING_RECORDER = `(() => {
-  const rec = (window.__typed = []);
-  const read = () => {
-    const partial = document.querySelector("[data-testid=partial]")?.textContent ?? "";
-    const li = document.querySelector("[data-testid=timeline] .ev[data-kind=content]");
-    const content = li ? (li.querySelector(".text")?.textContent ?? "") : null;
-    const last = rec[rec.length - 1];
-    if (!last || last.partial !== partial || last.content !== content) rec.push({ partial, content });
-  };
-  new MutationObserver(read).observe(document, { subtree: true, childList: true, characterData: true });
-})()`;
+/** Records every state of the answer being typed and of the content event. */
+const TYPING_RECORDER = typingRecorder("[data-testid=timeline] .ev[data-kind=content]");
 
 /** Records Content-Security-Policy violations (there must be none). */
 const CSP_RECORDER = `document.addEventListener("securitypolicyviolation", (e) =>
   (window.__csp ??= []).push(e.violatedDirective + " " + e.blockedURI));`;
-
-interface Typed {
-  partial: string;
-  content: string | null;
-}
-
-/**
- * Polls the page until the expression `expr` is truthy. Not
- * page.waitForFunction: that evaluates strings with eval inside the page,
- * which the console's Content-Security-Policy forbids (as it should).
- */
-async function untilPage(p: Page, what: string, expr: string, timeoutMs = 30_000): Promise<void> {
-  const deadline = Date.now() + timeoutMs;
-  while (!(await p.evaluate(expr))) {
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, 25));
-  }
-}
-
-async function untilTyped(p: Page, what: string, pred: string, timeoutMs = 30_000): Promise<Typed[]> {
-  const typed = async () => (await p.evaluate("window.__typed ?? []")) as Typed[];
-  try {
-    await untilPage(p, what, `((typed) => ${pred})(window.__typed ?? [])`, timeoutMs);
-  } catch (err) {
-    throw new Error(`${String(err)}; recorded ${JSON.stringify(await typed())}`);
-  }
-  return typed();
-}
-
-/** The text `SLOW n` makes the fake model write. */
-const ticks = (n: number) => Array.from({ length: n }, (_, i) => `tick ${i} `).join("");
 
 /**
  * A console tab on `base` that records typing and CSP violations, and
