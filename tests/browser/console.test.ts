@@ -6,9 +6,10 @@
 // derived status and the session list.
 //
 // Start a session from the list and watch its answer grow; answer a
-// permission prompt with an edited input and see the tool's output; stop
-// turns (Esc and the Stop button); send an image; a subagent nested under
-// its call; reload mid-turn; a second tab agrees;
+// permission prompt with an edited input and see the tool's output; deny
+// one with a reason; background tasks and a scheduled prompt in the side
+// panel; stop turns (Esc and the Stop button); send an image; a subagent
+// nested under its call; reload mid-turn; a second tab agrees;
 // page back through history on scroll-up; a server with a token asks for it
 // once per tab. Writes tests/artifacts/console-list.png,
 // console-session.png, console-permission.png and console-phone.png.
@@ -395,6 +396,57 @@ it("sends an image attachment, and nests a subagent's output under its Agent cal
   await p.close();
 });
 
+it("denies a prompt with a reason, and shows background tasks and a scheduled prompt", async () => {
+  const t: Target = { url: h.url, session: "console-tasks" };
+  const work = mkdtempSync(join(tmpdir(), "agent-harness-console-cwd-"));
+  const { p, clean } = await openConsole(h.url);
+  try {
+    await startFromList(p, t.session, "WRITE denied.txt nope", work);
+    await until(p, "the permission prompt", (v) => v.permissions.includes("Write"));
+    await p.fill("[data-testid=permission] input", "not in this folder");
+    await p.click("[data-testid=deny]");
+    const denied = await until(p, "turn end after the denial", (v) => idleAfterTurn(v) && v.permissions.length === 0);
+    assert.equal(denied.tools.find((x) => x.tool === "Write")?.state, "error", "the call failed: denied");
+    const resolved = (await history(t)).find((e) => e.payload.case === "permissionResolved");
+    assert.ok(resolved?.payload.case === "permissionResolved" && !resolved.payload.value.allow);
+    assert.equal(resolved.payload.value.message, "not in this folder");
+    await assertMatchesServer(denied, t);
+
+    // A background Bash: in the side panel while it runs, completed after its notification.
+    await p.fill("[data-testid=input]", "BGBASH sleep 2; echo bg-done");
+    await p.press("[data-testid=input]", "Enter");
+    const task = async () => p.getAttribute("[data-testid=task]", "data-status", { timeout: 1000 }).catch(() => null);
+    for (const want of ["running", "completed"]) {
+      for (const deadline = Date.now() + 30_000; ; ) {
+        const v = await view(p);
+        if (v.permissions.length > 0) await p.click("[data-testid=allow]");
+        if ((await task()) === want) break;
+        if (Date.now() > deadline) throw new Error(`timed out waiting for a ${want} task; page shows ${JSON.stringify(v)}`);
+        await new Promise((r) => setTimeout(r, 50));
+      }
+    }
+    await until(p, "the notification turn ends", (v) => idleAfterTurn(v) && v.kinds.includes("taskNotification"));
+
+    // A session-only cron (CronCreate; this CLI refuses ScheduleWakeup outside /loop):
+    // the panel shows it until it fires.
+    await p.fill("[data-testid=input]", "CRONME");
+    await p.press("[data-testid=input]", "Enter");
+    for (const deadline = Date.now() + 30_000; !(await p.$("[data-testid=wakeup]")); ) {
+      const v = await view(p);
+      if (v.permissions.length > 0) await p.click("[data-testid=allow]");
+      if (Date.now() > deadline) throw new Error(`timed out waiting for the wakeup; page shows ${JSON.stringify(v)}`);
+      await new Promise((r) => setTimeout(r, 50));
+    }
+    assert.match((await p.textContent("[data-testid=wakeup]")) ?? "", /CRONFIRED ping/);
+    const done = await until(p, "turn end", idleAfterTurn);
+    await assertMatchesServer(done, t);
+    await clean();
+  } finally {
+    await p.close();
+    rmSync(work, { recursive: true, force: true });
+  }
+});
+
 it("a reload mid-turn shows the same state at once, and a second tab agrees with the first", async () => {
   const t: Target = { url: h.url, session: "console-reload" };
   const { p, clean } = await openConsole(h.url, `#/s/${t.session}`);
@@ -434,12 +486,22 @@ it("a reload mid-turn shows the same state at once, and a second tab agrees with
 
 it("the list shows every session with the server's derived state, at laptop and phone widths", async () => {
   const { p, clean } = await openConsole(h.url);
-  const sessions = (await nodeClient({ url: h.url }).listSessions({})).sessions;
-  assert.ok(sessions.length >= 3);
-  for (const s of sessions) {
-    const r = await untilRow(p, s.sessionId, "the row", (r) => r.status === STATUS_NAME[s.status]);
-    assert.equal(r.cost, usd(s.usage?.costUsd ?? 0));
-    assert.equal(r.process, s.processAlive ? "alive" : "gone");
+  const client = nodeClient({ url: h.url });
+  const sessions = (await client.listSessions({})).sessions;
+  assert.ok(sessions.length >= 4);
+  for (const { sessionId } of sessions) {
+    // A session may move on meanwhile (a scheduled prompt firing): compare
+    // the row with what the server says at the same moment.
+    const row = async () => {
+      const s = (await client.getSession({ sessionId })).session!;
+      return { status: STATUS_NAME[s.status], cost: usd(s.usage?.costUsd ?? 0), process: s.processAlive ? "alive" : "gone" };
+    };
+    let want = await row();
+    await untilRow(p, sessionId, "the row as the server has it", (r) => {
+      const same = r.status === want.status && r.cost === want.cost && r.process === want.process;
+      if (!same) void row().then((w) => (want = w));
+      return same;
+    });
   }
   await p.screenshot({ path: join(ARTIFACTS, "console-list.png") });
   await p.setViewportSize({ width: 390, height: 800 });

@@ -12,8 +12,10 @@
 # console rebuilt from server/web/src must be byte for byte the committed
 # server/web/dist the server embeds), then Chromium drives the console the
 # server serves at `/`: start a session, live typing, a permission prompt
-# answered with an edited input, stop, reload mid-turn, a second tab,
-# history paging, the token prompt. Saves tests/artifacts/console-*.png.
+# answered with an edited input and one denied, background tasks, a
+# scheduled prompt, stop (Esc, button), an image, a subagent, reload
+# mid-turn, a second tab, history paging, the token prompt. Saves
+# tests/artifacts/console-*.png.
 # Exits non-zero on any failure.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
