@@ -292,7 +292,7 @@ it("answers a permission prompt with an edited input and shows the tool's output
     assert.equal(asked.status, "streaming");
     assert.match(asked.activity, /Write/);
     const tool = asked.tools.find((x) => x.tool === "Write");
-    assert.equal(tool?.state, "running", "the call waits for its answer");
+    assert.equal(tool?.state, "asking", "the call waits for its answer");
 
     await p.screenshot({ path: join(ARTIFACTS, "console-permission.png") });
     const input = await p.inputValue("[data-testid=permission-input]");

@@ -65,8 +65,9 @@ export function SessionList(props: { transport: Transport; onUnauthenticated: ()
     };
   }, [transport, onUnauthenticated]);
 
-  // Newest activity first would need a time per session; the head seq is the next best thing.
-  const rows = [...(sessions ?? [])].sort((a, b) => Number(b.headSeq) - Number(a.headSeq) || a.sessionId.localeCompare(b.sessionId));
+  // Sessions at work first (a turn in progress or a prompt to answer), then by id as listed.
+  const busy = (s: Session) => s.status !== SessionStatus.IDLE || s.pendingPermissions > 0;
+  const rows = [...(sessions ?? [])].sort((a, b) => Number(busy(b)) - Number(busy(a)));
 
   return (
     <main className="list">

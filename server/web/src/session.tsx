@@ -88,6 +88,7 @@ export function SessionView(props: { sessionId: string; transport: Transport; on
       <div className="body">
         <Scroller
           events={s.events}
+          pending={d.pendingPermissions}
           typing={typing}
           hasMore={s.hasMoreHistory}
           ready={s.hydrationPhase === "ready"}
@@ -209,6 +210,7 @@ function pick(u: SessionUsage): SessionUsageTotals {
  */
 function Scroller(props: {
   events: Parameters<typeof Timeline>[0]["events"];
+  pending: Parameters<typeof Timeline>[0]["pending"];
   typing: string;
   hasMore: boolean;
   ready: boolean;
@@ -216,7 +218,7 @@ function Scroller(props: {
   firstSeq: bigint | undefined;
   headSeq: bigint;
 }) {
-  const { events, typing, hasMore, ready, fetchOlder, firstSeq, headSeq } = props;
+  const { events, pending, typing, hasMore, ready, fetchOlder, firstSeq, headSeq } = props;
   const ref = useRef<HTMLDivElement>(null);
   const stick = useRef(true);
   const prev = useRef<{ firstSeq: bigint | undefined; height: number }>({ firstSeq: undefined, height: 0 });
@@ -261,7 +263,7 @@ function Scroller(props: {
         events.length > 0 && <div className="log-start muted">start of the session</div>
       )}
       {!ready && <div className="muted pad">loading…</div>}
-      <Timeline events={events} />
+      <Timeline events={events} pending={pending} />
       {typing !== "" && (
         <div className="ev assistant typing" data-testid="partial">
           <div className="text">{typing}</div>

@@ -12,6 +12,7 @@ import {
   subagentChildren,
   type ContentBlock,
   type Event,
+  type PendingPermission,
   type ToolCall,
 } from "@agent-harness/client/protocol";
 import { clock, duration, pretty, toolGist, tokens, usd } from "./format.ts";
@@ -20,16 +21,27 @@ import { clock, duration, pretty, toolGist, tokens, usd } from "./format.ts";
 interface Index {
   calls: Map<string, ToolCall>;
   children: Map<string, Event[]>;
+  /** Tool calls waiting for a permission answer (their tool_use ids). */
+  asking: Set<string>;
 }
 
-/** The held events as turns. Re-grouped when the list changes (a new array per change). */
-export function Timeline({ events }: { events: readonly Event[] }) {
-  const { turns, index } = useMemo(() => {
+/**
+ * The held events as turns. Re-grouped when the list changes (a new array
+ * per change); `pending` (derived.pendingPermissions) marks the calls that
+ * wait for an answer.
+ */
+export function Timeline({ events, pending }: { events: readonly Event[]; pending: readonly PendingPermission[] }) {
+  const grouped = useMemo(() => {
     const turns = groupEvents(events);
     const calls = new Map<string, ToolCall>();
     for (const t of turns) for (const c of t.toolCalls) calls.set(c.toolUseId, c);
-    return { turns, index: { calls, children: subagentChildren(events) } };
+    return { turns, calls, children: subagentChildren(events) };
   }, [events]);
+  const index = useMemo(
+    () => ({ calls: grouped.calls, children: grouped.children, asking: new Set(pending.map((p) => p.toolUseId)) }),
+    [grouped, pending],
+  );
+  const { turns } = grouped;
   return (
     <>
       {turns.map((t) => {
@@ -226,7 +238,7 @@ function Block({ b, index }: { b: ContentBlock; index: Index }) {
 }
 
 function ToolCallView({ call, index }: { call: ToolCall; index: Index }) {
-  const state = call.result ? (call.result.isError ? "error" : "done") : "running";
+  const state = call.result ? (call.result.isError ? "error" : "done") : index.asking.has(call.toolUseId) ? "asking" : "running";
   const children = call.kind === "agent" ? index.children.get(call.toolUseId) : undefined;
   return (
     <div className={`tool ${call.kind} ${state}`} data-testid="tool-call" data-tool={call.toolName} data-state={state}>
