@@ -514,6 +514,18 @@ it("the list shows every session with the server's derived state, at laptop and 
   await p.close();
 });
 
+it("enforces its Content-Security-Policy: nothing from elsewhere, no HTML from strings", async () => {
+  // The control for every test's clean(): a violation is reported, and a
+  // string assigned to innerHTML throws (Trusted Types, no policy).
+  const { p } = await openConsole(h.url);
+  await p.waitForSelector("[data-testid=start-form]");
+  await p.evaluate(`(() => { const i = document.createElement("img"); i.src = "http://example.invalid/x.png"; document.body.append(i); })()`);
+  await untilPage(p, "the image reported as a violation", `(window.__csp ?? []).some((v) => v.startsWith("img-src"))`);
+  const thrown = await p.evaluate(`(() => { try { document.body.innerHTML = "<b>x</b>"; return ""; } catch (e) { return String(e); } })()`);
+  assert.match(String(thrown), /TrustedHTML/);
+  await p.close();
+});
+
 describe("history paging", () => {
   let hh: Harness;
   const TURNS = 20;
