@@ -9,7 +9,8 @@
 // permission prompt with an edited input and see the tool's output; deny
 // one with a reason; background tasks and a scheduled prompt in the side
 // panel; stop turns (Esc and the Stop button); send an image; a subagent
-// nested under its call; reload mid-turn; a second tab agrees;
+// nested under its call; reload mid-turn; a second tab agrees; the
+// connection indicator through a server kill and restart; the CSP enforced;
 // page back through history on scroll-up; a server with a token asks for it
 // once per tab. Writes tests/artifacts/console-list.png,
 // console-session.png, console-permission.png and console-phone.png.
@@ -523,6 +524,23 @@ it("enforces its Content-Security-Policy: nothing from elsewhere, no HTML from s
   await untilPage(p, "the image reported as a violation", `(window.__csp ?? []).some((v) => v.startsWith("img-src"))`);
   const thrown = await p.evaluate(`(() => { try { document.body.innerHTML = "<b>x</b>"; return ""; } catch (e) { return String(e); } })()`);
   assert.match(String(thrown), /TrustedHTML/);
+  await p.close();
+});
+
+it("the connection indicator follows the server: down, back, and caught up", async () => {
+  const t: Target = { url: h.url, session: "console-reload" };
+  const { p } = await openConsole(h.url, `#/s/${t.session}`);
+  const before = await until(p, "ready, process alive", (v) => ready(v) && v.process === "alive");
+  await h.kill();
+  await until(p, "disconnected", (v) => v.conn === "disconnected" && v.connected === "disconnected");
+  await h.start();
+  // Recovery ends the run the killed server left live (run_end SERVER_RESTART); the page
+  // reconnects from its cursor and shows it.
+  const back = await until(p, "reconnected and caught up", (v) => v.conn === "connected" && v.process === "gone" && v.kinds.at(-1) === "runEnd");
+  assert.deepEqual(back.seqs.slice(0, before.seqs.length), before.seqs, "no event lost or repeated");
+  await assertMatchesServer(back, t);
+  // Failed requests while the server was down are console errors; CSP must still be clean.
+  assert.deepEqual(await p.evaluate("window.__csp ?? []"), []);
   await p.close();
 });
 
