@@ -190,3 +190,23 @@ async fn the_page_is_public_but_every_call_needs_the_token() {
     assert_eq!(metrics.status, 401);
     server.shutdown().await.unwrap();
 }
+
+#[test]
+fn the_no_ui_flag_reaches_the_serve_options() {
+    use agent_harness_server::config::{Cli, Command, ServeConfig};
+    use agent_harness_server::server::serve_options;
+    use clap::Parser;
+
+    let Command::Serve(config) = Cli::try_parse_from(["agent-harness", "serve", "--no-ui"])
+        .unwrap()
+        .command
+    else {
+        panic!("serve");
+    };
+    assert!(config.no_ui);
+    assert!(!serve_options(&config).unwrap().ui);
+    assert!(
+        serve_options(&ServeConfig::default()).unwrap().ui,
+        "on by default"
+    );
+}
