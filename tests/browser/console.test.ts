@@ -624,14 +624,15 @@ describe("a server with a token", () => {
     const file = join(tokenDir, "harness.token");
     execFileSync(SERVER_BIN(), ["token", "--out", file]);
     token = readFileSync(file, "utf8").trim();
-    ht = await startHarness({ serverArgs: ["--auth-token-file", file] });
+    // And a launch policy: sessions may only work under tokenDir.
+    ht = await startHarness({ serverArgs: ["--auth-token-file", file, "--allowed-cwd", tokenDir] });
   });
   after(async () => {
     await ht?.close();
     if (tokenDir) rmSync(tokenDir, { recursive: true, force: true });
   });
 
-  it("serves the page without it, asks for it once per tab, and sends it with every call", async () => {
+  it("serves the page without it, asks for it once per tab, sends it with every call; the start form keeps to the launch policy", async () => {
     const t: Target = { url: ht.url, session: "console-token", token };
     const { p, clean } = await openConsole(ht.url);
     const calls: { url: string; auth: string | undefined }[] = [];
@@ -654,7 +655,16 @@ describe("a server with a token", () => {
     assert.equal(await p.evaluate("localStorage.length"), 0, "kept for the tab only");
     assert.equal((await ctx.cookies()).length, 0, "no cookie");
 
-    await startFromList(p, t.session, "TEXT hello with a token");
+    // The start form stays within the operator's policy: a cwd outside it is refused, and says why.
+    await p.fill("[data-testid=start-id]", t.session);
+    await p.fill("[data-testid=start-prompt]", "TEXT hello with a token");
+    await p.fill("[data-testid=start-cwd]", "/");
+    await p.click("[data-testid=start]");
+    await p.waitForSelector("[data-testid=start-error]");
+    assert.match((await p.textContent("[data-testid=start-error]")) ?? "", /PermissionDenied.*cwd/i);
+    assert.equal(await p.evaluate("location.hash"), "", "still on the list");
+    await assert.rejects(nodeClient(t).getSession({ sessionId: t.session }), (e) => ConnectError.from(e).code === Code.NotFound);
+    await startFromList(p, t.session, "TEXT hello with a token", tokenDir);
     const done = await until(p, "turn end", (v) => ready(v) && idleAfterTurn(v));
     await assertMatchesServer(done, t);
     const apiCalls = calls.slice(mark).filter((c) => c.url.includes("/agentharness.v1.SessionService/"));
