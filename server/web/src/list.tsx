@@ -21,33 +21,32 @@ const STATUS: Record<SessionStatus, string> = {
   [SessionStatus.STOPPING]: "stopping",
 };
 
-/** Every session, all pages (ordered by id). */
-async function listAll(t: Transport): Promise<Session[]> {
-  const client = serviceClient(t);
-  const out: Session[] = [];
-  let pageToken = "";
-  do {
-    const res = await client.listSessions({ pageSize: 1000, pageToken });
-    out.push(...res.sessions);
-    pageToken = res.nextPageToken;
-  } while (pageToken !== "" && out.length < 10_000);
-  return out;
-}
+/**
+ * Sessions per page. Only the page shown is asked for again: each poll
+ * makes the server fold those sessions' logs (from its cache of recently
+ * used ones), so polling every session of a large store would churn it.
+ */
+const PAGE_SIZE = 100;
 
 export function SessionList(props: { transport: Transport; onUnauthenticated: () => void }) {
   const { transport, onUnauthenticated } = props;
   const [sessions, setSessions] = useState<Session[] | undefined>(undefined);
   const [conn, setConn] = useState<ConnState>("connecting");
   const [error, setError] = useState("");
+  // The page tokens that led to the page shown ("" first); the next page's token.
+  const [pages, setPages] = useState<string[]>([""]);
+  const [next, setNext] = useState("");
+  const pageToken = pages[pages.length - 1]!;
 
   useEffect(() => {
     let live = true;
     let timer: ReturnType<typeof setTimeout> | undefined;
     const poll = async () => {
       try {
-        const list = await listAll(transport);
+        const res = await serviceClient(transport).listSessions({ pageSize: PAGE_SIZE, pageToken });
         if (!live) return;
-        setSessions(list);
+        setSessions(res.sessions);
+        setNext(res.nextPageToken);
         setConn("connected");
         setError("");
       } catch (err) {
@@ -63,7 +62,7 @@ export function SessionList(props: { transport: Transport; onUnauthenticated: ()
       live = false;
       clearTimeout(timer);
     };
-  }, [transport, onUnauthenticated]);
+  }, [transport, onUnauthenticated, pageToken]);
 
   // Sessions at work first (a turn in progress or a prompt to answer), then by id as listed.
   const busy = (s: Session) => s.status !== SessionStatus.IDLE || s.pendingPermissions > 0;
@@ -138,6 +137,17 @@ export function SessionList(props: { transport: Transport; onUnauthenticated: ()
             })}
           </tbody>
         </table>
+      )}
+      {(pages.length > 1 || next !== "") && (
+        <div className="pager">
+          <button type="button" className="ghost" disabled={pages.length === 1} onClick={() => setPages((p) => p.slice(0, -1))}>
+            ← previous
+          </button>
+          <span className="muted small">page {pages.length}</span>
+          <button type="button" className="ghost" data-testid="next-page" disabled={next === ""} onClick={() => setPages((p) => [...p, next])}>
+            next →
+          </button>
+        </div>
       )}
     </main>
   );
