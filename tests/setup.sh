@@ -6,7 +6,8 @@
 # lock file's hash) and is skipped while the stamp matches and its output exists.
 #
 #   npm      tests/tools (claude CLI, buf, protoc-gen-es, playwright-core) and every other
-#            package-lock.json of the test suites (gen/ts, tests/ts, tests/browser)
+#            package-lock.json of the test suites (gen/ts, tests/ts, tests/browser) and the
+#            web console (server/web)
 #   Go       protoc-gen-go, protoc-gen-go-grpc, grpcurl, nats-server  -> .tools/bin (GOBIN),
 #            and the load tool's JetStream driver tests/load/nats -> .tools/bin/nats-load
 #   PyPI     .tools/venv from tests/python/requirements.txt
@@ -48,7 +49,7 @@ need cargo "the Rust workspace"
 # claude CLI and buf do not need theirs (their native binaries come as optional platform
 # packages), which tests/setup.sh checks below by running both.
 npm_dirs=(tests/tools tests/tools/newest)
-for d in gen/ts tests/ts tests/browser; do
+for d in gen/ts tests/ts tests/browser server/web; do
   [ -f "$d/package-lock.json" ] && npm_dirs+=("$d")
 done
 for d in "${npm_dirs[@]}"; do

@@ -316,14 +316,17 @@ where
     }
 }
 
-/// The refusal: a preflight or a `GET /metrics` gets 403 (and no CORS
-/// headers); any other request a trailers-only gRPC PERMISSION_DENIED (HTTP
-/// 200 with `grpc-status: 7`), which native gRPC and grpc-web clients both
-/// read from the headers.
+/// The refusal: a preflight or a plain GET or HEAD (`/metrics`, the web
+/// console) gets 403 (and no CORS headers); any other request a
+/// trailers-only gRPC PERMISSION_DENIED (HTTP 200 with `grpc-status: 7`),
+/// which native gRPC and grpc-web clients both read from the headers.
 fn refuse<B, R: Default>(req: &Request<B>, why: &str) -> Response<R> {
     let mut resp = Response::new(R::default());
-    let scrape = req.method() == http::Method::GET && req.uri().path() == crate::metrics::PATH;
-    if req.method() == http::Method::OPTIONS || scrape {
+    let plain = matches!(
+        *req.method(),
+        http::Method::GET | http::Method::HEAD | http::Method::OPTIONS
+    );
+    if plain {
         *resp.status_mut() = http::StatusCode::FORBIDDEN;
         return resp;
     }

@@ -288,6 +288,12 @@ pub struct ServeConfig {
     #[arg(long, env = "AGENT_HARNESS_NO_METRICS")]
     pub no_metrics: bool,
 
+    /// Do not serve the web console at `/` (served by default, behind the
+    /// same origin and Host rules as the RPCs; every call it makes needs
+    /// the token like any other). With it, every plain GET is 404.
+    #[arg(long, env = "AGENT_HARNESS_NO_UI")]
+    pub no_ui: bool,
+
     /// Log filter (tracing EnvFilter syntax, e.g. `info,agent_harness_server=debug`).
     #[arg(long, env = "AGENT_HARNESS_LOG", default_value = "info")]
     pub log: String,
@@ -332,6 +338,7 @@ impl Default for ServeConfig {
             max_streams: DEFAULT_MAX_STREAMS,
             idempotency_ttl: crate::manager::receipts::DEFAULT_IDEMPOTENCY_TTL,
             no_metrics: false,
+            no_ui: false,
             log: "info".into(),
         }
     }

@@ -9,6 +9,10 @@
 //! - [`body_limit`]: request messages over `--max-request-bytes` get RESOURCE_EXHAUSTED.
 //! - [`metrics`]: Prometheus `GET /metrics` on the same port: counters, gauges and
 //!   fixed-bucket histograms on atomics.
+//! - [`plain`]: the plain HTTP answers on the gRPC port (`/metrics`, the console), one
+//!   layer shape for both.
+//! - [`web`]: the built-in web console at `/` on the same port: embedded files, strict
+//!   security headers.
 //! - [`record`]: `agent-harness record`, a cassette of the real CLI.
 //! - [`listen`]: accepting connections: TCP_NODELAY, TLS with ALPN h2 and http/1.1.
 //! - [`rpc`]: the `SessionService` handlers: validate, call the manager, map errors
@@ -43,6 +47,7 @@ pub mod manager;
 pub mod metrics;
 pub mod normalize;
 pub mod partial;
+pub mod plain;
 pub mod record;
 pub mod recovery;
 pub mod rpc;
@@ -51,4 +56,5 @@ pub mod store;
 pub mod supervise;
 pub mod token;
 pub mod validate;
+pub mod web;
 pub use server::{ServeOptions, run, serve_on};

@@ -8,20 +8,19 @@
 //! `fetch_add` per bucket and sum). Everything else (live runs, open
 //! streams, resident sessions, storage health) is read when scraped.
 //!
-//! [`MetricsLayer`] sits inside the access layer (so a foreign origin or
-//! Host is refused before it) and in front of grpc-web and the services:
-//! it answers `GET /metrics` and passes every other request on unchanged.
+//! [`Scrape`] answers `GET /metrics` through a [`crate::plain::PlainLayer`]
+//! inside the access layer (so a foreign origin or Host is refused before
+//! it) and in front of grpc-web and the services.
 
 use std::fmt::Write as _;
-use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::task::{Context, Poll};
 
 use http::header::HeaderValue;
 use http::{Request, Response, StatusCode};
 
 use crate::auth::AuthInterceptor;
 use crate::manager::SessionManager;
+use crate::plain::Responder;
 use crate::rpc::Rpc;
 
 /// Where the metrics are served.
@@ -285,70 +284,28 @@ impl Text {
 }
 
 /// Answers `GET /metrics` (when enabled) with the bearer token checked as
-/// for every RPC: without it, 401. Every other request goes on unchanged.
-#[derive(Debug, Clone)]
-pub struct MetricsLayer {
-    source: Option<Arc<Source>>,
+/// for every RPC: without it, 401. Every other request goes on unchanged
+/// (see [`crate::plain`]).
+#[derive(Debug)]
+pub struct Scrape {
+    source: Option<Source>,
     auth: AuthInterceptor,
 }
 
-impl MetricsLayer {
+impl Scrape {
     /// Serves `source` (`None`: metrics off, `/metrics` is like any other
     /// path) to requests that pass `auth`.
     pub fn new(source: Option<Source>, auth: AuthInterceptor) -> Self {
-        Self {
-            source: source.map(Arc::new),
-            auth,
+        Self { source, auth }
+    }
+}
+
+impl Responder for Scrape {
+    fn respond<B>(&self, req: &Request<B>) -> Option<Response<tonic::body::Body>> {
+        let source = self.source.as_ref()?;
+        if req.method() != http::Method::GET || req.uri().path() != PATH {
+            return None;
         }
-    }
-}
-
-impl<S> tower::Layer<S> for MetricsLayer {
-    type Service = Metrics<S>;
-    fn layer(&self, inner: S) -> Self::Service {
-        Metrics {
-            inner,
-            source: self.source.clone(),
-            auth: self.auth.clone(),
-        }
-    }
-}
-
-/// See [`MetricsLayer`].
-#[derive(Debug, Clone)]
-pub struct Metrics<S> {
-    inner: S,
-    source: Option<Arc<Source>>,
-    auth: AuthInterceptor,
-}
-
-impl<S, B> tower::Service<Request<B>> for Metrics<S>
-where
-    S: tower::Service<Request<B>, Response = Response<tonic::body::Body>>,
-{
-    type Response = Response<tonic::body::Body>;
-    type Error = S::Error;
-    type Future = futures::future::Either<
-        S::Future,
-        std::future::Ready<Result<Response<tonic::body::Body>, S::Error>>,
-    >;
-
-    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
-        self.inner.poll_ready(cx)
-    }
-
-    fn call(&mut self, req: Request<B>) -> Self::Future {
-        match &self.source {
-            Some(source) if req.method() == http::Method::GET && req.uri().path() == PATH => {
-                futures::future::Either::Right(std::future::ready(Ok(self.scrape(source, &req))))
-            }
-            _ => futures::future::Either::Left(self.inner.call(req)),
-        }
-    }
-}
-
-impl<S> Metrics<S> {
-    fn scrape<B>(&self, source: &Source, req: &Request<B>) -> Response<tonic::body::Body> {
         let presented = req
             .headers()
             .get(http::header::AUTHORIZATION)
@@ -359,14 +316,14 @@ impl<S> Metrics<S> {
                 http::header::WWW_AUTHENTICATE,
                 HeaderValue::from_static("Bearer"),
             );
-            return resp;
+            return Some(resp);
         }
         let mut resp = text(StatusCode::OK, source.render());
         resp.headers_mut().insert(
             http::header::CONTENT_TYPE,
             HeaderValue::from_static(CONTENT_TYPE),
         );
-        resp
+        Some(resp)
     }
 }
 

@@ -4,7 +4,8 @@
 //! size limit ([`crate::body_limit`]) and bearer-token auth.
 //!
 //! Layers, outermost first: the origin and Host checks → `GET /metrics`
-//! ([`crate::metrics`], token checked like an RPC's) → CORS (answers
+//! ([`crate::metrics`], token checked like an RPC's) → the web console's
+//! GETs at `/` ([`crate::web`]: files without data, no token) → CORS (answers
 //! preflights, exposes the grpc-* headers to browsers) → grpc-web
 //! translation → request size limit → the services, each wrapped in the
 //! auth interceptor.
@@ -37,9 +38,11 @@ use crate::config::{AdapterKind, ServeConfig};
 use crate::error::{Error, Result};
 use crate::log::{EventLogs, LogOptions};
 use crate::manager::{ManagerOptions, SessionManager};
-use crate::metrics::MetricsLayer;
+use crate::metrics::Scrape;
+use crate::plain::PlainLayer;
 use crate::rpc::Rpc;
 use crate::store::RedbStore;
+use crate::web::Console;
 
 /// What `serve_on` needs besides the manager.
 #[derive(Clone)]
@@ -56,6 +59,8 @@ pub struct ServeOptions {
     pub max_streams: usize,
     /// Serve Prometheus metrics at `GET /metrics` ([`crate::metrics`]).
     pub metrics: bool,
+    /// Serve the web console at `/` ([`crate::web`]); `--no-ui` turns it off.
+    pub ui: bool,
 }
 
 impl std::fmt::Debug for ServeOptions {
@@ -68,6 +73,7 @@ impl std::fmt::Debug for ServeOptions {
             .field("tls", &self.tls.is_some())
             .field("max_streams", &self.max_streams)
             .field("metrics", &self.metrics)
+            .field("ui", &self.ui)
             .finish()
     }
 }
@@ -81,6 +87,7 @@ impl Default for ServeOptions {
             tls: None,
             max_streams: crate::config::DEFAULT_MAX_STREAMS,
             metrics: true,
+            ui: true,
         }
     }
 }
@@ -128,6 +135,7 @@ pub fn serve_options(config: &ServeConfig) -> Result<ServeOptions> {
         tls,
         max_streams: config.max_streams,
         metrics: !config.no_metrics,
+        ui: !config.no_ui,
     })
 }
 
@@ -311,13 +319,15 @@ pub async fn serve_on(
         auth = auth.required(),
         tls = opts.tls.is_some(),
         metrics = opts.metrics,
+        ui = opts.ui,
         "serving gRPC and grpc-web"
     );
     let router = Server::builder()
         .accept_http1(true)
         .http2_keepalive_interval(Some(Duration::from_secs(30)))
         .layer(AccessLayer::new(opts.access.clone()))
-        .layer(MetricsLayer::new(metrics, auth.clone()))
+        .layer(PlainLayer::new(Scrape::new(metrics, auth.clone())))
+        .layer(PlainLayer::new(Console::new(opts.ui)))
         .layer(cors_layer(opts.access.clone()))
         .layer(tonic_web::GrpcWebLayer::new())
         .layer(RequestLimitLayer::new(opts.max_request_bytes))

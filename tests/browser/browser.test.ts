@@ -15,14 +15,23 @@ import { request as httpRequest } from "node:http";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { after, before, describe, it } from "node:test";
-import { chromium, type BrowserContext, type Page, type Request } from "playwright-core";
-import { Code, ConnectError, createClient, type Interceptor } from "@connectrpc/connect";
-import { createGrpcTransport } from "@connectrpc/connect-node";
-import { SessionService, deriveProcessAlive, deriveStatus, type Event } from "@agent-harness/client/protocol";
+import type { BrowserContext, Page, Request } from "playwright-core";
+import { Code, ConnectError } from "@connectrpc/connect";
+import { deriveProcessAlive, deriveStatus } from "@agent-harness/client/protocol";
 import { ROOT, SERVER_BIN, startHarness, type Harness } from "../ts/support.ts";
+import {
+  history as historyOf,
+  launchChromium,
+  nodeClient,
+  ticks,
+  typingRecorder,
+  untilTyped,
+  untilView,
+  type Target,
+  type Typed,
+} from "./chromium.ts";
 import { serveStatic } from "./serve.ts";
 
-const CHROMIUM = process.env.CHROMIUM_BIN ?? "/usr/bin/chromium";
 const SESSION = "browser-proof";
 // Names for the page's non-loopback origins; Chromium resolves both to the
 // static server on 127.0.0.1 (--host-resolver-rules), the page still calls
@@ -32,36 +41,20 @@ const EVIL_HOST = "evil.test";
 
 let h: Harness;
 let page: { url: string; close: () => Promise<void> };
+let browser: Awaited<ReturnType<typeof launchChromium>>;
 let ctx: BrowserContext;
-let profile: string;
 
 before(async () => {
   h = await startHarness();
   page = await serveStatic();
-  profile = mkdtempSync(join(tmpdir(), "agent-harness-chromium-"));
-  ctx = await chromium.launchPersistentContext(profile, {
-    executablePath: CHROMIUM,
-    headless: true,
-    viewport: { width: 1000, height: 760 },
-    args: [
-      "--headless",
-      "--no-sandbox",
-      "--disable-gpu",
-      "--disable-quic",
-      "--no-first-run",
-      "--disable-background-networking",
-      "--disable-component-update",
-      "--disable-sync",
-      `--host-resolver-rules=MAP ${APP_HOST} 127.0.0.1, MAP ${EVIL_HOST} 127.0.0.1`,
-    ],
-  });
+  browser = await launchChromium({ hostRules: `MAP ${APP_HOST} 127.0.0.1, MAP ${EVIL_HOST} 127.0.0.1` });
+  ctx = browser.ctx;
 });
 
 after(async () => {
-  await ctx?.close();
+  await browser?.close();
   await page?.close();
   await h?.close();
-  if (profile) rmSync(profile, { recursive: true, force: true });
 });
 
 /** What the page shows, read in one go so status and events agree. */
@@ -95,48 +88,13 @@ async function view(p: Page): Promise<View> {
   return (await p.evaluate(READ_VIEW)) as View;
 }
 
-async function until(p: Page, what: string, pred: (v: View) => boolean, timeoutMs = 30_000): Promise<View> {
-  const deadline = Date.now() + timeoutMs;
-  for (;;) {
-    const v = await view(p);
-    if (pred(v)) return v;
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}; page shows ${JSON.stringify(v)}`);
-    await new Promise((r) => setTimeout(r, 50));
-  }
-}
-
-/** A server, one of its sessions, and the token its RPCs need (if any). */
-interface Target {
-  url: string;
-  session: string;
-  token?: string;
-}
+const until = (p: Page, what: string, pred: (v: View) => boolean, timeoutMs?: number) =>
+  untilView<View>(p, READ_VIEW, what, pred, timeoutMs);
 
 /** The first scenario's server and session. */
 const proof = (): Target => ({ url: h.url, session: SESSION });
 
-/** Adds `authorization: Bearer TOKEN` to every call. */
-const bearer =
-  (token: string): Interceptor =>
-  (next) =>
-  (req) => {
-    req.header.set("authorization", `Bearer ${token}`);
-    return next(req);
-  };
-
-/** A native gRPC (HTTP/2, no Origin) client of the target's server. */
-function nodeClient(t: Target) {
-  return createClient(
-    SessionService,
-    createGrpcTransport({ baseUrl: t.url, interceptors: t.token ? [bearer(t.token)] : [] }),
-  );
-}
-
-async function history(t: Target = proof()): Promise<Event[]> {
-  const res = await nodeClient(t).history({ sessionId: t.session, beforeSeq: 0n, limit: 1000 });
-  assert.equal(res.hasMore, false);
-  return res.events;
-}
+const history = (t: Target = proof()) => historyOf(t);
 
 /**
  * The page holds exactly the server's log up to its newest event, with no
@@ -211,46 +169,7 @@ it("streams, survives a reload mid-turn, and stops a turn in Chromium", async ()
   );
 });
 
-/** The text `SLOW n` makes the fake model write. */
-const ticks = (n: number) => Array.from({ length: n }, (_, i) => `tick ${i} `).join("");
-
-/** One state of the page as the typing recorder saw it. */
-interface Typed {
-  /** The partial text shown (data-testid=partial). */
-  partial: string;
-  /** The text of the content event in the events list; null while there is none. */
-  content: string | null;
-}
-
-// An init script (it runs again on every reload): a MutationObserver that
-// records every DOM state whose partial text or content event differs from
-// the last one, so no state the page rendered is missed, however brief.
-// A string: see READ_VIEW.
-const TYPING_RECORDER = `(() => {
-  const rec = (window.__typed = []);
-  const read = () => {
-    const partial = document.querySelector("[data-testid=partial]")?.textContent ?? "";
-    const li = document.querySelector("li.event[data-kind=content]");
-    const content = li ? (li.querySelector(".text")?.textContent ?? "") : null;
-    const last = rec[rec.length - 1];
-    if (!last || last.partial !== partial || last.content !== content) rec.push({ partial, content });
-  };
-  new MutationObserver(read).observe(document, { subtree: true, childList: true, characterData: true });
-})()`;
-
-/** Waits until the states recorded since the last load pass `pred` (a page-side expression over `typed`). */
-async function untilTyped(p: Page, what: string, pred: string, timeoutMs = 30_000): Promise<Typed[]> {
-  try {
-    await p.waitForFunction(`((typed) => ${pred})(window.__typed ?? [])`, undefined, { timeout: timeoutMs });
-  } catch (err) {
-    throw new Error(`timed out waiting for ${what}; recorded ${JSON.stringify(await typed(p))}`, { cause: err });
-  }
-  return typed(p);
-}
-
-async function typed(p: Page): Promise<Typed[]> {
-  return (await p.evaluate("window.__typed ?? []")) as Typed[];
-}
+const TYPING_RECORDER = typingRecorder("li.event[data-kind=content]");
 
 /** The non-empty partial texts shown before the content event, in order. */
 const partialsBeforeContent = (states: Typed[]) =>

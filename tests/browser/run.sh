@@ -7,6 +7,15 @@
 # http://evil.test:PORT reaches nothing. Live typing: the answer grows on the
 # page before its content event; a reload mid-message shows the text so far
 # at once. Saves tests/artifacts/browser.png and browser-typing.png.
+#
+# The built-in web console (console.test.ts): first a freshness check (the
+# console rebuilt from server/web/src must be byte for byte the committed
+# server/web/dist the server embeds), then Chromium drives the console the
+# server serves at `/`: start a session, live typing, a permission prompt
+# answered with an edited input and one denied, background tasks, a
+# scheduled prompt, stop (Esc, button), an image, a subagent, reload
+# mid-turn, a second tab, history paging, the token prompt. Saves
+# tests/artifacts/console-*.png.
 # Exits non-zero on any failure.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
@@ -24,6 +33,21 @@ echo "--- cargo build --release (server, fake Messages API)"
 echo "--- gen/ts: npm ci, build"
 (cd gen/ts && npm ci --no-audit --no-fund --loglevel=error && node build.mjs)
 
+echo "--- server/web: npm ci, typecheck, rebuild the console, compare with the committed dist/"
+fresh=$(mktemp -d)
+trap 'rm -rf "$fresh"' EXIT
+(
+  cd server/web
+  npm ci --no-audit --no-fund --loglevel=error
+  npx tsc -p tsconfig.json --noEmit
+  node build.mjs --out "$fresh"
+)
+diff -r "$fresh" server/web/dist >/dev/null || {
+  diff -rq "$fresh" server/web/dist >&2 || true
+  echo "server/web/dist is stale: run 'node build.mjs' in server/web, rebuild the server, and commit dist/" >&2
+  exit 1
+}
+
 echo "--- tests/browser: npm ci, typecheck, bundle the page"
 cd tests/browser
 npm ci --no-audit --no-fund --loglevel=error
@@ -31,4 +55,4 @@ npx tsc -p tsconfig.json --noEmit
 node build.mjs
 
 echo "--- tests/browser: Playwright + Chromium against the real server"
-node --import tsx --test --test-reporter=spec browser.test.ts
+node --import tsx --test --test-concurrency=1 --test-reporter=spec browser.test.ts console.test.ts

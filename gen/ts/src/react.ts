@@ -9,6 +9,7 @@
 
 import { useCallback, useEffect, useRef, useState, useSyncExternalStore } from "react";
 import type { Transport } from "@connectrpc/connect";
+import type { JsonObject } from "@bufbuild/protobuf";
 import { createGrpcWebTransport } from "@connectrpc/connect-web";
 import type {
   Event,
@@ -74,8 +75,8 @@ export interface UseSessionResult {
   settings: Settings;
   /** Spawns the CLI (creating the session on first use); `config.fork` starts it as a fork of another session. */
   start: (config?: StartOptions) => Promise<StartResponse>;
-  /** Sends a user message. */
-  send: (input: string) => Promise<SendResponse>;
+  /** Sends a user message, with content blocks (images, documents) placed before the text. */
+  send: (input: string, contentBlocks?: JsonObject[]) => Promise<SendResponse>;
   /** Stops the current turn. */
   stop: () => Promise<StopResponse>;
   /** Answers a pending permission request. */

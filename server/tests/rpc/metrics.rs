@@ -11,18 +11,32 @@ use agent_harness_server::ServeOptions;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 /// One HTTP/1.1 response, split up.
-struct Http {
-    status: u16,
+pub(crate) struct Http {
+    pub(crate) status: u16,
     /// Header lines, lowercased.
-    head: String,
-    body: String,
+    pub(crate) head: String,
+    pub(crate) body: String,
 }
 
 /// `GET path` over a fresh TCP connection, naming `host`, with `extra`
 /// header lines (each ending in CRLF).
-async fn get_with(addr: SocketAddr, path: &str, host: &str, extra: &str) -> Http {
+pub(crate) async fn get_with(addr: SocketAddr, path: &str, host: &str, extra: &str) -> Http {
+    request(addr, "GET", path, host, extra).await
+}
+
+/// `METHOD path` over a fresh TCP connection, naming `host`, with `extra`
+/// header lines (each ending in CRLF) and no body.
+pub(crate) async fn request(
+    addr: SocketAddr,
+    method: &str,
+    path: &str,
+    host: &str,
+    extra: &str,
+) -> Http {
     let mut tcp = tokio::net::TcpStream::connect(addr).await.unwrap();
-    let req = format!("GET {path} HTTP/1.1\r\nHost: {host}\r\n{extra}Connection: close\r\n\r\n");
+    let req = format!(
+        "{method} {path} HTTP/1.1\r\nHost: {host}\r\n{extra}Content-Length: 0\r\nConnection: close\r\n\r\n"
+    );
     tcp.write_all(req.as_bytes()).await.unwrap();
     let mut raw = Vec::new();
     tokio::time::timeout(WAIT, tcp.read_to_end(&mut raw))
@@ -250,14 +264,15 @@ async fn metrics_refuse_a_foreign_origin_or_host() {
 }
 
 #[tokio::test]
-async fn other_paths_and_no_metrics_keep_the_grpc_port_as_it_was() {
+async fn other_paths_and_no_metrics_serve_no_metrics() {
     let server = TestServer::start().await;
     let host = server.addr.to_string();
-    // Only GET /metrics: any other plain HTTP/1.1 request is still refused
-    // by grpc-web as before.
-    for path in ["/", "/metrics/", "/metricsx"] {
+    // Only GET /metrics: any other plain GET is the web console's, which
+    // knows no such path.
+    for path in ["/metrics/", "/metricsx"] {
         let resp = get_with(server.addr, path, &host, "").await;
-        assert_eq!(resp.status, 400, "{path}: {}", resp.head);
+        assert_eq!(resp.status, 404, "{path}: {}", resp.head);
+        assert!(!resp.body.contains("agent_harness_"), "{}", resp.body);
     }
     server.shutdown().await.unwrap();
 
@@ -271,7 +286,7 @@ async fn other_paths_and_no_metrics_keep_the_grpc_port_as_it_was() {
     )
     .await;
     let resp = scrape_with(server.addr, "").await;
-    assert_eq!(resp.status, 400, "{}", resp.head);
+    assert_eq!(resp.status, 404, "{}", resp.head);
     assert!(!resp.body.contains("agent_harness_"), "{}", resp.body);
     server.shutdown().await.unwrap();
 }

@@ -1,0 +1,215 @@
+// The session list (ListSessions, polled: the server has no list stream),
+// each row with its derived status, activity, process, usage and pending
+// permissions, and the form that starts a new session.
+
+import { useEffect, useState } from "react";
+import type { Transport } from "@connectrpc/connect";
+import { SessionStatus, type Session } from "@agent-harness/client/protocol";
+import { createSessionHandle } from "@agent-harness/client/client";
+import { errorText, isUnauthenticated, serviceClient } from "./api.ts";
+import { newSessionId, tokens, usd } from "./format.ts";
+import { Conn, type ConnState } from "./widgets.tsx";
+
+/** How often the list is asked for again. */
+const POLL_MS = 1500;
+
+const STATUS: Record<SessionStatus, string> = {
+  [SessionStatus.UNSPECIFIED]: "unknown",
+  [SessionStatus.IDLE]: "idle",
+  [SessionStatus.STARTING]: "starting",
+  [SessionStatus.STREAMING]: "streaming",
+  [SessionStatus.STOPPING]: "stopping",
+};
+
+/**
+ * Sessions per page. Only the page shown is asked for again: each poll
+ * makes the server fold those sessions' logs (from its cache of recently
+ * used ones), so polling every session of a large store would churn it.
+ */
+const PAGE_SIZE = 100;
+
+export function SessionList(props: { transport: Transport; onUnauthenticated: () => void }) {
+  const { transport, onUnauthenticated } = props;
+  const [sessions, setSessions] = useState<Session[] | undefined>(undefined);
+  const [conn, setConn] = useState<ConnState>("connecting");
+  const [error, setError] = useState("");
+  // The page tokens that led to the page shown ("" first); the next page's token.
+  const [pages, setPages] = useState<string[]>([""]);
+  const [next, setNext] = useState("");
+  const pageToken = pages[pages.length - 1]!;
+
+  useEffect(() => {
+    let live = true;
+    let timer: ReturnType<typeof setTimeout> | undefined;
+    const poll = async () => {
+      try {
+        const res = await serviceClient(transport).listSessions({ pageSize: PAGE_SIZE, pageToken });
+        if (!live) return;
+        setSessions(res.sessions);
+        setNext(res.nextPageToken);
+        setConn("connected");
+        setError("");
+      } catch (err) {
+        if (!live) return;
+        if (isUnauthenticated(err)) return onUnauthenticated();
+        setConn("disconnected");
+        setError(errorText(err));
+      }
+      if (live) timer = setTimeout(poll, POLL_MS);
+    };
+    void poll();
+    return () => {
+      live = false;
+      clearTimeout(timer);
+    };
+  }, [transport, onUnauthenticated, pageToken]);
+
+  // Sessions at work first (a turn in progress or a prompt to answer), then by id as listed.
+  const busy = (s: Session) => s.status !== SessionStatus.IDLE || s.pendingPermissions > 0;
+  const rows = [...(sessions ?? [])].sort((a, b) => Number(busy(b)) - Number(busy(a)));
+
+  return (
+    <main className="list">
+      <div className="toolbar">
+        <h1>Sessions</h1>
+        <span className="spacer" />
+        <Conn state={conn} />
+      </div>
+      <StartForm transport={transport} />
+      {error && (
+        <p className="error" data-testid="error">
+          {error}
+        </p>
+      )}
+      {sessions === undefined ? (
+        <p className="muted">Loading…</p>
+      ) : rows.length === 0 ? (
+        <p className="muted" data-testid="empty">
+          No sessions yet. Start one above.
+        </p>
+      ) : (
+        <table className="sessions" data-testid="sessions">
+          <thead>
+            <tr>
+              <th>session</th>
+              <th>status</th>
+              <th className="wide">activity</th>
+              <th>process</th>
+              <th className="num">turns</th>
+              <th className="num">cost</th>
+              <th className="num wide">context</th>
+              <th className="num wide">events</th>
+            </tr>
+          </thead>
+          <tbody>
+            {rows.map((s) => {
+              const status = STATUS[s.status];
+              const u = s.usage;
+              return (
+                <tr key={s.sessionId} data-testid="session-row" data-session={s.sessionId} data-status={status}>
+                  <td className="id">
+                    <a href={`#/s/${encodeURIComponent(s.sessionId)}`}>{s.sessionId}</a>
+                    {s.pendingPermissions > 0 && (
+                      <span className="badge warn" title="permission prompts waiting" data-testid="row-pending">
+                        {s.pendingPermissions} to answer
+                      </span>
+                    )}
+                  </td>
+                  <td>
+                    <span className={`status ${status}`} data-testid="row-status">
+                      {status}
+                    </span>
+                  </td>
+                  <td className="wide" data-testid="row-activity">
+                    {s.activity}
+                  </td>
+                  <td data-testid="row-process">
+                    <span className={`dot ${s.processAlive ? "alive" : "gone"}`} /> {s.processAlive ? "alive" : "gone"}
+                  </td>
+                  <td className="num">{u?.turns ?? 0}</td>
+                  <td className="num" data-testid="row-cost">
+                    {usd(u?.costUsd ?? 0)}
+                  </td>
+                  <td className="num wide">{u && u.contextTokens > 0 ? tokens(Number(u.contextTokens)) : "–"}</td>
+                  <td className="num wide">{String(s.headSeq)}</td>
+                </tr>
+              );
+            })}
+          </tbody>
+        </table>
+      )}
+      {(pages.length > 1 || next !== "") && (
+        <div className="pager">
+          <button type="button" className="ghost" disabled={pages.length === 1} onClick={() => setPages((p) => p.slice(0, -1))}>
+            ← previous
+          </button>
+          <span className="muted small">page {pages.length}</span>
+          <button type="button" className="ghost" data-testid="next-page" disabled={next === ""} onClick={() => setPages((p) => [...p, next])}>
+            next →
+          </button>
+        </div>
+      )}
+    </main>
+  );
+}
+
+/**
+ * Starts a session: prompt, working directory and model. The server applies
+ * the operator's launch policy (--allowed-cwd, ...) and names what it refuses.
+ */
+function StartForm({ transport }: { transport: Transport }) {
+  const [id, setId] = useState("");
+  const [prompt, setPrompt] = useState("");
+  const [cwd, setCwd] = useState("");
+  const [model, setModel] = useState("");
+  const [busy, setBusy] = useState(false);
+  const [error, setError] = useState("");
+  return (
+    <form
+      className="card start"
+      data-testid="start-form"
+      onSubmit={(ev) => {
+        ev.preventDefault();
+        const sessionId = id.trim() || newSessionId();
+        setBusy(true);
+        setError("");
+        // A handle that never subscribes: the client's Start, with its idempotency key and retries.
+        const h = createSessionHandle(transport, sessionId, { autoConnect: false });
+        h.start({ prompt, cwd: cwd.trim(), model: model.trim() })
+          .then(
+            () => {
+              location.hash = `#/s/${encodeURIComponent(sessionId)}`;
+            },
+            (err: unknown) => {
+              setBusy(false);
+              setError(errorText(err));
+            },
+          )
+          .finally(() => h.close());
+      }}
+    >
+      <div className="row">
+        <textarea
+          data-testid="start-prompt"
+          rows={2}
+          placeholder="First message (empty: the CLI waits for one)"
+          value={prompt}
+          onChange={(ev) => setPrompt(ev.target.value)}
+        />
+      </div>
+      <div className="row fields">
+        <input data-testid="start-id" placeholder="session id (optional)" value={id} onChange={(ev) => setId(ev.target.value)} />
+        <input data-testid="start-cwd" placeholder="working directory (server's default)" value={cwd} onChange={(ev) => setCwd(ev.target.value)} />
+        <input data-testid="start-model" placeholder="model (default)" value={model} onChange={(ev) => setModel(ev.target.value)} />
+        <button data-testid="start" type="submit" disabled={busy}>
+          {busy ? "Starting…" : "Start session"}
+        </button>
+      </div>
+      {error && (
+        <p className="error" data-testid="start-error">
+          {error}
+        </p>
+      )}
+    </form>
+  );
+}
