@@ -12,8 +12,10 @@
 // nested under its call; reload mid-turn; a second tab agrees; the
 // connection indicator through a server kill and restart; the CSP enforced;
 // page back through history on scroll-up; a server with a token asks for it
-// once per tab. Writes tests/artifacts/console-list.png,
-// console-session.png, console-permission.png and console-phone.png.
+// once per tab; change the model and permission mode from the settings
+// panel and undo file edits from a message. Writes
+// tests/artifacts/console-list.png, console-session.png,
+// console-permission.png, console-control.png and console-phone.png.
 
 import assert from "node:assert/strict";
 import { execFileSync } from "node:child_process";
@@ -313,6 +315,64 @@ it("answers a permission prompt with an edited input and shows the tool's output
     assert.equal(resolved.payload.value.by, "user");
 
     await p.screenshot({ path: join(ARTIFACTS, "console-session.png") });
+    await clean();
+    await p.close();
+  } finally {
+    rmSync(work, { recursive: true, force: true });
+  }
+});
+
+it("changes the model and the permission mode from the settings panel, and undoes file edits from a message", async () => {
+  const t: Target = { url: h.url, session: "console-control" };
+  const work = mkdtempSync(join(tmpdir(), "agent-harness-console-cwd-"));
+  const file = join(work, "note.txt");
+  try {
+    const { p, clean } = await openConsole(h.url);
+    await startFromList(p, t.session, "WRITE note.txt first", work);
+    for (const [n, text] of [
+      [1, "first"],
+      [2, "second"],
+    ] as const) {
+      if (n === 2) {
+        await p.fill("[data-testid=input]", "WRITE note.txt second");
+        await p.press("[data-testid=input]", "Enter");
+      }
+      await until(p, `prompt ${n}`, (v) => v.permissions.includes("Write"));
+      await p.click("[data-testid=allow]");
+      await until(p, `turn ${n} ends`, (v) => idleAfterTurn(v) && v.permissions.length === 0);
+      assert.equal(readFileSync(file, "utf8"), `${text}\n`);
+    }
+
+    // Settings: the panel shows what the log says once the server recorded it.
+    const mode = () => p.inputValue("[data-testid=setting-mode]");
+    assert.equal(await mode(), "default");
+    await p.selectOption("[data-testid=setting-mode]", "plan");
+    await until(p, "the setting_changed event", (v) => v.kinds.includes("settingChanged"));
+    await untilPage(p, "plan mode in the panel", `document.querySelector("[data-testid=setting-mode]").value === "plan"`, 15_000);
+    // Beyond the operator's policy: refused, shown, nothing changes.
+    await p.selectOption("[data-testid=setting-mode]", "bypassPermissions");
+    await untilPage(p, "the refusal", `(document.querySelector("[data-testid=settings-error]")?.textContent ?? "").includes("not allowed")`, 15_000);
+    assert.equal(await mode(), "plan", "still plan");
+    await p.fill("[data-testid=model-input]", "claude-haiku-4-5");
+    await p.click("[data-testid=set-model]");
+    await untilPage(p, "the new model", `document.querySelector("[data-testid=setting-model]").textContent === "claude-haiku-4-5"`, 15_000);
+    const s = (await nodeClient(t).getSession({ sessionId: t.session })).session!;
+    assert.equal(s.permissionMode, "plan");
+    assert.equal(s.model, "claude-haiku-4-5");
+
+    // Undo the second turn's edit from its message: a dry run lists the file, then it is restored.
+    const second = (await history(t)).find((e) => e.payload.case === "inputSent" && e.payload.value.text === "WRITE note.txt second")!;
+    const msg = `.ev[data-kind=inputSent][data-seq="${second.seq}"]`;
+    await p.click(`${msg} [data-testid=rewind]`);
+    await p.waitForSelector(`${msg} [data-testid=rewind-confirm]`);
+    assert.match(await p.textContent(`${msg} [data-testid=rewind-confirm]`) ?? "", /note\.txt/);
+    assert.equal(readFileSync(file, "utf8"), "second\n", "a dry run changes nothing");
+    await p.click(`${msg} [data-testid=rewind-go]`);
+    await until(p, "the files_rewound event", (v) => v.kinds.includes("filesRewound"));
+    assert.equal(readFileSync(file, "utf8"), "first\n", "restored to before the second message");
+    assert.match(await p.textContent(`${msg} [data-testid=rewind-result]`) ?? "", /restored 1 file/);
+    await assertMatchesServer(await until(p, "settled", (v) => ready(v) && v.status === "idle"), t);
+    await p.screenshot({ path: join(ARTIFACTS, "console-control.png") });
     await clean();
     await p.close();
   } finally {

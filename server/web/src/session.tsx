@@ -4,7 +4,7 @@
 // background tasks and the scheduled wakeup; pending permission prompts are
 // answered above the composer. Enter sends, Esc stops.
 
-import { useEffect, useLayoutEffect, useRef, useState } from "react";
+import { useCallback, useEffect, useLayoutEffect, useRef, useState } from "react";
 import type { Transport } from "@connectrpc/connect";
 import { Code, ConnectError } from "@connectrpc/connect";
 import type { JsonObject } from "@bufbuild/protobuf";
@@ -15,6 +15,7 @@ import { errorText, isUnauthenticated, serviceClient } from "./api.ts";
 import { pretty } from "./format.ts";
 import { Timeline } from "./timeline.tsx";
 import { Conn, UsagePanel } from "./widgets.tsx";
+import { RewindContext, SettingsPanel } from "./control.tsx";
 
 /** Events asked for per History page: a screenful or two of a dense session. */
 const PAGE = 30;
@@ -68,6 +69,8 @@ export function SessionView(props: { sessionId: string; transport: Transport; on
   }, [ready, runHeld, hasMoreHistory, fetchHistory, s.events]);
   const serverUsage = useServerUsage(transport, sessionId, !whole, `${s.usage.turns} ${d.headSeq}`);
   const conn = s.connected ? "connected" : s.error ? "disconnected" : "connecting";
+  const { rewindFiles } = s;
+  const rewind = useCallback((toSeq: bigint, dryRun: boolean) => rewindFiles(toSeq, { dryRun }), [rewindFiles]);
   const first = s.events[0];
 
   return (
@@ -86,6 +89,7 @@ export function SessionView(props: { sessionId: string; transport: Transport; on
         <Conn state={conn} />
       </div>
       <div className="body">
+        <RewindContext.Provider value={rewind}>
         <Scroller
           events={s.events}
           pending={d.pendingPermissions}
@@ -96,6 +100,7 @@ export function SessionView(props: { sessionId: string; transport: Transport; on
           firstSeq={first?.seq}
           headSeq={d.headSeq}
         />
+        </RewindContext.Provider>
         <aside className="side">
           <section className="panel">
             <h3>Session</h3>
@@ -126,6 +131,12 @@ export function SessionView(props: { sessionId: string; transport: Transport; on
             </dl>
             {d.contextLost && <p className="warn-text">The CLI lost the conversation before #{String(d.contextLost.seq)}.</p>}
           </section>
+          <SettingsPanel
+            settings={s.settings}
+            setModel={s.setModel}
+            setPermissionMode={s.setPermissionMode}
+            setMaxThinkingTokens={s.setMaxThinkingTokens}
+          />
           <UsagePanel usage={whole ? s.usage : (serverUsage ?? s.usage)} fromServer={!whole} />
           <Tasks tasks={d.backgroundTasks} onStop={(id) => act(() => s.stopTask(id))} />
           {d.scheduledWakeup && <Wakeup w={d.scheduledWakeup} />}

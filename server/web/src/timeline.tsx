@@ -8,6 +8,8 @@ import { memo, useMemo, type ReactNode } from "react";
 import {
   InputSource,
   RunEndReason,
+  Setting,
+  SettingApplied,
   groupEvents,
   subagentChildren,
   type ContentBlock,
@@ -16,6 +18,13 @@ import {
   type ToolCall,
 } from "@agent-harness/client/protocol";
 import { clock, duration, pretty, toolGist, tokens, usd } from "./format.ts";
+import { RewindButton } from "./control.tsx";
+
+const SETTINGS: Record<number, string> = {
+  [Setting.MODEL]: "model",
+  [Setting.PERMISSION_MODE]: "permission mode",
+  [Setting.MAX_THINKING_TOKENS]: "thinking budget",
+};
 
 /** What the timeline needs to find a tool call's result and a subagent's messages. */
 interface Index {
@@ -76,6 +85,15 @@ function isNested(e: Event): boolean {
 }
 
 /** One event's element: data-seq and data-kind, and its body. */
+/**
+ * What the CLI reports of a command it ran for the host (e.g. "Set model
+ * to …" after SetModel), without its `<local-command-stdout>` wrapper.
+ */
+function localCommandOutput(text: string): string {
+  const m = /^<local-command-stdout>([\s\S]*)<\/local-command-stdout>$/.exec(text.trim());
+  return m ? m[1]! : text;
+}
+
 function Ev(props: { e: Event; cls: string; children?: ReactNode }) {
   const { e, cls, children } = props;
   return (
@@ -106,9 +124,24 @@ function EventView({ e, index }: { e: Event; index: Index }) {
           <span className="who">{from}</span>
           <div className="text">{p.value.text}</div>
           {images > 0 && <span className="badge">{images === 1 ? "1 image" : `${images} images`}</span>}
+          {p.value.messageUuid !== "" && <RewindButton seq={e.seq} />}
         </Ev>
       );
     }
+    case "settingChanged":
+      return (
+        <Ev e={e} cls="sys">
+          {SETTINGS[p.value.setting] ?? "setting"} set to {p.value.value || "the CLI's default"}
+          {p.value.applied === SettingApplied.NEXT_SPAWN ? " (for the next process)" : ""}
+        </Ev>
+      );
+    case "filesRewound":
+      return (
+        <Ev e={e} cls="sys">
+          file edits undone back to #{String(p.value.toSeq)}: {p.value.filesChanged.join(", ") || "no files"} (+
+          {String(p.value.insertions)} −{String(p.value.deletions)})
+        </Ev>
+      );
     case "content":
       return (
         <Ev e={e} cls={`assistant${p.value.error ? " failed" : ""}`}>
@@ -124,7 +157,7 @@ function EventView({ e, index }: { e: Event; index: Index }) {
       if (p.value.toolResults.length > 0 || p.value.text === "") return null;
       return (
         <Ev e={e} cls="note">
-          {p.value.text}
+          {localCommandOutput(p.value.text)}
         </Ev>
       );
     case "turnEnd": {
