@@ -9,7 +9,7 @@
 // permission prompt with an edited input and see the tool's output; deny
 // one with a reason; background tasks and a scheduled prompt in the side
 // panel; stop turns (Esc and the Stop button); send an image; a subagent
-// nested under its call; reload mid-turn; a second tab agrees; the
+// nested under its call; a background task stopped from the panel; reload mid-turn; a second tab agrees; the
 // connection indicator through a server kill and restart; the CSP enforced;
 // page back through history on scroll-up; a server with a token asks for it
 // once per tab; change the model and permission mode from the settings
@@ -487,6 +487,23 @@ it("denies a prompt with a reason, and shows background tasks and a scheduled pr
       }
     }
     await until(p, "the notification turn ends", (v) => idleAfterTurn(v) && v.kinds.includes("taskNotification"));
+
+    // A long one, stopped from the panel (StopTask): the process stays.
+    await p.fill("[data-testid=input]", "BGBASH sleep 300");
+    await p.press("[data-testid=input]", "Enter");
+    const running = "[data-testid=task][data-status=running]";
+    for (const deadline = Date.now() + 30_000; !(await p.$(running)); ) {
+      const v = await view(p);
+      if (v.permissions.length > 0) await p.click("[data-testid=allow]");
+      if (Date.now() > deadline) throw new Error(`timed out waiting for the long task; page shows ${JSON.stringify(v)}`);
+      await new Promise((r) => setTimeout(r, 50));
+    }
+    await until(p, "its turn ends", idleAfterTurn);
+    await p.click(`${running} [data-testid=task-stop]`);
+    await untilPage(p, "the task stopped", `[...document.querySelectorAll("[data-testid=task]")].filter((t) => t.dataset.status === "stopped").length === 1 && !document.querySelector(${JSON.stringify(running)})`, 30_000);
+    const stopped = (await history(t)).filter((e) => e.payload.case === "taskNotification" && e.payload.value.status === "stopped");
+    assert.equal(stopped.length, 1, "the CLI reported the task stopped");
+    assert.equal((await view(p)).process, "alive", "the process stays");
 
     // A session-only cron (CronCreate; this CLI refuses ScheduleWakeup outside /loop):
     // the panel shows it until it fires.

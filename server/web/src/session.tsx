@@ -442,7 +442,7 @@ function Tasks({ tasks, onStop }: { tasks: readonly BackgroundTask[]; onStop: (t
             <span className={`badge ${t.status}`}>{t.status}</span> <span className="mono small">{t.taskId}</span> {t.description}
             {t.summary && <div className="muted small">{t.summary}</div>}
             {t.status === "running" && (
-              <button type="button" className="link" onClick={() => onStop(t.taskId)}>
+              <button type="button" className="link" data-testid="task-stop" onClick={() => onStop(t.taskId)}>
                 stop
               </button>
             )}
