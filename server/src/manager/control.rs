@@ -161,6 +161,51 @@ impl SessionManager {
         Ok(())
     }
 
+    /// Makes sure the session has a live process to ask: with none, spawns
+    /// one resuming its conversation, with no prompt (a run like a Start
+    /// with an empty prompt: idle, alive, ending at the idle timeout; the
+    /// CLI answers a control request without a turn). The resumed CLI
+    /// knows its file checkpoints from its transcript. NoLiveProcess when
+    /// the session has no conversation yet or the adapter cannot run
+    /// without a prompt (one-shot).
+    async fn live_for_control(&self, session_id: &str) -> Result<()> {
+        let Some(slot) = self.known_slot(session_id).await? else {
+            return Err(Error::unknown_session(session_id));
+        };
+        let no_process = || Error::NoLiveProcess {
+            session_id: session_id.to_owned(),
+        };
+        let claim = loop {
+            self.check_open()?;
+            match slot.enter() {
+                Entry::Free(claim) => break claim,
+                // A run task answers; one that is ending says so.
+                Entry::Occupied(_) => return Ok(()),
+            }
+        };
+        let resume = claim
+            .fold()
+            .current(&self.inner.logs, session_id, |d| d.resume_or_lost())
+            .await?;
+        if !matches!(resume, Ok(ref id) if !id.is_empty()) {
+            return Err(no_process());
+        }
+        let config = self
+            .respawn_config(&slot, session_id, String::new(), Vec::new())
+            .await?;
+        let probe = crate::adapter::SpawnConfig {
+            session_id: session_id.to_owned(),
+            config: config.clone(),
+            ..Default::default()
+        };
+        if self.inner.adapter.check(&probe).is_err() {
+            return Err(no_process());
+        }
+        self.spawn_run(session_id, claim, config, "control", None)
+            .await
+            .map(drop)
+    }
+
     /// [`SessionManager::control`], appending `record` when the CLI says
     /// success.
     async fn control_recorded(
@@ -345,6 +390,7 @@ impl SessionManager {
             Err(other) => return Err(mismatched(other)),
         };
         let keyed = ticket.as_ref().map(|t| &t.keyed);
+        self.live_for_control(session_id).await?;
         let preview = self
             .control(
                 session_id,

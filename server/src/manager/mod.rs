@@ -429,11 +429,33 @@ impl SessionManager {
                 None => {}
             }
         };
+        let config = self
+            .respawn_config(&slot, session_id, text, content_blocks)
+            .await?;
+        let started = self
+            .spawn_run_with(session_id, claim, config, "send", keyed, uuid)
+            .await?;
+        Ok(started.run_id)
+    }
+
+    /// The config a respawn of this session (no live process; the caller
+    /// holds its claim) starts with: the last run's cwd, env, args and
+    /// settings, with the settings changed since (the env's values from the
+    /// meta: the log has only the names), and `prompt`. It continues the
+    /// session's own conversation (a fork's source is behind it).
+    /// [`Error::RunNotOwned`] when the log shows a live run anyway.
+    async fn respawn_config(
+        &self,
+        slot: &Slot,
+        session_id: &str,
+        prompt: String,
+        content_blocks: Vec<Struct>,
+    ) -> Result<pb::StartConfig> {
         if !self.inner.logs.exists(session_id).await? {
             return Err(Error::unknown_session(session_id));
         }
         let (run_live, mut last, last_cut, changed) = self
-            .current(&slot, session_id, |d| {
+            .current(slot, session_id, |d| {
                 (
                     d.fold.status_fold().run_live(),
                     d.last_config.clone(),
@@ -457,14 +479,10 @@ impl SessionManager {
                 session_id: session_id.to_owned(),
             });
         }
-        // The respawn keeps the last run's cwd, env, args and settings, with
-        // the settings changed since (the env's values from the meta: the
-        // log has only the names). It continues the session's own
-        // conversation: a fork's source is behind it.
         let last = last.unwrap_or_default();
         let env = self.respawn_env(session_id, &last.env).await?;
         let mut config = pb::StartConfig {
-            prompt: text,
+            prompt,
             content_blocks,
             resume: String::new(),
             fork: None,
@@ -472,10 +490,7 @@ impl SessionManager {
             ..last
         };
         changed.apply_to(&mut config);
-        let started = self
-            .spawn_run_with(session_id, claim, config, "send", keyed, uuid)
-            .await?;
-        Ok(started.run_id)
+        Ok(config)
     }
 
     /// Stops the current turn (interrupt, then the signal ladder). Returns

@@ -239,3 +239,72 @@ async fn a_fork_at_an_earlier_seq_continues_from_there_and_the_source_goes_on() 
     drop(src);
     h.finish("fork", &fork).await;
 }
+
+/// After the idle timeout there is no process to ask: RewindFiles spawns
+/// one resuming the conversation, with no prompt (`run_start{trigger:
+/// "control"}`, no turn), and the resumed CLI rewinds from the checkpoints
+/// in its transcript.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn rewind_files_after_the_idle_timeout_resumes_the_conversation_to_rewind() {
+    let mut setup = Setup {
+        permissions: PermissionMode::Skip,
+        strip_env: vec!["IS_SANDBOX".into()],
+        ..Setup::default()
+    };
+    setup.manager.idle_timeout = std::time::Duration::from_secs(2);
+    let (h, ev, _) = Harness::started(setup, "idle-rw", "WRITE b.txt first").await;
+    let file = h.work.path().join("b.txt");
+    let (one, _) = ev.turn_end_after(0).await;
+    h.send("idle-rw", "WRITE b.txt second").await;
+    let (two, _) = ev.turn_end_after(one.seq).await;
+    let (end, run_end) = ev.run_end_after(two.seq).await;
+    assert_eq!(run_end.reason(), pb::RunEndReason::IdleTimeout);
+    assert_eq!(std::fs::read_to_string(&file).unwrap(), "second\n");
+    let (to_seq, _) = input_seq(&ev, "WRITE b.txt second").await;
+
+    let done = h
+        .client()
+        .rewind_files(pb::RewindFilesRequest {
+            session_id: "idle-rw".into(),
+            to_seq,
+            dry_run: false,
+            idempotency_key: String::new(),
+        })
+        .await
+        .expect("RewindFiles with no live process")
+        .into_inner();
+    assert_eq!(std::fs::read_to_string(&file).unwrap(), "first\n");
+    assert!(
+        done.files_changed.iter().any(|f| f.ends_with("/b.txt")),
+        "{done:?}"
+    );
+    let (start, rs) = ev
+        .payload_after("the resumed run", end.seq, |p| match p {
+            Payload::RunStart(rs) => Some(rs.clone()),
+            _ => None,
+        })
+        .await;
+    assert_eq!(rs.trigger, "control");
+    let config = rs.config.unwrap_or_default();
+    assert!(
+        config.prompt.is_empty() && !config.resume.is_empty(),
+        "{config:?}"
+    );
+    let (rewound, _) = ev
+        .payload_after("files_rewound", start.seq, |p| match p {
+            Payload::FilesRewound(f) => Some(f.clone()),
+            _ => None,
+        })
+        .await;
+    assert_eq!(rewound.seq, done.seq);
+    let since = ev.since(start.seq);
+    assert!(
+        !since
+            .iter()
+            .any(|e| matches!(e.payload, Some(Payload::InputSent(_) | Payload::TurnEnd(_)))),
+        "no turn: {since:?}"
+    );
+    // The resumed process idles out like any other.
+    ev.run_end_after(done.seq).await;
+    h.finish("idle-rw", &ev).await;
+}

@@ -960,8 +960,9 @@ type RunStart struct {
 	Config *StartConfig `protobuf:"bytes,1,opt,name=config,proto3" json:"config,omitempty"`
 	// The adapter that spawns it: "interactive", "cli", "cassette", ...
 	Adapter string `protobuf:"bytes,2,opt,name=adapter,proto3" json:"adapter,omitempty"`
-	// Why the run was started: "start" (Start RPC) or "send" (Send with no
-	// live process, respawned with --resume).
+	// Why the run was started: "start" (Start RPC), "send" (Send with no
+	// live process, respawned with --resume) or "control" (RewindFiles with no
+	// live process: resumed with no prompt, to answer it).
 	Trigger string `protobuf:"bytes,3,opt,name=trigger,proto3" json:"trigger,omitempty"`
 	// Set when this run starts a new CLI conversation because the session's
 	// last one is lost: the CLI could not resume this id (a

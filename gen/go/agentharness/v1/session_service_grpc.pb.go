@@ -102,9 +102,10 @@ type SessionServiceClient interface {
 	SetMaxThinkingTokens(ctx context.Context, in *SetMaxThinkingTokensRequest, opts ...grpc.CallOption) (*SetMaxThinkingTokensResponse, error)
 	// Undoes the agent's file edits back to a user message (`rewind_files`):
 	// every file the CLI changed since that message is restored to its state
-	// just before it. `dry_run` only lists what would change. Needs the live
-	// process that made the edits (FAILED_PRECONDITION otherwise). Recorded
-	// as a files_rewound event (not for a dry run).
+	// just before it. `dry_run` only lists what would change. With no live
+	// process the server first spawns one resuming the conversation, with no
+	// prompt (`run_start{trigger: "control"}`): the CLI keeps its checkpoints
+	// in its transcript. Recorded as a files_rewound event (not for a dry run).
 	RewindFiles(ctx context.Context, in *RewindFilesRequest, opts ...grpc.CallOption) (*RewindFilesResponse, error)
 }
 
@@ -343,9 +344,10 @@ type SessionServiceServer interface {
 	SetMaxThinkingTokens(context.Context, *SetMaxThinkingTokensRequest) (*SetMaxThinkingTokensResponse, error)
 	// Undoes the agent's file edits back to a user message (`rewind_files`):
 	// every file the CLI changed since that message is restored to its state
-	// just before it. `dry_run` only lists what would change. Needs the live
-	// process that made the edits (FAILED_PRECONDITION otherwise). Recorded
-	// as a files_rewound event (not for a dry run).
+	// just before it. `dry_run` only lists what would change. With no live
+	// process the server first spawns one resuming the conversation, with no
+	// prompt (`run_start{trigger: "control"}`): the CLI keeps its checkpoints
+	// in its transcript. Recorded as a files_rewound event (not for a dry run).
 	RewindFiles(context.Context, *RewindFilesRequest) (*RewindFilesResponse, error)
 	mustEmbedUnimplementedSessionServiceServer()
 }

@@ -425,8 +425,9 @@ export type RunStart = Message<"agentharness.v1.RunStart"> & {
   adapter: string;
 
   /**
-   * Why the run was started: "start" (Start RPC) or "send" (Send with no
-   * live process, respawned with --resume).
+   * Why the run was started: "start" (Start RPC), "send" (Send with no
+   * live process, respawned with --resume) or "control" (RewindFiles with no
+   * live process: resumed with no prompt, to answer it).
    *
    * @generated from field: string trigger = 3;
    */

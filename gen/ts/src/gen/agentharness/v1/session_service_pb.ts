@@ -1738,9 +1738,10 @@ export const SessionService: GenService<{
   /**
    * Undoes the agent's file edits back to a user message (`rewind_files`):
    * every file the CLI changed since that message is restored to its state
-   * just before it. `dry_run` only lists what would change. Needs the live
-   * process that made the edits (FAILED_PRECONDITION otherwise). Recorded
-   * as a files_rewound event (not for a dry run).
+   * just before it. `dry_run` only lists what would change. With no live
+   * process the server first spawns one resuming the conversation, with no
+   * prompt (`run_start{trigger: "control"}`): the CLI keeps its checkpoints
+   * in its transcript. Recorded as a files_rewound event (not for a dry run).
    *
    * @generated from rpc agentharness.v1.SessionService.RewindFiles
    */
