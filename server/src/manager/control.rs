@@ -175,13 +175,11 @@ impl SessionManager {
         let no_process = || Error::NoLiveProcess {
             session_id: session_id.to_owned(),
         };
-        let claim = loop {
-            self.check_open()?;
-            match slot.enter() {
-                Entry::Free(claim) => break claim,
-                // A run task answers; one that is ending says so.
-                Entry::Occupied(_) => return Ok(()),
-            }
+        self.check_open()?;
+        let claim = match slot.enter() {
+            Entry::Free(claim) => claim,
+            // A run task answers; one that is ending says so.
+            Entry::Occupied(_) => return Ok(()),
         };
         let resume = claim
             .fold()
