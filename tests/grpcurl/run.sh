@@ -257,6 +257,12 @@ ok "GetSession: model, permissionMode and maxThinkingTokens in force"
 g -d "{\"session_id\":\"$sid3\",\"input\":\"WRITE a.txt first\"}" "$addr" agentharness.v1.SessionService/Send >/dev/null
 h1=$(wait_idle "$sid3" "$set_seq" 600)
 cmp -s <(printf 'first\n') "$tmp/ctl/a.txt" || { echo "FAIL: a.txt after turn 1:"; cat "$tmp/ctl/a.txt"; exit 1; }
+# Turn 1 created a.txt: the CLI's tool result holds JSON nulls ("originalFile": null), stored
+# as google.protobuf.Value null_value, so grpcurl can print the events that carry them.
+g -d "{\"session_id\":\"$sid3\",\"limit\":$((h1 - set_seq))}" "$addr" agentharness.v1.SessionService/History \
+  >"$tmp/turn1.out" || { echo "FAIL: grpcurl could not print History of turn 1"; exit 1; }
+grep -q '"originalFile": null' "$tmp/turn1.out" || { echo "FAIL: no \"originalFile\": null in turn 1"; exit 1; }
+ok "History of a turn whose tool result holds JSON nulls prints (originalFile: null)"
 g -d "{\"session_id\":\"$sid3\",\"input\":\"WRITE a.txt second\"}" "$addr" agentharness.v1.SessionService/Send >/dev/null
 h2=$(wait_idle "$sid3" "$h1" 600)
 cmp -s <(printf 'second\n') "$tmp/ctl/a.txt" || { echo "FAIL: a.txt after turn 2:"; cat "$tmp/ctl/a.txt"; exit 1; }
