@@ -256,21 +256,22 @@ impl ReplayControl {
         self.actions.send(a).map_err(|_| AdapterError::NotRunning)
     }
 
-    fn input(&self) -> Result<(), AdapterError> {
+    /// A line written to stdin: refused once stdin is closed, like a real pipe.
+    fn input(&self, a: Action) -> Result<(), AdapterError> {
         if !self.stdin_open.load(Ordering::SeqCst) {
             return Err(AdapterError::Write("stdin is closed".into()));
         }
-        self.act(Action::Input)
+        self.act(a)
     }
 }
 
 impl ProcessControl for ReplayControl {
     fn write(&self, _input: &UserInput) -> Result<(), AdapterError> {
-        self.input()
+        self.input(Action::Input)
     }
 
     fn interrupt(&self) -> Result<bool, AdapterError> {
-        self.input().map(|()| true)
+        self.input(Action::Input).map(|()| true)
     }
 
     fn respond_permission(
@@ -278,7 +279,7 @@ impl ProcessControl for ReplayControl {
         _request_id: &str,
         _decision: &PermissionDecision,
     ) -> Result<(), AdapterError> {
-        self.input()
+        self.input(Action::Input)
     }
 
     fn control(
@@ -286,10 +287,7 @@ impl ProcessControl for ReplayControl {
         request_id: &str,
         _request: &serde_json::Value,
     ) -> Result<bool, AdapterError> {
-        if !self.stdin_open.load(Ordering::SeqCst) {
-            return Err(AdapterError::Write("stdin is closed".into()));
-        }
-        self.act(Action::Control(request_id.to_owned()))
+        self.input(Action::Control(request_id.to_owned()))
             .map(|()| true)
     }
 
