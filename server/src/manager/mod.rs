@@ -52,6 +52,7 @@ pub use self::control::SettingChange;
 use self::fold::FoldCell;
 use self::fold::SessionFold;
 use self::receipts::{Begun, IdempotencyOptions, Keyed, KeyedExt, Receipts, Ticket, fingerprint};
+pub use self::run::CONTROL_TIMEOUT;
 use self::run::{RunCmd, WriteRefused};
 use self::slot::{Entry, Slot, Slots};
 use crate::store::Outcome;

@@ -527,3 +527,146 @@ async fn max_live_runs_caps_starts_and_respawns() {
     assert_eq!(cli.spawns().len(), 3);
     server.shutdown().await.expect("shutdown");
 }
+
+/// The session's new args: what follows the adapter's argv and the
+/// `--resume <id>` every respawn and fork starts with.
+fn after_resume(spawn: &StandInSpawn) -> (String, Vec<String>) {
+    let args = run_args(spawn);
+    assert_eq!(args[0], "--resume", "{args:?}");
+    (args[1].clone(), args[2..].to_vec())
+}
+
+/// SetModel, SetPermissionMode and a fork's `message_uuid` are the other
+/// ways a request's strings reach the CLI's argv. A hostile value is
+/// refused (and records nothing), the operator's permission ceiling holds
+/// for a change as for a Start, a change made while no process runs
+/// reaches the next spawn as exactly one typed flag, and a fork's
+/// `message_uuid` is the server's to fill: a client's value never reaches
+/// the process.
+#[tokio::test]
+async fn settings_and_a_fork_put_only_typed_flags_into_the_argv() {
+    let cli = StandInCli::new();
+    let server = TestServer::spawning(cli.adapter(), opts(operator(&[], &[], &[]), 32)).await;
+    let mut client = server.client().await;
+    let mut sub = start_ready(&mut client, "src", config(&[], &[])).await;
+    stop_run(&mut client, &mut sub, "src").await;
+    let head = get(&mut client, "src").await.head_seq;
+
+    let long = "m".repeat(300);
+    for model in [
+        "--dangerously-skip-permissions",
+        "opus --dangerously-skip-permissions",
+        "-m",
+        "opus\0x",
+        "opus\n--verbose",
+        long.as_str(),
+    ] {
+        let err = client
+            .set_model(pb::SetModelRequest {
+                session_id: "src".into(),
+                model: model.into(),
+                idempotency_key: String::new(),
+            })
+            .await
+            .expect_err("a hostile model is refused");
+        assert_eq!(err.code(), Code::InvalidArgument, "{model:?}: {err:?}");
+        assert!(err.message().contains("model"), "{model:?}: {err:?}");
+    }
+    let mode = |mode: &str| pb::SetPermissionModeRequest {
+        session_id: "src".into(),
+        mode: mode.into(),
+        idempotency_key: String::new(),
+    };
+    for (m, code) in [
+        ("bypassPermissions", Code::PermissionDenied),
+        ("acceptEdits", Code::PermissionDenied),
+        ("--dangerously-skip-permissions", Code::InvalidArgument),
+        ("plan --verbose", Code::InvalidArgument),
+    ] {
+        let err = client.set_permission_mode(mode(m)).await.unwrap_err();
+        assert_eq!(err.code(), code, "{m:?}: {err:?}");
+    }
+    assert_eq!(
+        get(&mut client, "src").await.head_seq,
+        head,
+        "the refusals recorded nothing"
+    );
+
+    let r = client
+        .set_model(pb::SetModelRequest {
+            session_id: "src".into(),
+            model: "claude-opus-4-8".into(),
+            idempotency_key: String::new(),
+        })
+        .await
+        .expect("SetModel")
+        .into_inner();
+    assert_eq!(r.applied(), pb::SettingApplied::NextSpawn);
+    let r = client
+        .set_permission_mode(mode("plan"))
+        .await
+        .expect("SetPermissionMode")
+        .into_inner();
+    assert_eq!(r.applied(), pb::SettingApplied::NextSpawn);
+    assert_eq!(r.seq, head + 2);
+
+    // The next spawn gets them, after the resume, as typed flags.
+    let first = cli.spawns();
+    assert_eq!(first.len(), 1);
+    send(&mut client, "src", "again").await.expect("send");
+    sub.until_kind("run_ready").await;
+    let respawn = cli
+        .spawns()
+        .into_iter()
+        .find(|s| s.args.contains(&"--resume".to_owned()))
+        .expect("the respawn");
+    let (resume, rest) = after_resume(&respawn);
+    assert!(resume.starts_with("stand-in-"), "{resume}");
+    assert_eq!(
+        rest,
+        strings(&["--model", "claude-opus-4-8", "--permission-mode", "plan"])
+    );
+    stop_run(&mut client, &mut sub, "src").await;
+
+    // A fork: the client's message_uuid is dropped; at_seq must name an
+    // assistant message of the source.
+    let fork = |at_seq: u64| pb::StartConfig {
+        prompt: "hi".into(),
+        fork: Some(pb::Fork {
+            from_session_id: "src".into(),
+            at_seq,
+            message_uuid: "--dangerously-skip-permissions".into(),
+        }),
+        ..Default::default()
+    };
+    for at_seq in [1, 10_000] {
+        let got = start_with(&mut client, "fork", fork(at_seq)).await;
+        assert_refused(got, Code::InvalidArgument, "config.fork.at_seq");
+    }
+    assert_absent(&mut client, "fork").await;
+    let fsub = start_ready(&mut client, "fork", fork(0)).await;
+    let forked = cli
+        .spawns()
+        .into_iter()
+        .find(|s| s.args.contains(&"--fork-session".to_owned()))
+        .expect("the fork's spawn");
+    let (_, rest) = after_resume(&forked);
+    assert_eq!(
+        rest,
+        strings(&[
+            "--fork-session",
+            "--model",
+            "claude-opus-4-8",
+            "--permission-mode",
+            "plan"
+        ]),
+        "the source's settings, and no client uuid"
+    );
+    let recorded = run_start_config(&fsub.events[0]);
+    let f = recorded.fork.as_ref().expect("fork recorded");
+    assert_eq!(
+        (f.from_session_id.as_str(), f.message_uuid.as_str()),
+        ("src", "")
+    );
+    server.shutdown().await.expect("shutdown");
+}

@@ -355,3 +355,61 @@ async fn the_stop_ladder_escalates_when_due() {
     );
     rig.done().await;
 }
+
+/// A control request the CLI does not answer fails with CliTimeout exactly
+/// at CONTROL_TIMEOUT and not before, and records nothing then; when the
+/// CLI does it after all (its success arrives late), the change is still
+/// recorded, so the log says what the process runs with. A refusal is the
+/// CLI's own message and records nothing.
+#[tokio::test(start_paused = true)]
+async fn a_control_request_times_out_when_due_and_a_late_success_is_still_recorded() {
+    use crate::support::scripted::{REFUSE_MODEL, SLOW_MODEL};
+    use agent_harness_server::error::Error;
+    use agent_harness_server::manager::{CONTROL_TIMEOUT, SettingChange};
+
+    let a = ScriptedAdapter::new(behavior());
+    let rig = Rig::new(Arc::new(a.clone()), opts(IDLE));
+    rig.m.start("ctl", prompt("one")).await.unwrap();
+    rig.log_until("ctl", "turn_end", 1).await;
+    let head = rig.m.get("ctl").await.unwrap().head_seq;
+    let model = |m: &str| SettingChange::Model(m.to_owned());
+
+    let m = rig.m.clone();
+    let slow = tokio::spawn(async move { m.change_setting("ctl", None, model(SLOW_MODEL)).await });
+    let sent = call_time(&a, "control:set_model").await;
+    let now = Instant::now();
+    advance(sent + CONTROL_TIMEOUT - SHORT - now).await;
+    rig.settle("ctl").await;
+    assert!(!slow.is_finished(), "timed out early");
+    advance(SHORT).await;
+    rig.settle("ctl").await;
+    match real_time(slow).await.unwrap() {
+        Err(Error::CliTimeout(d)) => assert_eq!(d, CONTROL_TIMEOUT),
+        other => panic!("not a timeout: {other:?}"),
+    }
+    let session = rig.m.get("ctl").await.unwrap();
+    assert_eq!(session.head_seq, head, "a timeout records nothing");
+    assert_ne!(session.model, SLOW_MODEL, "{session:?}");
+
+    // The next message reaches the process, which answers the held request
+    // (late: recorded) and then refuses this one (recorded: nothing).
+    let refused = real_time(rig.m.change_setting("ctl", None, model(REFUSE_MODEL))).await;
+    match refused {
+        Err(Error::CliRefused(why)) => assert!(why.contains("scripted: no model"), "{why}"),
+        other => panic!("not refused: {other:?}"),
+    }
+    let events = rig.log_until("ctl", "setting_changed", 1).await;
+    let late = events.last().unwrap();
+    assert_eq!(late.seq, head + 1);
+    match &late.payload {
+        Some(Payload::SettingChanged(s)) => {
+            assert_eq!(s.value, SLOW_MODEL);
+            assert_eq!(s.applied(), pb::SettingApplied::Live);
+        }
+        other => panic!("{other:?}"),
+    }
+    let session = rig.m.get("ctl").await.unwrap();
+    assert_eq!(session.model, SLOW_MODEL);
+    assert_eq!(session.head_seq, head + 1, "the refusal recorded nothing");
+    rig.done().await;
+}

@@ -19,6 +19,12 @@
 //!   (`is_error: true`) and the process exits 1;
 //! - anything else: one text answer (`echo: <text>`) and a `result`.
 //!
+//! Control requests (`control()`: set_model and the rest) are answered with
+//! success at once, except a `set_model` whose model contains
+//! [`REFUSE_MODEL`] (an error answer, like the CLI refusing) or
+//! [`SLOW_MODEL`] (no answer until the next message reaches the process:
+//! a CLI that answers after the host gave up waiting).
+//!
 //! Knobs on [`ScriptedBehavior`] make the process deaf to interrupts or
 //! signals, so the stop ladder's escalation can be tested.
 
@@ -34,6 +40,12 @@ use agent_harness_server::adapter::{
     AdapterError, BoxFuture, ExitInfo, PermissionDecision, ProcessAdapter, ProcessControl,
     ProcessHandle, Signal, SpawnConfig, StdoutLine, UserInput,
 };
+
+/// A `set_model` to a model containing this is refused by the process.
+pub const REFUSE_MODEL: &str = "scripted-refuse";
+/// A `set_model` to a model containing this is answered (success) only
+/// when the next control message reaches the process.
+pub const SLOW_MODEL: &str = "scripted-slow";
 
 /// How the scripted process behaves.
 #[derive(Debug, Clone)]
@@ -190,6 +202,7 @@ impl ProcessAdapter for ScriptedAdapter {
                 turn: Turn::Idle,
                 stdin_closed: false,
                 msg: 0,
+                held: Vec::new(),
             };
             let live = self.live.clone();
             let alive2 = alive.clone();
@@ -225,6 +238,7 @@ enum Ctl {
     Permission(String, PermissionDecision),
     Signal(Signal),
     CloseStdin,
+    Control(String, Value),
 }
 
 struct ScriptedControl {
@@ -283,6 +297,16 @@ impl ProcessControl for ScriptedControl {
         self.note(format!("permission:{request_id}:{verdict}"));
         self.send(Ctl::Permission(request_id.to_owned(), decision.clone()))
     }
+    fn control(&self, request_id: &str, request: &Value) -> Result<bool, AdapterError> {
+        if !self.keep_alive {
+            // One-shot: no control channel, like `claude --print`.
+            return Ok(false);
+        }
+        let subtype = request["subtype"].as_str().unwrap_or("");
+        self.note(format!("control:{subtype}"));
+        self.send(Ctl::Control(request_id.to_owned(), request.clone()))
+            .map(|()| true)
+    }
     fn signal(&self, signal: Signal) -> Result<(), AdapterError> {
         self.note(format!("signal:{signal:?}"));
         self.send(Ctl::Signal(signal))
@@ -323,6 +347,9 @@ struct Process {
     turn: Turn,
     stdin_closed: bool,
     msg: u64,
+    /// Control requests held back ([`SLOW_MODEL`]), answered on the next
+    /// message.
+    held: Vec<String>,
 }
 
 /// Why the simulation ends.
@@ -374,7 +401,11 @@ impl Process {
                 // A hanging turn with nobody left to stop it: end it.
                 return exit_signal("SIGKILL");
             };
+            for id in std::mem::take(&mut self.held) {
+                self.control_success(&id).await;
+            }
             match msg {
+                Ctl::Control(id, request) => self.control(id, &request).await,
                 Ctl::Input(text) => self.queue.push_back(text),
                 Ctl::CloseStdin => self.stdin_closed = true,
                 Ctl::Interrupt => {
@@ -400,6 +431,27 @@ impl Process {
                 Ctl::Signal(Signal::Kill) => return exit_signal("SIGKILL"),
             }
         }
+    }
+
+    /// Answers a control request the way [`SLOW_MODEL`] and
+    /// [`REFUSE_MODEL`] say.
+    async fn control(&mut self, id: String, request: &Value) {
+        let model = request["model"].as_str().unwrap_or("");
+        if model.contains(SLOW_MODEL) {
+            self.held.push(id);
+        } else if model.contains(REFUSE_MODEL) {
+            self.emit(json!({"type":"control_response","response":{
+                "subtype":"error","request_id":id,"error":format!("scripted: no model {model}")}}))
+                .await;
+        } else {
+            self.control_success(&id).await;
+        }
+    }
+
+    async fn control_success(&mut self, id: &str) {
+        self.emit(json!({"type":"control_response","response":{
+            "subtype":"success","request_id":id,"response":{}}}))
+            .await;
     }
 
     async fn emit(&mut self, line: Value) {

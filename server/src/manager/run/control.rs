@@ -19,7 +19,7 @@ use crate::manager::receipts::Keyed;
 use crate::store::Outcome;
 
 /// How long a control request waits for the CLI's answer.
-pub(crate) const CONTROL_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(10);
+pub const CONTROL_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(10);
 
 /// Why a control request got no answer from the CLI.
 #[derive(Debug, Clone, PartialEq)]

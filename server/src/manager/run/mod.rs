@@ -15,7 +15,8 @@
 mod control;
 mod end;
 
-pub(crate) use self::control::{Answered, CONTROL_TIMEOUT, ControlFailure, Record};
+pub use self::control::CONTROL_TIMEOUT;
+pub(crate) use self::control::{Answered, ControlFailure, Record};
 use self::control::{ControlReplyTx, PendingControl};
 pub(super) use self::end::supervised;
 
