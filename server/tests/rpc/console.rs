@@ -5,7 +5,6 @@
 //! page makes needs the token.
 
 use crate::metrics::{Http, get_with, request};
-use crate::support::scripted::ScriptedBehavior;
 use crate::support::server::*;
 use agent_harness_client::pb;
 use agent_harness_server::ServeOptions;
@@ -111,14 +110,10 @@ async fn unknown_paths_are_404_and_only_get_and_head_are_answered() {
 
 #[tokio::test]
 async fn no_ui_serves_nothing() {
-    let server = TestServer::with(
-        ScriptedBehavior::default(),
-        fast_opts(),
-        ServeOptions {
-            ui: false,
-            ..ServeOptions::default()
-        },
-    )
+    let server = TestServer::serving(ServeOptions {
+        ui: false,
+        ..ServeOptions::default()
+    })
     .await;
     let host = server.addr.to_string();
     for a in ASSETS {
@@ -162,14 +157,10 @@ async fn a_foreign_origin_or_host_is_refused_like_the_api() {
 
 #[tokio::test]
 async fn the_page_is_public_but_every_call_needs_the_token() {
-    let server = TestServer::with(
-        ScriptedBehavior::default(),
-        fast_opts(),
-        ServeOptions {
-            auth_token: Some("s3cret-token".into()),
-            ..ServeOptions::default()
-        },
-    )
+    let server = TestServer::serving(ServeOptions {
+        auth_token: Some("s3cret-token".into()),
+        ..ServeOptions::default()
+    })
     .await;
     let host = server.addr.to_string();
     // A browser cannot put a bearer token on a navigation: the files, which

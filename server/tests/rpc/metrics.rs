@@ -5,7 +5,6 @@
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
 
-use crate::support::scripted::ScriptedBehavior;
 use crate::support::server::*;
 use agent_harness_server::ServeOptions;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -203,14 +202,10 @@ async fn metrics_follow_a_run_over_http1() {
 
 #[tokio::test]
 async fn metrics_need_the_token() {
-    let server = TestServer::with(
-        ScriptedBehavior::default(),
-        fast_opts(),
-        ServeOptions {
-            auth_token: Some("s3cret-token".into()),
-            ..ServeOptions::default()
-        },
-    )
+    let server = TestServer::serving(ServeOptions {
+        auth_token: Some("s3cret-token".into()),
+        ..ServeOptions::default()
+    })
     .await;
     for extra in [
         "",
@@ -276,14 +271,10 @@ async fn other_paths_and_no_metrics_serve_no_metrics() {
     }
     server.shutdown().await.unwrap();
 
-    let server = TestServer::with(
-        ScriptedBehavior::default(),
-        fast_opts(),
-        ServeOptions {
-            metrics: false,
-            ..ServeOptions::default()
-        },
-    )
+    let server = TestServer::serving(ServeOptions {
+        metrics: false,
+        ..ServeOptions::default()
+    })
     .await;
     let resp = scrape_with(server.addr, "").await;
     assert_eq!(resp.status, 404, "{}", resp.head);

@@ -215,14 +215,10 @@ async fn health_reports_serving() {
 
 #[tokio::test]
 async fn bearer_token_is_required_on_grpc_and_grpc_web() {
-    let server = TestServer::with(
-        ScriptedBehavior::default(),
-        fast_opts(),
-        ServeOptions {
-            auth_token: Some("s3cret-token".into()),
-            ..ServeOptions::default()
-        },
-    )
+    let server = TestServer::serving(ServeOptions {
+        auth_token: Some("s3cret-token".into()),
+        ..ServeOptions::default()
+    })
     .await;
     let mut c = server.client().await;
     let list = || tonic::Request::new(pb::ListSessionsRequest::default());
@@ -294,14 +290,10 @@ async fn non_loopback_bind_without_token_is_refused() {
 
 #[tokio::test]
 async fn oversized_request_is_resource_exhausted() {
-    let server = TestServer::with(
-        ScriptedBehavior::default(),
-        fast_opts(),
-        ServeOptions {
-            max_request_bytes: 1024,
-            ..ServeOptions::default()
-        },
-    )
+    let server = TestServer::serving(ServeOptions {
+        max_request_bytes: 1024,
+        ..ServeOptions::default()
+    })
     .await;
     let mut c = server.client().await;
     let err = start(&mut c, "big", &"x".repeat(4096)).await.unwrap_err();
@@ -558,14 +550,10 @@ async fn foreign_host_is_refused_without_a_token() {
 
 #[tokio::test]
 async fn streams_are_capped() {
-    let server = TestServer::with(
-        ScriptedBehavior::default(),
-        fast_opts(),
-        ServeOptions {
-            max_streams: 2,
-            ..ServeOptions::default()
-        },
-    )
+    let server = TestServer::serving(ServeOptions {
+        max_streams: 2,
+        ..ServeOptions::default()
+    })
     .await;
     let mut c = server.client().await;
     let open = |c: &mut pb::session_service_client::SessionServiceClient<_>| {
@@ -629,14 +617,10 @@ async fn tls_serves_grpc_and_grpc_web_over_http1() {
     let dir = tempfile::tempdir().unwrap();
     let (cert, key, pem) = self_signed(dir.path());
     let acceptor = agent_harness_server::listen::tls_acceptor(&cert, &key).unwrap();
-    let server = TestServer::with(
-        ScriptedBehavior::default(),
-        fast_opts(),
-        ServeOptions {
-            tls: Some(acceptor),
-            ..ServeOptions::default()
-        },
-    )
+    let server = TestServer::serving(ServeOptions {
+        tls: Some(acceptor),
+        ..ServeOptions::default()
+    })
     .await;
 
     // Native gRPC over TLS (h2 by ALPN), trusting the test's certificate.

@@ -64,6 +64,12 @@ impl TestServer {
         .await
     }
 
+    /// Default behaviour and fast timers, serving with `sopts` (a token,
+    /// origins, `--no-ui`, ...).
+    pub async fn serving(sopts: ServeOptions) -> Self {
+        Self::with(ScriptedBehavior::default(), fast_opts(), sopts).await
+    }
+
     /// A server with these knobs over a fresh in-memory store.
     pub async fn with(
         behavior: ScriptedBehavior,
