@@ -44,6 +44,23 @@ pub struct Scenario {
     pub fork: bool,
 }
 
+impl Scenario {
+    /// What most scenarios share: the interactive adapter relaying
+    /// permissions, a fresh conversation, no script, exit code 0.
+    const BASE: Scenario = Scenario {
+        name: "",
+        adapter: "interactive",
+        relay: true,
+        prompt: "",
+        resume_from: None,
+        forget_first: false,
+        steps: Vec::new,
+        expect: &[],
+        exit_code: Some(0),
+        fork: false,
+    };
+}
+
 /// The uuid the rewind cassette gives its second message.
 pub const REWIND_TO_UUID: &str = "0a1b2c3d-0000-4000-8000-000000000002";
 
@@ -53,23 +70,14 @@ pub fn scenarios() -> Vec<Scenario> {
     vec![
         Scenario {
             name: "plain_turn",
-            adapter: "interactive",
-            relay: true,
             prompt: "TEXT hello from the cassette",
-            resume_from: None,
-            forget_first: false,
             steps: || vec![WaitTurnEnd],
             expect: &["run_ready", "content[text]", "turn_end[success]"],
-            exit_code: Some(0),
-            fork: false,
+            ..Scenario::BASE
         },
         Scenario {
             name: "follow_up",
-            adapter: "interactive",
-            relay: true,
             prompt: "TEXT first",
-            resume_from: None,
-            forget_first: false,
             steps: || vec![WaitTurnEnd, Send("TEXT second".into()), WaitTurnEnd],
             expect: &[
                 "run_ready",
@@ -78,16 +86,11 @@ pub fn scenarios() -> Vec<Scenario> {
                 "content[text]",
                 "turn_end[success]",
             ],
-            exit_code: Some(0),
-            fork: false,
+            ..Scenario::BASE
         },
         Scenario {
             name: "tool_use",
-            adapter: "interactive",
-            relay: true,
             prompt: "BASH echo cassette-tool-output",
-            resume_from: None,
-            forget_first: false,
             steps: || vec![WaitTurnEnd],
             expect: &[
                 "run_ready",
@@ -96,16 +99,11 @@ pub fn scenarios() -> Vec<Scenario> {
                 "content[text]",
                 "turn_end[success]",
             ],
-            exit_code: Some(0),
-            fork: false,
+            ..Scenario::BASE
         },
         Scenario {
             name: "interrupt",
-            adapter: "interactive",
-            relay: true,
             prompt: "SLOW 40 250",
-            resume_from: None,
-            forget_first: false,
             steps: || {
                 vec![
                     WaitFor("\"subtype\":\"init\"".into()),
@@ -124,16 +122,11 @@ pub fn scenarios() -> Vec<Scenario> {
                 "content[text]",
                 "turn_end[success]",
             ],
-            exit_code: Some(0),
-            fork: false,
+            ..Scenario::BASE
         },
         Scenario {
             name: "permission_allow",
-            adapter: "interactive",
-            relay: true,
             prompt: "WRITEBASH",
-            resume_from: None,
-            forget_first: false,
             steps: || vec![Allow, WaitTurnEnd],
             expect: &[
                 "run_ready",
@@ -143,16 +136,11 @@ pub fn scenarios() -> Vec<Scenario> {
                 "content[text]",
                 "turn_end[success]",
             ],
-            exit_code: Some(0),
-            fork: false,
+            ..Scenario::BASE
         },
         Scenario {
             name: "permission_deny",
-            adapter: "interactive",
-            relay: true,
             prompt: "WRITEBASH",
-            resume_from: None,
-            forget_first: false,
             steps: || vec![Deny("denied by the cassette".into()), WaitTurnEnd],
             expect: &[
                 "run_ready",
@@ -162,16 +150,11 @@ pub fn scenarios() -> Vec<Scenario> {
                 "content[text]",
                 "turn_end[success]",
             ],
-            exit_code: Some(0),
-            fork: false,
+            ..Scenario::BASE
         },
         Scenario {
             name: "bg_bash",
-            adapter: "interactive",
-            relay: true,
             prompt: "BGBASH sleep 1; echo bg-done",
-            resume_from: None,
-            forget_first: false,
             steps: || vec![WaitTurnEnd, WaitTurnEnd],
             expect: &[
                 "run_ready",
@@ -186,25 +169,18 @@ pub fn scenarios() -> Vec<Scenario> {
                 "content[text]",
                 "turn_end[success]",
             ],
-            exit_code: Some(0),
-            fork: false,
+            ..Scenario::BASE
         },
         Scenario {
             name: "resume",
-            adapter: "interactive",
-            relay: true,
             prompt: "TEXT resumed after exit",
             resume_from: Some("TEXT remember this"),
-            forget_first: false,
             steps: || vec![WaitTurnEnd],
             expect: &["run_ready", "content[text]", "turn_end[success]"],
-            exit_code: Some(0),
-            fork: false,
+            ..Scenario::BASE
         },
         Scenario {
             name: "resume_lost",
-            adapter: "interactive",
-            relay: true,
             prompt: "TEXT never answered",
             resume_from: Some("TEXT forget this"),
             forget_first: true,
@@ -214,27 +190,19 @@ pub fn scenarios() -> Vec<Scenario> {
                 "turn_end[error_during_execution,error]",
             ],
             exit_code: Some(1),
-            fork: false,
+            ..Scenario::BASE
         },
         Scenario {
             name: "one_shot",
             adapter: "cli",
             relay: false,
             prompt: "TEXT one shot answer",
-            resume_from: None,
-            forget_first: false,
-            steps: Vec::new,
             expect: &["run_ready", "content[text]", "turn_end[success]"],
-            exit_code: Some(0),
-            fork: false,
+            ..Scenario::BASE
         },
         Scenario {
             name: "set_model",
-            adapter: "interactive",
-            relay: true,
             prompt: "TEXT before the switch",
-            resume_from: None,
-            forget_first: false,
             steps: || {
                 vec![
                     WaitTurnEnd,
@@ -252,16 +220,11 @@ pub fn scenarios() -> Vec<Scenario> {
                 "content[text]",
                 "turn_end[success]",
             ],
-            exit_code: Some(0),
-            fork: false,
+            ..Scenario::BASE
         },
         Scenario {
             name: "set_permission_mode",
-            adapter: "interactive",
-            relay: true,
             prompt: "TEXT before plan mode",
-            resume_from: None,
-            forget_first: false,
             steps: || {
                 vec![
                     WaitTurnEnd,
@@ -278,16 +241,11 @@ pub fn scenarios() -> Vec<Scenario> {
                 "content[text]",
                 "turn_end[success]",
             ],
-            exit_code: Some(0),
-            fork: false,
+            ..Scenario::BASE
         },
         Scenario {
             name: "set_max_thinking_tokens",
-            adapter: "interactive",
-            relay: true,
             prompt: "TEXT before the budget",
-            resume_from: None,
-            forget_first: false,
             steps: || {
                 vec![
                     WaitTurnEnd,
@@ -306,16 +264,11 @@ pub fn scenarios() -> Vec<Scenario> {
                 "content[text]",
                 "turn_end[success]",
             ],
-            exit_code: Some(0),
-            fork: false,
+            ..Scenario::BASE
         },
         Scenario {
             name: "get_context_usage",
-            adapter: "interactive",
-            relay: true,
             prompt: "TEXT fill some context",
-            resume_from: None,
-            forget_first: false,
             steps: || {
                 vec![
                     WaitTurnEnd,
@@ -323,16 +276,11 @@ pub fn scenarios() -> Vec<Scenario> {
                 ]
             },
             expect: &["run_ready", "content[text]", "turn_end[success]"],
-            exit_code: Some(0),
-            fork: false,
+            ..Scenario::BASE
         },
         Scenario {
             name: "stop_task",
-            adapter: "interactive",
-            relay: true,
             prompt: "BGBASH sleep 300",
-            resume_from: None,
-            forget_first: false,
             steps: || {
                 vec![
                     WaitTurnEnd,
@@ -351,16 +299,11 @@ pub fn scenarios() -> Vec<Scenario> {
                 "task_updated[killed]",
                 "task_notification[stopped]",
             ],
-            exit_code: Some(0),
-            fork: false,
+            ..Scenario::BASE
         },
         Scenario {
             name: "rewind_files",
-            adapter: "interactive",
-            relay: true,
             prompt: "WRITE rewound.txt first",
-            resume_from: None,
-            forget_first: false,
             steps: || {
                 vec![
                     Allow,
@@ -387,20 +330,16 @@ pub fn scenarios() -> Vec<Scenario> {
                 "content[text]",
                 "turn_end[success]",
             ],
-            exit_code: Some(0),
-            fork: false,
+            ..Scenario::BASE
         },
         Scenario {
             name: "fork",
-            adapter: "interactive",
-            relay: true,
             prompt: "TEXT gamma in the fork",
             resume_from: Some("TEXT alpha in the source"),
-            forget_first: false,
             steps: || vec![WaitTurnEnd],
             expect: &["run_ready", "content[text]", "turn_end[success]"],
-            exit_code: Some(0),
             fork: true,
+            ..Scenario::BASE
         },
     ]
 }
