@@ -7,6 +7,7 @@
 mod support;
 
 mod console;
+mod deletion;
 mod derived;
 mod full_disk;
 mod fuzz;
