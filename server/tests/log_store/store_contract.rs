@@ -327,8 +327,8 @@ mod contract {
             let whole = named(&event(id, 1), &format!("conv-{id}"), Naming::Ready);
             store
                 .commit(Commit {
-                    events: &[whole.clone()],
-                    full: &[whole],
+                    events: std::slice::from_ref(&whole),
+                    full: std::slice::from_ref(&whole),
                     metas: &[meta(id, 1)],
                     receipts: &[
                         ReceiptWrite::Put(receipt(id, "k1", 100)),
