@@ -43,9 +43,10 @@ impl SessionClient {
     }
 
     /// Deletes the session (DeleteSession): its live run is stopped, then
-    /// its log and stored state are removed; this client's stream then
-    /// ends with NOT_FOUND. Retried in transit with one fresh idempotency
-    /// key, so a retry after the deletion went through succeeds again.
+    /// its log and stored state are removed; the server ends the session's
+    /// Subscribe streams with NOT_FOUND. Retried in transit with one fresh
+    /// idempotency key, so a retry after the deletion went through succeeds
+    /// again.
     pub async fn delete(&self) -> Result<(), SessionError> {
         self.delete_with_key(new_idempotency_key()).await
     }

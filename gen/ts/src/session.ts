@@ -390,9 +390,9 @@ export class SessionHandle {
 
   /**
    * Deletes the session (DeleteSession): its live run is stopped, then its
-   * log and stored state are removed, and this handle's stream ends with
-   * NOT_FOUND. Retried in transit under one key: a retry after the deletion
-   * went through succeeds again.
+   * log and stored state are removed; the server ends the session's
+   * Subscribe streams with NOT_FOUND. Retried in transit under one key: a
+   * retry after the deletion went through succeeds again.
    */
   deleteSession = async (opts: ActionOptions = {}): Promise<void> => {
     await this.keyed(opts, (idempotencyKey) =>

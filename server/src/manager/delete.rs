@@ -157,19 +157,15 @@ impl SessionManager {
         Ok(deleted)
     }
 
-    /// Deletes one session if nothing holds it and its log shows no live
-    /// run; false otherwise.
+    /// Deletes one session unless its slot is occupied; false then. A free
+    /// slot means no live run: a run task occupies the slot from before its
+    /// `run_start` until after its `run_end`, and start-up recovery closed
+    /// every run a previous server left open. So the log is not read.
     async fn delete_idle(&self, session_id: &str) -> Result<bool> {
         let slot = self.slot(session_id);
         let Entry::Free(claim) = slot.enter() else {
             return Ok(false);
         };
-        let live = self
-            .current(&slot, session_id, |d| d.fold.status_fold().run_live())
-            .await?;
-        if live {
-            return Ok(false);
-        }
         self.remove(session_id, &slot, claim, None, "retention")
             .await
     }

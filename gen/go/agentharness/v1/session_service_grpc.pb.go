@@ -110,10 +110,10 @@ type SessionServiceClient interface {
 	RewindFiles(ctx context.Context, in *RewindFilesRequest, opts ...grpc.CallOption) (*RewindFilesResponse, error)
 	// Deletes a session: stops its live run (the stop ladder; its run_end is
 	// recorded first), then removes its log, receipts and stored state. Open
-	// Subscribe streams of the session send what they already hold and end
-	// with NOT_FOUND "session deleted"; a ReadFullEvent already streaming
-	// finishes. A later Start with the same id creates a new session.
-	// NOT_FOUND for an unknown session.
+	// Subscribe streams of the session send the events they still hold in
+	// memory and end with NOT_FOUND "session deleted"; a ReadFullEvent
+	// already streaming finishes. A later Start with the same id creates a
+	// new session. NOT_FOUND for an unknown session.
 	DeleteSession(ctx context.Context, in *DeleteSessionRequest, opts ...grpc.CallOption) (*DeleteSessionResponse, error)
 }
 
@@ -369,10 +369,10 @@ type SessionServiceServer interface {
 	RewindFiles(context.Context, *RewindFilesRequest) (*RewindFilesResponse, error)
 	// Deletes a session: stops its live run (the stop ladder; its run_end is
 	// recorded first), then removes its log, receipts and stored state. Open
-	// Subscribe streams of the session send what they already hold and end
-	// with NOT_FOUND "session deleted"; a ReadFullEvent already streaming
-	// finishes. A later Start with the same id creates a new session.
-	// NOT_FOUND for an unknown session.
+	// Subscribe streams of the session send the events they still hold in
+	// memory and end with NOT_FOUND "session deleted"; a ReadFullEvent
+	// already streaming finishes. A later Start with the same id creates a
+	// new session. NOT_FOUND for an unknown session.
 	DeleteSession(context.Context, *DeleteSessionRequest) (*DeleteSessionResponse, error)
 	mustEmbedUnimplementedSessionServiceServer()
 }

@@ -1797,10 +1797,10 @@ export const SessionService: GenService<{
   /**
    * Deletes a session: stops its live run (the stop ladder; its run_end is
    * recorded first), then removes its log, receipts and stored state. Open
-   * Subscribe streams of the session send what they already hold and end
-   * with NOT_FOUND "session deleted"; a ReadFullEvent already streaming
-   * finishes. A later Start with the same id creates a new session.
-   * NOT_FOUND for an unknown session.
+   * Subscribe streams of the session send the events they still hold in
+   * memory and end with NOT_FOUND "session deleted"; a ReadFullEvent
+   * already streaming finishes. A later Start with the same id creates a
+   * new session. NOT_FOUND for an unknown session.
    *
    * @generated from rpc agentharness.v1.SessionService.DeleteSession
    */
