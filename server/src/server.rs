@@ -310,8 +310,9 @@ pub async fn serve_on(
             }
         })
     };
-    // Expired receipts of keyed calls are deleted once a minute (and at
-    // start-up); the task ends with the streams, at shutdown.
+    // Expired receipts of keyed calls and sessions past the retention
+    // options are deleted once a minute (and at start-up); the task ends
+    // with the streams, at shutdown.
     let pruning = tokio::spawn(prune_receipts(manager.clone(), streams.clone()));
     let signal = {
         let manager = manager.clone();
@@ -369,14 +370,17 @@ pub async fn serve_on(
     result.map_err(|e| Error::Internal(format!("server: {e}")))
 }
 
-/// How often expired idempotency receipts are deleted.
+/// How often expired idempotency receipts are deleted and the retention
+/// pass runs.
 const PRUNE_EVERY: Duration = Duration::from_secs(60);
 
 /// Deletes expired receipts every [`PRUNE_EVERY`] (the first time at once)
 /// until `stop` is cancelled. A failed pass is logged and tried again next
 /// time: an expired receipt is ignored whether pruned or not.
+///
 /// The retention pass ([`SessionManager::retain`]: `--retention-days`,
-/// `--max-sessions`) runs on the same tick, after it.
+/// `--max-sessions`) runs on the same tick, after it, and is retried the
+/// same way.
 async fn prune_receipts(manager: SessionManager, stop: CancellationToken) {
     let mut every = tokio::time::interval(PRUNE_EVERY);
     every.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);

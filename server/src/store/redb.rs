@@ -9,7 +9,10 @@
 //! session is read back as the last key of its range in the events table.
 //! Receipts live in two tables written together: by `(session_id, key)` for
 //! the lookup of a repeat, and by creation time for pruning, so a prune
-//! pass reads only what it deletes.
+//! pass reads only what it deletes. The conversation index
+//! ([`super::conversations`]) is two tables the same way, by conversation
+//! for the ownership check and by session for deleting a session; a
+//! deletion is one transaction over every table.
 //!
 //! **After an I/O error** (a full disk, a failing device) redb refuses every
 //! later operation, reads included, until the database is closed and opened
