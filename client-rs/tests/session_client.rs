@@ -589,6 +589,33 @@ async fn each_logical_call_has_one_key_reused_on_its_retries() {
     client.close().await;
 }
 
+/// DeleteSession goes out once per logical call, and a call whose answer
+/// was lost is retried under the same key (the server answers a repeat of
+/// a deletion that went through with success).
+#[tokio::test]
+async fn delete_reaches_the_server_and_retries_in_transit_under_one_key() {
+    let server = start(ServerOptions::default()).await;
+    let client = client(&server, options());
+    server.state.inner.lock().unwrap().lose_answers = 1;
+    client.delete().await.unwrap();
+    client.delete_with_key("app-delete").await.unwrap();
+    let inner = server.state.inner.lock().unwrap();
+    let seen: Vec<(&str, &str)> = inner
+        .delete_requests
+        .iter()
+        .map(|r| (r.session_id.as_str(), r.idempotency_key.as_str()))
+        .collect();
+    assert_eq!(
+        seen.len(),
+        3,
+        "a lost answer, its retry, one more: {seen:?}"
+    );
+    assert!(seen.iter().all(|(s, _)| *s == SESSION), "{seen:?}");
+    assert!(!seen[0].1.is_empty());
+    assert_eq!(seen[1].1, seen[0].1, "the retry reuses the key");
+    assert_eq!(seen[2].1, "app-delete");
+}
+
 /// StopTask is one logical call with one key, reused when its answer is
 /// lost; GetContextUsage (read-only) is retried in transit and hands back
 /// the server's figures; the server's own refusals are not retried.

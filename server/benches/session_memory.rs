@@ -58,7 +58,7 @@ impl Server {
             .arg(data)
             .arg(format!("--adapter=cassette:{}", cassette.display()))
             .args(["--cassette-timescale", "0", "--log", "warn"])
-            .args(["--max-live-runs", "64"])
+            .args(["--max-live-runs", "64", "--max-sessions-per-minute", "0"])
             .stdout(Stdio::null())
             .spawn()
             .expect("spawn the server");

@@ -277,6 +277,35 @@ pub struct ServeConfig {
     #[arg(long, env = "AGENT_HARNESS_MAX_STREAMS", default_value_t = DEFAULT_MAX_STREAMS)]
     pub max_streams: usize,
 
+    /// Most sessions one client (peer IP address; an IPv6 peer by its /64)
+    /// may create per minute: a Start that would create one beyond it gets
+    /// RESOURCE_EXHAUSTED with the seconds to wait (`retry-after`) and
+    /// appends nothing. Starts of existing sessions do not count. 0 =
+    /// unlimited.
+    #[arg(
+        long,
+        env = "AGENT_HARNESS_MAX_SESSIONS_PER_MINUTE",
+        default_value_t = DEFAULT_MAX_SESSIONS_PER_MINUTE
+    )]
+    pub max_sessions_per_minute: u32,
+
+    /// Delete sessions with no live run whose last event is older than this
+    /// many days (checked every minute). 0 = keep sessions however old.
+    #[arg(long, env = "AGENT_HARNESS_RETENTION_DAYS", default_value_t = 0)]
+    pub retention_days: u32,
+
+    /// Most sessions stored: a Start that creates one more first deletes the
+    /// least recently active sessions with no live run (down to nine tenths
+    /// of the cap); RESOURCE_EXHAUSTED when none can go. 0 = no cap.
+    #[arg(long, env = "AGENT_HARNESS_MAX_SESSIONS", default_value_t = 0)]
+    pub max_sessions: usize,
+
+    /// Let a Start resume (`config.resume`) a CLI conversation that no
+    /// session of this server has recorded (one made by a CLI outside it).
+    /// A conversation another session of this server has stays refused.
+    #[arg(long, env = "AGENT_HARNESS_ALLOW_RESUME_IMPORT")]
+    pub allow_resume_import: bool,
+
     /// How long the receipt of a call carrying an `idempotency_key` is kept
     /// (on disk, across restarts): a repeat within it returns the first
     /// response and does nothing. At least 10m.
@@ -336,6 +365,10 @@ impl Default for ServeConfig {
             tls_key: None,
             max_live_runs: DEFAULT_MAX_LIVE_RUNS,
             max_streams: DEFAULT_MAX_STREAMS,
+            max_sessions_per_minute: DEFAULT_MAX_SESSIONS_PER_MINUTE,
+            retention_days: 0,
+            max_sessions: 0,
+            allow_resume_import: false,
             idempotency_ttl: crate::manager::receipts::DEFAULT_IDEMPOTENCY_TTL,
             no_metrics: false,
             no_ui: false,
@@ -346,6 +379,9 @@ impl Default for ServeConfig {
 
 /// Default of `--max-live-runs`: each CLI process holds a few hundred MB.
 pub const DEFAULT_MAX_LIVE_RUNS: usize = 32;
+/// Default `--max-sessions-per-minute`: far more than a person starts, far
+/// fewer than a script filling the disk.
+pub const DEFAULT_MAX_SESSIONS_PER_MINUTE: u32 = 60;
 /// Default of `--window-bytes`.
 pub const DEFAULT_WINDOW_BYTES: usize = 2 * 1024 * 1024;
 /// Default of `--cache-bytes`.

@@ -139,6 +139,17 @@ pub enum Error {
     /// A cap was reached (live runs, streams, a size).
     #[error("{0}")]
     ResourceLimit(String),
+    /// This peer created sessions faster than `--max-sessions-per-minute`.
+    #[error(
+        "this client created {per_minute} sessions within a minute, the most this server allows \
+         (--max-sessions-per-minute); retry in {}s", retry_after.as_secs().max(1)
+    )]
+    RateLimited {
+        /// The limit.
+        per_minute: u32,
+        /// When the next Start of a new session will be taken.
+        retry_after: std::time::Duration,
+    },
     /// The server is shutting down: no new work.
     #[error("the server is shutting down")]
     ShuttingDown,

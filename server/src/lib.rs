@@ -18,6 +18,7 @@
 //! - [`rpc`]: the `SessionService` handlers: validate, call the manager, map errors
 //!   (the one `From<Error> for Status`).
 //! - [`launch`]: the launch policy: which args, env and cwd a client may give the CLI.
+//! - [`start_limit`]: `--max-sessions-per-minute`, per peer address.
 //! - [`validate`], [`auth`], [`error`]: request checks, bearer tokens, the one domain
 //!   error enum.
 //! - [`manager`]: sessions and runs: one authority per session (its slot), the run
@@ -52,6 +53,7 @@ pub mod record;
 pub mod recovery;
 pub mod rpc;
 pub mod server;
+pub mod start_limit;
 pub mod store;
 pub mod supervise;
 pub mod token;

@@ -20,6 +20,7 @@ use tonic::{Code, Request, Response, Status};
 use crate::error::Error;
 use crate::log::EventLogs;
 use crate::manager::{PermissionAnswer, SessionManager, SettingChange};
+use crate::start_limit::StartLimit;
 use crate::validate;
 
 /// The SessionService implementation.
@@ -35,6 +36,8 @@ pub struct Rpc {
     streams: Arc<Semaphore>,
     /// The cap, for the error message.
     max_streams: usize,
+    /// `--max-sessions-per-minute`: Starts that create a session, per peer.
+    start_limit: Arc<StartLimit>,
 }
 
 impl Rpc {
@@ -83,6 +86,7 @@ impl Rpc {
             shutdown,
             streams: Arc::new(Semaphore::new(max_streams)),
             max_streams,
+            start_limit: Arc::new(StartLimit::new(0)),
         }
     }
 
@@ -90,6 +94,31 @@ impl Rpc {
     pub fn open_streams(&self) -> usize {
         self.max_streams
             .saturating_sub(self.streams.available_permits())
+    }
+
+    /// Limits how many sessions one peer may create per minute (0 =
+    /// unlimited; see [`StartLimit`]).
+    pub fn with_max_sessions_per_minute(mut self, per_minute: u32) -> Self {
+        self.start_limit = Arc::new(StartLimit::new(per_minute));
+        self
+    }
+
+    /// A Start that would create a session takes a token of its peer's
+    /// bucket: [`Error::RateLimited`] when it is empty.
+    async fn admit_new_session(
+        &self,
+        session_id: &str,
+        peer: Option<std::net::IpAddr>,
+    ) -> Result<(), Error> {
+        if !self.start_limit.enabled() || self.logs.exists(session_id).await? {
+            return Ok(());
+        }
+        self.start_limit
+            .take(peer)
+            .map_err(|retry_after| Error::RateLimited {
+                per_minute: self.start_limit.per_minute(),
+                retry_after,
+            })
     }
 
     /// Caps the Subscribe streams open at once; one more gets
@@ -125,7 +154,7 @@ fn code(e: &Error) -> Code {
         | Error::Unsupported(_)
         | Error::Config(_) => Code::FailedPrecondition,
         Error::PolicyDenied(_) => Code::PermissionDenied,
-        Error::ResourceLimit(_) => Code::ResourceExhausted,
+        Error::ResourceLimit(_) | Error::RateLimited { .. } => Code::ResourceExhausted,
         // Transient: the same call may work a little later.
         Error::ShuttingDown | Error::StillEnding { .. } => Code::Unavailable,
         Error::CliTimeout(_) => Code::DeadlineExceeded,
@@ -135,7 +164,15 @@ fn code(e: &Error) -> Code {
 
 impl From<Error> for Status {
     fn from(e: Error) -> Self {
-        Status::new(code(&e), crate::error::bounded(e.to_string()))
+        let mut status = Status::new(code(&e), crate::error::bounded(e.to_string()));
+        if let Error::RateLimited { retry_after, .. } = &e {
+            // Whole seconds, rounded up, as HTTP's Retry-After.
+            let secs = retry_after.as_secs() + u64::from(retry_after.subsec_nanos() > 0);
+            if let Ok(v) = secs.to_string().parse() {
+                status.metadata_mut().insert("retry-after", v);
+            }
+        }
+        status
     }
 }
 
@@ -232,11 +269,13 @@ impl SessionService for Rpc {
         &self,
         request: Request<pb::StartRequest>,
     ) -> Result<Response<pb::StartResponse>, Status> {
+        let peer = request.remote_addr().map(|a| a.ip());
         let req = request.into_inner();
         validate::session_id(&req.session_id)?;
         let key = validate::idempotency_key(&req.idempotency_key)?;
         let config = req.config.unwrap_or_default();
         validate::start_config(&config)?;
+        self.admit_new_session(&req.session_id, peer).await?;
         let started = self
             .manager
             .start_keyed(&req.session_id, key, config)
@@ -290,7 +329,7 @@ impl SessionService for Rpc {
         let stream = drain_on_shutdown(
             Box::pin(inner),
             self.logs.clone(),
-            req.session_id,
+            req.session_id.clone(),
             self.shutdown.clone(),
         );
         // The permit lives as long as the stream: dropped with it.
@@ -298,7 +337,15 @@ impl SessionService for Rpc {
             let _held = &permit;
             Ok(m)
         });
-        Ok(Response::new(Box::pin(stream)))
+        // The log's stream ends only at shutdown or when the session was
+        // deleted; the client is told which.
+        let (logs, shutdown, sid) = (self.logs.clone(), self.shutdown.clone(), req.session_id);
+        let deleted = futures::stream::once(async move {
+            let why = format!("session {sid:?} deleted");
+            (!shutdown.is_cancelled() && !logs.is_closed()).then(|| Err(Status::not_found(why)))
+        })
+        .filter_map(std::future::ready);
+        Ok(Response::new(Box::pin(stream.chain(deleted))))
     }
 
     async fn history(
@@ -496,6 +543,17 @@ impl SessionService for Rpc {
         Ok(Response::new(pb::RespondPermissionResponse {}))
     }
 
+    async fn delete_session(
+        &self,
+        request: Request<pb::DeleteSessionRequest>,
+    ) -> Result<Response<pb::DeleteSessionResponse>, Status> {
+        let req = request.into_inner();
+        validate::session_id(&req.session_id)?;
+        let key = validate::idempotency_key(&req.idempotency_key)?;
+        self.manager.delete_keyed(&req.session_id, key).await?;
+        Ok(Response::new(pb::DeleteSessionResponse {}))
+    }
+
     async fn get_session(
         &self,
         request: Request<pb::GetSessionRequest>,
@@ -598,6 +656,13 @@ mod tests {
                 Code::InvalidArgument,
             ),
             (Error::unknown_session("s"), Code::NotFound),
+            (
+                Error::RateLimited {
+                    per_minute: 60,
+                    retry_after: Duration::from_millis(1500),
+                },
+                Code::ResourceExhausted,
+            ),
             (
                 Error::UnknownEvent {
                     session_id: s(),

@@ -61,6 +61,9 @@ pub struct ServeOptions {
     pub metrics: bool,
     /// Serve the web console at `/` ([`crate::web`]); `--no-ui` turns it off.
     pub ui: bool,
+    /// Most sessions one peer may create per minute; 0 (the default here;
+    /// `serve` defaults to 60) = unlimited.
+    pub max_sessions_per_minute: u32,
 }
 
 impl std::fmt::Debug for ServeOptions {
@@ -74,6 +77,7 @@ impl std::fmt::Debug for ServeOptions {
             .field("max_streams", &self.max_streams)
             .field("metrics", &self.metrics)
             .field("ui", &self.ui)
+            .field("max_sessions_per_minute", &self.max_sessions_per_minute)
             .finish()
     }
 }
@@ -88,6 +92,7 @@ impl Default for ServeOptions {
             max_streams: crate::config::DEFAULT_MAX_STREAMS,
             metrics: true,
             ui: true,
+            max_sessions_per_minute: 0,
         }
     }
 }
@@ -136,6 +141,7 @@ pub fn serve_options(config: &ServeConfig) -> Result<ServeOptions> {
         max_streams: config.max_streams,
         metrics: !config.no_metrics,
         ui: !config.no_ui,
+        max_sessions_per_minute: config.max_sessions_per_minute,
     })
 }
 
@@ -216,6 +222,12 @@ pub fn manager_options(config: &ServeConfig) -> ManagerOptions {
             ttl: config.idempotency_ttl,
             ..Default::default()
         },
+        allow_resume_import: config.allow_resume_import,
+        retention: crate::manager::RetentionOptions {
+            max_age: (config.retention_days > 0)
+                .then(|| Duration::from_secs(u64::from(config.retention_days) * 24 * 60 * 60)),
+            max_sessions: (config.max_sessions > 0).then_some(config.max_sessions),
+        },
         ..ManagerOptions::default()
     }
 }
@@ -253,7 +265,9 @@ pub async fn serve_on(
     let addr: Option<SocketAddr> = listener.local_addr().ok();
     let streams = CancellationToken::new();
     let auth = AuthInterceptor::new(opts.auth_token.clone());
-    let rpc = Rpc::new(manager.clone(), streams.clone()).with_max_streams(opts.max_streams);
+    let rpc = Rpc::new(manager.clone(), streams.clone())
+        .with_max_streams(opts.max_streams)
+        .with_max_sessions_per_minute(opts.max_sessions_per_minute);
     let metrics = opts
         .metrics
         .then(|| crate::metrics::Source::new(manager.clone(), rpc.clone()));
@@ -296,8 +310,9 @@ pub async fn serve_on(
             }
         })
     };
-    // Expired receipts of keyed calls are deleted once a minute (and at
-    // start-up); the task ends with the streams, at shutdown.
+    // Expired receipts of keyed calls and sessions past the retention
+    // options are deleted once a minute (and at start-up); the task ends
+    // with the streams, at shutdown.
     let pruning = tokio::spawn(prune_receipts(manager.clone(), streams.clone()));
     let signal = {
         let manager = manager.clone();
@@ -355,12 +370,17 @@ pub async fn serve_on(
     result.map_err(|e| Error::Internal(format!("server: {e}")))
 }
 
-/// How often expired idempotency receipts are deleted.
+/// How often expired idempotency receipts are deleted and the retention
+/// pass runs.
 const PRUNE_EVERY: Duration = Duration::from_secs(60);
 
 /// Deletes expired receipts every [`PRUNE_EVERY`] (the first time at once)
 /// until `stop` is cancelled. A failed pass is logged and tried again next
 /// time: an expired receipt is ignored whether pruned or not.
+///
+/// The retention pass ([`SessionManager::retain`]: `--retention-days`,
+/// `--max-sessions`) runs on the same tick, after it, and is retried the
+/// same way.
 async fn prune_receipts(manager: SessionManager, stop: CancellationToken) {
     let mut every = tokio::time::interval(PRUNE_EVERY);
     every.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
@@ -373,6 +393,9 @@ async fn prune_receipts(manager: SessionManager, stop: CancellationToken) {
             Ok(0) => {}
             Ok(pruned) => tracing::debug!(pruned, "expired idempotency receipts deleted"),
             Err(e) => tracing::warn!(error = %e, "could not prune idempotency receipts"),
+        }
+        if let Err(e) = manager.retain().await {
+            tracing::warn!(error = %e, "retention pass failed; retrying next minute");
         }
     }
 }

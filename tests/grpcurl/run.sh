@@ -4,7 +4,7 @@
 # API), then: list, describe, Start, GetSession, Subscribe (replay, events, caughtUp; live
 # typing with include_deltas), History, GetContextUsage, ReadFullEvent, and control of a live
 # session: SetModel, SetPermissionMode (and the policy's refusals), SetMaxThinkingTokens,
-# RewindFiles (dry run, then for real) and a fork. Outputs are asserted with
+# RewindFiles (dry run, then for real), a fork, and DeleteSession. Outputs are asserted with
 # tests/grpcurl/check.py (stdlib Python).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
@@ -87,7 +87,7 @@ ok "list names agentharness.v1.SessionService"
 echo "\$ grpcurl -plaintext $addr describe agentharness.v1.SessionService"
 g "$addr" describe agentharness.v1.SessionService | tee "$tmp/describe.out"
 for rpc in Start Send Stop History RespondPermission StopTask GetContextUsage GetSession ListSessions \
-  SetModel SetPermissionMode SetMaxThinkingTokens RewindFiles; do
+  SetModel SetPermissionMode SetMaxThinkingTokens RewindFiles DeleteSession; do
   grep -q "rpc $rpc ( .agentharness.v1.${rpc}Request ) returns ( .agentharness.v1.${rpc}Response );" "$tmp/describe.out" ||
     { echo "FAIL: describe lacks rpc $rpc"; exit 1; }
 done
@@ -299,5 +299,20 @@ src_resume=$(jq -r .session.resumeId "$tmp/get.out")
 [ -n "$fork_resume" ] && [ "$fork_resume" != null ] && [ "$fork_resume" != "$src_resume" ] ||
   { echo "FAIL: the fork's resumeId $fork_resume, the source's $src_resume"; exit 1; }
 ok "fork at seq $fork_at: answered on the source's model, in a conversation of its own"
+
+# DeleteSession (the README's example): the fork's run is ended, then the session is gone;
+# a retry under the same key succeeds again.
+del="{\"session_id\":\"$sid4\",\"idempotency_key\":\"delete-$sid4\"}"
+echo "\$ grpcurl -plaintext -d '$del' $addr agentharness.v1.SessionService/DeleteSession"
+g -d "$del" "$addr" agentharness.v1.SessionService/DeleteSession
+g -d "$del" "$addr" agentharness.v1.SessionService/DeleteSession >/dev/null
+if g -d "{\"session_id\":\"$sid4\"}" "$addr" agentharness.v1.SessionService/GetSession >"$tmp/deleted.out" 2>&1; then
+  echo "FAIL: GetSession found the deleted session:"
+  cat "$tmp/deleted.out"
+  exit 1
+fi
+grep -q "Code: NotFound" "$tmp/deleted.out" || { echo "FAIL: GetSession after DeleteSession:"; cat "$tmp/deleted.out"; exit 1; }
+grep -q 'session deleted' "$tmp/server.log" || { echo "FAIL: the server log does not record the deletion"; exit 1; }
+ok "DeleteSession: the fork is gone (GetSession NotFound), the deletion is in the server log"
 
 echo "grpcurl: $pass passed, 0 failed"

@@ -42,6 +42,29 @@ impl SessionClient {
         .map(|_| ())
     }
 
+    /// Deletes the session (DeleteSession): its live run is stopped, then
+    /// its log and stored state are removed; the server ends the session's
+    /// Subscribe streams with NOT_FOUND. Retried in transit with one fresh
+    /// idempotency key, so a retry after the deletion went through succeeds
+    /// again.
+    pub async fn delete(&self) -> Result<(), SessionError> {
+        self.delete_with_key(new_idempotency_key()).await
+    }
+
+    /// [`delete`](Self::delete) under `key`.
+    pub async fn delete_with_key(&self, key: impl Into<String>) -> Result<(), SessionError> {
+        let request = pb::DeleteSessionRequest {
+            session_id: self.inner.session_id.clone(),
+            idempotency_key: key.into(),
+        };
+        self.retrying("DeleteSession", |mut rpc| {
+            let request = request.clone();
+            async move { rpc.delete_session(request).await }
+        })
+        .await
+        .map(|_| ())
+    }
+
     /// How full the live process's context window is, as the CLI counts
     /// it: tokens in use, the window, and the tokens by category (those
     /// other than "Free space" add up to `total_tokens`); `raw` holds the

@@ -74,6 +74,8 @@ pub struct Inner {
     pub stop_requests: Vec<pb::StopRequest>,
     /// Every StopTask request, in order.
     pub stop_task_requests: Vec<pb::StopTaskRequest>,
+    /// Every DeleteSession request, in order.
+    pub delete_requests: Vec<pb::DeleteSessionRequest>,
     /// Every SetModel request, in order.
     pub set_model_requests: Vec<pb::SetModelRequest>,
     /// Every SetPermissionMode request, in order.
@@ -407,6 +409,17 @@ impl SessionService for TestService {
         self.0.lock().stop_task_requests.push(req);
         self.0.lost_answer()?;
         Ok(Response::new(pb::StopTaskResponse {}))
+    }
+
+    async fn delete_session(
+        &self,
+        request: Request<pb::DeleteSessionRequest>,
+    ) -> Result<Response<pb::DeleteSessionResponse>, Status> {
+        self.0.check_auth(&request)?;
+        let req = request.into_inner();
+        self.0.lock().delete_requests.push(req);
+        self.0.lost_answer()?;
+        Ok(Response::new(pb::DeleteSessionResponse {}))
     }
 
     async fn set_model(

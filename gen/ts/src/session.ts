@@ -388,6 +388,18 @@ export class SessionHandle {
       this.client.stop({ sessionId: this.sessionId, idempotencyKey }, this.callOptions()),
     );
 
+  /**
+   * Deletes the session (DeleteSession): its live run is stopped, then its
+   * log and stored state are removed; the server ends the session's
+   * Subscribe streams with NOT_FOUND. Retried in transit under one key: a
+   * retry after the deletion went through succeeds again.
+   */
+  deleteSession = async (opts: ActionOptions = {}): Promise<void> => {
+    await this.keyed(opts, (idempotencyKey) =>
+      this.client.deleteSession({ sessionId: this.sessionId, idempotencyKey }, this.callOptions()),
+    );
+  };
+
   /** Answers a pending permission request. */
   respondPermission = async (answer: PermissionAnswer, opts: ActionOptions = {}): Promise<RespondPermissionResponse> =>
     this.keyed(opts, (idempotencyKey) =>

@@ -38,7 +38,7 @@ use agent_harness_client::pb;
 use futures::Stream;
 use tokio::sync::{oneshot, watch};
 
-use crate::store::{Receipt, ReceiptWrite, SessionMeta, Store, StoreError};
+use crate::store::{Receipt, ReceiptWrite, SessionMeta, Store, StoreError, StoreUsage};
 
 use self::resident::{Limits, Resident, SessionLog};
 use self::writer::Cmd;
@@ -785,6 +785,58 @@ impl EventLogs {
             })
             .map_err(|_| LogError::Closed)?;
         rx.await.map_err(|_| LogError::Closed)?
+    }
+
+    /// Deletes a session: everything the store holds of it (events, whole
+    /// forms, meta, receipts, its rows of the conversation index), with
+    /// `receipt` (the deleting call's own) in the same transaction, after
+    /// every append queued before it; then forgets it in memory. Its open
+    /// Subscribe streams send the events they still hold in memory and
+    /// end. False when nothing was stored. The caller makes sure nothing
+    /// appends to the session meanwhile (a later append creates it anew).
+    pub async fn delete_session(
+        &self,
+        session_id: &str,
+        receipt: Option<ReceiptWrite>,
+    ) -> Result<bool, LogError> {
+        let _room = self.queue_room(1).await?;
+        let (reply, rx) = oneshot::channel();
+        self.inner
+            .tx
+            .send(Cmd::Delete {
+                session_id: session_id.to_owned(),
+                receipt,
+                reply,
+            })
+            .map_err(|_| LogError::Closed)?;
+        rx.await.map_err(|_| LogError::Closed)?
+    }
+
+    /// The sessions whose log names CLI conversation `resume_id` (a
+    /// `run_ready` that announced it, a `run_start` that resumed it, not a
+    /// fork's), by id.
+    pub async fn conversation_sessions(&self, resume_id: &str) -> Result<Vec<String>, LogError> {
+        let id = resume_id.to_owned();
+        self.inner
+            .shared
+            .blocking(move |st| st.conversation_sessions(&id))
+            .await
+    }
+
+    /// How many sessions are stored.
+    pub async fn session_count(&self) -> Result<u64, LogError> {
+        self.inner.shared.blocking(|st| st.session_count()).await
+    }
+
+    /// What the store holds: sessions, events, bytes (walks the tables).
+    pub async fn usage(&self) -> Result<StoreUsage, LogError> {
+        self.inner.shared.blocking(|st| st.usage()).await
+    }
+
+    /// True once the log was shut down: its streams have ended for that
+    /// reason (and not because their session was deleted).
+    pub fn is_closed(&self) -> bool {
+        self.inner.shared.is_closed()
     }
 
     /// Commits every append queued so far, stops the writer, and ends every

@@ -70,6 +70,9 @@ pub(super) struct SessionLog {
     window: RwLock<Window>,
     /// Whether the session has a stored meta (so it "exists" without events).
     pub has_meta: AtomicBool,
+    /// Set when the session was deleted (the entry is no longer in the
+    /// map): its streams send what they still hold, then end.
+    pub deleted: AtomicBool,
     /// Last append or meta change known here, Unix ms.
     pub updated_ms: AtomicI64,
     /// [`Resident`]'s clock at the last use, for least-recently-used order.
@@ -86,6 +89,7 @@ impl SessionLog {
             head: watch::Sender::new(head),
             window: RwLock::new(Window::default()),
             has_meta: AtomicBool::new(has_meta),
+            deleted: AtomicBool::new(false),
             updated_ms: AtomicI64::new(updated_ms),
             last_used: AtomicU64::new(0),
             board: crate::partial::Board::default(),
@@ -297,6 +301,14 @@ impl Resident {
             drop(w);
             self.bytes.fetch_sub(freed, Ordering::Relaxed);
         }
+    }
+
+    /// Takes the session's entry out of the map (its window's bytes leave
+    /// the budget); holders keep their `Arc`.
+    pub fn remove(&self, session_id: &str) -> Option<Arc<SessionLog>> {
+        let s = self.write().remove(session_id)?;
+        self.bytes.fetch_sub(s.window_bytes(), Ordering::Relaxed);
+        Some(s)
     }
 
     /// Every resident entry (shutdown wakes them all).

@@ -167,6 +167,9 @@ impl Sub {
             if self.shared.is_closed() {
                 return None;
             }
+            if self.session.deleted.load(Ordering::Acquire) {
+                return self.held_after_delete();
+            }
             match self.phase {
                 Phase::Header => {
                     let head = *self.head_rx.borrow_and_update();
@@ -401,6 +404,31 @@ impl Sub {
                 }
             }
         }
+    }
+
+    /// After the session was deleted: the next event this stream still
+    /// holds (fetched, or in the window its entry kept), then nothing: the
+    /// stream ends. A stream that was keeping up thus still gets everything
+    /// committed before the deletion, down to the run's `run_end`.
+    fn held_after_delete(&mut self) -> Option<Kind> {
+        if let Phase::Header = self.phase {
+            return None;
+        }
+        let next = self.last_sent + 1;
+        let ev = loop {
+            match self.buf.next() {
+                Some(ev) => {
+                    self.shared.buffered.fetch_sub(1, Ordering::Relaxed);
+                    if ev.seq < next {
+                        continue;
+                    }
+                    break (ev.seq == next).then_some(ev);
+                }
+                None => break self.session.window_get(next),
+            }
+        }?;
+        self.last_sent = ev.seq;
+        Some(Kind::Event(ev))
     }
 
     fn drop_buf(&mut self) {

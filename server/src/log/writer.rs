@@ -61,6 +61,14 @@ pub(super) enum Cmd {
         f: MetaFn,
         reply: oneshot::Sender<Result<(), LogError>>,
     },
+    /// Delete one session from the store (writing `receipt` in the same
+    /// transaction) and from memory, after committing what was queued
+    /// before it. Replies whether the session had anything stored.
+    Delete {
+        session_id: String,
+        receipt: Option<ReceiptWrite>,
+        reply: oneshot::Sender<Result<bool, LogError>>,
+    },
     /// Commit what is queued, then stop.
     Shutdown { reply: oneshot::Sender<()> },
 }
@@ -189,6 +197,7 @@ impl Writer {
             };
             let linger_until = Instant::now() + (last_commit / 2).min(LINGER_MAX);
             let mut stop = None;
+            let mut delete = None;
             let mut batch = Vec::new();
             let mut weight = 0;
             let mut appends = 0;
@@ -197,6 +206,16 @@ impl Writer {
                 match cmd {
                     Cmd::Shutdown { reply } => {
                         stop = Some(reply);
+                        break;
+                    }
+                    // A deletion is never batched: it follows what was
+                    // queued before it, in its own transaction.
+                    cmd @ Cmd::Delete { .. } => {
+                        if batch.is_empty() {
+                            delete = Some(cmd);
+                        } else {
+                            carry = Some(cmd);
+                        }
                         break;
                     }
                     cmd => {
@@ -216,9 +235,27 @@ impl Writer {
                 answered = self.commit(batch);
                 last_commit = t0.elapsed();
             }
+            if let Some(Cmd::Delete {
+                session_id,
+                receipt,
+                reply,
+            }) = delete
+            {
+                let _ = reply.send(self.delete(&session_id, receipt));
+            }
             if let Some(reply) = stop {
-                if let Some(cmd) = carry.take() {
-                    self.commit(vec![cmd]);
+                match carry.take() {
+                    Some(Cmd::Delete {
+                        session_id,
+                        receipt,
+                        reply,
+                    }) => {
+                        let _ = reply.send(self.delete(&session_id, receipt));
+                    }
+                    Some(cmd) => {
+                        self.commit(vec![cmd]);
+                    }
+                    None => {}
                 }
                 // Anything queued after the shutdown request is refused by
                 // dropping the receiver with its commands and their reply
@@ -317,7 +354,9 @@ impl Writer {
                     }
                     Reply::Meta(reply)
                 }
-                Cmd::Shutdown { .. } => unreachable!("shutdown is never batched"),
+                Cmd::Shutdown { .. } | Cmd::Delete { .. } => {
+                    unreachable!("shutdown and deletion are never batched")
+                }
             };
             replies.push(reply);
         }
@@ -413,6 +452,44 @@ impl Writer {
                     }
                 }
                 0
+            }
+        }
+    }
+
+    /// Deletes a session from the store and then from memory: the meta
+    /// cache, and its resident entry, whose streams end after what they
+    /// hold (see `subscribe`). A loader that read the session's head before
+    /// the deletion cannot install it afterwards: the publish counter moves
+    /// before the entry goes.
+    fn delete(
+        &mut self,
+        session_id: &str,
+        receipt: Option<ReceiptWrite>,
+    ) -> Result<bool, LogError> {
+        self.clock += 1;
+        match self
+            .shared
+            .store
+            .delete_session(session_id, receipt.as_ref())
+        {
+            Ok(existed) => {
+                self.shared
+                    .storage_ok
+                    .send_if_modified(|ok| !std::mem::replace(ok, true));
+                self.metas.remove(session_id);
+                self.shared.published.fetch_add(1, Ordering::SeqCst);
+                if let Some(session) = self.shared.resident.remove(session_id) {
+                    session.deleted.store(true, Ordering::Release);
+                    session.head.send_modify(|_| {});
+                }
+                Ok(existed)
+            }
+            Err(e) => {
+                tracing::error!(session_id, error = %e, "deleting a session failed");
+                self.shared
+                    .storage_ok
+                    .send_if_modified(|ok| std::mem::replace(ok, false));
+                Err(e.into())
             }
         }
     }

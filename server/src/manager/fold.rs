@@ -130,20 +130,51 @@ impl SessionFold {
 pub(super) struct FoldCell {
     /// A std mutex: every critical section is a few field reads or the
     /// fold of events already in hand, never an await.
-    state: Mutex<Option<SessionFold>>,
+    state: Mutex<CellState>,
+}
+
+#[derive(Debug, Default)]
+struct CellState {
+    /// Moves on every [`FoldCell::reset`]: a reader that read the log
+    /// before a reset (of a session deleted meanwhile) does not install
+    /// what it read.
+    generation: u64,
+    fold: Option<SessionFold>,
 }
 
 impl FoldCell {
-    fn lock(&self) -> std::sync::MutexGuard<'_, Option<SessionFold>> {
+    fn lock(&self) -> std::sync::MutexGuard<'_, CellState> {
         self.state.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Forgets the fold (the session's log was deleted): the next reader
+    /// folds the log as it is then.
+    pub(super) fn reset(&self) {
+        let mut state = self.lock();
+        state.generation += 1;
+        state.fold = None;
+    }
+
+    fn generation(&self) -> u64 {
+        self.lock().generation
     }
 
     /// Applies events just appended (in seq order). Events the fold has
     /// already seen are skipped; at a gap (someone else appended and no
     /// reader caught up yet) the rest is left to the next catch-up.
     pub(super) fn applied(&self, events: &[pb::Event]) {
+        let generation = self.generation();
+        self.applied_in(generation, events);
+    }
+
+    /// [`FoldCell::applied`] of events read in `generation`: nothing after
+    /// a reset.
+    fn applied_in(&self, generation: u64, events: &[pb::Event]) {
         let mut state = self.lock();
-        let Some(d) = state.as_mut() else {
+        if state.generation != generation {
+            return;
+        }
+        let Some(d) = state.fold.as_mut() else {
             // Not built yet: the lazy build will read these from the log.
             return;
         };
@@ -160,7 +191,7 @@ impl FoldCell {
     /// Reads the cached state, whatever its lag (the run task's view: it is
     /// the writer, so the fold already holds everything it appended).
     pub(super) fn with<R>(&self, f: impl FnOnce(&SessionFold) -> R) -> Option<R> {
-        self.lock().as_ref().map(f)
+        self.lock().fold.as_ref().map(f)
     }
 
     /// The status fold, or an empty one before the first build.
@@ -177,37 +208,69 @@ impl FoldCell {
         session_id: &str,
         f: impl FnOnce(&SessionFold) -> R,
     ) -> Result<R, LogError> {
+        loop {
+            let generation = self.generation();
+            self.catch_up(logs, session_id, generation).await?;
+            let state = self.lock();
+            if state.generation == generation
+                && let Some(d) = state.fold.as_ref()
+            {
+                return Ok(f(d));
+            }
+            // Reset meanwhile (the session was deleted): fold the log as it
+            // is now.
+        }
+    }
+
+    /// Builds the fold if needed and catches it up to the log's head as of
+    /// this call, installing nothing once a reset moved past `generation`.
+    async fn catch_up(
+        &self,
+        logs: &EventLogs,
+        session_id: &str,
+        generation: u64,
+    ) -> Result<(), LogError> {
         let head = logs.head_seq(session_id).await?;
         if self.with(SessionFold::head).is_none() {
-            self.rebuild(logs, session_id, head).await?;
+            self.rebuild(logs, session_id, head, generation).await?;
         }
         // Catch up from what the fold has: the writers may have applied
         // past `head` meanwhile, which ends the loop at once.
         loop {
             let have = self.with(SessionFold::head).unwrap_or(0);
-            if have >= head {
-                break;
+            if have >= head || self.generation() != generation {
+                return Ok(());
             }
             let page = logs.read_range(session_id, have, FOLD_PAGE).await?;
             if page.is_empty() {
-                break;
+                return Ok(());
             }
-            self.applied(&page);
+            self.applied_in(generation, &page);
             if self.with(SessionFold::head).unwrap_or(0) == have {
                 // A page that did not connect (cannot happen with a gapless
                 // log; cheap insurance): refold from scratch.
-                *self.lock() = None;
-                self.rebuild(logs, session_id, head).await?;
-                break;
+                {
+                    let mut state = self.lock();
+                    if state.generation == generation {
+                        state.fold = None;
+                    }
+                }
+                return self.rebuild(logs, session_id, head, generation).await;
             }
         }
-        Ok(self.with(f).expect("built above"))
     }
 
     /// Folds the log up to `head` page by page and keeps the result unless
     /// a writer moved the cached fold further meanwhile (both are folds of
-    /// log prefixes; the longer one is the more current).
-    async fn rebuild(&self, logs: &EventLogs, session_id: &str, head: u64) -> Result<(), LogError> {
+    /// log prefixes; the longer one is the more current) or a reset moved
+    /// past `generation`.
+    async fn rebuild(
+        &self,
+        logs: &EventLogs,
+        session_id: &str,
+        head: u64,
+        generation: u64,
+    ) -> Result<(), LogError> {
         let mut built = SessionFold::default();
         while built.head() < head {
             let page = logs.read_range(session_id, built.head(), FOLD_PAGE).await?;
@@ -219,8 +282,10 @@ impl FoldCell {
             }
         }
         let mut state = self.lock();
-        if state.as_ref().is_none_or(|d| d.head() < built.head()) {
-            *state = Some(built);
+        if state.generation == generation
+            && state.fold.as_ref().is_none_or(|d| d.head() < built.head())
+        {
+            state.fold = Some(built);
         }
         Ok(())
     }
@@ -261,7 +326,7 @@ mod tests {
         cell.applied(&[run_start(1)]);
         assert!(cell.with(|_| ()).is_none());
 
-        *cell.lock() = Some(SessionFold::from_events(&[run_start(1)]));
+        cell.lock().fold = Some(SessionFold::from_events(&[run_start(1)]));
         // A repeat of seq 1 is skipped; seq 3 after a missing 2 is not applied.
         cell.applied(&[run_start(1), ev(3, Payload::RunEnd(pb::RunEnd::default()))]);
         assert_eq!(cell.with(SessionFold::head), Some(1));

@@ -25,9 +25,11 @@
 //! receipt in the same transaction.
 
 mod control;
+mod delete;
 mod fold;
 mod fork;
 mod ladder;
+mod ownership;
 pub mod receipts;
 mod run;
 mod slot;
@@ -87,6 +89,23 @@ pub struct ManagerOptions {
     /// How long the receipts of keyed calls are kept, and the clock they
     /// are stamped with (`--idempotency-ttl`).
     pub idempotency: IdempotencyOptions,
+    /// A Start may resume a conversation no session of this server has
+    /// (`--allow-resume-import`); one another session has stays refused.
+    pub allow_resume_import: bool,
+    /// Which idle sessions are deleted (`--retention-days`, `--max-sessions`).
+    pub retention: RetentionOptions,
+}
+
+/// Which sessions the retention pass deletes ([`SessionManager::retain`]).
+/// It never deletes a session with a live run.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct RetentionOptions {
+    /// Delete sessions whose last event (or meta change) is older than
+    /// this; `None`: keep them however old.
+    pub max_age: Option<Duration>,
+    /// Keep at most this many sessions: past it, the least recently active
+    /// idle ones go; `None`: no cap.
+    pub max_sessions: Option<usize>,
 }
 
 impl Default for ManagerOptions {
@@ -102,6 +121,8 @@ impl Default for ManagerOptions {
             max_live_runs: crate::config::DEFAULT_MAX_LIVE_RUNS,
             cache_sessions: crate::config::DEFAULT_CACHE_SESSIONS,
             idempotency: IdempotencyOptions::default(),
+            allow_resume_import: false,
+            retention: RetentionOptions::default(),
         }
     }
 }
@@ -141,6 +162,9 @@ struct Inner {
     live_runs: Arc<Semaphore>,
     /// Receipts of keyed calls, and the gates of those in flight.
     receipts: Receipts,
+    /// Held by a Start importing an outside conversation from its check
+    /// until its run_start is committed (see [`ownership`]).
+    imports: tokio::sync::Mutex<()>,
 }
 
 /// What Start returns.
@@ -179,6 +203,7 @@ impl SessionManager {
                 opts,
                 shutting_down: CancellationToken::new(),
                 live_runs,
+                imports: tokio::sync::Mutex::new(()),
             }),
         }
     }
@@ -330,6 +355,10 @@ impl SessionManager {
                 if !status.run_live() {
                     self.resolve_fork(session_id, &slot.fold, &mut config)
                         .await?;
+                    if status.head_seq() == 0 && !self.inner.logs.exists(session_id).await? {
+                        // A new session: within --max-sessions first.
+                        self.make_room().await?;
+                    }
                     return self
                         .spawn_run(session_id, claim, config, "start", keyed)
                         .await;
@@ -686,7 +715,7 @@ impl SessionManager {
 
 /// A receipt of another RPC under a key whose fingerprint matched: cannot
 /// happen (the RPC is part of the fingerprint), so it is a bug.
-fn mismatched(outcome: Outcome) -> Error {
+pub(super) fn mismatched(outcome: Outcome) -> Error {
     Error::Internal(format!(
         "idempotency receipt of a {} call matched another RPC",
         outcome.rpc()

@@ -114,6 +114,19 @@ impl Slots {
     }
 
     /// How many slots are in memory.
+    /// Forgets the slot of a deleted session, unless someone still holds
+    /// or occupies it (a call that will go through it, then find the
+    /// session gone or create it anew): the map's `Arc` and the caller's
+    /// are the only ones.
+    pub(super) fn remove_unused(&self, session_id: &str, slot: &Arc<Slot>) {
+        let mut map = self.lock();
+        if map.get(session_id).is_some_and(|s| {
+            Arc::ptr_eq(s, slot) && Arc::strong_count(s) == 2 && s.occupant().is_none()
+        }) {
+            map.remove(session_id);
+        }
+    }
+
     pub(super) fn len(&self) -> usize {
         self.lock().len()
     }

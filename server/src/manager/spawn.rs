@@ -95,6 +95,9 @@ impl SessionManager {
         prompt_uuid: String,
     ) -> Result<Started> {
         let fold = claim.fold().clone();
+        // A conversation the caller names (a Start's config.resume; a fork's
+        // is the server's own choice) must be this session's.
+        let named = !config.resume.is_empty() && config.fork.is_none();
         // A run that names no conversation continues the session's; when the
         // CLI lost that one (run_error resume_failed), it starts a new one
         // without --resume and its run_start says which conversation is gone.
@@ -109,6 +112,10 @@ impl SessionManager {
             }
         }
         self.admit(session_id, &mut config, trigger)?;
+        let import = match named {
+            true => self.check_resume(session_id, &config.resume).await?,
+            false => None,
+        };
         let run_id = uuid::Uuid::new_v4().to_string();
         let spawn = SpawnConfig {
             session_id: session_id.to_owned(),
@@ -155,6 +162,8 @@ impl SessionManager {
             .logs
             .commit(session_id, first, None, receipt)
             .await?;
+        // The run_start names the conversation for this session now.
+        drop(import);
         fold.applied(&appended);
         let spawned = self.inner.adapter.spawn(spawn).await;
         let handle = match spawned {

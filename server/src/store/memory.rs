@@ -1,11 +1,11 @@
 //! In-memory [`Store`]: the reference implementation for tests and benches.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::Mutex;
 
 use agent_harness_client::pb;
 
-use super::{Commit, Receipt, ReceiptWrite, SessionMeta, Store, StoreError};
+use super::{Commit, Receipt, ReceiptWrite, SessionMeta, Store, StoreError, StoreUsage};
 
 /// A [`Store`] that keeps everything in process memory (lost on exit).
 #[derive(Debug, Default)]
@@ -22,6 +22,8 @@ struct Inner {
     metas: BTreeMap<String, SessionMeta>,
     /// `(session_id, key) -> receipt`.
     receipts: BTreeMap<(String, String), Receipt>,
+    /// `(resume_id, session_id)`: the conversation index.
+    conversations: BTreeSet<(String, String)>,
 }
 
 impl Inner {
@@ -38,6 +40,20 @@ impl Inner {
                 .updated_ms
                 .max(last.map_or(0, |e| super::event_time_ms(e.time.as_ref()))),
             ..meta.clone()
+        }
+    }
+}
+
+impl Inner {
+    fn write_receipt(&mut self, w: &ReceiptWrite) {
+        match w {
+            ReceiptWrite::Put(r) => {
+                let id = (r.session_id.clone(), r.key.clone());
+                self.receipts.insert(id, r.clone());
+            }
+            ReceiptWrite::Remove { session_id, key } => {
+                self.receipts.remove(&(session_id.clone(), key.clone()));
+            }
         }
     }
 }
@@ -65,11 +81,19 @@ impl Store for MemoryStore {
         } = commit;
         let mut inner = self.lock();
         for ev in full {
+            if let Some(id) = super::conversations::named(ev) {
+                let row = (id.to_owned(), ev.session_id.clone());
+                inner.conversations.insert(row);
+            }
             inner
                 .full
                 .insert((ev.session_id.clone(), ev.seq), ev.clone());
         }
         for ev in batch {
+            if let Some(id) = super::conversations::named(ev) {
+                let row = (id.to_owned(), ev.session_id.clone());
+                inner.conversations.insert(row);
+            }
             inner
                 .events
                 .entry(ev.session_id.clone())
@@ -80,15 +104,7 @@ impl Store for MemoryStore {
             inner.metas.insert(m.session_id.clone(), m.clone());
         }
         for w in receipts {
-            match w {
-                ReceiptWrite::Put(r) => {
-                    let id = (r.session_id.clone(), r.key.clone());
-                    inner.receipts.insert(id, r.clone());
-                }
-                ReceiptWrite::Remove { session_id, key } => {
-                    inner.receipts.remove(&(session_id.clone(), key.clone()));
-                }
-            }
+            inner.write_receipt(w);
         }
         Ok(())
     }
@@ -195,5 +211,59 @@ impl Store for MemoryStore {
             .take(limit)
             .map(|(_, m)| inner.with_head(m))
             .collect())
+    }
+
+    fn conversation_sessions(&self, resume_id: &str) -> Result<Vec<String>, StoreError> {
+        let inner = self.lock();
+        Ok(inner
+            .conversations
+            .range((resume_id.to_owned(), String::new())..)
+            .take_while(|(r, _)| r == resume_id)
+            .map(|(_, s)| s.clone())
+            .collect())
+    }
+
+    fn delete_session(
+        &self,
+        session_id: &str,
+        receipt: Option<&ReceiptWrite>,
+    ) -> Result<bool, StoreError> {
+        let mut inner = self.lock();
+        let had_events = inner.events.remove(session_id).is_some();
+        let had_meta = inner.metas.remove(session_id).is_some();
+        inner.full.retain(|(s, _), _| s != session_id);
+        inner.receipts.retain(|(s, _), _| s != session_id);
+        inner.conversations.retain(|(_, s)| s != session_id);
+        if let Some(w) = receipt {
+            inner.write_receipt(w);
+        }
+        Ok(had_events || had_meta)
+    }
+
+    fn usage(&self) -> Result<StoreUsage, StoreError> {
+        use prost::Message;
+        let inner = self.lock();
+        let events = inner.events.values().flat_map(|evs| evs.values());
+        let (mut count, mut bytes) = (0u64, 0u64);
+        for e in events.chain(inner.full.values()) {
+            bytes += e.encoded_len() as u64;
+            count += 1;
+        }
+        count -= inner.full.len() as u64;
+        for m in inner.metas.values() {
+            bytes += serde_json::to_vec(m).map_or(0, |v| v.len() as u64);
+        }
+        for r in inner.receipts.values() {
+            bytes += super::receipt::encode(r).len() as u64;
+        }
+        Ok(StoreUsage {
+            sessions: inner.metas.len() as u64,
+            events: count,
+            bytes,
+        })
+    }
+
+    fn session_count(&self) -> Result<u64, StoreError> {
+        Ok(self.lock().metas.len() as u64)
     }
 }

@@ -5,9 +5,12 @@
 //! numbers, windows and subscribers, and only asks storage to commit a batch
 //! atomically and to read ranges back. Besides events and metas it keeps the
 //! receipts of keyed calls ([`receipt`]), committed in the same transaction
-//! as the events of their call. Both implementations pass the same contract
+//! as the events of their call, and an index of which session each CLI
+//! conversation belongs to ([`conversations`]), committed with the event
+//! that names it. Both implementations pass the same contract
 //! suite (`server/tests/log_store/store_contract.rs`).
 
+pub mod conversations;
 mod memory;
 pub mod receipt;
 mod redb;
@@ -200,6 +203,35 @@ pub trait Store: Send + Sync + 'static {
     /// after `after` (from the first when `None`), each completed as in
     /// [`Store::meta`].
     fn sessions(&self, after: Option<&str>, limit: usize) -> Result<Vec<SessionMeta>, StoreError>;
+    /// The sessions whose log names CLI conversation `resume_id` (see
+    /// [`conversations`]), ordered by id.
+    fn conversation_sessions(&self, resume_id: &str) -> Result<Vec<String>, StoreError>;
+    /// Deletes everything stored of one session (its events and their
+    /// whole forms, its meta, its receipts, its rows of the conversation
+    /// index) and writes `receipt` (the deleting call's own), in ONE
+    /// durable transaction. False when the session had nothing stored.
+    fn delete_session(
+        &self,
+        session_id: &str,
+        receipt: Option<&ReceiptWrite>,
+    ) -> Result<bool, StoreError>;
+    /// How much is stored: sessions (metas), events, and the bytes of the
+    /// stored values (events, whole forms, metas, receipts). Walks the
+    /// tables: for tests and stats, not for every call.
+    fn usage(&self) -> Result<StoreUsage, StoreError>;
+    /// How many sessions have a meta (cheap: no walk).
+    fn session_count(&self) -> Result<u64, StoreError>;
+}
+
+/// What a [`Store`] holds (see [`Store::usage`]).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct StoreUsage {
+    /// Sessions with a meta.
+    pub sessions: u64,
+    /// Events, over every session.
+    pub events: u64,
+    /// Bytes of the stored values.
+    pub bytes: u64,
 }
 
 /// An event's time as Unix milliseconds (0 when it has none).

@@ -70,6 +70,9 @@ pub enum Outcome {
     },
     /// `StopTaskResponse` (empty).
     StopTask,
+    /// `DeleteSessionResponse` (empty). Written in the deletion's own
+    /// transaction, so a retry after the session is gone still succeeds.
+    DeleteSession,
 }
 
 impl Outcome {
@@ -83,6 +86,7 @@ impl Outcome {
             Outcome::Setting { .. } => "a setting change",
             Outcome::RewindFiles { .. } => "RewindFiles",
             Outcome::StopTask => "StopTask",
+            Outcome::DeleteSession => "DeleteSession",
         }
     }
 }

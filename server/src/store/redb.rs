@@ -9,7 +9,10 @@
 //! session is read back as the last key of its range in the events table.
 //! Receipts live in two tables written together: by `(session_id, key)` for
 //! the lookup of a repeat, and by creation time for pruning, so a prune
-//! pass reads only what it deletes.
+//! pass reads only what it deletes. The conversation index
+//! ([`super::conversations`]) is two tables the same way, by conversation
+//! for the ownership check and by session for deleting a session; a
+//! deletion is one transaction over every table.
 //!
 //! **After an I/O error** (a full disk, a failing device) redb refuses every
 //! later operation, reads included, until the database is closed and opened
@@ -30,8 +33,9 @@ use ::redb::{
 use agent_harness_client::pb;
 use prost::Message;
 
+use super::conversations::{self, Naming};
 use super::receipt;
-use super::{Commit, Receipt, ReceiptWrite, SessionMeta, Store, StoreError};
+use super::{Commit, Receipt, ReceiptWrite, SessionMeta, Store, StoreError, StoreUsage};
 
 /// `(session_id, seq) -> prost-encoded pb::Event`.
 const EVENTS: TableDefinition<(&str, u64), &[u8]> = TableDefinition::new("events");
@@ -47,6 +51,13 @@ const RECEIPTS: TableDefinition<(&str, &str), &[u8]> = TableDefinition::new("rec
 /// so pruning is a range scan from the oldest.
 const RECEIPTS_BY_TIME: TableDefinition<(i64, &str, &str), ()> =
     TableDefinition::new("receipts_by_time");
+/// `(resume_id, session_id) -> ()`: the sessions whose log names a CLI
+/// conversation (see [`conversations`]).
+const CONVERSATIONS: TableDefinition<(&str, &str), ()> = TableDefinition::new("conversations");
+/// `(session_id, resume_id) -> ()`: the same rows by session, so deleting a
+/// session finds its rows without reading its events.
+const SESSION_CONVERSATIONS: TableDefinition<(&str, &str), ()> =
+    TableDefinition::new("session_conversations");
 
 /// The redb [`Store`].
 #[derive(Debug)]
@@ -107,14 +118,24 @@ impl RedbStore {
     }
 
     /// Creates every table up front (also in a file written before a table
-    /// existed) so readers never see "table does not exist".
+    /// existed) so readers never see "table does not exist"; a file written
+    /// before the conversation index existed gets it built from its events.
     fn init(db: Database, path: Option<PathBuf>) -> Result<Self, StoreError> {
         let txn = db.begin_write().map_err(rerr)?;
+        let indexed = txn
+            .list_tables()
+            .map_err(rerr)?
+            .any(|t| ::redb::TableHandle::name(&t) == "conversations");
         txn.open_table(EVENTS).map_err(rerr)?;
         txn.open_table(FULL_EVENTS).map_err(rerr)?;
         txn.open_table(SESSIONS).map_err(rerr)?;
         txn.open_table(RECEIPTS).map_err(rerr)?;
         txn.open_table(RECEIPTS_BY_TIME).map_err(rerr)?;
+        txn.open_table(CONVERSATIONS).map_err(rerr)?;
+        txn.open_table(SESSION_CONVERSATIONS).map_err(rerr)?;
+        if !indexed {
+            index_conversations(&txn)?;
+        }
         txn.commit().map_err(rerr)?;
         Ok(Self {
             db: RwLock::new(Some(db)),
@@ -401,6 +422,61 @@ impl Store for RedbStore {
     fn sessions(&self, after: Option<&str>, limit: usize) -> Result<Vec<SessionMeta>, StoreError> {
         self.with_db(|db| read_sessions(db, after, limit))
     }
+
+    fn conversation_sessions(&self, resume_id: &str) -> Result<Vec<String>, StoreError> {
+        self.with_db(|db| {
+            let txn = db.begin_read().map_err(rerr)?;
+            let table = txn.open_table(CONVERSATIONS).map_err(rerr)?;
+            let mut out = Vec::new();
+            for row in table.range((resume_id, "")..).map_err(rerr)? {
+                let (k, _) = row.map_err(rerr)?;
+                let (r, s) = k.value();
+                if r != resume_id {
+                    break;
+                }
+                out.push(s.to_owned());
+            }
+            Ok(out)
+        })
+    }
+
+    fn delete_session(
+        &self,
+        session_id: &str,
+        receipt: Option<&ReceiptWrite>,
+    ) -> Result<bool, StoreError> {
+        self.with_db(|db| delete_session(db, session_id, receipt))
+    }
+
+    fn session_count(&self) -> Result<u64, StoreError> {
+        self.with_db(|db| {
+            let txn = db.begin_read().map_err(rerr)?;
+            let sessions = txn.open_table(SESSIONS).map_err(rerr)?;
+            sessions.len().map_err(rerr)
+        })
+    }
+
+    fn usage(&self) -> Result<StoreUsage, StoreError> {
+        self.with_db(|db| {
+            let txn = db.begin_read().map_err(rerr)?;
+            let events = txn.open_table(EVENTS).map_err(rerr)?;
+            let sessions = txn.open_table(SESSIONS).map_err(rerr)?;
+            let mut bytes = 0;
+            for stats in [
+                events.stats(),
+                txn.open_table(FULL_EVENTS).map_err(rerr)?.stats(),
+                sessions.stats(),
+                txn.open_table(RECEIPTS).map_err(rerr)?.stats(),
+            ] {
+                bytes += stats.map_err(rerr)?.stored_bytes();
+            }
+            Ok(StoreUsage {
+                sessions: sessions.len().map_err(rerr)?,
+                events: events.len().map_err(rerr)?,
+                bytes,
+            })
+        })
+    }
 }
 
 fn commit_batch(db: &Database, commit: Commit<'_>) -> Result<(), StoreError> {
@@ -440,11 +516,120 @@ fn commit_batch(db: &Database, commit: Commit<'_>) -> Result<(), StoreError> {
                 .map_err(rerr)?;
         }
     }
+    for ev in batch.iter().chain(full) {
+        if let Some(id) = conversations::named(ev) {
+            index_conversation(&txn, id, &ev.session_id)?;
+        }
+    }
     if !receipts.is_empty() {
         write_receipts(&txn, receipts)?;
     }
     // Dropping `txn` on any error above aborts it: nothing of the batch lands.
     txn.commit().map_err(rerr)
+}
+
+/// Records that `session_id`'s log names conversation `resume_id`.
+fn index_conversation(
+    txn: &::redb::WriteTransaction,
+    resume_id: &str,
+    session_id: &str,
+) -> Result<(), StoreError> {
+    txn.open_table(CONVERSATIONS)
+        .map_err(rerr)?
+        .insert((resume_id, session_id), ())
+        .map_err(rerr)?;
+    txn.open_table(SESSION_CONVERSATIONS)
+        .map_err(rerr)?
+        .insert((session_id, resume_id), ())
+        .map_err(rerr)?;
+    Ok(())
+}
+
+/// Builds the conversation index from every stored event (a file written
+/// before the index existed), in the opening transaction.
+fn index_conversations(txn: &::redb::WriteTransaction) -> Result<(), StoreError> {
+    let mut named = Vec::new();
+    {
+        let events = txn.open_table(EVENTS).map_err(rerr)?;
+        for row in events.iter().map_err(rerr)? {
+            let (k, v) = row.map_err(rerr)?;
+            if let Some(id) = Naming::of(v.value()) {
+                named.push((id, k.value().0.to_owned()));
+            }
+        }
+    }
+    for (resume_id, session_id) in &named {
+        index_conversation(txn, resume_id, session_id)?;
+    }
+    if !named.is_empty() {
+        tracing::info!(
+            rows = named.len(),
+            "conversation index built from the stored events"
+        );
+    }
+    Ok(())
+}
+
+/// Deletes every row of `session_id` in one transaction (see
+/// [`Store::delete_session`]).
+fn delete_session(
+    db: &Database,
+    session_id: &str,
+    receipt: Option<&ReceiptWrite>,
+) -> Result<bool, StoreError> {
+    let sid = session_id;
+    let mut txn = db.begin_write().map_err(rerr)?;
+    txn.set_durability(Durability::Immediate).map_err(rerr)?;
+    let existed = {
+        let all = (sid, 0)..=(sid, u64::MAX);
+        let mut events = txn.open_table(EVENTS).map_err(rerr)?;
+        let had_events = events.range(all.clone()).map_err(rerr)?.next().is_some();
+        events.retain_in(all.clone(), |_, _| false).map_err(rerr)?;
+        let mut whole = txn.open_table(FULL_EVENTS).map_err(rerr)?;
+        whole.retain_in(all, |_, _| false).map_err(rerr)?;
+        let mut sessions = txn.open_table(SESSIONS).map_err(rerr)?;
+        let had_meta = sessions.remove(sid).map_err(rerr)?.is_some();
+        // Receipts: `(sid, key)` rows are contiguous; each takes its by-time row along.
+        let mut receipts = txn.open_table(RECEIPTS).map_err(rerr)?;
+        let mut keyed = Vec::new();
+        for row in receipts.range((sid, "")..).map_err(rerr)? {
+            let (k, v) = row.map_err(rerr)?;
+            if k.value().0 != sid {
+                break;
+            }
+            let created = receipt::decode(sid, v.value()).map_or(None, |r| Some(r.created_ms));
+            keyed.push((k.value().1.to_owned(), created));
+        }
+        let mut by_time = txn.open_table(RECEIPTS_BY_TIME).map_err(rerr)?;
+        for (key, created) in &keyed {
+            receipts.remove((sid, key.as_str())).map_err(rerr)?;
+            if let Some(t) = created {
+                by_time.remove((*t, sid, key.as_str())).map_err(rerr)?;
+            }
+        }
+        let mut mine = txn.open_table(SESSION_CONVERSATIONS).map_err(rerr)?;
+        let mut named = Vec::new();
+        for row in mine.range((sid, "")..).map_err(rerr)? {
+            let (k, _) = row.map_err(rerr)?;
+            if k.value().0 != sid {
+                break;
+            }
+            named.push(k.value().1.to_owned());
+        }
+        let mut by_conversation = txn.open_table(CONVERSATIONS).map_err(rerr)?;
+        for resume_id in &named {
+            mine.remove((sid, resume_id.as_str())).map_err(rerr)?;
+            by_conversation
+                .remove((resume_id.as_str(), sid))
+                .map_err(rerr)?;
+        }
+        had_events || had_meta
+    };
+    if let Some(w) = receipt {
+        write_receipts(&txn, std::slice::from_ref(w))?;
+    }
+    txn.commit().map_err(rerr)?;
+    Ok(existed)
 }
 
 /// How much a scan takes: at most `limit` events, and once they hold more

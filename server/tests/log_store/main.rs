@@ -7,6 +7,7 @@
 mod support;
 
 mod append;
+mod delete;
 mod handover;
 mod history;
 mod memory;

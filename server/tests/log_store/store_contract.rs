@@ -7,6 +7,8 @@ use crate::support::log;
 use std::io::ErrorKind;
 use std::sync::{Arc, Mutex};
 
+use agent_harness_client::pb;
+use agent_harness_client::pb::event::Payload;
 use agent_harness_server::store::{
     Commit, MemoryStore, Outcome, Receipt, ReceiptWrite, RedbStore, SessionMeta, Store,
 };
@@ -38,6 +40,48 @@ fn receipt(id: &str, key: &str, at_ms: i64) -> Receipt {
         outcome: Outcome::Send {
             run_id: format!("run-{key}"),
         },
+    }
+}
+
+/// How an event names a conversation (see `store::conversations`).
+#[derive(Clone, Copy)]
+enum Naming {
+    /// A run_start resuming it.
+    Started,
+    /// A run_start of a fork (names its source's conversation).
+    Fork,
+    /// A run_ready announcing it.
+    Ready,
+}
+
+/// `e` with a payload naming conversation `resume_id` the way `how` says.
+fn named(e: &pb::Event, resume_id: &str, how: Naming) -> pb::Event {
+    let start = |fork: Option<pb::Fork>| {
+        Payload::RunStart(pb::RunStart {
+            config: Some(pb::StartConfig {
+                resume: resume_id.into(),
+                prompt: "hi".into(),
+                fork,
+                ..Default::default()
+            }),
+            ..Default::default()
+        })
+    };
+    let payload = match how {
+        Naming::Started => start(None),
+        Naming::Fork => start(Some(pb::Fork {
+            from_session_id: "src".into(),
+            ..Default::default()
+        })),
+        Naming::Ready => Payload::RunReady(pb::RunReady {
+            resume_id: resume_id.into(),
+            model: "m".into(),
+            ..Default::default()
+        }),
+    };
+    pb::Event {
+        payload: Some(payload),
+        ..e.clone()
     }
 }
 
@@ -240,6 +284,107 @@ mod contract {
         assert_eq!(store.meta("g").unwrap().unwrap().head_seq, 0);
     }
 
+    pub fn the_conversation_index_follows_the_events_that_name_a_conversation(store: &dyn Store) {
+        assert!(store.conversation_sessions("c1").unwrap().is_empty());
+        let batch = [
+            named(&event("a", 1), "c1", Naming::Started),
+            named(&event("a", 2), "c1", Naming::Ready),
+            // A fork's run_start names its source's conversation: not its own.
+            named(&event("f", 1), "c1", Naming::Fork),
+            named(&event("f", 2), "c2", Naming::Ready),
+            named(&event("b", 1), "c3", Naming::Started),
+            event("b", 2),
+        ];
+        let metas = [meta("a", 2), meta("f", 2), meta("b", 2)];
+        store.append_batch(&batch, &metas).unwrap();
+        assert_eq!(store.conversation_sessions("c1").unwrap(), vec!["a"]);
+        assert_eq!(store.conversation_sessions("c2").unwrap(), vec!["f"]);
+        assert_eq!(store.conversation_sessions("c3").unwrap(), vec!["b"]);
+        // Two sessions naming one conversation (written before ownership was
+        // checked) are both listed, by id; a prefix of an id is another id.
+        store
+            .append_batch(&[named(&event("b", 3), "c1", Naming::Ready)], &[])
+            .unwrap();
+        assert_eq!(store.conversation_sessions("c1").unwrap(), vec!["a", "b"]);
+        assert!(store.conversation_sessions("c").unwrap().is_empty());
+        // A cut-down event names it through its whole form.
+        let whole = named(&event("w", 1), "c4", Naming::Ready);
+        let mut cut = whole.clone();
+        cut.payload = None;
+        store
+            .commit(Commit {
+                events: &[cut],
+                full: &[whole],
+                metas: &[meta("w", 1)],
+                ..Commit::default()
+            })
+            .unwrap();
+        assert_eq!(store.conversation_sessions("c4").unwrap(), vec!["w"]);
+    }
+
+    pub fn delete_session_removes_everything_of_that_session_only(store: &dyn Store) {
+        for id in ["s", "s2", "t"] {
+            let whole = named(&event(id, 1), &format!("conv-{id}"), Naming::Ready);
+            store
+                .commit(Commit {
+                    events: std::slice::from_ref(&whole),
+                    full: std::slice::from_ref(&whole),
+                    metas: &[meta(id, 1)],
+                    receipts: &[
+                        ReceiptWrite::Put(receipt(id, "k1", 100)),
+                        ReceiptWrite::Put(receipt(id, "k2", 200)),
+                    ],
+                })
+                .unwrap();
+            append(store, id, 2, 30);
+        }
+        let before = store.usage().unwrap();
+        assert_eq!((before.sessions, before.events), (3, 90));
+        assert_eq!(store.session_count().unwrap(), 3);
+        let gone = ReceiptWrite::Put(receipt("s", "delete-key", 300));
+        assert!(store.delete_session("s", Some(&gone)).unwrap());
+        assert_eq!(store.meta("s").unwrap(), None);
+        assert!(store.read_range("s", 0, usize::MAX).unwrap().is_empty());
+        assert_eq!(store.read_full("s", 1).unwrap(), None);
+        assert_eq!(store.receipt("s", "k1").unwrap(), None);
+        assert_eq!(store.receipt("s", "k2").unwrap(), None);
+        assert!(store.conversation_sessions("conv-s").unwrap().is_empty());
+        assert!(
+            store
+                .sessions(None, 10)
+                .unwrap()
+                .iter()
+                .all(|m| m.session_id != "s")
+        );
+        // The deleting call's receipt is written with the deletion.
+        assert_eq!(
+            store.receipt("s", "delete-key").unwrap(),
+            Some(receipt("s", "delete-key", 300))
+        );
+        // The others, "s2" included (its id extends "s"), are untouched.
+        for id in ["s2", "t"] {
+            assert_eq!(store.read_range(id, 0, usize::MAX).unwrap().len(), 30);
+            assert!(store.read_full(id, 1).unwrap().is_some());
+            assert!(store.receipt(id, "k1").unwrap().is_some());
+            assert_eq!(
+                store.conversation_sessions(&format!("conv-{id}")).unwrap(),
+                vec![id]
+            );
+        }
+        let after = store.usage().unwrap();
+        assert_eq!((after.sessions, after.events), (2, 60));
+        assert!(after.bytes < before.bytes, "{before:?} -> {after:?}");
+        assert_eq!(store.session_count().unwrap(), 2);
+        // Pruning still finds the by-time rows of what is left, and none of s's.
+        assert_eq!(store.prune_receipts(250, 100).unwrap(), 4);
+        assert_eq!(store.receipt_count().unwrap(), 1);
+        // Nothing stored: false. A new session under the same id starts at 1.
+        assert!(!store.delete_session("s", None).unwrap());
+        assert!(!store.delete_session("never", None).unwrap());
+        append(store, "s", 1, 2);
+        assert_eq!(seqs(&store.read_range("s", 0, 10).unwrap()), vec![1, 2]);
+    }
+
     pub fn empty_batch_with_metas_only_writes_metas(store: &dyn Store) {
         store.append_batch(&[], &[meta("only-meta", 0)]).unwrap();
         assert_eq!(store.meta("only-meta").unwrap(), Some(meta("only-meta", 0)));
@@ -270,6 +415,8 @@ macro_rules! contract_suite {
             case!(empty_batch_with_metas_only_writes_metas);
             case!(head_seq_is_read_from_the_events_not_the_stored_meta);
             case!(receipts_commit_with_events_replace_remove_and_prune);
+            case!(the_conversation_index_follows_the_events_that_name_a_conversation);
+            case!(delete_session_removes_everything_of_that_session_only);
         }
     };
 }
@@ -280,6 +427,89 @@ contract_suite!(redb_file, {
     let store = RedbStore::open(&dir.path().join("agent-harness.redb")).unwrap();
     (dir, store)
 });
+
+#[test]
+fn redb_builds_the_conversation_index_of_a_file_written_before_it_existed() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("agent-harness.redb");
+    {
+        // The tables as an older server wrote them: events and metas only.
+        const EVENTS: redb::TableDefinition<(&str, u64), &[u8]> =
+            redb::TableDefinition::new("events");
+        let db = redb::Database::create(&path).unwrap();
+        let txn = db.begin_write().unwrap();
+        {
+            let mut events = txn.open_table(EVENTS).unwrap();
+            for (id, e) in [
+                ("a", named(&event("a", 1), "c1", Naming::Started)),
+                ("a", named(&event("a", 2), "c1", Naming::Ready)),
+                ("f", named(&event("f", 1), "c1", Naming::Fork)),
+                ("f", named(&event("f", 2), "c2", Naming::Ready)),
+                ("b", event("b", 1)),
+            ] {
+                let bytes = prost::Message::encode_to_vec(&e);
+                events.insert((id, e.seq), bytes.as_slice()).unwrap();
+            }
+        }
+        txn.commit().unwrap();
+    }
+    let store = RedbStore::open(&path).unwrap();
+    assert_eq!(store.conversation_sessions("c1").unwrap(), vec!["a"]);
+    assert_eq!(store.conversation_sessions("c2").unwrap(), vec!["f"]);
+    // Built once: a reopen keeps it (and what was added since).
+    store
+        .append_batch(&[named(&event("b", 2), "c3", Naming::Ready)], &[])
+        .unwrap();
+    drop(store);
+    let store = RedbStore::open(&path).unwrap();
+    assert_eq!(store.conversation_sessions("c1").unwrap(), vec!["a"]);
+    assert_eq!(store.conversation_sessions("c3").unwrap(), vec!["b"]);
+}
+
+/// Sessions keep coming, each deleted once `KEEP` newer ones exist (what
+/// `--max-sessions` does): the file stops growing, because redb reuses the
+/// pages a deletion frees. Without the deletions it grows with every
+/// session.
+#[test]
+fn redb_file_stops_growing_when_old_sessions_are_deleted() {
+    const KEEP: usize = 10;
+    const ROUNDS: usize = 400;
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("agent-harness.redb");
+    let store = RedbStore::open(&path).unwrap();
+    let size = || std::fs::metadata(&path).unwrap().len();
+    let mut settled = 0;
+    for i in 0..ROUNDS {
+        let id = format!("session-{i:04}");
+        // 100 events of ~1 KB each: a session of ~100 KB.
+        let batch: Vec<_> = (1..=100)
+            .map(|seq| pb::Event {
+                cli_line: "x".repeat(1000),
+                ..event(&id, seq)
+            })
+            .collect();
+        store.append_batch(&batch, &[meta(&id, 100)]).unwrap();
+        if i >= KEEP {
+            assert!(
+                store
+                    .delete_session(&format!("session-{:04}", i - KEEP), None)
+                    .unwrap()
+            );
+        }
+        if i == ROUNDS / 4 {
+            settled = size();
+        }
+    }
+    let usage = store.usage().unwrap();
+    assert_eq!(usage.sessions, KEEP as u64);
+    assert!(usage.bytes < 2 * 1024 * 1024, "{usage:?}");
+    let end = size();
+    // 300 more sessions (~30 MB) went through: the file did not take them.
+    assert!(
+        end <= settled + settled / 4,
+        "the file grew from {settled} to {end} bytes"
+    );
+}
 
 #[test]
 fn redb_reopen_keeps_every_acknowledged_event_and_meta() {

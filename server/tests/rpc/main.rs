@@ -7,6 +7,7 @@
 mod support;
 
 mod console;
+mod deletion;
 mod derived;
 mod full_disk;
 mod fuzz;
@@ -15,6 +16,7 @@ mod launch_policy;
 mod limits;
 mod memory;
 mod metrics;
+mod ownership;
 mod recovery_restart;
 mod session;
 mod shutdown;

@@ -188,6 +188,8 @@ pub fn detailed_kind(p: &Payload) -> String {
 pub struct InProcessServer {
     /// Where it listens.
     pub addr: SocketAddr,
+    /// The manager it serves (for calls no RPC makes, e.g. a retention pass).
+    pub manager: SessionManager,
     shutdown: Option<oneshot::Sender<()>>,
     task: Option<JoinHandle<Result<(), Error>>>,
 }
@@ -216,11 +218,12 @@ impl InProcessServer {
             .expect("bind 127.0.0.1:0");
         let addr = listener.local_addr().expect("local addr");
         let (tx, rx) = oneshot::channel::<()>();
-        let task = tokio::spawn(serve_on(listener, manager, serve, async {
+        let task = tokio::spawn(serve_on(listener, manager.clone(), serve, async {
             let _ = rx.await;
         }));
         Self {
             addr,
+            manager,
             shutdown: Some(tx),
             task: Some(task),
         }

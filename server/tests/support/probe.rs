@@ -7,7 +7,9 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::Duration;
 
 use agent_harness_client::pb;
-use agent_harness_server::store::{Commit, MemoryStore, Receipt, SessionMeta, Store, StoreError};
+use agent_harness_server::store::{
+    Commit, MemoryStore, Receipt, ReceiptWrite, SessionMeta, Store, StoreError, StoreUsage,
+};
 
 /// Wraps a memory store: counts commits and reads, can fail commits, can hold them at a gate,
 /// can make each commit slow (a slow disk).
@@ -140,5 +142,17 @@ impl Store for Probe {
     fn sessions(&self, after: Option<&str>, limit: usize) -> Result<Vec<SessionMeta>, StoreError> {
         self.meta_reads.fetch_add(1, Ordering::SeqCst);
         self.inner.sessions(after, limit)
+    }
+    fn conversation_sessions(&self, resume_id: &str) -> Result<Vec<String>, StoreError> {
+        self.inner.conversation_sessions(resume_id)
+    }
+    fn delete_session(&self, s: &str, r: Option<&ReceiptWrite>) -> Result<bool, StoreError> {
+        self.inner.delete_session(s, r)
+    }
+    fn usage(&self) -> Result<StoreUsage, StoreError> {
+        self.inner.usage()
+    }
+    fn session_count(&self) -> Result<u64, StoreError> {
+        self.inner.session_count()
     }
 }

@@ -50,6 +50,8 @@ pub struct TestServer {
     pub adapter: ScriptedAdapter,
     /// The store behind the log (reopen it after shutdown to inspect).
     pub store: Arc<dyn Store>,
+    /// The manager behind the service.
+    pub manager: agent_harness_server::manager::SessionManager,
     server: InProcessServer,
 }
 
@@ -116,6 +118,7 @@ impl TestServer {
             addr: server.addr,
             adapter,
             store,
+            manager: server.manager.clone(),
             server,
         }
     }

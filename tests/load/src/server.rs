@@ -57,6 +57,8 @@ impl Server {
         cmd
             // Room for the largest fan-out measured: 10,000 subscribers.
             .args(["--max-streams", "20000", "--max-live-runs", "256"])
+            // Load runs create sessions far faster than any client should.
+            .args(["--max-sessions-per-minute", "0"])
             .args(&opts.args)
             .envs(opts.env.iter().map(|(k, v)| (k, v)))
             .stdout(Stdio::null());

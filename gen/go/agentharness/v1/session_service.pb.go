@@ -2745,6 +2745,99 @@ func (x *RewindFilesResponse) GetSeq() uint64 {
 	return 0
 }
 
+// Delete a session.
+type DeleteSessionRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The session.
+	SessionId string `protobuf:"bytes,1,opt,name=session_id,json=sessionId,proto3" json:"session_id,omitempty"`
+	// Optional retry key (see StartRequest.idempotency_key). A repeat of a
+	// deletion that succeeded succeeds again instead of NOT_FOUND.
+	IdempotencyKey string `protobuf:"bytes,2,opt,name=idempotency_key,json=idempotencyKey,proto3" json:"idempotency_key,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
+}
+
+func (x *DeleteSessionRequest) Reset() {
+	*x = DeleteSessionRequest{}
+	mi := &file_agentharness_v1_session_service_proto_msgTypes[37]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DeleteSessionRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DeleteSessionRequest) ProtoMessage() {}
+
+func (x *DeleteSessionRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_agentharness_v1_session_service_proto_msgTypes[37]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DeleteSessionRequest.ProtoReflect.Descriptor instead.
+func (*DeleteSessionRequest) Descriptor() ([]byte, []int) {
+	return file_agentharness_v1_session_service_proto_rawDescGZIP(), []int{37}
+}
+
+func (x *DeleteSessionRequest) GetSessionId() string {
+	if x != nil {
+		return x.SessionId
+	}
+	return ""
+}
+
+func (x *DeleteSessionRequest) GetIdempotencyKey() string {
+	if x != nil {
+		return x.IdempotencyKey
+	}
+	return ""
+}
+
+// The session is deleted.
+type DeleteSessionResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DeleteSessionResponse) Reset() {
+	*x = DeleteSessionResponse{}
+	mi := &file_agentharness_v1_session_service_proto_msgTypes[38]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DeleteSessionResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DeleteSessionResponse) ProtoMessage() {}
+
+func (x *DeleteSessionResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_agentharness_v1_session_service_proto_msgTypes[38]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DeleteSessionResponse.ProtoReflect.Descriptor instead.
+func (*DeleteSessionResponse) Descriptor() ([]byte, []int) {
+	return file_agentharness_v1_session_service_proto_rawDescGZIP(), []int{38}
+}
+
 var File_agentharness_v1_session_service_proto protoreflect.FileDescriptor
 
 const file_agentharness_v1_session_service_proto_rawDesc = "" +
@@ -2938,7 +3031,12 @@ const file_agentharness_v1_session_service_proto_rawDesc = "" +
 	"insertions\x18\x02 \x01(\x04B\x020\x02R\n" +
 	"insertions\x12 \n" +
 	"\tdeletions\x18\x03 \x01(\x04B\x020\x02R\tdeletions\x12\x14\n" +
-	"\x03seq\x18\x04 \x01(\x04B\x020\x02R\x03seq*\x8d\x01\n" +
+	"\x03seq\x18\x04 \x01(\x04B\x020\x02R\x03seq\"^\n" +
+	"\x14DeleteSessionRequest\x12\x1d\n" +
+	"\n" +
+	"session_id\x18\x01 \x01(\tR\tsessionId\x12'\n" +
+	"\x0fidempotency_key\x18\x02 \x01(\tR\x0eidempotencyKey\"\x17\n" +
+	"\x15DeleteSessionResponse*\x8d\x01\n" +
 	"\x0eDeltaBlockType\x12 \n" +
 	"\x1cDELTA_BLOCK_TYPE_UNSPECIFIED\x10\x00\x12\x19\n" +
 	"\x15DELTA_BLOCK_TYPE_TEXT\x10\x01\x12\x1d\n" +
@@ -2954,8 +3052,7 @@ const file_agentharness_v1_session_service_proto_rawDesc = "" +
 	"\x1bFULL_EVENT_PART_UNSPECIFIED\x10\x00\x12\x1c\n" +
 	"\x18FULL_EVENT_PART_CLI_LINE\x10\x01\x12\x19\n" +
 	"\x15FULL_EVENT_PART_EVENT\x10\x02\x12\x1e\n" +
-	"\x1aFULL_EVENT_PART_EVENT_JSON\x10\x032\xcb\n" +
-	"\n" +
+	"\x1aFULL_EVENT_PART_EVENT_JSON\x10\x032\xab\v\n" +
 	"\x0eSessionService\x12F\n" +
 	"\x05Start\x12\x1d.agentharness.v1.StartRequest\x1a\x1e.agentharness.v1.StartResponse\x12C\n" +
 	"\x04Send\x12\x1c.agentharness.v1.SendRequest\x1a\x1d.agentharness.v1.SendResponse\x12C\n" +
@@ -2972,7 +3069,8 @@ const file_agentharness_v1_session_service_proto_rawDesc = "" +
 	"\bSetModel\x12 .agentharness.v1.SetModelRequest\x1a!.agentharness.v1.SetModelResponse\x12j\n" +
 	"\x11SetPermissionMode\x12).agentharness.v1.SetPermissionModeRequest\x1a*.agentharness.v1.SetPermissionModeResponse\x12s\n" +
 	"\x14SetMaxThinkingTokens\x12,.agentharness.v1.SetMaxThinkingTokensRequest\x1a-.agentharness.v1.SetMaxThinkingTokensResponse\x12X\n" +
-	"\vRewindFiles\x12#.agentharness.v1.RewindFilesRequest\x1a$.agentharness.v1.RewindFilesResponseBNZLgithub.com/agent-harness/agent-harness/gen/go/agentharness/v1;agentharnessv1b\x06proto3"
+	"\vRewindFiles\x12#.agentharness.v1.RewindFilesRequest\x1a$.agentharness.v1.RewindFilesResponse\x12^\n" +
+	"\rDeleteSession\x12%.agentharness.v1.DeleteSessionRequest\x1a&.agentharness.v1.DeleteSessionResponseBNZLgithub.com/agent-harness/agent-harness/gen/go/agentharness/v1;agentharnessv1b\x06proto3"
 
 var (
 	file_agentharness_v1_session_service_proto_rawDescOnce sync.Once
@@ -2987,7 +3085,7 @@ func file_agentharness_v1_session_service_proto_rawDescGZIP() []byte {
 }
 
 var file_agentharness_v1_session_service_proto_enumTypes = make([]protoimpl.EnumInfo, 3)
-var file_agentharness_v1_session_service_proto_msgTypes = make([]protoimpl.MessageInfo, 37)
+var file_agentharness_v1_session_service_proto_msgTypes = make([]protoimpl.MessageInfo, 39)
 var file_agentharness_v1_session_service_proto_goTypes = []any{
 	(DeltaBlockType)(0),                  // 0: agentharness.v1.DeltaBlockType
 	(SessionStatus)(0),                   // 1: agentharness.v1.SessionStatus
@@ -3029,32 +3127,34 @@ var file_agentharness_v1_session_service_proto_goTypes = []any{
 	(*SetMaxThinkingTokensResponse)(nil), // 37: agentharness.v1.SetMaxThinkingTokensResponse
 	(*RewindFilesRequest)(nil),           // 38: agentharness.v1.RewindFilesRequest
 	(*RewindFilesResponse)(nil),          // 39: agentharness.v1.RewindFilesResponse
-	(*StartConfig)(nil),                  // 40: agentharness.v1.StartConfig
-	(*structpb.Struct)(nil),              // 41: google.protobuf.Struct
-	(*Event)(nil),                        // 42: agentharness.v1.Event
-	(SettingApplied)(0),                  // 43: agentharness.v1.SettingApplied
+	(*DeleteSessionRequest)(nil),         // 40: agentharness.v1.DeleteSessionRequest
+	(*DeleteSessionResponse)(nil),        // 41: agentharness.v1.DeleteSessionResponse
+	(*StartConfig)(nil),                  // 42: agentharness.v1.StartConfig
+	(*structpb.Struct)(nil),              // 43: google.protobuf.Struct
+	(*Event)(nil),                        // 44: agentharness.v1.Event
+	(SettingApplied)(0),                  // 45: agentharness.v1.SettingApplied
 }
 var file_agentharness_v1_session_service_proto_depIdxs = []int32{
-	40, // 0: agentharness.v1.StartRequest.config:type_name -> agentharness.v1.StartConfig
-	41, // 1: agentharness.v1.SendRequest.content_blocks:type_name -> google.protobuf.Struct
+	42, // 0: agentharness.v1.StartRequest.config:type_name -> agentharness.v1.StartConfig
+	43, // 1: agentharness.v1.SendRequest.content_blocks:type_name -> google.protobuf.Struct
 	12, // 2: agentharness.v1.SubscribeResponse.replay:type_name -> agentharness.v1.ReplayStart
-	42, // 3: agentharness.v1.SubscribeResponse.event:type_name -> agentharness.v1.Event
+	44, // 3: agentharness.v1.SubscribeResponse.event:type_name -> agentharness.v1.Event
 	13, // 4: agentharness.v1.SubscribeResponse.caught_up:type_name -> agentharness.v1.CaughtUp
 	14, // 5: agentharness.v1.SubscribeResponse.heartbeat:type_name -> agentharness.v1.Heartbeat
 	11, // 6: agentharness.v1.SubscribeResponse.delta:type_name -> agentharness.v1.Delta
 	0,  // 7: agentharness.v1.Delta.block_type:type_name -> agentharness.v1.DeltaBlockType
-	42, // 8: agentharness.v1.HistoryResponse.events:type_name -> agentharness.v1.Event
-	41, // 9: agentharness.v1.RespondPermissionRequest.updated_input:type_name -> google.protobuf.Struct
+	44, // 8: agentharness.v1.HistoryResponse.events:type_name -> agentharness.v1.Event
+	43, // 9: agentharness.v1.RespondPermissionRequest.updated_input:type_name -> google.protobuf.Struct
 	1,  // 10: agentharness.v1.Session.status:type_name -> agentharness.v1.SessionStatus
 	19, // 11: agentharness.v1.Session.usage:type_name -> agentharness.v1.SessionUsage
 	20, // 12: agentharness.v1.GetSessionResponse.session:type_name -> agentharness.v1.Session
 	20, // 13: agentharness.v1.ListSessionsResponse.sessions:type_name -> agentharness.v1.Session
 	2,  // 14: agentharness.v1.ReadFullEventRequest.part:type_name -> agentharness.v1.FullEventPart
 	30, // 15: agentharness.v1.GetContextUsageResponse.categories:type_name -> agentharness.v1.ContextCategory
-	41, // 16: agentharness.v1.GetContextUsageResponse.raw:type_name -> google.protobuf.Struct
-	43, // 17: agentharness.v1.SetModelResponse.applied:type_name -> agentharness.v1.SettingApplied
-	43, // 18: agentharness.v1.SetPermissionModeResponse.applied:type_name -> agentharness.v1.SettingApplied
-	43, // 19: agentharness.v1.SetMaxThinkingTokensResponse.applied:type_name -> agentharness.v1.SettingApplied
+	43, // 16: agentharness.v1.GetContextUsageResponse.raw:type_name -> google.protobuf.Struct
+	45, // 17: agentharness.v1.SetModelResponse.applied:type_name -> agentharness.v1.SettingApplied
+	45, // 18: agentharness.v1.SetPermissionModeResponse.applied:type_name -> agentharness.v1.SettingApplied
+	45, // 19: agentharness.v1.SetMaxThinkingTokensResponse.applied:type_name -> agentharness.v1.SettingApplied
 	3,  // 20: agentharness.v1.SessionService.Start:input_type -> agentharness.v1.StartRequest
 	5,  // 21: agentharness.v1.SessionService.Send:input_type -> agentharness.v1.SendRequest
 	7,  // 22: agentharness.v1.SessionService.Stop:input_type -> agentharness.v1.StopRequest
@@ -3070,23 +3170,25 @@ var file_agentharness_v1_session_service_proto_depIdxs = []int32{
 	34, // 32: agentharness.v1.SessionService.SetPermissionMode:input_type -> agentharness.v1.SetPermissionModeRequest
 	36, // 33: agentharness.v1.SessionService.SetMaxThinkingTokens:input_type -> agentharness.v1.SetMaxThinkingTokensRequest
 	38, // 34: agentharness.v1.SessionService.RewindFiles:input_type -> agentharness.v1.RewindFilesRequest
-	4,  // 35: agentharness.v1.SessionService.Start:output_type -> agentharness.v1.StartResponse
-	6,  // 36: agentharness.v1.SessionService.Send:output_type -> agentharness.v1.SendResponse
-	8,  // 37: agentharness.v1.SessionService.Stop:output_type -> agentharness.v1.StopResponse
-	10, // 38: agentharness.v1.SessionService.Subscribe:output_type -> agentharness.v1.SubscribeResponse
-	16, // 39: agentharness.v1.SessionService.History:output_type -> agentharness.v1.HistoryResponse
-	18, // 40: agentharness.v1.SessionService.RespondPermission:output_type -> agentharness.v1.RespondPermissionResponse
-	22, // 41: agentharness.v1.SessionService.GetSession:output_type -> agentharness.v1.GetSessionResponse
-	24, // 42: agentharness.v1.SessionService.ListSessions:output_type -> agentharness.v1.ListSessionsResponse
-	26, // 43: agentharness.v1.SessionService.ReadFullEvent:output_type -> agentharness.v1.ReadFullEventResponse
-	28, // 44: agentharness.v1.SessionService.StopTask:output_type -> agentharness.v1.StopTaskResponse
-	31, // 45: agentharness.v1.SessionService.GetContextUsage:output_type -> agentharness.v1.GetContextUsageResponse
-	33, // 46: agentharness.v1.SessionService.SetModel:output_type -> agentharness.v1.SetModelResponse
-	35, // 47: agentharness.v1.SessionService.SetPermissionMode:output_type -> agentharness.v1.SetPermissionModeResponse
-	37, // 48: agentharness.v1.SessionService.SetMaxThinkingTokens:output_type -> agentharness.v1.SetMaxThinkingTokensResponse
-	39, // 49: agentharness.v1.SessionService.RewindFiles:output_type -> agentharness.v1.RewindFilesResponse
-	35, // [35:50] is the sub-list for method output_type
-	20, // [20:35] is the sub-list for method input_type
+	40, // 35: agentharness.v1.SessionService.DeleteSession:input_type -> agentharness.v1.DeleteSessionRequest
+	4,  // 36: agentharness.v1.SessionService.Start:output_type -> agentharness.v1.StartResponse
+	6,  // 37: agentharness.v1.SessionService.Send:output_type -> agentharness.v1.SendResponse
+	8,  // 38: agentharness.v1.SessionService.Stop:output_type -> agentharness.v1.StopResponse
+	10, // 39: agentharness.v1.SessionService.Subscribe:output_type -> agentharness.v1.SubscribeResponse
+	16, // 40: agentharness.v1.SessionService.History:output_type -> agentharness.v1.HistoryResponse
+	18, // 41: agentharness.v1.SessionService.RespondPermission:output_type -> agentharness.v1.RespondPermissionResponse
+	22, // 42: agentharness.v1.SessionService.GetSession:output_type -> agentharness.v1.GetSessionResponse
+	24, // 43: agentharness.v1.SessionService.ListSessions:output_type -> agentharness.v1.ListSessionsResponse
+	26, // 44: agentharness.v1.SessionService.ReadFullEvent:output_type -> agentharness.v1.ReadFullEventResponse
+	28, // 45: agentharness.v1.SessionService.StopTask:output_type -> agentharness.v1.StopTaskResponse
+	31, // 46: agentharness.v1.SessionService.GetContextUsage:output_type -> agentharness.v1.GetContextUsageResponse
+	33, // 47: agentharness.v1.SessionService.SetModel:output_type -> agentharness.v1.SetModelResponse
+	35, // 48: agentharness.v1.SessionService.SetPermissionMode:output_type -> agentharness.v1.SetPermissionModeResponse
+	37, // 49: agentharness.v1.SessionService.SetMaxThinkingTokens:output_type -> agentharness.v1.SetMaxThinkingTokensResponse
+	39, // 50: agentharness.v1.SessionService.RewindFiles:output_type -> agentharness.v1.RewindFilesResponse
+	41, // 51: agentharness.v1.SessionService.DeleteSession:output_type -> agentharness.v1.DeleteSessionResponse
+	36, // [36:52] is the sub-list for method output_type
+	20, // [20:36] is the sub-list for method input_type
 	20, // [20:20] is the sub-list for extension type_name
 	20, // [20:20] is the sub-list for extension extendee
 	0,  // [0:20] is the sub-list for field type_name
@@ -3113,7 +3215,7 @@ func file_agentharness_v1_session_service_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_agentharness_v1_session_service_proto_rawDesc), len(file_agentharness_v1_session_service_proto_rawDesc)),
 			NumEnums:      3,
-			NumMessages:   37,
+			NumMessages:   39,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -41,6 +41,7 @@ const (
 	SessionService_SetPermissionMode_FullMethodName    = "/agentharness.v1.SessionService/SetPermissionMode"
 	SessionService_SetMaxThinkingTokens_FullMethodName = "/agentharness.v1.SessionService/SetMaxThinkingTokens"
 	SessionService_RewindFiles_FullMethodName          = "/agentharness.v1.SessionService/RewindFiles"
+	SessionService_DeleteSession_FullMethodName        = "/agentharness.v1.SessionService/DeleteSession"
 )
 
 // SessionServiceClient is the client API for SessionService service.
@@ -107,6 +108,13 @@ type SessionServiceClient interface {
 	// prompt (`run_start{trigger: "control"}`): the CLI keeps its checkpoints
 	// in its transcript. Recorded as a files_rewound event (not for a dry run).
 	RewindFiles(ctx context.Context, in *RewindFilesRequest, opts ...grpc.CallOption) (*RewindFilesResponse, error)
+	// Deletes a session: stops its live run (the stop ladder; its run_end is
+	// recorded first), then removes its log, receipts and stored state. Open
+	// Subscribe streams of the session send the events they still hold in
+	// memory and end with NOT_FOUND "session deleted"; a ReadFullEvent
+	// already streaming finishes. A later Start with the same id creates a
+	// new session. NOT_FOUND for an unknown session.
+	DeleteSession(ctx context.Context, in *DeleteSessionRequest, opts ...grpc.CallOption) (*DeleteSessionResponse, error)
 }
 
 type sessionServiceClient struct {
@@ -285,6 +293,16 @@ func (c *sessionServiceClient) RewindFiles(ctx context.Context, in *RewindFilesR
 	return out, nil
 }
 
+func (c *sessionServiceClient) DeleteSession(ctx context.Context, in *DeleteSessionRequest, opts ...grpc.CallOption) (*DeleteSessionResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(DeleteSessionResponse)
+	err := c.cc.Invoke(ctx, SessionService_DeleteSession_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // SessionServiceServer is the server API for SessionService service.
 // All implementations must embed UnimplementedSessionServiceServer
 // for forward compatibility.
@@ -349,6 +367,13 @@ type SessionServiceServer interface {
 	// prompt (`run_start{trigger: "control"}`): the CLI keeps its checkpoints
 	// in its transcript. Recorded as a files_rewound event (not for a dry run).
 	RewindFiles(context.Context, *RewindFilesRequest) (*RewindFilesResponse, error)
+	// Deletes a session: stops its live run (the stop ladder; its run_end is
+	// recorded first), then removes its log, receipts and stored state. Open
+	// Subscribe streams of the session send the events they still hold in
+	// memory and end with NOT_FOUND "session deleted"; a ReadFullEvent
+	// already streaming finishes. A later Start with the same id creates a
+	// new session. NOT_FOUND for an unknown session.
+	DeleteSession(context.Context, *DeleteSessionRequest) (*DeleteSessionResponse, error)
 	mustEmbedUnimplementedSessionServiceServer()
 }
 
@@ -403,6 +428,9 @@ func (UnimplementedSessionServiceServer) SetMaxThinkingTokens(context.Context, *
 }
 func (UnimplementedSessionServiceServer) RewindFiles(context.Context, *RewindFilesRequest) (*RewindFilesResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method RewindFiles not implemented")
+}
+func (UnimplementedSessionServiceServer) DeleteSession(context.Context, *DeleteSessionRequest) (*DeleteSessionResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method DeleteSession not implemented")
 }
 func (UnimplementedSessionServiceServer) mustEmbedUnimplementedSessionServiceServer() {}
 func (UnimplementedSessionServiceServer) testEmbeddedByValue()                        {}
@@ -681,6 +709,24 @@ func _SessionService_RewindFiles_Handler(srv interface{}, ctx context.Context, d
 	return interceptor(ctx, in, info, handler)
 }
 
+func _SessionService_DeleteSession_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(DeleteSessionRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(SessionServiceServer).DeleteSession(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: SessionService_DeleteSession_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(SessionServiceServer).DeleteSession(ctx, req.(*DeleteSessionRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // SessionService_ServiceDesc is the grpc.ServiceDesc for SessionService service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -739,6 +785,10 @@ var SessionService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "RewindFiles",
 			Handler:    _SessionService_RewindFiles_Handler,
+		},
+		{
+			MethodName: "DeleteSession",
+			Handler:    _SessionService_DeleteSession_Handler,
 		},
 	},
 	Streams: []grpc.StreamDesc{

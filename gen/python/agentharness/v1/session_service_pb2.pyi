@@ -425,3 +425,15 @@ class RewindFilesResponse(_message.Message):
     deletions: int
     seq: int
     def __init__(self, files_changed: _Optional[_Iterable[str]] = ..., insertions: _Optional[int] = ..., deletions: _Optional[int] = ..., seq: _Optional[int] = ...) -> None: ...
+
+class DeleteSessionRequest(_message.Message):
+    __slots__ = ("session_id", "idempotency_key")
+    SESSION_ID_FIELD_NUMBER: _ClassVar[int]
+    IDEMPOTENCY_KEY_FIELD_NUMBER: _ClassVar[int]
+    session_id: str
+    idempotency_key: str
+    def __init__(self, session_id: _Optional[str] = ..., idempotency_key: _Optional[str] = ...) -> None: ...
+
+class DeleteSessionResponse(_message.Message):
+    __slots__ = ()
+    def __init__(self) -> None: ...

@@ -115,6 +115,11 @@ class SessionServiceStub:
                 request_serializer=agentharness_dot_v1_dot_session__service__pb2.RewindFilesRequest.SerializeToString,
                 response_deserializer=agentharness_dot_v1_dot_session__service__pb2.RewindFilesResponse.FromString,
                 _registered_method=True)
+        self.DeleteSession = channel.unary_unary(
+                '/agentharness.v1.SessionService/DeleteSession',
+                request_serializer=agentharness_dot_v1_dot_session__service__pb2.DeleteSessionRequest.SerializeToString,
+                response_deserializer=agentharness_dot_v1_dot_session__service__pb2.DeleteSessionResponse.FromString,
+                _registered_method=True)
 
 
 class SessionServiceServicer:
@@ -254,6 +259,18 @@ class SessionServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def DeleteSession(self, request, context):
+        """Deletes a session: stops its live run (the stop ladder; its run_end is
+        recorded first), then removes its log, receipts and stored state. Open
+        Subscribe streams of the session send the events they still hold in
+        memory and end with NOT_FOUND "session deleted"; a ReadFullEvent
+        already streaming finishes. A later Start with the same id creates a
+        new session. NOT_FOUND for an unknown session.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_SessionServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -331,6 +348,11 @@ def add_SessionServiceServicer_to_server(servicer, server):
                     servicer.RewindFiles,
                     request_deserializer=agentharness_dot_v1_dot_session__service__pb2.RewindFilesRequest.FromString,
                     response_serializer=agentharness_dot_v1_dot_session__service__pb2.RewindFilesResponse.SerializeToString,
+            ),
+            'DeleteSession': grpc.unary_unary_rpc_method_handler(
+                    servicer.DeleteSession,
+                    request_deserializer=agentharness_dot_v1_dot_session__service__pb2.DeleteSessionRequest.FromString,
+                    response_serializer=agentharness_dot_v1_dot_session__service__pb2.DeleteSessionResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -744,6 +766,33 @@ class SessionService:
             '/agentharness.v1.SessionService/RewindFiles',
             agentharness_dot_v1_dot_session__service__pb2.RewindFilesRequest.SerializeToString,
             agentharness_dot_v1_dot_session__service__pb2.RewindFilesResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def DeleteSession(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/agentharness.v1.SessionService/DeleteSession',
+            agentharness_dot_v1_dot_session__service__pb2.DeleteSessionRequest.SerializeToString,
+            agentharness_dot_v1_dot_session__service__pb2.DeleteSessionResponse.FromString,
             options,
             channel_credentials,
             insecure,

@@ -202,6 +202,7 @@ impl Run {
             return (R::Error, "storage");
         }
         match self.ladder.cause() {
+            Some(Cause::Shutdown) if self.deleting => (R::Stopped, "delete"),
             Some(Cause::Shutdown) => (R::ServerRestart, "shutdown"),
             Some(Cause::User) => (R::Stopped, "process"),
             Some(Cause::Idle) => (R::IdleTimeout, "process"),

@@ -90,6 +90,9 @@ pub(super) enum RunCmd {
     },
     /// The server is shutting down: end the process.
     Shutdown,
+    /// The session is being deleted: end the process the way shutdown
+    /// does; its run_end says STOPPED, source "delete".
+    Delete,
 }
 
 /// Why a write was not delivered.
@@ -171,6 +174,8 @@ pub(super) struct Run {
     /// Recorded control requests that timed out: what to record if the CLI
     /// still answers success.
     late_records: HashMap<String, Payload>,
+    /// Ended because its session is being deleted (decides the run_end).
+    deleting: bool,
 }
 
 impl Run {
@@ -214,6 +219,7 @@ impl Run {
             partial_dropped: 0,
             controls: HashMap::new(),
             late_records: HashMap::new(),
+            deleting: false,
         }
     }
 
@@ -577,7 +583,11 @@ impl Run {
                 record,
                 reply,
             } => self.send_control(request, record, reply).await,
-            RunCmd::Shutdown => self.shutdown().await,
+            RunCmd::Shutdown => self.shutdown("shutdown").await,
+            RunCmd::Delete => {
+                self.deleting = true;
+                self.shutdown("delete").await;
+            }
         }
     }
 
@@ -662,12 +672,14 @@ impl Run {
         }
     }
 
-    async fn shutdown(&mut self) {
+    /// Ends the process (SIGINT, then the rest of the ladder), after a
+    /// stop_requested naming `source`.
+    async fn shutdown(&mut self, source: &str) {
         if self.ladder.cause() == Some(Cause::Shutdown) {
             return;
         }
         self.append_one(Payload::StopRequested(pb::StopRequested {
-            source: "shutdown".into(),
+            source: source.into(),
         }))
         .await;
         self.step(Input::Shutdown, Instant::now());
