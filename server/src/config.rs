@@ -277,6 +277,11 @@ pub struct ServeConfig {
     #[arg(long, env = "AGENT_HARNESS_MAX_STREAMS", default_value_t = DEFAULT_MAX_STREAMS)]
     pub max_streams: usize,
 
+    /// Most connections open at once (TLS handshakes included); one more
+    /// is closed at once and counted in the metrics.
+    #[arg(long, env = "AGENT_HARNESS_MAX_CONNECTIONS", default_value_t = crate::connections::DEFAULT_MAX_CONNECTIONS)]
+    pub max_connections: usize,
+
     /// How long the receipt of a call carrying an `idempotency_key` is kept
     /// (on disk, across restarts): a repeat within it returns the first
     /// response and does nothing. At least 10m.
@@ -336,6 +341,7 @@ impl Default for ServeConfig {
             tls_key: None,
             max_live_runs: DEFAULT_MAX_LIVE_RUNS,
             max_streams: DEFAULT_MAX_STREAMS,
+            max_connections: crate::connections::DEFAULT_MAX_CONNECTIONS,
             idempotency_ttl: crate::manager::receipts::DEFAULT_IDEMPOTENCY_TTL,
             no_metrics: false,
             no_ui: false,

@@ -10,10 +10,15 @@
 //! translation → request size limit → the services, each wrapped in the
 //! auth interceptor.
 //!
+//! Connections are accepted and served by [`crate::connections`] (the cap
+//! on connections, header and idle timeouts, HTTP/2 pings), which hands
+//! every request to these layers.
+//!
 //! Shutdown order: the shutdown future resolves → health goes NOT_SERVING →
 //! every live run is stopped and gets its run_end (SERVER_RESTART, source
 //! "shutdown"), which subscribers still receive → Subscribe streams end →
-//! tonic stops accepting and drains → the log flushes and closes.
+//! the server stops accepting and drains its connections → the log flushes
+//! and closes.
 
 use std::future::Future;
 use std::net::SocketAddr;
@@ -26,7 +31,8 @@ use tokio::net::TcpListener;
 use tokio_rustls::TlsAcceptor;
 use tokio_util::sync::CancellationToken;
 use tonic::service::interceptor::InterceptedService;
-use tonic::transport::Server;
+use tonic::service::{RecoverErrorLayer, Routes};
+use tower::ServiceExt;
 
 use crate::access::{AccessLayer, AccessPolicy, cors_layer};
 use crate::adapter::ProcessAdapter;
@@ -35,6 +41,7 @@ use crate::adapter::claude::{ClaudeCliAdapter, ClaudeInteractiveAdapter, ClaudeO
 use crate::auth::{self, AuthInterceptor};
 use crate::body_limit::RequestLimitLayer;
 use crate::config::{AdapterKind, ServeConfig};
+use crate::connections::{ConnectionLimits, ConnectionStats, HttpService};
 use crate::error::{Error, Result};
 use crate::log::{EventLogs, LogOptions};
 use crate::manager::{ManagerOptions, SessionManager};
@@ -61,6 +68,8 @@ pub struct ServeOptions {
     pub metrics: bool,
     /// Serve the web console at `/` ([`crate::web`]); `--no-ui` turns it off.
     pub ui: bool,
+    /// The cap on connections and their timeouts ([`crate::connections`]).
+    pub connections: ConnectionLimits,
 }
 
 impl std::fmt::Debug for ServeOptions {
@@ -74,6 +83,7 @@ impl std::fmt::Debug for ServeOptions {
             .field("max_streams", &self.max_streams)
             .field("metrics", &self.metrics)
             .field("ui", &self.ui)
+            .field("connections", &self.connections)
             .finish()
     }
 }
@@ -88,6 +98,7 @@ impl Default for ServeOptions {
             max_streams: crate::config::DEFAULT_MAX_STREAMS,
             metrics: true,
             ui: true,
+            connections: ConnectionLimits::default(),
         }
     }
 }
@@ -109,6 +120,11 @@ pub fn serve_options(config: &ServeConfig) -> Result<ServeOptions> {
         Some(config.listen),
     )?;
     check_max_event_bytes(config.max_event_bytes)?;
+    if config.max_connections == 0 {
+        return Err(Error::Config(
+            "--max-connections 0 would refuse every connection".into(),
+        ));
+    }
     let tls = match (&config.tls_cert, &config.tls_key) {
         (Some(cert), Some(key)) => Some(crate::listen::tls_acceptor(cert, key)?),
         (None, None) => None,
@@ -136,6 +152,10 @@ pub fn serve_options(config: &ServeConfig) -> Result<ServeOptions> {
         max_streams: config.max_streams,
         metrics: !config.no_metrics,
         ui: !config.no_ui,
+        connections: ConnectionLimits {
+            max_connections: config.max_connections,
+            ..ConnectionLimits::default()
+        },
     })
 }
 
@@ -254,9 +274,10 @@ pub async fn serve_on(
     let streams = CancellationToken::new();
     let auth = AuthInterceptor::new(opts.auth_token.clone());
     let rpc = Rpc::new(manager.clone(), streams.clone()).with_max_streams(opts.max_streams);
-    let metrics = opts
-        .metrics
-        .then(|| crate::metrics::Source::new(manager.clone(), rpc.clone()));
+    let connection_stats = Arc::new(ConnectionStats::default());
+    let metrics = opts.metrics.then(|| {
+        crate::metrics::Source::new(manager.clone(), rpc.clone(), connection_stats.clone())
+    });
     let session_service = SessionServiceServer::new(rpc)
         .max_decoding_message_size(opts.max_request_bytes)
         // Every response is built under 4 MiB (events are cut to their
@@ -322,37 +343,41 @@ pub async fn serve_on(
         ui = opts.ui,
         "serving gRPC and grpc-web"
     );
-    let router = Server::builder()
-        .accept_http1(true)
-        .http2_keepalive_interval(Some(Duration::from_secs(30)))
+    let routes = Routes::new(InterceptedService::new(session_service, auth.clone()))
+        .add_service(InterceptedService::new(health_service, auth.clone()))
+        .add_service(InterceptedService::new(reflection_v1, auth.clone()))
+        .add_service(InterceptedService::new(reflection_v1alpha, auth.clone()))
+        .prepare();
+    let service = tower::ServiceBuilder::new()
+        // As tonic's own server: an error of a layer becomes a gRPC status.
+        .layer(RecoverErrorLayer::new())
         .layer(AccessLayer::new(opts.access.clone()))
-        .layer(PlainLayer::new(Scrape::new(metrics, auth.clone())))
+        .layer(PlainLayer::new(Scrape::new(metrics, auth)))
         .layer(PlainLayer::new(Console::new(opts.ui)))
         .layer(cors_layer(opts.access.clone()))
         .layer(tonic_web::GrpcWebLayer::new())
         .layer(RequestLimitLayer::new(opts.max_request_bytes))
-        .add_service(InterceptedService::new(session_service, auth.clone()))
-        .add_service(InterceptedService::new(health_service, auth.clone()))
-        .add_service(InterceptedService::new(reflection_v1, auth.clone()))
-        .add_service(InterceptedService::new(reflection_v1alpha, auth));
-    let accepting = CancellationToken::new();
-    let result = match opts.tls {
-        Some(acceptor) => {
-            let incoming = crate::listen::tls(listener, acceptor, accepting.clone());
-            router.serve_with_incoming_shutdown(incoming, signal).await
-        }
-        None => {
-            let incoming = crate::listen::plain(listener, accepting.clone());
-            router.serve_with_incoming_shutdown(incoming, signal).await
-        }
-    };
-    accepting.cancel();
+        .service(routes);
+    let service: HttpService = tower::util::BoxCloneService::new(
+        ServiceExt::<http::Request<tonic::body::Body>>::map_response(service, |resp| {
+            resp.map(tonic::body::Body::new)
+        }),
+    );
+    crate::connections::serve(
+        listener,
+        opts.tls,
+        service,
+        opts.connections,
+        connection_stats,
+        signal,
+    )
+    .await;
     // Whatever ended the server, the runs get their run_end and the log its flush.
     manager.shutdown().await;
     streams.cancel();
     let _ = pruning.await;
     manager.logs().shutdown().await;
-    result.map_err(|e| Error::Internal(format!("server: {e}")))
+    Ok(())
 }
 
 /// How often expired idempotency receipts are deleted.
