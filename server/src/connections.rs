@@ -50,8 +50,7 @@ use tonic::body::Body;
 use tower::ServiceExt as _;
 
 /// What hyper hands every request to: the whole layered router.
-pub type HttpService =
-    tower::util::BoxCloneService<Request<Body>, Response<Body>, tower::BoxError>;
+pub type HttpService = tower::util::BoxCloneService<Request<Body>, Response<Body>, tower::BoxError>;
 
 /// Default of `--max-connections`: under the usual soft limit of 1,024 file
 /// descriptors, leaving room for the store and the CLI processes' pipes,
@@ -251,10 +250,8 @@ impl Connection {
     /// The TLS handshake within its deadline, then [`Connection::serve`].
     async fn handshake(self, acceptor: TlsAcceptor, sock: tokio::net::TcpStream) {
         let peer = self.peer;
-        let handshake = tokio::time::timeout(
-            crate::listen::HANDSHAKE_TIMEOUT,
-            acceptor.accept(sock),
-        );
+        let handshake =
+            tokio::time::timeout(crate::listen::HANDSHAKE_TIMEOUT, acceptor.accept(sock));
         let stream = tokio::select! {
             r = handshake => r,
             () = self.closing.cancelled() => return,

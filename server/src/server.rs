@@ -358,11 +358,12 @@ pub async fn serve_on(
         .layer(tonic_web::GrpcWebLayer::new())
         .layer(RequestLimitLayer::new(opts.max_request_bytes))
         .service(routes);
-    let service: HttpService = tower::util::BoxCloneService::new(
-        ServiceExt::<http::Request<tonic::body::Body>>::map_response(service, |resp| {
-            resp.map(tonic::body::Body::new)
-        }),
-    );
+    let service: HttpService = tower::util::BoxCloneService::new(ServiceExt::<
+        http::Request<tonic::body::Body>,
+    >::map_response(
+        service,
+        |resp| resp.map(tonic::body::Body::new),
+    ));
     crate::connections::serve(
         listener,
         opts.tls,
