@@ -344,6 +344,99 @@ async fn an_http2_connection_without_streams_is_closed_but_a_subscribe_stream_li
     }
 }
 
+#[tokio::test]
+async fn an_http2_peer_that_stops_answering_pings_is_dropped() {
+    let server = TestServer::serving(limited(ConnectionLimits {
+        keepalive_interval: Duration::from_millis(100),
+        keepalive_timeout: SHORT,
+        idle_timeout: LONG,
+        header_read_timeout: LONG,
+        ..ConnectionLimits::default()
+    }))
+    .await;
+    let mut c = server.client().await;
+    start(&mut c, "dead", "hello").await.unwrap();
+    wait_idle(&mut c, "dead").await;
+
+    // A Subscribe stream through a proxy that can play dead: it keeps both
+    // sockets open but stops passing anything on, as a peer whose machine
+    // vanished. The stream is in flight, so only the pings can end it.
+    let proxy = DeadPeerProxy::start(server.addr).await;
+    let channel = tonic::transport::Endpoint::from_shared(format!("http://{}", proxy.addr))
+        .unwrap()
+        .connect()
+        .await
+        .unwrap();
+    let mut via = pb::session_service_client::SessionServiceClient::new(channel);
+    let mut sub = Sub::open(&mut via, "dead", 0).await;
+    // Pings are answered while the peer is alive: the stream outlives
+    // several keep-alive rounds (heartbeats every 500 ms).
+    let mut heartbeats = 0;
+    while heartbeats < 2 {
+        if matches!(sub.next().await.unwrap().kind, Some(Kind::Heartbeat(_))) {
+            heartbeats += 1;
+        }
+    }
+    proxy.play_dead.notify_one();
+    tokio::time::timeout(WAIT, proxy.server_closed)
+        .await
+        .expect("the server drops a connection whose pings go unanswered")
+        .unwrap();
+}
+
+/// A TCP proxy for one connection that can stop passing bytes on while
+/// keeping both sockets open; it then reads (and drops) what the server
+/// sends until the server closes.
+struct DeadPeerProxy {
+    addr: SocketAddr,
+    play_dead: std::sync::Arc<tokio::sync::Notify>,
+    server_closed: tokio::sync::oneshot::Receiver<()>,
+}
+
+impl DeadPeerProxy {
+    async fn start(server: SocketAddr) -> Self {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let play_dead = std::sync::Arc::new(tokio::sync::Notify::new());
+        let (closed_tx, server_closed) = tokio::sync::oneshot::channel();
+        let dead = play_dead.clone();
+        tokio::spawn(async move {
+            let (mut client, _) = listener.accept().await.unwrap();
+            let mut upstream = TcpStream::connect(server).await.unwrap();
+            let (mut c_rd, mut c_wr) = client.split();
+            let (mut u_rd, mut u_wr) = upstream.split();
+            let (mut from_c, mut from_u) = ([0u8; 8192], [0u8; 8192]);
+            loop {
+                tokio::select! {
+                    () = dead.notified() => break,
+                    r = c_rd.read(&mut from_c) => match r {
+                        Ok(n) if n > 0 => u_wr.write_all(&from_c[..n]).await.unwrap(),
+                        _ => return,
+                    },
+                    r = u_rd.read(&mut from_u) => match r {
+                        Ok(n) if n > 0 => c_wr.write_all(&from_u[..n]).await.unwrap(),
+                        _ => return,
+                    },
+                }
+            }
+            loop {
+                match u_rd.read(&mut from_u).await {
+                    Ok(0) | Err(_) => break,
+                    Ok(_) => {}
+                }
+            }
+            let _ = closed_tx.send(());
+            // The client side stays open (and silent) until the test ends.
+            std::future::pending::<()>().await;
+        });
+        Self {
+            addr,
+            play_dead,
+            server_closed,
+        }
+    }
+}
+
 /// Reads the messages of a grpc-web response (binary, chunked) off a raw
 /// HTTP/1.1 connection.
 #[derive(Default)]
@@ -460,6 +553,79 @@ async fn a_host_that_is_not_host_and_port_is_refused() {
         let resp = get_with_hosts(&hosts).await;
         assert!(resp.starts_with("HTTP/1.1 400"), "{hosts:?}: {resp}");
     }
+}
+
+/// One ListSessions call over HTTP/2 to `uri` (its authority becomes
+/// `:authority`), with a `host` header when given; the `grpc-status` of the
+/// answer (trailers-only or in the trailers).
+async fn h2_list(addr: SocketAddr, uri: &str, host: Option<&str>, token: &str) -> Option<i32> {
+    let tcp = TcpStream::connect(addr).await.unwrap();
+    let (mut requests, conn) = h2::client::handshake(tcp).await.unwrap();
+    tokio::spawn(conn);
+    let mut req = http::Request::builder()
+        .method("POST")
+        .uri(uri)
+        .header("content-type", "application/grpc")
+        .header("te", "trailers")
+        .header("authorization", format!("Bearer {token}"));
+    if let Some(h) = host {
+        req = req.header("host", h);
+    }
+    let (resp, mut body) = requests.send_request(req.body(()).unwrap(), false).unwrap();
+    let msg = pb::ListSessionsRequest::default().encode_to_vec();
+    body.send_data(grpc_frame(&msg).into(), true).unwrap();
+    let resp = tokio::time::timeout(WAIT, resp)
+        .await
+        .expect("an answer in time")
+        .unwrap();
+    let status = |h: &http::HeaderMap| {
+        h.get("grpc-status")
+            .map(|v| v.to_str().unwrap().parse().unwrap())
+    };
+    if let Some(s) = status(resp.headers()) {
+        return Some(s);
+    }
+    let mut stream = resp.into_body();
+    while let Some(data) = stream.data().await {
+        let data = data.unwrap();
+        let _ = stream.flow_control().release_capacity(data.len());
+    }
+    let trailers = stream.trailers().await.unwrap().expect("trailers");
+    status(&trailers)
+}
+
+#[tokio::test]
+async fn an_http2_authority_that_is_not_host_and_port_is_refused() {
+    let token = "t0ken";
+    let server = TestServer::serving(ServeOptions {
+        auth_token: Some(token.into()),
+        access: AccessPolicy::new(&[], &["*".into()], true, None).unwrap(),
+        ..ServeOptions::default()
+    })
+    .await;
+    let addr = server.addr;
+    let path = "agentharness.v1.SessionService/ListSessions";
+    let denied = Some(Code::PermissionDenied as i32);
+    assert_eq!(
+        h2_list(addr, &format!("http://{addr}/{path}"), None, token).await,
+        Some(0)
+    );
+    assert_eq!(
+        h2_list(
+            addr,
+            &format!("http://{addr}@evil.example/{path}"),
+            None,
+            token
+        )
+        .await,
+        denied
+    );
+    let other = Some("evil.example");
+    assert_eq!(
+        h2_list(addr, &format!("http://{addr}/{path}"), other, token).await,
+        denied,
+        "a host header that differs from :authority"
+    );
 }
 
 /// The real binary with few file descriptors: once they run out, the
