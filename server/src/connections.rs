@@ -26,8 +26,10 @@
 //!   is done, so a Subscribe stream, which sends heartbeats and nothing
 //!   else, keeps its connection open (gRPC and grpc-web alike).
 //! - **Shutdown.** When the shutdown future resolves the loop stops
-//!   accepting, every connection is closed gracefully, and [`serve`] returns
-//!   once all of them have ended.
+//!   accepting, every connection is closed gracefully (dropped if it has
+//!   not closed [`CLOSE_GRACE`] later, so a peer that stopped reading
+//!   cannot hold the shutdown), and [`serve`] returns once all of them have
+//!   ended.
 
 use std::future::Future;
 use std::net::SocketAddr;
@@ -75,9 +77,9 @@ pub const KEEPALIVE_TIMEOUT: Duration = Duration::from_secs(20);
 /// (431 above it) and the HTTP/2 header list. Every client of this API
 /// sends a few hundred bytes; 32 KiB leaves room for a browser's cookies.
 pub const MAX_HEADER_BYTES: usize = 32 * 1024;
-/// How long a connection closed gracefully for being idle may take to
-/// finish closing (an HTTP/2 peer answering the GOAWAY's ping) before it
-/// is dropped.
+/// How long a connection asked to close (idle, or at shutdown) may take
+/// to finish (a response being written, an HTTP/2 peer answering the
+/// GOAWAY's ping) before it is dropped.
 pub const CLOSE_GRACE: Duration = Duration::from_secs(10);
 /// First wait after a failed accept; it doubles with every failure in a row.
 const ACCEPT_BACKOFF_FIRST: Duration = Duration::from_millis(5);
@@ -280,10 +282,11 @@ impl Connection {
         tokio::pin!(idle);
         let closing = self.closing.cancelled();
         tokio::pin!(closing);
-        let mut closed = false;
+        // Set once the connection is asked to close (idle, or the server
+        // shutting down): how long it may take before it is dropped.
         let deadline = tokio::time::sleep(Duration::MAX);
         tokio::pin!(deadline);
-        let mut forced = false;
+        let mut asked_to_close = false;
         loop {
             tokio::select! {
                 r = conn.as_mut() => {
@@ -292,23 +295,20 @@ impl Connection {
                     }
                     return;
                 }
-                () = &mut idle, if !closed => {
+                () = &mut idle, if !asked_to_close => {
                     tracing::debug!(peer = %self.peer, "idle connection closed");
-                    conn.as_mut().graceful_shutdown();
-                    closed = true;
-                    forced = true;
-                    let at = tokio::time::Instant::now() + self.limits.close_grace;
-                    deadline.as_mut().reset(at);
                 }
-                () = &mut closing, if !closed => {
-                    conn.as_mut().graceful_shutdown();
-                    closed = true;
-                }
-                () = &mut deadline, if forced => {
+                () = &mut closing, if !asked_to_close => {}
+                () = &mut deadline, if asked_to_close => {
                     tracing::debug!(peer = %self.peer, "connection dropped: did not close in time");
                     return;
                 }
             }
+            // The idle timer or the shutdown fired.
+            conn.as_mut().graceful_shutdown();
+            asked_to_close = true;
+            let at = tokio::time::Instant::now() + self.limits.close_grace;
+            deadline.as_mut().reset(at);
         }
     }
 }

@@ -344,6 +344,57 @@ async fn an_http2_connection_without_streams_is_closed_but_a_subscribe_stream_li
     }
 }
 
+/// An idle HTTP/2 connection gets a GOAWAY and a ping; a peer that never
+/// answers cannot keep it half-closed: it is dropped after the close grace
+/// (the keep-alive pings, which would also end it, are off here).
+#[tokio::test]
+async fn an_idle_connection_that_does_not_finish_closing_is_dropped() {
+    let server = TestServer::serving(limited(ConnectionLimits {
+        idle_timeout: SHORT,
+        close_grace: SHORT,
+        keepalive_interval: LONG,
+        header_read_timeout: LONG,
+        ..ConnectionLimits::default()
+    }))
+    .await;
+    let mut tcp = TcpStream::connect(server.addr).await.unwrap();
+    // The client preface and an empty SETTINGS frame; then it reads
+    // whatever comes and never answers.
+    tcp.write_all(b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n\0\0\0\x04\0\0\0\0\0")
+        .await
+        .unwrap();
+    let got = until_closed(&mut tcp).await;
+    // The server's frames came: its SETTINGS first (type 4 on stream 0).
+    assert_eq!(got.get(3), Some(&4), "{got:?}");
+}
+
+/// The same peer at shutdown: the server asks it to close, and drops it
+/// after the close grace instead of waiting for it forever.
+#[tokio::test]
+async fn a_peer_that_never_answers_cannot_hold_the_shutdown() {
+    let server = TestServer::serving(limited(ConnectionLimits {
+        close_grace: SHORT,
+        idle_timeout: LONG,
+        keepalive_interval: LONG,
+        header_read_timeout: LONG,
+        ..ConnectionLimits::default()
+    }))
+    .await;
+    let mut tcp = TcpStream::connect(server.addr).await.unwrap();
+    tcp.write_all(b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n\0\0\0\x04\0\0\0\0\0")
+        .await
+        .unwrap();
+    // Served: the server's SETTINGS arrive.
+    let mut first = [0u8; 9];
+    tokio::time::timeout(WAIT, tcp.read_exact(&mut first))
+        .await
+        .expect("the server's SETTINGS in time")
+        .unwrap();
+    assert_eq!(first[3], 4, "{first:?}");
+    server.shutdown().await.unwrap();
+    drop(tcp);
+}
+
 #[tokio::test]
 async fn an_http2_peer_that_stops_answering_pings_is_dropped() {
     let server = TestServer::serving(limited(ConnectionLimits {
