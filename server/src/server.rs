@@ -3,7 +3,8 @@
 //! and grpc.health.v1, behind the origin and Host checks, CORS, a request
 //! size limit ([`crate::body_limit`]) and bearer-token auth.
 //!
-//! Layers, outermost first: the origin and Host checks → `GET /metrics`
+//! Layers, outermost first: the client's `grpc-timeout`
+//! ([`crate::deadline`]) → the origin and Host checks → `GET /metrics`
 //! ([`crate::metrics`], token checked like an RPC's) → the web console's
 //! GETs at `/` ([`crate::web`]: files without data, no token) → CORS (answers
 //! preflights, exposes the grpc-* headers to browsers) → grpc-web
@@ -42,6 +43,7 @@ use crate::auth::{self, AuthInterceptor};
 use crate::body_limit::RequestLimitLayer;
 use crate::config::{AdapterKind, ServeConfig};
 use crate::connections::{ConnectionLimits, ConnectionStats, HttpService};
+use crate::deadline::DeadlineLayer;
 use crate::error::{Error, Result};
 use crate::log::{EventLogs, LogOptions};
 use crate::manager::{ManagerOptions, SessionManager};
@@ -349,8 +351,10 @@ pub async fn serve_on(
         .add_service(InterceptedService::new(reflection_v1alpha, auth.clone()))
         .prepare();
     let service = tower::ServiceBuilder::new()
-        // As tonic's own server: an error of a layer becomes a gRPC status.
+        // As tonic's own server: an error of a layer becomes a gRPC status,
+        // and the client's grpc-timeout bounds the wait for a response.
         .layer(RecoverErrorLayer::new())
+        .layer(DeadlineLayer)
         .layer(AccessLayer::new(opts.access.clone()))
         .layer(PlainLayer::new(Scrape::new(metrics, auth)))
         .layer(PlainLayer::new(Console::new(opts.ui)))

@@ -679,6 +679,36 @@ async fn an_http2_authority_that_is_not_host_and_port_is_refused() {
     );
 }
 
+/// A client's `grpc-timeout` still bounds a call, as under tonic's own
+/// serve loop: a unary call whose message never arrives is answered
+/// CANCELLED when the deadline passes.
+#[tokio::test]
+async fn a_call_past_its_grpc_timeout_is_cancelled() {
+    let server = TestServer::start().await;
+    let tcp = TcpStream::connect(server.addr).await.unwrap();
+    let (mut requests, conn) = h2::client::handshake(tcp).await.unwrap();
+    tokio::spawn(conn);
+    let req = http::Request::builder()
+        .method("POST")
+        .uri(format!(
+            "http://{}/agentharness.v1.SessionService/ListSessions",
+            server.addr
+        ))
+        .header("content-type", "application/grpc")
+        .header("te", "trailers")
+        .header("grpc-timeout", "100m")
+        .body(())
+        .unwrap();
+    // The headers go out; the message never does.
+    let (resp, _body) = requests.send_request(req, false).unwrap();
+    let resp = tokio::time::timeout(WAIT, resp)
+        .await
+        .expect("answered when the deadline passes")
+        .unwrap();
+    let status = resp.headers().get("grpc-status").map(|v| v.as_bytes());
+    assert_eq!(status, Some(b"1".as_slice()), "{resp:?}");
+}
+
 /// The real binary with few file descriptors: once they run out, the
 /// accept loop waits between tries (5 ms doubling up to 1 s) instead of
 /// spinning, the connections it holds keep being served, and it accepts
