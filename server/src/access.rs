@@ -19,7 +19,7 @@
 //!   loopback ones plus those listed (`*`: any), and without it any host is
 //!   accepted.
 //! - **Authority syntax.** Whatever the names allowed, a request must name
-//!   exactly one authority: at most one `Host` header, agreeing with
+//!   exactly one authority: one `Host` header or `:authority`, agreeing with
 //!   `:authority` (HTTP/2) or an absolute-form target when both are there,
 //!   in authority form only (`host[:port]`, an IPv6 address in brackets; no
 //!   userinfo, path, query or whitespace; a port 1-65535). Otherwise the
@@ -191,11 +191,11 @@ impl AccessPolicy {
             Ok(authority) => authority,
             Err(why) => return Some(Refusal::Malformed(why)),
         };
-        if !self.host_allowed(authority) {
+        if !self.host_allowed(Some(authority)) {
             return Some(Refusal::Forbidden(format!(
                 "host {:?} is not allowed: without --auth-token-file only loopback names are \
                  accepted (DNS rebinding); with a token, list it with --allowed-host",
-                authority.unwrap_or("")
+                authority
             )));
         }
         None
@@ -211,10 +211,10 @@ enum Refusal {
 }
 
 /// The one authority `req` names: `:authority` (HTTP/2, or an HTTP/1.1
-/// absolute-form target) and the `Host` header, which must not disagree
-/// when both are there; `None` when it names none. An error when `Host`
-/// is repeated, they disagree, or the value is not `host[:port]`.
-fn request_authority<B>(req: &Request<B>) -> std::result::Result<Option<&str>, String> {
+/// absolute-form target) or the `Host` header, which must not disagree
+/// when both are there. An error when it names none, `Host` is repeated,
+/// they disagree, or the value is not `host[:port]`.
+fn request_authority<B>(req: &Request<B>) -> std::result::Result<&str, String> {
     let mut hosts = req.headers().get_all(http::header::HOST).iter();
     let host = hosts.next();
     if hosts.next().is_some() {
@@ -236,10 +236,11 @@ fn request_authority<B>(req: &Request<B>) -> std::result::Result<Option<&str>, S
         (u, h) => u.or(h),
     };
     match authority {
+        None => Err("the request names no host (Host header or :authority)".into()),
         Some(a) if !is_authority_form(a) => Err(format!(
             "host {a:?} is not host[:port] (no user, path, query or spaces; IPv6 in brackets)"
         )),
-        a => Ok(a),
+        Some(a) => Ok(a),
     }
 }
 
@@ -628,6 +629,7 @@ mod tests {
                 .is_none()
         );
         for (uri, hosts) in [
+            ("/x", &[][..]),
             ("/x", &["localhost:1", "localhost:1"][..]),
             ("/x", &["localhost:1", "evil.example"][..]),
             ("http://localhost:1/x", &["evil.example"][..]),

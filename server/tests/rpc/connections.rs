@@ -604,6 +604,8 @@ async fn a_host_that_is_not_host_and_port_is_refused() {
         let resp = get_with_hosts(&hosts).await;
         assert!(resp.starts_with("HTTP/1.1 400"), "{hosts:?}: {resp}");
     }
+    let resp = get_with_hosts(&[]).await;
+    assert!(resp.starts_with("HTTP/1.1 400"), "no Host: {resp}");
 }
 
 /// One ListSessions call over HTTP/2 to `uri` (its authority becomes
