@@ -45,7 +45,7 @@ use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
 use hyper_util::server::conn::auto;
 use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::net::TcpListener;
-use tokio::sync::{Semaphore, watch};
+use tokio::sync::{OwnedSemaphorePermit, Semaphore, watch};
 use tokio_rustls::TlsAcceptor;
 use tokio_util::sync::CancellationToken;
 use tonic::body::Body;
@@ -186,7 +186,7 @@ pub async fn serve(
                 }
             }
         };
-        let Ok(slot) = slots.clone().try_acquire_owned() else {
+        let Ok(permit) = slots.clone().try_acquire_owned() else {
             stats.refused.fetch_add(1, Ordering::Relaxed);
             if !full {
                 tracing::warn!(max, "--max-connections open: closing new connections");
@@ -197,7 +197,7 @@ pub async fn serve(
             continue;
         };
         full = false;
-        stats.open.fetch_add(1, Ordering::Relaxed);
+        let slot = Slot::take(permit, &stats);
         let conn = Connection {
             service: service.clone(),
             http: http.clone(),
@@ -205,14 +205,13 @@ pub async fn serve(
             closing: closing.clone(),
             peer,
         };
-        let (tls, stats) = (tls.clone(), stats.clone());
+        let tls = tls.clone();
         tokio::spawn(async move {
+            let _slot = slot;
             match tls {
                 None => conn.serve(sock).await,
                 Some(acceptor) => conn.handshake(acceptor, sock).await,
             }
-            stats.open.fetch_sub(1, Ordering::Relaxed);
-            drop(slot);
         });
     }
     // New clients are refused by the kernel from here on.
@@ -220,6 +219,29 @@ pub async fn serve(
     closing.cancel();
     // Every connection holds a slot until it has ended.
     let _ = slots.acquire_many(max as u32).await;
+}
+
+/// One of the `--max-connections` places, counted as open until dropped
+/// with its connection's task.
+struct Slot {
+    _permit: OwnedSemaphorePermit,
+    stats: Arc<ConnectionStats>,
+}
+
+impl Slot {
+    fn take(permit: OwnedSemaphorePermit, stats: &Arc<ConnectionStats>) -> Self {
+        stats.open.fetch_add(1, Ordering::Relaxed);
+        Self {
+            _permit: permit,
+            stats: stats.clone(),
+        }
+    }
+}
+
+impl Drop for Slot {
+    fn drop(&mut self) {
+        self.stats.open.fetch_sub(1, Ordering::Relaxed);
+    }
 }
 
 /// The HTTP/1.1 and HTTP/2 settings every connection is served with.
