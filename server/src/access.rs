@@ -18,11 +18,18 @@
 //!   cannot call anyway; `--allowed-host` then restricts the names to the
 //!   loopback ones plus those listed (`*`: any), and without it any host is
 //!   accepted.
+//! - **Authority syntax.** Whatever the names allowed, a request must name
+//!   exactly one authority: one `Host` header or `:authority`, agreeing with
+//!   `:authority` (HTTP/2) or an absolute-form target when both are there,
+//!   in authority form only (`host[:port]`, an IPv6 address in brackets; no
+//!   userinfo, path, query or whitespace; a port 1-65535). Otherwise the
+//!   request is refused before the name is even looked at (400 for a plain
+//!   GET, PERMISSION_DENIED for a call).
 //!
 //! [`AccessLayer`] enforces both; [`cors_layer`] answers preflights for the
 //! allowed origins only.
 
-use std::net::{IpAddr, SocketAddr};
+use std::net::{IpAddr, Ipv6Addr, SocketAddr};
 use std::sync::Arc;
 use std::task::{Context, Poll};
 use std::time::Duration;
@@ -145,9 +152,13 @@ impl AccessPolicy {
     }
 
     /// Whether a request naming `authority` (`Host` / `:authority`) may be
-    /// served; `None` when the request names no host.
+    /// served; `None` when the request names no host. An authority that is
+    /// not `host[:port]` is never allowed.
     pub fn host_allowed(&self, authority: Option<&str>) -> bool {
         let r = &self.inner;
+        if authority.is_some_and(|a| !is_authority_form(a)) {
+            return false;
+        }
         let Some(names) = &r.hosts else {
             return true;
         };
@@ -166,30 +177,105 @@ impl AccessPolicy {
     }
 
     /// Why `req` may not be served, or `None` when it may.
-    fn refusal<B>(&self, req: &Request<B>) -> Option<String> {
+    fn refusal<B>(&self, req: &Request<B>) -> Option<Refusal> {
         if let Some(origin) = req.headers().get(http::header::ORIGIN)
             && !self.origin_allowed(origin.as_bytes())
         {
-            return Some(format!(
+            return Some(Refusal::Forbidden(format!(
                 "origin {:?} is not allowed: serve the page from a loopback origin or start \
                  the server with --allowed-origin",
                 String::from_utf8_lossy(origin.as_bytes())
-            ));
+            )));
         }
-        let authority = req.uri().authority().map(|a| a.as_str()).or_else(|| {
-            req.headers()
-                .get(http::header::HOST)
-                .and_then(|h| h.to_str().ok())
-        });
-        if !self.host_allowed(authority) {
-            return Some(format!(
+        let authority = match request_authority(req) {
+            Ok(authority) => authority,
+            Err(why) => return Some(Refusal::Malformed(why)),
+        };
+        if !self.host_allowed(Some(authority)) {
+            return Some(Refusal::Forbidden(format!(
                 "host {:?} is not allowed: without --auth-token-file only loopback names are \
                  accepted (DNS rebinding); with a token, list it with --allowed-host",
-                authority.unwrap_or("")
-            ));
+                authority
+            )));
         }
         None
     }
+}
+
+/// Why a request is refused.
+enum Refusal {
+    /// Its origin or host is not allowed.
+    Forbidden(String),
+    /// It names no single well-formed authority.
+    Malformed(String),
+}
+
+/// The one authority `req` names: `:authority` (HTTP/2, or an HTTP/1.1
+/// absolute-form target) or the `Host` header, which must not disagree
+/// when both are there. An error when it names none, `Host` is repeated,
+/// they disagree, or the value is not `host[:port]`.
+fn request_authority<B>(req: &Request<B>) -> std::result::Result<&str, String> {
+    let mut hosts = req.headers().get_all(http::header::HOST).iter();
+    let host = hosts.next();
+    if hosts.next().is_some() {
+        return Err("more than one Host header".into());
+    }
+    let host = host
+        .map(|h| {
+            h.to_str()
+                .map_err(|_| "the Host header is not ASCII text".to_string())
+        })
+        .transpose()?;
+    let uri = req.uri().authority().map(|a| a.as_str());
+    let authority = match (uri, host) {
+        (Some(u), Some(h)) if u != h => {
+            return Err(format!(
+                "the Host header {h:?} differs from the request's authority {u:?}"
+            ));
+        }
+        (u, h) => u.or(h),
+    };
+    match authority {
+        None => Err("the request names no host (Host header or :authority)".into()),
+        Some(a) if !is_authority_form(a) => Err(format!(
+            "host {a:?} is not host[:port] (no user, path, query or spaces; IPv6 in brackets)"
+        )),
+        Some(a) => Ok(a),
+    }
+}
+
+/// `host[:port]`: a name or IPv4 address (letters, digits, `.`, `-`, `_`)
+/// or an IPv6 address in brackets, then an optional port 1-65535.
+fn is_authority_form(authority: &str) -> bool {
+    let (host_ok, port) = if let Some(rest) = authority.strip_prefix('[') {
+        let Some((v6, after)) = rest.split_once(']') else {
+            return false;
+        };
+        let port = match after {
+            "" => None,
+            p => match p.strip_prefix(':') {
+                Some(p) => Some(p),
+                None => return false,
+            },
+        };
+        (v6.parse::<Ipv6Addr>().is_ok(), port)
+    } else {
+        let (host, port) = match authority.split_once(':') {
+            Some((h, p)) => (h, Some(p)),
+            None => (authority, None),
+        };
+        let ok = !host.is_empty()
+            && host
+                .bytes()
+                .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'-' | b'_'));
+        (ok, port)
+    };
+    let port_ok = port.is_none_or(|p| {
+        p.len() <= 5
+            && p.bytes().all(|b| b.is_ascii_digit())
+            && p.parse::<u16>().is_ok_and(|n| n > 0)
+    });
+    host_ok && port_ok
 }
 
 /// `scheme://host[:port]` in canonical form: lowercase, no default port, no
@@ -303,31 +389,36 @@ where
     fn call(&mut self, req: Request<B>) -> Self::Future {
         match self.policy.refusal(&req) {
             None => futures::future::Either::Left(self.inner.call(req)),
-            Some(why) => {
+            Some(refusal) => {
+                let (status, why) = match refusal {
+                    Refusal::Forbidden(why) => (http::StatusCode::FORBIDDEN, why),
+                    Refusal::Malformed(why) => (http::StatusCode::BAD_REQUEST, why),
+                };
                 tracing::warn!(
                     method = %req.method(),
                     path = req.uri().path(),
                     reason = %why,
                     "request refused"
                 );
-                futures::future::Either::Right(std::future::ready(Ok(refuse(&req, &why))))
+                futures::future::Either::Right(std::future::ready(Ok(refuse(&req, status, &why))))
             }
         }
     }
 }
 
 /// The refusal: a preflight or a plain GET or HEAD (`/metrics`, the web
-/// console) gets 403 (and no CORS headers); any other request a
-/// trailers-only gRPC PERMISSION_DENIED (HTTP 200 with `grpc-status: 7`),
-/// which native gRPC and grpc-web clients both read from the headers.
-fn refuse<B, R: Default>(req: &Request<B>, why: &str) -> Response<R> {
+/// console) gets `status` (403, or 400 for a malformed Host; no CORS
+/// headers); any other request a trailers-only gRPC PERMISSION_DENIED
+/// (HTTP 200 with `grpc-status: 7`), which native gRPC and grpc-web
+/// clients both read from the headers.
+fn refuse<B, R: Default>(req: &Request<B>, status: http::StatusCode, why: &str) -> Response<R> {
     let mut resp = Response::new(R::default());
     let plain = matches!(
         *req.method(),
         http::Method::GET | http::Method::HEAD | http::Method::OPTIONS
     );
     if plain {
-        *resp.status_mut() = http::StatusCode::FORBIDDEN;
+        *resp.status_mut() = status;
         return resp;
     }
     let content_type = req
@@ -462,7 +553,7 @@ mod tests {
             "127.0.0.1",
             "127.0.0.1:50051",
             "[::1]:50051",
-            "::1",
+            "[::1]",
         ] {
             assert!(p.host_allowed(Some(ok)), "{ok}");
         }
@@ -478,6 +569,78 @@ mod tests {
         }
         assert!(!p.host_allowed(None));
         assert!(AccessPolicy::new(&[], &["ui.example".into()], false, None).is_err());
+    }
+
+    /// Only `host[:port]`, however open the host names are.
+    #[test]
+    fn hosts_must_be_authority_form() {
+        let open = policy(&[], &["*"], true);
+        let loopback = policy(&[], &[], false);
+        for bad in [
+            "127.0.0.1:50051@evil.example",
+            "user@localhost",
+            "127.0.0.1/x",
+            "localhost:50051/",
+            "localhost?x",
+            "localhost#x",
+            "local host",
+            " localhost",
+            "localhost:",
+            "localhost:0",
+            "localhost:65536",
+            "localhost:+80",
+            "localhost:80:80",
+            "::1",
+            "[::1",
+            "[::1]x",
+            "[::1]:",
+            "[evil.example]",
+            "[fe80::1%25eth0]",
+            "",
+        ] {
+            assert!(!is_authority_form(bad), "{bad:?}");
+            assert!(!open.host_allowed(Some(bad)), "{bad:?}");
+            assert!(!loopback.host_allowed(Some(bad)), "{bad:?}");
+        }
+        for ok in [
+            "localhost",
+            "a-b_c.example:443",
+            "127.0.0.1:65535",
+            "[::1]:1",
+        ] {
+            assert!(is_authority_form(ok), "{ok:?}");
+            assert!(open.host_allowed(Some(ok)), "{ok:?}");
+        }
+    }
+
+    #[test]
+    fn one_authority_per_request() {
+        let req = |uri: &str, hosts: &[&str]| {
+            let mut b = Request::builder().uri(uri);
+            for h in hosts {
+                b = b.header(http::header::HOST, *h);
+            }
+            b.body(()).unwrap()
+        };
+        let p = policy(&[], &[], false);
+        assert!(p.refusal(&req("/x", &["localhost:1"])).is_none());
+        assert!(
+            p.refusal(&req("http://localhost:1/x", &["localhost:1"]))
+                .is_none()
+        );
+        for (uri, hosts) in [
+            ("/x", &[][..]),
+            ("/x", &["localhost:1", "localhost:1"][..]),
+            ("/x", &["localhost:1", "evil.example"][..]),
+            ("http://localhost:1/x", &["evil.example"][..]),
+            ("/x", &["127.0.0.1:50051@evil.example"][..]),
+            ("/x", &["127.0.0.1/x"][..]),
+        ] {
+            assert!(
+                matches!(p.refusal(&req(uri, hosts)), Some(Refusal::Malformed(_))),
+                "{uri} {hosts:?}"
+            );
+        }
     }
 
     #[test]

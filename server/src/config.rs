@@ -305,6 +305,10 @@ pub struct ServeConfig {
     /// A conversation another session of this server has stays refused.
     #[arg(long, env = "AGENT_HARNESS_ALLOW_RESUME_IMPORT")]
     pub allow_resume_import: bool,
+    /// Most connections open at once (TLS handshakes included); one more
+    /// is closed at once and counted in the metrics.
+    #[arg(long, env = "AGENT_HARNESS_MAX_CONNECTIONS", default_value_t = crate::connections::DEFAULT_MAX_CONNECTIONS)]
+    pub max_connections: usize,
 
     /// How long the receipt of a call carrying an `idempotency_key` is kept
     /// (on disk, across restarts): a repeat within it returns the first
@@ -369,6 +373,7 @@ impl Default for ServeConfig {
             retention_days: 0,
             max_sessions: 0,
             allow_resume_import: false,
+            max_connections: crate::connections::DEFAULT_MAX_CONNECTIONS,
             idempotency_ttl: crate::manager::receipts::DEFAULT_IDEMPOTENCY_TTL,
             no_metrics: false,
             no_ui: false,

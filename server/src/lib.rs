@@ -15,6 +15,9 @@
 //!   security headers.
 //! - [`record`]: `agent-harness record`, a cassette of the real CLI.
 //! - [`listen`]: accepting connections: TCP_NODELAY, TLS with ALPN h2 and http/1.1.
+//! - [`connections`]: the accept loop and each connection served by hyper: the cap on
+//!   connections, header and idle timeouts, HTTP/2 pings, accept backoff.
+//! - [`deadline`]: a gRPC client's `grpc-timeout`, honoured as tonic's own server did.
 //! - [`rpc`]: the `SessionService` handlers: validate, call the manager, map errors
 //!   (the one `From<Error> for Status`).
 //! - [`launch`]: the launch policy: which args, env and cwd a client may give the CLI.
@@ -40,6 +43,8 @@ pub mod adapter;
 pub mod auth;
 pub mod body_limit;
 pub mod config;
+pub mod connections;
+pub mod deadline;
 pub mod error;
 pub mod launch;
 pub mod listen;

@@ -13,12 +13,14 @@
 //! it) and in front of grpc-web and the services.
 
 use std::fmt::Write as _;
+use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use http::header::HeaderValue;
 use http::{Request, Response, StatusCode};
 
 use crate::auth::AuthInterceptor;
+use crate::connections::ConnectionStats;
 use crate::manager::SessionManager;
 use crate::plain::Responder;
 use crate::rpc::Rpc;
@@ -144,17 +146,24 @@ impl Default for LogMetrics {
 }
 
 /// What a scrape reads: the manager (live runs, and through its log the
-/// log's counters and histograms) and the service (open streams).
+/// log's counters and histograms), the service (open streams) and the
+/// accept loop (connections).
 #[derive(Debug, Clone)]
 pub struct Source {
     manager: SessionManager,
     rpc: Rpc,
+    connections: Arc<ConnectionStats>,
 }
 
 impl Source {
-    /// Metrics of `manager` and of the streams `rpc` holds open.
-    pub fn new(manager: SessionManager, rpc: Rpc) -> Self {
-        Self { manager, rpc }
+    /// Metrics of `manager`, of the streams `rpc` holds open and of the
+    /// connections counted in `connections`.
+    pub fn new(manager: SessionManager, rpc: Rpc, connections: Arc<ConnectionStats>) -> Self {
+        Self {
+            manager,
+            rpc,
+            connections,
+        }
     }
 
     /// Every metric in the text exposition format 0.0.4.
@@ -241,6 +250,21 @@ impl Source {
             "agent_harness_window_bytes",
             "Encoded bytes of those events.",
             stats.window_bytes as u64,
+        );
+        t.gauge(
+            "agent_harness_connections_open",
+            "Connections open now, TLS handshakes included (at most --max-connections).",
+            self.connections.open(),
+        );
+        t.counter(
+            "agent_harness_connections_refused_total",
+            "Connections closed at once because --max-connections were open.",
+            self.connections.refused(),
+        );
+        t.counter(
+            "agent_harness_accept_errors_total",
+            "Failed accepts (e.g. out of file descriptors), each followed by a backoff.",
+            self.connections.accept_errors(),
         );
         t.gauge(
             "agent_harness_storage_ok",

@@ -3,17 +3,23 @@
 //! and grpc.health.v1, behind the origin and Host checks, CORS, a request
 //! size limit ([`crate::body_limit`]) and bearer-token auth.
 //!
-//! Layers, outermost first: the origin and Host checks → `GET /metrics`
+//! Layers, outermost first: the client's `grpc-timeout`
+//! ([`crate::deadline`]) → the origin and Host checks → `GET /metrics`
 //! ([`crate::metrics`], token checked like an RPC's) → the web console's
 //! GETs at `/` ([`crate::web`]: files without data, no token) → CORS (answers
 //! preflights, exposes the grpc-* headers to browsers) → grpc-web
 //! translation → request size limit → the services, each wrapped in the
 //! auth interceptor.
 //!
+//! Connections are accepted and served by [`crate::connections`] (the cap
+//! on connections, header and idle timeouts, HTTP/2 pings), which hands
+//! every request to these layers.
+//!
 //! Shutdown order: the shutdown future resolves → health goes NOT_SERVING →
 //! every live run is stopped and gets its run_end (SERVER_RESTART, source
 //! "shutdown"), which subscribers still receive → Subscribe streams end →
-//! tonic stops accepting and drains → the log flushes and closes.
+//! the server stops accepting and drains its connections → the log flushes
+//! and closes.
 
 use std::future::Future;
 use std::net::SocketAddr;
@@ -26,7 +32,8 @@ use tokio::net::TcpListener;
 use tokio_rustls::TlsAcceptor;
 use tokio_util::sync::CancellationToken;
 use tonic::service::interceptor::InterceptedService;
-use tonic::transport::Server;
+use tonic::service::{RecoverErrorLayer, Routes};
+use tower::ServiceExt;
 
 use crate::access::{AccessLayer, AccessPolicy, cors_layer};
 use crate::adapter::ProcessAdapter;
@@ -35,6 +42,8 @@ use crate::adapter::claude::{ClaudeCliAdapter, ClaudeInteractiveAdapter, ClaudeO
 use crate::auth::{self, AuthInterceptor};
 use crate::body_limit::RequestLimitLayer;
 use crate::config::{AdapterKind, ServeConfig};
+use crate::connections::{ConnectionLimits, ConnectionStats, HttpService};
+use crate::deadline::DeadlineLayer;
 use crate::error::{Error, Result};
 use crate::log::{EventLogs, LogOptions};
 use crate::manager::{ManagerOptions, SessionManager};
@@ -64,6 +73,8 @@ pub struct ServeOptions {
     /// Most sessions one peer may create per minute; 0 (the default here;
     /// `serve` defaults to 60) = unlimited.
     pub max_sessions_per_minute: u32,
+    /// The cap on connections and their timeouts ([`crate::connections`]).
+    pub connections: ConnectionLimits,
 }
 
 impl std::fmt::Debug for ServeOptions {
@@ -78,6 +89,7 @@ impl std::fmt::Debug for ServeOptions {
             .field("metrics", &self.metrics)
             .field("ui", &self.ui)
             .field("max_sessions_per_minute", &self.max_sessions_per_minute)
+            .field("connections", &self.connections)
             .finish()
     }
 }
@@ -93,6 +105,7 @@ impl Default for ServeOptions {
             metrics: true,
             ui: true,
             max_sessions_per_minute: 0,
+            connections: ConnectionLimits::default(),
         }
     }
 }
@@ -114,6 +127,11 @@ pub fn serve_options(config: &ServeConfig) -> Result<ServeOptions> {
         Some(config.listen),
     )?;
     check_max_event_bytes(config.max_event_bytes)?;
+    if config.max_connections == 0 {
+        return Err(Error::Config(
+            "--max-connections 0 would refuse every connection".into(),
+        ));
+    }
     let tls = match (&config.tls_cert, &config.tls_key) {
         (Some(cert), Some(key)) => Some(crate::listen::tls_acceptor(cert, key)?),
         (None, None) => None,
@@ -142,6 +160,10 @@ pub fn serve_options(config: &ServeConfig) -> Result<ServeOptions> {
         metrics: !config.no_metrics,
         ui: !config.no_ui,
         max_sessions_per_minute: config.max_sessions_per_minute,
+        connections: ConnectionLimits {
+            max_connections: config.max_connections,
+            ..ConnectionLimits::default()
+        },
     })
 }
 
@@ -268,9 +290,10 @@ pub async fn serve_on(
     let rpc = Rpc::new(manager.clone(), streams.clone())
         .with_max_streams(opts.max_streams)
         .with_max_sessions_per_minute(opts.max_sessions_per_minute);
-    let metrics = opts
-        .metrics
-        .then(|| crate::metrics::Source::new(manager.clone(), rpc.clone()));
+    let connection_stats = Arc::new(ConnectionStats::default());
+    let metrics = opts.metrics.then(|| {
+        crate::metrics::Source::new(manager.clone(), rpc.clone(), connection_stats.clone())
+    });
     let session_service = SessionServiceServer::new(rpc)
         .max_decoding_message_size(opts.max_request_bytes)
         // Every response is built under 4 MiB (events are cut to their
@@ -337,37 +360,44 @@ pub async fn serve_on(
         ui = opts.ui,
         "serving gRPC and grpc-web"
     );
-    let router = Server::builder()
-        .accept_http1(true)
-        .http2_keepalive_interval(Some(Duration::from_secs(30)))
+    let routes = Routes::new(InterceptedService::new(session_service, auth.clone()))
+        .add_service(InterceptedService::new(health_service, auth.clone()))
+        .add_service(InterceptedService::new(reflection_v1, auth.clone()))
+        .add_service(InterceptedService::new(reflection_v1alpha, auth.clone()))
+        .prepare();
+    let service = tower::ServiceBuilder::new()
+        // As tonic's own server: an error of a layer becomes a gRPC status,
+        // and the client's grpc-timeout bounds the wait for a response.
+        .layer(RecoverErrorLayer::new())
+        .layer(DeadlineLayer)
         .layer(AccessLayer::new(opts.access.clone()))
-        .layer(PlainLayer::new(Scrape::new(metrics, auth.clone())))
+        .layer(PlainLayer::new(Scrape::new(metrics, auth)))
         .layer(PlainLayer::new(Console::new(opts.ui)))
         .layer(cors_layer(opts.access.clone()))
         .layer(tonic_web::GrpcWebLayer::new())
         .layer(RequestLimitLayer::new(opts.max_request_bytes))
-        .add_service(InterceptedService::new(session_service, auth.clone()))
-        .add_service(InterceptedService::new(health_service, auth.clone()))
-        .add_service(InterceptedService::new(reflection_v1, auth.clone()))
-        .add_service(InterceptedService::new(reflection_v1alpha, auth));
-    let accepting = CancellationToken::new();
-    let result = match opts.tls {
-        Some(acceptor) => {
-            let incoming = crate::listen::tls(listener, acceptor, accepting.clone());
-            router.serve_with_incoming_shutdown(incoming, signal).await
-        }
-        None => {
-            let incoming = crate::listen::plain(listener, accepting.clone());
-            router.serve_with_incoming_shutdown(incoming, signal).await
-        }
-    };
-    accepting.cancel();
+        .service(routes);
+    let service: HttpService = tower::util::BoxCloneService::new(ServiceExt::<
+        http::Request<tonic::body::Body>,
+    >::map_response(
+        service,
+        |resp| resp.map(tonic::body::Body::new),
+    ));
+    crate::connections::serve(
+        listener,
+        opts.tls,
+        service,
+        opts.connections,
+        connection_stats,
+        signal,
+    )
+    .await;
     // Whatever ended the server, the runs get their run_end and the log its flush.
     manager.shutdown().await;
     streams.cancel();
     let _ = pruning.await;
     manager.logs().shutdown().await;
-    result.map_err(|e| Error::Internal(format!("server: {e}")))
+    Ok(())
 }
 
 /// How often expired idempotency receipts are deleted and the retention

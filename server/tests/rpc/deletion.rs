@@ -384,3 +384,39 @@ async fn rapid_starts_from_one_client_are_cut_off_at_the_limit() {
         .await
         .expect("not a new session");
 }
+
+/// The limit is kept per client address: a second client (another loopback
+/// source address) has its own allowance while the first is cut off. Fails
+/// when the server does not hand the peer's address to the handlers (every
+/// client would then share one allowance).
+#[tokio::test]
+async fn each_client_address_has_its_own_allowance() {
+    let sopts = ServeOptions {
+        max_sessions_per_minute: 1,
+        ..ServeOptions::default()
+    };
+    let adapter = ScriptedAdapter::new(one_turn());
+    let spawner = Arc::new(adapter.clone());
+    let store = Arc::new(MemoryStore::new());
+    let server = TestServer::with_adapter(store, spawner, adapter, fast_opts(), sopts).await;
+    let from = |ip: [u8; 4]| {
+        let url = format!("http://{}", server.addr);
+        async move {
+            let channel = tonic::transport::Endpoint::from_shared(url)
+                .unwrap()
+                .local_address(Some(std::net::IpAddr::from(ip)))
+                .connect()
+                .await
+                .expect("connect");
+            SessionServiceClient::new(channel)
+        }
+    };
+    let mut first = from([127, 0, 0, 1]).await;
+    let mut second = from([127, 0, 0, 2]).await;
+    start(&mut first, "addr-a1", "hi").await.expect("first's one");
+    let refused = start(&mut first, "addr-a2", "hi").await.unwrap_err();
+    assert_eq!(refused.code(), Code::ResourceExhausted, "{refused:?}");
+    start(&mut second, "addr-b1", "hi")
+        .await
+        .expect("the second address has its own allowance");
+}

@@ -20,7 +20,7 @@ use tonic::Code;
 use tonic::metadata::MetadataValue;
 
 /// One HTTP/1.1 exchange on a fresh connection; returns the raw response.
-async fn http1(addr: std::net::SocketAddr, head: &str, body: &[u8]) -> Vec<u8> {
+pub(crate) async fn http1(addr: std::net::SocketAddr, head: &str, body: &[u8]) -> Vec<u8> {
     let mut tcp = tokio::net::TcpStream::connect(addr).await.unwrap();
     let mut req = head.as_bytes().to_vec();
     req.extend_from_slice(body);
@@ -34,7 +34,7 @@ async fn http1(addr: std::net::SocketAddr, head: &str, body: &[u8]) -> Vec<u8> {
 }
 
 /// The origin of a page served from this machine (allowed by default).
-const PAGE: &str = "http://localhost:5173";
+pub(crate) const PAGE: &str = "http://localhost:5173";
 
 /// A grpc-web (binary) POST of `msg` to `method`, from a loopback page.
 async fn grpc_web(addr: std::net::SocketAddr, method: &str, msg: &[u8], extra: &str) -> String {
@@ -49,7 +49,7 @@ async fn grpc_web(addr: std::net::SocketAddr, method: &str, msg: &[u8], extra: &
 }
 
 /// `msg` in a gRPC frame.
-fn grpc_frame(msg: &[u8]) -> Vec<u8> {
+pub(crate) fn grpc_frame(msg: &[u8]) -> Vec<u8> {
     let mut body = vec![0u8];
     body.extend_from_slice(&(msg.len() as u32).to_be_bytes());
     body.extend_from_slice(msg);
@@ -57,7 +57,13 @@ fn grpc_frame(msg: &[u8]) -> Vec<u8> {
 }
 
 /// The head of a grpc-web POST to `path` naming `host` and `origin`.
-fn grpc_web_head(host: &str, origin: &str, path: &str, msg_len: usize, extra: &str) -> String {
+pub(crate) fn grpc_web_head(
+    host: &str,
+    origin: &str,
+    path: &str,
+    msg_len: usize,
+    extra: &str,
+) -> String {
     format!(
         "POST /{path} HTTP/1.1\r\nHost: {host}\r\n\
          Content-Type: application/grpc-web+proto\r\nX-Grpc-Web: 1\r\nX-User-Agent: grpc-web-javascript/0.1\r\n\
@@ -328,7 +334,7 @@ fn exploit_start(session: &str) -> Vec<u8> {
 
 /// The `grpc-status` a raw HTTP/1.1 response carries, in its headers or its
 /// trailer frame.
-fn grpc_status(resp: &str) -> Option<i32> {
+pub(crate) fn grpc_status(resp: &str) -> Option<i32> {
     let lower = resp.to_ascii_lowercase();
     let at = lower.find("grpc-status:")? + "grpc-status:".len();
     let digits: String = lower[at..]
@@ -602,7 +608,9 @@ async fn streams_are_capped() {
 
 /// A self-signed certificate for localhost and 127.0.0.1, as PEM files in
 /// `dir`: (cert, key, cert PEM).
-fn self_signed(dir: &std::path::Path) -> (std::path::PathBuf, std::path::PathBuf, String) {
+pub(crate) fn self_signed(
+    dir: &std::path::Path,
+) -> (std::path::PathBuf, std::path::PathBuf, String) {
     let cert =
         rcgen::generate_simple_self_signed(vec!["localhost".into(), "127.0.0.1".into()]).unwrap();
     let pem = cert.cert.pem();
