@@ -20,6 +20,8 @@ pub mod proto {
     pub mod v1 {
         include!(concat!(env!("OUT_DIR"), "/agentharness.v1.rs"));
         include!(concat!(env!("OUT_DIR"), "/agentharness.v1.serde.rs"));
+        #[cfg(feature = "server")]
+        include!(concat!(env!("OUT_DIR"), "/server/agentharness.v1.rs"));
     }
     /// The encoded `FileDescriptorSet` of the API and its imports, for
     /// server reflection.
@@ -27,6 +29,8 @@ pub mod proto {
         include_bytes!(concat!(env!("OUT_DIR"), "/agentharness_descriptor.bin"));
 }
 
+#[cfg(feature = "server")]
+pub mod codec;
 pub mod derive;
 pub mod partial;
 pub mod session;

@@ -190,6 +190,12 @@ pub trait Store: Send + Sync + 'static {
     /// The whole form of event `seq`: as appended in `full` when it was cut
     /// down, else the stored event. `None` when there is no such event.
     fn read_full(&self, session_id: &str, seq: u64) -> Result<Option<pb::Event>, StoreError>;
+    /// The whole form of event `seq` as stored, protobuf-encoded: for an
+    /// event read back as `unreadable`, the bytes that could not be decoded.
+    fn read_full_bytes(&self, session_id: &str, seq: u64) -> Result<Option<Vec<u8>>, StoreError> {
+        use prost::Message;
+        Ok(self.read_full(session_id, seq)?.map(|e| e.encode_to_vec()))
+    }
     /// One session's meta, if it has one, with `head_seq` = the last stored
     /// seq of the session (0 without events) and `updated_ms` = the later of
     /// the row's and the last stored event's time.
@@ -200,6 +206,47 @@ pub trait Store: Send + Sync + 'static {
     /// after `after` (from the first when `None`), each completed as in
     /// [`Store::meta`].
     fn sessions(&self, after: Option<&str>, limit: usize) -> Result<Vec<SessionMeta>, StoreError>;
+}
+
+/// A stored event, decoded; a row that cannot be decoded (JSON nested
+/// past the decoder's limit by an older server, a damaged row) becomes an
+/// `unreadable` event at its seq instead of an error, so no read of the log
+/// (History, Subscribe, the folds, recovery) is ever blocked by one row.
+/// What can be read of the row's envelope (run, time, CLI line, cut marks)
+/// is kept; prost skips the payload without parsing it.
+pub(crate) fn decode_event(session_id: &str, seq: u64, bytes: &[u8]) -> pb::Event {
+    use prost::Message;
+    let reason = match pb::Event::decode(bytes) {
+        Ok(event) => return event,
+        Err(e) => e.to_string(),
+    };
+    tracing::warn!(session_id, seq, size = bytes.len(), %reason, "stored event cannot be decoded; served as unreadable");
+    let envelope = Envelope::decode(bytes).unwrap_or_default();
+    pb::Event {
+        seq,
+        session_id: session_id.to_owned(),
+        run_id: envelope.run_id,
+        time: envelope.time,
+        cli_line: envelope.cli_line,
+        truncated: envelope.truncated,
+        payload: Some(pb::event::Payload::Unreadable(pb::Unreadable {
+            reason,
+            size: bytes.len() as u64,
+        })),
+    }
+}
+
+/// The fields of a stored event around its payload (see [`decode_event`]).
+#[derive(Clone, PartialEq, prost::Message)]
+struct Envelope {
+    #[prost(string, tag = "3")]
+    run_id: String,
+    #[prost(message, optional, tag = "4")]
+    time: Option<pbjson_types::Timestamp>,
+    #[prost(string, tag = "5")]
+    cli_line: String,
+    #[prost(message, optional, tag = "6")]
+    truncated: Option<pb::Truncated>,
 }
 
 /// An event's time as Unix milliseconds (0 when it has none).
