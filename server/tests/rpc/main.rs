@@ -15,6 +15,7 @@ mod launch_policy;
 mod limits;
 mod memory;
 mod metrics;
+mod poisoned;
 mod recovery_restart;
 mod session;
 mod shutdown;
