@@ -243,11 +243,19 @@ fn string_end(b: &[u8], mut i: usize) -> Option<usize> {
                 match *b.get(i + 1)? {
                     b'"' | b'\\' | b'/' | b'b' | b'f' | b'n' | b'r' | b't' => i += 2,
                     b'u' => {
-                        let hex = b.get(i + 2..i + 6)?;
-                        if !hex.iter().all(u8::is_ascii_hexdigit) {
-                            return None;
+                        // As serde_json: a surrogate must come in a pair.
+                        match hex4(b, i + 2)? {
+                            0xD800..=0xDBFF => {
+                                if b.get(i + 6..i + 8) != Some(b"\\u".as_slice())
+                                    || !(0xDC00..=0xDFFF).contains(&hex4(b, i + 8)?)
+                                {
+                                    return None;
+                                }
+                                i += 12;
+                            }
+                            0xDC00..=0xDFFF => return None,
+                            _ => i += 6,
                         }
-                        i += 6;
                     }
                     _ => return None,
                 }
@@ -259,9 +267,25 @@ fn string_end(b: &[u8], mut i: usize) -> Option<usize> {
     None
 }
 
+/// The four hex digits at `b[i..]` as a number.
+fn hex4(b: &[u8], i: usize) -> Option<u32> {
+    let hex = std::str::from_utf8(b.get(i..i + 4)?).ok()?;
+    if !hex.bytes().all(|c| c.is_ascii_hexdigit()) {
+        return None;
+    }
+    u32::from_str_radix(hex, 16).ok()
+}
+
 /// The index after the number starting at `b[i]`; `None` if it is not a
-/// valid JSON number.
-fn number_end(b: &[u8], mut i: usize) -> Option<usize> {
+/// valid JSON number or (as serde_json has it) is out of f64's range.
+fn number_end(b: &[u8], start: usize) -> Option<usize> {
+    let end = number_syntax_end(b, start)?;
+    let text = std::str::from_utf8(&b[start..end]).ok()?;
+    text.parse::<f64>().ok().filter(|f| f.is_finite())?;
+    Some(end)
+}
+
+fn number_syntax_end(b: &[u8], mut i: usize) -> Option<usize> {
     let digits = |b: &[u8], mut i: usize| {
         let start = i;
         while i < b.len() && b[i].is_ascii_digit() {
@@ -569,7 +593,8 @@ mod tests {
         for text in [
             "1", "-0.5e+3", "\"a\\u00e9\\n\"", "[]", "{}", "[1,[2,{}]]", " {\"a\":[true,false,null]} ",
             "", "01", "1.", "-", "[1,]", "{\"a\"}", "{\"a\":1,}", "[1 2]", "\"\u{1}\"", "nul", "{1:2}",
-            "\"\\x\"", "1e", "[", "]", "{\"a\":1}}",
+            "\"\\x\"", "1e", "[", "]", "{\"a\":1}}", "1e999", "-1e400", "\"\\ud800\"",
+            "\"\\udc00\"", "\"\\ud800\\u0041\"", "\"\\ud83d\\ude00\"", "123456789012345678901234567890",
         ] {
             assert_eq!(
                 is_json(text.as_bytes()),
