@@ -26,9 +26,9 @@
 use std::fmt::Write as _;
 use std::sync::OnceLock;
 
-use agent_harness_client::pb::event::Payload;
 #[cfg(test)]
 use agent_harness_client::pb;
+use agent_harness_client::pb::event::Payload;
 use pbjson_types::value::Kind;
 use serde_json::Value;
 
@@ -591,10 +591,36 @@ mod tests {
     #[test]
     fn the_validator_agrees_with_serde_json() {
         for text in [
-            "1", "-0.5e+3", "\"a\\u00e9\\n\"", "[]", "{}", "[1,[2,{}]]", " {\"a\":[true,false,null]} ",
-            "", "01", "1.", "-", "[1,]", "{\"a\"}", "{\"a\":1,}", "[1 2]", "\"\u{1}\"", "nul", "{1:2}",
-            "\"\\x\"", "1e", "[", "]", "{\"a\":1}}", "1e999", "-1e400", "\"\\ud800\"",
-            "\"\\udc00\"", "\"\\ud800\\u0041\"", "\"\\ud83d\\ude00\"", "123456789012345678901234567890",
+            "1",
+            "-0.5e+3",
+            "\"a\\u00e9\\n\"",
+            "[]",
+            "{}",
+            "[1,[2,{}]]",
+            " {\"a\":[true,false,null]} ",
+            "",
+            "01",
+            "1.",
+            "-",
+            "[1,]",
+            "{\"a\"}",
+            "{\"a\":1,}",
+            "[1 2]",
+            "\"\u{1}\"",
+            "nul",
+            "{1:2}",
+            "\"\\x\"",
+            "1e",
+            "[",
+            "]",
+            "{\"a\":1}}",
+            "1e999",
+            "-1e400",
+            "\"\\ud800\"",
+            "\"\\udc00\"",
+            "\"\\ud800\\u0041\"",
+            "\"\\ud83d\\ude00\"",
+            "123456789012345678901234567890",
         ] {
             assert_eq!(
                 is_json(text.as_bytes()),
@@ -618,7 +644,11 @@ mod tests {
         let s = r.updated_input.as_ref().unwrap();
         assert_eq!(struct_depth(s), MAX_JSON_DEPTH);
         let (_, cut) = cut_string(s);
-        let kept: Value = serde_json::from_str(cut.strip_prefix(DEEP_JSON_MARKER).unwrap()).unwrap();
-        assert_eq!(kept, serde_json::from_str::<Value>(&nested_text(10)).unwrap());
+        let kept: Value =
+            serde_json::from_str(cut.strip_prefix(DEEP_JSON_MARKER).unwrap()).unwrap();
+        assert_eq!(
+            kept,
+            serde_json::from_str::<Value>(&nested_text(10)).unwrap()
+        );
     }
 }

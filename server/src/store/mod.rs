@@ -84,14 +84,6 @@ pub enum StoreError {
     /// The redb database failed (I/O, corruption, transaction).
     #[error("storage: {0}")]
     Redb(#[from] ::redb::Error),
-    /// A stored value could not be decoded.
-    #[error("corrupt stored value for session {session_id}: {reason}")]
-    Corrupt {
-        /// The session whose row failed to decode.
-        session_id: String,
-        /// What went wrong.
-        reason: String,
-    },
     /// An injected fault (crash tests) or an invariant the caller broke.
     #[error("{0}")]
     Rejected(String),

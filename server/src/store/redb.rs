@@ -31,7 +31,7 @@ use agent_harness_client::pb;
 use prost::Message;
 
 use super::receipt;
-use super::{decode_event, Commit, Receipt, ReceiptWrite, SessionMeta, Store, StoreError};
+use super::{Commit, Receipt, ReceiptWrite, SessionMeta, Store, StoreError, decode_event};
 
 /// `(session_id, seq) -> prost-encoded pb::Event`.
 const EVENTS: TableDefinition<(&str, u64), &[u8]> = TableDefinition::new("events");

@@ -571,7 +571,9 @@ fn carried(kind: usize, e: &pb::Event) -> Option<Value> {
                 None => Value::String(s),
             },
             Value::Array(a) => Value::Array(a.into_iter().map(restore).collect()),
-            Value::Object(o) => Value::Object(o.into_iter().map(|(k, v)| (k, restore(v))).collect()),
+            Value::Object(o) => {
+                Value::Object(o.into_iter().map(|(k, v)| (k, restore(v))).collect())
+            }
             other => other,
         }
     }
@@ -613,58 +615,73 @@ fn deep_wide_and_huge_json_is_stored_decodable_and_whole() {
         json_value(),
     );
     runner
-        .run(&strategy, |(kind, depth, width, huge, list_every, extra)| {
-            let n_case = case.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-            let session = format!("fuzz-deep-{n_case}");
-            // An object at the top: a tool input is one.
-            let json = serde_json::json!({"top": shaped(depth, width, huge, list_every, extra)});
-            let line = carrying(kind, json);
-            let mut n = Normalizer::new(DEFAULT_MAX_LINE_BYTES);
-            let out = n.line(&StdoutLine::Line(line.clone()));
-            prop_assert_eq!(out.len(), 1, "one event: {:?}", out.first().map(|o| &o.0));
-            let events = out
-                .into_iter()
-                .map(|(payload, cli_line)| NewEvent {
-                    run_id: "run-f".into(),
-                    payload,
-                    cli_line,
-                })
-                .collect();
-            let appended = rt.block_on(logs.append(&session, events)).expect("append");
-            let stored = store.read_range(&session, 0, usize::MAX).unwrap();
-            prop_assert_eq!(&stored, &appended, "read back as streamed");
-            for e in &stored {
-                prop_assert!(
-                    !matches!(e.payload, Some(Payload::Unreadable(_))),
-                    "stored unreadable: {:?}",
-                    e.payload
-                );
-                // Decodable inside the deepest response that carries it.
-                let resp = pb::SubscribeResponse {
-                    kind: Some(Kind::Event(e.clone())),
-                };
-                prop_assert!(pb::SubscribeResponse::decode(resp.encode_to_vec().as_slice()).is_ok());
-                let whole = store.read_full(&session, e.seq).unwrap().expect("whole form");
-                prop_assert!(pb::Event::decode(whole.encode_to_vec().as_slice()).is_ok());
-                if let Some(Payload::Content(c)) = &whole.payload {
-                    let s = c.blocks[0].input.as_ref().expect("input");
-                    prop_assert!(struct_depth(s) <= MAX_JSON_DEPTH);
-                }
-                // What the CLI's line says (floats as serde_json reads them).
-                let line = line.clone();
-                let same = on_big_stack(move || {
-                    let v = parse_any_depth(&line).expect("the line is JSON");
-                    let want = match kind {
-                        0 => &v["message"]["content"][0]["input"],
-                        1 => &v["tool_use_result"],
-                        _ => &v["request"]["input"],
+        .run(
+            &strategy,
+            |(kind, depth, width, huge, list_every, extra)| {
+                let n_case = case.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                let session = format!("fuzz-deep-{n_case}");
+                // An object at the top: a tool input is one.
+                let json =
+                    serde_json::json!({"top": shaped(depth, width, huge, list_every, extra)});
+                let line = carrying(kind, json);
+                let mut n = Normalizer::new(DEFAULT_MAX_LINE_BYTES);
+                let out = n.line(&StdoutLine::Line(line.clone()));
+                prop_assert_eq!(out.len(), 1, "one event: {:?}", out.first().map(|o| &o.0));
+                let events = out
+                    .into_iter()
+                    .map(|(payload, cli_line)| NewEvent {
+                        run_id: "run-f".into(),
+                        payload,
+                        cli_line,
+                    })
+                    .collect();
+                let appended = rt.block_on(logs.append(&session, events)).expect("append");
+                let stored = store.read_range(&session, 0, usize::MAX).unwrap();
+                prop_assert_eq!(&stored, &appended, "read back as streamed");
+                for e in &stored {
+                    prop_assert!(
+                        !matches!(e.payload, Some(Payload::Unreadable(_))),
+                        "stored unreadable: {:?}",
+                        e.payload
+                    );
+                    // Decodable inside the deepest response that carries it.
+                    let resp = pb::SubscribeResponse {
+                        kind: Some(Kind::Event(e.clone())),
                     };
-                    carried(kind, &whole).as_ref() == Some(want)
-                });
-                prop_assert!(same, "kind {} depth {} width {}: JSON lost", kind, depth, width);
-            }
-            Ok(())
-        })
+                    prop_assert!(
+                        pb::SubscribeResponse::decode(resp.encode_to_vec().as_slice()).is_ok()
+                    );
+                    let whole = store
+                        .read_full(&session, e.seq)
+                        .unwrap()
+                        .expect("whole form");
+                    prop_assert!(pb::Event::decode(whole.encode_to_vec().as_slice()).is_ok());
+                    if let Some(Payload::Content(c)) = &whole.payload {
+                        let s = c.blocks[0].input.as_ref().expect("input");
+                        prop_assert!(struct_depth(s) <= MAX_JSON_DEPTH);
+                    }
+                    // What the CLI's line says (floats as serde_json reads them).
+                    let line = line.clone();
+                    let same = on_big_stack(move || {
+                        let v = parse_any_depth(&line).expect("the line is JSON");
+                        let want = match kind {
+                            0 => &v["message"]["content"][0]["input"],
+                            1 => &v["tool_use_result"],
+                            _ => &v["request"]["input"],
+                        };
+                        carried(kind, &whole).as_ref() == Some(want)
+                    });
+                    prop_assert!(
+                        same,
+                        "kind {} depth {} width {}: JSON lost",
+                        kind,
+                        depth,
+                        width
+                    );
+                }
+                Ok(())
+            },
+        )
         .unwrap();
     rt.block_on(logs.shutdown());
 }
