@@ -22,6 +22,11 @@
 //!   does not reap);
 //! - the conversation goes on: a Send gets a successful turn.
 //!
+//! Poisoned logs too: a run's log holding a row no decoder reads back (as
+//! servers wrote before JSON nesting was bounded), or the real CLI writing a
+//! tool input nested 200 levels deep, with the server killed hard while
+//! that run is live: every start recovers and the conversation goes on.
+//!
 //! CI runs [`CI_ROUNDS`] rounds (every kind of crash at least once);
 //! `AGENT_HARNESS_CRASH_ROUNDS=20` (or more) runs that many, e.g.
 //! `AGENT_HARNESS_CRASH_ROUNDS=20 cargo test -p agent-harness-server --test real_cli crash_loop:: -- --nocapture`.
@@ -896,5 +901,62 @@ async fn a_200_level_tool_input_is_kept_as_marked_text_and_survives_kill_9() {
     }
     server.kill9();
     let (last, _) = restart(&mut world, &mut witness, None, 2).await;
+    drop(last);
+}
+
+/// A row the server wrote before JSON nesting was bounded (a tool input
+/// nested past the decoder's limit) in the log of a live run, and the
+/// server killed hard: every start recovers (it used to exit 1 on every
+/// start), the row reads as `unreadable` at its seq, and the conversation
+/// goes on. Three rounds, a new poisoned row each.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_poisoned_row_in_a_live_run_never_stops_the_server_from_starting() {
+    use crate::support::log::poison;
+    use agent_harness_server::store::RedbStore;
+
+    let mut world = World::new().await;
+    let mut witness = Witness::default();
+    let mut server = world.spawn(None);
+    let mut client = server.connect().await;
+    let events = Events::open(client.clone(), SESSION).await;
+    tokio::time::timeout(
+        WAIT,
+        client.start(pb::StartRequest {
+            session_id: SESSION.into(),
+            config: Some(pb::StartConfig {
+                prompt: "TEXT first".into(),
+                cwd: world.work.path().display().to_string(),
+                ..Default::default()
+            }),
+            ..Default::default()
+        }),
+    )
+    .await
+    .expect("Start in time")
+    .expect("Start");
+    events.turn_end_after(0).await;
+    witness.absorb(&events.snapshot());
+    drop(events);
+
+    for round in 0..3 {
+        // The keep-alive CLI is live: kill the server, poison the run's log.
+        server.kill9();
+        let (seq, bytes) = {
+            let store = RedbStore::open(&world.data.path().join("events.redb")).unwrap();
+            poison(&store, SESSION)
+        };
+        (server, client) = restart(&mut world, &mut witness, None, round).await;
+        let row = &witness.seen[seq as usize - 1];
+        match &row.payload {
+            Some(Payload::Unreadable(u)) => assert_eq!(u.size, bytes.len() as u64),
+            other => panic!("round {round}: seq {seq} is {other:?}"),
+        }
+        let events = Events::open(client.clone(), SESSION).await;
+        let head = witness.seen.len() as u64;
+        continue_conversation(&mut client, &events, head, round).await;
+        witness.absorb(&events.snapshot());
+    }
+    server.kill9();
+    let (last, _) = restart(&mut world, &mut witness, None, 3).await;
     drop(last);
 }

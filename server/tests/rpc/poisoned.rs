@@ -7,6 +7,7 @@
 //! and the row is an `unreadable` event at its seq. And requests nested too
 //! deep answer INVALID_ARGUMENT, appending nothing.
 
+use crate::support::log::{POISON_LINE, deep_struct, poison};
 use crate::support::server;
 
 use std::time::Duration;
@@ -19,55 +20,11 @@ use agent_harness_server::log::{EventLogs, LogOptions};
 use agent_harness_server::nesting::MAX_JSON_DEPTH;
 use agent_harness_server::recovery::recover;
 use agent_harness_server::supervise;
-use pbjson_types::value::Kind as ValueKind;
-use prost::Message;
 use server::*;
 use tonic::Code;
 use tonic::transport::Channel;
 
 const SESSION: &str = "poisoned";
-const POISON_LINE: &str = r#"{"type":"assistant","message":{"content":[]}}"#;
-
-/// `{"k": {"k": … {}}}`, `depth` Structs deep, built without recursion.
-fn deep_struct(depth: usize) -> pbjson_types::Struct {
-    let mut s = pbjson_types::Struct::default();
-    for _ in 1..depth {
-        let inner = pbjson_types::Value {
-            kind: Some(ValueKind::StructValue(s)),
-        };
-        s = pbjson_types::Struct {
-            fields: [("k".to_owned(), inner)].into(),
-        };
-    }
-    s
-}
-
-/// A content event holding a tool input 40 levels deep (about 120 nested
-/// messages): it encodes, and no protobuf decoder reads it back.
-fn poisoned_event(seq: u64, run_id: &str) -> pb::Event {
-    pb::Event {
-        seq,
-        session_id: SESSION.into(),
-        run_id: run_id.into(),
-        cli_line: POISON_LINE.into(),
-        time: Some(pbjson_types::Timestamp {
-            seconds: 1_800_000_000,
-            nanos: 0,
-        }),
-        payload: Some(Payload::Content(pb::Content {
-            message_id: "msg_deep".into(),
-            blocks: vec![pb::ContentBlock {
-                r#type: "tool_use".into(),
-                tool_use_id: "toolu_deep".into(),
-                tool_name: "Deep".into(),
-                input: Some(deep_struct(40)),
-                ..Default::default()
-            }],
-            ..Default::default()
-        })),
-        ..Default::default()
-    }
-}
 
 fn runtime() -> tokio::runtime::Runtime {
     tokio::runtime::Builder::new_multi_thread()
@@ -76,21 +33,9 @@ fn runtime() -> tokio::runtime::Runtime {
         .unwrap()
 }
 
-/// Appends a poisoned row at the head of the session's last run, straight
-/// into the store (as the old server's writer did); returns its seq and
-/// stored bytes.
-fn poison(path: &std::path::Path) -> (u64, Vec<u8>) {
-    let store = reopen_redb(path);
-    let events = store.read_range(SESSION, 0, usize::MAX).unwrap();
-    let last = events.last().expect("the session has events");
-    let ev = poisoned_event(last.seq + 1, &last.run_id);
-    let bytes = ev.encode_to_vec();
-    assert!(
-        pb::Event::decode(bytes.as_slice()).is_err(),
-        "the row must be past the decoder's limit"
-    );
-    store.append_batch(&[ev], &[]).unwrap();
-    (last.seq + 1, bytes)
+/// Poisons the session's live run in the redb file at `path`.
+fn poison_file(path: &std::path::Path) -> (u64, Vec<u8>) {
+    poison(reopen_redb(path).as_ref(), SESSION)
 }
 
 /// The events of a Subscribe from 0 up to its caught_up.
@@ -217,7 +162,7 @@ fn a_row_that_cannot_be_decoded_blocks_nothing_across_crashes() {
     // start must recover and serve it.
     let mut poisoned = Vec::new();
     for _round in 0..3 {
-        poisoned.push(poison(&path));
+        poisoned.push(poison_file(&path));
         let rt = runtime();
         rt.block_on(restart_and_check(&path, &poisoned));
         rt.shutdown_timeout(Duration::from_millis(100));
