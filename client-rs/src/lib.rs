@@ -10,6 +10,8 @@
 //!   helpers. The only implementation in the project; the server calls it.
 //! - [`partial`]: live typing, the partial assistant message folded from
 //!   a stream's `delta`s and the events that supersede them.
+//! - `codec` (feature `server`): the generated server's codec, which answers
+//!   a request that cannot be decoded INVALID_ARGUMENT.
 //! - [`session`]: a reconnecting subscription that keeps the derived state of
 //!   one session as a stream of snapshots (the Rust side of `useSession`).
 

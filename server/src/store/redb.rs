@@ -11,6 +11,13 @@
 //! the lookup of a repeat, and by creation time for pruning, so a prune
 //! pass reads only what it deletes.
 //!
+//! **A row that cannot be decoded never fails a read**: an event row reads
+//! as an `unreadable` event at its seq (see [`super::decode_event`]; its
+//! bytes stay readable through [`Store::read_full_bytes`]), a meta row as a
+//! meta with nothing recorded, a receipt row as no receipt, each with a
+//! warning. One bad row must not take its session (or, through recovery,
+//! the whole server) down with it.
+//!
 //! **After an I/O error** (a full disk, a failing device) redb refuses every
 //! later operation, reads included, until the database is closed and opened
 //! again. So the store marks itself broken on such an error and, on the
