@@ -210,7 +210,7 @@ pub(crate) fn decode_event(session_id: &str, seq: u64, bytes: &[u8]) -> pb::Even
     use prost::Message;
     let reason = match pb::Event::decode(bytes) {
         Ok(event) => return event,
-        Err(e) => e.to_string(),
+        Err(e) => elide(&e.to_string(), 120),
     };
     tracing::warn!(session_id, seq, size = bytes.len(), %reason, "stored event cannot be decoded; served as unreadable");
     let envelope = Envelope::decode(bytes).unwrap_or_default();
@@ -226,6 +226,24 @@ pub(crate) fn decode_event(session_id: &str, seq: u64, bytes: &[u8]) -> pb::Even
             size: bytes.len() as u64,
         })),
     }
+}
+
+/// `text` with its middle left out when longer than twice `keep` bytes: a
+/// decoder's message names every level it went through, and its start and
+/// end are what tell.
+fn elide(text: &str, keep: usize) -> String {
+    if text.len() <= 2 * keep {
+        return text.to_owned();
+    }
+    let mut head = keep;
+    while !text.is_char_boundary(head) {
+        head -= 1;
+    }
+    let mut tail = text.len() - keep;
+    while !text.is_char_boundary(tail) {
+        tail += 1;
+    }
+    format!("{} … {}", &text[..head], &text[tail..])
 }
 
 /// The fields of a stored event around its payload (see [`decode_event`]).
