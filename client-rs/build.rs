@@ -23,13 +23,27 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let descriptor_path = out.join("agentharness_descriptor.bin");
     std::fs::write(&descriptor_path, fds.encode_to_vec())?;
 
-    let server = std::env::var_os("CARGO_FEATURE_SERVER").is_some();
     tonic_prost_build::configure()
-        .build_server(server)
+        .build_server(false)
         .build_client(true)
         .compile_well_known_types(true)
         .extern_path(".google.protobuf", "::pbjson_types")
         .compile_fds(fds.clone())?;
+    if std::env::var_os("CARGO_FEATURE_SERVER").is_some() {
+        // The server apart, over the same messages, with a codec that
+        // answers an undecodable request INVALID_ARGUMENT (see `codec`).
+        let server_out = out.join("server");
+        std::fs::create_dir_all(&server_out)?;
+        tonic_prost_build::configure()
+            .build_server(true)
+            .build_client(false)
+            .out_dir(&server_out)
+            .codec_path("crate::codec::RequestCodec")
+            .compile_well_known_types(true)
+            .extern_path(".agentharness.v1", "crate::pb")
+            .extern_path(".google.protobuf", "::pbjson_types")
+            .compile_fds(fds.clone())?;
+    }
 
     pbjson_build::Builder::new()
         .register_descriptors(&std::fs::read(&descriptor_path)?)?

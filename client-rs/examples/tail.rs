@@ -139,6 +139,7 @@ fn describe(event: &pb::Event) -> String {
             f.to_seq,
             f.files_changed.len()
         ),
+        Payload::Unreadable(u) => format!("unreadable {} bytes", u.size),
     }
 }
 

@@ -10,6 +10,8 @@
 //!   helpers. The only implementation in the project; the server calls it.
 //! - [`partial`]: live typing, the partial assistant message folded from
 //!   a stream's `delta`s and the events that supersede them.
+//! - `codec` (feature `server`): the generated server's codec, which answers
+//!   a request that cannot be decoded INVALID_ARGUMENT.
 //! - [`session`]: a reconnecting subscription that keeps the derived state of
 //!   one session as a stream of snapshots (the Rust side of `useSession`).
 
@@ -20,6 +22,8 @@ pub mod proto {
     pub mod v1 {
         include!(concat!(env!("OUT_DIR"), "/agentharness.v1.rs"));
         include!(concat!(env!("OUT_DIR"), "/agentharness.v1.serde.rs"));
+        #[cfg(feature = "server")]
+        include!(concat!(env!("OUT_DIR"), "/server/agentharness.v1.rs"));
     }
     /// The encoded `FileDescriptorSet` of the API and its imports, for
     /// server reflection.
@@ -27,6 +31,8 @@ pub mod proto {
         include_bytes!(concat!(env!("OUT_DIR"), "/agentharness_descriptor.bin"));
 }
 
+#[cfg(feature = "server")]
+pub mod codec;
 pub mod derive;
 pub mod partial;
 pub mod session;

@@ -30,6 +30,8 @@
 //! - [`adapter`]: the `ProcessAdapter` trait; the claude adapters (interactive,
 //!   one-shot, their shared options and stream-json lines) and cassettes.
 //! - [`normalize`]: one CLI stream-json line to zero or more events.
+//! - [`nesting`]: how deep the JSON inside an event may nest (deeper containers
+//!   are kept as marked JSON text), so every stored event decodes again.
 //! - [`partial`]: live typing: the message being written, from the CLI's
 //!   `stream_event` lines to the Subscribe streams that ask (never stored).
 //! - [`supervise`]: process groups, the cleaned environment, signals, reaping.
@@ -51,6 +53,7 @@ pub mod listen;
 pub mod log;
 pub mod manager;
 pub mod metrics;
+pub mod nesting;
 pub mod normalize;
 pub mod partial;
 pub mod plain;

@@ -243,7 +243,7 @@ impl Normalizer {
         if text.trim().is_empty() {
             return Vec::new();
         }
-        let value: Value = match serde_json::from_str(text) {
+        let value: Value = match crate::nesting::parse_line(text) {
             Ok(v) => v,
             Err(e) => {
                 return vec![(
@@ -744,7 +744,7 @@ fn value_text(v: &Value) -> String {
     match v {
         Value::String(s) => s.clone(),
         Value::Null => String::new(),
-        other => other.to_string(),
+        other => crate::nesting::json_text(other),
     }
 }
 
@@ -757,39 +757,7 @@ fn permission_denial(v: &Value) -> pb::PermissionDenial {
     }
 }
 
-/// A JSON object as a protobuf Struct; `None` for anything else.
-pub(crate) fn to_struct(v: &Value) -> Option<pbjson_types::Struct> {
-    if !v.is_object() {
-        return None;
-    }
-    let mut s: pbjson_types::Struct = serde_json::from_value(v.clone()).ok()?;
-    s.fields.values_mut().for_each(null_kinds);
-    Some(s)
-}
-
-/// Any JSON value (except null) as a protobuf Value.
-pub(crate) fn to_value(v: &Value) -> Option<pbjson_types::Value> {
-    if v.is_null() {
-        return None;
-    }
-    let mut value: pbjson_types::Value = serde_json::from_value(v.clone()).ok()?;
-    null_kinds(&mut value);
-    Some(value)
-}
-
-/// A JSON null nested in an object or array, as pbjson reads it, is a Value
-/// with no kind: valid for prost, but not protobuf's `google.protobuf.Value`
-/// (a client's JSON printer, e.g. grpcurl's, fails on it). Make each one
-/// `null_value`.
-fn null_kinds(v: &mut pbjson_types::Value) {
-    use pbjson_types::value::Kind;
-    match &mut v.kind {
-        None => v.kind = Some(Kind::NullValue(0)),
-        Some(Kind::StructValue(s)) => s.fields.values_mut().for_each(null_kinds),
-        Some(Kind::ListValue(l)) => l.values.iter_mut().for_each(null_kinds),
-        Some(_) => {}
-    }
-}
+pub(crate) use crate::nesting::{to_struct, to_value};
 
 #[cfg(test)]
 mod null_tests {

@@ -294,6 +294,7 @@ impl SessionService for Rpc {
         validate::session_id(&req.session_id)?;
         let key = validate::idempotency_key(&req.idempotency_key)?;
         validate::send_input(&req.input, &req.content_blocks)?;
+        validate::nesting("content_blocks", &req.content_blocks)?;
         let run_id = self
             .manager
             .send_keyed(&req.session_id, key, req.input, req.content_blocks)
@@ -501,7 +502,16 @@ impl SessionService for Rpc {
         let permit = self.stream_permit()?;
         // The part is held once; each message copies one chunk of it, made
         // only when the client is ready for it.
-        let bytes = full_event_part(event, part)?;
+        let bytes = match (&event.payload, part) {
+            // What could not be decoded is streamed as it is stored.
+            (Some(pb::event::Payload::Unreadable(_)), pb::FullEventPart::Event) => self
+                .logs
+                .full_event_bytes(&req.session_id, req.seq)
+                .await
+                .map_err(Error::from)?
+                .unwrap_or_default(),
+            _ => full_event_part(event, part)?,
+        };
         let total = bytes.len();
         let starts: Vec<usize> = if total == 0 {
             vec![0]
@@ -528,6 +538,7 @@ impl SessionService for Rpc {
         validate::session_id(&req.session_id)?;
         validate::request_id(&req.request_id)?;
         let key = validate::idempotency_key(&req.idempotency_key)?;
+        validate::nesting("updated_input", &req.updated_input)?;
         self.manager
             .respond_permission_keyed(
                 &req.session_id,
@@ -631,7 +642,7 @@ fn context_usage(mut answer: serde_json::Value) -> pb::GetContextUsageResponse {
         obj.remove("gridRows");
     }
     pb::GetContextUsageResponse {
-        raw: serde_json::from_value(answer).ok(),
+        raw: crate::nesting::to_struct(&answer),
         ..resp
     }
 }

@@ -142,6 +142,7 @@ pub fn start_config(config: &pb::StartConfig) -> Result<()> {
     // Both become argv values (--model, --resume): plain names only.
     crate::launch::check_model(&config.model)?;
     crate::launch::check_resume(&config.resume)?;
+    nesting("config.content_blocks", &config.content_blocks)?;
     Ok(())
 }
 
@@ -152,6 +153,26 @@ pub fn send_input(input: &str, content_blocks: &[pbjson_types::Struct]) -> Resul
             "input",
             "must not be empty (give input or content_blocks)",
         ));
+    }
+    Ok(())
+}
+
+/// Structs a client gives (content blocks, an updated input) are stored in
+/// the log: nested deeper than [`crate::nesting::MAX_JSON_DEPTH`] levels
+/// they are refused, naming the field, rather than stored cut.
+pub fn nesting<'a>(
+    field: &str,
+    structs: impl IntoIterator<Item = &'a pbjson_types::Struct>,
+) -> Result<()> {
+    let max = crate::nesting::MAX_JSON_DEPTH;
+    for (i, s) in structs.into_iter().enumerate() {
+        let depth = crate::nesting::struct_depth(s);
+        if depth > max {
+            return Err(Error::invalid(
+                field.to_owned(),
+                format!("[{i}] nests {depth} levels; at most {max} are accepted"),
+            ));
+        }
     }
     Ok(())
 }

@@ -170,6 +170,10 @@ def perm_req(rid, tool, inp_, tool_use_id, reason=""):
                                     "decisionReason": reason})
 
 
+def unreadable(size, reason="failed to decode Protobuf message: recursion limit reached"):
+    return "unreadable", {"reason": reason, "size": u64(size)}
+
+
 def perm_res(rid, allow, by="user", message="", updated=None):
     p = {"requestId": rid, "allow": allow, "by": by, "message": message}
     if updated is not None:
@@ -309,6 +313,19 @@ v.ev(inp("go", "INITIAL"), ST, True)
 v.ev(content(thinking("hmm")), SR, True, activity=A("thinking"))
 v.ev(content(text("done")), SR, True, activity=A("writing"))
 v.ev(turn_end(), I, True)
+
+v = V("unreadable_event_changes_nothing", "A stored event the server cannot decode is served as `unreadable` at its seq: derive passes over it, before the CLI spoke, mid-turn and after the turn (status, activity, usage, pending permissions stay).")
+v.ev(run_start("go"), ST, True)
+v.ev(inp("go", "INITIAL"), ST, True)
+v.ev(unreadable(812), ST, True, activity=A("starting"), turnInProgress=True)
+v.ev(run_ready("cli-u"), SR, True, activity=A("thinking"), resumeId="cli-u")
+v.ev(content(tool_use("toolu_u1", "Bash", {"command": "ls"})), SR, True, activity=A("running_tool", "Bash"))
+v.ev(perm_req("req-u1", "Bash", {"command": "ls"}, "toolu_u1"), SR, True,
+     activity=A("waiting_for_permission", "Bash"), pendingPermissions=["req-u1"])
+v.ev(unreadable(4096), SR, True, activity=A("waiting_for_permission", "Bash"), pendingPermissions=["req-u1"])
+v.ev(perm_res("req-u1", True), SR, True, activity=A("running_tool", "Bash"), pendingPermissions=[])
+v.ev(turn_end(), I, True, activity=A("idle"), usage=U(12, 7, 0, 0, 0.000141, 13, 200000, 1))
+v.ev(unreadable(100), I, True, activity=A("idle"), usage=U(12, 7, 0, 0, 0.000141, 13, 200000, 1), headSeq=10)
 
 v = V("stop_during_startup_process_dies", "Stop before the CLI announced itself; the signal ladder ends the process.")
 v.ev(run_start("hello"), ST, True)

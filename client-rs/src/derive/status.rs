@@ -149,11 +149,13 @@ impl StatusFold {
                     self.cli_spoke = true;
                 }
             }
-            // Harness-side records: neither begin nor end anything.
+            // Harness-side records: neither begin nor end anything. An
+            // unreadable stored event is not known to have done either.
             Payload::RunError(_)
             | Payload::PermissionResolved(_)
             | Payload::SettingChanged(_)
-            | Payload::FilesRewound(_) => {}
+            | Payload::FilesRewound(_)
+            | Payload::Unreadable(_) => {}
         }
     }
 

@@ -298,6 +298,7 @@ fn bulky(e: &mut pb::Event) -> Vec<(String, &mut String)> {
                 out.push((format!("files_rewound.files_changed[{i}]"), s));
             }
         }
+        Payload::Unreadable(u) => out.push(("unreadable.reason".into(), &mut u.reason)),
         Payload::RunReady(_)
         | Payload::StopRequested(_)
         | Payload::TurnStart(_)
@@ -533,6 +534,10 @@ fn empty_like(p: &Payload) -> Payload {
             message_uuid: f.message_uuid.clone(),
             insertions: f.insertions,
             deletions: f.deletions,
+            ..Default::default()
+        }),
+        Payload::Unreadable(u) => Payload::Unreadable(pb::Unreadable {
+            size: u.size,
             ..Default::default()
         }),
     }

@@ -722,6 +722,21 @@ impl EventLogs {
         shared.blocking(move |st| st.read_full(&sid, seq)).await
     }
 
+    /// The whole form of event `seq` as stored, protobuf-encoded (for an
+    /// `unreadable` event, the bytes that could not be decoded); `None`
+    /// when the store has no such event.
+    pub async fn full_event_bytes(
+        &self,
+        session_id: &str,
+        seq: u64,
+    ) -> Result<Option<Vec<u8>>, LogError> {
+        let sid = session_id.to_owned();
+        self.inner
+            .shared
+            .blocking(move |st| st.read_full_bytes(&sid, seq))
+            .await
+    }
+
     /// The session's committed head seq (0 when it has no events).
     pub async fn head_seq(&self, session_id: &str) -> Result<u64, LogError> {
         let session = self.inner.shared.load(session_id, false).await?;

@@ -318,7 +318,10 @@ impl Writer {
                         change_meta(meta, &session_id, now_ms, f);
                     }
                     let start = events.len();
-                    for e in new {
+                    for mut e in new {
+                        // A client's Structs arrive at any depth the request
+                        // decoder took: stored deeper, they would not decode.
+                        crate::nesting::bound_payload(&mut e.payload);
                         meta.head_seq += 1;
                         let event = pb::Event {
                             seq: meta.head_seq,

@@ -87,14 +87,6 @@ pub enum StoreError {
     /// The redb database failed (I/O, corruption, transaction).
     #[error("storage: {0}")]
     Redb(#[from] ::redb::Error),
-    /// A stored value could not be decoded.
-    #[error("corrupt stored value for session {session_id}: {reason}")]
-    Corrupt {
-        /// The session whose row failed to decode.
-        session_id: String,
-        /// What went wrong.
-        reason: String,
-    },
     /// An injected fault (crash tests) or an invariant the caller broke.
     #[error("{0}")]
     Rejected(String),
@@ -193,6 +185,12 @@ pub trait Store: Send + Sync + 'static {
     /// The whole form of event `seq`: as appended in `full` when it was cut
     /// down, else the stored event. `None` when there is no such event.
     fn read_full(&self, session_id: &str, seq: u64) -> Result<Option<pb::Event>, StoreError>;
+    /// The whole form of event `seq` as stored, protobuf-encoded: for an
+    /// event read back as `unreadable`, the bytes that could not be decoded.
+    fn read_full_bytes(&self, session_id: &str, seq: u64) -> Result<Option<Vec<u8>>, StoreError> {
+        use prost::Message;
+        Ok(self.read_full(session_id, seq)?.map(|e| e.encode_to_vec()))
+    }
     /// One session's meta, if it has one, with `head_seq` = the last stored
     /// seq of the session (0 without events) and `updated_ms` = the later of
     /// the row's and the last stored event's time.
@@ -232,6 +230,65 @@ pub struct StoreUsage {
     pub events: u64,
     /// Bytes of the stored values.
     pub bytes: u64,
+}
+
+/// A stored event, decoded; a row that cannot be decoded (JSON nested
+/// past the decoder's limit by an older server, a damaged row) becomes an
+/// `unreadable` event at its seq instead of an error, so no read of the log
+/// (History, Subscribe, the folds, recovery) is ever blocked by one row.
+/// What can be read of the row's envelope (run, time, CLI line, cut marks)
+/// is kept; prost skips the payload without parsing it.
+pub(crate) fn decode_event(session_id: &str, seq: u64, bytes: &[u8]) -> pb::Event {
+    use prost::Message;
+    let reason = match pb::Event::decode(bytes) {
+        Ok(event) => return event,
+        Err(e) => elide(&e.to_string(), 120),
+    };
+    tracing::warn!(session_id, seq, size = bytes.len(), %reason, "stored event cannot be decoded; served as unreadable");
+    let envelope = Envelope::decode(bytes).unwrap_or_default();
+    pb::Event {
+        seq,
+        session_id: session_id.to_owned(),
+        run_id: envelope.run_id,
+        time: envelope.time,
+        cli_line: envelope.cli_line,
+        truncated: envelope.truncated,
+        payload: Some(pb::event::Payload::Unreadable(pb::Unreadable {
+            reason,
+            size: bytes.len() as u64,
+        })),
+    }
+}
+
+/// `text` with its middle left out when longer than twice `keep` bytes: a
+/// decoder's message names every level it went through, and its start and
+/// end are what tell.
+fn elide(text: &str, keep: usize) -> String {
+    if text.len() <= 2 * keep {
+        return text.to_owned();
+    }
+    let mut head = keep;
+    while !text.is_char_boundary(head) {
+        head -= 1;
+    }
+    let mut tail = text.len() - keep;
+    while !text.is_char_boundary(tail) {
+        tail += 1;
+    }
+    format!("{} … {}", &text[..head], &text[tail..])
+}
+
+/// The fields of a stored event around its payload (see [`decode_event`]).
+#[derive(Clone, PartialEq, prost::Message)]
+struct Envelope {
+    #[prost(string, tag = "3")]
+    run_id: String,
+    #[prost(message, optional, tag = "4")]
+    time: Option<pbjson_types::Timestamp>,
+    #[prost(string, tag = "5")]
+    cli_line: String,
+    #[prost(message, optional, tag = "6")]
+    truncated: Option<pb::Truncated>,
 }
 
 /// An event's time as Unix milliseconds (0 when it has none).

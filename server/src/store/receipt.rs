@@ -112,11 +112,15 @@ pub(super) fn encode(receipt: &Receipt) -> Vec<u8> {
     serde_json::to_vec(receipt).unwrap_or_default()
 }
 
-pub(super) fn decode(session_id: &str, bytes: &[u8]) -> Result<Receipt, super::StoreError> {
-    serde_json::from_slice(bytes).map_err(|e| super::StoreError::Corrupt {
-        session_id: session_id.to_owned(),
-        reason: format!("receipt: {e}"),
-    })
+/// A stored receipt; `None` (with a warning) for a row that cannot be
+/// decoded: the key then reads as never used, rather than failing every
+/// call that carries it.
+pub(super) fn decode(session_id: &str, bytes: &[u8]) -> Option<Receipt> {
+    serde_json::from_slice(bytes)
+        .inspect_err(|e| {
+            tracing::warn!(session_id, error = %e, "stored receipt cannot be decoded; ignored");
+        })
+        .ok()
 }
 
 #[cfg(test)]
@@ -141,7 +145,7 @@ mod tests {
                 fingerprint: "f".into(),
                 outcome,
             };
-            assert_eq!(decode("s", &encode(&r)).unwrap(), r);
+            assert_eq!(decode("s", &encode(&r)), Some(r));
         }
     }
 }

@@ -14,6 +14,13 @@
 //! for the ownership check and by session for deleting a session; a
 //! deletion is one transaction over every table.
 //!
+//! **A row that cannot be decoded never fails a read**: an event row reads
+//! as an `unreadable` event at its seq (see [`super::decode_event`]; its
+//! bytes stay readable through [`Store::read_full_bytes`]), a meta row as a
+//! meta with nothing recorded, a receipt row as no receipt, each with a
+//! warning. One bad row must not take its session (or, through recovery,
+//! the whole server) down with it.
+//!
 //! **After an I/O error** (a full disk, a failing device) redb refuses every
 //! later operation, reads included, until the database is closed and opened
 //! again. So the store marks itself broken on such an error and, on the
@@ -35,7 +42,9 @@ use prost::Message;
 
 use super::conversations::{self, Naming};
 use super::receipt;
-use super::{Commit, Receipt, ReceiptWrite, SessionMeta, Store, StoreError, StoreUsage};
+use super::{
+    Commit, Receipt, ReceiptWrite, SessionMeta, Store, StoreError, StoreUsage, decode_event,
+};
 
 /// `(session_id, seq) -> prost-encoded pb::Event`.
 const EVENTS: TableDefinition<(&str, u64), &[u8]> = TableDefinition::new("events");
@@ -189,17 +198,13 @@ impl RedbStore {
     }
 }
 
-fn decode_event(session_id: &str, bytes: &[u8]) -> Result<pb::Event, StoreError> {
-    pb::Event::decode(bytes).map_err(|e| StoreError::Corrupt {
-        session_id: session_id.to_owned(),
-        reason: e.to_string(),
-    })
-}
-
-fn decode_meta(session_id: &str, bytes: &[u8]) -> Result<SessionMeta, StoreError> {
-    serde_json::from_slice(bytes).map_err(|e| StoreError::Corrupt {
-        session_id: session_id.to_owned(),
-        reason: e.to_string(),
+/// A stored meta; a row that cannot be decoded reads as a meta with
+/// nothing recorded (no resume id, process or env), so the session still
+/// lists, loads and recovers from its events.
+fn decode_meta(session_id: &str, bytes: &[u8]) -> SessionMeta {
+    serde_json::from_slice(bytes).unwrap_or_else(|e| {
+        tracing::warn!(session_id, error = %e, "stored session meta cannot be decoded; read as empty");
+        SessionMeta::new(session_id, 0)
     })
 }
 
@@ -228,10 +233,8 @@ fn complete(
     meta.head_seq = 0;
     if let Some((k, v)) = last {
         meta.head_seq = k.value().1;
-        let stamp = EventStamp::decode(v.value()).map_err(|e| StoreError::Corrupt {
-            session_id: sid.clone(),
-            reason: e.to_string(),
-        })?;
+        // A row whose stamp cannot be read adds no time.
+        let stamp = EventStamp::decode(v.value()).unwrap_or_default();
         meta.updated_ms = meta
             .updated_ms
             .max(super::event_time_ms(stamp.time.as_ref()));
@@ -261,13 +264,13 @@ fn write_receipts(
             Some(r) => receipts
                 .insert((session_id, key), receipt::encode(r).as_slice())
                 .map_err(rerr)?
-                .map(|v| receipt::decode(session_id, v.value())),
+                .and_then(|v| receipt::decode(session_id, v.value())),
             None => receipts
                 .remove((session_id, key))
                 .map_err(rerr)?
-                .map(|v| receipt::decode(session_id, v.value())),
+                .and_then(|v| receipt::decode(session_id, v.value())),
         };
-        if let Some(old) = old.transpose()? {
+        if let Some(old) = old {
             by_time
                 .remove((old.created_ms, session_id, key))
                 .map_err(rerr)?;
@@ -291,7 +294,7 @@ impl Store for RedbStore {
             let txn = db.begin_read().map_err(rerr)?;
             let table = txn.open_table(RECEIPTS).map_err(rerr)?;
             match table.get((session_id, key)).map_err(rerr)? {
-                Some(v) => Ok(Some(receipt::decode(session_id, v.value())?)),
+                Some(v) => Ok(receipt::decode(session_id, v.value())),
                 None => Ok(None),
             }
         })
@@ -401,13 +404,28 @@ impl Store for RedbStore {
             let txn = db.begin_read().map_err(rerr)?;
             let whole = txn.open_table(FULL_EVENTS).map_err(rerr)?;
             if let Some(v) = whole.get((session_id, seq)).map_err(rerr)? {
-                return decode_event(session_id, v.value()).map(Some);
+                return Ok(Some(decode_event(session_id, seq, v.value())));
             }
             let events = txn.open_table(EVENTS).map_err(rerr)?;
-            match events.get((session_id, seq)).map_err(rerr)? {
-                Some(v) => decode_event(session_id, v.value()).map(Some),
-                None => Ok(None),
+            Ok(events
+                .get((session_id, seq))
+                .map_err(rerr)?
+                .map(|v| decode_event(session_id, seq, v.value())))
+        })
+    }
+
+    fn read_full_bytes(&self, session_id: &str, seq: u64) -> Result<Option<Vec<u8>>, StoreError> {
+        self.with_db(|db| {
+            let txn = db.begin_read().map_err(rerr)?;
+            let whole = txn.open_table(FULL_EVENTS).map_err(rerr)?;
+            if let Some(v) = whole.get((session_id, seq)).map_err(rerr)? {
+                return Ok(Some(v.value().to_vec()));
             }
+            let events = txn.open_table(EVENTS).map_err(rerr)?;
+            Ok(events
+                .get((session_id, seq))
+                .map_err(rerr)?
+                .map(|v| v.value().to_vec()))
         })
     }
 
@@ -665,12 +683,12 @@ fn scan(
     let mut out = Vec::new();
     let mut bytes = 0usize;
     for row in rows.take(bound.limit) {
-        let (_, v) = row.map_err(rerr)?;
+        let (k, v) = row.map_err(rerr)?;
         bytes = bytes.saturating_add(v.value().len().min(bound.event_cap));
         if !out.is_empty() && bytes > bound.max_bytes {
             break;
         }
-        out.push(decode_event(session_id, v.value())?);
+        out.push(decode_event(session_id, k.value().1, v.value()));
     }
     Ok(out)
 }
@@ -681,7 +699,7 @@ fn read_meta(db: &Database, session_id: &str) -> Result<Option<SessionMeta>, Sto
     let events = txn.open_table(EVENTS).map_err(rerr)?;
     match table.get(session_id).map_err(rerr)? {
         Some(v) => {
-            let mut meta = decode_meta(session_id, v.value())?;
+            let mut meta = decode_meta(session_id, v.value());
             meta.session_id = session_id.to_owned();
             complete(&events, &mut meta)?;
             Ok(Some(meta))
@@ -707,7 +725,7 @@ fn read_sessions(
         .take(limit)
     {
         let (k, v) = row.map_err(rerr)?;
-        let mut meta = decode_meta(k.value(), v.value())?;
+        let mut meta = decode_meta(k.value(), v.value());
         meta.session_id = k.value().to_owned();
         complete(&events, &mut meta)?;
         out.push(meta);

@@ -760,3 +760,86 @@ fn crash_mid_commit_leaves_all_or_nothing_of_the_batch() {
     assert!(lost > 0, "the crash cases must include a lost commit");
     eprintln!("syncs {first}..={last}: {lost} crashes lost the batch, {kept} kept it whole");
 }
+
+/// Rows that cannot be decoded, written into the file behind the store's
+/// back (a damaged disk, an older server): every read goes on. An event row
+/// reads as `unreadable` at its seq (in every read: ranges, pages, the
+/// whole form) with its stored bytes kept for `read_full_bytes`; a meta row
+/// reads as a meta with nothing recorded; a receipt row as no receipt.
+#[test]
+fn redb_rows_that_cannot_be_decoded_read_as_unreadable_or_empty() {
+    use agent_harness_client::pb::event::Payload;
+    const EVENTS: redb::TableDefinition<(&str, u64), &[u8]> = redb::TableDefinition::new("events");
+    const SESSIONS: redb::TableDefinition<&str, &[u8]> = redb::TableDefinition::new("sessions");
+    const RECEIPTS: redb::TableDefinition<(&str, &str), &[u8]> =
+        redb::TableDefinition::new("receipts");
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("agent-harness.redb");
+    {
+        let store = RedbStore::open(&path).unwrap();
+        append(&store, "s1", 1, 5);
+        append(&store, "s2", 1, 2);
+        store
+            .commit(Commit {
+                receipts: &[ReceiptWrite::Put(receipt("s2", "k1", 10))],
+                ..Commit::default()
+            })
+            .unwrap();
+    }
+    let garbage: &[u8] = &[0xff, 0xff, 0xff, 0x0f, 0x2a];
+    {
+        let db = redb::Database::open(&path).unwrap();
+        let txn = db.begin_write().unwrap();
+        {
+            let mut events = txn.open_table(EVENTS).unwrap();
+            events.insert(("s1", 3), garbage).unwrap();
+            let mut sessions = txn.open_table(SESSIONS).unwrap();
+            sessions.insert("s2", b"{not json".as_slice()).unwrap();
+            let mut receipts = txn.open_table(RECEIPTS).unwrap();
+            receipts.insert(("s2", "k1"), b"[1,".as_slice()).unwrap();
+        }
+        txn.commit().unwrap();
+    }
+    let store = RedbStore::open(&path).unwrap();
+    let unreadable = |e: &agent_harness_client::pb::Event| {
+        assert_eq!((e.session_id.as_str(), e.seq), ("s1", 3));
+        let Some(Payload::Unreadable(u)) = &e.payload else {
+            panic!("{e:?}")
+        };
+        assert_eq!(u.size, garbage.len() as u64);
+        assert!(!u.reason.is_empty());
+    };
+    let all = store.read_range("s1", 0, usize::MAX).unwrap();
+    assert_eq!(seqs(&all), vec![1, 2, 3, 4, 5]);
+    unreadable(&all[2]);
+    assert_eq!(all[3], event("s1", 4), "the rows after it read as ever");
+    unreadable(&store.read_before("s1", 4, 1).unwrap()[0]);
+    unreadable(&store.read_full("s1", 3).unwrap().unwrap());
+    assert_eq!(
+        store.read_full_bytes("s1", 3).unwrap().as_deref(),
+        Some(garbage)
+    );
+    assert_eq!(store.meta("s1").unwrap().unwrap().head_seq, 5);
+    // The damaged meta: the session still lists, with its head.
+    let s2 = store.meta("s2").unwrap().expect("s2 is still a session");
+    assert_eq!((s2.head_seq, s2.resume_id.as_deref()), (2, None));
+    let listed: Vec<_> = store
+        .sessions(None, 10)
+        .unwrap()
+        .into_iter()
+        .map(|m| (m.session_id, m.head_seq))
+        .collect();
+    assert_eq!(listed, vec![("s1".to_owned(), 5), ("s2".to_owned(), 2)]);
+    // The damaged receipt: as if the key were new; replacing it works.
+    assert_eq!(store.receipt("s2", "k1").unwrap(), None);
+    store
+        .commit(Commit {
+            receipts: &[ReceiptWrite::Put(receipt("s2", "k1", 20))],
+            ..Commit::default()
+        })
+        .unwrap();
+    assert_eq!(
+        store.receipt("s2", "k1").unwrap(),
+        Some(receipt("s2", "k1", 20))
+    );
+}

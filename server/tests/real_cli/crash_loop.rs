@@ -22,6 +22,11 @@
 //!   does not reap);
 //! - the conversation goes on: a Send gets a successful turn.
 //!
+//! Poisoned logs too: a run's log holding a row no decoder reads back (as
+//! servers wrote before JSON nesting was bounded), or the real CLI writing a
+//! tool input nested 200 levels deep, with the server killed hard while
+//! that run is live: every start recovers and the conversation goes on.
+//!
 //! CI runs [`CI_ROUNDS`] rounds (every kind of crash at least once);
 //! `AGENT_HARNESS_CRASH_ROUNDS=20` (or more) runs that many, e.g.
 //! `AGENT_HARNESS_CRASH_ROUNDS=20 cargo test -p agent-harness-server --test real_cli crash_loop:: -- --nocapture`.
@@ -754,4 +759,204 @@ async fn a_run_end_kills_a_background_bash_sleep_that_left_the_group() {
     events.run_end_after(0).await;
     until_dead(sleep, "the run's end kills the background sleep").await;
     assert_no_leftovers(&world, &server, 0).await;
+}
+
+/// The real CLI writes a tool call whose input nests 200 objects deep (the
+/// fake model's `DEEPTOOL`), far past what a protobuf decoder reads back.
+/// The run goes on; the event keeps the input's first levels as a Struct
+/// and the rest as marked JSON text; History, GetSession, ListSessions and
+/// ReadFullEvent work; and the server killed hard with that run live
+/// restarts every time (recovery reads the log), the conversation going on.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_200_level_tool_input_is_kept_as_marked_text_and_survives_kill_9() {
+    use agent_harness_server::nesting::{DEEP_JSON_MARKER, MAX_JSON_DEPTH, struct_depth};
+    const DEPTH: usize = 200;
+
+    let mut world = World::new().await;
+    let mut witness = Witness::default();
+    let mut server = world.spawn(None);
+    let mut client = server.connect().await;
+    let events = Events::open(client.clone(), SESSION).await;
+    tokio::time::timeout(
+        WAIT,
+        client.start(pb::StartRequest {
+            session_id: SESSION.into(),
+            config: Some(pb::StartConfig {
+                prompt: format!("DEEPTOOL DeepProbe {DEPTH}"),
+                cwd: world.work.path().display().to_string(),
+                ..Default::default()
+            }),
+            ..Default::default()
+        }),
+    )
+    .await
+    .expect("Start in time")
+    .expect("Start");
+    // The run goes on: the CLI answers the (unknown) tool and the turn ends.
+    let (end, _) = events.turn_end_after(0).await;
+    let log = events.snapshot();
+    let (call, input) = log
+        .iter()
+        .find_map(|e| match &e.payload {
+            Some(Payload::Content(c)) => c
+                .blocks
+                .iter()
+                .find(|b| b.tool_name == "DeepProbe")
+                .map(|b| (e.clone(), b.input.clone().expect("an input"))),
+            _ => None,
+        })
+        .unwrap_or_else(|| panic!("no DeepProbe call:\n{}", describe_all(&log)));
+    assert!(call.seq < end.seq);
+    assert_eq!(struct_depth(&input), MAX_JSON_DEPTH);
+    // Down the kept levels to the marked text, which holds the rest.
+    let mut level = input;
+    for want in 1..MAX_JSON_DEPTH {
+        assert_eq!(
+            level.fields["level"].kind,
+            Some(pbjson_types::value::Kind::NumberValue(want as f64))
+        );
+        level = match level.fields["next"].kind.clone() {
+            Some(pbjson_types::value::Kind::StructValue(s)) => s,
+            other => panic!("level {want}: {other:?}"),
+        };
+    }
+    let Some(pbjson_types::value::Kind::StringValue(marked)) = level.fields["next"].kind.clone()
+    else {
+        panic!("level {MAX_JSON_DEPTH}: {level:?}")
+    };
+    let rest = marked.strip_prefix(DEEP_JSON_MARKER).expect("the marker");
+    // The text is the input's remaining levels, each in order, to the bottom.
+    let levels: Vec<usize> = rest
+        .match_indices("\"level\":")
+        .map(|(i, m)| {
+            let digits: String = rest[i + m.len()..]
+                .chars()
+                .take_while(char::is_ascii_digit)
+                .collect();
+            digits.parse().expect("a level number")
+        })
+        .collect();
+    assert_eq!(levels, (MAX_JSON_DEPTH + 1..=DEPTH).collect::<Vec<_>>());
+    assert!(rest.contains("\"bottom\":true"), "{rest}");
+    witness.absorb(&log);
+    drop(events);
+
+    // Every RPC reads it, the CLI line included.
+    let history = client
+        .history(pb::HistoryRequest {
+            session_id: SESSION.into(),
+            before_seq: 0,
+            limit: 1000,
+        })
+        .await
+        .expect("History")
+        .into_inner()
+        .events;
+    assert!(history.iter().any(|e| e == &call));
+    let mut full = client
+        .read_full_event(pb::ReadFullEventRequest {
+            session_id: SESSION.into(),
+            seq: call.seq,
+            part: pb::FullEventPart::CliLine as i32,
+            chunk_size: 0,
+        })
+        .await
+        .expect("ReadFullEvent")
+        .into_inner();
+    let mut line = Vec::new();
+    while let Some(m) = full.message().await.expect("a chunk") {
+        line.extend(m.chunk);
+    }
+    assert!(
+        String::from_utf8_lossy(&line).contains("\"bottom\":true"),
+        "the CLI's line, whole"
+    );
+    let listed = client
+        .list_sessions(pb::ListSessionsRequest::default())
+        .await
+        .expect("ListSessions")
+        .into_inner()
+        .sessions;
+    assert!(listed.iter().any(|s| s.session_id == SESSION));
+    let s = client
+        .get_session(pb::GetSessionRequest {
+            session_id: SESSION.into(),
+        })
+        .await
+        .expect("GetSession")
+        .into_inner()
+        .session
+        .expect("a session");
+    assert!(s.process_alive, "the keep-alive CLI is live");
+
+    // Killed hard with the run live, twice: each start recovers it, the log
+    // is what the client saw, and the conversation goes on.
+    for round in 0..2 {
+        server.kill9();
+        (server, client) = restart(&mut world, &mut witness, None, round).await;
+        let events = Events::open(client.clone(), SESSION).await;
+        let head = witness.seen.len() as u64;
+        continue_conversation(&mut client, &events, head, round).await;
+        witness.absorb(&events.snapshot());
+    }
+    server.kill9();
+    let (last, _) = restart(&mut world, &mut witness, None, 2).await;
+    drop(last);
+}
+
+/// A row the server wrote before JSON nesting was bounded (a tool input
+/// nested past the decoder's limit) in the log of a live run, and the
+/// server killed hard: every start recovers (it used to exit 1 on every
+/// start), the row reads as `unreadable` at its seq, and the conversation
+/// goes on. Three rounds, a new poisoned row each.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_poisoned_row_in_a_live_run_never_stops_the_server_from_starting() {
+    use crate::support::log::poison;
+    use agent_harness_server::store::RedbStore;
+
+    let mut world = World::new().await;
+    let mut witness = Witness::default();
+    let mut server = world.spawn(None);
+    let mut client = server.connect().await;
+    let events = Events::open(client.clone(), SESSION).await;
+    tokio::time::timeout(
+        WAIT,
+        client.start(pb::StartRequest {
+            session_id: SESSION.into(),
+            config: Some(pb::StartConfig {
+                prompt: "TEXT first".into(),
+                cwd: world.work.path().display().to_string(),
+                ..Default::default()
+            }),
+            ..Default::default()
+        }),
+    )
+    .await
+    .expect("Start in time")
+    .expect("Start");
+    events.turn_end_after(0).await;
+    witness.absorb(&events.snapshot());
+    drop(events);
+
+    for round in 0..3 {
+        // The keep-alive CLI is live: kill the server, poison the run's log.
+        server.kill9();
+        let (seq, bytes) = {
+            let store = RedbStore::open(&world.data.path().join("events.redb")).unwrap();
+            poison(&store, SESSION)
+        };
+        (server, client) = restart(&mut world, &mut witness, None, round).await;
+        let row = &witness.seen[seq as usize - 1];
+        match &row.payload {
+            Some(Payload::Unreadable(u)) => assert_eq!(u.size, bytes.len() as u64),
+            other => panic!("round {round}: seq {seq} is {other:?}"),
+        }
+        let events = Events::open(client.clone(), SESSION).await;
+        let head = witness.seen.len() as u64;
+        continue_conversation(&mut client, &events, head, round).await;
+        witness.absorb(&events.snapshot());
+    }
+    server.kill9();
+    let (last, _) = restart(&mut world, &mut witness, None, 3).await;
+    drop(last);
 }

@@ -9,6 +9,11 @@
 //!   with a string `type` yields exactly one `run_error{kind: "bad_line"}`;
 //!   and bad lines interleaved into a recording change nothing about how its
 //!   real lines normalize.
+//! - **Deep, wide and huge JSON:** tool inputs, tool_use_results and
+//!   permission inputs nested up to 400 levels, 64 keys wide, with strings
+//!   past the per-event budget, through the normalizer, the log and a real
+//!   redb file: every event reads back decodable (never `unreadable`), its
+//!   JSON within the nesting bound, the marked text giving back the rest.
 //! - **Requests:** random calls through the real gRPC service (in-process
 //!   server, scripted adapter) with random ids (any unicode, 0..300 chars),
 //!   StartConfig fields (NUL, `-`-prefixed, large), Send input and content
@@ -328,13 +333,37 @@ fn edit_object(v: &Value, target: usize, seen: &mut usize, drop: bool) -> String
     }
 }
 
-/// The normalizer's contract for a line it cannot read.
+/// The normalizer's contract for a line it cannot read: not JSON (at any
+/// depth: the normalizer reads lines nested past serde_json's default
+/// limit), not an object, or no string `type`.
 fn is_unreadable(text: &str) -> bool {
-    match serde_json::from_str::<Value>(text) {
-        Ok(Value::Object(obj)) => !obj.get("type").is_some_and(Value::is_string),
-        Ok(_) => true,
-        Err(_) => true,
-    }
+    let text = text.to_owned();
+    on_big_stack(move || match parse_any_depth(&text) {
+        Some(Value::Object(obj)) => !obj.get("type").is_some_and(Value::is_string),
+        _ => true,
+    })
+}
+
+/// Runs `f` on a thread with stack enough to parse and drop the deepest
+/// JSON these tests make (serde_json recurses once per level).
+fn on_big_stack<T: Send + 'static>(f: impl FnOnce() -> T + Send + 'static) -> T {
+    std::thread::Builder::new()
+        .stack_size(512 << 20)
+        .spawn(f)
+        .expect("spawn a big-stack thread")
+        .join()
+        .expect("the big-stack thread")
+}
+
+/// `text` as JSON at any depth (call it [`on_big_stack`]); `None` if it is
+/// not JSON.
+fn parse_any_depth(text: &str) -> Option<Value> {
+    use serde::Deserialize;
+    let mut de = serde_json::Deserializer::from_str(text);
+    de.disable_recursion_limit();
+    let v = Value::deserialize(&mut de).ok()?;
+    de.end().ok()?;
+    Some(v)
 }
 
 fn run_error_kind(p: &Payload) -> Option<&str> {
@@ -489,6 +518,172 @@ fn bad_lines_interleaved_into_a_real_run_change_nothing_else() {
             Ok(())
         })
         .unwrap();
+}
+
+// ---------------------------------------------------------------------------
+// Deep, wide and huge JSON: normalizer → store → read
+// ---------------------------------------------------------------------------
+
+/// A JSON value shaped by the fuzz: a spine `depth` containers deep (every
+/// `list_every`-th level a one-element array, the rest objects), each
+/// object with `width` sibling keys, the bottom a string of `huge` bytes
+/// and `extra` (any small value). Built from the inside out, so any depth.
+fn shaped(depth: usize, width: usize, huge: usize, list_every: usize, extra: Value) -> Value {
+    let mut v = serde_json::json!({"bottom": "x".repeat(huge), "extra": extra});
+    for level in (1..depth).rev() {
+        if list_every > 0 && level % list_every == 0 {
+            v = Value::Array(vec![v, Value::Bool(true)]);
+            continue;
+        }
+        let mut m = serde_json::Map::new();
+        for w in 0..width {
+            m.insert(format!("w{w}"), Value::from(format!("v{w}")));
+        }
+        m.insert("next".into(), v);
+        v = Value::Object(m);
+    }
+    v
+}
+
+/// A CLI line carrying `v` where the normalizer makes a Struct or Value of
+/// it: a tool_use input, a tool_use_result, a permission request's input.
+fn carrying(kind: usize, v: Value) -> String {
+    let line = match kind {
+        0 => serde_json::json!({"type": "assistant", "message": {"id": "msg_f", "content": [
+            {"type": "tool_use", "id": "toolu_f", "name": "Fuzz", "input": v}]}}),
+        1 => serde_json::json!({"type": "user", "message": {"content": [
+            {"type": "tool_result", "tool_use_id": "toolu_f", "content": "ok"}]},
+            "tool_use_result": v}),
+        _ => serde_json::json!({"type": "control_request", "request_id": "req-f", "request": {
+            "subtype": "can_use_tool", "tool_name": "Fuzz", "tool_use_id": "toolu_f", "input": v}}),
+    };
+    line.to_string()
+}
+
+/// The JSON the event holds where `carrying` put it, every marked string
+/// read back as the JSON it keeps (call it on a big stack).
+fn carried(kind: usize, e: &pb::Event) -> Option<Value> {
+    use agent_harness_server::nesting::DEEP_JSON_MARKER;
+    fn restore(v: Value) -> Value {
+        match v {
+            Value::String(s) => match s.strip_prefix(DEEP_JSON_MARKER) {
+                Some(text) => parse_any_depth(text).expect("marked text is JSON"),
+                None => Value::String(s),
+            },
+            Value::Array(a) => Value::Array(a.into_iter().map(restore).collect()),
+            Value::Object(o) => {
+                Value::Object(o.into_iter().map(|(k, v)| (k, restore(v))).collect())
+            }
+            other => other,
+        }
+    }
+    let v = match (kind, e.payload.as_ref()?) {
+        (0, Payload::Content(c)) => serde_json::to_value(c.blocks[0].input.as_ref()?).ok()?,
+        (1, Payload::Result(r)) => serde_json::to_value(r.tool_use_result.as_ref()?).ok()?,
+        (2, Payload::PermissionRequested(p)) => serde_json::to_value(p.input.as_ref()?).ok()?,
+        _ => return None,
+    };
+    Some(restore(v))
+}
+
+/// JSON nested up to 400 levels (past prost's limit of 100 messages and
+/// serde_json's 128), objects up to 64 keys wide, strings up to 1.5 MB (past
+/// the per-event budget), through the normalizer, the log and a real redb
+/// file: every event is stored and read back decodable (never
+/// `unreadable`), its JSON within the nesting bound, and nothing is lost:
+/// the whole form, with each marked string read back, is the CLI's JSON.
+#[test]
+fn deep_wide_and_huge_json_is_stored_decodable_and_whole() {
+    use agent_harness_server::log::{EventLogs, LogOptions, NewEvent};
+    use agent_harness_server::nesting::{MAX_JSON_DEPTH, struct_depth};
+    use agent_harness_server::store::{RedbStore, Store};
+    use prost::Message;
+    use std::sync::Arc;
+
+    let dir = tempfile::tempdir().unwrap();
+    let store: Arc<dyn Store> = Arc::new(RedbStore::open(&dir.path().join("fuzz.redb")).unwrap());
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let logs = EventLogs::open(store.clone(), LogOptions::default()).unwrap();
+    let case = std::sync::atomic::AtomicU32::new(0);
+    let mut runner = TestRunner::new(config(40));
+    let strategy = (
+        0usize..3,
+        prop_oneof![0usize..30, 30usize..130, 130usize..400],
+        prop_oneof![3 => 0usize..4, 1 => 4usize..64],
+        prop_oneof![4 => 0usize..2000, 1 => 900_000usize..1_500_000],
+        0usize..5,
+        json_value(),
+    );
+    runner
+        .run(
+            &strategy,
+            |(kind, depth, width, huge, list_every, extra)| {
+                let n_case = case.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                let session = format!("fuzz-deep-{n_case}");
+                // An object at the top: a tool input is one.
+                let json =
+                    serde_json::json!({"top": shaped(depth, width, huge, list_every, extra)});
+                let line = carrying(kind, json);
+                let mut n = Normalizer::new(DEFAULT_MAX_LINE_BYTES);
+                let out = n.line(&StdoutLine::Line(line.clone()));
+                prop_assert_eq!(out.len(), 1, "one event: {:?}", out.first().map(|o| &o.0));
+                let events = out
+                    .into_iter()
+                    .map(|(payload, cli_line)| NewEvent {
+                        run_id: "run-f".into(),
+                        payload,
+                        cli_line,
+                    })
+                    .collect();
+                let appended = rt.block_on(logs.append(&session, events)).expect("append");
+                let stored = store.read_range(&session, 0, usize::MAX).unwrap();
+                prop_assert_eq!(&stored, &appended, "read back as streamed");
+                for e in &stored {
+                    prop_assert!(
+                        !matches!(e.payload, Some(Payload::Unreadable(_))),
+                        "stored unreadable: {:?}",
+                        e.payload
+                    );
+                    // Decodable inside the deepest response that carries it.
+                    let resp = pb::SubscribeResponse {
+                        kind: Some(Kind::Event(e.clone())),
+                    };
+                    prop_assert!(
+                        pb::SubscribeResponse::decode(resp.encode_to_vec().as_slice()).is_ok()
+                    );
+                    let whole = store
+                        .read_full(&session, e.seq)
+                        .unwrap()
+                        .expect("whole form");
+                    prop_assert!(pb::Event::decode(whole.encode_to_vec().as_slice()).is_ok());
+                    if let Some(Payload::Content(c)) = &whole.payload {
+                        let s = c.blocks[0].input.as_ref().expect("input");
+                        prop_assert!(struct_depth(s) <= MAX_JSON_DEPTH);
+                    }
+                    // What the CLI's line says (floats as serde_json reads them).
+                    let line = line.clone();
+                    let same = on_big_stack(move || {
+                        let v = parse_any_depth(&line).expect("the line is JSON");
+                        let want = match kind {
+                            0 => &v["message"]["content"][0]["input"],
+                            1 => &v["tool_use_result"],
+                            _ => &v["request"]["input"],
+                        };
+                        carried(kind, &whole).as_ref() == Some(want)
+                    });
+                    prop_assert!(
+                        same,
+                        "kind {} depth {} width {}: JSON lost",
+                        kind,
+                        depth,
+                        width
+                    );
+                }
+                Ok(())
+            },
+        )
+        .unwrap();
+    rt.block_on(logs.shutdown());
 }
 
 // ---------------------------------------------------------------------------

@@ -18,6 +18,7 @@ mod limits;
 mod memory;
 mod metrics;
 mod ownership;
+mod poisoned;
 mod recovery_restart;
 mod session;
 mod shutdown;

@@ -141,6 +141,7 @@ pub fn kind(e: &pb::Event) -> &'static str {
         Some(Payload::SettingChanged(_)) => "setting_changed",
         Some(Payload::FilesRewound(_)) => "files_rewound",
         Some(Payload::TurnStart(_)) => "turn_start",
+        Some(Payload::Unreadable(_)) => "unreadable",
         None => "none",
     }
 }

@@ -42,3 +42,66 @@ pub fn event(session_id: &str, seq: u64) -> pb::Event {
 pub fn seqs(events: &[pb::Event]) -> Vec<u64> {
     events.iter().map(|e| e.seq).collect()
 }
+
+/// `{"k": {"k": … {}}}`, `depth` Structs deep, built without recursion.
+pub fn deep_struct(depth: usize) -> agent_harness_client::pbjson_types::Struct {
+    use agent_harness_client::pbjson_types::{Struct, Value, value::Kind};
+    let mut s = Struct::default();
+    for _ in 1..depth {
+        let inner = Value {
+            kind: Some(Kind::StructValue(s)),
+        };
+        s = Struct {
+            fields: [("k".to_owned(), inner)].into(),
+        };
+    }
+    s
+}
+
+/// The CLI line [`poisoned_event`] carries.
+pub const POISON_LINE: &str = r#"{"type":"assistant","message":{"content":[]}}"#;
+
+/// The row a server wrote before JSON nesting was bounded: a content event
+/// whose tool input nests 40 Structs deep (about 120 nested messages). It
+/// encodes, and no protobuf decoder reads it back.
+pub fn poisoned_event(session_id: &str, seq: u64, run_id: &str) -> pb::Event {
+    pb::Event {
+        seq,
+        session_id: session_id.into(),
+        run_id: run_id.into(),
+        cli_line: POISON_LINE.into(),
+        time: Some(agent_harness_client::pbjson_types::Timestamp {
+            seconds: 1_800_000_000,
+            nanos: 0,
+        }),
+        payload: Some(pb::event::Payload::Content(pb::Content {
+            message_id: "msg_deep".into(),
+            blocks: vec![pb::ContentBlock {
+                r#type: "tool_use".into(),
+                tool_use_id: "toolu_deep".into(),
+                tool_name: "Deep".into(),
+                input: Some(deep_struct(40)),
+                ..Default::default()
+            }],
+            ..Default::default()
+        })),
+        ..Default::default()
+    }
+}
+
+/// Appends a [`poisoned_event`] after the last event of `session_id`
+/// (same run), straight into `store` as the old server's writer did;
+/// returns its seq and stored bytes.
+pub fn poison(store: &dyn agent_harness_server::store::Store, session_id: &str) -> (u64, Vec<u8>) {
+    use prost::Message;
+    let events = store.read_range(session_id, 0, usize::MAX).unwrap();
+    let last = events.last().expect("the session has events");
+    let ev = poisoned_event(session_id, last.seq + 1, &last.run_id);
+    let bytes = ev.encode_to_vec();
+    assert!(
+        pb::Event::decode(bytes.as_slice()).is_err(),
+        "the row must be past the decoder's limit"
+    );
+    store.append_batch(&[ev], &[]).unwrap();
+    (last.seq + 1, bytes)
+}

@@ -142,6 +142,12 @@ function EventView({ e, index }: { e: Event; index: Index }) {
           {String(p.value.insertions)} −{String(p.value.deletions)})
         </Ev>
       );
+    case "unreadable":
+      return (
+        <Ev e={e} cls="sys failed">
+          a stored event the server cannot read ({String(p.value.size)} bytes): {p.value.reason}
+        </Ev>
+      );
     case "content":
       return (
         <Ev e={e} cls={`assistant${p.value.error ? " failed" : ""}`}>

@@ -71,6 +71,7 @@ pub const KEYWORDS: &[&str] = &[
     "CHILDTASK",
     "BIG",
     "TOOL",
+    "DEEPTOOL",
     "ERROR",
     "ERR400",
     "ERR529",

@@ -259,6 +259,11 @@ pub fn reply(pos: &Position, attempt: u32) -> Reply {
             let input = serde_json::from_str(raw).unwrap_or_else(|_| json!({}));
             ScriptedMessage::new(vec![Block::tool(name, input)])
         }
+        "DEEPTOOL" => {
+            let name = words.next().unwrap_or("Read");
+            let depth: usize = words.next().and_then(|w| w.parse().ok()).unwrap_or(200);
+            ScriptedMessage::new(vec![Block::tool(name, nested(depth))])
+        }
         "ERROR" | "ERR400" | "ERR529" => {
             let (status, times) = match d.keyword.as_str() {
                 "ERR400" => (400, None),
@@ -503,4 +508,15 @@ mod tests {
             )]
         );
     }
+}
+
+/// An object nested `depth` levels deep: `{"level": 1, "next": {"level": 2,
+/// "next": … {"level": depth, "bottom": true}}}`. Built from the inside out
+/// (no recursion), so any depth works.
+fn nested(depth: usize) -> Value {
+    let mut v = json!({"level": depth.max(1), "bottom": true});
+    for level in (1..depth).rev() {
+        v = json!({"level": level, "next": v});
+    }
+    v
 }

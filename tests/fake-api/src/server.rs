@@ -251,7 +251,7 @@ async fn handle(
     let path = uri
         .path_and_query()
         .map_or_else(|| uri.path().to_owned(), |p| p.as_str().to_owned());
-    let json_body: Option<Value> = serde_json::from_slice(&body).ok();
+    let json_body = parse_body(&body);
     let mut record = RecordedRequest {
         at: shared.started.elapsed(),
         method: method.to_string(),
@@ -429,4 +429,17 @@ fn insert_request_id(h: &mut HeaderMap) {
     if let Ok(v) = HeaderValue::from_str(&ids::request_id()) {
         h.insert("request-id", v);
     }
+}
+
+/// A request body as JSON, at any depth: the real API takes a conversation
+/// whose tool inputs nest past serde_json's default limit of 128 levels
+/// (see `DEEPTOOL`). Bodies come from the CLI under test, so the stack this
+/// takes is bounded by what the tests script.
+fn parse_body(body: &[u8]) -> Option<Value> {
+    use serde::Deserialize;
+    let mut de = serde_json::Deserializer::from_slice(body);
+    de.disable_recursion_limit();
+    let v = Value::deserialize(&mut de).ok()?;
+    de.end().ok()?;
+    Some(v)
 }

@@ -317,6 +317,7 @@ type Event struct {
 	//	*Event_TurnStart
 	//	*Event_SettingChanged
 	//	*Event_FilesRewound
+	//	*Event_Unreadable
 	Payload       isEvent_Payload `protobuf_oneof:"payload"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -554,6 +555,15 @@ func (x *Event) GetFilesRewound() *FilesRewound {
 	return nil
 }
 
+func (x *Event) GetUnreadable() *Unreadable {
+	if x != nil {
+		if x, ok := x.Payload.(*Event_Unreadable); ok {
+			return x.Unreadable
+		}
+	}
+	return nil
+}
+
 type isEvent_Payload interface {
 	isEvent_Payload()
 }
@@ -647,6 +657,13 @@ type Event_FilesRewound struct {
 	FilesRewound *FilesRewound `protobuf:"bytes,26,opt,name=files_rewound,json=filesRewound,proto3,oneof"`
 }
 
+type Event_Unreadable struct {
+	// A stored event the server cannot decode, in its place: its seq,
+	// session, run, time and CLI line are kept, ReadFullEvent streams its
+	// stored bytes (FULL_EVENT_PART_EVENT), and derive passes over it.
+	Unreadable *Unreadable `protobuf:"bytes,27,opt,name=unreadable,proto3,oneof"`
+}
+
 func (*Event_RunStart) isEvent_Payload() {}
 
 func (*Event_RunReady) isEvent_Payload() {}
@@ -681,6 +698,64 @@ func (*Event_SettingChanged) isEvent_Payload() {}
 
 func (*Event_FilesRewound) isEvent_Payload() {}
 
+func (*Event_Unreadable) isEvent_Payload() {}
+
+// What stands in the log for a stored event that cannot be decoded (e.g.
+// written by an older server with JSON nested past the decoder's limit).
+type Unreadable struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Why it could not be decoded (the decoder's message).
+	Reason string `protobuf:"bytes,1,opt,name=reason,proto3" json:"reason,omitempty"`
+	// Size in bytes of the stored event.
+	Size          uint64 `protobuf:"varint,2,opt,name=size,proto3" json:"size,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Unreadable) Reset() {
+	*x = Unreadable{}
+	mi := &file_agentharness_v1_events_proto_msgTypes[1]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Unreadable) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Unreadable) ProtoMessage() {}
+
+func (x *Unreadable) ProtoReflect() protoreflect.Message {
+	mi := &file_agentharness_v1_events_proto_msgTypes[1]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Unreadable.ProtoReflect.Descriptor instead.
+func (*Unreadable) Descriptor() ([]byte, []int) {
+	return file_agentharness_v1_events_proto_rawDescGZIP(), []int{1}
+}
+
+func (x *Unreadable) GetReason() string {
+	if x != nil {
+		return x.Reason
+	}
+	return ""
+}
+
+func (x *Unreadable) GetSize() uint64 {
+	if x != nil {
+		return x.Size
+	}
+	return 0
+}
+
 // How an event was cut down to the per-event budget.
 type Truncated struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -701,7 +776,7 @@ type Truncated struct {
 
 func (x *Truncated) Reset() {
 	*x = Truncated{}
-	mi := &file_agentharness_v1_events_proto_msgTypes[1]
+	mi := &file_agentharness_v1_events_proto_msgTypes[2]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -713,7 +788,7 @@ func (x *Truncated) String() string {
 func (*Truncated) ProtoMessage() {}
 
 func (x *Truncated) ProtoReflect() protoreflect.Message {
-	mi := &file_agentharness_v1_events_proto_msgTypes[1]
+	mi := &file_agentharness_v1_events_proto_msgTypes[2]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -726,7 +801,7 @@ func (x *Truncated) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Truncated.ProtoReflect.Descriptor instead.
 func (*Truncated) Descriptor() ([]byte, []int) {
-	return file_agentharness_v1_events_proto_rawDescGZIP(), []int{1}
+	return file_agentharness_v1_events_proto_rawDescGZIP(), []int{2}
 }
 
 func (x *Truncated) GetOriginalSize() uint64 {
@@ -787,7 +862,7 @@ type StartConfig struct {
 
 func (x *StartConfig) Reset() {
 	*x = StartConfig{}
-	mi := &file_agentharness_v1_events_proto_msgTypes[2]
+	mi := &file_agentharness_v1_events_proto_msgTypes[3]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -799,7 +874,7 @@ func (x *StartConfig) String() string {
 func (*StartConfig) ProtoMessage() {}
 
 func (x *StartConfig) ProtoReflect() protoreflect.Message {
-	mi := &file_agentharness_v1_events_proto_msgTypes[2]
+	mi := &file_agentharness_v1_events_proto_msgTypes[3]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -812,7 +887,7 @@ func (x *StartConfig) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StartConfig.ProtoReflect.Descriptor instead.
 func (*StartConfig) Descriptor() ([]byte, []int) {
-	return file_agentharness_v1_events_proto_rawDescGZIP(), []int{2}
+	return file_agentharness_v1_events_proto_rawDescGZIP(), []int{3}
 }
 
 func (x *StartConfig) GetPrompt() string {
@@ -903,7 +978,7 @@ type Fork struct {
 
 func (x *Fork) Reset() {
 	*x = Fork{}
-	mi := &file_agentharness_v1_events_proto_msgTypes[3]
+	mi := &file_agentharness_v1_events_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -915,7 +990,7 @@ func (x *Fork) String() string {
 func (*Fork) ProtoMessage() {}
 
 func (x *Fork) ProtoReflect() protoreflect.Message {
-	mi := &file_agentharness_v1_events_proto_msgTypes[3]
+	mi := &file_agentharness_v1_events_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -928,7 +1003,7 @@ func (x *Fork) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Fork.ProtoReflect.Descriptor instead.
 func (*Fork) Descriptor() ([]byte, []int) {
-	return file_agentharness_v1_events_proto_rawDescGZIP(), []int{3}
+	return file_agentharness_v1_events_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *Fork) GetFromSessionId() string {
@@ -976,7 +1051,7 @@ type RunStart struct {
 
 func (x *RunStart) Reset() {
 	*x = RunStart{}
-	mi := &file_agentharness_v1_events_proto_msgTypes[4]
+	mi := &file_agentharness_v1_events_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -988,7 +1063,7 @@ func (x *RunStart) String() string {
 func (*RunStart) ProtoMessage() {}
 
 func (x *RunStart) ProtoReflect() protoreflect.Message {
-	mi := &file_agentharness_v1_events_proto_msgTypes[4]
+	mi := &file_agentharness_v1_events_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1001,7 +1076,7 @@ func (x *RunStart) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RunStart.ProtoReflect.Descriptor instead.
 func (*RunStart) Descriptor() ([]byte, []int) {
-	return file_agentharness_v1_events_proto_rawDescGZIP(), []int{4}
+	return file_agentharness_v1_events_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *RunStart) GetConfig() *StartConfig {
@@ -1045,7 +1120,7 @@ type McpServer struct {
 
 func (x *McpServer) Reset() {
 	*x = McpServer{}
-	mi := &file_agentharness_v1_events_proto_msgTypes[5]
+	mi := &file_agentharness_v1_events_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1057,7 +1132,7 @@ func (x *McpServer) String() string {
 func (*McpServer) ProtoMessage() {}
 
 func (x *McpServer) ProtoReflect() protoreflect.Message {
-	mi := &file_agentharness_v1_events_proto_msgTypes[5]
+	mi := &file_agentharness_v1_events_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1070,7 +1145,7 @@ func (x *McpServer) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use McpServer.ProtoReflect.Descriptor instead.
 func (*McpServer) Descriptor() ([]byte, []int) {
-	return file_agentharness_v1_events_proto_rawDescGZIP(), []int{5}
+	return file_agentharness_v1_events_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *McpServer) GetName() string {
@@ -1113,7 +1188,7 @@ type RunReady struct {
 
 func (x *RunReady) Reset() {
 	*x = RunReady{}
-	mi := &file_agentharness_v1_events_proto_msgTypes[6]
+	mi := &file_agentharness_v1_events_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1125,7 +1200,7 @@ func (x *RunReady) String() string {
 func (*RunReady) ProtoMessage() {}
 
 func (x *RunReady) ProtoReflect() protoreflect.Message {
-	mi := &file_agentharness_v1_events_proto_msgTypes[6]
+	mi := &file_agentharness_v1_events_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1138,7 +1213,7 @@ func (x *RunReady) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RunReady.ProtoReflect.Descriptor instead.
 func (*RunReady) Descriptor() ([]byte, []int) {
-	return file_agentharness_v1_events_proto_rawDescGZIP(), []int{6}
+	return file_agentharness_v1_events_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *RunReady) GetResumeId() string {
@@ -1219,7 +1294,7 @@ type RunEnd struct {
 
 func (x *RunEnd) Reset() {
 	*x = RunEnd{}
-	mi := &file_agentharness_v1_events_proto_msgTypes[7]
+	mi := &file_agentharness_v1_events_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1231,7 +1306,7 @@ func (x *RunEnd) String() string {
 func (*RunEnd) ProtoMessage() {}
 
 func (x *RunEnd) ProtoReflect() protoreflect.Message {
-	mi := &file_agentharness_v1_events_proto_msgTypes[7]
+	mi := &file_agentharness_v1_events_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1244,7 +1319,7 @@ func (x *RunEnd) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RunEnd.ProtoReflect.Descriptor instead.
 func (*RunEnd) Descriptor() ([]byte, []int) {
-	return file_agentharness_v1_events_proto_rawDescGZIP(), []int{7}
+	return file_agentharness_v1_events_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *RunEnd) GetReason() RunEndReason {
@@ -1309,7 +1384,7 @@ type RunError struct {
 
 func (x *RunError) Reset() {
 	*x = RunError{}
-	mi := &file_agentharness_v1_events_proto_msgTypes[8]
+	mi := &file_agentharness_v1_events_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1321,7 +1396,7 @@ func (x *RunError) String() string {
 func (*RunError) ProtoMessage() {}
 
 func (x *RunError) ProtoReflect() protoreflect.Message {
-	mi := &file_agentharness_v1_events_proto_msgTypes[8]
+	mi := &file_agentharness_v1_events_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1334,7 +1409,7 @@ func (x *RunError) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RunError.ProtoReflect.Descriptor instead.
 func (*RunError) Descriptor() ([]byte, []int) {
-	return file_agentharness_v1_events_proto_rawDescGZIP(), []int{8}
+	return file_agentharness_v1_events_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *RunError) GetMessage() string {
@@ -1370,7 +1445,7 @@ type StopRequested struct {
 
 func (x *StopRequested) Reset() {
 	*x = StopRequested{}
-	mi := &file_agentharness_v1_events_proto_msgTypes[9]
+	mi := &file_agentharness_v1_events_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1382,7 +1457,7 @@ func (x *StopRequested) String() string {
 func (*StopRequested) ProtoMessage() {}
 
 func (x *StopRequested) ProtoReflect() protoreflect.Message {
-	mi := &file_agentharness_v1_events_proto_msgTypes[9]
+	mi := &file_agentharness_v1_events_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1395,7 +1470,7 @@ func (x *StopRequested) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StopRequested.ProtoReflect.Descriptor instead.
 func (*StopRequested) Descriptor() ([]byte, []int) {
-	return file_agentharness_v1_events_proto_rawDescGZIP(), []int{9}
+	return file_agentharness_v1_events_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *StopRequested) GetSource() string {
@@ -1422,7 +1497,7 @@ type Usage struct {
 
 func (x *Usage) Reset() {
 	*x = Usage{}
-	mi := &file_agentharness_v1_events_proto_msgTypes[10]
+	mi := &file_agentharness_v1_events_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1434,7 +1509,7 @@ func (x *Usage) String() string {
 func (*Usage) ProtoMessage() {}
 
 func (x *Usage) ProtoReflect() protoreflect.Message {
-	mi := &file_agentharness_v1_events_proto_msgTypes[10]
+	mi := &file_agentharness_v1_events_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1447,7 +1522,7 @@ func (x *Usage) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Usage.ProtoReflect.Descriptor instead.
 func (*Usage) Descriptor() ([]byte, []int) {
-	return file_agentharness_v1_events_proto_rawDescGZIP(), []int{10}
+	return file_agentharness_v1_events_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *Usage) GetInputTokens() uint64 {
@@ -1502,7 +1577,7 @@ type ContentBlock struct {
 
 func (x *ContentBlock) Reset() {
 	*x = ContentBlock{}
-	mi := &file_agentharness_v1_events_proto_msgTypes[11]
+	mi := &file_agentharness_v1_events_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1514,7 +1589,7 @@ func (x *ContentBlock) String() string {
 func (*ContentBlock) ProtoMessage() {}
 
 func (x *ContentBlock) ProtoReflect() protoreflect.Message {
-	mi := &file_agentharness_v1_events_proto_msgTypes[11]
+	mi := &file_agentharness_v1_events_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1527,7 +1602,7 @@ func (x *ContentBlock) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ContentBlock.ProtoReflect.Descriptor instead.
 func (*ContentBlock) Descriptor() ([]byte, []int) {
-	return file_agentharness_v1_events_proto_rawDescGZIP(), []int{11}
+	return file_agentharness_v1_events_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *ContentBlock) GetType() string {
@@ -1603,7 +1678,7 @@ type Content struct {
 
 func (x *Content) Reset() {
 	*x = Content{}
-	mi := &file_agentharness_v1_events_proto_msgTypes[12]
+	mi := &file_agentharness_v1_events_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1615,7 +1690,7 @@ func (x *Content) String() string {
 func (*Content) ProtoMessage() {}
 
 func (x *Content) ProtoReflect() protoreflect.Message {
-	mi := &file_agentharness_v1_events_proto_msgTypes[12]
+	mi := &file_agentharness_v1_events_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1628,7 +1703,7 @@ func (x *Content) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Content.ProtoReflect.Descriptor instead.
 func (*Content) Descriptor() ([]byte, []int) {
-	return file_agentharness_v1_events_proto_rawDescGZIP(), []int{12}
+	return file_agentharness_v1_events_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *Content) GetMessageId() string {
@@ -1695,7 +1770,7 @@ type ToolResult struct {
 
 func (x *ToolResult) Reset() {
 	*x = ToolResult{}
-	mi := &file_agentharness_v1_events_proto_msgTypes[13]
+	mi := &file_agentharness_v1_events_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1707,7 +1782,7 @@ func (x *ToolResult) String() string {
 func (*ToolResult) ProtoMessage() {}
 
 func (x *ToolResult) ProtoReflect() protoreflect.Message {
-	mi := &file_agentharness_v1_events_proto_msgTypes[13]
+	mi := &file_agentharness_v1_events_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1720,7 +1795,7 @@ func (x *ToolResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ToolResult.ProtoReflect.Descriptor instead.
 func (*ToolResult) Descriptor() ([]byte, []int) {
-	return file_agentharness_v1_events_proto_rawDescGZIP(), []int{13}
+	return file_agentharness_v1_events_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *ToolResult) GetToolUseId() string {
@@ -1765,7 +1840,7 @@ type Result struct {
 
 func (x *Result) Reset() {
 	*x = Result{}
-	mi := &file_agentharness_v1_events_proto_msgTypes[14]
+	mi := &file_agentharness_v1_events_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1777,7 +1852,7 @@ func (x *Result) String() string {
 func (*Result) ProtoMessage() {}
 
 func (x *Result) ProtoReflect() protoreflect.Message {
-	mi := &file_agentharness_v1_events_proto_msgTypes[14]
+	mi := &file_agentharness_v1_events_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1790,7 +1865,7 @@ func (x *Result) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Result.ProtoReflect.Descriptor instead.
 func (*Result) Descriptor() ([]byte, []int) {
-	return file_agentharness_v1_events_proto_rawDescGZIP(), []int{14}
+	return file_agentharness_v1_events_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *Result) GetToolResults() []*ToolResult {
@@ -1853,7 +1928,7 @@ type ModelUsage struct {
 
 func (x *ModelUsage) Reset() {
 	*x = ModelUsage{}
-	mi := &file_agentharness_v1_events_proto_msgTypes[15]
+	mi := &file_agentharness_v1_events_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1865,7 +1940,7 @@ func (x *ModelUsage) String() string {
 func (*ModelUsage) ProtoMessage() {}
 
 func (x *ModelUsage) ProtoReflect() protoreflect.Message {
-	mi := &file_agentharness_v1_events_proto_msgTypes[15]
+	mi := &file_agentharness_v1_events_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1878,7 +1953,7 @@ func (x *ModelUsage) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ModelUsage.ProtoReflect.Descriptor instead.
 func (*ModelUsage) Descriptor() ([]byte, []int) {
-	return file_agentharness_v1_events_proto_rawDescGZIP(), []int{15}
+	return file_agentharness_v1_events_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *ModelUsage) GetModel() string {
@@ -1985,7 +2060,7 @@ type TurnEnd struct {
 
 func (x *TurnEnd) Reset() {
 	*x = TurnEnd{}
-	mi := &file_agentharness_v1_events_proto_msgTypes[16]
+	mi := &file_agentharness_v1_events_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1997,7 +2072,7 @@ func (x *TurnEnd) String() string {
 func (*TurnEnd) ProtoMessage() {}
 
 func (x *TurnEnd) ProtoReflect() protoreflect.Message {
-	mi := &file_agentharness_v1_events_proto_msgTypes[16]
+	mi := &file_agentharness_v1_events_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2010,7 +2085,7 @@ func (x *TurnEnd) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TurnEnd.ProtoReflect.Descriptor instead.
 func (*TurnEnd) Descriptor() ([]byte, []int) {
-	return file_agentharness_v1_events_proto_rawDescGZIP(), []int{16}
+	return file_agentharness_v1_events_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *TurnEnd) GetUsage() *Usage {
@@ -2149,7 +2224,7 @@ type PermissionDenial struct {
 
 func (x *PermissionDenial) Reset() {
 	*x = PermissionDenial{}
-	mi := &file_agentharness_v1_events_proto_msgTypes[17]
+	mi := &file_agentharness_v1_events_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2161,7 +2236,7 @@ func (x *PermissionDenial) String() string {
 func (*PermissionDenial) ProtoMessage() {}
 
 func (x *PermissionDenial) ProtoReflect() protoreflect.Message {
-	mi := &file_agentharness_v1_events_proto_msgTypes[17]
+	mi := &file_agentharness_v1_events_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2174,7 +2249,7 @@ func (x *PermissionDenial) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PermissionDenial.ProtoReflect.Descriptor instead.
 func (*PermissionDenial) Descriptor() ([]byte, []int) {
-	return file_agentharness_v1_events_proto_rawDescGZIP(), []int{17}
+	return file_agentharness_v1_events_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *PermissionDenial) GetToolName() string {
@@ -2216,7 +2291,7 @@ type InputSent struct {
 
 func (x *InputSent) Reset() {
 	*x = InputSent{}
-	mi := &file_agentharness_v1_events_proto_msgTypes[18]
+	mi := &file_agentharness_v1_events_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2228,7 +2303,7 @@ func (x *InputSent) String() string {
 func (*InputSent) ProtoMessage() {}
 
 func (x *InputSent) ProtoReflect() protoreflect.Message {
-	mi := &file_agentharness_v1_events_proto_msgTypes[18]
+	mi := &file_agentharness_v1_events_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2241,7 +2316,7 @@ func (x *InputSent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use InputSent.ProtoReflect.Descriptor instead.
 func (*InputSent) Descriptor() ([]byte, []int) {
-	return file_agentharness_v1_events_proto_rawDescGZIP(), []int{18}
+	return file_agentharness_v1_events_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *InputSent) GetText() string {
@@ -2284,7 +2359,7 @@ type TurnStart struct {
 
 func (x *TurnStart) Reset() {
 	*x = TurnStart{}
-	mi := &file_agentharness_v1_events_proto_msgTypes[19]
+	mi := &file_agentharness_v1_events_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2296,7 +2371,7 @@ func (x *TurnStart) String() string {
 func (*TurnStart) ProtoMessage() {}
 
 func (x *TurnStart) ProtoReflect() protoreflect.Message {
-	mi := &file_agentharness_v1_events_proto_msgTypes[19]
+	mi := &file_agentharness_v1_events_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2309,7 +2384,7 @@ func (x *TurnStart) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TurnStart.ProtoReflect.Descriptor instead.
 func (*TurnStart) Descriptor() ([]byte, []int) {
-	return file_agentharness_v1_events_proto_rawDescGZIP(), []int{19}
+	return file_agentharness_v1_events_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *TurnStart) GetOrigin() string {
@@ -2340,7 +2415,7 @@ type TaskStarted struct {
 
 func (x *TaskStarted) Reset() {
 	*x = TaskStarted{}
-	mi := &file_agentharness_v1_events_proto_msgTypes[20]
+	mi := &file_agentharness_v1_events_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2352,7 +2427,7 @@ func (x *TaskStarted) String() string {
 func (*TaskStarted) ProtoMessage() {}
 
 func (x *TaskStarted) ProtoReflect() protoreflect.Message {
-	mi := &file_agentharness_v1_events_proto_msgTypes[20]
+	mi := &file_agentharness_v1_events_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2365,7 +2440,7 @@ func (x *TaskStarted) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TaskStarted.ProtoReflect.Descriptor instead.
 func (*TaskStarted) Descriptor() ([]byte, []int) {
-	return file_agentharness_v1_events_proto_rawDescGZIP(), []int{20}
+	return file_agentharness_v1_events_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *TaskStarted) GetTaskId() string {
@@ -2436,7 +2511,7 @@ type TaskUpdated struct {
 
 func (x *TaskUpdated) Reset() {
 	*x = TaskUpdated{}
-	mi := &file_agentharness_v1_events_proto_msgTypes[21]
+	mi := &file_agentharness_v1_events_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2448,7 +2523,7 @@ func (x *TaskUpdated) String() string {
 func (*TaskUpdated) ProtoMessage() {}
 
 func (x *TaskUpdated) ProtoReflect() protoreflect.Message {
-	mi := &file_agentharness_v1_events_proto_msgTypes[21]
+	mi := &file_agentharness_v1_events_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2461,7 +2536,7 @@ func (x *TaskUpdated) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TaskUpdated.ProtoReflect.Descriptor instead.
 func (*TaskUpdated) Descriptor() ([]byte, []int) {
-	return file_agentharness_v1_events_proto_rawDescGZIP(), []int{21}
+	return file_agentharness_v1_events_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *TaskUpdated) GetTaskId() string {
@@ -2539,7 +2614,7 @@ type TaskNotification struct {
 
 func (x *TaskNotification) Reset() {
 	*x = TaskNotification{}
-	mi := &file_agentharness_v1_events_proto_msgTypes[22]
+	mi := &file_agentharness_v1_events_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2551,7 +2626,7 @@ func (x *TaskNotification) String() string {
 func (*TaskNotification) ProtoMessage() {}
 
 func (x *TaskNotification) ProtoReflect() protoreflect.Message {
-	mi := &file_agentharness_v1_events_proto_msgTypes[22]
+	mi := &file_agentharness_v1_events_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2564,7 +2639,7 @@ func (x *TaskNotification) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TaskNotification.ProtoReflect.Descriptor instead.
 func (*TaskNotification) Descriptor() ([]byte, []int) {
-	return file_agentharness_v1_events_proto_rawDescGZIP(), []int{22}
+	return file_agentharness_v1_events_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *TaskNotification) GetTaskId() string {
@@ -2627,7 +2702,7 @@ type PermissionRequested struct {
 
 func (x *PermissionRequested) Reset() {
 	*x = PermissionRequested{}
-	mi := &file_agentharness_v1_events_proto_msgTypes[23]
+	mi := &file_agentharness_v1_events_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2639,7 +2714,7 @@ func (x *PermissionRequested) String() string {
 func (*PermissionRequested) ProtoMessage() {}
 
 func (x *PermissionRequested) ProtoReflect() protoreflect.Message {
-	mi := &file_agentharness_v1_events_proto_msgTypes[23]
+	mi := &file_agentharness_v1_events_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2652,7 +2727,7 @@ func (x *PermissionRequested) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PermissionRequested.ProtoReflect.Descriptor instead.
 func (*PermissionRequested) Descriptor() ([]byte, []int) {
-	return file_agentharness_v1_events_proto_rawDescGZIP(), []int{23}
+	return file_agentharness_v1_events_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *PermissionRequested) GetRequestId() string {
@@ -2732,7 +2807,7 @@ type PermissionResolved struct {
 
 func (x *PermissionResolved) Reset() {
 	*x = PermissionResolved{}
-	mi := &file_agentharness_v1_events_proto_msgTypes[24]
+	mi := &file_agentharness_v1_events_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2744,7 +2819,7 @@ func (x *PermissionResolved) String() string {
 func (*PermissionResolved) ProtoMessage() {}
 
 func (x *PermissionResolved) ProtoReflect() protoreflect.Message {
-	mi := &file_agentharness_v1_events_proto_msgTypes[24]
+	mi := &file_agentharness_v1_events_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2757,7 +2832,7 @@ func (x *PermissionResolved) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PermissionResolved.ProtoReflect.Descriptor instead.
 func (*PermissionResolved) Descriptor() ([]byte, []int) {
-	return file_agentharness_v1_events_proto_rawDescGZIP(), []int{24}
+	return file_agentharness_v1_events_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *PermissionResolved) GetRequestId() string {
@@ -2811,7 +2886,7 @@ type SettingChanged struct {
 
 func (x *SettingChanged) Reset() {
 	*x = SettingChanged{}
-	mi := &file_agentharness_v1_events_proto_msgTypes[25]
+	mi := &file_agentharness_v1_events_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2823,7 +2898,7 @@ func (x *SettingChanged) String() string {
 func (*SettingChanged) ProtoMessage() {}
 
 func (x *SettingChanged) ProtoReflect() protoreflect.Message {
-	mi := &file_agentharness_v1_events_proto_msgTypes[25]
+	mi := &file_agentharness_v1_events_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2836,7 +2911,7 @@ func (x *SettingChanged) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SettingChanged.ProtoReflect.Descriptor instead.
 func (*SettingChanged) Descriptor() ([]byte, []int) {
-	return file_agentharness_v1_events_proto_rawDescGZIP(), []int{25}
+	return file_agentharness_v1_events_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *SettingChanged) GetSetting() Setting {
@@ -2880,7 +2955,7 @@ type FilesRewound struct {
 
 func (x *FilesRewound) Reset() {
 	*x = FilesRewound{}
-	mi := &file_agentharness_v1_events_proto_msgTypes[26]
+	mi := &file_agentharness_v1_events_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2892,7 +2967,7 @@ func (x *FilesRewound) String() string {
 func (*FilesRewound) ProtoMessage() {}
 
 func (x *FilesRewound) ProtoReflect() protoreflect.Message {
-	mi := &file_agentharness_v1_events_proto_msgTypes[26]
+	mi := &file_agentharness_v1_events_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2905,7 +2980,7 @@ func (x *FilesRewound) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FilesRewound.ProtoReflect.Descriptor instead.
 func (*FilesRewound) Descriptor() ([]byte, []int) {
-	return file_agentharness_v1_events_proto_rawDescGZIP(), []int{26}
+	return file_agentharness_v1_events_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *FilesRewound) GetToSeq() uint64 {
@@ -2947,8 +3022,7 @@ var File_agentharness_v1_events_proto protoreflect.FileDescriptor
 
 const file_agentharness_v1_events_proto_rawDesc = "" +
 	"\n" +
-	"\x1cagentharness/v1/events.proto\x12\x0fagentharness.v1\x1a\x1cgoogle/protobuf/struct.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\xc5\n" +
-	"\n" +
+	"\x1cagentharness/v1/events.proto\x12\x0fagentharness.v1\x1a\x1cgoogle/protobuf/struct.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\x84\v\n" +
 	"\x05Event\x12\x14\n" +
 	"\x03seq\x18\x01 \x01(\x04B\x020\x02R\x03seq\x12\x1d\n" +
 	"\n" +
@@ -2976,8 +3050,15 @@ const file_agentharness_v1_events_proto_rawDesc = "" +
 	"\n" +
 	"turn_start\x18\x18 \x01(\v2\x1a.agentharness.v1.TurnStartH\x00R\tturnStart\x12J\n" +
 	"\x0fsetting_changed\x18\x19 \x01(\v2\x1f.agentharness.v1.SettingChangedH\x00R\x0esettingChanged\x12D\n" +
-	"\rfiles_rewound\x18\x1a \x01(\v2\x1d.agentharness.v1.FilesRewoundH\x00R\ffilesRewoundB\t\n" +
-	"\apayload\"t\n" +
+	"\rfiles_rewound\x18\x1a \x01(\v2\x1d.agentharness.v1.FilesRewoundH\x00R\ffilesRewound\x12=\n" +
+	"\n" +
+	"unreadable\x18\x1b \x01(\v2\x1b.agentharness.v1.UnreadableH\x00R\n" +
+	"unreadableB\t\n" +
+	"\apayload\"<\n" +
+	"\n" +
+	"Unreadable\x12\x16\n" +
+	"\x06reason\x18\x01 \x01(\tR\x06reason\x12\x16\n" +
+	"\x04size\x18\x02 \x01(\x04B\x020\x02R\x04size\"t\n" +
 	"\tTruncated\x12'\n" +
 	"\roriginal_size\x18\x01 \x01(\x04B\x020\x02R\foriginalSize\x12&\n" +
 	"\rcli_line_size\x18\x02 \x01(\x04B\x020\x02R\vcliLineSize\x12\x16\n" +
@@ -3203,92 +3284,94 @@ func file_agentharness_v1_events_proto_rawDescGZIP() []byte {
 }
 
 var file_agentharness_v1_events_proto_enumTypes = make([]protoimpl.EnumInfo, 4)
-var file_agentharness_v1_events_proto_msgTypes = make([]protoimpl.MessageInfo, 28)
+var file_agentharness_v1_events_proto_msgTypes = make([]protoimpl.MessageInfo, 29)
 var file_agentharness_v1_events_proto_goTypes = []any{
 	(RunEndReason)(0),             // 0: agentharness.v1.RunEndReason
 	(InputSource)(0),              // 1: agentharness.v1.InputSource
 	(Setting)(0),                  // 2: agentharness.v1.Setting
 	(SettingApplied)(0),           // 3: agentharness.v1.SettingApplied
 	(*Event)(nil),                 // 4: agentharness.v1.Event
-	(*Truncated)(nil),             // 5: agentharness.v1.Truncated
-	(*StartConfig)(nil),           // 6: agentharness.v1.StartConfig
-	(*Fork)(nil),                  // 7: agentharness.v1.Fork
-	(*RunStart)(nil),              // 8: agentharness.v1.RunStart
-	(*McpServer)(nil),             // 9: agentharness.v1.McpServer
-	(*RunReady)(nil),              // 10: agentharness.v1.RunReady
-	(*RunEnd)(nil),                // 11: agentharness.v1.RunEnd
-	(*RunError)(nil),              // 12: agentharness.v1.RunError
-	(*StopRequested)(nil),         // 13: agentharness.v1.StopRequested
-	(*Usage)(nil),                 // 14: agentharness.v1.Usage
-	(*ContentBlock)(nil),          // 15: agentharness.v1.ContentBlock
-	(*Content)(nil),               // 16: agentharness.v1.Content
-	(*ToolResult)(nil),            // 17: agentharness.v1.ToolResult
-	(*Result)(nil),                // 18: agentharness.v1.Result
-	(*ModelUsage)(nil),            // 19: agentharness.v1.ModelUsage
-	(*TurnEnd)(nil),               // 20: agentharness.v1.TurnEnd
-	(*PermissionDenial)(nil),      // 21: agentharness.v1.PermissionDenial
-	(*InputSent)(nil),             // 22: agentharness.v1.InputSent
-	(*TurnStart)(nil),             // 23: agentharness.v1.TurnStart
-	(*TaskStarted)(nil),           // 24: agentharness.v1.TaskStarted
-	(*TaskUpdated)(nil),           // 25: agentharness.v1.TaskUpdated
-	(*TaskNotification)(nil),      // 26: agentharness.v1.TaskNotification
-	(*PermissionRequested)(nil),   // 27: agentharness.v1.PermissionRequested
-	(*PermissionResolved)(nil),    // 28: agentharness.v1.PermissionResolved
-	(*SettingChanged)(nil),        // 29: agentharness.v1.SettingChanged
-	(*FilesRewound)(nil),          // 30: agentharness.v1.FilesRewound
-	nil,                           // 31: agentharness.v1.StartConfig.EnvEntry
-	(*timestamppb.Timestamp)(nil), // 32: google.protobuf.Timestamp
-	(*structpb.Struct)(nil),       // 33: google.protobuf.Struct
-	(*structpb.Value)(nil),        // 34: google.protobuf.Value
+	(*Unreadable)(nil),            // 5: agentharness.v1.Unreadable
+	(*Truncated)(nil),             // 6: agentharness.v1.Truncated
+	(*StartConfig)(nil),           // 7: agentharness.v1.StartConfig
+	(*Fork)(nil),                  // 8: agentharness.v1.Fork
+	(*RunStart)(nil),              // 9: agentharness.v1.RunStart
+	(*McpServer)(nil),             // 10: agentharness.v1.McpServer
+	(*RunReady)(nil),              // 11: agentharness.v1.RunReady
+	(*RunEnd)(nil),                // 12: agentharness.v1.RunEnd
+	(*RunError)(nil),              // 13: agentharness.v1.RunError
+	(*StopRequested)(nil),         // 14: agentharness.v1.StopRequested
+	(*Usage)(nil),                 // 15: agentharness.v1.Usage
+	(*ContentBlock)(nil),          // 16: agentharness.v1.ContentBlock
+	(*Content)(nil),               // 17: agentharness.v1.Content
+	(*ToolResult)(nil),            // 18: agentharness.v1.ToolResult
+	(*Result)(nil),                // 19: agentharness.v1.Result
+	(*ModelUsage)(nil),            // 20: agentharness.v1.ModelUsage
+	(*TurnEnd)(nil),               // 21: agentharness.v1.TurnEnd
+	(*PermissionDenial)(nil),      // 22: agentharness.v1.PermissionDenial
+	(*InputSent)(nil),             // 23: agentharness.v1.InputSent
+	(*TurnStart)(nil),             // 24: agentharness.v1.TurnStart
+	(*TaskStarted)(nil),           // 25: agentharness.v1.TaskStarted
+	(*TaskUpdated)(nil),           // 26: agentharness.v1.TaskUpdated
+	(*TaskNotification)(nil),      // 27: agentharness.v1.TaskNotification
+	(*PermissionRequested)(nil),   // 28: agentharness.v1.PermissionRequested
+	(*PermissionResolved)(nil),    // 29: agentharness.v1.PermissionResolved
+	(*SettingChanged)(nil),        // 30: agentharness.v1.SettingChanged
+	(*FilesRewound)(nil),          // 31: agentharness.v1.FilesRewound
+	nil,                           // 32: agentharness.v1.StartConfig.EnvEntry
+	(*timestamppb.Timestamp)(nil), // 33: google.protobuf.Timestamp
+	(*structpb.Struct)(nil),       // 34: google.protobuf.Struct
+	(*structpb.Value)(nil),        // 35: google.protobuf.Value
 }
 var file_agentharness_v1_events_proto_depIdxs = []int32{
-	32, // 0: agentharness.v1.Event.time:type_name -> google.protobuf.Timestamp
-	5,  // 1: agentharness.v1.Event.truncated:type_name -> agentharness.v1.Truncated
-	8,  // 2: agentharness.v1.Event.run_start:type_name -> agentharness.v1.RunStart
-	10, // 3: agentharness.v1.Event.run_ready:type_name -> agentharness.v1.RunReady
-	11, // 4: agentharness.v1.Event.run_end:type_name -> agentharness.v1.RunEnd
-	12, // 5: agentharness.v1.Event.run_error:type_name -> agentharness.v1.RunError
-	13, // 6: agentharness.v1.Event.stop_requested:type_name -> agentharness.v1.StopRequested
-	16, // 7: agentharness.v1.Event.content:type_name -> agentharness.v1.Content
-	18, // 8: agentharness.v1.Event.result:type_name -> agentharness.v1.Result
-	20, // 9: agentharness.v1.Event.turn_end:type_name -> agentharness.v1.TurnEnd
-	22, // 10: agentharness.v1.Event.input_sent:type_name -> agentharness.v1.InputSent
-	24, // 11: agentharness.v1.Event.task_started:type_name -> agentharness.v1.TaskStarted
-	25, // 12: agentharness.v1.Event.task_updated:type_name -> agentharness.v1.TaskUpdated
-	26, // 13: agentharness.v1.Event.task_notification:type_name -> agentharness.v1.TaskNotification
-	27, // 14: agentharness.v1.Event.permission_requested:type_name -> agentharness.v1.PermissionRequested
-	28, // 15: agentharness.v1.Event.permission_resolved:type_name -> agentharness.v1.PermissionResolved
-	23, // 16: agentharness.v1.Event.turn_start:type_name -> agentharness.v1.TurnStart
-	29, // 17: agentharness.v1.Event.setting_changed:type_name -> agentharness.v1.SettingChanged
-	30, // 18: agentharness.v1.Event.files_rewound:type_name -> agentharness.v1.FilesRewound
-	31, // 19: agentharness.v1.StartConfig.env:type_name -> agentharness.v1.StartConfig.EnvEntry
-	33, // 20: agentharness.v1.StartConfig.content_blocks:type_name -> google.protobuf.Struct
-	7,  // 21: agentharness.v1.StartConfig.fork:type_name -> agentharness.v1.Fork
-	6,  // 22: agentharness.v1.RunStart.config:type_name -> agentharness.v1.StartConfig
-	9,  // 23: agentharness.v1.RunReady.mcp_servers:type_name -> agentharness.v1.McpServer
-	0,  // 24: agentharness.v1.RunEnd.reason:type_name -> agentharness.v1.RunEndReason
-	33, // 25: agentharness.v1.ContentBlock.input:type_name -> google.protobuf.Struct
-	33, // 26: agentharness.v1.ContentBlock.raw:type_name -> google.protobuf.Struct
-	15, // 27: agentharness.v1.Content.blocks:type_name -> agentharness.v1.ContentBlock
-	14, // 28: agentharness.v1.Content.usage:type_name -> agentharness.v1.Usage
-	17, // 29: agentharness.v1.Result.tool_results:type_name -> agentharness.v1.ToolResult
-	34, // 30: agentharness.v1.Result.tool_use_result:type_name -> google.protobuf.Value
-	14, // 31: agentharness.v1.TurnEnd.usage:type_name -> agentharness.v1.Usage
-	19, // 32: agentharness.v1.TurnEnd.model_usage:type_name -> agentharness.v1.ModelUsage
-	21, // 33: agentharness.v1.TurnEnd.permission_denials:type_name -> agentharness.v1.PermissionDenial
-	33, // 34: agentharness.v1.PermissionDenial.tool_input:type_name -> google.protobuf.Struct
-	1,  // 35: agentharness.v1.InputSent.source:type_name -> agentharness.v1.InputSource
-	33, // 36: agentharness.v1.InputSent.content_blocks:type_name -> google.protobuf.Struct
-	33, // 37: agentharness.v1.PermissionRequested.input:type_name -> google.protobuf.Struct
-	34, // 38: agentharness.v1.PermissionRequested.suggestions:type_name -> google.protobuf.Value
-	33, // 39: agentharness.v1.PermissionResolved.updated_input:type_name -> google.protobuf.Struct
-	2,  // 40: agentharness.v1.SettingChanged.setting:type_name -> agentharness.v1.Setting
-	3,  // 41: agentharness.v1.SettingChanged.applied:type_name -> agentharness.v1.SettingApplied
-	42, // [42:42] is the sub-list for method output_type
-	42, // [42:42] is the sub-list for method input_type
-	42, // [42:42] is the sub-list for extension type_name
-	42, // [42:42] is the sub-list for extension extendee
-	0,  // [0:42] is the sub-list for field type_name
+	33, // 0: agentharness.v1.Event.time:type_name -> google.protobuf.Timestamp
+	6,  // 1: agentharness.v1.Event.truncated:type_name -> agentharness.v1.Truncated
+	9,  // 2: agentharness.v1.Event.run_start:type_name -> agentharness.v1.RunStart
+	11, // 3: agentharness.v1.Event.run_ready:type_name -> agentharness.v1.RunReady
+	12, // 4: agentharness.v1.Event.run_end:type_name -> agentharness.v1.RunEnd
+	13, // 5: agentharness.v1.Event.run_error:type_name -> agentharness.v1.RunError
+	14, // 6: agentharness.v1.Event.stop_requested:type_name -> agentharness.v1.StopRequested
+	17, // 7: agentharness.v1.Event.content:type_name -> agentharness.v1.Content
+	19, // 8: agentharness.v1.Event.result:type_name -> agentharness.v1.Result
+	21, // 9: agentharness.v1.Event.turn_end:type_name -> agentharness.v1.TurnEnd
+	23, // 10: agentharness.v1.Event.input_sent:type_name -> agentharness.v1.InputSent
+	25, // 11: agentharness.v1.Event.task_started:type_name -> agentharness.v1.TaskStarted
+	26, // 12: agentharness.v1.Event.task_updated:type_name -> agentharness.v1.TaskUpdated
+	27, // 13: agentharness.v1.Event.task_notification:type_name -> agentharness.v1.TaskNotification
+	28, // 14: agentharness.v1.Event.permission_requested:type_name -> agentharness.v1.PermissionRequested
+	29, // 15: agentharness.v1.Event.permission_resolved:type_name -> agentharness.v1.PermissionResolved
+	24, // 16: agentharness.v1.Event.turn_start:type_name -> agentharness.v1.TurnStart
+	30, // 17: agentharness.v1.Event.setting_changed:type_name -> agentharness.v1.SettingChanged
+	31, // 18: agentharness.v1.Event.files_rewound:type_name -> agentharness.v1.FilesRewound
+	5,  // 19: agentharness.v1.Event.unreadable:type_name -> agentharness.v1.Unreadable
+	32, // 20: agentharness.v1.StartConfig.env:type_name -> agentharness.v1.StartConfig.EnvEntry
+	34, // 21: agentharness.v1.StartConfig.content_blocks:type_name -> google.protobuf.Struct
+	8,  // 22: agentharness.v1.StartConfig.fork:type_name -> agentharness.v1.Fork
+	7,  // 23: agentharness.v1.RunStart.config:type_name -> agentharness.v1.StartConfig
+	10, // 24: agentharness.v1.RunReady.mcp_servers:type_name -> agentharness.v1.McpServer
+	0,  // 25: agentharness.v1.RunEnd.reason:type_name -> agentharness.v1.RunEndReason
+	34, // 26: agentharness.v1.ContentBlock.input:type_name -> google.protobuf.Struct
+	34, // 27: agentharness.v1.ContentBlock.raw:type_name -> google.protobuf.Struct
+	16, // 28: agentharness.v1.Content.blocks:type_name -> agentharness.v1.ContentBlock
+	15, // 29: agentharness.v1.Content.usage:type_name -> agentharness.v1.Usage
+	18, // 30: agentharness.v1.Result.tool_results:type_name -> agentharness.v1.ToolResult
+	35, // 31: agentharness.v1.Result.tool_use_result:type_name -> google.protobuf.Value
+	15, // 32: agentharness.v1.TurnEnd.usage:type_name -> agentharness.v1.Usage
+	20, // 33: agentharness.v1.TurnEnd.model_usage:type_name -> agentharness.v1.ModelUsage
+	22, // 34: agentharness.v1.TurnEnd.permission_denials:type_name -> agentharness.v1.PermissionDenial
+	34, // 35: agentharness.v1.PermissionDenial.tool_input:type_name -> google.protobuf.Struct
+	1,  // 36: agentharness.v1.InputSent.source:type_name -> agentharness.v1.InputSource
+	34, // 37: agentharness.v1.InputSent.content_blocks:type_name -> google.protobuf.Struct
+	34, // 38: agentharness.v1.PermissionRequested.input:type_name -> google.protobuf.Struct
+	35, // 39: agentharness.v1.PermissionRequested.suggestions:type_name -> google.protobuf.Value
+	34, // 40: agentharness.v1.PermissionResolved.updated_input:type_name -> google.protobuf.Struct
+	2,  // 41: agentharness.v1.SettingChanged.setting:type_name -> agentharness.v1.Setting
+	3,  // 42: agentharness.v1.SettingChanged.applied:type_name -> agentharness.v1.SettingApplied
+	43, // [43:43] is the sub-list for method output_type
+	43, // [43:43] is the sub-list for method input_type
+	43, // [43:43] is the sub-list for extension type_name
+	43, // [43:43] is the sub-list for extension extendee
+	0,  // [0:43] is the sub-list for field type_name
 }
 
 func init() { file_agentharness_v1_events_proto_init() }
@@ -3314,16 +3397,17 @@ func file_agentharness_v1_events_proto_init() {
 		(*Event_TurnStart)(nil),
 		(*Event_SettingChanged)(nil),
 		(*Event_FilesRewound)(nil),
+		(*Event_Unreadable)(nil),
 	}
-	file_agentharness_v1_events_proto_msgTypes[2].OneofWrappers = []any{}
-	file_agentharness_v1_events_proto_msgTypes[7].OneofWrappers = []any{}
+	file_agentharness_v1_events_proto_msgTypes[3].OneofWrappers = []any{}
+	file_agentharness_v1_events_proto_msgTypes[8].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_agentharness_v1_events_proto_rawDesc), len(file_agentharness_v1_events_proto_rawDesc)),
 			NumEnums:      4,
-			NumMessages:   28,
+			NumMessages:   29,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

@@ -62,7 +62,7 @@ SETTING_APPLIED_LIVE: SettingApplied
 SETTING_APPLIED_NEXT_SPAWN: SettingApplied
 
 class Event(_message.Message):
-    __slots__ = ("seq", "session_id", "run_id", "time", "cli_line", "truncated", "run_start", "run_ready", "run_end", "run_error", "stop_requested", "content", "result", "turn_end", "input_sent", "task_started", "task_updated", "task_notification", "permission_requested", "permission_resolved", "turn_start", "setting_changed", "files_rewound")
+    __slots__ = ("seq", "session_id", "run_id", "time", "cli_line", "truncated", "run_start", "run_ready", "run_end", "run_error", "stop_requested", "content", "result", "turn_end", "input_sent", "task_started", "task_updated", "task_notification", "permission_requested", "permission_resolved", "turn_start", "setting_changed", "files_rewound", "unreadable")
     SEQ_FIELD_NUMBER: _ClassVar[int]
     SESSION_ID_FIELD_NUMBER: _ClassVar[int]
     RUN_ID_FIELD_NUMBER: _ClassVar[int]
@@ -86,6 +86,7 @@ class Event(_message.Message):
     TURN_START_FIELD_NUMBER: _ClassVar[int]
     SETTING_CHANGED_FIELD_NUMBER: _ClassVar[int]
     FILES_REWOUND_FIELD_NUMBER: _ClassVar[int]
+    UNREADABLE_FIELD_NUMBER: _ClassVar[int]
     seq: int
     session_id: str
     run_id: str
@@ -109,7 +110,16 @@ class Event(_message.Message):
     turn_start: TurnStart
     setting_changed: SettingChanged
     files_rewound: FilesRewound
-    def __init__(self, seq: _Optional[int] = ..., session_id: _Optional[str] = ..., run_id: _Optional[str] = ..., time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., cli_line: _Optional[str] = ..., truncated: _Optional[_Union[Truncated, _Mapping]] = ..., run_start: _Optional[_Union[RunStart, _Mapping]] = ..., run_ready: _Optional[_Union[RunReady, _Mapping]] = ..., run_end: _Optional[_Union[RunEnd, _Mapping]] = ..., run_error: _Optional[_Union[RunError, _Mapping]] = ..., stop_requested: _Optional[_Union[StopRequested, _Mapping]] = ..., content: _Optional[_Union[Content, _Mapping]] = ..., result: _Optional[_Union[Result, _Mapping]] = ..., turn_end: _Optional[_Union[TurnEnd, _Mapping]] = ..., input_sent: _Optional[_Union[InputSent, _Mapping]] = ..., task_started: _Optional[_Union[TaskStarted, _Mapping]] = ..., task_updated: _Optional[_Union[TaskUpdated, _Mapping]] = ..., task_notification: _Optional[_Union[TaskNotification, _Mapping]] = ..., permission_requested: _Optional[_Union[PermissionRequested, _Mapping]] = ..., permission_resolved: _Optional[_Union[PermissionResolved, _Mapping]] = ..., turn_start: _Optional[_Union[TurnStart, _Mapping]] = ..., setting_changed: _Optional[_Union[SettingChanged, _Mapping]] = ..., files_rewound: _Optional[_Union[FilesRewound, _Mapping]] = ...) -> None: ...
+    unreadable: Unreadable
+    def __init__(self, seq: _Optional[int] = ..., session_id: _Optional[str] = ..., run_id: _Optional[str] = ..., time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., cli_line: _Optional[str] = ..., truncated: _Optional[_Union[Truncated, _Mapping]] = ..., run_start: _Optional[_Union[RunStart, _Mapping]] = ..., run_ready: _Optional[_Union[RunReady, _Mapping]] = ..., run_end: _Optional[_Union[RunEnd, _Mapping]] = ..., run_error: _Optional[_Union[RunError, _Mapping]] = ..., stop_requested: _Optional[_Union[StopRequested, _Mapping]] = ..., content: _Optional[_Union[Content, _Mapping]] = ..., result: _Optional[_Union[Result, _Mapping]] = ..., turn_end: _Optional[_Union[TurnEnd, _Mapping]] = ..., input_sent: _Optional[_Union[InputSent, _Mapping]] = ..., task_started: _Optional[_Union[TaskStarted, _Mapping]] = ..., task_updated: _Optional[_Union[TaskUpdated, _Mapping]] = ..., task_notification: _Optional[_Union[TaskNotification, _Mapping]] = ..., permission_requested: _Optional[_Union[PermissionRequested, _Mapping]] = ..., permission_resolved: _Optional[_Union[PermissionResolved, _Mapping]] = ..., turn_start: _Optional[_Union[TurnStart, _Mapping]] = ..., setting_changed: _Optional[_Union[SettingChanged, _Mapping]] = ..., files_rewound: _Optional[_Union[FilesRewound, _Mapping]] = ..., unreadable: _Optional[_Union[Unreadable, _Mapping]] = ...) -> None: ...
+
+class Unreadable(_message.Message):
+    __slots__ = ("reason", "size")
+    REASON_FIELD_NUMBER: _ClassVar[int]
+    SIZE_FIELD_NUMBER: _ClassVar[int]
+    reason: str
+    size: int
+    def __init__(self, reason: _Optional[str] = ..., size: _Optional[int] = ...) -> None: ...
 
 class Truncated(_message.Message):
     __slots__ = ("original_size", "cli_line_size", "fields")

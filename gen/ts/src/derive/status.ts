@@ -85,11 +85,13 @@ export class StatusFold {
       case "permissionRequested":
         if (this.live) this.cliSpoke = true;
         break;
-      // Harness-side records neither begin nor end anything.
+      // Harness-side records neither begin nor end anything; nor does a
+      // stored event the server could not read.
       case "runError":
       case "permissionResolved":
       case "settingChanged":
       case "filesRewound":
+      case "unreadable":
       case undefined:
         break;
     }

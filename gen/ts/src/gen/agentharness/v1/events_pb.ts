@@ -20,7 +20,7 @@ import type { JsonObject, Message } from "@bufbuild/protobuf";
  * Describes the file agentharness/v1/events.proto.
  */
 export const file_agentharness_v1_events: GenFile = /*@__PURE__*/
-  fileDesc("ChxhZ2VudGhhcm5lc3MvdjEvZXZlbnRzLnByb3RvEg9hZ2VudGhhcm5lc3MudjEivAgKBUV2ZW50Eg8KA3NlcRgBIAEoBEICMAISEgoKc2Vzc2lvbl9pZBgCIAEoCRIOCgZydW5faWQYAyABKAkSKAoEdGltZRgEIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASEAoIY2xpX2xpbmUYBSABKAkSLQoJdHJ1bmNhdGVkGAYgASgLMhouYWdlbnRoYXJuZXNzLnYxLlRydW5jYXRlZBIuCglydW5fc3RhcnQYCiABKAsyGS5hZ2VudGhhcm5lc3MudjEuUnVuU3RhcnRIABIuCglydW5fcmVhZHkYCyABKAsyGS5hZ2VudGhhcm5lc3MudjEuUnVuUmVhZHlIABIqCgdydW5fZW5kGAwgASgLMhcuYWdlbnRoYXJuZXNzLnYxLlJ1bkVuZEgAEi4KCXJ1bl9lcnJvchgNIAEoCzIZLmFnZW50aGFybmVzcy52MS5SdW5FcnJvckgAEjgKDnN0b3BfcmVxdWVzdGVkGA4gASgLMh4uYWdlbnRoYXJuZXNzLnYxLlN0b3BSZXF1ZXN0ZWRIABIrCgdjb250ZW50GA8gASgLMhguYWdlbnRoYXJuZXNzLnYxLkNvbnRlbnRIABIpCgZyZXN1bHQYECABKAsyFy5hZ2VudGhhcm5lc3MudjEuUmVzdWx0SAASLAoIdHVybl9lbmQYESABKAsyGC5hZ2VudGhhcm5lc3MudjEuVHVybkVuZEgAEjAKCmlucHV0X3NlbnQYEiABKAsyGi5hZ2VudGhhcm5lc3MudjEuSW5wdXRTZW50SAASNAoMdGFza19zdGFydGVkGBMgASgLMhwuYWdlbnRoYXJuZXNzLnYxLlRhc2tTdGFydGVkSAASNAoMdGFza191cGRhdGVkGBQgASgLMhwuYWdlbnRoYXJuZXNzLnYxLlRhc2tVcGRhdGVkSAASPgoRdGFza19ub3RpZmljYXRpb24YFSABKAsyIS5hZ2VudGhhcm5lc3MudjEuVGFza05vdGlmaWNhdGlvbkgAEkQKFHBlcm1pc3Npb25fcmVxdWVzdGVkGBYgASgLMiQuYWdlbnRoYXJuZXNzLnYxLlBlcm1pc3Npb25SZXF1ZXN0ZWRIABJCChNwZXJtaXNzaW9uX3Jlc29sdmVkGBcgASgLMiMuYWdlbnRoYXJuZXNzLnYxLlBlcm1pc3Npb25SZXNvbHZlZEgAEjAKCnR1cm5fc3RhcnQYGCABKAsyGi5hZ2VudGhhcm5lc3MudjEuVHVyblN0YXJ0SAASOgoPc2V0dGluZ19jaGFuZ2VkGBkgASgLMh8uYWdlbnRoYXJuZXNzLnYxLlNldHRpbmdDaGFuZ2VkSAASNgoNZmlsZXNfcmV3b3VuZBgaIAEoCzIdLmFnZW50aGFybmVzcy52MS5GaWxlc1Jld291bmRIAEIJCgdwYXlsb2FkIlEKCVRydW5jYXRlZBIZCg1vcmlnaW5hbF9zaXplGAEgASgEQgIwAhIZCg1jbGlfbGluZV9zaXplGAIgASgEQgIwAhIOCgZmaWVsZHMYAyADKAki4AIKC1N0YXJ0Q29uZmlnEg4KBnByb21wdBgBIAEoCRILCgNjd2QYAiABKAkSDgoGcmVzdW1lGAMgASgJEjIKA2VudhgEIAMoCzIlLmFnZW50aGFybmVzcy52MS5TdGFydENvbmZpZy5FbnZFbnRyeRIMCgRhcmdzGAUgAygJEi8KDmNvbnRlbnRfYmxvY2tzGAYgAygLMhcuZ29vZ2xlLnByb3RvYnVmLlN0cnVjdBINCgVtb2RlbBgHIAEoCRIXCg9wZXJtaXNzaW9uX21vZGUYCCABKAkSIAoTbWF4X3RoaW5raW5nX3Rva2VucxgJIAEoDUgAiAEBEiMKBGZvcmsYCiABKAsyFS5hZ2VudGhhcm5lc3MudjEuRm9yaxoqCghFbnZFbnRyeRILCgNrZXkYASABKAkSDQoFdmFsdWUYAiABKAk6AjgBQhYKFF9tYXhfdGhpbmtpbmdfdG9rZW5zIkkKBEZvcmsSFwoPZnJvbV9zZXNzaW9uX2lkGAEgASgJEhIKBmF0X3NlcRgCIAEoBEICMAISFAoMbWVzc2FnZV91dWlkGAMgASgJInIKCFJ1blN0YXJ0EiwKBmNvbmZpZxgBIAEoCzIcLmFnZW50aGFybmVzcy52MS5TdGFydENvbmZpZxIPCgdhZGFwdGVyGAIgASgJEg8KB3RyaWdnZXIYAyABKAkSFgoObG9zdF9yZXN1bWVfaWQYBCABKAkiKQoJTWNwU2VydmVyEgwKBG5hbWUYASABKAkSDgoGc3RhdHVzGAIgASgJIrQBCghSdW5SZWFkeRIRCglyZXN1bWVfaWQYASABKAkSDQoFbW9kZWwYAiABKAkSDQoFdG9vbHMYAyADKAkSCwoDY3dkGAQgASgJEi8KC21jcF9zZXJ2ZXJzGAUgAygLMhouYWdlbnRoYXJuZXNzLnYxLk1jcFNlcnZlchIXCg9wZXJtaXNzaW9uX21vZGUYBiABKAkSEwoLY2xpX3ZlcnNpb24YByABKAkSCwoDcGlkGAggASgNIqQBCgZSdW5FbmQSLQoGcmVhc29uGAEgASgOMh0uYWdlbnRoYXJuZXNzLnYxLlJ1bkVuZFJlYXNvbhIWCglleGl0X2NvZGUYAiABKAVIAIgBARIOCgZzaWduYWwYAyABKAkSEAoIaW5mZXJyZWQYBCABKAgSDgoGc291cmNlGAUgASgJEhMKC3N0ZGVycl90YWlsGAYgASgJQgwKCl9leGl0X2NvZGUiPAoIUnVuRXJyb3ISDwoHbWVzc2FnZRgBIAEoCRIMCgRraW5kGAIgASgJEhEKCXJlc3VtZV9pZBgDIAEoCSIfCg1TdG9wUmVxdWVzdGVkEg4KBnNvdXJjZRgBIAEoCSKKAQoFVXNhZ2USGAoMaW5wdXRfdG9rZW5zGAEgASgEQgIwAhIZCg1vdXRwdXRfdG9rZW5zGAIgASgEQgIwAhInChtjYWNoZV9jcmVhdGlvbl9pbnB1dF90b2tlbnMYAyABKARCAjACEiMKF2NhY2hlX3JlYWRfaW5wdXRfdG9rZW5zGAQgASgEQgIwAiKyAQoMQ29udGVudEJsb2NrEgwKBHR5cGUYASABKAkSDAoEdGV4dBgCIAEoCRIQCgh0aGlua2luZxgDIAEoCRITCgt0b29sX3VzZV9pZBgEIAEoCRIRCgl0b29sX25hbWUYBSABKAkSJgoFaW5wdXQYBiABKAsyFy5nb29nbGUucHJvdG9idWYuU3RydWN0EiQKA3JhdxgHIAEoCzIXLmdvb2dsZS5wcm90b2J1Zi5TdHJ1Y3QiwgEKB0NvbnRlbnQSEgoKbWVzc2FnZV9pZBgBIAEoCRINCgVtb2RlbBgCIAEoCRItCgZibG9ja3MYAyADKAsyHS5hZ2VudGhhcm5lc3MudjEuQ29udGVudEJsb2NrEiUKBXVzYWdlGAQgASgLMhYuYWdlbnRoYXJuZXNzLnYxLlVzYWdlEhoKEnBhcmVudF90b29sX3VzZV9pZBgFIAEoCRITCgtzdG9wX3JlYXNvbhgGIAEoCRINCgVlcnJvchgHIAEoCSJBCgpUb29sUmVzdWx0EhMKC3Rvb2xfdXNlX2lkGAEgASgJEgwKBHRleHQYAiABKAkSEAoIaXNfZXJyb3IYAyABKAgiqAEKBlJlc3VsdBIxCgx0b29sX3Jlc3VsdHMYASADKAsyGy5hZ2VudGhhcm5lc3MudjEuVG9vbFJlc3VsdBIQCghpc19lcnJvchgCIAEoCBIaChJwYXJlbnRfdG9vbF91c2VfaWQYAyABKAkSDAoEdGV4dBgEIAEoCRIvCg90b29sX3VzZV9yZXN1bHQYBSABKAsyFi5nb29nbGUucHJvdG9idWYuVmFsdWUi6wEKCk1vZGVsVXNhZ2USDQoFbW9kZWwYASABKAkSGAoMaW5wdXRfdG9rZW5zGAIgASgEQgIwAhIZCg1vdXRwdXRfdG9rZW5zGAMgASgEQgIwAhIjChdjYWNoZV9yZWFkX2lucHV0X3Rva2VucxgEIAEoBEICMAISJwobY2FjaGVfY3JlYXRpb25faW5wdXRfdG9rZW5zGAUgASgEQgIwAhIQCghjb3N0X3VzZBgGIAEoARIaCg5jb250ZXh0X3dpbmRvdxgHIAEoBEICMAISHQoRbWF4X291dHB1dF90b2tlbnMYCCABKARCAjACIswDCgdUdXJuRW5kEiUKBXVzYWdlGAEgASgLMhYuYWdlbnRoYXJuZXNzLnYxLlVzYWdlEhAKCGNvc3RfdXNkGAIgASgBEhcKC2R1cmF0aW9uX21zGAMgASgEQgIwAhIbCg9kdXJhdGlvbl9hcGlfbXMYBCABKARCAjACEhAKCGlzX2Vycm9yGAUgASgIEg8KB2NvbXBhY3QYBiABKAgSFwoPdGVybWluYWxfcmVhc29uGAcgASgJEg8KB3N1YnR5cGUYCCABKAkSEQoJbnVtX3R1cm5zGAkgASgNEg4KBnJlc3VsdBgKIAEoCRIOCgZvcmlnaW4YCyABKAkSMAoLbW9kZWxfdXNhZ2UYDCADKAsyGy5hZ2VudGhhcm5lc3MudjEuTW9kZWxVc2FnZRIXCg9jb21wYWN0X3RyaWdnZXIYDSABKAkSHgoSY29tcGFjdF9wcmVfdG9rZW5zGA4gASgEQgIwAhIYChBhcGlfZXJyb3Jfc3RhdHVzGA8gASgNEg4KBmVycm9ycxgQIAMoCRI9ChJwZXJtaXNzaW9uX2RlbmlhbHMYESADKAsyIS5hZ2VudGhhcm5lc3MudjEuUGVybWlzc2lvbkRlbmlhbCJnChBQZXJtaXNzaW9uRGVuaWFsEhEKCXRvb2xfbmFtZRgBIAEoCRITCgt0b29sX3VzZV9pZBgCIAEoCRIrCgp0b29sX2lucHV0GAMgASgLMhcuZ29vZ2xlLnByb3RvYnVmLlN0cnVjdCKOAQoJSW5wdXRTZW50EgwKBHRleHQYASABKAkSLAoGc291cmNlGAIgASgOMhwuYWdlbnRoYXJuZXNzLnYxLklucHV0U291cmNlEi8KDmNvbnRlbnRfYmxvY2tzGAMgAygLMhcuZ29vZ2xlLnByb3RvYnVmLlN0cnVjdBIUCgxtZXNzYWdlX3V1aWQYBCABKAkiGwoJVHVyblN0YXJ0Eg4KBm9yaWdpbhgBIAEoCSKCAQoLVGFza1N0YXJ0ZWQSDwoHdGFza19pZBgBIAEoCRIRCgl0YXNrX3R5cGUYAiABKAkSEwoLZGVzY3JpcHRpb24YAyABKAkSEwoLdG9vbF91c2VfaWQYBCABKAkSFQoNc3ViYWdlbnRfdHlwZRgFIAEoCRIOCgZwcm9tcHQYBiABKAkiqAEKC1Rhc2tVcGRhdGVkEg8KB3Rhc2tfaWQYASABKAkSDgoGc3RhdHVzGAIgASgJEhMKC2Rlc2NyaXB0aW9uGAMgASgJEg0KBWVycm9yGAQgASgJEg8KB3N1bW1hcnkYBSABKAkSFgoObGFzdF90b29sX25hbWUYBiABKAkSGAoMdG90YWxfdG9rZW5zGAcgASgEQgIwAhIRCgl0b29sX3VzZXMYCCABKA0ibgoQVGFza05vdGlmaWNhdGlvbhIPCgd0YXNrX2lkGAEgASgJEhMKC3Rvb2xfdXNlX2lkGAIgASgJEg4KBnN0YXR1cxgDIAEoCRITCgtvdXRwdXRfZmlsZRgEIAEoCRIPCgdzdW1tYXJ5GAUgASgJIuoBChNQZXJtaXNzaW9uUmVxdWVzdGVkEhIKCnJlcXVlc3RfaWQYASABKAkSEQoJdG9vbF9uYW1lGAIgASgJEiYKBWlucHV0GAMgASgLMhcuZ29vZ2xlLnByb3RvYnVmLlN0cnVjdBIrCgtzdWdnZXN0aW9ucxgEIAMoCzIWLmdvb2dsZS5wcm90b2J1Zi5WYWx1ZRITCgt0b29sX3VzZV9pZBgFIAEoCRITCgtkZXNjcmlwdGlvbhgGIAEoCRIXCg9kZWNpc2lvbl9yZWFzb24YByABKAkSFAoMYmxvY2tlZF9wYXRoGAggASgJIoQBChJQZXJtaXNzaW9uUmVzb2x2ZWQSEgoKcmVxdWVzdF9pZBgBIAEoCRINCgVhbGxvdxgCIAEoCBIKCgJieRgDIAEoCRIPCgdtZXNzYWdlGAQgASgJEi4KDXVwZGF0ZWRfaW5wdXQYBSABKAsyFy5nb29nbGUucHJvdG9idWYuU3RydWN0InwKDlNldHRpbmdDaGFuZ2VkEikKB3NldHRpbmcYASABKA4yGC5hZ2VudGhhcm5lc3MudjEuU2V0dGluZxINCgV2YWx1ZRgCIAEoCRIwCgdhcHBsaWVkGAMgASgOMh8uYWdlbnRoYXJuZXNzLnYxLlNldHRpbmdBcHBsaWVkIn4KDEZpbGVzUmV3b3VuZBISCgZ0b19zZXEYASABKARCAjACEhQKDG1lc3NhZ2VfdXVpZBgCIAEoCRIVCg1maWxlc19jaGFuZ2VkGAMgAygJEhYKCmluc2VydGlvbnMYBCABKARCAjACEhUKCWRlbGV0aW9ucxgFIAEoBEICMAIqhwIKDFJ1bkVuZFJlYXNvbhIeChpSVU5fRU5EX1JFQVNPTl9VTlNQRUNJRklFRBAAEhwKGFJVTl9FTkRfUkVBU09OX0NPTVBMRVRFRBABEhoKFlJVTl9FTkRfUkVBU09OX1NUT1BQRUQQAhIeChpSVU5fRU5EX1JFQVNPTl9JTlRFUlJVUFRFRBADEhgKFFJVTl9FTkRfUkVBU09OX0VSUk9SEAQSHwobUlVOX0VORF9SRUFTT05fUFJPQ0VTU19FWElUEAUSHwobUlVOX0VORF9SRUFTT05fSURMRV9USU1FT1VUEAYSIQodUlVOX0VORF9SRUFTT05fU0VSVkVSX1JFU1RBUlQQByp1CgtJbnB1dFNvdXJjZRIcChhJTlBVVF9TT1VSQ0VfVU5TUEVDSUZJRUQQABIYChRJTlBVVF9TT1VSQ0VfSU5JVElBTBABEhUKEUlOUFVUX1NPVVJDRV9VU0VSEAISFwoTSU5QVVRfU09VUkNFX1dBS0VVUBADKnMKB1NldHRpbmcSFwoTU0VUVElOR19VTlNQRUNJRklFRBAAEhEKDVNFVFRJTkdfTU9ERUwQARIbChdTRVRUSU5HX1BFUk1JU1NJT05fTU9ERRACEh8KG1NFVFRJTkdfTUFYX1RISU5LSU5HX1RPS0VOUxADKmsKDlNldHRpbmdBcHBsaWVkEh8KG1NFVFRJTkdfQVBQTElFRF9VTlNQRUNJRklFRBAAEhgKFFNFVFRJTkdfQVBQTElFRF9MSVZFEAESHgoaU0VUVElOR19BUFBMSUVEX05FWFRfU1BBV04QAkJOWkxnaXRodWIuY29tL2FnZW50LWhhcm5lc3MvYWdlbnQtaGFybmVzcy9nZW4vZ28vYWdlbnRoYXJuZXNzL3YxO2FnZW50aGFybmVzc3YxYgZwcm90bzM", [file_google_protobuf_struct, file_google_protobuf_timestamp]);
+  fileDesc("ChxhZ2VudGhhcm5lc3MvdjEvZXZlbnRzLnByb3RvEg9hZ2VudGhhcm5lc3MudjEi7wgKBUV2ZW50Eg8KA3NlcRgBIAEoBEICMAISEgoKc2Vzc2lvbl9pZBgCIAEoCRIOCgZydW5faWQYAyABKAkSKAoEdGltZRgEIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASEAoIY2xpX2xpbmUYBSABKAkSLQoJdHJ1bmNhdGVkGAYgASgLMhouYWdlbnRoYXJuZXNzLnYxLlRydW5jYXRlZBIuCglydW5fc3RhcnQYCiABKAsyGS5hZ2VudGhhcm5lc3MudjEuUnVuU3RhcnRIABIuCglydW5fcmVhZHkYCyABKAsyGS5hZ2VudGhhcm5lc3MudjEuUnVuUmVhZHlIABIqCgdydW5fZW5kGAwgASgLMhcuYWdlbnRoYXJuZXNzLnYxLlJ1bkVuZEgAEi4KCXJ1bl9lcnJvchgNIAEoCzIZLmFnZW50aGFybmVzcy52MS5SdW5FcnJvckgAEjgKDnN0b3BfcmVxdWVzdGVkGA4gASgLMh4uYWdlbnRoYXJuZXNzLnYxLlN0b3BSZXF1ZXN0ZWRIABIrCgdjb250ZW50GA8gASgLMhguYWdlbnRoYXJuZXNzLnYxLkNvbnRlbnRIABIpCgZyZXN1bHQYECABKAsyFy5hZ2VudGhhcm5lc3MudjEuUmVzdWx0SAASLAoIdHVybl9lbmQYESABKAsyGC5hZ2VudGhhcm5lc3MudjEuVHVybkVuZEgAEjAKCmlucHV0X3NlbnQYEiABKAsyGi5hZ2VudGhhcm5lc3MudjEuSW5wdXRTZW50SAASNAoMdGFza19zdGFydGVkGBMgASgLMhwuYWdlbnRoYXJuZXNzLnYxLlRhc2tTdGFydGVkSAASNAoMdGFza191cGRhdGVkGBQgASgLMhwuYWdlbnRoYXJuZXNzLnYxLlRhc2tVcGRhdGVkSAASPgoRdGFza19ub3RpZmljYXRpb24YFSABKAsyIS5hZ2VudGhhcm5lc3MudjEuVGFza05vdGlmaWNhdGlvbkgAEkQKFHBlcm1pc3Npb25fcmVxdWVzdGVkGBYgASgLMiQuYWdlbnRoYXJuZXNzLnYxLlBlcm1pc3Npb25SZXF1ZXN0ZWRIABJCChNwZXJtaXNzaW9uX3Jlc29sdmVkGBcgASgLMiMuYWdlbnRoYXJuZXNzLnYxLlBlcm1pc3Npb25SZXNvbHZlZEgAEjAKCnR1cm5fc3RhcnQYGCABKAsyGi5hZ2VudGhhcm5lc3MudjEuVHVyblN0YXJ0SAASOgoPc2V0dGluZ19jaGFuZ2VkGBkgASgLMh8uYWdlbnRoYXJuZXNzLnYxLlNldHRpbmdDaGFuZ2VkSAASNgoNZmlsZXNfcmV3b3VuZBgaIAEoCzIdLmFnZW50aGFybmVzcy52MS5GaWxlc1Jld291bmRIABIxCgp1bnJlYWRhYmxlGBsgASgLMhsuYWdlbnRoYXJuZXNzLnYxLlVucmVhZGFibGVIAEIJCgdwYXlsb2FkIi4KClVucmVhZGFibGUSDgoGcmVhc29uGAEgASgJEhAKBHNpemUYAiABKARCAjACIlEKCVRydW5jYXRlZBIZCg1vcmlnaW5hbF9zaXplGAEgASgEQgIwAhIZCg1jbGlfbGluZV9zaXplGAIgASgEQgIwAhIOCgZmaWVsZHMYAyADKAki4AIKC1N0YXJ0Q29uZmlnEg4KBnByb21wdBgBIAEoCRILCgNjd2QYAiABKAkSDgoGcmVzdW1lGAMgASgJEjIKA2VudhgEIAMoCzIlLmFnZW50aGFybmVzcy52MS5TdGFydENvbmZpZy5FbnZFbnRyeRIMCgRhcmdzGAUgAygJEi8KDmNvbnRlbnRfYmxvY2tzGAYgAygLMhcuZ29vZ2xlLnByb3RvYnVmLlN0cnVjdBINCgVtb2RlbBgHIAEoCRIXCg9wZXJtaXNzaW9uX21vZGUYCCABKAkSIAoTbWF4X3RoaW5raW5nX3Rva2VucxgJIAEoDUgAiAEBEiMKBGZvcmsYCiABKAsyFS5hZ2VudGhhcm5lc3MudjEuRm9yaxoqCghFbnZFbnRyeRILCgNrZXkYASABKAkSDQoFdmFsdWUYAiABKAk6AjgBQhYKFF9tYXhfdGhpbmtpbmdfdG9rZW5zIkkKBEZvcmsSFwoPZnJvbV9zZXNzaW9uX2lkGAEgASgJEhIKBmF0X3NlcRgCIAEoBEICMAISFAoMbWVzc2FnZV91dWlkGAMgASgJInIKCFJ1blN0YXJ0EiwKBmNvbmZpZxgBIAEoCzIcLmFnZW50aGFybmVzcy52MS5TdGFydENvbmZpZxIPCgdhZGFwdGVyGAIgASgJEg8KB3RyaWdnZXIYAyABKAkSFgoObG9zdF9yZXN1bWVfaWQYBCABKAkiKQoJTWNwU2VydmVyEgwKBG5hbWUYASABKAkSDgoGc3RhdHVzGAIgASgJIrQBCghSdW5SZWFkeRIRCglyZXN1bWVfaWQYASABKAkSDQoFbW9kZWwYAiABKAkSDQoFdG9vbHMYAyADKAkSCwoDY3dkGAQgASgJEi8KC21jcF9zZXJ2ZXJzGAUgAygLMhouYWdlbnRoYXJuZXNzLnYxLk1jcFNlcnZlchIXCg9wZXJtaXNzaW9uX21vZGUYBiABKAkSEwoLY2xpX3ZlcnNpb24YByABKAkSCwoDcGlkGAggASgNIqQBCgZSdW5FbmQSLQoGcmVhc29uGAEgASgOMh0uYWdlbnRoYXJuZXNzLnYxLlJ1bkVuZFJlYXNvbhIWCglleGl0X2NvZGUYAiABKAVIAIgBARIOCgZzaWduYWwYAyABKAkSEAoIaW5mZXJyZWQYBCABKAgSDgoGc291cmNlGAUgASgJEhMKC3N0ZGVycl90YWlsGAYgASgJQgwKCl9leGl0X2NvZGUiPAoIUnVuRXJyb3ISDwoHbWVzc2FnZRgBIAEoCRIMCgRraW5kGAIgASgJEhEKCXJlc3VtZV9pZBgDIAEoCSIfCg1TdG9wUmVxdWVzdGVkEg4KBnNvdXJjZRgBIAEoCSKKAQoFVXNhZ2USGAoMaW5wdXRfdG9rZW5zGAEgASgEQgIwAhIZCg1vdXRwdXRfdG9rZW5zGAIgASgEQgIwAhInChtjYWNoZV9jcmVhdGlvbl9pbnB1dF90b2tlbnMYAyABKARCAjACEiMKF2NhY2hlX3JlYWRfaW5wdXRfdG9rZW5zGAQgASgEQgIwAiKyAQoMQ29udGVudEJsb2NrEgwKBHR5cGUYASABKAkSDAoEdGV4dBgCIAEoCRIQCgh0aGlua2luZxgDIAEoCRITCgt0b29sX3VzZV9pZBgEIAEoCRIRCgl0b29sX25hbWUYBSABKAkSJgoFaW5wdXQYBiABKAsyFy5nb29nbGUucHJvdG9idWYuU3RydWN0EiQKA3JhdxgHIAEoCzIXLmdvb2dsZS5wcm90b2J1Zi5TdHJ1Y3QiwgEKB0NvbnRlbnQSEgoKbWVzc2FnZV9pZBgBIAEoCRINCgVtb2RlbBgCIAEoCRItCgZibG9ja3MYAyADKAsyHS5hZ2VudGhhcm5lc3MudjEuQ29udGVudEJsb2NrEiUKBXVzYWdlGAQgASgLMhYuYWdlbnRoYXJuZXNzLnYxLlVzYWdlEhoKEnBhcmVudF90b29sX3VzZV9pZBgFIAEoCRITCgtzdG9wX3JlYXNvbhgGIAEoCRINCgVlcnJvchgHIAEoCSJBCgpUb29sUmVzdWx0EhMKC3Rvb2xfdXNlX2lkGAEgASgJEgwKBHRleHQYAiABKAkSEAoIaXNfZXJyb3IYAyABKAgiqAEKBlJlc3VsdBIxCgx0b29sX3Jlc3VsdHMYASADKAsyGy5hZ2VudGhhcm5lc3MudjEuVG9vbFJlc3VsdBIQCghpc19lcnJvchgCIAEoCBIaChJwYXJlbnRfdG9vbF91c2VfaWQYAyABKAkSDAoEdGV4dBgEIAEoCRIvCg90b29sX3VzZV9yZXN1bHQYBSABKAsyFi5nb29nbGUucHJvdG9idWYuVmFsdWUi6wEKCk1vZGVsVXNhZ2USDQoFbW9kZWwYASABKAkSGAoMaW5wdXRfdG9rZW5zGAIgASgEQgIwAhIZCg1vdXRwdXRfdG9rZW5zGAMgASgEQgIwAhIjChdjYWNoZV9yZWFkX2lucHV0X3Rva2VucxgEIAEoBEICMAISJwobY2FjaGVfY3JlYXRpb25faW5wdXRfdG9rZW5zGAUgASgEQgIwAhIQCghjb3N0X3VzZBgGIAEoARIaCg5jb250ZXh0X3dpbmRvdxgHIAEoBEICMAISHQoRbWF4X291dHB1dF90b2tlbnMYCCABKARCAjACIswDCgdUdXJuRW5kEiUKBXVzYWdlGAEgASgLMhYuYWdlbnRoYXJuZXNzLnYxLlVzYWdlEhAKCGNvc3RfdXNkGAIgASgBEhcKC2R1cmF0aW9uX21zGAMgASgEQgIwAhIbCg9kdXJhdGlvbl9hcGlfbXMYBCABKARCAjACEhAKCGlzX2Vycm9yGAUgASgIEg8KB2NvbXBhY3QYBiABKAgSFwoPdGVybWluYWxfcmVhc29uGAcgASgJEg8KB3N1YnR5cGUYCCABKAkSEQoJbnVtX3R1cm5zGAkgASgNEg4KBnJlc3VsdBgKIAEoCRIOCgZvcmlnaW4YCyABKAkSMAoLbW9kZWxfdXNhZ2UYDCADKAsyGy5hZ2VudGhhcm5lc3MudjEuTW9kZWxVc2FnZRIXCg9jb21wYWN0X3RyaWdnZXIYDSABKAkSHgoSY29tcGFjdF9wcmVfdG9rZW5zGA4gASgEQgIwAhIYChBhcGlfZXJyb3Jfc3RhdHVzGA8gASgNEg4KBmVycm9ycxgQIAMoCRI9ChJwZXJtaXNzaW9uX2RlbmlhbHMYESADKAsyIS5hZ2VudGhhcm5lc3MudjEuUGVybWlzc2lvbkRlbmlhbCJnChBQZXJtaXNzaW9uRGVuaWFsEhEKCXRvb2xfbmFtZRgBIAEoCRITCgt0b29sX3VzZV9pZBgCIAEoCRIrCgp0b29sX2lucHV0GAMgASgLMhcuZ29vZ2xlLnByb3RvYnVmLlN0cnVjdCKOAQoJSW5wdXRTZW50EgwKBHRleHQYASABKAkSLAoGc291cmNlGAIgASgOMhwuYWdlbnRoYXJuZXNzLnYxLklucHV0U291cmNlEi8KDmNvbnRlbnRfYmxvY2tzGAMgAygLMhcuZ29vZ2xlLnByb3RvYnVmLlN0cnVjdBIUCgxtZXNzYWdlX3V1aWQYBCABKAkiGwoJVHVyblN0YXJ0Eg4KBm9yaWdpbhgBIAEoCSKCAQoLVGFza1N0YXJ0ZWQSDwoHdGFza19pZBgBIAEoCRIRCgl0YXNrX3R5cGUYAiABKAkSEwoLZGVzY3JpcHRpb24YAyABKAkSEwoLdG9vbF91c2VfaWQYBCABKAkSFQoNc3ViYWdlbnRfdHlwZRgFIAEoCRIOCgZwcm9tcHQYBiABKAkiqAEKC1Rhc2tVcGRhdGVkEg8KB3Rhc2tfaWQYASABKAkSDgoGc3RhdHVzGAIgASgJEhMKC2Rlc2NyaXB0aW9uGAMgASgJEg0KBWVycm9yGAQgASgJEg8KB3N1bW1hcnkYBSABKAkSFgoObGFzdF90b29sX25hbWUYBiABKAkSGAoMdG90YWxfdG9rZW5zGAcgASgEQgIwAhIRCgl0b29sX3VzZXMYCCABKA0ibgoQVGFza05vdGlmaWNhdGlvbhIPCgd0YXNrX2lkGAEgASgJEhMKC3Rvb2xfdXNlX2lkGAIgASgJEg4KBnN0YXR1cxgDIAEoCRITCgtvdXRwdXRfZmlsZRgEIAEoCRIPCgdzdW1tYXJ5GAUgASgJIuoBChNQZXJtaXNzaW9uUmVxdWVzdGVkEhIKCnJlcXVlc3RfaWQYASABKAkSEQoJdG9vbF9uYW1lGAIgASgJEiYKBWlucHV0GAMgASgLMhcuZ29vZ2xlLnByb3RvYnVmLlN0cnVjdBIrCgtzdWdnZXN0aW9ucxgEIAMoCzIWLmdvb2dsZS5wcm90b2J1Zi5WYWx1ZRITCgt0b29sX3VzZV9pZBgFIAEoCRITCgtkZXNjcmlwdGlvbhgGIAEoCRIXCg9kZWNpc2lvbl9yZWFzb24YByABKAkSFAoMYmxvY2tlZF9wYXRoGAggASgJIoQBChJQZXJtaXNzaW9uUmVzb2x2ZWQSEgoKcmVxdWVzdF9pZBgBIAEoCRINCgVhbGxvdxgCIAEoCBIKCgJieRgDIAEoCRIPCgdtZXNzYWdlGAQgASgJEi4KDXVwZGF0ZWRfaW5wdXQYBSABKAsyFy5nb29nbGUucHJvdG9idWYuU3RydWN0InwKDlNldHRpbmdDaGFuZ2VkEikKB3NldHRpbmcYASABKA4yGC5hZ2VudGhhcm5lc3MudjEuU2V0dGluZxINCgV2YWx1ZRgCIAEoCRIwCgdhcHBsaWVkGAMgASgOMh8uYWdlbnRoYXJuZXNzLnYxLlNldHRpbmdBcHBsaWVkIn4KDEZpbGVzUmV3b3VuZBISCgZ0b19zZXEYASABKARCAjACEhQKDG1lc3NhZ2VfdXVpZBgCIAEoCRIVCg1maWxlc19jaGFuZ2VkGAMgAygJEhYKCmluc2VydGlvbnMYBCABKARCAjACEhUKCWRlbGV0aW9ucxgFIAEoBEICMAIqhwIKDFJ1bkVuZFJlYXNvbhIeChpSVU5fRU5EX1JFQVNPTl9VTlNQRUNJRklFRBAAEhwKGFJVTl9FTkRfUkVBU09OX0NPTVBMRVRFRBABEhoKFlJVTl9FTkRfUkVBU09OX1NUT1BQRUQQAhIeChpSVU5fRU5EX1JFQVNPTl9JTlRFUlJVUFRFRBADEhgKFFJVTl9FTkRfUkVBU09OX0VSUk9SEAQSHwobUlVOX0VORF9SRUFTT05fUFJPQ0VTU19FWElUEAUSHwobUlVOX0VORF9SRUFTT05fSURMRV9USU1FT1VUEAYSIQodUlVOX0VORF9SRUFTT05fU0VSVkVSX1JFU1RBUlQQByp1CgtJbnB1dFNvdXJjZRIcChhJTlBVVF9TT1VSQ0VfVU5TUEVDSUZJRUQQABIYChRJTlBVVF9TT1VSQ0VfSU5JVElBTBABEhUKEUlOUFVUX1NPVVJDRV9VU0VSEAISFwoTSU5QVVRfU09VUkNFX1dBS0VVUBADKnMKB1NldHRpbmcSFwoTU0VUVElOR19VTlNQRUNJRklFRBAAEhEKDVNFVFRJTkdfTU9ERUwQARIbChdTRVRUSU5HX1BFUk1JU1NJT05fTU9ERRACEh8KG1NFVFRJTkdfTUFYX1RISU5LSU5HX1RPS0VOUxADKmsKDlNldHRpbmdBcHBsaWVkEh8KG1NFVFRJTkdfQVBQTElFRF9VTlNQRUNJRklFRBAAEhgKFFNFVFRJTkdfQVBQTElFRF9MSVZFEAESHgoaU0VUVElOR19BUFBMSUVEX05FWFRfU1BBV04QAkJOWkxnaXRodWIuY29tL2FnZW50LWhhcm5lc3MvYWdlbnQtaGFybmVzcy9nZW4vZ28vYWdlbnRoYXJuZXNzL3YxO2FnZW50aGFybmVzc3YxYgZwcm90bzM", [file_google_protobuf_struct, file_google_protobuf_timestamp]);
 
 /**
  * One entry of a session's log.
@@ -223,6 +223,16 @@ export type Event = Message<"agentharness.v1.Event"> & {
      */
     value: FilesRewound;
     case: "filesRewound";
+  } | {
+    /**
+     * A stored event the server cannot decode, in its place: its seq,
+     * session, run, time and CLI line are kept, ReadFullEvent streams its
+     * stored bytes (FULL_EVENT_PART_EVENT), and derive passes over it.
+     *
+     * @generated from field: agentharness.v1.Unreadable unreadable = 27;
+     */
+    value: Unreadable;
+    case: "unreadable";
   } | { case: undefined; value?: undefined };
 };
 
@@ -232,6 +242,35 @@ export type Event = Message<"agentharness.v1.Event"> & {
  */
 export const EventSchema: GenMessage<Event> = /*@__PURE__*/
   messageDesc(file_agentharness_v1_events, 0);
+
+/**
+ * What stands in the log for a stored event that cannot be decoded (e.g.
+ * written by an older server with JSON nested past the decoder's limit).
+ *
+ * @generated from message agentharness.v1.Unreadable
+ */
+export type Unreadable = Message<"agentharness.v1.Unreadable"> & {
+  /**
+   * Why it could not be decoded (the decoder's message).
+   *
+   * @generated from field: string reason = 1;
+   */
+  reason: string;
+
+  /**
+   * Size in bytes of the stored event.
+   *
+   * @generated from field: uint64 size = 2 [jstype = JS_NUMBER];
+   */
+  size: bigint;
+};
+
+/**
+ * Describes the message agentharness.v1.Unreadable.
+ * Use `create(UnreadableSchema)` to create a new message.
+ */
+export const UnreadableSchema: GenMessage<Unreadable> = /*@__PURE__*/
+  messageDesc(file_agentharness_v1_events, 1);
 
 /**
  * How an event was cut down to the per-event budget.
@@ -271,7 +310,7 @@ export type Truncated = Message<"agentharness.v1.Truncated"> & {
  * Use `create(TruncatedSchema)` to create a new message.
  */
 export const TruncatedSchema: GenMessage<Truncated> = /*@__PURE__*/
-  messageDesc(file_agentharness_v1_events, 1);
+  messageDesc(file_agentharness_v1_events, 2);
 
 /**
  * How to spawn the CLI for a run.
@@ -363,7 +402,7 @@ export type StartConfig = Message<"agentharness.v1.StartConfig"> & {
  * Use `create(StartConfigSchema)` to create a new message.
  */
 export const StartConfigSchema: GenMessage<StartConfig> = /*@__PURE__*/
-  messageDesc(file_agentharness_v1_events, 2);
+  messageDesc(file_agentharness_v1_events, 3);
 
 /**
  * Where a forked session comes from.
@@ -401,7 +440,7 @@ export type Fork = Message<"agentharness.v1.Fork"> & {
  * Use `create(ForkSchema)` to create a new message.
  */
 export const ForkSchema: GenMessage<Fork> = /*@__PURE__*/
-  messageDesc(file_agentharness_v1_events, 3);
+  messageDesc(file_agentharness_v1_events, 4);
 
 /**
  * A spawn was requested.
@@ -450,7 +489,7 @@ export type RunStart = Message<"agentharness.v1.RunStart"> & {
  * Use `create(RunStartSchema)` to create a new message.
  */
 export const RunStartSchema: GenMessage<RunStart> = /*@__PURE__*/
-  messageDesc(file_agentharness_v1_events, 4);
+  messageDesc(file_agentharness_v1_events, 5);
 
 /**
  * An MCP server the CLI reported at start-up.
@@ -478,7 +517,7 @@ export type McpServer = Message<"agentharness.v1.McpServer"> & {
  * Use `create(McpServerSchema)` to create a new message.
  */
 export const McpServerSchema: GenMessage<McpServer> = /*@__PURE__*/
-  messageDesc(file_agentharness_v1_events, 5);
+  messageDesc(file_agentharness_v1_events, 6);
 
 /**
  * The CLI booted: its first system/init of the run (later inits that change
@@ -549,7 +588,7 @@ export type RunReady = Message<"agentharness.v1.RunReady"> & {
  * Use `create(RunReadySchema)` to create a new message.
  */
 export const RunReadySchema: GenMessage<RunReady> = /*@__PURE__*/
-  messageDesc(file_agentharness_v1_events, 6);
+  messageDesc(file_agentharness_v1_events, 7);
 
 /**
  * The process is gone. Every run gets exactly one.
@@ -606,7 +645,7 @@ export type RunEnd = Message<"agentharness.v1.RunEnd"> & {
  * Use `create(RunEndSchema)` to create a new message.
  */
 export const RunEndSchema: GenMessage<RunEnd> = /*@__PURE__*/
-  messageDesc(file_agentharness_v1_events, 7);
+  messageDesc(file_agentharness_v1_events, 8);
 
 /**
  * The run failed: spawn failure or a stream-level error.
@@ -646,7 +685,7 @@ export type RunError = Message<"agentharness.v1.RunError"> & {
  * Use `create(RunErrorSchema)` to create a new message.
  */
 export const RunErrorSchema: GenMessage<RunError> = /*@__PURE__*/
-  messageDesc(file_agentharness_v1_events, 8);
+  messageDesc(file_agentharness_v1_events, 9);
 
 /**
  * A stop was asked for.
@@ -668,7 +707,7 @@ export type StopRequested = Message<"agentharness.v1.StopRequested"> & {
  * Use `create(StopRequestedSchema)` to create a new message.
  */
 export const StopRequestedSchema: GenMessage<StopRequested> = /*@__PURE__*/
-  messageDesc(file_agentharness_v1_events, 9);
+  messageDesc(file_agentharness_v1_events, 10);
 
 /**
  * Token counts of one API call or a total.
@@ -710,7 +749,7 @@ export type Usage = Message<"agentharness.v1.Usage"> & {
  * Use `create(UsageSchema)` to create a new message.
  */
 export const UsageSchema: GenMessage<Usage> = /*@__PURE__*/
-  messageDesc(file_agentharness_v1_events, 10);
+  messageDesc(file_agentharness_v1_events, 11);
 
 /**
  * One block of an assistant message.
@@ -774,7 +813,7 @@ export type ContentBlock = Message<"agentharness.v1.ContentBlock"> & {
  * Use `create(ContentBlockSchema)` to create a new message.
  */
 export const ContentBlockSchema: GenMessage<ContentBlock> = /*@__PURE__*/
-  messageDesc(file_agentharness_v1_events, 11);
+  messageDesc(file_agentharness_v1_events, 12);
 
 /**
  * An assistant message (the CLI writes one line per content block).
@@ -838,7 +877,7 @@ export type Content = Message<"agentharness.v1.Content"> & {
  * Use `create(ContentSchema)` to create a new message.
  */
 export const ContentSchema: GenMessage<Content> = /*@__PURE__*/
-  messageDesc(file_agentharness_v1_events, 12);
+  messageDesc(file_agentharness_v1_events, 13);
 
 /**
  * One tool_result block.
@@ -873,7 +912,7 @@ export type ToolResult = Message<"agentharness.v1.ToolResult"> & {
  * Use `create(ToolResultSchema)` to create a new message.
  */
 export const ToolResultSchema: GenMessage<ToolResult> = /*@__PURE__*/
-  messageDesc(file_agentharness_v1_events, 13);
+  messageDesc(file_agentharness_v1_events, 14);
 
 /**
  * A user-role line from the CLI: tool results, interrupt markers, subagent
@@ -924,7 +963,7 @@ export type Result = Message<"agentharness.v1.Result"> & {
  * Use `create(ResultSchema)` to create a new message.
  */
 export const ResultSchema: GenMessage<Result> = /*@__PURE__*/
-  messageDesc(file_agentharness_v1_events, 14);
+  messageDesc(file_agentharness_v1_events, 15);
 
 /**
  * Per-model usage of a turn.
@@ -994,7 +1033,7 @@ export type ModelUsage = Message<"agentharness.v1.ModelUsage"> & {
  * Use `create(ModelUsageSchema)` to create a new message.
  */
 export const ModelUsageSchema: GenMessage<ModelUsage> = /*@__PURE__*/
-  messageDesc(file_agentharness_v1_events, 15);
+  messageDesc(file_agentharness_v1_events, 16);
 
 /**
  * The CLI finished a turn (its `result` line), or marked a compaction
@@ -1132,7 +1171,7 @@ export type TurnEnd = Message<"agentharness.v1.TurnEnd"> & {
  * Use `create(TurnEndSchema)` to create a new message.
  */
 export const TurnEndSchema: GenMessage<TurnEnd> = /*@__PURE__*/
-  messageDesc(file_agentharness_v1_events, 16);
+  messageDesc(file_agentharness_v1_events, 17);
 
 /**
  * A tool call the CLI refused to run (one entry of the result line's
@@ -1169,7 +1208,7 @@ export type PermissionDenial = Message<"agentharness.v1.PermissionDenial"> & {
  * Use `create(PermissionDenialSchema)` to create a new message.
  */
 export const PermissionDenialSchema: GenMessage<PermissionDenial> = /*@__PURE__*/
-  messageDesc(file_agentharness_v1_events, 17);
+  messageDesc(file_agentharness_v1_events, 18);
 
 /**
  * Input was delivered to the process.
@@ -1212,7 +1251,7 @@ export type InputSent = Message<"agentharness.v1.InputSent"> & {
  * Use `create(InputSentSchema)` to create a new message.
  */
 export const InputSentSchema: GenMessage<InputSent> = /*@__PURE__*/
-  messageDesc(file_agentharness_v1_events, 18);
+  messageDesc(file_agentharness_v1_events, 19);
 
 /**
  * The CLI began a turn on its own.
@@ -1234,7 +1273,7 @@ export type TurnStart = Message<"agentharness.v1.TurnStart"> & {
  * Use `create(TurnStartSchema)` to create a new message.
  */
 export const TurnStartSchema: GenMessage<TurnStart> = /*@__PURE__*/
-  messageDesc(file_agentharness_v1_events, 19);
+  messageDesc(file_agentharness_v1_events, 20);
 
 /**
  * A background task began.
@@ -1290,7 +1329,7 @@ export type TaskStarted = Message<"agentharness.v1.TaskStarted"> & {
  * Use `create(TaskStartedSchema)` to create a new message.
  */
 export const TaskStartedSchema: GenMessage<TaskStarted> = /*@__PURE__*/
-  messageDesc(file_agentharness_v1_events, 20);
+  messageDesc(file_agentharness_v1_events, 21);
 
 /**
  * A background task changed status or reported progress.
@@ -1361,7 +1400,7 @@ export type TaskUpdated = Message<"agentharness.v1.TaskUpdated"> & {
  * Use `create(TaskUpdatedSchema)` to create a new message.
  */
 export const TaskUpdatedSchema: GenMessage<TaskUpdated> = /*@__PURE__*/
-  messageDesc(file_agentharness_v1_events, 21);
+  messageDesc(file_agentharness_v1_events, 22);
 
 /**
  * The CLI signalled that a background task finished.
@@ -1410,7 +1449,7 @@ export type TaskNotification = Message<"agentharness.v1.TaskNotification"> & {
  * Use `create(TaskNotificationSchema)` to create a new message.
  */
 export const TaskNotificationSchema: GenMessage<TaskNotification> = /*@__PURE__*/
-  messageDesc(file_agentharness_v1_events, 22);
+  messageDesc(file_agentharness_v1_events, 23);
 
 /**
  * The CLI asks whether a tool may run.
@@ -1480,7 +1519,7 @@ export type PermissionRequested = Message<"agentharness.v1.PermissionRequested">
  * Use `create(PermissionRequestedSchema)` to create a new message.
  */
 export const PermissionRequestedSchema: GenMessage<PermissionRequested> = /*@__PURE__*/
-  messageDesc(file_agentharness_v1_events, 23);
+  messageDesc(file_agentharness_v1_events, 24);
 
 /**
  * A permission request was answered.
@@ -1531,7 +1570,7 @@ export type PermissionResolved = Message<"agentharness.v1.PermissionResolved"> &
  * Use `create(PermissionResolvedSchema)` to create a new message.
  */
 export const PermissionResolvedSchema: GenMessage<PermissionResolved> = /*@__PURE__*/
-  messageDesc(file_agentharness_v1_events, 24);
+  messageDesc(file_agentharness_v1_events, 25);
 
 /**
  * A setting changed.
@@ -1567,7 +1606,7 @@ export type SettingChanged = Message<"agentharness.v1.SettingChanged"> & {
  * Use `create(SettingChangedSchema)` to create a new message.
  */
 export const SettingChangedSchema: GenMessage<SettingChanged> = /*@__PURE__*/
-  messageDesc(file_agentharness_v1_events, 25);
+  messageDesc(file_agentharness_v1_events, 26);
 
 /**
  * File edits undone.
@@ -1617,7 +1656,7 @@ export type FilesRewound = Message<"agentharness.v1.FilesRewound"> & {
  * Use `create(FilesRewoundSchema)` to create a new message.
  */
 export const FilesRewoundSchema: GenMessage<FilesRewound> = /*@__PURE__*/
-  messageDesc(file_agentharness_v1_events, 26);
+  messageDesc(file_agentharness_v1_events, 27);
 
 /**
  * Why a run ended.
