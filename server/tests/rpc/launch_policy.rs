@@ -279,10 +279,21 @@ async fn allowed_args_reach_the_process_exactly() {
     let _sub = start_ready(&mut client, "s", c).await;
     let spawns = cli.spawns();
     assert_eq!(spawns.len(), 1);
-    // The typed settings come after the args: a model set with SetModel
-    // (or config.model) wins over a `--model` in the args.
-    let mut want = strings(&args);
-    want.extend(strings(&["--model", "claude-sonnet-4-5"]));
+    // Each value joined to its flag (no client string is a word of its
+    // own); the typed settings come after the args: a model set with
+    // SetModel (or config.model) wins over a `--model` in the args.
+    let want = strings(&[
+        "--model=opus",
+        "--max-turns=3",
+        "--disallowedTools=Bash",
+        "--disallowedTools=Edit",
+        "--effort=high",
+        "--append-system-prompt=-be brief",
+        "--json-schema={\"type\":\"object\"}",
+        "--name=my run",
+        "--prompt-suggestions=false",
+        "--model=claude-sonnet-4-5",
+    ]);
     assert_eq!(run_args(&spawns[0]), want);
     server.shutdown().await.expect("shutdown");
 }
@@ -413,7 +424,7 @@ async fn env_values_stay_out_of_the_log_and_a_respawn_gets_them() {
     assert_eq!(spawns.len(), 2);
     let second = spawns
         .iter()
-        .find(|s| s.args.iter().any(|a| a == "--resume"))
+        .find(|s| s.args.iter().any(|a| a.starts_with("--resume=")))
         .expect("the respawn resumes");
     assert_eq!(second.env.get("MY_TOKEN").map(String::as_str), Some(SECRET));
 
@@ -529,11 +540,13 @@ async fn max_live_runs_caps_starts_and_respawns() {
 }
 
 /// The session's new args: what follows the adapter's argv and the
-/// `--resume <id>` every respawn and fork starts with.
+/// `--resume=<id>` every respawn and fork starts with.
 fn after_resume(spawn: &StandInSpawn) -> (String, Vec<String>) {
     let args = run_args(spawn);
-    assert_eq!(args[0], "--resume", "{args:?}");
-    (args[1].clone(), args[2..].to_vec())
+    let resume = args[0]
+        .strip_prefix("--resume=")
+        .unwrap_or_else(|| panic!("{args:?}"));
+    (resume.to_owned(), args[1..].to_vec())
 }
 
 /// SetModel, SetPermissionMode and a fork's `message_uuid` are the other
@@ -556,6 +569,12 @@ async fn settings_and_a_fork_put_only_typed_flags_into_the_argv() {
     for model in [
         "--dangerously-skip-permissions",
         "opus --dangerously-skip-permissions",
+        // A subcommand's name would start the subcommand (or make CLI
+        // 2.1.197 skip its input) at every later spawn; `cc://` makes the
+        // CLI parse its subcommands.
+        "mcp",
+        "update",
+        "cc://x",
         "-m",
         "opus\0x",
         "opus\n--verbose",
@@ -618,13 +637,13 @@ async fn settings_and_a_fork_put_only_typed_flags_into_the_argv() {
     let respawn = cli
         .spawns()
         .into_iter()
-        .find(|s| s.args.contains(&"--resume".to_owned()))
+        .find(|s| s.args.iter().any(|a| a.starts_with("--resume=")))
         .expect("the respawn");
     let (resume, rest) = after_resume(&respawn);
     assert!(resume.starts_with("stand-in-"), "{resume}");
     assert_eq!(
         rest,
-        strings(&["--model", "claude-opus-4-8", "--permission-mode", "plan"])
+        strings(&["--model=claude-opus-4-8", "--permission-mode=plan"])
     );
     stop_run(&mut client, &mut sub, "src").await;
 
@@ -655,10 +674,8 @@ async fn settings_and_a_fork_put_only_typed_flags_into_the_argv() {
         rest,
         strings(&[
             "--fork-session",
-            "--model",
-            "claude-opus-4-8",
-            "--permission-mode",
-            "plan"
+            "--model=claude-opus-4-8",
+            "--permission-mode=plan"
         ]),
         "the source's settings, and no client uuid"
     );
