@@ -46,6 +46,7 @@ use crate::adapter::{ProcessAdapter, SpawnConfig, UserInput};
 use crate::error::{Error, Result};
 use crate::launch::LaunchPolicy;
 use crate::log::{EventLogs, MetaChange, NewEvent};
+use crate::secrets::SecretsKey;
 use crate::store::SessionMeta;
 
 pub use self::control::SettingChange;
@@ -87,6 +88,9 @@ pub struct ManagerOptions {
     /// How long the receipts of keyed calls are kept, and the clock they
     /// are stamped with (`--idempotency-ttl`).
     pub idempotency: IdempotencyOptions,
+    /// Seals a run's env values in the session's meta (`--secrets-key-file`;
+    /// by default a key of this process only).
+    pub secrets: Arc<SecretsKey>,
 }
 
 impl Default for ManagerOptions {
@@ -102,6 +106,7 @@ impl Default for ManagerOptions {
             max_live_runs: crate::config::DEFAULT_MAX_LIVE_RUNS,
             cache_sessions: crate::config::DEFAULT_CACHE_SESSIONS,
             idempotency: IdempotencyOptions::default(),
+            secrets: SecretsKey::ephemeral(),
         }
     }
 }

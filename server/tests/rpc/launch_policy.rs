@@ -507,6 +507,84 @@ async fn a_respawn_after_a_restart_gets_the_env_and_the_policy_of_now() {
     server.shutdown().await.expect("shutdown");
 }
 
+/// The env values a respawn needs are kept sealed with the operator's
+/// secrets key: the bytes of `events.redb` never hold one, a server
+/// restarted with the same key respawns with it, and a server with another
+/// key refuses that Send with FAILED_PRECONDITION naming the key, appending
+/// and spawning nothing.
+#[tokio::test]
+async fn env_values_are_sealed_in_the_store_and_open_only_with_their_key() {
+    use agent_harness_server::secrets::SecretsKey;
+    const SECRET: &str = "sealed-secret-value-2718";
+    let dir = tempfile::tempdir().expect("data dir");
+    let path = dir.path().join("events.redb");
+    let cli = StandInCli::new();
+    let key = |hex: &str| Arc::new(SecretsKey::from_hex(&hex.repeat(32), "test key").unwrap());
+    let serve = |secrets: Arc<SecretsKey>| {
+        let mopts = ManagerOptions {
+            secrets,
+            ..opts(operator(&[], &["MY_TOKEN"], &[]), 32)
+        };
+        TestServer::with_adapter(
+            reopen_redb(&path),
+            cli.adapter(),
+            crate::support::scripted::ScriptedAdapter::new(Default::default()),
+            mopts,
+            Default::default(),
+        )
+    };
+    let raw_has_secret = || {
+        let bytes = std::fs::read(&path).expect("read events.redb");
+        bytes.windows(SECRET.len()).any(|w| w == SECRET.as_bytes())
+    };
+
+    let server = serve(key("a1")).await;
+    let mut client = server.client().await;
+    let _sub = start_ready(&mut client, "s", config(&[], &[("MY_TOKEN", SECRET)])).await;
+    server.shutdown().await.expect("shutdown");
+    assert!(
+        !raw_has_secret(),
+        "events.redb holds the env value in clear"
+    );
+    let head = get_head(&path, "s");
+
+    // Another key: the Send that needs the value is refused cleanly.
+    let server = serve(key("b2")).await;
+    let mut client = server.client().await;
+    let err = send(&mut client, "s", "again").await.expect_err("refused");
+    assert_eq!(err.code(), Code::FailedPrecondition, "{err:?}");
+    assert!(err.message().contains("secrets key"), "{err:?}");
+    server.shutdown().await.expect("shutdown");
+    assert_eq!(get_head(&path, "s"), head, "nothing appended");
+    assert_eq!(cli.spawns().len(), 1, "nothing spawned");
+
+    // The key that sealed it: the respawn gets the value.
+    let server = serve(key("a1")).await;
+    let mut client = server.client().await;
+    let mut sub = Sub::open(&mut client, "s", head).await;
+    let run = send(&mut client, "s", "again").await.expect("send");
+    sub.until("run_ready", |e| kind(e) == "run_ready" && e.run_id == run)
+        .await;
+    let spawns = cli.spawns();
+    assert_eq!(spawns.len(), 2);
+    for s in &spawns {
+        assert_eq!(s.env.get("MY_TOKEN").map(String::as_str), Some(SECRET));
+    }
+    server.shutdown().await.expect("shutdown");
+    assert!(
+        !raw_has_secret(),
+        "events.redb holds the env value in clear"
+    );
+}
+
+/// The last stored seq of `session` in the redb file at `path`.
+fn get_head(path: &Path, session: &str) -> u64 {
+    let events = reopen_redb(path)
+        .read_range(session, 0, usize::MAX)
+        .unwrap();
+    events.last().map_or(0, |e| e.seq)
+}
+
 #[tokio::test]
 async fn max_live_runs_caps_starts_and_respawns() {
     let cli = StandInCli::new();

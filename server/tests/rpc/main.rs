@@ -8,6 +8,7 @@ mod support;
 
 mod console;
 mod derived;
+mod files;
 mod full_disk;
 mod fuzz;
 mod idempotency;
