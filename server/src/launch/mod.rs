@@ -19,9 +19,11 @@
 //!   a model is not a URL (`cc://...` makes the CLI register its
 //!   subcommands) nor a subcommand's name.
 //!
-//! Whatever passes reaches the argv as one token per value: a flag's value
-//! given in the next argument is joined to it (`--model x` becomes
-//! `--model=x`, `--disallowedTools A B` becomes `--disallowedTools=A
+//! Whatever passes reaches the argv as one token per value
+//! ([`LaunchPolicy::joined_args`], applied by the manager to what it
+//! spawns; the log keeps the args as given): a flag's value given in the
+//! next argument is joined to it (`--model x` becomes `--model=x`,
+//! `--disallowedTools A B` becomes `--disallowedTools=A
 //! --disallowedTools=B`), so no client string is ever a word of its own
 //! that the CLI could take for a subcommand, a prompt or the `mcp` that
 //! makes CLI 2.1.197 stop reading its input.
@@ -336,7 +338,7 @@ impl LaunchPolicy {
         self.check_permission_mode("config.permission_mode", &config.permission_mode)?;
         check_thinking_tokens("config.max_thinking_tokens", config.max_thinking_tokens)?;
         check_resume(&config.resume)?;
-        config.args = self.joined_args(&config.args)?;
+        self.check_args(&config.args)?;
         self.check_env(&config.env)?;
         if let Some(resolved) = self.check_cwd(&config.cwd)?
             && !config.cwd.is_empty()

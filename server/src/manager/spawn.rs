@@ -133,10 +133,14 @@ impl SessionManager {
         }
         self.admit(session_id, &mut config, trigger)?;
         let run_id = uuid::Uuid::new_v4().to_string();
+        // The log keeps the args as the client gave them; the process gets
+        // each value joined to its flag, never a word of its own.
+        let mut spawned = config.clone();
+        spawned.args = self.inner.opts.launch.joined_args(&config.args)?;
         let spawn = SpawnConfig {
             session_id: session_id.to_owned(),
             run_id: run_id.clone(),
-            config: config.clone(),
+            config: spawned,
             prompt_uuid: prompt_uuid.clone(),
         };
         self.inner.adapter.check(&spawn)?;

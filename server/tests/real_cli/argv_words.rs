@@ -59,8 +59,8 @@ async fn a_one_shot_prompt_naming_a_subcommand_is_a_prompt() {
     let recorded = cli_grpc::run_starts(&ev.snapshot())[0].1.clone();
     assert_eq!(
         recorded.config.expect("config").args,
-        ["--system-prompt=cc://x"],
-        "the args as they reached the argv"
+        ["--system-prompt", "cc://x"],
+        "the log keeps the args as the client gave them"
     );
 
     // The old way in: a model the CLI reads as a URL.
