@@ -40,6 +40,8 @@ const VERSION: &str = "v1";
 /// never the key.
 pub struct SecretsKey {
     key: LessSafeKey,
+    /// A key derived from it for [`SecretsKey::digest`] (one key, one use).
+    mac: ring::hmac::Key,
     /// First 8 hex digits of the key's SHA-256: names the key in errors,
     /// so a mismatch says which key sealed a value.
     id: String,
@@ -73,8 +75,12 @@ impl SecretsKey {
     fn from_bytes(bytes: &[u8], origin: &str) -> Self {
         let unbound = UnboundKey::new(&CHACHA20_POLY1305, bytes).expect("a 256-bit key");
         let digest = ring::digest::digest(&ring::digest::SHA256, bytes);
+        let mut derive = b"agent-harness env digest\0".to_vec();
+        derive.extend_from_slice(bytes);
+        let mac_key = ring::digest::digest(&ring::digest::SHA256, &derive);
         Self {
             key: LessSafeKey::new(unbound),
+            mac: ring::hmac::Key::new(ring::hmac::HMAC_SHA256, mac_key.as_ref()),
             id: hex(&digest.as_ref()[..4]),
             origin: origin.to_owned(),
         }
@@ -131,6 +137,13 @@ impl SecretsKey {
     /// The key id (8 hex digits).
     pub fn id(&self) -> &str {
         &self.id
+    }
+
+    /// A keyed digest of `value` (HMAC-SHA256 under a key derived from this
+    /// one), as hex: what a stored fingerprint of a request holds in place
+    /// of an env value, so the store cannot be used to test a guess of it.
+    pub fn digest(&self, value: &str) -> String {
+        hex(ring::hmac::sign(&self.mac, value.as_bytes()).as_ref())
     }
 
     /// `env` sealed for `session_id`; `None` when it is empty.
@@ -243,6 +256,14 @@ mod tests {
         assert!(k.open_env("s", &bad).unwrap_err().contains("damaged"));
         assert!(k.open_env("s", "nope").is_err());
         assert_eq!(k.seal_env("s", &BTreeMap::new()), None);
+    }
+
+    #[test]
+    fn digests_need_the_key() {
+        assert_eq!(key(1).digest("v"), key(1).digest("v"));
+        assert_ne!(key(1).digest("v"), key(2).digest("v"));
+        assert_ne!(key(1).digest("v"), key(1).digest("w"));
+        assert!(!key(1).digest("s3cr3t").contains("s3cr3t"));
     }
 
     #[test]

@@ -257,7 +257,8 @@ impl SessionManager {
             config: Some(config),
             idempotency_key: String::new(),
         };
-        let ticket = match self.begin(session_id, key, "Start", &request).await? {
+        let print = receipts::start_for_print(&request, &self.inner.opts.secrets);
+        let ticket = match self.begin(session_id, key, "Start", &print).await? {
             Ok(ticket) => ticket,
             Err(Outcome::Start { run_id, process_id }) => {
                 return Ok(Started { run_id, process_id });
