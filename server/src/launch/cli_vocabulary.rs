@@ -33,10 +33,10 @@ pub const DEFAULT_ARGS: &[&str] = &[
 ];
 
 /// The arity of the flags this server knows (from `claude --help` of CLI
-/// 2.1.197; `--max-turns` is hidden there but takes a value). An allowed
-/// flag not listed here may only be passed bare or as `--flag=value`: a
-/// value in the next token would be ambiguous (the CLI might read it as
-/// a prompt or a subcommand).
+/// 2.1.197 and 2.1.332; `--max-turns` is hidden there but takes a value).
+/// An allowed flag not listed here may only be passed bare or as
+/// `--flag=value`: a value in the next token would be ambiguous (the CLI
+/// might read it as a prompt or a subcommand).
 pub const KNOWN_ARITY: &[(&str, Arity)] = &[
     ("--model", Arity::Value),
     ("--fallback-model", Arity::Value),
