@@ -46,8 +46,9 @@ pub fn ensure_dir(dir: &Path, flag: &str) -> Result<()> {
 }
 
 /// Creates `path` empty with mode 0600 when it does not exist; an existing
-/// file that group or others may read or write is made 0600 (with a
-/// warning), so whatever is written into it stays the owner's.
+/// file that group or others may access is made 0600 (with a warning; only
+/// a warning when its mode cannot be changed), so whatever is written into
+/// it stays the owner's.
 pub fn ensure_file(path: &Path) -> std::io::Result<()> {
     let file = OpenOptions::new()
         .read(true)
@@ -58,12 +59,21 @@ pub fn ensure_file(path: &Path) -> std::io::Result<()> {
         .open(path)?;
     let mode = file.metadata()?.permissions().mode();
     if mode & 0o077 != 0 {
-        file.set_permissions(std::fs::Permissions::from_mode(FILE_MODE))?;
-        tracing::warn!(
-            file = %path.display(),
-            was = format!("{:o}", mode & 0o777),
-            "made the file 0600: group or others could access it"
-        );
+        let was = format!("{:o}", mode & 0o777);
+        // A file of another owner cannot be changed; it still opens.
+        match file.set_permissions(std::fs::Permissions::from_mode(FILE_MODE)) {
+            Ok(()) => tracing::warn!(
+                file = %path.display(),
+                was,
+                "made the file 0600: group or others could access it"
+            ),
+            Err(e) => tracing::warn!(
+                file = %path.display(),
+                was,
+                error = %e,
+                "group or others can access the file and its mode cannot be changed; `chmod 600` it"
+            ),
+        }
     }
     Ok(())
 }
