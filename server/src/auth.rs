@@ -87,8 +87,10 @@ fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
 }
 
 /// Reads the token file: its content, trimmed. An empty file is an error
-/// (it would silently accept `Bearer `).
+/// (it would silently accept `Bearer `), and so is one that group or
+/// others may read or write (anyone who reads it can call the API).
 pub fn load_token(path: &Path) -> Result<String> {
+    crate::private_files::check_owner_only(path, "--auth-token-file")?;
     let raw = std::fs::read_to_string(path).map_err(|e| {
         Error::Config(format!(
             "cannot read --auth-token-file {}: {e}",

@@ -195,6 +195,14 @@ pub struct ServeConfig {
     #[arg(long, env = "AGENT_HARNESS_AUTH_TOKEN_FILE")]
     pub auth_token_file: Option<PathBuf>,
 
+    /// File holding the key (64 hex digits, mode 0600) that encrypts the
+    /// env values of client runs (`StartConfig.env`) in the store, so a
+    /// respawn has them without the store holding them in clear. Default:
+    /// `<data-dir>/secrets.key`, written on the first start; a named file
+    /// must exist (`agent-harness token --out FILE` writes one).
+    #[arg(long, env = "AGENT_HARNESS_SECRETS_KEY_FILE")]
+    pub secrets_key_file: Option<PathBuf>,
+
     /// A browser origin allowed to call the API (repeatable; env:
     /// comma-separated), e.g. `https://ui.example:8443`. Default: loopback
     /// origins only (http/https, localhost, 127.0.0.1, [::1], any port).
@@ -359,6 +367,7 @@ impl Default for ServeConfig {
             max_partial_bytes: crate::partial::DEFAULT_MAX_PARTIAL_BYTES,
             max_event_bytes: crate::log::cut::DEFAULT_MAX_EVENT_BYTES,
             auth_token_file: None,
+            secrets_key_file: None,
             allowed_origins: Vec::new(),
             allowed_hosts: Vec::new(),
             allow_args: Vec::new(),

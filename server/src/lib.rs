@@ -39,6 +39,9 @@
 //! - [`store`]: durable storage (the `Store` trait; memory and redb).
 //! - [`recovery`]: start-up recovery of runs a previous server left live.
 //! - [`token`]: `agent-harness token`, a new bearer token file.
+//! - [`private_files`]: the data dir (0700), the store (0600), secret files
+//!   refused when others can read them.
+//! - [`secrets`]: the key that seals a run's env values before they reach the store.
 
 pub mod access;
 pub mod adapter;
@@ -57,9 +60,11 @@ pub mod nesting;
 pub mod normalize;
 pub mod partial;
 pub mod plain;
+pub mod private_files;
 pub mod record;
 pub mod recovery;
 pub mod rpc;
+pub mod secrets;
 pub mod server;
 pub mod start_limit;
 pub mod store;

@@ -189,12 +189,8 @@ pub async fn run(config: ServeConfig, shutdown: impl Future<Output = ()> + Send)
     let serve = serve_options(&config)?;
     // Every flag is checked before the store is opened or anything recovered.
     let launch = Arc::new(crate::launch::LaunchPolicy::from_config(&config)?);
-    std::fs::create_dir_all(&config.data_dir).map_err(|e| {
-        Error::Config(format!(
-            "cannot create --data-dir {}: {e}",
-            config.data_dir.display()
-        ))
-    })?;
+    crate::private_files::ensure_dir(&config.data_dir, "--data-dir")?;
+    let secrets = Arc::new(crate::secrets::SecretsKey::from_config(&config)?);
     let path = config.data_dir.join("events.redb");
     let store = RedbStore::open_with_cache(&path, config.store_cache_bytes)?;
     let logs = EventLogs::open(
@@ -216,6 +212,7 @@ pub async fn run(config: ServeConfig, shutdown: impl Future<Output = ()> + Send)
     let adapter = build_adapter(&config)?;
     let mopts = ManagerOptions {
         launch,
+        secrets,
         ..manager_options(&config)
     };
     let manager = SessionManager::new(adapter, logs, mopts);

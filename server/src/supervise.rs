@@ -180,13 +180,23 @@ impl StdinWriter {
     /// Queue one line; a newline is appended. Refused with
     /// [`AdapterError::InputQueueFull`] when the child has stopped reading.
     pub fn send_line(&self, line: &str) -> Result<(), AdapterError> {
+        let mut bytes = Vec::with_capacity(line.len() + 1);
+        bytes.extend_from_slice(line.as_bytes());
+        bytes.push(b'\n');
+        self.queue(bytes)
+    }
+
+    /// Queue `text` exactly as it is (no newline), e.g. a whole prompt
+    /// read to the end of input. Refused as [`StdinWriter::send_line`].
+    pub fn send_text(&self, text: &str) -> Result<(), AdapterError> {
+        self.queue(text.as_bytes().to_vec())
+    }
+
+    fn queue(&self, bytes: Vec<u8>) -> Result<(), AdapterError> {
         let guard = self.tx.lock().unwrap_or_else(|e| e.into_inner());
         let Some(tx) = guard.as_ref() else {
             return Err(AdapterError::Write("stdin is closed".into()));
         };
-        let mut bytes = Vec::with_capacity(line.len() + 1);
-        bytes.extend_from_slice(line.as_bytes());
-        bytes.push(b'\n');
         tx.try_send(bytes).map_err(|e| match e {
             mpsc::error::TrySendError::Full(_) => AdapterError::InputQueueFull(format!(
                 "the process is not reading its input ({STDIN_QUEUE_LINES} messages are queued); \

@@ -33,10 +33,10 @@ pub const DEFAULT_ARGS: &[&str] = &[
 ];
 
 /// The arity of the flags this server knows (from `claude --help` of CLI
-/// 2.1.197; `--max-turns` is hidden there but takes a value). An allowed
-/// flag not listed here may only be passed bare or as `--flag=value`: a
-/// value in the next token would be ambiguous (the CLI might read it as
-/// a prompt or a subcommand).
+/// 2.1.197 and 2.1.332; `--max-turns` is hidden there but takes a value).
+/// An allowed flag not listed here may only be passed bare or as
+/// `--flag=value`: a value in the next token would be ambiguous (the CLI
+/// might read it as a prompt or a subcommand).
 pub const KNOWN_ARITY: &[(&str, Arity)] = &[
     ("--model", Arity::Value),
     ("--fallback-model", Arity::Value),
@@ -56,6 +56,62 @@ pub const KNOWN_ARITY: &[(&str, Arity)] = &[
     ("--exclude-dynamic-system-prompt-sections", Arity::Switch),
     ("--ax-screen-reader", Arity::Switch),
     ("--no-chrome", Arity::Switch),
+    ("--autocompact", Arity::Value),
+    ("--restricted", Arity::Switch),
+    ("--system-prompt-snapshot", Arity::Value),
+];
+
+/// The flags of the CLI's `--help` that are neither in [`DEFAULT_ARGS`] nor
+/// in [`NEVER_ARGS`]: a client may pass them only when the operator allows
+/// them (`--allow-arg`). Every long flag the pinned and the newest CLI's
+/// `--help` lists is in one of the three lists (a test checks it), so a
+/// flag a new CLI release adds is classified before anyone can allow it.
+pub const OPERATOR_ARGS: &[&str] = &[
+    "--name",
+    "--betas",
+    "--brief",
+    "--disable-slash-commands",
+    "--exclude-dynamic-system-prompt-sections",
+    "--ax-screen-reader",
+    "--no-chrome",
+    // Adds `prompt_suggestion` lines after each turn.
+    "--prompt-suggestions",
+    // CLI 2.1.332: the auto-compact window, fewer tools, how the system
+    // prompt is cached.
+    "--autocompact",
+    "--restricted",
+    "--system-prompt-snapshot",
+];
+
+/// The CLI's subcommands (`claude --help`, "Commands:", of the pinned and
+/// the newest CLI; a test checks the list is complete). A word of the argv
+/// equal to one can start it instead of a session (`claude mcp`), and CLI
+/// 2.1.197 stops reading its input when the argv holds the word `mcp`
+/// anywhere; so every value the server puts into the argv is joined to its
+/// flag (`--model=VALUE`), and a model may not be named like one.
+pub const SUBCOMMANDS: &[&str] = &[
+    "agents",
+    "attach",
+    "auth",
+    "auto-mode",
+    "doctor",
+    "gateway",
+    "import",
+    "install",
+    "kill",
+    "logs",
+    "mcp",
+    "plugin",
+    "plugins",
+    "project",
+    "purge",
+    "respawn",
+    "rm",
+    "setup-token",
+    "stop",
+    "ultrareview",
+    "update",
+    "upgrade",
 ];
 
 /// Flags never accepted from a client, and a start-up error in
@@ -80,7 +136,17 @@ pub const NEVER_ARGS: &[&str] = &[
     "--mcp-config",
     "--strict-mcp-config",
     "--plugin-dir",
+    "--plugin-dir-no-mcp",
     "--plugin-url",
+    // Hidden flags (not in `--help`) of CLI 2.1.197 and 2.1.332: managed
+    // (policy) settings, channel servers (MCP), system prompts read from a
+    // file the server can read, and auto mode.
+    "--managed-settings",
+    "--channels",
+    "--dangerously-load-development-channels",
+    "--system-prompt-file",
+    "--append-system-prompt-file",
+    "--enable-auto-mode",
     "--agents",
     "--agent",
     "--tools",
@@ -96,6 +162,12 @@ pub const NEVER_ARGS: &[&str] = &[
     "--chrome",
     "--remote-control",
     "--remote-control-session-name-prefix",
+    // Hidden: remote control's short spelling, remote sessions, a session
+    // mirror, the browser's network.
+    "--rc",
+    "--remote",
+    "--session-mirror",
+    "--dangerously-allow-browser-network-access",
     "--bg",
     "--background",
     "--from-pr",
@@ -126,6 +198,15 @@ pub const NEVER_ARGS: &[&str] = &[
     "--no-session-persistence",
     "--bare",
     "--safe-mode",
+    // Hidden: run the setup hooks (and exit), maintenance mode, rewind the
+    // files of a conversation at start; the thinking budget is a typed
+    // setting (`config.max_thinking_tokens`, SetMaxThinkingTokens).
+    "--init",
+    "--init-only",
+    "--maintenance",
+    "--rewind-files",
+    "--thinking",
+    "--max-thinking-tokens",
     "--help",
     "--version",
 ];
@@ -156,6 +237,26 @@ pub const NEVER_ENV: &[&str] = &[
     "NO_PROXY",
     "REQUESTS_CA_BUNDLE",
     "CURL_CA_BUNDLE",
+    // Shell start-up files and loaders: zsh reads $ZDOTDIR/.zshenv, glibc
+    // loads gconv modules from GCONV_PATH and locales from LOCPATH,
+    // GLIBC_TUNABLES steers the allocator, Perl's older search path, the
+    // zsh function path.
+    "ZDOTDIR",
+    "FPATH",
+    "GCONV_PATH",
+    "LOCPATH",
+    "GLIBC_TUNABLES",
+    "HOSTALIASES",
+    "PERLLIB",
+    // Programs a tool runs on its own: pagers and editors (git, man, less
+    // input filters), the browser.
+    "EDITOR",
+    "VISUAL",
+    "PAGER",
+    "MANPAGER",
+    "LESSOPEN",
+    "LESSCLOSE",
+    "BROWSER",
 ];
 
 /// Prefixes of environment variables never accepted from a client (compared
@@ -189,6 +290,16 @@ pub const NEVER_ENV_PREFIXES: &[&str] = &[
     "XDG_",
     "SSL_",
     "SSH_",
+    // Build tools that run a program the variable names (RUSTC_WRAPPER,
+    // CARGO_TARGET_*_RUNNER, a toolchain override), OpenSSL's config (it
+    // loads engines), Lua's start-up code, Ruby gems' load path.
+    "RUSTC",
+    "RUSTDOC",
+    "RUSTUP_",
+    "CARGO_",
+    "OPENSSL_",
+    "LUA_",
+    "GEM_",
 ];
 
 pub(super) fn arity_of(flag: &str) -> Option<Arity> {
@@ -207,15 +318,32 @@ fn loose(flag: &str) -> String {
 }
 
 /// The never-accepted flag `flag` names or abbreviates (loosely compared).
+/// A flag this server classifies as safe or operator-allowed is its own
+/// flag, not an abbreviation (`--system-prompt` of `--system-prompt-file`).
 pub(super) fn never_arg(flag: &str) -> Option<&'static str> {
     let l = loose(flag);
     if l.is_empty() {
+        return None;
+    }
+    if let Some(exact) = NEVER_ARGS.iter().copied().find(|n| loose(n) == l) {
+        return Some(exact);
+    }
+    if DEFAULT_ARGS
+        .iter()
+        .chain(OPERATOR_ARGS)
+        .any(|f| loose(f) == l)
+    {
         return None;
     }
     NEVER_ARGS
         .iter()
         .copied()
         .find(|n| loose(n).starts_with(&l))
+}
+
+/// Whether `word` names a CLI subcommand (ASCII case-insensitive).
+pub(super) fn subcommand(word: &str) -> bool {
+    SUBCOMMANDS.iter().any(|c| c.eq_ignore_ascii_case(word))
 }
 
 /// Whether `key` is never accepted (case-insensitive).

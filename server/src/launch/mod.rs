@@ -15,7 +15,18 @@
 //!   names. [`NEVER_ENV`] and [`NEVER_ENV_PREFIXES`] are never accepted.
 //! - **cwd**: with `--allowed-cwd`, the resolved directory must lie under
 //!   one of them (PERMISSION_DENIED otherwise).
-//! - **model**, **resume**: plain names (they must not look like a flag).
+//! - **model**, **resume**: plain names (they must not look like a flag);
+//!   a model is not a URL (`cc://...` makes the CLI register its
+//!   subcommands) nor a subcommand's name.
+//!
+//! Whatever passes reaches the argv as one token per value
+//! ([`LaunchPolicy::joined_args`], applied by the manager to what it
+//! spawns; the log keeps the args as given): a flag's value given in the
+//! next argument is joined to it (`--model x` becomes `--model=x`,
+//! `--disallowedTools A B` becomes `--disallowedTools=A
+//! --disallowedTools=B`), so no client string is ever a word of its own
+//! that the CLI could take for a subcommand, a prompt or the `mcp` that
+//! makes CLI 2.1.197 stop reading its input.
 //!
 //! The manager checks every config that reaches a process ([`LaunchPolicy::admit`]):
 //! a Start's, and the recorded one a Send respawns with (under the policy
@@ -25,9 +36,10 @@
 mod cli_vocabulary;
 
 pub use cli_vocabulary::{
-    Arity, DEFAULT_ARGS, KNOWN_ARITY, NEVER_ARGS, NEVER_ENV, NEVER_ENV_PREFIXES,
+    Arity, DEFAULT_ARGS, KNOWN_ARITY, NEVER_ARGS, NEVER_ENV, NEVER_ENV_PREFIXES, OPERATOR_ARGS,
+    SUBCOMMANDS,
 };
-use cli_vocabulary::{arity_of, never_arg, never_env};
+use cli_vocabulary::{arity_of, never_arg, never_env, subcommand};
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::path::{Path, PathBuf};
@@ -347,6 +359,13 @@ impl LaunchPolicy {
     /// Checks a client's `config.args` (see the module docs).
     /// [`Error::InvalidField`] naming `config.args[N]`, the offending token.
     pub fn check_args(&self, args: &[String]) -> Result<()> {
+        self.joined_args(args).map(drop)
+    }
+
+    /// [`LaunchPolicy::check_args`], returning the args as they reach the
+    /// argv: each value joined to its flag (`--flag=VALUE`, one token per
+    /// value of a variadic flag). Trusting client args, they pass as given.
+    pub fn joined_args(&self, args: &[String]) -> Result<Vec<String>> {
         /// What the next token may be.
         #[derive(Clone, Copy)]
         enum Next {
@@ -354,8 +373,8 @@ impl LaunchPolicy {
             Flag,
             /// The value of the flag at this index (which takes one).
             Value { flag: usize, variadic: bool },
-            /// More values of a variadic flag, or a flag.
-            MoreValues,
+            /// More values of the variadic flag at this index, or a flag.
+            MoreValues { flag: usize },
         }
         let field = |i: usize| format!("config.args[{i}]");
         let needs_value = |i: usize| {
@@ -369,17 +388,32 @@ impl LaunchPolicy {
             )
         };
         let mut next = Next::Flag;
+        let mut out: Vec<String> = Vec::with_capacity(args.len());
         for (i, tok) in args.iter().enumerate() {
             if tok.contains('\0') {
                 return Err(Error::invalid(field(i), "contains a NUL byte"));
             }
             if !tok.starts_with('-') {
                 next = match next {
-                    Next::Value { variadic: true, .. } | Next::MoreValues => Next::MoreValues,
                     Next::Value {
-                        variadic: false, ..
-                    } => Next::Flag,
-                    Next::Flag if self.trust_args => Next::Flag,
+                        flag,
+                        variadic: false,
+                    } => {
+                        out.push(format!("{}={tok}", args[flag]));
+                        Next::Flag
+                    }
+                    Next::Value {
+                        flag,
+                        variadic: true,
+                    }
+                    | Next::MoreValues { flag } => {
+                        out.push(format!("{}={tok}", args[flag]));
+                        Next::MoreValues { flag }
+                    }
+                    Next::Flag if self.trust_args => {
+                        out.push(tok.clone());
+                        Next::Flag
+                    }
                     Next::Flag => {
                         return Err(Error::invalid(
                             field(i),
@@ -398,6 +432,7 @@ impl LaunchPolicy {
             }
             next = Next::Flag;
             if self.trust_args {
+                out.push(tok.clone());
                 continue;
             }
             if tok == "--" {
@@ -443,6 +478,7 @@ impl LaunchPolicy {
                 (Some(Arity::Switch), Some(_)) => {
                     return Err(Error::invalid(field(i), format!("{name} takes no value")));
                 }
+                // Pushed with each of its values.
                 (Some(Arity::Value), None) => {
                     next = Next::Value {
                         flag: i,
@@ -455,12 +491,12 @@ impl LaunchPolicy {
                         variadic: true,
                     }
                 }
-                _ => {}
+                _ => out.push(tok.clone()),
             }
         }
         match next {
             Next::Value { flag, .. } => Err(needs_value(flag)),
-            _ => Ok(()),
+            _ => Ok(out),
         }
     }
 
@@ -565,7 +601,8 @@ fn display(p: &Path) -> String {
 }
 
 /// `config.model`: empty, or `[A-Za-z0-9][A-Za-z0-9._:/@\[\]-]*` of at most
-/// [`MAX_NAME_LEN`] bytes (it becomes `--model VALUE`).
+/// [`MAX_NAME_LEN`] bytes, holding no `://` and not named like a CLI
+/// subcommand ([`SUBCOMMANDS`]); it becomes `--model=VALUE`.
 pub fn check_model(model: &str) -> Result<()> {
     if model.is_empty() {
         return Ok(());
@@ -580,6 +617,20 @@ pub fn check_model(model: &str) -> Result<()> {
         return Err(Error::invalid(
             "config.model",
             format!("{model:?} is not a model name (A-Z a-z 0-9, then also . _ : / @ [ ] -)"),
+        ));
+    }
+    // `cc://` in any argument makes the CLI parse its subcommands, and a
+    // URL is never a model name.
+    if model.contains("://") {
+        return Err(Error::invalid(
+            "config.model",
+            format!("{model:?} is a URL, not a model name"),
+        ));
+    }
+    if subcommand(model) {
+        return Err(Error::invalid(
+            "config.model",
+            format!("{model:?} names a subcommand of the CLI, not a model"),
         ));
     }
     Ok(())
@@ -604,7 +655,7 @@ pub fn check_thinking_tokens(field: &'static str, tokens: Option<u32>) -> Result
 }
 
 /// `config.resume`: empty, or `[A-Za-z0-9][A-Za-z0-9._-]*` of at most
-/// [`MAX_NAME_LEN`] bytes (it becomes `--resume VALUE`).
+/// [`MAX_NAME_LEN`] bytes (it becomes `--resume=VALUE`).
 pub fn check_resume(resume: &str) -> Result<()> {
     if resume.is_empty() {
         return Ok(());

@@ -71,6 +71,19 @@ fn startup_refuses_never_accepted_env_and_bad_names() {
         "PYTHONSTARTUP",
         "GIT_SSH_COMMAND",
         "PATH",
+        "ZDOTDIR",
+        "GCONV_PATH",
+        "RUSTC_WRAPPER",
+        "RUSTC_WORKSPACE_WRAPPER",
+        "CARGO_TARGET_X86_64_UNKNOWN_LINUX_GNU_RUNNER",
+        "BASH_ENV",
+        "PERL5LIB",
+        "PERLLIB",
+        "LESSOPEN",
+        "GLIBC_TUNABLES",
+        "OPENSSL_CONF",
+        "LUA_INIT",
+        "EDITOR",
     ] {
         let e = startup_err(&[], &[bad], &[]);
         assert!(e.contains("--allow-env"), "{bad}: {e}");
@@ -141,6 +154,75 @@ fn client_args() {
 }
 
 #[test]
+fn values_reach_the_argv_joined_to_their_flag() {
+    let p = LaunchPolicy::from_operator(&s(&["--name", "--brief"]), &[], &[]).unwrap();
+    let args = s(&[
+        "--model",
+        "mcp",
+        "--disallowedTools",
+        "Bash",
+        "update",
+        "--effort=high",
+        "--system-prompt",
+        "cc://x",
+        "--brief",
+        "--name",
+        "my run",
+        "--disallowed-tools=Edit",
+    ]);
+    assert_eq!(
+        p.joined_args(&args).unwrap(),
+        s(&[
+            "--model=mcp",
+            "--disallowedTools=Bash",
+            "--disallowedTools=update",
+            "--effort=high",
+            "--system-prompt=cc://x",
+            "--brief",
+            "--name=my run",
+            "--disallowed-tools=Edit",
+        ])
+    );
+    // Joining again changes nothing.
+    let joined = p.joined_args(&args).unwrap();
+    assert_eq!(p.joined_args(&joined).unwrap(), joined);
+    // Trusting clients, args pass as given.
+    let t = LaunchPolicy::trust_clients();
+    assert_eq!(t.joined_args(&args).unwrap(), args);
+}
+
+#[test]
+fn hidden_cli_flags_are_never_accepted() {
+    let p = LaunchPolicy::default();
+    for flag in [
+        "--plugin-dir-no-mcp",
+        "--managed-settings",
+        "--channels",
+        "--dangerously-load-development-channels",
+        "--rc",
+        "--system-prompt-file",
+        "--append-system-prompt-file",
+        "--init",
+        "--init-only",
+        "--maintenance",
+        "--rewind-files",
+        "--thinking",
+        "--max-thinking-tokens",
+        "--enable-auto-mode",
+    ] {
+        let e = startup_err(&[flag], &[], &[]);
+        assert!(e.contains("never"), "{flag}: {e}");
+        let e = p.check_args(&s(&[&format!("{flag}=x")])).unwrap_err();
+        assert!(e.to_string().contains("never accepted"), "{flag}: {e}");
+    }
+    // A flag that merely begins like a never-accepted one is its own.
+    for own in ["--system-prompt", "--append-system-prompt"] {
+        assert!(never_arg(own).is_none(), "{own}");
+        assert!(p.check_args(&s(&[own, "x"])).is_ok(), "{own}");
+    }
+}
+
+#[test]
 fn operator_flags_of_unknown_arity_take_no_separate_value() {
     let p =
         LaunchPolicy::from_operator(&s(&["--prompt-suggestions", "--brief", "--name"]), &[], &[])
@@ -192,14 +274,29 @@ fn model_and_resume() {
     ] {
         assert!(check_model(ok).is_ok(), "{ok}");
     }
+    assert!(check_model("arn:aws:bedrock:us-east-1:1:inference-profile/x").is_ok());
     for bad in [
         "-p",
         "--dangerously-skip-permissions",
         "a b",
         "a\0",
         &"x".repeat(257),
+        // The CLI reads `cc://` as a server to connect to (and then parses
+        // its subcommands); a subcommand's name is no model either.
+        "cc://x",
+        "cc+unix://x",
+        "http://evil.example/m",
+        "mcp",
+        "MCP",
+        "update",
+        "setup-token",
+        "doctor",
     ] {
-        assert_eq!(field_of(check_model(bad).unwrap_err()), "config.model");
+        assert_eq!(
+            field_of(check_model(bad).unwrap_err()),
+            "config.model",
+            "{bad}"
+        );
     }
     assert!(check_resume("0b6c0f5e-1f2a-4c1e-9a4d-3b2a1c0d9e8f").is_ok());
     for bad in ["-x", "a/b", "a:b", "a\0"] {

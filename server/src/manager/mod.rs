@@ -48,6 +48,7 @@ use crate::adapter::{ProcessAdapter, SpawnConfig, UserInput};
 use crate::error::{Error, Result};
 use crate::launch::LaunchPolicy;
 use crate::log::{EventLogs, MetaChange, NewEvent};
+use crate::secrets::SecretsKey;
 use crate::store::SessionMeta;
 
 pub use self::control::SettingChange;
@@ -89,6 +90,9 @@ pub struct ManagerOptions {
     /// How long the receipts of keyed calls are kept, and the clock they
     /// are stamped with (`--idempotency-ttl`).
     pub idempotency: IdempotencyOptions,
+    /// Seals a run's env values in the session's meta (`--secrets-key-file`;
+    /// by default a key of this process only).
+    pub secrets: Arc<SecretsKey>,
     /// A Start may resume a conversation no session of this server has
     /// (`--allow-resume-import`); one another session has stays refused.
     pub allow_resume_import: bool,
@@ -123,6 +127,7 @@ impl Default for ManagerOptions {
             idempotency: IdempotencyOptions::default(),
             allow_resume_import: false,
             retention: RetentionOptions::default(),
+            secrets: SecretsKey::ephemeral(),
         }
     }
 }
@@ -277,7 +282,8 @@ impl SessionManager {
             config: Some(config),
             idempotency_key: String::new(),
         };
-        let ticket = match self.begin(session_id, key, "Start", &request).await? {
+        let print = receipts::start_for_print(&request, &self.inner.opts.secrets);
+        let ticket = match self.begin(session_id, key, "Start", &print).await? {
             Ok(ticket) => ticket,
             Err(Outcome::Start { run_id, process_id }) => {
                 return Ok(Started { run_id, process_id });

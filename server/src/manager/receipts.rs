@@ -61,8 +61,11 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use serde::Serialize;
 use tokio::sync::OwnedMutexGuard;
 
+use agent_harness_client::pb;
+
 use crate::error::{Error, Result};
 use crate::log::EventLogs;
+use crate::secrets::SecretsKey;
 use crate::store::{Outcome, Receipt, ReceiptWrite};
 
 /// The least TTL the server accepts: DESIGN §3 keeps keys at least this long.
@@ -132,6 +135,24 @@ impl Default for IdempotencyOptions {
             clock: Arc::new(SystemClock),
         }
     }
+}
+
+/// A Start request as its fingerprint sees it: each env value replaced by
+/// its keyed digest ([`SecretsKey::digest`]). The fingerprint is stored
+/// with the receipt, and FNV is no cryptographic hash: over the values
+/// themselves it would let anyone who reads the store test a guess of one.
+/// A request without env is fingerprinted as it is.
+pub(super) fn start_for_print(
+    request: &pb::StartRequest,
+    secrets: &SecretsKey,
+) -> pb::StartRequest {
+    let mut out = request.clone();
+    if let Some(config) = out.config.as_mut() {
+        for value in config.env.values_mut() {
+            *value = secrets.digest(value);
+        }
+    }
+    out
 }
 
 /// The fingerprint of a request: FNV-1a (128 bits) over `rpc` and the
@@ -380,7 +401,6 @@ impl Drop for Gate {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use agent_harness_client::pb;
 
     #[test]
     fn fingerprints_ignore_map_order_and_tell_requests_apart() {
@@ -409,5 +429,37 @@ mod tests {
             fingerprint("Stop", &stop),
             "4d58019232f6e3c40f26686b23d077fb"
         );
+    }
+
+    #[test]
+    fn a_start_is_fingerprinted_over_keyed_digests_of_its_env_values() {
+        let key = |b: &str| SecretsKey::from_hex(&b.repeat(32), "test").unwrap();
+        let start = |env: &[(&str, &str)]| pb::StartRequest {
+            session_id: "s".into(),
+            idempotency_key: String::new(),
+            config: Some(pb::StartConfig {
+                prompt: "hi".into(),
+                env: env
+                    .iter()
+                    .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+                    .collect(),
+                ..Default::default()
+            }),
+        };
+        let print = |k: &SecretsKey, env: &[(&str, &str)]| {
+            fingerprint("Start", &start_for_print(&start(env), k))
+        };
+        let (a, b) = (key("a1"), key("b2"));
+        let secret = [("MY_TOKEN", "1234")];
+        // Stable under one key (a retry after a restart matches), and a
+        // different value still tells requests apart.
+        assert_eq!(print(&a, &secret), print(&a, &secret));
+        assert_ne!(print(&a, &secret), print(&a, &[("MY_TOKEN", "1235")]));
+        // Without the key a guess cannot be checked: the value enters only
+        // through the keyed digest.
+        assert_ne!(print(&a, &secret), print(&b, &secret));
+        assert_ne!(print(&a, &secret), fingerprint("Start", &start(&secret)));
+        // No env: the same fingerprint as before (receipts stay valid).
+        assert_eq!(print(&a, &[]), fingerprint("Start", &start(&[])));
     }
 }

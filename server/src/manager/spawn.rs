@@ -21,9 +21,10 @@ use crate::store::{Outcome, SessionMeta};
 
 impl SessionManager {
     /// The env a respawn starts with: the names the last run_start recorded,
-    /// with the values the session's meta keeps. [`Error::RespawnImpossible`]
-    /// when a value is not known (the meta lost it): a Start must give it
-    /// again.
+    /// with the values the session's meta keeps (sealed with the secrets
+    /// key). [`Error::RespawnImpossible`] when a value is not known (the
+    /// meta lost it) or does not open with this server's key: a Start must
+    /// give it again, or the operator serve with the key that sealed it.
     pub(super) async fn respawn_env(
         &self,
         session_id: &str,
@@ -32,13 +33,23 @@ impl SessionManager {
         if recorded.is_empty() {
             return Ok(HashMap::new());
         }
-        let stored = self
-            .inner
-            .logs
-            .meta(session_id)
-            .await?
-            .map(|m| m.env)
-            .unwrap_or_default();
+        let impossible = |reason: String| Error::RespawnImpossible {
+            session_id: session_id.to_owned(),
+            reason,
+        };
+        let stored = match self.inner.logs.meta(session_id).await? {
+            Some(SessionMeta {
+                sealed_env: Some(sealed),
+                ..
+            }) => self
+                .inner
+                .opts
+                .secrets
+                .open_env(session_id, &sealed)
+                .map_err(impossible)?,
+            Some(meta) => meta.legacy_env,
+            None => BTreeMap::new(),
+        };
         let mut env = HashMap::with_capacity(recorded.len());
         for (key, logged) in recorded {
             let value = match stored.get(key) {
@@ -46,17 +57,29 @@ impl SessionManager {
                 // A run_start written before values were redacted holds it.
                 None if logged != launch::REDACTED => logged.clone(),
                 None => {
-                    return Err(Error::RespawnImpossible {
-                        session_id: session_id.to_owned(),
-                        reason: format!(
-                            "the value of env {key} of its last run is not known any more"
-                        ),
-                    });
+                    return Err(impossible(format!(
+                        "the value of env {key} of its last run is not known any more"
+                    )));
                 }
             };
             env.insert(key.clone(), value);
         }
         Ok(env)
+    }
+
+    /// `env` as the session's meta keeps it: sealed, never in clear.
+    fn keep_env(
+        &self,
+        session_id: &str,
+        env: &HashMap<String, String>,
+    ) -> impl FnOnce(&mut SessionMeta) + Send + 'static {
+        let env: BTreeMap<String, String> =
+            env.iter().map(|(k, v)| (k.clone(), v.clone())).collect();
+        let sealed = self.inner.opts.secrets.seal_env(session_id, &env);
+        move |m: &mut SessionMeta| {
+            m.sealed_env = sealed;
+            m.legacy_env.clear();
+        }
     }
 
     /// Checks `config` against the launch policy and the adapter and takes
@@ -117,10 +140,14 @@ impl SessionManager {
             false => None,
         };
         let run_id = uuid::Uuid::new_v4().to_string();
+        // The log keeps the args as the client gave them; the process gets
+        // each value joined to its flag, never a word of its own.
+        let mut spawned = config.clone();
+        spawned.args = self.inner.opts.launch.joined_args(&config.args)?;
         let spawn = SpawnConfig {
             session_id: session_id.to_owned(),
             run_id: run_id.clone(),
-            config: config.clone(),
+            config: spawned,
             prompt_uuid: prompt_uuid.clone(),
         };
         self.inner.adapter.check(&spawn)?;
@@ -192,14 +219,14 @@ impl SessionManager {
                     },
                 ];
                 // A Send that retries respawns with this run's env values.
-                let env: BTreeMap<String, String> = config.env.into_iter().collect();
+                let keep = self.keep_env(session_id, &config.env);
                 let appended = self
                     .inner
                     .logs
                     .commit(
                         session_id,
                         end,
-                        Some(Box::new(move |m: &mut SessionMeta| m.env = env)),
+                        Some(Box::new(keep)),
                         keyed.map(Keyed::remove),
                     )
                     .await?;
@@ -215,11 +242,7 @@ impl SessionManager {
         };
         let (pid, start_time) = (handle.pid, handle.start_time);
         let cwd = config.cwd.clone();
-        let env = config
-            .env
-            .iter()
-            .map(|(k, v)| (k.clone(), v.clone()))
-            .collect();
+        let keep_env = self.keep_env(session_id, &config.env);
         let process_id = handle
             .process_id
             .clone()
@@ -242,7 +265,7 @@ impl SessionManager {
                     if !cwd.is_empty() {
                         m.cwd = Some(cwd);
                     }
-                    m.env = env;
+                    keep_env(m);
                 })),
                 receipt,
             )

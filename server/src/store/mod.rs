@@ -54,12 +54,17 @@ pub struct SessionMeta {
     /// Working directory of the last run.
     pub cwd: Option<String>,
     /// The environment a client gave the last run that spawned (`StartConfig.env`),
-    /// values included. Kept here, never in the event log (whose `run_start`
-    /// records the names only), so a Send that respawns the session (even after
-    /// a server restart) starts it with the same variables. Never sent to a
-    /// client. Rows written before this field existed load with none.
-    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
-    pub env: BTreeMap<String, String>,
+    /// names and values sealed with the server's secrets key
+    /// ([`crate::secrets`]): never in clear in the store, nor in the event log
+    /// (whose `run_start` records the names only). Kept so a Send that
+    /// respawns the session (even after a server restart) starts it with the
+    /// same variables. Never sent to a client.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sealed_env: Option<String>,
+    /// The same in clear, as rows written before values were sealed hold it:
+    /// read for the session's next respawn, never written again.
+    #[serde(default, rename = "env", skip_serializing)]
+    pub legacy_env: BTreeMap<String, String>,
 }
 
 impl SessionMeta {
@@ -328,17 +333,27 @@ mod tests {
         let old = r#"{"session_id":"s","head_seq":3,"resume_id":null,"created_ms":1,
             "updated_ms":2,"pid":null,"pid_start_time":null,"cwd":"/tmp"}"#;
         let meta: SessionMeta = serde_json::from_str(old).expect("old row");
-        assert!(meta.env.is_empty());
+        assert!(meta.legacy_env.is_empty() && meta.sealed_env.is_none());
         assert_eq!(meta.cwd.as_deref(), Some("/tmp"));
-        // And an empty env is not written (rows stay as they were).
+        // And no env is not written (rows stay as they were).
         let row = serde_json::to_string(&meta).unwrap();
         assert!(!row.contains("env"), "{row}");
         let with = SessionMeta {
-            env: [("K".to_owned(), "v".to_owned())].into(),
+            sealed_env: Some("v1:k:00".into()),
             ..meta
         };
         let back: SessionMeta =
             serde_json::from_str(&serde_json::to_string(&with).unwrap()).unwrap();
         assert_eq!(back, with);
+    }
+
+    #[test]
+    fn env_values_in_clear_are_read_but_never_written_again() {
+        let old = r#"{"session_id":"s","head_seq":3,"resume_id":null,"created_ms":1,
+            "updated_ms":2,"pid":null,"pid_start_time":null,"cwd":null,"env":{"K":"v4lue"}}"#;
+        let meta: SessionMeta = serde_json::from_str(old).expect("old row");
+        assert_eq!(meta.legacy_env["K"], "v4lue");
+        let row = serde_json::to_string(&meta).unwrap();
+        assert!(!row.contains("v4lue"), "{row}");
     }
 }

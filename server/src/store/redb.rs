@@ -86,6 +86,9 @@ pub const DEFAULT_CACHE_BYTES: usize = 64 * 1024 * 1024;
 
 /// Opens (or creates) the file with a page cache of `cache_bytes`.
 fn create(path: &Path, cache_bytes: usize) -> Result<Database, StoreError> {
+    // The store holds every prompt and answer: owner-only, whatever the
+    // umask (redb opens an empty file as a new database).
+    crate::private_files::ensure_file(path).map_err(|e| StoreError::Redb(::redb::Error::Io(e)))?;
     Database::builder()
         .set_cache_size(cache_bytes)
         .create(path)
@@ -98,8 +101,8 @@ fn rerr(e: impl Into<::redb::Error>) -> StoreError {
 }
 
 impl RedbStore {
-    /// Opens (or creates) the database file at `path`; its parent directory
-    /// must exist. Recovers from an unclean shutdown as redb does: the last
+    /// Opens (or creates) the database file at `path`, mode 0600 (a looser
+    /// existing file is made 0600); its parent directory must exist. Recovers from an unclean shutdown as redb does: the last
     /// committed transaction wins, a torn one is discarded.
     ///
     /// redb's page cache holds at most [`DEFAULT_CACHE_BYTES`] (redb's own

@@ -26,7 +26,8 @@ fn meta(id: &str, head: u64) -> SessionMeta {
         pid: Some(42),
         pid_start_time: Some(123_456),
         cwd: Some("/tmp/x".into()),
-        env: [("MY_FLAG".to_owned(), "secret value".to_owned())].into(),
+        sealed_env: Some("v1:0011aabb:00ff".into()),
+        legacy_env: Default::default(),
     }
 }
 

@@ -7,6 +7,8 @@
 mod support;
 
 mod adapters;
+mod argv_words;
+mod cli_vocabulary;
 mod content_blocks;
 mod control;
 mod crash_loop;

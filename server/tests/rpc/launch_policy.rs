@@ -279,10 +279,21 @@ async fn allowed_args_reach_the_process_exactly() {
     let _sub = start_ready(&mut client, "s", c).await;
     let spawns = cli.spawns();
     assert_eq!(spawns.len(), 1);
-    // The typed settings come after the args: a model set with SetModel
-    // (or config.model) wins over a `--model` in the args.
-    let mut want = strings(&args);
-    want.extend(strings(&["--model", "claude-sonnet-4-5"]));
+    // Each value joined to its flag (no client string is a word of its
+    // own); the typed settings come after the args: a model set with
+    // SetModel (or config.model) wins over a `--model` in the args.
+    let want = strings(&[
+        "--model=opus",
+        "--max-turns=3",
+        "--disallowedTools=Bash",
+        "--disallowedTools=Edit",
+        "--effort=high",
+        "--append-system-prompt=-be brief",
+        "--json-schema={\"type\":\"object\"}",
+        "--name=my run",
+        "--prompt-suggestions=false",
+        "--model=claude-sonnet-4-5",
+    ]);
     assert_eq!(run_args(&spawns[0]), want);
     server.shutdown().await.expect("shutdown");
 }
@@ -413,7 +424,7 @@ async fn env_values_stay_out_of_the_log_and_a_respawn_gets_them() {
     assert_eq!(spawns.len(), 2);
     let second = spawns
         .iter()
-        .find(|s| s.args.iter().any(|a| a == "--resume"))
+        .find(|s| s.args.iter().any(|a| a.starts_with("--resume=")))
         .expect("the respawn resumes");
     assert_eq!(second.env.get("MY_TOKEN").map(String::as_str), Some(SECRET));
 
@@ -496,6 +507,84 @@ async fn a_respawn_after_a_restart_gets_the_env_and_the_policy_of_now() {
     server.shutdown().await.expect("shutdown");
 }
 
+/// The env values a respawn needs are kept sealed with the operator's
+/// secrets key: the bytes of `events.redb` never hold one, a server
+/// restarted with the same key respawns with it, and a server with another
+/// key refuses that Send with FAILED_PRECONDITION naming the key, appending
+/// and spawning nothing.
+#[tokio::test]
+async fn env_values_are_sealed_in_the_store_and_open_only_with_their_key() {
+    use agent_harness_server::secrets::SecretsKey;
+    const SECRET: &str = "sealed-secret-value-2718";
+    let dir = tempfile::tempdir().expect("data dir");
+    let path = dir.path().join("events.redb");
+    let cli = StandInCli::new();
+    let key = |hex: &str| Arc::new(SecretsKey::from_hex(&hex.repeat(32), "test key").unwrap());
+    let serve = |secrets: Arc<SecretsKey>| {
+        let mopts = ManagerOptions {
+            secrets,
+            ..opts(operator(&[], &["MY_TOKEN"], &[]), 32)
+        };
+        TestServer::with_adapter(
+            reopen_redb(&path),
+            cli.adapter(),
+            crate::support::scripted::ScriptedAdapter::new(Default::default()),
+            mopts,
+            Default::default(),
+        )
+    };
+    let raw_has_secret = || {
+        let bytes = std::fs::read(&path).expect("read events.redb");
+        bytes.windows(SECRET.len()).any(|w| w == SECRET.as_bytes())
+    };
+
+    let server = serve(key("a1")).await;
+    let mut client = server.client().await;
+    let _sub = start_ready(&mut client, "s", config(&[], &[("MY_TOKEN", SECRET)])).await;
+    server.shutdown().await.expect("shutdown");
+    assert!(
+        !raw_has_secret(),
+        "events.redb holds the env value in clear"
+    );
+    let head = get_head(&path, "s");
+
+    // Another key: the Send that needs the value is refused cleanly.
+    let server = serve(key("b2")).await;
+    let mut client = server.client().await;
+    let err = send(&mut client, "s", "again").await.expect_err("refused");
+    assert_eq!(err.code(), Code::FailedPrecondition, "{err:?}");
+    assert!(err.message().contains("secrets key"), "{err:?}");
+    server.shutdown().await.expect("shutdown");
+    assert_eq!(get_head(&path, "s"), head, "nothing appended");
+    assert_eq!(cli.spawns().len(), 1, "nothing spawned");
+
+    // The key that sealed it: the respawn gets the value.
+    let server = serve(key("a1")).await;
+    let mut client = server.client().await;
+    let mut sub = Sub::open(&mut client, "s", head).await;
+    let run = send(&mut client, "s", "again").await.expect("send");
+    sub.until("run_ready", |e| kind(e) == "run_ready" && e.run_id == run)
+        .await;
+    let spawns = cli.spawns();
+    assert_eq!(spawns.len(), 2);
+    for s in &spawns {
+        assert_eq!(s.env.get("MY_TOKEN").map(String::as_str), Some(SECRET));
+    }
+    server.shutdown().await.expect("shutdown");
+    assert!(
+        !raw_has_secret(),
+        "events.redb holds the env value in clear"
+    );
+}
+
+/// The last stored seq of `session` in the redb file at `path`.
+fn get_head(path: &Path, session: &str) -> u64 {
+    let events = reopen_redb(path)
+        .read_range(session, 0, usize::MAX)
+        .unwrap();
+    events.last().map_or(0, |e| e.seq)
+}
+
 #[tokio::test]
 async fn max_live_runs_caps_starts_and_respawns() {
     let cli = StandInCli::new();
@@ -529,11 +618,13 @@ async fn max_live_runs_caps_starts_and_respawns() {
 }
 
 /// The session's new args: what follows the adapter's argv and the
-/// `--resume <id>` every respawn and fork starts with.
+/// `--resume=<id>` every respawn and fork starts with.
 fn after_resume(spawn: &StandInSpawn) -> (String, Vec<String>) {
     let args = run_args(spawn);
-    assert_eq!(args[0], "--resume", "{args:?}");
-    (args[1].clone(), args[2..].to_vec())
+    let resume = args[0]
+        .strip_prefix("--resume=")
+        .unwrap_or_else(|| panic!("{args:?}"));
+    (resume.to_owned(), args[1..].to_vec())
 }
 
 /// SetModel, SetPermissionMode and a fork's `message_uuid` are the other
@@ -556,6 +647,12 @@ async fn settings_and_a_fork_put_only_typed_flags_into_the_argv() {
     for model in [
         "--dangerously-skip-permissions",
         "opus --dangerously-skip-permissions",
+        // A subcommand's name would start the subcommand (or make CLI
+        // 2.1.197 skip its input) at every later spawn; `cc://` makes the
+        // CLI parse its subcommands.
+        "mcp",
+        "update",
+        "cc://x",
         "-m",
         "opus\0x",
         "opus\n--verbose",
@@ -618,13 +715,13 @@ async fn settings_and_a_fork_put_only_typed_flags_into_the_argv() {
     let respawn = cli
         .spawns()
         .into_iter()
-        .find(|s| s.args.contains(&"--resume".to_owned()))
+        .find(|s| s.args.iter().any(|a| a.starts_with("--resume=")))
         .expect("the respawn");
     let (resume, rest) = after_resume(&respawn);
     assert!(resume.starts_with("stand-in-"), "{resume}");
     assert_eq!(
         rest,
-        strings(&["--model", "claude-opus-4-8", "--permission-mode", "plan"])
+        strings(&["--model=claude-opus-4-8", "--permission-mode=plan"])
     );
     stop_run(&mut client, &mut sub, "src").await;
 
@@ -655,10 +752,8 @@ async fn settings_and_a_fork_put_only_typed_flags_into_the_argv() {
         rest,
         strings(&[
             "--fork-session",
-            "--model",
-            "claude-opus-4-8",
-            "--permission-mode",
-            "plan"
+            "--model=claude-opus-4-8",
+            "--permission-mode=plan"
         ]),
         "the source's settings, and no client uuid"
     );

@@ -10,6 +10,7 @@ mod connections;
 mod console;
 mod deletion;
 mod derived;
+mod files;
 mod full_disk;
 mod fuzz;
 mod idempotency;

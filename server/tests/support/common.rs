@@ -67,6 +67,24 @@ pub fn claude_bin() -> PathBuf {
     p
 }
 
+/// The newest CLI release the suite checks (tests/tools/newest), or
+/// `CLAUDE_BIN_NEWEST`. Missing is a test failure with the fix in the
+/// message, never a skip.
+pub fn claude_bin_newest() -> PathBuf {
+    if let Some(p) = std::env::var_os("CLAUDE_BIN_NEWEST") {
+        return PathBuf::from(p);
+    }
+    let p = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("../tests/tools/newest/node_modules/.bin/claude");
+    assert!(
+        p.exists(),
+        "the newest claude CLI is missing at {}: run `npm ci --prefix tests/tools/newest` \
+         or set CLAUDE_BIN_NEWEST",
+        p.display()
+    );
+    p
+}
+
 /// Adapter options that run the real CLI ([`claude_bin`]).
 pub fn cli_options(permissions: PermissionMode) -> ClaudeOptions {
     ClaudeOptions {

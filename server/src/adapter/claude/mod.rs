@@ -3,7 +3,8 @@
 //! harness writes to the CLI.
 //!
 //! - [`interactive`]: the default adapter, one long-lived process per run;
-//! - [`oneshot`]: `claude --print PROMPT`, one turn per process;
+//! - [`oneshot`]: `claude --print`, the prompt on stdin, one turn per
+//!   process;
 //! - [`stream_json`]: user messages, interrupts and permission answers as
 //!   the CLI reads them on stdin (the cassette recorder and replayer use
 //!   them too);
@@ -99,33 +100,34 @@ impl ClaudeOptions {
     /// fork), the extra args and the run's args, then the settings
     /// (`--model`, `--permission-mode`, `--max-thinking-tokens`) last, so
     /// that a setting changed since the args were given wins over them.
+    /// Each value is joined to its flag (`--model=VALUE`): a value the
+    /// server passes is never an argument of its own, which the CLI could
+    /// read as a subcommand or as the `mcp` that makes CLI 2.1.197 stop
+    /// reading its input (the launch policy joins a client's args the same
+    /// way).
     pub(crate) fn tail_args(&self, config: &SpawnConfig) -> Vec<OsString> {
         let c = &config.config;
+        let joined = |flag: &str, value: &str| OsString::from(format!("{flag}={value}"));
         let mut args: Vec<OsString> = Vec::new();
         if !c.resume.is_empty() {
-            args.push("--resume".into());
-            args.push(c.resume.clone().into());
+            args.push(joined("--resume", &c.resume));
             if let Some(fork) = &c.fork {
                 args.push("--fork-session".into());
                 if !fork.message_uuid.is_empty() {
-                    args.push("--resume-session-at".into());
-                    args.push(fork.message_uuid.clone().into());
+                    args.push(joined("--resume-session-at", &fork.message_uuid));
                 }
             }
         }
         args.extend(self.extra_args.iter().map(OsString::from));
         args.extend(c.args.iter().map(OsString::from));
         if !c.model.is_empty() {
-            args.push("--model".into());
-            args.push(c.model.clone().into());
+            args.push(joined("--model", &c.model));
         }
         if !c.permission_mode.is_empty() {
-            args.push("--permission-mode".into());
-            args.push(c.permission_mode.clone().into());
+            args.push(joined("--permission-mode", &c.permission_mode));
         }
         if let Some(n) = c.max_thinking_tokens {
-            args.push("--max-thinking-tokens".into());
-            args.push(n.to_string().into());
+            args.push(joined("--max-thinking-tokens", &n.to_string()));
         }
         args
     }

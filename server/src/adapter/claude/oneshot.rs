@@ -1,6 +1,12 @@
 //! The one-shot adapter: `claude --print --output-format stream-json
-//! --verbose ... PROMPT`, stdin closed; one turn per process. Follow-ups
-//! respawn with `--resume`.
+//! --verbose ...` with the prompt written to stdin, which is then closed;
+//! one turn per process. Follow-ups respawn with `--resume`.
+//!
+//! The prompt is never an argument: after `--` it would still be a word
+//! the CLI can take for a subcommand (`mcp`, `update`, ... once any
+//! argument starts with `cc://`) or the `mcp` that makes CLI 2.1.197 skip
+//! its input. With no prompt argument, `--print` reads the prompt as text
+//! from stdin to its end.
 
 use std::ffi::OsString;
 use std::sync::Arc;
@@ -25,8 +31,8 @@ impl ClaudeCliAdapter {
         Self { options }
     }
 
-    /// The full argv (without the binary) for a run; the prompt comes last,
-    /// after `--` so a prompt starting with `-` is not read as a flag.
+    /// The full argv (without the binary) for a run; the prompt is not in
+    /// it (it goes to stdin).
     pub fn args(&self, config: &SpawnConfig) -> Vec<OsString> {
         let mut args: Vec<OsString> = ["--print", "--output-format", "stream-json", "--verbose"]
             .iter()
@@ -39,8 +45,6 @@ impl ClaudeCliAdapter {
             args.push("--include-partial-messages".into());
         }
         args.extend(self.options.tail_args(config));
-        args.push("--".into());
-        args.push(config.config.prompt.clone().into());
         args
     }
 }
@@ -53,7 +57,7 @@ impl ProcessAdapter for ClaudeCliAdapter {
     fn check(&self, config: &SpawnConfig) -> Result<(), AdapterError> {
         if !config.config.content_blocks.is_empty() {
             return Err(AdapterError::Unsupported(
-                "content blocks need the interactive adapter (a one-shot prompt is argv text)",
+                "content blocks need the interactive adapter (a one-shot prompt is plain text)",
             ));
         }
         if config.config.prompt.is_empty() {
@@ -70,8 +74,12 @@ impl ProcessAdapter for ClaudeCliAdapter {
             self.check(&config)?;
             let mut spec = self.options.base_spec(&config)?;
             spec.args = self.args(&config);
-            spec.stdin = false;
+            spec.stdin = true;
             let child = supervise::spawn(&spec)?;
+            let stdin = child.stdin.expect("the one-shot spec pipes stdin");
+            stdin.send_text(&config.config.prompt)?;
+            // The CLI reads the prompt up to the end of its input.
+            stdin.close();
             Ok(ProcessHandle {
                 stdout: child.stdout,
                 exited: child.exited,
