@@ -16,6 +16,11 @@
 //! - **cwd**: with `--allowed-cwd`, the resolved directory must lie under
 //!   one of them (PERMISSION_DENIED otherwise).
 //! - **model**, **resume**: plain names (they must not look like a flag).
+//! - **user messages** (a Start's prompt, a Send's input, their content
+//!   blocks): never a slash command the CLI would run itself, unless the
+//!   operator allows its name ([`slash`], [`LaunchPolicy::check_input`]).
+//! - **permission mode**: what the CLI reports in `run_ready` must be one
+//!   the policy allows ([`LaunchPolicy::permission_mode_allowed`]).
 //!
 //! The manager checks every config that reaches a process ([`LaunchPolicy::admit`]):
 //! a Start's, and the recorded one a Send respawns with (under the policy
@@ -23,6 +28,7 @@
 //! never enter the event log: `run_start` records each as [`REDACTED`].
 
 mod cli_vocabulary;
+pub mod slash;
 
 pub use cli_vocabulary::{
     Arity, DEFAULT_ARGS, KNOWN_ARITY, NEVER_ARGS, NEVER_ENV, NEVER_ENV_PREFIXES,
@@ -62,6 +68,8 @@ pub struct LaunchPolicy {
     /// The permission modes a client may choose (`config.permission_mode`,
     /// SetPermissionMode).
     permission_modes: BTreeSet<String>,
+    /// The slash commands a client's message may be.
+    slash: slash::SlashCommands,
 }
 
 /// Every permission mode the CLI knows (`--permission-mode`).
@@ -100,6 +108,7 @@ impl Default for LaunchPolicy {
                 .iter()
                 .map(|m| (*m).to_owned())
                 .collect(),
+            slash: slash::SlashCommands::default(),
         }
     }
 }
@@ -195,7 +204,43 @@ impl LaunchPolicy {
     /// its permission modes ([`LaunchPolicy::with_permission_modes`]).
     pub fn from_config(config: &ServeConfig) -> Result<Self> {
         Self::from_operator(&config.allow_args, &config.allow_env, &config.allowed_cwds)?
-            .with_permission_modes(config.permissions, &config.allow_permission_modes)
+            .with_permission_modes(config.permissions, &config.allow_permission_modes)?
+            .with_slash_commands(&config.allow_slash_commands)
+    }
+
+    /// The slash commands a client's message may be:
+    /// [`slash::DEFAULT_SLASH_COMMANDS`] plus the operator's `allowed`
+    /// (`--allow-slash-command`).
+    pub fn with_slash_commands(mut self, allowed: &[String]) -> Result<Self> {
+        self.slash = self.slash.with_allowed(allowed)?;
+        Ok(self)
+    }
+
+    /// The slash commands a client may send, sorted (names without `/`).
+    pub fn allowed_slash_commands(&self) -> impl Iterator<Item = &str> {
+        self.slash.allowed()
+    }
+
+    /// Checks a user message before anything of it is recorded or written:
+    /// [`Error::InvalidField`] naming the field when the CLI would run it as
+    /// a slash command that is not allowed (see [`slash`]). Applies under
+    /// every policy, [`LaunchPolicy::trust_clients`] too: a command changes
+    /// the CLI's own settings, which outlive the session.
+    pub fn check_input(
+        &self,
+        fields: slash::InputFields,
+        text: &str,
+        content_blocks: &[pbjson_types::Struct],
+    ) -> Result<()> {
+        self.slash.check(fields, text, content_blocks)
+    }
+
+    /// Whether a permission mode the CLI reports (`run_ready`) is within
+    /// what this policy allows a client to choose ("" passes: no report).
+    /// A run in any other mode got there around the policy (the CLI's
+    /// settings), and is stopped.
+    pub fn permission_mode_allowed(&self, mode: &str) -> bool {
+        mode.is_empty() || self.permission_modes.contains(mode)
     }
 
     /// The permission modes a client may choose: [`DEFAULT_PERMISSION_MODES`]

@@ -38,6 +38,7 @@ impl ClaudeCliAdapter {
         if self.options.partial_messages {
             args.push("--include-partial-messages".into());
         }
+        args.extend(self.options.config_args());
         args.extend(self.options.tail_args(config));
         args.push("--".into());
         args.push(config.config.prompt.clone().into());
