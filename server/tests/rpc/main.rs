@@ -11,6 +11,7 @@ mod derived;
 mod full_disk;
 mod fuzz;
 mod idempotency;
+mod input_policy;
 mod launch_policy;
 mod limits;
 mod memory;
