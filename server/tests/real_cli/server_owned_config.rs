@@ -87,10 +87,7 @@ async fn a_typed_config_command_is_refused_and_changes_nothing() {
     );
     let mut blocks = h.config("");
     blocks.content_blocks = vec![text_block(CONFIG_CMD)];
-    assert_refused(
-        h.try_start("cfg", blocks).await,
-        "config.content_blocks[0]",
-    );
+    assert_refused(h.try_start("cfg", blocks).await, "config.content_blocks[0]");
 
     h.start_session("cfg", "TEXT one").await;
     let (_, ready) = ev.run_ready_after(0).await;

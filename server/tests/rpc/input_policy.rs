@@ -184,7 +184,10 @@ async fn the_operator_allows_a_command_by_name() {
 async fn first_run(s: &TestServer, session: &str) -> Vec<pb::Event> {
     let mut c = s.client().await;
     let mut sub = start_subscribed(&mut c, session, "hello").await;
-    sub.until("run_end", is_run_end).await;
+    // Bounded as a whole: heartbeats keep a stream from ever going quiet.
+    tokio::time::timeout(WAIT, sub.until("run_end", is_run_end))
+        .await
+        .unwrap_or_else(|_| panic!("the run did not end: {:#?}", kinds(&sub.events)));
     sub.events
 }
 
