@@ -151,7 +151,16 @@ impl Harness {
     }
 
     /// A server with this setup.
-    pub async fn with(setup: Setup) -> Self {
+    pub async fn with(mut setup: Setup) -> Self {
+        if setup.permissions == PermissionMode::Skip {
+            // As `serve --permissions skip` builds its policy: every mode,
+            // so the run_ready of a CLI skipping permissions passes.
+            let policy = (*setup.manager.launch)
+                .clone()
+                .with_permission_modes(PermissionMode::Skip, &[])
+                .expect("every mode under --permissions skip");
+            setup.manager.launch = Arc::new(policy);
+        }
         let api = if setup.live {
             None
         } else {
