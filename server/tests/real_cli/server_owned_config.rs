@@ -6,7 +6,7 @@
 //!   through Start or Send) is refused and changes nothing: no settings
 //!   file appears in HOME or in the CLI's configuration directory, and a
 //!   later run still reports mode `default`; an allowed command (`/context`)
-//!   runs;
+//!   runs, and the escape (a leading space) sends the text to the model;
 //! - a session folder's project configuration does not run: its
 //!   `.claude/settings.json` hooks (SessionStart, PreToolUse) and
 //!   `permissions.defaultMode`, and its `.mcp.json` stdio server. Without
@@ -114,11 +114,17 @@ async fn a_typed_config_command_is_refused_and_changes_nothing() {
     );
     assert_eq!(h.api().message_requests().len(), calls);
 
+    // The escape: begun with a space, the same text is a prompt to the
+    // model (one Messages API call), not a command.
+    h.send("cfg", &format!(" {CONFIG_CMD}")).await;
+    let (third, _) = ev.turn_end_after(second.seq).await;
+    assert_eq!(h.api().message_requests().len(), calls + 1);
+
     // Nothing wrote a setting: not in HOME, not in the CLI's configuration
     // directory; the process, and a new one, still run in `default`.
     assert_eq!(settings_files(h.home.path()), Vec::<PathBuf>::new());
     h.send("cfg", "TEXT two").await;
-    let (third, _) = ev.turn_end_after(second.seq).await;
+    let (third, _) = ev.turn_end_after(third.seq).await;
     let ev2 = h.subscribe("cfg2").await;
     h.start_session("cfg2", "TEXT three").await;
     let (_, ready) = ev2.run_ready_after(0).await;
