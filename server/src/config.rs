@@ -267,6 +267,43 @@ pub struct ServeConfig {
     )]
     pub allow_permission_modes: Vec<String>,
 
+    /// A slash command a client's message may be, besides /compact and
+    /// /context (repeatable; env: comma-separated), e.g.
+    /// `--allow-slash-command usage`. Any other message the CLI would run as
+    /// a command (`/config ...`) is refused with INVALID_ARGUMENT.
+    #[arg(
+        long = "allow-slash-command",
+        env = "AGENT_HARNESS_ALLOW_SLASH_COMMANDS",
+        value_delimiter = ','
+    )]
+    pub allow_slash_commands: Vec<String>,
+
+    /// The CLI's configuration directory (`CLAUDE_CONFIG_DIR` of every CLI
+    /// the server runs): its settings, login and transcripts. Default:
+    /// `<data-dir>/claude`, created 0700 and seeded with the operator's
+    /// login (~/.claude/.credentials.json and the account keys of
+    /// ~/.claude.json), never their settings, hooks or MCP servers.
+    #[arg(long, env = "AGENT_HARNESS_CLAUDE_CONFIG_DIR")]
+    pub claude_config_dir: Option<PathBuf>,
+
+    /// Let the CLI read a session folder's project settings
+    /// (`.claude/settings.json`, `.claude/settings.local.json`: hooks,
+    /// permissions): `--setting-sources user,project,local`. Default: user
+    /// settings only (those in the configuration directory).
+    #[arg(long, env = "AGENT_HARNESS_ALLOW_PROJECT_SETTINGS")]
+    pub allow_project_settings: bool,
+
+    /// An MCP server configuration file (JSON, as `claude --mcp-config`
+    /// takes it) for every CLI (repeatable; env: comma-separated). The CLI
+    /// always runs with `--strict-mcp-config`: MCP servers come only from
+    /// these files, never from a session folder's `.mcp.json`.
+    #[arg(
+        long = "mcp-config",
+        env = "AGENT_HARNESS_MCP_CONFIG",
+        value_delimiter = ','
+    )]
+    pub mcp_config: Vec<PathBuf>,
+
     /// PEM certificate chain: serve gRPC and grpc-web over TLS (with --tls-key).
     #[arg(long, env = "AGENT_HARNESS_TLS_CERT", requires = "tls_key")]
     pub tls_cert: Option<PathBuf>,
@@ -374,6 +411,10 @@ impl Default for ServeConfig {
             allow_env: Vec::new(),
             allowed_cwds: Vec::new(),
             allow_permission_modes: Vec::new(),
+            allow_slash_commands: Vec::new(),
+            claude_config_dir: None,
+            allow_project_settings: false,
+            mcp_config: Vec::new(),
             tls_cert: None,
             tls_key: None,
             max_live_runs: DEFAULT_MAX_LIVE_RUNS,
@@ -636,6 +677,89 @@ mod tests {
                 );
             }
         }
+    }
+
+    #[test]
+    fn the_server_owns_the_cli_configuration() {
+        use crate::adapter::SpawnConfig;
+        use crate::adapter::claude::ClaudeInteractiveAdapter;
+        use crate::launch::LaunchPolicy;
+        let tmp = tempfile::tempdir().unwrap();
+        let data = tmp.path().join("data");
+        let mcp = tmp.path().join("mcp.json");
+        std::fs::write(&mcp, r#"{"mcpServers":{}}"#).unwrap();
+        let serve = |extra: &[&str]| {
+            let mut argv = vec![
+                "agent-harness",
+                "serve",
+                "--data-dir",
+                data.to_str().unwrap(),
+            ];
+            argv.extend_from_slice(extra);
+            let Command::Serve(cfg) = Cli::try_parse_from(argv).unwrap().command else {
+                panic!("expected serve")
+            };
+            cfg
+        };
+        let argv = |cfg: &ServeConfig| -> Vec<String> {
+            let options = crate::server::claude_options(cfg).unwrap();
+            ClaudeInteractiveAdapter::new(options)
+                .args(&SpawnConfig::default())
+                .iter()
+                .map(|a| a.to_string_lossy().into_owned())
+                .collect()
+        };
+        let plain = serve(&[]);
+        let options = crate::server::claude_options(&plain).unwrap();
+        let dir = options.config_dir.clone().unwrap();
+        assert!(dir.is_absolute() && dir.ends_with("data/claude"), "{dir:?}");
+        use std::os::unix::fs::PermissionsExt;
+        let mode = std::fs::metadata(&dir).unwrap().permissions().mode() & 0o777;
+        assert_eq!(mode, 0o700);
+        let args = argv(&plain);
+        assert!(
+            args.iter().any(|a| a == "--setting-sources=user"),
+            "{args:?}"
+        );
+        assert!(args.iter().any(|a| a == "--strict-mcp-config"), "{args:?}");
+        assert!(
+            !args.iter().any(|a| a.starts_with("--mcp-config")),
+            "{args:?}"
+        );
+
+        let own = tmp.path().join("own");
+        let wide = serve(&[
+            "--allow-project-settings",
+            "--mcp-config",
+            mcp.to_str().unwrap(),
+            "--claude-config-dir",
+            own.to_str().unwrap(),
+        ]);
+        assert_eq!(
+            crate::server::claude_options(&wide).unwrap().config_dir,
+            Some(own)
+        );
+        let args = argv(&wide);
+        assert!(
+            args.iter()
+                .any(|a| a == "--setting-sources=user,project,local"),
+            "{args:?}"
+        );
+        let want = format!("--mcp-config={}", mcp.display());
+        assert!(args.contains(&want), "{args:?}");
+        let missing = serve(&["--mcp-config", "/nonexistent/mcp.json"]);
+        let err = crate::server::claude_options(&missing)
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("--mcp-config"), "{err}");
+
+        // A client can pass none of it.
+        let policy = LaunchPolicy::default();
+        for flag in ["--setting-sources", "--strict-mcp-config", "--mcp-config"] {
+            assert!(policy.check_args(&[format!("{flag}=x")]).is_err(), "{flag}");
+        }
+        let env = [("CLAUDE_CONFIG_DIR".to_owned(), "/tmp".to_owned())].into();
+        assert!(policy.check_env(&env).is_err());
     }
 
     #[test]

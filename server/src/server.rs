@@ -251,25 +251,68 @@ pub fn manager_options(config: &ServeConfig) -> ManagerOptions {
     }
 }
 
-/// The adapter `--adapter` names.
+/// The adapter `--adapter` names. For the claude adapters this prepares
+/// the CLI's configuration directory the server owns
+/// ([`claude_options`]).
 pub fn build_adapter(config: &ServeConfig) -> Result<Arc<dyn ProcessAdapter>> {
-    let options = ClaudeOptions {
-        claude_bin: config.claude_bin.clone(),
-        permissions: config.permissions,
-        // The reader stops buffering at the same limit the normalizer enforces.
-        max_line_bytes: config.max_line_bytes,
-        partial_messages: config.deltas == crate::config::Toggle::On,
-        ..ClaudeOptions::default()
-    };
     match &config.adapter {
-        AdapterKind::Interactive => Ok(Arc::new(ClaudeInteractiveAdapter::new(options))),
-        AdapterKind::Cli => Ok(Arc::new(ClaudeCliAdapter::new(options))),
+        AdapterKind::Interactive => Ok(Arc::new(ClaudeInteractiveAdapter::new(claude_options(
+            config,
+        )?))),
+        AdapterKind::Cli => Ok(Arc::new(ClaudeCliAdapter::new(claude_options(config)?))),
         AdapterKind::Cassette(path) => {
             let cassette = CassetteAdapter::from_file(path, config.cassette_timescale)
                 .map_err(|e| Error::Config(format!("--adapter cassette: {e}")))?;
             Ok(Arc::new(cassette))
         }
     }
+}
+
+/// The claude adapters' options from the serve configuration, with the
+/// configuration the server owns: `CLAUDE_CONFIG_DIR` (`--claude-config-dir`,
+/// default `<data-dir>/claude`; created 0700 and seeded with the operator's
+/// login, see [`config_dir`](crate::adapter::claude::config_dir)), the
+/// settings sources and the operator's `--mcp-config` files (each must be
+/// a readable file).
+pub fn claude_options(config: &ServeConfig) -> Result<ClaudeOptions> {
+    use crate::adapter::claude::{USER_SETTINGS_ONLY, WITH_PROJECT_SETTINGS, config_dir};
+    let dir = config
+        .claude_config_dir
+        .clone()
+        .unwrap_or_else(|| config.data_dir.join("claude"));
+    let dir = std::path::absolute(&dir)
+        .map_err(|e| Error::Config(format!("--claude-config-dir {}: {e}", dir.display())))?;
+    config_dir::prepare(&dir, config_dir::OperatorLogin::from_env().as_ref())
+        .map_err(|e| Error::Config(format!("--claude-config-dir: {e}")))?;
+    let mut mcp_config = Vec::new();
+    for file in &config.mcp_config {
+        let abs = std::path::absolute(file)
+            .ok()
+            .filter(|p| p.is_file())
+            .ok_or_else(|| {
+                Error::Config(format!(
+                    "--mcp-config {}: not a readable file",
+                    file.display()
+                ))
+            })?;
+        mcp_config.push(abs);
+    }
+    Ok(ClaudeOptions {
+        claude_bin: config.claude_bin.clone(),
+        permissions: config.permissions,
+        // The reader stops buffering at the same limit the normalizer enforces.
+        max_line_bytes: config.max_line_bytes,
+        partial_messages: config.deltas == crate::config::Toggle::On,
+        config_dir: Some(dir),
+        setting_sources: if config.allow_project_settings {
+            WITH_PROJECT_SETTINGS
+        } else {
+            USER_SETTINGS_ONLY
+        }
+        .into(),
+        mcp_config,
+        ..ClaudeOptions::default()
+    })
 }
 
 /// Serves on an already bound listener until `shutdown` resolves, then

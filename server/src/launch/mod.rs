@@ -18,6 +18,11 @@
 //! - **model**, **resume**: plain names (they must not look like a flag);
 //!   a model is not a URL (`cc://...` makes the CLI register its
 //!   subcommands) nor a subcommand's name.
+//! - **user messages** (a Start's prompt, a Send's input, their content
+//!   blocks): never a slash command the CLI would run itself, unless the
+//!   operator allows its name ([`slash`], [`LaunchPolicy::check_input`]).
+//! - **permission mode**: what the CLI reports in `run_ready` must be one
+//!   the policy allows ([`LaunchPolicy::permission_mode_allowed`]).
 //!
 //! Whatever passes reaches the argv as one token per value
 //! ([`LaunchPolicy::joined_args`], applied by the manager to what it
@@ -34,6 +39,7 @@
 //! never enter the event log: `run_start` records each as [`REDACTED`].
 
 mod cli_vocabulary;
+pub mod slash;
 
 pub use cli_vocabulary::{
     Arity, DEFAULT_ARGS, KNOWN_ARITY, NEVER_ARGS, NEVER_ENV, NEVER_ENV_PREFIXES, OPERATOR_ARGS,
@@ -74,6 +80,8 @@ pub struct LaunchPolicy {
     /// The permission modes a client may choose (`config.permission_mode`,
     /// SetPermissionMode).
     permission_modes: BTreeSet<String>,
+    /// The slash commands a client's message may be.
+    slash: slash::SlashCommands,
 }
 
 /// Every permission mode the CLI knows (`--permission-mode`).
@@ -112,6 +120,7 @@ impl Default for LaunchPolicy {
                 .iter()
                 .map(|m| (*m).to_owned())
                 .collect(),
+            slash: slash::SlashCommands::default(),
         }
     }
 }
@@ -207,7 +216,43 @@ impl LaunchPolicy {
     /// its permission modes ([`LaunchPolicy::with_permission_modes`]).
     pub fn from_config(config: &ServeConfig) -> Result<Self> {
         Self::from_operator(&config.allow_args, &config.allow_env, &config.allowed_cwds)?
-            .with_permission_modes(config.permissions, &config.allow_permission_modes)
+            .with_permission_modes(config.permissions, &config.allow_permission_modes)?
+            .with_slash_commands(&config.allow_slash_commands)
+    }
+
+    /// The slash commands a client's message may be:
+    /// [`slash::DEFAULT_SLASH_COMMANDS`] plus the operator's `allowed`
+    /// (`--allow-slash-command`).
+    pub fn with_slash_commands(mut self, allowed: &[String]) -> Result<Self> {
+        self.slash = self.slash.with_allowed(allowed)?;
+        Ok(self)
+    }
+
+    /// The slash commands a client may send, sorted (names without `/`).
+    pub fn allowed_slash_commands(&self) -> impl Iterator<Item = &str> {
+        self.slash.allowed()
+    }
+
+    /// Checks a user message before anything of it is recorded or written:
+    /// [`Error::InvalidField`] naming the field when the CLI would run it as
+    /// a slash command that is not allowed (see [`slash`]). Applies under
+    /// every policy, [`LaunchPolicy::trust_clients`] too: a command changes
+    /// the CLI's own settings, which outlive the session.
+    pub fn check_input(
+        &self,
+        fields: slash::InputFields,
+        text: &str,
+        content_blocks: &[pbjson_types::Struct],
+    ) -> Result<()> {
+        self.slash.check(fields, text, content_blocks)
+    }
+
+    /// Whether a permission mode the CLI reports (`run_ready`) is within
+    /// what this policy allows a client to choose ("" passes: no report).
+    /// A run in any other mode got there around the policy (the CLI's
+    /// settings), and is stopped.
+    pub fn permission_mode_allowed(&self, mode: &str) -> bool {
+        mode.is_empty() || self.permission_modes.contains(mode)
     }
 
     /// The permission modes a client may choose: [`DEFAULT_PERMISSION_MODES`]

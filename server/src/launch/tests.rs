@@ -409,3 +409,54 @@ fn permission_modes_have_the_operator_as_ceiling() {
         assert!(e.to_string().contains("--allow-permission-mode"), "{e}");
     }
 }
+
+#[test]
+fn the_reported_mode_is_held_to_the_same_ceiling() {
+    let relay = LaunchPolicy::default();
+    for mode in ["", "default", "plan", "dontAsk"] {
+        assert!(relay.permission_mode_allowed(mode), "{mode}");
+    }
+    for mode in ["acceptEdits", "auto", "bypassPermissions", "yolo"] {
+        assert!(!relay.permission_mode_allowed(mode), "{mode}");
+    }
+    let wider = LaunchPolicy::default()
+        .with_permission_modes(PermissionMode::Relay, &s(&["acceptEdits"]))
+        .unwrap();
+    assert!(wider.permission_mode_allowed("acceptEdits"));
+    assert!(!wider.permission_mode_allowed("bypassPermissions"));
+    let skip = LaunchPolicy::default()
+        .with_permission_modes(PermissionMode::Skip, &[])
+        .unwrap();
+    assert!(skip.permission_mode_allowed("bypassPermissions"));
+}
+
+#[test]
+fn slash_commands_are_refused_under_every_policy() {
+    let fields = slash::InputFields {
+        text: "input",
+        blocks: "content_blocks",
+    };
+    for policy in [LaunchPolicy::default(), LaunchPolicy::trust_clients()] {
+        let e = policy
+            .check_input(fields, "/config permissionMode=acceptEdits", &[])
+            .unwrap_err();
+        assert_eq!(field_of(e), "input");
+        policy.check_input(fields, "/compact", &[]).unwrap();
+    }
+    let cfg = ServeConfig {
+        allow_slash_commands: s(&["usage"]),
+        ..ServeConfig::default()
+    };
+    let policy = LaunchPolicy::from_config(&cfg).unwrap();
+    assert_eq!(
+        policy.allowed_slash_commands().collect::<Vec<_>>(),
+        ["compact", "context", "usage"]
+    );
+    policy.check_input(fields, "/usage", &[]).unwrap();
+    let bad = ServeConfig {
+        allow_slash_commands: s(&["a b"]),
+        ..ServeConfig::default()
+    };
+    let e = LaunchPolicy::from_config(&bad).unwrap_err().to_string();
+    assert!(e.contains("--allow-slash-command"), "{e}");
+}

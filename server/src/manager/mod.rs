@@ -47,6 +47,7 @@ use tokio_util::sync::CancellationToken;
 use crate::adapter::{ProcessAdapter, SpawnConfig, UserInput};
 use crate::error::{Error, Result};
 use crate::launch::LaunchPolicy;
+use crate::launch::slash::InputFields;
 use crate::log::{EventLogs, MetaChange, NewEvent};
 use crate::secrets::SecretsKey;
 use crate::store::SessionMeta;
@@ -336,6 +337,7 @@ impl SessionManager {
     ) -> Result<Started> {
         // A config the policy or the adapter refuses leaves no state behind
         // (checked again, with the session's resume id, when spawning).
+        self.check_input(START_FIELDS, &config.prompt, &config.content_blocks)?;
         fork::check_fork(session_id, &config)?;
         self.admit(session_id, &mut config, "start")?;
         self.inner.adapter.check(&SpawnConfig {
@@ -378,6 +380,21 @@ impl SessionManager {
         })
     }
 
+    /// Every user message passes here before anything of it is recorded or
+    /// written to a process: the launch policy refuses one the CLI would
+    /// run as a slash command it does not allow.
+    fn check_input(
+        &self,
+        fields: InputFields,
+        text: &str,
+        content_blocks: &[Struct],
+    ) -> Result<()> {
+        self.inner
+            .opts
+            .launch
+            .check_input(fields, text, content_blocks)
+    }
+
     /// The session's cached derived state, caught up to the log's head.
     async fn current<R>(
         &self,
@@ -413,6 +430,7 @@ impl SessionManager {
         let Some(slot) = self.known_slot(session_id).await? else {
             return Err(Error::unknown_session(session_id));
         };
+        self.check_input(SEND_FIELDS, &text, &content_blocks)?;
         let request = pb::SendRequest {
             session_id: session_id.to_owned(),
             input: text,
@@ -718,6 +736,17 @@ impl SessionManager {
         }
     }
 }
+
+/// Where a Start's message is.
+const START_FIELDS: InputFields = InputFields {
+    text: "config.prompt",
+    blocks: "config.content_blocks",
+};
+/// Where a Send's message is.
+const SEND_FIELDS: InputFields = InputFields {
+    text: "input",
+    blocks: "content_blocks",
+};
 
 /// A receipt of another RPC under a key whose fingerprint matched: cannot
 /// happen (the RPC is part of the fingerprint), so it is a bug.

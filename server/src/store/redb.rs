@@ -618,7 +618,7 @@ fn delete_session(
             if k.value().0 != sid {
                 break;
             }
-            let created = receipt::decode(sid, v.value()).map_or(None, |r| Some(r.created_ms));
+            let created = receipt::decode(sid, v.value()).map(|r| r.created_ms);
             keyed.push((k.value().1.to_owned(), created));
         }
         let mut by_time = txn.open_table(RECEIPTS_BY_TIME).map_err(rerr)?;

@@ -20,4 +20,5 @@ mod record_cassette_serve;
 mod record_cassettes;
 mod resume_lost;
 mod rewind_fork;
+mod server_owned_config;
 mod settings;

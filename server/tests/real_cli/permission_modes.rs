@@ -17,11 +17,14 @@
 //!   the turn goes on. The result line lists the denied Write in
 //!   `permission_denials` (so the turn_end does too), and likewise a Bash
 //!   `touch` it blocks.
-//! - settings + `$HOME/.claude/settings.json` `{"permissions":{"allow":
+//! - settings + the user settings (`settings.json` of the CLI's
+//!   configuration directory, `CLAUDE_CONFIG_DIR`) `{"permissions":{"allow":
 //!   ["Write"]}}`: the Write runs unasked.
-//! - settings + the cwd's `.claude/settings.json`: ignored (with a stderr
-//!   warning) until the workspace is trusted, i.e. `$HOME/.claude.json` has
-//!   `projects[CWD].hasTrustDialogAccepted: true`; then it is honoured.
+//! - settings + project settings let in (`--allow-project-settings`) + the
+//!   cwd's `.claude/settings.json`: ignored (with a stderr warning) until
+//!   the workspace is trusted, i.e. the configuration directory's
+//!   `.claude.json` has `projects[CWD].hasTrustDialogAccepted: true`; then
+//!   it is honoured.
 //!
 //! Every wait is bounded (the fixture's `WAIT`); a missing CLI fails the
 //! test with the install command, it never skips.
@@ -341,12 +344,12 @@ async fn settings_mode_without_a_rule_denies_without_asking() {
     h.finish("deny", &ev).await;
 }
 
-/// 4. `--permissions settings` with `$HOME/.claude/settings.json` allowing
-///    Write: the write succeeds with no prompt.
+/// 4. `--permissions settings` with the configuration directory's
+///    `settings.json` allowing Write: the write succeeds with no prompt.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn settings_mode_honours_the_user_settings_allow_rule() {
     let h = Harness::with(settings_setup()).await;
-    write_json(&h.home.path().join(".claude/settings.json"), &allow_write());
+    write_json(&h.config_dir().join("settings.json"), &allow_write());
     let ev = h.subscribe("user").await;
     h.start_session("user", "WRITE out.txt hello").await;
     let (_, evs) = turn_ok(&ev, 0).await;
@@ -355,14 +358,19 @@ async fn settings_mode_honours_the_user_settings_allow_rule() {
     h.finish("user", &ev).await;
 }
 
-/// 5. `--permissions settings` with the allow rule in the session cwd's
-///    `.claude/settings.json`: the CLI ignores it (and says so on stderr,
-///    which reaches run_end.stderr_tail) while the workspace is untrusted.
-///    Once `$HOME/.claude.json` marks the cwd trusted, the next run (a Send
-///    that resumes the session) honours it.
+/// 5. `--permissions settings` and `--allow-project-settings`, with the
+///    allow rule in the session cwd's `.claude/settings.json`: the CLI
+///    ignores it (and says so on stderr, which reaches run_end.stderr_tail)
+///    while the workspace is untrusted. Once the configuration directory's
+///    `.claude.json` marks the cwd trusted, the next run (a Send that
+///    resumes the session) honours it.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn settings_mode_honours_a_project_allow_rule_only_in_a_trusted_workspace() {
-    let h = Harness::with(settings_setup()).await;
+    let h = Harness::with(Setup {
+        project_settings: true,
+        ..settings_setup()
+    })
+    .await;
     write_json(&h.work.path().join(".claude/settings.json"), &allow_write());
     let ev = h.subscribe("proj").await;
     let started = h.start_session("proj", "WRITE untrusted.txt hello").await;
@@ -382,7 +390,7 @@ async fn settings_mode_honours_a_project_allow_rule_only_in_a_trusted_workspace(
 
     // The CLI's own state file: keep what it wrote, mark the cwd trusted.
     // The CLI keys projects by its cwd, i.e. the canonical path.
-    let state = h.home.path().join(".claude.json");
+    let state = h.config_dir().join(".claude.json");
     let mut config: Value = std::fs::read(&state)
         .ok()
         .and_then(|b| serde_json::from_slice(&b).ok())

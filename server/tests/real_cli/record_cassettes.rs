@@ -81,7 +81,7 @@ async fn record_and_replay_every_scenario() {
                 .expect("first run's session id");
             if s.forget_first {
                 // The first process has exited: its transcript is complete.
-                let projects = fx.home.path().join(".claude").join("projects");
+                let projects = common::cli_config_dir(fx.home.path()).join("projects");
                 let name = format!("{}.jsonl", config.config.resume);
                 let removed = std::fs::read_dir(&projects)
                     .unwrap()

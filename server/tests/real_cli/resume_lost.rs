@@ -17,10 +17,10 @@ use nix::sys::signal::{Signal, kill};
 use nix::unistd::Pid;
 use serde_json::Value;
 
-/// The transcript files of `resume_id` under the CLI's HOME
-/// (`.claude/projects/<cwd-slug>/<resume_id>.jsonl`).
+/// The transcript files of `resume_id` under the CLI's configuration
+/// directory (`projects/<cwd-slug>/<resume_id>.jsonl`).
 fn transcripts(home: &std::path::Path, resume_id: &str) -> Vec<std::path::PathBuf> {
-    let projects = home.join(".claude").join("projects");
+    let projects = super::support::common::cli_config_dir(home).join("projects");
     std::fs::read_dir(&projects)
         .into_iter()
         .flatten()

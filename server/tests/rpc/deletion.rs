@@ -413,7 +413,9 @@ async fn each_client_address_has_its_own_allowance() {
     };
     let mut first = from([127, 0, 0, 1]).await;
     let mut second = from([127, 0, 0, 2]).await;
-    start(&mut first, "addr-a1", "hi").await.expect("first's one");
+    start(&mut first, "addr-a1", "hi")
+        .await
+        .expect("first's one");
     let refused = start(&mut first, "addr-a2", "hi").await.unwrap_err();
     assert_eq!(refused.code(), Code::ResourceExhausted, "{refused:?}");
     start(&mut second, "addr-b1", "hi")

@@ -28,7 +28,7 @@ use tonic::transport::Channel;
 type Client = SessionServiceClient<Channel>;
 
 /// The argv the interactive adapter puts before the run's own.
-const ADAPTER_ARGS: [&str; 9] = [
+const ADAPTER_ARGS: [&str; 11] = [
     "--print",
     "--output-format",
     "stream-json",
@@ -39,6 +39,10 @@ const ADAPTER_ARGS: [&str; 9] = [
     "stdio",
     // Live typing, on by default (`--deltas`).
     "--include-partial-messages",
+    // The configuration the server owns: user settings only, MCP servers
+    // only from the operator's files.
+    "--setting-sources=user",
+    "--strict-mcp-config",
 ];
 
 fn opts(policy: LaunchPolicy, max_live_runs: usize) -> ManagerOptions {

@@ -14,6 +14,7 @@ mod files;
 mod full_disk;
 mod fuzz;
 mod idempotency;
+mod input_policy;
 mod launch_policy;
 mod limits;
 mod memory;

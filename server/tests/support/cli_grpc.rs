@@ -37,7 +37,7 @@ use tokio::time::Instant;
 use tonic::transport::Channel;
 
 // Part of this fixture's API; not every test file uses all of it.
-use super::common::{InProcessServer, cli_options, point_at_fake_api};
+use super::common::{InProcessServer, cli_config_dir, cli_options, point_at_fake_api};
 #[allow(unused_imports)]
 pub use super::common::{cli_version_under_test, kind, kinds};
 
@@ -75,6 +75,9 @@ pub struct Setup {
     /// Run the CLI with `--include-partial-messages` (the server's default,
     /// `--deltas on`).
     pub partial_messages: bool,
+    /// Let the CLI read the session folder's project settings
+    /// (`--allow-project-settings`); off, as the server's default.
+    pub project_settings: bool,
 }
 
 impl Default for Setup {
@@ -86,6 +89,7 @@ impl Default for Setup {
             live: false,
             strip_env: Vec::new(),
             partial_messages: true,
+            project_settings: false,
         }
     }
 }
@@ -147,7 +151,16 @@ impl Harness {
     }
 
     /// A server with this setup.
-    pub async fn with(setup: Setup) -> Self {
+    pub async fn with(mut setup: Setup) -> Self {
+        if setup.permissions == PermissionMode::Skip {
+            // As `serve --permissions skip` builds its policy: every mode,
+            // so the run_ready of a CLI skipping permissions passes.
+            let policy = (*setup.manager.launch)
+                .clone()
+                .with_permission_modes(PermissionMode::Skip, &[])
+                .expect("every mode under --permissions skip");
+            setup.manager.launch = Arc::new(policy);
+        }
         let api = if setup.live {
             None
         } else {
@@ -160,6 +173,18 @@ impl Harness {
         let mut options = cli_options(setup.permissions);
         if let Some(api) = &api {
             point_at_fake_api(&mut options, api, home.path());
+        } else {
+            // Live: the developer's login, copied as the server copies the
+            // operator's into a configuration directory of its own.
+            use agent_harness_server::adapter::claude::config_dir;
+            let dir = data.path().join("claude");
+            config_dir::prepare(&dir, config_dir::OperatorLogin::from_env().as_ref())
+                .expect("the CLI's configuration directory");
+            options.config_dir = Some(dir);
+        }
+        if setup.project_settings {
+            options.setting_sources =
+                agent_harness_server::adapter::claude::WITH_PROJECT_SETTINGS.into();
         }
         options
             .strip_env_keys
@@ -202,6 +227,12 @@ impl Harness {
         self.server = serve(&self.store, &self.adapter, &self.manager).await;
         self.addr = self.server.addr;
         self.client = SessionServiceClient::new(self.server.channel().await);
+    }
+
+    /// The CLI's configuration directory (`CLAUDE_CONFIG_DIR`): its
+    /// settings, login state and transcripts.
+    pub fn config_dir(&self) -> std::path::PathBuf {
+        cli_config_dir(self.home.path())
     }
 
     /// The fake Messages API (panics in live mode).
@@ -1017,12 +1048,12 @@ fn describe(e: &pb::Event) -> String {
 }
 
 /// Whether the CLI's transcript of `resume_id` (under
-/// `$HOME/.claude/projects/<cwd-slug>/<resume_id>.jsonl`) has an
+/// `<CLAUDE_CONFIG_DIR>/projects/<cwd-slug>/<resume_id>.jsonl`) has an
 /// `assistant` record containing `needle`. The CLI writes it asynchronously,
 /// a moment after the turn's `result`; a test that kills the CLI must wait
 /// for it, or `--resume` finds no conversation.
 pub fn transcript_has(home: &std::path::Path, resume_id: &str, needle: &str) -> bool {
-    let projects = home.join(".claude").join("projects");
+    let projects = cli_config_dir(home).join("projects");
     let Ok(dirs) = std::fs::read_dir(&projects) else {
         return false;
     };

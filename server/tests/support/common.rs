@@ -108,10 +108,22 @@ const STRIPPED_ENV: [&str; 9] = [
     "ALL_PROXY",
 ];
 
-/// Points the CLI at the fake Messages API with `home` as its HOME, and
-/// strips [`STRIPPED_ENV`]: the fake must be the only endpoint the child
-/// can talk to.
+/// The CLI's configuration directory in a test (`CLAUDE_CONFIG_DIR`, as
+/// the server owns one under its data dir): settings, login state and the
+/// transcripts `--resume` reads live here, not in `home/.claude`.
+pub fn cli_config_dir(home: &Path) -> PathBuf {
+    home.join("server-claude")
+}
+
+/// Points the CLI at the fake Messages API with `home` as its HOME and
+/// [`cli_config_dir`] as its configuration directory (created 0700, as
+/// the server creates its own), and strips [`STRIPPED_ENV`]: the fake must
+/// be the only endpoint the child can talk to.
 pub fn point_at_fake_api(options: &mut ClaudeOptions, api: &FakeApi, home: &Path) {
+    let config_dir = cli_config_dir(home);
+    agent_harness_server::adapter::claude::config_dir::prepare(&config_dir, None)
+        .expect("create the CLI's configuration directory");
+    options.config_dir = Some(config_dir);
     options.env = vec![("HOME".into(), home.display().to_string())];
     options
         .env

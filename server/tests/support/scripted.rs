@@ -67,6 +67,9 @@ pub struct ScriptedBehavior {
     /// `interrupt()` panics (in the caller: the run task), to test that a
     /// failing run task still ends its run.
     pub panic_on_interrupt: bool,
+    /// The `permissionMode` its init line reports ("default"), as a CLI
+    /// whose own settings chose the mode would.
+    pub permission_mode: &'static str,
 }
 
 impl Default for ScriptedBehavior {
@@ -79,6 +82,7 @@ impl Default for ScriptedBehavior {
             binary_missing: false,
             line_delay: Duration::from_millis(1),
             panic_on_interrupt: false,
+            permission_mode: "default",
         }
     }
 }
@@ -481,7 +485,7 @@ impl Process {
         let line = json!({
             "type":"system","subtype":"init","cwd":self.cwd,"session_id":self.cli_session,
             "tools":["Task","Bash","Edit","Read","Write"],"mcp_servers":[],
-            "model":self.model,"permissionMode":"default","slash_commands":["compact"],
+            "model":self.model,"permissionMode":self.behavior.permission_mode,"slash_commands":["compact"],
             "apiKeySource":"ANTHROPIC_API_KEY","claude_code_version":"2.1.197",
             "output_style":"default","agents":["general-purpose"],"skills":[],"plugins":[],
             "uuid":uuid::Uuid::new_v4().to_string(),"fast_mode_state":"off"

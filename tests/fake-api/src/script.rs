@@ -394,6 +394,17 @@ fn truncate(text: &str) -> String {
     out
 }
 
+/// An object nested `depth` levels deep: `{"level": 1, "next": {"level": 2,
+/// "next": … {"level": depth, "bottom": true}}}`. Built from the inside out
+/// (no recursion), so any depth works.
+fn nested(depth: usize) -> Value {
+    let mut v = json!({"level": depth.max(1), "bottom": true});
+    for level in (1..depth).rev() {
+        v = json!({"level": level, "next": v});
+    }
+    v
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -508,15 +519,4 @@ mod tests {
             )]
         );
     }
-}
-
-/// An object nested `depth` levels deep: `{"level": 1, "next": {"level": 2,
-/// "next": … {"level": depth, "bottom": true}}}`. Built from the inside out
-/// (no recursion), so any depth works.
-fn nested(depth: usize) -> Value {
-    let mut v = json!({"level": depth.max(1), "bottom": true});
-    for level in (1..depth).rev() {
-        v = json!({"level": level, "next": v});
-    }
-    v
 }

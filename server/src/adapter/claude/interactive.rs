@@ -55,6 +55,7 @@ impl ClaudeInteractiveAdapter {
         if self.options.partial_messages {
             args.push("--include-partial-messages".into());
         }
+        args.extend(self.options.config_args());
         args.extend(self.options.tail_args(config));
         args
     }

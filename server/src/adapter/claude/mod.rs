@@ -8,8 +8,10 @@
 //! - [`stream_json`]: user messages, interrupts and permission answers as
 //!   the CLI reads them on stdin (the cassette recorder and replayer use
 //!   them too);
-//! - [`discover`]: where the `claude` binary is.
+//! - [`discover`]: where the `claude` binary is;
+//! - [`config_dir`]: the CLI's configuration directory the server owns.
 
+pub mod config_dir;
 pub mod discover;
 pub mod interactive;
 pub mod oneshot;
@@ -57,7 +59,24 @@ pub struct ClaudeOptions {
     pub max_line_bytes: usize,
     /// Pass `--include-partial-messages` (live typing; `--deltas`).
     pub partial_messages: bool,
+    /// The CLI's configuration directory (`CLAUDE_CONFIG_DIR`, set last so
+    /// nothing overrides it; see [`config_dir`]). `None` leaves the
+    /// variable to the environment (embedders, tests that want it).
+    pub config_dir: Option<PathBuf>,
+    /// `--setting-sources`: which settings files the CLI reads. `user` (the
+    /// configuration directory's only) unless the operator lets a session
+    /// folder's project settings in (`--allow-project-settings`).
+    pub setting_sources: String,
+    /// `--mcp-config` files: with `--strict-mcp-config` (always passed) the
+    /// only MCP servers the CLI starts.
+    pub mcp_config: Vec<PathBuf>,
 }
+
+/// `--setting-sources` by default: the configuration directory's settings
+/// only, never those of the session's folder.
+pub const USER_SETTINGS_ONLY: &str = "user";
+/// `--setting-sources` with `--allow-project-settings`.
+pub const WITH_PROJECT_SETTINGS: &str = "user,project,local";
 
 impl Default for ClaudeOptions {
     fn default() -> Self {
@@ -69,6 +88,9 @@ impl Default for ClaudeOptions {
             permissions: PermissionMode::Relay,
             max_line_bytes: DEFAULT_MAX_LINE_BYTES,
             partial_messages: true,
+            config_dir: None,
+            setting_sources: USER_SETTINGS_ONLY.into(),
+            mcp_config: Vec::new(),
         }
     }
 }
@@ -87,6 +109,10 @@ impl ClaudeOptions {
         let mut run_env: Vec<_> = config.config.env.clone().into_iter().collect();
         run_env.sort();
         spec.env.extend(run_env);
+        if let Some(dir) = &self.config_dir {
+            spec.env
+                .push(("CLAUDE_CONFIG_DIR".into(), dir.display().to_string()));
+        }
         if !config.config.cwd.is_empty() {
             spec.cwd = Some(PathBuf::from(&config.config.cwd));
         }
@@ -94,6 +120,25 @@ impl ClaudeOptions {
             spec.run_marker = Some(config.run_id.clone());
         }
         Ok(spec)
+    }
+
+    /// The configuration the server decides for every CLI, whatever the
+    /// run: which settings files it reads (`--setting-sources`) and that
+    /// MCP servers come only from the operator's `--mcp-config` files
+    /// (`--strict-mcp-config`). A client can pass none of these flags (the
+    /// launch policy never accepts them).
+    pub(crate) fn config_args(&self) -> Vec<OsString> {
+        // Joined like every value (see `tail_args`): one argument each.
+        let mut args: Vec<OsString> = vec![
+            format!("--setting-sources={}", self.setting_sources).into(),
+            "--strict-mcp-config".into(),
+        ];
+        for file in &self.mcp_config {
+            let mut arg = OsString::from("--mcp-config=");
+            arg.push(file);
+            args.push(arg);
+        }
+        args
     }
 
     /// `--resume` (with `--fork-session` and `--resume-session-at` for a

@@ -44,6 +44,7 @@ impl ClaudeCliAdapter {
         if self.options.partial_messages {
             args.push("--include-partial-messages".into());
         }
+        args.extend(self.options.config_args());
         args.extend(self.options.tail_args(config));
         args
     }

@@ -34,6 +34,32 @@ pub fn user_message_line(input: &UserInput) -> String {
     line.to_string()
 }
 
+/// The text that ends the user message [`user_message_line`] writes for
+/// a message of `text` and `content_blocks`, and where it is: the text
+/// itself (`None`), which goes last, or
+/// the last content block (`Some(index)`) when there is no text and that
+/// block is a text block. `None` when the message ends with something else
+/// (an image). This is the text the CLI reads a slash command from (see
+/// [`crate::launch::slash`]).
+pub fn last_text<'a>(
+    text: &'a str,
+    content_blocks: &'a [pbjson_types::Struct],
+) -> Option<(Option<usize>, &'a str)> {
+    if !text.is_empty() || content_blocks.is_empty() {
+        return Some((None, text));
+    }
+    let index = content_blocks.len() - 1;
+    let block = &content_blocks[index].fields;
+    let is_text = matches!(
+        block.get("type").and_then(|v| v.kind.as_ref()),
+        Some(pbjson_types::value::Kind::StringValue(t)) if t == "text"
+    );
+    match block.get("text").and_then(|v| v.kind.as_ref()) {
+        Some(pbjson_types::value::Kind::StringValue(t)) if is_text => Some((Some(index), t)),
+        _ => None,
+    }
+}
+
 /// The `control_request{interrupt}` line, with a fresh request id.
 pub fn interrupt_line() -> String {
     json!({

@@ -201,6 +201,9 @@ impl Run {
         if self.storage_failed.is_some() {
             return (R::Error, "storage");
         }
+        if self.policy_refused {
+            return (R::Error, POLICY);
+        }
         match self.ladder.cause() {
             Some(Cause::Shutdown) if self.deleting => (R::Stopped, "delete"),
             Some(Cause::Shutdown) => (R::ServerRestart, "shutdown"),

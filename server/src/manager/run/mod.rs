@@ -47,6 +47,9 @@ use crate::normalize::Normalizer;
 use crate::partial::Change;
 use crate::store::{Outcome, ReceiptWrite, SessionMeta};
 
+/// `run_error.kind` of a run ended for running beyond the launch policy.
+pub(crate) const POLICY: &str = "policy";
+
 /// Most stdout lines normalized into one append.
 const MAX_LINES_PER_BATCH: usize = 256;
 /// How long to keep reading stdout after the exit (a grandchild may hold
@@ -176,6 +179,10 @@ pub(super) struct Run {
     late_records: HashMap<String, Payload>,
     /// Ended because its session is being deleted (decides the run_end).
     deleting: bool,
+    /// The CLI reported a permission mode the launch policy does not allow
+    /// (`run_error{policy}` is recorded): the process is being ended and
+    /// the run ends ERROR.
+    policy_refused: bool,
 }
 
 impl Run {
@@ -220,6 +227,7 @@ impl Run {
             controls: HashMap::new(),
             late_records: HashMap::new(),
             deleting: false,
+            policy_refused: false,
         }
     }
 
@@ -496,11 +504,63 @@ impl Run {
             t.close(&later)
         });
         let payloads = self.only_pending_cancels(payloads);
+        let (payloads, refused) = self.check_permission_mode(payloads);
         self.append(payloads).await;
+        if refused {
+            // Ended at once (SIGINT first): a turn in a mode beyond the
+            // policy must not go on.
+            self.policy_refused = true;
+            self.step(Input::Shutdown, Instant::now());
+        }
         if let (Some(t), Some(before)) = (&self.typing, before) {
             t.publish_after(&self.run_id, &later, before);
         }
         self.control_replies().await;
+    }
+
+    /// Checks each `run_ready`'s permission mode against the launch policy
+    /// (the ceiling a client's own choice is held to): a mode beyond it got
+    /// there around the policy, through the CLI's settings, so a
+    /// `run_error{policy}` follows the `run_ready` and the caller ends the
+    /// run (`true`).
+    fn check_permission_mode(
+        &self,
+        payloads: Vec<(Payload, String)>,
+    ) -> (Vec<(Payload, String)>, bool) {
+        let mut refused = false;
+        let mut out = Vec::with_capacity(payloads.len());
+        for (payload, line) in payloads {
+            let beyond = match &payload {
+                Payload::RunReady(r)
+                    if !self.opts.launch.permission_mode_allowed(&r.permission_mode) =>
+                {
+                    Some(r.permission_mode.clone())
+                }
+                _ => None,
+            };
+            out.push((payload, line));
+            if let Some(mode) = beyond {
+                tracing::warn!(session_id = %self.session_id, run_id = %self.run_id, %mode, "the CLI runs in a permission mode the policy does not allow; ending the run");
+                refused = true;
+                out.push((
+                    Payload::RunError(pb::RunError {
+                        message: format!(
+                            "the CLI reported permission mode {mode}, which this server does not \
+                             allow (allowed: {}); the run is ended",
+                            self.opts
+                                .launch
+                                .allowed_permission_modes()
+                                .collect::<Vec<_>>()
+                                .join(", ")
+                        ),
+                        kind: POLICY.into(),
+                        ..Default::default()
+                    }),
+                    String::new(),
+                ));
+            }
+        }
+        (out, refused)
     }
 
     /// Live-typing counters for `/metrics`.
