@@ -552,15 +552,12 @@ async fn restart(
     (server, client)
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn killing_the_server_anywhere_loses_nothing_and_leaves_nothing() {
-    let started = Instant::now();
-    let rounds = rounds();
-    assert!(rounds >= 5, "at least 5 rounds");
-    let mut world = World::new().await;
-    let mut witness = Witness::default();
-
-    // Generation 1: a session with one finished turn.
+/// The first generation: a server and a session with one finished turn,
+/// seen by the witness.
+async fn first_turn(
+    world: &mut World,
+    witness: &mut Witness,
+) -> (Server, SessionServiceClient<Channel>) {
     let mut server = world.spawn(None);
     let mut client = server.connect().await;
     let events = Events::open(client.clone(), SESSION).await;
@@ -582,6 +579,19 @@ async fn killing_the_server_anywhere_loses_nothing_and_leaves_nothing() {
     events.turn_end_after(0).await;
     witness.absorb(&events.snapshot());
     drop(events);
+    (server, client)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn killing_the_server_anywhere_loses_nothing_and_leaves_nothing() {
+    let started = Instant::now();
+    let rounds = rounds();
+    assert!(rounds >= 5, "at least 5 rounds");
+    let mut world = World::new().await;
+    let mut witness = Witness::default();
+
+    // Generation 1: a session with one finished turn.
+    let (mut server, mut client) = first_turn(&mut world, &mut witness).await;
 
     let mut new_conversations = 0;
     for round in 0..rounds {
@@ -916,27 +926,7 @@ async fn a_poisoned_row_in_a_live_run_never_stops_the_server_from_starting() {
 
     let mut world = World::new().await;
     let mut witness = Witness::default();
-    let mut server = world.spawn(None);
-    let mut client = server.connect().await;
-    let events = Events::open(client.clone(), SESSION).await;
-    tokio::time::timeout(
-        WAIT,
-        client.start(pb::StartRequest {
-            session_id: SESSION.into(),
-            config: Some(pb::StartConfig {
-                prompt: "TEXT first".into(),
-                cwd: world.work.path().display().to_string(),
-                ..Default::default()
-            }),
-            ..Default::default()
-        }),
-    )
-    .await
-    .expect("Start in time")
-    .expect("Start");
-    events.turn_end_after(0).await;
-    witness.absorb(&events.snapshot());
-    drop(events);
+    let (mut server, _) = first_turn(&mut world, &mut witness).await;
 
     for round in 0..3 {
         // The keep-alive CLI is live: kill the server, poison the run's log.
@@ -945,6 +935,7 @@ async fn a_poisoned_row_in_a_live_run_never_stops_the_server_from_starting() {
             let store = RedbStore::open(&world.data.path().join("events.redb")).unwrap();
             poison(&store, SESSION)
         };
+        let mut client;
         (server, client) = restart(&mut world, &mut witness, None, round).await;
         let row = &witness.seen[seq as usize - 1];
         match &row.payload {
