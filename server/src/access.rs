@@ -1,6 +1,6 @@
 //! Who may reach the services at all: the browser origin and the Host a
-//! request names, checked before anything else sees the request (DESIGN
-//! §4.8).
+//! request names, checked before anything else sees the request
+//! (docs/ARCHITECTURE.md, "Safe by default").
 //!
 //! - **Origin** (browsers). A request that carries `Origin` is served only
 //!   when that origin is allowed: loopback origins (`http`/`https` on

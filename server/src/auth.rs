@@ -4,7 +4,8 @@
 //! SessionService, reflection and health alike — must carry
 //! `authorization: Bearer TOKEN`; anything else is UNAUTHENTICATED (and
 //! `GET /metrics` gets 401, see [`crate::metrics`]). Without
-//! a token the server only binds loopback (DESIGN §4.8).
+//! a token the server only binds loopback
+//! (docs/ARCHITECTURE.md, "Safe by default").
 
 use std::net::SocketAddr;
 use std::path::Path;

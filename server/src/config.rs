@@ -476,7 +476,7 @@ pub struct RecordConfig {
 
 /// `--idempotency-ttl`: a duration of at least
 /// [`MIN_IDEMPOTENCY_TTL`](crate::manager::receipts::MIN_IDEMPOTENCY_TTL)
-/// (DESIGN §3: retries are safe for at least 10 minutes).
+/// (retries are safe for at least 10 minutes: docs/api.md, "Retry safety").
 pub fn parse_idempotency_ttl(s: &str) -> Result<Duration, String> {
     let ttl = parse_duration(s)?;
     let min = crate::manager::receipts::MIN_IDEMPOTENCY_TTL;

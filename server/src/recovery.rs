@@ -1,5 +1,6 @@
-//! Start-up recovery (DESIGN §4.4): every run a previous server left live
-//! gets its `run_end` now, and its orphaned process group is killed.
+//! Start-up recovery (docs/ARCHITECTURE.md, "Every run ends exactly once"):
+//! every run a previous server left live gets its `run_end` now, and its
+//! orphaned process group is killed.
 //!
 //! A session whose log shows a live run (derive's `StatusFold::run_live`)
 //! gets `run_end{SERVER_RESTART, inferred: true, source: "recovery"}`, so it

@@ -131,7 +131,7 @@ impl Rpc {
 }
 
 /// The gRPC code a client gets for each domain error: what it can act on.
-/// (README, "Errors", lists the same table.)
+/// (docs/api.md, "Errors", lists the same table.)
 fn code(e: &Error) -> Code {
     match e {
         // Fix the request.

@@ -3,7 +3,8 @@
 //! lines, keep a bounded stderr tail, signal the whole group, and reap it.
 //!
 //! Every adapter that runs a real process goes through [`spawn`], so the
-//! "children are ours" rule (DESIGN §4.6) holds in one place.
+//! no-orphans rule (docs/ARCHITECTURE.md, "Children are ours") holds in one
+//! place.
 
 use std::collections::VecDeque;
 use std::ffi::OsString;

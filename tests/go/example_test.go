@@ -10,7 +10,7 @@ import (
 	pb "github.com/agent-harness/agent-harness/gen/go/agentharness/v1"
 )
 
-// TestReadmeExample runs ./example (the README's Go example) against the test server.
+// TestReadmeExample runs ./example (the Go example of docs/clients.md) against the test server.
 func TestReadmeExample(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()

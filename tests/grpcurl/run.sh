@@ -183,7 +183,7 @@ grep -q '"delta"' "$tmp/plain.out" && { echo "FAIL: a Subscribe without include_
 ok "Subscribe with include_deltas: the SLOW answer as delta fragments before its content; none without"
 
 # A 6 MB answer: History (grpcurl's default 4 MiB receive limit) gets it cut down and marked
-# "truncated"; ReadFullEvent streams the whole CLI line back (the README's jq | base64 pipe).
+# "truncated"; ReadFullEvent streams the whole CLI line back (the jq | base64 pipe of docs/api.md).
 g -d "{\"session_id\":\"$sid\",\"input\":\"BIG 6000000\"}" "$addr" agentharness.v1.SessionService/Send >/dev/null
 wait_idle "$sid" "$head" 1200 >/dev/null
 g -d "{\"session_id\":\"$sid\",\"limit\":1000}" "$addr" agentharness.v1.SessionService/History >"$tmp/big.out"
@@ -300,7 +300,7 @@ src_resume=$(jq -r .session.resumeId "$tmp/get.out")
   { echo "FAIL: the fork's resumeId $fork_resume, the source's $src_resume"; exit 1; }
 ok "fork at seq $fork_at: answered on the source's model, in a conversation of its own"
 
-# DeleteSession (the README's example): the fork's run is ended, then the session is gone;
+# DeleteSession (the example in docs/api.md): the fork's run is ended, then the session is gone;
 # a retry under the same key succeeds again.
 del="{\"session_id\":\"$sid4\",\"idempotency_key\":\"delete-$sid4\"}"
 echo "\$ grpcurl -plaintext -d '$del' $addr agentharness.v1.SessionService/DeleteSession"

@@ -1,6 +1,6 @@
 """Starts an agent-harness session and prints its first answer, following the session's log
-from the start. The Python example of the README's "clients" section; test_example.py runs it
-against a real server.
+from the start. The Python example of docs/clients.md; test_example.py runs it against a real
+server.
 
     python example.py [ADDR] [SESSION_ID] [PROMPT]
 """

@@ -1,4 +1,4 @@
-"""Runs example.py (the README's Python example) against the test server."""
+"""Runs example.py (the Python example of docs/clients.md) against the test server."""
 
 import os
 import pathlib

@@ -1,4 +1,4 @@
-"""Live typing (issue 12) through the generated Python client: a Subscribe stream that sets
+"""Live typing through the generated Python client: a Subscribe stream that sets
 include_deltas gets the assistant message being written as `delta` messages, with the fake
 model streaming `SLOW n ms` as n ticks ("tick 0 tick 1 ...") ms apart."""
 

@@ -1,4 +1,4 @@
-// Controlling the live session (issue 13) through the session helper, against
+// Controlling the live session through the session helper, against
 // the real server, the real claude CLI and the scripted Messages API (which
 // dumps every request it gets, so a test can see what the CLI sent):
 // setModel and setPermissionMode on the live process, shown by

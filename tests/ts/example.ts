@@ -1,7 +1,7 @@
 // Starts an agent-harness session and prints its first answer, following the session's log
 // from the start, over grpc-web (what a browser uses; there, take createGrpcWebTransport from
-// @connectrpc/connect-web). The TypeScript example of the README's "clients" section;
-// full-event.test.ts runs it against a real server.
+// @connectrpc/connect-web). The TypeScript example of docs/clients.md; full-event.test.ts
+// runs it against a real server.
 //
 //   node --import tsx example.ts [BASE_URL] [SESSION_ID] [PROMPT]
 

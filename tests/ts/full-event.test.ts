@@ -3,8 +3,8 @@
 // (the release agent-harness binary, the real claude CLI, the scripted
 // Messages API's `BIG 6000000`) over grpc-web with a 4 MiB receive limit:
 // Subscribe (through SessionHandle) and History deliver it cut down and
-// marked `truncated`, readFullEvent returns it whole, and the README's
-// TypeScript example (example.ts) prints the whole answer.
+// marked `truncated`, readFullEvent returns it whole, and the TypeScript
+// example of docs/clients.md (example.ts) prints the whole answer.
 
 import assert from "node:assert/strict";
 import { spawn } from "node:child_process";

@@ -5,7 +5,7 @@
 # message vector, the session helper against a scripted client (live typing
 # included), the session helper against the real
 # server (release binary, interactive adapter, real claude CLI, fake Messages
-# API), controlling the live session (settings, rewind, fork), and readFullEvent, a 6 MB answer and the README example over grpc-web.
+# API), controlling the live session (settings, rewind, fork), and readFullEvent, a 6 MB answer and the docs/clients.md example over grpc-web.
 # Exits non-zero on any failure.
 set -euo pipefail
 cd "$(dirname "$0")/../.."

@@ -1,4 +1,4 @@
-//! Controlling the live session (issue 13): the RPCs that act on the
+//! Controlling the live session: the RPCs that act on the
 //! session's CLI process or its settings rather than on the conversation.
 //! Each is one logical call with one idempotency key, retried in transit
 //! with that key like [`SessionClient::send`]; the `*_with_key` variants

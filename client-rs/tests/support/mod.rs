@@ -1,5 +1,6 @@
 //! An in-memory `SessionService` served by a real tonic server on
-//! 127.0.0.1:0, faithful to DESIGN.md §3 (ReplayStart first, events in
+//! 127.0.0.1:0, faithful to the Subscribe contract
+//! (docs/ARCHITECTURE.md, "Gapless catch-up": ReplayStart first, events in
 //! strictly increasing seq, CaughtUp once, heartbeats while idle, reset when
 //! the cursor is past the head or older than the replay window), plus hooks
 //! to append events, drop connections and script misbehaviour so the
@@ -544,7 +545,7 @@ impl SessionService for TestService {
         let req = request.into_inner();
         let state = self.0.clone();
         // Register for live notifications before reading the log (gapless
-        // catch-up, DESIGN §4.2).
+        // catch-up: docs/ARCHITECTURE.md, "Gapless catch-up").
         let mut appended = state.appended.subscribe();
         let mut kill = state.kill.subscribe();
         let mut release = state.replay_release.subscribe();

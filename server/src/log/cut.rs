@@ -1,5 +1,6 @@
 //! The streamed form of an event: every message the server sends stays
-//! under gRPC's default 4 MiB receive limit (DESIGN §3 "Size").
+//! under gRPC's default 4 MiB receive limit
+//! (docs/ARCHITECTURE.md, "Bounded messages").
 //!
 //! An event whose protobuf encoding exceeds the per-event budget
 //! (`--max-event-bytes`) is stored twice: whole (in the store's full-event

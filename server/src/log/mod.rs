@@ -1,6 +1,6 @@
 //! The durable, append-only event log of every session.
 //!
-//! Three rules from DESIGN §4 shape this module:
+//! Rules from docs/ARCHITECTURE.md, "Invariants", shape this module:
 //! - **Durable before visible.** One writer thread (`writer`) owns sequence
 //!   numbers and metas. It takes every queued append (from all sessions, up to
 //!   [`LogOptions::max_batch`] events), commits them in one

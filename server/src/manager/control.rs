@@ -1,4 +1,4 @@
-//! Control of a session's live process (issue 13): host `control_request`s
+//! Control of a session's live process: host `control_request`s
 //! answered from the CLI's `control_response` ([`SessionManager::control`]),
 //! setting changes that outlive the process
 //! ([`SessionManager::change_setting`]), and file rewinds

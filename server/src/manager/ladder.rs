@@ -4,7 +4,7 @@
 //! now and when to wake it next. The run task performs the actions and
 //! sleeps until the deadline; nothing here touches a process or a clock.
 //!
-//! The rungs (DESIGN §4.5):
+//! The rungs (docs/ARCHITECTURE.md, "Stop always works"):
 //! - **Stop**: `interrupt`; if the turn has not ended `stop_grace` later,
 //!   SIGINT; then SIGTERM and SIGKILL, `kill_grace` apart. A process with
 //!   no interrupt (one-shot) starts at SIGINT.

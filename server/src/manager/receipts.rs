@@ -1,4 +1,4 @@
-//! Idempotency keys (DESIGN §3 "Retry safety"): a Start, Send, Stop or
+//! Idempotency keys (docs/api.md, "Retry safety"): a Start, Send, Stop or
 //! RespondPermission that carries an `idempotency_key` the session has
 //! already applied answers with the first call's response and appends or
 //! writes nothing.
@@ -68,7 +68,8 @@ use crate::log::EventLogs;
 use crate::secrets::SecretsKey;
 use crate::store::{Outcome, Receipt, ReceiptWrite};
 
-/// The least TTL the server accepts: DESIGN §3 keeps keys at least this long.
+/// The least TTL the server accepts: the API promises keys are kept at least
+/// this long (docs/api.md, "Retry safety").
 pub const MIN_IDEMPOTENCY_TTL: Duration = Duration::from_secs(10 * 60);
 /// Default TTL of a receipt (`--idempotency-ttl`).
 pub const DEFAULT_IDEMPOTENCY_TTL: Duration = Duration::from_secs(15 * 60);

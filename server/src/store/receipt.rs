@@ -1,4 +1,4 @@
-//! Receipts of keyed calls (DESIGN §3 "Retry safety"): what a Start, Send,
+//! Receipts of keyed calls (docs/api.md, "Retry safety"): what a Start, Send,
 //! Stop or RespondPermission carrying an `idempotency_key` did, so that its
 //! repeat answers the same and changes nothing.
 //!

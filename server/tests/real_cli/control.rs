@@ -1,4 +1,4 @@
-//! Control of the live session (issue 13) against the REAL claude CLI
+//! Control of the live session against the REAL claude CLI
 //! 2.1.197 and the scripted Messages API: calls sent as `control_request`s
 //! on the running process and answered from its `control_response`.
 //!

@@ -725,9 +725,9 @@ async fn until_dead(pid: u32, what: &str) {
     }
 }
 
-/// Issue 10 item 5 with the real CLI: a `sleep` the CLI's Bash tool put in
-/// the background (`run_in_background`) lives in a session of its own,
-/// outside the CLI's process group. The server is SIGKILLed; the sleep
+/// No orphan survives a crash, with the real CLI: a `sleep` the CLI's Bash
+/// tool put in the background (`run_in_background`) lives in a session of its
+/// own, outside the CLI's process group. The server is SIGKILLed; the sleep
 /// outlives it; the restarted server's recovery kills it.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn recovery_kills_a_background_bash_sleep_that_left_the_group() {

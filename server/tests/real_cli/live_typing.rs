@@ -1,4 +1,4 @@
-//! Live typing (issue 12) against the REAL claude CLI 2.1.197 and the
+//! Live typing against the REAL claude CLI 2.1.197 and the
 //! scripted Messages API: the server runs the CLI with
 //! `--include-partial-messages`, never stores its `stream_event` lines, and
 //! streams the message being written as `delta`s to the Subscribe streams

@@ -1,4 +1,4 @@
-//! RewindFiles and fork (issue 13) against the REAL claude CLI and the
+//! RewindFiles and fork against the REAL claude CLI and the
 //! scripted Messages API: a rewind restores a file the agent wrote (the
 //! CLI's own file checkpoints, keyed by the uuid the server gives each user
 //! message), and a fork at an earlier seq continues from that point while

@@ -1,4 +1,4 @@
-//! SetModel, SetPermissionMode and SetMaxThinkingTokens (issue 13) against
+//! SetModel, SetPermissionMode and SetMaxThinkingTokens against
 //! the REAL claude CLI and the scripted Messages API, which records what
 //! each API request carried: a change reaches the live process at once,
 //! is recorded in the log (`setting_changed`, so derive knows what is in

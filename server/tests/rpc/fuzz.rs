@@ -1,4 +1,4 @@
-//! Fuzzing on stable Rust (issue 10 item 7), driven by proptest.
+//! Fuzzing on stable Rust, driven by proptest.
 //!
 //! - **CLI lines:** every stdout line of the real CLI recordings
 //!   (cassettes/transcripts, the same files as the shared cli-transcripts)

@@ -1,4 +1,4 @@
-//! Idempotency keys (DESIGN §3 "Retry safety"): a Start, Send, Stop or
+//! Idempotency keys (docs/api.md, "Retry safety"): a Start, Send, Stop or
 //! RespondPermission repeated with its key returns the first response and
 //! appends and writes nothing; across a restart on the same redb file too;
 //! until the TTL (an injected clock, no sleeps); identical calls racing

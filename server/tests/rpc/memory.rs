@@ -1,4 +1,5 @@
-//! Memory is bounded by live work (issue 10, item 1): calls on ids that do
+//! Memory is bounded by live work
+//! (docs/ARCHITECTURE.md, "Bounded by live work"): calls on ids that do
 //! not exist keep nothing; sessions with no live run and no open stream are
 //! evicted past `cache_sessions` and come back whole from the log;
 //! ListSessions reads one page, not every stored log.

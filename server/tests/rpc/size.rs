@@ -1,4 +1,4 @@
-//! Message size (DESIGN §3 "Size"): no message the server sends exceeds
+//! Message size (docs/api.md, "Message size"): no message the server sends exceeds
 //! 4 MiB. An event over the per-event budget (1 MiB by default) is stored
 //! whole and streamed cut down, marked `truncated` with its original size;
 //! ReadFullEvent streams the whole CLI line (or event) back in chunks;

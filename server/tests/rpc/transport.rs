@@ -308,9 +308,9 @@ async fn oversized_request_is_resource_exhausted() {
     start(&mut c, "big", "small").await.unwrap();
 }
 
-/// The exploit of issue 8 as a web page sends it: a grpc-web Start from a
-/// foreign origin whose args turn permissions off and whose env points the
-/// CLI at a model server the page controls.
+/// The exploit the security model exists to stop, as a web page sends it: a
+/// grpc-web Start from a foreign origin whose args turn permissions off and
+/// whose env points the CLI at a model server the page controls.
 fn exploit_start(session: &str) -> Vec<u8> {
     pb::StartRequest {
         idempotency_key: String::new(),

@@ -1,4 +1,4 @@
-// Control of a running session (issue 13) in the console: the settings in
+// Control of a running session in the console: the settings in
 // force (model, permission mode, thinking budget) with a way to change
 // each, and "undo file edits from here" on the user's messages.
 //

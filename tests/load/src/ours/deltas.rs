@@ -1,4 +1,4 @@
-//! Live typing (issue 12): N subscribers on one session while its
+//! Live typing: N subscribers on one session while its
 //! stand-in CLI streams each assistant message as text fragments
 //! (`stream_event` lines, as the real CLI does with
 //! `--include-partial-messages`) before writing its complete `assistant`
