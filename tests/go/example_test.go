@@ -10,8 +10,8 @@ import (
 	pb "github.com/agent-harness/agent-harness/gen/go/agentharness/v1"
 )
 
-// TestReadmeExample runs ./example (the Go example of docs/clients.md) against the test server.
-func TestReadmeExample(t *testing.T) {
+// TestDocsExample runs ./example (the Go example of docs/clients.md) against the test server.
+func TestDocsExample(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	id := newSessionID("example")
@@ -25,10 +25,10 @@ func TestReadmeExample(t *testing.T) {
 	}
 }
 
-// TestReadmeExampleFetchesATruncatedEventWhole: a 6 MB answer is streamed cut down (over the
+// TestDocsExampleFetchesATruncatedEventWhole: a 6 MB answer is streamed cut down (over the
 // server's 1 MiB per-event budget); the example fetches it with ReadFullEvent and prints it
 // whole.
-func TestReadmeExampleFetchesATruncatedEventWhole(t *testing.T) {
+func TestDocsExampleFetchesATruncatedEventWhole(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	id := newSessionID("example-big")

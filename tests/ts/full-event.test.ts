@@ -283,7 +283,7 @@ describe("a 6 MB answer over grpc-web (real server, real CLI)", () => {
     }
   });
 
-  it("the README's TypeScript example prints the whole 6 MB answer", { timeout: 200_000 }, async () => {
+  it("the TypeScript example of docs/clients.md prints the whole 6 MB answer", { timeout: 200_000 }, async () => {
     const here = dirname(fileURLToPath(import.meta.url));
     const child = spawn(process.execPath, ["--import", "tsx", "example.ts", h.url, "ts-example-big", `BIG ${ANSWER_BYTES}`], {
       cwd: here,

@@ -1,6 +1,6 @@
 // Command example starts an agent-harness session and prints its first answer, following the
 // session's log from the start. It is the Go example of docs/clients.md; tests/go runs it
-// against a real server (TestReadmeExample).
+// against a real server (TestDocsExample).
 package main
 
 import (
