@@ -16,7 +16,7 @@ pub mod receipt;
 mod redb;
 
 pub use self::memory::MemoryStore;
-pub use self::receipt::{Outcome, Receipt, ReceiptWrite};
+pub use self::receipt::{Answer, Receipt, ReceiptWrite};
 pub use self::redb::{DEFAULT_CACHE_BYTES as DEFAULT_STORE_CACHE_BYTES, RedbStore};
 
 use std::collections::BTreeMap;

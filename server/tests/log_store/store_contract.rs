@@ -10,7 +10,7 @@ use std::sync::{Arc, Mutex};
 use agent_harness_client::pb;
 use agent_harness_client::pb::event::Payload;
 use agent_harness_server::store::{
-    Commit, MemoryStore, Outcome, Receipt, ReceiptWrite, RedbStore, SessionMeta, Store,
+    Commit, MemoryStore, Receipt, ReceiptWrite, RedbStore, SessionMeta, Store,
 };
 use log::{event, seqs};
 use redb::StorageBackend;
@@ -33,15 +33,14 @@ fn meta(id: &str, head: u64) -> SessionMeta {
 
 /// A Send's receipt for `(id, key)` made at `at_ms`.
 fn receipt(id: &str, key: &str, at_ms: i64) -> Receipt {
-    Receipt {
-        session_id: id.to_owned(),
-        key: key.to_owned(),
-        created_ms: at_ms,
-        fingerprint: format!("print-{key}"),
-        outcome: Outcome::Send {
-            run_id: format!("run-{key}"),
-        },
-    }
+    Receipt::encoded(
+        id,
+        key,
+        at_ms,
+        &format!("print-{key}"),
+        "Send",
+        format!("run-{key}").into_bytes(),
+    )
 }
 
 /// How an event names a conversation (see `store::conversations`).

@@ -45,7 +45,7 @@ use crate::error::{Error, Result};
 use crate::log::{EventLogs, LogError, MetaChange, NewEvent, Typing};
 use crate::normalize::Normalizer;
 use crate::partial::Change;
-use crate::store::{Outcome, ReceiptWrite, SessionMeta};
+use crate::store::{ReceiptWrite, SessionMeta};
 
 /// `run_error.kind` of a run ended for running beyond the launch policy.
 pub(crate) const POLICY: &str = "policy";
@@ -680,7 +680,7 @@ impl Run {
         }
         self.normalizer.input_sent();
         let run_id = self.run_id.clone();
-        let receipt = keyed.put(|| Outcome::Send {
+        let receipt = keyed.put(|| pb::SendResponse {
             run_id: run_id.clone(),
         });
         let event = Payload::InputSent(pb::InputSent {
@@ -717,7 +717,7 @@ impl Run {
             (true, Some(event))
         };
         let start_ladder = event.is_some();
-        let receipt = keyed.put(|| Outcome::Stop { stopping });
+        let receipt = keyed.put(|| pb::StopResponse { stopping });
         let committed = if event.is_some() || receipt.is_some() {
             self.append_keyed(event, receipt).await
         } else {
@@ -870,7 +870,7 @@ impl Run {
                 None
             },
         });
-        let receipt = keyed.put(|| Outcome::RespondPermission);
+        let receipt = keyed.put(|| pb::RespondPermissionResponse {});
         match self.append_keyed(Some(event), receipt).await {
             Err(why) if keyed.is_some() => Err(Error::Storage(why)),
             _ => Ok(()),
