@@ -263,7 +263,6 @@ impl SessionManager {
             }
         };
         let (pid, start_time) = (handle.pid, handle.start_time);
-        let cwd = config.cwd.clone();
         let keep_env = self.keep_env(session_id, &config.env);
         let process_id = handle
             .process_id
@@ -286,9 +285,6 @@ impl SessionManager {
                 Some(Box::new(move |m: &mut SessionMeta| {
                     m.pid = pid;
                     m.pid_start_time = start_time;
-                    if !cwd.is_empty() {
-                        m.cwd = Some(cwd);
-                    }
                     keep_env(m);
                 })),
                 receipt,
