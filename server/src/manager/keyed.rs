@@ -42,8 +42,14 @@ fn without_key<R: Clone + serde::Serialize>(request: &R, clear: impl FnOnce(&mut
 }
 
 /// [`KeyedRequest`] for a generated request (its `session_id` and
-/// `idempotency_key` fields), named `$rpc` and printed as `$print` says.
+/// `idempotency_key` fields), named `$rpc` and printed as `$print` says;
+/// by default, as the request without its key.
 macro_rules! keyed_request {
+    ($ty:ty, $rpc:literal) => {
+        keyed_request!($ty, $rpc, |r, _| without_key(r, |r| r
+            .idempotency_key
+            .clear()));
+    };
     ($ty:ty, $rpc:literal, |$r:ident, $secrets:pat_param| $print:expr) => {
         impl KeyedRequest for $ty {
             fn rpc(&self) -> &'static str {
@@ -71,18 +77,10 @@ keyed_request!(pb::StartRequest, "Start", |r, secrets| without_key(
         r.config.get_or_insert_default();
     }
 ));
-keyed_request!(pb::SendRequest, "Send", |r, _| without_key(r, |r| r
-    .idempotency_key
-    .clear()));
-keyed_request!(pb::StopRequest, "Stop", |r, _| without_key(r, |r| r
-    .idempotency_key
-    .clear()));
-keyed_request!(pb::RespondPermissionRequest, "RespondPermission", |r, _| {
-    without_key(r, |r| r.idempotency_key.clear())
-});
-keyed_request!(pb::DeleteSessionRequest, "DeleteSession", |r, _| {
-    without_key(r, |r| r.idempotency_key.clear())
-});
+keyed_request!(pb::SendRequest, "Send");
+keyed_request!(pb::StopRequest, "Stop");
+keyed_request!(pb::RespondPermissionRequest, "RespondPermission");
+keyed_request!(pb::DeleteSessionRequest, "DeleteSession");
 // StopTask, RewindFiles and the settings (below) are fingerprinted over
 // the fields that tell their requests apart, as their receipts always were.
 keyed_request!(pb::StopTaskRequest, "StopTask", |r, _| json!({
