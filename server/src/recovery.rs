@@ -82,44 +82,42 @@ async fn recover_one(
     kill: &KillRecorded,
     meta: SessionMeta,
 ) -> Result<Option<Recovered>> {
-    {
-        let sid = meta.session_id.clone();
-        let last_run_event = find_back(logs, &sid, |p| derive::run_liveness(p).is_some()).await?;
-        let last_run = last_run_event.as_ref().map(|e| e.run_id.clone());
-        let closed_run = last_run_event
-            .filter(|e| e.payload.as_ref().and_then(derive::run_liveness) == Some(true))
-            .map(|e| e.run_id);
-        let recorded = meta.pid.zip(meta.pid_start_time);
-        // A live run's processes are killed even when no pid was recorded
-        // (a crash between the spawn and the commit that records it): they
-        // carry the run's marker. Killed before the commit below forgets
-        // them: a crash in between leaves them to the next start-up.
-        let killed = (closed_run.is_some() || recorded.is_some())
-            && kill(recorded, last_run.as_deref().unwrap_or_default());
-        let forget = meta.pid.is_some();
-        let events: Vec<_> = closed_run.iter().cloned().map(inferred_run_end).collect();
-        if !events.is_empty() || forget {
-            let change: Option<MetaChange> =
-                forget.then(|| Box::new(SessionMeta::forget_process) as MetaChange);
-            logs.commit(&sid, events, change, None).await?;
-        }
-        if closed_run.is_none() && !killed {
-            return Ok(None);
-        }
-        let resume_id = find_back(logs, &sid, |p| derive::resume_decision(p).is_some())
-            .await?
-            .and_then(|e| {
-                let decided = derive::resume_decision(e.payload.as_ref()?)?;
-                decided.map(str::to_owned)
-            });
-        tracing::info!(session_id = %sid, closed_run = ?closed_run, killed, resume_id = ?resume_id, "recovered session");
-        Ok(Some(Recovered {
-            session_id: sid,
-            closed_run,
-            killed,
-            resume_id,
-        }))
+    let sid = meta.session_id.clone();
+    let last_run_event = find_back(logs, &sid, |p| derive::run_liveness(p).is_some()).await?;
+    let last_run = last_run_event.as_ref().map(|e| e.run_id.clone());
+    let closed_run = last_run_event
+        .filter(|e| e.payload.as_ref().and_then(derive::run_liveness) == Some(true))
+        .map(|e| e.run_id);
+    let recorded = meta.pid.zip(meta.pid_start_time);
+    // A live run's processes are killed even when no pid was recorded
+    // (a crash between the spawn and the commit that records it): they
+    // carry the run's marker. Killed before the commit below forgets
+    // them: a crash in between leaves them to the next start-up.
+    let killed = (closed_run.is_some() || recorded.is_some())
+        && kill(recorded, last_run.as_deref().unwrap_or_default());
+    let forget = meta.pid.is_some();
+    let events: Vec<_> = closed_run.iter().cloned().map(inferred_run_end).collect();
+    if !events.is_empty() || forget {
+        let change: Option<MetaChange> =
+            forget.then(|| Box::new(SessionMeta::forget_process) as MetaChange);
+        logs.commit(&sid, events, change, None).await?;
     }
+    if closed_run.is_none() && !killed {
+        return Ok(None);
+    }
+    let resume_id = find_back(logs, &sid, |p| derive::resume_decision(p).is_some())
+        .await?
+        .and_then(|e| {
+            let decided = derive::resume_decision(e.payload.as_ref()?)?;
+            decided.map(str::to_owned)
+        });
+    tracing::info!(session_id = %sid, closed_run = ?closed_run, killed, resume_id = ?resume_id, "recovered session");
+    Ok(Some(Recovered {
+        session_id: sid,
+        closed_run,
+        killed,
+        resume_id,
+    }))
 }
 
 /// The newest event whose payload matches `pred`, paging back from the head
