@@ -55,7 +55,7 @@ pub enum Error {
         /// The session.
         session_id: String,
         /// The RPC the key was first applied by.
-        first_rpc: &'static str,
+        first_rpc: String,
         /// How long a key is kept.
         ttl: std::time::Duration,
     },

@@ -13,16 +13,23 @@
 //! each command in a session of its own, outside the CLI's group
 //! ([`crate::supervise::kill_recorded_run`]).
 //!
+//! What is left of the run is killed first; then its `run_end` and the
+//! forgetting of the recorded process are ONE commit, as a run's own end
+//! is: no crash leaves one without the other.
+//!
 //! Cost: start-up reads each log from its tail, not whole. Whether a run is
-//! live is decided by the newest `run_start`/`run_end` alone (nothing else
-//! moves `StatusFold::run_live`), which is usually the last event; the
-//! manager folds a whole log only when the session is first used.
+//! live, and which conversation the next run resumes, are decided by the
+//! newest event that answers derive's per-event predicates
+//! ([`derive::run_liveness`], [`derive::resume_decision`]), usually among
+//! the last few; the manager folds a whole log only when the session is
+//! first used.
 
+use agent_harness_client::derive;
 use agent_harness_client::pb;
 use agent_harness_client::pb::event::Payload;
 
 use crate::error::Result;
-use crate::log::EventLogs;
+use crate::log::{EventLogs, MetaChange};
 use crate::manager::inferred_run_end;
 use crate::store::SessionMeta;
 
@@ -76,55 +83,42 @@ async fn recover_one(
     kill: &KillRecorded,
     meta: SessionMeta,
 ) -> Result<Option<Recovered>> {
-    {
-        let sid = meta.session_id.clone();
-        let last_run_event = find_back(logs, &sid, |p| {
-            matches!(p, Payload::RunStart(_) | Payload::RunEnd(_))
-        })
-        .await?;
-        let mut closed_run = None;
-        let last_run = last_run_event.as_ref().map(|e| e.run_id.clone());
-        if let Some(e) = last_run_event
-            && matches!(e.payload, Some(Payload::RunStart(_)))
-        {
-            logs.append(&sid, vec![inferred_run_end(e.run_id.clone())])
-                .await?;
-            closed_run = Some(e.run_id);
-        }
-        let recorded = meta.pid.zip(meta.pid_start_time);
-        let mut killed = false;
-        // A live run's processes are killed even when no pid was recorded
-        // (a crash between the spawn and the commit that records it): they
-        // carry the run's marker.
-        if closed_run.is_some() || recorded.is_some() {
-            killed = kill(recorded, last_run.as_deref().unwrap_or_default());
-        }
-        if meta.pid.is_some() {
-            logs.update_meta(&sid, SessionMeta::forget_process).await?;
-        }
-        if closed_run.is_none() && !killed {
-            return Ok(None);
-        }
-        // As derive::resume_id: the latest announced conversation, unless
-        // the CLI failed to resume it since.
-        let resume_id = find_back(logs, &sid, |p| match p {
-            Payload::RunReady(r) => !r.resume_id.is_empty(),
-            Payload::RunError(r) => r.kind == crate::normalize::RESUME_FAILED,
-            _ => false,
-        })
-        .await?
-        .and_then(|e| match e.payload {
-            Some(Payload::RunReady(r)) => Some(r.resume_id),
-            _ => None,
-        });
-        tracing::info!(session_id = %sid, closed_run = ?closed_run, killed, resume_id = ?resume_id, "recovered session");
-        Ok(Some(Recovered {
-            session_id: sid,
-            closed_run,
-            killed,
-            resume_id,
-        }))
+    let sid = meta.session_id.clone();
+    let last_run_event = find_back(logs, &sid, |p| derive::run_liveness(p).is_some()).await?;
+    let last_run = last_run_event.as_ref().map(|e| e.run_id.clone());
+    let closed_run = last_run_event
+        .filter(|e| e.payload.as_ref().and_then(derive::run_liveness) == Some(true))
+        .map(|e| e.run_id);
+    let recorded = meta.pid.zip(meta.pid_start_time);
+    // A live run's processes are killed even when no pid was recorded
+    // (a crash between the spawn and the commit that records it): they
+    // carry the run's marker. Killed before the commit below forgets
+    // them: a crash in between leaves them to the next start-up.
+    let killed = (closed_run.is_some() || recorded.is_some())
+        && kill(recorded, last_run.as_deref().unwrap_or_default());
+    let forget = meta.pid.is_some();
+    let events: Vec<_> = closed_run.iter().cloned().map(inferred_run_end).collect();
+    if !events.is_empty() || forget {
+        let change: Option<MetaChange> =
+            forget.then(|| Box::new(SessionMeta::forget_process) as MetaChange);
+        logs.commit(&sid, events, change, None).await?;
     }
+    if closed_run.is_none() && !killed {
+        return Ok(None);
+    }
+    let resume_id = find_back(logs, &sid, |p| derive::resume_decision(p).is_some())
+        .await?
+        .and_then(|e| {
+            let decided = derive::resume_decision(e.payload.as_ref()?)?;
+            decided.map(str::to_owned)
+        });
+    tracing::info!(session_id = %sid, closed_run = ?closed_run, killed, resume_id = ?resume_id, "recovered session");
+    Ok(Some(Recovered {
+        session_id: sid,
+        closed_run,
+        killed,
+        resume_id,
+    }))
 }
 
 /// The newest event whose payload matches `pred`, paging back from the head

@@ -19,7 +19,7 @@ use tonic::{Code, Request, Response, Status};
 
 use crate::error::Error;
 use crate::log::EventLogs;
-use crate::manager::{PermissionAnswer, SessionManager, SettingChange};
+use crate::manager::{SessionManager, SettingChange};
 use crate::start_limit::StartLimit;
 use crate::validate;
 
@@ -270,20 +270,12 @@ impl SessionService for Rpc {
         request: Request<pb::StartRequest>,
     ) -> Result<Response<pb::StartResponse>, Status> {
         let peer = request.remote_addr().map(|a| a.ip());
-        let req = request.into_inner();
+        let mut req = request.into_inner();
         validate::session_id(&req.session_id)?;
-        let key = validate::idempotency_key(&req.idempotency_key)?;
-        let config = req.config.unwrap_or_default();
-        validate::start_config(&config)?;
+        validate::idempotency_key(&req.idempotency_key)?;
+        validate::start_config(req.config.get_or_insert_default())?;
         self.admit_new_session(&req.session_id, peer).await?;
-        let started = self
-            .manager
-            .start_keyed(&req.session_id, key, config)
-            .await?;
-        Ok(Response::new(pb::StartResponse {
-            run_id: started.run_id,
-            process_id: started.process_id,
-        }))
+        Ok(Response::new(self.manager.start(req).await?))
     }
 
     async fn send(
@@ -292,14 +284,10 @@ impl SessionService for Rpc {
     ) -> Result<Response<pb::SendResponse>, Status> {
         let req = request.into_inner();
         validate::session_id(&req.session_id)?;
-        let key = validate::idempotency_key(&req.idempotency_key)?;
+        validate::idempotency_key(&req.idempotency_key)?;
         validate::send_input(&req.input, &req.content_blocks)?;
         validate::nesting("content_blocks", &req.content_blocks)?;
-        let run_id = self
-            .manager
-            .send_keyed(&req.session_id, key, req.input, req.content_blocks)
-            .await?;
-        Ok(Response::new(pb::SendResponse { run_id }))
+        Ok(Response::new(self.manager.send(req).await?))
     }
 
     async fn stop(
@@ -308,9 +296,8 @@ impl SessionService for Rpc {
     ) -> Result<Response<pb::StopResponse>, Status> {
         let req = request.into_inner();
         validate::session_id(&req.session_id)?;
-        let key = validate::idempotency_key(&req.idempotency_key)?;
-        let stopping = self.manager.stop_keyed(&req.session_id, key).await?;
-        Ok(Response::new(pb::StopResponse { stopping }))
+        validate::idempotency_key(&req.idempotency_key)?;
+        Ok(Response::new(self.manager.stop(req).await?))
     }
 
     type SubscribeStream = SubscribeStream;
@@ -372,7 +359,7 @@ impl SessionService for Rpc {
     ) -> Result<Response<pb::StopTaskResponse>, Status> {
         let req = request.into_inner();
         validate::session_id(&req.session_id)?;
-        let key = validate::idempotency_key(&req.idempotency_key)?;
+        validate::idempotency_key(&req.idempotency_key)?;
         if req.task_id.is_empty() || req.task_id.len() > 256 {
             return Err(Error::invalid(
                 "task_id",
@@ -380,10 +367,7 @@ impl SessionService for Rpc {
             )
             .into());
         }
-        self.manager
-            .stop_task(&req.session_id, key, &req.task_id)
-            .await?;
-        Ok(Response::new(pb::StopTaskResponse {}))
+        Ok(Response::new(self.manager.stop_task(req).await?))
     }
 
     async fn set_model(
@@ -446,17 +430,8 @@ impl SessionService for Rpc {
     ) -> Result<Response<pb::RewindFilesResponse>, Status> {
         let req = request.into_inner();
         validate::session_id(&req.session_id)?;
-        let key = validate::idempotency_key(&req.idempotency_key)?;
-        let r = self
-            .manager
-            .rewind_files(&req.session_id, key, req.to_seq, req.dry_run)
-            .await?;
-        Ok(Response::new(pb::RewindFilesResponse {
-            files_changed: r.files_changed,
-            insertions: r.insertions,
-            deletions: r.deletions,
-            seq: r.seq,
-        }))
+        validate::idempotency_key(&req.idempotency_key)?;
+        Ok(Response::new(self.manager.rewind_files(req).await?))
     }
 
     async fn get_context_usage(
@@ -537,21 +512,9 @@ impl SessionService for Rpc {
         let req = request.into_inner();
         validate::session_id(&req.session_id)?;
         validate::request_id(&req.request_id)?;
-        let key = validate::idempotency_key(&req.idempotency_key)?;
+        validate::idempotency_key(&req.idempotency_key)?;
         validate::nesting("updated_input", &req.updated_input)?;
-        self.manager
-            .respond_permission_keyed(
-                &req.session_id,
-                key,
-                &req.request_id,
-                PermissionAnswer {
-                    allow: req.allow,
-                    updated_input: req.updated_input,
-                    message: req.message,
-                },
-            )
-            .await?;
-        Ok(Response::new(pb::RespondPermissionResponse {}))
+        Ok(Response::new(self.manager.respond_permission(req).await?))
     }
 
     async fn delete_session(
@@ -560,9 +523,8 @@ impl SessionService for Rpc {
     ) -> Result<Response<pb::DeleteSessionResponse>, Status> {
         let req = request.into_inner();
         validate::session_id(&req.session_id)?;
-        let key = validate::idempotency_key(&req.idempotency_key)?;
-        self.manager.delete_keyed(&req.session_id, key).await?;
-        Ok(Response::new(pb::DeleteSessionResponse {}))
+        validate::idempotency_key(&req.idempotency_key)?;
+        Ok(Response::new(self.manager.delete(req).await?))
     }
 
     async fn get_session(
@@ -661,7 +623,7 @@ mod tests {
             (
                 Error::IdempotencyKeyReused {
                     session_id: s(),
-                    first_rpc: "Send",
+                    first_rpc: "Send".into(),
                     ttl: Duration::from_secs(900),
                 },
                 Code::InvalidArgument,

@@ -36,7 +36,7 @@ pub use activity::{Activity, ActivityKind, activity};
 pub use permissions::{PendingPermission, pending_permissions};
 pub use plan::{PlanDecision, PlanOutcome, plan_outcomes};
 pub use settings::{Settings, settings};
-pub use status::{Status, StatusFold, process_alive, status};
+pub use status::{Status, StatusFold, process_alive, run_liveness, status};
 pub use tasks::{BackgroundTask, TaskStatus, background_tasks, has_running_background_tasks};
 pub use usage::{Usage, usage};
 pub use wakeup::{ScheduledWakeup, WakeupKind, scheduled_wakeup};
@@ -53,11 +53,25 @@ pub const RESUME_FAILED: &str = "resume_failed";
 /// (the CLI could not load that conversation; the next run starts a new
 /// one): then `None` until a later `run_ready` names the new conversation.
 pub fn resume_id(events: &[Event]) -> Option<String> {
-    events.iter().rev().find_map(|e| match &e.payload {
-        Some(Payload::RunReady(r)) if !r.resume_id.is_empty() => Some(Some(r.resume_id.clone())),
-        Some(Payload::RunError(r)) if r.kind == RESUME_FAILED => Some(None),
+    events
+        .iter()
+        .rev()
+        .find_map(|e| resume_decision(e.payload.as_ref()?))?
+        .map(str::to_owned)
+}
+
+/// What one event says about the conversation the next run resumes:
+/// `Some(Some(id))` for a `run_ready` naming one, `Some(None)` for a
+/// `run_error{kind: "resume_failed"}` (that conversation is gone), `None`
+/// for any other event. The newest event that answers decides
+/// [`resume_id()`], so a reader going back from a log's head (the server's
+/// start-up recovery) can stop at it.
+pub fn resume_decision(payload: &Payload) -> Option<Option<&str>> {
+    match payload {
+        Payload::RunReady(r) if !r.resume_id.is_empty() => Some(Some(&r.resume_id)),
+        Payload::RunError(r) if r.kind == RESUME_FAILED => Some(None),
         _ => None,
-    })?
+    }
 }
 
 /// Where the session's earlier context was lost: the CLI could not resume
@@ -158,18 +172,16 @@ impl Fold {
         self.plans.apply(e);
         self.pending.apply(e, before);
         self.settings.apply(e);
-        match &e.payload {
-            Some(Payload::RunReady(r)) if !r.resume_id.is_empty() => {
-                self.resume_id = Some(r.resume_id.clone());
-            }
-            Some(Payload::RunError(r)) if r.kind == RESUME_FAILED => {
-                self.resume_id = None;
-                self.context_lost = Some(ContextLost {
-                    resume_id: r.resume_id.clone(),
-                    seq: e.seq,
-                });
-            }
-            _ => {}
+        if let Some(decided) = e.payload.as_ref().and_then(resume_decision) {
+            self.resume_id = decided.map(str::to_owned);
+        }
+        if let Some(Payload::RunError(r)) = &e.payload
+            && r.kind == RESUME_FAILED
+        {
+            self.context_lost = Some(ContextLost {
+                resume_id: r.resume_id.clone(),
+                seq: e.seq,
+            });
         }
     }
 

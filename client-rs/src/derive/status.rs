@@ -96,10 +96,12 @@ impl StatusFold {
             self.run_id = Some(e.run_id.clone());
         }
         let Some(p) = &e.payload else { return };
+        if let Some(live) = run_liveness(p) {
+            self.run_live = live;
+        }
         match p {
             Payload::RunStart(rs) => {
                 self.run_id = Some(e.run_id.clone());
-                self.run_live = true;
                 self.cli_spoke = false;
                 self.stopping = false;
                 self.turn = rs
@@ -108,7 +110,6 @@ impl StatusFold {
                     .is_some_and(|c| !c.prompt.is_empty() || !c.content_blocks.is_empty());
             }
             Payload::RunEnd(_) => {
-                self.run_live = false;
                 self.turn = false;
                 self.stopping = false;
                 self.cli_spoke = false;
@@ -206,6 +207,19 @@ impl StatusFold {
 /// The session status after `events` (see [`StatusFold`] for the rules).
 pub fn status(events: &[Event]) -> Status {
     fold(events).status()
+}
+
+/// What one event says about whether a run is live: `Some(true)` for a
+/// `run_start`, `Some(false)` for a `run_end`, `None` for any other event
+/// (nothing else moves [`StatusFold::run_live`]). So the newest event that
+/// answers decides, and a reader going back from a log's head (the
+/// server's start-up recovery) can stop at it.
+pub fn run_liveness(payload: &Payload) -> Option<bool> {
+    match payload {
+        Payload::RunStart(_) => Some(true),
+        Payload::RunEnd(_) => Some(false),
+        _ => None,
+    }
 }
 
 /// True when the log's latest run has a `run_start` and no `run_end`: the

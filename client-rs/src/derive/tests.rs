@@ -95,6 +95,64 @@ fn folds_equal_slice_functions_at_every_prefix() {
     }
 }
 
+/// Reading back from the head with the per-event predicates (as the
+/// server's start-up recovery does) agrees with the folds at every prefix
+/// of every vector.
+#[test]
+fn predicates_read_back_from_the_head_agree_with_the_folds() {
+    for (name, events) in load_vectors() {
+        let mut fold = Fold::new();
+        for n in 0..=events.len() {
+            if n > 0 {
+                fold.apply(&events[n - 1]);
+            }
+            let prefix = &events[..n];
+            let ctx = format!("{name} after {n}");
+            let live = prefix
+                .iter()
+                .rev()
+                .find_map(|e| run_liveness(e.payload.as_ref()?))
+                .unwrap_or(false);
+            assert_eq!(live, fold.status_fold().run_live(), "{ctx}");
+            let resume = prefix
+                .iter()
+                .rev()
+                .find_map(|e| resume_decision(e.payload.as_ref()?))
+                .flatten();
+            assert_eq!(resume, fold.resume_id(), "{ctx}");
+        }
+    }
+}
+
+#[test]
+fn the_predicates_answer_for_the_events_that_decide() {
+    let ready = |id: &str| {
+        Payload::RunReady(crate::pb::RunReady {
+            resume_id: id.into(),
+            ..Default::default()
+        })
+    };
+    let error = |kind: &str| {
+        Payload::RunError(crate::pb::RunError {
+            kind: kind.into(),
+            ..Default::default()
+        })
+    };
+    assert_eq!(resume_decision(&ready("c1")), Some(Some("c1")));
+    assert_eq!(resume_decision(&ready("")), None);
+    assert_eq!(resume_decision(&error(RESUME_FAILED)), Some(None));
+    assert_eq!(resume_decision(&error("bad_line")), None);
+    assert_eq!(
+        run_liveness(&Payload::RunStart(Default::default())),
+        Some(true)
+    );
+    assert_eq!(
+        run_liveness(&Payload::RunEnd(Default::default())),
+        Some(false)
+    );
+    assert_eq!(run_liveness(&ready("c1")), None);
+}
+
 fn ev(seq: u64, run: &str, p: Payload) -> Event {
     Event {
         seq,

@@ -15,13 +15,16 @@ use agent_harness_client::pb;
 use agent_harness_client::pb::event::Payload;
 use serde_json::{Value, json};
 
+use super::SessionManager;
+use super::keyed::SettingRequest;
+use super::receipts::{Keyed, KeyedExt};
 use super::run::{self, Answered, ControlFailure, Record, RunCmd};
-use super::slot::Entry;
-use super::{SessionManager, mismatched};
+use super::slot::{Entry, Slot};
+use super::spawn::Trigger;
 use crate::error::{Error, Result};
 use crate::launch;
 use crate::log::NewEvent;
-use crate::store::Outcome;
+use std::sync::Arc;
 
 /// A setting a client changes.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -35,7 +38,7 @@ pub enum SettingChange {
 }
 
 impl SettingChange {
-    fn rpc(&self) -> &'static str {
+    pub(super) fn rpc(&self) -> &'static str {
         match self {
             SettingChange::Model(_) => "SetModel",
             SettingChange::PermissionMode(_) => "SetPermissionMode",
@@ -43,7 +46,7 @@ impl SettingChange {
         }
     }
 
-    fn setting(&self) -> pb::Setting {
+    pub(super) fn setting(&self) -> pb::Setting {
         match self {
             SettingChange::Model(_) => pb::Setting::Model,
             SettingChange::PermissionMode(_) => pb::Setting::PermissionMode,
@@ -52,7 +55,7 @@ impl SettingChange {
     }
 
     /// The value as `setting_changed` records it.
-    fn value(&self) -> String {
+    pub(super) fn value(&self) -> String {
         match self {
             SettingChange::Model(m) | SettingChange::PermissionMode(m) => m.clone(),
             SettingChange::MaxThinkingTokens(n) => n.map(|n| n.to_string()).unwrap_or_default(),
@@ -84,19 +87,6 @@ impl SettingChange {
     }
 }
 
-/// What a RewindFiles did (or would do).
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct Rewound {
-    /// The files restored (or that would be).
-    pub files_changed: Vec<String>,
-    /// Lines added back.
-    pub insertions: u64,
-    /// Lines taken away.
-    pub deletions: u64,
-    /// The files_rewound event's seq; 0 for a dry run.
-    pub seq: u64,
-}
-
 fn failure(f: ControlFailure) -> Error {
     match f {
         ControlFailure::Unsupported => Error::Unsupported(
@@ -123,42 +113,23 @@ impl SessionManager {
     }
 
     /// Stops one background task (`stop_task`). A keyed repeat of a stop
-    /// that succeeded answers success and sends nothing again.
-    pub async fn stop_task(
-        &self,
-        session_id: &str,
-        key: Option<&str>,
-        task_id: &str,
-    ) -> Result<()> {
+    /// that succeeded answers success and sends nothing again (its receipt
+    /// is committed alone: the task's end is the CLI's to report).
+    pub async fn stop_task(&self, request: pb::StopTaskRequest) -> Result<pb::StopTaskResponse> {
+        let session_id = request.session_id.as_str();
         if !self.inner.logs.exists(session_id).await? {
             return Err(Error::unknown_session(session_id));
         }
-        let ticket = match self
-            .begin(session_id, key, "StopTask", &json!({"task_id": task_id}))
-            .await?
-        {
-            Ok(ticket) => ticket,
-            Err(Outcome::StopTask) => return Ok(()),
-            Err(other) => return Err(mismatched(other)),
-        };
-        self.control(
-            session_id,
-            json!({"subtype": "stop_task", "task_id": task_id}),
-        )
-        .await?;
-        if let Some(t) = ticket {
-            // The receipt alone: the task's end is the CLI's to report.
-            self.inner
-                .logs
-                .commit(
-                    session_id,
-                    Vec::new(),
-                    None,
-                    Some(t.keyed.put(Outcome::StopTask)),
-                )
-                .await?;
-        }
-        Ok(())
+        let task_id = request.task_id.as_str();
+        self.idempotent(&request, |_keyed| async move {
+            self.control(
+                session_id,
+                json!({"subtype": "stop_task", "task_id": task_id}),
+            )
+            .await?;
+            Ok(pb::StopTaskResponse {})
+        })
+        .await
     }
 
     /// Makes sure the session has a live process to ask: with none, spawns
@@ -199,7 +170,7 @@ impl SessionManager {
         if self.inner.adapter.check(&probe).is_err() {
             return Err(no_process());
         }
-        self.spawn_run(session_id, claim, config, "control", None)
+        self.spawn_run(session_id, claim, config, Trigger::Control, None)
             .await
             .map(drop)
     }
@@ -254,17 +225,35 @@ impl SessionManager {
         let Some(slot) = self.known_slot(session_id).await? else {
             return Err(Error::unknown_session(session_id));
         };
-        let print = json!({"setting": change.setting() as i32, "value": change.value()});
-        let ticket = match self.begin(session_id, key, change.rpc(), &print).await? {
-            Ok(ticket) => ticket,
-            Err(Outcome::Setting { applied, seq }) => {
-                let applied = pb::SettingApplied::try_from(applied)
-                    .unwrap_or(pb::SettingApplied::Unspecified);
-                return Ok((applied, seq));
-            }
-            Err(other) => return Err(mismatched(other)),
+        let request = SettingRequest {
+            session_id,
+            key: key.unwrap_or_default(),
+            change: &change,
         };
-        let keyed = ticket.as_ref().map(|t| &t.keyed);
+        let change = &change;
+        let answer = self
+            .idempotent(&request, |keyed| async move {
+                let (applied, seq) = self
+                    .change_setting_inner(session_id, &slot, change, keyed.as_ref())
+                    .await?;
+                // SetPermissionMode and SetMaxThinkingTokens answer the
+                // same message.
+                Ok(pb::SetModelResponse {
+                    applied: applied as i32,
+                    seq,
+                })
+            })
+            .await?;
+        Ok((answer.applied(), answer.seq))
+    }
+
+    async fn change_setting_inner(
+        &self,
+        session_id: &str,
+        slot: &Arc<Slot>,
+        change: &SettingChange,
+        keyed: Option<&Keyed>,
+    ) -> Result<(pb::SettingApplied, u64)> {
         let claim = loop {
             self.check_open()?;
             let run = match slot.enter() {
@@ -305,15 +294,13 @@ impl SessionManager {
             return Err(Error::unknown_session(session_id));
         }
         let head = self
-            .current(&slot, session_id, |d| d.fold.status_fold().head_seq())
+            .current(slot, session_id, |d| d.fold.status_fold().head_seq())
             .await?;
         let applied = pb::SettingApplied::NextSpawn;
         let payload = change.event(applied);
-        let receipt = keyed.map(|k| {
-            k.put(Outcome::Setting {
-                applied: applied as i32,
-                seq: head + 1,
-            })
+        let receipt = keyed.put(|| pb::SetModelResponse {
+            applied: applied as i32,
+            seq: head + 1,
         });
         let appended = self
             .inner
@@ -340,11 +327,10 @@ impl SessionManager {
     /// rewind itself, recorded as `files_rewound`. Needs the live process.
     pub async fn rewind_files(
         &self,
-        session_id: &str,
-        key: Option<&str>,
-        to_seq: u64,
-        dry_run: bool,
-    ) -> Result<Rewound> {
+        request: pb::RewindFilesRequest,
+    ) -> Result<pb::RewindFilesResponse> {
+        let session_id = request.session_id.as_str();
+        let to_seq = request.to_seq;
         if !self.inner.logs.exists(session_id).await? {
             return Err(Error::unknown_session(session_id));
         }
@@ -369,25 +355,20 @@ impl SessionManager {
                 ));
             }
         };
-        let print = json!({"to_seq": to_seq, "dry_run": dry_run});
-        let ticket = match self.begin(session_id, key, "RewindFiles", &print).await? {
-            Ok(ticket) => ticket,
-            Err(Outcome::RewindFiles {
-                files_changed,
-                insertions,
-                deletions,
-                seq,
-            }) => {
-                return Ok(Rewound {
-                    files_changed,
-                    insertions,
-                    deletions,
-                    seq,
-                });
-            }
-            Err(other) => return Err(mismatched(other)),
-        };
-        let keyed = ticket.as_ref().map(|t| &t.keyed);
+        let (req, uuid) = (&request, uuid.as_str());
+        self.idempotent(req, |keyed| async move {
+            self.rewind_files_inner(req, uuid, keyed.as_ref()).await
+        })
+        .await
+    }
+
+    async fn rewind_files_inner(
+        &self,
+        request: &pb::RewindFilesRequest,
+        uuid: &str,
+        keyed: Option<&Keyed>,
+    ) -> Result<pb::RewindFilesResponse> {
+        let (session_id, to_seq) = (request.session_id.as_str(), request.to_seq);
         self.live_for_control(session_id).await?;
         let preview = self
             .control(
@@ -405,19 +386,24 @@ impl SessionManager {
             })
             .unwrap_or_default();
         let count = |k: &str| preview.get(k).and_then(Value::as_u64).unwrap_or(0);
-        let mut rewound = Rewound {
+        let mut rewound = pb::RewindFilesResponse {
             files_changed,
             insertions: count("insertions"),
             deletions: count("deletions"),
             seq: 0,
         };
-        if dry_run {
+        if request.dry_run {
+            // A dry run changes nothing: it leaves no receipt, and its
+            // repeat asks the CLI again.
+            if let Some(k) = keyed {
+                k.leave_unrecorded();
+            }
             return Ok(rewound);
         }
         let record = Record {
             payload: Payload::FilesRewound(pb::FilesRewound {
                 to_seq,
-                message_uuid: uuid.clone(),
+                message_uuid: uuid.to_owned(),
                 files_changed: rewound.files_changed.clone(),
                 insertions: rewound.insertions,
                 deletions: rewound.deletions,

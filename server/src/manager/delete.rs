@@ -13,12 +13,12 @@
 
 use agent_harness_client::pb;
 
-use super::receipts::KeyedExt;
+use super::receipts::{Keyed, KeyedExt};
 use super::run::RunCmd;
 use super::slot::{Claim, Entry, Slot};
-use super::{RetentionOptions, SessionManager, mismatched};
+use super::{RetentionOptions, SessionManager};
 use crate::error::{Error, Result};
-use crate::store::{Outcome, ReceiptWrite};
+use crate::store::ReceiptWrite;
 use std::sync::Arc;
 
 /// Sessions read per page when the retention pass lists them.
@@ -26,28 +26,23 @@ const LIST_PAGE: usize = 1000;
 
 impl SessionManager {
     /// Deletes a session (see the module docs). [`Error::UnknownSession`]
-    /// when it does not exist.
-    pub async fn delete(&self, session_id: &str) -> Result<()> {
-        self.delete_keyed(session_id, None).await
+    /// when it does not exist. A repeat of a deletion that succeeded with
+    /// the same `idempotency_key` succeeds again (its receipt is written in
+    /// the deletion's own transaction) instead of NOT_FOUND.
+    pub async fn delete(
+        &self,
+        request: pb::DeleteSessionRequest,
+    ) -> Result<pb::DeleteSessionResponse> {
+        self.check_open()?;
+        let session_id = request.session_id.as_str();
+        self.idempotent(&request, |keyed| async move {
+            self.delete_inner(session_id, keyed.as_ref()).await?;
+            Ok(pb::DeleteSessionResponse {})
+        })
+        .await
     }
 
-    /// [`SessionManager::delete`] with an idempotency key: a repeat of a
-    /// deletion that succeeded succeeds again (its receipt is written in
-    /// the deletion's own transaction) instead of NOT_FOUND.
-    pub async fn delete_keyed(&self, session_id: &str, key: Option<&str>) -> Result<()> {
-        self.check_open()?;
-        let request = pb::DeleteSessionRequest {
-            session_id: session_id.to_owned(),
-            idempotency_key: String::new(),
-        };
-        let ticket = match self
-            .begin(session_id, key, "DeleteSession", &request)
-            .await?
-        {
-            Ok(ticket) => ticket,
-            Err(Outcome::DeleteSession) => return Ok(()),
-            Err(other) => return Err(mismatched(other)),
-        };
+    async fn delete_inner(&self, session_id: &str, keyed: Option<&Keyed>) -> Result<()> {
         let Some(slot) = self.known_slot(session_id).await? else {
             return Err(Error::unknown_session(session_id));
         };
@@ -63,10 +58,7 @@ impl SessionManager {
                 }
             }
         };
-        let receipt = ticket
-            .as_ref()
-            .map(|t| &t.keyed)
-            .put(|| Outcome::DeleteSession);
+        let receipt = keyed.put(|| pb::DeleteSessionResponse {});
         if !self
             .remove(session_id, &slot, claim, receipt, "client")
             .await?

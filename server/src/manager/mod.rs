@@ -19,15 +19,17 @@
 //! is the derive `StatusFold` over the log, cached per session ([`fold`])
 //! and caught up to the log's head before every decision.
 //!
-//! Calls carrying an `idempotency_key` ([`receipts`]) first take their
-//! key's gate and look for its receipt; a new call then goes the usual way
-//! and whoever commits its events (this module or the run task) commits its
-//! receipt in the same transaction.
+//! Every call that may carry an `idempotency_key` takes its request once
+//! and goes through one path ([`keyed`], rules in [`receipts`]): it takes
+//! its key's gate and looks for its receipt; a new call then goes the usual
+//! way and whoever commits its events (this module or the run task) commits
+//! its receipt in the same transaction.
 
 mod control;
 mod delete;
 mod fold;
 mod fork;
+mod keyed;
 mod ladder;
 mod ownership;
 pub mod receipts;
@@ -55,11 +57,11 @@ use crate::store::SessionMeta;
 pub use self::control::SettingChange;
 use self::fold::FoldCell;
 use self::fold::SessionFold;
-use self::receipts::{Begun, IdempotencyOptions, Keyed, KeyedExt, Receipts, Ticket, fingerprint};
+use self::receipts::{IdempotencyOptions, Keyed, KeyedExt, Receipts};
 pub use self::run::CONTROL_TIMEOUT;
 use self::run::{RunCmd, WriteRefused};
 use self::slot::{Entry, Slot, Slots};
-use crate::store::Outcome;
+use self::spawn::Trigger;
 
 /// Timeouts and limits of the manager.
 #[derive(Debug, Clone)]
@@ -173,15 +175,6 @@ struct Inner {
     imports: tokio::sync::Mutex<()>,
 }
 
-/// What Start returns.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Started {
-    /// The new run's id.
-    pub run_id: String,
-    /// The adapter's process id ("pid:1234").
-    pub process_id: String,
-}
-
 /// An answer to a permission request.
 #[derive(Debug, Clone, Default)]
 pub struct PermissionAnswer {
@@ -264,57 +257,17 @@ impl SessionManager {
             })
     }
 
-    /// Starts a run. [`Error::RunLive`] when one is already live.
-    pub async fn start(&self, session_id: &str, config: pb::StartConfig) -> Result<Started> {
-        self.start_keyed(session_id, None, config).await
-    }
-
-    /// [`SessionManager::start`] with an idempotency key: a repeat of a
-    /// Start this session applied with `key` returns its [`Started`] and
-    /// does nothing (see [`receipts`]).
-    pub async fn start_keyed(
-        &self,
-        session_id: &str,
-        key: Option<&str>,
-        config: pb::StartConfig,
-    ) -> Result<Started> {
-        let request = pb::StartRequest {
-            session_id: session_id.to_owned(),
-            config: Some(config),
-            idempotency_key: String::new(),
-        };
-        let print = receipts::start_for_print(&request, &self.inner.opts.secrets);
-        let ticket = match self.begin(session_id, key, "Start", &print).await? {
-            Ok(ticket) => ticket,
-            Err(Outcome::Start { run_id, process_id }) => {
-                return Ok(Started { run_id, process_id });
-            }
-            Err(other) => return Err(mismatched(other)),
-        };
-        let config = request.config.unwrap_or_default();
-        self.start_inner(session_id, config, ticket.as_ref().map(|t| &t.keyed))
-            .await
-    }
-
-    /// A keyed call's gate and lookup: `Ok(None)` without a key,
-    /// `Ok(Some(ticket))` for a new call, `Err(outcome)` for a repeat.
-    async fn begin(
-        &self,
-        session_id: &str,
-        key: Option<&str>,
-        rpc: &str,
-        request: &impl serde::Serialize,
-    ) -> Result<std::result::Result<Option<Ticket>, Outcome>> {
-        let Some(key) = key.filter(|k| !k.is_empty()) else {
-            return Ok(Ok(None));
-        };
-        let print = fingerprint(rpc, request);
-        Ok(
-            match self.inner.receipts.begin(session_id, key, print).await? {
-                Begun::Repeat(outcome) => Err(outcome),
-                Begun::New(ticket) => Ok(Some(ticket)),
-            },
-        )
+    /// Starts a run. [`Error::RunLive`] when one is already live. A repeat
+    /// of a Start this session applied with the same `idempotency_key`
+    /// returns its response and does nothing (see [`receipts`]).
+    pub async fn start(&self, request: pb::StartRequest) -> Result<pb::StartResponse> {
+        let req = &request;
+        self.idempotent(req, |keyed| async move {
+            let config = req.config.clone().unwrap_or_default();
+            self.start_inner(&req.session_id, config, keyed.as_ref())
+                .await
+        })
+        .await
     }
 
     /// Deletes the receipts older than the idempotency TTL; returns how
@@ -334,12 +287,12 @@ impl SessionManager {
         session_id: &str,
         mut config: pb::StartConfig,
         keyed: Option<&Keyed>,
-    ) -> Result<Started> {
+    ) -> Result<pb::StartResponse> {
         // A config the policy or the adapter refuses leaves no state behind
         // (checked again, with the session's resume id, when spawning).
         self.check_input(START_FIELDS, &config.prompt, &config.content_blocks)?;
         fork::check_fork(session_id, &config)?;
-        self.admit(session_id, &mut config, "start")?;
+        self.admit(session_id, &mut config, Trigger::Start)?;
         self.inner.adapter.check(&SpawnConfig {
             session_id: session_id.to_owned(),
             run_id: String::new(),
@@ -368,7 +321,7 @@ impl SessionManager {
                         self.make_room().await?;
                     }
                     return self
-                        .spawn_run(session_id, claim, config, "start", keyed)
+                        .spawn_run(session_id, claim, config, Trigger::Start, keyed)
                         .await;
                 }
                 status.current_run_id().unwrap_or("?").to_owned()
@@ -406,44 +359,31 @@ impl SessionManager {
     }
 
     /// Delivers user input: to the live keep-alive process, or as the prompt
-    /// of a new run resuming the session. Returns the run that got it.
-    pub async fn send(
-        &self,
-        session_id: &str,
-        text: String,
-        content_blocks: Vec<Struct>,
-    ) -> Result<String> {
-        self.send_keyed(session_id, None, text, content_blocks)
-            .await
-    }
-
-    /// [`SessionManager::send`] with an idempotency key: a repeat of a Send
-    /// this session applied with `key` returns its run id and writes
-    /// nothing (see [`receipts`]).
-    pub async fn send_keyed(
-        &self,
-        session_id: &str,
-        key: Option<&str>,
-        text: String,
-        content_blocks: Vec<Struct>,
-    ) -> Result<String> {
+    /// of a new run resuming the session. Returns the run that got it. A
+    /// repeat of a Send this session applied with the same
+    /// `idempotency_key` returns its run and writes nothing.
+    pub async fn send(&self, request: pb::SendRequest) -> Result<pb::SendResponse> {
+        let session_id = request.session_id.as_str();
         let Some(slot) = self.known_slot(session_id).await? else {
             return Err(Error::unknown_session(session_id));
         };
-        self.check_input(SEND_FIELDS, &text, &content_blocks)?;
-        let request = pb::SendRequest {
-            session_id: session_id.to_owned(),
-            input: text,
-            content_blocks,
-            idempotency_key: String::new(),
-        };
-        let ticket = match self.begin(session_id, key, "Send", &request).await? {
-            Ok(ticket) => ticket,
-            Err(Outcome::Send { run_id }) => return Ok(run_id),
-            Err(other) => return Err(mismatched(other)),
-        };
-        let keyed = ticket.as_ref().map(|t| &t.keyed);
-        let (text, content_blocks) = (request.input, request.content_blocks);
+        self.check_input(SEND_FIELDS, &request.input, &request.content_blocks)?;
+        let req = &request;
+        self.idempotent(req, |keyed| async move {
+            let run_id = self.send_inner(&slot, req, keyed.as_ref()).await?;
+            Ok(pb::SendResponse { run_id })
+        })
+        .await
+    }
+
+    async fn send_inner(
+        &self,
+        slot: &Arc<Slot>,
+        request: &pb::SendRequest,
+        keyed: Option<&Keyed>,
+    ) -> Result<String> {
+        let session_id = request.session_id.as_str();
+        let (text, content_blocks) = (&request.input, &request.content_blocks);
         // One uuid per message, whichever way it goes in.
         let uuid = uuid::Uuid::new_v4().to_string();
         let claim = loop {
@@ -484,10 +424,10 @@ impl SessionManager {
             }
         };
         let config = self
-            .respawn_config(&slot, session_id, text, content_blocks)
+            .respawn_config(slot, session_id, text.clone(), content_blocks.clone())
             .await?;
         let started = self
-            .spawn_run_with(session_id, claim, config, "send", keyed, uuid)
+            .spawn_run_with(session_id, claim, config, Trigger::Send, keyed, uuid)
             .await?;
         Ok(started.run_id)
     }
@@ -547,29 +487,29 @@ impl SessionManager {
         Ok(config)
     }
 
-    /// Stops the current turn (interrupt, then the signal ladder). Returns
-    /// false when nothing was running. Idempotent.
-    pub async fn stop(&self, session_id: &str) -> Result<bool> {
-        self.stop_keyed(session_id, None).await
-    }
-
-    /// [`SessionManager::stop`] with an idempotency key: a repeat of a Stop
-    /// this session applied with `key` returns its answer and stops nothing
-    /// (a later turn is not stopped by a retry of an earlier Stop).
-    pub async fn stop_keyed(&self, session_id: &str, key: Option<&str>) -> Result<bool> {
+    /// Stops the current turn (interrupt, then the signal ladder). Answers
+    /// `stopping: false` when nothing was running. Idempotent; and a repeat
+    /// of a Stop this session applied with the same `idempotency_key`
+    /// returns its answer and stops nothing (a later turn is not stopped by
+    /// a retry of an earlier Stop).
+    pub async fn stop(&self, request: pb::StopRequest) -> Result<pb::StopResponse> {
+        let session_id = request.session_id.as_str();
         let Some(slot) = self.known_slot(session_id).await? else {
             return Err(Error::unknown_session(session_id));
         };
-        let request = pb::StopRequest {
-            session_id: session_id.to_owned(),
-            idempotency_key: String::new(),
-        };
-        let ticket = match self.begin(session_id, key, "Stop", &request).await? {
-            Ok(ticket) => ticket,
-            Err(Outcome::Stop { stopping }) => return Ok(stopping),
-            Err(other) => return Err(mismatched(other)),
-        };
-        let keyed = ticket.as_ref().map(|t| &t.keyed);
+        self.idempotent(&request, |keyed| async move {
+            let stopping = self.stop_inner(session_id, &slot, keyed.as_ref()).await?;
+            Ok(pb::StopResponse { stopping })
+        })
+        .await
+    }
+
+    async fn stop_inner(
+        &self,
+        session_id: &str,
+        slot: &Arc<Slot>,
+        keyed: Option<&Keyed>,
+    ) -> Result<bool> {
         let cmd = |reply| RunCmd::Stop {
             keyed: keyed.cloned(),
             reply,
@@ -585,7 +525,7 @@ impl SessionManager {
         // failed to record the end; it cannot happen after recovery) is
         // closed, so Stop always works.
         let status = self
-            .current(&slot, session_id, |d| d.fold.status_fold().clone())
+            .current(slot, session_id, |d| d.fold.status_fold().clone())
             .await?;
         let stopping = status.run_live();
         let (events, meta) = if stopping {
@@ -595,7 +535,7 @@ impl SessionManager {
         } else {
             (Vec::new(), None)
         };
-        let receipt = keyed.put(|| Outcome::Stop { stopping });
+        let receipt = keyed.put(|| pb::StopResponse { stopping });
         let appended = self
             .inner
             .logs
@@ -607,48 +547,39 @@ impl SessionManager {
 
     /// Answers a pending permission request.
     /// [`Error::PermissionRequestNotPending`] when it is not pending
-    /// (unknown, already answered, timed out or withdrawn).
+    /// (unknown, already answered, timed out or withdrawn). A repeat of an
+    /// answer this session applied with the same `idempotency_key` succeeds
+    /// again and writes nothing (instead of NOT_FOUND: the request is no
+    /// longer pending because this very call answered it).
     pub async fn respond_permission(
         &self,
-        session_id: &str,
-        request_id: &str,
-        answer: PermissionAnswer,
-    ) -> Result<()> {
-        self.respond_permission_keyed(session_id, None, request_id, answer)
-            .await
-    }
-
-    /// [`SessionManager::respond_permission`] with an idempotency key: a
-    /// repeat of an answer this session applied with `key` succeeds again
-    /// and writes nothing (instead of NOT_FOUND: the request is no longer
-    /// pending because this very call answered it).
-    pub async fn respond_permission_keyed(
-        &self,
-        session_id: &str,
-        key: Option<&str>,
-        request_id: &str,
-        answer: PermissionAnswer,
-    ) -> Result<()> {
+        request: pb::RespondPermissionRequest,
+    ) -> Result<pb::RespondPermissionResponse> {
+        let session_id = request.session_id.as_str();
         let Some(slot) = self.known_slot(session_id).await? else {
             return Err(Error::unknown_session(session_id));
         };
-        let request = pb::RespondPermissionRequest {
-            session_id: session_id.to_owned(),
-            request_id: request_id.to_owned(),
-            allow: answer.allow,
-            updated_input: answer.updated_input.clone(),
-            message: answer.message.clone(),
-            idempotency_key: String::new(),
+        let req = &request;
+        self.idempotent(req, |keyed| async move {
+            self.respond_permission_inner(&slot, req, keyed.as_ref())
+                .await?;
+            Ok(pb::RespondPermissionResponse {})
+        })
+        .await
+    }
+
+    async fn respond_permission_inner(
+        &self,
+        slot: &Arc<Slot>,
+        request: &pb::RespondPermissionRequest,
+        keyed: Option<&Keyed>,
+    ) -> Result<()> {
+        let (session_id, request_id) = (&request.session_id, &request.request_id);
+        let answer = PermissionAnswer {
+            allow: request.allow,
+            updated_input: request.updated_input.clone(),
+            message: request.message.clone(),
         };
-        let ticket = match self
-            .begin(session_id, key, "RespondPermission", &request)
-            .await?
-        {
-            Ok(ticket) => ticket,
-            Err(Outcome::RespondPermission) => return Ok(()),
-            Err(other) => return Err(mismatched(other)),
-        };
-        let keyed = ticket.as_ref().map(|t| &t.keyed);
         let cmd = |reply| RunCmd::Permission {
             request_id: request_id.to_owned(),
             answer: answer.clone(),
@@ -747,15 +678,6 @@ const SEND_FIELDS: InputFields = InputFields {
     text: "input",
     blocks: "content_blocks",
 };
-
-/// A receipt of another RPC under a key whose fingerprint matched: cannot
-/// happen (the RPC is part of the fingerprint), so it is a bug.
-pub(super) fn mismatched(outcome: Outcome) -> Error {
-    Error::Internal(format!(
-        "idempotency receipt of a {} call matched another RPC",
-        outcome.rpc()
-    ))
-}
 
 /// The run_end written for a run whose end nobody observed.
 pub(crate) fn inferred_run_end(run_id: String) -> NewEvent {

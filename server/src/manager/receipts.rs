@@ -1,7 +1,9 @@
-//! Idempotency keys (docs/api.md, "Retry safety"): a Start, Send, Stop or
-//! RespondPermission that carries an `idempotency_key` the session has
-//! already applied answers with the first call's response and appends or
-//! writes nothing.
+//! Idempotency keys (docs/api.md, "Retry safety"): a call (Start, Send,
+//! Stop, RespondPermission, a setting change, RewindFiles, StopTask,
+//! DeleteSession) that carries an `idempotency_key` the session has already
+//! applied answers with the first call's response and appends or writes
+//! nothing. Every such call goes through one path ([`super::keyed`]); the
+//! receipt keeps the response as its encoded bytes.
 //!
 //! # The rules, written down
 //! - **What counts as a repeat.** Same session, same key, within the TTL
@@ -54,11 +56,12 @@
 
 use std::collections::HashMap;
 use std::fmt;
-use std::sync::atomic::{AtomicI64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use serde::Serialize;
+use prost::Message;
+use serde::{Deserialize, Serialize};
 use tokio::sync::OwnedMutexGuard;
 
 use agent_harness_client::pb;
@@ -66,7 +69,7 @@ use agent_harness_client::pb;
 use crate::error::{Error, Result};
 use crate::log::EventLogs;
 use crate::secrets::SecretsKey;
-use crate::store::{Outcome, Receipt, ReceiptWrite};
+use crate::store::{Answer, Receipt, ReceiptWrite};
 
 /// The least TTL the server accepts: the API promises keys are kept at least
 /// this long (docs/api.md, "Retry safety").
@@ -225,8 +228,8 @@ type Gates = HashMap<(String, String), Arc<tokio::sync::Mutex<()>>>;
 
 /// What [`Receipts::begin`] found.
 pub(super) enum Begun {
-    /// The key was applied: answer this.
-    Repeat(Outcome),
+    /// The key was applied: answer this (the encoded response).
+    Repeat(Vec<u8>),
     /// A new call: do it, committing the ticket's receipt with its events.
     New(Ticket),
 }
@@ -246,7 +249,12 @@ pub(super) struct Keyed {
     session_id: String,
     key: String,
     fingerprint: String,
+    /// The RPC, as the receipt names it.
+    call: &'static str,
     clock: Arc<dyn Clock>,
+    /// Set once a receipt was made for a commit (shared by the clones the
+    /// call hands to whoever commits its events).
+    recorded: Arc<AtomicBool>,
 }
 
 impl fmt::Debug for Keyed {
@@ -259,15 +267,28 @@ impl fmt::Debug for Keyed {
 }
 
 impl Keyed {
-    /// The receipt saying the call answered `outcome`, stamped now.
-    pub(super) fn put(&self, outcome: Outcome) -> ReceiptWrite {
-        ReceiptWrite::Put(Receipt {
-            session_id: self.session_id.clone(),
-            key: self.key.clone(),
-            created_ms: self.clock.now_ms(),
-            fingerprint: self.fingerprint.clone(),
-            outcome,
-        })
+    /// The receipt saying the call answered `response`, stamped now.
+    pub(super) fn put(&self, response: &impl Message) -> ReceiptWrite {
+        self.recorded.store(true, Ordering::SeqCst);
+        ReceiptWrite::Put(Receipt::encoded(
+            &self.session_id,
+            &self.key,
+            self.clock.now_ms(),
+            &self.fingerprint,
+            self.call,
+            response.encode_to_vec(),
+        ))
+    }
+
+    /// Whether a receipt was made for one of the call's commits.
+    pub(super) fn recorded(&self) -> bool {
+        self.recorded.load(Ordering::SeqCst)
+    }
+
+    /// The call answers without a receipt: it changed nothing (a dry run),
+    /// so its repeat may simply run again.
+    pub(super) fn leave_unrecorded(&self) {
+        self.recorded.store(true, Ordering::SeqCst);
     }
 
     /// Forgets the receipt: the call failed after all.
@@ -282,12 +303,12 @@ impl Keyed {
 /// Helpers so `Option<&Keyed>` reads well at the commit sites.
 pub(super) trait KeyedExt {
     /// `Some(receipt)` for a keyed call.
-    fn put(self, outcome: impl FnOnce() -> Outcome) -> Option<ReceiptWrite>;
+    fn put<M: Message>(self, response: impl FnOnce() -> M) -> Option<ReceiptWrite>;
 }
 
 impl KeyedExt for Option<&Keyed> {
-    fn put(self, outcome: impl FnOnce() -> Outcome) -> Option<ReceiptWrite> {
-        self.map(|k| k.put(outcome()))
+    fn put<M: Message>(self, response: impl FnOnce() -> M) -> Option<ReceiptWrite> {
+        self.map(|k| k.put(&response()))
     }
 }
 
@@ -308,36 +329,37 @@ impl Receipts {
         &self,
         session_id: &str,
         key: &str,
+        call: &'static str,
         fingerprint: String,
     ) -> Result<Begun> {
         let gate = self.gate(session_id, key).await;
         let found = self.logs.receipt(session_id, key).await?;
         let now = self.opts.clock.now_ms();
-        match found {
-            Some(r) if !self.expired(&r, now) => {
-                if r.fingerprint == fingerprint {
-                    tracing::debug!(
-                        session_id,
-                        key,
-                        rpc = r.outcome.rpc(),
-                        "repeat of a keyed call"
-                    );
-                    Ok(Begun::Repeat(r.outcome))
+        let live = found
+            .filter(|r| !self.expired(r, now))
+            .and_then(|r| Some((r.fingerprint, answered(session_id, r.answer)?)));
+        match live {
+            Some((print, (first, response))) => {
+                if print == fingerprint {
+                    tracing::debug!(session_id, key, rpc = %first, "repeat of a keyed call");
+                    Ok(Begun::Repeat(response))
                 } else {
                     Err(Error::IdempotencyKeyReused {
                         session_id: session_id.to_owned(),
-                        first_rpc: r.outcome.rpc(),
+                        first_rpc: first,
                         ttl: self.opts.ttl,
                     })
                 }
             }
-            _ => Ok(Begun::New(Ticket {
+            None => Ok(Begun::New(Ticket {
                 _gate: gate,
                 keyed: Keyed {
                     session_id: session_id.to_owned(),
                     key: key.to_owned(),
                     fingerprint,
+                    call,
                     clock: self.opts.clock.clone(),
+                    recorded: Arc::default(),
                 },
             })),
         }
@@ -373,6 +395,94 @@ impl Receipts {
             id,
             guard: Some(guard),
         }
+    }
+}
+
+/// A stored answer as the call's name and its encoded response; `None`
+/// (with a warning) for an old row that cannot be read, which then counts
+/// as no receipt, as an undecodable row does.
+fn answered(session_id: &str, answer: Answer) -> Option<(String, Vec<u8>)> {
+    match answer {
+        Answer::Encoded { call, response } => Some((call, response)),
+        Answer::Legacy(outcome) => serde_json::from_value::<LegacyOutcome>(outcome)
+            .inspect_err(|e| {
+                tracing::warn!(session_id, error = %e, "stored receipt cannot be read; ignored");
+            })
+            .ok()
+            .map(LegacyOutcome::response),
+    }
+}
+
+/// A receipt's answer as the server wrote it before receipts kept the
+/// encoded response: one variant per RPC, tagged `"rpc"`. Rows of it are
+/// still read until their TTL runs out (a retry just after an upgrade
+/// answers as the first call did); none is written.
+#[derive(Deserialize)]
+#[serde(tag = "rpc", rename_all = "snake_case")]
+enum LegacyOutcome {
+    Start {
+        run_id: String,
+        process_id: String,
+    },
+    Send {
+        run_id: String,
+    },
+    Stop {
+        stopping: bool,
+    },
+    RespondPermission,
+    Setting {
+        applied: i32,
+        seq: u64,
+    },
+    RewindFiles {
+        files_changed: Vec<String>,
+        insertions: u64,
+        deletions: u64,
+        seq: u64,
+    },
+    StopTask,
+    DeleteSession,
+}
+
+impl LegacyOutcome {
+    /// The call's name (as that server named it in messages) and the
+    /// response it answered, encoded.
+    fn response(self) -> (String, Vec<u8>) {
+        let (call, bytes) = match self {
+            LegacyOutcome::Start { run_id, process_id } => (
+                "Start",
+                pb::StartResponse { run_id, process_id }.encode_to_vec(),
+            ),
+            LegacyOutcome::Send { run_id } => ("Send", pb::SendResponse { run_id }.encode_to_vec()),
+            LegacyOutcome::Stop { stopping } => {
+                ("Stop", pb::StopResponse { stopping }.encode_to_vec())
+            }
+            LegacyOutcome::RespondPermission => ("RespondPermission", Vec::new()),
+            // The three setting RPCs answer the same message.
+            LegacyOutcome::Setting { applied, seq } => (
+                "a setting change",
+                pb::SetModelResponse { applied, seq }.encode_to_vec(),
+            ),
+            LegacyOutcome::RewindFiles {
+                files_changed,
+                insertions,
+                deletions,
+                seq,
+            } => (
+                "RewindFiles",
+                pb::RewindFilesResponse {
+                    files_changed,
+                    insertions,
+                    deletions,
+                    seq,
+                }
+                .encode_to_vec(),
+            ),
+            LegacyOutcome::StopTask => ("StopTask", Vec::new()),
+            LegacyOutcome::DeleteSession => ("DeleteSession", Vec::new()),
+        };
+        (call.to_owned(), bytes)
     }
 }
 
@@ -430,6 +540,54 @@ mod tests {
             fingerprint("Stop", &stop),
             "4d58019232f6e3c40f26686b23d077fb"
         );
+    }
+
+    #[test]
+    fn an_old_receipt_reads_as_the_response_it_recorded() {
+        let read = |v: serde_json::Value| answered("s", Answer::Legacy(v)).expect("readable");
+        let (call, bytes) = read(serde_json::json!(
+            {"rpc": "start", "run_id": "r", "process_id": "pid:1"}
+        ));
+        assert_eq!(call, "Start");
+        let start = pb::StartResponse::decode(bytes.as_slice()).unwrap();
+        assert_eq!(
+            (start.run_id.as_str(), start.process_id.as_str()),
+            ("r", "pid:1")
+        );
+        let (call, bytes) = read(serde_json::json!({"rpc": "stop", "stopping": true}));
+        assert_eq!(call, "Stop");
+        assert!(pb::StopResponse::decode(bytes.as_slice()).unwrap().stopping);
+        let (_, bytes) = read(serde_json::json!({"rpc": "setting", "applied": 2, "seq": 9}));
+        let set = pb::SetPermissionModeResponse::decode(bytes.as_slice()).unwrap();
+        assert_eq!((set.applied, set.seq), (2, 9));
+        let (_, bytes) = read(serde_json::json!({"rpc": "rewind_files",
+            "files_changed": ["a"], "insertions": 1, "deletions": 2, "seq": 3}));
+        let rewound = pb::RewindFilesResponse::decode(bytes.as_slice()).unwrap();
+        assert_eq!(rewound.files_changed, vec!["a".to_owned()]);
+        assert_eq!(
+            (rewound.insertions, rewound.deletions, rewound.seq),
+            (1, 2, 3)
+        );
+        for (rpc, name) in [
+            ("respond_permission", "RespondPermission"),
+            ("stop_task", "StopTask"),
+            ("delete_session", "DeleteSession"),
+        ] {
+            assert_eq!(
+                read(serde_json::json!({"rpc": rpc})),
+                (name.to_owned(), vec![])
+            );
+        }
+        // One that cannot be read counts as no receipt, as an undecodable row.
+        assert_eq!(
+            answered("s", Answer::Legacy(serde_json::json!({"rpc": "x"}))),
+            None
+        );
+        let encoded = Answer::Encoded {
+            call: "Send".into(),
+            response: vec![1],
+        };
+        assert_eq!(answered("s", encoded), Some(("Send".into(), vec![1])));
     }
 
     #[test]

@@ -12,12 +12,34 @@ use tokio::sync::OwnedSemaphorePermit;
 use super::receipts::{Keyed, KeyedExt};
 use super::run::{self, RunSpec};
 use super::slot::Claim;
-use super::{SessionFold, SessionManager, Started};
+use super::{SessionFold, SessionManager};
 use crate::adapter::{AdapterError, SpawnConfig};
 use crate::error::{Error, Result};
 use crate::launch;
 use crate::log::NewEvent;
-use crate::store::{Outcome, SessionMeta};
+use crate::store::SessionMeta;
+
+/// Why a run is spawned: its `run_start`'s `trigger`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Trigger {
+    /// A Start.
+    Start,
+    /// A Send with no live process: the run resumes the session.
+    Send,
+    /// A control call (a file rewind) that needs a live process.
+    Control,
+}
+
+impl Trigger {
+    /// The `RunStart.trigger` wire string.
+    pub(super) fn as_str(self) -> &'static str {
+        match self {
+            Trigger::Start => "start",
+            Trigger::Send => "send",
+            Trigger::Control => "control",
+        }
+    }
+}
 
 impl SessionManager {
     /// The env a respawn starts with: the names the last run_start recorded,
@@ -98,9 +120,9 @@ impl SessionManager {
         session_id: &str,
         claim: Claim,
         config: pb::StartConfig,
-        trigger: &str,
+        trigger: Trigger,
         keyed: Option<&Keyed>,
-    ) -> Result<Started> {
+    ) -> Result<pb::StartResponse> {
         let uuid = uuid::Uuid::new_v4().to_string();
         self.spawn_run_with(session_id, claim, config, trigger, keyed, uuid)
             .await
@@ -113,10 +135,10 @@ impl SessionManager {
         session_id: &str,
         claim: Claim,
         mut config: pb::StartConfig,
-        trigger: &str,
+        trigger: Trigger,
         keyed: Option<&Keyed>,
         prompt_uuid: String,
-    ) -> Result<Started> {
+    ) -> Result<pb::StartResponse> {
         let fold = claim.fold().clone();
         // A conversation the caller names (a Start's config.resume; a fork's
         // is the server's own choice) must be this session's.
@@ -158,7 +180,7 @@ impl SessionManager {
             payload: Payload::RunStart(pb::RunStart {
                 config: Some(launch::redacted(&config)),
                 adapter: self.inner.adapter.name().to_owned(),
-                trigger: trigger.to_owned(),
+                trigger: trigger.as_str().to_owned(),
                 lost_resume_id,
             }),
             cli_line: String::new(),
@@ -175,15 +197,15 @@ impl SessionManager {
                 cli_line: String::new(),
             });
         }
-        let receipt = keyed.put(|| match trigger {
-            "start" => Outcome::Start {
+        let receipt = match trigger {
+            Trigger::Start => keyed.put(|| pb::StartResponse {
                 run_id: run_id.clone(),
                 process_id: String::new(),
-            },
-            _ => Outcome::Send {
+            }),
+            Trigger::Send | Trigger::Control => keyed.put(|| pb::SendResponse {
                 run_id: run_id.clone(),
-            },
-        });
+            }),
+        };
         let appended = self
             .inner
             .logs
@@ -241,7 +263,6 @@ impl SessionManager {
             }
         };
         let (pid, start_time) = (handle.pid, handle.start_time);
-        let cwd = config.cwd.clone();
         let keep_env = self.keep_env(session_id, &config.env);
         let process_id = handle
             .process_id
@@ -249,10 +270,12 @@ impl SessionManager {
             .or_else(|| pid.map(|p| format!("pid:{p}")))
             .unwrap_or_default();
         // A Start's receipt gets its process id with the pid.
-        let receipt = keyed.filter(|_| trigger == "start").put(|| Outcome::Start {
-            run_id: run_id.clone(),
-            process_id: process_id.clone(),
-        });
+        let receipt = keyed
+            .filter(|_| trigger == Trigger::Start)
+            .put(|| pb::StartResponse {
+                run_id: run_id.clone(),
+                process_id: process_id.clone(),
+            });
         if let Err(e) = self
             .inner
             .logs
@@ -262,9 +285,6 @@ impl SessionManager {
                 Some(Box::new(move |m: &mut SessionMeta| {
                     m.pid = pid;
                     m.pid_start_time = start_time;
-                    if !cwd.is_empty() {
-                        m.cwd = Some(cwd);
-                    }
                     keep_env(m);
                 })),
                 receipt,
@@ -287,8 +307,14 @@ impl SessionManager {
             live_permit: permit,
         };
         tokio::spawn(run::supervised(spec, claim));
-        tracing::info!(session_id, run_id, trigger, process_id, "run started");
-        Ok(Started { run_id, process_id })
+        tracing::info!(
+            session_id,
+            run_id,
+            trigger = trigger.as_str(),
+            process_id,
+            "run started"
+        );
+        Ok(pb::StartResponse { run_id, process_id })
     }
 
     /// The launch policy's verdict on `config` (which it may rewrite: see
@@ -301,11 +327,11 @@ impl SessionManager {
         &self,
         session_id: &str,
         config: &mut pb::StartConfig,
-        trigger: &str,
+        trigger: Trigger,
     ) -> Result<()> {
         match self.inner.opts.launch.admit(config) {
             Ok(()) => Ok(()),
-            Err(e @ Error::InvalidField { .. }) if trigger != "start" => {
+            Err(e @ Error::InvalidField { .. }) if trigger != Trigger::Start => {
                 Err(Error::RespawnImpossible {
                     session_id: session_id.to_owned(),
                     reason: format!(

@@ -16,7 +16,7 @@ pub mod receipt;
 mod redb;
 
 pub use self::memory::MemoryStore;
-pub use self::receipt::{Outcome, Receipt, ReceiptWrite};
+pub use self::receipt::{Answer, Receipt, ReceiptWrite};
 pub use self::redb::{DEFAULT_CACHE_BYTES as DEFAULT_STORE_CACHE_BYTES, RedbStore};
 
 use std::collections::BTreeMap;
@@ -24,7 +24,11 @@ use std::collections::BTreeMap;
 use agent_harness_client::pb;
 use serde::{Deserialize, Serialize};
 
-/// What the server remembers about a session besides its events.
+/// What the server remembers about a session besides its events: only
+/// what the log cannot say (the process to kill after a crash, the env
+/// values a respawn needs). What the log says (the resume id, the last
+/// run's cwd) derive reads from the log; rows written when the meta kept
+/// copies of them still load, the copies ignored.
 ///
 /// Written when it really changes (the session's first append, or a meta
 /// update), not on every append: a commit that touches 100 sessions would
@@ -39,8 +43,6 @@ pub struct SessionMeta {
     /// Highest committed seq (0 = no events yet). On read, derived from the
     /// events table; the value written is ignored.
     pub head_seq: u64,
-    /// The CLI's session id for `--resume`, once a run announced one.
-    pub resume_id: Option<String>,
     /// Creation time, Unix milliseconds.
     pub created_ms: i64,
     /// Last change, Unix milliseconds. The stored row has the last meta
@@ -51,8 +53,6 @@ pub struct SessionMeta {
     pub pid: Option<u32>,
     /// Start time of that pid (clock ticks since boot), so a reused pid is never hit.
     pub pid_start_time: Option<u64>,
-    /// Working directory of the last run.
-    pub cwd: Option<String>,
     /// The environment a client gave the last run that spawned (`StartConfig.env`),
     /// names and values sealed with the server's secrets key
     /// ([`crate::secrets`]): never in clear in the store, nor in the event log
@@ -334,7 +334,7 @@ mod tests {
             "updated_ms":2,"pid":null,"pid_start_time":null,"cwd":"/tmp"}"#;
         let meta: SessionMeta = serde_json::from_str(old).expect("old row");
         assert!(meta.legacy_env.is_empty() && meta.sealed_env.is_none());
-        assert_eq!(meta.cwd.as_deref(), Some("/tmp"));
+        assert_eq!((meta.created_ms, meta.updated_ms), (1, 2));
         // And no env is not written (rows stay as they were).
         let row = serde_json::to_string(&meta).unwrap();
         assert!(!row.contains("env"), "{row}");
@@ -345,6 +345,16 @@ mod tests {
         let back: SessionMeta =
             serde_json::from_str(&serde_json::to_string(&with).unwrap()).unwrap();
         assert_eq!(back, with);
+    }
+
+    #[test]
+    fn a_meta_row_with_the_copies_derive_owns_loads_and_drops_them() {
+        let old = r#"{"session_id":"s","head_seq":3,"resume_id":"conv-1","created_ms":1,
+            "updated_ms":2,"pid":7,"pid_start_time":8,"cwd":"/work"}"#;
+        let meta: SessionMeta = serde_json::from_str(old).expect("old row");
+        assert_eq!((meta.pid, meta.pid_start_time), (Some(7), Some(8)));
+        let row = serde_json::to_string(&meta).unwrap();
+        assert!(!row.contains("conv-1") && !row.contains("/work"), "{row}");
     }
 
     #[test]

@@ -161,7 +161,7 @@ async fn a_failed_commit_consumes_no_seq_and_publishes_nothing() {
     let err = logs.append("s", vec![new_event(3)]).await.unwrap_err();
     assert!(matches!(err, LogError::Store(_)), "{err}");
     let err = logs
-        .update_meta("new", |m| m.cwd = Some("/x".into()))
+        .update_meta("new", |m| m.sealed_env = Some("/x".into()))
         .await
         .unwrap_err();
     assert!(matches!(err, LogError::Store(_)));
@@ -225,11 +225,11 @@ async fn append_with_meta_commits_events_and_meta_together_or_neither() {
     assert_eq!(logs.meta("s").await.unwrap().unwrap().pid, None);
     // The writer rolled its own copy back too: the next plain update
     // starts from the committed meta.
-    logs.update_meta("s", |m| m.cwd = Some("/w".into()))
+    logs.update_meta("s", |m| m.sealed_env = Some("/w".into()))
         .await
         .unwrap();
     let meta = probe.inner.meta("s").unwrap().unwrap();
-    assert_eq!((meta.pid, meta.cwd.as_deref()), (None, Some("/w")));
+    assert_eq!((meta.pid, meta.sealed_env.as_deref()), (None, Some("/w")));
     logs.shutdown().await;
 }
 
@@ -243,7 +243,7 @@ async fn reopen_restores_heads_metas_and_continues_the_sequence() {
             .unwrap();
         logs.append("b", vec![new_event(1)]).await.unwrap();
         logs.update_meta("a", |m| {
-            m.resume_id = Some("r-1".into());
+            m.sealed_env = Some("r-1".into());
             m.pid = Some(4242);
             m.pid_start_time = Some(99);
             // Attempts to move the log's own fields are ignored.
@@ -252,7 +252,7 @@ async fn reopen_restores_heads_metas_and_continues_the_sequence() {
         })
         .await
         .unwrap();
-        logs.update_meta("meta-only", |m| m.cwd = Some("/w".into()))
+        logs.update_meta("meta-only", |m| m.sealed_env = Some("/w".into()))
             .await
             .unwrap();
         logs.shutdown().await;
@@ -268,7 +268,7 @@ async fn reopen_restores_heads_metas_and_continues_the_sequence() {
     let a = logs.meta("a").await.unwrap().unwrap();
     assert_eq!((a.session_id.as_str(), a.head_seq), ("a", 30));
     assert_eq!(
-        (a.resume_id.as_deref(), a.pid, a.pid_start_time),
+        (a.sealed_env.as_deref(), a.pid, a.pid_start_time),
         (Some("r-1"), Some(4242), Some(99))
     );
     let ids: Vec<_> = logs
@@ -288,7 +288,7 @@ async fn reopen_restores_heads_metas_and_continues_the_sequence() {
     assert_eq!(next[0].seq, 31);
     // Meta survives an append (the writer merges, it does not reset).
     assert_eq!(
-        logs.meta("a").await.unwrap().unwrap().resume_id.as_deref(),
+        logs.meta("a").await.unwrap().unwrap().sealed_env.as_deref(),
         Some("r-1")
     );
     logs.shutdown().await;
@@ -349,7 +349,7 @@ async fn exists_and_head_for_unknown_and_meta_only_sessions() {
     assert_eq!(logs.head_seq("x").await.unwrap(), 0);
     let _sub = logs.subscribe("x", 0).await.unwrap(); // subscribing alone does not create it
     assert!(!logs.exists("x").await.unwrap());
-    logs.update_meta("x", |m| m.resume_id = Some("r".into()))
+    logs.update_meta("x", |m| m.sealed_env = Some("r".into()))
         .await
         .unwrap();
     assert!(logs.exists("x").await.unwrap());
@@ -370,7 +370,7 @@ async fn appends_write_the_meta_only_when_it_changes() {
         logs.append("s", vec![new_event(i)]).await.unwrap();
     }
     assert_eq!(written(), 1, "plain appends write no meta");
-    logs.update_meta("s", |m| m.resume_id = Some("r".into()))
+    logs.update_meta("s", |m| m.sealed_env = Some("r".into()))
         .await
         .unwrap();
     assert_eq!(written(), 2, "a meta update writes it");
@@ -378,7 +378,7 @@ async fn appends_write_the_meta_only_when_it_changes() {
     assert_eq!(written(), 2);
     // Readers still see the true head and the last append time.
     let m = logs.meta("s").await.unwrap().unwrap();
-    assert_eq!((m.head_seq, m.resume_id.as_deref()), (21, Some("r")));
+    assert_eq!((m.head_seq, m.sealed_env.as_deref()), (21, Some("r")));
     let last = logs
         .read_range("s", 0, usize::MAX)
         .await
@@ -407,7 +407,7 @@ async fn reopen_recovers_head_and_append_time_from_the_events() {
     let last_ms;
     {
         let logs = EventLogs::open(redb(&dir), LogOptions::default()).unwrap();
-        logs.update_meta("s", |m| m.cwd = Some("/w".into()))
+        logs.update_meta("s", |m| m.sealed_env = Some("/w".into()))
             .await
             .unwrap();
         // Many appends after the last meta write: the stored row is stale.
@@ -428,7 +428,7 @@ async fn reopen_recovers_head_and_append_time_from_the_events() {
     let logs = EventLogs::open(redb(&dir), LogOptions::default()).unwrap();
     assert_eq!(logs.head_seq("s").await.unwrap(), 40);
     let m = logs.meta("s").await.unwrap().unwrap();
-    assert_eq!((m.head_seq, m.cwd.as_deref()), (40, Some("/w")));
+    assert_eq!((m.head_seq, m.sealed_env.as_deref()), (40, Some("/w")));
     assert!(
         m.updated_ms >= last_ms,
         "updated_ms {} < last append {last_ms}",

@@ -10,7 +10,7 @@ use std::sync::{Arc, Mutex};
 use agent_harness_client::pb;
 use agent_harness_client::pb::event::Payload;
 use agent_harness_server::store::{
-    Commit, MemoryStore, Outcome, Receipt, ReceiptWrite, RedbStore, SessionMeta, Store,
+    Commit, MemoryStore, Receipt, ReceiptWrite, RedbStore, SessionMeta, Store,
 };
 use log::{event, seqs};
 use redb::StorageBackend;
@@ -20,12 +20,10 @@ fn meta(id: &str, head: u64) -> SessionMeta {
     SessionMeta {
         session_id: id.to_owned(),
         head_seq: head,
-        resume_id: Some(format!("resume-{id}")),
         created_ms: 1,
         updated_ms: 2,
         pid: Some(42),
         pid_start_time: Some(123_456),
-        cwd: Some("/tmp/x".into()),
         sealed_env: Some("v1:0011aabb:00ff".into()),
         legacy_env: Default::default(),
     }
@@ -33,15 +31,14 @@ fn meta(id: &str, head: u64) -> SessionMeta {
 
 /// A Send's receipt for `(id, key)` made at `at_ms`.
 fn receipt(id: &str, key: &str, at_ms: i64) -> Receipt {
-    Receipt {
-        session_id: id.to_owned(),
-        key: key.to_owned(),
-        created_ms: at_ms,
-        fingerprint: format!("print-{key}"),
-        outcome: Outcome::Send {
-            run_id: format!("run-{key}"),
-        },
-    }
+    Receipt::encoded(
+        id,
+        key,
+        at_ms,
+        &format!("print-{key}"),
+        "Send",
+        format!("run-{key}").into_bytes(),
+    )
 }
 
 /// How an event names a conversation (see `store::conversations`).
@@ -243,7 +240,7 @@ mod contract {
         append(store, "m", 1, 5); // the batch's meta replaces the old one
         assert_eq!(store.meta("m").unwrap().unwrap().head_seq, 5);
         let mut changed = meta("z", 0);
-        changed.resume_id = None;
+        changed.sealed_env = None;
         changed.pid = None;
         store.put_meta(&changed).unwrap();
         assert_eq!(store.meta("z").unwrap(), Some(changed));
@@ -266,8 +263,8 @@ mod contract {
         let got = store.meta("h").unwrap().unwrap();
         assert_eq!(got.head_seq, 9, "head follows the events");
         assert_eq!(
-            got.resume_id.as_deref(),
-            Some("resume-h"),
+            got.sealed_env.as_deref(),
+            Some("v1:0011aabb:00ff"),
             "the rest is as stored"
         );
         let listed = store.sessions(None, usize::MAX).unwrap();
@@ -823,7 +820,7 @@ fn redb_rows_that_cannot_be_decoded_read_as_unreadable_or_empty() {
     assert_eq!(store.meta("s1").unwrap().unwrap().head_seq, 5);
     // The damaged meta: the session still lists, with its head.
     let s2 = store.meta("s2").unwrap().expect("s2 is still a session");
-    assert_eq!((s2.head_seq, s2.resume_id.as_deref()), (2, None));
+    assert_eq!((s2.head_seq, s2.sealed_env.as_deref()), (2, None));
     let listed: Vec<_> = store
         .sessions(None, 10)
         .unwrap()

@@ -3,7 +3,8 @@
 //! appends and writes nothing; across a restart on the same redb file too;
 //! until the TTL (an injected clock, no sleeps); identical calls racing
 //! apply once; a key reused with another request is INVALID_ARGUMENT; a
-//! call that failed leaves no receipt; nothing per key stays in memory.
+//! call that failed leaves no receipt; nothing per key stays in memory; a
+//! receipt row of the older format still answers its repeat.
 
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
@@ -17,6 +18,7 @@ use agent_harness_server::log::{EventLogs, LogOptions};
 use agent_harness_server::manager::receipts::{IdempotencyOptions, ManualClock};
 use agent_harness_server::manager::{ManagerOptions, SessionManager};
 use agent_harness_server::store::{MemoryStore, Store};
+use serde_json::json;
 use tonic::Code;
 use tonic::transport::Channel;
 
@@ -354,6 +356,78 @@ async fn a_repeat_after_a_restart_returns_the_first_response() {
     server.shutdown().await.unwrap();
 }
 
+#[tokio::test]
+async fn a_receipt_written_before_responses_were_bytes_still_answers_its_repeat() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("events.redb");
+    let (started, sent) = {
+        let server = TestServer::on_store(reopen_redb(&path)).await;
+        let mut c = server.client().await;
+        let mut sub = Sub::open(&mut c, "old", 0).await;
+        let started = start_k(&mut c, "old", "hello", "start-k").await.unwrap();
+        sub.until("turn_end", is_turn_end).await;
+        let sent = send_k(&mut c, "old", "again", "send-k").await.unwrap();
+        sub.until("turn_end", is_turn_end).await;
+        server.shutdown().await.unwrap();
+        (started, sent)
+    };
+    // Both receipts rewritten as the server before this one wrote them: the
+    // answer as a JSON object tagged with its RPC, no encoded response.
+    {
+        use redb::ReadableTable;
+        const RECEIPTS: redb::TableDefinition<(&str, &str), &[u8]> =
+            redb::TableDefinition::new("receipts");
+        let db = redb::Database::open(&path).unwrap();
+        let txn = db.begin_write().unwrap();
+        {
+            let mut table = txn.open_table(RECEIPTS).unwrap();
+            let old = [
+                (
+                    "start-k",
+                    json!({"rpc": "start", "run_id": started.run_id, "process_id": started.process_id}),
+                ),
+                ("send-k", json!({"rpc": "send", "run_id": sent})),
+            ];
+            for (key, outcome) in old {
+                let row: serde_json::Value = {
+                    let stored = table.get(("old", key)).unwrap().expect("a receipt");
+                    serde_json::from_slice(stored.value()).unwrap()
+                };
+                let row = json!({
+                    "session_id": "old",
+                    "key": key,
+                    "created_ms": row["created_ms"],
+                    "fingerprint": row["fingerprint"],
+                    "outcome": outcome,
+                });
+                let row = serde_json::to_vec(&row).unwrap();
+                table.insert(("old", key), row.as_slice()).unwrap();
+            }
+        }
+        txn.commit().unwrap();
+    }
+    let server = TestServer::on_store(reopen_redb(&path)).await;
+    let mut c = server.client().await;
+    let head = get(&mut c, "old").await.head_seq;
+    assert_eq!(
+        start_k(&mut c, "old", "hello", "start-k").await.unwrap(),
+        started
+    );
+    assert_eq!(
+        send_k(&mut c, "old", "again", "send-k").await.unwrap(),
+        sent
+    );
+    let record = server.adapter.record();
+    assert!(record.spawns.is_empty(), "{:?}", record.spawns);
+    assert!(record.calls.is_empty(), "{:?}", record.calls);
+    assert_eq!(get(&mut c, "old").await.head_seq, head);
+    // The old row's fingerprint still tells another request apart.
+    let err = send_k(&mut c, "old", "other", "send-k").await.unwrap_err();
+    assert_eq!(err.code(), Code::InvalidArgument, "{err:?}");
+    assert!(err.message().contains("(Send)"), "{err:?}");
+    server.shutdown().await.unwrap();
+}
+
 /// A manager over `store` with a hand-moved clock.
 fn manager(
     store: Arc<dyn Store>,
@@ -393,20 +467,17 @@ async fn a_key_is_kept_until_its_ttl_then_forgotten_and_pruned() {
     let clock = Arc::new(ManualClock::at(1_700_000_000_000));
     let store: Arc<dyn Store> = Arc::new(MemoryStore::new());
     let (m, adapter) = manager(store.clone(), clock.clone(), ttl);
-    m.start("ttl", prompt("hello")).await.unwrap();
-    until_idle(&m, "ttl").await;
-    let run = m
-        .send_keyed("ttl", Some("k"), "again".into(), vec![])
+    m.start(start_request("ttl", prompt("hello")))
         .await
         .unwrap();
+    until_idle(&m, "ttl").await;
+    let run = m.send(send_request("ttl", "again", "k")).await.unwrap();
     until_idle(&m, "ttl").await;
 
     // One millisecond before the TTL: still a repeat.
     clock.advance(ttl - Duration::from_millis(1));
     assert_eq!(
-        m.send_keyed("ttl", Some("k"), "again".into(), vec![])
-            .await
-            .unwrap(),
+        m.send(send_request("ttl", "again", "k")).await.unwrap(),
         run
     );
     assert_eq!(calls(&adapter, "write:again"), 1);
@@ -415,9 +486,7 @@ async fn a_key_is_kept_until_its_ttl_then_forgotten_and_pruned() {
     // At the TTL: forgotten, the same call runs again.
     clock.advance(Duration::from_millis(1));
     assert_eq!(
-        m.send_keyed("ttl", Some("k"), "again".into(), vec![])
-            .await
-            .unwrap(),
+        m.send(send_request("ttl", "again", "k")).await.unwrap(),
         run
     );
     until_idle(&m, "ttl").await;
@@ -437,12 +506,14 @@ async fn receipts_live_on_disk_and_nothing_per_key_stays_in_memory() {
     let ttl = Duration::from_secs(15 * 60);
     let clock = Arc::new(ManualClock::at(1_700_000_000_000));
     let (m, _) = manager(store.clone(), clock.clone(), ttl);
-    m.start("many", prompt("hello")).await.unwrap();
+    m.start(start_request("many", prompt("hello")))
+        .await
+        .unwrap();
     until_idle(&m, "many").await;
     let head = m.logs().head_seq("many").await.unwrap();
     for i in 0..1_000 {
         let key = format!("stop-{i}");
-        assert!(!m.stop_keyed("many", Some(&key)).await.unwrap());
+        assert!(!m.stop(stop_request("many", &key)).await.unwrap().stopping);
     }
     assert_eq!(
         m.idempotency_gates_in_memory(),
@@ -461,7 +532,12 @@ async fn receipts_live_on_disk_and_nothing_per_key_stays_in_memory() {
         "a no-op Stop appends nothing"
     );
     // Each is still answered from disk.
-    assert!(!m.stop_keyed("many", Some("stop-999")).await.unwrap());
+    assert!(
+        !m.stop(stop_request("many", "stop-999"))
+            .await
+            .unwrap()
+            .stopping
+    );
     clock.advance(ttl);
     assert_eq!(m.prune_receipts().await.unwrap(), 1_000);
     assert_eq!(store.receipt_count().unwrap(), 0);

@@ -119,23 +119,31 @@ async fn unknown_ids_and_refused_starts_allocate_nothing() {
         let unknown = |e: agent_harness_server::error::Error| {
             assert!(e.to_string().contains("not found"), "{e}");
         };
-        unknown(m.send(&id, "hi".into(), vec![]).await.unwrap_err());
-        unknown(m.stop(&id).await.unwrap_err());
         unknown(
-            m.respond_permission(&id, "r", Default::default())
+            m.send(server::send_request(&id, "hi", ""))
                 .await
                 .unwrap_err(),
         );
+        unknown(m.stop(server::stop_request(&id, "")).await.unwrap_err());
+        unknown(
+            m.respond_permission(pb::RespondPermissionRequest {
+                session_id: id.clone(),
+                request_id: "r".into(),
+                ..Default::default()
+            })
+            .await
+            .unwrap_err(),
+        );
         unknown(m.get(&id).await.unwrap_err());
         let refused = m
-            .start(
+            .start(server::start_request(
                 &id,
                 pb::StartConfig {
                     prompt: "hi".into(),
                     args: vec!["--dangerously-skip-permissions".into()],
                     ..Default::default()
                 },
-            )
+            ))
             .await
             .unwrap_err();
         assert!(refused.to_string().contains("config.args[0]"), "{refused}");
@@ -149,7 +157,9 @@ async fn unknown_ids_and_refused_starts_allocate_nothing() {
             .is_empty()
     );
     // A real session does get its state.
-    m.start("real", server::prompt("hi")).await.unwrap();
+    m.start(server::start_request("real", server::prompt("hi")))
+        .await
+        .unwrap();
     assert_eq!(m.sessions_in_memory(), 1);
     m.shutdown().await;
 }

@@ -63,8 +63,8 @@ async fn unknown_ids_keep_nothing_in_memory_on_any_call() {
     let logs = m.logs().clone();
     for i in 0..10_000 {
         let id = format!("nobody-{i}");
-        assert!(m.send(&id, "hi".into(), vec![]).await.is_err());
-        assert!(m.stop(&id).await.is_err());
+        assert!(m.send(server::send_request(&id, "hi", "")).await.is_err());
+        assert!(m.stop(server::stop_request(&id, "")).await.is_err());
         assert!(m.get(&id).await.is_err());
         assert!(!logs.exists(&id).await.unwrap());
         assert_eq!(logs.head_seq(&id).await.unwrap(), 0);
@@ -95,7 +95,9 @@ async fn idle_sessions_past_the_cap_are_evicted_and_come_back_whole() {
     let logs = m.logs().clone();
     for i in 0..100 {
         let sid = format!("s{i:03}");
-        m.start(&sid, server::prompt("hello")).await.unwrap();
+        m.start(server::start_request(&sid, server::prompt("hello")))
+            .await
+            .unwrap();
         until_run_end(&logs, &sid, 0).await;
         // Every session is used once more after its run ended.
         m.get(&sid).await.unwrap();
@@ -116,7 +118,9 @@ async fn idle_sessions_past_the_cap_are_evicted_and_come_back_whole() {
     assert!(!resume.is_empty());
     // ... and goes on: a Send respawns it with its resume id.
     let head = events.last().unwrap().seq;
-    m.send("s000", "again".into(), vec![]).await.unwrap();
+    m.send(server::send_request("s000", "again", ""))
+        .await
+        .unwrap();
     until_run_end(&logs, "s000", head).await;
     let again = logs.read_range("s000", head, usize::MAX).await.unwrap();
     let Some(Payload::RunStart(rs)) = &again[0].payload else {

@@ -197,3 +197,52 @@ fn an_orphaned_group_is_killed_even_when_its_leader_is_dead() {
     // does not count): a second kill reaches nobody.
     assert!(!supervise::kill_recorded_group(pid, start));
 }
+
+#[tokio::test]
+async fn recovery_ends_the_run_and_forgets_its_process_in_one_commit() {
+    use crate::support::probe::Probe;
+    use agent_harness_server::log::NewEvent;
+    use std::sync::atomic::Ordering;
+    use std::sync::{Arc, Mutex};
+
+    let probe = Arc::new(Probe::default());
+    let logs = EventLogs::open(probe.clone(), LogOptions::default()).unwrap();
+    let start = NewEvent {
+        run_id: "r1".into(),
+        payload: Payload::RunStart(pb::RunStart::default()),
+        cli_line: String::new(),
+    };
+    logs.append("s", vec![start]).await.unwrap();
+    logs.update_meta("s", |m| {
+        m.pid = Some(4242);
+        m.pid_start_time = Some(7);
+    })
+    .await
+    .unwrap();
+    let before = probe.commits.load(Ordering::SeqCst);
+    let asked = Arc::new(Mutex::new(Vec::new()));
+    let kill = {
+        let asked = asked.clone();
+        move |recorded: Option<(u32, u64)>, run: &str| {
+            asked.lock().unwrap().push((recorded, run.to_owned()));
+            true
+        }
+    };
+    let recovered = recover(&logs, &kill).await.unwrap();
+    assert_eq!(recovered.len(), 1, "{recovered:?}");
+    assert_eq!(recovered[0].closed_run.as_deref(), Some("r1"));
+    assert_eq!(
+        *asked.lock().unwrap(),
+        vec![(Some((4242, 7)), "r1".to_owned())]
+    );
+    assert_eq!(
+        probe.commits.load(Ordering::SeqCst) - before,
+        1,
+        "the run_end and the forgotten pid are one commit"
+    );
+    let meta = logs.meta("s").await.unwrap().unwrap();
+    assert_eq!((meta.pid, meta.pid_start_time), (None, None));
+    let events = logs.read_range("s", 0, usize::MAX).await.unwrap();
+    assert!(is_run_end(events.last().unwrap()), "{events:?}");
+    logs.shutdown().await;
+}

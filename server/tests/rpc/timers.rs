@@ -28,7 +28,9 @@ use tokio::time::{Instant, advance};
 
 use crate::support::common::{kind, kinds};
 use crate::support::scripted::{ScriptedAdapter, ScriptedBehavior};
-use crate::support::server::{InjectingAdapter, line_text, prompt, run_end};
+use crate::support::server::{
+    InjectingAdapter, line_text, prompt, run_end, send_request, start_request, stop_request,
+};
 
 const IDLE: Duration = Duration::from_secs(30 * 60);
 const PERMISSION: Duration = Duration::from_secs(5 * 60);
@@ -85,10 +87,11 @@ impl Rig {
     /// command is answered (an unknown permission id: a no-op).
     async fn settle(&self, session_id: &str) {
         for _ in 0..3 {
-            let _ = real_time(
-                self.m
-                    .respond_permission(session_id, "probe", Default::default()),
-            )
+            let _ = real_time(self.m.respond_permission(pb::RespondPermissionRequest {
+                session_id: session_id.into(),
+                request_id: "probe".into(),
+                ..Default::default()
+            }))
             .await;
         }
     }
@@ -180,7 +183,10 @@ async fn fires_at(rig: &Rig, a: &ScriptedAdapter, sid: &str, call: &str, due: In
 async fn idle_timeout_ends_a_quiet_process_when_due_and_not_before() {
     let a = ScriptedAdapter::new(behavior());
     let rig = Rig::new(Arc::new(a.clone()), opts(IDLE));
-    rig.m.start("idle", prompt("hello")).await.unwrap();
+    rig.m
+        .start(start_request("idle", prompt("hello")))
+        .await
+        .unwrap();
     rig.log_until("idle", "turn_end", 1).await;
     // The idle path ends the process by closing stdin (the CLI's own exit).
     let closed = fires_at(&rig, &a, "idle", "close_stdin", rig.t0 + IDLE).await;
@@ -196,11 +202,14 @@ async fn idle_timeout_ends_a_quiet_process_when_due_and_not_before() {
 async fn input_restarts_the_idle_clock() {
     let a = ScriptedAdapter::new(behavior());
     let rig = Rig::new(Arc::new(a.clone()), opts(IDLE));
-    rig.m.start("again", prompt("one")).await.unwrap();
+    rig.m
+        .start(start_request("again", prompt("one")))
+        .await
+        .unwrap();
     rig.log_until("again", "turn_end", 1).await;
     // Most of an idle period passes, then a message: the clock restarts.
     advance(IDLE - Duration::from_secs(60)).await;
-    rig.m.send("again", "two".into(), vec![]).await.unwrap();
+    rig.m.send(send_request("again", "two", "")).await.unwrap();
     rig.log_until("again", "turn_end", 2).await;
     let restarted = rig.t0 + IDLE - Duration::from_secs(60) + IDLE;
     // The first deadline passes without effect...
@@ -246,7 +255,11 @@ async fn idle_timeout_waits_for_running_background_tasks() {
     let scripted = ScriptedAdapter::new(behavior());
     let adapter = InjectingAdapter::new(scripted.clone(), task_frames);
     let rig = Rig::new(Arc::new(adapter), opts(IDLE));
-    let started = rig.m.start("bg", prompt("BGSTART a job")).await.unwrap();
+    let started = rig
+        .m
+        .start(start_request("bg", prompt("BGSTART a job")))
+        .await
+        .unwrap();
     let events = rig.log_until("bg", "turn_end", 1).await;
     assert!(kinds(&events).contains(&"task_started"));
 
@@ -264,9 +277,10 @@ async fn idle_timeout_waits_for_running_background_tasks() {
     // idle period after that turn.
     let sent_to = rig
         .m
-        .send("bg", "BGDONE check".into(), vec![])
+        .send(send_request("bg", "BGDONE check", ""))
         .await
-        .unwrap();
+        .unwrap()
+        .run_id;
     assert_eq!(sent_to, started.run_id);
     rig.log_until("bg", "turn_end", 2).await;
     let due = Instant::now() + IDLE;
@@ -295,7 +309,7 @@ async fn an_unanswered_permission_request_is_denied_when_due() {
     let a = ScriptedAdapter::new(behavior());
     let rig = Rig::new(Arc::new(a.clone()), opts(Duration::ZERO));
     rig.m
-        .start("perm", prompt("PERMISSION please"))
+        .start(start_request("perm", prompt("PERMISSION please")))
         .await
         .unwrap();
     let events = rig.log_until("perm", "permission_requested", 1).await;
@@ -318,7 +332,11 @@ async fn an_unanswered_permission_request_is_denied_when_due() {
     // No longer answerable.
     let late = rig
         .m
-        .respond_permission("perm", &req.request_id, Default::default())
+        .respond_permission(pb::RespondPermissionRequest {
+            session_id: "perm".into(),
+            request_id: req.request_id.clone(),
+            ..Default::default()
+        })
         .await
         .unwrap_err();
     assert!(
@@ -337,9 +355,12 @@ async fn the_stop_ladder_escalates_when_due() {
         ..behavior()
     });
     let rig = Rig::new(Arc::new(a.clone()), opts(Duration::ZERO));
-    rig.m.start("deaf", prompt("HANG forever")).await.unwrap();
+    rig.m
+        .start(start_request("deaf", prompt("HANG forever")))
+        .await
+        .unwrap();
     rig.log_until("deaf", "content", 1).await;
-    assert!(rig.m.stop("deaf").await.unwrap());
+    assert!(rig.m.stop(stop_request("deaf", "")).await.unwrap().stopping);
     let interrupt = call_time(&a, "interrupt").await;
     assert_eq!(interrupt, rig.t0);
     let int = fires_at(&rig, &a, "deaf", "signal:Int", interrupt + STOP_GRACE).await;
@@ -369,7 +390,10 @@ async fn a_control_request_times_out_when_due_and_a_late_success_is_still_record
 
     let a = ScriptedAdapter::new(behavior());
     let rig = Rig::new(Arc::new(a.clone()), opts(IDLE));
-    rig.m.start("ctl", prompt("one")).await.unwrap();
+    rig.m
+        .start(start_request("ctl", prompt("one")))
+        .await
+        .unwrap();
     rig.log_until("ctl", "turn_end", 1).await;
     let head = rig.m.get("ctl").await.unwrap().head_seq;
     let model = |m: &str| SettingChange::Model(m.to_owned());

@@ -155,6 +155,33 @@ pub fn prompt(text: &str) -> pb::StartConfig {
     }
 }
 
+/// A Start request without a key (for calling a `SessionManager` in process).
+pub fn start_request(session: &str, config: pb::StartConfig) -> pb::StartRequest {
+    pb::StartRequest {
+        session_id: session.into(),
+        config: Some(config),
+        idempotency_key: String::new(),
+    }
+}
+
+/// A Send request under `key` ("" for none), for a `SessionManager` in process.
+pub fn send_request(session: &str, text: &str, key: &str) -> pb::SendRequest {
+    pb::SendRequest {
+        session_id: session.into(),
+        input: text.into(),
+        content_blocks: vec![],
+        idempotency_key: key.into(),
+    }
+}
+
+/// A Stop request under `key` ("" for none), for a `SessionManager` in process.
+pub fn stop_request(session: &str, key: &str) -> pb::StopRequest {
+    pb::StopRequest {
+        session_id: session.into(),
+        idempotency_key: key.into(),
+    }
+}
+
 /// Starts a session.
 pub async fn start(
     client: &mut SessionServiceClient<Channel>,

@@ -16,7 +16,7 @@ use tokio::time::Instant;
 
 use super::Run;
 use crate::manager::receipts::Keyed;
-use crate::store::Outcome;
+use crate::store::ReceiptWrite;
 
 /// How long a control request waits for the CLI's answer.
 pub const CONTROL_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(10);
@@ -67,19 +67,22 @@ pub(super) struct PendingControl {
     pub(super) reply: ControlReplyTx,
 }
 
-/// The receipt outcome of a recorded event at `seq`.
-pub(crate) fn recorded_outcome(payload: &Payload, seq: u64) -> Option<Outcome> {
+/// The receipt of the keyed call that recorded `payload` at `seq`: the
+/// response its RPC answers.
+fn recorded_receipt(keyed: &Keyed, payload: &Payload, seq: u64) -> Option<ReceiptWrite> {
     match payload {
-        Payload::SettingChanged(s) => Some(Outcome::Setting {
+        // SetModel, SetPermissionMode and SetMaxThinkingTokens answer the
+        // same message.
+        Payload::SettingChanged(s) => Some(keyed.put(&pb::SetModelResponse {
             applied: s.applied,
             seq,
-        }),
-        Payload::FilesRewound(f) => Some(Outcome::RewindFiles {
+        })),
+        Payload::FilesRewound(f) => Some(keyed.put(&pb::RewindFilesResponse {
             files_changed: f.files_changed.clone(),
             insertions: f.insertions,
             deletions: f.deletions,
             seq,
-        }),
+        })),
         _ => None,
     }
 }
@@ -222,7 +225,7 @@ impl Run {
         // This task is the session's only writer: the event gets the seq
         // after the fold's head, which the receipt names.
         let seq = self.fold.with(|d| d.head()).unwrap_or(0) + 1;
-        let receipt = keyed.and_then(|k| recorded_outcome(&payload, seq).map(|o| k.put(o)));
+        let receipt = keyed.and_then(|k| recorded_receipt(k, &payload, seq));
         let appended = self
             .commit_events(vec![(payload.clone(), String::new())], None, receipt)
             .await

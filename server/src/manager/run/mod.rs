@@ -45,7 +45,7 @@ use crate::error::{Error, Result};
 use crate::log::{EventLogs, LogError, MetaChange, NewEvent, Typing};
 use crate::normalize::Normalizer;
 use crate::partial::Change;
-use crate::store::{Outcome, ReceiptWrite, SessionMeta};
+use crate::store::{ReceiptWrite, SessionMeta};
 
 /// `run_error.kind` of a run ended for running beyond the launch policy.
 pub(crate) const POLICY: &str = "policy";
@@ -455,31 +455,14 @@ impl Run {
                 self.last_turn_error = t.is_error;
                 self.step(Input::TurnEnded, Instant::now());
             }
-            Some(Payload::RunReady(r)) if !r.resume_id.is_empty() => {
-                let resume = r.resume_id.clone();
-                if let Err(err) = self
-                    .logs
-                    .update_meta(&self.session_id, move |m| m.resume_id = Some(resume))
-                    .await
-                {
-                    tracing::warn!(session_id = %self.session_id, error = %err, "could not store the resume id");
-                }
-            }
             Some(Payload::RunError(r)) if r.kind == crate::normalize::RESUME_FAILED => {
                 self.resume_failed = true;
                 // It exits by itself (2.1.197 exits 1 at once); closing its
                 // input makes sure it does not wait for more.
                 self.control.close_stdin();
-                // The CLI lost this conversation: nothing may hand its id out
-                // again (derive drops it from resume_id too).
+                // The CLI lost this conversation: derive's resume id (the
+                // one authority for it) drops it with this very event.
                 tracing::warn!(session_id = %self.session_id, run_id = %self.run_id, resume_id = %r.resume_id, "the CLI could not resume the conversation; the next run starts a new one");
-                if let Err(err) = self
-                    .logs
-                    .update_meta(&self.session_id, |m| m.resume_id = None)
-                    .await
-                {
-                    tracing::warn!(session_id = %self.session_id, error = %err, "could not forget the resume id");
-                }
             }
             _ => {}
         }
@@ -680,7 +663,7 @@ impl Run {
         }
         self.normalizer.input_sent();
         let run_id = self.run_id.clone();
-        let receipt = keyed.put(|| Outcome::Send {
+        let receipt = keyed.put(|| pb::SendResponse {
             run_id: run_id.clone(),
         });
         let event = Payload::InputSent(pb::InputSent {
@@ -717,7 +700,7 @@ impl Run {
             (true, Some(event))
         };
         let start_ladder = event.is_some();
-        let receipt = keyed.put(|| Outcome::Stop { stopping });
+        let receipt = keyed.put(|| pb::StopResponse { stopping });
         let committed = if event.is_some() || receipt.is_some() {
             self.append_keyed(event, receipt).await
         } else {
@@ -870,7 +853,7 @@ impl Run {
                 None
             },
         });
-        let receipt = keyed.put(|| Outcome::RespondPermission);
+        let receipt = keyed.put(|| pb::RespondPermissionResponse {});
         match self.append_keyed(Some(event), receipt).await {
             Err(why) if keyed.is_some() => Err(Error::Storage(why)),
             _ => Ok(()),
