@@ -5,7 +5,7 @@
 //!
 //! Layers, outermost first: the client's `grpc-timeout`
 //! ([`crate::deadline`]) → the origin and Host checks → `GET /metrics`
-//! ([`crate::metrics`], token checked like an RPC's) → the web console's
+//! ([`crate::scrape`], token checked like an RPC's) → the web console's
 //! GETs at `/` ([`crate::web`]: files without data, no token) → CORS (answers
 //! preflights, exposes the grpc-* headers to browsers) → grpc-web
 //! translation → request size limit → the services, each wrapped in the
@@ -50,7 +50,7 @@ use crate::log::{EventLogs, LogOptions};
 use crate::manager::{ManagerOptions, SessionManager};
 use crate::plain::PlainLayer;
 use crate::rpc::Rpc;
-use crate::metrics::Scrape;
+use crate::scrape::Scrape;
 use crate::store::RedbStore;
 use crate::web::Console;
 
@@ -67,7 +67,7 @@ pub struct ServeOptions {
     pub tls: Option<TlsAcceptor>,
     /// Most Subscribe streams open at once.
     pub max_streams: usize,
-    /// Serve Prometheus metrics at `GET /metrics` ([`crate::metrics`]).
+    /// Serve Prometheus metrics at `GET /metrics` ([`crate::scrape`]).
     pub metrics: bool,
     /// Serve the web console at `/` ([`crate::web`]); `--no-ui` turns it off.
     pub ui: bool,
@@ -319,7 +319,7 @@ pub async fn serve_on(
         .with_max_sessions_per_minute(opts.max_sessions_per_minute);
     let connection_stats = Arc::new(ConnectionStats::default());
     let metrics = opts.metrics.then(|| {
-        crate::metrics::Source::new(manager.clone(), rpc.clone(), connection_stats.clone())
+        crate::scrape::Source::new(manager.clone(), rpc.clone(), connection_stats.clone())
     });
     let session_service = SessionServiceServer::new(rpc)
         .max_decoding_message_size(opts.max_request_bytes)
