@@ -19,6 +19,11 @@ step "cargo fmt --check, clippy"
 cargo fmt --all -- --check
 cargo clippy --workspace --all-targets -- -D warnings
 
+# Imports in server/src point one way (store <- log <- manager <- rpc <- server); the test
+# reads every `crate::` path into a module graph and names the first circle it finds.
+step "module graph is acyclic (server/tests/module_graph.rs)"
+cargo test -p agent-harness-server --test module_graph
+
 # The dev profile: from a clean clone it builds in about half the time of --release, and
 # nothing in the suites depends on optimized code (speed is measured by the benchmarks,
 # which build --release; see BENCHMARKS.md).

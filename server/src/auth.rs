@@ -3,7 +3,7 @@
 //! When a token is configured every RPC — native gRPC and grpc-web, the
 //! SessionService, reflection and health alike — must carry
 //! `authorization: Bearer TOKEN`; anything else is UNAUTHENTICATED (and
-//! `GET /metrics` gets 401, see [`crate::metrics`]). Without
+//! `GET /metrics` gets 401, see [`crate::scrape`]). Without
 //! a token the server only binds loopback
 //! (docs/ARCHITECTURE.md, "Safe by default").
 

@@ -12,6 +12,10 @@ use std::task::{Context, Poll};
 use bytes::Bytes;
 use tonic::Status;
 
+/// Default of `--max-request-bytes`: gRPC's own default receive limit, so
+/// every client's default send limit fits.
+pub const DEFAULT_MAX_REQUEST_BYTES: usize = 4 * 1024 * 1024;
+
 /// Refuses request messages larger than `max` bytes with RESOURCE_EXHAUSTED.
 ///
 /// tonic's own limit answers OUT_OF_RANGE, and the API promises

@@ -8,6 +8,19 @@ use std::time::Duration;
 
 use clap::{Args, Parser, Subcommand};
 
+use crate::error::Error;
+use crate::{body_limit, connections, log, manager, partial, rpc, start_limit, store, supervise};
+
+/// A default duration as `--help` shows it and [`parse_duration`] reads it
+/// ("30m", "50ms"), from the subsystem's own constant: each default is
+/// written once, where it is used.
+macro_rules! duration_default {
+    ($d:expr) => {{
+        static TEXT: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+        TEXT.get_or_init(|| format_duration($d)).as_str()
+    }};
+}
+
 /// agent-harness: runs Claude Code CLI sessions behind a gRPC API with a
 /// durable event log.
 #[derive(Debug, Parser)]
@@ -63,7 +76,11 @@ pub use crate::adapter::claude::PermissionMode;
 
 /// Configuration of `agent-harness serve`. Every flag can also be set with
 /// the environment variable shown in `--help`.
-#[derive(Debug, Clone, Args)]
+///
+/// Each default is the constant of the subsystem the flag sizes (the log's
+/// window, the manager's timeouts, ...); [`crate::server`] maps the fields
+/// into each subsystem's options, so nothing below it reads this.
+#[derive(Debug, Clone, PartialEq, Args)]
 pub struct ServeConfig {
     /// Address to listen on (native gRPC and grpc-web share it). A
     /// non-loopback address requires --auth-token-file.
@@ -102,65 +119,65 @@ pub struct ServeConfig {
 
     /// End a keep-alive process that has had no turn in progress for this
     /// long (run_end IDLE_TIMEOUT). 0 = never.
-    #[arg(long, env = "AGENT_HARNESS_IDLE_TIMEOUT", default_value = "30m", value_parser = parse_duration)]
+    #[arg(long, env = "AGENT_HARNESS_IDLE_TIMEOUT", default_value = duration_default!(manager::DEFAULT_IDLE_TIMEOUT), value_parser = parse_duration)]
     pub idle_timeout: Duration,
 
     /// Deny a relayed permission request nobody answered within this time.
-    #[arg(long, env = "AGENT_HARNESS_PERMISSION_TIMEOUT", default_value = "5m", value_parser = parse_duration)]
+    #[arg(long, env = "AGENT_HARNESS_PERMISSION_TIMEOUT", default_value = duration_default!(manager::DEFAULT_PERMISSION_TIMEOUT), value_parser = parse_duration)]
     pub permission_timeout: Duration,
 
     /// After a Stop's interrupt, how long to wait for the turn to end before
     /// signalling the process group (SIGINT).
-    #[arg(long, env = "AGENT_HARNESS_STOP_GRACE", default_value = "5s", value_parser = parse_duration)]
+    #[arg(long, env = "AGENT_HARNESS_STOP_GRACE", default_value = duration_default!(manager::DEFAULT_STOP_GRACE), value_parser = parse_duration)]
     pub stop_grace: Duration,
 
     /// Time between SIGINT, SIGTERM and SIGKILL while stopping a process.
-    #[arg(long, env = "AGENT_HARNESS_KILL_GRACE", default_value = "2s", value_parser = parse_duration)]
+    #[arg(long, env = "AGENT_HARNESS_KILL_GRACE", default_value = duration_default!(manager::DEFAULT_KILL_GRACE), value_parser = parse_duration)]
     pub kill_grace: Duration,
 
     /// Most events a Subscribe replays before going live; an older cursor
     /// gets a reset and the tail.
-    #[arg(long, env = "AGENT_HARNESS_MAX_REPLAY", default_value_t = 10_000)]
+    #[arg(long, env = "AGENT_HARNESS_MAX_REPLAY", default_value_t = log::DEFAULT_MAX_REPLAY)]
     pub max_replay: usize,
 
     /// Events kept in memory per session; older reads fall through to the
     /// store.
-    #[arg(long, env = "AGENT_HARNESS_WINDOW", default_value_t = 2_000)]
+    #[arg(long, env = "AGENT_HARNESS_WINDOW", default_value_t = log::DEFAULT_WINDOW)]
     pub window: usize,
 
     /// Most bytes (encoded events) one session keeps in memory; its newest
     /// event always stays.
-    #[arg(long, env = "AGENT_HARNESS_WINDOW_BYTES", default_value_t = DEFAULT_WINDOW_BYTES)]
+    #[arg(long, env = "AGENT_HARNESS_WINDOW_BYTES", default_value_t = log::DEFAULT_WINDOW_BYTES)]
     pub window_bytes: usize,
 
     /// Most bytes all sessions keep in memory together; past it the least
     /// recently used sessions' windows are dropped (reads go to the store).
-    #[arg(long, env = "AGENT_HARNESS_CACHE_BYTES", default_value_t = DEFAULT_CACHE_BYTES)]
+    #[arg(long, env = "AGENT_HARNESS_CACHE_BYTES", default_value_t = log::DEFAULT_WINDOW_CACHE_BYTES)]
     pub cache_bytes: usize,
 
     /// Most idle sessions (no live run, no open stream) whose state stays in
     /// memory; past it the least recently used are evicted and reloaded
     /// from the store when used again.
-    #[arg(long, env = "AGENT_HARNESS_CACHE_SESSIONS", default_value_t = DEFAULT_CACHE_SESSIONS)]
+    #[arg(long, env = "AGENT_HARNESS_CACHE_SESSIONS", default_value_t = log::DEFAULT_CACHE_SESSIONS)]
     pub cache_sessions: usize,
 
     /// Size of the embedded store's page cache (redb), bytes: what it keeps
     /// of the file in memory.
-    #[arg(long, env = "AGENT_HARNESS_STORE_CACHE_BYTES", default_value_t = crate::store::DEFAULT_STORE_CACHE_BYTES)]
+    #[arg(long, env = "AGENT_HARNESS_STORE_CACHE_BYTES", default_value_t = store::DEFAULT_PAGE_CACHE_BYTES)]
     pub store_cache_bytes: usize,
 
     /// Heartbeat interval of idle Subscribe streams.
-    #[arg(long, env = "AGENT_HARNESS_HEARTBEAT", default_value = "15s", value_parser = parse_duration)]
+    #[arg(long, env = "AGENT_HARNESS_HEARTBEAT", default_value = duration_default!(log::DEFAULT_HEARTBEAT), value_parser = parse_duration)]
     pub heartbeat: Duration,
 
     /// Largest request message accepted, in bytes (larger: RESOURCE_EXHAUSTED).
-    #[arg(long, env = "AGENT_HARNESS_MAX_REQUEST_BYTES", default_value_t = 4 * 1024 * 1024)]
+    #[arg(long, env = "AGENT_HARNESS_MAX_REQUEST_BYTES", default_value_t = body_limit::DEFAULT_MAX_REQUEST_BYTES)]
     pub max_request_bytes: usize,
 
     /// Longest CLI stdout line accepted, in bytes. A longer line is not
     /// buffered: the run gets `run_error{kind: "line_too_large"}` with its
     /// length and goes on.
-    #[arg(long, env = "AGENT_HARNESS_MAX_LINE_BYTES", default_value_t = crate::supervise::DEFAULT_MAX_LINE_BYTES)]
+    #[arg(long, env = "AGENT_HARNESS_MAX_LINE_BYTES", default_value_t = supervise::DEFAULT_MAX_LINE_BYTES)]
     pub max_line_bytes: usize,
 
     /// Live typing: run the CLI with `--include-partial-messages` and stream
@@ -173,13 +190,13 @@ pub struct ServeConfig {
     /// typed meanwhile coalesced into one delta per block (a stream never
     /// wakes per fragment). 0 = every change as it comes. Before an event a
     /// stream always sends what precedes it first, whatever the interval.
-    #[arg(long, env = "AGENT_HARNESS_DELTA_INTERVAL", default_value = "50ms", value_parser = parse_duration)]
+    #[arg(long, env = "AGENT_HARNESS_DELTA_INTERVAL", default_value = duration_default!(log::DEFAULT_DELTA_INTERVAL), value_parser = parse_duration)]
     pub delta_interval: Duration,
 
     /// Most bytes of partial text (live typing) held per session; past it a
     /// block stops growing until its `content` event lands. At most 4177920
     /// (one block's snapshot must fit in a 4 MiB message).
-    #[arg(long, env = "AGENT_HARNESS_MAX_PARTIAL_BYTES", default_value_t = crate::partial::DEFAULT_MAX_PARTIAL_BYTES, value_parser = parse_partial_bytes)]
+    #[arg(long, env = "AGENT_HARNESS_MAX_PARTIAL_BYTES", default_value_t = partial::DEFAULT_MAX_PARTIAL_BYTES, value_parser = parse_partial_bytes)]
     pub max_partial_bytes: usize,
 
     /// Largest event streamed whole, in bytes of its protobuf encoding. A
@@ -187,7 +204,7 @@ pub struct ServeConfig {
     /// streamed cut down and marked `truncated`; ReadFullEvent returns the
     /// whole. At most 4177920 (4 MiB less room for the message around it),
     /// at least 16384.
-    #[arg(long, env = "AGENT_HARNESS_MAX_EVENT_BYTES", default_value_t = crate::log::cut::DEFAULT_MAX_EVENT_BYTES)]
+    #[arg(long, env = "AGENT_HARNESS_MAX_EVENT_BYTES", default_value_t = log::cut::DEFAULT_MAX_EVENT_BYTES)]
     pub max_event_bytes: usize,
 
     /// File holding the bearer token every RPC must carry
@@ -314,12 +331,12 @@ pub struct ServeConfig {
 
     /// Most CLI processes alive at once; a Start or a respawning Send beyond
     /// it gets RESOURCE_EXHAUSTED and appends nothing.
-    #[arg(long, env = "AGENT_HARNESS_MAX_LIVE_RUNS", default_value_t = DEFAULT_MAX_LIVE_RUNS)]
+    #[arg(long, env = "AGENT_HARNESS_MAX_LIVE_RUNS", default_value_t = manager::DEFAULT_MAX_LIVE_RUNS)]
     pub max_live_runs: usize,
 
     /// Most streams (Subscribe, ReadFullEvent) open at once; one more gets
     /// RESOURCE_EXHAUSTED.
-    #[arg(long, env = "AGENT_HARNESS_MAX_STREAMS", default_value_t = DEFAULT_MAX_STREAMS)]
+    #[arg(long, env = "AGENT_HARNESS_MAX_STREAMS", default_value_t = rpc::DEFAULT_MAX_STREAMS)]
     pub max_streams: usize,
 
     /// Most sessions one client (peer IP address; an IPv6 peer by its /64)
@@ -330,7 +347,7 @@ pub struct ServeConfig {
     #[arg(
         long,
         env = "AGENT_HARNESS_MAX_SESSIONS_PER_MINUTE",
-        default_value_t = DEFAULT_MAX_SESSIONS_PER_MINUTE
+        default_value_t = start_limit::DEFAULT_MAX_SESSIONS_PER_MINUTE
     )]
     pub max_sessions_per_minute: u32,
 
@@ -352,13 +369,13 @@ pub struct ServeConfig {
     pub allow_resume_import: bool,
     /// Most connections open at once (TLS handshakes included); one more
     /// is closed at once and counted in the metrics.
-    #[arg(long, env = "AGENT_HARNESS_MAX_CONNECTIONS", default_value_t = crate::connections::DEFAULT_MAX_CONNECTIONS)]
+    #[arg(long, env = "AGENT_HARNESS_MAX_CONNECTIONS", default_value_t = connections::DEFAULT_MAX_CONNECTIONS)]
     pub max_connections: usize,
 
     /// How long the receipt of a call carrying an `idempotency_key` is kept
     /// (on disk, across restarts): a repeat within it returns the first
     /// response and does nothing. At least 10m.
-    #[arg(long, env = "AGENT_HARNESS_IDEMPOTENCY_TTL", default_value = "15m", value_parser = parse_idempotency_ttl)]
+    #[arg(long, env = "AGENT_HARNESS_IDEMPOTENCY_TTL", default_value = duration_default!(manager::receipts::DEFAULT_IDEMPOTENCY_TTL), value_parser = parse_idempotency_ttl)]
     pub idempotency_ttl: Duration,
 
     /// Do not serve Prometheus metrics at `GET /metrics` (served by
@@ -377,6 +394,41 @@ pub struct ServeConfig {
     pub log: String,
 }
 
+impl ServeConfig {
+    /// The checks across flags, all in one place, each error naming the
+    /// flags: `--tls-cert` with `--tls-key`, `--max-event-bytes` in range,
+    /// `--max-connections` above 0, and a non-loopback `--listen` only
+    /// with `--auth-token-file`. (The origin and host rules that depend on
+    /// the token are the access policy's own, checked where it is built.)
+    pub fn check(&self) -> Result<(), Error> {
+        if self.tls_cert.is_some() != self.tls_key.is_some() {
+            return Err(Error::Config("--tls-cert and --tls-key go together".into()));
+        }
+        check_max_event_bytes(self.max_event_bytes)?;
+        if self.max_connections == 0 {
+            return Err(Error::Config(
+                "--max-connections 0 would refuse every connection".into(),
+            ));
+        }
+        crate::auth::check_bind(&self.listen, self.auth_token_file.is_some())
+    }
+}
+
+/// `--max-event-bytes` must leave room for the message around one event
+/// under gRPC's default 4 MiB receive limit, and room for an event's ids.
+fn check_max_event_bytes(bytes: usize) -> Result<(), Error> {
+    use log::cut::{MAX_EVENT_BYTES_CEILING, MAX_MESSAGE_BYTES, MIN_EVENT_BYTES};
+    if (MIN_EVENT_BYTES..=MAX_EVENT_BYTES_CEILING).contains(&bytes) {
+        return Ok(());
+    }
+    Err(Error::Config(format!(
+        "--max-event-bytes {bytes} is out of range: it must be between {MIN_EVENT_BYTES} and \
+         {MAX_EVENT_BYTES_CEILING}, so that every message stays under {MAX_MESSAGE_BYTES} bytes \
+         (gRPC's default receive limit); larger events are streamed cut down and ReadFullEvent \
+         returns them whole"
+    )))
+}
+
 impl Default for ServeConfig {
     fn default() -> Self {
         Self {
@@ -386,23 +438,23 @@ impl Default for ServeConfig {
             adapter: AdapterKind::Interactive,
             cassette_timescale: 1.0,
             permissions: PermissionMode::Relay,
-            idle_timeout: Duration::from_secs(30 * 60),
-            permission_timeout: Duration::from_secs(5 * 60),
-            stop_grace: Duration::from_secs(5),
-            kill_grace: Duration::from_secs(2),
-            max_replay: 10_000,
-            window: 2_000,
-            window_bytes: DEFAULT_WINDOW_BYTES,
-            cache_bytes: DEFAULT_CACHE_BYTES,
-            cache_sessions: DEFAULT_CACHE_SESSIONS,
-            store_cache_bytes: crate::store::DEFAULT_STORE_CACHE_BYTES,
-            heartbeat: Duration::from_secs(15),
-            max_request_bytes: 4 * 1024 * 1024,
-            max_line_bytes: crate::supervise::DEFAULT_MAX_LINE_BYTES,
+            idle_timeout: manager::DEFAULT_IDLE_TIMEOUT,
+            permission_timeout: manager::DEFAULT_PERMISSION_TIMEOUT,
+            stop_grace: manager::DEFAULT_STOP_GRACE,
+            kill_grace: manager::DEFAULT_KILL_GRACE,
+            max_replay: log::DEFAULT_MAX_REPLAY,
+            window: log::DEFAULT_WINDOW,
+            window_bytes: log::DEFAULT_WINDOW_BYTES,
+            cache_bytes: log::DEFAULT_WINDOW_CACHE_BYTES,
+            cache_sessions: log::DEFAULT_CACHE_SESSIONS,
+            store_cache_bytes: store::DEFAULT_PAGE_CACHE_BYTES,
+            heartbeat: log::DEFAULT_HEARTBEAT,
+            max_request_bytes: body_limit::DEFAULT_MAX_REQUEST_BYTES,
+            max_line_bytes: supervise::DEFAULT_MAX_LINE_BYTES,
             deltas: Toggle::On,
-            delta_interval: Duration::from_millis(50),
-            max_partial_bytes: crate::partial::DEFAULT_MAX_PARTIAL_BYTES,
-            max_event_bytes: crate::log::cut::DEFAULT_MAX_EVENT_BYTES,
+            delta_interval: log::DEFAULT_DELTA_INTERVAL,
+            max_partial_bytes: partial::DEFAULT_MAX_PARTIAL_BYTES,
+            max_event_bytes: log::cut::DEFAULT_MAX_EVENT_BYTES,
             auth_token_file: None,
             secrets_key_file: None,
             allowed_origins: Vec::new(),
@@ -417,34 +469,20 @@ impl Default for ServeConfig {
             mcp_config: Vec::new(),
             tls_cert: None,
             tls_key: None,
-            max_live_runs: DEFAULT_MAX_LIVE_RUNS,
-            max_streams: DEFAULT_MAX_STREAMS,
-            max_sessions_per_minute: DEFAULT_MAX_SESSIONS_PER_MINUTE,
+            max_live_runs: manager::DEFAULT_MAX_LIVE_RUNS,
+            max_streams: rpc::DEFAULT_MAX_STREAMS,
+            max_sessions_per_minute: start_limit::DEFAULT_MAX_SESSIONS_PER_MINUTE,
             retention_days: 0,
             max_sessions: 0,
             allow_resume_import: false,
-            max_connections: crate::connections::DEFAULT_MAX_CONNECTIONS,
-            idempotency_ttl: crate::manager::receipts::DEFAULT_IDEMPOTENCY_TTL,
+            max_connections: connections::DEFAULT_MAX_CONNECTIONS,
+            idempotency_ttl: manager::receipts::DEFAULT_IDEMPOTENCY_TTL,
             no_metrics: false,
             no_ui: false,
             log: "info".into(),
         }
     }
 }
-
-/// Default of `--max-live-runs`: each CLI process holds a few hundred MB.
-pub const DEFAULT_MAX_LIVE_RUNS: usize = 32;
-/// Default `--max-sessions-per-minute`: far more than a person starts, far
-/// fewer than a script filling the disk.
-pub const DEFAULT_MAX_SESSIONS_PER_MINUTE: u32 = 60;
-/// Default of `--window-bytes`.
-pub const DEFAULT_WINDOW_BYTES: usize = 2 * 1024 * 1024;
-/// Default of `--cache-bytes`.
-pub const DEFAULT_CACHE_BYTES: usize = 128 * 1024 * 1024;
-/// Default of `--cache-sessions`.
-pub const DEFAULT_CACHE_SESSIONS: usize = 1_000;
-/// Default of `--max-streams`: an idle stream costs a few KiB.
-pub const DEFAULT_MAX_STREAMS: usize = 16_384;
 
 /// Configuration of `agent-harness token`.
 #[derive(Debug, Clone, Args)]
@@ -479,7 +517,7 @@ pub struct RecordConfig {
 /// (retries are safe for at least 10 minutes: docs/api.md, "Retry safety").
 pub fn parse_idempotency_ttl(s: &str) -> Result<Duration, String> {
     let ttl = parse_duration(s)?;
-    let min = crate::manager::receipts::MIN_IDEMPOTENCY_TTL;
+    let min = manager::receipts::MIN_IDEMPOTENCY_TTL;
     if ttl < min {
         return Err(format!(
             "{s:?} is shorter than {}m: retries must stay safe for at least that long",
@@ -503,13 +541,29 @@ fn parse_partial_bytes(s: &str) -> Result<usize, String> {
     let n: usize = s
         .parse()
         .map_err(|e| format!("{s:?} is not a byte count: {e}"))?;
-    if n > crate::log::cut::MAX_EVENT_BYTES_CEILING {
+    if n > log::cut::MAX_EVENT_BYTES_CEILING {
         return Err(format!(
             "{n} is over {} (a block's snapshot must fit in one 4 MiB message)",
-            crate::log::cut::MAX_EVENT_BYTES_CEILING
+            log::cut::MAX_EVENT_BYTES_CEILING
         ));
     }
     Ok(n)
+}
+
+/// Writes `d` the way [`parse_duration`] reads it, in the largest unit that
+/// holds it whole: 1800 s is "30m", 50 ms is "50ms".
+pub fn format_duration(d: Duration) -> String {
+    let ms = d.as_millis();
+    if ms % 1000 != 0 {
+        return format!("{ms}ms");
+    }
+    let secs = ms / 1000;
+    match secs {
+        0 => "0s".into(),
+        s if s % 3600 == 0 => format!("{}h", s / 3600),
+        s if s % 60 == 0 => format!("{}m", s / 60),
+        s => format!("{s}s"),
+    }
 }
 
 /// Parses "1500ms", "30s", "5m", "2h" or a bare number of seconds.
@@ -582,6 +636,56 @@ mod tests {
         assert_eq!(cfg.max_line_bytes, ServeConfig::default().max_line_bytes);
         assert_eq!(cfg.idempotency_ttl, Duration::from_secs(15 * 60));
         assert_eq!(cfg.idempotency_ttl, ServeConfig::default().idempotency_ttl);
+    }
+
+    #[test]
+    fn serve_without_flags_is_the_default_config() {
+        let Command::Serve(cfg) = Cli::try_parse_from(["agent-harness", "serve"])
+            .unwrap()
+            .command
+        else {
+            panic!("expected serve")
+        };
+        assert_eq!(*cfg, ServeConfig::default());
+        cfg.check().unwrap();
+    }
+
+    #[test]
+    fn durations_are_written_as_they_are_read() {
+        for (d, text) in [
+            (Duration::from_secs(1800), "30m"),
+            (Duration::from_secs(300), "5m"),
+            (Duration::from_secs(15), "15s"),
+            (Duration::from_millis(50), "50ms"),
+            (Duration::from_secs(7200), "2h"),
+            (Duration::ZERO, "0s"),
+        ] {
+            assert_eq!(format_duration(d), text);
+            assert_eq!(parse_duration(text).unwrap(), d);
+        }
+    }
+
+    #[test]
+    fn flags_that_go_together_are_checked_together() {
+        let check = |args: &[&str]| {
+            let mut argv = vec!["agent-harness", "serve"];
+            argv.extend_from_slice(args);
+            let Command::Serve(cfg) = Cli::try_parse_from(argv).unwrap().command else {
+                panic!("expected serve")
+            };
+            cfg.check().map_err(|e| e.to_string())
+        };
+        let err = check(&["--max-connections", "0"]).unwrap_err();
+        assert!(err.contains("--max-connections"), "{err}");
+        let err = check(&["--listen", "0.0.0.0:50051"]).unwrap_err();
+        assert!(err.contains("--auth-token-file"), "{err}");
+        check(&["--listen", "0.0.0.0:50051", "--auth-token-file", "t"]).unwrap();
+        let lone_cert = ServeConfig {
+            tls_cert: Some("c.pem".into()),
+            ..ServeConfig::default()
+        };
+        let err = lone_cert.check().unwrap_err().to_string();
+        assert!(err.contains("--tls-key"), "{err}");
     }
 
     #[test]

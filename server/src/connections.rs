@@ -123,7 +123,7 @@ impl Default for ConnectionLimits {
     }
 }
 
-/// Counters of the accept loop, read by [`crate::metrics`].
+/// Counters of the accept loop, read by [`crate::scrape`].
 #[derive(Debug, Default)]
 pub struct ConnectionStats {
     open: AtomicU64,

@@ -200,6 +200,12 @@ impl Error {
     }
 }
 
+impl From<crate::private_files::Refused> for Error {
+    fn from(e: crate::private_files::Refused) -> Self {
+        Error::Config(e.to_string())
+    }
+}
+
 impl From<crate::store::StoreError> for Error {
     fn from(e: crate::store::StoreError) -> Self {
         Error::Storage(e.to_string())

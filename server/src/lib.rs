@@ -7,8 +7,10 @@
 //! - [`access`]: who may reach the services: allowed browser origins (CORS) and the
 //!   Host check against DNS rebinding.
 //! - [`body_limit`]: request messages over `--max-request-bytes` get RESOURCE_EXHAUSTED.
-//! - [`metrics`]: Prometheus `GET /metrics` on the same port: counters, gauges and
-//!   fixed-bucket histograms on atomics.
+//! - [`metrics`]: the recorders (fixed-bucket histograms and counters on atomics) the
+//!   log fills, and the Prometheus text format.
+//! - [`scrape`]: `GET /metrics` on the same port: reads the manager, the service, the
+//!   log and the accept loop when scraped.
 //! - [`plain`]: the plain HTTP answers on the gRPC port (`/metrics`, the console), one
 //!   layer shape for both.
 //! - [`web`]: the built-in web console at `/` on the same port: embedded files, strict
@@ -34,6 +36,8 @@
 //!   are kept as marked JSON text), so every stored event decodes again.
 //! - [`partial`]: live typing: the message being written, from the CLI's
 //!   `stream_event` lines to the Subscribe streams that ask (never stored).
+//! - [`process`]: what is known of an agent process (signals, stdout lines, exit,
+//!   errors), shared by the supervisor and the adapters.
 //! - [`supervise`]: process groups, the cleaned environment, signals, reaping.
 //! - [`log`]: every session's event log: group commit, Subscribe, History.
 //! - [`store`]: durable storage (the `Store` trait; memory and redb).
@@ -42,6 +46,17 @@
 //! - [`private_files`]: the data dir (0700), the store (0600), secret files
 //!   refused when others can read them.
 //! - [`secrets`]: the key that seals a run's env values before they reach the store.
+//!
+//! # Layers
+//! Imports point one way, down: [`store`] ← [`log`] ← [`manager`] ← [`rpc`] ←
+//! [`server`] (`a ← b`: b imports a). The adapters, [`normalize`], [`supervise`] and
+//! [`partial`] sit below the manager; [`error`] converts the lower layers' errors
+//! (store, log, adapter) into the one enum the manager and the handlers use; the
+//! [`metrics`] recorders sit below the log and import nothing, and [`scrape`]
+//! reads them. Each subsystem owns its options and their defaults; [`config`] names
+//! those defaults as flags, and [`server`] maps the flags into each subsystem's
+//! options (no subsystem reads [`config`]).
+//! `tests/module_graph.rs` fails on an import circle.
 
 pub mod access;
 pub mod adapter;
@@ -61,9 +76,11 @@ pub mod normalize;
 pub mod partial;
 pub mod plain;
 pub mod private_files;
+pub mod process;
 pub mod record;
 pub mod recovery;
 pub mod rpc;
+pub mod scrape;
 pub mod secrets;
 pub mod server;
 pub mod start_limit;

@@ -17,7 +17,7 @@ async fn main() -> std::process::ExitCode {
     let result = match cli.command {
         Command::Serve(config) => agent_harness_server::run(*config, shutdown_signal()).await,
         Command::Record(config) => agent_harness_server::record::run(config).await,
-        Command::Token(config) => agent_harness_server::token::run(config),
+        Command::Token(config) => agent_harness_server::token::run(&config.out),
     };
     match result {
         Ok(()) => std::process::ExitCode::SUCCESS,

@@ -1,4 +1,4 @@
-//! Plain HTTP answers on the gRPC port: `GET /metrics` ([`crate::metrics`])
+//! Plain HTTP answers on the gRPC port: `GET /metrics` ([`crate::scrape`])
 //! and the web console ([`crate::web`]). Each is a [`Responder`] that
 //! answers the requests it owns; a [`PlainLayer`] puts one in front of
 //! grpc-web and the services and passes every other request on unchanged.

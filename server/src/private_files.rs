@@ -11,7 +11,15 @@ use std::fs::OpenOptions;
 use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt, PermissionsExt};
 use std::path::Path;
 
-use crate::error::{Error, Result};
+/// A data dir or secret file the server refuses, with the fix in its
+/// message; where it surfaces it is a configuration error
+/// ([`crate::error::Error::Config`]). The store uses this module too, so it
+/// keeps its own error rather than the server's.
+#[derive(Debug, thiserror::Error)]
+#[error("{0}")]
+pub struct Refused(String);
+
+type Result<T> = std::result::Result<T, Refused>;
 
 /// Mode of the data dir when the server creates it.
 pub const DIR_MODE: u32 = 0o700;
@@ -23,15 +31,15 @@ const SHARED_BITS: u32 = 0o066;
 
 /// Creates `dir` (and missing parents) with mode 0700. An existing one
 /// keeps its mode; a warning names it when group or others may use it.
-/// [`Error::Config`] naming `flag` when it cannot be created.
+/// [`Refused`] naming `flag` when it cannot be created.
 pub fn ensure_dir(dir: &Path, flag: &str) -> Result<()> {
     std::fs::DirBuilder::new()
         .recursive(true)
         .mode(DIR_MODE)
         .create(dir)
-        .map_err(|e| Error::Config(format!("cannot create {flag} {}: {e}", dir.display())))?;
+        .map_err(|e| Refused(format!("cannot create {flag} {}: {e}", dir.display())))?;
     let mode = std::fs::metadata(dir)
-        .map_err(|e| Error::Config(format!("{flag} {}: {e}", dir.display())))?
+        .map_err(|e| Refused(format!("{flag} {}: {e}", dir.display())))?
         .permissions()
         .mode();
     if mode & 0o077 != 0 {
@@ -79,14 +87,14 @@ pub fn ensure_file(path: &Path) -> std::io::Result<()> {
 }
 
 /// Refuses a secret file (`flag` names it) that group or others may read
-/// or write: [`Error::Config`] with the fix.
+/// or write: [`Refused`] with the fix.
 pub fn check_owner_only(path: &Path, flag: &str) -> Result<()> {
     let mode = std::fs::metadata(path)
-        .map_err(|e| Error::Config(format!("cannot read {flag} {}: {e}", path.display())))?
+        .map_err(|e| Refused(format!("cannot read {flag} {}: {e}", path.display())))?
         .permissions()
         .mode();
     if mode & SHARED_BITS != 0 {
-        return Err(Error::Config(format!(
+        return Err(Refused(format!(
             "{flag} {file} may be read or written by group or others (mode {mode:o}); a secret \
              must be its owner's alone: `chmod 600 {file}` (`agent-harness token --out FILE` \
              writes one so)",

@@ -79,7 +79,7 @@ impl Rpc {
     /// `shutdown` is cancelled.
     pub fn new(manager: SessionManager, shutdown: CancellationToken) -> Self {
         let logs = manager.logs().clone();
-        let max_streams = crate::config::DEFAULT_MAX_STREAMS;
+        let max_streams = DEFAULT_MAX_STREAMS;
         Self {
             manager,
             logs,
@@ -175,6 +175,10 @@ impl From<Error> for Status {
         status
     }
 }
+
+/// Default of `--max-streams` (and of a new [`Rpc`]): an idle stream costs
+/// a few KiB.
+pub const DEFAULT_MAX_STREAMS: usize = 16_384;
 
 /// Most time a stream keeps draining after shutdown before it ends anyway.
 const SHUTDOWN_DRAIN: Duration = Duration::from_secs(2);

@@ -23,7 +23,6 @@ use std::sync::{Arc, OnceLock};
 use ring::aead::{Aad, CHACHA20_POLY1305, LessSafeKey, NONCE_LEN, Nonce, UnboundKey};
 use ring::rand::{SecureRandom, SystemRandom};
 
-use crate::config::ServeConfig;
 use crate::error::{Error, Result};
 
 /// The file name of the key in the data dir when `--secrets-key-file` is
@@ -115,14 +114,14 @@ impl SecretsKey {
         Self::from_hex(&text, &format!("--secrets-key-file {}", path.display()))
     }
 
-    /// The key `serve` seals with: `--secrets-key-file` (which must exist),
-    /// or `<data-dir>/secrets.key`, written (0600, 256 random bits) on the
-    /// first start. The data dir must exist.
-    pub fn from_config(config: &ServeConfig) -> Result<Self> {
-        if let Some(path) = &config.secrets_key_file {
+    /// The key `serve` seals with: `key_file` (`--secrets-key-file`, which
+    /// must exist), or `<data_dir>/secrets.key`, written (0600, 256 random
+    /// bits) on the first start. The data dir must exist.
+    pub fn open(key_file: Option<&Path>, data_dir: &Path) -> Result<Self> {
+        if let Some(path) = key_file {
             return Self::load(path);
         }
-        let path: PathBuf = config.data_dir.join(DEFAULT_KEY_FILE);
+        let path: PathBuf = data_dir.join(DEFAULT_KEY_FILE);
         if !path.exists() {
             crate::token::write(&path, &crate::token::generate()?)?;
             tracing::info!(
@@ -291,22 +290,17 @@ mod tests {
     fn serve_writes_a_key_on_first_start_and_reads_it_after() {
         use std::os::unix::fs::PermissionsExt;
         let dir = tempfile::tempdir().unwrap();
-        let config = ServeConfig {
-            data_dir: dir.path().to_owned(),
-            ..ServeConfig::default()
-        };
-        let first = SecretsKey::from_config(&config).unwrap();
+        let first = SecretsKey::open(None, dir.path()).unwrap();
         let path = dir.path().join(DEFAULT_KEY_FILE);
         let mode = std::fs::metadata(&path).unwrap().permissions().mode();
         assert_eq!(mode & 0o777, 0o600);
-        let again = SecretsKey::from_config(&config).unwrap();
+        let again = SecretsKey::open(None, dir.path()).unwrap();
         assert_eq!(first.id(), again.id());
         // A named file must exist: a typo is not a new key.
-        let named = ServeConfig {
-            secrets_key_file: Some(dir.path().join("missing.key")),
-            ..config
-        };
-        let e = SecretsKey::from_config(&named).unwrap_err().to_string();
+        let named = dir.path().join("missing.key");
+        let e = SecretsKey::open(Some(&named), dir.path())
+            .unwrap_err()
+            .to_string();
         assert!(e.contains("--secrets-key-file"), "{e}");
     }
 }

@@ -5,7 +5,7 @@
 //!
 //! Layers, outermost first: the client's `grpc-timeout`
 //! ([`crate::deadline`]) → the origin and Host checks → `GET /metrics`
-//! ([`crate::metrics`], token checked like an RPC's) → the web console's
+//! ([`crate::scrape`], token checked like an RPC's) → the web console's
 //! GETs at `/` ([`crate::web`]: files without data, no token) → CORS (answers
 //! preflights, exposes the grpc-* headers to browsers) → grpc-web
 //! translation → request size limit → the services, each wrapped in the
@@ -45,11 +45,12 @@ use crate::config::{AdapterKind, ServeConfig};
 use crate::connections::{ConnectionLimits, ConnectionStats, HttpService};
 use crate::deadline::DeadlineLayer;
 use crate::error::{Error, Result};
+use crate::launch::LaunchPolicy;
 use crate::log::{EventLogs, LogOptions};
 use crate::manager::{ManagerOptions, SessionManager};
-use crate::metrics::Scrape;
 use crate::plain::PlainLayer;
 use crate::rpc::Rpc;
+use crate::scrape::Scrape;
 use crate::store::RedbStore;
 use crate::web::Console;
 
@@ -66,7 +67,7 @@ pub struct ServeOptions {
     pub tls: Option<TlsAcceptor>,
     /// Most Subscribe streams open at once.
     pub max_streams: usize,
-    /// Serve Prometheus metrics at `GET /metrics` ([`crate::metrics`]).
+    /// Serve Prometheus metrics at `GET /metrics` ([`crate::scrape`]).
     pub metrics: bool,
     /// Serve the web console at `/` ([`crate::web`]); `--no-ui` turns it off.
     pub ui: bool,
@@ -97,11 +98,11 @@ impl std::fmt::Debug for ServeOptions {
 impl Default for ServeOptions {
     fn default() -> Self {
         Self {
-            max_request_bytes: 4 * 1024 * 1024,
+            max_request_bytes: crate::body_limit::DEFAULT_MAX_REQUEST_BYTES,
             auth_token: None,
             access: AccessPolicy::loopback_only(),
             tls: None,
-            max_streams: crate::config::DEFAULT_MAX_STREAMS,
+            max_streams: crate::rpc::DEFAULT_MAX_STREAMS,
             metrics: true,
             ui: true,
             max_sessions_per_minute: 0,
@@ -112,32 +113,23 @@ impl Default for ServeOptions {
 
 /// The connection-level options from the serve configuration: token,
 /// origin and host rules, TLS, limits. Fails with a message naming the flag
-/// when they do not fit together.
+/// when they do not fit together ([`ServeConfig::check`]).
 pub fn serve_options(config: &ServeConfig) -> Result<ServeOptions> {
+    config.check()?;
     let token = config
         .auth_token_file
         .as_deref()
         .map(auth::load_token)
         .transpose()?;
-    auth::check_bind(&config.listen, token.is_some())?;
     let access = AccessPolicy::new(
         &config.allowed_origins,
         &config.allowed_hosts,
         token.is_some(),
         Some(config.listen),
     )?;
-    check_max_event_bytes(config.max_event_bytes)?;
-    if config.max_connections == 0 {
-        return Err(Error::Config(
-            "--max-connections 0 would refuse every connection".into(),
-        ));
-    }
     let tls = match (&config.tls_cert, &config.tls_key) {
         (Some(cert), Some(key)) => Some(crate::listen::tls_acceptor(cert, key)?),
-        (None, None) => None,
-        _ => {
-            return Err(Error::Config("--tls-cert and --tls-key go together".into()));
-        }
+        _ => None,
     };
     if access.any_origin() {
         tracing::warn!(
@@ -167,30 +159,18 @@ pub fn serve_options(config: &ServeConfig) -> Result<ServeOptions> {
     })
 }
 
-/// `--max-event-bytes` must leave room for the message around one event
-/// under gRPC's default 4 MiB receive limit, and room for an event's ids.
-fn check_max_event_bytes(bytes: usize) -> Result<()> {
-    use crate::log::cut::{MAX_EVENT_BYTES_CEILING, MAX_MESSAGE_BYTES, MIN_EVENT_BYTES};
-    if (MIN_EVENT_BYTES..=MAX_EVENT_BYTES_CEILING).contains(&bytes) {
-        return Ok(());
-    }
-    Err(Error::Config(format!(
-        "--max-event-bytes {bytes} is out of range: it must be between {MIN_EVENT_BYTES} and \
-         {MAX_EVENT_BYTES_CEILING}, so that every message stays under {MAX_MESSAGE_BYTES} bytes \
-         (gRPC's default receive limit); larger events are streamed cut down and ReadFullEvent \
-         returns them whole"
-    )))
-}
-
 /// Runs the whole server from its configuration until `shutdown` resolves:
 /// opens the store, recovers sessions a previous instance left live,
 /// binds, serves, and on shutdown stops every run and flushes the log.
 pub async fn run(config: ServeConfig, shutdown: impl Future<Output = ()> + Send) -> Result<()> {
     let serve = serve_options(&config)?;
     // Every flag is checked before the store is opened or anything recovered.
-    let launch = Arc::new(crate::launch::LaunchPolicy::from_config(&config)?);
+    let launch = Arc::new(launch_policy(&config)?);
     crate::private_files::ensure_dir(&config.data_dir, "--data-dir")?;
-    let secrets = Arc::new(crate::secrets::SecretsKey::from_config(&config)?);
+    let secrets = Arc::new(crate::secrets::SecretsKey::open(
+        config.secrets_key_file.as_deref(),
+        &config.data_dir,
+    )?);
     let path = config.data_dir.join("events.redb");
     let store = RedbStore::open_with_cache(&path, config.store_cache_bytes)?;
     let logs = EventLogs::open(
@@ -222,10 +202,17 @@ pub async fn run(config: ServeConfig, shutdown: impl Future<Output = ()> + Send)
     serve_on(listener, manager, serve, shutdown).await
 }
 
+/// The launch policy from `--allow-arg`, `--allow-env`, `--allowed-cwd`,
+/// `--permissions` with `--allow-permission-mode`, and
+/// `--allow-slash-command`; an error names the flag.
+pub fn launch_policy(config: &ServeConfig) -> Result<LaunchPolicy> {
+    LaunchPolicy::from_operator(&config.allow_args, &config.allow_env, &config.allowed_cwds)?
+        .with_permission_modes(config.permissions, &config.allow_permission_modes)?
+        .with_slash_commands(&config.allow_slash_commands)
+}
+
 /// The manager's options from the serve configuration, except the launch
-/// policy: building it from `--allow-arg`/`--allow-env`/`--allowed-cwd` can
-/// fail, so [`run`] sets it from
-/// [`LaunchPolicy::from_config`](crate::launch::LaunchPolicy::from_config);
+/// policy: building it can fail, so [`run`] sets it from [`launch_policy`];
 /// here it is the default (safe arg set, no env, any cwd).
 pub fn manager_options(config: &ServeConfig) -> ManagerOptions {
     ManagerOptions {
@@ -332,7 +319,7 @@ pub async fn serve_on(
         .with_max_sessions_per_minute(opts.max_sessions_per_minute);
     let connection_stats = Arc::new(ConnectionStats::default());
     let metrics = opts.metrics.then(|| {
-        crate::metrics::Source::new(manager.clone(), rpc.clone(), connection_stats.clone())
+        crate::scrape::Source::new(manager.clone(), rpc.clone(), connection_stats.clone())
     });
     let session_service = SessionServiceServer::new(rpc)
         .max_decoding_message_size(opts.max_request_bytes)

@@ -21,6 +21,10 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
+/// Default of `--max-sessions-per-minute`: far more than a person starts,
+/// far fewer than a script filling the disk.
+pub const DEFAULT_MAX_SESSIONS_PER_MINUTE: u32 = 60;
+
 /// Past this many buckets, full ones are dropped.
 const PRUNE_AT: usize = 4096;
 

@@ -21,7 +21,7 @@ use tokio::io::{AsyncBufReadExt, AsyncRead, AsyncWriteExt, BufReader};
 use tokio::process::{ChildStdin, Command};
 use tokio::sync::{mpsc, oneshot};
 
-use crate::adapter::{AdapterError, ExitInfo, Signal, StdoutLine};
+use crate::process::{AdapterError, ExitInfo, Signal, StdoutLine};
 
 /// Environment variables removed from the inherited environment by default:
 /// they make a nested CLI think it runs under a debugger, inside another

@@ -7,7 +7,6 @@ use std::path::Path;
 
 use rand::TryRngCore;
 
-use crate::config::TokenConfig;
 use crate::error::{Error, Result};
 
 /// Bytes of randomness in a token (256 bits).
@@ -58,11 +57,12 @@ pub fn write(path: &Path, token: &str) -> Result<()> {
         })
 }
 
-/// The `token` subcommand: generate, write, and print the instructions.
-pub fn run(config: TokenConfig) -> Result<()> {
+/// The `token` subcommand: generate, write to `out`, and print the
+/// instructions.
+pub fn run(out: &Path) -> Result<()> {
     let token = generate()?;
-    write(&config.out, &token)?;
-    let file = config.out.display();
+    write(out, &token)?;
+    let file = out.display();
     println!(
         "Wrote a new 256-bit token to {file} (mode 0600).
 

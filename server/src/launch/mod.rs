@@ -53,7 +53,6 @@ use std::path::{Path, PathBuf};
 use agent_harness_client::pb;
 
 use crate::adapter::claude::PermissionMode;
-use crate::config::ServeConfig;
 use crate::error::{Error, Result};
 
 /// What `run_start` records in place of each env value.
@@ -210,14 +209,6 @@ impl LaunchPolicy {
             policy.cwds.push(canon);
         }
         Ok(policy)
-    }
-
-    /// [`LaunchPolicy::from_operator`] over `serve`'s configuration, with
-    /// its permission modes ([`LaunchPolicy::with_permission_modes`]).
-    pub fn from_config(config: &ServeConfig) -> Result<Self> {
-        Self::from_operator(&config.allow_args, &config.allow_env, &config.allowed_cwds)?
-            .with_permission_modes(config.permissions, &config.allow_permission_modes)?
-            .with_slash_commands(&config.allow_slash_commands)
     }
 
     /// The slash commands a client's message may be:

@@ -1,4 +1,6 @@
 use super::*;
+use crate::config::ServeConfig;
+use crate::server::launch_policy;
 
 fn s(v: &[&str]) -> Vec<String> {
     v.iter().map(|s| (*s).to_owned()).collect()
@@ -447,7 +449,7 @@ fn slash_commands_are_refused_under_every_policy() {
         allow_slash_commands: s(&["usage"]),
         ..ServeConfig::default()
     };
-    let policy = LaunchPolicy::from_config(&cfg).unwrap();
+    let policy = launch_policy(&cfg).unwrap();
     assert_eq!(
         policy.allowed_slash_commands().collect::<Vec<_>>(),
         ["compact", "context", "usage"]
@@ -457,6 +459,6 @@ fn slash_commands_are_refused_under_every_policy() {
         allow_slash_commands: s(&["a b"]),
         ..ServeConfig::default()
     };
-    let e = LaunchPolicy::from_config(&bad).unwrap_err().to_string();
+    let e = launch_policy(&bad).unwrap_err().to_string();
     assert!(e.contains("--allow-slash-command"), "{e}");
 }

@@ -62,6 +62,22 @@ pub const SUBSCRIBER_WINDOW_CHUNK: usize = 16;
 /// (see `Shared::load`).
 const LOAD_RETRIES: usize = 2;
 
+/// Default of [`LogOptions::window`] (`--window`).
+pub const DEFAULT_WINDOW: usize = 2_000;
+/// Default of [`LogOptions::window_bytes`] (`--window-bytes`).
+pub const DEFAULT_WINDOW_BYTES: usize = 2 * 1024 * 1024;
+/// Default of [`LogOptions::cache_bytes`] (`--cache-bytes`): the
+/// event windows of all sessions together.
+pub const DEFAULT_WINDOW_CACHE_BYTES: usize = 128 * 1024 * 1024;
+/// Default of [`LogOptions::cache_sessions`] (`--cache-sessions`).
+pub const DEFAULT_CACHE_SESSIONS: usize = 1_000;
+/// Default of [`LogOptions::max_replay`] (`--max-replay`).
+pub const DEFAULT_MAX_REPLAY: usize = 10_000;
+/// Default of [`LogOptions::heartbeat`] (`--heartbeat`).
+pub const DEFAULT_HEARTBEAT: Duration = Duration::from_secs(15);
+/// Default of [`LogOptions::delta_interval`] (`--delta-interval`).
+pub const DEFAULT_DELTA_INTERVAL: Duration = Duration::from_millis(50);
+
 /// Tuning knobs of the log.
 #[derive(Debug, Clone)]
 pub struct LogOptions {
@@ -99,13 +115,13 @@ pub struct LogOptions {
 impl Default for LogOptions {
     fn default() -> Self {
         Self {
-            window: 2000,
-            window_bytes: crate::config::DEFAULT_WINDOW_BYTES,
-            cache_bytes: crate::config::DEFAULT_CACHE_BYTES,
-            cache_sessions: crate::config::DEFAULT_CACHE_SESSIONS,
-            max_replay: 10_000,
-            heartbeat: Duration::from_secs(15),
-            delta_interval: Duration::from_millis(50),
+            window: DEFAULT_WINDOW,
+            window_bytes: DEFAULT_WINDOW_BYTES,
+            cache_bytes: DEFAULT_WINDOW_CACHE_BYTES,
+            cache_sessions: DEFAULT_CACHE_SESSIONS,
+            max_replay: DEFAULT_MAX_REPLAY as u64,
+            heartbeat: DEFAULT_HEARTBEAT,
+            delta_interval: DEFAULT_DELTA_INTERVAL,
             max_batch: 10_000,
             max_queued: 40_000,
             max_event_bytes: cut::DEFAULT_MAX_EVENT_BYTES,

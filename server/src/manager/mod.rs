@@ -63,6 +63,18 @@ use self::run::{RunCmd, WriteRefused};
 use self::slot::{Entry, Slot, Slots};
 use self::spawn::Trigger;
 
+/// Default of [`ManagerOptions::idle_timeout`] (`--idle-timeout`).
+pub const DEFAULT_IDLE_TIMEOUT: Duration = Duration::from_secs(30 * 60);
+/// Default of [`ManagerOptions::permission_timeout`] (`--permission-timeout`).
+pub const DEFAULT_PERMISSION_TIMEOUT: Duration = Duration::from_secs(5 * 60);
+/// Default of [`ManagerOptions::stop_grace`] (`--stop-grace`).
+pub const DEFAULT_STOP_GRACE: Duration = Duration::from_secs(5);
+/// Default of [`ManagerOptions::kill_grace`] (`--kill-grace`).
+pub const DEFAULT_KILL_GRACE: Duration = Duration::from_secs(2);
+/// Default of [`ManagerOptions::max_live_runs`] (`--max-live-runs`): each
+/// CLI process holds a few hundred MB.
+pub const DEFAULT_MAX_LIVE_RUNS: usize = 32;
+
 /// Timeouts and limits of the manager.
 #[derive(Debug, Clone)]
 pub struct ManagerOptions {
@@ -118,15 +130,16 @@ pub struct RetentionOptions {
 impl Default for ManagerOptions {
     fn default() -> Self {
         Self {
-            idle_timeout: Duration::from_secs(30 * 60),
-            permission_timeout: Duration::from_secs(5 * 60),
-            stop_grace: Duration::from_secs(5),
-            kill_grace: Duration::from_secs(2),
+            idle_timeout: DEFAULT_IDLE_TIMEOUT,
+            permission_timeout: DEFAULT_PERMISSION_TIMEOUT,
+            stop_grace: DEFAULT_STOP_GRACE,
+            kill_grace: DEFAULT_KILL_GRACE,
             max_line_bytes: crate::supervise::DEFAULT_MAX_LINE_BYTES,
             max_partial_bytes: crate::partial::DEFAULT_MAX_PARTIAL_BYTES,
             launch: Arc::new(LaunchPolicy::default()),
-            max_live_runs: crate::config::DEFAULT_MAX_LIVE_RUNS,
-            cache_sessions: crate::config::DEFAULT_CACHE_SESSIONS,
+            max_live_runs: DEFAULT_MAX_LIVE_RUNS,
+            // One bound for the slots and folds here and the log's resident sessions.
+            cache_sessions: crate::log::DEFAULT_CACHE_SESSIONS,
             idempotency: IdempotencyOptions::default(),
             allow_resume_import: false,
             retention: RetentionOptions::default(),

@@ -17,7 +17,7 @@ mod redb;
 
 pub use self::memory::MemoryStore;
 pub use self::receipt::{Answer, Receipt, ReceiptWrite};
-pub use self::redb::{DEFAULT_CACHE_BYTES as DEFAULT_STORE_CACHE_BYTES, RedbStore};
+pub use self::redb::{DEFAULT_PAGE_CACHE_BYTES, RedbStore};
 
 use std::collections::BTreeMap;
 

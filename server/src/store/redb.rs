@@ -82,7 +82,7 @@ pub struct RedbStore {
 }
 
 /// Default size of redb's page cache (`--store-cache-bytes`).
-pub const DEFAULT_CACHE_BYTES: usize = 64 * 1024 * 1024;
+pub const DEFAULT_PAGE_CACHE_BYTES: usize = 64 * 1024 * 1024;
 
 /// Opens (or creates) the file with a page cache of `cache_bytes`.
 fn create(path: &Path, cache_bytes: usize) -> Result<Database, StoreError> {
@@ -105,11 +105,11 @@ impl RedbStore {
     /// existing file is made 0600); its parent directory must exist. Recovers from an unclean shutdown as redb does: the last
     /// committed transaction wins, a torn one is discarded.
     ///
-    /// redb's page cache holds at most [`DEFAULT_CACHE_BYTES`] (redb's own
+    /// redb's page cache holds at most [`DEFAULT_PAGE_CACHE_BYTES`] (redb's own
     /// default is 1 GiB, which memory would grow into as data is read);
     /// [`RedbStore::open_with_cache`] sets it.
     pub fn open(path: &Path) -> Result<Self, StoreError> {
-        Self::open_with_cache(path, DEFAULT_CACHE_BYTES)
+        Self::open_with_cache(path, DEFAULT_PAGE_CACHE_BYTES)
     }
 
     /// [`RedbStore::open`] with a page cache of `cache_bytes`.
@@ -152,7 +152,7 @@ impl RedbStore {
         Ok(Self {
             db: RwLock::new(Some(db)),
             path,
-            cache_bytes: DEFAULT_CACHE_BYTES,
+            cache_bytes: DEFAULT_PAGE_CACHE_BYTES,
             broken: AtomicBool::new(false),
         })
     }
