@@ -51,6 +51,8 @@ use tokio_util::sync::CancellationToken;
 use tonic::body::Body;
 use tower::ServiceExt as _;
 
+use crate::tasks::Tasks;
+
 /// What hyper hands every request to: the whole layered router.
 pub type HttpService = tower::util::BoxCloneService<Request<Body>, Response<Body>, tower::BoxError>;
 
@@ -150,13 +152,15 @@ impl ConnectionStats {
 
 /// Accepts on `listener` (TLS with `tls`) and serves every connection with
 /// `service` until `shutdown` resolves; then stops accepting, closes every
-/// connection gracefully and returns when all have ended.
+/// connection gracefully and returns when all have ended. Each connection
+/// is a task of `tasks`.
 pub async fn serve(
     listener: TcpListener,
     tls: Option<TlsAcceptor>,
     service: HttpService,
     limits: ConnectionLimits,
     stats: Arc<ConnectionStats>,
+    tasks: &Tasks,
     shutdown: impl Future<Output = ()>,
 ) {
     let max = limits.max_connections.clamp(1, u32::MAX as usize);
@@ -206,7 +210,9 @@ pub async fn serve(
             peer,
         };
         let tls = tls.clone();
-        tokio::spawn(async move {
+        // Ends with its connection; `closing` (shutdown) closes it
+        // gracefully, and this loop waits for its slot below.
+        tasks.spawn("connection", async move {
             let _slot = slot;
             match tls {
                 None => conn.serve(sock).await,

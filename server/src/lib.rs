@@ -39,6 +39,7 @@
 //! - [`process`]: what is known of an agent process (signals, stdout lines, exit,
 //!   errors), shared by the supervisor and the adapters.
 //! - [`supervise`]: process groups, the cleaned environment, signals, reaping.
+//! - [`tasks`]: every task the server spawns, owned by one set that shutdown waits for.
 //! - [`log`]: every session's event log: group commit, Subscribe, History.
 //! - [`store`]: durable storage (the `Store` trait; memory and redb).
 //! - [`recovery`]: start-up recovery of runs a previous server left live.
@@ -86,6 +87,7 @@ pub mod server;
 pub mod start_limit;
 pub mod store;
 pub mod supervise;
+pub mod tasks;
 pub mod token;
 pub mod validate;
 pub mod web;

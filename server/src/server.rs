@@ -18,8 +18,10 @@
 //! Shutdown order: the shutdown future resolves → health goes NOT_SERVING →
 //! every live run is stopped and gets its run_end (SERVER_RESTART, source
 //! "shutdown"), which subscribers still receive → Subscribe streams end →
-//! the server stops accepting and drains its connections → the log flushes
-//! and closes.
+//! the server stops accepting and drains its connections → every task the
+//! server and its runs started (reapers, readers, cassette writes) has ended,
+//! waited for at most [`TASKS_WAIT`] and named in the log if not → the log
+//! flushes and closes.
 
 use std::future::Future;
 use std::net::SocketAddr;
@@ -344,10 +346,12 @@ pub async fn serve_on(
     // Health follows storage: NOT_SERVING while commits fail (every run
     // that could not record its output is being stopped), SERVING again
     // after the next commit succeeds; NOT_SERVING for good at shutdown.
+    let tasks = manager.tasks().clone();
+    // Cancelled by shutdown (aborted once health is NOT_SERVING for good).
     let storage_health = {
         let health = health_reporter.clone();
         let mut storage_ok = manager.logs().storage_ok();
-        tokio::spawn(async move {
+        tasks.spawn("storage health", async move {
             while storage_ok.changed().await.is_ok() {
                 let ok = *storage_ok.borrow_and_update();
                 if ok {
@@ -362,8 +366,8 @@ pub async fn serve_on(
     };
     // Expired receipts of keyed calls and sessions past the retention
     // options are deleted once a minute (and at start-up); the task ends
-    // with the streams, at shutdown.
-    let pruning = tokio::spawn(prune_receipts(manager.clone(), streams.clone()));
+    // with the streams, at shutdown (it finishes a pass already begun).
+    let pruning = tasks.spawn("pruning", prune_receipts(manager.clone(), streams.clone()));
     let signal = {
         let manager = manager.clone();
         let streams = streams.clone();
@@ -416,16 +420,27 @@ pub async fn serve_on(
         service,
         opts.connections,
         connection_stats,
+        &tasks,
         signal,
     )
     .await;
     // Whatever ended the server, the runs get their run_end and the log its flush.
     manager.shutdown().await;
     streams.cancel();
+    storage_health.abort();
     let _ = pruning.await;
+    // The runs have ended; their reapers may still be killing what is left
+    // of a group or sweeping the run marker, and a recorder writing its
+    // cassette. They finish before the log closes and the runtime drops.
+    tasks.wait(TASKS_WAIT).await;
     manager.logs().shutdown().await;
     Ok(())
 }
+
+/// The longest shutdown waits for the server's tasks once the runs have
+/// ended: a reaper's kill and marker sweep take milliseconds; a task still
+/// running after this is named in the log and left to the runtime.
+pub const TASKS_WAIT: Duration = Duration::from_secs(10);
 
 /// How often expired idempotency receipts are deleted and the retention
 /// pass runs.

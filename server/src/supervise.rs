@@ -22,6 +22,7 @@ use tokio::process::{ChildStdin, Command};
 use tokio::sync::{mpsc, oneshot};
 
 use crate::process::{AdapterError, ExitInfo, Signal, StdoutLine};
+use crate::tasks::Tasks;
 
 /// Environment variables removed from the inherited environment by default:
 /// they make a nested CLI think it runs under a debugger, inside another
@@ -75,6 +76,9 @@ pub struct ProcessSpec {
     /// and inherited by everything it starts, so what escapes its process
     /// group is still found and killed ([`kill_marked`]).
     pub run_marker: Option<String>,
+    /// The set the process's reaper, readers and stdin writer are spawned
+    /// in (the server's, so shutdown waits for the reaping).
+    pub tasks: Tasks,
 }
 
 /// The variable that marks every process of one run (its value is the run
@@ -95,6 +99,7 @@ impl ProcessSpec {
             max_line_bytes: DEFAULT_MAX_LINE_BYTES,
             stdin: true,
             run_marker: None,
+            tasks: Tasks::default(),
         }
     }
 }
@@ -157,11 +162,12 @@ pub struct StdinWriter {
 }
 
 impl StdinWriter {
-    fn start(mut stdin: ChildStdin) -> Self {
+    fn start(mut stdin: ChildStdin, tasks: &Tasks) -> Self {
         let (tx, mut rx) = mpsc::channel::<Vec<u8>>(STDIN_QUEUE_LINES);
-        // Ends when the queue is closed (close_stdin / drop), dropping the
-        // pipe, or on the first write error (the child is gone).
-        tokio::spawn(async move {
+        // Runs to completion: ends when the queue is closed (close_stdin /
+        // drop), dropping the pipe, or on the first write error (the child
+        // is gone).
+        tasks.spawn("stdin writer", async move {
             while let Some(bytes) = rx.recv().await {
                 if let Err(e) = stdin.write_all(&bytes).await {
                     tracing::debug!(error = %e, "stdin write failed");
@@ -251,15 +257,29 @@ pub fn spawn(spec: &ProcessSpec) -> Result<Supervised, AdapterError> {
     let start_time = process_start_time(pid);
     let alive = Arc::new(AtomicBool::new(true));
 
-    let stdin = child.stdin.take().map(StdinWriter::start);
+    let stdin = child
+        .stdin
+        .take()
+        .map(|s| StdinWriter::start(s, &spec.tasks));
     let stdout = child.stdout.take().expect("stdout is piped");
     let stderr = child.stderr.take().expect("stderr is piped");
 
     let (line_tx, line_rx) = mpsc::channel(STDOUT_CHANNEL);
-    tokio::spawn(read_lines(stdout, spec.max_line_bytes, line_tx));
+    // Runs to completion: ends at the end of stdout, which the reaper's
+    // kills bring about.
+    let tasks = &spec.tasks;
+    tasks.spawn(
+        "stdout reader",
+        read_lines(stdout, spec.max_line_bytes, line_tx),
+    );
 
     let tail = Arc::new(Mutex::new(StderrTail::default()));
-    let stderr_task = tokio::spawn(read_stderr(stderr, tail.clone()));
+    // Runs to completion, as the stdout reader; the reaper waits for it
+    // (bounded by STDERR_DRAIN) to take the tail.
+    let stderr_task = tasks.spawn(
+        "stderr reader",
+        read_stderr(stderr, tail.clone(), tasks.clone()),
+    );
 
     let (exit_tx, exit_rx) = oneshot::channel();
     let guard = GroupGuard {
@@ -268,8 +288,10 @@ pub fn spawn(spec: &ProcessSpec) -> Result<Supervised, AdapterError> {
     };
     // The reaper owns the Child: it waits, records how the process ended,
     // then clears whatever the CLI left behind in its group. If the runtime
-    // drops this task first, the guard kills the group.
-    tokio::spawn(async move {
+    // drops this task first, the guard kills the group. Runs to completion:
+    // a reaper must reap, kill the stragglers and sweep the marker, so
+    // shutdown waits for it.
+    tasks.spawn("reaper", async move {
         let status = child.wait().await;
         guard.alive.store(false, Ordering::SeqCst);
         // Stragglers (a backgrounded Bash, a subagent's shell) must not
@@ -421,10 +443,12 @@ impl StderrTail {
 async fn read_stderr<R: AsyncRead + Unpin + Send + 'static>(
     reader: R,
     tail: Arc<Mutex<StderrTail>>,
+    tasks: Tasks,
 ) {
     let (tx, mut rx) = mpsc::channel(16);
-    // Reuse the bounded line reader so a huge stderr line cannot grow memory.
-    tokio::spawn(read_lines(reader, STDERR_TAIL_BYTES, tx));
+    // Reuse the bounded line reader so a huge stderr line cannot grow
+    // memory. Runs to completion: ends at the end of stderr.
+    tasks.spawn("stderr lines", read_lines(reader, STDERR_TAIL_BYTES, tx));
     while let Some(line) = rx.recv().await {
         let text = match line {
             StdoutLine::Line(l) => l,

@@ -18,6 +18,7 @@ use pbjson_types::Struct;
 use tokio::sync::{mpsc, oneshot};
 
 pub use crate::process::{AdapterError, ExitInfo, Signal, StdoutLine};
+use crate::tasks::Tasks;
 
 /// A boxed future, so adapters stay object safe.
 pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
@@ -34,6 +35,9 @@ pub struct SpawnConfig {
     /// The uuid of the prompt's user message (interactive adapter), as its
     /// `input_sent` records it.
     pub prompt_uuid: String,
+    /// Where the adapter spawns the process's tasks (reaper, readers,
+    /// replay): the server's set, which shutdown waits for.
+    pub tasks: Tasks,
 }
 
 /// One user message for the process.

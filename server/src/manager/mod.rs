@@ -53,6 +53,7 @@ use crate::launch::slash::InputFields;
 use crate::log::{EventLogs, MetaChange, NewEvent};
 use crate::secrets::SecretsKey;
 use crate::store::SessionMeta;
+use crate::tasks::Tasks;
 
 pub use self::control::SettingChange;
 use self::fold::FoldCell;
@@ -186,6 +187,10 @@ struct Inner {
     /// Held by a Start importing an outside conversation from its check
     /// until its run_start is committed (see [`ownership`]).
     imports: tokio::sync::Mutex<()>,
+    /// Every task the runs start (the run tasks, and through the adapter
+    /// their processes' reapers and readers); the server spawns its own in
+    /// it too and waits for the set at shutdown.
+    tasks: Tasks,
 }
 
 /// An answer to a permission request.
@@ -216,6 +221,7 @@ impl SessionManager {
                 shutting_down: CancellationToken::new(),
                 live_runs,
                 imports: tokio::sync::Mutex::new(()),
+                tasks: Tasks::new(),
             }),
         }
     }
@@ -229,6 +235,12 @@ impl SessionManager {
     /// The event logs this manager writes.
     pub fn logs(&self) -> &EventLogs {
         &self.inner.logs
+    }
+
+    /// The set of tasks this manager's runs are spawned in, which the
+    /// server shares and waits for at shutdown.
+    pub fn tasks(&self) -> &Tasks {
+        &self.inner.tasks
     }
 
     fn slot(&self, session_id: &str) -> Arc<Slot> {

@@ -171,6 +171,7 @@ impl SessionManager {
             run_id: run_id.clone(),
             config: spawned,
             prompt_uuid: prompt_uuid.clone(),
+            tasks: self.inner.tasks.clone(),
         };
         self.inner.adapter.check(&spawn)?;
         let permit = self.live_run_permit()?;
@@ -306,7 +307,9 @@ impl SessionManager {
             prompt_sent: has_prompt,
             live_permit: permit,
         };
-        tokio::spawn(run::supervised(spec, claim));
+        // Runs to completion: the run ends with its process, and shutdown
+        // stops every process through the stop ladder (`shutdown`) first.
+        self.inner.tasks.spawn("run", run::supervised(spec, claim));
         tracing::info!(
             session_id,
             run_id,

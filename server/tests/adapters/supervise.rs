@@ -10,6 +10,7 @@ use agent_harness_server::supervise::{
     ProcessSpec, STDIN_QUEUE_LINES, kill_recorded_group, parse_start_time, process_start_time,
     spawn,
 };
+use agent_harness_server::tasks::Tasks;
 
 fn sh(script: &str) -> ProcessSpec {
     let mut s = ProcessSpec::new("/bin/sh");
@@ -89,6 +90,43 @@ async fn stderr_tail_is_bounded_and_exit_code_kept() {
     );
     assert!(!exit.stderr_tail.contains("err-60\n"));
     assert!(exit.stderr_tail.lines().count() <= 40);
+}
+
+/// True when `pid` has exited: gone, a zombie, or past closing its files
+/// (what ended the pipe it shared with us).
+fn exited(pid: u32) -> bool {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+    let no_files =
+        std::fs::read_dir(format!("/proc/{pid}/fd")).map_or(true, |mut d| d.next().is_none());
+    stat.is_empty() || stat.contains(") Z") || stat.contains(") X") || no_files
+}
+
+#[tokio::test]
+async fn waiting_for_the_tasks_waits_for_the_reapers_kill() {
+    // The leader leaves a straggler in its group that ignores SIGTERM and
+    // exits at once: only the reaper's kill ends the straggler, and nobody
+    // waits for the exit but the task set.
+    let tasks = Tasks::new();
+    let mut spec = sh("trap '' TERM INT; sleep 300 & echo $!");
+    spec.tasks = tasks.clone();
+    let p = spawn(&spec).unwrap();
+    let mut out = p.stdout;
+    let Some(StdoutLine::Line(straggler)) = out.recv().await else {
+        panic!()
+    };
+    let straggler: u32 = straggler.trim().parse().unwrap();
+    // The queue for stdin closes with its owner, as a run's control drops it.
+    drop((out, p.stdin));
+    let mut exit = p.exited;
+    assert!(
+        tasks.wait(Duration::from_secs(10)).await,
+        "still running: {:?}",
+        tasks.running()
+    );
+    // The reaper ran to its end (the exit is sent last) and the straggler
+    // is dead.
+    assert!(exit.try_recv().is_ok(), "the reaper finished");
+    assert!(exited(straggler), "straggler {straggler} still running");
 }
 
 #[tokio::test]

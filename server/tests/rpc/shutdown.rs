@@ -64,3 +64,59 @@ async fn shutdown_ends_streams_and_every_live_run_once() {
         }
     }
 }
+
+/// A CLI that ignores SIGTERM and SIGINT, with a straggler in its group
+/// that ignores them too: shutdown's ladder ends with the group killed,
+/// and serve_on returns only once the reaper has reaped and the straggler
+/// is dead (its readers, holding the pipes the straggler shared, ended).
+#[tokio::test]
+async fn shutdown_returns_after_the_reaper_killed_the_group() {
+    use std::os::unix::fs::PermissionsExt;
+
+    use agent_harness_server::adapter::claude::{ClaudeInteractiveAdapter, ClaudeOptions};
+
+    let dir = tempfile::tempdir().expect("temp dir");
+    let pids = dir.path().join("pids");
+    let bin = dir.path().join("claude");
+    let script = format!(
+        r#"#!/bin/sh
+trap '' TERM INT
+sleep 300 &
+printf '%s %s\n' "$$" "$!" > '{pids}.tmp'
+mv '{pids}.tmp' '{pids}'
+printf '{{"type":"system","subtype":"init","session_id":"deaf","cwd":"/","model":"stand-in","tools":[]}}\n'
+while IFS= read -r line; do :; done
+wait
+"#,
+        pids = pids.display()
+    );
+    std::fs::write(&bin, script).expect("write stand-in");
+    std::fs::set_permissions(&bin, std::fs::Permissions::from_mode(0o755)).expect("chmod");
+    let adapter = Arc::new(ClaudeInteractiveAdapter::new(ClaudeOptions {
+        claude_bin: Some(bin),
+        ..ClaudeOptions::default()
+    }));
+    let server = TestServer::spawning(adapter, fast_opts()).await;
+    let mut c = server.client().await;
+    let mut sub = Sub::open(&mut c, "deaf", 0).await;
+    start(&mut c, "deaf", "hello").await.unwrap();
+    // The init line is printed after the pids are written.
+    sub.until_kind("run_ready").await;
+    let text = std::fs::read_to_string(&pids).expect("pids written before init");
+    let (leader, straggler) = text.trim().split_once(' ').expect("two pids");
+    let (leader, straggler): (u32, u32) = (leader.parse().unwrap(), straggler.parse().unwrap());
+
+    server.shutdown().await.expect("clean shutdown");
+
+    let stat = |pid: u32| std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+    assert!(stat(leader).is_empty(), "leader reaped: {}", stat(leader));
+    // Gone, a zombie of init's, or past closing its files (which ended the
+    // readers shutdown waited for).
+    let no_files =
+        std::fs::read_dir(format!("/proc/{straggler}/fd")).map_or(true, |mut d| d.next().is_none());
+    let s = stat(straggler);
+    assert!(
+        s.is_empty() || s.contains(") Z") || s.contains(") X") || no_files,
+        "straggler still running: {s}"
+    );
+}

@@ -94,12 +94,14 @@ impl<A: ProcessAdapter> ProcessAdapter for CassetteRecorder<A> {
                     line: user_message_line(&initial),
                 });
             }
+            let tasks = config.tasks.clone();
             let mut handle = self.inner.spawn(config).await?;
 
             let (tx, rx) = mpsc::channel(256);
             let mut inner_rx = std::mem::replace(&mut handle.stdout, rx);
             let out_tape = tape.clone();
-            let stdout_done = tokio::spawn(async move {
+            // Runs to completion: ends with the process's stdout.
+            let stdout_done = tasks.spawn("cassette record stdout", async move {
                 while let Some(line) = inner_rx.recv().await {
                     out_tape.push(|t| CassetteRecord::Out {
                         t,
@@ -119,7 +121,9 @@ impl<A: ProcessAdapter> ProcessAdapter for CassetteRecorder<A> {
             let inner_exit = std::mem::replace(&mut handle.exited, exit_rx);
             let exit_tape = tape.clone();
             let path = self.path.clone();
-            tokio::spawn(async move {
+            // Runs to completion: the cassette is written once the
+            // process has exited, so shutdown waits for the file.
+            tasks.spawn("cassette record exit", async move {
                 let info = inner_exit.await.unwrap_or_default();
                 // Stdout closes with the process; wait for its last lines so
                 // "exit" is the final record.

@@ -76,7 +76,7 @@ impl ProcessAdapter for CassetteAdapter {
         "cassette"
     }
 
-    fn spawn(&self, _config: SpawnConfig) -> BoxFuture<'_, Result<ProcessHandle, AdapterError>> {
+    fn spawn(&self, config: SpawnConfig) -> BoxFuture<'_, Result<ProcessHandle, AdapterError>> {
         Box::pin(async move {
             let (out_tx, out_rx) = mpsc::channel(256);
             let (exit_tx, exit_rx) = oneshot::channel();
@@ -88,14 +88,19 @@ impl ProcessAdapter for CassetteAdapter {
                 stdin_open: AtomicBool::new(true),
                 keep_alive: self.cassette.header.adapter != "cli",
             });
-            tokio::spawn(play(
-                self.cassette.clone(),
-                self.timescale,
-                out_tx,
-                act_rx,
-                exit_tx,
-                alive,
-            ));
+            // Runs to completion: the tape ends, or the run's kill or its
+            // dropped handle ends the play as a process's would end.
+            config.tasks.spawn(
+                "cassette replay",
+                play(
+                    self.cassette.clone(),
+                    self.timescale,
+                    out_tx,
+                    act_rx,
+                    exit_tx,
+                    alive,
+                ),
+            );
             Ok(ProcessHandle {
                 stdout: out_rx,
                 exited: exit_rx,

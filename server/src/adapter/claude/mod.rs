@@ -100,6 +100,7 @@ impl ClaudeOptions {
     pub(crate) fn base_spec(&self, config: &SpawnConfig) -> Result<ProcessSpec, AdapterError> {
         let bin = find_claude(self.claude_bin.as_deref())?;
         let mut spec = ProcessSpec::new(bin);
+        spec.tasks = config.tasks.clone();
         spec.strip_env_keys = self.strip_env_keys.clone();
         spec.max_line_bytes = self.max_line_bytes;
         spec.env = self.env.clone();
