@@ -28,6 +28,7 @@ mod options;
 mod read;
 mod resident;
 mod subscribe;
+mod typing;
 mod writer;
 
 pub use self::failpoint::FAILPOINT_ENV;
@@ -35,6 +36,7 @@ pub use self::options::{
     DEFAULT_CACHE_SESSIONS, DEFAULT_DELTA_INTERVAL, DEFAULT_HEARTBEAT, DEFAULT_MAX_REPLAY,
     DEFAULT_WINDOW, DEFAULT_WINDOW_BYTES, DEFAULT_WINDOW_CACHE_BYTES, LogOptions,
 };
+pub use self::typing::Typing;
 
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
@@ -310,43 +312,6 @@ impl Drop for Inner {
     }
 }
 
-/// A live run's hold on its session's live-typing board; see
-/// [`EventLogs::typing`].
-pub struct Typing {
-    session: Arc<SessionLog>,
-}
-
-impl Typing {
-    /// Changes the CLI wrote after every committed event and before any
-    /// uncommitted one: published at once (see [`crate::partial::Board::publish`]).
-    pub fn publish(&self, run_id: &str, changes: &[crate::partial::Change]) {
-        let head = *self.session.head.borrow();
-        self.session.board.publish(run_id, changes, head);
-    }
-
-    /// Before a batch's events are committed: closes the blocks it
-    /// completes. Returns the head before the commit, for
-    /// [`Typing::publish_after`].
-    pub fn close(&self, changes: &[crate::partial::Change]) -> u64 {
-        let head = *self.session.head.borrow();
-        self.session.board.close(changes, head);
-        head
-    }
-
-    /// After the batch's events are committed: all its changes.
-    pub fn publish_after(&self, run_id: &str, changes: &[crate::partial::Change], before: u64) {
-        let head = *self.session.head.borrow();
-        self.session
-            .board
-            .publish_after(run_id, changes, before, head);
-    }
-
-    /// The run ended.
-    pub fn clear(&self, run_id: &str) {
-        self.session.board.clear(run_id);
-    }
-}
-
 /// Every session's event log. Cheap to clone (an `Arc` inside).
 #[derive(Clone)]
 pub struct EventLogs {
@@ -546,19 +511,6 @@ impl EventLogs {
         Ok(subscribe::stream(
             shared, session, session_id, after_seq, deltas,
         ))
-    }
-
-    /// The live-typing board of `session_id`, for its run task (see
-    /// [`crate::partial`]). Holding the handle keeps the session in memory,
-    /// so subscribers and the run share one board.
-    pub async fn typing(&self, session_id: &str) -> Result<Typing, LogError> {
-        let session = self
-            .inner
-            .shared
-            .load(session_id, true)
-            .await?
-            .ok_or(LogError::Closed)?;
-        Ok(Typing { session })
     }
 
     /// Changes a session's meta durably (creating it if absent), e.g. the
