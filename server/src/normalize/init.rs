@@ -9,6 +9,7 @@ use serde_json::{Map, Value};
 use super::Normalizer;
 use super::json::{str_at, str_of};
 
+/// What makes two inits "the same" for run_ready purposes.
 #[derive(Debug, Clone, PartialEq)]
 pub(super) struct ReadyFingerprint {
     resume_id: String,

@@ -52,8 +52,6 @@ impl Totals {
     }
 }
 
-/// What makes two inits "the same" for run_ready purposes.
-
 impl Normalizer {
     pub(super) fn result(&mut self, obj: &Map<String, Value>) -> pb::TurnEnd {
         self.turn_active = false;
