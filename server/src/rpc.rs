@@ -17,6 +17,7 @@ use tokio::sync::Semaphore;
 use tokio_util::sync::CancellationToken;
 use tonic::{Code, Request, Response, Status};
 
+use crate::adapter::claude::context_usage;
 use crate::error::Error;
 use crate::log::EventLogs;
 use crate::manager::{SessionManager, SettingChange};
@@ -446,12 +447,9 @@ impl SessionService for Rpc {
         validate::session_id(&req.session_id)?;
         let answer = self
             .manager
-            .control(
-                &req.session_id,
-                serde_json::json!({"subtype": "get_context_usage"}),
-            )
+            .control(&req.session_id, context_usage::request())
             .await?;
-        Ok(Response::new(context_usage(answer)))
+        Ok(Response::new(context_usage::response(answer)))
     }
 
     async fn read_full_event(
@@ -557,59 +555,6 @@ impl SessionService for Rpc {
             sessions,
             next_page_token,
         }))
-    }
-}
-
-/// The CLI's `get_context_usage` answer as the response message: the
-/// figures it names, and the rest (without the display grid) as `raw`.
-fn context_usage(mut answer: serde_json::Value) -> pb::GetContextUsageResponse {
-    let n = |v: &serde_json::Value, k: &str| {
-        v.get(k).and_then(serde_json::Value::as_f64).unwrap_or(0.0)
-    };
-    let categories = answer
-        .get("categories")
-        .and_then(serde_json::Value::as_array)
-        .map(|cs| {
-            cs.iter()
-                .map(|c| {
-                    let text = |k: &str| {
-                        c.get(k)
-                            .and_then(serde_json::Value::as_str)
-                            .unwrap_or_default()
-                            .to_owned()
-                    };
-                    let name = text("name");
-                    // CLI 2.1.197 names no kind: it lists the used
-                    // categories and "Free space".
-                    let kind = match (text("kind"), name.as_str()) {
-                        (k, _) if !k.is_empty() => k,
-                        (_, "Free space") => "free".into(),
-                        (_, "Autocompact buffer") => "buffer".into(),
-                        _ => "used".into(),
-                    };
-                    pb::ContextCategory {
-                        tokens: n(c, "tokens") as u64,
-                        name,
-                        kind,
-                    }
-                })
-                .collect()
-        })
-        .unwrap_or_default();
-    let resp = pb::GetContextUsageResponse {
-        total_tokens: n(&answer, "totalTokens") as u64,
-        max_tokens: n(&answer, "maxTokens") as u64,
-        raw_max_tokens: n(&answer, "rawMaxTokens") as u64,
-        percentage: n(&answer, "percentage"),
-        categories,
-        raw: None,
-    };
-    if let Some(obj) = answer.as_object_mut() {
-        obj.remove("gridRows");
-    }
-    pb::GetContextUsageResponse {
-        raw: crate::nesting::to_struct(&answer),
-        ..resp
     }
 }
 

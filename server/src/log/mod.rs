@@ -24,21 +24,28 @@
 
 pub mod cut;
 mod failpoint;
+mod options;
+mod read;
 mod resident;
 mod subscribe;
+mod typing;
 mod writer;
 
 pub use self::failpoint::FAILPOINT_ENV;
+pub use self::options::{
+    DEFAULT_CACHE_SESSIONS, DEFAULT_DELTA_INTERVAL, DEFAULT_HEARTBEAT, DEFAULT_MAX_REPLAY,
+    DEFAULT_WINDOW, DEFAULT_WINDOW_BYTES, DEFAULT_WINDOW_CACHE_BYTES, LogOptions,
+};
+pub use self::typing::Typing;
 
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
 
 use agent_harness_client::pb;
 use futures::Stream;
 use tokio::sync::{oneshot, watch};
 
-use crate::store::{Receipt, ReceiptWrite, SessionMeta, Store, StoreError, StoreUsage};
+use crate::store::{ReceiptWrite, SessionMeta, Store, StoreError};
 
 use self::resident::{Limits, Resident, SessionLog};
 use self::writer::Cmd;
@@ -61,73 +68,6 @@ pub const SUBSCRIBER_WINDOW_CHUNK: usize = 16;
 /// Optimistic loads of a head from the store before loading under the lock
 /// (see `Shared::load`).
 const LOAD_RETRIES: usize = 2;
-
-/// Default of [`LogOptions::window`] (`--window`).
-pub const DEFAULT_WINDOW: usize = 2_000;
-/// Default of [`LogOptions::window_bytes`] (`--window-bytes`).
-pub const DEFAULT_WINDOW_BYTES: usize = 2 * 1024 * 1024;
-/// Default of [`LogOptions::cache_bytes`] (`--cache-bytes`): the
-/// event windows of all sessions together.
-pub const DEFAULT_WINDOW_CACHE_BYTES: usize = 128 * 1024 * 1024;
-/// Default of [`LogOptions::cache_sessions`] (`--cache-sessions`).
-pub const DEFAULT_CACHE_SESSIONS: usize = 1_000;
-/// Default of [`LogOptions::max_replay`] (`--max-replay`).
-pub const DEFAULT_MAX_REPLAY: usize = 10_000;
-/// Default of [`LogOptions::heartbeat`] (`--heartbeat`).
-pub const DEFAULT_HEARTBEAT: Duration = Duration::from_secs(15);
-/// Default of [`LogOptions::delta_interval`] (`--delta-interval`).
-pub const DEFAULT_DELTA_INTERVAL: Duration = Duration::from_millis(50);
-
-/// Tuning knobs of the log.
-#[derive(Debug, Clone)]
-pub struct LogOptions {
-    /// Latest events kept in memory per session (2,000); older reads go to the store.
-    pub window: usize,
-    /// Most bytes (encoded) one session's window holds (2 MiB); the newest
-    /// event always stays.
-    pub window_bytes: usize,
-    /// Most bytes all windows hold together (128 MiB); past it the least
-    /// recently used sessions' windows are dropped.
-    pub cache_bytes: usize,
-    /// Most sessions kept in memory that no stream follows (1,000; also
-    /// the writer's meta cache); past it the least recently used go.
-    pub cache_sessions: usize,
-    /// Largest gap Subscribe replays contiguously (10,000); beyond it the
-    /// stream resets to the tail window.
-    pub max_replay: u64,
-    /// Heartbeat interval on an idle live stream (15 s).
-    pub heartbeat: Duration,
-    /// Live typing: a stream sends deltas at most this often (50 ms), what
-    /// was typed meanwhile coalesced; zero sends each change as it comes.
-    /// Before an event a stream always sends what precedes it first.
-    pub delta_interval: Duration,
-    /// Most events in one group commit (10,000); bounds a transaction's size.
-    pub max_batch: usize,
-    /// Most events (and meta changes) waiting for the writer (40,000);
-    /// further appends wait for room.
-    pub max_queued: usize,
-    /// Largest event streamed whole, in bytes of its encoding (1 MiB); a
-    /// larger one is streamed cut down ([`cut::fit`]). At most
-    /// [`cut::MAX_EVENT_BYTES_CEILING`].
-    pub max_event_bytes: usize,
-}
-
-impl Default for LogOptions {
-    fn default() -> Self {
-        Self {
-            window: DEFAULT_WINDOW,
-            window_bytes: DEFAULT_WINDOW_BYTES,
-            cache_bytes: DEFAULT_WINDOW_CACHE_BYTES,
-            cache_sessions: DEFAULT_CACHE_SESSIONS,
-            max_replay: DEFAULT_MAX_REPLAY as u64,
-            heartbeat: DEFAULT_HEARTBEAT,
-            delta_interval: DEFAULT_DELTA_INTERVAL,
-            max_batch: 10_000,
-            max_queued: 40_000,
-            max_event_bytes: cut::DEFAULT_MAX_EVENT_BYTES,
-        }
-    }
-}
 
 /// An event to append; the log assigns `seq`, `session_id` and `time`.
 #[derive(Debug, Clone)]
@@ -372,43 +312,6 @@ impl Drop for Inner {
     }
 }
 
-/// A live run's hold on its session's live-typing board; see
-/// [`EventLogs::typing`].
-pub struct Typing {
-    session: Arc<SessionLog>,
-}
-
-impl Typing {
-    /// Changes the CLI wrote after every committed event and before any
-    /// uncommitted one: published at once (see [`crate::partial::Board::publish`]).
-    pub fn publish(&self, run_id: &str, changes: &[crate::partial::Change]) {
-        let head = *self.session.head.borrow();
-        self.session.board.publish(run_id, changes, head);
-    }
-
-    /// Before a batch's events are committed: closes the blocks it
-    /// completes. Returns the head before the commit, for
-    /// [`Typing::publish_after`].
-    pub fn close(&self, changes: &[crate::partial::Change]) -> u64 {
-        let head = *self.session.head.borrow();
-        self.session.board.close(changes, head);
-        head
-    }
-
-    /// After the batch's events are committed: all its changes.
-    pub fn publish_after(&self, run_id: &str, changes: &[crate::partial::Change], before: u64) {
-        let head = *self.session.head.borrow();
-        self.session
-            .board
-            .publish_after(run_id, changes, before, head);
-    }
-
-    /// The run ended.
-    pub fn clear(&self, run_id: &str) {
-        self.session.board.clear(run_id);
-    }
-}
-
 /// Every session's event log. Cheap to clone (an `Arc` inside).
 #[derive(Clone)]
 pub struct EventLogs {
@@ -516,15 +419,6 @@ impl EventLogs {
         self.send_append(session_id, events, meta, receipt).await
     }
 
-    /// The stored receipt of `(session_id, key)`, however old.
-    pub async fn receipt(&self, session_id: &str, key: &str) -> Result<Option<Receipt>, LogError> {
-        let (sid, key) = (session_id.to_owned(), key.to_owned());
-        self.inner
-            .shared
-            .blocking(move |st| st.receipt(&sid, &key))
-            .await
-    }
-
     /// Deletes the receipts created before `before_ms` (Unix ms), in
     /// transactions of at most `batch` deletions; returns how many. Runs on
     /// a blocking thread beside the writer (redb serializes the two write
@@ -543,11 +437,6 @@ impl EventLogs {
                 return Ok(total);
             }
         }
-    }
-
-    /// How many receipts the store holds (tests, stats).
-    pub async fn receipt_count(&self) -> Result<usize, LogError> {
-        self.inner.shared.blocking(|st| st.receipt_count()).await
     }
 
     async fn send_append(
@@ -624,178 +513,6 @@ impl EventLogs {
         ))
     }
 
-    /// The live-typing board of `session_id`, for its run task (see
-    /// [`crate::partial`]). Holding the handle keeps the session in memory,
-    /// so subscribers and the run share one board.
-    pub async fn typing(&self, session_id: &str) -> Result<Typing, LogError> {
-        let session = self
-            .inner
-            .shared
-            .load(session_id, true)
-            .await?
-            .ok_or(LogError::Closed)?;
-        Ok(Typing { session })
-    }
-
-    /// A History page: the newest `limit` events with `seq < before_seq`,
-    /// oldest first, and whether older ones exist. `before_seq == 0` (or past
-    /// the head) means from the tail; `limit == 0` means 50; capped at 1000.
-    /// The page also holds at most [`cut::PAGE_BYTES`] of events (the
-    /// newest that fit, at least one), so its message stays under 4 MiB.
-    pub async fn history(
-        &self,
-        session_id: &str,
-        before_seq: u64,
-        limit: u32,
-    ) -> Result<(Vec<pb::Event>, bool), LogError> {
-        let limit = match limit {
-            0 => HISTORY_DEFAULT_LIMIT,
-            l => l.min(HISTORY_MAX_LIMIT),
-        } as u64;
-        let shared = &self.inner.shared;
-        let session = shared.load(session_id, false).await?;
-        let head = session.as_ref().map_or(0, |s| *s.head.borrow());
-        let before = if before_seq == 0 || before_seq > head {
-            head + 1
-        } else {
-            before_seq
-        };
-        if before <= 1 {
-            return Ok((Vec::new(), false));
-        }
-        let first = before.saturating_sub(limit).max(1);
-        let window_hit = session
-            .as_deref()
-            .and_then(|s| s.window_span(first - 1, (before - first) as usize));
-        let mut events = match window_hit {
-            Some(evs) if evs.first().map(|e| e.seq) == Some(first) => evs,
-            _ => {
-                let sid = session_id.to_owned();
-                let budget = shared.budget();
-                let evs = shared
-                    .blocking(move |st| {
-                        st.read_before_within(&sid, before, limit as usize, cut::PAGE_BYTES, budget)
-                    })
-                    .await?;
-                shared.streamed(evs)
-            }
-        };
-        // Bounded by bytes too: the newest events that fit, at least one.
-        let mut bytes = 0usize;
-        let keep = events
-            .iter()
-            .rev()
-            .take_while(|e| {
-                bytes += cut::wire_len(e);
-                bytes <= cut::PAGE_BYTES
-            })
-            .count()
-            .max(1);
-        let drop = events.len().saturating_sub(keep);
-        events.drain(..drop);
-        let has_more = events.first().is_some_and(|e| e.seq > 1);
-        Ok((events, has_more))
-    }
-
-    /// At most `limit` committed events with `seq > after_seq`, oldest
-    /// first (from the window when it covers them, else from the store).
-    pub async fn read_range(
-        &self,
-        session_id: &str,
-        after_seq: u64,
-        limit: usize,
-    ) -> Result<Vec<pb::Event>, LogError> {
-        let shared = &self.inner.shared;
-        let Some(session) = shared.load(session_id, false).await? else {
-            return Ok(Vec::new());
-        };
-        let head = *session.head.borrow();
-        shared
-            .read_span(session_id, Some(&session), after_seq, head, limit)
-            .await
-    }
-
-    /// The whole form of event `seq` (what a `truncated` event left out is
-    /// in it); `None` when the session has no such event. An event in the
-    /// window that was not cut is answered from memory.
-    pub async fn full_event(
-        &self,
-        session_id: &str,
-        seq: u64,
-    ) -> Result<Option<pb::Event>, LogError> {
-        let shared = &self.inner.shared;
-        let session = shared.load(session_id, false).await?;
-        let head = session.as_ref().map_or(0, |s| *s.head.borrow());
-        if seq == 0 || seq > head {
-            return Ok(None);
-        }
-        if let Some(e) = session.and_then(|s| s.window_get(seq))
-            && e.truncated.is_none()
-        {
-            return Ok(Some(e));
-        }
-        let sid = session_id.to_owned();
-        shared.blocking(move |st| st.read_full(&sid, seq)).await
-    }
-
-    /// The whole form of event `seq` as stored, protobuf-encoded (for an
-    /// `unreadable` event, the bytes that could not be decoded); `None`
-    /// when the store has no such event.
-    pub async fn full_event_bytes(
-        &self,
-        session_id: &str,
-        seq: u64,
-    ) -> Result<Option<Vec<u8>>, LogError> {
-        let sid = session_id.to_owned();
-        self.inner
-            .shared
-            .blocking(move |st| st.read_full_bytes(&sid, seq))
-            .await
-    }
-
-    /// The session's committed head seq (0 when it has no events).
-    pub async fn head_seq(&self, session_id: &str) -> Result<u64, LogError> {
-        let session = self.inner.shared.load(session_id, false).await?;
-        Ok(session.map_or(0, |s| *s.head.borrow()))
-    }
-
-    /// Whether the session has any event or a stored meta. An unknown id
-    /// costs a store lookup and leaves nothing in memory.
-    pub async fn exists(&self, session_id: &str) -> Result<bool, LogError> {
-        let session = self.inner.shared.load(session_id, false).await?;
-        Ok(session.is_some_and(|s| *s.head.borrow() > 0 || s.has_meta.load(Ordering::Acquire)))
-    }
-
-    /// A page of stored sessions' metas, ordered by session id: the first
-    /// `limit` after `after` (from the first when `None`). Reads only that
-    /// page (each meta plus the last key of its events).
-    pub async fn sessions(
-        &self,
-        after: Option<&str>,
-        limit: usize,
-    ) -> Result<Vec<SessionMeta>, LogError> {
-        let after = after.map(str::to_owned);
-        let mut metas = self
-            .inner
-            .shared
-            .blocking(move |st| st.sessions(after.as_deref(), limit))
-            .await?;
-        for m in &mut metas {
-            self.inner.shared.refresh(m);
-        }
-        Ok(metas)
-    }
-
-    /// One session's stored meta.
-    pub async fn meta(&self, session_id: &str) -> Result<Option<SessionMeta>, LogError> {
-        let sid = session_id.to_owned();
-        let mut meta = self.inner.shared.blocking(move |st| st.meta(&sid)).await?;
-        if let Some(m) = meta.as_mut() {
-            self.inner.shared.refresh(m);
-        }
-        Ok(meta)
-    }
-
     /// Changes a session's meta durably (creating it if absent), e.g. the
     /// resume id or the pid + start time of the live process. Runs on the
     /// writer thread, serialized with appends, so it never races a head
@@ -841,27 +558,6 @@ impl EventLogs {
             })
             .map_err(|_| LogError::Closed)?;
         rx.await.map_err(|_| LogError::Closed)?
-    }
-
-    /// The sessions whose log names CLI conversation `resume_id` (a
-    /// `run_ready` that announced it, a `run_start` that resumed it, not a
-    /// fork's), by id.
-    pub async fn conversation_sessions(&self, resume_id: &str) -> Result<Vec<String>, LogError> {
-        let id = resume_id.to_owned();
-        self.inner
-            .shared
-            .blocking(move |st| st.conversation_sessions(&id))
-            .await
-    }
-
-    /// How many sessions are stored.
-    pub async fn session_count(&self) -> Result<u64, LogError> {
-        self.inner.shared.blocking(|st| st.session_count()).await
-    }
-
-    /// What the store holds: sessions, events, bytes (walks the tables).
-    pub async fn usage(&self) -> Result<StoreUsage, LogError> {
-        self.inner.shared.blocking(|st| st.usage()).await
     }
 
     /// True once the log was shut down: its streams have ended for that

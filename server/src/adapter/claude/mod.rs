@@ -9,9 +9,12 @@
 //!   the CLI reads them on stdin (the cassette recorder and replayer use
 //!   them too);
 //! - [`discover`]: where the `claude` binary is;
-//! - [`config_dir`]: the CLI's configuration directory the server owns.
+//! - [`config_dir`]: the CLI's configuration directory the server owns;
+//! - [`context_usage`]: the `get_context_usage` control request and its
+//!   answer as the RPC's response.
 
 pub mod config_dir;
+pub mod context_usage;
 pub mod discover;
 pub mod interactive;
 pub mod oneshot;

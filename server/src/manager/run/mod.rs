@@ -14,21 +14,21 @@
 
 mod control;
 mod end;
+mod permissions;
+mod stdout;
 
 pub use self::control::CONTROL_TIMEOUT;
 pub(crate) use self::control::{Answered, ControlFailure, Record};
 use self::control::{ControlReplyTx, PendingControl};
 pub(super) use self::end::supervised;
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashMap;
 use std::sync::Arc;
-use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use agent_harness_client::derive::Status;
 use agent_harness_client::pb;
 use agent_harness_client::pb::event::Payload;
-use pbjson_types::Struct;
 use tokio::sync::{OwnedSemaphorePermit, mpsc, oneshot};
 use tokio::time::Instant;
 
@@ -38,14 +38,12 @@ use super::receipts::{Keyed, KeyedExt};
 use super::slot::Claim;
 use super::{ManagerOptions, PermissionAnswer};
 use crate::adapter::{
-    AdapterError, ExitInfo, PermissionDecision, ProcessControl, ProcessHandle, StdoutLine,
-    UserInput,
+    AdapterError, ExitInfo, ProcessControl, ProcessHandle, StdoutLine, UserInput,
 };
 use crate::error::{Error, Result};
-use crate::log::{EventLogs, LogError, MetaChange, NewEvent, Typing};
+use crate::log::{EventLogs, LogError, NewEvent, Typing};
 use crate::normalize::Normalizer;
-use crate::partial::Change;
-use crate::store::{ReceiptWrite, SessionMeta};
+use crate::store::SessionMeta;
 
 /// `run_error.kind` of a run ended for running beyond the launch policy.
 pub(crate) const POLICY: &str = "policy";
@@ -315,50 +313,6 @@ impl Run {
         Some(self.last_activity + self.opts.idle_timeout)
     }
 
-    /// How many permission requests the log shows pending.
-    fn pending_permissions(&self) -> usize {
-        self.fold
-            .with(|d| d.fold.pending_permission_count())
-            .unwrap_or(0)
-    }
-
-    /// Whether `request_id` is pending, and the input it asked with.
-    fn pending_input(&self, request_id: &str) -> Option<Option<Struct>> {
-        self.fold
-            .with(|d| {
-                d.fold
-                    .pending_permission(request_id)
-                    .map(|p| p.input.clone())
-            })
-            .flatten()
-    }
-
-    /// The input a pending request asked with, whole: the fold holds the
-    /// streamed form of its event, which is cut down when it was over the
-    /// per-event budget (a Write of a large file), and the CLI must run the
-    /// tool with what it asked for, not a shortened copy.
-    async fn whole_requested_input(
-        &self,
-        request_id: &str,
-        folded: Option<Struct>,
-    ) -> Option<Struct> {
-        let seq = self
-            .fold
-            .with(|d| d.fold.pending_permission(request_id).map(|p| p.seq))
-            .flatten()?;
-        match self.logs.full_event(&self.session_id, seq).await {
-            Ok(Some(pb::Event {
-                payload: Some(Payload::PermissionRequested(p)),
-                ..
-            })) if p.request_id == request_id => p.input,
-            Ok(_) => folded,
-            Err(e) => {
-                tracing::warn!(session_id = %self.session_id, error = %e, "cannot read the whole permission request; answering with its streamed input");
-                folded
-            }
-        }
-    }
-
     /// Whether the log shows background tasks still running (derive's
     /// `has_running_background_tasks`). Takes a snapshot of the fold, so it
     /// is asked only when the idle deadline has passed.
@@ -366,234 +320,6 @@ impl Run {
         self.fold
             .with(|d| d.fold.snapshot().has_running_background_tasks)
             .unwrap_or(false)
-    }
-
-    /// Appends, folds and reacts to what was appended. A failed append is
-    /// logged: the store is failing and the process goes on regardless.
-    async fn append(&mut self, payloads: Vec<(Payload, String)>) {
-        if payloads.is_empty() {
-            return;
-        }
-        let _ = self.commit_events(payloads, None, None).await;
-    }
-
-    /// Appends `payload` with the receipt of a keyed call (alone when
-    /// `payload` is None); `Err` with what the store said when the commit
-    /// failed (the run is then being ended, see [`Run::commit`]).
-    async fn append_keyed(
-        &mut self,
-        payload: Option<Payload>,
-        receipt: Option<ReceiptWrite>,
-    ) -> Result<(), String> {
-        let payloads = payload.map(|p| (p, String::new())).into_iter().collect();
-        self.commit_events(payloads, None, receipt).await.map(drop)
-    }
-
-    /// One commit of events, a meta change and a receipt (any may be
-    /// empty); folds and reacts to the events. A failed commit is logged
-    /// and, the store failing, the process is ended (its output could not
-    /// be recorded any more); the error is returned to the callers that
-    /// answer a keyed call.
-    async fn commit_events(
-        &mut self,
-        payloads: Vec<(Payload, String)>,
-        meta: Option<MetaChange>,
-        receipt: Option<ReceiptWrite>,
-    ) -> Result<Vec<pb::Event>, String> {
-        let events = payloads
-            .into_iter()
-            .map(|(payload, cli_line)| NewEvent {
-                run_id: self.run_id.clone(),
-                payload,
-                cli_line,
-            })
-            .collect();
-        match self
-            .logs
-            .commit(&self.session_id, events, meta, receipt)
-            .await
-        {
-            Ok(events) => {
-                self.fold.applied(&events);
-                for e in &events {
-                    self.observe(e).await;
-                }
-                Ok(events)
-            }
-            Err(e) => {
-                tracing::error!(session_id = %self.session_id, run_id = %self.run_id, error = %e, "append failed; ending the process");
-                if self.storage_failed.is_none() {
-                    // Nothing it writes from now on could be recorded, and a
-                    // lost permission_requested would never time out: end it
-                    // as the shutdown path does (its signals do not depend
-                    // on the log).
-                    self.storage_failed = Some(e.to_string());
-                    self.step(Input::Shutdown, Instant::now());
-                }
-                Err(e.to_string())
-            }
-        }
-    }
-
-    async fn append_one(&mut self, payload: Payload) {
-        self.append(vec![(payload, String::new())]).await;
-    }
-
-    async fn observe(&mut self, e: &pb::Event) {
-        self.last_activity = Instant::now();
-        match &e.payload {
-            Some(Payload::PermissionRequested(p)) => {
-                self.permission_deadlines.insert(
-                    p.request_id.clone(),
-                    Instant::now() + self.opts.permission_timeout,
-                );
-            }
-            Some(Payload::PermissionResolved(p)) => {
-                self.permission_deadlines.remove(&p.request_id);
-            }
-            Some(Payload::TurnEnd(t)) if !t.compact => {
-                self.last_turn_error = t.is_error;
-                self.step(Input::TurnEnded, Instant::now());
-            }
-            Some(Payload::RunError(r)) if r.kind == crate::normalize::RESUME_FAILED => {
-                self.resume_failed = true;
-                // It exits by itself (2.1.197 exits 1 at once); closing its
-                // input makes sure it does not wait for more.
-                self.control.close_stdin();
-                // The CLI lost this conversation: derive's resume id (the
-                // one authority for it) drops it with this very event.
-                tracing::warn!(session_id = %self.session_id, run_id = %self.run_id, resume_id = %r.resume_id, "the CLI could not resume the conversation; the next run starts a new one");
-            }
-            _ => {}
-        }
-    }
-
-    /// Normalizes and appends a batch of lines, and publishes what they
-    /// changed in the message being written (live typing, see
-    /// [`crate::partial`]): the changes of the lines before the batch's
-    /// first event at once (they follow only events already committed, so a
-    /// block's last fragments go out before its `content` even when they
-    /// share a batch); of the rest, the blocks they complete are closed
-    /// before the commit, and everything is applied after it.
-    async fn lines(&mut self, lines: Vec<StdoutLine>) {
-        let Batch {
-            payloads,
-            now,
-            later,
-        } = normalize_batch(&mut self.normalizer, &lines);
-        self.count_partial(&now, &later);
-        let before = self.typing.as_ref().map(|t| {
-            t.publish(&self.run_id, &now);
-            t.close(&later)
-        });
-        let payloads = self.only_pending_cancels(payloads);
-        let (payloads, refused) = self.check_permission_mode(payloads);
-        self.append(payloads).await;
-        if refused {
-            // Ended at once (SIGINT first): a turn in a mode beyond the
-            // policy must not go on.
-            self.policy_refused = true;
-            self.step(Input::Shutdown, Instant::now());
-        }
-        if let (Some(t), Some(before)) = (&self.typing, before) {
-            t.publish_after(&self.run_id, &later, before);
-        }
-        self.control_replies().await;
-    }
-
-    /// Checks each `run_ready`'s permission mode against the launch policy
-    /// (the ceiling a client's own choice is held to): a mode beyond it got
-    /// there around the policy, through the CLI's settings, so a
-    /// `run_error{policy}` follows the `run_ready` and the caller ends the
-    /// run (`true`).
-    fn check_permission_mode(
-        &self,
-        payloads: Vec<(Payload, String)>,
-    ) -> (Vec<(Payload, String)>, bool) {
-        let mut refused = false;
-        let mut out = Vec::with_capacity(payloads.len());
-        for (payload, line) in payloads {
-            let beyond = match &payload {
-                Payload::RunReady(r)
-                    if !self.opts.launch.permission_mode_allowed(&r.permission_mode) =>
-                {
-                    Some(r.permission_mode.clone())
-                }
-                _ => None,
-            };
-            out.push((payload, line));
-            if let Some(mode) = beyond {
-                tracing::warn!(session_id = %self.session_id, run_id = %self.run_id, %mode, "the CLI runs in a permission mode the policy does not allow; ending the run");
-                refused = true;
-                out.push((
-                    Payload::RunError(pb::RunError {
-                        message: format!(
-                            "the CLI reported permission mode {mode}, which this server does not \
-                             allow (allowed: {}); the run is ended",
-                            self.opts
-                                .launch
-                                .allowed_permission_modes()
-                                .collect::<Vec<_>>()
-                                .join(", ")
-                        ),
-                        kind: POLICY.into(),
-                        ..Default::default()
-                    }),
-                    String::new(),
-                ));
-            }
-        }
-        (out, refused)
-    }
-
-    /// Live-typing counters for `/metrics`.
-    fn count_partial(&mut self, now: &[Change], later: &[Change]) {
-        let m = self.logs.metrics();
-        let fragments = now
-            .iter()
-            .chain(later)
-            .filter(|c| matches!(c, Change::Fragment { .. }))
-            .count() as u64;
-        if fragments > 0 {
-            m.partial_fragments.fetch_add(fragments, Ordering::Relaxed);
-        }
-        let dropped = self.normalizer.partial_dropped();
-        if dropped > self.partial_dropped {
-            m.partial_dropped
-                .fetch_add(dropped - self.partial_dropped, Ordering::Relaxed);
-            self.partial_dropped = dropped;
-        }
-    }
-
-    /// Drops the CLI's withdrawals (`permission_resolved{cancelled}`) of
-    /// requests that are not pending: never asked, or already answered or
-    /// timed out. Pending means: in the fold, or asked earlier in the same
-    /// batch and not resolved since.
-    fn only_pending_cancels(&self, payloads: Vec<(Payload, String)>) -> Vec<(Payload, String)> {
-        let mut asked: HashSet<String> = HashSet::new();
-        let mut resolved: HashSet<String> = HashSet::new();
-        payloads
-            .into_iter()
-            .filter(|(payload, _)| match payload {
-                Payload::PermissionRequested(p) => {
-                    asked.insert(p.request_id.clone());
-                    resolved.remove(&p.request_id);
-                    true
-                }
-                Payload::PermissionResolved(p) => {
-                    let id = &p.request_id;
-                    let pending = !resolved.contains(id)
-                        && (asked.contains(id) || self.pending_input(id).is_some());
-                    if !pending {
-                        tracing::debug!(request_id = %id, "withdrawal of a request that is not pending");
-                        return false;
-                    }
-                    resolved.insert(id.clone());
-                    true
-                }
-                _ => true,
-            })
-            .collect()
     }
 
     async fn command(&mut self, cmd: RunCmd) {
@@ -754,36 +480,7 @@ impl Run {
         let now = Instant::now();
         self.step(Input::TimerFired, now);
         self.control_timeouts(now);
-        let expired: Vec<String> = self
-            .permission_deadlines
-            .iter()
-            .filter(|(_, deadline)| **deadline <= now)
-            .map(|(id, _)| id.clone())
-            .collect();
-        for request_id in expired {
-            self.permission_deadlines.remove(&request_id);
-            if self.pending_input(&request_id).is_none() {
-                continue;
-            }
-            let message = format!(
-                "Permission request timed out after {:?} with no answer; denied.",
-                self.opts.permission_timeout
-            );
-            let _ = self.control.respond_permission(
-                &request_id,
-                &PermissionDecision::Deny {
-                    message: message.clone(),
-                },
-            );
-            self.append_one(Payload::PermissionResolved(pb::PermissionResolved {
-                request_id,
-                allow: false,
-                by: "timeout".into(),
-                message,
-                updated_input: None,
-            }))
-            .await;
-        }
+        self.permission_timeouts(now).await;
         if self.idle_deadline().is_some_and(|d| d <= now) && self.background_tasks_running() {
             // The log shows background work (a backgrounded Bash, a
             // subagent) the process must live for: its result comes back
@@ -800,160 +497,11 @@ impl Run {
             self.step(Input::Idle, now);
         }
     }
-
-    async fn answer(
-        &mut self,
-        request_id: String,
-        answer: PermissionAnswer,
-        keyed: Option<&Keyed>,
-    ) -> Result<()> {
-        let Some(requested_input) = self.pending_input(&request_id) else {
-            return Err(Error::PermissionRequestNotPending {
-                session_id: self.session_id.clone(),
-                request_id,
-            });
-        };
-        let requested_input = match answer.updated_input {
-            None if answer.allow => {
-                self.whole_requested_input(&request_id, requested_input)
-                    .await
-            }
-            _ => requested_input,
-        };
-        let decision = if answer.allow {
-            PermissionDecision::Allow {
-                updated_input: answer
-                    .updated_input
-                    .clone()
-                    .or(requested_input)
-                    .unwrap_or_default(),
-            }
-        } else {
-            PermissionDecision::Deny {
-                message: if answer.message.is_empty() {
-                    "The user denied this tool use.".into()
-                } else {
-                    answer.message.clone()
-                },
-            }
-        };
-        self.control.respond_permission(&request_id, &decision)?;
-        let message = match &decision {
-            PermissionDecision::Deny { message } => message.clone(),
-            PermissionDecision::Allow { .. } => String::new(),
-        };
-        let event = Payload::PermissionResolved(pb::PermissionResolved {
-            request_id,
-            allow: answer.allow,
-            by: "user".into(),
-            message,
-            updated_input: if answer.allow {
-                answer.updated_input
-            } else {
-                None
-            },
-        });
-        let receipt = keyed.put(|| pb::RespondPermissionResponse {});
-        match self.append_keyed(Some(event), receipt).await {
-            Err(why) if keyed.is_some() => Err(Error::Storage(why)),
-            _ => Ok(()),
-        }
-    }
-}
-
-/// A batch of stdout lines, normalized.
-struct Batch {
-    /// The events to append.
-    payloads: Vec<(Payload, String)>,
-    /// Live-typing changes of the lines before the first event: published
-    /// at once.
-    now: Vec<Change>,
-    /// The other changes: removals before the commit, all after it.
-    later: Vec<Change>,
-}
-
-fn normalize_batch(normalizer: &mut Normalizer, lines: &[StdoutLine]) -> Batch {
-    let mut batch = Batch {
-        payloads: Vec::new(),
-        now: Vec::new(),
-        later: Vec::new(),
-    };
-    for l in lines {
-        batch.payloads.extend(normalizer.line(l));
-        let changes = normalizer.take_partial();
-        if batch.payloads.is_empty() {
-            batch.now.extend(changes);
-        } else {
-            batch.later.extend(changes);
-        }
-    }
-    batch
 }
 
 async fn sleep_until(deadline: Option<Instant>) {
     match deadline {
         Some(d) => tokio::time::sleep_until(d).await,
         None => std::future::pending().await,
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use serde_json::json;
-
-    use super::*;
-
-    fn line(v: serde_json::Value) -> StdoutLine {
-        StdoutLine::Line(v.to_string())
-    }
-
-    fn ev(event: serde_json::Value) -> StdoutLine {
-        line(json!({"type": "stream_event", "event": event, "parent_tool_use_id": null}))
-    }
-
-    /// A block's last fragments and its `assistant` line in one batch: the
-    /// fragments are published before the commit, so a subscriber gets
-    /// them before the `content` event; the block's end waits for it.
-    #[test]
-    fn fragments_before_the_first_event_of_a_batch_go_out_at_once() {
-        let mut n = Normalizer::new(1 << 20);
-        let text = |index: u32, t: &str| {
-            ev(
-                json!({"type": "content_block_delta", "index": index, "delta": {"type": "text_delta", "text": t}}),
-            )
-        };
-        let lines = [
-            ev(json!({"type": "message_start", "message": {"id": "m"}})),
-            ev(
-                json!({"type": "content_block_start", "index": 0, "content_block": {"type": "text", "text": ""}}),
-            ),
-            text(0, "Hel"),
-            text(0, "lo"),
-            line(
-                json!({"type": "assistant", "message": {"id": "m", "content": [{"type": "text", "text": "Hello"}]}}),
-            ),
-            ev(json!({"type": "content_block_stop", "index": 0})),
-            ev(
-                json!({"type": "content_block_start", "index": 1, "content_block": {"type": "text", "text": ""}}),
-            ),
-            text(1, "next"),
-        ];
-        let b = normalize_batch(&mut n, &lines);
-        assert_eq!(b.payloads.len(), 1, "one content event");
-        let fragments = |cs: &[Change]| -> Vec<String> {
-            cs.iter()
-                .filter_map(|c| match c {
-                    Change::Fragment { fragment, .. } => Some(fragment.clone()),
-                    _ => None,
-                })
-                .collect()
-        };
-        assert_eq!(fragments(&b.now), ["Hel", "lo"]);
-        assert!(!b.now.iter().any(Change::removes));
-        assert_eq!(fragments(&b.later), ["next"]);
-        assert!(matches!(
-            b.later.first(),
-            Some(Change::Done { index: Some(0), .. })
-        ));
     }
 }

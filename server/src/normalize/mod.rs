@@ -23,7 +23,9 @@
 //! | not JSON, not an object, no `type` | `run_error{kind: "bad_line"}` |
 //! | longer than the limit | `run_error{kind: "line_too_large"}` |
 
-use std::collections::HashMap;
+mod init;
+mod json;
+mod result;
 
 use agent_harness_client::pb;
 use agent_harness_client::pb::event::Payload;
@@ -31,6 +33,10 @@ use serde_json::{Map, Value};
 
 use crate::adapter::StdoutLine;
 use crate::partial::{Change, Tracker};
+
+use self::init::ReadyFingerprint;
+use self::json::{str_at, str_of, u64_at, value_text};
+use self::result::Totals;
 
 /// How many bytes of a bad line are quoted in the run_error message.
 const ERROR_PREFIX_BYTES: usize = 200;
@@ -96,60 +102,6 @@ pub struct ControlReply {
     /// `subtype: "success"`: its `response` object (`{}` when absent);
     /// `"error"`: the CLI's message.
     pub outcome: Result<Value, String>,
-}
-
-/// Cumulative cost and per-model usage the CLI reported so far in this run.
-#[derive(Debug, Default)]
-struct Totals {
-    cost_usd: f64,
-    models: HashMap<String, pb::ModelUsage>,
-}
-
-impl Totals {
-    /// Turns the CLI's cumulative figures into this turn's share and
-    /// remembers the new totals.
-    fn take_delta(
-        &mut self,
-        cost_usd: f64,
-        models: Vec<pb::ModelUsage>,
-    ) -> (f64, Vec<pb::ModelUsage>) {
-        let cost = (cost_usd - self.cost_usd).max(0.0);
-        self.cost_usd = cost_usd.max(self.cost_usd);
-        let deltas = models
-            .into_iter()
-            .map(|total| {
-                let prev = self.models.get(&total.model).cloned().unwrap_or_default();
-                let delta = pb::ModelUsage {
-                    model: total.model.clone(),
-                    input_tokens: total.input_tokens.saturating_sub(prev.input_tokens),
-                    output_tokens: total.output_tokens.saturating_sub(prev.output_tokens),
-                    cache_read_input_tokens: total
-                        .cache_read_input_tokens
-                        .saturating_sub(prev.cache_read_input_tokens),
-                    cache_creation_input_tokens: total
-                        .cache_creation_input_tokens
-                        .saturating_sub(prev.cache_creation_input_tokens),
-                    cost_usd: (total.cost_usd - prev.cost_usd).max(0.0),
-                    context_window: total.context_window,
-                    max_output_tokens: total.max_output_tokens,
-                };
-                self.models.insert(total.model.clone(), total);
-                delta
-            })
-            .collect();
-        (cost, deltas)
-    }
-}
-
-/// What makes two inits "the same" for run_ready purposes.
-#[derive(Debug, Clone, PartialEq)]
-struct ReadyFingerprint {
-    resume_id: String,
-    model: String,
-    tools: Vec<String>,
-    cwd: String,
-    permission_mode: String,
-    mcp: Vec<(String, String)>,
 }
 
 impl Normalizer {
@@ -422,135 +374,6 @@ impl Normalizer {
         }
     }
 
-    fn init(&mut self, obj: &Map<String, Value>) -> Vec<Payload> {
-        let ready = pb::RunReady {
-            resume_id: str_of(obj, "session_id"),
-            model: str_of(obj, "model"),
-            tools: obj
-                .get("tools")
-                .and_then(Value::as_array)
-                .map(|a| {
-                    a.iter()
-                        .filter_map(|t| t.as_str().map(str::to_string))
-                        .collect()
-                })
-                .unwrap_or_default(),
-            cwd: str_of(obj, "cwd"),
-            mcp_servers: obj
-                .get("mcp_servers")
-                .and_then(Value::as_array)
-                .map(|a| {
-                    a.iter()
-                        .map(|s| pb::McpServer {
-                            name: str_at(s, "name"),
-                            status: str_at(s, "status"),
-                        })
-                        .collect()
-                })
-                .unwrap_or_default(),
-            permission_mode: str_of(obj, "permissionMode"),
-            cli_version: str_of(obj, "claude_code_version"),
-            pid: self.pid.unwrap_or(0),
-        };
-        let fingerprint = ReadyFingerprint {
-            resume_id: ready.resume_id.clone(),
-            model: ready.model.clone(),
-            tools: ready.tools.clone(),
-            cwd: ready.cwd.clone(),
-            permission_mode: ready.permission_mode.clone(),
-            mcp: ready
-                .mcp_servers
-                .iter()
-                .map(|m| (m.name.clone(), m.status.clone()))
-                .collect(),
-        };
-        let mut out = Vec::new();
-        let first = self.last_ready.is_none();
-        if self.last_ready.as_ref() != Some(&fingerprint) {
-            self.last_ready = Some(fingerprint);
-            out.push(Payload::RunReady(ready));
-        }
-        // The first init of a run always answers the spawn's own input (the
-        // prompt or the first Send); a later one without input since the last
-        // result is a turn the CLI started by itself.
-        if !first && !self.input_since_result && !self.turn_active {
-            let origin = if self.notification_since_result {
-                "task-notification"
-            } else {
-                "cron"
-            };
-            out.push(Payload::TurnStart(pb::TurnStart {
-                origin: origin.into(),
-            }));
-        }
-        self.input_since_result = false;
-        self.turn_active = true;
-        out
-    }
-
-    fn result(&mut self, obj: &Map<String, Value>) -> pb::TurnEnd {
-        self.turn_active = false;
-        self.input_since_result = false;
-        self.notification_since_result = false;
-        let model_usage = obj
-            .get("modelUsage")
-            .and_then(Value::as_object)
-            .map(|m| {
-                m.iter()
-                    .map(|(model, u)| pb::ModelUsage {
-                        model: model.clone(),
-                        input_tokens: u64_at(u, "inputTokens"),
-                        output_tokens: u64_at(u, "outputTokens"),
-                        cache_read_input_tokens: u64_at(u, "cacheReadInputTokens"),
-                        cache_creation_input_tokens: u64_at(u, "cacheCreationInputTokens"),
-                        cost_usd: f64_at(u, "costUSD"),
-                        context_window: u64_at(u, "contextWindow"),
-                        max_output_tokens: u64_at(u, "maxOutputTokens"),
-                    })
-                    .collect()
-            })
-            .unwrap_or_default();
-        let (cost_usd, model_usage) = self
-            .reported_totals
-            .take_delta(f64_at_obj(obj, "total_cost_usd"), model_usage);
-        pb::TurnEnd {
-            usage: obj.get("usage").map(usage),
-            cost_usd,
-            duration_ms: u64_of(obj, "duration_ms"),
-            duration_api_ms: u64_of(obj, "duration_api_ms"),
-            is_error: obj
-                .get("is_error")
-                .and_then(Value::as_bool)
-                .unwrap_or(false),
-            compact: false,
-            terminal_reason: str_of(obj, "terminal_reason"),
-            subtype: str_of(obj, "subtype"),
-            num_turns: u64_of(obj, "num_turns") as u32,
-            result: str_of(obj, "result"),
-            origin: obj
-                .get("origin")
-                .map(|o| match o {
-                    Value::String(s) => s.clone(),
-                    other => str_at(other, "kind"),
-                })
-                .unwrap_or_default(),
-            model_usage,
-            compact_trigger: String::new(),
-            compact_pre_tokens: 0,
-            api_error_status: u64_of(obj, "api_error_status") as u32,
-            errors: obj
-                .get("errors")
-                .and_then(Value::as_array)
-                .map(|a| a.iter().map(value_text).collect())
-                .unwrap_or_default(),
-            permission_denials: obj
-                .get("permission_denials")
-                .and_then(Value::as_array)
-                .map(|a| a.iter().map(permission_denial).collect())
-                .unwrap_or_default(),
-        }
-    }
-
     fn control_request(&mut self, obj: &Map<String, Value>) -> Vec<Payload> {
         let request = obj.get("request").cloned().unwrap_or(Value::Null);
         let subtype = str_at(&request, "subtype");
@@ -700,61 +523,6 @@ fn prefix(s: &str) -> &str {
         end -= 1;
     }
     &s[..end]
-}
-
-fn str_of(obj: &Map<String, Value>, key: &str) -> String {
-    obj.get(key)
-        .and_then(Value::as_str)
-        .unwrap_or_default()
-        .to_string()
-}
-
-fn str_at(v: &Value, key: &str) -> String {
-    v.get(key)
-        .and_then(Value::as_str)
-        .unwrap_or_default()
-        .to_string()
-}
-
-fn u64_of(obj: &Map<String, Value>, key: &str) -> u64 {
-    obj.get(key).map(as_u64).unwrap_or(0)
-}
-
-fn u64_at(v: &Value, key: &str) -> u64 {
-    v.get(key).map(as_u64).unwrap_or(0)
-}
-
-/// Numbers may arrive as floats (`12.0`); negative or absent is 0.
-fn as_u64(v: &Value) -> u64 {
-    v.as_u64()
-        .or_else(|| v.as_f64().filter(|f| *f >= 0.0).map(|f| f as u64))
-        .unwrap_or(0)
-}
-
-fn f64_at(v: &Value, key: &str) -> f64 {
-    v.get(key).and_then(Value::as_f64).unwrap_or(0.0)
-}
-
-fn f64_at_obj(obj: &Map<String, Value>, key: &str) -> f64 {
-    obj.get(key).and_then(Value::as_f64).unwrap_or(0.0)
-}
-
-/// A string as itself, anything else as its JSON text.
-fn value_text(v: &Value) -> String {
-    match v {
-        Value::String(s) => s.clone(),
-        Value::Null => String::new(),
-        other => crate::nesting::json_text(other),
-    }
-}
-
-/// One entry of a result line's `permission_denials`.
-fn permission_denial(v: &Value) -> pb::PermissionDenial {
-    pb::PermissionDenial {
-        tool_name: str_at(v, "tool_name"),
-        tool_use_id: str_at(v, "tool_use_id"),
-        tool_input: v.get("tool_input").and_then(to_struct),
-    }
 }
 
 pub(crate) use crate::nesting::{to_struct, to_value};

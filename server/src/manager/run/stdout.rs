@@ -1,0 +1,261 @@
+//! The run task's stdout side: lines normalized in batches, appended in
+//! one commit per batch, folded and reacted to, and the live-typing changes
+//! they carry published around that commit.
+
+use std::sync::atomic::Ordering;
+
+use agent_harness_client::pb;
+use agent_harness_client::pb::event::Payload;
+use tokio::time::Instant;
+
+use super::super::ladder::Input;
+use super::Run;
+use crate::adapter::StdoutLine;
+use crate::log::{MetaChange, NewEvent};
+use crate::normalize::Normalizer;
+use crate::partial::Change;
+use crate::store::ReceiptWrite;
+
+impl Run {
+    /// Appends, folds and reacts to what was appended. A failed append is
+    /// logged: the store is failing and the process goes on regardless.
+    pub(super) async fn append(&mut self, payloads: Vec<(Payload, String)>) {
+        if payloads.is_empty() {
+            return;
+        }
+        let _ = self.commit_events(payloads, None, None).await;
+    }
+
+    /// Appends `payload` with the receipt of a keyed call (alone when
+    /// `payload` is None); `Err` with what the store said when the commit
+    /// failed (the run is then being ended, see [`Run::commit`]).
+    pub(super) async fn append_keyed(
+        &mut self,
+        payload: Option<Payload>,
+        receipt: Option<ReceiptWrite>,
+    ) -> Result<(), String> {
+        let payloads = payload.map(|p| (p, String::new())).into_iter().collect();
+        self.commit_events(payloads, None, receipt).await.map(drop)
+    }
+
+    /// One commit of events, a meta change and a receipt (any may be
+    /// empty); folds and reacts to the events. A failed commit is logged
+    /// and, the store failing, the process is ended (its output could not
+    /// be recorded any more); the error is returned to the callers that
+    /// answer a keyed call.
+    pub(super) async fn commit_events(
+        &mut self,
+        payloads: Vec<(Payload, String)>,
+        meta: Option<MetaChange>,
+        receipt: Option<ReceiptWrite>,
+    ) -> Result<Vec<pb::Event>, String> {
+        let events = payloads
+            .into_iter()
+            .map(|(payload, cli_line)| NewEvent {
+                run_id: self.run_id.clone(),
+                payload,
+                cli_line,
+            })
+            .collect();
+        match self
+            .logs
+            .commit(&self.session_id, events, meta, receipt)
+            .await
+        {
+            Ok(events) => {
+                self.fold.applied(&events);
+                for e in &events {
+                    self.observe(e).await;
+                }
+                Ok(events)
+            }
+            Err(e) => {
+                tracing::error!(session_id = %self.session_id, run_id = %self.run_id, error = %e, "append failed; ending the process");
+                if self.storage_failed.is_none() {
+                    // Nothing it writes from now on could be recorded, and a
+                    // lost permission_requested would never time out: end it
+                    // as the shutdown path does (its signals do not depend
+                    // on the log).
+                    self.storage_failed = Some(e.to_string());
+                    self.step(Input::Shutdown, Instant::now());
+                }
+                Err(e.to_string())
+            }
+        }
+    }
+
+    pub(super) async fn append_one(&mut self, payload: Payload) {
+        self.append(vec![(payload, String::new())]).await;
+    }
+
+    pub(super) async fn observe(&mut self, e: &pb::Event) {
+        self.last_activity = Instant::now();
+        match &e.payload {
+            Some(Payload::PermissionRequested(p)) => {
+                self.permission_deadlines.insert(
+                    p.request_id.clone(),
+                    Instant::now() + self.opts.permission_timeout,
+                );
+            }
+            Some(Payload::PermissionResolved(p)) => {
+                self.permission_deadlines.remove(&p.request_id);
+            }
+            Some(Payload::TurnEnd(t)) if !t.compact => {
+                self.last_turn_error = t.is_error;
+                self.step(Input::TurnEnded, Instant::now());
+            }
+            Some(Payload::RunError(r)) if r.kind == crate::normalize::RESUME_FAILED => {
+                self.resume_failed = true;
+                // It exits by itself (2.1.197 exits 1 at once); closing its
+                // input makes sure it does not wait for more.
+                self.control.close_stdin();
+                // The CLI lost this conversation: derive's resume id (the
+                // one authority for it) drops it with this very event.
+                tracing::warn!(session_id = %self.session_id, run_id = %self.run_id, resume_id = %r.resume_id, "the CLI could not resume the conversation; the next run starts a new one");
+            }
+            _ => {}
+        }
+    }
+
+    /// Normalizes and appends a batch of lines, and publishes what they
+    /// changed in the message being written (live typing, see
+    /// [`crate::partial`]): the changes of the lines before the batch's
+    /// first event at once (they follow only events already committed, so a
+    /// block's last fragments go out before its `content` even when they
+    /// share a batch); of the rest, the blocks they complete are closed
+    /// before the commit, and everything is applied after it.
+    pub(super) async fn lines(&mut self, lines: Vec<StdoutLine>) {
+        let Batch {
+            payloads,
+            now,
+            later,
+        } = normalize_batch(&mut self.normalizer, &lines);
+        self.count_partial(&now, &later);
+        let before = self.typing.as_ref().map(|t| {
+            t.publish(&self.run_id, &now);
+            t.close(&later)
+        });
+        let payloads = self.only_pending_cancels(payloads);
+        let (payloads, refused) = self.check_permission_mode(payloads);
+        self.append(payloads).await;
+        if refused {
+            // Ended at once (SIGINT first): a turn in a mode beyond the
+            // policy must not go on.
+            self.policy_refused = true;
+            self.step(Input::Shutdown, Instant::now());
+        }
+        if let (Some(t), Some(before)) = (&self.typing, before) {
+            t.publish_after(&self.run_id, &later, before);
+        }
+        self.control_replies().await;
+    }
+
+    /// Live-typing counters for `/metrics`.
+    pub(super) fn count_partial(&mut self, now: &[Change], later: &[Change]) {
+        let m = self.logs.metrics();
+        let fragments = now
+            .iter()
+            .chain(later)
+            .filter(|c| matches!(c, Change::Fragment { .. }))
+            .count() as u64;
+        if fragments > 0 {
+            m.partial_fragments.fetch_add(fragments, Ordering::Relaxed);
+        }
+        let dropped = self.normalizer.partial_dropped();
+        if dropped > self.partial_dropped {
+            m.partial_dropped
+                .fetch_add(dropped - self.partial_dropped, Ordering::Relaxed);
+            self.partial_dropped = dropped;
+        }
+    }
+}
+
+/// A batch of stdout lines, normalized.
+struct Batch {
+    /// The events to append.
+    payloads: Vec<(Payload, String)>,
+    /// Live-typing changes of the lines before the first event: published
+    /// at once.
+    now: Vec<Change>,
+    /// The other changes: removals before the commit, all after it.
+    later: Vec<Change>,
+}
+
+fn normalize_batch(normalizer: &mut Normalizer, lines: &[StdoutLine]) -> Batch {
+    let mut batch = Batch {
+        payloads: Vec::new(),
+        now: Vec::new(),
+        later: Vec::new(),
+    };
+    for l in lines {
+        batch.payloads.extend(normalizer.line(l));
+        let changes = normalizer.take_partial();
+        if batch.payloads.is_empty() {
+            batch.now.extend(changes);
+        } else {
+            batch.later.extend(changes);
+        }
+    }
+    batch
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    fn line(v: serde_json::Value) -> StdoutLine {
+        StdoutLine::Line(v.to_string())
+    }
+
+    fn ev(event: serde_json::Value) -> StdoutLine {
+        line(json!({"type": "stream_event", "event": event, "parent_tool_use_id": null}))
+    }
+
+    /// A block's last fragments and its `assistant` line in one batch: the
+    /// fragments are published before the commit, so a subscriber gets
+    /// them before the `content` event; the block's end waits for it.
+    #[test]
+    fn fragments_before_the_first_event_of_a_batch_go_out_at_once() {
+        let mut n = Normalizer::new(1 << 20);
+        let text = |index: u32, t: &str| {
+            ev(
+                json!({"type": "content_block_delta", "index": index, "delta": {"type": "text_delta", "text": t}}),
+            )
+        };
+        let lines = [
+            ev(json!({"type": "message_start", "message": {"id": "m"}})),
+            ev(
+                json!({"type": "content_block_start", "index": 0, "content_block": {"type": "text", "text": ""}}),
+            ),
+            text(0, "Hel"),
+            text(0, "lo"),
+            line(
+                json!({"type": "assistant", "message": {"id": "m", "content": [{"type": "text", "text": "Hello"}]}}),
+            ),
+            ev(json!({"type": "content_block_stop", "index": 0})),
+            ev(
+                json!({"type": "content_block_start", "index": 1, "content_block": {"type": "text", "text": ""}}),
+            ),
+            text(1, "next"),
+        ];
+        let b = normalize_batch(&mut n, &lines);
+        assert_eq!(b.payloads.len(), 1, "one content event");
+        let fragments = |cs: &[Change]| -> Vec<String> {
+            cs.iter()
+                .filter_map(|c| match c {
+                    Change::Fragment { fragment, .. } => Some(fragment.clone()),
+                    _ => None,
+                })
+                .collect()
+        };
+        assert_eq!(fragments(&b.now), ["Hel", "lo"]);
+        assert!(!b.now.iter().any(Change::removes));
+        assert_eq!(fragments(&b.later), ["next"]);
+        assert!(matches!(
+            b.later.first(),
+            Some(Change::Done { index: Some(0), .. })
+        ));
+    }
+}

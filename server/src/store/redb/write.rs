@@ -1,0 +1,167 @@
+//! The write transactions of the redb store: a commit (events, metas,
+//! receipts and the conversation index together) and a session's deletion.
+
+use ::redb::{Database, Durability, ReadableTable};
+use agent_harness_client::pb;
+use prost::Message;
+
+use super::super::conversations::{self, Naming};
+use super::super::receipt;
+use super::super::{Commit, ReceiptWrite, StoreError};
+use super::{
+    CONVERSATIONS, EVENTS, FULL_EVENTS, RECEIPTS, RECEIPTS_BY_TIME, SESSION_CONVERSATIONS,
+    SESSIONS, encode_meta, rerr, write_receipts,
+};
+
+pub(super) fn commit_batch(db: &Database, commit: Commit<'_>) -> Result<(), StoreError> {
+    let Commit {
+        events: batch,
+        full,
+        metas,
+        receipts,
+    } = commit;
+    let mut txn = db.begin_write().map_err(rerr)?;
+    txn.set_durability(Durability::Immediate).map_err(rerr)?;
+    {
+        let mut buf = Vec::with_capacity(512);
+        let mut put = |table: &mut ::redb::Table<(&str, u64), &[u8]>, ev: &pb::Event| {
+            buf.clear();
+            ev.encode(&mut buf)
+                .map_err(|e| StoreError::Rejected(e.to_string()))?;
+            table
+                .insert((ev.session_id.as_str(), ev.seq), buf.as_slice())
+                .map_err(rerr)?;
+            Ok::<_, StoreError>(())
+        };
+        if !full.is_empty() {
+            let mut whole = txn.open_table(FULL_EVENTS).map_err(rerr)?;
+            for ev in full {
+                put(&mut whole, ev)?;
+            }
+        }
+        let mut events = txn.open_table(EVENTS).map_err(rerr)?;
+        for ev in batch {
+            put(&mut events, ev)?;
+        }
+        let mut sessions = txn.open_table(SESSIONS).map_err(rerr)?;
+        for m in metas {
+            sessions
+                .insert(m.session_id.as_str(), encode_meta(m).as_slice())
+                .map_err(rerr)?;
+        }
+    }
+    for ev in batch.iter().chain(full) {
+        if let Some(id) = conversations::named(ev) {
+            index_conversation(&txn, id, &ev.session_id)?;
+        }
+    }
+    if !receipts.is_empty() {
+        write_receipts(&txn, receipts)?;
+    }
+    // Dropping `txn` on any error above aborts it: nothing of the batch lands.
+    txn.commit().map_err(rerr)
+}
+
+/// Records that `session_id`'s log names conversation `resume_id`.
+pub(super) fn index_conversation(
+    txn: &::redb::WriteTransaction,
+    resume_id: &str,
+    session_id: &str,
+) -> Result<(), StoreError> {
+    txn.open_table(CONVERSATIONS)
+        .map_err(rerr)?
+        .insert((resume_id, session_id), ())
+        .map_err(rerr)?;
+    txn.open_table(SESSION_CONVERSATIONS)
+        .map_err(rerr)?
+        .insert((session_id, resume_id), ())
+        .map_err(rerr)?;
+    Ok(())
+}
+
+/// Builds the conversation index from every stored event (a file written
+/// before the index existed), in the opening transaction.
+pub(super) fn index_conversations(txn: &::redb::WriteTransaction) -> Result<(), StoreError> {
+    let mut named = Vec::new();
+    {
+        let events = txn.open_table(EVENTS).map_err(rerr)?;
+        for row in events.iter().map_err(rerr)? {
+            let (k, v) = row.map_err(rerr)?;
+            if let Some(id) = Naming::of(v.value()) {
+                named.push((id, k.value().0.to_owned()));
+            }
+        }
+    }
+    for (resume_id, session_id) in &named {
+        index_conversation(txn, resume_id, session_id)?;
+    }
+    if !named.is_empty() {
+        tracing::info!(
+            rows = named.len(),
+            "conversation index built from the stored events"
+        );
+    }
+    Ok(())
+}
+
+/// Deletes every row of `session_id` in one transaction (see
+/// [`Store::delete_session`]).
+pub(super) fn delete_session(
+    db: &Database,
+    session_id: &str,
+    receipt: Option<&ReceiptWrite>,
+) -> Result<bool, StoreError> {
+    let sid = session_id;
+    let mut txn = db.begin_write().map_err(rerr)?;
+    txn.set_durability(Durability::Immediate).map_err(rerr)?;
+    let existed = {
+        let all = (sid, 0)..=(sid, u64::MAX);
+        let mut events = txn.open_table(EVENTS).map_err(rerr)?;
+        let had_events = events.range(all.clone()).map_err(rerr)?.next().is_some();
+        events.retain_in(all.clone(), |_, _| false).map_err(rerr)?;
+        let mut whole = txn.open_table(FULL_EVENTS).map_err(rerr)?;
+        whole.retain_in(all, |_, _| false).map_err(rerr)?;
+        let mut sessions = txn.open_table(SESSIONS).map_err(rerr)?;
+        let had_meta = sessions.remove(sid).map_err(rerr)?.is_some();
+        // Receipts: `(sid, key)` rows are contiguous; each takes its by-time row along.
+        let mut receipts = txn.open_table(RECEIPTS).map_err(rerr)?;
+        let mut keyed = Vec::new();
+        for row in receipts.range((sid, "")..).map_err(rerr)? {
+            let (k, v) = row.map_err(rerr)?;
+            if k.value().0 != sid {
+                break;
+            }
+            let created = receipt::decode(sid, v.value()).map(|r| r.created_ms);
+            keyed.push((k.value().1.to_owned(), created));
+        }
+        let mut by_time = txn.open_table(RECEIPTS_BY_TIME).map_err(rerr)?;
+        for (key, created) in &keyed {
+            receipts.remove((sid, key.as_str())).map_err(rerr)?;
+            if let Some(t) = created {
+                by_time.remove((*t, sid, key.as_str())).map_err(rerr)?;
+            }
+        }
+        let mut mine = txn.open_table(SESSION_CONVERSATIONS).map_err(rerr)?;
+        let mut named = Vec::new();
+        for row in mine.range((sid, "")..).map_err(rerr)? {
+            let (k, _) = row.map_err(rerr)?;
+            if k.value().0 != sid {
+                break;
+            }
+            named.push(k.value().1.to_owned());
+        }
+        let mut by_conversation = txn.open_table(CONVERSATIONS).map_err(rerr)?;
+        for resume_id in &named {
+            mine.remove((sid, resume_id.as_str())).map_err(rerr)?;
+            by_conversation
+                .remove((resume_id.as_str(), sid))
+                .map_err(rerr)?;
+        }
+        had_events || had_meta
+    };
+    if let Some(w) = receipt {
+        write_receipts(&txn, std::slice::from_ref(w))?;
+    }
+    txn.commit().map_err(rerr)?;
+    Ok(existed)
+}
