@@ -12,6 +12,9 @@
 //!   a stream's `delta`s and the events that supersede them.
 //! - `codec` (feature `server`): the generated server's codec, which answers
 //!   a request that cannot be decoded INVALID_ARGUMENT.
+//! - [`vocab`]: the values of the wire's string fields clients match on
+//!   (`run_error.kind`, `run_start.trigger`, stop and end sources,
+//!   `permission_resolved.by`).
 //! - [`session`]: a reconnecting subscription that keeps the derived state of
 //!   one session as a stream of snapshots (the Rust side of `useSession`).
 
@@ -36,5 +39,6 @@ pub mod codec;
 pub mod derive;
 pub mod partial;
 pub mod session;
+pub mod vocab;
 pub use pbjson_types;
 pub use proto::v1 as pb;

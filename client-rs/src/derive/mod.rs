@@ -46,7 +46,7 @@ use classify::{PendingFold, PendingMessage};
 
 /// The `run_error` kind recorded when the CLI could not resume the
 /// conversation it was spawned with (its transcript is gone).
-pub const RESUME_FAILED: &str = "resume_failed";
+pub use crate::vocab::run_error_kind::RESUME_FAILED;
 
 /// The CLI session the next run resumes: the latest `run_ready`'s non-empty
 /// `resume_id`, unless a `run_error{kind: "resume_failed"}` came after it

@@ -316,9 +316,11 @@ impl LaunchPolicy {
 
     /// Trusts every client: every arg and env var passes and cwd is
     /// unrestricted (`model`/`resume` syntax and env-name syntax are still
-    /// checked, and env values are still kept out of the log). Never used
-    /// by `serve`; for embedders whose clients are the operator, and for
-    /// the tests that prove each security layer on its own.
+    /// checked, and env values are still kept out of the log). Behind the
+    /// `test-util` feature, so `serve` cannot reach it: for the tests that
+    /// prove each security layer on its own, and for embedders whose
+    /// clients are the operator.
+    #[cfg(any(test, feature = "test-util"))]
     pub fn trust_clients() -> Self {
         Self::default()
             .trusting_client_args()
@@ -326,19 +328,25 @@ impl LaunchPolicy {
             .trusting_client_cwd()
     }
 
-    /// This policy, but every client arg passes (never used by `serve`).
+    /// This policy, but every client arg passes (feature `test-util`; `serve`
+    /// cannot reach it).
+    #[cfg(any(test, feature = "test-util"))]
     pub fn trusting_client_args(mut self) -> Self {
         self.trust_args = true;
         self
     }
 
-    /// This policy, but every client env var passes (never used by `serve`).
+    /// This policy, but every client env var passes (feature `test-util`; `serve`
+    /// cannot reach it).
+    #[cfg(any(test, feature = "test-util"))]
     pub fn trusting_client_env(mut self) -> Self {
         self.trust_env = true;
         self
     }
 
-    /// This policy, but any cwd passes (never used by `serve`).
+    /// This policy, but any cwd passes (feature `test-util`; `serve`
+    /// cannot reach it).
+    #[cfg(any(test, feature = "test-util"))]
     pub fn trusting_client_cwd(mut self) -> Self {
         self.trust_cwd = true;
         self

@@ -38,6 +38,7 @@ mod run;
 mod slot;
 mod spawn;
 
+use agent_harness_client::vocab::run_end_source;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -621,7 +622,7 @@ pub(crate) fn inferred_run_end(run_id: String) -> NewEvent {
         payload: Payload::RunEnd(pb::RunEnd {
             reason: pb::RunEndReason::ServerRestart as i32,
             inferred: true,
-            source: "recovery".into(),
+            source: run_end_source::RECOVERY.into(),
             ..Default::default()
         }),
         cli_line: String::new(),

@@ -3,6 +3,7 @@
 //! of the session's claim to the new run task; and what a respawn keeps of
 //! the last run (its env values).
 
+use agent_harness_client::vocab::{run_end_source, run_error_kind, trigger};
 use std::collections::{BTreeMap, HashMap};
 
 use agent_harness_client::pb;
@@ -34,9 +35,9 @@ impl Trigger {
     /// The `RunStart.trigger` wire string.
     pub(super) fn as_str(self) -> &'static str {
         match self {
-            Trigger::Start => "start",
-            Trigger::Send => "send",
-            Trigger::Control => "control",
+            Trigger::Start => trigger::START,
+            Trigger::Send => trigger::SEND,
+            Trigger::Control => trigger::CONTROL,
         }
     }
 }
@@ -226,7 +227,7 @@ impl SessionManager {
                         run_id: run_id.clone(),
                         payload: Payload::RunError(pb::RunError {
                             message: e.to_string(),
-                            kind: "spawn_failed".into(),
+                            kind: run_error_kind::SPAWN_FAILED.into(),
                             ..Default::default()
                         }),
                         cli_line: String::new(),
@@ -235,7 +236,7 @@ impl SessionManager {
                         run_id: run_id.clone(),
                         payload: Payload::RunEnd(pb::RunEnd {
                             reason: pb::RunEndReason::Error as i32,
-                            source: "spawn".into(),
+                            source: run_end_source::SPAWN.into(),
                             ..Default::default()
                         }),
                         cli_line: String::new(),

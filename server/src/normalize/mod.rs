@@ -29,6 +29,7 @@ mod result;
 
 use agent_harness_client::pb;
 use agent_harness_client::pb::event::Payload;
+use agent_harness_client::vocab::{resolved_by, run_error_kind};
 use serde_json::{Map, Value};
 
 use crate::adapter::StdoutLine;
@@ -40,10 +41,6 @@ use self::result::Totals;
 
 /// How many bytes of a bad line are quoted in the run_error message.
 const ERROR_PREFIX_BYTES: usize = 200;
-
-/// The `run_error` kind of a run whose `--resume` conversation the CLI
-/// could not load (derive drops the session's resume id on it).
-pub use agent_harness_client::derive::RESUME_FAILED;
 
 /// Whether `text` (an entry of a `result` line's `errors`, or the CLI's
 /// stderr) says the CLI could not resume the conversation it was given.
@@ -164,7 +161,7 @@ impl Normalizer {
         match line {
             StdoutLine::TooLong { head, len } => vec![(
                 run_error(
-                    "line_too_large",
+                    run_error_kind::LINE_TOO_LARGE,
                     format!(
                         "CLI stdout line of {len} bytes exceeds the {} byte limit; it starts with: {}",
                         self.max_line_bytes,
@@ -182,7 +179,7 @@ impl Normalizer {
             let head = prefix(text).to_string();
             return vec![(
                 run_error(
-                    "line_too_large",
+                    run_error_kind::LINE_TOO_LARGE,
                     format!(
                         "CLI stdout line of {} bytes exceeds the {} byte limit; it starts with: {head}",
                         text.len(),
@@ -200,7 +197,7 @@ impl Normalizer {
             Err(e) => {
                 return vec![(
                     run_error(
-                        "bad_line",
+                        run_error_kind::BAD_LINE,
                         format!("CLI wrote a line that is not JSON ({e}): {}", prefix(text)),
                     ),
                     text.to_string(),
@@ -210,7 +207,7 @@ impl Normalizer {
         let Value::Object(obj) = value else {
             return vec![(
                 run_error(
-                    "bad_line",
+                    run_error_kind::BAD_LINE,
                     format!("CLI wrote JSON that is not an object: {}", prefix(text)),
                 ),
                 text.to_string(),
@@ -219,7 +216,7 @@ impl Normalizer {
         let Some(kind) = obj.get("type").and_then(Value::as_str) else {
             return vec![(
                 run_error(
-                    "bad_line",
+                    run_error_kind::BAD_LINE,
                     format!("CLI wrote an object without a \"type\": {}", prefix(text)),
                 ),
                 text.to_string(),
@@ -237,7 +234,7 @@ impl Normalizer {
                 if !booted && let Some(why) = end.errors.iter().find(|e| resume_failure(e)) {
                     out.push(Payload::RunError(pb::RunError {
                         message: why.clone(),
-                        kind: RESUME_FAILED.into(),
+                        kind: run_error_kind::RESUME_FAILED.into(),
                         resume_id: if self.resume.is_empty() {
                             why.strip_prefix("No conversation found with session ID: ")
                                 .unwrap_or_default()
@@ -262,7 +259,7 @@ impl Normalizer {
                     vec![Payload::PermissionResolved(pb::PermissionResolved {
                         request_id: id,
                         allow: false,
-                        by: "cancelled".into(),
+                        by: resolved_by::CANCELLED.into(),
                         ..Default::default()
                     })]
                 } else {

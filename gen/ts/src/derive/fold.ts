@@ -19,9 +19,10 @@ import { StatusFold, type Status } from "./status.js";
 import { TasksFold, type BackgroundTask } from "./tasks.js";
 import { UsageFold, type SessionUsageTotals } from "./usage.js";
 import { WakeupFold, type ScheduledWakeup } from "./wakeup.js";
+import { vocab } from "../vocab.js";
 
 /** The `run_error` kind recorded when the CLI could not resume its conversation. */
-export const RESUME_FAILED = "resume_failed";
+export const RESUME_FAILED = vocab.runErrorKind.RESUME_FAILED;
 
 /**
  * The CLI session the next run resumes: the latest `run_ready`'s non-empty

@@ -3,6 +3,7 @@
 //! panicked.
 
 use super::*;
+use agent_harness_client::vocab::{resolved_by, run_end_source, run_error_kind};
 
 /// Runs the task for `spec` to its end, then releases the session's claim
 /// (commands that raced the exit get dropped replies and are asked again of
@@ -64,12 +65,12 @@ async fn close_after_panic(
     let events = vec![
         event(Payload::RunError(pb::RunError {
             message: format!("the run's task failed: {what}"),
-            kind: "panic".into(),
+            kind: run_error_kind::PANIC.into(),
             ..Default::default()
         })),
         event(Payload::RunEnd(pb::RunEnd {
             reason: pb::RunEndReason::Error as i32,
-            source: "panic".into(),
+            source: run_end_source::PANIC.into(),
             ..Default::default()
         })),
     ];
@@ -109,7 +110,7 @@ impl Run {
                     Payload::PermissionResolved(pb::PermissionResolved {
                         request_id,
                         allow: false,
-                        by: "run_end".into(),
+                        by: resolved_by::RUN_END.into(),
                         message: String::new(),
                         updated_input: None,
                     }),
@@ -121,7 +122,7 @@ impl Run {
             last.push((
                 Payload::RunError(pb::RunError {
                     message: format!("the event log could not record this run's output: {why}"),
-                    kind: "storage".into(),
+                    kind: run_error_kind::STORAGE.into(),
                     ..Default::default()
                 }),
                 String::new(),
@@ -199,16 +200,16 @@ impl Run {
     fn end_reason(&self, exit: &ExitInfo) -> (pb::RunEndReason, &'static str) {
         use pb::RunEndReason as R;
         if self.storage_failed.is_some() {
-            return (R::Error, "storage");
+            return (R::Error, run_end_source::STORAGE);
         }
         if self.policy_refused {
-            return (R::Error, POLICY);
+            return (R::Error, run_end_source::POLICY);
         }
         match self.ladder.cause() {
-            Some(Cause::Shutdown) if self.deleting => (R::Stopped, "delete"),
-            Some(Cause::Shutdown) => (R::ServerRestart, "shutdown"),
-            Some(Cause::User) => (R::Stopped, "process"),
-            Some(Cause::Idle) => (R::IdleTimeout, "process"),
+            Some(Cause::Shutdown) if self.deleting => (R::Stopped, run_end_source::DELETE),
+            Some(Cause::Shutdown) => (R::ServerRestart, run_end_source::SHUTDOWN),
+            Some(Cause::User) => (R::Stopped, run_end_source::PROCESS),
+            Some(Cause::Idle) => (R::IdleTimeout, run_end_source::PROCESS),
             None => {
                 let reason = match (exit.code, exit.signal.as_deref()) {
                     (Some(0), _) if !self.control.keep_alive() => R::Completed,
@@ -216,7 +217,7 @@ impl Run {
                     (None, Some("SIGINT")) => R::Interrupted,
                     _ => R::ProcessExit,
                 };
-                (reason, "process")
+                (reason, run_end_source::PROCESS)
             }
         }
     }

@@ -21,6 +21,7 @@ pub use self::control::CONTROL_TIMEOUT;
 pub(crate) use self::control::{Answered, ControlFailure, Record};
 use self::control::{ControlReplyTx, PendingControl};
 pub(super) use self::end::supervised;
+use agent_harness_client::vocab::stop_source;
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -44,9 +45,6 @@ use crate::error::{Error, Result};
 use crate::log::{EventLogs, LogError, NewEvent, Typing};
 use crate::normalize::Normalizer;
 use crate::store::SessionMeta;
-
-/// `run_error.kind` of a run ended for running beyond the launch policy.
-pub(crate) const POLICY: &str = "policy";
 
 /// Most stdout lines normalized into one append.
 const MAX_LINES_PER_BATCH: usize = 256;
@@ -352,10 +350,10 @@ impl Run {
                 record,
                 reply,
             } => self.send_control(request, record, reply).await,
-            RunCmd::Shutdown => self.shutdown("shutdown").await,
+            RunCmd::Shutdown => self.shutdown(stop_source::SHUTDOWN).await,
             RunCmd::Delete => {
                 self.deleting = true;
-                self.shutdown("delete").await;
+                self.shutdown(stop_source::DELETE).await;
             }
         }
     }
@@ -421,7 +419,7 @@ impl Run {
             (false, None)
         } else {
             let event = Payload::StopRequested(pb::StopRequested {
-                source: "user".into(),
+                source: stop_source::USER.into(),
             });
             (true, Some(event))
         };
@@ -491,7 +489,7 @@ impl Run {
         if self.idle_deadline().is_some_and(|d| d <= now) {
             tracing::info!(session_id = %self.session_id, run_id = %self.run_id, "idle timeout");
             self.append_one(Payload::StopRequested(pb::StopRequested {
-                source: "idle".into(),
+                source: stop_source::IDLE.into(),
             }))
             .await;
             self.step(Input::Idle, now);

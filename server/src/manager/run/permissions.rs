@@ -3,6 +3,7 @@
 //! CLI's withdrawals, and the launch policy's ceiling on the permission
 //! mode the CLI reports.
 
+use agent_harness_client::vocab::{resolved_by, run_error_kind};
 use std::collections::HashSet;
 
 use agent_harness_client::pb;
@@ -12,7 +13,7 @@ use tokio::time::Instant;
 
 use super::super::PermissionAnswer;
 use super::super::receipts::{Keyed, KeyedExt};
-use super::{POLICY, Run};
+use super::Run;
 use crate::adapter::PermissionDecision;
 use crate::error::{Error, Result};
 
@@ -96,7 +97,7 @@ impl Run {
                                 .collect::<Vec<_>>()
                                 .join(", ")
                         ),
-                        kind: POLICY.into(),
+                        kind: run_error_kind::POLICY.into(),
                         ..Default::default()
                     }),
                     String::new(),
@@ -184,7 +185,7 @@ impl Run {
         let event = Payload::PermissionResolved(pb::PermissionResolved {
             request_id,
             allow: answer.allow,
-            by: "user".into(),
+            by: resolved_by::USER.into(),
             message,
             updated_input: if answer.allow {
                 answer.updated_input
@@ -226,7 +227,7 @@ impl Run {
             self.append_one(Payload::PermissionResolved(pb::PermissionResolved {
                 request_id,
                 allow: false,
-                by: "timeout".into(),
+                by: resolved_by::TIMEOUT.into(),
                 message,
                 updated_input: None,
             }))

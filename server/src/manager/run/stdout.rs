@@ -104,7 +104,9 @@ impl Run {
                 self.last_turn_error = t.is_error;
                 self.step(Input::TurnEnded, Instant::now());
             }
-            Some(Payload::RunError(r)) if r.kind == crate::normalize::RESUME_FAILED => {
+            Some(Payload::RunError(r))
+                if r.kind == agent_harness_client::vocab::run_error_kind::RESUME_FAILED =>
+            {
                 self.resume_failed = true;
                 // It exits by itself (2.1.197 exits 1 at once); closing its
                 // input makes sure it does not wait for more.

@@ -1,0 +1,119 @@
+//! The wire vocabulary: the values of the string fields whose meaning
+//! clients match on. The server writes these constants and derive compares
+//! against them, so a value is spelled once; docs/events.md lists them.
+//! Each is the exact string on the wire (a test pins every one).
+
+/// `RunError.kind`: a stable, machine-readable reason a run failed.
+pub mod run_error_kind {
+    /// The CLI process could not be started.
+    pub const SPAWN_FAILED: &str = "spawn_failed";
+    /// A stdout line was not a JSON object the normalizer could read.
+    pub const BAD_LINE: &str = "bad_line";
+    /// A stdout line exceeded the line limit and was dropped.
+    pub const LINE_TOO_LARGE: &str = "line_too_large";
+    /// The event log could not be written; the run was stopped.
+    pub const STORAGE: &str = "storage";
+    /// The run's task panicked.
+    pub const PANIC: &str = "panic";
+    /// The CLI could not resume the conversation it was spawned with (its
+    /// transcript is gone); the next run starts a new conversation.
+    pub const RESUME_FAILED: &str = "resume_failed";
+    /// The run went beyond the launch policy and was ended.
+    pub const POLICY: &str = "policy";
+}
+
+/// `RunStart.trigger`: why the run was started.
+pub mod trigger {
+    /// A Start call.
+    pub const START: &str = "start";
+    /// A Send with no live process: the run resumes the session.
+    pub const SEND: &str = "send";
+    /// A control call that needs a process (rewind, fork, ...).
+    pub const CONTROL: &str = "control";
+}
+
+/// `StopRequested.source`: who asked the run to stop.
+pub mod stop_source {
+    /// The Stop call.
+    pub const USER: &str = "user";
+    /// Server shutdown.
+    pub const SHUTDOWN: &str = "shutdown";
+    /// The idle timeout.
+    pub const IDLE: &str = "idle";
+    /// DeleteSession of a session with a live run.
+    pub const DELETE: &str = "delete";
+}
+
+/// `RunEnd.source`: who recorded the run's end.
+pub mod run_end_source {
+    /// The server observed the process exit.
+    pub const PROCESS: &str = "process";
+    /// Start-up recovery inferred the end of a run a previous server left.
+    pub const RECOVERY: &str = "recovery";
+    /// Server shutdown ended the run.
+    pub const SHUTDOWN: &str = "shutdown";
+    /// DeleteSession ended the run.
+    pub const DELETE: &str = "delete";
+    /// The process could not be started.
+    pub const SPAWN: &str = "spawn";
+    /// The event log could not be written.
+    pub const STORAGE: &str = "storage";
+    /// The run went beyond the launch policy.
+    pub const POLICY: &str = "policy";
+    /// The run's task panicked.
+    pub const PANIC: &str = "panic";
+}
+
+/// `PermissionResolved.by`: who answered a permission request.
+pub mod resolved_by {
+    /// The RespondPermission call.
+    pub const USER: &str = "user";
+    /// Nobody answered within the permission timeout.
+    pub const TIMEOUT: &str = "timeout";
+    /// The CLI withdrew the request.
+    pub const CANCELLED: &str = "cancelled";
+    /// The process went away with the request open.
+    pub const RUN_END: &str = "run_end";
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Every constant is the string on the wire today: a rename here is a
+    /// wire change and must fail.
+    #[test]
+    fn constants_are_the_wire_strings() {
+        let pinned: &[(&str, &str)] = &[
+            (run_error_kind::SPAWN_FAILED, "spawn_failed"),
+            (run_error_kind::BAD_LINE, "bad_line"),
+            (run_error_kind::LINE_TOO_LARGE, "line_too_large"),
+            (run_error_kind::STORAGE, "storage"),
+            (run_error_kind::PANIC, "panic"),
+            (run_error_kind::RESUME_FAILED, "resume_failed"),
+            (run_error_kind::POLICY, "policy"),
+            (trigger::START, "start"),
+            (trigger::SEND, "send"),
+            (trigger::CONTROL, "control"),
+            (stop_source::USER, "user"),
+            (stop_source::SHUTDOWN, "shutdown"),
+            (stop_source::IDLE, "idle"),
+            (stop_source::DELETE, "delete"),
+            (run_end_source::PROCESS, "process"),
+            (run_end_source::RECOVERY, "recovery"),
+            (run_end_source::SHUTDOWN, "shutdown"),
+            (run_end_source::DELETE, "delete"),
+            (run_end_source::SPAWN, "spawn"),
+            (run_end_source::STORAGE, "storage"),
+            (run_end_source::POLICY, "policy"),
+            (run_end_source::PANIC, "panic"),
+            (resolved_by::USER, "user"),
+            (resolved_by::TIMEOUT, "timeout"),
+            (resolved_by::CANCELLED, "cancelled"),
+            (resolved_by::RUN_END, "run_end"),
+        ];
+        for (constant, wire) in pinned {
+            assert_eq!(constant, wire);
+        }
+    }
+}
