@@ -4,7 +4,6 @@
 
 use agent_harness_fake_api::FakeApi;
 use serde_json::{Value, json};
-use std::path::{Path, PathBuf};
 use std::process::{ExitStatus, Stdio};
 use std::time::Duration;
 use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
