@@ -1,44 +1,14 @@
-//! agent-harness client: the protocol types, the derive functions, and a
-//! reconnecting session client.
+//! agent-harness client: a reconnecting session client, over the protocol
+//! crate.
 //!
 //! # Layout
-//! - [`proto`]: the generated protobuf types (with proto3-JSON serde) and the
-//!   tonic client for `agentharness.v1.SessionService` (server traits behind
-//!   the `server` feature).
-//! - [`derive`]: pure functions over a slice of events — status, process
-//!   alive, usage, activity, background tasks, permissions and the classify
-//!   helpers. The only implementation in the project; the server calls it.
-//! - [`partial`]: live typing, the partial assistant message folded from
-//!   a stream's `delta`s and the events that supersede them.
-//! - `codec` (feature `server`): the generated server's codec, which answers
-//!   a request that cannot be decoded INVALID_ARGUMENT.
-//! - [`vocab`]: the values of the wire's string fields clients match on
-//!   (`run_error.kind`, `run_start.trigger`, stop and end sources,
-//!   `permission_resolved.by`).
 //! - [`session`]: a reconnecting subscription that keeps the derived state of
 //!   one session as a stream of snapshots (the Rust side of `useSession`).
+//! - [`pb`], [`proto`], [`derive`], [`partial`], [`vocab`]: the protocol
+//!   crate's modules, re-exported so a client needs one dependency.
 
-pub mod proto {
-    //! Generated protobuf types for `agentharness.v1`.
-    #![allow(missing_docs, clippy::all)]
-    /// `agentharness.v1` messages, enums, client and (feature `server`) server.
-    pub mod v1 {
-        include!(concat!(env!("OUT_DIR"), "/agentharness.v1.rs"));
-        include!(concat!(env!("OUT_DIR"), "/agentharness.v1.serde.rs"));
-        #[cfg(feature = "server")]
-        include!(concat!(env!("OUT_DIR"), "/server/agentharness.v1.rs"));
-    }
-    /// The encoded `FileDescriptorSet` of the API and its imports, for
-    /// server reflection.
-    pub const FILE_DESCRIPTOR_SET: &[u8] =
-        include_bytes!(concat!(env!("OUT_DIR"), "/agentharness_descriptor.bin"));
-}
+pub mod session;
 
 #[cfg(feature = "server")]
-pub mod codec;
-pub mod derive;
-pub mod partial;
-pub mod session;
-pub mod vocab;
-pub use pbjson_types;
-pub use proto::v1 as pb;
+pub use agent_harness_protocol::codec;
+pub use agent_harness_protocol::{derive, partial, pb, pbjson_types, proto, vocab};

@@ -22,7 +22,7 @@ mod common;
 
 use std::time::{Duration, Instant};
 
-use agent_harness_client::pb;
+use agent_harness_protocol::pb;
 use agent_harness_server::log::LogOptions;
 use agent_harness_server::store::{RedbStore, SessionMeta, Store};
 use common::{new_event, redb_logs, runtime};

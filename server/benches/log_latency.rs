@@ -25,7 +25,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
-use agent_harness_client::pb::subscribe_response::Kind;
+use agent_harness_protocol::pb::subscribe_response::Kind;
 use agent_harness_server::log::{EventLogs, LogOptions};
 use agent_harness_server::store::MemoryStore;
 use common::{new_event, quantile, redb_logs, runtime};

@@ -12,7 +12,7 @@ mod common;
 
 use std::time::Duration;
 
-use agent_harness_client::pb::subscribe_response::Kind;
+use agent_harness_protocol::pb::subscribe_response::Kind;
 use agent_harness_server::log::LogOptions;
 use common::{new_event, redb_logs, rss_bytes, runtime};
 use futures::StreamExt;

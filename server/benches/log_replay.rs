@@ -12,7 +12,7 @@ mod common;
 use std::sync::Arc;
 use std::time::Instant;
 
-use agent_harness_client::pb::subscribe_response::Kind;
+use agent_harness_protocol::pb::subscribe_response::Kind;
 use agent_harness_server::log::{EventLogs, LogOptions};
 use agent_harness_server::store::{RedbStore, Store};
 use common::{new_event, runtime};

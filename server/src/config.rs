@@ -759,7 +759,7 @@ mod tests {
         let config = SpawnConfig {
             session_id: "s".into(),
             run_id: "r".into(),
-            config: agent_harness_client::pb::StartConfig {
+            config: agent_harness_protocol::pb::StartConfig {
                 prompt: "hi".into(),
                 ..Default::default()
             },

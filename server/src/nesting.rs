@@ -27,8 +27,8 @@ use std::fmt::Write as _;
 use std::sync::OnceLock;
 
 #[cfg(test)]
-use agent_harness_client::pb;
-use agent_harness_client::pb::event::Payload;
+use agent_harness_protocol::pb;
+use agent_harness_protocol::pb::event::Payload;
 use pbjson_types::value::Kind;
 use serde_json::Value;
 

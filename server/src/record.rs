@@ -21,7 +21,7 @@ pub async fn run(config: RecordConfig) -> Result<()> {
     let spawn = SpawnConfig {
         session_id: "record".into(),
         run_id: uuid::Uuid::new_v4().to_string(),
-        config: agent_harness_client::pb::StartConfig {
+        config: agent_harness_protocol::pb::StartConfig {
             prompt: first,
             cwd: config
                 .cwd

@@ -24,9 +24,9 @@
 //! the last few; the manager folds a whole log only when the session is
 //! first used.
 
-use agent_harness_client::derive;
-use agent_harness_client::pb;
-use agent_harness_client::pb::event::Payload;
+use agent_harness_protocol::derive;
+use agent_harness_protocol::pb;
+use agent_harness_protocol::pb::event::Payload;
 
 use crate::error::Result;
 use crate::log::{EventLogs, MetaChange};

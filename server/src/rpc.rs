@@ -9,9 +9,9 @@ use std::pin::Pin;
 use std::sync::Arc;
 use std::time::Duration;
 
-use agent_harness_client::pb;
-use agent_harness_client::pb::session_service_server::SessionService;
-use agent_harness_client::pb::subscribe_response::Kind;
+use agent_harness_protocol::pb;
+use agent_harness_protocol::pb::session_service_server::SessionService;
+use agent_harness_protocol::pb::subscribe_response::Kind;
 use futures::{Stream, StreamExt};
 use tokio::sync::Semaphore;
 use tokio_util::sync::CancellationToken;

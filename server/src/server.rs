@@ -28,8 +28,8 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
-use agent_harness_client::pb::session_service_server::SessionServiceServer;
-use agent_harness_client::proto::FILE_DESCRIPTOR_SET;
+use agent_harness_protocol::pb::session_service_server::SessionServiceServer;
+use agent_harness_protocol::proto::FILE_DESCRIPTOR_SET;
 use tokio::net::TcpListener;
 use tokio_rustls::TlsAcceptor;
 use tokio_util::sync::CancellationToken;

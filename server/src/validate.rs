@@ -1,7 +1,7 @@
 //! Request validation: every check names the field it refuses, so a client
 //! gets INVALID_ARGUMENT with something to fix instead of a vague failure.
 
-use agent_harness_client::pb;
+use agent_harness_protocol::pb;
 
 use crate::error::{Error, Result};
 

@@ -4,7 +4,7 @@
 Each scenario below lists its events and, after every event, the status and
 process-alive the derive rules give, plus fuller expectations at chosen
 checkpoints. Every expected value here was reasoned from the rules in
-docs/events.md "Derived state" and the doc comments of client-rs/src/derive; none
+docs/events.md "Derived state" and the doc comments of client-rs/protocol/src/derive; none
 was produced by running an implementation, so the vectors can fail one.
 
 Event shapes follow the real CLI 2.1.197 recordings in the shared

@@ -1,5 +1,5 @@
 // The classify helpers now live in ./derive/classify.ts, as in the Rust
-// layout (client-rs/src/derive/classify.rs); this file keeps the old import
+// layout (client-rs/protocol/src/derive/classify.rs); this file keeps the old import
 // path ("./classify.js") working.
 
 export {

@@ -1,5 +1,5 @@
 // Live typing: the partial assistant message, folded from a Subscribe stream
-// that asked for `includeDeltas`. A port of client-rs/src/partial.rs (the
+// that asked for `includeDeltas`. A port of client-rs/protocol/src/partial.rs (the
 // Rust `Partial`); both pass the vectors in tests/vectors/partial/.
 //
 // The server streams the blocks the CLI is still writing as `Delta`s. They

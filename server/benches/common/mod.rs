@@ -5,7 +5,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use agent_harness_client::pb;
+use agent_harness_protocol::pb;
 use agent_harness_server::log::{EventLogs, LogOptions, NewEvent};
 use agent_harness_server::store::RedbStore;
 

@@ -13,7 +13,7 @@ use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
 
-use agent_harness_client::pb;
+use agent_harness_protocol::pb;
 use pbjson_types::Struct;
 use tokio::sync::{mpsc, oneshot};
 

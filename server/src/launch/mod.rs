@@ -51,7 +51,7 @@ use cli_vocabulary::{arity_of, never_arg, never_env, subcommand};
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::path::{Path, PathBuf};
 
-use agent_harness_client::pb;
+use agent_harness_protocol::pb;
 
 use crate::adapter::claude::PermissionMode;
 use crate::error::{Error, Result};

@@ -23,8 +23,8 @@
 //! of ids and keys in one event and are there only so that the bound holds
 //! whatever a CLI writes.
 
-use agent_harness_client::pb;
-use agent_harness_client::pb::event::Payload;
+use agent_harness_protocol::pb;
+use agent_harness_protocol::pb::event::Payload;
 use pbjson_types::value::Kind as ValueKind;
 use prost::Message;
 

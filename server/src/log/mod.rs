@@ -41,7 +41,7 @@ pub use self::typing::Typing;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 
-use agent_harness_client::pb;
+use agent_harness_protocol::pb;
 use futures::Stream;
 use tokio::sync::{oneshot, watch};
 

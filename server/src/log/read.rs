@@ -4,7 +4,7 @@
 
 use std::sync::atomic::Ordering;
 
-use agent_harness_client::pb;
+use agent_harness_protocol::pb;
 
 use super::{EventLogs, HISTORY_DEFAULT_LIMIT, HISTORY_MAX_LIMIT, LogError, cut};
 use crate::store::{Receipt, SessionMeta, StoreUsage};

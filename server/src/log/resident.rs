@@ -27,7 +27,7 @@ use std::collections::{HashMap, VecDeque};
 use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, RwLock, RwLockReadGuard, RwLockWriteGuard};
 
-use agent_harness_client::pb;
+use agent_harness_protocol::pb;
 use prost::Message;
 use tokio::sync::watch;
 

@@ -38,8 +38,8 @@ use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::Duration;
 
-use agent_harness_client::pb;
-use agent_harness_client::pb::subscribe_response::Kind;
+use agent_harness_protocol::pb;
+use agent_harness_protocol::pb::subscribe_response::Kind;
 use futures::Stream;
 use tokio::sync::watch;
 use tokio::time::{Instant, Sleep};

@@ -33,7 +33,7 @@ use std::sync::atomic::Ordering;
 use std::sync::mpsc;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use agent_harness_client::pb;
+use agent_harness_protocol::pb;
 use tokio::sync::oneshot;
 
 use super::failpoint::{Failpoint, When};

@@ -11,8 +11,8 @@
 //! [`super::fold::SettingsChanged`]): so a setting survives a respawn, an
 //! idle timeout and a server restart.
 
-use agent_harness_client::pb;
-use agent_harness_client::pb::event::Payload;
+use agent_harness_protocol::pb;
+use agent_harness_protocol::pb::event::Payload;
 use serde_json::{Value, json};
 
 use super::SessionManager;

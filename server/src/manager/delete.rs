@@ -11,7 +11,7 @@
 //! anew. The retention pass never waits for a run: a session with a live
 //! run is skipped.
 
-use agent_harness_client::pb;
+use agent_harness_protocol::pb;
 
 use super::receipts::{Keyed, KeyedExt};
 use super::run::RunCmd;

@@ -19,9 +19,9 @@
 
 use std::sync::Mutex;
 
-use agent_harness_client::derive::{Fold, StatusFold};
-use agent_harness_client::pb;
-use agent_harness_client::pb::event::Payload;
+use agent_harness_protocol::derive::{Fold, StatusFold};
+use agent_harness_protocol::pb;
+use agent_harness_protocol::pb::event::Payload;
 
 use crate::log::{EventLogs, LogError};
 

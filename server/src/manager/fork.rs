@@ -3,8 +3,8 @@
 //! `--resume-session-at` the message at `at_seq`), so the CLI copies it
 //! into a new conversation of its own and the source is left untouched.
 
-use agent_harness_client::pb;
-use agent_harness_client::pb::event::Payload;
+use agent_harness_protocol::pb;
+use agent_harness_protocol::pb::event::Payload;
 
 use super::SessionManager;
 use super::fold::FoldCell;

@@ -7,7 +7,7 @@
 
 use std::future::Future;
 
-use agent_harness_client::pb;
+use agent_harness_protocol::pb;
 use prost::Message;
 use serde_json::{Value, json};
 

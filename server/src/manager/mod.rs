@@ -38,12 +38,12 @@ mod run;
 mod slot;
 mod spawn;
 
-use agent_harness_client::vocab::run_end_source;
+use agent_harness_protocol::vocab::run_end_source;
 use std::sync::Arc;
 use std::time::Duration;
 
-use agent_harness_client::pb;
-use agent_harness_client::pb::event::Payload;
+use agent_harness_protocol::pb;
+use agent_harness_protocol::pb::event::Payload;
 use pbjson_types::Struct;
 use tokio::sync::Semaphore;
 use tokio_util::sync::CancellationToken;

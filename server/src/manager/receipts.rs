@@ -64,7 +64,7 @@ use prost::Message;
 use serde::{Deserialize, Serialize};
 use tokio::sync::OwnedMutexGuard;
 
-use agent_harness_client::pb;
+use agent_harness_protocol::pb;
 
 use crate::error::{Error, Result};
 use crate::log::EventLogs;

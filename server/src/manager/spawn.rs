@@ -3,11 +3,11 @@
 //! of the session's claim to the new run task; and what a respawn keeps of
 //! the last run (its env values).
 
-use agent_harness_client::vocab::{run_end_source, run_error_kind, trigger};
+use agent_harness_protocol::vocab::{run_end_source, run_error_kind, trigger};
 use std::collections::{BTreeMap, HashMap};
 
-use agent_harness_client::pb;
-use agent_harness_client::pb::event::Payload;
+use agent_harness_protocol::pb;
+use agent_harness_protocol::pb::event::Payload;
 use tokio::sync::OwnedSemaphorePermit;
 
 use super::receipts::{Keyed, KeyedExt};

@@ -2,8 +2,8 @@
 //! what a client sees of the process changed (its fingerprint), and the
 //! `turn_start` of a turn the CLI started by itself.
 
-use agent_harness_client::pb;
-use agent_harness_client::pb::event::Payload;
+use agent_harness_protocol::pb;
+use agent_harness_protocol::pb::event::Payload;
 use serde_json::{Map, Value};
 
 use super::Normalizer;

@@ -27,9 +27,9 @@ mod init;
 mod json;
 mod result;
 
-use agent_harness_client::pb;
-use agent_harness_client::pb::event::Payload;
-use agent_harness_client::vocab::{resolved_by, run_error_kind};
+use agent_harness_protocol::pb;
+use agent_harness_protocol::pb::event::Payload;
+use agent_harness_protocol::vocab::{resolved_by, run_error_kind};
 use serde_json::{Map, Value};
 
 use crate::adapter::StdoutLine;

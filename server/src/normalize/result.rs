@@ -3,7 +3,7 @@
 
 use std::collections::HashMap;
 
-use agent_harness_client::pb;
+use agent_harness_protocol::pb;
 use serde_json::{Map, Value};
 
 use super::json::{f64_at, f64_at_obj, str_at, str_of, u64_at, u64_of, value_text};

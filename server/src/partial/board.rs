@@ -4,7 +4,7 @@
 use std::collections::VecDeque;
 use std::sync::{Arc, RwLock, RwLockReadGuard, RwLockWriteGuard};
 
-use agent_harness_client::pb;
+use agent_harness_protocol::pb;
 use tokio::sync::watch;
 use tokio::time::{Duration, Instant};
 

@@ -10,8 +10,8 @@
 //! can never disagree with the logs; it is rebuilt from the events when a
 //! store written before it existed is opened.
 
-use agent_harness_client::pb;
-use agent_harness_client::pb::event::Payload;
+use agent_harness_protocol::pb;
+use agent_harness_protocol::pb::event::Payload;
 
 /// The conversation `event` names for its session, if any: a `run_ready`'s
 /// resume id, or the `--resume` of a `run_start` that is not a fork.

@@ -3,7 +3,7 @@
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::Mutex;
 
-use agent_harness_client::pb;
+use agent_harness_protocol::pb;
 
 use super::{Commit, Receipt, ReceiptWrite, SessionMeta, Store, StoreError, StoreUsage};
 

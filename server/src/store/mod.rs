@@ -21,7 +21,7 @@ pub use self::redb::{DEFAULT_PAGE_CACHE_BYTES, RedbStore};
 
 use std::collections::BTreeMap;
 
-use agent_harness_client::pb;
+use agent_harness_protocol::pb;
 use serde::{Deserialize, Serialize};
 
 /// What the server remembers about a session besides its events: only

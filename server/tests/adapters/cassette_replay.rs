@@ -6,7 +6,7 @@ use crate::support::common;
 
 use std::time::{Duration, Instant};
 
-use agent_harness_client::pb;
+use agent_harness_protocol::pb;
 use agent_harness_server::adapter::cassette::{Cassette, CassetteAdapter};
 use agent_harness_server::adapter::{ProcessAdapter, Signal, SpawnConfig, StdoutLine, UserInput};
 use cassette::{replay_checked, scenarios};
@@ -145,7 +145,7 @@ fn malformed_cassettes_are_errors_not_panics() {
 /// `stream_event` line becomes an event.
 #[test]
 fn every_committed_cassette_streams_deltas_that_join_to_its_content() {
-    use agent_harness_client::pb::event::Payload;
+    use agent_harness_protocol::pb::event::Payload;
     use agent_harness_server::adapter::cassette::CassetteRecord;
     use agent_harness_server::normalize::Normalizer;
     use agent_harness_server::partial::Change;

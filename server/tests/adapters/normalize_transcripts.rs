@@ -5,7 +5,7 @@ use crate::support::common;
 
 use std::path::PathBuf;
 
-use agent_harness_client::pb::event::Payload;
+use agent_harness_protocol::pb::event::Payload;
 use agent_harness_server::adapter::StdoutLine;
 use agent_harness_server::normalize::Normalizer;
 use agent_harness_server::supervise::DEFAULT_MAX_LINE_BYTES;

@@ -8,8 +8,8 @@ use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::Duration;
 
-use agent_harness_client::pb;
-use agent_harness_client::pb::subscribe_response::Kind;
+use agent_harness_protocol::pb;
+use agent_harness_protocol::pb::subscribe_response::Kind;
 use agent_harness_server::log::{EventLogs, LogError, LogOptions, NewEvent};
 use agent_harness_server::store::{MemoryStore, RedbStore, Store};
 use futures::StreamExt;

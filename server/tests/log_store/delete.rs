@@ -7,8 +7,8 @@ use crate::support::log;
 use std::sync::Arc;
 use std::time::Duration;
 
-use agent_harness_client::pb;
-use agent_harness_client::pb::subscribe_response::Kind;
+use agent_harness_protocol::pb;
+use agent_harness_protocol::pb::subscribe_response::Kind;
 use agent_harness_server::log::{EventLogs, LogOptions};
 use agent_harness_server::store::{MemoryStore, RedbStore, Store};
 use futures::StreamExt;

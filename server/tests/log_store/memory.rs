@@ -4,7 +4,7 @@
 
 use std::sync::Arc;
 
-use agent_harness_client::pb::subscribe_response::Kind;
+use agent_harness_protocol::pb::subscribe_response::Kind;
 use agent_harness_server::log::{EventLogs, LogOptions, NewEvent};
 use agent_harness_server::store::MemoryStore;
 use futures::StreamExt;

@@ -7,8 +7,8 @@ use crate::support::log;
 use std::io::ErrorKind;
 use std::sync::{Arc, Mutex};
 
-use agent_harness_client::pb;
-use agent_harness_client::pb::event::Payload;
+use agent_harness_protocol::pb;
+use agent_harness_protocol::pb::event::Payload;
 use agent_harness_server::store::{
     Commit, MemoryStore, Receipt, ReceiptWrite, RedbStore, SessionMeta, Store,
 };
@@ -766,7 +766,7 @@ fn crash_mid_commit_leaves_all_or_nothing_of_the_batch() {
 /// reads as a meta with nothing recorded; a receipt row as no receipt.
 #[test]
 fn redb_rows_that_cannot_be_decoded_read_as_unreadable_or_empty() {
-    use agent_harness_client::pb::event::Payload;
+    use agent_harness_protocol::pb::event::Payload;
     const EVENTS: redb::TableDefinition<(&str, u64), &[u8]> = redb::TableDefinition::new("events");
     const SESSIONS: redb::TableDefinition<&str, &[u8]> = redb::TableDefinition::new("sessions");
     const RECEIPTS: redb::TableDefinition<(&str, &str), &[u8]> =
@@ -799,7 +799,7 @@ fn redb_rows_that_cannot_be_decoded_read_as_unreadable_or_empty() {
         txn.commit().unwrap();
     }
     let store = RedbStore::open(&path).unwrap();
-    let unreadable = |e: &agent_harness_client::pb::Event| {
+    let unreadable = |e: &agent_harness_protocol::pb::Event| {
         assert_eq!((e.session_id.as_str(), e.seq), ("s1", 3));
         let Some(Payload::Unreadable(u)) = &e.payload else {
             panic!("{e:?}")

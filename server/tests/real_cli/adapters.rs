@@ -5,8 +5,8 @@ use crate::support::cli;
 use crate::support::cli_grpc::eventually;
 use crate::support::common;
 
-use agent_harness_client::pb;
-use agent_harness_client::pb::event::Payload;
+use agent_harness_protocol::pb;
+use agent_harness_protocol::pb::event::Payload;
 use agent_harness_server::adapter::claude::ClaudeCliAdapter;
 use agent_harness_server::adapter::claude::{ClaudeInteractiveAdapter, PermissionMode};
 use agent_harness_server::adapter::{

@@ -6,8 +6,8 @@
 
 use crate::support::cli_grpc;
 
-use agent_harness_client::pb;
-use agent_harness_client::pb::event::Payload;
+use agent_harness_protocol::pb;
+use agent_harness_protocol::pb::event::Payload;
 use cli_grpc::Harness;
 use serde_json::{Value, json};
 

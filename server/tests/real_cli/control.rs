@@ -6,8 +6,8 @@
 
 use crate::support::cli_grpc;
 
-use agent_harness_client::pb;
-use agent_harness_client::pb::event::Payload;
+use agent_harness_protocol::pb;
+use agent_harness_protocol::pb::event::Payload;
 use agent_harness_server::adapter::claude::PermissionMode;
 use cli_grpc::{AdapterChoice, Harness, Setup};
 use tonic::Code;

@@ -17,8 +17,8 @@ use crate::support::cli_grpc;
 
 use std::time::Duration;
 
-use agent_harness_client::pb;
-use agent_harness_client::pb::event::Payload;
+use agent_harness_protocol::pb;
+use agent_harness_protocol::pb::event::Payload;
 use agent_harness_server::adapter::claude::PermissionMode;
 use cli_grpc::{
     AdapterChoice, Events, Harness, Setup, assert_same_process, count, describe_all, eventually,

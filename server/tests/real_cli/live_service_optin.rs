@@ -21,8 +21,8 @@ use crate::support::cli_grpc;
 
 use std::time::Duration;
 
-use agent_harness_client::pb;
-use agent_harness_client::pb::event::Payload;
+use agent_harness_protocol::pb;
+use agent_harness_protocol::pb::event::Payload;
 use cli_grpc::{Harness, Setup, count, texts};
 
 /// First turn, a follow-up on the same process, and a Stop mid-turn that

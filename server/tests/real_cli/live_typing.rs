@@ -11,8 +11,8 @@
 
 use crate::support::cli_grpc;
 
-use agent_harness_client::pb;
-use agent_harness_client::pb::event::Payload;
+use agent_harness_protocol::pb;
+use agent_harness_protocol::pb::event::Payload;
 use cli_grpc::{Events, Harness, Setup, describe_all, texts};
 
 /// The text of `slow` ticks as `SLOW n` streams it.

@@ -35,8 +35,8 @@ use crate::support::cli_grpc;
 
 use std::path::Path;
 
-use agent_harness_client::pb;
-use agent_harness_client::pb::event::Payload;
+use agent_harness_protocol::pb;
+use agent_harness_protocol::pb::event::Payload;
 use agent_harness_server::adapter::claude::PermissionMode;
 use cli_grpc::{AdapterChoice, Events, Harness, Setup, count, describe_all, kinds, tool_results};
 use nix::sys::signal::{Signal as NixSignal, kill};

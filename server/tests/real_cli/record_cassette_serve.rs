@@ -13,10 +13,10 @@ use std::path::Path;
 use std::process::Stdio;
 use std::time::Duration;
 
-use agent_harness_client::pb;
-use agent_harness_client::pb::event::Payload;
-use agent_harness_client::pb::session_service_client::SessionServiceClient;
 use agent_harness_fake_api::FakeApi;
+use agent_harness_protocol::pb;
+use agent_harness_protocol::pb::event::Payload;
+use agent_harness_protocol::pb::session_service_client::SessionServiceClient;
 use common::{cassettes_dir, claude_bin};
 use server::{Sub, get, is_turn_end, kinds, start};
 use tokio::process::{Child, Command};

@@ -93,7 +93,7 @@ async fn record_and_replay_every_scenario() {
             }
         }
         if s.fork {
-            config.config.fork = Some(agent_harness_client::pb::Fork {
+            config.config.fork = Some(agent_harness_protocol::pb::Fork {
                 from_session_id: "source".into(),
                 ..Default::default()
             });

@@ -9,9 +9,9 @@
 
 use crate::support::cli_grpc;
 
-use agent_harness_client::derive;
-use agent_harness_client::pb;
-use agent_harness_client::pb::event::Payload;
+use agent_harness_protocol::derive;
+use agent_harness_protocol::pb;
+use agent_harness_protocol::pb::event::Payload;
 use cli_grpc::{Harness, Setup, eventually, run_starts, texts, transcript_has};
 use nix::sys::signal::{Signal, kill};
 use nix::unistd::Pid;

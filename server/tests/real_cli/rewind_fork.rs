@@ -8,9 +8,9 @@
 
 use crate::support::cli_grpc;
 
-use agent_harness_client::pb;
-use agent_harness_client::pb::event::Payload;
 use agent_harness_fake_api::FakeApi;
+use agent_harness_protocol::pb;
+use agent_harness_protocol::pb::event::Payload;
 use agent_harness_server::adapter::claude::PermissionMode;
 use cli_grpc::{Events, Harness, Setup};
 use tonic::Code;

@@ -19,7 +19,7 @@ use std::path::{Path, PathBuf};
 
 use crate::support::cli_grpc;
 
-use agent_harness_client::pb;
+use agent_harness_protocol::pb;
 use cli_grpc::{Harness, texts};
 use pbjson_types::Struct;
 use serde_json::json;

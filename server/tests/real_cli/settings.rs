@@ -11,9 +11,9 @@ use std::time::Duration;
 
 use crate::support::cli_grpc;
 
-use agent_harness_client::pb;
-use agent_harness_client::pb::event::Payload;
 use agent_harness_fake_api::{FakeApi, RecordedRequest};
+use agent_harness_protocol::pb;
+use agent_harness_protocol::pb::event::Payload;
 use cli_grpc::{AdapterChoice, Events, Harness, Setup};
 use tonic::Code;
 

@@ -11,8 +11,8 @@ use std::time::{Duration, Instant};
 
 use crate::support::server::*;
 use crate::transport::{PAGE, grpc_frame, grpc_status, grpc_web_head, http1, self_signed};
-use agent_harness_client::pb;
-use agent_harness_client::pb::subscribe_response::Kind;
+use agent_harness_protocol::pb;
+use agent_harness_protocol::pb::subscribe_response::Kind;
 use agent_harness_server::ServeOptions;
 use agent_harness_server::access::AccessPolicy;
 use agent_harness_server::connections::ConnectionLimits;

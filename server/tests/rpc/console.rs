@@ -6,7 +6,7 @@
 
 use crate::metrics::{Http, get_with, request};
 use crate::support::server::*;
-use agent_harness_client::pb;
+use agent_harness_protocol::pb;
 use agent_harness_server::ServeOptions;
 use agent_harness_server::web::{ASSETS, CONTENT_SECURITY_POLICY};
 

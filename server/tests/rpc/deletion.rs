@@ -5,10 +5,10 @@
 use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use agent_harness_client::pb;
-use agent_harness_client::pb::event::Payload;
-use agent_harness_client::pb::session_service_client::SessionServiceClient;
-use agent_harness_client::pb::subscribe_response::Kind;
+use agent_harness_protocol::pb;
+use agent_harness_protocol::pb::event::Payload;
+use agent_harness_protocol::pb::session_service_client::SessionServiceClient;
+use agent_harness_protocol::pb::subscribe_response::Kind;
 use agent_harness_server::ServeOptions;
 use agent_harness_server::manager::receipts::{IdempotencyOptions, ManualClock};
 use agent_harness_server::manager::{ManagerOptions, RetentionOptions};

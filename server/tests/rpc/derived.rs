@@ -8,10 +8,10 @@ use crate::support::server;
 
 use std::sync::Arc;
 
-use agent_harness_client::derive;
-use agent_harness_client::pb;
-use agent_harness_client::pb::event::Payload;
-use agent_harness_client::pb::session_service_client::SessionServiceClient;
+use agent_harness_protocol::derive;
+use agent_harness_protocol::pb;
+use agent_harness_protocol::pb::event::Payload;
+use agent_harness_protocol::pb::session_service_client::SessionServiceClient;
 use agent_harness_server::log::{EventLogs, LogOptions, NewEvent};
 use agent_harness_server::recovery::recover;
 use agent_harness_server::store::{MemoryStore, Store};

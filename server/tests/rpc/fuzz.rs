@@ -36,7 +36,7 @@ use crate::support::server;
 use std::path::PathBuf;
 use std::time::Duration;
 
-use agent_harness_client::pb::{self, event::Payload, subscribe_response::Kind};
+use agent_harness_protocol::pb::{self, event::Payload, subscribe_response::Kind};
 use agent_harness_server::adapter::StdoutLine;
 use agent_harness_server::normalize::Normalizer;
 use agent_harness_server::supervise::DEFAULT_MAX_LINE_BYTES;

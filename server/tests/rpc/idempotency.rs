@@ -10,9 +10,9 @@ use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::Duration;
 
-use agent_harness_client::pb;
-use agent_harness_client::pb::event::Payload;
-use agent_harness_client::pb::session_service_client::SessionServiceClient;
+use agent_harness_protocol::pb;
+use agent_harness_protocol::pb::event::Payload;
+use agent_harness_protocol::pb::session_service_client::SessionServiceClient;
 use agent_harness_server::ServeOptions;
 use agent_harness_server::log::{EventLogs, LogOptions};
 use agent_harness_server::manager::receipts::{IdempotencyOptions, ManualClock};

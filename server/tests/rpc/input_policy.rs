@@ -11,9 +11,9 @@ use crate::support::server::*;
 
 use std::sync::Arc;
 
-use agent_harness_client::pb;
-use agent_harness_client::pb::event::Payload;
-use agent_harness_client::pb::session_service_client::SessionServiceClient;
+use agent_harness_protocol::pb;
+use agent_harness_protocol::pb::event::Payload;
+use agent_harness_protocol::pb::session_service_client::SessionServiceClient;
 use agent_harness_server::adapter::claude::PermissionMode;
 use agent_harness_server::launch::LaunchPolicy;
 use agent_harness_server::manager::ManagerOptions;

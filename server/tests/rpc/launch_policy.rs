@@ -15,9 +15,9 @@ use std::collections::HashMap;
 use std::path::Path;
 use std::sync::Arc;
 
-use agent_harness_client::pb;
-use agent_harness_client::pb::event::Payload;
-use agent_harness_client::pb::session_service_client::SessionServiceClient;
+use agent_harness_protocol::pb;
+use agent_harness_protocol::pb::event::Payload;
+use agent_harness_protocol::pb::session_service_client::SessionServiceClient;
 use agent_harness_server::launch::{LaunchPolicy, REDACTED};
 use agent_harness_server::manager::ManagerOptions;
 use agent_harness_server::store::Store;

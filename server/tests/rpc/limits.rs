@@ -6,8 +6,8 @@
 
 use crate::support::server;
 
-use agent_harness_client::pb;
-use agent_harness_client::pb::event::Payload;
+use agent_harness_protocol::pb;
+use agent_harness_protocol::pb::event::Payload;
 use agent_harness_server::adapter::StdoutLine;
 use agent_harness_server::manager::ManagerOptions;
 use server::*;

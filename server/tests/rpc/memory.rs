@@ -7,10 +7,10 @@
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 
-use agent_harness_client::derive::Fold;
-use agent_harness_client::pb;
-use agent_harness_client::pb::event::Payload;
-use agent_harness_client::pb::subscribe_response::Kind;
+use agent_harness_protocol::derive::Fold;
+use agent_harness_protocol::pb;
+use agent_harness_protocol::pb::event::Payload;
+use agent_harness_protocol::pb::subscribe_response::Kind;
 use agent_harness_server::log::{EventLogs, LogOptions};
 use agent_harness_server::manager::{ManagerOptions, SessionManager};
 use agent_harness_server::store::{SessionMeta, Store};

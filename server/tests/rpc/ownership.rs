@@ -5,8 +5,8 @@
 //! spawned. (Forks, where the server picks the source's conversation, are
 //! covered by the fork tests in `launch_policy.rs` and `real_cli`.)
 
-use agent_harness_client::pb;
-use agent_harness_client::pb::session_service_client::SessionServiceClient;
+use agent_harness_protocol::pb;
+use agent_harness_protocol::pb::session_service_client::SessionServiceClient;
 use agent_harness_server::ServeOptions;
 use agent_harness_server::manager::ManagerOptions;
 use tonic::Code;

@@ -12,10 +12,10 @@ use crate::support::server;
 
 use std::time::Duration;
 
-use agent_harness_client::pb;
-use agent_harness_client::pb::event::Payload;
-use agent_harness_client::pb::session_service_client::SessionServiceClient;
-use agent_harness_client::pb::subscribe_response::Kind;
+use agent_harness_protocol::pb;
+use agent_harness_protocol::pb::event::Payload;
+use agent_harness_protocol::pb::session_service_client::SessionServiceClient;
+use agent_harness_protocol::pb::subscribe_response::Kind;
 use agent_harness_server::log::{EventLogs, LogOptions};
 use agent_harness_server::nesting::MAX_JSON_DEPTH;
 use agent_harness_server::recovery::recover;

@@ -8,8 +8,8 @@ use std::os::unix::process::CommandExt;
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
-use agent_harness_client::pb;
-use agent_harness_client::pb::event::Payload;
+use agent_harness_protocol::pb;
+use agent_harness_protocol::pb::event::Payload;
 use agent_harness_server::log::{EventLogs, LogOptions};
 use agent_harness_server::recovery::recover;
 use agent_harness_server::supervise;

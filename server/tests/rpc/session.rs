@@ -7,9 +7,9 @@ use crate::support::server;
 use std::time::Duration;
 
 use crate::support::scripted::ScriptedBehavior;
-use agent_harness_client::pb;
-use agent_harness_client::pb::event::Payload;
-use agent_harness_client::pb::subscribe_response::Kind;
+use agent_harness_protocol::pb;
+use agent_harness_protocol::pb::event::Payload;
+use agent_harness_protocol::pb::subscribe_response::Kind;
 use agent_harness_server::ServeOptions;
 use server::*;
 use tonic::Code;

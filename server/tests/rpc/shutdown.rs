@@ -5,8 +5,8 @@ use crate::support::server;
 
 use std::sync::Arc;
 
-use agent_harness_client::pb;
-use agent_harness_client::pb::event::Payload;
+use agent_harness_protocol::pb;
+use agent_harness_protocol::pb::event::Payload;
 use agent_harness_server::store::MemoryStore;
 use server::*;
 

@@ -11,10 +11,10 @@ use std::sync::Arc;
 use crate::support::scripted::{ScriptedAdapter, ScriptedBehavior};
 use crate::support::server;
 
-use agent_harness_client::derive;
-use agent_harness_client::pb;
-use agent_harness_client::pb::event::Payload;
-use agent_harness_client::pb::session_service_client::SessionServiceClient;
+use agent_harness_protocol::derive;
+use agent_harness_protocol::pb;
+use agent_harness_protocol::pb::event::Payload;
+use agent_harness_protocol::pb::session_service_client::SessionServiceClient;
 use agent_harness_server::ServeOptions;
 use agent_harness_server::adapter::StdoutLine;
 use agent_harness_server::store::{MemoryStore, RedbStore, SessionMeta, Store};

@@ -8,8 +8,8 @@ use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::Duration;
 
-use agent_harness_client::pb;
-use agent_harness_client::pb::event::Payload;
+use agent_harness_protocol::pb;
+use agent_harness_protocol::pb::event::Payload;
 use agent_harness_server::ServeOptions;
 use agent_harness_server::manager::ManagerOptions;
 use tonic_health::pb::health_check_response::ServingStatus;

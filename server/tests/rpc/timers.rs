@@ -15,9 +15,9 @@ use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
 
-use agent_harness_client::pb;
-use agent_harness_client::pb::event::Payload;
-use agent_harness_client::pb::subscribe_response::Kind;
+use agent_harness_protocol::pb;
+use agent_harness_protocol::pb::event::Payload;
+use agent_harness_protocol::pb::subscribe_response::Kind;
 use agent_harness_server::adapter::{ProcessAdapter, StdoutLine};
 use agent_harness_server::log::{EventLogs, LogOptions};
 use agent_harness_server::manager::{ManagerOptions, SessionManager};

@@ -7,7 +7,7 @@ use crate::support::server;
 use std::time::Duration;
 
 use crate::support::scripted::ScriptedBehavior;
-use agent_harness_client::pb;
+use agent_harness_protocol::pb;
 use agent_harness_server::ServeOptions;
 use agent_harness_server::access::AccessPolicy;
 use agent_harness_server::config::ServeConfig;

@@ -5,8 +5,8 @@
 use std::path::Path;
 use std::time::Duration;
 
-use agent_harness_client::pb;
-use agent_harness_client::pb::event::Payload;
+use agent_harness_protocol::pb;
+use agent_harness_protocol::pb::event::Payload;
 use agent_harness_server::adapter::cassette::{
     CassetteAdapter, CassetteRecord, LAST_TASK, ScriptStep,
 };

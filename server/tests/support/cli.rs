@@ -5,9 +5,9 @@
 
 use std::time::Duration;
 
-use agent_harness_client::pb;
-use agent_harness_client::pb::event::Payload;
 use agent_harness_fake_api::FakeApi;
+use agent_harness_protocol::pb;
+use agent_harness_protocol::pb::event::Payload;
 use agent_harness_server::adapter::claude::{ClaudeOptions, PermissionMode};
 use agent_harness_server::adapter::{ExitInfo, ProcessHandle, SpawnConfig, UserInput};
 use agent_harness_server::normalize::Normalizer;

@@ -13,9 +13,9 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
-use agent_harness_client::pb;
-use agent_harness_client::pb::event::Payload;
 use agent_harness_fake_api::FakeApi;
+use agent_harness_protocol::pb;
+use agent_harness_protocol::pb::event::Payload;
 use agent_harness_server::adapter::ProcessAdapter;
 use agent_harness_server::adapter::claude::{ClaudeOptions, PermissionMode};
 use agent_harness_server::error::Error;
@@ -50,40 +50,9 @@ pub fn cli_version_under_test() -> String {
         .clone()
 }
 
-/// The CLI installed by the test setup (tests/tools), or `CLAUDE_BIN`.
-/// Missing is a test failure with the fix in the message, never a skip.
-pub fn claude_bin() -> PathBuf {
-    if let Some(p) = std::env::var_os("CLAUDE_BIN") {
-        return PathBuf::from(p);
-    }
-    let p =
-        PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../tests/tools/node_modules/.bin/claude");
-    assert!(
-        p.exists(),
-        "the real claude CLI is missing at {}: run `npm ci --prefix tests/tools` \
-         (installs @anthropic-ai/claude-code {CLI_VERSION}) or set CLAUDE_BIN",
-        p.display()
-    );
-    p
-}
-
-/// The newest CLI release the suite checks (tests/tools/newest), or
-/// `CLAUDE_BIN_NEWEST`. Missing is a test failure with the fix in the
-/// message, never a skip.
-pub fn claude_bin_newest() -> PathBuf {
-    if let Some(p) = std::env::var_os("CLAUDE_BIN_NEWEST") {
-        return PathBuf::from(p);
-    }
-    let p = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-        .join("../tests/tools/newest/node_modules/.bin/claude");
-    assert!(
-        p.exists(),
-        "the newest claude CLI is missing at {}: run `npm ci --prefix tests/tools/newest` \
-         or set CLAUDE_BIN_NEWEST",
-        p.display()
-    );
-    p
-}
+// Where the real CLI is, and the one-line failure when it is not.
+#[allow(unused_imports)] // not every test binary runs the newest CLI
+pub use agent_harness_fake_api::cli::{claude_bin, claude_bin_newest};
 
 /// Adapter options that run the real CLI ([`claude_bin`]).
 pub fn cli_options(permissions: PermissionMode) -> ClaudeOptions {

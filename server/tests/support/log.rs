@@ -1,7 +1,7 @@
 //! Helpers shared by the event-log tests (`store_contract.rs`, `log_*.rs`).
 #![allow(dead_code)]
 
-use agent_harness_client::pb;
+use agent_harness_protocol::pb;
 use agent_harness_server::log::NewEvent;
 
 /// A small, distinct payload per `n`, so a mixed-up event is visible.
@@ -28,7 +28,7 @@ pub fn event(session_id: &str, seq: u64) -> pb::Event {
         seq,
         session_id: session_id.to_owned(),
         run_id: format!("run-{}", seq % 3),
-        time: Some(agent_harness_client::pbjson_types::Timestamp {
+        time: Some(agent_harness_protocol::pbjson_types::Timestamp {
             seconds: 1_700_000_000 + seq as i64,
             nanos: (seq % 1000) as i32,
         }),
@@ -44,8 +44,8 @@ pub fn seqs(events: &[pb::Event]) -> Vec<u64> {
 }
 
 /// `{"k": {"k": … {}}}`, `depth` Structs deep, built without recursion.
-pub fn deep_struct(depth: usize) -> agent_harness_client::pbjson_types::Struct {
-    use agent_harness_client::pbjson_types::{Struct, Value, value::Kind};
+pub fn deep_struct(depth: usize) -> agent_harness_protocol::pbjson_types::Struct {
+    use agent_harness_protocol::pbjson_types::{Struct, Value, value::Kind};
     let mut s = Struct::default();
     for _ in 1..depth {
         let inner = Value {
@@ -70,7 +70,7 @@ pub fn poisoned_event(session_id: &str, seq: u64, run_id: &str) -> pb::Event {
         session_id: session_id.into(),
         run_id: run_id.into(),
         cli_line: POISON_LINE.into(),
-        time: Some(agent_harness_client::pbjson_types::Timestamp {
+        time: Some(agent_harness_protocol::pbjson_types::Timestamp {
             seconds: 1_800_000_000,
             nanos: 0,
         }),

@@ -6,7 +6,7 @@ use std::sync::Mutex;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::Duration;
 
-use agent_harness_client::pb;
+use agent_harness_protocol::pb;
 use agent_harness_server::store::{
     Commit, MemoryStore, Receipt, ReceiptWrite, SessionMeta, Store, StoreError, StoreUsage,
 };

@@ -7,10 +7,10 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use crate::support::scripted::{ScriptedAdapter, ScriptedBehavior};
-use agent_harness_client::pb;
-use agent_harness_client::pb::event::Payload;
-use agent_harness_client::pb::session_service_client::SessionServiceClient;
-use agent_harness_client::pb::subscribe_response::Kind;
+use agent_harness_protocol::pb;
+use agent_harness_protocol::pb::event::Payload;
+use agent_harness_protocol::pb::session_service_client::SessionServiceClient;
+use agent_harness_protocol::pb::subscribe_response::Kind;
 use agent_harness_server::ServeOptions;
 use agent_harness_server::adapter::{
     AdapterError, BoxFuture, ProcessAdapter, ProcessHandle, SpawnConfig, StdoutLine,
@@ -429,7 +429,7 @@ pub async fn assert_derived_matches_log(
 ) -> pb::Session {
     let got = get(client, session).await;
     let events = history_all(client, session).await;
-    let want = agent_harness_client::derive::session(session, &events);
+    let want = agent_harness_protocol::derive::session(session, &events);
     assert_eq!(
         got, want,
         "GetSession({session}) differs from derive over its log"

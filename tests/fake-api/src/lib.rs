@@ -26,7 +26,10 @@
 //! - [`sse`]: the wire format (SSE events, non-streaming JSON, error bodies).
 //! - [`usage`]: plausible token numbers.
 //! - [`ids`]: `msg_…`/`toolu_…`/`req_…` ids.
+//! - [`cli`]: where the tests find the real CLI, and the one-line failure
+//!   naming the setup command when it is missing.
 
+pub mod cli;
 pub mod conversation;
 pub mod ids;
 pub mod script;

@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use agent_harness_client::pb::session_service_client::SessionServiceClient;
+use agent_harness_protocol::pb::session_service_client::SessionServiceClient;
 use tonic::transport::{Channel, Endpoint};
 
 /// How to start the server.

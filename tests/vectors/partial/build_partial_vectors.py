@@ -4,7 +4,7 @@
 Each scenario is a Subscribe stream (replay headers, events, caught_up,
 heartbeats and deltas) and, after every message, the partial blocks a client
 holds. The expected blocks are written by hand from the rules in
-client-rs/src/partial.rs (summary in tests/vectors/README.md, "Partial
+client-rs/protocol/src/partial.rs (summary in tests/vectors/README.md, "Partial
 message vectors"); none was produced by running an implementation.
 
 Event and delta shapes follow what the server streams for the real CLI: one

@@ -1,5 +1,5 @@
 // What the agent is doing right now, for a human.
-// A port of client-rs/src/derive/activity.rs.
+// A port of client-rs/protocol/src/derive/activity.rs.
 
 import type { Event } from "../gen/agentharness/v1/events_pb.js";
 import { PermissionsFold } from "./permissions.js";

@@ -1,5 +1,5 @@
 // Helpers for rendering a log: tool kinds, turns, subagent threads and
-// queued messages. A port of client-rs/src/derive/classify.rs (its doc
+// queued messages. A port of client-rs/protocol/src/derive/classify.rs (its doc
 // comments are the contract; tests/vectors pins turns, subagent children
 // and pending messages).
 

@@ -1,5 +1,5 @@
 // Every derivation at once, incrementally, plus the resume id and the
-// GetSession summary. A port of client-rs/src/derive/mod.rs (Fold, Derived,
+// GetSession summary. A port of client-rs/protocol/src/derive/mod.rs (Fold, Derived,
 // derive_all, resume_id, session).
 
 import { create } from "@bufbuild/protobuf";

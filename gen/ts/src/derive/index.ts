@@ -1,6 +1,6 @@
 // Derived state: pure functions over a session's event log.
 //
-// A port of client-rs/src/derive (the one specification; its doc comments
+// A port of client-rs/protocol/src/derive (the one specification; its doc comments
 // are the contract), one module per Rust module:
 //
 //   status.ts       Status, StatusFold, deriveStatus, deriveProcessAlive

@@ -1,5 +1,5 @@
 // Permission prompts waiting for an answer.
-// A port of client-rs/src/derive/permissions.rs.
+// A port of client-rs/protocol/src/derive/permissions.rs.
 
 import type { JsonObject, JsonValue } from "@bufbuild/protobuf";
 import { toJson } from "@bufbuild/protobuf";

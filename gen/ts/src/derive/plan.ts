@@ -1,5 +1,5 @@
 // ExitPlanMode calls and what became of them.
-// A port of client-rs/src/derive/plan.rs.
+// A port of client-rs/protocol/src/derive/plan.rs.
 
 import type { Event } from "../gen/agentharness/v1/events_pb.js";
 

@@ -1,5 +1,5 @@
 // Which model, permission mode and thinking budget are in force.
-// A port of client-rs/src/derive/settings.rs.
+// A port of client-rs/protocol/src/derive/settings.rs.
 //
 // Three kinds of event say so, and the latest wins, per setting:
 // - runStart: what a client chose for the run (StartConfig.model,

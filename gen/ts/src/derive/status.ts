@@ -1,5 +1,5 @@
 // Status and process-alive: the fold every other derivation builds on.
-// A port of client-rs/src/derive/status.rs.
+// A port of client-rs/protocol/src/derive/status.rs.
 
 import type { Event } from "../gen/agentharness/v1/events_pb.js";
 

@@ -1,5 +1,5 @@
 // Background tasks (backgrounded Bash, subagents, ...).
-// A port of client-rs/src/derive/tasks.rs.
+// A port of client-rs/protocol/src/derive/tasks.rs.
 
 import type { Event } from "../gen/agentharness/v1/events_pb.js";
 

@@ -1,5 +1,5 @@
 // Token totals, cost and context-window fill.
-// A port of client-rs/src/derive/usage.rs.
+// A port of client-rs/protocol/src/derive/usage.rs.
 
 import type { Event } from "../gen/agentharness/v1/events_pb.js";
 

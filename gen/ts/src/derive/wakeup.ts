@@ -1,5 +1,5 @@
 // The next self-scheduled prompt (ScheduleWakeup / CronCreate).
-// A port of client-rs/src/derive/wakeup.rs.
+// A port of client-rs/protocol/src/derive/wakeup.rs.
 
 import type { JsonObject } from "@bufbuild/protobuf";
 import { toJson } from "@bufbuild/protobuf";

@@ -2,7 +2,7 @@
 //! window is: the request the harness writes, and the CLI's answer as the
 //! RPC's response message.
 
-use agent_harness_client::pb;
+use agent_harness_protocol::pb;
 
 /// The control request asking the CLI for its context usage.
 pub fn request() -> serde_json::Value {

@@ -9,8 +9,8 @@
 //! before visible). A recorded setting change on a process with no control
 //! channel (one-shot) is recorded for the next spawn instead.
 
-use agent_harness_client::pb;
-use agent_harness_client::pb::event::Payload;
+use agent_harness_protocol::pb;
+use agent_harness_protocol::pb::event::Payload;
 use tokio::sync::oneshot;
 use tokio::time::Instant;
 

@@ -3,7 +3,7 @@
 //! panicked.
 
 use super::*;
-use agent_harness_client::vocab::{resolved_by, run_end_source, run_error_kind};
+use agent_harness_protocol::vocab::{resolved_by, run_end_source, run_error_kind};
 
 /// Runs the task for `spec` to its end, then releases the session's claim
 /// (commands that raced the exit get dropped replies and are asked again of

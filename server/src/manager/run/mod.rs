@@ -21,15 +21,15 @@ pub use self::control::CONTROL_TIMEOUT;
 pub(crate) use self::control::{Answered, ControlFailure, Record};
 use self::control::{ControlReplyTx, PendingControl};
 pub(super) use self::end::supervised;
-use agent_harness_client::vocab::stop_source;
+use agent_harness_protocol::vocab::stop_source;
 
 use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
 
-use agent_harness_client::derive::Status;
-use agent_harness_client::pb;
-use agent_harness_client::pb::event::Payload;
+use agent_harness_protocol::derive::Status;
+use agent_harness_protocol::pb;
+use agent_harness_protocol::pb::event::Payload;
 use tokio::sync::{OwnedSemaphorePermit, mpsc, oneshot};
 use tokio::time::Instant;
 

@@ -3,11 +3,11 @@
 //! CLI's withdrawals, and the launch policy's ceiling on the permission
 //! mode the CLI reports.
 
-use agent_harness_client::vocab::{resolved_by, run_error_kind};
+use agent_harness_protocol::vocab::{resolved_by, run_error_kind};
 use std::collections::HashSet;
 
-use agent_harness_client::pb;
-use agent_harness_client::pb::event::Payload;
+use agent_harness_protocol::pb;
+use agent_harness_protocol::pb::event::Payload;
 use pbjson_types::Struct;
 use tokio::time::Instant;
 

@@ -4,8 +4,8 @@
 
 use std::sync::atomic::Ordering;
 
-use agent_harness_client::pb;
-use agent_harness_client::pb::event::Payload;
+use agent_harness_protocol::pb;
+use agent_harness_protocol::pb::event::Payload;
 use tokio::time::Instant;
 
 use super::super::ladder::Input;
@@ -105,7 +105,7 @@ impl Run {
                 self.step(Input::TurnEnded, Instant::now());
             }
             Some(Payload::RunError(r))
-                if r.kind == agent_harness_client::vocab::run_error_kind::RESUME_FAILED =>
+                if r.kind == agent_harness_protocol::vocab::run_error_kind::RESUME_FAILED =>
             {
                 self.resume_failed = true;
                 // It exits by itself (2.1.197 exits 1 at once); closing its

@@ -39,7 +39,7 @@ use ::redb::{
     Database, Durability, ReadableDatabase, ReadableTable, ReadableTableMetadata, StorageBackend,
     TableDefinition,
 };
-use agent_harness_client::pb;
+use agent_harness_protocol::pb;
 use prost::Message;
 
 use self::write::{commit_batch, delete_session, index_conversations};

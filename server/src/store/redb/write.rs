@@ -2,7 +2,7 @@
 //! receipts and the conversation index together) and a session's deletion.
 
 use ::redb::{Database, Durability, ReadableTable};
-use agent_harness_client::pb;
+use agent_harness_protocol::pb;
 use prost::Message;
 
 use super::super::conversations::{self, Naming};

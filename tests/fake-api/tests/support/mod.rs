@@ -4,7 +4,6 @@
 
 use agent_harness_fake_api::FakeApi;
 use serde_json::{Value, json};
-use std::path::{Path, PathBuf};
 use std::process::{ExitStatus, Stdio};
 use std::time::Duration;
 use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
@@ -15,28 +14,7 @@ use tokio::sync::mpsc;
 /// frame; the margin covers a loaded CI machine compiling other crates.
 pub const FRAME_TIMEOUT: Duration = Duration::from_secs(30);
 
-/// The real CLI: `CLAUDE_BIN`, else `tests/tools/node_modules/.bin/claude` under the
-/// workspace root. A missing binary fails the test; it never skips.
-pub fn claude_bin() -> PathBuf {
-    if let Some(p) = std::env::var_os("CLAUDE_BIN") {
-        let p = PathBuf::from(p);
-        assert!(
-            p.is_file(),
-            "CLAUDE_BIN={} is not a file; point it at the claude CLI 2.1.197 binary",
-            p.display()
-        );
-        return p;
-    }
-    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
-    let p = root.join("tests/tools/node_modules/.bin/claude");
-    assert!(
-        p.exists(),
-        "the real claude CLI is missing at {}: install it with `npm ci --prefix tests/tools` \
-         (or tests/setup.sh), or set CLAUDE_BIN. These tests never pass without it.",
-        p.display()
-    );
-    p
-}
+pub use agent_harness_fake_api::cli::claude_bin;
 
 /// One `claude -p --input-format stream-json --output-format stream-json --verbose` process
 /// with a fresh HOME and working directory.

@@ -31,9 +31,9 @@
 
 use std::collections::HashMap;
 
-use agent_harness_client::pb;
-use agent_harness_client::pb::session_service_client::SessionServiceClient;
-use agent_harness_client::pb::subscribe_response::Kind;
+use agent_harness_protocol::pb;
+use agent_harness_protocol::pb::session_service_client::SessionServiceClient;
+use agent_harness_protocol::pb::subscribe_response::Kind;
 use futures::StreamExt;
 use serde::Serialize;
 use tonic::transport::Channel;

@@ -14,8 +14,8 @@
 use std::net::SocketAddr;
 use std::time::Duration;
 
-use agent_harness_client::pb;
-use agent_harness_client::pb::subscribe_response::Kind;
+use agent_harness_protocol::pb;
+use agent_harness_protocol::pb::subscribe_response::Kind;
 use bytes::{Buf, BytesMut};
 use http_body_util::BodyExt;
 use serde::Serialize;

@@ -12,9 +12,9 @@ pub mod throughput;
 
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use agent_harness_client::pb;
-use agent_harness_client::pb::session_service_client::SessionServiceClient;
-use agent_harness_client::pb::subscribe_response::Kind;
+use agent_harness_protocol::pb;
+use agent_harness_protocol::pb::session_service_client::SessionServiceClient;
+use agent_harness_protocol::pb::subscribe_response::Kind;
 use futures::StreamExt;
 use tonic::transport::Channel;
 

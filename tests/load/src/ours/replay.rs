@@ -5,8 +5,8 @@
 
 use std::time::Instant;
 
-use agent_harness_client::pb;
-use agent_harness_client::pb::subscribe_response::Kind;
+use agent_harness_protocol::pb;
+use agent_harness_protocol::pb::subscribe_response::Kind;
 use futures::StreamExt;
 
 use super::{follow, start};

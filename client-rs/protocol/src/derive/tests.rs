@@ -15,7 +15,7 @@ use crate::pb::{
 };
 
 fn load_vectors() -> Vec<(String, Vec<Event>)> {
-    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/vectors");
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/vectors");
     let mut out = Vec::new();
     for entry in std::fs::read_dir(&dir).expect("tests/vectors") {
         let path = entry.expect("entry").path();

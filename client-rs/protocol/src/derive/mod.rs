@@ -14,7 +14,7 @@
 //! everything).
 //!
 //! ```
-//! use agent_harness_client::derive::{self, Status};
+//! use agent_harness_protocol::derive::{self, Status};
 //! assert_eq!(derive::status(&[]), Status::Idle);
 //! assert!(!derive::process_alive(&[]));
 //! ```

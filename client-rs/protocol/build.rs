@@ -10,7 +10,7 @@ use prost::Message;
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     // Read at run time, not with env!(): a build-script binary cached for a
     // copy of the tree elsewhere must still read this tree's protos.
-    let proto_root = PathBuf::from(std::env::var("CARGO_MANIFEST_DIR")?).join("../proto");
+    let proto_root = PathBuf::from(std::env::var("CARGO_MANIFEST_DIR")?).join("../../proto");
     let files = [
         proto_root.join("agentharness/v1/events.proto"),
         proto_root.join("agentharness/v1/session_service.proto"),

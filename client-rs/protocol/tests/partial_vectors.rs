@@ -7,15 +7,15 @@ mod vector_files;
 
 use std::path::{Path, PathBuf};
 
-use agent_harness_client::partial::{Partial, PartialBlock};
-use agent_harness_client::pb::SubscribeResponse;
+use agent_harness_protocol::partial::{Partial, PartialBlock};
+use agent_harness_protocol::pb::SubscribeResponse;
 use serde_json::{Map, Value, json};
 
 /// Fewer files than this means the vectors went missing, not that all passed.
 const MIN_VECTORS: usize = 8;
 
 fn vectors_dir() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/vectors/partial")
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/vectors/partial")
 }
 
 /// A block as the vectors write it: `messageId`, `index`, `blockType` and

@@ -7,15 +7,15 @@ mod vector_files;
 
 use std::path::{Path, PathBuf};
 
-use agent_harness_client::derive::{self, classify};
-use agent_harness_client::pb::Event;
+use agent_harness_protocol::derive::{self, classify};
+use agent_harness_protocol::pb::Event;
 use serde_json::{Map, Value};
 
 /// Fewer files than this means the vectors went missing, not that all passed.
 const MIN_VECTORS: usize = 40;
 
 fn vectors_dir() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/vectors")
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/vectors")
 }
 
 /// JSON equality that treats numbers by value (a Struct's `60` comes back
