@@ -63,6 +63,8 @@ pub struct Inner {
     pub writing: HashMap<String, Vec<pb::Delta>>,
     /// History calls answered or in progress.
     pub history_calls: usize,
+    /// Heartbeats sent, over all streams.
+    pub heartbeats_sent: usize,
     /// Every History request, in order.
     pub history_requests: Vec<pb::HistoryRequest>,
     /// Send requests received.
@@ -291,6 +293,11 @@ impl State {
     /// History calls so far.
     pub fn history_calls(&self) -> usize {
         self.lock().history_calls
+    }
+
+    /// Heartbeats sent so far, over all streams.
+    pub fn heartbeats_sent(&self) -> usize {
+        self.lock().heartbeats_sent
     }
 
     fn check_auth<T>(&self, request: &Request<T>) -> Result<(), Status> {
@@ -706,6 +713,7 @@ impl SessionService for TestService {
                     }
                     _ = tokio::time::sleep(state.heartbeat) => {
                         send!(msg(Kind::Heartbeat(pb::Heartbeat { head_seq: last })));
+                        state.lock().heartbeats_sent += 1;
                     }
                     _ = tx.closed() => return,
                 }
