@@ -145,7 +145,7 @@ async fn hydration_waits_for_replay_and_backfill_then_stays_ready() {
         let client = client.clone();
         async move { client.fetch_history(5).await }
     });
-    wait_server(|| server.state.history_calls() == 1).await;
+    wait_server(&server, || server.state.history_calls() == 1).await;
 
     // The replay finishes (CaughtUp) but the backfill has not: still hydrating.
     server.state.release_replay();
@@ -186,15 +186,12 @@ async fn hydration_waits_for_replay_and_backfill_then_stays_ready() {
     client.close().await;
 }
 
-/// Polls a server-side condition (bounded).
-async fn wait_server(mut cond: impl FnMut() -> bool) {
-    tokio::time::timeout(WAIT, async {
-        while !cond() {
-            tokio::time::sleep(Duration::from_millis(5)).await;
-        }
-    })
-    .await
-    .expect("server-side condition");
+/// Waits (bounded) for a server-side condition, checked after each change
+/// the test service makes to its state.
+async fn wait_server(server: &TestServer, cond: impl FnMut() -> bool) {
+    tokio::time::timeout(WAIT, server.state.wait_until(cond))
+        .await
+        .expect("server-side condition");
 }
 
 #[tokio::test]
@@ -254,7 +251,7 @@ async fn overlapping_replays_and_duplicate_live_events_are_dropped() {
         ..Default::default()
     });
     client.reconnect().unwrap();
-    wait_server(|| server.state.subscribe_after().len() == 2).await;
+    wait_server(&server, || server.state.subscribe_after().len() == 2).await;
     server.state.append(SESSION, 5);
     let snap = converge(&client, &server).await;
     assert_eq!(snap.events.seqs(), (1..=15).collect::<Vec<_>>());
@@ -340,7 +337,7 @@ async fn fetch_history_pages_to_the_start_and_coalesces_concurrent_calls() {
         client.fetch_history(None),
         client.fetch_history(None),
         async {
-            wait_server(|| server.state.history_calls() == 1).await;
+            wait_server(&server, || server.state.history_calls() == 1).await;
             // The client task takes commands in order: once it has answered
             // this one (a seq it holds, so ignored), both History calls
             // have reached it.
@@ -441,7 +438,7 @@ async fn connected_flag_follows_the_stream() {
     // reaches the client behind them, on the same stream.
     let before = server.state.subscribe_after().len();
     let beats = server.state.heartbeats_sent();
-    wait_server(|| server.state.heartbeats_sent() >= beats + 3).await;
+    wait_server(&server, || server.state.heartbeats_sent() >= beats + 3).await;
     let head = server.state.append(SESSION, 1);
     let snap = wait(&client, "the event after the heartbeats", |s| {
         s.cursor == head

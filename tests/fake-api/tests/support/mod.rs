@@ -3,7 +3,9 @@
 #![allow(dead_code)] // each test binary uses its own subset
 
 use agent_harness_fake_api::FakeApi;
+use agent_harness_server::adapter::UserInput;
 use agent_harness_server::adapter::claude::interactive::STREAM_JSON_ARGS;
+use agent_harness_server::adapter::claude::stream_json::user_message_line;
 use serde_json::{Value, json};
 use std::path::{Path, PathBuf};
 use std::process::{ExitStatus, Stdio};
@@ -113,15 +115,14 @@ impl Cli {
         stdin.flush().await.expect("flush stdin");
     }
 
-    /// Sends a user message with plain text content.
+    /// Sends a user message with plain text content, as the interactive adapter writes it.
     pub async fn send_user(&mut self, text: &str) {
-        self.send(json!({
-            "type": "user",
-            "message": {"role": "user", "content": text},
-            "parent_tool_use_id": null,
-            "session_id": "",
-        }))
-        .await;
+        let line = user_message_line(&UserInput {
+            text: text.to_owned(),
+            ..UserInput::default()
+        });
+        self.send(serde_json::from_str(&line).expect("the adapter writes JSON"))
+            .await;
     }
 
     /// Sends `control_request {subtype: interrupt}` with `request_id`.
