@@ -145,14 +145,17 @@ async fn hydration_waits_for_replay_and_backfill_then_stays_ready() {
         let client = client.clone();
         async move { client.fetch_history(5).await }
     });
-    wait_server(|| server.state.history_calls() == 1).await;
+    wait_server(&server, || server.state.history_calls() == 1).await;
 
     // The replay finishes (CaughtUp) but the backfill has not: still hydrating.
     server.state.release_replay();
     let snap = wait(&client, "caught up", |s| s.cursor == 30).await;
     assert_eq!(snap.hydration, Hydration::Hydrating, "backfill pending");
-    tokio::time::sleep(Duration::from_millis(50)).await;
-    assert_eq!(client.snapshot().hydration, Hydration::Hydrating);
+    // A live event comes after the CaughtUp on the stream: once the client
+    // holds it, it has handled the CaughtUp too, and is still hydrating.
+    server.state.append(SESSION, 1);
+    let snap = wait(&client, "a live event after CaughtUp", |s| s.cursor == 31).await;
+    assert_eq!(snap.hydration, Hydration::Hydrating, "backfill pending");
 
     server.state.open_history(true);
     let has_more = tokio::time::timeout(WAIT, backfill)
@@ -162,18 +165,18 @@ async fn hydration_waits_for_replay_and_backfill_then_stays_ready() {
         .unwrap();
     assert!(has_more);
     let snap = wait(&client, "ready", |s| s.hydration == Hydration::Ready).await;
-    assert_eq!(snap.events.seqs(), (16..=30).collect::<Vec<_>>());
+    assert_eq!(snap.events.seqs(), (16..=31).collect::<Vec<_>>());
 
     // Reconnects never bring hydration back.
     server.state.drop_connections();
     server.state.append(SESSION, 2);
     wait(&client, "live after reconnect", |s| {
-        s.cursor == 32 && s.connected
+        s.cursor == 33 && s.connected
     })
     .await;
     client.reconnect().unwrap();
     server.state.append(SESSION, 1);
-    wait(&client, "live after forced reconnect", |s| s.cursor == 33).await;
+    wait(&client, "live after forced reconnect", |s| s.cursor == 34).await;
 
     let phases: Vec<Hydration> = seen.lock().unwrap().iter().map(|s| s.hydration).collect();
     let flips = phases.windows(2).filter(|w| w[0] != w[1]).count();
@@ -183,15 +186,12 @@ async fn hydration_waits_for_replay_and_backfill_then_stays_ready() {
     client.close().await;
 }
 
-/// Polls a server-side condition (bounded).
-async fn wait_server(mut cond: impl FnMut() -> bool) {
-    tokio::time::timeout(WAIT, async {
-        while !cond() {
-            tokio::time::sleep(Duration::from_millis(5)).await;
-        }
-    })
-    .await
-    .expect("server-side condition");
+/// Waits (bounded) for a server-side condition, checked after each change
+/// the test service makes to its state.
+async fn wait_server(server: &TestServer, cond: impl FnMut() -> bool) {
+    tokio::time::timeout(WAIT, server.state.wait_until(cond))
+        .await
+        .expect("server-side condition");
 }
 
 #[tokio::test]
@@ -251,7 +251,7 @@ async fn overlapping_replays_and_duplicate_live_events_are_dropped() {
         ..Default::default()
     });
     client.reconnect().unwrap();
-    wait_server(|| server.state.subscribe_after().len() == 2).await;
+    wait_server(&server, || server.state.subscribe_after().len() == 2).await;
     server.state.append(SESSION, 5);
     let snap = converge(&client, &server).await;
     assert_eq!(snap.events.seqs(), (1..=15).collect::<Vec<_>>());
@@ -337,8 +337,12 @@ async fn fetch_history_pages_to_the_start_and_coalesces_concurrent_calls() {
         client.fetch_history(None),
         client.fetch_history(None),
         async {
-            wait_server(|| server.state.history_calls() == 1).await;
-            tokio::time::sleep(Duration::from_millis(20)).await;
+            wait_server(&server, || server.state.history_calls() == 1).await;
+            // The client task takes commands in order: once it has answered
+            // this one (a seq it holds, so ignored), both History calls
+            // have reached it.
+            let held = support::make_event(SESSION, 100);
+            assert!(!client.inject_event(held).await.unwrap());
             server.state.open_history(true);
         }
     );
@@ -429,10 +433,18 @@ async fn connected_flag_follows_the_stream() {
     server.state.refuse_subscribe(false);
     wait(&client, "reconnected", |s| s.connected).await;
 
-    // Heartbeats keep an idle stream open: nothing reconnects.
+    // Heartbeats keep an idle stream open: nothing reconnects. Three
+    // heartbeats go out on the idle stream; the event appended after them
+    // reaches the client behind them, on the same stream.
     let before = server.state.subscribe_after().len();
-    tokio::time::sleep(Duration::from_millis(350)).await;
-    assert!(client.snapshot().connected);
+    let beats = server.state.heartbeats_sent();
+    wait_server(&server, || server.state.heartbeats_sent() >= beats + 3).await;
+    let head = server.state.append(SESSION, 1);
+    let snap = wait(&client, "the event after the heartbeats", |s| {
+        s.cursor == head
+    })
+    .await;
+    assert!(snap.connected);
     assert_eq!(server.state.subscribe_after().len(), before);
 
     client.close().await;
@@ -900,11 +912,10 @@ fn backoff_grows_is_capped_and_jittered() {
 #[tokio::test(start_paused = true)]
 async fn reconnect_attempts_follow_the_backoff_delays() {
     use tokio::time::Instant;
-    let attempts: Arc<Mutex<Vec<Instant>>> = Arc::default();
-    let log = attempts.clone();
+    let (log, mut attempts) = tokio::sync::mpsc::unbounded_channel::<Instant>();
     let channel = tonic::transport::Endpoint::from_static("http://unreachable.invalid")
         .connect_with_connector_lazy(tower::service_fn(move |_uri| {
-            log.lock().unwrap().push(Instant::now());
+            let _ = log.send(Instant::now());
             async {
                 Err::<hyper_util::rt::TokioIo<tokio::io::DuplexStream>, _>(std::io::Error::new(
                     std::io::ErrorKind::ConnectionRefused,
@@ -920,10 +931,12 @@ async fn reconnect_attempts_follow_the_backoff_delays() {
     )
     .unwrap();
     let n = 10;
-    tokio::time::timeout(Duration::from_secs(600), async {
-        while attempts.lock().unwrap().len() < n {
-            tokio::time::sleep(Duration::from_millis(1)).await;
+    let times = tokio::time::timeout(Duration::from_secs(600), async {
+        let mut times = Vec::with_capacity(n);
+        while times.len() < n {
+            times.push(attempts.recv().await.expect("the connector lives"));
         }
+        times
     })
     .await
     .expect("attempts");
@@ -932,7 +945,6 @@ async fn reconnect_attempts_follow_the_backoff_delays() {
     assert!(snap.error.unwrap().contains("subscribe failed"));
     client.close().await;
 
-    let times = attempts.lock().unwrap().clone();
     let mut expected = Backoff::with_seed(policy, 42);
     for (i, w) in times.windows(2).take(n - 1).enumerate() {
         let gap = w[1] - w[0];

@@ -63,6 +63,8 @@ pub struct Inner {
     pub writing: HashMap<String, Vec<pb::Delta>>,
     /// History calls answered or in progress.
     pub history_calls: usize,
+    /// Heartbeats sent, over all streams.
+    pub heartbeats_sent: usize,
     /// Every History request, in order.
     pub history_requests: Vec<pb::HistoryRequest>,
     /// Send requests received.
@@ -125,11 +127,61 @@ pub struct State {
     replay_release: watch::Sender<u64>,
     /// Every pushed delta with its session, for the streams that asked.
     deltas: broadcast::Sender<(String, pb::Delta)>,
+    /// Bumped whenever the service changes [`Inner`]: what
+    /// [`State::wait_until`] waits on.
+    changes: watch::Sender<u64>,
+}
+
+/// The state locked by the service: a change made through it (any mutable
+/// access) wakes [`State::wait_until`] when the lock is released.
+struct Locked<'a> {
+    inner: std::sync::MutexGuard<'a, Inner>,
+    changes: &'a watch::Sender<u64>,
+    changed: bool,
+}
+
+impl std::ops::Deref for Locked<'_> {
+    type Target = Inner;
+    fn deref(&self) -> &Inner {
+        &self.inner
+    }
+}
+
+impl std::ops::DerefMut for Locked<'_> {
+    fn deref_mut(&mut self) -> &mut Inner {
+        self.changed = true;
+        &mut self.inner
+    }
+}
+
+impl Drop for Locked<'_> {
+    fn drop(&mut self) {
+        if self.changed {
+            self.changes.send_modify(|v| *v += 1);
+        }
+    }
 }
 
 impl State {
-    fn lock(&self) -> std::sync::MutexGuard<'_, Inner> {
-        self.inner.lock().unwrap()
+    fn lock(&self) -> Locked<'_> {
+        Locked {
+            inner: self.inner.lock().unwrap(),
+            changes: &self.changes,
+            changed: false,
+        }
+    }
+
+    /// Waits until `cond` holds, checking it again after each change the
+    /// service makes to its state (a call recorded, a heartbeat sent).
+    /// Unbounded: callers bound it.
+    pub async fn wait_until(&self, mut cond: impl FnMut() -> bool) {
+        let mut changes = self.changes.subscribe();
+        while !cond() {
+            changes
+                .changed()
+                .await
+                .expect("the state outlives its waiters");
+        }
     }
 
     /// UNAVAILABLE while answers are being lost (see [`Inner::lose_answers`]).
@@ -291,6 +343,11 @@ impl State {
     /// History calls so far.
     pub fn history_calls(&self) -> usize {
         self.lock().history_calls
+    }
+
+    /// Heartbeats sent so far, over all streams.
+    pub fn heartbeats_sent(&self) -> usize {
+        self.lock().heartbeats_sent
     }
 
     fn check_auth<T>(&self, request: &Request<T>) -> Result<(), Status> {
@@ -706,6 +763,7 @@ impl SessionService for TestService {
                     }
                     _ = tokio::time::sleep(state.heartbeat) => {
                         send!(msg(Kind::Heartbeat(pb::Heartbeat { head_seq: last })));
+                        state.lock().heartbeats_sent += 1;
                     }
                     _ = tx.closed() => return,
                 }
@@ -831,6 +889,7 @@ fn new_state(options: ServerOptions) -> Arc<State> {
         heartbeat: options.heartbeat,
         token: options.token,
         appended: watch::channel(0).0,
+        changes: watch::channel(0).0,
         kill: watch::channel(0).0,
         history_open: watch::channel(true).0,
         replay_release: watch::channel(0).0,

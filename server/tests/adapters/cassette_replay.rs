@@ -3,6 +3,7 @@
 
 use crate::support::cassette;
 use crate::support::common;
+use crate::support::expected;
 
 use std::time::{Duration, Instant};
 
@@ -24,21 +25,27 @@ fn cfg() -> SpawnConfig {
 #[tokio::test]
 async fn every_committed_cassette_replays_to_its_pinned_events() {
     let files = file_stems(&cassettes_dir(), ".cassette.jsonl");
-    let mut pinned: Vec<String> = scenarios().iter().map(|s| s.name.to_string()).collect();
-    pinned.sort();
+    let mut recipes: Vec<String> = scenarios().iter().map(|s| s.name.to_string()).collect();
+    recipes.sort();
+    assert_eq!(
+        files, recipes,
+        "every cassette needs a scenario and vice versa"
+    );
+    let pinned: Vec<String> = expected::table().cassettes.into_keys().collect();
     assert_eq!(
         files, pinned,
-        "every cassette needs a scenario and vice versa"
+        "every cassette needs its row in cassettes/expected.json and vice versa"
     );
     assert!(files.len() >= 8);
     for s in scenarios() {
+        let want = s.expected();
         let path = cassettes_dir().join(format!("{}.cassette.jsonl", s.name));
         let (kinds, exit) = replay_checked(&path).await;
-        assert_eq!(kinds, s.expect, "{}", s.name);
-        assert_eq!(exit.code, s.exit_code, "{}", s.name);
+        assert_eq!(kinds, want.events, "{}", s.name);
+        assert_eq!(exit.code, want.exit_code, "{}", s.name);
         let c = Cassette::parse(&std::fs::read_to_string(&path).unwrap()).unwrap();
         assert_eq!(c.header.cli_version, CLI_VERSION);
-        assert_eq!(c.header.adapter, s.adapter);
+        assert_eq!(c.header.adapter, want.adapter);
         // Text round trip is lossless.
         assert_eq!(Cassette::parse(&c.to_jsonl()).unwrap(), c);
     }

@@ -2,6 +2,7 @@
 //! through the normalizer and pins the event kinds each scenario yields.
 
 use crate::support::common;
+use crate::support::expected;
 
 use std::path::PathBuf;
 
@@ -53,270 +54,22 @@ fn kinds(name: &str) -> Vec<String> {
     replay(name).0
 }
 
-fn expect(name: &str, want: &[&str]) {
+fn expect(name: &str, want: &[String]) {
     assert_eq!(kinds(name), want, "scenario {name}");
 }
 
-/// Every recording in the folder is covered by a pinned expectation, so a
-/// new recording cannot be added without saying what it must yield.
+/// Every recording in the folder is covered by a pinned expectation
+/// (`cassettes/expected.json`), so a new recording cannot be added without
+/// saying what it must yield.
 #[test]
 fn every_transcript_is_pinned() {
     let names = file_stems(&transcripts_dir(), ".transcript.jsonl");
-    let pinned: Vec<&str> = EXPECTED.iter().map(|(n, _)| *n).collect();
-    assert_eq!(names, pinned);
-    for (name, want) in EXPECTED {
-        expect(name, want);
+    let pinned = expected::table().transcripts;
+    assert_eq!(names, pinned.keys().cloned().collect::<Vec<_>>());
+    for (name, want) in &pinned {
+        expect(name, &want.events);
     }
 }
-
-const EXPECTED: &[(&str, &[&str])] = &[
-    (
-        "api_error_400",
-        &["run_ready", "content[text]", "turn_end[success,error]"],
-    ),
-    (
-        "api_error_529_retry",
-        &["run_ready", "content[text]", "turn_end[success,error]"],
-    ),
-    (
-        "bash_fail",
-        &[
-            "run_ready",
-            "content[tool_use]",
-            "result[tool,error]",
-            "content[text]",
-            "turn_end[success]",
-        ],
-    ),
-    (
-        "bash_tool",
-        &[
-            "run_ready",
-            "content[tool_use]",
-            "result[tool]",
-            "content[text]",
-            "turn_end[success]",
-        ],
-    ),
-    (
-        "basic_text",
-        &["run_ready", "content[text]", "turn_end[success]"],
-    ),
-    (
-        "bg_agent",
-        &[
-            "run_ready",
-            "content[tool_use]",
-            "task_started[local_agent]",
-            "result[tool]",
-            "content[text]",
-            "task_updated[completed]",
-            "content[text]",
-            "turn_end[success]",
-            "task_notification[completed]",
-            "turn_start[task-notification]",
-            "content[text]",
-            "turn_end[success]",
-        ],
-    ),
-    (
-        "bg_bash",
-        &[
-            "run_ready",
-            "content[tool_use]",
-            "task_started[local_bash]",
-            "result[tool]",
-            "content[text]",
-            "turn_end[success]",
-            "task_updated[completed]",
-            "task_notification[completed]",
-            "turn_start[task-notification]",
-            "content[text]",
-            "turn_end[success]",
-        ],
-    ),
-    (
-        "can_use_tool_allow",
-        &[
-            "run_ready",
-            "content[tool_use]",
-            "permission_requested[Bash]",
-            "result[tool]",
-            "content[text]",
-            "turn_end[success]",
-        ],
-    ),
-    (
-        "can_use_tool_deny",
-        &[
-            "run_ready",
-            "content[tool_use]",
-            "permission_requested[Bash]",
-            "result[tool,error]",
-            "content[text]",
-            "turn_end[success]",
-        ],
-    ),
-    (
-        "compact",
-        &[
-            "run_ready",
-            "content[text]",
-            "turn_end[success]",
-            "content[tool_use]",
-            "result[tool]",
-            "content[text]",
-            "turn_end[success]",
-            "content[text]",
-            "turn_end[success]",
-            "turn_end[compact]",
-            "result[text]",
-            "result[text]",
-            "turn_end[success]",
-            "content[text]",
-            "turn_end[success]",
-        ],
-    ),
-    (
-        "control_misc",
-        &[
-            "result[text]",
-            "run_ready",
-            "content[text]",
-            "turn_end[success]",
-        ],
-    ),
-    (
-        "cron_create_fire_replay",
-        &[
-            "run_ready",
-            "result[text]",
-            "content[tool_use]",
-            "result[tool]",
-            "content[text]",
-            "turn_end[success]",
-            "turn_start[cron]",
-            "content[text]",
-            "turn_end[success]",
-        ],
-    ),
-    (
-        "image_input",
-        &[
-            "run_ready",
-            "result[text]",
-            "content[text]",
-            "turn_end[success]",
-        ],
-    ),
-    (
-        "interrupt_idle",
-        &["run_ready", "content[text]", "turn_end[success]"],
-    ),
-    (
-        "interrupt_pending_permission",
-        &[
-            "run_ready",
-            "content[tool_use]",
-            "permission_requested[Bash]",
-            "permission_resolved[cancelled]",
-            "result[tool,error]",
-            "result[text]",
-            "turn_end[error_during_execution,error]",
-        ],
-    ),
-    (
-        "interrupt_streaming",
-        &[
-            "run_ready",
-            "content[text]",
-            "result[text]",
-            "turn_end[error_during_execution,error]",
-            "content[text]",
-            "turn_end[success]",
-        ],
-    ),
-    (
-        "interrupt_tool",
-        &[
-            "run_ready",
-            "content[tool_use]",
-            "result[tool,error]",
-            "result[text]",
-            "turn_end[error_during_execution,error]",
-        ],
-    ),
-    (
-        "max_turns",
-        &[
-            "run_ready",
-            "content[tool_use]",
-            "result[tool]",
-            "turn_end[error_max_turns,error]",
-        ],
-    ),
-    (
-        "mid_turn_user",
-        &[
-            "run_ready",
-            "content[tool_use]",
-            "task_started[local_bash]",
-            "task_notification[completed]",
-            "result[tool]",
-            "content[text]",
-            "turn_end[success]",
-        ],
-    ),
-    (
-        "partial_messages",
-        &["run_ready", "content[text]", "turn_end[success]"],
-    ),
-    (
-        "resume_missing",
-        &[
-            "run_error[resume_failed]",
-            "turn_end[error_during_execution,error]",
-        ],
-    ),
-    (
-        "schedule_wakeup",
-        &[
-            "run_ready",
-            "content[tool_use]",
-            "result[tool]",
-            "content[text]",
-            "turn_end[success]",
-        ],
-    ),
-    (
-        "sigint_streaming",
-        &[
-            "run_ready",
-            "content[text]",
-            "result[text]",
-            "turn_end[error_during_execution,error]",
-        ],
-    ),
-    (
-        "stdin_eof_midturn",
-        &["run_ready", "content[text]", "turn_end[success]"],
-    ),
-    (
-        "subagent",
-        &[
-            "run_ready",
-            "content[text]",
-            "content[tool_use]",
-            "task_started[local_agent]",
-            "result[text]",
-            "task_updated[completed]",
-            "task_notification[completed]",
-            "result[tool]",
-            "content[text]",
-            "turn_end[success]",
-        ],
-    ),
-];
 
 /// The first event whose payload matches `$pat`, as `$out` (what the
 /// pattern binds): `first!(&events, Payload::TurnEnd(t) => t)`. Panics when

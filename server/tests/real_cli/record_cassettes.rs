@@ -1,6 +1,6 @@
 //! Records every cassette scenario from the real CLI against the fake API
 //! with the project's recorder, then replays the fresh recording and checks
-//! it yields the pinned events. With `AH_RECORD_CASSETTES=1` the recordings
+//! it yields the pinned events (`cassettes/expected.json`). With `AH_RECORD_CASSETTES=1` the recordings
 //! replace the committed ones in cassettes/ (that is how they were made).
 
 use crate::support::cassette;
@@ -44,6 +44,7 @@ async fn record_and_replay_every_scenario() {
         {
             continue;
         }
+        let want = s.expected();
         let fx = Fixture::new().await;
         let perms = if s.relay {
             PermissionMode::Relay
@@ -101,7 +102,7 @@ async fn record_and_replay_every_scenario() {
         let path = dir.join(format!("{}.cassette.jsonl", s.name));
         let steps = (s.steps)();
         let timeout = Duration::from_secs(90);
-        let exit = if s.adapter == "cli" {
+        let exit = if want.adapter == "cli" {
             let a = ClaudeCliAdapter::new(fx.options(perms));
             let argv = strings(a.args(&config));
             record_cassette(a, argv, config, &steps, &path, timeout).await
@@ -111,7 +112,7 @@ async fn record_and_replay_every_scenario() {
             record_cassette(a, argv, config, &steps, &path, timeout).await
         }
         .unwrap_or_else(|e| panic!("recording {}: {e}", s.name));
-        assert_eq!(exit.code, s.exit_code, "{}: {exit:?}", s.name);
+        assert_eq!(exit.code, want.exit_code, "{}: {exit:?}", s.name);
 
         let mut cassette = Cassette::parse(&std::fs::read_to_string(&path).unwrap()).unwrap();
         if cassette.header.cli_version.is_empty() && s.forget_first {
@@ -126,10 +127,10 @@ async fn record_and_replay_every_scenario() {
             "{}",
             s.name
         );
-        assert_eq!(cassette.header.adapter, s.adapter);
+        assert_eq!(cassette.header.adapter, want.adapter);
         assert!(cassette.header.argv.iter().any(|a| a == "stream-json"));
         let (kinds, replay_exit) = replay_checked(&path).await;
-        assert_eq!(kinds, s.expect, "{}", s.name);
+        assert_eq!(kinds, want.events, "{}", s.name);
         assert_eq!(replay_exit, exit, "{}", s.name);
     }
 }

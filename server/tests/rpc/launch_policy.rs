@@ -18,6 +18,7 @@ use std::sync::Arc;
 use agent_harness_protocol::pb;
 use agent_harness_protocol::pb::event::Payload;
 use agent_harness_protocol::pb::session_service_client::SessionServiceClient;
+use agent_harness_server::adapter::claude::interactive::default_args;
 use agent_harness_server::launch::{LaunchPolicy, REDACTED};
 use agent_harness_server::manager::ManagerOptions;
 use agent_harness_server::store::Store;
@@ -26,24 +27,6 @@ use tonic::Code;
 use tonic::transport::Channel;
 
 type Client = SessionServiceClient<Channel>;
-
-/// The argv the interactive adapter puts before the run's own.
-const ADAPTER_ARGS: [&str; 11] = [
-    "--print",
-    "--output-format",
-    "stream-json",
-    "--input-format",
-    "stream-json",
-    "--verbose",
-    "--permission-prompt-tool",
-    "stdio",
-    // Live typing, on by default (`--deltas`).
-    "--include-partial-messages",
-    // The configuration the server owns: user settings only, MCP servers
-    // only from the operator's files.
-    "--setting-sources=user",
-    "--strict-mcp-config",
-];
 
 fn opts(policy: LaunchPolicy, max_live_runs: usize) -> ManagerOptions {
     ManagerOptions {
@@ -131,8 +114,9 @@ fn assert_refused(result: Result<pb::StartResponse, tonic::Status>, code: Code, 
 
 /// The run's own args: what follows the adapter's fixed argv.
 fn run_args(spawn: &StandInSpawn) -> Vec<String> {
-    assert_eq!(spawn.args[..ADAPTER_ARGS.len()], ADAPTER_ARGS, "{spawn:?}");
-    spawn.args[ADAPTER_ARGS.len()..].to_vec()
+    let fixed = default_args();
+    assert_eq!(spawn.args[..fixed.len()], fixed, "{spawn:?}");
+    spawn.args[fixed.len()..].to_vec()
 }
 
 fn run_start_config(e: &pb::Event) -> &pb::StartConfig {

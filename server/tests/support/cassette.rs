@@ -1,5 +1,6 @@
-//! Cassette scenarios (what each recording does and must yield), and a
-//! replay driver that checks the replay stops at every stdin pause point.
+//! Cassette scenarios (how each recording is made; what it must yield is
+//! in `cassettes/expected.json`, see [`super::expected`]), and a replay
+//! driver that checks the replay stops at every stdin pause point.
 #![allow(dead_code)]
 
 use std::path::Path;
@@ -17,13 +18,13 @@ use agent_harness_server::normalize::Normalizer;
 use agent_harness_server::supervise::DEFAULT_MAX_LINE_BYTES;
 
 use super::common::detailed_kind;
+use super::expected;
 
-/// One cassette: how to record it and what replaying it must yield.
+/// One cassette: how to record it.
 pub struct Scenario {
-    /// File stem under cassettes/.
+    /// File stem under cassettes/, and its key in the table of what it
+    /// yields.
     pub name: &'static str,
-    /// "interactive" or "cli".
-    pub adapter: &'static str,
     /// Relay permissions (else Settings).
     pub relay: bool,
     /// The spawn prompt.
@@ -35,30 +36,29 @@ pub struct Scenario {
     pub forget_first: bool,
     /// The recording script.
     pub steps: fn() -> Vec<ScriptStep>,
-    /// Event kinds the replay must produce, in order.
-    pub expect: &'static [&'static str],
-    /// The recorded exit code.
-    pub exit_code: Option<i32>,
     /// Fork the `resume_from` session (`--fork-session`) instead of
     /// resuming it.
     pub fork: bool,
 }
 
 impl Scenario {
-    /// What most scenarios share: the interactive adapter relaying
-    /// permissions, a fresh conversation, no script, exit code 0.
+    /// What most scenarios share: permissions relayed, a fresh
+    /// conversation, no script.
     const BASE: Scenario = Scenario {
         name: "",
-        adapter: "interactive",
         relay: true,
         prompt: "",
         resume_from: None,
         forget_first: false,
         steps: Vec::new,
-        expect: &[],
-        exit_code: Some(0),
         fork: false,
     };
+
+    /// What the table says replaying it yields (and which adapter records
+    /// it).
+    pub fn expected(&self) -> expected::Cassette {
+        expected::cassette(self.name)
+    }
 }
 
 /// The uuid the rewind cassette gives its second message.
@@ -72,33 +72,18 @@ pub fn scenarios() -> Vec<Scenario> {
             name: "plain_turn",
             prompt: "TEXT hello from the cassette",
             steps: || vec![WaitTurnEnd],
-            expect: &["run_ready", "content[text]", "turn_end[success]"],
             ..Scenario::BASE
         },
         Scenario {
             name: "follow_up",
             prompt: "TEXT first",
             steps: || vec![WaitTurnEnd, Send("TEXT second".into()), WaitTurnEnd],
-            expect: &[
-                "run_ready",
-                "content[text]",
-                "turn_end[success]",
-                "content[text]",
-                "turn_end[success]",
-            ],
             ..Scenario::BASE
         },
         Scenario {
             name: "tool_use",
             prompt: "BASH echo cassette-tool-output",
             steps: || vec![WaitTurnEnd],
-            expect: &[
-                "run_ready",
-                "content[tool_use]",
-                "result[tool]",
-                "content[text]",
-                "turn_end[success]",
-            ],
             ..Scenario::BASE
         },
         Scenario {
@@ -114,61 +99,24 @@ pub fn scenarios() -> Vec<Scenario> {
                     WaitTurnEnd,
                 ]
             },
-            expect: &[
-                "run_ready",
-                "content[text]",
-                "result[text]",
-                "turn_end[error_during_execution,error]",
-                "content[text]",
-                "turn_end[success]",
-            ],
             ..Scenario::BASE
         },
         Scenario {
             name: "permission_allow",
             prompt: "WRITEBASH",
             steps: || vec![Allow, WaitTurnEnd],
-            expect: &[
-                "run_ready",
-                "content[tool_use]",
-                "permission_requested[Bash]",
-                "result[tool]",
-                "content[text]",
-                "turn_end[success]",
-            ],
             ..Scenario::BASE
         },
         Scenario {
             name: "permission_deny",
             prompt: "WRITEBASH",
             steps: || vec![Deny("denied by the cassette".into()), WaitTurnEnd],
-            expect: &[
-                "run_ready",
-                "content[tool_use]",
-                "permission_requested[Bash]",
-                "result[tool,error]",
-                "content[text]",
-                "turn_end[success]",
-            ],
             ..Scenario::BASE
         },
         Scenario {
             name: "bg_bash",
             prompt: "BGBASH sleep 1; echo bg-done",
             steps: || vec![WaitTurnEnd, WaitTurnEnd],
-            expect: &[
-                "run_ready",
-                "content[tool_use]",
-                "task_started[local_bash]",
-                "result[tool]",
-                "content[text]",
-                "turn_end[success]",
-                "task_updated[completed]",
-                "task_notification[completed]",
-                "turn_start[task-notification]",
-                "content[text]",
-                "turn_end[success]",
-            ],
             ..Scenario::BASE
         },
         Scenario {
@@ -176,7 +124,6 @@ pub fn scenarios() -> Vec<Scenario> {
             prompt: "TEXT resumed after exit",
             resume_from: Some("TEXT remember this"),
             steps: || vec![WaitTurnEnd],
-            expect: &["run_ready", "content[text]", "turn_end[success]"],
             ..Scenario::BASE
         },
         Scenario {
@@ -185,19 +132,12 @@ pub fn scenarios() -> Vec<Scenario> {
             resume_from: Some("TEXT forget this"),
             forget_first: true,
             steps: || vec![WaitTurnEnd],
-            expect: &[
-                "run_error[resume_failed]",
-                "turn_end[error_during_execution,error]",
-            ],
-            exit_code: Some(1),
             ..Scenario::BASE
         },
         Scenario {
             name: "one_shot",
-            adapter: "cli",
             relay: false,
             prompt: "TEXT one shot answer",
-            expect: &["run_ready", "content[text]", "turn_end[success]"],
             ..Scenario::BASE
         },
         Scenario {
@@ -211,15 +151,6 @@ pub fn scenarios() -> Vec<Scenario> {
                     WaitTurnEnd,
                 ]
             },
-            expect: &[
-                "run_ready",
-                "content[text]",
-                "turn_end[success]",
-                "result[text]",
-                "run_ready",
-                "content[text]",
-                "turn_end[success]",
-            ],
             ..Scenario::BASE
         },
         Scenario {
@@ -233,14 +164,6 @@ pub fn scenarios() -> Vec<Scenario> {
                     WaitTurnEnd,
                 ]
             },
-            expect: &[
-                "run_ready",
-                "content[text]",
-                "turn_end[success]",
-                "run_ready",
-                "content[text]",
-                "turn_end[success]",
-            ],
             ..Scenario::BASE
         },
         Scenario {
@@ -256,14 +179,6 @@ pub fn scenarios() -> Vec<Scenario> {
                     WaitTurnEnd,
                 ]
             },
-            expect: &[
-                "run_ready",
-                "content[text]",
-                "turn_end[success]",
-                "content[thinking]",
-                "content[text]",
-                "turn_end[success]",
-            ],
             ..Scenario::BASE
         },
         Scenario {
@@ -275,7 +190,6 @@ pub fn scenarios() -> Vec<Scenario> {
                     Control(json!({"subtype": "get_context_usage"})),
                 ]
             },
-            expect: &["run_ready", "content[text]", "turn_end[success]"],
             ..Scenario::BASE
         },
         Scenario {
@@ -289,16 +203,6 @@ pub fn scenarios() -> Vec<Scenario> {
                     Control(json!({"subtype": "stop_task", "task_id": LAST_TASK})),
                 ]
             },
-            expect: &[
-                "run_ready",
-                "content[tool_use]",
-                "task_started[local_bash]",
-                "result[tool]",
-                "content[text]",
-                "turn_end[success]",
-                "task_updated[killed]",
-                "task_notification[stopped]",
-            ],
             ..Scenario::BASE
         },
         Scenario {
@@ -317,19 +221,6 @@ pub fn scenarios() -> Vec<Scenario> {
                     Control(json!({"subtype": "rewind_files", "user_message_id": REWIND_TO_UUID})),
                 ]
             },
-            expect: &[
-                "run_ready",
-                "content[tool_use]",
-                "permission_requested[Write]",
-                "result[tool]",
-                "content[text]",
-                "turn_end[success]",
-                "content[tool_use]",
-                "permission_requested[Write]",
-                "result[tool]",
-                "content[text]",
-                "turn_end[success]",
-            ],
             ..Scenario::BASE
         },
         Scenario {
@@ -337,7 +228,6 @@ pub fn scenarios() -> Vec<Scenario> {
             prompt: "TEXT gamma in the fork",
             resume_from: Some("TEXT alpha in the source"),
             steps: || vec![WaitTurnEnd],
-            expect: &["run_ready", "content[text]", "turn_end[success]"],
             fork: true,
             ..Scenario::BASE
         },

@@ -7,6 +7,8 @@
 //! - [`log`]: building events for the log and store suites;
 //! - [`probe`]: a store that counts, fails, holds or slows its commits;
 //! - [`cassette`]: the recorded scenarios and their checked replay;
+//! - [`expected`]: what each committed recording yields
+//!   (`cassettes/expected.json`);
 //! - [`cli`]: the real CLI driven through an adapter;
 //! - [`cli_grpc`]: the real CLI driven through the gRPC API;
 //! - [`scripted`]: an in-process stand-in for the CLI (test code: it is not
@@ -17,6 +19,7 @@ pub mod cassette;
 pub mod cli;
 pub mod cli_grpc;
 pub mod common;
+pub mod expected;
 pub mod log;
 pub mod probe;
 pub mod scripted;

@@ -6,8 +6,9 @@ mod support;
 
 use agent_harness_fake_api::FakeApi;
 use serde_json::{Value, json};
-use std::time::Duration;
-use support::{Cli, assistant_text, eventually, has_block, is_tool_result, nonce, tool_result};
+use support::{
+    Cli, assistant_text, eventually, has_block, is_tool_result, nonce, runs_descendant, tool_result,
+};
 
 fn is_init(v: &Value) -> bool {
     v["type"] == "system" && v["subtype"] == "init"
@@ -219,7 +220,11 @@ async fn interrupt_during_slow_stream_keeps_the_process_and_a_follow_up_works() 
     let mut cli = Cli::spawn(&api, &[], &[]);
     cli.send_user("SLOW 100 50").await;
     eventually("the SLOW request", || api.active_streams() == 1).await;
-    tokio::time::sleep(Duration::from_millis(300)).await;
+    // A few ticks in: message_start, the block's start and its first deltas have gone out.
+    eventually("a few SSE events of the reply", || {
+        api.sse_events_sent() >= 6
+    })
+    .await;
     cli.interrupt("int-1").await;
 
     let ack = cli
@@ -291,7 +296,11 @@ async fn interrupt_during_a_running_tool_aborts_it() {
     cli.send_user("SLOWBASH 30").await;
     cli.expect("Bash tool_use", |v| has_block(v, "tool_use"))
         .await;
-    tokio::time::sleep(Duration::from_millis(300)).await;
+    let pid = cli.pid();
+    eventually("the tool's sleep to run", || {
+        runs_descendant(pid, "sleep 30")
+    })
+    .await;
     cli.interrupt("int-tool").await;
     let res = cli.expect("rejected tool_result", is_tool_result).await;
     assert_eq!(tool_result(&res)["is_error"], true);

@@ -15,8 +15,35 @@ use crate::adapter::{
 };
 use crate::supervise::{self, StdinWriter};
 
-/// Runs `claude --print --output-format stream-json --input-format
-/// stream-json --verbose`: the process stays alive between turns.
+/// The stream-json protocol both ways, first in every argv of this
+/// adapter. `--print` is what the SDKs pass; 2.1.197 also accepts
+/// stream-json without it when stdin is not a TTY, but being explicit
+/// keeps the CLI out of its TUI whatever it detects.
+pub const STREAM_JSON_ARGS: [&str; 6] = [
+    "--print",
+    "--output-format",
+    "stream-json",
+    "--input-format",
+    "stream-json",
+    "--verbose",
+];
+
+/// The argv this adapter gives the CLI under the default options (what
+/// `serve` runs with no flags: relayed permissions, live typing, user
+/// settings only) for a run that names no resume id, model, mode or args.
+/// Whatever runs the CLI as the server does without the server (the load
+/// tool's raw spawns, the launch-policy tests) reads it here, so it
+/// follows every change to the adapter.
+pub fn default_args() -> Vec<String> {
+    ClaudeInteractiveAdapter::new(ClaudeOptions::default())
+        .args(&SpawnConfig::default())
+        .into_iter()
+        .map(|a| a.to_string_lossy().into_owned())
+        .collect()
+}
+
+/// Runs `claude` with [`STREAM_JSON_ARGS`]: the process stays alive
+/// between turns.
 #[derive(Debug, Clone, Default)]
 pub struct ClaudeInteractiveAdapter {
     options: ClaudeOptions,
@@ -30,20 +57,7 @@ impl ClaudeInteractiveAdapter {
 
     /// The full argv (without the binary) for a run.
     pub fn args(&self, config: &SpawnConfig) -> Vec<OsString> {
-        // `--print` is what the SDKs pass; 2.1.197 also accepts stream-json
-        // without it when stdin is not a TTY, but being explicit keeps the CLI
-        // out of its TUI whatever it detects.
-        let mut args: Vec<OsString> = [
-            "--print",
-            "--output-format",
-            "stream-json",
-            "--input-format",
-            "stream-json",
-            "--verbose",
-        ]
-        .iter()
-        .map(OsString::from)
-        .collect();
+        let mut args: Vec<OsString> = STREAM_JSON_ARGS.iter().map(OsString::from).collect();
         match self.options.permissions {
             PermissionMode::Relay => {
                 args.push("--permission-prompt-tool".into());
@@ -156,5 +170,35 @@ impl ProcessControl for InteractiveControl {
 
     fn keep_alive(&self) -> bool {
         true
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The one place the default argv is spelled out: a change to it is a
+    /// decision made here, and every reader of [`default_args`] follows.
+    #[test]
+    fn the_default_argv() {
+        assert_eq!(
+            default_args(),
+            [
+                "--print",
+                "--output-format",
+                "stream-json",
+                "--input-format",
+                "stream-json",
+                "--verbose",
+                "--permission-prompt-tool",
+                "stdio",
+                // Live typing, on by default (`--deltas`).
+                "--include-partial-messages",
+                // The configuration the server owns: user settings only,
+                // MCP servers only from the operator's files.
+                "--setting-sources=user",
+                "--strict-mcp-config",
+            ]
+        );
     }
 }

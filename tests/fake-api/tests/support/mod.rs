@@ -3,6 +3,9 @@
 #![allow(dead_code)] // each test binary uses its own subset
 
 use agent_harness_fake_api::FakeApi;
+use agent_harness_server::adapter::UserInput;
+use agent_harness_server::adapter::claude::interactive::STREAM_JSON_ARGS;
+use agent_harness_server::adapter::claude::stream_json::user_message_line;
 use serde_json::{Value, json};
 use std::process::{ExitStatus, Stdio};
 use std::time::Duration;
@@ -16,8 +19,9 @@ pub const FRAME_TIMEOUT: Duration = Duration::from_secs(30);
 
 pub use agent_harness_fake_api::cli::claude_bin;
 
-/// One `claude -p --input-format stream-json --output-format stream-json --verbose` process
-/// with a fresh HOME and working directory.
+/// One `claude` process speaking stream-json both ways, started with the interactive
+/// adapter's own protocol arguments ([`STREAM_JSON_ARGS`]), with a fresh HOME and working
+/// directory.
 pub struct Cli {
     child: Child,
     stdin: Option<ChildStdin>,
@@ -37,27 +41,20 @@ impl Cli {
         let home = tempfile::tempdir().expect("temp HOME");
         let cwd = tempfile::tempdir().expect("temp cwd");
         let mut cmd = Command::new(claude_bin());
-        cmd.args([
-            "-p",
-            "--output-format",
-            "stream-json",
-            "--input-format",
-            "stream-json",
-            "--verbose",
-        ])
-        .args(extra)
-        // A clean environment: nothing from a developer's own claude setup leaks in.
-        .env_clear()
-        .env("PATH", std::env::var_os("PATH").unwrap_or_default())
-        .env("SHELL", "/bin/bash")
-        .env("HOME", home.path())
-        .envs(api.cli_env())
-        .envs(env.iter().copied())
-        .current_dir(cwd.path())
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .kill_on_drop(true);
+        cmd.args(STREAM_JSON_ARGS)
+            .args(extra)
+            // A clean environment: nothing from a developer's own claude setup leaks in.
+            .env_clear()
+            .env("PATH", std::env::var_os("PATH").unwrap_or_default())
+            .env("SHELL", "/bin/bash")
+            .env("HOME", home.path())
+            .envs(api.cli_env())
+            .envs(env.iter().copied())
+            .current_dir(cwd.path())
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .kill_on_drop(true);
         let mut child = cmd.spawn().expect("spawn the claude CLI");
         let stdout = child.stdout.take().expect("stdout");
         let (tx, lines) = mpsc::unbounded_channel();
@@ -96,15 +93,14 @@ impl Cli {
         stdin.flush().await.expect("flush stdin");
     }
 
-    /// Sends a user message with plain text content.
+    /// Sends a user message with plain text content, as the interactive adapter writes it.
     pub async fn send_user(&mut self, text: &str) {
-        self.send(json!({
-            "type": "user",
-            "message": {"role": "user", "content": text},
-            "parent_tool_use_id": null,
-            "session_id": "",
-        }))
-        .await;
+        let line = user_message_line(&UserInput {
+            text: text.to_owned(),
+            ..UserInput::default()
+        });
+        self.send(serde_json::from_str(&line).expect("the adapter writes JSON"))
+            .await;
     }
 
     /// Sends `control_request {subtype: interrupt}` with `request_id`.
@@ -207,6 +203,47 @@ pub async fn eventually(what: &str, cond: impl Fn() -> bool) {
         );
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
+}
+
+/// Whether a descendant of process `pid` runs exactly `command` (its argv joined by spaces),
+/// read from /proc: lets a test wait until a tool's command really runs.
+pub fn runs_descendant(pid: u32, command: &str) -> bool {
+    let mut parents = std::collections::HashMap::new();
+    let mut matches = Vec::new();
+    for entry in std::fs::read_dir("/proc").into_iter().flatten().flatten() {
+        let Ok(p) = entry.file_name().to_string_lossy().parse::<u32>() else {
+            continue;
+        };
+        // The parent pid is the second field after the `)` that closes the command name.
+        let Ok(stat) = std::fs::read_to_string(entry.path().join("stat")) else {
+            continue;
+        };
+        let Some(ppid) = stat
+            .rsplit_once(')')
+            .and_then(|(_, rest)| rest.split_whitespace().nth(1)?.parse::<u32>().ok())
+        else {
+            continue;
+        };
+        parents.insert(p, ppid);
+        let argv = std::fs::read(entry.path().join("cmdline")).unwrap_or_default();
+        let argv: Vec<String> = argv
+            .split(|b| *b == 0)
+            .filter(|a| !a.is_empty())
+            .map(|a| String::from_utf8_lossy(a).into_owned())
+            .collect();
+        if argv.join(" ") == command {
+            matches.push(p);
+        }
+    }
+    matches.into_iter().any(|mut p| {
+        while let Some(&parent) = parents.get(&p) {
+            if parent == pid {
+                return true;
+            }
+            p = parent;
+        }
+        false
+    })
 }
 
 /// A value unlikely to appear anywhere by chance, to prove a tool really ran.

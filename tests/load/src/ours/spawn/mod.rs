@@ -41,8 +41,12 @@ use agent_harness_protocol::pb;
 use agent_harness_protocol::pb::event::Payload;
 use agent_harness_protocol::pb::session_service_client::SessionServiceClient;
 use agent_harness_protocol::pb::subscribe_response::Kind;
+use agent_harness_server::adapter::UserInput;
+use agent_harness_server::adapter::claude::interactive::default_args;
+use agent_harness_server::adapter::claude::stream_json::user_message_line;
+use agent_harness_server::supervise::{DEFAULT_STRIP_ENV, RUN_MARKER_ENV};
 use serde::Serialize;
-use serde_json::{Value, json};
+use serde_json::Value;
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader, Lines};
 use tokio::process::{Child, ChildStdin, ChildStdout, Command};
 use tonic::transport::Channel;
@@ -58,32 +62,6 @@ use raw::{Sched, raw_round};
 
 /// Longest wait for any one step (boot, a turn, an exit).
 const WAIT: Duration = Duration::from_secs(60);
-
-/// The argv the server's interactive adapter gives the CLI with its
-/// default `--permissions relay` and a Start that names no resume id,
-/// model or args (server/src/adapter/claude/interactive.rs, `tail_args`).
-const CLI_ARGS: &[&str] = &[
-    "--print",
-    "--output-format",
-    "stream-json",
-    "--input-format",
-    "stream-json",
-    "--verbose",
-    "--permission-prompt-tool",
-    "stdio",
-];
-
-/// What the server removes from the environment its CLI inherits
-/// (`supervise::DEFAULT_STRIP_ENV`).
-const STRIP_ENV: &[&str] = &[
-    "NODE_OPTIONS",
-    "VSCODE_INSPECTOR_OPTIONS",
-    "CLAUDECODE",
-    "CLAUDE_CODE_ENTRYPOINT",
-];
-
-/// The variable the server marks each run's processes with.
-const RUN_MARKER_ENV: &str = "AGENT_HARNESS_RUN_ID";
 
 /// What to run.
 #[derive(Debug, Clone)]
@@ -421,16 +399,13 @@ fn cli_env(api_url: &str, home: &Path) -> Vec<(OsString, OsString)> {
     ]
 }
 
-/// The stream-json user line the server writes for a text input
-/// (`stream_json::user_message_line`), byte for byte.
+/// The stream-json user line the server writes for a text input, with
+/// its newline.
 fn user_line(text: &str) -> String {
-    let mut line = json!({
-        "type": "user",
-        "message": {"role": "user", "content": text},
-        "parent_tool_use_id": null,
-        "session_id": "",
-    })
-    .to_string();
+    let mut line = user_message_line(&UserInput {
+        text: text.to_owned(),
+        ..UserInput::default()
+    });
     line.push('\n');
     line
 }

@@ -56,14 +56,14 @@ pub(super) async fn raw_round(
 ) -> RawSample {
     let t0 = Instant::now();
     let mut cmd = Command::new(claude_bin);
-    cmd.args(CLI_ARGS)
+    cmd.args(default_args())
         .current_dir(work)
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .process_group(0)
         .kill_on_drop(true);
-    for key in STRIP_ENV {
+    for key in DEFAULT_STRIP_ENV {
         cmd.env_remove(key);
     }
     cmd.envs(env.iter().map(|(k, v)| (k, v)));
