@@ -63,7 +63,9 @@ struct Rules {
 impl AccessPolicy {
     /// The policy from the operator's flags. `allowed_origins` and
     /// `allowed_hosts` are the `--allowed-origin` / `--allowed-host` values;
-    /// `token` says whether `--auth-token-file` is set.
+    /// `token` says whether `--auth-token-file` is set. Which of them need
+    /// the token is checked with the other flags, at parse time
+    /// (`ServeConfig::check`); here only their syntax.
     pub fn new(
         allowed_origins: &[String],
         allowed_hosts: &[String],
@@ -75,13 +77,6 @@ impl AccessPolicy {
         for raw in allowed_origins {
             let raw = raw.trim();
             if raw == "*" {
-                if !token {
-                    return Err(Error::Config(
-                        "--allowed-origin '*' lets every web page call the API: it needs \
-                         --auth-token-file (the token then is the only protection)"
-                            .into(),
-                    ));
-                }
                 any_origin = true;
             } else {
                 origins
@@ -93,14 +88,6 @@ impl AccessPolicy {
         let hosts = if allowed_hosts.is_empty() {
             if token { None } else { Some(Vec::new()) }
         } else {
-            if !token {
-                return Err(Error::Config(
-                    "--allowed-host needs --auth-token-file: without a token only loopback \
-                     names are accepted, so that a page rebinding its DNS name to this machine \
-                     cannot call the API"
-                        .into(),
-                ));
-            }
             if allowed_hosts.iter().any(|h| h.trim() == "*") {
                 None
             } else {
@@ -481,6 +468,17 @@ pub fn cors_layer(policy: AccessPolicy) -> CorsLayer {
 mod tests {
     use super::*;
 
+    /// The serve flags' check of these origin and host flags with no
+    /// `--auth-token-file`: the rules that need the token are checked there.
+    fn without_token(origins: &[&str], hosts: &[&str]) -> Result<()> {
+        crate::config::ServeConfig {
+            allowed_origins: origins.iter().map(|s| s.to_string()).collect(),
+            allowed_hosts: hosts.iter().map(|s| s.to_string()).collect(),
+            ..Default::default()
+        }
+        .check()
+    }
+
     fn policy(origins: &[&str], hosts: &[&str], token: bool) -> AccessPolicy {
         let o: Vec<String> = origins.iter().map(|s| s.to_string()).collect();
         let h: Vec<String> = hosts.iter().map(|s| s.to_string()).collect();
@@ -531,10 +529,12 @@ mod tests {
 
     #[test]
     fn bad_origin_flags_are_start_up_errors() {
-        for bad in ["*", "null", "ui.example", "https://ui.example/", "ws://x"] {
+        for bad in ["null", "ui.example", "https://ui.example/", "ws://x"] {
             let err = AccessPolicy::new(&[bad.into()], &[], false, None).unwrap_err();
             assert!(err.to_string().contains("--allowed-origin"), "{bad}: {err}");
         }
+        let err = without_token(&["*"], &[]).unwrap_err();
+        assert!(err.to_string().contains("--allowed-origin"), "*: {err}");
         // `*` with a token is accepted and allows anything.
         let p = policy(&["*"], &[], true);
         assert!(p.any_origin());
@@ -568,7 +568,7 @@ mod tests {
             assert!(!p.host_allowed(Some(bad)), "{bad}");
         }
         assert!(!p.host_allowed(None));
-        assert!(AccessPolicy::new(&[], &["ui.example".into()], false, None).is_err());
+        assert!(without_token(&[], &["ui.example"]).is_err());
     }
 
     /// Only `host[:port]`, however open the host names are.

@@ -8,18 +8,10 @@ use std::time::Duration;
 
 use clap::{Args, Parser, Subcommand};
 
+use crate::duration::duration_default;
+pub use crate::duration::{format_duration, parse_duration};
 use crate::error::Error;
 use crate::{body_limit, connections, log, manager, partial, rpc, start_limit, store, supervise};
-
-/// A default duration as `--help` shows it and [`parse_duration`] reads it
-/// ("30m", "50ms"), from the subsystem's own constant: each default is
-/// written once, where it is used.
-macro_rules! duration_default {
-    ($d:expr) => {{
-        static TEXT: std::sync::OnceLock<String> = std::sync::OnceLock::new();
-        TEXT.get_or_init(|| format_duration($d)).as_str()
-    }};
-}
 
 /// agent-harness: runs Claude Code CLI sessions behind a gRPC API with a
 /// durable event log.
@@ -135,40 +127,10 @@ pub struct ServeConfig {
     #[arg(long, env = "AGENT_HARNESS_KILL_GRACE", default_value = duration_default!(manager::DEFAULT_KILL_GRACE), value_parser = parse_duration)]
     pub kill_grace: Duration,
 
-    /// Most events a Subscribe replays before going live; an older cursor
-    /// gets a reset and the tail.
-    #[arg(long, env = "AGENT_HARNESS_MAX_REPLAY", default_value_t = log::DEFAULT_MAX_REPLAY)]
-    pub max_replay: usize,
-
-    /// Events kept in memory per session; older reads fall through to the
-    /// store.
-    #[arg(long, env = "AGENT_HARNESS_WINDOW", default_value_t = log::DEFAULT_WINDOW)]
-    pub window: usize,
-
-    /// Most bytes (encoded events) one session keeps in memory; its newest
-    /// event always stays.
-    #[arg(long, env = "AGENT_HARNESS_WINDOW_BYTES", default_value_t = log::DEFAULT_WINDOW_BYTES)]
-    pub window_bytes: usize,
-
-    /// Most bytes all sessions keep in memory together; past it the least
-    /// recently used sessions' windows are dropped (reads go to the store).
-    #[arg(long, env = "AGENT_HARNESS_CACHE_BYTES", default_value_t = log::DEFAULT_WINDOW_CACHE_BYTES)]
-    pub cache_bytes: usize,
-
-    /// Most idle sessions (no live run, no open stream) whose state stays in
-    /// memory; past it the least recently used are evicted and reloaded
-    /// from the store when used again.
-    #[arg(long, env = "AGENT_HARNESS_CACHE_SESSIONS", default_value_t = log::DEFAULT_CACHE_SESSIONS)]
-    pub cache_sessions: usize,
-
     /// Size of the embedded store's page cache (redb), bytes: what it keeps
     /// of the file in memory.
     #[arg(long, env = "AGENT_HARNESS_STORE_CACHE_BYTES", default_value_t = store::DEFAULT_PAGE_CACHE_BYTES)]
     pub store_cache_bytes: usize,
-
-    /// Heartbeat interval of idle Subscribe streams.
-    #[arg(long, env = "AGENT_HARNESS_HEARTBEAT", default_value = duration_default!(log::DEFAULT_HEARTBEAT), value_parser = parse_duration)]
-    pub heartbeat: Duration,
 
     /// Largest request message accepted, in bytes (larger: RESOURCE_EXHAUSTED).
     #[arg(long, env = "AGENT_HARNESS_MAX_REQUEST_BYTES", default_value_t = body_limit::DEFAULT_MAX_REQUEST_BYTES)]
@@ -186,26 +148,11 @@ pub struct ServeConfig {
     #[arg(long, env = "AGENT_HARNESS_DELTAS", value_enum, default_value = "on")]
     pub deltas: Toggle,
 
-    /// Live typing: each stream sends deltas at most this often, what was
-    /// typed meanwhile coalesced into one delta per block (a stream never
-    /// wakes per fragment). 0 = every change as it comes. Before an event a
-    /// stream always sends what precedes it first, whatever the interval.
-    #[arg(long, env = "AGENT_HARNESS_DELTA_INTERVAL", default_value = duration_default!(log::DEFAULT_DELTA_INTERVAL), value_parser = parse_duration)]
-    pub delta_interval: Duration,
-
     /// Most bytes of partial text (live typing) held per session; past it a
     /// block stops growing until its `content` event lands. At most 4177920
     /// (one block's snapshot must fit in a 4 MiB message).
     #[arg(long, env = "AGENT_HARNESS_MAX_PARTIAL_BYTES", default_value_t = partial::DEFAULT_MAX_PARTIAL_BYTES, value_parser = parse_partial_bytes)]
     pub max_partial_bytes: usize,
-
-    /// Largest event streamed whole, in bytes of its protobuf encoding. A
-    /// larger one (a long answer, a Read of a big file) is stored whole but
-    /// streamed cut down and marked `truncated`; ReadFullEvent returns the
-    /// whole. At most 4177920 (4 MiB less room for the message around it),
-    /// at least 16384.
-    #[arg(long, env = "AGENT_HARNESS_MAX_EVENT_BYTES", default_value_t = log::cut::DEFAULT_MAX_EVENT_BYTES)]
-    pub max_event_bytes: usize,
 
     /// File holding the bearer token every RPC must carry
     /// (`authorization: Bearer TOKEN`). Required for a non-loopback --listen.
@@ -389,6 +336,10 @@ pub struct ServeConfig {
     #[arg(long, env = "AGENT_HARNESS_NO_UI")]
     pub no_ui: bool,
 
+    /// The event log's memory and streaming knobs.
+    #[command(flatten)]
+    pub event_log: log::LogOptions,
+
     /// Log filter (tracing EnvFilter syntax, e.g. `info,agent_harness_server=debug`).
     #[arg(long, env = "AGENT_HARNESS_LOG", default_value = "info")]
     pub log: String,
@@ -397,20 +348,37 @@ pub struct ServeConfig {
 impl ServeConfig {
     /// The checks across flags, all in one place, each error naming the
     /// flags: `--tls-cert` with `--tls-key`, `--max-event-bytes` in range,
-    /// `--max-connections` above 0, and a non-loopback `--listen` only
-    /// with `--auth-token-file`. (The origin and host rules that depend on
-    /// the token are the access policy's own, checked where it is built.)
+    /// `--max-connections` above 0, and a non-loopback `--listen`,
+    /// `--allowed-origin '*'` and any `--allowed-host` only with
+    /// `--auth-token-file`.
     pub fn check(&self) -> Result<(), Error> {
         if self.tls_cert.is_some() != self.tls_key.is_some() {
             return Err(Error::Config("--tls-cert and --tls-key go together".into()));
         }
-        check_max_event_bytes(self.max_event_bytes)?;
+        check_max_event_bytes(self.event_log.max_event_bytes)?;
         if self.max_connections == 0 {
             return Err(Error::Config(
                 "--max-connections 0 would refuse every connection".into(),
             ));
         }
-        crate::auth::check_bind(&self.listen, self.auth_token_file.is_some())
+        let token = self.auth_token_file.is_some();
+        crate::auth::check_bind(&self.listen, token)?;
+        if !token && self.allowed_origins.iter().any(|o| o.trim() == "*") {
+            return Err(Error::Config(
+                "--allowed-origin '*' lets every web page call the API: it needs \
+                 --auth-token-file (the token then is the only protection)"
+                    .into(),
+            ));
+        }
+        if !token && !self.allowed_hosts.is_empty() {
+            return Err(Error::Config(
+                "--allowed-host needs --auth-token-file: without a token only loopback \
+                 names are accepted, so that a page rebinding its DNS name to this machine \
+                 cannot call the API"
+                    .into(),
+            ));
+        }
+        Ok(())
     }
 }
 
@@ -442,19 +410,11 @@ impl Default for ServeConfig {
             permission_timeout: manager::DEFAULT_PERMISSION_TIMEOUT,
             stop_grace: manager::DEFAULT_STOP_GRACE,
             kill_grace: manager::DEFAULT_KILL_GRACE,
-            max_replay: log::DEFAULT_MAX_REPLAY,
-            window: log::DEFAULT_WINDOW,
-            window_bytes: log::DEFAULT_WINDOW_BYTES,
-            cache_bytes: log::DEFAULT_WINDOW_CACHE_BYTES,
-            cache_sessions: log::DEFAULT_CACHE_SESSIONS,
             store_cache_bytes: store::DEFAULT_PAGE_CACHE_BYTES,
-            heartbeat: log::DEFAULT_HEARTBEAT,
             max_request_bytes: body_limit::DEFAULT_MAX_REQUEST_BYTES,
             max_line_bytes: supervise::DEFAULT_MAX_LINE_BYTES,
             deltas: Toggle::On,
-            delta_interval: log::DEFAULT_DELTA_INTERVAL,
             max_partial_bytes: partial::DEFAULT_MAX_PARTIAL_BYTES,
-            max_event_bytes: log::cut::DEFAULT_MAX_EVENT_BYTES,
             auth_token_file: None,
             secrets_key_file: None,
             allowed_origins: Vec::new(),
@@ -479,6 +439,7 @@ impl Default for ServeConfig {
             idempotency_ttl: manager::receipts::DEFAULT_IDEMPOTENCY_TTL,
             no_metrics: false,
             no_ui: false,
+            event_log: log::LogOptions::default(),
             log: "info".into(),
         }
     }
@@ -548,49 +509,6 @@ fn parse_partial_bytes(s: &str) -> Result<usize, String> {
         ));
     }
     Ok(n)
-}
-
-/// Writes `d` the way [`parse_duration`] reads it, in the largest unit that
-/// holds it whole: 1800 s is "30m", 50 ms is "50ms".
-pub fn format_duration(d: Duration) -> String {
-    let ms = d.as_millis();
-    if ms % 1000 != 0 {
-        return format!("{ms}ms");
-    }
-    let secs = ms / 1000;
-    match secs {
-        0 => "0s".into(),
-        s if s % 3600 == 0 => format!("{}h", s / 3600),
-        s if s % 60 == 0 => format!("{}m", s / 60),
-        s => format!("{s}s"),
-    }
-}
-
-/// Parses "1500ms", "30s", "5m", "2h" or a bare number of seconds.
-pub fn parse_duration(s: &str) -> Result<Duration, String> {
-    let s = s.trim();
-    let split = s
-        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
-        .unwrap_or(s.len());
-    let (num, unit) = s.split_at(split);
-    let value: f64 = num
-        .parse()
-        .map_err(|_| format!("invalid duration {s:?}: expected e.g. 30s, 5m, 1500ms"))?;
-    let secs = match unit.trim() {
-        "" | "s" | "sec" | "secs" => value,
-        "ms" => value / 1000.0,
-        "m" | "min" | "mins" => value * 60.0,
-        "h" | "hr" | "hours" => value * 3600.0,
-        other => {
-            return Err(format!(
-                "invalid duration unit {other:?} in {s:?}: use ms, s, m or h"
-            ));
-        }
-    };
-    if !secs.is_finite() || secs < 0.0 {
-        return Err(format!("invalid duration {s:?}"));
-    }
-    Ok(Duration::from_secs_f64(secs))
 }
 
 #[cfg(test)]
@@ -711,9 +629,12 @@ mod tests {
             let Command::Serve(cfg) = cli.command else {
                 panic!("expected serve")
             };
-            crate::server::serve_options(&cfg).map(|_| cfg.max_event_bytes)
+            crate::server::serve_options(&cfg).map(|_| cfg.event_log.max_event_bytes)
         };
-        assert_eq!(ServeConfig::default().max_event_bytes, 1024 * 1024);
+        assert_eq!(
+            ServeConfig::default().event_log.max_event_bytes,
+            1024 * 1024
+        );
         assert_eq!(parse("65536").unwrap(), 65536);
         assert_eq!(
             parse(&MAX_EVENT_BYTES_CEILING.to_string()).unwrap(),

@@ -48,7 +48,7 @@ use crate::connections::{ConnectionLimits, ConnectionStats, HttpService};
 use crate::deadline::DeadlineLayer;
 use crate::error::{Error, Result};
 use crate::launch::LaunchPolicy;
-use crate::log::{EventLogs, LogOptions};
+use crate::log::EventLogs;
 use crate::manager::{ManagerOptions, SessionManager};
 use crate::plain::PlainLayer;
 use crate::rpc::Rpc;
@@ -175,20 +175,7 @@ pub async fn run(config: ServeConfig, shutdown: impl Future<Output = ()> + Send)
     )?);
     let path = config.data_dir.join("events.redb");
     let store = RedbStore::open_with_cache(&path, config.store_cache_bytes)?;
-    let logs = EventLogs::open(
-        Arc::new(store),
-        LogOptions {
-            window: config.window,
-            window_bytes: config.window_bytes,
-            cache_bytes: config.cache_bytes,
-            cache_sessions: config.cache_sessions,
-            max_replay: config.max_replay as u64,
-            heartbeat: config.heartbeat,
-            delta_interval: config.delta_interval,
-            max_event_bytes: config.max_event_bytes,
-            ..LogOptions::default()
-        },
-    )?;
+    let logs = EventLogs::open(Arc::new(store), config.event_log.clone())?;
     let recovered = crate::recovery::recover(&logs, &crate::supervise::kill_recorded_run).await?;
     tracing::info!(store = %path.display(), recovered = recovered.len(), "event store open");
     let adapter = build_adapter(&config)?;
@@ -225,7 +212,7 @@ pub fn manager_options(config: &ServeConfig) -> ManagerOptions {
         max_line_bytes: config.max_line_bytes,
         max_partial_bytes: config.max_partial_bytes,
         max_live_runs: config.max_live_runs,
-        cache_sessions: config.cache_sessions,
+        cache_sessions: config.event_log.cache_sessions,
         idempotency: crate::manager::receipts::IdempotencyOptions {
             ttl: config.idempotency_ttl,
             ..Default::default()
