@@ -40,6 +40,33 @@ use tower_http::cors::{AllowOrigin, CorsLayer};
 
 use crate::error::{Error, Result};
 
+/// The operator's origin and Host flags of `serve` (the doc comments are
+/// their `--help` text); [`AccessPolicy::new`] checks their syntax. Which
+/// of them need `--auth-token-file` is checked with the other flags.
+#[derive(Debug, Clone, Default, PartialEq, clap::Args)]
+pub struct AccessOptions {
+    /// A browser origin allowed to call the API (repeatable; env:
+    /// comma-separated), e.g. `https://ui.example:8443`. Default: loopback
+    /// origins only (http/https, localhost, 127.0.0.1, [::1], any port).
+    /// `*` allows every origin and requires --auth-token-file.
+    #[arg(
+        long = "allowed-origin",
+        env = "AGENT_HARNESS_ALLOWED_ORIGINS",
+        value_delimiter = ','
+    )]
+    pub allowed_origins: Vec<String>,
+
+    /// A Host / :authority name (or address) accepted besides the loopback
+    /// names and the listen address (repeatable; env: comma-separated).
+    /// Requires --auth-token-file; `*` accepts any host.
+    #[arg(
+        long = "allowed-host",
+        env = "AGENT_HARNESS_ALLOWED_HOSTS",
+        value_delimiter = ','
+    )]
+    pub allowed_hosts: Vec<String>,
+}
+
 /// The origin and host rules, built once at start-up. Cheap to clone.
 #[derive(Debug, Clone)]
 pub struct AccessPolicy {
@@ -472,8 +499,10 @@ mod tests {
     /// `--auth-token-file`: the rules that need the token are checked there.
     fn without_token(origins: &[&str], hosts: &[&str]) -> Result<()> {
         crate::config::ServeConfig {
-            allowed_origins: origins.iter().map(|s| s.to_string()).collect(),
-            allowed_hosts: hosts.iter().map(|s| s.to_string()).collect(),
+            access: AccessOptions {
+                allowed_origins: origins.iter().map(|s| s.to_string()).collect(),
+                allowed_hosts: hosts.iter().map(|s| s.to_string()).collect(),
+            },
             ..Default::default()
         }
         .check()

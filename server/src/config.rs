@@ -4,14 +4,15 @@
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::str::FromStr;
-use std::time::Duration;
 
 use clap::{Args, Parser, Subcommand};
 
-use crate::duration::duration_default;
 pub use crate::duration::{format_duration, parse_duration};
 use crate::error::Error;
-use crate::{body_limit, connections, log, manager, partial, rpc, start_limit, store, supervise};
+use crate::{
+    access, body_limit, connections, launch, log, manager, partial, rpc, start_limit, store,
+    supervise,
+};
 
 /// agent-harness: runs Claude Code CLI sessions behind a gRPC API with a
 /// durable event log.
@@ -109,24 +110,6 @@ pub struct ServeConfig {
     )]
     pub permissions: PermissionMode,
 
-    /// End a keep-alive process that has had no turn in progress for this
-    /// long (run_end IDLE_TIMEOUT). 0 = never.
-    #[arg(long, env = "AGENT_HARNESS_IDLE_TIMEOUT", default_value = duration_default!(manager::DEFAULT_IDLE_TIMEOUT), value_parser = parse_duration)]
-    pub idle_timeout: Duration,
-
-    /// Deny a relayed permission request nobody answered within this time.
-    #[arg(long, env = "AGENT_HARNESS_PERMISSION_TIMEOUT", default_value = duration_default!(manager::DEFAULT_PERMISSION_TIMEOUT), value_parser = parse_duration)]
-    pub permission_timeout: Duration,
-
-    /// After a Stop's interrupt, how long to wait for the turn to end before
-    /// signalling the process group (SIGINT).
-    #[arg(long, env = "AGENT_HARNESS_STOP_GRACE", default_value = duration_default!(manager::DEFAULT_STOP_GRACE), value_parser = parse_duration)]
-    pub stop_grace: Duration,
-
-    /// Time between SIGINT, SIGTERM and SIGKILL while stopping a process.
-    #[arg(long, env = "AGENT_HARNESS_KILL_GRACE", default_value = duration_default!(manager::DEFAULT_KILL_GRACE), value_parser = parse_duration)]
-    pub kill_grace: Duration,
-
     /// Size of the embedded store's page cache (redb), bytes: what it keeps
     /// of the file in memory.
     #[arg(long, env = "AGENT_HARNESS_STORE_CACHE_BYTES", default_value_t = store::DEFAULT_PAGE_CACHE_BYTES)]
@@ -167,81 +150,6 @@ pub struct ServeConfig {
     #[arg(long, env = "AGENT_HARNESS_SECRETS_KEY_FILE")]
     pub secrets_key_file: Option<PathBuf>,
 
-    /// A browser origin allowed to call the API (repeatable; env:
-    /// comma-separated), e.g. `https://ui.example:8443`. Default: loopback
-    /// origins only (http/https, localhost, 127.0.0.1, [::1], any port).
-    /// `*` allows every origin and requires --auth-token-file.
-    #[arg(
-        long = "allowed-origin",
-        env = "AGENT_HARNESS_ALLOWED_ORIGINS",
-        value_delimiter = ','
-    )]
-    pub allowed_origins: Vec<String>,
-
-    /// A Host / :authority name (or address) accepted besides the loopback
-    /// names and the listen address (repeatable; env: comma-separated).
-    /// Requires --auth-token-file; `*` accepts any host.
-    #[arg(
-        long = "allowed-host",
-        env = "AGENT_HARNESS_ALLOWED_HOSTS",
-        value_delimiter = ','
-    )]
-    pub allowed_hosts: Vec<String>,
-
-    /// A CLI flag a client may pass in `StartConfig.args`, besides the
-    /// default set (repeatable; env: comma-separated), e.g.
-    /// `--allow-arg=--max-budget-usd`; its value passes through. Flags that
-    /// widen permissions, redirect the API or that the server owns are a
-    /// start-up error here.
-    #[arg(
-        long = "allow-arg",
-        env = "AGENT_HARNESS_ALLOW_ARGS",
-        value_delimiter = ',',
-        allow_hyphen_values = true
-    )]
-    pub allow_args: Vec<String>,
-
-    /// An environment variable a client may set in `StartConfig.env`
-    /// (repeatable; env: comma-separated). None by default. Variables that
-    /// redirect the API or inject code are a start-up error here.
-    #[arg(
-        long = "allow-env",
-        env = "AGENT_HARNESS_ALLOW_ENV",
-        value_delimiter = ','
-    )]
-    pub allow_env: Vec<String>,
-
-    /// A directory a session's `config.cwd` must lie under (symlinks
-    /// resolved; repeatable; env: comma-separated). Default: any directory.
-    #[arg(
-        long = "allowed-cwd",
-        env = "AGENT_HARNESS_ALLOWED_CWDS",
-        value_delimiter = ','
-    )]
-    pub allowed_cwds: Vec<PathBuf>,
-
-    /// A permission mode a client may choose (`StartConfig.permission_mode`,
-    /// SetPermissionMode) besides default, plan and dontAsk: acceptEdits or
-    /// auto (repeatable; env: comma-separated). bypassPermissions only with
-    /// `--permissions skip`, which allows every mode.
-    #[arg(
-        long = "allow-permission-mode",
-        env = "AGENT_HARNESS_ALLOW_PERMISSION_MODES",
-        value_delimiter = ','
-    )]
-    pub allow_permission_modes: Vec<String>,
-
-    /// A slash command a client's message may be, besides /compact and
-    /// /context (repeatable; env: comma-separated), e.g.
-    /// `--allow-slash-command usage`. Any other message the CLI would run as
-    /// a command (`/config ...`) is refused with INVALID_ARGUMENT.
-    #[arg(
-        long = "allow-slash-command",
-        env = "AGENT_HARNESS_ALLOW_SLASH_COMMANDS",
-        value_delimiter = ','
-    )]
-    pub allow_slash_commands: Vec<String>,
-
     /// The CLI's configuration directory (`CLAUDE_CONFIG_DIR` of every CLI
     /// the server runs): its settings, login and transcripts. Default:
     /// `<data-dir>/claude`, created 0700 and seeded with the operator's
@@ -276,11 +184,6 @@ pub struct ServeConfig {
     #[arg(long, env = "AGENT_HARNESS_TLS_KEY", requires = "tls_cert")]
     pub tls_key: Option<PathBuf>,
 
-    /// Most CLI processes alive at once; a Start or a respawning Send beyond
-    /// it gets RESOURCE_EXHAUSTED and appends nothing.
-    #[arg(long, env = "AGENT_HARNESS_MAX_LIVE_RUNS", default_value_t = manager::DEFAULT_MAX_LIVE_RUNS)]
-    pub max_live_runs: usize,
-
     /// Most streams (Subscribe, ReadFullEvent) open at once; one more gets
     /// RESOURCE_EXHAUSTED.
     #[arg(long, env = "AGENT_HARNESS_MAX_STREAMS", default_value_t = rpc::DEFAULT_MAX_STREAMS)]
@@ -297,33 +200,10 @@ pub struct ServeConfig {
         default_value_t = start_limit::DEFAULT_MAX_SESSIONS_PER_MINUTE
     )]
     pub max_sessions_per_minute: u32,
-
-    /// Delete sessions with no live run whose last event is older than this
-    /// many days (checked every minute). 0 = keep sessions however old.
-    #[arg(long, env = "AGENT_HARNESS_RETENTION_DAYS", default_value_t = 0)]
-    pub retention_days: u32,
-
-    /// Most sessions stored: a Start that creates one more first deletes the
-    /// least recently active sessions with no live run (down to nine tenths
-    /// of the cap); RESOURCE_EXHAUSTED when none can go. 0 = no cap.
-    #[arg(long, env = "AGENT_HARNESS_MAX_SESSIONS", default_value_t = 0)]
-    pub max_sessions: usize,
-
-    /// Let a Start resume (`config.resume`) a CLI conversation that no
-    /// session of this server has recorded (one made by a CLI outside it).
-    /// A conversation another session of this server has stays refused.
-    #[arg(long, env = "AGENT_HARNESS_ALLOW_RESUME_IMPORT")]
-    pub allow_resume_import: bool,
     /// Most connections open at once (TLS handshakes included); one more
     /// is closed at once and counted in the metrics.
     #[arg(long, env = "AGENT_HARNESS_MAX_CONNECTIONS", default_value_t = connections::DEFAULT_MAX_CONNECTIONS)]
     pub max_connections: usize,
-
-    /// How long the receipt of a call carrying an `idempotency_key` is kept
-    /// (on disk, across restarts): a repeat within it returns the first
-    /// response and does nothing. At least 10m.
-    #[arg(long, env = "AGENT_HARNESS_IDEMPOTENCY_TTL", default_value = duration_default!(manager::receipts::DEFAULT_IDEMPOTENCY_TTL), value_parser = parse_idempotency_ttl)]
-    pub idempotency_ttl: Duration,
 
     /// Do not serve Prometheus metrics at `GET /metrics` (served by
     /// default, behind the same origin, Host and token rules as the RPCs).
@@ -339,6 +219,18 @@ pub struct ServeConfig {
     /// The event log's memory and streaming knobs.
     #[command(flatten)]
     pub event_log: log::LogOptions,
+
+    /// Which browser origins and Host names may reach the API.
+    #[command(flatten)]
+    pub access: access::AccessOptions,
+
+    /// The manager's timers and limits.
+    #[command(flatten)]
+    pub manager: manager::ManagerFlags,
+
+    /// What clients may put into a CLI's argv, env, cwd and input.
+    #[command(flatten)]
+    pub launch: launch::LaunchOptions,
 
     /// Log filter (tracing EnvFilter syntax, e.g. `info,agent_harness_server=debug`).
     #[arg(long, env = "AGENT_HARNESS_LOG", default_value = "info")]
@@ -363,14 +255,14 @@ impl ServeConfig {
         }
         let token = self.auth_token_file.is_some();
         crate::auth::check_bind(&self.listen, token)?;
-        if !token && self.allowed_origins.iter().any(|o| o.trim() == "*") {
+        if !token && self.access.allowed_origins.iter().any(|o| o.trim() == "*") {
             return Err(Error::Config(
                 "--allowed-origin '*' lets every web page call the API: it needs \
                  --auth-token-file (the token then is the only protection)"
                     .into(),
             ));
         }
-        if !token && !self.allowed_hosts.is_empty() {
+        if !token && !self.access.allowed_hosts.is_empty() {
             return Err(Error::Config(
                 "--allowed-host needs --auth-token-file: without a token only loopback \
                  names are accepted, so that a page rebinding its DNS name to this machine \
@@ -406,10 +298,6 @@ impl Default for ServeConfig {
             adapter: AdapterKind::Interactive,
             cassette_timescale: 1.0,
             permissions: PermissionMode::Relay,
-            idle_timeout: manager::DEFAULT_IDLE_TIMEOUT,
-            permission_timeout: manager::DEFAULT_PERMISSION_TIMEOUT,
-            stop_grace: manager::DEFAULT_STOP_GRACE,
-            kill_grace: manager::DEFAULT_KILL_GRACE,
             store_cache_bytes: store::DEFAULT_PAGE_CACHE_BYTES,
             max_request_bytes: body_limit::DEFAULT_MAX_REQUEST_BYTES,
             max_line_bytes: supervise::DEFAULT_MAX_LINE_BYTES,
@@ -417,29 +305,20 @@ impl Default for ServeConfig {
             max_partial_bytes: partial::DEFAULT_MAX_PARTIAL_BYTES,
             auth_token_file: None,
             secrets_key_file: None,
-            allowed_origins: Vec::new(),
-            allowed_hosts: Vec::new(),
-            allow_args: Vec::new(),
-            allow_env: Vec::new(),
-            allowed_cwds: Vec::new(),
-            allow_permission_modes: Vec::new(),
-            allow_slash_commands: Vec::new(),
             claude_config_dir: None,
             allow_project_settings: false,
             mcp_config: Vec::new(),
             tls_cert: None,
             tls_key: None,
-            max_live_runs: manager::DEFAULT_MAX_LIVE_RUNS,
             max_streams: rpc::DEFAULT_MAX_STREAMS,
             max_sessions_per_minute: start_limit::DEFAULT_MAX_SESSIONS_PER_MINUTE,
-            retention_days: 0,
-            max_sessions: 0,
-            allow_resume_import: false,
             max_connections: connections::DEFAULT_MAX_CONNECTIONS,
-            idempotency_ttl: manager::receipts::DEFAULT_IDEMPOTENCY_TTL,
             no_metrics: false,
             no_ui: false,
             event_log: log::LogOptions::default(),
+            access: access::AccessOptions::default(),
+            manager: manager::ManagerFlags::default(),
+            launch: launch::LaunchOptions::default(),
             log: "info".into(),
         }
     }
@@ -473,21 +352,6 @@ pub struct RecordConfig {
     pub args: Vec<String>,
 }
 
-/// `--idempotency-ttl`: a duration of at least
-/// [`MIN_IDEMPOTENCY_TTL`](crate::manager::receipts::MIN_IDEMPOTENCY_TTL)
-/// (retries are safe for at least 10 minutes: docs/api.md, "Retry safety").
-pub fn parse_idempotency_ttl(s: &str) -> Result<Duration, String> {
-    let ttl = parse_duration(s)?;
-    let min = manager::receipts::MIN_IDEMPOTENCY_TTL;
-    if ttl < min {
-        return Err(format!(
-            "{s:?} is shorter than {}m: retries must stay safe for at least that long",
-            min.as_secs() / 60
-        ));
-    }
-    Ok(ttl)
-}
-
 /// A feature switch (`on` / `off`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
 pub enum Toggle {
@@ -514,6 +378,7 @@ fn parse_partial_bytes(s: &str) -> Result<usize, String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::time::Duration;
 
     #[test]
     fn durations() {
@@ -548,12 +413,15 @@ mod tests {
             panic!("expected serve")
         };
         assert_eq!(cfg.listen.to_string(), "127.0.0.1:50051");
-        assert_eq!(cfg.stop_grace, Duration::from_secs(5));
-        assert_eq!(cfg.idle_timeout, Duration::from_secs(1800));
+        assert_eq!(cfg.manager.stop_grace, Duration::from_secs(5));
+        assert_eq!(cfg.manager.idle_timeout, Duration::from_secs(1800));
         assert_eq!(cfg.max_line_bytes, 8 * 1024 * 1024);
         assert_eq!(cfg.max_line_bytes, ServeConfig::default().max_line_bytes);
-        assert_eq!(cfg.idempotency_ttl, Duration::from_secs(15 * 60));
-        assert_eq!(cfg.idempotency_ttl, ServeConfig::default().idempotency_ttl);
+        assert_eq!(cfg.manager.idempotency_ttl, Duration::from_secs(15 * 60));
+        assert_eq!(
+            cfg.manager.idempotency_ttl,
+            ServeConfig::default().manager.idempotency_ttl
+        );
     }
 
     #[test]

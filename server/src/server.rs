@@ -124,8 +124,8 @@ pub fn serve_options(config: &ServeConfig) -> Result<ServeOptions> {
         .map(auth::load_token)
         .transpose()?;
     let access = AccessPolicy::new(
-        &config.allowed_origins,
-        &config.allowed_hosts,
+        &config.access.allowed_origins,
+        &config.access.allowed_hosts,
         token.is_some(),
         Some(config.listen),
     )?;
@@ -195,9 +195,7 @@ pub async fn run(config: ServeConfig, shutdown: impl Future<Output = ()> + Send)
 /// `--permissions` with `--allow-permission-mode`, and
 /// `--allow-slash-command`; an error names the flag.
 pub fn launch_policy(config: &ServeConfig) -> Result<LaunchPolicy> {
-    LaunchPolicy::from_operator(&config.allow_args, &config.allow_env, &config.allowed_cwds)?
-        .with_permission_modes(config.permissions, &config.allow_permission_modes)?
-        .with_slash_commands(&config.allow_slash_commands)
+    config.launch.policy(config.permissions)
 }
 
 /// The manager's options from the serve configuration, except the launch
@@ -205,25 +203,10 @@ pub fn launch_policy(config: &ServeConfig) -> Result<LaunchPolicy> {
 /// here it is the default (safe arg set, no env, any cwd).
 pub fn manager_options(config: &ServeConfig) -> ManagerOptions {
     ManagerOptions {
-        idle_timeout: config.idle_timeout,
-        permission_timeout: config.permission_timeout,
-        stop_grace: config.stop_grace,
-        kill_grace: config.kill_grace,
         max_line_bytes: config.max_line_bytes,
         max_partial_bytes: config.max_partial_bytes,
-        max_live_runs: config.max_live_runs,
         cache_sessions: config.event_log.cache_sessions,
-        idempotency: crate::manager::receipts::IdempotencyOptions {
-            ttl: config.idempotency_ttl,
-            ..Default::default()
-        },
-        allow_resume_import: config.allow_resume_import,
-        retention: crate::manager::RetentionOptions {
-            max_age: (config.retention_days > 0)
-                .then(|| Duration::from_secs(u64::from(config.retention_days) * 24 * 60 * 60)),
-            max_sessions: (config.max_sessions > 0).then_some(config.max_sessions),
-        },
-        ..ManagerOptions::default()
+        ..config.manager.options()
     }
 }
 

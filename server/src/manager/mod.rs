@@ -61,7 +61,7 @@ use self::fold::FoldCell;
 use self::fold::SessionFold;
 pub use self::options::{
     DEFAULT_IDLE_TIMEOUT, DEFAULT_KILL_GRACE, DEFAULT_MAX_LIVE_RUNS, DEFAULT_PERMISSION_TIMEOUT,
-    DEFAULT_STOP_GRACE, ManagerOptions, RetentionOptions,
+    DEFAULT_STOP_GRACE, ManagerFlags, ManagerOptions, RetentionOptions,
 };
 use self::receipts::{Keyed, KeyedExt, Receipts};
 pub use self::run::CONTROL_TIMEOUT;
