@@ -65,6 +65,7 @@ impl FromStr for AdapterKind {
     }
 }
 
+use crate::adapter::claude::ClaudeFlags;
 pub use crate::adapter::claude::PermissionMode;
 
 /// Configuration of `agent-harness serve`. Every flag can also be set with
@@ -84,11 +85,6 @@ pub struct ServeConfig {
     #[arg(long, env = "AGENT_HARNESS_DATA_DIR", default_value = "./data")]
     pub data_dir: PathBuf,
 
-    /// Path of the claude binary. Default: $CLAUDE_BIN, then the usual
-    /// install locations, then PATH.
-    #[arg(long, env = "AGENT_HARNESS_CLAUDE_BIN")]
-    pub claude_bin: Option<PathBuf>,
-
     /// Process adapter: `interactive` (keep-alive stream-json process),
     /// `cli` (one `--print` process per turn) or `cassette:FILE` (replay a
     /// recording; no CLI needed).
@@ -99,16 +95,6 @@ pub struct ServeConfig {
     /// lines (1 = as recorded, 0 = as fast as possible, for load tests).
     #[arg(long, env = "AGENT_HARNESS_CASSETTE_TIMESCALE", default_value_t = 1.0)]
     pub cassette_timescale: f64,
-
-    /// Tool permission prompts: `relay` them to clients, leave them to the
-    /// CLI's `settings`, or `skip` them (--dangerously-skip-permissions).
-    #[arg(
-        long,
-        env = "AGENT_HARNESS_PERMISSIONS",
-        value_enum,
-        default_value = "relay"
-    )]
-    pub permissions: PermissionMode,
 
     /// Size of the embedded store's page cache (redb), bytes: what it keeps
     /// of the file in memory.
@@ -149,32 +135,6 @@ pub struct ServeConfig {
     /// must exist (`agent-harness token --out FILE` writes one).
     #[arg(long, env = "AGENT_HARNESS_SECRETS_KEY_FILE")]
     pub secrets_key_file: Option<PathBuf>,
-
-    /// The CLI's configuration directory (`CLAUDE_CONFIG_DIR` of every CLI
-    /// the server runs): its settings, login and transcripts. Default:
-    /// `<data-dir>/claude`, created 0700 and seeded with the operator's
-    /// login (~/.claude/.credentials.json and the account keys of
-    /// ~/.claude.json), never their settings, hooks or MCP servers.
-    #[arg(long, env = "AGENT_HARNESS_CLAUDE_CONFIG_DIR")]
-    pub claude_config_dir: Option<PathBuf>,
-
-    /// Let the CLI read a session folder's project settings
-    /// (`.claude/settings.json`, `.claude/settings.local.json`: hooks,
-    /// permissions): `--setting-sources user,project,local`. Default: user
-    /// settings only (those in the configuration directory).
-    #[arg(long, env = "AGENT_HARNESS_ALLOW_PROJECT_SETTINGS")]
-    pub allow_project_settings: bool,
-
-    /// An MCP server configuration file (JSON, as `claude --mcp-config`
-    /// takes it) for every CLI (repeatable; env: comma-separated). The CLI
-    /// always runs with `--strict-mcp-config`: MCP servers come only from
-    /// these files, never from a session folder's `.mcp.json`.
-    #[arg(
-        long = "mcp-config",
-        env = "AGENT_HARNESS_MCP_CONFIG",
-        value_delimiter = ','
-    )]
-    pub mcp_config: Vec<PathBuf>,
 
     /// PEM certificate chain: serve gRPC and grpc-web over TLS (with --tls-key).
     #[arg(long, env = "AGENT_HARNESS_TLS_CERT", requires = "tls_key")]
@@ -219,6 +179,10 @@ pub struct ServeConfig {
     /// The event log's memory and streaming knobs.
     #[command(flatten)]
     pub event_log: log::LogOptions,
+
+    /// How the claude CLI is found, configured and asked for permissions.
+    #[command(flatten)]
+    pub claude: ClaudeFlags,
 
     /// Which browser origins and Host names may reach the API.
     #[command(flatten)]
@@ -294,10 +258,8 @@ impl Default for ServeConfig {
         Self {
             listen: "127.0.0.1:50051".parse().expect("valid default address"),
             data_dir: PathBuf::from("./data"),
-            claude_bin: None,
             adapter: AdapterKind::Interactive,
             cassette_timescale: 1.0,
-            permissions: PermissionMode::Relay,
             store_cache_bytes: store::DEFAULT_PAGE_CACHE_BYTES,
             max_request_bytes: body_limit::DEFAULT_MAX_REQUEST_BYTES,
             max_line_bytes: supervise::DEFAULT_MAX_LINE_BYTES,
@@ -305,9 +267,6 @@ impl Default for ServeConfig {
             max_partial_bytes: partial::DEFAULT_MAX_PARTIAL_BYTES,
             auth_token_file: None,
             secrets_key_file: None,
-            claude_config_dir: None,
-            allow_project_settings: false,
-            mcp_config: Vec::new(),
             tls_cert: None,
             tls_key: None,
             max_streams: rpc::DEFAULT_MAX_STREAMS,
@@ -316,6 +275,7 @@ impl Default for ServeConfig {
             no_metrics: false,
             no_ui: false,
             event_log: log::LogOptions::default(),
+            claude: ClaudeFlags::default(),
             access: access::AccessOptions::default(),
             manager: manager::ManagerFlags::default(),
             launch: launch::LaunchOptions::default(),

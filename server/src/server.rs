@@ -195,7 +195,7 @@ pub async fn run(config: ServeConfig, shutdown: impl Future<Output = ()> + Send)
 /// `--permissions` with `--allow-permission-mode`, and
 /// `--allow-slash-command`; an error names the flag.
 pub fn launch_policy(config: &ServeConfig) -> Result<LaunchPolicy> {
-    config.launch.policy(config.permissions)
+    config.launch.policy(config.claude.permissions)
 }
 
 /// The manager's options from the serve configuration, except the launch
@@ -227,51 +227,19 @@ pub fn build_adapter(config: &ServeConfig) -> Result<Arc<dyn ProcessAdapter>> {
     }
 }
 
-/// The claude adapters' options from the serve configuration, with the
-/// configuration the server owns: `CLAUDE_CONFIG_DIR` (`--claude-config-dir`,
-/// default `<data-dir>/claude`; created 0700 and seeded with the operator's
-/// login, see [`config_dir`](crate::adapter::claude::config_dir)), the
-/// settings sources and the operator's `--mcp-config` files (each must be
-/// a readable file).
+/// The claude adapters' options from the serve configuration: the claude
+/// flags ([`ClaudeFlags::options`](crate::adapter::claude::ClaudeFlags::options)
+/// prepares the configuration directory the server owns) with the data
+/// directory, the line limit and live typing.
 pub fn claude_options(config: &ServeConfig) -> Result<ClaudeOptions> {
-    use crate::adapter::claude::{USER_SETTINGS_ONLY, WITH_PROJECT_SETTINGS, config_dir};
-    let dir = config
-        .claude_config_dir
-        .clone()
-        .unwrap_or_else(|| config.data_dir.join("claude"));
-    let dir = std::path::absolute(&dir)
-        .map_err(|e| Error::Config(format!("--claude-config-dir {}: {e}", dir.display())))?;
-    config_dir::prepare(&dir, config_dir::OperatorLogin::from_env().as_ref())
-        .map_err(|e| Error::Config(format!("--claude-config-dir: {e}")))?;
-    let mut mcp_config = Vec::new();
-    for file in &config.mcp_config {
-        let abs = std::path::absolute(file)
-            .ok()
-            .filter(|p| p.is_file())
-            .ok_or_else(|| {
-                Error::Config(format!(
-                    "--mcp-config {}: not a readable file",
-                    file.display()
-                ))
-            })?;
-        mcp_config.push(abs);
-    }
-    Ok(ClaudeOptions {
-        claude_bin: config.claude_bin.clone(),
-        permissions: config.permissions,
-        // The reader stops buffering at the same limit the normalizer enforces.
-        max_line_bytes: config.max_line_bytes,
-        partial_messages: config.deltas == crate::config::Toggle::On,
-        config_dir: Some(dir),
-        setting_sources: if config.allow_project_settings {
-            WITH_PROJECT_SETTINGS
-        } else {
-            USER_SETTINGS_ONLY
-        }
-        .into(),
-        mcp_config,
-        ..ClaudeOptions::default()
-    })
+    config
+        .claude
+        .options(
+            &config.data_dir,
+            config.max_line_bytes,
+            config.deltas == crate::config::Toggle::On,
+        )
+        .map_err(Error::Config)
 }
 
 /// Serves on an already bound listener until `shutdown` resolves, then
