@@ -7,6 +7,7 @@ use std::str::FromStr;
 
 use clap::{Args, Parser, Subcommand};
 
+use crate::adapter::claude::ClaudeFlags;
 pub use crate::duration::{format_duration, parse_duration};
 use crate::error::Error;
 use crate::{
@@ -65,15 +66,17 @@ impl FromStr for AdapterKind {
     }
 }
 
-use crate::adapter::claude::ClaudeFlags;
 pub use crate::adapter::claude::PermissionMode;
 
 /// Configuration of `agent-harness serve`. Every flag can also be set with
 /// the environment variable shown in `--help`.
 ///
-/// Each default is the constant of the subsystem the flag sizes (the log's
-/// window, the manager's timeouts, ...); [`crate::server`] maps the fields
-/// into each subsystem's options, so nothing below it reads this.
+/// A subsystem with flags of its own owns them, defaults and help text
+/// included, as a clap `Args` struct flattened here (the log, the manager,
+/// the launch and access policies, the claude adapters); the remaining
+/// flags are the server's, each default the constant of the subsystem it
+/// sizes. [`crate::server`] maps the fields into each subsystem's options,
+/// so nothing below it reads this.
 #[derive(Debug, Clone, PartialEq, Args)]
 pub struct ServeConfig {
     /// Address to listen on (native gRPC and grpc-web share it). A
