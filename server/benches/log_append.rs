@@ -2,7 +2,7 @@
 //!
 //! `cargo bench -p agent-harness-server --bench log_append [-- FILTER]`
 //!
-//! Every `EventLogs::append` resolves only after its `Durability::Immediate`
+//! Every `EventLogs::commit` resolves only after its `Durability::Immediate`
 //! commit to a real redb file. Three shapes (FILTER picks shapes whose label
 //! contains it, e.g. `-- batch`):
 //! - `batch`: S sessions, ONE appender per session appending batches of k
@@ -23,7 +23,7 @@ mod common;
 use std::time::{Duration, Instant};
 
 use agent_harness_protocol::pb;
-use agent_harness_server::log::LogOptions;
+use agent_harness_server::log::{Commit, LogOptions};
 use agent_harness_server::store::{RedbStore, SessionMeta, Store};
 use common::{new_event, redb_logs, runtime};
 
@@ -84,7 +84,7 @@ fn main() {
             let n = 500u64;
             let t0 = Instant::now();
             for i in 0..n {
-                logs.append("seq", vec![new_event(i)]).await.expect("append");
+                logs.commit("seq", Commit::events(vec![new_event(i)])).await.expect("append");
             }
             let dt = t0.elapsed();
             println!(
@@ -125,7 +125,7 @@ async fn run(tasks: u64, sessions: u64, per_task: u64, k: u64) -> (Duration, u64
         let logs = logs.clone();
         handles.push(tokio::spawn(async move {
             for b in batches {
-                logs.append(&sid, b).await.expect("append");
+                logs.commit(&sid, Commit::events(b)).await.expect("append");
             }
         }));
     }

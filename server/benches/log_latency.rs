@@ -26,7 +26,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use agent_harness_protocol::pb::subscribe_response::Kind;
-use agent_harness_server::log::{EventLogs, LogOptions};
+use agent_harness_server::log::{Commit, EventLogs, LogOptions};
 use agent_harness_server::store::MemoryStore;
 use common::{new_event, quantile, redb_logs, runtime};
 use futures::StreamExt;
@@ -102,7 +102,10 @@ async fn run(appends: u64, per_append: u64, interval: Duration, redb: bool) {
                 new_event(seq)
             })
             .collect();
-        let evs = logs.append("s", batch).await.expect("append");
+        let evs = logs
+            .commit("s", Commit::events(batch))
+            .await
+            .expect("append");
         commit.push(Duration::from_nanos(base.elapsed().as_nanos() as u64 - now));
         assert_eq!(evs.last().map(|e| e.seq), Some(seq));
     }

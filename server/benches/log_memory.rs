@@ -13,7 +13,7 @@ mod common;
 use std::time::Duration;
 
 use agent_harness_protocol::pb::subscribe_response::Kind;
-use agent_harness_server::log::LogOptions;
+use agent_harness_server::log::{Commit, LogOptions};
 use common::{new_event, redb_logs, rss_bytes, runtime};
 use futures::StreamExt;
 use tokio::sync::mpsc;
@@ -23,7 +23,7 @@ fn main() {
     rt.block_on(async {
         let (_dir, logs) = redb_logs(LogOptions::default());
         for chunk in 0..4u64 {
-            logs.append("s", (0..500).map(|i| new_event(chunk * 500 + i)).collect())
+            logs.commit("s", Commit::events((0..500).map(|i| new_event(chunk * 500 + i)).collect()))
                 .await
                 .expect("append");
         }

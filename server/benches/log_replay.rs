@@ -13,7 +13,7 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use agent_harness_protocol::pb::subscribe_response::Kind;
-use agent_harness_server::log::{EventLogs, LogOptions};
+use agent_harness_server::log::{Commit, EventLogs, LogOptions};
 use agent_harness_server::store::{RedbStore, Store};
 use common::{new_event, runtime};
 use futures::StreamExt;
@@ -35,9 +35,9 @@ fn main() {
         )
         .expect("log");
         for chunk in 0..EVENTS / 5_000 {
-            logs.append(
+            logs.commit(
                 "s",
-                (0..5_000).map(|i| new_event(chunk * 5_000 + i)).collect(),
+                Commit::events((0..5_000).map(|i| new_event(chunk * 5_000 + i)).collect()),
             )
             .await
             .expect("append");

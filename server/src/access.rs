@@ -40,6 +40,33 @@ use tower_http::cors::{AllowOrigin, CorsLayer};
 
 use crate::error::{Error, Result};
 
+/// The operator's origin and Host flags of `serve` (the doc comments are
+/// their `--help` text); [`AccessPolicy::new`] checks their syntax. Which
+/// of them need `--auth-token-file` is checked with the other flags.
+#[derive(Debug, Clone, Default, PartialEq, clap::Args)]
+pub struct AccessOptions {
+    /// A browser origin allowed to call the API (repeatable; env:
+    /// comma-separated), e.g. `https://ui.example:8443`. Default: loopback
+    /// origins only (http/https, localhost, 127.0.0.1, [::1], any port).
+    /// `*` allows every origin and requires --auth-token-file.
+    #[arg(
+        long = "allowed-origin",
+        env = "AGENT_HARNESS_ALLOWED_ORIGINS",
+        value_delimiter = ','
+    )]
+    pub allowed_origins: Vec<String>,
+
+    /// A Host / :authority name (or address) accepted besides the loopback
+    /// names and the listen address (repeatable; env: comma-separated).
+    /// Requires --auth-token-file; `*` accepts any host.
+    #[arg(
+        long = "allowed-host",
+        env = "AGENT_HARNESS_ALLOWED_HOSTS",
+        value_delimiter = ','
+    )]
+    pub allowed_hosts: Vec<String>,
+}
+
 /// The origin and host rules, built once at start-up. Cheap to clone.
 #[derive(Debug, Clone)]
 pub struct AccessPolicy {
@@ -63,7 +90,9 @@ struct Rules {
 impl AccessPolicy {
     /// The policy from the operator's flags. `allowed_origins` and
     /// `allowed_hosts` are the `--allowed-origin` / `--allowed-host` values;
-    /// `token` says whether `--auth-token-file` is set.
+    /// `token` says whether `--auth-token-file` is set. Which of them need
+    /// the token is checked with the other flags, at parse time
+    /// (`ServeConfig::check`); here only their syntax.
     pub fn new(
         allowed_origins: &[String],
         allowed_hosts: &[String],
@@ -75,13 +104,6 @@ impl AccessPolicy {
         for raw in allowed_origins {
             let raw = raw.trim();
             if raw == "*" {
-                if !token {
-                    return Err(Error::Config(
-                        "--allowed-origin '*' lets every web page call the API: it needs \
-                         --auth-token-file (the token then is the only protection)"
-                            .into(),
-                    ));
-                }
                 any_origin = true;
             } else {
                 origins
@@ -93,14 +115,6 @@ impl AccessPolicy {
         let hosts = if allowed_hosts.is_empty() {
             if token { None } else { Some(Vec::new()) }
         } else {
-            if !token {
-                return Err(Error::Config(
-                    "--allowed-host needs --auth-token-file: without a token only loopback \
-                     names are accepted, so that a page rebinding its DNS name to this machine \
-                     cannot call the API"
-                        .into(),
-                ));
-            }
             if allowed_hosts.iter().any(|h| h.trim() == "*") {
                 None
             } else {
@@ -481,6 +495,19 @@ pub fn cors_layer(policy: AccessPolicy) -> CorsLayer {
 mod tests {
     use super::*;
 
+    /// The serve flags' check of these origin and host flags with no
+    /// `--auth-token-file`: the rules that need the token are checked there.
+    fn without_token(origins: &[&str], hosts: &[&str]) -> Result<()> {
+        crate::config::ServeConfig {
+            access: AccessOptions {
+                allowed_origins: origins.iter().map(|s| s.to_string()).collect(),
+                allowed_hosts: hosts.iter().map(|s| s.to_string()).collect(),
+            },
+            ..Default::default()
+        }
+        .check()
+    }
+
     fn policy(origins: &[&str], hosts: &[&str], token: bool) -> AccessPolicy {
         let o: Vec<String> = origins.iter().map(|s| s.to_string()).collect();
         let h: Vec<String> = hosts.iter().map(|s| s.to_string()).collect();
@@ -531,10 +558,12 @@ mod tests {
 
     #[test]
     fn bad_origin_flags_are_start_up_errors() {
-        for bad in ["*", "null", "ui.example", "https://ui.example/", "ws://x"] {
+        for bad in ["null", "ui.example", "https://ui.example/", "ws://x"] {
             let err = AccessPolicy::new(&[bad.into()], &[], false, None).unwrap_err();
             assert!(err.to_string().contains("--allowed-origin"), "{bad}: {err}");
         }
+        let err = without_token(&["*"], &[]).unwrap_err();
+        assert!(err.to_string().contains("--allowed-origin"), "*: {err}");
         // `*` with a token is accepted and allows anything.
         let p = policy(&["*"], &[], true);
         assert!(p.any_origin());
@@ -568,7 +597,7 @@ mod tests {
             assert!(!p.host_allowed(Some(bad)), "{bad}");
         }
         assert!(!p.host_allowed(None));
-        assert!(AccessPolicy::new(&[], &["ui.example".into()], false, None).is_err());
+        assert!(without_token(&[], &["ui.example"]).is_err());
     }
 
     /// Only `host[:port]`, however open the host names are.

@@ -4,22 +4,16 @@
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::str::FromStr;
-use std::time::Duration;
 
 use clap::{Args, Parser, Subcommand};
 
+use crate::adapter::claude::ClaudeFlags;
+pub use crate::duration::{format_duration, parse_duration};
 use crate::error::Error;
-use crate::{body_limit, connections, log, manager, partial, rpc, start_limit, store, supervise};
-
-/// A default duration as `--help` shows it and [`parse_duration`] reads it
-/// ("30m", "50ms"), from the subsystem's own constant: each default is
-/// written once, where it is used.
-macro_rules! duration_default {
-    ($d:expr) => {{
-        static TEXT: std::sync::OnceLock<String> = std::sync::OnceLock::new();
-        TEXT.get_or_init(|| format_duration($d)).as_str()
-    }};
-}
+use crate::{
+    access, body_limit, connections, launch, log, manager, partial, rpc, start_limit, store,
+    supervise,
+};
 
 /// agent-harness: runs Claude Code CLI sessions behind a gRPC API with a
 /// durable event log.
@@ -77,9 +71,12 @@ pub use crate::adapter::claude::PermissionMode;
 /// Configuration of `agent-harness serve`. Every flag can also be set with
 /// the environment variable shown in `--help`.
 ///
-/// Each default is the constant of the subsystem the flag sizes (the log's
-/// window, the manager's timeouts, ...); [`crate::server`] maps the fields
-/// into each subsystem's options, so nothing below it reads this.
+/// A subsystem with flags of its own owns them, defaults and help text
+/// included, as a clap `Args` struct flattened here (the log, the manager,
+/// the launch and access policies, the claude adapters); the remaining
+/// flags are the server's, each default the constant of the subsystem it
+/// sizes. [`crate::server`] maps the fields into each subsystem's options,
+/// so nothing below it reads this.
 #[derive(Debug, Clone, PartialEq, Args)]
 pub struct ServeConfig {
     /// Address to listen on (native gRPC and grpc-web share it). A
@@ -90,11 +87,6 @@ pub struct ServeConfig {
     /// Directory holding the event store (`events.redb`).
     #[arg(long, env = "AGENT_HARNESS_DATA_DIR", default_value = "./data")]
     pub data_dir: PathBuf,
-
-    /// Path of the claude binary. Default: $CLAUDE_BIN, then the usual
-    /// install locations, then PATH.
-    #[arg(long, env = "AGENT_HARNESS_CLAUDE_BIN")]
-    pub claude_bin: Option<PathBuf>,
 
     /// Process adapter: `interactive` (keep-alive stream-json process),
     /// `cli` (one `--print` process per turn) or `cassette:FILE` (replay a
@@ -107,68 +99,10 @@ pub struct ServeConfig {
     #[arg(long, env = "AGENT_HARNESS_CASSETTE_TIMESCALE", default_value_t = 1.0)]
     pub cassette_timescale: f64,
 
-    /// Tool permission prompts: `relay` them to clients, leave them to the
-    /// CLI's `settings`, or `skip` them (--dangerously-skip-permissions).
-    #[arg(
-        long,
-        env = "AGENT_HARNESS_PERMISSIONS",
-        value_enum,
-        default_value = "relay"
-    )]
-    pub permissions: PermissionMode,
-
-    /// End a keep-alive process that has had no turn in progress for this
-    /// long (run_end IDLE_TIMEOUT). 0 = never.
-    #[arg(long, env = "AGENT_HARNESS_IDLE_TIMEOUT", default_value = duration_default!(manager::DEFAULT_IDLE_TIMEOUT), value_parser = parse_duration)]
-    pub idle_timeout: Duration,
-
-    /// Deny a relayed permission request nobody answered within this time.
-    #[arg(long, env = "AGENT_HARNESS_PERMISSION_TIMEOUT", default_value = duration_default!(manager::DEFAULT_PERMISSION_TIMEOUT), value_parser = parse_duration)]
-    pub permission_timeout: Duration,
-
-    /// After a Stop's interrupt, how long to wait for the turn to end before
-    /// signalling the process group (SIGINT).
-    #[arg(long, env = "AGENT_HARNESS_STOP_GRACE", default_value = duration_default!(manager::DEFAULT_STOP_GRACE), value_parser = parse_duration)]
-    pub stop_grace: Duration,
-
-    /// Time between SIGINT, SIGTERM and SIGKILL while stopping a process.
-    #[arg(long, env = "AGENT_HARNESS_KILL_GRACE", default_value = duration_default!(manager::DEFAULT_KILL_GRACE), value_parser = parse_duration)]
-    pub kill_grace: Duration,
-
-    /// Most events a Subscribe replays before going live; an older cursor
-    /// gets a reset and the tail.
-    #[arg(long, env = "AGENT_HARNESS_MAX_REPLAY", default_value_t = log::DEFAULT_MAX_REPLAY)]
-    pub max_replay: usize,
-
-    /// Events kept in memory per session; older reads fall through to the
-    /// store.
-    #[arg(long, env = "AGENT_HARNESS_WINDOW", default_value_t = log::DEFAULT_WINDOW)]
-    pub window: usize,
-
-    /// Most bytes (encoded events) one session keeps in memory; its newest
-    /// event always stays.
-    #[arg(long, env = "AGENT_HARNESS_WINDOW_BYTES", default_value_t = log::DEFAULT_WINDOW_BYTES)]
-    pub window_bytes: usize,
-
-    /// Most bytes all sessions keep in memory together; past it the least
-    /// recently used sessions' windows are dropped (reads go to the store).
-    #[arg(long, env = "AGENT_HARNESS_CACHE_BYTES", default_value_t = log::DEFAULT_WINDOW_CACHE_BYTES)]
-    pub cache_bytes: usize,
-
-    /// Most idle sessions (no live run, no open stream) whose state stays in
-    /// memory; past it the least recently used are evicted and reloaded
-    /// from the store when used again.
-    #[arg(long, env = "AGENT_HARNESS_CACHE_SESSIONS", default_value_t = log::DEFAULT_CACHE_SESSIONS)]
-    pub cache_sessions: usize,
-
     /// Size of the embedded store's page cache (redb), bytes: what it keeps
     /// of the file in memory.
     #[arg(long, env = "AGENT_HARNESS_STORE_CACHE_BYTES", default_value_t = store::DEFAULT_PAGE_CACHE_BYTES)]
     pub store_cache_bytes: usize,
-
-    /// Heartbeat interval of idle Subscribe streams.
-    #[arg(long, env = "AGENT_HARNESS_HEARTBEAT", default_value = duration_default!(log::DEFAULT_HEARTBEAT), value_parser = parse_duration)]
-    pub heartbeat: Duration,
 
     /// Largest request message accepted, in bytes (larger: RESOURCE_EXHAUSTED).
     #[arg(long, env = "AGENT_HARNESS_MAX_REQUEST_BYTES", default_value_t = body_limit::DEFAULT_MAX_REQUEST_BYTES)]
@@ -186,26 +120,11 @@ pub struct ServeConfig {
     #[arg(long, env = "AGENT_HARNESS_DELTAS", value_enum, default_value = "on")]
     pub deltas: Toggle,
 
-    /// Live typing: each stream sends deltas at most this often, what was
-    /// typed meanwhile coalesced into one delta per block (a stream never
-    /// wakes per fragment). 0 = every change as it comes. Before an event a
-    /// stream always sends what precedes it first, whatever the interval.
-    #[arg(long, env = "AGENT_HARNESS_DELTA_INTERVAL", default_value = duration_default!(log::DEFAULT_DELTA_INTERVAL), value_parser = parse_duration)]
-    pub delta_interval: Duration,
-
     /// Most bytes of partial text (live typing) held per session; past it a
     /// block stops growing until its `content` event lands. At most 4177920
     /// (one block's snapshot must fit in a 4 MiB message).
     #[arg(long, env = "AGENT_HARNESS_MAX_PARTIAL_BYTES", default_value_t = partial::DEFAULT_MAX_PARTIAL_BYTES, value_parser = parse_partial_bytes)]
     pub max_partial_bytes: usize,
-
-    /// Largest event streamed whole, in bytes of its protobuf encoding. A
-    /// larger one (a long answer, a Read of a big file) is stored whole but
-    /// streamed cut down and marked `truncated`; ReadFullEvent returns the
-    /// whole. At most 4177920 (4 MiB less room for the message around it),
-    /// at least 16384.
-    #[arg(long, env = "AGENT_HARNESS_MAX_EVENT_BYTES", default_value_t = log::cut::DEFAULT_MAX_EVENT_BYTES)]
-    pub max_event_bytes: usize,
 
     /// File holding the bearer token every RPC must carry
     /// (`authorization: Bearer TOKEN`). Required for a non-loopback --listen.
@@ -220,107 +139,6 @@ pub struct ServeConfig {
     #[arg(long, env = "AGENT_HARNESS_SECRETS_KEY_FILE")]
     pub secrets_key_file: Option<PathBuf>,
 
-    /// A browser origin allowed to call the API (repeatable; env:
-    /// comma-separated), e.g. `https://ui.example:8443`. Default: loopback
-    /// origins only (http/https, localhost, 127.0.0.1, [::1], any port).
-    /// `*` allows every origin and requires --auth-token-file.
-    #[arg(
-        long = "allowed-origin",
-        env = "AGENT_HARNESS_ALLOWED_ORIGINS",
-        value_delimiter = ','
-    )]
-    pub allowed_origins: Vec<String>,
-
-    /// A Host / :authority name (or address) accepted besides the loopback
-    /// names and the listen address (repeatable; env: comma-separated).
-    /// Requires --auth-token-file; `*` accepts any host.
-    #[arg(
-        long = "allowed-host",
-        env = "AGENT_HARNESS_ALLOWED_HOSTS",
-        value_delimiter = ','
-    )]
-    pub allowed_hosts: Vec<String>,
-
-    /// A CLI flag a client may pass in `StartConfig.args`, besides the
-    /// default set (repeatable; env: comma-separated), e.g.
-    /// `--allow-arg=--max-budget-usd`; its value passes through. Flags that
-    /// widen permissions, redirect the API or that the server owns are a
-    /// start-up error here.
-    #[arg(
-        long = "allow-arg",
-        env = "AGENT_HARNESS_ALLOW_ARGS",
-        value_delimiter = ',',
-        allow_hyphen_values = true
-    )]
-    pub allow_args: Vec<String>,
-
-    /// An environment variable a client may set in `StartConfig.env`
-    /// (repeatable; env: comma-separated). None by default. Variables that
-    /// redirect the API or inject code are a start-up error here.
-    #[arg(
-        long = "allow-env",
-        env = "AGENT_HARNESS_ALLOW_ENV",
-        value_delimiter = ','
-    )]
-    pub allow_env: Vec<String>,
-
-    /// A directory a session's `config.cwd` must lie under (symlinks
-    /// resolved; repeatable; env: comma-separated). Default: any directory.
-    #[arg(
-        long = "allowed-cwd",
-        env = "AGENT_HARNESS_ALLOWED_CWDS",
-        value_delimiter = ','
-    )]
-    pub allowed_cwds: Vec<PathBuf>,
-
-    /// A permission mode a client may choose (`StartConfig.permission_mode`,
-    /// SetPermissionMode) besides default, plan and dontAsk: acceptEdits or
-    /// auto (repeatable; env: comma-separated). bypassPermissions only with
-    /// `--permissions skip`, which allows every mode.
-    #[arg(
-        long = "allow-permission-mode",
-        env = "AGENT_HARNESS_ALLOW_PERMISSION_MODES",
-        value_delimiter = ','
-    )]
-    pub allow_permission_modes: Vec<String>,
-
-    /// A slash command a client's message may be, besides /compact and
-    /// /context (repeatable; env: comma-separated), e.g.
-    /// `--allow-slash-command usage`. Any other message the CLI would run as
-    /// a command (`/config ...`) is refused with INVALID_ARGUMENT.
-    #[arg(
-        long = "allow-slash-command",
-        env = "AGENT_HARNESS_ALLOW_SLASH_COMMANDS",
-        value_delimiter = ','
-    )]
-    pub allow_slash_commands: Vec<String>,
-
-    /// The CLI's configuration directory (`CLAUDE_CONFIG_DIR` of every CLI
-    /// the server runs): its settings, login and transcripts. Default:
-    /// `<data-dir>/claude`, created 0700 and seeded with the operator's
-    /// login (~/.claude/.credentials.json and the account keys of
-    /// ~/.claude.json), never their settings, hooks or MCP servers.
-    #[arg(long, env = "AGENT_HARNESS_CLAUDE_CONFIG_DIR")]
-    pub claude_config_dir: Option<PathBuf>,
-
-    /// Let the CLI read a session folder's project settings
-    /// (`.claude/settings.json`, `.claude/settings.local.json`: hooks,
-    /// permissions): `--setting-sources user,project,local`. Default: user
-    /// settings only (those in the configuration directory).
-    #[arg(long, env = "AGENT_HARNESS_ALLOW_PROJECT_SETTINGS")]
-    pub allow_project_settings: bool,
-
-    /// An MCP server configuration file (JSON, as `claude --mcp-config`
-    /// takes it) for every CLI (repeatable; env: comma-separated). The CLI
-    /// always runs with `--strict-mcp-config`: MCP servers come only from
-    /// these files, never from a session folder's `.mcp.json`.
-    #[arg(
-        long = "mcp-config",
-        env = "AGENT_HARNESS_MCP_CONFIG",
-        value_delimiter = ','
-    )]
-    pub mcp_config: Vec<PathBuf>,
-
     /// PEM certificate chain: serve gRPC and grpc-web over TLS (with --tls-key).
     #[arg(long, env = "AGENT_HARNESS_TLS_CERT", requires = "tls_key")]
     pub tls_cert: Option<PathBuf>,
@@ -328,11 +146,6 @@ pub struct ServeConfig {
     /// PEM private key of --tls-cert.
     #[arg(long, env = "AGENT_HARNESS_TLS_KEY", requires = "tls_cert")]
     pub tls_key: Option<PathBuf>,
-
-    /// Most CLI processes alive at once; a Start or a respawning Send beyond
-    /// it gets RESOURCE_EXHAUSTED and appends nothing.
-    #[arg(long, env = "AGENT_HARNESS_MAX_LIVE_RUNS", default_value_t = manager::DEFAULT_MAX_LIVE_RUNS)]
-    pub max_live_runs: usize,
 
     /// Most streams (Subscribe, ReadFullEvent) open at once; one more gets
     /// RESOURCE_EXHAUSTED.
@@ -350,33 +163,10 @@ pub struct ServeConfig {
         default_value_t = start_limit::DEFAULT_MAX_SESSIONS_PER_MINUTE
     )]
     pub max_sessions_per_minute: u32,
-
-    /// Delete sessions with no live run whose last event is older than this
-    /// many days (checked every minute). 0 = keep sessions however old.
-    #[arg(long, env = "AGENT_HARNESS_RETENTION_DAYS", default_value_t = 0)]
-    pub retention_days: u32,
-
-    /// Most sessions stored: a Start that creates one more first deletes the
-    /// least recently active sessions with no live run (down to nine tenths
-    /// of the cap); RESOURCE_EXHAUSTED when none can go. 0 = no cap.
-    #[arg(long, env = "AGENT_HARNESS_MAX_SESSIONS", default_value_t = 0)]
-    pub max_sessions: usize,
-
-    /// Let a Start resume (`config.resume`) a CLI conversation that no
-    /// session of this server has recorded (one made by a CLI outside it).
-    /// A conversation another session of this server has stays refused.
-    #[arg(long, env = "AGENT_HARNESS_ALLOW_RESUME_IMPORT")]
-    pub allow_resume_import: bool,
     /// Most connections open at once (TLS handshakes included); one more
     /// is closed at once and counted in the metrics.
     #[arg(long, env = "AGENT_HARNESS_MAX_CONNECTIONS", default_value_t = connections::DEFAULT_MAX_CONNECTIONS)]
     pub max_connections: usize,
-
-    /// How long the receipt of a call carrying an `idempotency_key` is kept
-    /// (on disk, across restarts): a repeat within it returns the first
-    /// response and does nothing. At least 10m.
-    #[arg(long, env = "AGENT_HARNESS_IDEMPOTENCY_TTL", default_value = duration_default!(manager::receipts::DEFAULT_IDEMPOTENCY_TTL), value_parser = parse_idempotency_ttl)]
-    pub idempotency_ttl: Duration,
 
     /// Do not serve Prometheus metrics at `GET /metrics` (served by
     /// default, behind the same origin, Host and token rules as the RPCs).
@@ -389,6 +179,26 @@ pub struct ServeConfig {
     #[arg(long, env = "AGENT_HARNESS_NO_UI")]
     pub no_ui: bool,
 
+    /// The event log's memory and streaming knobs.
+    #[command(flatten)]
+    pub event_log: log::LogOptions,
+
+    /// How the claude CLI is found, configured and asked for permissions.
+    #[command(flatten)]
+    pub claude: ClaudeFlags,
+
+    /// Which browser origins and Host names may reach the API.
+    #[command(flatten)]
+    pub access: access::AccessOptions,
+
+    /// The manager's timers and limits.
+    #[command(flatten)]
+    pub manager: manager::ManagerFlags,
+
+    /// What clients may put into a CLI's argv, env, cwd and input.
+    #[command(flatten)]
+    pub launch: launch::LaunchOptions,
+
     /// Log filter (tracing EnvFilter syntax, e.g. `info,agent_harness_server=debug`).
     #[arg(long, env = "AGENT_HARNESS_LOG", default_value = "info")]
     pub log: String,
@@ -397,20 +207,37 @@ pub struct ServeConfig {
 impl ServeConfig {
     /// The checks across flags, all in one place, each error naming the
     /// flags: `--tls-cert` with `--tls-key`, `--max-event-bytes` in range,
-    /// `--max-connections` above 0, and a non-loopback `--listen` only
-    /// with `--auth-token-file`. (The origin and host rules that depend on
-    /// the token are the access policy's own, checked where it is built.)
+    /// `--max-connections` above 0, and a non-loopback `--listen`,
+    /// `--allowed-origin '*'` and any `--allowed-host` only with
+    /// `--auth-token-file`.
     pub fn check(&self) -> Result<(), Error> {
         if self.tls_cert.is_some() != self.tls_key.is_some() {
             return Err(Error::Config("--tls-cert and --tls-key go together".into()));
         }
-        check_max_event_bytes(self.max_event_bytes)?;
+        check_max_event_bytes(self.event_log.max_event_bytes)?;
         if self.max_connections == 0 {
             return Err(Error::Config(
                 "--max-connections 0 would refuse every connection".into(),
             ));
         }
-        crate::auth::check_bind(&self.listen, self.auth_token_file.is_some())
+        let token = self.auth_token_file.is_some();
+        crate::auth::check_bind(&self.listen, token)?;
+        if !token && self.access.allowed_origins.iter().any(|o| o.trim() == "*") {
+            return Err(Error::Config(
+                "--allowed-origin '*' lets every web page call the API: it needs \
+                 --auth-token-file (the token then is the only protection)"
+                    .into(),
+            ));
+        }
+        if !token && !self.access.allowed_hosts.is_empty() {
+            return Err(Error::Config(
+                "--allowed-host needs --auth-token-file: without a token only loopback \
+                 names are accepted, so that a page rebinding its DNS name to this machine \
+                 cannot call the API"
+                    .into(),
+            ));
+        }
+        Ok(())
     }
 }
 
@@ -434,51 +261,27 @@ impl Default for ServeConfig {
         Self {
             listen: "127.0.0.1:50051".parse().expect("valid default address"),
             data_dir: PathBuf::from("./data"),
-            claude_bin: None,
             adapter: AdapterKind::Interactive,
             cassette_timescale: 1.0,
-            permissions: PermissionMode::Relay,
-            idle_timeout: manager::DEFAULT_IDLE_TIMEOUT,
-            permission_timeout: manager::DEFAULT_PERMISSION_TIMEOUT,
-            stop_grace: manager::DEFAULT_STOP_GRACE,
-            kill_grace: manager::DEFAULT_KILL_GRACE,
-            max_replay: log::DEFAULT_MAX_REPLAY,
-            window: log::DEFAULT_WINDOW,
-            window_bytes: log::DEFAULT_WINDOW_BYTES,
-            cache_bytes: log::DEFAULT_WINDOW_CACHE_BYTES,
-            cache_sessions: log::DEFAULT_CACHE_SESSIONS,
             store_cache_bytes: store::DEFAULT_PAGE_CACHE_BYTES,
-            heartbeat: log::DEFAULT_HEARTBEAT,
             max_request_bytes: body_limit::DEFAULT_MAX_REQUEST_BYTES,
             max_line_bytes: supervise::DEFAULT_MAX_LINE_BYTES,
             deltas: Toggle::On,
-            delta_interval: log::DEFAULT_DELTA_INTERVAL,
             max_partial_bytes: partial::DEFAULT_MAX_PARTIAL_BYTES,
-            max_event_bytes: log::cut::DEFAULT_MAX_EVENT_BYTES,
             auth_token_file: None,
             secrets_key_file: None,
-            allowed_origins: Vec::new(),
-            allowed_hosts: Vec::new(),
-            allow_args: Vec::new(),
-            allow_env: Vec::new(),
-            allowed_cwds: Vec::new(),
-            allow_permission_modes: Vec::new(),
-            allow_slash_commands: Vec::new(),
-            claude_config_dir: None,
-            allow_project_settings: false,
-            mcp_config: Vec::new(),
             tls_cert: None,
             tls_key: None,
-            max_live_runs: manager::DEFAULT_MAX_LIVE_RUNS,
             max_streams: rpc::DEFAULT_MAX_STREAMS,
             max_sessions_per_minute: start_limit::DEFAULT_MAX_SESSIONS_PER_MINUTE,
-            retention_days: 0,
-            max_sessions: 0,
-            allow_resume_import: false,
             max_connections: connections::DEFAULT_MAX_CONNECTIONS,
-            idempotency_ttl: manager::receipts::DEFAULT_IDEMPOTENCY_TTL,
             no_metrics: false,
             no_ui: false,
+            event_log: log::LogOptions::default(),
+            claude: ClaudeFlags::default(),
+            access: access::AccessOptions::default(),
+            manager: manager::ManagerFlags::default(),
+            launch: launch::LaunchOptions::default(),
             log: "info".into(),
         }
     }
@@ -512,21 +315,6 @@ pub struct RecordConfig {
     pub args: Vec<String>,
 }
 
-/// `--idempotency-ttl`: a duration of at least
-/// [`MIN_IDEMPOTENCY_TTL`](crate::manager::receipts::MIN_IDEMPOTENCY_TTL)
-/// (retries are safe for at least 10 minutes: docs/api.md, "Retry safety").
-pub fn parse_idempotency_ttl(s: &str) -> Result<Duration, String> {
-    let ttl = parse_duration(s)?;
-    let min = manager::receipts::MIN_IDEMPOTENCY_TTL;
-    if ttl < min {
-        return Err(format!(
-            "{s:?} is shorter than {}m: retries must stay safe for at least that long",
-            min.as_secs() / 60
-        ));
-    }
-    Ok(ttl)
-}
-
 /// A feature switch (`on` / `off`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
 pub enum Toggle {
@@ -550,52 +338,10 @@ fn parse_partial_bytes(s: &str) -> Result<usize, String> {
     Ok(n)
 }
 
-/// Writes `d` the way [`parse_duration`] reads it, in the largest unit that
-/// holds it whole: 1800 s is "30m", 50 ms is "50ms".
-pub fn format_duration(d: Duration) -> String {
-    let ms = d.as_millis();
-    if ms % 1000 != 0 {
-        return format!("{ms}ms");
-    }
-    let secs = ms / 1000;
-    match secs {
-        0 => "0s".into(),
-        s if s % 3600 == 0 => format!("{}h", s / 3600),
-        s if s % 60 == 0 => format!("{}m", s / 60),
-        s => format!("{s}s"),
-    }
-}
-
-/// Parses "1500ms", "30s", "5m", "2h" or a bare number of seconds.
-pub fn parse_duration(s: &str) -> Result<Duration, String> {
-    let s = s.trim();
-    let split = s
-        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
-        .unwrap_or(s.len());
-    let (num, unit) = s.split_at(split);
-    let value: f64 = num
-        .parse()
-        .map_err(|_| format!("invalid duration {s:?}: expected e.g. 30s, 5m, 1500ms"))?;
-    let secs = match unit.trim() {
-        "" | "s" | "sec" | "secs" => value,
-        "ms" => value / 1000.0,
-        "m" | "min" | "mins" => value * 60.0,
-        "h" | "hr" | "hours" => value * 3600.0,
-        other => {
-            return Err(format!(
-                "invalid duration unit {other:?} in {s:?}: use ms, s, m or h"
-            ));
-        }
-    };
-    if !secs.is_finite() || secs < 0.0 {
-        return Err(format!("invalid duration {s:?}"));
-    }
-    Ok(Duration::from_secs_f64(secs))
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::time::Duration;
 
     #[test]
     fn durations() {
@@ -630,12 +376,15 @@ mod tests {
             panic!("expected serve")
         };
         assert_eq!(cfg.listen.to_string(), "127.0.0.1:50051");
-        assert_eq!(cfg.stop_grace, Duration::from_secs(5));
-        assert_eq!(cfg.idle_timeout, Duration::from_secs(1800));
+        assert_eq!(cfg.manager.stop_grace, Duration::from_secs(5));
+        assert_eq!(cfg.manager.idle_timeout, Duration::from_secs(1800));
         assert_eq!(cfg.max_line_bytes, 8 * 1024 * 1024);
         assert_eq!(cfg.max_line_bytes, ServeConfig::default().max_line_bytes);
-        assert_eq!(cfg.idempotency_ttl, Duration::from_secs(15 * 60));
-        assert_eq!(cfg.idempotency_ttl, ServeConfig::default().idempotency_ttl);
+        assert_eq!(cfg.manager.idempotency_ttl, Duration::from_secs(15 * 60));
+        assert_eq!(
+            cfg.manager.idempotency_ttl,
+            ServeConfig::default().manager.idempotency_ttl
+        );
     }
 
     #[test]
@@ -711,9 +460,12 @@ mod tests {
             let Command::Serve(cfg) = cli.command else {
                 panic!("expected serve")
             };
-            crate::server::serve_options(&cfg).map(|_| cfg.max_event_bytes)
+            crate::server::serve_options(&cfg).map(|_| cfg.event_log.max_event_bytes)
         };
-        assert_eq!(ServeConfig::default().max_event_bytes, 1024 * 1024);
+        assert_eq!(
+            ServeConfig::default().event_log.max_event_bytes,
+            1024 * 1024
+        );
         assert_eq!(parse("65536").unwrap(), 65536);
         assert_eq!(
             parse(&MAX_EVENT_BYTES_CEILING.to_string()).unwrap(),

@@ -66,6 +66,7 @@ pub mod body_limit;
 pub mod config;
 pub mod connections;
 pub mod deadline;
+pub mod duration;
 pub mod error;
 pub mod launch;
 pub mod listen;

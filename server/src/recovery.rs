@@ -29,7 +29,7 @@ use agent_harness_protocol::pb;
 use agent_harness_protocol::pb::event::Payload;
 
 use crate::error::Result;
-use crate::log::{EventLogs, MetaChange};
+use crate::log::{Commit, EventLogs};
 use crate::manager::inferred_run_end;
 use crate::store::SessionMeta;
 
@@ -99,9 +99,11 @@ async fn recover_one(
     let forget = meta.pid.is_some();
     let events: Vec<_> = closed_run.iter().cloned().map(inferred_run_end).collect();
     if !events.is_empty() || forget {
-        let change: Option<MetaChange> =
-            forget.then(|| Box::new(SessionMeta::forget_process) as MetaChange);
-        logs.commit(&sid, events, change, None).await?;
+        let mut commit = Commit::events(events);
+        if forget {
+            commit = commit.with_meta(SessionMeta::forget_process);
+        }
+        logs.commit(&sid, commit).await?;
     }
     if closed_run.is_none() && !killed {
         return Ok(None);

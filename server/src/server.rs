@@ -48,7 +48,7 @@ use crate::connections::{ConnectionLimits, ConnectionStats, HttpService};
 use crate::deadline::DeadlineLayer;
 use crate::error::{Error, Result};
 use crate::launch::LaunchPolicy;
-use crate::log::{EventLogs, LogOptions};
+use crate::log::EventLogs;
 use crate::manager::{ManagerOptions, SessionManager};
 use crate::plain::PlainLayer;
 use crate::rpc::Rpc;
@@ -124,8 +124,8 @@ pub fn serve_options(config: &ServeConfig) -> Result<ServeOptions> {
         .map(auth::load_token)
         .transpose()?;
     let access = AccessPolicy::new(
-        &config.allowed_origins,
-        &config.allowed_hosts,
+        &config.access.allowed_origins,
+        &config.access.allowed_hosts,
         token.is_some(),
         Some(config.listen),
     )?;
@@ -175,20 +175,7 @@ pub async fn run(config: ServeConfig, shutdown: impl Future<Output = ()> + Send)
     )?);
     let path = config.data_dir.join("events.redb");
     let store = RedbStore::open_with_cache(&path, config.store_cache_bytes)?;
-    let logs = EventLogs::open(
-        Arc::new(store),
-        LogOptions {
-            window: config.window,
-            window_bytes: config.window_bytes,
-            cache_bytes: config.cache_bytes,
-            cache_sessions: config.cache_sessions,
-            max_replay: config.max_replay as u64,
-            heartbeat: config.heartbeat,
-            delta_interval: config.delta_interval,
-            max_event_bytes: config.max_event_bytes,
-            ..LogOptions::default()
-        },
-    )?;
+    let logs = EventLogs::open(Arc::new(store), config.event_log.clone())?;
     let recovered = crate::recovery::recover(&logs, &crate::supervise::kill_recorded_run).await?;
     tracing::info!(store = %path.display(), recovered = recovered.len(), "event store open");
     let adapter = build_adapter(&config)?;
@@ -208,9 +195,7 @@ pub async fn run(config: ServeConfig, shutdown: impl Future<Output = ()> + Send)
 /// `--permissions` with `--allow-permission-mode`, and
 /// `--allow-slash-command`; an error names the flag.
 pub fn launch_policy(config: &ServeConfig) -> Result<LaunchPolicy> {
-    LaunchPolicy::from_operator(&config.allow_args, &config.allow_env, &config.allowed_cwds)?
-        .with_permission_modes(config.permissions, &config.allow_permission_modes)?
-        .with_slash_commands(&config.allow_slash_commands)
+    config.launch.policy(config.claude.permissions)
 }
 
 /// The manager's options from the serve configuration, except the launch
@@ -218,25 +203,10 @@ pub fn launch_policy(config: &ServeConfig) -> Result<LaunchPolicy> {
 /// here it is the default (safe arg set, no env, any cwd).
 pub fn manager_options(config: &ServeConfig) -> ManagerOptions {
     ManagerOptions {
-        idle_timeout: config.idle_timeout,
-        permission_timeout: config.permission_timeout,
-        stop_grace: config.stop_grace,
-        kill_grace: config.kill_grace,
         max_line_bytes: config.max_line_bytes,
         max_partial_bytes: config.max_partial_bytes,
-        max_live_runs: config.max_live_runs,
-        cache_sessions: config.cache_sessions,
-        idempotency: crate::manager::receipts::IdempotencyOptions {
-            ttl: config.idempotency_ttl,
-            ..Default::default()
-        },
-        allow_resume_import: config.allow_resume_import,
-        retention: crate::manager::RetentionOptions {
-            max_age: (config.retention_days > 0)
-                .then(|| Duration::from_secs(u64::from(config.retention_days) * 24 * 60 * 60)),
-            max_sessions: (config.max_sessions > 0).then_some(config.max_sessions),
-        },
-        ..ManagerOptions::default()
+        cache_sessions: config.event_log.cache_sessions,
+        ..config.manager.options()
     }
 }
 
@@ -257,51 +227,19 @@ pub fn build_adapter(config: &ServeConfig) -> Result<Arc<dyn ProcessAdapter>> {
     }
 }
 
-/// The claude adapters' options from the serve configuration, with the
-/// configuration the server owns: `CLAUDE_CONFIG_DIR` (`--claude-config-dir`,
-/// default `<data-dir>/claude`; created 0700 and seeded with the operator's
-/// login, see [`config_dir`](crate::adapter::claude::config_dir)), the
-/// settings sources and the operator's `--mcp-config` files (each must be
-/// a readable file).
+/// The claude adapters' options from the serve configuration: the claude
+/// flags ([`ClaudeFlags::options`](crate::adapter::claude::ClaudeFlags::options)
+/// prepares the configuration directory the server owns) with the data
+/// directory, the line limit and live typing.
 pub fn claude_options(config: &ServeConfig) -> Result<ClaudeOptions> {
-    use crate::adapter::claude::{USER_SETTINGS_ONLY, WITH_PROJECT_SETTINGS, config_dir};
-    let dir = config
-        .claude_config_dir
-        .clone()
-        .unwrap_or_else(|| config.data_dir.join("claude"));
-    let dir = std::path::absolute(&dir)
-        .map_err(|e| Error::Config(format!("--claude-config-dir {}: {e}", dir.display())))?;
-    config_dir::prepare(&dir, config_dir::OperatorLogin::from_env().as_ref())
-        .map_err(|e| Error::Config(format!("--claude-config-dir: {e}")))?;
-    let mut mcp_config = Vec::new();
-    for file in &config.mcp_config {
-        let abs = std::path::absolute(file)
-            .ok()
-            .filter(|p| p.is_file())
-            .ok_or_else(|| {
-                Error::Config(format!(
-                    "--mcp-config {}: not a readable file",
-                    file.display()
-                ))
-            })?;
-        mcp_config.push(abs);
-    }
-    Ok(ClaudeOptions {
-        claude_bin: config.claude_bin.clone(),
-        permissions: config.permissions,
-        // The reader stops buffering at the same limit the normalizer enforces.
-        max_line_bytes: config.max_line_bytes,
-        partial_messages: config.deltas == crate::config::Toggle::On,
-        config_dir: Some(dir),
-        setting_sources: if config.allow_project_settings {
-            WITH_PROJECT_SETTINGS
-        } else {
-            USER_SETTINGS_ONLY
-        }
-        .into(),
-        mcp_config,
-        ..ClaudeOptions::default()
-    })
+    config
+        .claude
+        .options(
+            &config.data_dir,
+            config.max_line_bytes,
+            config.deltas == crate::config::Toggle::On,
+        )
+        .map_err(Error::Config)
 }
 
 /// Serves on an already bound listener until `shutdown` resolves, then

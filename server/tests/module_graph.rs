@@ -4,7 +4,8 @@
 //! below the log. This test reads every `crate::` path of the production
 //! code in `server/src` (comments and `#[cfg(test)]` modules left out),
 //! folds them into a graph of top-level modules, and fails naming the
-//! first import circle it finds.
+//! first import circle it finds. It also keeps each file's production
+//! part within [`MAX_PRODUCTION_LINES`].
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
@@ -44,6 +45,55 @@ fn options_and_metrics_point_down() {
         Some(&BTreeSet::new()),
         "metrics imports"
     );
+}
+
+/// Most lines of a file's production part (the lines before its test
+/// module). A file past it holds more than one concept: split it along a
+/// seam (the way `manager/send` left `manager/mod.rs`), not by line count.
+const MAX_PRODUCTION_LINES: usize = 650;
+
+#[test]
+fn no_production_part_outgrows_one_concept() {
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+    let mut files = Vec::new();
+    collect(&src, &mut files);
+    let mut test_only = BTreeSet::new();
+    let mut sizes = Vec::new();
+    for file in &files {
+        let text = std::fs::read_to_string(file).expect("readable source");
+        strip(&text, &mut String::new(), &mut test_only);
+        sizes.push((file, production_lines(&text)));
+    }
+    let over: Vec<String> = sizes
+        .into_iter()
+        .filter(|(file, _)| {
+            let stem = file.file_stem().and_then(|s| s.to_str()).unwrap_or("");
+            !test_only.contains(stem)
+        })
+        .filter(|(_, n)| *n > MAX_PRODUCTION_LINES)
+        .map(|(file, n)| {
+            format!(
+                "{} ({n} lines)",
+                file.strip_prefix(&src).unwrap_or(file).display()
+            )
+        })
+        .collect();
+    assert!(
+        over.is_empty(),
+        "production part over {MAX_PRODUCTION_LINES} lines: {over:?} (split it along a concept)"
+    );
+    assert_eq!(production_lines("a\nb\n#[cfg(test)]\nmod tests {\n}\n"), 2);
+    assert_eq!(production_lines("a\n#[cfg(test)]\nfn f() {}\nb\n"), 4);
+}
+
+/// The lines of `text` before its test module (`#[cfg(test)]` then `mod`),
+/// or all of them.
+fn production_lines(text: &str) -> usize {
+    let lines: Vec<&str> = text.lines().collect();
+    lines
+        .windows(2)
+        .position(|w| w[0].trim() == "#[cfg(test)]" && w[1].trim_start().starts_with("mod "))
+        .unwrap_or(lines.len())
 }
 
 #[test]

@@ -40,8 +40,10 @@
 
 mod args;
 mod cli_vocabulary;
+mod options;
 pub mod slash;
 
+pub use self::options::LaunchOptions;
 pub use cli_vocabulary::{
     Arity, DEFAULT_ARGS, KNOWN_ARITY, NEVER_ARGS, NEVER_ENV, NEVER_ENV_PREFIXES, OPERATOR_ARGS,
     SUBCOMMANDS,

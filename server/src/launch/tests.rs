@@ -445,20 +445,16 @@ fn slash_commands_are_refused_under_every_policy() {
         assert_eq!(field_of(e), "input");
         policy.check_input(fields, "/compact", &[]).unwrap();
     }
-    let cfg = ServeConfig {
-        allow_slash_commands: s(&["usage"]),
-        ..ServeConfig::default()
-    };
+    let mut cfg = ServeConfig::default();
+    cfg.launch.allow_slash_commands = s(&["usage"]);
     let policy = launch_policy(&cfg).unwrap();
     assert_eq!(
         policy.allowed_slash_commands().collect::<Vec<_>>(),
         ["compact", "context", "usage"]
     );
     policy.check_input(fields, "/usage", &[]).unwrap();
-    let bad = ServeConfig {
-        allow_slash_commands: s(&["a b"]),
-        ..ServeConfig::default()
-    };
+    let mut bad = ServeConfig::default();
+    bad.launch.allow_slash_commands = s(&["a b"]);
     let e = launch_policy(&bad).unwrap_err().to_string();
     assert!(e.contains("--allow-slash-command"), "{e}");
 }

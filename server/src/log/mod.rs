@@ -22,6 +22,7 @@
 //!   read and every stream carry the cut form, History pages are bounded by
 //!   bytes, and [`EventLogs::full_event`] gives the whole one back.
 
+mod commit;
 pub mod cut;
 mod failpoint;
 mod options;
@@ -31,6 +32,7 @@ mod subscribe;
 mod typing;
 mod writer;
 
+pub use self::commit::{Commit, MetaChange, NewEvent};
 pub use self::failpoint::FAILPOINT_ENV;
 pub use self::options::{
     DEFAULT_CACHE_SESSIONS, DEFAULT_DELTA_INTERVAL, DEFAULT_HEARTBEAT, DEFAULT_MAX_REPLAY,
@@ -68,22 +70,6 @@ pub const SUBSCRIBER_WINDOW_CHUNK: usize = 16;
 /// Optimistic loads of a head from the store before loading under the lock
 /// (see `Shared::load`).
 const LOAD_RETRIES: usize = 2;
-
-/// An event to append; the log assigns `seq`, `session_id` and `time`.
-#[derive(Debug, Clone)]
-pub struct NewEvent {
-    /// The run it belongs to ("" for none).
-    pub run_id: String,
-    /// What happened.
-    pub payload: pb::event::Payload,
-    /// The CLI's original stdout line ("" for harness-made events).
-    pub cli_line: String,
-}
-
-/// A change to a session's meta, committed with an append
-/// ([`EventLogs::commit`]); it cannot change the session id, the head or
-/// the creation time.
-pub type MetaChange = Box<dyn FnOnce(&mut SessionMeta) + Send + 'static>;
 
 /// Errors from the log.
 #[derive(Debug, thiserror::Error)]
@@ -371,52 +357,32 @@ impl EventLogs {
         })
     }
 
-    /// Appends `events` to one session. Assigns consecutive seqs and the
-    /// append time; resolves only after the durable commit, and subscribers
-    /// see the events only after that commit too. On error nothing of the
-    /// call was committed and no seq was consumed.
-    pub async fn append(
-        &self,
-        session_id: &str,
-        events: Vec<NewEvent>,
-    ) -> Result<Vec<pb::Event>, LogError> {
-        if events.is_empty() {
-            return Ok(Vec::new());
-        }
-        self.send_append(session_id, events, None, None).await
-    }
-
-    /// Appends `events` and changes the session's meta in ONE commit: after
-    /// a crash either both are there or neither (e.g. a `run_end` and the
-    /// clearing of the pid it ended). Otherwise as [`EventLogs::append`] and
-    /// [`EventLogs::update_meta`]; with no events it is a meta update.
-    pub async fn append_with_meta(
-        &self,
-        session_id: &str,
-        events: Vec<NewEvent>,
-        f: impl FnOnce(&mut SessionMeta) + Send + 'static,
-    ) -> Result<Vec<pb::Event>, LogError> {
-        self.send_append(session_id, events, Some(Box::new(f)), None)
-            .await
-    }
-
-    /// Appends `events`, changes the meta (when `meta` is given) and writes
-    /// `receipt` (when given), all in ONE commit: a keyed call's receipt is
-    /// durable exactly when the events it appended are. With no events and
-    /// no meta change it commits the receipt alone (the session is not
-    /// touched); with nothing at all it does nothing. Otherwise as
-    /// [`EventLogs::append_with_meta`].
+    /// Writes `commit` to one session in ONE durable transaction: assigns
+    /// its events consecutive seqs and the append time, changes the meta,
+    /// writes the receipt. Resolves only after the commit, and subscribers
+    /// see the events only after it too; returns the events as appended. On
+    /// error nothing of it was committed and no seq was consumed. Runs on
+    /// the writer thread, serialized with every other write, so a meta
+    /// change never races a head update.
     pub async fn commit(
         &self,
         session_id: &str,
-        events: Vec<NewEvent>,
-        meta: Option<MetaChange>,
-        receipt: Option<ReceiptWrite>,
+        commit: Commit,
     ) -> Result<Vec<pb::Event>, LogError> {
-        if events.is_empty() && meta.is_none() && receipt.is_none() {
+        if commit.is_empty() {
             return Ok(Vec::new());
         }
-        self.send_append(session_id, events, meta, receipt).await
+        let _room = self.queue_room(commit.events.len().max(1)).await?;
+        let (reply, rx) = oneshot::channel();
+        self.inner
+            .tx
+            .send(Cmd::Commit {
+                session_id: session_id.to_owned(),
+                commit,
+                reply,
+            })
+            .map_err(|_| LogError::Closed)?;
+        rx.await.map_err(|_| LogError::Closed)?
     }
 
     /// Deletes the receipts created before `before_ms` (Unix ms), in
@@ -437,28 +403,6 @@ impl EventLogs {
                 return Ok(total);
             }
         }
-    }
-
-    async fn send_append(
-        &self,
-        session_id: &str,
-        events: Vec<NewEvent>,
-        meta: Option<writer::MetaFn>,
-        receipt: Option<ReceiptWrite>,
-    ) -> Result<Vec<pb::Event>, LogError> {
-        let _room = self.queue_room(events.len().max(1)).await?;
-        let (reply, rx) = oneshot::channel();
-        self.inner
-            .tx
-            .send(Cmd::Append {
-                session_id: session_id.to_owned(),
-                events,
-                meta,
-                receipt,
-                reply,
-            })
-            .map_err(|_| LogError::Closed)?;
-        rx.await.map_err(|_| LogError::Closed)?
     }
 
     /// Room for `n` more queued events (at most the whole queue, so one
@@ -511,28 +455,6 @@ impl EventLogs {
         Ok(subscribe::stream(
             shared, session, session_id, after_seq, deltas,
         ))
-    }
-
-    /// Changes a session's meta durably (creating it if absent), e.g. the
-    /// resume id or the pid + start time of the live process. Runs on the
-    /// writer thread, serialized with appends, so it never races a head
-    /// update; `f` cannot change `session_id`, `head_seq` or `created_ms`.
-    pub async fn update_meta(
-        &self,
-        session_id: &str,
-        f: impl FnOnce(&mut SessionMeta) + Send + 'static,
-    ) -> Result<(), LogError> {
-        let _room = self.queue_room(1).await?;
-        let (reply, rx) = oneshot::channel();
-        self.inner
-            .tx
-            .send(Cmd::Meta {
-                session_id: session_id.to_owned(),
-                f: Box::new(f),
-                reply,
-            })
-            .map_err(|_| LogError::Closed)?;
-        rx.await.map_err(|_| LogError::Closed)?
     }
 
     /// Deletes a session: everything the store holds of it (events, whole

@@ -13,12 +13,11 @@
 //!
 //! Per-commit cost is what bounds throughput (each session a commit touches
 //! costs at least one copied-on-write B-tree leaf), so a commit writes only
-//! events plus the metas that really changed: a session's first append
-//! creates its meta, `update_meta` rewrites it, and plain appends write no
-//! meta at all (the store derives the head from the events table); an
-//! append that carries a meta change (`append_with_meta`) writes both in
-//! the same transaction, and so does one that carries the receipt of a keyed
-//! call ([`EventLogs::commit`](super::EventLogs::commit)): a receipt is never
+//! events plus the metas that really changed: a session's first commit
+//! creates its meta, a commit that carries a meta change rewrites it, and
+//! one with events alone writes no meta at all (the store derives the head
+//! from the events table). A commit that carries the receipt of a keyed
+//! call writes it in the same transaction: a receipt is never
 //! durable without its events, nor the events without it. A commit that
 //! carries only a receipt does not touch its session. Each appended event
 //! is built once, cloned once into its session's window, and moved (not cloned) into the append's
@@ -37,29 +36,16 @@ use agent_harness_protocol::pb;
 use tokio::sync::oneshot;
 
 use super::failpoint::{Failpoint, When};
-use super::{LogError, NewEvent, SessionLog, Shared};
-use crate::store::{Commit, ReceiptWrite, SessionMeta};
-
-/// A meta change, applied on the writer thread.
-pub(super) type MetaFn = super::MetaChange;
+use super::{Commit, LogError, MetaChange, SessionLog, Shared};
+use crate::store::{self, ReceiptWrite, SessionMeta};
 
 /// What the writer is asked to do.
 pub(super) enum Cmd {
-    /// Append events to one session, and change its meta in the same
-    /// commit when `meta` is given.
-    Append {
+    /// Write one commit to one session.
+    Commit {
         session_id: String,
-        events: Vec<NewEvent>,
-        meta: Option<MetaFn>,
-        /// The receipt of the keyed call these events are for.
-        receipt: Option<ReceiptWrite>,
+        commit: Commit,
         reply: oneshot::Sender<Result<Vec<pb::Event>, LogError>>,
-    },
-    /// Change one session's meta.
-    Meta {
-        session_id: String,
-        f: MetaFn,
-        reply: oneshot::Sender<Result<(), LogError>>,
     },
     /// Delete one session from the store (writing `receipt` in the same
     /// transaction) and from memory, after committing what was queued
@@ -76,12 +62,7 @@ pub(super) enum Cmd {
 impl Cmd {
     fn weight(&self) -> usize {
         match self {
-            Cmd::Append {
-                events,
-                meta,
-                receipt,
-                ..
-            } => events.len() + usize::from(meta.is_some()) + usize::from(receipt.is_some()),
+            Cmd::Commit { commit, .. } => commit.weight(),
             _ => 1,
         }
     }
@@ -95,15 +76,9 @@ struct Touched {
     write_meta: bool,
 }
 
-enum Reply {
-    /// The append's reply and how many of the batch's events are its own.
-    Append(oneshot::Sender<Result<Vec<pb::Event>, LogError>>, usize),
-    Meta(oneshot::Sender<Result<(), LogError>>),
-}
-
 /// Applies a caller's meta change; the log owns `session_id`, `head_seq`
 /// and `created_ms`, so the closure cannot corrupt them.
-fn change_meta(meta: &mut SessionMeta, session_id: &str, now_ms: i64, f: MetaFn) {
+fn change_meta(meta: &mut SessionMeta, session_id: &str, now_ms: i64, f: MetaChange) {
     let (head, created) = (meta.head_seq, meta.created_ms);
     f(meta);
     meta.session_id = session_id.to_owned();
@@ -224,7 +199,7 @@ impl Writer {
                             break;
                         }
                         weight += cmd.weight();
-                        appends += usize::from(matches!(cmd, Cmd::Append { .. }));
+                        appends += usize::from(matches!(cmd, Cmd::Commit { .. }));
                         batch.push(cmd);
                     }
                 }
@@ -290,18 +265,21 @@ impl Writer {
 
         for cmd in batch {
             let reply = match cmd {
-                Cmd::Append {
+                Cmd::Commit {
                     session_id,
-                    events: new,
-                    meta: change,
-                    receipt,
+                    commit:
+                        Commit {
+                            events: new,
+                            meta: change,
+                            receipt,
+                        },
                     reply,
                 } => {
                     if new.is_empty() && change.is_none() {
                         // A receipt alone (a keyed call that appended
                         // nothing): the session is not touched.
                         receipts.extend(receipt);
-                        replies.push(Reply::Append(reply, 0));
+                        replies.push((reply, 0));
                         continue;
                     }
                     let meta = match self.touch(&mut touched, &session_id, now_ms, change.is_some())
@@ -341,21 +319,7 @@ impl Writer {
                             None => events.push(event),
                         }
                     }
-                    Reply::Append(reply, events.len() - start)
-                }
-                Cmd::Meta {
-                    session_id,
-                    f,
-                    reply,
-                } => {
-                    match self.touch(&mut touched, &session_id, now_ms, true) {
-                        Ok(meta) => change_meta(meta, &session_id, now_ms, f),
-                        Err(e) => {
-                            let _ = reply.send(Err(e));
-                            continue;
-                        }
-                    }
-                    Reply::Meta(reply)
+                    (reply, events.len() - start)
                 }
                 Cmd::Shutdown { .. } | Cmd::Delete { .. } => {
                     unreachable!("shutdown and deletion are never batched")
@@ -374,7 +338,7 @@ impl Writer {
             fp.check(self.clock, When::Before);
         }
         let started = Instant::now();
-        let stored = self.shared.store.commit(Commit {
+        let stored = self.shared.store.commit(store::Commit {
             events: &events,
             full: &full,
             metas: &changed,
@@ -405,16 +369,9 @@ impl Writer {
                 // append its own events by moving them out of the batch.
                 let mut events = events.into_iter();
                 let mut answered = 0;
-                for r in replies {
-                    match r {
-                        Reply::Append(tx, n) => {
-                            answered += 1;
-                            let _ = tx.send(Ok(events.by_ref().take(n).collect()));
-                        }
-                        Reply::Meta(tx) => {
-                            let _ = tx.send(Ok(()));
-                        }
-                    }
+                for (tx, n) in replies {
+                    answered += 1;
+                    let _ = tx.send(Ok(events.by_ref().take(n).collect()));
                 }
                 // Subscribers last: each woken stream is a task the runtime
                 // runs, and with 1,000 of them queued first the appenders'
@@ -440,19 +397,12 @@ impl Writer {
                     }
                 }
                 let err = LogError::from(e);
-                for r in replies {
+                for (tx, _) in replies {
                     let e = match &err {
                         LogError::Store(s) => LogError::Store(s.clone()),
                         LogError::Closed => LogError::Closed,
                     };
-                    match r {
-                        Reply::Append(tx, _) => {
-                            let _ = tx.send(Err(e));
-                        }
-                        Reply::Meta(tx) => {
-                            let _ = tx.send(Err(e));
-                        }
-                    }
+                    let _ = tx.send(Err(e));
                 }
                 0
             }

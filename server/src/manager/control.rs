@@ -23,7 +23,7 @@ use super::slot::{Entry, Slot};
 use super::spawn::Trigger;
 use crate::error::{Error, Result};
 use crate::launch;
-use crate::log::NewEvent;
+use crate::log::{Commit, NewEvent};
 use std::sync::Arc;
 
 /// A setting a client changes.
@@ -307,13 +307,12 @@ impl SessionManager {
             .logs
             .commit(
                 session_id,
-                vec![NewEvent {
+                Commit::events(vec![NewEvent {
                     run_id: String::new(),
                     payload,
                     cli_line: String::new(),
-                }],
-                None,
-                receipt,
+                }])
+                .with_receipt(receipt),
             )
             .await?;
         slot.fold.applied(&appended);

@@ -15,6 +15,7 @@ use super::SessionManager;
 use super::control::SettingChange;
 use super::receipts::{Begun, Keyed, fingerprint, start_for_print};
 use crate::error::{Error, Result};
+use crate::log::Commit;
 use crate::secrets::SecretsKey;
 
 /// A request that may carry an `idempotency_key`: what identifies its
@@ -164,9 +165,7 @@ impl SessionManager {
                 .logs
                 .commit(
                     session_id,
-                    Vec::new(),
-                    None,
-                    Some(ticket.keyed.put(&response)),
+                    Commit::default().with_receipt(Some(ticket.keyed.put(&response))),
                 )
                 .await?;
         }

@@ -3,7 +3,8 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use super::receipts::IdempotencyOptions;
+use super::receipts::{self, IdempotencyOptions};
+use crate::duration::{duration_default, parse_duration};
 use crate::launch::LaunchPolicy;
 use crate::secrets::SecretsKey;
 
@@ -97,5 +98,98 @@ impl ManagerOptions {
     /// graces, plus a second of slack for the reaping.
     pub(super) fn ladder_bound(&self) -> Duration {
         self.stop_grace + self.kill_grace * 3 + Duration::from_secs(1)
+    }
+}
+
+/// The manager's flags of `serve` (the doc comments are their `--help`
+/// text); [`ManagerFlags::options`] turns them into [`ManagerOptions`].
+#[derive(Debug, Clone, PartialEq, clap::Args)]
+pub struct ManagerFlags {
+    /// End a keep-alive process that has had no turn in progress for this
+    /// long (run_end IDLE_TIMEOUT). 0 = never.
+    #[arg(long, env = "AGENT_HARNESS_IDLE_TIMEOUT", default_value = duration_default!(DEFAULT_IDLE_TIMEOUT), value_parser = parse_duration)]
+    pub idle_timeout: Duration,
+
+    /// Deny a relayed permission request nobody answered within this time.
+    #[arg(long, env = "AGENT_HARNESS_PERMISSION_TIMEOUT", default_value = duration_default!(DEFAULT_PERMISSION_TIMEOUT), value_parser = parse_duration)]
+    pub permission_timeout: Duration,
+
+    /// After a Stop's interrupt, how long to wait for the turn to end before
+    /// signalling the process group (SIGINT).
+    #[arg(long, env = "AGENT_HARNESS_STOP_GRACE", default_value = duration_default!(DEFAULT_STOP_GRACE), value_parser = parse_duration)]
+    pub stop_grace: Duration,
+
+    /// Time between SIGINT, SIGTERM and SIGKILL while stopping a process.
+    #[arg(long, env = "AGENT_HARNESS_KILL_GRACE", default_value = duration_default!(DEFAULT_KILL_GRACE), value_parser = parse_duration)]
+    pub kill_grace: Duration,
+
+    /// Most CLI processes alive at once; a Start or a respawning Send beyond
+    /// it gets RESOURCE_EXHAUSTED and appends nothing.
+    #[arg(long, env = "AGENT_HARNESS_MAX_LIVE_RUNS", default_value_t = DEFAULT_MAX_LIVE_RUNS)]
+    pub max_live_runs: usize,
+
+    /// Delete sessions with no live run whose last event is older than this
+    /// many days (checked every minute). 0 = keep sessions however old.
+    #[arg(long, env = "AGENT_HARNESS_RETENTION_DAYS", default_value_t = 0)]
+    pub retention_days: u32,
+
+    /// Most sessions stored: a Start that creates one more first deletes the
+    /// least recently active sessions with no live run (down to nine tenths
+    /// of the cap); RESOURCE_EXHAUSTED when none can go. 0 = no cap.
+    #[arg(long, env = "AGENT_HARNESS_MAX_SESSIONS", default_value_t = 0)]
+    pub max_sessions: usize,
+
+    /// Let a Start resume (`config.resume`) a CLI conversation that no
+    /// session of this server has recorded (one made by a CLI outside it).
+    /// A conversation another session of this server has stays refused.
+    #[arg(long, env = "AGENT_HARNESS_ALLOW_RESUME_IMPORT")]
+    pub allow_resume_import: bool,
+
+    /// How long the receipt of a call carrying an `idempotency_key` is kept
+    /// (on disk, across restarts): a repeat within it returns the first
+    /// response and does nothing. At least 10m.
+    #[arg(long, env = "AGENT_HARNESS_IDEMPOTENCY_TTL", default_value = duration_default!(receipts::DEFAULT_IDEMPOTENCY_TTL), value_parser = receipts::parse_idempotency_ttl)]
+    pub idempotency_ttl: Duration,
+}
+
+impl Default for ManagerFlags {
+    fn default() -> Self {
+        Self {
+            idle_timeout: DEFAULT_IDLE_TIMEOUT,
+            permission_timeout: DEFAULT_PERMISSION_TIMEOUT,
+            stop_grace: DEFAULT_STOP_GRACE,
+            kill_grace: DEFAULT_KILL_GRACE,
+            max_live_runs: DEFAULT_MAX_LIVE_RUNS,
+            retention_days: 0,
+            max_sessions: 0,
+            allow_resume_import: false,
+            idempotency_ttl: receipts::DEFAULT_IDEMPOTENCY_TTL,
+        }
+    }
+}
+
+impl ManagerFlags {
+    /// The options these flags set; the others (the launch policy, the
+    /// secrets key, the line and partial-text limits, the session cache)
+    /// are their defaults, for `serve` to set from the flags of their owners.
+    pub fn options(&self) -> ManagerOptions {
+        ManagerOptions {
+            idle_timeout: self.idle_timeout,
+            permission_timeout: self.permission_timeout,
+            stop_grace: self.stop_grace,
+            kill_grace: self.kill_grace,
+            max_live_runs: self.max_live_runs,
+            idempotency: IdempotencyOptions {
+                ttl: self.idempotency_ttl,
+                ..IdempotencyOptions::default()
+            },
+            allow_resume_import: self.allow_resume_import,
+            retention: RetentionOptions {
+                max_age: (self.retention_days > 0)
+                    .then(|| Duration::from_secs(u64::from(self.retention_days) * 24 * 60 * 60)),
+                max_sessions: (self.max_sessions > 0).then_some(self.max_sessions),
+            },
+            ..ManagerOptions::default()
+        }
     }
 }

@@ -76,6 +76,21 @@ use crate::store::{Answer, Receipt, ReceiptWrite};
 pub const MIN_IDEMPOTENCY_TTL: Duration = Duration::from_secs(10 * 60);
 /// Default TTL of a receipt (`--idempotency-ttl`).
 pub const DEFAULT_IDEMPOTENCY_TTL: Duration = Duration::from_secs(15 * 60);
+
+/// `--idempotency-ttl`: a duration of at least [`MIN_IDEMPOTENCY_TTL`]
+/// (retries are safe for at least 10 minutes: docs/api.md, "Retry safety").
+pub fn parse_idempotency_ttl(s: &str) -> std::result::Result<Duration, String> {
+    let ttl = crate::duration::parse_duration(s)?;
+    let min = MIN_IDEMPOTENCY_TTL;
+    if ttl < min {
+        return Err(format!(
+            "{s:?} is shorter than {}m: retries must stay safe for at least that long",
+            min.as_secs() / 60
+        ));
+    }
+    Ok(ttl)
+}
+
 /// Most receipts one prune transaction deletes.
 const PRUNE_BATCH: usize = 10_000;
 

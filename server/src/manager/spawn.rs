@@ -17,7 +17,7 @@ use super::{SessionFold, SessionManager};
 use crate::adapter::{AdapterError, SpawnConfig};
 use crate::error::{Error, Result};
 use crate::launch;
-use crate::log::NewEvent;
+use crate::log::{Commit, NewEvent};
 use crate::store::SessionMeta;
 
 /// Why a run is spawned: its `run_start`'s `trigger`.
@@ -211,7 +211,7 @@ impl SessionManager {
         let appended = self
             .inner
             .logs
-            .commit(session_id, first, None, receipt)
+            .commit(session_id, Commit::events(first).with_receipt(receipt))
             .await?;
         // The run_start names the conversation for this session now.
         drop(import);
@@ -249,9 +249,9 @@ impl SessionManager {
                     .logs
                     .commit(
                         session_id,
-                        end,
-                        Some(Box::new(keep)),
-                        keyed.map(Keyed::remove),
+                        Commit::events(end)
+                            .with_meta(keep)
+                            .with_receipt(keyed.map(Keyed::remove)),
                     )
                     .await?;
                 fold.applied(&appended);
@@ -283,13 +283,12 @@ impl SessionManager {
             .logs
             .commit(
                 session_id,
-                Vec::new(),
-                Some(Box::new(move |m: &mut SessionMeta| {
+                Commit::meta(move |m: &mut SessionMeta| {
                     m.pid = pid;
                     m.pid_start_time = start_time;
                     keep_env(m);
-                })),
-                receipt,
+                })
+                .with_receipt(receipt),
             )
             .await
         {

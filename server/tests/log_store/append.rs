@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use agent_harness_protocol::pb;
 use agent_harness_protocol::pb::subscribe_response::Kind;
-use agent_harness_server::log::{EventLogs, LogError, LogOptions, NewEvent};
+use agent_harness_server::log::{Commit, EventLogs, LogError, LogOptions, NewEvent};
 use agent_harness_server::store::{MemoryStore, RedbStore, Store};
 use futures::StreamExt;
 use log::{new_event, seqs};
@@ -30,7 +30,7 @@ async fn queued_append(
     let (queued, is_queued) = tokio::sync::oneshot::channel();
     let logs = logs.clone();
     let task = tokio::spawn(async move {
-        let append = logs.append(&session_id, events);
+        let append = logs.commit(&session_id, Commit::events(events));
         tokio::pin!(append);
         if let std::task::Poll::Ready(done) = futures::poll!(&mut append) {
             let _ = queued.send(());
@@ -56,7 +56,7 @@ async fn seqs_start_at_one_and_are_gapless_under_concurrent_appends() {
             for i in 0..25u64 {
                 let n = 1 + (i % 3) as usize;
                 let evs = logs
-                    .append(&sid, (0..n as u64).map(new_event).collect())
+                    .commit(&sid, Commit::events((0..n as u64).map(new_event).collect()))
                     .await
                     .unwrap();
                 // One call's events are consecutive and carry the log's fields.
@@ -126,7 +126,7 @@ async fn subscribers_see_nothing_before_the_commit_returns() {
     probe.close_gate();
     let append = tokio::spawn({
         let logs = logs.clone();
-        async move { logs.append("s", vec![new_event(1)]).await }
+        async move { logs.commit("s", Commit::events(vec![new_event(1)])).await }
     });
     // The commit is blocked: neither the subscriber nor the head may move.
     let early = tokio::time::timeout(Duration::from_millis(300), sub.next()).await;
@@ -150,7 +150,7 @@ async fn subscribers_see_nothing_before_the_commit_returns() {
 async fn a_failed_commit_consumes_no_seq_and_publishes_nothing() {
     let probe = Arc::new(Probe::default());
     let logs = EventLogs::open(probe.clone(), LogOptions::default()).unwrap();
-    logs.append("s", vec![new_event(1), new_event(2)])
+    logs.commit("s", Commit::events(vec![new_event(1), new_event(2)]))
         .await
         .unwrap();
     let mut sub = Box::pin(logs.subscribe("s", 2).await.unwrap());
@@ -158,10 +158,13 @@ async fn a_failed_commit_consumes_no_seq_and_publishes_nothing() {
     sub.next().await.unwrap(); // caught_up at 2
 
     probe.fail.store(true, Ordering::SeqCst);
-    let err = logs.append("s", vec![new_event(3)]).await.unwrap_err();
+    let err = logs
+        .commit("s", Commit::events(vec![new_event(3)]))
+        .await
+        .unwrap_err();
     assert!(matches!(err, LogError::Store(_)), "{err}");
     let err = logs
-        .update_meta("new", |m| m.sealed_env = Some("/x".into()))
+        .commit("new", Commit::meta(|m| m.sealed_env = Some("/x".into())))
         .await
         .unwrap_err();
     assert!(matches!(err, LogError::Store(_)));
@@ -172,7 +175,10 @@ async fn a_failed_commit_consumes_no_seq_and_publishes_nothing() {
     );
 
     probe.fail.store(false, Ordering::SeqCst);
-    let evs = logs.append("s", vec![new_event(4)]).await.unwrap();
+    let evs = logs
+        .commit("s", Commit::events(vec![new_event(4)]))
+        .await
+        .unwrap();
     assert_eq!(evs[0].seq, 3, "the failed batch's seq is reused: no gap");
     match sub.next().await.unwrap().kind {
         Some(Kind::Event(e)) => assert_eq!((e.seq, e.payload), (3, Some(log::payload(4)))),
@@ -189,18 +195,24 @@ async fn a_failed_commit_consumes_no_seq_and_publishes_nothing() {
 async fn append_with_meta_commits_events_and_meta_together_or_neither() {
     let probe = Arc::new(Probe::default());
     let logs = EventLogs::open(probe.clone(), LogOptions::default()).unwrap();
-    logs.append_with_meta("s", vec![new_event(1)], |m| m.pid = Some(7))
-        .await
-        .unwrap();
+    logs.commit(
+        "s",
+        Commit::events(vec![new_event(1)]).with_meta(|m| m.pid = Some(7)),
+    )
+    .await
+    .unwrap();
     let (commits, metas) = (
         probe.commits.load(Ordering::SeqCst),
         probe.metas_written.load(Ordering::SeqCst),
     );
     let evs = logs
-        .append_with_meta("s", vec![new_event(2), new_event(3)], |m| {
-            m.pid = None;
-            m.head_seq = 99; // the log's own field: ignored
-        })
+        .commit(
+            "s",
+            Commit::events(vec![new_event(2), new_event(3)]).with_meta(|m| {
+                m.pid = None;
+                m.head_seq = 99; // the log's own field: ignored
+            }),
+        )
         .await
         .unwrap();
     assert_eq!(seqs(&evs), vec![2, 3]);
@@ -216,7 +228,10 @@ async fn append_with_meta_commits_events_and_meta_together_or_neither() {
     // A failed commit: neither the events nor the meta change.
     probe.fail.store(true, Ordering::SeqCst);
     let err = logs
-        .append_with_meta("s", vec![new_event(4)], |m| m.pid = Some(8))
+        .commit(
+            "s",
+            Commit::events(vec![new_event(4)]).with_meta(|m| m.pid = Some(8)),
+        )
         .await
         .unwrap_err();
     assert!(matches!(err, LogError::Store(_)), "{err}");
@@ -225,7 +240,7 @@ async fn append_with_meta_commits_events_and_meta_together_or_neither() {
     assert_eq!(logs.meta("s").await.unwrap().unwrap().pid, None);
     // The writer rolled its own copy back too: the next plain update
     // starts from the committed meta.
-    logs.update_meta("s", |m| m.sealed_env = Some("/w".into()))
+    logs.commit("s", Commit::meta(|m| m.sealed_env = Some("/w".into())))
         .await
         .unwrap();
     let meta = probe.inner.meta("s").unwrap().unwrap();
@@ -238,23 +253,31 @@ async fn reopen_restores_heads_metas_and_continues_the_sequence() {
     let dir = tempfile::tempdir().unwrap();
     {
         let logs = EventLogs::open(redb(&dir), LogOptions::default()).unwrap();
-        logs.append("a", (1..=30).map(new_event).collect())
+        logs.commit("a", Commit::events((1..=30).map(new_event).collect()))
             .await
             .unwrap();
-        logs.append("b", vec![new_event(1)]).await.unwrap();
-        logs.update_meta("a", |m| {
-            m.sealed_env = Some("r-1".into());
-            m.pid = Some(4242);
-            m.pid_start_time = Some(99);
-            // Attempts to move the log's own fields are ignored.
-            m.head_seq = 1_000;
-            m.session_id = "evil".into();
-        })
+        logs.commit("b", Commit::events(vec![new_event(1)]))
+            .await
+            .unwrap();
+        logs.commit(
+            "a",
+            Commit::meta(|m| {
+                m.sealed_env = Some("r-1".into());
+                m.pid = Some(4242);
+                m.pid_start_time = Some(99);
+                // Attempts to move the log's own fields are ignored.
+                m.head_seq = 1_000;
+                m.session_id = "evil".into();
+            }),
+        )
         .await
         .unwrap();
-        logs.update_meta("meta-only", |m| m.sealed_env = Some("/w".into()))
-            .await
-            .unwrap();
+        logs.commit(
+            "meta-only",
+            Commit::meta(|m| m.sealed_env = Some("/w".into())),
+        )
+        .await
+        .unwrap();
         logs.shutdown().await;
     }
     let logs = EventLogs::open(redb(&dir), LogOptions::default()).unwrap();
@@ -284,7 +307,10 @@ async fn reopen_restores_heads_metas_and_continues_the_sequence() {
         seqs(&logs.read_range("a", 0, usize::MAX).await.unwrap()),
         (1..=30).collect::<Vec<_>>()
     );
-    let next = logs.append("a", vec![new_event(31)]).await.unwrap();
+    let next = logs
+        .commit("a", Commit::events(vec![new_event(31)]))
+        .await
+        .unwrap();
     assert_eq!(next[0].seq, 31);
     // Meta survives an append (the writer merges, it does not reset).
     assert_eq!(
@@ -303,7 +329,7 @@ async fn shutdown_commits_queued_appends_then_refuses_and_ends_streams() {
     for i in 0..200u64 {
         let logs = logs.clone();
         tasks.push(tokio::spawn(async move {
-            logs.append("s", vec![new_event(i)]).await
+            logs.commit("s", Commit::events(vec![new_event(i)])).await
         }));
     }
     tokio::task::yield_now().await;
@@ -317,7 +343,7 @@ async fn shutdown_commits_queued_appends_then_refuses_and_ends_streams() {
         }
     }
     assert!(matches!(
-        logs.append("s", vec![new_event(0)]).await,
+        logs.commit("s", Commit::events(vec![new_event(0)])).await,
         Err(LogError::Closed)
     ));
     // The stream ends (after at most what it already had).
@@ -349,12 +375,17 @@ async fn exists_and_head_for_unknown_and_meta_only_sessions() {
     assert_eq!(logs.head_seq("x").await.unwrap(), 0);
     let _sub = logs.subscribe("x", 0).await.unwrap(); // subscribing alone does not create it
     assert!(!logs.exists("x").await.unwrap());
-    logs.update_meta("x", |m| m.sealed_env = Some("r".into()))
+    logs.commit("x", Commit::meta(|m| m.sealed_env = Some("r".into())))
         .await
         .unwrap();
     assert!(logs.exists("x").await.unwrap());
     assert_eq!(logs.head_seq("x").await.unwrap(), 0);
-    assert!(logs.append("x", vec![]).await.unwrap().is_empty());
+    assert!(
+        logs.commit("x", Commit::events(vec![]))
+            .await
+            .unwrap()
+            .is_empty()
+    );
     assert_eq!(logs.head_seq("x").await.unwrap(), 0);
     logs.shutdown().await;
 }
@@ -364,17 +395,23 @@ async fn appends_write_the_meta_only_when_it_changes() {
     let probe = Arc::new(Probe::default());
     let logs = EventLogs::open(probe.clone(), LogOptions::default()).unwrap();
     let written = || probe.metas_written.load(Ordering::SeqCst);
-    logs.append("s", vec![new_event(1)]).await.unwrap();
+    logs.commit("s", Commit::events(vec![new_event(1)]))
+        .await
+        .unwrap();
     assert_eq!(written(), 1, "the first append creates the session's meta");
     for i in 2..=20 {
-        logs.append("s", vec![new_event(i)]).await.unwrap();
+        logs.commit("s", Commit::events(vec![new_event(i)]))
+            .await
+            .unwrap();
     }
     assert_eq!(written(), 1, "plain appends write no meta");
-    logs.update_meta("s", |m| m.sealed_env = Some("r".into()))
+    logs.commit("s", Commit::meta(|m| m.sealed_env = Some("r".into())))
         .await
         .unwrap();
     assert_eq!(written(), 2, "a meta update writes it");
-    logs.append("s", vec![new_event(21)]).await.unwrap();
+    logs.commit("s", Commit::events(vec![new_event(21)]))
+        .await
+        .unwrap();
     assert_eq!(written(), 2);
     // Readers still see the true head and the last append time.
     let m = logs.meta("s").await.unwrap().unwrap();
@@ -407,12 +444,14 @@ async fn reopen_recovers_head_and_append_time_from_the_events() {
     let last_ms;
     {
         let logs = EventLogs::open(redb(&dir), LogOptions::default()).unwrap();
-        logs.update_meta("s", |m| m.sealed_env = Some("/w".into()))
+        logs.commit("s", Commit::meta(|m| m.sealed_env = Some("/w".into())))
             .await
             .unwrap();
         // Many appends after the last meta write: the stored row is stale.
         for i in 1..=40 {
-            logs.append("s", vec![new_event(i)]).await.unwrap();
+            logs.commit("s", Commit::events(vec![new_event(i)]))
+                .await
+                .unwrap();
         }
         let t = logs
             .read_range("s", 0, usize::MAX)
@@ -435,7 +474,10 @@ async fn reopen_recovers_head_and_append_time_from_the_events() {
         m.updated_ms
     );
     assert_eq!(
-        logs.append("s", vec![new_event(41)]).await.unwrap()[0].seq,
+        logs.commit("s", Commit::events(vec![new_event(41)]))
+            .await
+            .unwrap()[0]
+            .seq,
         41
     );
     logs.shutdown().await;
@@ -452,7 +494,10 @@ async fn each_append_gets_exactly_its_own_events_from_a_shared_commit() {
     // and go into the next commit together.
     let warm = {
         let logs = logs.clone();
-        tokio::spawn(async move { logs.append("warm", vec![new_event(0)]).await })
+        tokio::spawn(async move {
+            logs.commit("warm", Commit::events(vec![new_event(0)]))
+                .await
+        })
     };
     tokio::task::spawn_blocking({
         let probe = probe.clone();
@@ -509,7 +554,7 @@ async fn awaiting_appenders_merge_into_one_group_commit() {
         let logs = logs.clone();
         tasks.push(tokio::spawn(async move {
             for i in 0..30 {
-                logs.append(&format!("s{}", t % 10), vec![new_event(i)])
+                logs.commit(&format!("s{}", t % 10), Commit::events(vec![new_event(i)]))
                     .await
                     .unwrap();
             }
@@ -529,7 +574,9 @@ async fn awaiting_appenders_merge_into_one_group_commit() {
     // A lone appender is never held back waiting for company.
     let t0 = std::time::Instant::now();
     for i in 0..20 {
-        logs.append("lone", vec![new_event(i)]).await.unwrap();
+        logs.commit("lone", Commit::events(vec![new_event(i)]))
+            .await
+            .unwrap();
     }
     let per = t0.elapsed() / 20;
     assert!(per < Duration::from_millis(10), "lone append took {per:?}");
@@ -552,7 +599,7 @@ async fn the_writer_queue_is_bounded_and_appends_wait_for_room() {
     for i in 0..50u64 {
         let logs = logs.clone();
         tasks.push(tokio::spawn(async move {
-            logs.append(&format!("s{}", i % 5), vec![new_event(i)])
+            logs.commit(&format!("s{}", i % 5), Commit::events(vec![new_event(i)]))
                 .await
         }));
     }

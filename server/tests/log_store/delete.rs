@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use agent_harness_protocol::pb;
 use agent_harness_protocol::pb::subscribe_response::Kind;
-use agent_harness_server::log::{EventLogs, LogOptions};
+use agent_harness_server::log::{Commit, EventLogs, LogOptions};
 use agent_harness_server::store::{MemoryStore, RedbStore, Store};
 use futures::StreamExt;
 use log::new_event;
@@ -25,10 +25,10 @@ async fn next(
 
 async fn deleting_forgets_the_session_and_ends_its_streams(store: Arc<dyn Store>) {
     let logs = EventLogs::open(store.clone(), LogOptions::default()).unwrap();
-    logs.append("s", (0..10).map(new_event).collect())
+    logs.commit("s", Commit::events((0..10).map(new_event).collect()))
         .await
         .unwrap();
-    logs.append("other", (0..3).map(new_event).collect())
+    logs.commit("other", Commit::events((0..3).map(new_event).collect()))
         .await
         .unwrap();
 
@@ -44,7 +44,7 @@ async fn deleting_forgets_the_session_and_ends_its_streams(store: Arc<dyn Store>
     assert!(matches!(next(&mut behind).await, Some(Kind::Replay(_))));
 
     // Appends queued before the deletion are committed first, then deleted with it.
-    let queued = logs.append("s", vec![new_event(10)]);
+    let queued = logs.commit("s", Commit::events(vec![new_event(10)]));
     let deleted = logs.delete_session("s", None);
     let (appended, deleted) = tokio::join!(queued, deleted);
     assert_eq!(appended.unwrap()[0].seq, 11);
@@ -84,7 +84,10 @@ async fn deleting_forgets_the_session_and_ends_its_streams(store: Arc<dyn Store>
     let mut fresh = Box::pin(logs.subscribe("s", 0).await.unwrap());
     assert!(matches!(next(&mut fresh).await, Some(Kind::Replay(r)) if r.head_seq == 0));
     assert!(matches!(next(&mut fresh).await, Some(Kind::CaughtUp(_))));
-    let again = logs.append("s", vec![new_event(0)]).await.unwrap();
+    let again = logs
+        .commit("s", Commit::events(vec![new_event(0)]))
+        .await
+        .unwrap();
     assert_eq!(again[0].seq, 1);
     match next(&mut fresh).await {
         Some(Kind::Event(e)) => assert_eq!(e.seq, 1),

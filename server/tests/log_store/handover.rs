@@ -15,7 +15,7 @@ use std::time::Duration;
 
 use agent_harness_protocol::pb;
 use agent_harness_protocol::pb::subscribe_response::Kind;
-use agent_harness_server::log::{EventLogs, LogOptions};
+use agent_harness_server::log::{Commit, EventLogs, LogOptions};
 use agent_harness_server::store::RedbStore;
 use futures::{Stream, StreamExt};
 use log::new_event;
@@ -115,7 +115,7 @@ async fn scenario(ops: Vec<Op>) {
                 let logs = logs.clone();
                 total += n;
                 pending.push(tokio::spawn(async move {
-                    logs.append("s", (0..n).map(new_event).collect())
+                    logs.commit("s", Commit::events((0..n).map(new_event).collect()))
                         .await
                         .unwrap()
                 }));

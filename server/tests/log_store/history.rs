@@ -5,7 +5,7 @@ use crate::support::log;
 
 use std::sync::Arc;
 
-use agent_harness_server::log::{EventLogs, LogOptions};
+use agent_harness_server::log::{Commit, EventLogs, LogOptions};
 use agent_harness_server::store::RedbStore;
 use log::{new_event, seqs};
 
@@ -22,9 +22,12 @@ async fn open_with(dir: &tempfile::TempDir, window: usize, n: u64) -> EventLogs 
     let mut done = 0;
     while done < n {
         let k = (n - done).min(500);
-        logs.append("s", (done..done + k).map(new_event).collect())
-            .await
-            .unwrap();
+        logs.commit(
+            "s",
+            Commit::events((done..done + k).map(new_event).collect()),
+        )
+        .await
+        .unwrap();
         done += k;
     }
     logs

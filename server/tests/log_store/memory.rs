@@ -5,7 +5,7 @@
 use std::sync::Arc;
 
 use agent_harness_protocol::pb::subscribe_response::Kind;
-use agent_harness_server::log::{EventLogs, LogOptions, NewEvent};
+use agent_harness_server::log::{Commit, EventLogs, LogOptions, NewEvent};
 use agent_harness_server::store::MemoryStore;
 use futures::StreamExt;
 
@@ -41,7 +41,7 @@ async fn windows_stay_within_their_byte_budgets_and_streams_lose_nothing() {
     let mut peak = 0;
     for n in 1..=100 {
         for s in 0..20 {
-            logs.append(&format!("s{s}"), vec![big_event(n, 4096)])
+            logs.commit(&format!("s{s}"), Commit::events(vec![big_event(n, 4096)]))
                 .await
                 .unwrap();
             let st = logs.stats();
@@ -61,7 +61,10 @@ async fn windows_stay_within_their_byte_budgets_and_streams_lose_nothing() {
     .unwrap();
     let _held = alone.subscribe("one", 0).await.unwrap();
     for n in 1..=100 {
-        alone.append("one", vec![big_event(n, 4096)]).await.unwrap();
+        alone
+            .commit("one", Commit::events(vec![big_event(n, 4096)]))
+            .await
+            .unwrap();
     }
     let st = alone.stats();
     assert!(

@@ -8,7 +8,9 @@ use std::time::Duration;
 
 use agent_harness_protocol::pb;
 use agent_harness_protocol::pb::subscribe_response::Kind;
-use agent_harness_server::log::{EventLogs, LogOptions, SUBSCRIBER_CHUNK, SUBSCRIBER_WINDOW_CHUNK};
+use agent_harness_server::log::{
+    Commit, EventLogs, LogOptions, SUBSCRIBER_CHUNK, SUBSCRIBER_WINDOW_CHUNK,
+};
 use agent_harness_server::store::RedbStore;
 use futures::{Stream, StreamExt};
 use log::new_event;
@@ -40,9 +42,12 @@ async fn fill(logs: &EventLogs, sid: &str, n: u64) {
     let mut done = 0;
     while done < n {
         let k = (n - done).min(997);
-        logs.append(sid, (done..done + k).map(new_event).collect())
-            .await
-            .unwrap();
+        logs.commit(
+            sid,
+            Commit::events((done..done + k).map(new_event).collect()),
+        )
+        .await
+        .unwrap();
         done += k;
     }
 }
@@ -113,7 +118,7 @@ async fn replays_after_the_cursor_then_goes_live() {
     let (h, seqs, caught) = replay(&mut s).await;
     assert_eq!(h, header(false, 10, 30));
     assert_eq!((seqs, caught), (range(11, 30), 30));
-    logs.append("s", vec![new_event(1), new_event(2)])
+    logs.commit("s", Commit::events(vec![new_event(1), new_event(2)]))
         .await
         .unwrap();
     for want in [31, 32] {
@@ -135,7 +140,9 @@ async fn empty_session_replays_nothing_and_goes_live() {
     assert_eq!(h, header(false, 0, 0));
     assert!(seqs.is_empty());
     assert_eq!(caught, 0);
-    logs.append("new", vec![new_event(1)]).await.unwrap();
+    logs.commit("new", Commit::events(vec![new_event(1)]))
+        .await
+        .unwrap();
     let Kind::Event(e) = next_kind(&mut s).await else {
         panic!()
     };
@@ -220,7 +227,9 @@ async fn window_zero_serves_everything_from_storage() {
     let mut s = Box::pin(logs.subscribe("s", 0).await.unwrap());
     let (_, seqs, _) = replay(&mut s).await;
     assert_eq!(seqs, range(1, 40));
-    logs.append("s", vec![new_event(0)]).await.unwrap();
+    logs.commit("s", Commit::events(vec![new_event(0)]))
+        .await
+        .unwrap();
     let Kind::Event(e) = next_kind(&mut s).await else {
         panic!()
     };
@@ -256,7 +265,7 @@ async fn lagging_subscribers_copy_small_chunks_out_of_the_window() {
         subs.push(s);
     }
     // All of them fall 500 events behind; the events are still in the window.
-    logs.append("s", (10..510).map(new_event).collect())
+    logs.commit("s", Commit::events((10..510).map(new_event).collect()))
         .await
         .unwrap();
     for s in &mut subs {
@@ -303,9 +312,9 @@ async fn a_subscriber_that_never_reads_keeps_memory_bounded_then_catches_up() {
     }
 
     for chunk in 0..50u64 {
-        logs.append(
+        logs.commit(
             "s",
-            (0..1_000).map(|i| new_event(chunk * 1_000 + i)).collect(),
+            Commit::events((0..1_000).map(|i| new_event(chunk * 1_000 + i)).collect()),
         )
         .await
         .unwrap();
@@ -361,7 +370,9 @@ async fn heartbeat_comes_one_interval_after_the_last_event_not_after_the_first_w
     // An event. The paused clock may jump to the armed deadline while the
     // (real OS) writer thread commits, so a heartbeat for the old head may
     // legitimately come first; what matters is what follows the event.
-    logs.append("s", vec![new_event(1)]).await.unwrap();
+    logs.commit("s", Commit::events(vec![new_event(1)]))
+        .await
+        .unwrap();
     let e = loop {
         match next_kind(&mut s).await {
             Kind::Event(e) => break e,

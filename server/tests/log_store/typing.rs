@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use agent_harness_protocol::pb;
 use agent_harness_protocol::pb::subscribe_response::Kind;
-use agent_harness_server::log::{EventLogs, LogOptions};
+use agent_harness_server::log::{Commit, EventLogs, LogOptions};
 use agent_harness_server::partial::{BlockKind, Change};
 use agent_harness_server::store::RedbStore;
 use futures::{Stream, StreamExt};
@@ -83,7 +83,9 @@ async fn a_slow_reader_gets_the_fragments_coalesced_and_holds_up_nobody() {
     let dir = tempfile::tempdir().unwrap();
     // Unpaced, so the fast reader gets every fragment as it comes.
     let logs = open_paced(&dir, Duration::ZERO);
-    logs.append("s", vec![new_event(0)]).await.unwrap();
+    logs.commit("s", Commit::events(vec![new_event(0)]))
+        .await
+        .unwrap();
     let typing = logs.typing("s").await.unwrap();
     let mut fast = Box::pin(logs.subscribe_with("s", 0, true).await.unwrap());
     let mut slow = Box::pin(logs.subscribe_with("s", 0, true).await.unwrap());
@@ -115,7 +117,9 @@ async fn a_slow_reader_gets_the_fragments_coalesced_and_holds_up_nobody() {
     assert!(!d.snapshot);
     assert_eq!(d.message_id, "m");
     // And nothing more is pending for it.
-    logs.append("s", vec![new_event(1)]).await.unwrap();
+    logs.commit("s", Commit::events(vec![new_event(1)]))
+        .await
+        .unwrap();
     match next_kind(&mut slow).await {
         Kind::Event(e) => assert_eq!(e.seq, 2),
         other => panic!("expected the next event, got {other:?}"),
@@ -131,7 +135,9 @@ async fn a_slow_reader_gets_the_fragments_coalesced_and_holds_up_nobody() {
 async fn a_blocks_last_fragment_goes_before_its_content_and_the_next_block_after() {
     let dir = tempfile::tempdir().unwrap();
     let logs = open(&dir);
-    logs.append("s", vec![new_event(0)]).await.unwrap();
+    logs.commit("s", Commit::events(vec![new_event(0)]))
+        .await
+        .unwrap();
     let typing = logs.typing("s").await.unwrap();
     let mut sub = Box::pin(logs.subscribe_with("s", 0, true).await.unwrap());
     catch_up(&mut sub).await;
@@ -152,7 +158,9 @@ async fn a_blocks_last_fragment_goes_before_its_content_and_the_next_block_after
     // A subscriber joining now still sees block 0 (its content is on the way).
     let mut joiner = Box::pin(logs.subscribe_with("s", 0, true).await.unwrap());
     catch_up(&mut joiner).await;
-    logs.append("s", vec![new_event(1)]).await.unwrap(); // block 0's content
+    logs.commit("s", Commit::events(vec![new_event(1)]))
+        .await
+        .unwrap(); // block 0's content
     typing.publish_after("r", &later, before);
 
     for (s, block0) in [(&mut sub, "d"), (&mut joiner, "abcd")] {
@@ -179,7 +187,7 @@ async fn a_blocks_last_fragment_goes_before_its_content_and_the_next_block_after
 async fn a_late_subscriber_gets_a_snapshot_and_a_plain_one_gets_nothing() {
     let dir = tempfile::tempdir().unwrap();
     let logs = open(&dir);
-    logs.append("s", vec![new_event(0), new_event(1)])
+    logs.commit("s", Commit::events(vec![new_event(0), new_event(1)]))
         .await
         .unwrap();
     let typing = logs.typing("s").await.unwrap();
@@ -216,7 +224,9 @@ async fn a_late_subscriber_gets_a_snapshot_and_a_plain_one_gets_nothing() {
 async fn deltas_are_paced_but_never_held_past_an_event() {
     let dir = tempfile::tempdir().unwrap();
     let logs = open(&dir);
-    logs.append("s", vec![new_event(0)]).await.unwrap();
+    logs.commit("s", Commit::events(vec![new_event(0)]))
+        .await
+        .unwrap();
     let typing = logs.typing("s").await.unwrap();
     let mut sub = Box::pin(logs.subscribe_with("s", 0, true).await.unwrap());
     catch_up(&mut sub).await;
@@ -246,7 +256,9 @@ async fn deltas_are_paced_but_never_held_past_an_event() {
         index: Some(0),
     }];
     let before = typing.close(&later);
-    logs.append("s", vec![new_event(1)]).await.unwrap();
+    logs.commit("s", Commit::events(vec![new_event(1)]))
+        .await
+        .unwrap();
     typing.publish_after("r", &later, before);
 
     let (deltas, seq) = reader.await.unwrap();

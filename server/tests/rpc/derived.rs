@@ -12,7 +12,7 @@ use agent_harness_protocol::derive;
 use agent_harness_protocol::pb;
 use agent_harness_protocol::pb::event::Payload;
 use agent_harness_protocol::pb::session_service_client::SessionServiceClient;
-use agent_harness_server::log::{EventLogs, LogOptions, NewEvent};
+use agent_harness_server::log::{Commit, EventLogs, LogOptions, NewEvent};
 use agent_harness_server::recovery::recover;
 use agent_harness_server::store::{MemoryStore, Store};
 use server::*;
@@ -261,7 +261,9 @@ async fn recovery_tail_scan_agrees_with_the_full_fold() {
         ("no_run", no_run),
     ];
     for (sid, events) in &cases {
-        logs.append(sid, events.clone()).await.unwrap();
+        logs.commit(sid, Commit::events(events.clone()))
+            .await
+            .unwrap();
     }
     let mut before = Vec::new();
     for (sid, _) in &cases {

@@ -594,7 +594,7 @@ fn carried(kind: usize, e: &pb::Event) -> Option<Value> {
 /// the whole form, with each marked string read back, is the CLI's JSON.
 #[test]
 fn deep_wide_and_huge_json_is_stored_decodable_and_whole() {
-    use agent_harness_server::log::{EventLogs, LogOptions, NewEvent};
+    use agent_harness_server::log::{Commit, EventLogs, LogOptions, NewEvent};
     use agent_harness_server::nesting::{MAX_JSON_DEPTH, struct_depth};
     use agent_harness_server::store::{RedbStore, Store};
     use prost::Message;
@@ -635,7 +635,9 @@ fn deep_wide_and_huge_json_is_stored_decodable_and_whole() {
                         cli_line,
                     })
                     .collect();
-                let appended = rt.block_on(logs.append(&session, events)).expect("append");
+                let appended = rt
+                    .block_on(logs.commit(&session, Commit::events(events)))
+                    .expect("append");
                 let stored = store.read_range(&session, 0, usize::MAX).unwrap();
                 prop_assert_eq!(&stored, &appended, "read back as streamed");
                 for e in &stored {

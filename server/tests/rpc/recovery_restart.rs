@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use agent_harness_protocol::pb;
 use agent_harness_protocol::pb::event::Payload;
-use agent_harness_server::log::{EventLogs, LogOptions};
+use agent_harness_server::log::{Commit, EventLogs, LogOptions};
 use agent_harness_server::recovery::recover;
 use agent_harness_server::supervise;
 use server::*;
@@ -49,10 +49,13 @@ fn crash_with_live_run_recovers_on_restart_and_next_send_resumes() {
             // Record the orphan as this run's process group (the scripted
             // adapter has no OS process of its own).
             let logs = EventLogs::open(server.store.clone(), LogOptions::default()).unwrap();
-            logs.update_meta("crashy", move |m| {
-                m.pid = Some(orphan_pid);
-                m.pid_start_time = Some(orphan_start);
-            })
+            logs.commit(
+                "crashy",
+                Commit::meta(move |m| {
+                    m.pid = Some(orphan_pid);
+                    m.pid_start_time = Some(orphan_start);
+                }),
+            )
             .await
             .unwrap();
             drop(logs);
@@ -212,11 +215,14 @@ async fn recovery_ends_the_run_and_forgets_its_process_in_one_commit() {
         payload: Payload::RunStart(pb::RunStart::default()),
         cli_line: String::new(),
     };
-    logs.append("s", vec![start]).await.unwrap();
-    logs.update_meta("s", |m| {
-        m.pid = Some(4242);
-        m.pid_start_time = Some(7);
-    })
+    logs.commit("s", Commit::events(vec![start])).await.unwrap();
+    logs.commit(
+        "s",
+        Commit::meta(|m| {
+            m.pid = Some(4242);
+            m.pid_start_time = Some(7);
+        }),
+    )
     .await
     .unwrap();
     let before = probe.commits.load(Ordering::SeqCst);

@@ -10,12 +10,14 @@
 //!   them too);
 //! - [`discover`]: where the `claude` binary is;
 //! - [`config_dir`]: the CLI's configuration directory the server owns;
+//! - `flags`: [`ClaudeFlags`], the adapters' flags of `serve`;
 //! - [`context_usage`]: the `get_context_usage` control request and its
 //!   answer as the RPC's response.
 
 pub mod config_dir;
 pub mod context_usage;
 pub mod discover;
+mod flags;
 pub mod interactive;
 pub mod oneshot;
 pub mod stream_json;
@@ -23,6 +25,7 @@ pub mod stream_json;
 use std::ffi::OsString;
 use std::path::PathBuf;
 
+pub use flags::ClaudeFlags;
 pub use interactive::ClaudeInteractiveAdapter;
 pub use oneshot::ClaudeCliAdapter;
 

@@ -5,6 +5,8 @@
 use super::*;
 use agent_harness_protocol::vocab::{resolved_by, run_end_source, run_error_kind};
 
+use crate::log::Commit;
+
 /// Runs the task for `spec` to its end, then releases the session's claim
 /// (commands that raced the exit get dropped replies and are asked again of
 /// the free slot). A panic in the task still ends the run exactly once: the
@@ -75,7 +77,10 @@ async fn close_after_panic(
         })),
     ];
     let appended = logs
-        .append_with_meta(session_id, events, SessionMeta::forget_process)
+        .commit(
+            session_id,
+            Commit::events(events).with_meta(SessionMeta::forget_process),
+        )
         .await;
     match appended {
         Ok(events) => fold.applied(&events),
@@ -174,7 +179,10 @@ impl Run {
                 .collect();
             match self
                 .logs
-                .append_with_meta(&self.session_id, events, SessionMeta::forget_process)
+                .commit(
+                    &self.session_id,
+                    Commit::events(events).with_meta(SessionMeta::forget_process),
+                )
                 .await
             {
                 Ok(events) => {

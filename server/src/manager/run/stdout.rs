@@ -11,7 +11,7 @@ use tokio::time::Instant;
 use super::super::ladder::Input;
 use super::Run;
 use crate::adapter::StdoutLine;
-use crate::log::{MetaChange, NewEvent};
+use crate::log::{Commit, MetaChange, NewEvent};
 use crate::normalize::Normalizer;
 use crate::partial::Change;
 use crate::store::ReceiptWrite;
@@ -59,7 +59,14 @@ impl Run {
             .collect();
         match self
             .logs
-            .commit(&self.session_id, events, meta, receipt)
+            .commit(
+                &self.session_id,
+                Commit {
+                    events,
+                    meta,
+                    receipt,
+                },
+            )
             .await
         {
             Ok(events) => {

@@ -1,0 +1,86 @@
+//! What one write to the log carries: a session's new events, a change to
+//! its meta and a keyed call's receipt, committed together or not at all
+//! ([`EventLogs::commit`](super::EventLogs::commit)).
+
+use agent_harness_protocol::pb;
+
+use crate::store::{ReceiptWrite, SessionMeta};
+
+/// An event to append; the log assigns `seq`, `session_id` and `time`.
+#[derive(Debug, Clone)]
+pub struct NewEvent {
+    /// The run it belongs to ("" for none).
+    pub run_id: String,
+    /// What happened.
+    pub payload: pb::event::Payload,
+    /// The CLI's original stdout line ("" for harness-made events).
+    pub cli_line: String,
+}
+
+/// A change to a session's meta, applied on the writer thread; it cannot
+/// change the session id, the head or the creation time.
+pub type MetaChange = Box<dyn FnOnce(&mut SessionMeta) + Send + 'static>;
+
+/// One write to a session's log, durable as a whole: after a crash either
+/// all of it is there or none (a `run_end` with the clearing of the pid it
+/// ended; a keyed call's receipt with the events it appended). Any part may
+/// be empty: with no events it is a meta change (creating the meta if
+/// absent); with a receipt alone the session is not touched; with nothing
+/// at all it does nothing.
+#[derive(Default)]
+pub struct Commit {
+    /// Appended in order, with consecutive seqs.
+    pub events: Vec<NewEvent>,
+    /// The session's meta change.
+    pub meta: Option<MetaChange>,
+    /// The receipt of the keyed call this write answers.
+    pub receipt: Option<ReceiptWrite>,
+}
+
+impl std::fmt::Debug for Commit {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Commit")
+            .field("events", &self.events)
+            .field("meta", &self.meta.is_some())
+            .field("receipt", &self.receipt.is_some())
+            .finish()
+    }
+}
+
+impl Commit {
+    /// A write of `events` alone.
+    pub fn events(events: Vec<NewEvent>) -> Self {
+        Self {
+            events,
+            ..Self::default()
+        }
+    }
+
+    /// A write of a meta change alone.
+    pub fn meta(f: impl FnOnce(&mut SessionMeta) + Send + 'static) -> Self {
+        Self::default().with_meta(f)
+    }
+
+    /// With the meta change `f`.
+    pub fn with_meta(mut self, f: impl FnOnce(&mut SessionMeta) + Send + 'static) -> Self {
+        self.meta = Some(Box::new(f));
+        self
+    }
+
+    /// With the receipt `receipt`, when there is one.
+    pub fn with_receipt(mut self, receipt: Option<ReceiptWrite>) -> Self {
+        self.receipt = receipt;
+        self
+    }
+
+    /// Whether it writes nothing.
+    pub fn is_empty(&self) -> bool {
+        self.events.is_empty() && self.meta.is_none() && self.receipt.is_none()
+    }
+
+    /// Its room in the writer's queue and batch: one per event, per meta
+    /// change and per receipt.
+    pub(super) fn weight(&self) -> usize {
+        self.events.len() + usize::from(self.meta.is_some()) + usize::from(self.receipt.is_some())
+    }
+}
