@@ -17,6 +17,8 @@ pub const DEFAULT_CACHE_SESSIONS: usize = 1_000;
 pub const DEFAULT_MAX_REPLAY: usize = 10_000;
 /// Default of [`LogOptions::heartbeat`] (`--heartbeat`).
 pub const DEFAULT_HEARTBEAT: Duration = Duration::from_secs(15);
+/// Default of [`LogOptions::tail_poll`].
+pub const DEFAULT_TAIL_POLL: Duration = Duration::from_secs(1);
 /// Default of [`LogOptions::delta_interval`] (`--delta-interval`).
 pub const DEFAULT_DELTA_INTERVAL: Duration = Duration::from_millis(50);
 
@@ -52,6 +54,10 @@ pub struct LogOptions {
     /// larger one is streamed cut down ([`cut::fit`]). At most
     /// [`cut::MAX_EVENT_BYTES_CEILING`].
     pub max_event_bytes: usize,
+    /// On a store other processes write too (one with a commit feed): how
+    /// often the sessions this log holds are re-checked against the store
+    /// even without a notice (1 s), the fallback for notices lost.
+    pub tail_poll: Duration,
 }
 
 impl Default for LogOptions {
@@ -67,6 +73,7 @@ impl Default for LogOptions {
             max_batch: 10_000,
             max_queued: 40_000,
             max_event_bytes: cut::DEFAULT_MAX_EVENT_BYTES,
+            tail_poll: DEFAULT_TAIL_POLL,
         }
     }
 }
