@@ -9,8 +9,9 @@
 //! append's oneshot resolves, and then the head watches are bumped, waking
 //! subscribers. If the commit fails, the seqs it assigned are rolled back
 //! (the cached metas of its sessions are forgotten, so the next append
-//! numbers from the store's head), so the log never has a gap. The thread ends on `Cmd::Shutdown` or when
-//! every sender is dropped, after committing what was queued before.
+//! numbers from the store's head), so the log never has a gap. The thread
+//! ends on `Cmd::Shutdown` or when every sender is dropped, after
+//! committing what was queued before.
 //!
 //! On a store other processes write too, the seqs cached here can be stale:
 //! another process may have committed the next seqs of a session. The
@@ -215,7 +216,7 @@ impl Writer {
             };
             let linger_until = Instant::now() + (last_commit / 2).min(LINGER_MAX);
             let mut stop = None;
-            let mut delete = None;
+            let mut apart = None;
             let mut batch = Vec::new();
             let mut weight = 0;
             let mut appends = 0;
@@ -231,7 +232,7 @@ impl Writer {
                     // follow: it may forget cached metas a batch numbers from.
                     cmd @ (Cmd::Delete { .. } | Cmd::Follow { .. }) => {
                         if batch.is_empty() {
-                            delete = Some(cmd);
+                            apart = Some(cmd);
                         } else {
                             carry = Some(cmd);
                         }
@@ -254,7 +255,7 @@ impl Writer {
                 answered = self.commit(batch);
                 last_commit = t0.elapsed();
             }
-            if let Some(cmd) = delete {
+            if let Some(cmd) = apart {
                 self.apart(cmd);
             }
             if let Some(reply) = stop {

@@ -29,8 +29,9 @@ struct Seen {
     caught_up: Vec<u64>,
 }
 
-/// Reads `s` until it delivered event `last`, asserting the header comes
-/// first; on the clock of the test (paused or not), at most `within`.
+/// Reads `s` until it delivered event `last` and `caught_up`, asserting
+/// the header comes first; on the clock of the test (paused or not), at
+/// most `within`.
 async fn read_until(
     s: &mut (impl Stream<Item = pb::SubscribeResponse> + Unpin),
     seen: &mut Seen,
@@ -38,7 +39,7 @@ async fn read_until(
     within: Duration,
 ) {
     let deadline = tokio::time::Instant::now() + within;
-    while seen.events.last().copied().unwrap_or(0) < last {
+    while seen.caught_up.is_empty() || seen.events.last().copied().unwrap_or(0) < last {
         let msg = tokio::time::timeout_at(deadline, s.next())
             .await
             .unwrap_or_else(|_| panic!("stalled waiting for {last}: {seen:?}"))
@@ -155,6 +156,67 @@ async fn appending_from_a_stale_head_fails_cleanly_then_numbers_afresh() {
     assert_eq!(seqs(&store.read_range("s", 0, 100).unwrap()), [1, 2, 3, 4]);
     a.shutdown().await;
     b.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_logs_appending_to_one_session_never_overwrite_nor_leave_a_gap() {
+    const EACH: u64 = 60;
+    let store = Arc::new(MemoryStore::new());
+    let logs = [
+        open(store.clone(), LogOptions::default()),
+        open(store.clone(), LogOptions::default()),
+    ];
+    let mut subs = Vec::new();
+    for logs in &logs {
+        let mut sub = Box::pin(logs.subscribe("s", 0).await.unwrap());
+        let mut seen = Seen::default();
+        read_until(&mut sub, &mut seen, 0, REAL).await;
+        subs.push((sub, seen));
+    }
+    // Each log appends its own events one by one, retrying what the store
+    // refused (the other had taken the seq): no owner decides here.
+    let writers = logs.iter().enumerate().map(|(w, logs)| {
+        let logs = logs.clone();
+        tokio::spawn(async move {
+            let mut got = Vec::new();
+            for i in 0..EACH {
+                let line = format!("{{\"writer\":{w},\"i\":{i}}}");
+                loop {
+                    let event = agent_harness_server::log::NewEvent {
+                        cli_line: line.clone(),
+                        ..new_event(i)
+                    };
+                    match logs.append("s", vec![event]).await {
+                        Ok(evs) => break got.extend(evs),
+                        Err(LogError::Store(_)) => tokio::task::yield_now().await,
+                        Err(e) => panic!("{e}"),
+                    }
+                }
+            }
+            got
+        })
+    });
+    let mut acked = Vec::new();
+    for w in writers.collect::<Vec<_>>() {
+        acked.extend(w.await.unwrap());
+    }
+    let last = 2 * EACH;
+    // The store holds 1..=last, each acknowledged event as acknowledged.
+    let stored = store.read_range("s", 0, 1000).unwrap();
+    assert_eq!(seqs(&stored), (1..=last).collect::<Vec<_>>());
+    acked.sort_by_key(|e| e.seq);
+    assert_eq!(acked.len(), stored.len());
+    for (a, s) in acked.iter().zip(&stored) {
+        assert_eq!((a.seq, &a.cli_line), (s.seq, &s.cli_line));
+    }
+    // Both logs' subscribers saw every one of them once.
+    for (sub, seen) in &mut subs {
+        read_until(sub, seen, last, REAL).await;
+        assert_gapless(seen, last);
+    }
+    for logs in &logs {
+        logs.shutdown().await;
+    }
 }
 
 #[tokio::test(start_paused = true)]
