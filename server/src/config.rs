@@ -170,6 +170,13 @@ pub struct ServeConfig {
     #[arg(long, env = "AGENT_HARNESS_HEARTBEAT", default_value = duration_default!(log::DEFAULT_HEARTBEAT), value_parser = parse_duration)]
     pub heartbeat: Duration,
 
+    /// On a store other processes write too: how often the sessions in
+    /// memory are re-checked against the store even without a commit
+    /// notice (the fallback for notices lost). Unused with the embedded
+    /// store, which only this process writes.
+    #[arg(long, env = "AGENT_HARNESS_TAIL_POLL", default_value = duration_default!(log::DEFAULT_TAIL_POLL), value_parser = parse_duration)]
+    pub tail_poll: Duration,
+
     /// Largest request message accepted, in bytes (larger: RESOURCE_EXHAUSTED).
     #[arg(long, env = "AGENT_HARNESS_MAX_REQUEST_BYTES", default_value_t = body_limit::DEFAULT_MAX_REQUEST_BYTES)]
     pub max_request_bytes: usize,
@@ -449,6 +456,7 @@ impl Default for ServeConfig {
             cache_sessions: log::DEFAULT_CACHE_SESSIONS,
             store_cache_bytes: store::DEFAULT_PAGE_CACHE_BYTES,
             heartbeat: log::DEFAULT_HEARTBEAT,
+            tail_poll: log::DEFAULT_TAIL_POLL,
             max_request_bytes: body_limit::DEFAULT_MAX_REQUEST_BYTES,
             max_line_bytes: supervise::DEFAULT_MAX_LINE_BYTES,
             deltas: Toggle::On,

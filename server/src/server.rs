@@ -184,6 +184,7 @@ pub async fn run(config: ServeConfig, shutdown: impl Future<Output = ()> + Send)
             cache_sessions: config.cache_sessions,
             max_replay: config.max_replay as u64,
             heartbeat: config.heartbeat,
+            tail_poll: config.tail_poll,
             delta_interval: config.delta_interval,
             max_event_bytes: config.max_event_bytes,
             ..LogOptions::default()

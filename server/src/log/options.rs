@@ -17,7 +17,7 @@ pub const DEFAULT_CACHE_SESSIONS: usize = 1_000;
 pub const DEFAULT_MAX_REPLAY: usize = 10_000;
 /// Default of [`LogOptions::heartbeat`] (`--heartbeat`).
 pub const DEFAULT_HEARTBEAT: Duration = Duration::from_secs(15);
-/// Default of [`LogOptions::tail_poll`].
+/// Default of [`LogOptions::tail_poll`] (`--tail-poll`).
 pub const DEFAULT_TAIL_POLL: Duration = Duration::from_secs(1);
 /// Default of [`LogOptions::delta_interval`] (`--delta-interval`).
 pub const DEFAULT_DELTA_INTERVAL: Duration = Duration::from_millis(50);

@@ -46,8 +46,11 @@ pub(super) struct Ahead {
 }
 
 /// Starts the tailing task when the store has a commit feed and a Tokio
-/// runtime is at hand (a log opened outside one does not tail). It ends
-/// when `stop` is cancelled or the writer is gone.
+/// runtime is at hand (a log opened outside one does not tail). The log
+/// owns it, not the server's task set (the log is opened before that set
+/// exists and closes after it was waited for). Cancel policy: it ends on
+/// `stop`, which shutdown and the last handle's drop cancel (shutdown then
+/// waits for it), or when the writer is gone.
 pub(super) fn spawn(
     shared: Arc<Shared>,
     tx: std::sync::mpsc::Sender<Cmd>,
