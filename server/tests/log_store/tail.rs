@@ -158,6 +158,30 @@ async fn appending_from_a_stale_head_fails_cleanly_then_numbers_afresh() {
     b.shutdown().await;
 }
 
+#[tokio::test(start_paused = true)]
+async fn a_session_held_without_a_stream_follows_too() {
+    let store = Arc::new(MemoryStore::new());
+    let a = open(store.clone(), LogOptions::default());
+    let b = open(store.clone(), LogOptions::default());
+    append_n(&b, "s", &[2]).await;
+    // Read on A: resident there, no stream holds it. History and the head
+    // are read from that entry.
+    assert_eq!(a.head_seq("s").await.unwrap(), 2);
+    append_n(&b, "s", &[3]).await;
+    // Paused clock: the bound is on turns, not time (the writer threads
+    // are real threads, and the clock jumps while the runtime waits).
+    let mut waited = 0;
+    while a.head_seq("s").await.unwrap() < 5 {
+        assert!(waited < 100_000, "A's head stayed behind");
+        tokio::time::sleep(Duration::from_millis(10)).await;
+        waited += 1;
+    }
+    let (page, _) = a.history("s", 0, 10).await.unwrap();
+    assert_eq!(seqs(&page), [1, 2, 3, 4, 5]);
+    a.shutdown().await;
+    b.shutdown().await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn two_logs_appending_to_one_session_never_overwrite_nor_leave_a_gap() {
     const EACH: u64 = 60;
