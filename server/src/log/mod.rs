@@ -17,6 +17,10 @@
 //!   cache of metas and reads the rest from the store. Subscribers hold no
 //!   queue: they watch the head seq and pull what they have not sent, so a
 //!   slow subscriber costs a `watch::Receiver` and a cursor, never a backlog.
+//! - **Following other writers.** On a store other processes write too
+//!   (one with a commit feed), a tailing task ([`tail`]) brings the
+//!   resident sessions forward to what they committed, through the writer
+//!   thread, so subscribers see their events as they see this process's.
 //! - **Bounded messages.** An event over [`LogOptions::max_event_bytes`] is
 //!   stored whole beside its cut-down form ([`cut`]); the window, every
 //!   read and every stream carry the cut form, History pages are bounded by
@@ -29,6 +33,7 @@ mod options;
 mod read;
 mod resident;
 mod subscribe;
+mod tail;
 mod typing;
 mod writer;
 
@@ -36,7 +41,8 @@ pub use self::commit::{Commit, MetaChange, NewEvent};
 pub use self::failpoint::FAILPOINT_ENV;
 pub use self::options::{
     DEFAULT_CACHE_SESSIONS, DEFAULT_DELTA_INTERVAL, DEFAULT_HEARTBEAT, DEFAULT_MAX_REPLAY,
-    DEFAULT_WINDOW, DEFAULT_WINDOW_BYTES, DEFAULT_WINDOW_CACHE_BYTES, LogOptions,
+    DEFAULT_TAIL_POLL, DEFAULT_WINDOW, DEFAULT_WINDOW_BYTES, DEFAULT_WINDOW_CACHE_BYTES,
+    LogOptions,
 };
 pub use self::typing::Typing;
 
@@ -289,11 +295,18 @@ struct Inner {
     /// its stdout pipe) instead of growing memory.
     queue: Arc<tokio::sync::Semaphore>,
     writer: Mutex<Option<std::thread::JoinHandle<()>>>,
+    /// The tailing task ([`tail`]), when the store has a commit feed. It
+    /// holds a sender to the writer, so it must end for the writer to.
+    tail: Mutex<Option<tokio::task::JoinHandle<()>>>,
+    /// Ends the tailing task.
+    stop_tail: tokio_util::sync::CancellationToken,
 }
 
 impl Drop for Inner {
     fn drop(&mut self) {
-        // The last handle is gone: nobody can append any more, so end the streams.
+        // The last handle is gone: nobody can append any more, so end the
+        // streams, and the tailing task (then the writer ends too).
+        self.stop_tail.cancel();
         self.shared.close();
     }
 }
@@ -313,8 +326,10 @@ impl std::fmt::Debug for EventLogs {
 }
 
 impl EventLogs {
-    /// Starts the group-commit writer thread. Nothing is loaded: a
-    /// session's head and meta are read from the store when it is first used.
+    /// Starts the group-commit writer thread, and the tailing task when the
+    /// store has a commit feed (other processes write it too) and this is
+    /// called within a Tokio runtime. Nothing is loaded: a session's head
+    /// and meta are read from the store when it is first used.
     pub fn open(store: Arc<dyn Store>, opts: LogOptions) -> Result<Self, LogError> {
         let resident = Resident::new(Limits {
             window: opts.window,
@@ -341,6 +356,8 @@ impl EventLogs {
                 "cannot start the log writer thread: {e}"
             ))))
         })?;
+        let stop_tail = tokio_util::sync::CancellationToken::new();
+        let tail = tail::spawn(shared.clone(), tx.clone(), stop_tail.clone());
         let queue = Arc::new(tokio::sync::Semaphore::new(
             shared
                 .opts
@@ -353,6 +370,8 @@ impl EventLogs {
                 tx,
                 queue,
                 writer: Mutex::new(Some(writer)),
+                tail: Mutex::new(tail),
+                stop_tail,
             }),
         })
     }
@@ -491,6 +510,16 @@ impl EventLogs {
     /// Commits every append queued so far, stops the writer, and ends every
     /// subscribe stream. Later appends fail with [`LogError::Closed`].
     pub async fn shutdown(&self) {
+        self.inner.stop_tail.cancel();
+        let tail = self
+            .inner
+            .tail
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .take();
+        if let Some(t) = tail {
+            let _ = t.await;
+        }
         let (reply, rx) = oneshot::channel();
         if self.inner.tx.send(Cmd::Shutdown { reply }).is_ok() {
             let _ = rx.await;

@@ -18,6 +18,8 @@ pub const DEFAULT_CACHE_SESSIONS: usize = 1_000;
 pub const DEFAULT_MAX_REPLAY: usize = 10_000;
 /// Default of [`LogOptions::heartbeat`] (`--heartbeat`).
 pub const DEFAULT_HEARTBEAT: Duration = Duration::from_secs(15);
+/// Default of [`LogOptions::tail_poll`] (`--tail-poll`).
+pub const DEFAULT_TAIL_POLL: Duration = Duration::from_secs(1);
 /// Default of [`LogOptions::delta_interval`] (`--delta-interval`).
 pub const DEFAULT_DELTA_INTERVAL: Duration = Duration::from_millis(50);
 
@@ -83,6 +85,13 @@ pub struct LogOptions {
     /// at least 16384.
     #[arg(long, env = "AGENT_HARNESS_MAX_EVENT_BYTES", default_value_t = cut::DEFAULT_MAX_EVENT_BYTES)]
     pub max_event_bytes: usize,
+
+    /// On a store other processes write too: how often the sessions in
+    /// memory are re-checked against the store even without a commit
+    /// notice (the fallback for notices lost). Unused with the embedded
+    /// store, which only this process writes.
+    #[arg(long, env = "AGENT_HARNESS_TAIL_POLL", default_value = duration_default!(DEFAULT_TAIL_POLL), value_parser = parse_duration)]
+    pub tail_poll: Duration,
 }
 
 impl Default for LogOptions {
@@ -98,6 +107,7 @@ impl Default for LogOptions {
             max_batch: DEFAULT_MAX_BATCH,
             max_queued: DEFAULT_MAX_QUEUED,
             max_event_bytes: cut::DEFAULT_MAX_EVENT_BYTES,
+            tail_poll: DEFAULT_TAIL_POLL,
         }
     }
 }

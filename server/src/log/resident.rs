@@ -20,8 +20,9 @@
 //! Entries are made in two places only: by a reader that loaded the head
 //! from the store (`Shared::load`, which checks that no commit was
 //! published meanwhile, so a stale head is never installed) and by nobody
-//! else: the writer updates resident entries after a commit and leaves
-//! other sessions alone (their head is in the store).
+//! else: the writer updates resident entries after a commit, and after the
+//! tailing task found another process's commits in a shared store, and
+//! leaves other sessions alone (their head is in the store).
 
 use std::collections::{HashMap, VecDeque};
 use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, AtomicUsize, Ordering};
@@ -243,7 +244,10 @@ impl Resident {
     }
 
     /// Appends just-committed events (of one session, in seq order) to its
-    /// window and trims it to the per-session bounds.
+    /// window and trims it to the per-session bounds. Events the window
+    /// already holds are skipped; when the rest do not follow its newest
+    /// event (another process committed the seqs between, see `tail`), the
+    /// window restarts with them, so it stays contiguous.
     pub fn extend_window(&self, s: &SessionLog, events: &[&pb::Event]) {
         let Limits {
             window,
@@ -255,6 +259,18 @@ impl Resident {
         }
         let mut w = s.window_mut();
         let before = w.bytes;
+        let back = w.events.back().map(|e| e.seq);
+        let events = match back {
+            Some(back) => {
+                let new = events.partition_point(|e| e.seq <= back);
+                let events = &events[new..];
+                if events.first().is_some_and(|e| e.seq != back + 1) {
+                    *w = Window::default();
+                }
+                events
+            }
+            None => events,
+        };
         // Only the newest `window` of this batch can survive the trim.
         let skip = events.len().saturating_sub(window);
         for e in &events[skip..] {
@@ -273,6 +289,12 @@ impl Resident {
         } else {
             self.bytes.fetch_sub(before - after, Ordering::Relaxed);
         }
+    }
+
+    /// Empties the session's window (its bytes leave the budget).
+    pub fn clear_window(&self, s: &SessionLog) {
+        let freed = std::mem::take(&mut *s.window_mut()).bytes;
+        self.bytes.fetch_sub(freed, Ordering::Relaxed);
     }
 
     /// When all windows together are over [`Limits::cache_bytes`], drops
@@ -314,6 +336,17 @@ impl Resident {
     /// Every resident entry (shutdown wakes them all).
     pub fn all(&self) -> Vec<Arc<SessionLog>> {
         self.read().values().cloned().collect()
+    }
+
+    /// The session's entry, if resident, without marking it used (the
+    /// tailing task looks without using).
+    pub fn peek(&self, session_id: &str) -> Option<Arc<SessionLog>> {
+        self.read().get(session_id).cloned()
+    }
+
+    /// The ids of every resident session.
+    pub fn ids(&self) -> Vec<String> {
+        self.read().keys().cloned().collect()
     }
 
     /// Resident sessions, events in their windows, bytes in their windows.
@@ -370,6 +403,33 @@ mod tests {
         r.extend_window(&s, &[&ev(51, 50_000)]);
         assert_eq!(s.window_get(51).unwrap().seq, 51);
         assert_eq!(r.stats().1, 1);
+    }
+
+    #[test]
+    fn a_window_skips_what_it_holds_and_restarts_at_a_gap() {
+        let r = Resident::new(limits());
+        let s = new_entry(&r, "s");
+        let evs: Vec<pb::Event> = (1..=5).map(|i| ev(i, 10)).collect();
+        r.extend_window(&s, &evs.iter().collect::<Vec<_>>());
+        // 4..=6 overlaps: 6 is added once.
+        let more: Vec<pb::Event> = (4..=6).map(|i| ev(i, 10)).collect();
+        r.extend_window(&s, &more.iter().collect::<Vec<_>>());
+        assert_eq!(r.stats().1, 6);
+        let seqs: Vec<u64> = s
+            .window_span(0, 10)
+            .unwrap()
+            .iter()
+            .map(|e| e.seq)
+            .collect();
+        assert_eq!(seqs, (1..=6).collect::<Vec<_>>());
+        // 9, 10 after 6: 7 and 8 were committed elsewhere; the window restarts.
+        let later: Vec<pb::Event> = (9..=10).map(|i| ev(i, 10)).collect();
+        r.extend_window(&s, &later.iter().collect::<Vec<_>>());
+        assert_eq!(r.stats().1, 2);
+        assert!(s.window_span(6, 10).is_none(), "7 is not in the window");
+        assert_eq!(s.window_get(10).unwrap().seq, 10);
+        let bytes: usize = later.iter().map(Message::encoded_len).sum();
+        assert_eq!(r.stats().2, bytes, "the dropped events left the budget");
     }
 
     #[test]

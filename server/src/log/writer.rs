@@ -7,9 +7,22 @@
 //! `Durability::Immediate` transaction. Only after that commit does it
 //! publish: events go into the session windows, the heads are set, each
 //! append's oneshot resolves, and then the head watches are bumped, waking
-//! subscribers. If the commit fails, the seqs it assigned are rolled back,
-//! so the log never has a gap. The thread ends on `Cmd::Shutdown` or when
-//! every sender is dropped, after committing what was queued before.
+//! subscribers. If the commit fails, the seqs it assigned are rolled back
+//! (the cached metas of its sessions are forgotten, so the next append
+//! numbers from the store's head), so the log never has a gap. The thread
+//! ends on `Cmd::Shutdown` or when every sender is dropped, after
+//! committing what was queued before.
+//!
+//! On a store other processes write too, the seqs cached here can be stale:
+//! another process may have committed the next seqs of a session. The
+//! writer then relies on the store refusing a (session, seq) it already
+//! holds: the whole batch fails cleanly (nothing written, its appends
+//! answered with the storage error, as any failed commit), never
+//! overwriting or reordering the other writer's events, and the next
+//! append numbers from the fresh head. When the tailing task saw the other
+//! commits first (`Cmd::Follow`), the cached meta is forgotten at once and
+//! the next append does not fail at all. Which process may append to a
+//! session is not decided here.
 //!
 //! Per-commit cost is what bounds throughput (each session a commit touches
 //! costs at least one copied-on-write B-tree leaf), so a commit writes only
@@ -36,6 +49,7 @@ use agent_harness_protocol::pb;
 use tokio::sync::oneshot;
 
 use super::failpoint::{Failpoint, When};
+use super::tail::Ahead;
 use super::{Commit, LogError, MetaChange, SessionLog, Shared};
 use crate::store::{self, ReceiptWrite, SessionMeta};
 
@@ -55,6 +69,13 @@ pub(super) enum Cmd {
         receipt: Option<ReceiptWrite>,
         reply: oneshot::Sender<Result<bool, LogError>>,
     },
+    /// Bring resident sessions forward to heads another process committed
+    /// (from the tailing task, see `tail`), after committing what was
+    /// queued before.
+    Follow {
+        ahead: Vec<Ahead>,
+        reply: oneshot::Sender<()>,
+    },
     /// Commit what is queued, then stop.
     Shutdown { reply: oneshot::Sender<()> },
 }
@@ -70,8 +91,6 @@ impl Cmd {
 
 /// A session touched by the batch being committed.
 struct Touched {
-    /// Its meta before the batch (None = it did not exist), for rollback.
-    before: Option<SessionMeta>,
     /// Whether the commit writes its meta (new session or meta update).
     write_meta: bool,
 }
@@ -172,7 +191,7 @@ impl Writer {
             };
             let linger_until = Instant::now() + (last_commit / 2).min(LINGER_MAX);
             let mut stop = None;
-            let mut delete = None;
+            let mut apart = None;
             let mut batch = Vec::new();
             let mut weight = 0;
             let mut appends = 0;
@@ -184,10 +203,11 @@ impl Writer {
                         break;
                     }
                     // A deletion is never batched: it follows what was
-                    // queued before it, in its own transaction.
-                    cmd @ Cmd::Delete { .. } => {
+                    // queued before it, in its own transaction. Nor is a
+                    // follow: it may forget cached metas a batch numbers from.
+                    cmd @ (Cmd::Delete { .. } | Cmd::Follow { .. }) => {
                         if batch.is_empty() {
-                            delete = Some(cmd);
+                            apart = Some(cmd);
                         } else {
                             carry = Some(cmd);
                         }
@@ -210,23 +230,12 @@ impl Writer {
                 answered = self.commit(batch);
                 last_commit = t0.elapsed();
             }
-            if let Some(Cmd::Delete {
-                session_id,
-                receipt,
-                reply,
-            }) = delete
-            {
-                let _ = reply.send(self.delete(&session_id, receipt));
+            if let Some(cmd) = apart {
+                self.apart(cmd);
             }
             if let Some(reply) = stop {
                 match carry.take() {
-                    Some(Cmd::Delete {
-                        session_id,
-                        receipt,
-                        reply,
-                    }) => {
-                        let _ = reply.send(self.delete(&session_id, receipt));
-                    }
+                    Some(cmd @ (Cmd::Delete { .. } | Cmd::Follow { .. })) => self.apart(cmd),
                     Some(cmd) => {
                         self.commit(vec![cmd]);
                     }
@@ -242,6 +251,26 @@ impl Writer {
         }
     }
 
+    /// Runs a command that is never batched (a deletion, a follow).
+    fn apart(&mut self, cmd: Cmd) {
+        match cmd {
+            Cmd::Delete {
+                session_id,
+                receipt,
+                reply,
+            } => {
+                let _ = reply.send(self.delete(&session_id, receipt));
+            }
+            Cmd::Follow { ahead, reply } => {
+                self.follow(ahead);
+                let _ = reply.send(());
+            }
+            Cmd::Commit { .. } | Cmd::Shutdown { .. } => {
+                unreachable!("only deletions and follows run apart")
+            }
+        }
+    }
+
     /// Commits one batch and answers every command in it; returns how many
     /// appends were answered with success.
     fn commit(&mut self, batch: Vec<Cmd>) -> usize {
@@ -253,8 +282,8 @@ impl Writer {
             seconds: i64::try_from(now.as_secs()).unwrap_or(i64::MAX),
             nanos: i32::try_from(now.subsec_nanos()).unwrap_or(0),
         };
-        // Every session this batch touches, with its pre-batch meta (None =
-        // did not exist) for rollback, and whether its meta must be written.
+        // Every session this batch touches, and whether its meta must be
+        // written.
         let mut touched: HashMap<String, Touched> = HashMap::new();
         let mut events: Vec<pb::Event> = Vec::with_capacity(batch.iter().map(Cmd::weight).sum());
         let mut replies = Vec::with_capacity(batch.len());
@@ -321,8 +350,8 @@ impl Writer {
                     }
                     (reply, events.len() - start)
                 }
-                Cmd::Shutdown { .. } | Cmd::Delete { .. } => {
-                    unreachable!("shutdown and deletion are never batched")
+                Cmd::Shutdown { .. } | Cmd::Delete { .. } | Cmd::Follow { .. } => {
+                    unreachable!("shutdown, deletion and follow are never batched")
                 }
             };
             replies.push(reply);
@@ -386,15 +415,14 @@ impl Writer {
                 self.shared
                     .storage_ok
                     .send_if_modified(|ok| std::mem::replace(ok, false));
-                for (sid, t) in touched {
-                    match t.before {
-                        Some(m) => {
-                            self.metas.insert(sid, (self.clock, m));
-                        }
-                        None => {
-                            self.metas.remove(&sid);
-                        }
-                    }
+                // The seqs the batch assigned are given back by forgetting
+                // the cached metas of its sessions: the next append reads
+                // them from the store, which has every commit. Another
+                // process sharing the store may have committed those seqs
+                // (the store refused ours as duplicates): read afresh, the
+                // head is theirs, never stale.
+                for sid in touched.keys() {
+                    self.metas.remove(sid);
                 }
                 let err = LogError::from(e);
                 for (tx, _) in replies {
@@ -448,7 +476,7 @@ impl Writer {
     }
 
     /// The session's meta (from the cache, else the store; created if
-    /// new), remembering its pre-batch value. A new session's meta is
+    /// new), noting the session as touched. A new session's meta is
     /// written with the batch (it creates the session); an existing one only
     /// when `write_meta` (a meta update).
     fn touch(
@@ -467,9 +495,8 @@ impl Writer {
         match touched.get_mut(session_id) {
             Some(t) => t.write_meta |= write_meta,
             None => {
-                let before = self.metas.get(session_id).map(|(_, m)| m.clone());
-                let write_meta = write_meta || before.is_none();
-                touched.insert(session_id.to_owned(), Touched { before, write_meta });
+                let write_meta = write_meta || !self.metas.contains_key(session_id);
+                touched.insert(session_id.to_owned(), Touched { write_meta });
             }
         }
         let clock = self.clock;
@@ -479,6 +506,59 @@ impl Writer {
         };
         entry.0 = clock;
         Ok(&mut entry.1)
+    }
+
+    /// Brings resident sessions forward to the heads the tailing task
+    /// found in the store (committed by another process sharing it): the
+    /// cached meta is forgotten (the next append numbers from the store's
+    /// head and sees the other writer's meta changes), the window takes the
+    /// events read with the head (restarting when they do not follow it),
+    /// and the head watch moves, waking the subscribers, who pull what the
+    /// window lacks from the store. Run on this thread, between commits, so
+    /// it never interleaves with a publish: a head this process published
+    /// meanwhile is never moved back, and no event enters a window twice.
+    fn follow(&mut self, ahead: Vec<Ahead>) {
+        for Ahead {
+            session_id,
+            head,
+            events,
+        } in ahead
+        {
+            if self
+                .metas
+                .get(&session_id)
+                .is_some_and(|(_, m)| m.head_seq < head)
+            {
+                self.metas.remove(&session_id);
+            }
+            let Some(session) = self.shared.resident.peek(&session_id) else {
+                continue;
+            };
+            if head <= *session.head.borrow() {
+                continue;
+            }
+            session.has_meta.store(true, Ordering::Release);
+            if let Some(last) = events.last() {
+                let time = crate::store::event_time_ms(last.time.as_ref());
+                session.updated_ms.fetch_max(time, Ordering::Relaxed);
+            }
+            let evs: Vec<&pb::Event> = events.iter().filter(|e| e.seq <= head).collect();
+            if evs.last().is_some_and(|e| e.seq == head) {
+                self.shared.resident.extend_window(&session, &evs);
+            } else {
+                // A window must end at the head: without the events up to
+                // it, none (reads go to the store).
+                self.shared.resident.clear_window(&session);
+            }
+            session.head.send_if_modified(|h| {
+                let moved = head > *h;
+                *h = (*h).max(head);
+                moved
+            });
+        }
+        // A reader loading a head from the store meanwhile loads it again.
+        self.shared.published.fetch_add(1, Ordering::SeqCst);
+        self.shared.resident.enforce_byte_budget();
     }
 
     /// Keeps the meta cache within `cache_sessions`: past it, the least
@@ -526,7 +606,7 @@ impl Writer {
             };
             session.has_meta.store(true, Ordering::Release);
             session.updated_ms.fetch_max(now_ms, Ordering::Relaxed);
-            if head_seq == *session.head.borrow() {
+            if head_seq <= *session.head.borrow() {
                 continue;
             }
             if let Some(evs) = by_session.remove(session_id.as_str()) {
@@ -536,7 +616,7 @@ impl Writer {
             // stream that polls now already sees it; waiting ones are woken
             // by the caller.
             session.head.send_if_modified(|h| {
-                *h = head_seq;
+                *h = (*h).max(head_seq);
                 false
             });
             wake.push(session);

@@ -1,17 +1,43 @@
 //! In-memory [`Store`]: the reference implementation for tests and benches.
+//!
+//! Like a shared database it has a commit feed ([`Store::commit_notices`]):
+//! one `MemoryStore` shared by two [`crate::log::EventLogs`] is how the
+//! tests play a second process writing the same sessions. And like a
+//! primary key on (session, seq), it refuses a commit that repeats a stored
+//! seq: a log that numbered from a stale head fails cleanly instead of
+//! overwriting another writer's events.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::Mutex;
 
 use agent_harness_protocol::pb;
 
-use super::{Commit, Receipt, ReceiptWrite, SessionMeta, Store, StoreError, StoreUsage};
+use tokio::sync::broadcast;
+
+use super::{
+    Commit, CommitNotice, Receipt, ReceiptWrite, SessionMeta, Store, StoreError, StoreUsage,
+};
+
+/// Notices the feed holds for a receiver that has not read them yet; one
+/// further behind lags, and treats that as [`CommitNotice::Lost`].
+const NOTICE_BACKLOG: usize = 1024;
 
 /// A [`Store`] that keeps everything in process memory (lost on exit).
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub struct MemoryStore {
     /// One lock over everything, so a batch is applied atomically.
     inner: Mutex<Inner>,
+    /// The commit feed: the sessions of every successful commit.
+    notices: broadcast::Sender<CommitNotice>,
+}
+
+impl Default for MemoryStore {
+    fn default() -> Self {
+        Self {
+            inner: Mutex::default(),
+            notices: broadcast::Sender::new(NOTICE_BACKLOG),
+        }
+    }
 }
 
 #[derive(Debug, Default)]
@@ -80,6 +106,19 @@ impl Store for MemoryStore {
             receipts,
         } = commit;
         let mut inner = self.lock();
+        // Checked before anything is applied, so a refused commit leaves
+        // nothing behind.
+        if let Some(ev) = batch.iter().find(|ev| {
+            inner
+                .events
+                .get(&ev.session_id)
+                .is_some_and(|evs| evs.contains_key(&ev.seq))
+        }) {
+            return Err(StoreError::Rejected(format!(
+                "session {} already has an event {}: refused, nothing written",
+                ev.session_id, ev.seq
+            )));
+        }
         for ev in full {
             if let Some(id) = super::conversations::named(ev) {
                 let row = (id.to_owned(), ev.session_id.clone());
@@ -105,6 +144,15 @@ impl Store for MemoryStore {
         }
         for w in receipts {
             inner.write_receipt(w);
+        }
+        drop(inner);
+        let mut sessions: Vec<String> = batch.iter().map(|e| e.session_id.clone()).collect();
+        sessions.extend(metas.iter().map(|m| m.session_id.clone()));
+        sessions.sort_unstable();
+        sessions.dedup();
+        if !sessions.is_empty() {
+            // No receiver (no log follows this store) is not an error.
+            let _ = self.notices.send(CommitNotice::Sessions(sessions));
         }
         Ok(())
     }
@@ -265,5 +313,23 @@ impl Store for MemoryStore {
 
     fn session_count(&self) -> Result<u64, StoreError> {
         Ok(self.lock().metas.len() as u64)
+    }
+
+    fn commit_notices(&self) -> Option<broadcast::Receiver<CommitNotice>> {
+        Some(self.notices.subscribe())
+    }
+
+    fn heads(&self, session_ids: &[String]) -> Result<Vec<u64>, StoreError> {
+        let inner = self.lock();
+        Ok(session_ids
+            .iter()
+            .map(|id| {
+                inner
+                    .events
+                    .get(id)
+                    .and_then(|evs| evs.keys().next_back().copied())
+                    .unwrap_or(0)
+            })
+            .collect())
     }
 }

@@ -112,6 +112,18 @@ pub struct Commit<'a> {
     pub receipts: &'a [ReceiptWrite],
 }
 
+/// What a store tells the logs reading it about commits (see
+/// [`Store::commit_notices`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum CommitNotice {
+    /// These sessions have new committed events (written by any process
+    /// sharing the store, this one included).
+    Sessions(Vec<String>),
+    /// Notices may have been missed (the feed reconnected or fell behind):
+    /// re-check every followed session.
+    Lost,
+}
+
 /// Durable storage for every session's events and meta.
 ///
 /// Synchronous on purpose: redb is synchronous, and the log calls it from
@@ -224,6 +236,21 @@ pub trait Store: Send + Sync + 'static {
     fn usage(&self) -> Result<StoreUsage, StoreError>;
     /// How many sessions have a meta (cheap: no walk).
     fn session_count(&self) -> Result<u64, StoreError>;
+    /// A feed of the commits made by every process sharing this store, for
+    /// tailing; `None` for a store only this process writes (redb locks its
+    /// file). A receiver that lags (`RecvError::Lagged`) must treat it as
+    /// [`CommitNotice::Lost`].
+    fn commit_notices(&self) -> Option<tokio::sync::broadcast::Receiver<CommitNotice>> {
+        None
+    }
+    /// The last stored seq of each of `session_ids` (0 for one without
+    /// events), in the order given.
+    fn heads(&self, session_ids: &[String]) -> Result<Vec<u64>, StoreError> {
+        session_ids
+            .iter()
+            .map(|id| Ok(self.meta(id)?.map_or(0, |m| m.head_seq)))
+            .collect()
+    }
 }
 
 /// What a [`Store`] holds (see [`Store::usage`]).

@@ -13,4 +13,5 @@ mod history;
 mod memory;
 mod store_contract;
 mod subscribe;
+mod tail;
 mod typing;

@@ -383,6 +383,45 @@ mod contract {
         assert_eq!(seqs(&store.read_range("s", 0, 10).unwrap()), vec![1, 2]);
     }
 
+    pub fn heads_are_the_last_stored_seqs_in_the_order_given(store: &dyn Store) {
+        append(store, "h1", 1, 3);
+        append(store, "h2", 1, 1);
+        store.append_batch(&[], &[meta("h3", 0)]).unwrap();
+        let ids = ["h2", "never", "h1", "h3"].map(String::from);
+        assert_eq!(store.heads(&ids).unwrap(), vec![1, 0, 3, 0]);
+        assert!(store.heads(&[]).unwrap().is_empty());
+    }
+
+    /// A store other processes write too (it has a commit feed): each
+    /// commit names its sessions in the feed, and a commit repeating a
+    /// stored (session, seq) is refused whole, as a primary key refuses
+    /// it. A store without a feed has nothing to check here.
+    pub fn a_shared_store_notices_commits_and_refuses_a_seq_taken(store: &dyn Store) {
+        use agent_harness_server::store::CommitNotice;
+        let Some(mut feed) = store.commit_notices() else {
+            return;
+        };
+        let batch = [event("b", 1), event("a", 1), event("a", 2)];
+        store
+            .append_batch(&batch, &[meta("a", 2), meta("b", 1)])
+            .unwrap();
+        let Ok(CommitNotice::Sessions(mut ids)) = feed.try_recv() else {
+            panic!("a notice for the commit");
+        };
+        ids.sort();
+        assert_eq!(ids, ["a", "b"]);
+        // seq 2 of "a" is taken: nothing of the batch is written.
+        let again = [event("c", 1), event("a", 2), event("a", 3)];
+        assert!(store.append_batch(&again, &[meta("c", 1)]).is_err());
+        assert_eq!(seqs(&store.read_range("a", 0, 10).unwrap()), vec![1, 2]);
+        assert!(store.read_range("c", 0, 10).unwrap().is_empty());
+        assert_eq!(store.meta("c").unwrap(), None);
+        assert_eq!(store.read_range("a", 0, 10).unwrap()[1], batch[2]);
+        // The next seq goes through.
+        append(store, "a", 3, 3);
+        assert_eq!(store.heads(&["a".into()]).unwrap(), vec![3]);
+    }
+
     pub fn empty_batch_with_metas_only_writes_metas(store: &dyn Store) {
         store.append_batch(&[], &[meta("only-meta", 0)]).unwrap();
         assert_eq!(store.meta("only-meta").unwrap(), Some(meta("only-meta", 0)));
@@ -415,6 +454,8 @@ macro_rules! contract_suite {
             case!(receipts_commit_with_events_replace_remove_and_prune);
             case!(the_conversation_index_follows_the_events_that_name_a_conversation);
             case!(delete_session_removes_everything_of_that_session_only);
+            case!(heads_are_the_last_stored_seqs_in_the_order_given);
+            case!(a_shared_store_notices_commits_and_refuses_a_seq_taken);
         }
     };
 }
