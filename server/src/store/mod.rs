@@ -1,5 +1,7 @@
 //! Durable storage behind the event log: a small synchronous trait with an
-//! in-memory implementation (tests, benches) and a redb one (the server).
+//! in-memory implementation (tests, benches), a redb one (the server's
+//! default, one file) and a PostgreSQL one (`--store-url`, a database
+//! several servers can share).
 //!
 //! The trait is deliberately narrow: the [`crate::log`] layer owns sequence
 //! numbers, windows and subscribers, and only asks storage to commit a batch
@@ -7,15 +9,17 @@
 //! receipts of keyed calls ([`receipt`]), committed in the same transaction
 //! as the events of their call, and an index of which session each CLI
 //! conversation belongs to ([`conversations`]), committed with the event
-//! that names it. Both implementations pass the same contract
+//! that names it. Every implementation passes the same contract
 //! suite (`server/tests/log_store/store_contract.rs`).
 
 pub mod conversations;
 mod memory;
+mod postgres;
 pub mod receipt;
 mod redb;
 
 pub use self::memory::MemoryStore;
+pub use self::postgres::{PostgresStore, redact as redact_store_url};
 pub use self::receipt::{Answer, Receipt, ReceiptWrite};
 pub use self::redb::{DEFAULT_PAGE_CACHE_BYTES, RedbStore};
 
@@ -92,6 +96,10 @@ pub enum StoreError {
     /// The redb database failed (I/O, corruption, transaction).
     #[error("storage: {0}")]
     Redb(#[from] ::redb::Error),
+    /// The PostgreSQL database failed (unreachable, restarted, a statement
+    /// refused), or a store URL is bad; never holds a password.
+    #[error("storage: {0}")]
+    Postgres(String),
     /// An injected fault (crash tests) or an invariant the caller broke.
     #[error("{0}")]
     Rejected(String),
@@ -110,6 +118,18 @@ pub struct Commit<'a> {
     pub metas: &'a [SessionMeta],
     /// Receipts of the keyed calls whose events these are (usually none).
     pub receipts: &'a [ReceiptWrite],
+}
+
+/// What a store tells the logs reading it about commits (see
+/// [`Store::commit_notices`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum CommitNotice {
+    /// These sessions have new committed events (written by any process
+    /// sharing the store, this one included).
+    Sessions(Vec<String>),
+    /// Notices may have been missed (the feed reconnected or fell behind):
+    /// re-check every followed session.
+    Lost,
 }
 
 /// Durable storage for every session's events and meta.
@@ -224,6 +244,21 @@ pub trait Store: Send + Sync + 'static {
     fn usage(&self) -> Result<StoreUsage, StoreError>;
     /// How many sessions have a meta (cheap: no walk).
     fn session_count(&self) -> Result<u64, StoreError>;
+    /// A feed of the commits made by every process sharing this store, for
+    /// tailing; `None` for a store only this process writes (redb locks its
+    /// file). A receiver that lags (`RecvError::Lagged`) must treat it as
+    /// [`CommitNotice::Lost`].
+    fn commit_notices(&self) -> Option<tokio::sync::broadcast::Receiver<CommitNotice>> {
+        None
+    }
+    /// The last stored seq of each of `session_ids` (0 for one without
+    /// events), in the order given.
+    fn heads(&self, session_ids: &[String]) -> Result<Vec<u64>, StoreError> {
+        session_ids
+            .iter()
+            .map(|id| Ok(self.meta(id)?.map_or(0, |m| m.head_seq)))
+            .collect()
+    }
 }
 
 /// What a [`Store`] holds (see [`Store::usage`]).

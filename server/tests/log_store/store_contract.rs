@@ -1,6 +1,8 @@
 //! One contract suite for every `Store` implementation (STYLE habit 7):
-//! the same cases run against `MemoryStore` and `RedbStore` (a real redb
-//! file in a tempdir), plus redb-only durability and crash-atomicity tests.
+//! the same cases run against `MemoryStore`, `RedbStore` (a real redb
+//! file in a tempdir) and `PostgresStore` (a real server, see
+//! `support::postgres`), plus redb-only durability and crash-atomicity
+//! tests and the PostgreSQL store's own (`postgres_store`).
 
 use crate::support::log;
 
@@ -420,6 +422,7 @@ macro_rules! contract_suite {
 }
 
 contract_suite!(memory, ((), MemoryStore::new()));
+contract_suite!(postgres, ((), crate::support::postgres::store()));
 contract_suite!(redb_file, {
     let dir = tempfile::tempdir().unwrap();
     let store = RedbStore::open(&dir.path().join("agent-harness.redb")).unwrap();
