@@ -98,7 +98,7 @@ pub enum StoreError {
     Redb(#[from] ::redb::Error),
     /// The PostgreSQL database failed (unreachable, restarted, a statement
     /// refused), or a store URL is bad; never holds a password.
-    #[error("storage: {0}")]
+    #[error("database: {0}")]
     Postgres(String),
     /// An injected fault (crash tests) or an invariant the caller broke.
     #[error("{0}")]

@@ -12,7 +12,7 @@ use agent_harness_client::pb::subscribe_response::Kind;
 use agent_harness_server::ServeOptions;
 use agent_harness_server::manager::receipts::{IdempotencyOptions, ManualClock};
 use agent_harness_server::manager::{ManagerOptions, RetentionOptions};
-use agent_harness_server::store::{MemoryStore, RedbStore, Store};
+use agent_harness_server::store::{RedbStore, Store};
 use tonic::Code;
 use tonic::transport::Channel;
 
@@ -331,7 +331,7 @@ async fn rapid_starts_from_one_client_are_cut_off_at_the_limit() {
     };
     let adapter = ScriptedAdapter::new(one_turn());
     let spawner = Arc::new(adapter.clone());
-    let store = Arc::new(MemoryStore::new());
+    let store = crate::support::server::test_store();
     let server = TestServer::with_adapter(store, spawner, adapter, opts, sopts).await;
     let mut c = server.client().await;
     let (mut ok, mut limited) = (0u32, 0u32);
@@ -397,7 +397,7 @@ async fn each_client_address_has_its_own_allowance() {
     };
     let adapter = ScriptedAdapter::new(one_turn());
     let spawner = Arc::new(adapter.clone());
-    let store = Arc::new(MemoryStore::new());
+    let store = crate::support::server::test_store();
     let server = TestServer::with_adapter(store, spawner, adapter, fast_opts(), sopts).await;
     let from = |ip: [u8; 4]| {
         let url = format!("http://{}", server.addr);

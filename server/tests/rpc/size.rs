@@ -17,7 +17,7 @@ use agent_harness_client::pb::event::Payload;
 use agent_harness_client::pb::session_service_client::SessionServiceClient;
 use agent_harness_server::ServeOptions;
 use agent_harness_server::adapter::StdoutLine;
-use agent_harness_server::store::{MemoryStore, RedbStore, SessionMeta, Store};
+use agent_harness_server::store::{RedbStore, SessionMeta, Store};
 use prost::Message;
 use server::*;
 use tonic::transport::Channel;
@@ -359,7 +359,7 @@ async fn a_6mb_answer_is_stored_whole_streamed_cut_down_and_read_back_in_chunks(
 /// fits in 4 MiB, and ReadFullEvent still returns the whole line.
 #[tokio::test]
 async fn oversized_stored_rows_are_cut_when_read_and_history_pages_are_bounded_by_bytes() {
-    let store = Arc::new(MemoryStore::new());
+    let store = crate::support::server::test_store();
     let rows: Vec<pb::Event> = (1..=10u64)
         .map(|seq| {
             let text = format!("{seq:02}").repeat(1_500_000);
