@@ -1,7 +1,8 @@
 //! What `serve` leaves on disk is its user's alone: the data dir it
 //! creates is 0700, `events.redb` and the secrets key are 0600 (a store file
 //! others could read is made 0600; a data dir the operator made keeps its
-//! mode), and a token file others can read is a start-up error.
+//! mode), and a token file others can read is a start-up error. On redb
+//! whatever `AGENT_HARNESS_TEST_STORE` says: the store file is the subject.
 
 use std::os::unix::fs::PermissionsExt;
 use std::path::Path;

@@ -71,7 +71,7 @@ fn huge_read_lines(session: &str) -> [String; 2] {
     [call.to_string(), result.to_string()]
 }
 
-/// A server over a redb file whose scripted CLI writes, before the answer
+/// A server over a redb file (or PostgreSQL) whose scripted CLI writes, before the answer
 /// of a turn whose text says HUGE, a Read of a 3 MB image and a 6 MB answer.
 async fn huge_server(dir: &tempfile::TempDir) -> TestServer {
     let inject = |line: &StdoutLine| {
@@ -87,8 +87,12 @@ async fn huge_server(dir: &tempfile::TempDir) -> TestServer {
             vec![]
         }
     };
-    let store: Arc<dyn Store> =
-        Arc::new(RedbStore::open(&dir.path().join("events.redb")).expect("redb"));
+    // A real store, not memory: redb, or PostgreSQL when the suite runs on it.
+    let store: Arc<dyn Store> = if crate::support::postgres::selected() {
+        crate::support::server::test_store()
+    } else {
+        Arc::new(RedbStore::open(&dir.path().join("events.redb")).expect("redb"))
+    };
     let adapter = ScriptedAdapter::new(ScriptedBehavior::default());
     let spawner = Arc::new(InjectingAdapter::new(adapter.clone(), inject));
     TestServer::with_adapter(
