@@ -97,8 +97,11 @@ impl Cluster {
                 data.display()
             ),
         );
+        // `setsid -f` forks it off in a session of its own and returns at
+        // once: the watchdog outlives this process and its process group.
         Command::new("setsid")
             .args([
+                "-f",
                 "sh",
                 "-c",
                 &format!(
@@ -109,7 +112,7 @@ impl Cluster {
             .stdin(std::process::Stdio::null())
             .stdout(std::process::Stdio::null())
             .stderr(std::process::Stdio::null())
-            .spawn()
+            .status()
             .expect("the postgres watchdog");
         let initdb = format!(
             "{} -D {} --auth=trust -U postgres --no-sync -E UTF8 --locale=C >{}/initdb.log 2>&1",
