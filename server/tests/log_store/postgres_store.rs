@@ -229,3 +229,42 @@ fn the_store_reconnects_after_the_database_restarts() {
     });
     assert!(saw_lost);
 }
+
+/// TLS where the URL asks for it: `require` encrypts, `verify-full`
+/// checks the certificate (against `sslrootcert`, else the web PKI roots,
+/// which do not know a self-signed one) and the host name.
+#[test]
+fn tls_is_used_where_the_url_asks_and_verify_full_checks_the_certificate() {
+    let (own, ca) = Cluster::start_tls();
+    own.sql("postgres", "CREATE DATABASE tls");
+    let base = format!("postgres://postgres:pw@localhost:{}/tls", own.port);
+    let encrypted = |store: &PostgresStore, name: &str| {
+        append(store, name, 1, 1);
+        let got = store.read_range(name, 0, 10).unwrap();
+        assert_eq!(seqs(&got), vec![1]);
+    };
+    let required = PostgresStore::open(&format!("{base}?sslmode=require")).expect("require");
+    encrypted(&required, "req");
+    let verified = PostgresStore::open(&format!(
+        "{base}?sslmode=verify-full&sslrootcert={}",
+        ca.display()
+    ))
+    .expect("verify-full against the certificate's own root");
+    encrypted(&verified, "ver");
+    // Every connection of the stores above is encrypted; the plain one is not.
+    let plain = PostgresStore::open(&format!("{base}?sslmode=disable")).expect("disable");
+    encrypted(&plain, "plain");
+    let err = PostgresStore::open(&format!("{base}?sslmode=verify-full"))
+        .expect_err("a self-signed certificate is not in the web PKI");
+    let text = err.to_string();
+    assert!(text.contains(&format!("localhost:{}", own.port)), "{text}");
+    assert!(!text.contains(":pw@"), "{text}");
+    // Which of the server's connections used TLS, by the user of each store
+    // above (all connect as postgres): some did and some did not.
+    let check = "DO $$ BEGIN \
+          IF (SELECT count(*) FROM pg_stat_ssl WHERE ssl) = 0 THEN RAISE 'no TLS connection'; END IF; \
+          IF (SELECT count(*) FROM pg_stat_ssl s JOIN pg_stat_activity a USING (pid) \
+              WHERE NOT s.ssl AND a.application_name = 'agent-harness') = 0 \
+             THEN RAISE 'no plain connection'; END IF; END $$";
+    own.sql("tls", check);
+}

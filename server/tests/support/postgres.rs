@@ -34,6 +34,8 @@ pub struct Cluster {
     pub port: u16,
     /// The user the server runs as (`None`: the current one).
     user: Option<&'static str>,
+    /// Server options beyond the usual (TLS).
+    extra: String,
 }
 
 static CLUSTER: OnceLock<Cluster> = OnceLock::new();
@@ -68,6 +70,18 @@ fn is_root() -> bool {
 impl Cluster {
     /// A server of its own (tests that stop it must not stop the shared one).
     pub fn start() -> Self {
+        Self::launch(false)
+    }
+
+    /// A server of its own that also accepts TLS, with a self-signed
+    /// certificate for `localhost`; the path of that certificate (PEM).
+    pub fn start_tls() -> (Self, PathBuf) {
+        let cluster = Self::launch(true);
+        let ca = cluster.dir.join("server.crt");
+        (cluster, ca)
+    }
+
+    fn launch(tls: bool) -> Self {
         let Some(bin) = bin_dir() else {
             panic!("{NOT_INSTALLED}");
         };
@@ -77,6 +91,21 @@ impl Cluster {
             .expect("temp dir")
             .keep();
         std::fs::create_dir(dir.join("sock")).unwrap();
+        let mut extra = String::new();
+        if tls {
+            use std::os::unix::fs::PermissionsExt;
+            let cert = rcgen::generate_simple_self_signed(vec!["localhost".into()]).unwrap();
+            let (crt, key) = (dir.join("server.crt"), dir.join("server.key"));
+            std::fs::write(&crt, cert.cert.pem()).unwrap();
+            std::fs::write(&key, cert.signing_key.serialize_pem()).unwrap();
+            // PostgreSQL refuses a key others may read.
+            std::fs::set_permissions(&key, std::fs::Permissions::from_mode(0o600)).unwrap();
+            extra = format!(
+                " -c ssl=on -c ssl_cert_file={} -c ssl_key_file={}",
+                crt.display(),
+                key.display()
+            );
+        }
         let user = is_root().then_some("nobody");
         if let Some(user) = user {
             let ok = Command::new("chown")
@@ -127,6 +156,7 @@ impl Cluster {
             dir,
             port,
             user,
+            extra,
         };
         cluster.start_server();
         cluster
@@ -136,9 +166,10 @@ impl Cluster {
     pub fn start_server(&self) {
         let opts = format!(
             "-p {} -k {} -c listen_addresses=127.0.0.1 -c fsync=on -c max_connections=400 \
-             -c shared_buffers=32MB",
+             -c shared_buffers=32MB{}",
             self.port,
-            self.dir.join("sock").display()
+            self.dir.join("sock").display(),
+            self.extra
         );
         let start = format!(
             "{} -D {} -l {}/server.log -w -t 60 -o '{opts}' start >/dev/null",

@@ -68,6 +68,7 @@ impl Batch {
         touched.sort_unstable();
         touched.dedup();
         let notice = (!touched.is_empty()).then(|| {
+            // Session ids never hold a newline (`validate::session_id`).
             let ids = touched.join("\n");
             // Too many to name: an empty notice asks listeners to re-check all.
             if ids.len() < NOTICE_PAYLOAD_MAX {
