@@ -34,6 +34,8 @@ cargo test --workspace
 # binary, started and stopped by server/tests/support/postgres.rs).
 step "cargo test: the RPC suite on PostgreSQL (AGENT_HARNESS_TEST_STORE=postgres)"
 AGENT_HARNESS_TEST_STORE=postgres cargo test -p agent-harness-server --test rpc
+step "cargo test: the crash loop on PostgreSQL (the real server binary with --store-url)"
+AGENT_HARNESS_TEST_STORE=postgres cargo test -p agent-harness-server --test real_cli crash_loop::
 
 # What works on the pinned CLI must work on the newest release too (tests/tools/newest).
 step "cargo test: the real-CLI suite against the newest CLI ($("$CLAUDE_BIN_NEWEST" --version))"
