@@ -385,6 +385,15 @@ mod contract {
         assert_eq!(seqs(&store.read_range("s", 0, 10).unwrap()), vec![1, 2]);
     }
 
+    pub fn heads_are_the_last_stored_seqs_in_the_order_asked(store: &dyn Store) {
+        append(store, "a", 1, 3);
+        append(store, "b", 1, 1);
+        store.put_meta(&meta("no-events", 0)).unwrap();
+        let ids = ["b", "never", "a", "no-events"].map(String::from);
+        assert_eq!(store.heads(&ids).unwrap(), vec![1, 0, 3, 0]);
+        assert!(store.heads(&[]).unwrap().is_empty());
+    }
+
     pub fn empty_batch_with_metas_only_writes_metas(store: &dyn Store) {
         store.append_batch(&[], &[meta("only-meta", 0)]).unwrap();
         assert_eq!(store.meta("only-meta").unwrap(), Some(meta("only-meta", 0)));
@@ -413,6 +422,7 @@ macro_rules! contract_suite {
             case!(sessions_are_isolated_even_with_prefix_ids);
             case!(metas_put_get_list_and_overwrite);
             case!(empty_batch_with_metas_only_writes_metas);
+            case!(heads_are_the_last_stored_seqs_in_the_order_asked);
             case!(head_seq_is_read_from_the_events_not_the_stored_meta);
             case!(receipts_commit_with_events_replace_remove_and_prune);
             case!(the_conversation_index_follows_the_events_that_name_a_conversation);
