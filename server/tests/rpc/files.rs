@@ -25,7 +25,7 @@ fn chmod(path: &Path, mode: u32) {
 
 /// Runs `serve` with `config` until it has started (then shuts it down at
 /// once); its result.
-async fn serve_once(config: ServeConfig) -> agent_harness_server::error::Result<()> {
+pub(crate) async fn serve_once(config: ServeConfig) -> agent_harness_server::error::Result<()> {
     tokio::time::timeout(
         Duration::from_secs(30),
         agent_harness_server::run(config, async {}),
@@ -34,7 +34,7 @@ async fn serve_once(config: ServeConfig) -> agent_harness_server::error::Result<
     .expect("serve returns")
 }
 
-fn config(data_dir: &Path) -> ServeConfig {
+pub(crate) fn config(data_dir: &Path) -> ServeConfig {
     ServeConfig {
         listen: "127.0.0.1:0".parse().unwrap(),
         data_dir: data_dir.to_owned(),

@@ -26,5 +26,6 @@ mod session;
 mod shutdown;
 mod size;
 mod storage_faults;
+mod store_url;
 mod timers;
 mod transport;
