@@ -268,3 +268,57 @@ fn tls_is_used_where_the_url_asks_and_verify_full_checks_the_certificate() {
              THEN RAISE 'no plain connection'; END IF; END $$";
     own.sql("tls", check);
 }
+
+/// A connection that dies in the middle of a commit (its backend
+/// terminated while the batch is being written) leaves all of the batch or
+/// none of it: never a part.
+#[test]
+fn a_connection_killed_mid_commit_leaves_the_whole_batch_or_nothing() {
+    let url = cluster().fresh_database();
+    let db = url.rsplit('/').next().unwrap().to_owned();
+    let store = PostgresStore::open(&url).unwrap();
+    append(&store, "s", 1, 1);
+    let big = "x".repeat(2048);
+    let batch: Vec<_> = (2..=20_001)
+        .map(|seq| agent_harness_client::pb::Event {
+            cli_line: big.clone(),
+            ..event(if seq % 2 == 0 { "s" } else { "t" }, seq)
+        })
+        .collect();
+    let done = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let killer = {
+        let (done, db) = (done.clone(), db.clone());
+        std::thread::spawn(move || {
+            while !done.load(std::sync::atomic::Ordering::Acquire) {
+                // Every connection of the store inside a transaction (the
+                // test's own admin connection has another application name).
+                cluster().sql(
+                    &db,
+                    "SELECT pg_terminate_backend(pid) FROM pg_stat_activity \
+                     WHERE application_name = 'agent-harness' AND xact_start IS NOT NULL \
+                       AND pid <> pg_backend_pid()",
+                );
+                std::thread::sleep(Duration::from_millis(5));
+            }
+        })
+    };
+    let committed = store.append_batch(&batch, &[]);
+    done.store(true, std::sync::atomic::Ordering::Release);
+    killer.join().unwrap();
+    let stored = |id: &str| {
+        let mut n = 0;
+        for _ in 0..50 {
+            match store.read_range(id, 0, usize::MAX) {
+                Ok(events) => return events.len(),
+                // The pool may hand out a connection that was killed.
+                Err(_) => n += 1,
+            }
+        }
+        panic!("{n} reads failed")
+    };
+    let (s, t) = (stored("s"), stored("t"));
+    match committed {
+        Ok(()) => assert_eq!((s, t), (10_001, 10_000), "acknowledged: all of it"),
+        Err(e) => assert_eq!((s, t), (1, 0), "failed ({e}): none of it"),
+    }
+}
