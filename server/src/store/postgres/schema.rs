@@ -7,6 +7,10 @@
 //! this binary does not know (a newer server wrote it) is refused before
 //! anything is touched, naming the versions: an older binary must not
 //! write into a schema it does not understand.
+//!
+//! A change to the schema is a new file (`V2__what.sql`), never an edit of
+//! one already released: refinery refuses to start on a database whose
+//! applied migration differs from the binary's (name or checksum).
 
 use super::super::StoreError;
 use super::connect::StoreUrl;
