@@ -30,6 +30,13 @@ cargo test -p agent-harness-server --test module_graph
 step "cargo test (Rust: derive vectors, session client, server, adapters against the real CLI)"
 cargo test --workspace
 
+# The RPC suite again with every test server's log on PostgreSQL (one real server per test
+# binary, started and stopped by server/tests/support/postgres.rs).
+step "cargo test: the RPC suite on PostgreSQL (AGENT_HARNESS_TEST_STORE=postgres)"
+AGENT_HARNESS_TEST_STORE=postgres cargo test -p agent-harness-server --test rpc
+step "cargo test: the crash loop on PostgreSQL (the real server binary with --store-url)"
+AGENT_HARNESS_TEST_STORE=postgres cargo test -p agent-harness-server --test real_cli crash_loop::
+
 # What works on the pinned CLI must work on the newest release too (tests/tools/newest).
 step "cargo test: the real-CLI suite against the newest CLI ($("$CLAUDE_BIN_NEWEST" --version))"
 CLAUDE_BIN="$CLAUDE_BIN_NEWEST" cargo test -p agent-harness-server --test real_cli

@@ -11,7 +11,8 @@
 #   Go       protoc-gen-go, protoc-gen-go-grpc, grpcurl, nats-server  -> .tools/bin (GOBIN),
 #            and the load tool's JetStream driver tests/load/nats -> .tools/bin/nats-load
 #   PyPI     .tools/venv from tests/python/requirements.txt
-#   Debian   chromium, jq, util-linux (unshare) (only those missing)
+#   Debian   chromium, jq, util-linux (unshare), postgresql (the PostgreSQL store's
+#            tests start their own server from it) (only those missing)
 #   rustup   clippy and rustfmt components (only when missing)
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -143,11 +144,14 @@ fi
   exit 1
 }
 
-# --- Debian packages: chromium (browser suite), jq (grpcurl suite), unshare (full-disk test) ---
+# --- Debian packages: chromium (browser suite), jq (grpcurl suite), unshare (full-disk test),
+# postgresql (server/tests/support/postgres.rs runs initdb/pg_ctl from /usr/lib/postgresql/*/bin;
+# the package's own cluster is not used) ---
 missing=()
 [ -x /usr/bin/chromium ] || missing+=(chromium)
 command -v jq >/dev/null 2>&1 || missing+=(jq)
 command -v unshare >/dev/null 2>&1 || missing+=(util-linux)
+compgen -G '/usr/lib/postgresql/*/bin/postgres' >/dev/null || missing+=(postgresql)
 if [ ${#missing[@]} -gt 0 ]; then
   sudo=()
   [ "$(id -u)" = 0 ] || sudo=(sudo)
@@ -156,6 +160,7 @@ if [ ${#missing[@]} -gt 0 ]; then
   DEBIAN_FRONTEND=noninteractive "${sudo[@]}" apt-get install -y -qq "${missing[@]}" >/dev/null
 fi
 say "chromium: $(/usr/bin/chromium --version 2>/dev/null || echo present); $(jq --version)"
+say "postgresql: $(ls -d /usr/lib/postgresql/*/bin | sort -V | tail -1)"
 
 # --- Rust components ---------------------------------------------------------------------
 if command -v rustup >/dev/null 2>&1; then

@@ -84,9 +84,18 @@ pub struct ServeConfig {
     #[arg(long, env = "AGENT_HARNESS_LISTEN", default_value = "127.0.0.1:50051")]
     pub listen: SocketAddr,
 
-    /// Directory holding the event store (`events.redb`).
+    /// Directory holding the event store (`events.redb`, unless
+    /// --store-url is given), the secrets key and the CLI's config.
     #[arg(long, env = "AGENT_HARNESS_DATA_DIR", default_value = "./data")]
     pub data_dir: PathBuf,
+
+    /// Keep the event log in PostgreSQL 15+ instead of redb:
+    /// `postgres://user:password@host:port/database`, with
+    /// `?sslmode=require` (encrypted) or `?sslmode=verify-full` (encrypted,
+    /// certificate checked; `sslrootcert=FILE` for a private CA). The URL is
+    /// only ever shown with its password left out.
+    #[arg(long, env = "AGENT_HARNESS_STORE_URL", hide_env_values = true)]
+    pub store_url: Option<StoreUrl>,
 
     /// Process adapter: `interactive` (keep-alive stream-json process),
     /// `cli` (one `--print` process per turn) or `cassette:FILE` (replay a
@@ -256,11 +265,44 @@ fn check_max_event_bytes(bytes: usize) -> Result<(), Error> {
     )))
 }
 
+/// A `--store-url`: shown (`Debug`, `Display`) with its password left
+/// out, so printing a config never leaks it.
+#[derive(Clone, PartialEq, Eq)]
+pub struct StoreUrl(String);
+
+impl StoreUrl {
+    /// The URL as given, password included: only for connecting.
+    pub fn expose(&self) -> &str {
+        &self.0
+    }
+}
+
+impl FromStr for StoreUrl {
+    type Err = String;
+
+    fn from_str(s: &str) -> std::result::Result<Self, Self::Err> {
+        Ok(Self(s.to_owned()))
+    }
+}
+
+impl std::fmt::Display for StoreUrl {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&store::redact_store_url(&self.0))
+    }
+}
+
+impl std::fmt::Debug for StoreUrl {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "StoreUrl({self})")
+    }
+}
+
 impl Default for ServeConfig {
     fn default() -> Self {
         Self {
             listen: "127.0.0.1:50051".parse().expect("valid default address"),
             data_dir: PathBuf::from("./data"),
+            store_url: None,
             adapter: AdapterKind::Interactive,
             cassette_timescale: 1.0,
             store_cache_bytes: store::DEFAULT_PAGE_CACHE_BYTES,
@@ -397,6 +439,32 @@ mod tests {
         };
         assert_eq!(*cfg, ServeConfig::default());
         cfg.check().unwrap();
+    }
+
+    #[test]
+    fn the_store_url_is_shown_without_its_password() {
+        let url = "postgres://app:s3cret@db.example:5432/log?sslmode=require";
+        let Command::Serve(cfg) =
+            Cli::try_parse_from(["agent-harness", "serve", "--store-url", url])
+                .unwrap()
+                .command
+        else {
+            panic!("expected serve")
+        };
+        let store_url = cfg.store_url.as_ref().expect("set");
+        assert_eq!(store_url.expose(), url);
+        for shown in [
+            store_url.to_string(),
+            format!("{store_url:?}"),
+            format!("{cfg:?}"),
+        ] {
+            assert!(!shown.contains("s3cret"), "{shown}");
+        }
+        assert!(
+            store_url
+                .to_string()
+                .contains("app:***@db.example:5432/log")
+        );
     }
 
     #[test]

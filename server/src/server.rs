@@ -53,7 +53,7 @@ use crate::manager::{ManagerOptions, SessionManager};
 use crate::plain::PlainLayer;
 use crate::rpc::Rpc;
 use crate::scrape::Scrape;
-use crate::store::RedbStore;
+use crate::store::{PostgresStore, RedbStore, Store};
 use crate::web::Console;
 
 /// What `serve_on` needs besides the manager.
@@ -173,11 +173,10 @@ pub async fn run(config: ServeConfig, shutdown: impl Future<Output = ()> + Send)
         config.secrets_key_file.as_deref(),
         &config.data_dir,
     )?);
-    let path = config.data_dir.join("events.redb");
-    let store = RedbStore::open_with_cache(&path, config.store_cache_bytes)?;
-    let logs = EventLogs::open(Arc::new(store), config.event_log.clone())?;
+    let (store, shown) = open_store(&config)?;
+    let logs = EventLogs::open(store, config.event_log.clone())?;
     let recovered = crate::recovery::recover(&logs, &crate::supervise::kill_recorded_run).await?;
-    tracing::info!(store = %path.display(), recovered = recovered.len(), "event store open");
+    tracing::info!(store = %shown, recovered = recovered.len(), "event store open");
     let adapter = build_adapter(&config)?;
     let mopts = ManagerOptions {
         launch,
@@ -189,6 +188,19 @@ pub async fn run(config: ServeConfig, shutdown: impl Future<Output = ()> + Send)
         .await
         .map_err(|e| Error::Config(format!("cannot listen on {}: {e}", config.listen)))?;
     serve_on(listener, manager, serve, shutdown).await
+}
+
+/// The event store: PostgreSQL at `--store-url`, else redb in
+/// `--data-dir`; with how to name it in logs (never the password).
+fn open_store(config: &ServeConfig) -> Result<(Arc<dyn Store>, String)> {
+    if let Some(url) = &config.store_url {
+        let store = PostgresStore::open(url.expose())?;
+        let shown = store.redacted_url().to_owned();
+        return Ok((Arc::new(store), shown));
+    }
+    let path = config.data_dir.join("events.redb");
+    let store = RedbStore::open_with_cache(&path, config.store_cache_bytes)?;
+    Ok((Arc::new(store), path.display().to_string()))
 }
 
 /// The launch policy from `--allow-arg`, `--allow-env`, `--allowed-cwd`,

@@ -26,12 +26,14 @@ use crate::tasks::Tasks;
 
 /// Environment variables removed from the inherited environment by default:
 /// they make a nested CLI think it runs under a debugger, inside another
-/// Claude Code, or under a different entrypoint.
+/// Claude Code, or under a different entrypoint; and the store URL, whose
+/// password would let any command an agent runs rewrite every log.
 pub const DEFAULT_STRIP_ENV: &[&str] = &[
     "NODE_OPTIONS",
     "VSCODE_INSPECTOR_OPTIONS",
     "CLAUDECODE",
     "CLAUDE_CODE_ENTRYPOINT",
+    "AGENT_HARNESS_STORE_URL",
 ];
 
 /// Default cap on one stdout line (8 MiB): the reader stops buffering there

@@ -1,5 +1,7 @@
 //! Durable storage behind the event log: a small synchronous trait with an
-//! in-memory implementation (tests, benches) and a redb one (the server).
+//! in-memory implementation (tests, benches), a redb one (the server's
+//! default, one file) and a PostgreSQL one (`--store-url`, a database
+//! several servers can share).
 //!
 //! The trait is deliberately narrow: the [`crate::log`] layer owns sequence
 //! numbers, windows and subscribers, and only asks storage to commit a batch
@@ -7,15 +9,17 @@
 //! receipts of keyed calls ([`receipt`]), committed in the same transaction
 //! as the events of their call, and an index of which session each CLI
 //! conversation belongs to ([`conversations`]), committed with the event
-//! that names it. Both implementations pass the same contract
+//! that names it. Every implementation passes the same contract
 //! suite (`server/tests/log_store/store_contract.rs`).
 
 pub mod conversations;
 mod memory;
+mod postgres;
 pub mod receipt;
 mod redb;
 
 pub use self::memory::MemoryStore;
+pub use self::postgres::{PostgresStore, redact as redact_store_url};
 pub use self::receipt::{Answer, Receipt, ReceiptWrite};
 pub use self::redb::{DEFAULT_PAGE_CACHE_BYTES, RedbStore};
 
@@ -92,6 +96,10 @@ pub enum StoreError {
     /// The redb database failed (I/O, corruption, transaction).
     #[error("storage: {0}")]
     Redb(#[from] ::redb::Error),
+    /// The PostgreSQL database failed (unreachable, restarted, a statement
+    /// refused), or a store URL is bad; never holds a password.
+    #[error("database: {0}")]
+    Postgres(String),
     /// An injected fault (crash tests) or an invariant the caller broke.
     #[error("{0}")]
     Rejected(String),

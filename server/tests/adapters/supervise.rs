@@ -45,13 +45,15 @@ async fn long_lines_become_too_long_and_the_stream_goes_on() {
 
 #[tokio::test]
 async fn env_is_cleaned_and_explicit_env_wins() {
-    // The defaults strip the variables that confuse a nested CLI.
+    // The defaults strip the variables that confuse a nested CLI, and the
+    // store URL (its password).
     let spec = ProcessSpec::new("/bin/true");
     for k in [
         "NODE_OPTIONS",
         "VSCODE_INSPECTOR_OPTIONS",
         "CLAUDECODE",
         "CLAUDE_CODE_ENTRYPOINT",
+        "AGENT_HARNESS_STORE_URL",
     ] {
         assert!(spec.strip_env_keys.iter().any(|s| s == k), "{k}");
     }

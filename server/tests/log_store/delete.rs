@@ -103,6 +103,12 @@ async fn deleting_in_memory() {
 }
 
 #[tokio::test]
+async fn deleting_in_postgres() {
+    deleting_forgets_the_session_and_ends_its_streams(crate::support::postgres::shared_store())
+        .await;
+}
+
+#[tokio::test]
 async fn deleting_in_redb() {
     let dir = tempfile::tempdir().unwrap();
     let store = RedbStore::open(&dir.path().join("agent-harness.redb")).unwrap();

@@ -11,6 +11,7 @@ mod delete;
 mod handover;
 mod history;
 mod memory;
+mod postgres_store;
 mod store_contract;
 mod subscribe;
 mod tail;

@@ -31,6 +31,10 @@
 //! `AGENT_HARNESS_CRASH_ROUNDS=20` (or more) runs that many, e.g.
 //! `AGENT_HARNESS_CRASH_ROUNDS=20 cargo test -p agent-harness-server --test real_cli crash_loop:: -- --nocapture`.
 //!
+//! With `AGENT_HARNESS_TEST_STORE=postgres` every server generation keeps
+//! its log in PostgreSQL (`--store-url`, a fresh database on the test
+//! binary's own server) instead of redb in the data dir.
+//!
 //! The server binary is `CARGO_BIN_EXE_agent-harness`, the one cargo built
 //! for this very test run (never a stale `AGENT_HARNESS_BIN`).
 
@@ -106,6 +110,9 @@ struct World {
     data: tempfile::TempDir,
     marker: String,
     generation: usize,
+    /// `--store-url` of every generation (a fresh PostgreSQL database when
+    /// `AGENT_HARNESS_TEST_STORE=postgres`), else redb in `data`.
+    store_url: Option<String>,
 }
 
 /// One running `agent-harness serve`.
@@ -123,7 +130,22 @@ impl Drop for Server {
 }
 
 impl World {
+    /// A world on the test store: a fresh PostgreSQL database when
+    /// `AGENT_HARNESS_TEST_STORE=postgres`, else redb in the data dir.
     async fn new() -> Self {
+        let url = crate::support::postgres::selected().then(|| {
+            tokio::task::block_in_place(|| crate::support::postgres::cluster().fresh_database())
+        });
+        Self::with_store(url).await
+    }
+
+    /// A world whose log is redb whatever the test store: for tests that
+    /// open the store's file themselves.
+    async fn on_redb() -> Self {
+        Self::with_store(None).await
+    }
+
+    async fn with_store(store_url: Option<String>) -> Self {
         Self {
             api: FakeApi::start().await,
             home: tempfile::tempdir().expect("home"),
@@ -131,6 +153,7 @@ impl World {
             data: tempfile::tempdir().expect("data"),
             marker: uuid::Uuid::new_v4().to_string(),
             generation: 0,
+            store_url,
         }
     }
 
@@ -169,6 +192,9 @@ impl World {
             .stderr(out);
         if let Some(fp) = failpoint {
             cmd.env(agent_harness_server::log::FAILPOINT_ENV, fp);
+        }
+        if let Some(url) = &self.store_url {
+            cmd.args(["--store-url", url]);
         }
         let child = cmd.spawn().expect("spawn agent-harness serve");
         Server { child, addr, log }
@@ -924,7 +950,8 @@ async fn a_poisoned_row_in_a_live_run_never_stops_the_server_from_starting() {
     use crate::support::log::poison;
     use agent_harness_server::store::RedbStore;
 
-    let mut world = World::new().await;
+    // On redb: the test poisons the store's file between generations.
+    let mut world = World::on_redb().await;
     let mut witness = Witness::default();
     let (mut server, _) = first_turn(&mut world, &mut witness).await;
 

@@ -12,7 +12,7 @@ use agent_harness_protocol::pb::subscribe_response::Kind;
 use agent_harness_server::ServeOptions;
 use agent_harness_server::manager::receipts::{IdempotencyOptions, ManualClock};
 use agent_harness_server::manager::{ManagerOptions, RetentionOptions};
-use agent_harness_server::store::{MemoryStore, RedbStore, Store};
+use agent_harness_server::store::{RedbStore, Store};
 use tonic::Code;
 use tonic::transport::Channel;
 
@@ -248,6 +248,7 @@ async fn under_max_sessions_the_store_stops_growing() {
     const SESSIONS: usize = 150;
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("events.redb");
+    // On redb whatever the test store: what is measured is the file's size.
     let store: Arc<dyn Store> = Arc::new(RedbStore::open(&path).unwrap());
     let opts = ManagerOptions {
         retention: RetentionOptions {
@@ -331,7 +332,7 @@ async fn rapid_starts_from_one_client_are_cut_off_at_the_limit() {
     };
     let adapter = ScriptedAdapter::new(one_turn());
     let spawner = Arc::new(adapter.clone());
-    let store = Arc::new(MemoryStore::new());
+    let store = crate::support::server::test_store();
     let server = TestServer::with_adapter(store, spawner, adapter, opts, sopts).await;
     let mut c = server.client().await;
     let (mut ok, mut limited) = (0u32, 0u32);
@@ -397,7 +398,7 @@ async fn each_client_address_has_its_own_allowance() {
     };
     let adapter = ScriptedAdapter::new(one_turn());
     let spawner = Arc::new(adapter.clone());
-    let store = Arc::new(MemoryStore::new());
+    let store = crate::support::server::test_store();
     let server = TestServer::with_adapter(store, spawner, adapter, fast_opts(), sopts).await;
     let from = |ip: [u8; 4]| {
         let url = format!("http://{}", server.addr);

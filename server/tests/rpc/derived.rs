@@ -14,7 +14,7 @@ use agent_harness_protocol::pb::event::Payload;
 use agent_harness_protocol::pb::session_service_client::SessionServiceClient;
 use agent_harness_server::log::{Commit, EventLogs, LogOptions, NewEvent};
 use agent_harness_server::recovery::recover;
-use agent_harness_server::store::{MemoryStore, Store};
+use agent_harness_server::store::Store;
 use server::*;
 use tonic::transport::Channel;
 
@@ -72,7 +72,7 @@ fn allow(session: &str, request_id: &str) -> pb::RespondPermissionRequest {
 
 #[tokio::test]
 async fn get_and_list_equal_derive_over_the_log_through_a_varied_run() {
-    let store: Arc<dyn Store> = Arc::new(MemoryStore::new());
+    let store: Arc<dyn Store> = crate::support::server::test_store();
     let server = TestServer::on_store(store.clone()).await;
     let mut c = server.client().await;
 
@@ -237,7 +237,7 @@ fn run_end(run_id: &str) -> NewEvent {
 /// with the full fold, and close exactly the live runs.
 #[tokio::test]
 async fn recovery_tail_scan_agrees_with_the_full_fold() {
-    let store: Arc<dyn Store> = Arc::new(MemoryStore::new());
+    let store: Arc<dyn Store> = crate::support::server::test_store();
     let logs = EventLogs::open(store.clone(), LogOptions::default()).unwrap();
     let many = |run: &str, n: usize| (0..n).map(|_| content(run)).collect::<Vec<_>>();
     // Live, its run_start 600 events back.

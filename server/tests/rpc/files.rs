@@ -1,7 +1,8 @@
 //! What `serve` leaves on disk is its user's alone: the data dir it
 //! creates is 0700, `events.redb` and the secrets key are 0600 (a store file
 //! others could read is made 0600; a data dir the operator made keeps its
-//! mode), and a token file others can read is a start-up error.
+//! mode), and a token file others can read is a start-up error. On redb
+//! whatever `AGENT_HARNESS_TEST_STORE` says: the store file is the subject.
 
 use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
@@ -24,7 +25,7 @@ fn chmod(path: &Path, mode: u32) {
 
 /// Runs `serve` with `config` until it has started (then shuts it down at
 /// once); its result.
-async fn serve_once(config: ServeConfig) -> agent_harness_server::error::Result<()> {
+pub(crate) async fn serve_once(config: ServeConfig) -> agent_harness_server::error::Result<()> {
     tokio::time::timeout(
         Duration::from_secs(30),
         agent_harness_server::run(config, async {}),
@@ -33,7 +34,7 @@ async fn serve_once(config: ServeConfig) -> agent_harness_server::error::Result<
     .expect("serve returns")
 }
 
-fn config(data_dir: &Path) -> ServeConfig {
+pub(crate) fn config(data_dir: &Path) -> ServeConfig {
     ServeConfig {
         listen: "127.0.0.1:0".parse().unwrap(),
         data_dir: data_dir.to_owned(),

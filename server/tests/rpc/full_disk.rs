@@ -6,6 +6,8 @@
 //! reopened, the run's end is recorded, health turns SERVING and sessions
 //! go on. redb refuses every operation after an I/O error until it is
 //! reopened, so without the reopen the server would stay broken for good.
+//! On redb whatever `AGENT_HARNESS_TEST_STORE` says (a full disk under the
+//! store's file is the subject); `storage_faults` has the database case.
 
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};

@@ -601,6 +601,8 @@ fn deep_wide_and_huge_json_is_stored_decodable_and_whole() {
     use std::sync::Arc;
 
     let dir = tempfile::tempdir().unwrap();
+    // A plain #[test] driving its own runtime over a real file: the redb
+    // path is what it fuzzes (the store contract covers the other stores).
     let store: Arc<dyn Store> = Arc::new(RedbStore::open(&dir.path().join("fuzz.redb")).unwrap());
     let rt = tokio::runtime::Runtime::new().unwrap();
     let logs = EventLogs::open(store.clone(), LogOptions::default()).unwrap();

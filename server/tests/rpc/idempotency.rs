@@ -17,7 +17,7 @@ use agent_harness_server::ServeOptions;
 use agent_harness_server::log::{EventLogs, LogOptions};
 use agent_harness_server::manager::receipts::{IdempotencyOptions, ManualClock};
 use agent_harness_server::manager::{ManagerOptions, SessionManager};
-use agent_harness_server::store::{MemoryStore, Store};
+use agent_harness_server::store::Store;
 use serde_json::json;
 use tonic::Code;
 use tonic::transport::Channel;
@@ -465,7 +465,7 @@ async fn until_idle(m: &SessionManager, session: &str) {
 async fn a_key_is_kept_until_its_ttl_then_forgotten_and_pruned() {
     let ttl = Duration::from_secs(15 * 60);
     let clock = Arc::new(ManualClock::at(1_700_000_000_000));
-    let store: Arc<dyn Store> = Arc::new(MemoryStore::new());
+    let store: Arc<dyn Store> = crate::support::server::test_store();
     let (m, adapter) = manager(store.clone(), clock.clone(), ttl);
     m.start(start_request("ttl", prompt("hello")))
         .await

@@ -17,7 +17,6 @@ use agent_harness_protocol::pb::session_service_client::SessionServiceClient;
 use agent_harness_server::adapter::claude::PermissionMode;
 use agent_harness_server::launch::LaunchPolicy;
 use agent_harness_server::manager::ManagerOptions;
-use agent_harness_server::store::MemoryStore;
 use pbjson_types::Struct;
 use tonic::Code;
 use tonic::transport::Channel;
@@ -40,7 +39,7 @@ fn with_policy(policy: LaunchPolicy) -> ManagerOptions {
 async fn server(policy: LaunchPolicy, behavior: ScriptedBehavior) -> TestServer {
     let adapter = ScriptedAdapter::new(behavior);
     let spawner = Arc::new(adapter.clone());
-    let store = Arc::new(MemoryStore::new());
+    let store = crate::support::server::test_store();
     let sopts = Default::default();
     TestServer::with_adapter(store, spawner, adapter, with_policy(policy), sopts).await
 }

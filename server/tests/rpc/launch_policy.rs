@@ -431,7 +431,7 @@ async fn env_values_stay_out_of_the_log_and_a_respawn_gets_them() {
 async fn a_respawn_after_a_restart_gets_the_env_and_the_policy_of_now() {
     const SECRET: &str = "restart-secret-0815";
     let cli = StandInCli::new();
-    let store: Arc<dyn Store> = Arc::new(agent_harness_server::store::MemoryStore::new());
+    let store: Arc<dyn Store> = crate::support::server::test_store();
     let unused = || crate::support::scripted::ScriptedAdapter::new(Default::default());
     let allow = || opts(operator(&[], &["MY_TOKEN"], &[]), 32);
     let server = TestServer::with_adapter(

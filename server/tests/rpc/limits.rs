@@ -108,10 +108,10 @@ async fn unknown_ids_and_refused_starts_allocate_nothing() {
     use crate::support::scripted::{ScriptedAdapter, ScriptedBehavior};
     use agent_harness_server::log::{EventLogs, LogOptions};
     use agent_harness_server::manager::SessionManager;
-    use agent_harness_server::store::MemoryStore;
     use std::sync::Arc;
 
-    let logs = EventLogs::open(Arc::new(MemoryStore::new()), LogOptions::default()).unwrap();
+    let logs =
+        EventLogs::open(crate::support::server::test_store(), LogOptions::default()).unwrap();
     let adapter = Arc::new(ScriptedAdapter::new(ScriptedBehavior::default()));
     let m = SessionManager::new(adapter, logs, fast_opts());
     for i in 0..1_000 {

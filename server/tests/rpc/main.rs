@@ -1,4 +1,4 @@
-//! The gRPC service against stand-in processes: sessions, derived state, timers on paused time, idempotency keys, launch policy, limits, shutdown, storage faults, transport security, metrics, the web console, recovery, fuzz.
+//! The gRPC service against stand-in processes: sessions, derived state, timers on paused time, idempotency keys, launch policy, limits, shutdown, storage faults (a full disk, a database killed), the store URL, transport security, metrics, the web console, recovery, fuzz.
 //!
 //! One test binary per concern (build and link once); each module below
 //! was its own binary before.
@@ -26,5 +26,6 @@ mod session;
 mod shutdown;
 mod size;
 mod storage_faults;
+mod store_url;
 mod timers;
 mod transport;

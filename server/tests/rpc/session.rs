@@ -663,12 +663,11 @@ async fn a_panicking_run_task_still_ends_its_run_once() {
 async fn a_one_shot_cassette_served_as_the_adapter_runs_each_turn_to_its_end() {
     use crate::support::scripted::ScriptedAdapter;
     use agent_harness_server::adapter::cassette::CassetteAdapter;
-    use agent_harness_server::store::MemoryStore;
     use std::sync::Arc;
     let cassette = crate::support::common::cassettes_dir().join("one_shot.cassette.jsonl");
     let spawner = Arc::new(CassetteAdapter::from_file(cassette, 0.0).unwrap());
     let server = TestServer::with_adapter(
-        Arc::new(MemoryStore::new()),
+        crate::support::server::test_store(),
         spawner,
         ScriptedAdapter::new(ScriptedBehavior::default()),
         fast_opts(),

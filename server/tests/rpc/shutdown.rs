@@ -7,12 +7,11 @@ use std::sync::Arc;
 
 use agent_harness_protocol::pb;
 use agent_harness_protocol::pb::event::Payload;
-use agent_harness_server::store::MemoryStore;
 use server::*;
 
 #[tokio::test]
 async fn shutdown_ends_streams_and_every_live_run_once() {
-    let server = TestServer::on_store(Arc::new(MemoryStore::new())).await;
+    let server = TestServer::on_store(crate::support::server::test_store()).await;
     let mut c = server.client().await;
     start(&mut c, "busy", "HANG").await.unwrap();
     start(&mut c, "idle", "hello").await.unwrap();

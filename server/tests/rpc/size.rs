@@ -17,7 +17,7 @@ use agent_harness_protocol::pb::event::Payload;
 use agent_harness_protocol::pb::session_service_client::SessionServiceClient;
 use agent_harness_server::ServeOptions;
 use agent_harness_server::adapter::StdoutLine;
-use agent_harness_server::store::{MemoryStore, RedbStore, SessionMeta, Store};
+use agent_harness_server::store::{RedbStore, SessionMeta, Store};
 use prost::Message;
 use server::*;
 use tonic::transport::Channel;
@@ -71,7 +71,7 @@ fn huge_read_lines(session: &str) -> [String; 2] {
     [call.to_string(), result.to_string()]
 }
 
-/// A server over a redb file whose scripted CLI writes, before the answer
+/// A server over a redb file (or PostgreSQL) whose scripted CLI writes, before the answer
 /// of a turn whose text says HUGE, a Read of a 3 MB image and a 6 MB answer.
 async fn huge_server(dir: &tempfile::TempDir) -> TestServer {
     let inject = |line: &StdoutLine| {
@@ -87,8 +87,12 @@ async fn huge_server(dir: &tempfile::TempDir) -> TestServer {
             vec![]
         }
     };
-    let store: Arc<dyn Store> =
-        Arc::new(RedbStore::open(&dir.path().join("events.redb")).expect("redb"));
+    // A real store, not memory: redb, or PostgreSQL when the suite runs on it.
+    let store: Arc<dyn Store> = if crate::support::postgres::selected() {
+        crate::support::server::test_store()
+    } else {
+        Arc::new(RedbStore::open(&dir.path().join("events.redb")).expect("redb"))
+    };
     let adapter = ScriptedAdapter::new(ScriptedBehavior::default());
     let spawner = Arc::new(InjectingAdapter::new(adapter.clone(), inject));
     TestServer::with_adapter(
@@ -359,7 +363,7 @@ async fn a_6mb_answer_is_stored_whole_streamed_cut_down_and_read_back_in_chunks(
 /// fits in 4 MiB, and ReadFullEvent still returns the whole line.
 #[tokio::test]
 async fn oversized_stored_rows_are_cut_when_read_and_history_pages_are_bounded_by_bytes() {
-    let store = Arc::new(MemoryStore::new());
+    let store = crate::support::server::test_store();
     let rows: Vec<pb::Event> = (1..=10u64)
         .map(|seq| {
             let text = format!("{seq:02}").repeat(1_500_000);

@@ -101,3 +101,75 @@ async fn a_failing_store_ends_the_run_and_health_follows_storage() {
     .await;
     server.shutdown().await.unwrap();
 }
+
+/// The same on PostgreSQL with the database really killed (as a crash
+/// would: `pg_ctl stop -m immediate`) mid-turn and started again on the
+/// same port: the run is ended, health follows, and the server recovers by
+/// itself (the pool makes new connections); nothing a client saw is lost
+/// or changed. The database is this test's own: killing the binary's
+/// shared one would fail the tests running beside it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_database_killed_mid_turn_ends_the_run_and_the_server_recovers_by_itself() {
+    use crate::support::postgres::Cluster;
+    use agent_harness_server::store::{PostgresStore, Store};
+    let db = tokio::task::block_in_place(Cluster::start);
+    tokio::task::block_in_place(|| db.sql("postgres", "CREATE DATABASE faults"));
+    let store: Arc<dyn Store> = Arc::new(PostgresStore::open(&db.url("faults")).unwrap());
+    let adapter = ScriptedAdapter::new(ScriptedBehavior {
+        ignore_sigint: true,
+        ..ScriptedBehavior::default()
+    });
+    let server = TestServer::with_adapter(
+        store.clone(),
+        Arc::new(adapter.clone()),
+        adapter,
+        ManagerOptions {
+            kill_grace: Duration::from_secs(2),
+            ..fast_opts()
+        },
+        ServeOptions::default(),
+    )
+    .await;
+    let mut c = server.client().await;
+    let (mut sub, started) = first_turn(&mut c, "pg", "hello").await;
+    assert_eq!(health(&server).await, ServingStatus::Serving as i32);
+
+    tokio::task::block_in_place(|| db.kill_server());
+    send(&mut c, "pg", "more").await.unwrap();
+    health_becomes(&server, ServingStatus::NotServing).await;
+    server.adapter.wait_for(|_, c| c == "signal:Int").await;
+
+    tokio::task::block_in_place(|| db.start_server());
+    let end = sub.until("run_end", is_run_end).await;
+    assert_eq!(end.run_id, started.run_id);
+    assert_eq!(run_end(&end).reason, pb::RunEndReason::Error as i32);
+    assert_eq!(run_end(&end).source, "storage");
+    assert!(
+        sub.events.iter().any(|e| matches!(
+            &e.payload,
+            Some(Payload::RunError(r)) if r.kind == "storage"
+        )),
+        "run_error{{storage}}"
+    );
+    health_becomes(&server, ServingStatus::Serving).await;
+
+    // Every event the client saw is stored as it saw it, gapless.
+    let stored = history_all(&mut c, "pg").await;
+    for seen in &sub.events {
+        let kept = stored.iter().find(|e| e.seq == seen.seq);
+        assert_eq!(kept, Some(seen), "seq {}", seen.seq);
+    }
+    let seqs: Vec<u64> = stored.iter().map(|e| e.seq).collect();
+    assert_eq!(seqs, (1..=seqs.len() as u64).collect::<Vec<_>>());
+    let s = assert_derived_matches_log(&mut c, "pg").await;
+    assert!(!s.process_alive);
+    let next = send(&mut c, "pg", "after the database came back")
+        .await
+        .unwrap();
+    assert_ne!(next, started.run_id);
+    sub.until("turn_end of the new run", |e| {
+        is_turn_end(e) && e.run_id == next
+    })
+    .await;
+    server.shutdown().await.unwrap();
+}

@@ -21,7 +21,6 @@ use agent_harness_protocol::pb::subscribe_response::Kind;
 use agent_harness_server::adapter::{ProcessAdapter, StdoutLine};
 use agent_harness_server::log::{EventLogs, LogOptions};
 use agent_harness_server::manager::{ManagerOptions, SessionManager};
-use agent_harness_server::store::MemoryStore;
 use futures::StreamExt;
 use serde_json::json;
 use tokio::time::{Instant, advance};
@@ -67,7 +66,8 @@ struct Rig {
 
 impl Rig {
     fn new(adapter: Arc<dyn ProcessAdapter>, opts: ManagerOptions) -> Self {
-        let logs = EventLogs::open(Arc::new(MemoryStore::new()), LogOptions::default()).unwrap();
+        let logs =
+            EventLogs::open(crate::support::server::test_store(), LogOptions::default()).unwrap();
         // Never idle, so never auto-advanced.
         let spinner = tokio::spawn(async {
             loop {

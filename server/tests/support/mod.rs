@@ -5,6 +5,7 @@
 //!   fake Messages API wiring, event-kind helpers;
 //! - [`server`]: a gRPC test server and a client with subscribe helpers;
 //! - [`log`]: building events for the log and store suites;
+//! - [`postgres`]: a real PostgreSQL per test binary, a fresh database per test;
 //! - [`probe`]: a store that counts, fails, holds or slows its commits;
 //! - [`cassette`]: the recorded scenarios and their checked replay;
 //! - [`expected`]: what each committed recording yields
@@ -21,6 +22,7 @@ pub mod cli_grpc;
 pub mod common;
 pub mod expected;
 pub mod log;
+pub mod postgres;
 pub mod probe;
 pub mod scripted;
 pub mod server;

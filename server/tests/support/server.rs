@@ -42,6 +42,17 @@ pub fn fast_opts() -> ManagerOptions {
     }
 }
 
+/// A fresh store for a test server: in memory, or on PostgreSQL (a fresh
+/// database) when `AGENT_HARNESS_TEST_STORE=postgres` (see
+/// [`crate::support::postgres`]), so the same suite runs on either.
+pub fn test_store() -> Arc<dyn Store> {
+    if crate::support::postgres::selected() {
+        crate::support::postgres::shared_store()
+    } else {
+        Arc::new(MemoryStore::new())
+    }
+}
+
 /// A server running in this process.
 pub struct TestServer {
     /// Where it listens.
@@ -56,7 +67,7 @@ pub struct TestServer {
 }
 
 impl TestServer {
-    /// Default behaviour, fast timers, in-memory store.
+    /// Default behaviour, fast timers, test store ([`test_store`]).
     pub async fn start() -> Self {
         Self::with(
             ScriptedBehavior::default(),
@@ -72,7 +83,7 @@ impl TestServer {
         Self::with(ScriptedBehavior::default(), fast_opts(), sopts).await
     }
 
-    /// A server with these knobs over a fresh in-memory store.
+    /// A server with these knobs over a fresh test store ([`test_store`]).
     pub async fn with(
         behavior: ScriptedBehavior,
         mopts: ManagerOptions,
@@ -80,7 +91,7 @@ impl TestServer {
     ) -> Self {
         let adapter = ScriptedAdapter::new(behavior);
         let spawner = Arc::new(adapter.clone());
-        Self::with_adapter(Arc::new(MemoryStore::new()), spawner, adapter, mopts, sopts).await
+        Self::with_adapter(test_store(), spawner, adapter, mopts, sopts).await
     }
 
     /// Default behaviour, fast timers, over `store`.
@@ -92,14 +103,14 @@ impl TestServer {
     }
 
     /// The default scripted CLI behind an [`InjectingAdapter`] adding the
-    /// lines of `inject`, over a fresh in-memory store.
+    /// lines of `inject`, over a fresh test store ([`test_store`]).
     pub async fn injecting(
         inject: impl Fn(&StdoutLine) -> Vec<StdoutLine> + Send + Sync + 'static,
         mopts: ManagerOptions,
     ) -> Self {
         let adapter = ScriptedAdapter::new(ScriptedBehavior::default());
         let spawner = Arc::new(InjectingAdapter::new(adapter.clone(), inject));
-        let (store, sopts) = (Arc::new(MemoryStore::new()), ServeOptions::default());
+        let (store, sopts) = (test_store(), ServeOptions::default());
         Self::with_adapter(store, spawner, adapter, mopts, sopts).await
     }
 
@@ -501,11 +512,11 @@ pub fn line_text(line: &StdoutLine) -> &str {
 
 impl TestServer {
     /// A server spawning through `spawner` (a real adapter, e.g. the
-    /// interactive one over a [`StandInCli`]) over a fresh in-memory store;
+    /// interactive one over a [`StandInCli`]) over a fresh [`test_store`];
     /// its `adapter` field is an unused scripted adapter.
     pub async fn spawning(spawner: Arc<dyn ProcessAdapter>, mopts: ManagerOptions) -> Self {
         let unused = ScriptedAdapter::new(ScriptedBehavior::default());
-        let (store, sopts) = (Arc::new(MemoryStore::new()), ServeOptions::default());
+        let (store, sopts) = (test_store(), ServeOptions::default());
         Self::with_adapter(store, spawner, unused, mopts, sopts).await
     }
 }
