@@ -97,6 +97,12 @@ pub struct ServeConfig {
     #[arg(long, env = "AGENT_HARNESS_STORE_URL", hide_env_values = true)]
     pub store_url: Option<StoreUrl>,
 
+    /// This node's name among the nodes sharing one store (answers carry
+    /// it): 1 to 128 of letters, digits, '.', '_', '-', ':'. Default: the
+    /// host name and the listen port.
+    #[arg(long, env = "AGENT_HARNESS_NODE_ID")]
+    pub node_id: Option<String>,
+
     /// Process adapter: `interactive` (keep-alive stream-json process),
     /// `cli` (one `--print` process per turn) or `cassette:FILE` (replay a
     /// recording; no CLI needed).
@@ -220,6 +226,7 @@ impl ServeConfig {
     /// `--allowed-origin '*'` and any `--allowed-host` only with
     /// `--auth-token-file`.
     pub fn check(&self) -> Result<(), Error> {
+        self.node()?;
         if self.tls_cert.is_some() != self.tls_key.is_some() {
             return Err(Error::Config("--tls-cert and --tls-key go together".into()));
         }
@@ -252,6 +259,14 @@ impl ServeConfig {
 
 /// `--max-event-bytes` must leave room for the message around one event
 /// under gRPC's default 4 MiB receive limit, and room for an event's ids.
+impl ServeConfig {
+    /// This node's id: `--node-id`, checked, or the default (see
+    /// [`crate::node`]).
+    pub fn node(&self) -> Result<crate::node::NodeId, Error> {
+        crate::node::NodeId::resolve(self.node_id.as_deref(), self.listen).map_err(Error::Config)
+    }
+}
+
 fn check_max_event_bytes(bytes: usize) -> Result<(), Error> {
     use log::cut::{MAX_EVENT_BYTES_CEILING, MAX_MESSAGE_BYTES, MIN_EVENT_BYTES};
     if (MIN_EVENT_BYTES..=MAX_EVENT_BYTES_CEILING).contains(&bytes) {
@@ -303,6 +318,7 @@ impl Default for ServeConfig {
             listen: "127.0.0.1:50051".parse().expect("valid default address"),
             data_dir: PathBuf::from("./data"),
             store_url: None,
+            node_id: None,
             adapter: AdapterKind::Interactive,
             cassette_timescale: 1.0,
             store_cache_bytes: store::DEFAULT_PAGE_CACHE_BYTES,

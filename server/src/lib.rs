@@ -74,6 +74,7 @@ pub mod log;
 pub mod manager;
 pub mod metrics;
 pub mod nesting;
+pub mod node;
 pub mod normalize;
 pub mod partial;
 pub mod plain;
