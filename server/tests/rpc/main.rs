@@ -23,6 +23,7 @@ mod ownership;
 mod poisoned;
 mod recovery_restart;
 mod session;
+mod shared_store;
 mod shutdown;
 mod size;
 mod storage_faults;

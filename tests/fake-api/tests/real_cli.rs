@@ -318,6 +318,13 @@ async fn sigint_mid_turn_flushes_and_exits_zero() {
     let mut cli = Cli::spawn(&api, &[], &[]);
     cli.send_user("HANG").await;
     eventually("the HANG request", || api.active_streams() == 1).await;
+    // Its message_start is out: the CLI is reading a reply, not still
+    // setting up the request (on a loaded machine a SIGINT then ended it
+    // without a result).
+    eventually("the HANG reply's message_start", || {
+        api.sse_events_sent() >= 1
+    })
+    .await;
     let status = std::process::Command::new("kill")
         .args(["-INT", &cli.pid().to_string()])
         .status()
