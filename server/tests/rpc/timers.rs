@@ -250,6 +250,71 @@ fn task_frames(line: &StdoutLine) -> Vec<StdoutLine> {
     vec![StdoutLine::Line(frame.to_string())]
 }
 
+/// A control request awaiting the CLI's answer holds the idle clock: the
+/// process is not ended for idleness before the request is answered or
+/// times out (a process spawned to answer RewindFiles, slow to start, was
+/// ended by the idle timeout before it could answer).
+#[tokio::test(start_paused = true)]
+async fn a_pending_control_request_holds_the_idle_timeout() {
+    use crate::support::scripted::SLOW_MODEL;
+    use agent_harness_server::manager::{CONTROL_TIMEOUT, SettingChange};
+
+    let idle = CONTROL_TIMEOUT / 2;
+    let a = ScriptedAdapter::new(behavior());
+    let rig = Rig::new(Arc::new(a.clone()), opts(idle));
+    rig.m
+        .start(start_request("held", prompt("one")))
+        .await
+        .unwrap();
+    rig.log_until("held", "turn_end", 1).await;
+    let m = rig.m.clone();
+    let slow = tokio::spawn(async move {
+        m.change_setting("held", None, SettingChange::Model(SLOW_MODEL.to_owned()))
+            .await
+    });
+    let sent = call_time(&a, "control:set_model").await;
+    assert!(sent < rig.t0 + idle, "asked before the idle deadline");
+    // The idle deadline passes while the request waits: the process stays;
+    // it ends for idleness only once the request has timed out.
+    let closed = fires_at(&rig, &a, "held", "close_stdin", sent + CONTROL_TIMEOUT).await;
+    assert_eq!(closed, sent + CONTROL_TIMEOUT);
+    assert!(
+        real_time(slow).await.unwrap().is_err(),
+        "the request timed out"
+    );
+    let events = rig.log_until("held", "run_end", 1).await;
+    assert_eq!(stop_source(find(&events, "stop_requested")), "idle");
+    rig.done().await;
+}
+
+/// A control request and its answer are activity, as input is: the idle
+/// clock restarts (RewindFiles previews, then rewinds, on a process it
+/// spawned; a slow start must not leave the second request without one).
+#[tokio::test(start_paused = true)]
+async fn an_answered_control_request_restarts_the_idle_clock() {
+    let a = ScriptedAdapter::new(behavior());
+    let rig = Rig::new(Arc::new(a.clone()), opts(IDLE));
+    rig.m
+        .start(start_request("ctl-idle", prompt("one")))
+        .await
+        .unwrap();
+    rig.log_until("ctl-idle", "turn_end", 1).await;
+    advance(IDLE - Duration::from_secs(60)).await;
+    // A request that records nothing in the log (as a RewindFiles preview).
+    let head = rig.m.get("ctl-idle").await.unwrap().head_seq;
+    real_time(
+        rig.m
+            .control("ctl-idle", json!({"subtype": "get_context_usage"})),
+    )
+    .await
+    .unwrap();
+    assert_eq!(rig.m.get("ctl-idle").await.unwrap().head_seq, head);
+    let restarted = rig.t0 + IDLE - Duration::from_secs(60) + IDLE;
+    let closed = fires_at(&rig, &a, "ctl-idle", "close_stdin", restarted).await;
+    assert_eq!(closed, restarted);
+    rig.done().await;
+}
+
 #[tokio::test(start_paused = true)]
 async fn idle_timeout_waits_for_running_background_tasks() {
     let scripted = ScriptedAdapter::new(behavior());

@@ -117,6 +117,7 @@ impl Run {
         let request_id = format!("ah-ctl-{}", uuid::Uuid::new_v4());
         match self.control.control(&request_id, &request) {
             Ok(true) => {
+                self.last_activity = Instant::now();
                 self.controls.insert(
                     request_id,
                     PendingControl {
@@ -158,6 +159,9 @@ impl Run {
     /// before its answer.
     pub(super) async fn control_replies(&mut self) {
         for r in self.normalizer.take_control_replies() {
+            // An answer is activity: a caller that asks again right after
+            // (RewindFiles previews, then rewinds) must find the process.
+            self.last_activity = Instant::now();
             let pending = self.controls.remove(&r.request_id);
             let late = self.late_records.remove(&r.request_id);
             let outcome = r.outcome.and_then(|v| match refused_in_success(&v) {

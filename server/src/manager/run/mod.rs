@@ -293,14 +293,19 @@ impl Run {
             .min()
     }
 
-    /// A keep-alive process with no turn, no pending question and no stop
-    /// under way ends `idle_timeout` after its last activity (unless
-    /// background tasks are running then; see `timers`).
+    /// A keep-alive process with no turn, no pending question, no control
+    /// request awaiting its answer and no stop under way ends
+    /// `idle_timeout` after its last activity (unless background tasks are
+    /// running then; see `timers`). A control request has its own deadline:
+    /// a process spawned to answer one (RewindFiles after the idle timeout)
+    /// and slow to start must not be ended by the idle clock before it
+    /// answers.
     fn idle_deadline(&self) -> Option<Instant> {
         if self.opts.idle_timeout.is_zero()
             || !self.control.keep_alive()
             || self.ladder.stopping()
             || self.pending_permissions() > 0
+            || !self.controls.is_empty()
             || self
                 .fold
                 .with(|d| d.fold.status_fold().turn_in_progress())
