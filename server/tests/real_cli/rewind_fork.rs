@@ -271,18 +271,6 @@ async fn rewind_files_after_the_idle_timeout_resumes_the_conversation_to_rewind(
             idempotency_key: String::new(),
         })
         .await
-        .map_err(|e| {
-            std::thread::sleep(std::time::Duration::from_secs(1));
-            for x in ev.snapshot() {
-                eprintln!(
-                    "DBG {} {:?} {}",
-                    x.seq,
-                    x.time,
-                    crate::support::common::kind(&x)
-                );
-            }
-            e
-        })
         .expect("RewindFiles with no live process")
         .into_inner();
     assert_eq!(std::fs::read_to_string(&file).unwrap(), "first\n");
