@@ -2,7 +2,8 @@
 //! checked against the request's `session_id` (agreeing or absent passes,
 //! disagreeing is INVALID_ARGUMENT naming both), allowed by CORS; the
 //! `x-agent-harness-node` header on every answer (unary, streaming, errors,
-//! grpc-web, plain HTTP), exposed to browsers; and `GET /healthz`.
+//! grpc-web, plain HTTP), exposed to browsers; and `GET /healthz`, without a
+//! token, over HTTP/1.1 and h2, and 503 from the start of shutdown.
 
 use crate::support::server;
 
@@ -221,4 +222,37 @@ async fn healthz_answers_balancers_without_a_token() {
         .unwrap_err();
     assert_eq!(err.code(), Code::Unauthenticated);
     server.shutdown().await.unwrap();
+}
+
+/// Shutdown turns the switch off before it stops the live runs: while a
+/// run is still being stopped the node answers `/healthz` with 503, so a
+/// balancer sends it nothing new.
+#[tokio::test]
+async fn healthz_says_not_serving_from_the_start_of_shutdown() {
+    use crate::support::scripted::ScriptedBehavior;
+    use agent_harness_server::manager::ManagerOptions;
+    use std::time::Duration;
+    // The process ignores SIGINT: it is stopped only at SIGTERM,
+    // `kill_grace` later, which keeps the shutdown going that long.
+    let server = TestServer::with(
+        ScriptedBehavior {
+            ignore_sigint: true,
+            ..ScriptedBehavior::default()
+        },
+        ManagerOptions {
+            kill_grace: Duration::from_secs(2),
+            ..fast_opts()
+        },
+        ServeOptions::default(),
+    )
+    .await;
+    let mut c = server.client().await;
+    let (_sub, _started) = first_turn(&mut c, "down", "hello").await;
+    let addr = server.addr;
+    assert_eq!(healthz(addr).await, (200, "serving\n".to_owned()));
+    let adapter = server.adapter.clone();
+    let shutdown = tokio::spawn(server.shutdown());
+    adapter.wait_for(|_, c| c == "signal:Int").await;
+    assert_eq!(healthz(addr).await, (503, "not serving\n".to_owned()));
+    shutdown.await.unwrap().unwrap();
 }
