@@ -505,6 +505,41 @@ async fn unary_calls_carry_the_token_and_keep_the_grpc_code() {
     client.close().await;
 }
 
+/// Every call names the client's session in the `x-session-id` header (a
+/// balancer routes by it): the subscription, history pages, the input and
+/// the control calls alike.
+#[tokio::test]
+async fn every_call_carries_the_session_header() {
+    let server = start(ServerOptions::default()).await;
+    let client = client(&server, options());
+    client.send("hello", Vec::new()).await.unwrap();
+    wait(&client, "the input_sent event", |s| s.cursor == 1).await;
+    client.fetch_history(None).await.unwrap();
+    client.stop().await.unwrap();
+    client
+        .respond_permission("req-1", true, None, "")
+        .await
+        .unwrap();
+    client.set_model("opus").await.unwrap();
+    {
+        let inner = server.state.inner.lock().unwrap();
+        assert!(
+            inner.session_headers.len() >= 5,
+            "{:?}",
+            inner.session_headers
+        );
+        assert!(
+            inner
+                .session_headers
+                .iter()
+                .all(|h| h.as_deref() == Some(SESSION)),
+            "{:?}",
+            inner.session_headers
+        );
+    }
+    client.close().await;
+}
+
 /// Every logical call carries one fresh idempotency key, and a call whose
 /// answer was lost is retried with that same key (so the server applies it
 /// once); another logical call gets another key.

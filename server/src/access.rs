@@ -468,11 +468,13 @@ fn percent_encode(s: &str) -> String {
 }
 
 /// CORS for grpc-web: allowed origins only (echoed, with `Vary: Origin`),
-/// the headers grpc-web clients send, and the grpc-* response headers their
-/// code must read. Auth is a bearer token, never a cookie: no credentials.
+/// the headers grpc-web clients send (`x-session-id` among them, for the
+/// balancer), and the response headers their code must read: the grpc-*
+/// ones and the node that served the call. Auth is a bearer token, never a cookie: no credentials.
 pub fn cors_layer(policy: AccessPolicy) -> CorsLayer {
-    const ALLOW: [&str; 7] = [
+    const ALLOW: [&str; 8] = [
         "content-type",
+        crate::routing::SESSION_HEADER,
         "x-grpc-web",
         "x-user-agent",
         "authorization",
@@ -480,7 +482,12 @@ pub fn cors_layer(policy: AccessPolicy) -> CorsLayer {
         "grpc-accept-encoding",
         "grpc-encoding",
     ];
-    const EXPOSE: [&str; 3] = ["grpc-status", "grpc-message", "grpc-status-details-bin"];
+    const EXPOSE: [&str; 4] = [
+        "grpc-status",
+        "grpc-message",
+        "grpc-status-details-bin",
+        crate::node::HEADER,
+    ];
     CorsLayer::new()
         .allow_origin(AllowOrigin::predicate(move |origin, _| {
             policy.origin_allowed(origin.as_bytes())

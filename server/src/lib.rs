@@ -11,15 +11,21 @@
 //!   log fills, and the Prometheus text format.
 //! - [`scrape`]: `GET /metrics` on the same port: reads the manager, the service, the
 //!   log and the accept loop when scraped.
-//! - [`plain`]: the plain HTTP answers on the gRPC port (`/metrics`, the console), one
-//!   layer shape for both.
+//! - [`plain`]: the plain HTTP answers on the gRPC port (`/metrics`, `/healthz`, the
+//!   console), one layer shape for all.
+//! - [`health`]: whether the node serves: the gRPC health service and `GET /healthz`
+//!   for balancers, from one switch.
 //! - [`web`]: the built-in web console at `/` on the same port: embedded files, strict
 //!   security headers.
 //! - [`record`]: `agent-harness record`, a cassette of the real CLI.
 //! - [`listen`]: accepting connections: TCP_NODELAY, TLS with ALPN h2 and http/1.1.
 //! - [`connections`]: the accept loop and each connection served by hyper: the cap on
 //!   connections, header and idle timeouts, HTTP/2 pings, accept backoff.
+//! - [`node`]: this node's id (`--node-id`), named by every answer's
+//!   `x-agent-harness-node` header.
 //! - [`deadline`]: a gRPC client's `grpc-timeout`, honoured as tonic's own server did.
+//! - [`routing`]: the `x-session-id` header a balancer routes by, checked against the
+//!   request's session.
 //! - [`rpc`]: the `SessionService` handlers: validate, call the manager, map errors
 //!   (the one `From<Error> for Status`).
 //! - [`launch`]: the launch policy: which args, env and cwd a client may give the CLI.
@@ -68,6 +74,7 @@ pub mod connections;
 pub mod deadline;
 pub mod duration;
 pub mod error;
+pub mod health;
 pub mod launch;
 pub mod listen;
 pub mod log;
@@ -82,6 +89,7 @@ pub mod private_files;
 pub mod process;
 pub mod record;
 pub mod recovery;
+pub mod routing;
 pub mod rpc;
 pub mod scrape;
 pub mod secrets;

@@ -6,6 +6,11 @@
 use std::fmt;
 use std::net::SocketAddr;
 
+/// The response header every answer names its node in (unary and
+/// streaming, gRPC, grpc-web and plain HTTP, errors too), so an operator
+/// or a test behind a balancer sees which node served a call.
+pub const HEADER: &str = "x-agent-harness-node";
+
 /// Longest node id accepted.
 pub const MAX_NODE_ID_LEN: usize = 128;
 
@@ -45,6 +50,12 @@ impl NodeId {
     /// The id as text.
     pub fn as_str(&self) -> &str {
         &self.0
+    }
+
+    /// The id as the value of [`HEADER`] (its characters are all valid in
+    /// a header).
+    pub fn header_value(&self) -> http::HeaderValue {
+        http::HeaderValue::from_str(&self.0).expect("a node id is a valid header value")
     }
 }
 

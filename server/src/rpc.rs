@@ -1,6 +1,7 @@
 //! The tonic `SessionService`: validation and mapping only.
 //!
-//! Each handler validates its request (INVALID_ARGUMENT naming the field),
+//! Each handler checks the `x-session-id` header against its session
+//! ([`crate::routing`]), validates its request (INVALID_ARGUMENT naming the field),
 //! calls the [`SessionManager`] or the [`EventLogs`], and maps the crate's
 //! domain [`Error`] to a gRPC status with the one `From<Error> for Status`
 //! below (the only place that picks codes). No state lives here.
@@ -21,6 +22,7 @@ use crate::adapter::claude::context_usage;
 use crate::error::Error;
 use crate::log::EventLogs;
 use crate::manager::{SessionManager, SettingChange};
+use crate::routing::routed;
 use crate::start_limit::StartLimit;
 use crate::validate;
 
@@ -275,7 +277,7 @@ impl SessionService for Rpc {
         request: Request<pb::StartRequest>,
     ) -> Result<Response<pb::StartResponse>, Status> {
         let peer = request.remote_addr().map(|a| a.ip());
-        let mut req = request.into_inner();
+        let mut req = routed(request)?;
         validate::session_id(&req.session_id)?;
         validate::idempotency_key(&req.idempotency_key)?;
         validate::start_config(req.config.get_or_insert_default())?;
@@ -287,7 +289,7 @@ impl SessionService for Rpc {
         &self,
         request: Request<pb::SendRequest>,
     ) -> Result<Response<pb::SendResponse>, Status> {
-        let req = request.into_inner();
+        let req = routed(request)?;
         validate::session_id(&req.session_id)?;
         validate::idempotency_key(&req.idempotency_key)?;
         validate::send_input(&req.input, &req.content_blocks)?;
@@ -299,7 +301,7 @@ impl SessionService for Rpc {
         &self,
         request: Request<pb::StopRequest>,
     ) -> Result<Response<pb::StopResponse>, Status> {
-        let req = request.into_inner();
+        let req = routed(request)?;
         validate::session_id(&req.session_id)?;
         validate::idempotency_key(&req.idempotency_key)?;
         Ok(Response::new(self.manager.stop(req).await?))
@@ -311,7 +313,7 @@ impl SessionService for Rpc {
         &self,
         request: Request<pb::SubscribeRequest>,
     ) -> Result<Response<Self::SubscribeStream>, Status> {
-        let req = request.into_inner();
+        let req = routed(request)?;
         validate::session_id(&req.session_id)?;
         let permit = self.stream_permit()?;
         let inner = self
@@ -345,7 +347,7 @@ impl SessionService for Rpc {
         &self,
         request: Request<pb::HistoryRequest>,
     ) -> Result<Response<pb::HistoryResponse>, Status> {
-        let req = request.into_inner();
+        let req = routed(request)?;
         validate::session_id(&req.session_id)?;
         self.require_session(&req.session_id).await?;
         let (events, has_more) = self
@@ -362,7 +364,7 @@ impl SessionService for Rpc {
         &self,
         request: Request<pb::StopTaskRequest>,
     ) -> Result<Response<pb::StopTaskResponse>, Status> {
-        let req = request.into_inner();
+        let req = routed(request)?;
         validate::session_id(&req.session_id)?;
         validate::idempotency_key(&req.idempotency_key)?;
         if req.task_id.is_empty() || req.task_id.len() > 256 {
@@ -379,7 +381,7 @@ impl SessionService for Rpc {
         &self,
         request: Request<pb::SetModelRequest>,
     ) -> Result<Response<pb::SetModelResponse>, Status> {
-        let req = request.into_inner();
+        let req = routed(request)?;
         let (applied, seq) = self
             .change_setting(
                 &req.session_id,
@@ -397,7 +399,7 @@ impl SessionService for Rpc {
         &self,
         request: Request<pb::SetPermissionModeRequest>,
     ) -> Result<Response<pb::SetPermissionModeResponse>, Status> {
-        let req = request.into_inner();
+        let req = routed(request)?;
         let (applied, seq) = self
             .change_setting(
                 &req.session_id,
@@ -415,7 +417,7 @@ impl SessionService for Rpc {
         &self,
         request: Request<pb::SetMaxThinkingTokensRequest>,
     ) -> Result<Response<pb::SetMaxThinkingTokensResponse>, Status> {
-        let req = request.into_inner();
+        let req = routed(request)?;
         let (applied, seq) = self
             .change_setting(
                 &req.session_id,
@@ -433,7 +435,7 @@ impl SessionService for Rpc {
         &self,
         request: Request<pb::RewindFilesRequest>,
     ) -> Result<Response<pb::RewindFilesResponse>, Status> {
-        let req = request.into_inner();
+        let req = routed(request)?;
         validate::session_id(&req.session_id)?;
         validate::idempotency_key(&req.idempotency_key)?;
         Ok(Response::new(self.manager.rewind_files(req).await?))
@@ -443,7 +445,7 @@ impl SessionService for Rpc {
         &self,
         request: Request<pb::GetContextUsageRequest>,
     ) -> Result<Response<pb::GetContextUsageResponse>, Status> {
-        let req = request.into_inner();
+        let req = routed(request)?;
         validate::session_id(&req.session_id)?;
         let answer = self
             .manager
@@ -456,7 +458,7 @@ impl SessionService for Rpc {
         &self,
         request: Request<pb::ReadFullEventRequest>,
     ) -> Result<Response<Self::ReadFullEventStream>, Status> {
-        let req = request.into_inner();
+        let req = routed(request)?;
         validate::session_id(&req.session_id)?;
         let part = pb::FullEventPart::try_from(req.part)
             .map_err(|_| Error::invalid("part", format!("unknown part {}", req.part)))?;
@@ -511,7 +513,7 @@ impl SessionService for Rpc {
         &self,
         request: Request<pb::RespondPermissionRequest>,
     ) -> Result<Response<pb::RespondPermissionResponse>, Status> {
-        let req = request.into_inner();
+        let req = routed(request)?;
         validate::session_id(&req.session_id)?;
         validate::request_id(&req.request_id)?;
         validate::idempotency_key(&req.idempotency_key)?;
@@ -523,7 +525,7 @@ impl SessionService for Rpc {
         &self,
         request: Request<pb::DeleteSessionRequest>,
     ) -> Result<Response<pb::DeleteSessionResponse>, Status> {
-        let req = request.into_inner();
+        let req = routed(request)?;
         validate::session_id(&req.session_id)?;
         validate::idempotency_key(&req.idempotency_key)?;
         Ok(Response::new(self.manager.delete(req).await?))
@@ -533,7 +535,7 @@ impl SessionService for Rpc {
         &self,
         request: Request<pb::GetSessionRequest>,
     ) -> Result<Response<pb::GetSessionResponse>, Status> {
-        let req = request.into_inner();
+        let req = routed(request)?;
         validate::session_id(&req.session_id)?;
         let session = self.manager.get(&req.session_id).await?;
         Ok(Response::new(pb::GetSessionResponse {

@@ -3,8 +3,10 @@
 //! and grpc.health.v1, behind the origin and Host checks, CORS, a request
 //! size limit ([`crate::body_limit`]) and bearer-token auth.
 //!
-//! Layers, outermost first: the client's `grpc-timeout`
-//! ([`crate::deadline`]) → the origin and Host checks → `GET /metrics`
+//! Layers, outermost first: the `x-agent-harness-node` response header
+//! ([`crate::node::HEADER`]) → the client's `grpc-timeout`
+//! ([`crate::deadline`]) → the origin and Host checks → `GET /healthz`
+//! ([`crate::health`], no token) → `GET /metrics`
 //! ([`crate::scrape`], token checked like an RPC's) → the web console's
 //! GETs at `/` ([`crate::web`]: files without data, no token) → CORS (answers
 //! preflights, exposes the grpc-* headers to browsers) → grpc-web
@@ -47,9 +49,11 @@ use crate::config::{AdapterKind, ServeConfig};
 use crate::connections::{ConnectionLimits, ConnectionStats, HttpService};
 use crate::deadline::DeadlineLayer;
 use crate::error::{Error, Result};
+use crate::health::Health;
 use crate::launch::LaunchPolicy;
 use crate::log::EventLogs;
 use crate::manager::{ManagerOptions, SessionManager};
+use crate::node::NodeId;
 use crate::plain::PlainLayer;
 use crate::rpc::Rpc;
 use crate::scrape::Scrape;
@@ -78,6 +82,9 @@ pub struct ServeOptions {
     pub max_sessions_per_minute: u32,
     /// The cap on connections and their timeouts ([`crate::connections`]).
     pub connections: ConnectionLimits,
+    /// The node every answer names ([`crate::node::HEADER`]); `None`: the
+    /// default id of the listen address.
+    pub node: Option<NodeId>,
 }
 
 impl std::fmt::Debug for ServeOptions {
@@ -93,6 +100,7 @@ impl std::fmt::Debug for ServeOptions {
             .field("ui", &self.ui)
             .field("max_sessions_per_minute", &self.max_sessions_per_minute)
             .field("connections", &self.connections)
+            .field("node", &self.node)
             .finish()
     }
 }
@@ -109,6 +117,7 @@ impl Default for ServeOptions {
             ui: true,
             max_sessions_per_minute: 0,
             connections: ConnectionLimits::default(),
+            node: None,
         }
     }
 }
@@ -158,6 +167,7 @@ pub fn serve_options(config: &ServeConfig) -> Result<ServeOptions> {
             max_connections: config.max_connections,
             ..ConnectionLimits::default()
         },
+        node: Some(config.node()?),
     })
 }
 
@@ -278,10 +288,14 @@ pub async fn serve_on(
         // Every response is built under 4 MiB (events are cut to their
         // budget, pages bounded by bytes); this is the backstop.
         .max_encoding_message_size(crate::log::cut::MAX_MESSAGE_BYTES);
+    let node = match (&opts.node, addr) {
+        (Some(node), _) => node.clone(),
+        (None, Some(addr)) => NodeId::resolve(None, addr).map_err(Error::Config)?,
+        (None, None) => NodeId::parse("localhost").map_err(Error::Config)?,
+    };
     let (health_reporter, health_service) = tonic_health::server::health_reporter();
-    health_reporter
-        .set_serving::<SessionServiceServer<Rpc>>()
-        .await;
+    let health = Health::new(health_reporter);
+    health.set(true).await;
     let reflection_v1 = tonic_reflection::server::Builder::configure()
         .register_encoded_file_descriptor_set(FILE_DESCRIPTOR_SET)
         .register_encoded_file_descriptor_set(tonic_health::pb::FILE_DESCRIPTOR_SET)
@@ -299,17 +313,17 @@ pub async fn serve_on(
     let tasks = manager.tasks().clone();
     // Cancelled by shutdown (aborted once health is NOT_SERVING for good).
     let storage_health = {
-        let health = health_reporter.clone();
+        let health = health.clone();
         let mut storage_ok = manager.logs().storage_ok();
         tasks.spawn("storage health", async move {
             while storage_ok.changed().await.is_ok() {
                 let ok = *storage_ok.borrow_and_update();
                 if ok {
                     tracing::info!("storage works again: SERVING");
-                    health.set_serving::<SessionServiceServer<Rpc>>().await;
+                    health.set(true).await;
                 } else {
                     tracing::error!("storage failing: NOT_SERVING");
-                    health.set_not_serving::<SessionServiceServer<Rpc>>().await;
+                    health.set(false).await;
                 }
             }
         })
@@ -321,13 +335,13 @@ pub async fn serve_on(
     let signal = {
         let manager = manager.clone();
         let streams = streams.clone();
-        let health = health_reporter.clone();
+        let health = health.clone();
         let storage_health = storage_health.abort_handle();
         async move {
             shutdown.await;
             storage_health.abort();
             tracing::info!("shutting down: stopping live runs");
-            health.set_not_serving::<SessionServiceServer<Rpc>>().await;
+            health.set(false).await;
             manager.shutdown().await;
             // After the runs' run_end were appended, so subscribers see them.
             streams.cancel();
@@ -335,6 +349,7 @@ pub async fn serve_on(
     };
     tracing::info!(
         addr = ?addr,
+        node = %node,
         auth = auth.required(),
         tls = opts.tls.is_some(),
         metrics = opts.metrics,
@@ -346,12 +361,21 @@ pub async fn serve_on(
         .add_service(InterceptedService::new(reflection_v1, auth.clone()))
         .add_service(InterceptedService::new(reflection_v1alpha, auth.clone()))
         .prepare();
+    let node_header = node.header_value();
     let service = tower::ServiceBuilder::new()
+        // Outermost, so every answer names this node: RPCs, errors of the
+        // layers below, preflights and the plain HTTP answers alike.
+        .map_response(move |mut resp: http::Response<_>| {
+            resp.headers_mut()
+                .insert(crate::node::HEADER, node_header.clone());
+            resp
+        })
         // As tonic's own server: an error of a layer becomes a gRPC status,
         // and the client's grpc-timeout bounds the wait for a response.
         .layer(RecoverErrorLayer::new())
         .layer(DeadlineLayer)
         .layer(AccessLayer::new(opts.access.clone()))
+        .layer(PlainLayer::new(health.healthz()))
         .layer(PlainLayer::new(Scrape::new(metrics, auth)))
         .layer(PlainLayer::new(Console::new(opts.ui)))
         .layer(cors_layer(opts.access.clone()))

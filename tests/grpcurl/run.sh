@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # grpcurl suite: the server is usable with no .proto files at all, through gRPC reflection.
 # Starts the real server release binary (interactive adapter, real claude CLI, fake Messages
-# API), then: list, describe, Start, GetSession, Subscribe (replay, events, caughtUp; live
+# API), then: list, describe, Start, GetSession (the x-session-id header and the node header;
+# /healthz), Subscribe (replay, events, caughtUp; live
 # typing with include_deltas), History, GetContextUsage, ReadFullEvent, and control of a live
 # session: SetModel, SetPermissionMode (and the policy's refusals), SetMaxThinkingTokens,
 # RewindFiles (dry run, then for real), a fork, and DeleteSession. Outputs are asserted with
@@ -100,8 +101,9 @@ grep -q 'google.protobuf.Timestamp time = 4;' "$tmp/event.out" || { echo "FAIL: 
 ok "describe shows every RPC and the message types"
 
 sid=grpcurl-$$-$RANDOM
-echo "\$ grpcurl -plaintext -d '{\"session_id\":\"$sid\",\"config\":{\"prompt\":\"TEXT hello from grpcurl\"}}' $addr agentharness.v1.SessionService/Start"
-g -d "{\"session_id\":\"$sid\",\"config\":{\"prompt\":\"TEXT hello from grpcurl\",\"cwd\":\"$tmp/work\"}}" \
+# Every call naming a session carries it in x-session-id too (a balancer routes by it).
+echo "\$ grpcurl -plaintext -H 'x-session-id: $sid' -d '{\"session_id\":\"$sid\",\"config\":{\"prompt\":\"TEXT hello from grpcurl\"}}' $addr agentharness.v1.SessionService/Start"
+g -H "x-session-id: $sid" -d "{\"session_id\":\"$sid\",\"config\":{\"prompt\":\"TEXT hello from grpcurl\",\"cwd\":\"$tmp/work\"}}" \
   "$addr" agentharness.v1.SessionService/Start | tee "$tmp/start.out"
 run_id=$(check start "$tmp/start.out")
 ok "Start returned run $run_id"
@@ -111,6 +113,23 @@ head=$(wait_idle "$sid" 0 600)
 cat "$tmp/get.out"
 grep -q '"processAlive": true' "$tmp/get.out" || { echo "FAIL: process not alive after the turn"; exit 1; }
 ok "GetSession: SESSION_STATUS_IDLE, head_seq $head"
+
+# -v shows the response headers: the node that served the call; a header naming another
+# session than the request is refused.
+echo "\$ grpcurl -plaintext -v -H 'x-session-id: $sid' -d '{\"session_id\":\"$sid\"}' $addr agentharness.v1.SessionService/GetSession"
+g -v -H "x-session-id: $sid" -d "{\"session_id\":\"$sid\"}" "$addr" agentharness.v1.SessionService/GetSession >"$tmp/routed.out"
+grep -E '^x-agent-harness-node: .+' "$tmp/routed.out" || { echo "FAIL: no x-agent-harness-node response header"; cat "$tmp/routed.out"; exit 1; }
+if g -H "x-session-id: someone-else" -d "{\"session_id\":\"$sid\"}" "$addr" agentharness.v1.SessionService/GetSession \
+  >"$tmp/misrouted.out" 2>&1; then
+  echo "FAIL: a disagreeing x-session-id was served"; exit 1
+fi
+grep -q 'InvalidArgument' "$tmp/misrouted.out" && grep -q 'someone-else' "$tmp/misrouted.out" ||
+  { echo "FAIL: a disagreeing x-session-id:"; cat "$tmp/misrouted.out"; exit 1; }
+ok "x-session-id: served when it agrees, InvalidArgument when not; the answer names its node"
+
+echo "\$ curl -s http://$addr/healthz"
+[ "$(curl -s "http://$addr/healthz")" = serving ] || { echo "FAIL: /healthz"; curl -si "http://$addr/healthz"; exit 1; }
+ok "GET /healthz: serving"
 
 echo "\$ grpcurl -plaintext -max-time 3 -d '{\"session_id\":\"$sid\"}' $addr agentharness.v1.SessionService/Subscribe"
 # The stream stays open (live) after caughtUp: -max-time ends it, with DeadlineExceeded.

@@ -8,14 +8,18 @@
 import { createClient } from "@connectrpc/connect";
 import { createGrpcWebTransport } from "@connectrpc/connect-node";
 import { FullEventPart, SessionService } from "@agent-harness/client/protocol";
-import { readFullEvent } from "@agent-harness/client/client";
+import { SESSION_HEADER, readFullEvent } from "@agent-harness/client/client";
 
 const [baseUrl = "http://127.0.0.1:50051", sessionId = "demo", prompt = "Hello"] = process.argv.slice(2);
 const client = createClient(SessionService, createGrpcWebTransport({ baseUrl, httpVersion: "1.1" }));
 
-await client.start({ sessionId, config: { prompt } });
+// Every call names its session in x-session-id too: a balancer in front of several nodes routes
+// by it (readFullEvent adds it itself; a SessionHandle does for all its calls).
+const routed = { headers: { [SESSION_HEADER]: sessionId } };
+
+await client.start({ sessionId, config: { prompt } }, routed);
 // afterSeq 0: the whole log, then live. Keep the last seq you saw to resume later.
-for await (const msg of client.subscribe({ sessionId, afterSeq: 0n })) {
+for await (const msg of client.subscribe({ sessionId, afterSeq: 0n }, routed)) {
   if (msg.kind.case !== "event") continue; // the replay header, caughtUp and heartbeats
   let event = msg.kind.value;
   if (event.truncated) {

@@ -24,7 +24,9 @@ import {
 } from "@agent-harness/client/protocol";
 import { Code, ConnectError } from "@connectrpc/connect";
 import {
+  SESSION_HEADER,
   SessionHandle,
+  sessionRouting,
   newIdempotencyKey,
   type SessionServiceClient,
   type SessionSnapshot,
@@ -499,5 +501,77 @@ describe("SessionHandle keeps the partial message", () => {
     const s = await until((s) => s.lastSeq === 1n);
     assert.equal(s.partial, EMPTY_PARTIAL);
     handle.close();
+  });
+});
+
+describe("SessionHandle names its session in x-session-id", () => {
+  it("on the subscription, history pages, actions and readFullEvent, beside the caller's headers", async () => {
+    const { client: scripted, streams } = scriptedClient(LOG);
+    const seen: { call: string; session: string | null; auth: string | null }[] = [];
+    const record = (call: string, opts?: { headers?: HeadersInit }) => {
+      const h = new Headers(opts?.headers);
+      seen.push({ call, session: h.get(SESSION_HEADER), auth: h.get("authorization") });
+    };
+    const client = {
+      subscribe(req: { afterSeq?: bigint }, opts?: { signal?: AbortSignal; headers?: HeadersInit }) {
+        record("subscribe", opts);
+        return scripted.subscribe(req, opts);
+      },
+      async history(req: { beforeSeq?: bigint; limit?: number }, opts?: { headers?: HeadersInit }) {
+        record("history", opts);
+        return scripted.history(req, opts);
+      },
+      async send(_req: unknown, opts?: { headers?: HeadersInit }) {
+        record("send", opts);
+        return {};
+      },
+      async stop(_req: unknown, opts?: { headers?: HeadersInit }) {
+        record("stop", opts);
+        return {};
+      },
+      async setModel(_req: unknown, opts?: { headers?: HeadersInit }) {
+        record("setModel", opts);
+        return {};
+      },
+      async *readFullEvent(_req: unknown, opts?: { headers?: HeadersInit }) {
+        record("readFullEvent", opts);
+        yield { chunk: new Uint8Array(), offset: 0n, totalSize: 0n };
+      },
+    } as unknown as SessionServiceClient;
+    const handle = new SessionHandle(client, "s-routed", {
+      headers: { authorization: "Bearer t" },
+      idleTimeoutMs: 0,
+      backoff: { initialMs: 5, maxMs: 20 },
+    });
+    handles.push(handle);
+    while (streams.length === 0) await new Promise((r) => setTimeout(r, 1));
+    streams[0]!.stream.replay();
+    streams[0]!.stream.caughtUp();
+    await handle.send("hi");
+    await handle.stop();
+    await handle.setModel("opus");
+    await handle.fetchHistory().catch(() => undefined);
+    await handle.readFullEvent(1n).catch(() => undefined);
+    const calls = new Set(seen.map((s) => s.call));
+    for (const c of ["subscribe", "history", "send", "stop", "setModel", "readFullEvent"]) assert.ok(calls.has(c), `${c} in ${[...calls]}`);
+    for (const s of seen) {
+      assert.equal(s.session, "s-routed", s.call);
+      assert.equal(s.auth, "Bearer t", s.call);
+    }
+    handle.close();
+  });
+});
+
+describe("sessionRouting", () => {
+  it("adds x-session-id to a unary call naming a session, and nothing to one that names none", async () => {
+    const sent: (string | null)[] = [];
+    const next = (async (req: { header: Headers }) => {
+      sent.push(req.header.get(SESSION_HEADER));
+      return {};
+    }) as never;
+    const call = sessionRouting(next);
+    await call({ stream: false, message: { sessionId: "s9" }, header: new Headers() } as never);
+    await call({ stream: false, message: { pageSize: 1 }, header: new Headers() } as never);
+    assert.deepEqual(sent, ["s9", null]);
   });
 });

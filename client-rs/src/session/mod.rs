@@ -120,8 +120,8 @@ pub use events::Events;
 
 use task::{Command, SessionTask};
 
-/// The generated client behind the auth interceptor.
-type Rpc = SessionServiceClient<InterceptedService<Channel, BearerAuth>>;
+/// The generated client behind the interceptor adding the call headers.
+type Rpc = SessionServiceClient<InterceptedService<Channel, CallHeaders>>;
 
 /// Whether the client is still catching up with the session's past.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
@@ -319,20 +319,32 @@ impl fmt::Debug for SessionOptions {
     }
 }
 
-/// Adds the bearer token to every request.
-#[derive(Clone)]
-struct BearerAuth(Option<MetadataValue<Ascii>>);
+/// The request header naming the session of a call, so a balancer in front
+/// of several nodes can route every call of one session alike (the server
+/// checks it against the request's `session_id`).
+pub const SESSION_HEADER: &str = "x-session-id";
 
-impl Interceptor for BearerAuth {
+/// Adds the bearer token and this client's session id to every request
+/// (every call of a [`SessionClient`] names its one session).
+#[derive(Clone)]
+struct CallHeaders {
+    auth: Option<MetadataValue<Ascii>>,
+    session: MetadataValue<Ascii>,
+}
+
+impl Interceptor for CallHeaders {
     fn call(
         &mut self,
         mut request: tonic::Request<()>,
     ) -> Result<tonic::Request<()>, tonic::Status> {
-        if let Some(value) = &self.0 {
+        if let Some(value) = &self.auth {
             request
                 .metadata_mut()
                 .insert("authorization", value.clone());
         }
+        request
+            .metadata_mut()
+            .insert(SESSION_HEADER, self.session.clone());
         Ok(request)
     }
 }
@@ -397,19 +409,24 @@ impl SessionClient {
         options: SessionOptions,
     ) -> Result<Self, SessionError> {
         let auth = match &options.auth_token {
-            None => BearerAuth(None),
+            None => None,
             Some(token) => {
                 let mut value =
                     MetadataValue::try_from(format!("Bearer {token}")).map_err(|_| {
                         SessionError::Config("auth token is not a valid header value".to_owned())
                     })?;
                 value.set_sensitive(true);
-                BearerAuth(Some(value))
+                Some(value)
             }
         };
-        let rpc = SessionServiceClient::with_interceptor(channel, auth)
-            .max_decoding_message_size(options.max_message_bytes);
         let session_id = session_id.into();
+        let session = MetadataValue::try_from(session_id.as_str()).map_err(|_| {
+            SessionError::Config(format!(
+                "session id {session_id:?} is not a valid header value"
+            ))
+        })?;
+        let rpc = SessionServiceClient::with_interceptor(channel, CallHeaders { auth, session })
+            .max_decoding_message_size(options.max_message_bytes);
         let (state_tx, state_rx) = watch::channel(Snapshot::default());
         let (commands, commands_rx) = mpsc::unbounded_channel();
         let backoff = match options.backoff_seed {

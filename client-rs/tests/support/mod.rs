@@ -102,6 +102,8 @@ pub struct Inner {
     pub permission_answers: Vec<pb::RespondPermissionRequest>,
     /// The `authorization` header of every call.
     pub auth_headers: Vec<Option<String>>,
+    /// The `x-session-id` header of every call.
+    pub session_headers: Vec<Option<String>>,
     /// Scripts for upcoming Subscribe calls.
     pub scripts: std::collections::VecDeque<Script>,
     /// When false, Subscribe answers UNAVAILABLE.
@@ -356,7 +358,15 @@ impl State {
             .get("authorization")
             .and_then(|v| v.to_str().ok())
             .map(str::to_owned);
-        self.lock().auth_headers.push(header.clone());
+        let session = request
+            .metadata()
+            .get("x-session-id")
+            .and_then(|v| v.to_str().ok())
+            .map(str::to_owned);
+        let mut inner = self.lock();
+        inner.auth_headers.push(header.clone());
+        inner.session_headers.push(session);
+        drop(inner);
         match &self.token {
             Some(token) if header.as_deref() != Some(&format!("Bearer {token}")) => {
                 Err(Status::unauthenticated("missing or wrong bearer token"))

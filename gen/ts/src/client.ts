@@ -1,10 +1,12 @@
 // @agent-harness/client/client: the reconnecting session helper. Bring any
 // connect-es transport: createGrpcWebTransport (@connectrpc/connect-web) in
 // browsers, createGrpcTransport (@connectrpc/connect-node) in Node. Also
-// readFullEvent: an event streamed cut down (`truncated`) fetched whole.
+// readFullEvent: an event streamed cut down (`truncated`) fetched whole. Every
+// call naming a session carries it in `x-session-id` (routing.ts).
 
 export * from "./session.js";
 export * from "./full-event.js";
+export { NODE_HEADER, SESSION_HEADER, sessionHeaders, sessionRouting } from "./routing.js";
 export type { Activity, ActivityKind, Derived, SessionUsageTotals, Settings, Status } from "./derive/index.js";
 export { EMPTY_PARTIAL, partialMainText, partialMainThread } from "./partial.js";
 export type { PartialBlock, PartialMessage } from "./partial.js";

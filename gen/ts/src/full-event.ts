@@ -10,6 +10,7 @@ import type { CallOptions, Client } from "@connectrpc/connect";
 import { fromBinary } from "@bufbuild/protobuf";
 import { EventSchema, type Event } from "./gen/agentharness/v1/events_pb.js";
 import { FullEventPart, type SessionService } from "./gen/agentharness/v1/session_service_pb.js";
+import { sessionHeaders } from "./routing.js";
 
 /** Options of {@link readFullEvent} and {@link readFullEventBytes}: call options plus the chunk size. */
 export interface ReadFullEventOptions extends CallOptions {
@@ -32,7 +33,10 @@ export async function readFullEventBytes(
   options: ReadFullEventOptions = {},
 ): Promise<Uint8Array> {
   const { chunkSize = 0, ...callOptions } = options;
-  const stream = client.readFullEvent({ sessionId, seq, part, chunkSize }, callOptions);
+  const stream = client.readFullEvent(
+    { sessionId, seq, part, chunkSize },
+    { ...callOptions, headers: sessionHeaders(callOptions.headers, sessionId) },
+  );
   let whole: Uint8Array | undefined;
   let total = 0n;
   let received = 0n;

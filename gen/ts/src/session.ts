@@ -56,6 +56,7 @@ import {
   type Status,
 } from "./derive/index.js";
 import { readFullEvent } from "./full-event.js";
+import { sessionHeaders } from "./routing.js";
 import { EMPTY_PARTIAL, applyPartial, type PartialMessage } from "./partial.js";
 
 /** The SessionService client type the handle drives. */
@@ -153,7 +154,10 @@ export interface SessionHandleOptions {
    * Proxies can keep a dead connection looking open.
    */
   idleTimeoutMs?: number;
-  /** Headers sent with every call (e.g. authorization). */
+  /**
+   * Headers sent with every call (e.g. authorization). `x-session-id` (the
+   * session, for a balancer to route by) is always added.
+   */
   headers?: HeadersInit;
   /** Start the subscription immediately (default true). */
   autoConnect?: boolean;
@@ -275,7 +279,7 @@ export class SessionHandle {
   private readonly client: SessionServiceClient;
   private readonly opts: Required<Omit<SessionHandleOptions, "headers" | "backoff">> & {
     backoff: Required<BackoffOptions>;
-    headers: HeadersInit | undefined;
+    headers: Headers;
   };
 
   private events: Event[] = [];
@@ -323,7 +327,7 @@ export class SessionHandle {
       autoConnect: options.autoConnect ?? true,
       includeDeltas: options.includeDeltas ?? true,
       actionRetries: options.actionRetries ?? 3,
-      headers: options.headers,
+      headers: sessionHeaders(options.headers, sessionId),
       backoff: {
         initialMs: options.backoff?.initialMs ?? 250,
         maxMs: options.backoff?.maxMs ?? 10_000,

@@ -22,6 +22,7 @@ mod metrics;
 mod ownership;
 mod poisoned;
 mod recovery_restart;
+mod routing;
 mod session;
 mod shared_store;
 mod shutdown;

@@ -1,7 +1,7 @@
 //! A store that starts failing: the run whose output can no longer be
 //! recorded is ended (its process stopped, `run_error{storage}` and
 //! `run_end{ERROR, source: "storage"}` once storage works again), health
-//! says NOT_SERVING while commits fail and SERVING after the next one
+//! (and `GET /healthz`) says NOT_SERVING while commits fail and SERVING after the next one
 //! succeeds, and the session goes on.
 
 use std::sync::Arc;
@@ -15,6 +15,7 @@ use agent_harness_server::manager::ManagerOptions;
 use tonic_health::pb::health_check_response::ServingStatus;
 use tonic_health::pb::health_client::HealthClient;
 
+use crate::routing::healthz;
 use crate::support::probe::Probe;
 use crate::support::scripted::{ScriptedAdapter, ScriptedBehavior};
 use crate::support::server::*;
@@ -30,9 +31,15 @@ async fn health(server: &TestServer) -> i32 {
         .status
 }
 
+/// Waits until the gRPC health service says `want` and `GET /healthz`
+/// (what a balancer checks) says the same: 200 serving, 503 not.
 async fn health_becomes(server: &TestServer, want: ServingStatus) {
     let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
-    while health(server).await != want as i32 {
+    let http = match want {
+        ServingStatus::Serving => (200, "serving\n".to_owned()),
+        _ => (503, "not serving\n".to_owned()),
+    };
+    while health(server).await != want as i32 || healthz(server.addr).await != http {
         assert!(
             tokio::time::Instant::now() < deadline,
             "health never became {want:?}"

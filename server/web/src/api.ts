@@ -1,12 +1,14 @@
 // The console's one connection to the server it was served from: a grpc-web
 // transport on this page's own origin, with the bearer token (when the
-// server needs one) added to every call. The token is asked for once and
+// server needs one) added to every call, and the session a call names in
+// `x-session-id`. The token is asked for once and
 // kept in sessionStorage: for this tab only, gone when it closes, never in a
 // cookie (a cookie would ride along on other sites' requests) or a URL.
 
 import { Code, ConnectError, createClient, type Interceptor, type Transport } from "@connectrpc/connect";
 import { createGrpcWebTransport } from "@connectrpc/connect-web";
 import { SessionService } from "@agent-harness/client/protocol";
+import { sessionRouting } from "@agent-harness/client/client";
 
 const TOKEN_KEY = "agent-harness-token";
 
@@ -21,13 +23,17 @@ export function storeToken(token: string | null): void {
   else sessionStorage.removeItem(TOKEN_KEY);
 }
 
-/** A transport to this origin that sends `token` (if any) as a bearer token. */
+/**
+ * A transport to this origin that sends `token` (if any) as a bearer token
+ * and names the session of a call in `x-session-id` (a balancer in front of
+ * several nodes routes by it).
+ */
 export function makeTransport(token: string | null): Transport {
   const bearer: Interceptor = (next) => (req) => {
     if (token) req.header.set("authorization", `Bearer ${token}`);
     return next(req);
   };
-  return createGrpcWebTransport({ baseUrl: location.origin, interceptors: [bearer] });
+  return createGrpcWebTransport({ baseUrl: location.origin, interceptors: [bearer, sessionRouting] });
 }
 
 /** The generated SessionService client over `t`. */

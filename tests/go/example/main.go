@@ -17,8 +17,9 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
-	"google.golang.org/protobuf/proto"
+	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
 )
 
 // newKey returns a fresh idempotency key: one per logical call, reused on its retries.
@@ -42,6 +43,13 @@ func retry[T any](call func() (T, error)) (res T, err error) {
 	return res, err
 }
 
+// forSession names the session in the x-session-id header of every call made with the returned
+// context, so a balancer in front of several nodes sends all of the session's calls alike (the
+// server refuses a header that disagrees with the request's session_id).
+func forSession(ctx context.Context, session string) context.Context {
+	return metadata.AppendToOutgoingContext(ctx, "x-session-id", session)
+}
+
 func main() {
 	addr := flag.String("addr", "127.0.0.1:50051", "agent-harness address")
 	session := flag.String("session", "demo", "session id")
@@ -54,7 +62,7 @@ func main() {
 	}
 	defer conn.Close()
 	client := pb.NewSessionServiceClient(conn)
-	ctx := context.Background()
+	ctx := forSession(context.Background(), *session)
 
 	start := &pb.StartRequest{
 		SessionId:      *session,
