@@ -31,7 +31,7 @@ fn transcripts(home: &std::path::Path, resume_id: &str) -> Vec<std::path::PathBu
 }
 
 /// Every text of a Messages API request's `messages`, with its role.
-fn conversation(body: &Value) -> Vec<(String, String)> {
+pub(crate) fn conversation(body: &Value) -> Vec<(String, String)> {
     let mut out = Vec::new();
     for m in body["messages"].as_array().into_iter().flatten() {
         let role = m["role"].as_str().unwrap_or_default().to_owned();
