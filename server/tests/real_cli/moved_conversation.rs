@@ -22,12 +22,20 @@ use agent_harness_server::store::{PostgresStore, Store};
 
 use super::resume_lost::conversation;
 use crate::support::cli_grpc::{Events, WAIT, eventually, test_manager_options, texts};
-use crate::support::common::{InProcessServer, cli_config_dir, cli_options, point_at_fake_api};
+use crate::support::common::{
+    InProcessServer, claude_bin, claude_bin_newest, cli_config_dir, cli_options, point_at_fake_api,
+};
 
 /// One node: a server over its own connection to the shared database, its
 /// CLI configuration directory under `home`.
-async fn node(url: &str, api: &FakeApi, home: &std::path::Path) -> InProcessServer {
+async fn node(
+    url: &str,
+    api: &FakeApi,
+    home: &std::path::Path,
+    bin: &std::path::Path,
+) -> InProcessServer {
     let mut options = cli_options(PermissionMode::Relay);
+    options.claude_bin = Some(bin.to_owned());
     point_at_fake_api(&mut options, api, home);
     let adapter: Arc<dyn ProcessAdapter> = Arc::new(ClaudeInteractiveAdapter::new(options));
     let store: Arc<dyn Store> =
@@ -59,13 +67,23 @@ fn conversation_file(config: &std::path::Path, id: &str) -> Option<std::path::Pa
 /// the conversation file (0600, in a 0700 projects folder).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_next_send_on_another_node_resumes_with_the_earlier_messages() {
+    moves_with_the_session(&claude_bin()).await;
+}
+
+/// The same with the newest CLI release (`--session-mirror` there too).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_newest_cli_moves_the_same_way() {
+    moves_with_the_session(&claude_bin_newest()).await;
+}
+
+async fn moves_with_the_session(bin: &std::path::Path) {
     let sid = "moved";
     let url = crate::support::postgres::cluster().fresh_database();
     let api = FakeApi::start().await;
     let (home_a, home_b) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
     let work = tempfile::tempdir().unwrap();
 
-    let mut a = node(&url, &api, home_a.path()).await;
+    let mut a = node(&url, &api, home_a.path(), bin).await;
     let mut client_a = SessionServiceClient::new(a.channel().await);
     let ev_a = Events::open(client_a.clone(), sid).await;
     client_a
@@ -89,7 +107,7 @@ async fn the_next_send_on_another_node_resumes_with_the_earlier_messages() {
     drop(ev_a);
     a.shutdown(WAIT).await.expect("A shuts down");
 
-    let mut b = node(&url, &api, home_b.path()).await;
+    let mut b = node(&url, &api, home_b.path(), bin).await;
     let config_b = cli_config_dir(home_b.path());
     assert_eq!(
         conversation_file(&config_b, &conversation_id),
