@@ -79,6 +79,10 @@ pub struct ClaudeOptions {
     /// `--mcp-config` files: with `--strict-mcp-config` (always passed) the
     /// only MCP servers the CLI starts.
     pub mcp_config: Vec<PathBuf>,
+    /// Pass `--session-mirror` (on; `serve` has no flag for it): the
+    /// conversation is kept beside the log and moves with the session.
+    /// Off, nothing is stored, as for sessions run before it existed.
+    pub session_mirror: bool,
 }
 
 /// `--setting-sources` by default: the configuration directory's settings
@@ -100,6 +104,7 @@ impl Default for ClaudeOptions {
             config_dir: None,
             setting_sources: USER_SETTINGS_ONLY.into(),
             mcp_config: Vec::new(),
+            session_mirror: true,
         }
     }
 }
@@ -168,8 +173,10 @@ impl ClaudeOptions {
         let mut args: Vec<OsString> = vec![
             format!("--setting-sources={}", self.setting_sources).into(),
             "--strict-mcp-config".into(),
-            "--session-mirror".into(),
         ];
+        if self.session_mirror {
+            args.push("--session-mirror".into());
+        }
         for file in &self.mcp_config {
             let mut arg = OsString::from("--mcp-config=");
             arg.push(file);
