@@ -283,7 +283,7 @@ impl Normalizer {
             // Live typing only (see `partial`); never an event.
             "stream_event" => Vec::new(),
             "transcript_mirror" => {
-                self.mirror(&obj);
+                self.mirror(text, &obj);
                 Vec::new()
             }
             other => {
@@ -297,9 +297,18 @@ impl Normalizer {
             .collect()
     }
 
-    /// Takes a `transcript_mirror` frame's entries aside, one line each.
-    fn mirror(&mut self, obj: &Map<String, Value>) {
+    /// Takes a `transcript_mirror` frame's entries aside, one line each,
+    /// as the CLI wrote them: each entry's own text from the line, not a
+    /// re-encoding of `obj` (whose containers past the parse depth are cut,
+    /// see [`crate::nesting::parse_line`]). A frame too deep to read that
+    /// way keeps a gap for each entry.
+    fn mirror(&mut self, text: &str, obj: &Map<String, Value>) {
         use crate::store::transcript::{MAX_ENTRY_BYTES, relative_path};
+        #[derive(serde::Deserialize)]
+        struct Frame<'a> {
+            #[serde(borrow)]
+            entries: Vec<&'a serde_json::value::RawValue>,
+        }
         let file = str_of(obj, "filePath");
         let Some(path) = relative_path(&file) else {
             tracing::warn!(
@@ -308,9 +317,18 @@ impl Normalizer {
             );
             return;
         };
-        let entries = obj.get("entries").and_then(Value::as_array);
-        for entry in entries.into_iter().flatten() {
-            let mut line = entry.to_string();
+        let lines: Vec<String> = match serde_json::from_str::<Frame<'_>>(text) {
+            Ok(frame) => frame.entries.iter().map(|e| e.get().to_owned()).collect(),
+            Err(e) => {
+                let n = obj
+                    .get("entries")
+                    .and_then(Value::as_array)
+                    .map_or(0, Vec::len);
+                tracing::warn!(path, error = %e, entries = n, "transcript_mirror frame unreadable; its entries kept as gaps");
+                vec![String::new(); n]
+            }
+        };
+        for mut line in lines {
             if line.len() > MAX_ENTRY_BYTES {
                 tracing::warn!(
                     path,
@@ -595,5 +613,32 @@ mod null_tests {
         assert!(no_empty_kind(
             &to_value(&serde_json::json!([null])).unwrap()
         ));
+    }
+}
+
+#[cfg(test)]
+mod mirror_tests {
+    use super::*;
+
+    /// A `transcript_mirror` frame is never an event; its entries are kept
+    /// with the text the CLI wrote (key order and spacing), under the path
+    /// relative to the CLI's configuration directory.
+    #[test]
+    fn transcript_mirror_entries_are_taken_aside_as_written() {
+        let mut n = Normalizer::new(1 << 20);
+        let line = r#"{"type":"transcript_mirror","filePath":"/d/cfg/projects/-w/c.jsonl","entries":[{"z":1,"a":"x"},{"type":"user","message":{"content":"hi"}}]}"#;
+        assert!(n.line(&StdoutLine::Line(line.into())).is_empty());
+        let path = "projects/-w/c.jsonl".to_owned();
+        assert_eq!(
+            n.take_transcript(),
+            vec![
+                (path.clone(), r#"{"z":1,"a":"x"}"#.to_owned()),
+                (
+                    path,
+                    r#"{"type":"user","message":{"content":"hi"}}"#.to_owned()
+                ),
+            ]
+        );
+        assert!(n.take_transcript().is_empty());
     }
 }

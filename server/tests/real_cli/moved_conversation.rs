@@ -151,6 +151,21 @@ async fn moves_with_the_session(bin: &std::path::Path) {
     let mode = |p: &std::path::Path| std::fs::metadata(p).unwrap().permissions().mode() & 0o777;
     let file_b = conversation_file(&config_b, &conversation_id).expect("written back on B");
     assert_eq!(mode(&file_b), 0o600);
+    // Byte for byte what A's CLI wrote (but its `api-request*` diagnostic
+    // lines, which the newest CLI leaves out of the frames), then B's turn.
+    let file_a =
+        conversation_file(&cli_config_dir(home_a.path()), &conversation_id).expect("A's file");
+    let a_text: String = std::fs::read_to_string(&file_a)
+        .unwrap()
+        .lines()
+        .filter(|l| !l.starts_with(r#"{"type":"api-request"#))
+        .map(|l| format!("{l}\n"))
+        .collect();
+    let b_text = std::fs::read_to_string(&file_b).unwrap();
+    assert!(
+        b_text.starts_with(&a_text) && b_text.len() > a_text.len(),
+        "A's file:\n{a_text}\nB's file:\n{b_text}"
+    );
     assert_eq!(mode(&config_b.join("projects")), 0o700);
 
     drop(ev_b);

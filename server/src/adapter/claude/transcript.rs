@@ -5,10 +5,12 @@
 //! the subagent files under `<cwd-slug>/<id>/`). On a node that never ran
 //! the conversation, or whose disk lost it, the files are missing; written
 //! from the store at the same relative path they give the resumed CLI every
-//! earlier message. A file this node has is left alone (it is the CLI's own
-//! and may be newer), and one stored with a gap is not written (the resume
-//! then fails as it would with nothing stored, and the session starts a new
-//! conversation).
+//! earlier message. A file this node has is left alone when it has at least
+//! as many lines as the store (it is the CLI's own, and may hold lines its
+//! last run wrote after its last commit); one with fewer is a stale copy
+//! (the session ran on another node since) and is replaced. A file stored
+//! with a gap is not written (the resume then fails as it would with
+//! nothing stored, and the session starts a new conversation).
 
 use std::io::Write;
 use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
@@ -30,9 +32,9 @@ fn of_conversation(path: &str, resume_id: &str) -> bool {
 }
 
 /// Writes each file of conversation `resume_id` that `entries` hold whole
-/// and `config_dir` lacks: directories created 0700, files 0600, each
-/// written to a temporary name and renamed, so a CLI never reads half a
-/// file. Returns the files written.
+/// and `config_dir` lacks or has fewer lines of: directories created 0700,
+/// files 0600, each written to a temporary name and renamed, so a CLI
+/// never reads half a file. Returns the files written.
 pub fn restore(
     config_dir: &Path,
     resume_id: &str,
@@ -52,13 +54,13 @@ pub fn restore(
             continue;
         }
         let target = config_dir.join(rel);
-        if target.exists() {
-            continue;
-        }
         let Some(lines) = file_lines(entries, path) else {
             tracing::warn!(path, "stored transcript has a gap; not written back");
             continue;
         };
+        if line_count(&target)? >= lines.len() {
+            continue;
+        }
         let Some(dir) = target.parent() else {
             continue;
         };
@@ -87,6 +89,18 @@ pub fn restore(
         written.push(target);
     }
     Ok(written)
+}
+
+/// The lines of the file at `path`; 0 when there is none.
+fn line_count(path: &Path) -> std::io::Result<usize> {
+    match std::fs::read(path) {
+        Ok(bytes) => Ok(bytes
+            .split(|b| *b == b'\n')
+            .filter(|l| !l.is_empty())
+            .count()),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(0),
+        Err(e) => Err(e),
+    }
 }
 
 #[cfg(test)]
@@ -123,10 +137,21 @@ mod tests {
         assert_eq!(mode(&main), 0o600);
         assert_eq!(mode(&dir.path().join("projects")), 0o700);
         assert!(!dir.path().join("projects/-w/c2.jsonl").exists());
-        // A file the node has is the CLI's own: left alone.
-        std::fs::write(&main, "mine\n").unwrap();
+        // A file with as many lines is the CLI's own: left alone.
+        std::fs::write(&main, "mine\nmine too\n").unwrap();
         assert!(restore(dir.path(), "c1", &entries).unwrap().is_empty());
-        assert_eq!(std::fs::read_to_string(&main).unwrap(), "mine\n");
+        assert_eq!(std::fs::read_to_string(&main).unwrap(), "mine\nmine too\n");
+        // One with fewer is a stale copy (the session ran elsewhere since).
+        std::fs::write(&main, "{\"a\":1}\n").unwrap();
+        assert_eq!(
+            restore(dir.path(), "c1", &entries).unwrap(),
+            vec![main.clone()]
+        );
+        assert_eq!(
+            std::fs::read_to_string(&main).unwrap(),
+            "{\"a\":1}\n{\"b\":2}\n"
+        );
+        assert_eq!(mode(&main), 0o600);
     }
 
     #[test]
