@@ -130,4 +130,11 @@ pub trait ProcessAdapter: Send + Sync + 'static {
     }
     /// Spawn a process for this run.
     fn spawn(&self, config: SpawnConfig) -> BoxFuture<'_, Result<ProcessHandle, AdapterError>>;
+    /// Where the agent keeps its conversations on this node (the claude
+    /// CLI's configuration directory), when it keeps them in files the
+    /// server can write back before a resume (see
+    /// [`claude::transcript`]); `None` for an agent that does not.
+    fn conversations_dir(&self) -> Option<std::path::PathBuf> {
+        None
+    }
 }

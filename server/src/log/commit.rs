@@ -4,7 +4,7 @@
 
 use agent_harness_protocol::pb;
 
-use crate::store::{ReceiptWrite, SessionMeta};
+use crate::store::{ReceiptWrite, SessionMeta, TranscriptEntry};
 
 /// An event to append; the log assigns `seq`, `session_id` and `time`.
 #[derive(Debug, Clone)]
@@ -35,6 +35,9 @@ pub struct Commit {
     pub meta: Option<MetaChange>,
     /// The receipt of the keyed call this write answers.
     pub receipt: Option<ReceiptWrite>,
+    /// Lines the CLI added to its conversation files, written beside the
+    /// log (never events; see [`crate::store::transcript`]).
+    pub transcript: Vec<TranscriptEntry>,
 }
 
 impl std::fmt::Debug for Commit {
@@ -43,6 +46,7 @@ impl std::fmt::Debug for Commit {
             .field("events", &self.events)
             .field("meta", &self.meta.is_some())
             .field("receipt", &self.receipt.is_some())
+            .field("transcript", &self.transcript.len())
             .finish()
     }
 }
@@ -75,12 +79,18 @@ impl Commit {
 
     /// Whether it writes nothing.
     pub fn is_empty(&self) -> bool {
-        self.events.is_empty() && self.meta.is_none() && self.receipt.is_none()
+        self.events.is_empty()
+            && self.meta.is_none()
+            && self.receipt.is_none()
+            && self.transcript.is_empty()
     }
 
     /// Its room in the writer's queue and batch: one per event, per meta
-    /// change and per receipt.
+    /// change, per receipt and per transcript entry.
     pub(super) fn weight(&self) -> usize {
-        self.events.len() + usize::from(self.meta.is_some()) + usize::from(self.receipt.is_some())
+        self.events.len()
+            + usize::from(self.meta.is_some())
+            + usize::from(self.receipt.is_some())
+            + self.transcript.len()
     }
 }

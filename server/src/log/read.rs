@@ -7,7 +7,7 @@ use std::sync::atomic::Ordering;
 use agent_harness_protocol::pb;
 
 use super::{EventLogs, HISTORY_DEFAULT_LIMIT, HISTORY_MAX_LIMIT, LogError, cut};
-use crate::store::{Receipt, SessionMeta, StoreUsage};
+use crate::store::{Receipt, SessionMeta, StoreUsage, TranscriptEntry};
 
 impl EventLogs {
     /// A History page: the newest `limit` events with `seq < before_seq`,
@@ -196,6 +196,16 @@ impl EventLogs {
         self.inner
             .shared
             .blocking(move |st| st.receipt(&sid, &key))
+            .await
+    }
+
+    /// The CLI transcript entries stored for `session_id`, in order (see
+    /// [`crate::store::transcript`]).
+    pub async fn transcript(&self, session_id: &str) -> Result<Vec<TranscriptEntry>, LogError> {
+        let sid = session_id.to_owned();
+        self.inner
+            .shared
+            .blocking(move |st| st.transcript(&sid))
             .await
     }
 

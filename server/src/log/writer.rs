@@ -291,6 +291,7 @@ impl Writer {
         let mut full: Vec<pb::Event> = Vec::new();
         let budget = self.shared.budget();
         let mut receipts = Vec::new();
+        let mut transcript = Vec::new();
 
         for cmd in batch {
             let reply = match cmd {
@@ -301,9 +302,11 @@ impl Writer {
                             events: new,
                             meta: change,
                             receipt,
+                            transcript: lines,
                         },
                     reply,
                 } => {
+                    transcript.extend(lines);
                     if new.is_empty() && change.is_none() {
                         // A receipt alone (a keyed call that appended
                         // nothing): the session is not touched.
@@ -372,6 +375,7 @@ impl Writer {
             full: &full,
             metas: &changed,
             receipts: &receipts,
+            transcript: &transcript,
         });
         drop(full);
         match stored {

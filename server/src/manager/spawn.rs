@@ -216,6 +216,9 @@ impl SessionManager {
         // The run_start names the conversation for this session now.
         drop(import);
         fold.applied(&appended);
+        if !config.resume.is_empty() {
+            self.restore_conversation(session_id, &config.resume).await;
+        }
         let spawned = self.inner.adapter.spawn(spawn).await;
         let handle = match spawned {
             Ok(h) => h,
@@ -318,6 +321,64 @@ impl SessionManager {
             "run started"
         );
         Ok(pb::StartResponse { run_id, process_id })
+    }
+
+    /// Writes conversation `resume_id` back into the agent's folder on this
+    /// node from the transcript stored with the log, when this node lacks
+    /// it (the session ran elsewhere, or this disk lost it): this session's
+    /// entries first, else those of a session the conversation comes from
+    /// (a fork resumes its parent's). Anything missing or failing is only
+    /// logged: the CLI then reports the conversation lost and the session
+    /// starts a new one, as without a stored transcript.
+    async fn restore_conversation(&self, session_id: &str, resume_id: &str) {
+        let Some(dir) = self.inner.adapter.conversations_dir() else {
+            return;
+        };
+        let logs = &self.inner.logs;
+        let mut sessions = vec![session_id.to_owned()];
+        match logs.conversation_sessions(resume_id).await {
+            Ok(owners) => sessions.extend(owners.into_iter().filter(|s| s != session_id)),
+            Err(e) => {
+                tracing::warn!(session_id, error = %e, "could not read the conversation index")
+            }
+        }
+        for sid in sessions {
+            let entries = match logs.transcript(&sid).await {
+                Ok(entries) => entries,
+                Err(e) => {
+                    tracing::warn!(session_id, error = %e, "could not read the stored transcript");
+                    return;
+                }
+            };
+            if entries.is_empty() {
+                continue;
+            }
+            let (dir, id) = (dir.clone(), resume_id.to_owned());
+            let written = tokio::task::spawn_blocking(move || {
+                crate::adapter::claude::transcript::restore(&dir, &id, &entries)
+            })
+            .await;
+            match written {
+                Ok(Ok(files)) if files.is_empty() => {}
+                Ok(Ok(files)) => {
+                    tracing::info!(
+                        session_id,
+                        resume_id,
+                        files = files.len(),
+                        "conversation written back from the store"
+                    );
+                    return;
+                }
+                Ok(Err(e)) => {
+                    tracing::warn!(session_id, resume_id, error = %e, "could not write the conversation back");
+                    return;
+                }
+                Err(e) => {
+                    tracing::warn!(session_id, error = %e, "conversation restore panicked");
+                    return;
+                }
+            }
+        }
     }
 
     /// The launch policy's verdict on `config` (which it may rewrite: see

@@ -19,6 +19,7 @@
 //! | `control_cancel_request` (with a `request_id`) | `permission_resolved{by: "cancelled"}` (the run task drops it unless that request is pending in the log's fold, the one record of what is pending) |
 //! | `control_response` | nothing: the CLI's answer to a host control request ([`Normalizer::take_control_replies`]) |
 //! | `stream_event` (`--include-partial-messages`) | nothing: never stored; it feeds live typing ([`Normalizer::take_partial`], see [`crate::partial`]) |
+//! | `transcript_mirror` (`--session-mirror`) | nothing: its entries are kept beside the log ([`Normalizer::take_transcript`], see [`crate::store::transcript`]) |
 //! | anything else that is a JSON object with a `type` | nothing (logged at debug) |
 //! | not JSON, not an object, no `type` | `run_error{kind: "bad_line"}` |
 //! | longer than the limit | `run_error{kind: "line_too_large"}` |
@@ -89,6 +90,10 @@ pub struct Normalizer {
     /// The CLI's answers to the harness's control requests, taken by the
     /// run task (never events).
     control_replies: Vec<ControlReply>,
+    /// Lines the CLI added to its conversation files (`transcript_mirror`
+    /// frames), as (path relative to its configuration directory, line),
+    /// taken by the run task (never events).
+    transcript: Vec<(String, String)>,
 }
 
 /// The CLI's answer to a host `control_request`.
@@ -115,7 +120,15 @@ impl Normalizer {
             reported_totals: Totals::default(),
             partial: Tracker::new(crate::partial::DEFAULT_MAX_PARTIAL_BYTES),
             control_replies: Vec::new(),
+            transcript: Vec::new(),
         }
+    }
+
+    /// The conversation-file lines of the `transcript_mirror` frames since
+    /// the last call: (path relative to the CLI's configuration directory,
+    /// line; empty for one over [`crate::store::transcript::MAX_ENTRY_BYTES`]).
+    pub fn take_transcript(&mut self) -> Vec<(String, String)> {
+        std::mem::take(&mut self.transcript)
     }
 
     /// The CLI's answers to control requests since the last call.
@@ -269,6 +282,10 @@ impl Normalizer {
             }
             // Live typing only (see `partial`); never an event.
             "stream_event" => Vec::new(),
+            "transcript_mirror" => {
+                self.mirror(text, &obj);
+                Vec::new()
+            }
             other => {
                 tracing::debug!(kind = other, "ignoring CLI line");
                 Vec::new()
@@ -278,6 +295,50 @@ impl Normalizer {
             .into_iter()
             .map(|p| (p, text.to_string()))
             .collect()
+    }
+
+    /// Takes a `transcript_mirror` frame's entries aside, one line each,
+    /// as the CLI wrote them: each entry's own text from the line, not a
+    /// re-encoding of `obj` (whose containers past the parse depth are cut,
+    /// see [`crate::nesting::parse_line`]). A frame too deep to read that
+    /// way keeps a gap for each entry.
+    fn mirror(&mut self, text: &str, obj: &Map<String, Value>) {
+        use crate::store::transcript::{MAX_ENTRY_BYTES, relative_path};
+        #[derive(serde::Deserialize)]
+        struct Frame<'a> {
+            #[serde(borrow)]
+            entries: Vec<&'a serde_json::value::RawValue>,
+        }
+        let file = str_of(obj, "filePath");
+        let Some(path) = relative_path(&file) else {
+            tracing::warn!(
+                file,
+                "transcript_mirror frame for a file outside projects/; not kept"
+            );
+            return;
+        };
+        let lines: Vec<String> = match serde_json::from_str::<Frame<'_>>(text) {
+            Ok(frame) => frame.entries.iter().map(|e| e.get().to_owned()).collect(),
+            Err(e) => {
+                let n = obj
+                    .get("entries")
+                    .and_then(Value::as_array)
+                    .map_or(0, Vec::len);
+                tracing::warn!(path, error = %e, entries = n, "transcript_mirror frame unreadable; its entries kept as gaps");
+                vec![String::new(); n]
+            }
+        };
+        for mut line in lines {
+            if line.len() > MAX_ENTRY_BYTES {
+                tracing::warn!(
+                    path,
+                    size = line.len(),
+                    "transcript entry over the limit; kept as a gap"
+                );
+                line.clear();
+            }
+            self.transcript.push((path.clone(), line));
+        }
     }
 
     /// Records the CLI's answer to a host control request.
@@ -552,5 +613,32 @@ mod null_tests {
         assert!(no_empty_kind(
             &to_value(&serde_json::json!([null])).unwrap()
         ));
+    }
+}
+
+#[cfg(test)]
+mod mirror_tests {
+    use super::*;
+
+    /// A `transcript_mirror` frame is never an event; its entries are kept
+    /// with the text the CLI wrote (key order and spacing), under the path
+    /// relative to the CLI's configuration directory.
+    #[test]
+    fn transcript_mirror_entries_are_taken_aside_as_written() {
+        let mut n = Normalizer::new(1 << 20);
+        let line = r#"{"type":"transcript_mirror","filePath":"/d/cfg/projects/-w/c.jsonl","entries":[{"z":1,"a":"x"},{"type":"user","message":{"content":"hi"}}]}"#;
+        assert!(n.line(&StdoutLine::Line(line.into())).is_empty());
+        let path = "projects/-w/c.jsonl".to_owned();
+        assert_eq!(
+            n.take_transcript(),
+            vec![
+                (path.clone(), r#"{"z":1,"a":"x"}"#.to_owned()),
+                (
+                    path,
+                    r#"{"type":"user","message":{"content":"hi"}}"#.to_owned()
+                ),
+            ]
+        );
+        assert!(n.take_transcript().is_empty());
     }
 }

@@ -16,6 +16,7 @@ use tokio::sync::broadcast;
 
 use super::{
     Commit, CommitNotice, Receipt, ReceiptWrite, SessionMeta, Store, StoreError, StoreUsage,
+    TranscriptEntry,
 };
 
 /// Notices the feed holds for a receiver that has not read them yet; one
@@ -50,6 +51,8 @@ struct Inner {
     receipts: BTreeMap<(String, String), Receipt>,
     /// `(resume_id, session_id)`: the conversation index.
     conversations: BTreeSet<(String, String)>,
+    /// Each session's transcript entries, in commit order.
+    transcripts: HashMap<String, Vec<TranscriptEntry>>,
 }
 
 impl Inner {
@@ -104,6 +107,7 @@ impl Store for MemoryStore {
             full,
             metas,
             receipts,
+            transcript,
         } = commit;
         let mut inner = self.lock();
         // Checked before anything is applied, so a refused commit leaves
@@ -144,6 +148,10 @@ impl Store for MemoryStore {
         }
         for w in receipts {
             inner.write_receipt(w);
+        }
+        for t in transcript {
+            let entries = inner.transcripts.entry(t.session_id.clone()).or_default();
+            entries.push(t.clone());
         }
         drop(inner);
         let mut sessions: Vec<String> = batch.iter().map(|e| e.session_id.clone()).collect();
@@ -271,6 +279,15 @@ impl Store for MemoryStore {
             .collect())
     }
 
+    fn transcript(&self, session_id: &str) -> Result<Vec<TranscriptEntry>, StoreError> {
+        let inner = self.lock();
+        Ok(inner
+            .transcripts
+            .get(session_id)
+            .cloned()
+            .unwrap_or_default())
+    }
+
     fn delete_session(
         &self,
         session_id: &str,
@@ -282,6 +299,7 @@ impl Store for MemoryStore {
         inner.full.retain(|(s, _), _| s != session_id);
         inner.receipts.retain(|(s, _), _| s != session_id);
         inner.conversations.retain(|(_, s)| s != session_id);
+        inner.transcripts.remove(session_id);
         if let Some(w) = receipt {
             inner.write_receipt(w);
         }

@@ -9,7 +9,9 @@
 //! receipts of keyed calls ([`receipt`]), committed in the same transaction
 //! as the events of their call, and an index of which session each CLI
 //! conversation belongs to ([`conversations`]), committed with the event
-//! that names it. Every implementation passes the same contract
+//! that names it, and the CLI's own record of each conversation
+//! ([`transcript`]), committed with the events of the same stdout batch
+//! and never a log event. Every implementation passes the same contract
 //! suite (`server/tests/log_store/store_contract.rs`).
 
 pub mod conversations;
@@ -17,11 +19,13 @@ mod memory;
 mod postgres;
 pub mod receipt;
 mod redb;
+pub mod transcript;
 
 pub use self::memory::MemoryStore;
 pub use self::postgres::{PostgresStore, redact as redact_store_url};
 pub use self::receipt::{Answer, Receipt, ReceiptWrite};
 pub use self::redb::{DEFAULT_PAGE_CACHE_BYTES, RedbStore};
+pub use self::transcript::TranscriptEntry;
 
 use std::collections::BTreeMap;
 
@@ -118,6 +122,9 @@ pub struct Commit<'a> {
     pub metas: &'a [SessionMeta],
     /// Receipts of the keyed calls whose events these are (usually none).
     pub receipts: &'a [ReceiptWrite],
+    /// Lines of the CLI's conversation files, appended after those stored
+    /// for their session, in order (usually none).
+    pub transcript: &'a [TranscriptEntry],
 }
 
 /// What a store tells the logs reading it about commits (see
@@ -229,9 +236,12 @@ pub trait Store: Send + Sync + 'static {
     /// The sessions whose log names CLI conversation `resume_id` (see
     /// [`conversations`]), ordered by id.
     fn conversation_sessions(&self, resume_id: &str) -> Result<Vec<String>, StoreError>;
+    /// The transcript entries stored for `session_id`, in the order
+    /// committed (see [`transcript`]).
+    fn transcript(&self, session_id: &str) -> Result<Vec<TranscriptEntry>, StoreError>;
     /// Deletes everything stored of one session (its events and their
     /// whole forms, its meta, its receipts, its rows of the conversation
-    /// index) and writes `receipt` (the deleting call's own), in ONE
+    /// index, its transcript entries) and writes `receipt` (the deleting call's own), in ONE
     /// durable transaction. False when the session had nothing stored.
     fn delete_session(
         &self,

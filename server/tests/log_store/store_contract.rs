@@ -12,7 +12,7 @@ use std::sync::{Arc, Mutex};
 use agent_harness_protocol::pb;
 use agent_harness_protocol::pb::event::Payload;
 use agent_harness_server::store::{
-    Commit, MemoryStore, Receipt, ReceiptWrite, RedbStore, SessionMeta, Store,
+    Commit, MemoryStore, Receipt, ReceiptWrite, RedbStore, SessionMeta, Store, TranscriptEntry,
 };
 use log::{event, seqs};
 use redb::StorageBackend;
@@ -334,6 +334,7 @@ mod contract {
                         ReceiptWrite::Put(receipt(id, "k1", 100)),
                         ReceiptWrite::Put(receipt(id, "k2", 200)),
                     ],
+                    transcript: &[],
                 })
                 .unwrap();
             append(store, id, 2, 30);
@@ -436,6 +437,61 @@ mod contract {
         assert_eq!(store.heads(&["a".into()]).unwrap(), vec![3]);
     }
 
+    /// The CLI's transcript lines: kept beside the log (never events), in
+    /// the order committed per session across commits, with the events of
+    /// the same commit or alone, and deleted with their session only.
+    pub fn transcript_entries_keep_their_order_beside_the_events(store: &dyn Store) {
+        let t = |sid: &str, path: &str, line: &str| TranscriptEntry {
+            session_id: sid.into(),
+            path: path.into(),
+            line: line.into(),
+        };
+        assert!(store.transcript("a").unwrap().is_empty());
+        let first = [
+            t("a", "projects/-w/c1.jsonl", r#"{"n":1}"#),
+            t("b", "projects/-w/c2.jsonl", r#"{"n":"b1"}"#),
+            t("a", "projects/-w/c1.jsonl", r#"{"n":2}"#),
+        ];
+        store
+            .commit(Commit {
+                events: &[event("a", 1), event("b", 1)],
+                metas: &[meta("a", 1), meta("b", 1)],
+                transcript: &first,
+                ..Commit::default()
+            })
+            .unwrap();
+        // Alone (the CLI's last frame comes after its result), and a gap.
+        let alone = [
+            t("a", "projects/-w/c1/subagents/x.jsonl", r#"{"n":3}"#),
+            t("a", "projects/-w/c1.jsonl", ""),
+        ];
+        store
+            .commit(Commit {
+                transcript: &alone,
+                ..Commit::default()
+            })
+            .unwrap();
+        let a = store.transcript("a").unwrap();
+        assert_eq!(
+            a,
+            vec![
+                first[0].clone(),
+                first[2].clone(),
+                alone[0].clone(),
+                alone[1].clone()
+            ]
+        );
+        assert_eq!(store.transcript("b").unwrap(), vec![first[1].clone()]);
+        assert_eq!(
+            store.read_range("a", 0, 10).unwrap(),
+            vec![event("a", 1)],
+            "never events"
+        );
+        assert!(store.delete_session("a", None).unwrap());
+        assert!(store.transcript("a").unwrap().is_empty());
+        assert_eq!(store.transcript("b").unwrap().len(), 1);
+    }
+
     pub fn empty_batch_with_metas_only_writes_metas(store: &dyn Store) {
         store.append_batch(&[], &[meta("only-meta", 0)]).unwrap();
         assert_eq!(store.meta("only-meta").unwrap(), Some(meta("only-meta", 0)));
@@ -470,6 +526,7 @@ macro_rules! contract_suite {
             case!(delete_session_removes_everything_of_that_session_only);
             case!(heads_are_the_last_stored_seqs_in_the_order_given);
             case!(a_shared_store_notices_commits_and_refuses_a_seq_taken);
+            case!(transcript_entries_keep_their_order_beside_the_events);
         }
     };
 }

@@ -398,6 +398,12 @@ impl Store for Wrapper {
     fn conversation_sessions(&self, resume_id: &str) -> Result<Vec<String>, StoreError> {
         self.inner.conversation_sessions(resume_id)
     }
+    fn transcript(
+        &self,
+        session_id: &str,
+    ) -> Result<Vec<agent_harness_server::store::TranscriptEntry>, StoreError> {
+        self.inner.transcript(session_id)
+    }
     fn delete_session(
         &self,
         session_id: &str,

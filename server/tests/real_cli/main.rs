@@ -15,6 +15,7 @@ mod crash_loop;
 mod grpc;
 mod live_service_optin;
 mod live_typing;
+mod moved_conversation;
 mod permission_modes;
 mod record_cassette_serve;
 mod record_cassettes;

@@ -3,7 +3,10 @@
 //! after a `result`, a wiped HOME or another machine leaves behind). The
 //! resumed run fails before it boots (`run_error{kind: "resume_failed"}`),
 //! and the next Send starts a new conversation instead of failing the same
-//! way forever (t3code #2336, vibe-kanban #1357).
+//! way forever (t3code #2336, vibe-kanban #1357). The server runs without
+//! `--session-mirror` here: with nothing of the conversation in the store
+//! (a session stored before the server kept it), the deleted file cannot be
+//! written back (`moved_conversation` has the case where it is).
 //!
 //! Run: `cargo test -p agent-harness-server --test real_cli resume_lost::`.
 
@@ -31,7 +34,7 @@ fn transcripts(home: &std::path::Path, resume_id: &str) -> Vec<std::path::PathBu
 }
 
 /// Every text of a Messages API request's `messages`, with its role.
-fn conversation(body: &Value) -> Vec<(String, String)> {
+pub(crate) fn conversation(body: &Value) -> Vec<(String, String)> {
     let mut out = Vec::new();
     for m in body["messages"].as_array().into_iter().flatten() {
         let role = m["role"].as_str().unwrap_or_default().to_owned();
@@ -58,7 +61,11 @@ fn conversation(body: &Value) -> Vec<(String, String)> {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_deleted_transcript_fails_once_then_send_starts_a_new_conversation() {
     let sid = "lost";
-    let (h, ev, started) = Harness::started(Setup::default(), sid, "TEXT one").await;
+    let nothing_stored = Setup {
+        session_mirror: false,
+        ..Setup::default()
+    };
+    let (h, ev, started) = Harness::started(nothing_stored, sid, "TEXT one").await;
     let (_, ready) = ev.run_ready_after(0).await;
     let dead = ready.resume_id.clone();
     let (first_end, end) = ev.turn_end_after(0).await;

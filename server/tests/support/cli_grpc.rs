@@ -78,6 +78,9 @@ pub struct Setup {
     /// Let the CLI read the session folder's project settings
     /// (`--allow-project-settings`); off, as the server's default.
     pub project_settings: bool,
+    /// Keep the CLI's conversation beside the log (`--session-mirror`), as
+    /// the server does; off plays a session stored before it existed.
+    pub session_mirror: bool,
 }
 
 impl Default for Setup {
@@ -90,6 +93,7 @@ impl Default for Setup {
             strip_env: Vec::new(),
             partial_messages: true,
             project_settings: false,
+            session_mirror: true,
         }
     }
 }
@@ -190,6 +194,7 @@ impl Harness {
             .strip_env_keys
             .extend(setup.strip_env.iter().cloned());
         options.partial_messages = setup.partial_messages;
+        options.session_mirror = setup.session_mirror;
         let adapter: Arc<dyn ProcessAdapter> = match setup.adapter {
             AdapterChoice::Interactive => Arc::new(ClaudeInteractiveAdapter::new(options)),
             AdapterChoice::OneShot => Arc::new(ClaudeCliAdapter::new(options)),

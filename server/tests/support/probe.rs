@@ -146,6 +146,12 @@ impl Store for Probe {
     fn conversation_sessions(&self, resume_id: &str) -> Result<Vec<String>, StoreError> {
         self.inner.conversation_sessions(resume_id)
     }
+    fn transcript(
+        &self,
+        session_id: &str,
+    ) -> Result<Vec<agent_harness_server::store::TranscriptEntry>, StoreError> {
+        self.inner.transcript(session_id)
+    }
     fn delete_session(&self, s: &str, r: Option<&ReceiptWrite>) -> Result<bool, StoreError> {
         self.inner.delete_session(s, r)
     }

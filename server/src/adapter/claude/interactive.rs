@@ -76,6 +76,10 @@ impl ClaudeInteractiveAdapter {
 }
 
 impl ProcessAdapter for ClaudeInteractiveAdapter {
+    fn conversations_dir(&self) -> Option<std::path::PathBuf> {
+        self.options.conversations_dir()
+    }
+
     fn name(&self) -> &str {
         "interactive"
     }
@@ -198,6 +202,8 @@ mod tests {
                 // MCP servers only from the operator's files.
                 "--setting-sources=user",
                 "--strict-mcp-config",
+                // The conversation's lines on stdout, kept beside the log.
+                "--session-mirror",
             ]
         );
     }

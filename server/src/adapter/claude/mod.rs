@@ -10,6 +10,8 @@
 //!   them too);
 //! - [`discover`]: where the `claude` binary is;
 //! - [`config_dir`]: the CLI's configuration directory the server owns;
+//! - [`transcript`]: a stored conversation written back into it before a
+//!   resume;
 //! - `flags`: [`ClaudeFlags`], the adapters' flags of `serve`;
 //! - [`context_usage`]: the `get_context_usage` control request and its
 //!   answer as the RPC's response.
@@ -21,6 +23,7 @@ mod flags;
 pub mod interactive;
 pub mod oneshot;
 pub mod stream_json;
+pub mod transcript;
 
 use std::ffi::OsString;
 use std::path::PathBuf;
@@ -76,6 +79,10 @@ pub struct ClaudeOptions {
     /// `--mcp-config` files: with `--strict-mcp-config` (always passed) the
     /// only MCP servers the CLI starts.
     pub mcp_config: Vec<PathBuf>,
+    /// Pass `--session-mirror` (on; `serve` has no flag for it): the
+    /// conversation is kept beside the log and moves with the session.
+    /// Off, nothing is stored, as for sessions run before it existed.
+    pub session_mirror: bool,
 }
 
 /// `--setting-sources` by default: the configuration directory's settings
@@ -97,6 +104,7 @@ impl Default for ClaudeOptions {
             config_dir: None,
             setting_sources: USER_SETTINGS_ONLY.into(),
             mcp_config: Vec::new(),
+            session_mirror: true,
         }
     }
 }
@@ -129,17 +137,46 @@ impl ClaudeOptions {
         Ok(spec)
     }
 
+    /// The CLI's configuration directory on this node, where it keeps its
+    /// conversations: [`ClaudeOptions::config_dir`], else the one the
+    /// children's environment or the server's names (`CLAUDE_CONFIG_DIR`,
+    /// else `$HOME/.claude`).
+    pub fn conversations_dir(&self) -> Option<PathBuf> {
+        if let Some(dir) = &self.config_dir {
+            return Some(dir.clone());
+        }
+        let var = |name: &str| {
+            self.env
+                .iter()
+                .rev()
+                .find(|(k, _)| k == name)
+                .map(|(_, v)| v.into())
+                .or_else(|| std::env::var_os(name))
+                .filter(|v: &std::ffi::OsString| !v.is_empty())
+        };
+        if let Some(dir) = var("CLAUDE_CONFIG_DIR") {
+            return Some(dir.into());
+        }
+        var("HOME").map(|home| PathBuf::from(home).join(".claude"))
+    }
+
     /// The configuration the server decides for every CLI, whatever the
     /// run: which settings files it reads (`--setting-sources`) and that
     /// MCP servers come only from the operator's `--mcp-config` files
-    /// (`--strict-mcp-config`). A client can pass none of these flags (the
-    /// launch policy never accepts them).
+    /// (`--strict-mcp-config`), and that it repeats every line it adds to
+    /// its conversation files on stdout (`--session-mirror`: the server
+    /// keeps them beside the log, so another node can resume the
+    /// conversation, see [`transcript`]). A client can pass none of these
+    /// flags (the launch policy never accepts them).
     pub(crate) fn config_args(&self) -> Vec<OsString> {
         // Joined like every value (see `tail_args`): one argument each.
         let mut args: Vec<OsString> = vec![
             format!("--setting-sources={}", self.setting_sources).into(),
             "--strict-mcp-config".into(),
         ];
+        if self.session_mirror {
+            args.push("--session-mirror".into());
+        }
         for file in &self.mcp_config {
             let mut arg = OsString::from("--mcp-config=");
             arg.push(file);

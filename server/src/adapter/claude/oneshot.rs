@@ -51,6 +51,10 @@ impl ClaudeCliAdapter {
 }
 
 impl ProcessAdapter for ClaudeCliAdapter {
+    fn conversations_dir(&self) -> Option<std::path::PathBuf> {
+        self.options.conversations_dir()
+    }
+
     fn name(&self) -> &str {
         "cli"
     }

@@ -14,7 +14,7 @@ use crate::adapter::StdoutLine;
 use crate::log::{Commit, MetaChange, NewEvent};
 use crate::normalize::Normalizer;
 use crate::partial::Change;
-use crate::store::ReceiptWrite;
+use crate::store::{ReceiptWrite, TranscriptEntry};
 
 impl Run {
     /// Appends, folds and reacts to what was appended. A failed append is
@@ -49,26 +49,31 @@ impl Run {
         meta: Option<MetaChange>,
         receipt: Option<ReceiptWrite>,
     ) -> Result<Vec<pb::Event>, String> {
-        let events = payloads
+        let events = self.new_events(payloads);
+        self.commit(Commit {
+            events,
+            meta,
+            receipt,
+            transcript: Vec::new(),
+        })
+        .await
+    }
+
+    /// The run's events of `payloads`.
+    fn new_events(&self, payloads: Vec<(Payload, String)>) -> Vec<NewEvent> {
+        payloads
             .into_iter()
             .map(|(payload, cli_line)| NewEvent {
                 run_id: self.run_id.clone(),
                 payload,
                 cli_line,
             })
-            .collect();
-        match self
-            .logs
-            .commit(
-                &self.session_id,
-                Commit {
-                    events,
-                    meta,
-                    receipt,
-                },
-            )
-            .await
-        {
+            .collect()
+    }
+
+    /// One commit to the session's log (see [`Run::commit_events`]).
+    async fn commit(&mut self, commit: Commit) -> Result<Vec<pb::Event>, String> {
+        match self.logs.commit(&self.session_id, commit).await {
             Ok(events) => {
                 self.fold.applied(&events);
                 for e in &events {
@@ -146,7 +151,20 @@ impl Run {
         });
         let payloads = self.only_pending_cancels(payloads);
         let (payloads, refused) = self.check_permission_mode(payloads);
-        self.append(payloads).await;
+        // The CLI's transcript lines of the batch go in the same commit as
+        // its events: a node that resumes the conversation later has every
+        // message the log shows.
+        let transcript = self.transcript_entries();
+        if !payloads.is_empty() || !transcript.is_empty() {
+            let events = self.new_events(payloads);
+            let _ = self
+                .commit(Commit {
+                    events,
+                    transcript,
+                    ..Commit::default()
+                })
+                .await;
+        }
         if refused {
             // Ended at once (SIGINT first): a turn in a mode beyond the
             // policy must not go on.
@@ -157,6 +175,20 @@ impl Run {
             t.publish_after(&self.run_id, &later, before);
         }
         self.control_replies().await;
+    }
+
+    /// The transcript lines the normalizer took aside since the last batch,
+    /// as this session's entries.
+    fn transcript_entries(&mut self) -> Vec<TranscriptEntry> {
+        self.normalizer
+            .take_transcript()
+            .into_iter()
+            .map(|(path, line)| TranscriptEntry {
+                session_id: self.session_id.clone(),
+                path,
+                line,
+            })
+            .collect()
     }
 
     /// Live-typing counters for `/metrics`.

@@ -49,7 +49,7 @@ pub use self::connect::redact;
 use self::read::Bound;
 use super::{
     Commit, CommitNotice, Receipt, ReceiptWrite, SessionMeta, Store, StoreError, StoreUsage,
-    decode_event,
+    TranscriptEntry, decode_event,
 };
 
 /// The channel every commit notifies on.
@@ -295,6 +295,11 @@ impl Store for PostgresStore {
     fn conversation_sessions(&self, resume_id: &str) -> Result<Vec<String>, StoreError> {
         let pool = self.pool.clone();
         self.run(read::conversation_sessions(pool, resume_id.to_owned()))
+    }
+
+    fn transcript(&self, session_id: &str) -> Result<Vec<TranscriptEntry>, StoreError> {
+        let pool = self.pool.clone();
+        self.run(read::transcript(pool, session_id.to_owned()))
     }
 
     fn delete_session(

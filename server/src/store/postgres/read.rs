@@ -8,7 +8,9 @@ use deadpool_postgres::Pool;
 use futures::{StreamExt, pin_mut};
 use prost::Message;
 
-use super::super::{Receipt, SessionMeta, StoreError, StoreUsage, decode_event, receipt};
+use super::super::{
+    Receipt, SessionMeta, StoreError, StoreUsage, TranscriptEntry, decode_event, receipt,
+};
 use super::{client, pgerr, seq_sql};
 
 /// How much a scan takes (see [`super::super::Store::read_range_within`]).
@@ -198,6 +200,29 @@ pub(super) async fn conversation_sessions(
         .await
         .map_err(pgerr)?;
     Ok(rows.iter().map(|r| r.get(0)).collect())
+}
+
+/// The transcript entries of `session_id`, in order.
+pub(super) async fn transcript(
+    pool: Pool,
+    session_id: String,
+) -> Result<Vec<TranscriptEntry>, StoreError> {
+    let client = client(&pool).await?;
+    let rows = client
+        .query(
+            "SELECT path, line FROM transcripts WHERE session_id = $1 ORDER BY n",
+            &[&session_id],
+        )
+        .await
+        .map_err(pgerr)?;
+    Ok(rows
+        .iter()
+        .map(|r| TranscriptEntry {
+            session_id: session_id.clone(),
+            path: r.get(0),
+            line: r.get(1),
+        })
+        .collect())
 }
 
 /// One `count(*)` (receipts or sessions).

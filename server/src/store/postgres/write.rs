@@ -38,6 +38,8 @@ pub(super) struct Batch {
     meta_rows: Vec<Vec<u8>>,
     receipts: Vec<ReceiptWrite>,
     named: (Vec<String>, Vec<String>),
+    /// Transcript entries as columns: session, path, line.
+    transcript: (Vec<String>, Vec<String>, Vec<String>),
     /// The sessions with new events, as the commit notice's payload.
     notice: Option<String>,
 }
@@ -84,6 +86,15 @@ impl Batch {
             meta_rows,
             receipts: commit.receipts.to_vec(),
             named,
+            transcript: (
+                commit
+                    .transcript
+                    .iter()
+                    .map(|t| t.session_id.clone())
+                    .collect(),
+                commit.transcript.iter().map(|t| t.path.clone()).collect(),
+                commit.transcript.iter().map(|t| t.line.clone()).collect(),
+            ),
             notice,
         }
     }
@@ -144,6 +155,23 @@ pub(super) async fn commit(pool: Pool, batch: Batch) -> Result<(), StoreError> {
             .map_err(pgerr)?;
     }
     write_receipts(&txn, &batch.receipts).await?;
+    let (sessions, paths, lines) = &batch.transcript;
+    if !sessions.is_empty() {
+        // Numbered after the session's last stored entry, in the order given
+        // (`WITH ORDINALITY`); the primary key refuses a number taken twice.
+        let stmt = txn
+            .prepare_cached(
+                "INSERT INTO transcripts (session_id, n, path, line) \
+                 SELECT t.s, coalesce((SELECT max(n) FROM transcripts WHERE session_id = t.s), 0) \
+                   + row_number() OVER (PARTITION BY t.s ORDER BY t.i), t.p, t.l \
+                 FROM UNNEST($1::text[], $2::text[], $3::text[]) WITH ORDINALITY AS t(s, p, l, i)",
+            )
+            .await
+            .map_err(pgerr)?;
+        txn.execute(&stmt, &[sessions, paths, lines])
+            .await
+            .map_err(pgerr)?;
+    }
     if let Some(ids) = &batch.notice {
         // Inside the transaction: PostgreSQL delivers it only if the
         // transaction commits, and only after, so a listener that reads on
@@ -209,6 +237,7 @@ pub(super) async fn delete_session(
         "DELETE FROM full_events WHERE session_id = $1",
         "DELETE FROM receipts WHERE session_id = $1",
         "DELETE FROM conversations WHERE session_id = $1",
+        "DELETE FROM transcripts WHERE session_id = $1",
     ] {
         txn.execute(sql, &[sid]).await.map_err(pgerr)?;
     }

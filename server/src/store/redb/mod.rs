@@ -45,7 +45,8 @@ use prost::Message;
 use self::write::{commit_batch, delete_session, index_conversations};
 use super::receipt;
 use super::{
-    Commit, Receipt, ReceiptWrite, SessionMeta, Store, StoreError, StoreUsage, decode_event,
+    Commit, Receipt, ReceiptWrite, SessionMeta, Store, StoreError, StoreUsage, TranscriptEntry,
+    decode_event,
 };
 
 /// `(session_id, seq) -> prost-encoded pb::Event`.
@@ -69,6 +70,9 @@ const CONVERSATIONS: TableDefinition<(&str, &str), ()> = TableDefinition::new("c
 /// session finds its rows without reading its events.
 const SESSION_CONVERSATIONS: TableDefinition<(&str, &str), ()> =
     TableDefinition::new("session_conversations");
+/// `(session_id, n) -> path, a newline, line`: the session's transcript
+/// entries (see [`super::transcript`]), `n` counting from 1 in commit order.
+const TRANSCRIPTS: TableDefinition<(&str, u64), &[u8]> = TableDefinition::new("transcripts");
 
 /// The redb [`Store`].
 #[derive(Debug)]
@@ -147,6 +151,7 @@ impl RedbStore {
         txn.open_table(RECEIPTS_BY_TIME).map_err(rerr)?;
         txn.open_table(CONVERSATIONS).map_err(rerr)?;
         txn.open_table(SESSION_CONVERSATIONS).map_err(rerr)?;
+        txn.open_table(TRANSCRIPTS).map_err(rerr)?;
         if !indexed {
             index_conversations(&txn)?;
         }
@@ -458,6 +463,28 @@ impl Store for RedbStore {
                     break;
                 }
                 out.push(s.to_owned());
+            }
+            Ok(out)
+        })
+    }
+
+    fn transcript(&self, session_id: &str) -> Result<Vec<TranscriptEntry>, StoreError> {
+        self.with_db(|db| {
+            let txn = db.begin_read().map_err(rerr)?;
+            let table = txn.open_table(TRANSCRIPTS).map_err(rerr)?;
+            let mut out = Vec::new();
+            for row in table
+                .range((session_id, 0)..=(session_id, u64::MAX))
+                .map_err(rerr)?
+            {
+                let (_, v) = row.map_err(rerr)?;
+                let text = String::from_utf8_lossy(v.value());
+                let (path, line) = text.split_once('\n').unwrap_or((&text, ""));
+                out.push(TranscriptEntry {
+                    session_id: session_id.to_owned(),
+                    path: path.to_owned(),
+                    line: line.to_owned(),
+                });
             }
             Ok(out)
         })

@@ -10,7 +10,7 @@ use super::super::receipt;
 use super::super::{Commit, ReceiptWrite, StoreError};
 use super::{
     CONVERSATIONS, EVENTS, FULL_EVENTS, RECEIPTS, RECEIPTS_BY_TIME, SESSION_CONVERSATIONS,
-    SESSIONS, encode_meta, rerr, write_receipts,
+    SESSIONS, TRANSCRIPTS, encode_meta, rerr, write_receipts,
 };
 
 pub(super) fn commit_batch(db: &Database, commit: Commit<'_>) -> Result<(), StoreError> {
@@ -19,6 +19,7 @@ pub(super) fn commit_batch(db: &Database, commit: Commit<'_>) -> Result<(), Stor
         full,
         metas,
         receipts,
+        transcript,
     } = commit;
     let mut txn = db.begin_write().map_err(rerr)?;
     txn.set_durability(Durability::Immediate).map_err(rerr)?;
@@ -57,6 +58,23 @@ pub(super) fn commit_batch(db: &Database, commit: Commit<'_>) -> Result<(), Stor
     }
     if !receipts.is_empty() {
         write_receipts(&txn, receipts)?;
+    }
+    if !transcript.is_empty() {
+        let mut table = txn.open_table(TRANSCRIPTS).map_err(rerr)?;
+        for t in transcript {
+            let sid = t.session_id.as_str();
+            let last = table
+                .range((sid, 0)..=(sid, u64::MAX))
+                .map_err(rerr)?
+                .next_back()
+                .transpose()
+                .map_err(rerr)?
+                .map_or(0, |(k, _)| k.value().1);
+            let row = format!("{}\n{}", t.path, t.line);
+            table
+                .insert((sid, last + 1), row.as_bytes())
+                .map_err(rerr)?;
+        }
     }
     // Dropping `txn` on any error above aborts it: nothing of the batch lands.
     txn.commit().map_err(rerr)
@@ -120,7 +138,9 @@ pub(super) fn delete_session(
         let had_events = events.range(all.clone()).map_err(rerr)?.next().is_some();
         events.retain_in(all.clone(), |_, _| false).map_err(rerr)?;
         let mut whole = txn.open_table(FULL_EVENTS).map_err(rerr)?;
-        whole.retain_in(all, |_, _| false).map_err(rerr)?;
+        whole.retain_in(all.clone(), |_, _| false).map_err(rerr)?;
+        let mut transcripts = txn.open_table(TRANSCRIPTS).map_err(rerr)?;
+        transcripts.retain_in(all, |_, _| false).map_err(rerr)?;
         let mut sessions = txn.open_table(SESSIONS).map_err(rerr)?;
         let had_meta = sessions.remove(sid).map_err(rerr)?.is_some();
         // Receipts: `(sid, key)` rows are contiguous; each takes its by-time row along.
