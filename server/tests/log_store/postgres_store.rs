@@ -291,12 +291,14 @@ fn a_connection_killed_mid_commit_leaves_the_whole_batch_or_nothing() {
         std::thread::spawn(move || {
             while !done.load(std::sync::atomic::Ordering::Acquire) {
                 // Every connection of the store inside a transaction (the
-                // test's own admin connection has another application name).
+                // test's own admin connection has another application name),
+                // in this test's database only: the server is shared with
+                // the tests running beside it.
                 cluster().sql(
                     &db,
                     "SELECT pg_terminate_backend(pid) FROM pg_stat_activity \
                      WHERE application_name = 'agent-harness' AND xact_start IS NOT NULL \
-                       AND pid <> pg_backend_pid()",
+                       AND datname = current_database() AND pid <> pg_backend_pid()",
                 );
                 std::thread::sleep(Duration::from_millis(5));
             }
