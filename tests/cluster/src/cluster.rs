@@ -165,6 +165,7 @@ impl Node {
             // arrive event by event.
             .args(["--cassette-timescale", "0.3"])
             .args(["--heartbeat", &secs(HEARTBEAT)])
+            .args(["--proxy-idle-timeout", &secs(PROXY_IDLE_TIMEOUT)])
             .args(["--max-sessions-per-minute", "0", "--max-live-runs", "256"])
             .args(["--log", "info"]);
         spawn(&mut cmd, &self.log)
