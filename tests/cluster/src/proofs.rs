@@ -42,6 +42,8 @@ pub const ALL: &[(&str, Proof)] = &[
 
 /// The header the balancers route by.
 const SESSION_HEADER: &str = "x-session-id";
+/// The response header naming the node that answered.
+const NODE_HEADER: &str = "x-agent-harness-node";
 
 /// `msg` with the session's routing header, as every client helper sends it.
 fn routed<T>(sid: &str, msg: T) -> tonic::Request<T> {
@@ -286,6 +288,60 @@ async fn grpc_web_get_session(addr: SocketAddr, sid: &str) {
     );
 }
 
+/// A grpc-web Subscribe over HTTP/1.1 through `addr`, as a browser without
+/// TLS opens it: the answer keeps coming (heartbeats) for longer than
+/// `quiet`, and the stream has not ended by then.
+async fn grpc_web_subscribe_stays_open(addr: SocketAddr, sid: &str, quiet: Duration) {
+    let msg = pb::SubscribeRequest {
+        session_id: sid.into(),
+        after_seq: 0,
+        include_deltas: false,
+    }
+    .encode_to_vec();
+    let mut body = vec![0u8];
+    body.extend_from_slice(&(msg.len() as u32).to_be_bytes());
+    body.extend_from_slice(&msg);
+    let head = format!(
+        "POST /agentharness.v1.SessionService/Subscribe HTTP/1.1\r\nHost: {addr}\r\n\
+         Content-Type: application/grpc-web+proto\r\nX-Grpc-Web: 1\r\n{SESSION_HEADER}: {sid}\r\n\
+         Content-Length: {}\r\n\r\n",
+        body.len()
+    );
+    let mut conn = tokio::net::TcpStream::connect(addr).await.expect("connect");
+    conn.write_all(head.as_bytes()).await.unwrap();
+    conn.write_all(&body).await.unwrap();
+    let since = Instant::now();
+    let mut answer = Vec::new();
+    let mut buf = vec![0u8; 16 * 1024];
+    let mut last_read = since;
+    while since.elapsed() < quiet {
+        let n = tokio::time::timeout(PATIENCE, conn.read(&mut buf))
+            .await
+            .expect("grpc-web Subscribe: nothing for a minute")
+            .expect("grpc-web Subscribe: read");
+        assert!(
+            n > 0,
+            "grpc-web Subscribe through {addr} ended after {:.1}s:\n{}",
+            since.elapsed().as_secs_f64(),
+            String::from_utf8_lossy(&answer)
+        );
+        answer.extend_from_slice(&buf[..n]);
+        last_read = Instant::now();
+    }
+    let text = String::from_utf8_lossy(&answer).to_lowercase();
+    assert!(
+        text.starts_with("http/1.1 200"),
+        "grpc-web Subscribe through {addr}:\n{text}"
+    );
+    // A trailer frame in the body (`grpc-status:` …) would mean the stream ended.
+    let body = text.split_once("\r\n\r\n").map_or("", |(_, b)| b);
+    assert!(
+        !body.contains("grpc-status:"),
+        "grpc-web Subscribe through {addr} ended:\n{text}"
+    );
+    assert!(last_read - since > PROXY_IDLE_TIMEOUT);
+}
+
 /// Through each balancer, in native gRPC and in grpc-web over HTTP/1.1 (on
 /// HAProxy the same port), every call of one session reaches one node, and
 /// the sessions spread over the nodes.
@@ -293,10 +349,11 @@ async fn one_session_one_node_through_each_proxy(c: Arc<Cluster>) {
     for front in c.fronts() {
         let mut client = connect(front.h2).await;
         let sids: Vec<String> = (0..9).map(|_| new_session_id()).collect();
+        let mut named: HashMap<String, BTreeSet<String>> = HashMap::new();
         for sid in &sids {
             start(&mut client, sid).await;
             for _ in 0..3 {
-                client
+                let answer = client
                     .get_session(routed(
                         sid,
                         pb::GetSessionRequest {
@@ -305,6 +362,12 @@ async fn one_session_one_node_through_each_proxy(c: Arc<Cluster>) {
                     ))
                     .await
                     .unwrap_or_else(|e| panic!("{}: GetSession {sid}: {e}", front.name));
+                // Where a node names itself in its answers, the name must be
+                // the one the balancer logged.
+                if let Some(node) = answer.metadata().get(NODE_HEADER) {
+                    let node = node.to_str().expect("ascii node id").to_owned();
+                    named.entry(sid.clone()).or_default().insert(node);
+                }
             }
             history(&mut client, sid).await;
             grpc_web_get_session(front.web, sid).await;
@@ -314,6 +377,14 @@ async fn one_session_one_node_through_each_proxy(c: Arc<Cluster>) {
             let nodes = routed_to(&c, &front, sid, 6).await;
             let distinct: BTreeSet<_> = nodes.iter().collect();
             assert_eq!(distinct.len(), 1, "{}: {sid} went to {nodes:?}", front.name);
+            if let Some(named) = named.get(sid) {
+                assert_eq!(
+                    named,
+                    &BTreeSet::from([nodes[0].clone()]),
+                    "{}: {sid}",
+                    front.name
+                );
+            }
             used.insert(nodes[0].clone());
         }
         assert!(
@@ -356,9 +427,9 @@ async fn subscribe_on_another_node_is_gapless(c: Arc<Cluster>) {
     );
 }
 
-/// A Subscribe through each balancer stays open well past the balancer's
-/// idle timeout (the nodes' heartbeats keep it busy), then still carries
-/// the next turn.
+/// A Subscribe through each balancer, native and grpc-web over HTTP/1.1,
+/// stays open well past the balancer's idle timeout (the nodes' heartbeats
+/// keep it busy); the native one then still carries the next turn.
 async fn stream_outlives_each_proxy_idle_timeout(c: Arc<Cluster>) {
     assert!(HEARTBEAT < PROXY_IDLE_TIMEOUT);
     let quiet = PROXY_IDLE_TIMEOUT * 2 + HEARTBEAT;
@@ -369,9 +440,9 @@ async fn stream_outlives_each_proxy_idle_timeout(c: Arc<Cluster>) {
         let mut watch = Watch::open(&mut client, &sid, front.name).await;
         watch.turns(1).await;
         let since = Instant::now();
-        watch
-            .until("a quiet stretch", |_| since.elapsed() > quiet)
-            .await;
+        let browser = grpc_web_subscribe_stays_open(front.web, &sid, quiet);
+        let native = watch.until("a quiet stretch", |_| since.elapsed() > quiet);
+        tokio::join!(browser, native);
         assert!(
             watch.heartbeats >= 2,
             "{}: {} heartbeats",
