@@ -257,8 +257,8 @@ fn node_of_line(c: &Cluster, line: &str) -> String {
     panic!("no node in log line {line:?}");
 }
 
-/// A unary GetSession in grpc-web over HTTP/1.1, as a browser sends it;
-/// whether it answered `grpc-status: 0`.
+/// A unary GetSession in grpc-web over HTTP/1.1, as a browser sends it,
+/// answered 200 with `grpc-status: 0`.
 async fn grpc_web_get_session(addr: SocketAddr, sid: &str) {
     let msg = pb::GetSessionRequest {
         session_id: sid.into(),
