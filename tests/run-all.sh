@@ -56,6 +56,10 @@ for suite in gen go python ts grpcurl browser; do
   "tests/$suite/run.sh"
 done
 
+# Three nodes on one PostgreSQL behind HAProxy and nginx, both from deploy/ (docs/cluster.md).
+step "cluster: tests/cluster/run.sh"
+tests/cluster/run.sh
+
 # The load tool at smoke sizes: every measurement and every peer runs and every event
 # arrives; no timing is asserted (BENCHMARKS.md has the real run).
 step "load tool smoke: tests/load/run.sh --quick"

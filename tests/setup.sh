@@ -12,7 +12,9 @@
 #            and the load tool's JetStream driver tests/load/nats -> .tools/bin/nats-load
 #   PyPI     .tools/venv from tests/python/requirements.txt
 #   Debian   chromium, jq, util-linux (unshare), postgresql (the PostgreSQL store's
-#            tests start their own server from it) (only those missing)
+#            tests start their own server from it), haproxy and nginx (the cluster
+#            test runs the balancers of deploy/ in front of three nodes) (only those
+#            missing)
 #   rustup   clippy and rustfmt components (only when missing)
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -146,12 +148,15 @@ fi
 
 # --- Debian packages: chromium (browser suite), jq (grpcurl suite), unshare (full-disk test),
 # postgresql (server/tests/support/postgres.rs runs initdb/pg_ctl from /usr/lib/postgresql/*/bin;
-# the package's own cluster is not used) ---
+# the package's own cluster is not used), haproxy and nginx (tests/cluster starts its own from
+# deploy/; the packages' services are not used) ---
 missing=()
 [ -x /usr/bin/chromium ] || missing+=(chromium)
 command -v jq >/dev/null 2>&1 || missing+=(jq)
 command -v unshare >/dev/null 2>&1 || missing+=(util-linux)
 compgen -G '/usr/lib/postgresql/*/bin/postgres' >/dev/null || missing+=(postgresql)
+command -v haproxy >/dev/null 2>&1 || [ -x /usr/sbin/haproxy ] || missing+=(haproxy)
+command -v nginx >/dev/null 2>&1 || [ -x /usr/sbin/nginx ] || missing+=(nginx)
 if [ ${#missing[@]} -gt 0 ]; then
   sudo=()
   [ "$(id -u)" = 0 ] || sudo=(sudo)
@@ -161,6 +166,7 @@ if [ ${#missing[@]} -gt 0 ]; then
 fi
 say "chromium: $(/usr/bin/chromium --version 2>/dev/null || echo present); $(jq --version)"
 say "postgresql: $(ls -d /usr/lib/postgresql/*/bin | sort -V | tail -1)"
+say "$(PATH=$PATH:/usr/sbin haproxy -v | head -1); $(PATH=$PATH:/usr/sbin nginx -v 2>&1)"
 
 # --- Rust components ---------------------------------------------------------------------
 if command -v rustup >/dev/null 2>&1; then

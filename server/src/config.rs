@@ -4,6 +4,7 @@
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::str::FromStr;
+use std::time::Duration;
 
 use clap::{Args, Parser, Subcommand};
 
@@ -194,6 +195,13 @@ pub struct ServeConfig {
     #[arg(long, env = "AGENT_HARNESS_NO_UI")]
     pub no_ui: bool,
 
+    /// The shortest idle timeout of any proxy in front of this node
+    /// (HAProxy `timeout server`/`client`, nginx `grpc_read_timeout`/
+    /// `grpc_send_timeout`): a quiet Subscribe stream lives on heartbeats, so
+    /// the server refuses to start unless --heartbeat is below it.
+    #[arg(long, env = "AGENT_HARNESS_PROXY_IDLE_TIMEOUT", value_parser = parse_duration)]
+    pub proxy_idle_timeout: Option<Duration>,
+
     /// The event log's memory and streaming knobs.
     #[command(flatten)]
     pub event_log: log::LogOptions,
@@ -231,6 +239,15 @@ impl ServeConfig {
             return Err(Error::Config("--tls-cert and --tls-key go together".into()));
         }
         check_max_event_bytes(self.event_log.max_event_bytes)?;
+        if let Some(proxy) = self.proxy_idle_timeout
+            && self.event_log.heartbeat >= proxy
+        {
+            return Err(Error::Config(format!(
+                "--heartbeat {} must be below --proxy-idle-timeout {}: the proxy would cut every quiet Subscribe stream",
+                format_duration(self.event_log.heartbeat),
+                format_duration(proxy)
+            )));
+        }
         if self.max_connections == 0 {
             return Err(Error::Config(
                 "--max-connections 0 would refuse every connection".into(),
@@ -335,6 +352,7 @@ impl Default for ServeConfig {
             max_connections: connections::DEFAULT_MAX_CONNECTIONS,
             no_metrics: false,
             no_ui: false,
+            proxy_idle_timeout: None,
             event_log: log::LogOptions::default(),
             claude: ClaudeFlags::default(),
             access: access::AccessOptions::default(),
@@ -513,6 +531,13 @@ mod tests {
         let err = check(&["--listen", "0.0.0.0:50051"]).unwrap_err();
         assert!(err.contains("--auth-token-file"), "{err}");
         check(&["--listen", "0.0.0.0:50051", "--auth-token-file", "t"]).unwrap();
+        let err = check(&["--proxy-idle-timeout", "15s"]).unwrap_err();
+        assert!(
+            err.contains("--heartbeat 15s") && err.contains("--proxy-idle-timeout 15s"),
+            "{err}"
+        );
+        check(&["--proxy-idle-timeout", "60s"]).unwrap();
+        check(&["--proxy-idle-timeout", "3s", "--heartbeat", "1s"]).unwrap();
         let lone_cert = ServeConfig {
             tls_cert: Some("c.pem".into()),
             ..ServeConfig::default()
