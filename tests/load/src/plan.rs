@@ -253,6 +253,17 @@ fn chrono_like_now() -> String {
 /// Runs everything `args` asks for.
 pub async fn run(args: &Args) -> Results {
     let t0 = Instant::now();
+    // Our sessions' ids repeat from run to run: in a used database the rows
+    // would count events of an earlier run. Refused before anything runs.
+    if let Some(url) = args.store_url.as_ref().filter(|_| args.runs_postgres()) {
+        let n = peers::postgres::tables(url).await;
+        if n > 0 {
+            eprintln!(
+                "agent-harness-load: --store-url: the database holds {n} tables already; give it an empty one"
+            );
+            std::process::exit(2);
+        }
+    }
     let sizes = Sizes::new(args.quick);
     let load_start = loadavg();
     let data = tempfile::tempdir().expect("tempdir");
@@ -493,7 +504,7 @@ async fn run_postgres(
         ),
         (None, Some(c)) => (
             c.fresh_database(),
-            format!("a throwaway PostgreSQL {} (fsync on)", version()),
+            format!("a throwaway PostgreSQL {}, fsync on", version()),
         ),
         (None, None) => unreachable!("a cluster was started"),
     };
@@ -623,8 +634,10 @@ fn ratios(
         ] {
             out.push(Ratio::new(
                 format!(
-                    "fan-out {q} ms, {:?}, {} subscribers × {}/s",
-                    f.transport, f.subscribers, f.rate
+                    "fan-out {q} ms, {}, {} subscribers × {}/s",
+                    f.transport.name(),
+                    f.subscribers,
+                    f.rate
                 ),
                 ours,
                 theirs,

@@ -254,10 +254,7 @@ fn fanout_table(rows: &[crate::ours::fanout::Row]) {
     );
     println!("|---|---|---|---|---|---|---|---|---|");
     for f in rows {
-        let t = match f.transport {
-            Transport::Grpc => "gRPC (HTTP/2)",
-            Transport::GrpcWeb => "grpc-web (HTTP/1.1)",
-        };
+        let t = f.transport.name();
         println!(
             "| {t} | {} | {} | {} | {} | {} | {:.0} / {:.0} | {:.1} | {:.1} / {:.1} |",
             f.subscribers,

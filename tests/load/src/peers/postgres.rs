@@ -48,6 +48,19 @@ async fn connect(url: &str) -> Client {
     client
 }
 
+/// How many tables the database at `url` holds in its current schema.
+pub async fn tables(url: &str) -> i64 {
+    connect(url)
+        .await
+        .query_one(
+            "SELECT count(*) FROM information_schema.tables WHERE table_schema = current_schema()",
+            &[],
+        )
+        .await
+        .expect("postgres: count tables")
+        .get(0)
+}
+
 /// A connection with the durability the peer promises checked, and the
 /// peer's table empty.
 async fn create(url: &str) -> Client {
