@@ -5,7 +5,10 @@
 #   ./tests/load/run.sh --quick    # smoke sizes (CI): every path runs, every event arrives;
 #                                  # no timing is asserted
 #
-# Further arguments go to agent-harness-load (--json FILE, --no-peers, ...).
+# The throughput, fan-out and replay rows run on redb and again on a throwaway
+# PostgreSQL (Debian's package, which tests/setup.sh installs).
+# Further arguments go to agent-harness-load (--json FILE, --no-peers,
+# --no-postgres, --store-url URL, ...).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 ROOT=$PWD

@@ -4,6 +4,9 @@
 //! run) whose CLI is the stand-in `load-cli`, drives it over loopback
 //! gRPC and grpc-web, runs the peers on the same machine in the same run,
 //! and prints each measurement as a table, then the ratios (ours / peer).
+//! The throughput, fan-out and replay rows run twice: on redb (the
+//! default store) and on PostgreSQL (`--store-url`), by default a
+//! throwaway PostgreSQL this tool starts.
 //!
 //! `--quick` runs every measurement with tiny counts: a smoke check for CI
 //! that every path works and every event arrives. It asserts delivery,
@@ -37,9 +40,16 @@ pub struct Args {
     /// Also write every figure as JSON here.
     #[arg(long)]
     pub json: Option<PathBuf>,
-    /// Our server only (no NATS, SQLite or fsync loop).
+    /// Our server only (no NATS, SQLite, raw PostgreSQL or fsync loop).
     #[arg(long)]
     pub no_peers: bool,
+    /// Skip the rows of our server on PostgreSQL (and the raw PostgreSQL peer).
+    #[arg(long)]
+    pub no_postgres: bool,
+    /// Run the PostgreSQL rows on this database (an empty one; the runs
+    /// leave their tables in it) instead of a throwaway PostgreSQL.
+    #[arg(long, env = "AGENT_HARNESS_LOAD_STORE_URL", hide_env_values = true)]
+    pub store_url: Option<String>,
     /// Only these of our measurements (repeatable; default all):
     /// throughput, fanout, deltas, idle, replay, spawn.
     #[arg(long, value_parser = ["throughput", "fanout", "deltas", "idle", "replay", "spawn"])]
@@ -62,10 +72,26 @@ impl Args {
     pub fn runs(&self, what: &str) -> bool {
         self.only.is_empty() || self.only.iter().any(|o| o == what)
     }
+
+    /// Whether the rows of our server on PostgreSQL run.
+    pub fn runs_postgres(&self) -> bool {
+        !self.no_postgres
+            && ["throughput", "fanout", "replay"]
+                .iter()
+                .any(|w| self.runs(w))
+    }
 }
 
 fn main() {
     let args = Args::parse();
+    // Before anything is measured, not half an hour into the run.
+    if args.runs_postgres() && args.store_url.is_none() && !agent_harness_pg_temp::installed() {
+        eprintln!(
+            "agent-harness-load: {} (or pass --no-postgres)",
+            agent_harness_pg_temp::NOT_INSTALLED
+        );
+        std::process::exit(2);
+    }
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()

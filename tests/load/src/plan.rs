@@ -1,6 +1,8 @@
 //! What is measured, in which order and with which counts, full or
 //! `--quick`: our server first (its figures set the peers' payload size
-//! and batch shape), then each peer with the same shape.
+//! and batch shape), then its throughput, fan-out and replay rows again on
+//! PostgreSQL beside the raw PostgreSQL peer, then each other peer with the
+//! same shape.
 
 use std::time::Instant;
 
@@ -142,6 +144,10 @@ pub struct Results {
     pub spawn: Option<crate::ours::spawn::SpawnReport>,
     /// The peers, when run.
     pub peers: Option<Peers>,
+    /// Our server on PostgreSQL, when run.
+    pub postgres: Option<OnPostgres>,
+    /// `--no-postgres`.
+    pub postgres_skipped: bool,
     /// Wall time of the whole run, seconds.
     pub secs: f64,
 }
@@ -164,6 +170,58 @@ pub struct Peers {
     /// Raw write + fdatasync, per batch size: a growing file, and a
     /// prewritten one overwritten in place (as redb and SQLite's WAL mostly do).
     pub fsync: Vec<(usize, Rate, Rate)>,
+}
+
+/// Our server on PostgreSQL: the throughput, fan-out and replay rows of
+/// redb again, and raw PostgreSQL appends of the same batches.
+#[derive(Debug, Clone, Serialize)]
+pub struct OnPostgres {
+    /// Which database: a throwaway one, or `--store-url` (password hidden).
+    pub database: String,
+    /// Durable events/s end to end.
+    pub throughput: Vec<throughput::Row>,
+    /// Fan-out latency.
+    pub fanout: Vec<fanout::Row>,
+    /// Replay over gRPC.
+    pub replay: Option<Replay>,
+    /// Raw COPY appends (sessions, events per transaction, rate), one per
+    /// throughput row, in that row's batch shape; empty with `--no-peers`.
+    pub raw_append: Vec<(usize, usize, Rate)>,
+    /// Raw replay of as many rows as our replayed log.
+    pub raw_replay: Option<peers::Replay>,
+    /// Every figure beside its redb and raw PostgreSQL counterparts.
+    pub ratios: Vec<Ratio>,
+}
+
+/// One figure of ours on PostgreSQL beside ours on redb and raw PostgreSQL.
+#[derive(Debug, Clone, Serialize)]
+pub struct Ratio {
+    /// What, in the report's words.
+    pub measure: String,
+    /// Ours on PostgreSQL.
+    pub on_postgres: f64,
+    /// Ours on redb, same run.
+    pub on_redb: Option<f64>,
+    /// Raw PostgreSQL, same run.
+    pub raw_postgres: Option<f64>,
+    /// on_postgres / raw_postgres.
+    pub postgres_over_raw: Option<f64>,
+    /// on_postgres / on_redb.
+    pub postgres_over_redb: Option<f64>,
+}
+
+impl Ratio {
+    fn new(measure: String, on_postgres: f64, on_redb: Option<f64>, raw: Option<f64>) -> Self {
+        let over = |d: Option<f64>| d.filter(|d| *d > 0.0).map(|d| on_postgres / d);
+        Self {
+            measure,
+            on_postgres,
+            on_redb,
+            raw_postgres: raw,
+            postgres_over_raw: over(raw),
+            postgres_over_redb: over(on_redb),
+        }
+    }
 }
 
 fn loadavg() -> String {
@@ -195,6 +253,17 @@ fn chrono_like_now() -> String {
 /// Runs everything `args` asks for.
 pub async fn run(args: &Args) -> Results {
     let t0 = Instant::now();
+    // Our sessions' ids repeat from run to run: in a used database the rows
+    // would count events of an earlier run. Refused before anything runs.
+    if let Some(url) = args.store_url.as_ref().filter(|_| args.runs_postgres()) {
+        let n = peers::postgres::tables(url).await;
+        if n > 0 {
+            eprintln!(
+                "agent-harness-load: --store-url: the database holds {n} tables already; give it an empty one"
+            );
+            std::process::exit(2);
+        }
+    }
     let sizes = Sizes::new(args.quick);
     let load_start = loadavg();
     let data = tempfile::tempdir().expect("tempdir");
@@ -218,11 +287,7 @@ pub async fn run(args: &Args) -> Results {
     }
     let server = Server::start(&opts).await;
 
-    let mut tp = Vec::new();
-    for &s in sizes.sessions.iter().filter(|_| args.runs("throughput")) {
-        progress(&format!("throughput: {s} sessions"));
-        tp.push(throughput::run(&server, s, sizes.throughput_lines).await);
-    }
+    let tp = throughput_rows(args, &sizes, &server, "").await;
 
     // Idle memory on fresh servers: RSS deltas on a server that already
     // moved data measure the allocator's reuse of freed memory, not the cost.
@@ -240,16 +305,7 @@ pub async fn run(args: &Args) -> Results {
         fresh.stop();
     }
 
-    fanout::prepare(&server, "fanout").await;
-    let mut fo = Vec::new();
-    let web = std::iter::once((fanout::Transport::GrpcWeb, sizes.web));
-    let rows = sizes.fanout.iter().map(|&r| (fanout::Transport::Grpc, r));
-    for (transport, (n, rate, lines)) in rows.chain(web).filter(|_| args.runs("fanout")) {
-        progress(&format!(
-            "fan-out: {n} {transport:?} subscribers at {rate}/s"
-        ));
-        fo.push(fanout::run(&server, "fanout", transport, n, rate, lines).await);
-    }
+    let fo = fanout_rows(args, &sizes, &server, "").await;
 
     // Each row on a fresh server: its RSS peak is its own.
     let mut typing = Vec::new();
@@ -274,9 +330,24 @@ pub async fn run(args: &Args) -> Results {
     }
 
     let replay = if args.runs("replay") {
-        Some(run_replay(server, &opts, sizes.replay_events).await)
+        Some(run_replay(server, &opts, sizes.replay_events, "", || {}).await)
     } else {
         server.stop();
+        None
+    };
+
+    let postgres = if args.runs_postgres() {
+        Some(
+            run_postgres(
+                args,
+                &sizes,
+                &opts,
+                data.path(),
+                (&tp, &fo, replay.as_ref()),
+            )
+            .await,
+        )
+    } else {
         None
     };
 
@@ -304,6 +375,8 @@ pub async fn run(args: &Args) -> Results {
         idle: idle_rows,
         spawn,
         peers,
+        postgres,
+        postgres_skipped: args.no_postgres,
         secs: t0.elapsed().as_secs_f64(),
     }
 }
@@ -340,18 +413,56 @@ async fn run_spawn(args: &Args) -> crate::ours::spawn::SpawnReport {
     measure(&opts, rounds).await
 }
 
-/// Writes a long log, restarts the server, reads it back twice.
-async fn run_replay(server: Server, opts: &ServerOptions, events: u64) -> Replay {
-    progress(&format!("replay: writing {events} events"));
+/// Our throughput rows; `on` names the store in the progress lines.
+async fn throughput_rows(
+    args: &Args,
+    sizes: &Sizes,
+    server: &Server,
+    on: &str,
+) -> Vec<throughput::Row> {
+    let mut tp = Vec::new();
+    for &s in sizes.sessions.iter().filter(|_| args.runs("throughput")) {
+        progress(&format!("throughput{on}: {s} sessions"));
+        tp.push(throughput::run(server, s, sizes.throughput_lines).await);
+    }
+    tp
+}
+
+/// Our fan-out rows, gRPC then grpc-web.
+async fn fanout_rows(args: &Args, sizes: &Sizes, server: &Server, on: &str) -> Vec<fanout::Row> {
+    fanout::prepare(server, "fanout").await;
+    let mut fo = Vec::new();
+    let web = std::iter::once((fanout::Transport::GrpcWeb, sizes.web));
+    let rows = sizes.fanout.iter().map(|&r| (fanout::Transport::Grpc, r));
+    for (transport, (n, rate, lines)) in rows.chain(web).filter(|_| args.runs("fanout")) {
+        progress(&format!(
+            "fan-out{on}: {n} {transport:?} subscribers at {rate}/s"
+        ));
+        fo.push(fanout::run(server, "fanout", transport, n, rate, lines).await);
+    }
+    fo
+}
+
+/// Writes a long log, restarts the server (calling `stopped` while it is
+/// down), reads it back twice.
+async fn run_replay(
+    server: Server,
+    opts: &ServerOptions,
+    events: u64,
+    on: &str,
+    stopped: impl FnOnce(),
+) -> Replay {
+    progress(&format!("replay{on}: writing {events} events"));
     let (_, build) = replay::build(&server, "replay", events).await;
     server.stop();
+    stopped();
     let dropped = crate::os::drop_page_cache();
     let server = Server::start(opts).await;
     // The stop ended the run (run_end): the head is read after the restart.
     let head = crate::ours::head(&mut server.connect().await, "replay").await;
-    progress("replay: cold");
+    progress(&format!("replay{on}: cold"));
     let cold = replay::measure(&server, "replay", head).await;
-    progress("replay: warm");
+    progress(&format!("replay{on}: warm"));
     let warm = replay::measure(&server, "replay", head).await;
     server.stop();
     Replay {
@@ -363,16 +474,207 @@ async fn run_replay(server: Server, opts: &ServerOptions, events: u64) -> Replay
     }
 }
 
+/// Our mean stored event, so every peer moves as many bytes per event.
+/// Without a throughput row (`--only`), the mean the full runs measured.
+fn payload(tp: &[throughput::Row]) -> usize {
+    let measured = tp.iter().map(|r| r.event_bytes).fold(0.0, f64::max).round() as usize;
+    if measured > 0 { measured } else { 795 }
+}
+
+/// The throughput, fan-out and replay rows on PostgreSQL (a throwaway
+/// server unless `--store-url`), then the raw PostgreSQL peer on the same
+/// server in the batch shapes our server committed there; `redb` holds the
+/// same rows on redb, for the ratios.
+async fn run_postgres(
+    args: &Args,
+    sizes: &Sizes,
+    opts: &ServerOptions,
+    dir: &std::path::Path,
+    redb: (&[throughput::Row], &[fanout::Row], Option<&Replay>),
+) -> OnPostgres {
+    use agent_harness_pg_temp::Cluster;
+    let cluster = args.store_url.is_none().then(|| {
+        progress("PostgreSQL: starting a throwaway server");
+        tokio::task::block_in_place(Cluster::start)
+    });
+    let (url, database) = match (&args.store_url, &cluster) {
+        (Some(url), _) => (
+            url.clone(),
+            agent_harness_server::store::redact_store_url(url),
+        ),
+        (None, Some(c)) => (
+            c.fresh_database(),
+            format!("a throwaway PostgreSQL {}, fsync on", version()),
+        ),
+        (None, None) => unreachable!("a cluster was started"),
+    };
+    // In the environment rather than argv, where `ps` would show a password.
+    let mut env = opts.env.clone();
+    env.push(("AGENT_HARNESS_STORE_URL".into(), url.clone().into()));
+    let pg_opts = ServerOptions {
+        data_dir: dir.join("data-postgres"),
+        env,
+        ..opts.clone()
+    };
+    // A cold read must find the database's own cache empty too, as a
+    // restarted server finds redb's: a checkpoint (so the restart has no
+    // log to replay), then a stop and a start.
+    let restart = || {
+        if let Some(c) = &cluster {
+            tokio::task::block_in_place(|| {
+                c.sql("postgres", "CHECKPOINT");
+                c.kill_server();
+                c.start_server();
+            });
+        }
+    };
+    let on = " on PostgreSQL";
+    let server = Server::start(&pg_opts).await;
+    let throughput = throughput_rows(args, sizes, &server, on).await;
+    let fanout = fanout_rows(args, sizes, &server, on).await;
+    let replay = if args.runs("replay") {
+        Some(run_replay(server, &pg_opts, sizes.replay_events, on, restart).await)
+    } else {
+        server.stop();
+        None
+    };
+
+    let mut raw_append = Vec::new();
+    let mut raw_replay = None;
+    if !args.no_peers {
+        let payload = payload(if redb.0.is_empty() {
+            &throughput
+        } else {
+            redb.0
+        });
+        // A database of its own on the throwaway server; the same one
+        // (its own table) on a given one.
+        let raw_url = cluster.as_ref().map_or(url.clone(), |c| {
+            tokio::task::block_in_place(|| c.fresh_database())
+        });
+        for row in &throughput {
+            let batch = row.batch.round().max(1.0) as usize;
+            progress(&format!(
+                "raw PostgreSQL: {} sessions, batches of {batch}",
+                row.sessions
+            ));
+            let rate =
+                peers::postgres::append(&raw_url, row.sessions, batch, row.rate.events, payload)
+                    .await;
+            raw_append.push((row.sessions, batch, rate));
+        }
+        if args.runs("replay") {
+            progress("raw PostgreSQL: replay");
+            let events = replay.as_ref().map_or(sizes.replay_events, |r| r.events);
+            raw_replay =
+                Some(peers::postgres::replay(&raw_url, events, payload, true, restart).await);
+        }
+    }
+    if let Some(c) = &cluster {
+        // Not left running (idle, but still a process) under the rows that follow.
+        tokio::task::block_in_place(|| c.kill_server());
+    }
+    let ratios = ratios(
+        redb,
+        (&throughput, &fanout, replay.as_ref()),
+        &raw_append,
+        raw_replay.as_ref(),
+    );
+    OnPostgres {
+        database,
+        throughput,
+        fanout,
+        replay,
+        raw_append,
+        raw_replay,
+        ratios,
+    }
+}
+
+/// The installed PostgreSQL's major version (the directory name).
+fn version() -> String {
+    std::fs::read_dir("/usr/lib/postgresql")
+        .into_iter()
+        .flatten()
+        .flatten()
+        .filter_map(|e| e.file_name().to_str()?.parse::<u32>().ok())
+        .max()
+        .map_or_else(|| "?".into(), |v| v.to_string())
+}
+
+/// Each figure on PostgreSQL beside redb and raw PostgreSQL.
+fn ratios(
+    redb: (&[throughput::Row], &[fanout::Row], Option<&Replay>),
+    pg: (&[throughput::Row], &[fanout::Row], Option<&Replay>),
+    raw_append: &[(usize, usize, Rate)],
+    raw_replay: Option<&peers::Replay>,
+) -> Vec<Ratio> {
+    let mut out = Vec::new();
+    for t in pg.0 {
+        let on_redb = redb.0.iter().find(|r| r.sessions == t.sessions);
+        let raw = raw_append.iter().find(|(s, _, _)| *s == t.sessions);
+        out.push(Ratio::new(
+            format!(
+                "durable events/s, {} session(s){}",
+                t.sessions,
+                raw.map_or(String::new(), |(_, b, _)| format!(", batches of {b}"))
+            ),
+            t.rate.per_sec(),
+            on_redb.map(|r| r.rate.per_sec()),
+            raw.map(|(_, _, r)| r.per_sec()),
+        ));
+    }
+    for f in pg.1 {
+        let same = redb.1.iter().find(|r| {
+            r.transport == f.transport && r.subscribers == f.subscribers && r.rate == f.rate
+        });
+        for (q, ours, theirs) in [
+            ("p50", f.from_write.p50, same.map(|r| r.from_write.p50)),
+            ("p99", f.from_write.p99, same.map(|r| r.from_write.p99)),
+        ] {
+            out.push(Ratio::new(
+                format!(
+                    "fan-out {q} ms, {}, {} subscribers × {}/s",
+                    f.transport.name(),
+                    f.subscribers,
+                    f.rate
+                ),
+                ours,
+                theirs,
+                None,
+            ));
+        }
+    }
+    if let Some(rp) = pg.2 {
+        out.push(Ratio::new(
+            format!("replay written at events/s, {} events", rp.events),
+            rp.build.per_sec(),
+            redb.2.map(|r| r.build.per_sec()),
+            None,
+        ));
+        out.push(Ratio::new(
+            format!("replay events/s, cold, {} events", rp.events),
+            rp.cold.rate.per_sec(),
+            redb.2.map(|r| r.cold.rate.per_sec()),
+            raw_replay.map(|r| r.cold.per_sec()),
+        ));
+        out.push(Ratio::new(
+            format!("replay events/s, warm, {} events", rp.events),
+            rp.warm.rate.per_sec(),
+            redb.2.map(|r| r.warm.rate.per_sec()),
+            raw_replay.map(|r| r.warm.per_sec()),
+        ));
+    }
+    out
+}
+
 async fn run_peers(
     sizes: &Sizes,
     tp: &[throughput::Row],
     replay: Option<&Replay>,
     dir: &std::path::Path,
 ) -> Peers {
-    // Our mean stored event, so every peer moves as many bytes per event.
-    // Without a throughput row (`--only`), the mean the full runs measured.
-    let measured = tp.iter().map(|r| r.event_bytes).fold(0.0, f64::max).round() as usize;
-    let payload = if measured > 0 { measured } else { 795 };
+    let payload = payload(tp);
     let mut sqlite_append = Vec::new();
     let mut fsync = Vec::new();
     for row in tp {

@@ -35,48 +35,9 @@ pub fn print(r: &Results) {
     );
 
     println!("## Durable events/s end to end (stand-in CLI at full speed → subscriber)\n");
-    println!(
-        "| sessions | events | s | events/s | commits | events/commit | CPU s per M events | bytes/event |"
-    );
-    println!("|---|---|---|---|---|---|---|---|");
-    for t in &r.throughput {
-        println!(
-            "| {} | {} | {:.2} | **{}** | {:.0} | {:.1} | {:.1} | {:.0} |",
-            t.sessions,
-            t.rate.events,
-            t.rate.secs,
-            k(&t.rate),
-            t.commits,
-            t.batch,
-            t.cpu_s_per_m,
-            t.event_bytes
-        );
-    }
-
+    throughput_table(&r.throughput);
     println!("\n## Fan-out latency, ms: p50 / p99 / p99.9 / max\n");
-    println!(
-        "| transport | subscribers | lines/s | lines | CLI write → receipt | commit → receipt | server RSS / peak MiB | s | CPU s server / client |"
-    );
-    println!("|---|---|---|---|---|---|---|---|---|");
-    for f in &r.fanout {
-        let t = match f.transport {
-            Transport::Grpc => "gRPC (HTTP/2)",
-            Transport::GrpcWeb => "grpc-web (HTTP/1.1)",
-        };
-        println!(
-            "| {t} | {} | {} | {} | {} | {} | {:.0} / {:.0} | {:.1} | {:.1} / {:.1} |",
-            f.subscribers,
-            f.rate,
-            f.events,
-            lat(&f.from_write),
-            lat(&f.from_commit),
-            f.rss as f64 / 1048576.0,
-            f.peak_rss as f64 / 1048576.0,
-            f.secs,
-            f.server_cpu,
-            f.client_cpu
-        );
-    }
+    fanout_table(&r.fanout);
 
     if !r.deltas.is_empty() {
         println!("\n## Live typing (issue 12), one session, gRPC, ms: p50 / p99 / p99.9 / max\n");
@@ -130,22 +91,7 @@ pub fn print(r: &Results) {
 
     if let Some(rp) = &r.replay {
         println!("\n## Replay over gRPC (one Subscribe from seq 0 to caught_up)\n");
-        println!(
-            "| events | written at (events/s) | cold events/s | warm events/s | OS cache dropped | CPU s server / client, cold | warm |"
-        );
-        println!("|---|---|---|---|---|---|---|");
-        println!(
-            "| {} | {} | **{}** | **{}** | {} | {:.1} / {:.1} | {:.1} / {:.1} |",
-            rp.events,
-            k(&rp.build),
-            k(&rp.cold.rate),
-            k(&rp.warm.rate),
-            rp.cold_dropped_os_cache,
-            rp.cold.server_cpu,
-            rp.cold.client_cpu,
-            rp.warm.server_cpu,
-            rp.warm.client_cpu
-        );
+        replay_table(rp);
     }
 
     println!("\n## Server memory per idle gRPC subscriber\n");
@@ -168,6 +114,8 @@ pub fn print(r: &Results) {
         println!();
         spawn.print();
     }
+
+    postgres(r);
 
     let Some(p) = &r.peers else { return };
     println!(
@@ -277,5 +225,114 @@ pub fn print(r: &Results) {
         for (s, r) in &p.jetstream_publish_default_sync {
             println!("- {s} sessions: {}", k(r));
         }
+    }
+}
+
+fn throughput_table(rows: &[crate::ours::throughput::Row]) {
+    println!(
+        "| sessions | events | s | events/s | commits | events/commit | CPU s per M events | bytes/event |"
+    );
+    println!("|---|---|---|---|---|---|---|---|");
+    for t in rows {
+        println!(
+            "| {} | {} | {:.2} | **{}** | {:.0} | {:.1} | {:.1} | {:.0} |",
+            t.sessions,
+            t.rate.events,
+            t.rate.secs,
+            k(&t.rate),
+            t.commits,
+            t.batch,
+            t.cpu_s_per_m,
+            t.event_bytes
+        );
+    }
+}
+
+fn fanout_table(rows: &[crate::ours::fanout::Row]) {
+    println!(
+        "| transport | subscribers | lines/s | lines | CLI write → receipt | commit → receipt | server RSS / peak MiB | s | CPU s server / client |"
+    );
+    println!("|---|---|---|---|---|---|---|---|---|");
+    for f in rows {
+        let t = f.transport.name();
+        println!(
+            "| {t} | {} | {} | {} | {} | {} | {:.0} / {:.0} | {:.1} | {:.1} / {:.1} |",
+            f.subscribers,
+            f.rate,
+            f.events,
+            lat(&f.from_write),
+            lat(&f.from_commit),
+            f.rss as f64 / 1048576.0,
+            f.peak_rss as f64 / 1048576.0,
+            f.secs,
+            f.server_cpu,
+            f.client_cpu
+        );
+    }
+}
+
+fn replay_table(rp: &crate::plan::Replay) {
+    println!(
+        "| events | written at (events/s) | cold events/s | warm events/s | OS cache dropped | CPU s server / client, cold | warm |"
+    );
+    println!("|---|---|---|---|---|---|---|");
+    println!(
+        "| {} | {} | **{}** | **{}** | {} | {:.1} / {:.1} | {:.1} / {:.1} |",
+        rp.events,
+        k(&rp.build),
+        k(&rp.cold.rate),
+        k(&rp.warm.rate),
+        rp.cold_dropped_os_cache,
+        rp.cold.server_cpu,
+        rp.cold.client_cpu,
+        rp.warm.server_cpu,
+        rp.warm.client_cpu
+    );
+}
+
+/// Our server on PostgreSQL: its tables, then each figure beside redb and
+/// raw PostgreSQL.
+fn postgres(r: &Results) {
+    let Some(pg) = &r.postgres else {
+        if r.postgres_skipped {
+            println!("\n## On PostgreSQL: skipped (--no-postgres)");
+        }
+        return;
+    };
+    println!("\n## On PostgreSQL ({})\n", pg.database);
+    if !pg.throughput.is_empty() {
+        println!("### Durable events/s end to end\n");
+        throughput_table(&pg.throughput);
+    }
+    if !pg.fanout.is_empty() {
+        println!("\n### Fan-out latency, ms: p50 / p99 / p99.9 / max\n");
+        fanout_table(&pg.fanout);
+    }
+    if let Some(rp) = &pg.replay {
+        println!("\n### Replay over gRPC\n");
+        replay_table(rp);
+    }
+    if pg.ratios.is_empty() {
+        return;
+    }
+    println!(
+        "\n### PostgreSQL beside redb and raw PostgreSQL (same run; raw: one COPY BINARY transaction per batch, fsync on; events/s > 1× and latency < 1× favour PostgreSQL)\n"
+    );
+    println!(
+        "| measure | ours on PostgreSQL | ours on redb | raw PostgreSQL | ours on PostgreSQL / raw PostgreSQL | ours on PostgreSQL / ours on redb |"
+    );
+    println!("|---|---|---|---|---|---|");
+    let fig = |v: Option<f64>| v.map_or("–".into(), |v| format!("{v:.2}"));
+    let times = |v: Option<f64>| v.map_or("–".into(), |v| format!("**{v:.2}×**"));
+    for q in &pg.ratios {
+        println!(
+            "| {} | {:.2} | {} | {} | {} | {} |",
+            q.measure,
+            q.on_postgres,
+            fig(q.on_redb),
+            fig(q.raw_postgres),
+            times(q.postgres_over_raw),
+            times(q.postgres_over_redb)
+        );
     }
 }

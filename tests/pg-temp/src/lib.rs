@@ -44,6 +44,12 @@ fn bin_dir() -> Option<PathBuf> {
     found.pop().map(|(_, b)| b)
 }
 
+/// Whether a PostgreSQL server is installed (else [`Cluster::start`]
+/// panics with [`NOT_INSTALLED`]).
+pub fn installed() -> bool {
+    bin_dir().is_some()
+}
+
 fn is_root() -> bool {
     use std::os::unix::fs::MetadataExt;
     // /proc/self belongs to the process's effective user.

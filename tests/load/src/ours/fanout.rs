@@ -36,6 +36,16 @@ pub enum Transport {
     GrpcWeb,
 }
 
+impl Transport {
+    /// As the report names it.
+    pub fn name(self) -> &'static str {
+        match self {
+            Transport::Grpc => "gRPC (HTTP/2)",
+            Transport::GrpcWeb => "grpc-web (HTTP/1.1)",
+        }
+    }
+}
+
 /// One row of the fan-out table.
 #[derive(Debug, Clone, Serialize)]
 pub struct Row {

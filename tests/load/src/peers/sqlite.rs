@@ -32,8 +32,9 @@ use std::path::{Path, PathBuf};
 use std::time::Instant;
 
 use rusqlite::{Connection, params};
-use serde::Serialize;
 
+pub use super::Replay;
+use super::{session_id, stamp, stamped};
 use crate::stats::Rate;
 
 /// The database file, in the `dir` the caller gives.
@@ -79,19 +80,6 @@ impl Schema {
             }
         }
     }
-}
-
-/// A replay of one stream, cold then warm.
-#[derive(Debug, Clone, Copy, Default, Serialize)]
-pub struct Replay {
-    /// First read, on a new connection after the OS page cache was dropped
-    /// (when `cold_dropped_os_cache`; otherwise on a new connection only).
-    pub cold: Rate,
-    /// The same read again on the same connection.
-    pub warm: Rate,
-    /// Whether the OS page cache was dropped before the cold read (needs
-    /// root; see [`crate::os::drop_page_cache`]).
-    pub cold_dropped_os_cache: bool,
 }
 
 /// Appends `events` rows of `payload` bytes, spread over `sessions`
@@ -200,27 +188,6 @@ fn create(dir: &Path, schema: Schema) -> Connection {
     conn.execute_batch(schema.sql())
         .expect("sqlite: create table");
     conn
-}
-
-/// Session `i`'s id: 36 characters, the length of the UUIDs our server and
-/// t3code use.
-fn session_id(i: usize) -> String {
-    format!("{i:08x}-0000-4000-8000-{:012x}", i)
-}
-
-/// Writes row `seq` of a session into `buf`: the seq (little-endian) first,
-/// as much of it as fits, then filler.
-fn stamp(buf: &mut [u8], seq: u64) {
-    let n = buf.len().min(8);
-    buf[..n].copy_from_slice(&seq.to_le_bytes()[..n]);
-}
-
-/// The seq a payload written by [`stamp`] carries (the bytes that fit).
-fn stamped(payload: &[u8]) -> u64 {
-    let mut le = [0u8; 8];
-    let n = payload.len().min(8);
-    le[..n].copy_from_slice(&payload[..n]);
-    u64::from_le_bytes(le)
 }
 
 /// `events` rows round robin over `sessions` sessions, `batch` rows per
