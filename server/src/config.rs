@@ -3,8 +3,8 @@
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
-use std::time::Duration;
 use std::str::FromStr;
+use std::time::Duration;
 
 use clap::{Args, Parser, Subcommand};
 

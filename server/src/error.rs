@@ -222,9 +222,9 @@ fn not_owner_message(session_id: &str, owner: Option<&(String, String)>) -> Stri
         Some((node, addr)) if addr.is_empty() => {
             format!("session {session_id:?} is owned by node {node:?}; call that node")
         }
-        Some((node, addr)) => format!(
-            "session {session_id:?} is owned by node {node:?} at {addr}; call that node"
-        ),
+        Some((node, addr)) => {
+            format!("session {session_id:?} is owned by node {node:?} at {addr}; call that node")
+        }
         None => format!(
             "this node may not write to session {session_id:?} now (its lease lapsed or \
              another node took the session over); retry"

@@ -61,7 +61,12 @@ impl Node {
         let Some(joined) = joined else {
             return Ok(None);
         };
-        tracing::info!(node = id, epoch = joined.epoch, ?lease, "joined the nodes sharing the store");
+        tracing::info!(
+            node = id,
+            epoch = joined.epoch,
+            ?lease,
+            "joined the nodes sharing the store"
+        );
         Ok(Some(Arc::new(Self {
             id: id.to_owned(),
             address: address.to_owned(),
