@@ -232,14 +232,11 @@ fn not_owner_message(session_id: &str, owner: Option<&(String, String)>) -> Stri
     }
 }
 
-/// A store's refusal of a fenced write, for `session_id`.
-fn fenced_or(session_id: Option<&str>, e: &crate::store::StoreError) -> Option<Error> {
+/// A store's refusal of a fenced write, as the error a client gets.
+fn fenced(e: &crate::store::StoreError) -> Option<Error> {
     match e {
         crate::store::StoreError::Fenced { sessions } => Some(Error::NotOwner {
-            session_id: session_id
-                .or(sessions.first().map(String::as_str))
-                .unwrap_or_default()
-                .to_owned(),
+            session_id: sessions.first().cloned().unwrap_or_default(),
             owner: None,
         }),
         _ => None,
@@ -248,7 +245,7 @@ fn fenced_or(session_id: Option<&str>, e: &crate::store::StoreError) -> Option<E
 
 impl From<crate::store::StoreError> for Error {
     fn from(e: crate::store::StoreError) -> Self {
-        fenced_or(None, &e).unwrap_or_else(|| Error::Storage(e.to_string()))
+        fenced(&e).unwrap_or_else(|| Error::Storage(e.to_string()))
     }
 }
 
@@ -257,7 +254,7 @@ impl From<crate::log::LogError> for Error {
         match e {
             crate::log::LogError::Closed => Error::ShuttingDown,
             crate::log::LogError::Store(s) => {
-                fenced_or(None, &s).unwrap_or_else(|| Error::Storage(s.to_string()))
+                fenced(&s).unwrap_or_else(|| Error::Storage(s.to_string()))
             }
         }
     }
