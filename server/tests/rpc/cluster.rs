@@ -201,3 +201,67 @@ async fn the_reaper_closes_a_dead_nodes_live_run_without_any_call() {
     until("A's run is gone", async || a.manager.live_runs() == 0).await;
     one_end_per_run_and_no_gap(&b.stored_events("s"), &started.run_id);
 }
+
+/// A PostgreSQL of its own: killing the shared one would fail the tests
+/// running beside this one.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_node_that_cannot_reach_the_database_past_its_lease_stops_its_processes() {
+    use crate::support::postgres::Cluster;
+    let db = tokio::task::block_in_place(Cluster::start);
+    tokio::task::block_in_place(|| db.sql("postgres", "CREATE DATABASE fencing"));
+    let store: Arc<dyn Store> = Arc::new(tokio::task::block_in_place(|| {
+        PostgresStore::open(&db.url("fencing")).unwrap()
+    }));
+    let node = Node::join(store.clone(), "node-a", "", LEASE)
+        .await
+        .unwrap()
+        .unwrap();
+    let adapter = ScriptedAdapter::new(ScriptedBehavior::default());
+    let mopts = ManagerOptions {
+        node: Some(node.clone()),
+        ..fast_opts()
+    };
+    let spawner = Arc::new(adapter.clone());
+    let server = TestServer::with_adapter(
+        store,
+        spawner,
+        adapter.clone(),
+        mopts,
+        ServeOptions::default(),
+    )
+    .await;
+    let mut c = server.client().await;
+    let (_sub, started) = first_turn(&mut c, "s", "hello").await;
+    let mut serving = node.watch_serving();
+
+    tokio::task::block_in_place(|| db.kill_server());
+    // Past its deadline the node fences itself: its process is told to
+    // stop, and writes are refused.
+    serving.wait_for(|s| !s).await.unwrap();
+    adapter
+        .wait_for(|_, call| call == "interrupt" || call.starts_with("signal:"))
+        .await;
+    let refused = c
+        .send(send_request("s", "while fenced", ""))
+        .await
+        .expect_err("a fenced node takes no writes");
+    assert_eq!(refused.code(), tonic::Code::Unavailable, "{refused:?}");
+
+    // The database returns: the node rejoins under a new epoch, and the run
+    // ends exactly once (by the node itself if its lease still held, else
+    // by its reaper taking over its own earlier epoch's session).
+    tokio::task::block_in_place(|| db.start_server());
+    serving.wait_for(|s| *s).await.unwrap();
+    until("the run ended", async || {
+        server
+            .stored_events("s")
+            .iter()
+            .any(|e| e.run_id == started.run_id && is_run_end(e))
+    })
+    .await;
+    until("the run task is gone", async || {
+        server.manager.live_runs() == 0
+    })
+    .await;
+    one_end_per_run_and_no_gap(&server.stored_events("s"), &started.run_id);
+}
