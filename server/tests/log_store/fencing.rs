@@ -35,7 +35,10 @@ fn claim_when_free(store: &dyn Store, id: &str) -> Claim {
     loop {
         match store.claim_session(id).unwrap() {
             Claim::Elsewhere { .. } if Instant::now() < deadline => {
-                store.renew_node(LEASE).unwrap();
+                assert!(
+                    store.renew_node(SLOW * 10).unwrap(),
+                    "the claimer's lease held"
+                );
                 std::thread::yield_now();
             }
             other => return other,
@@ -56,9 +59,7 @@ fn one_owner_and_a_late_commit_of_the_old_one_is_refused_whole() {
     let url = cluster().fresh_database();
     let (a, b) = (open(&url), open(&url));
     let ja = a.join_node("a", "127.0.0.1:1", SLOW).unwrap().unwrap();
-    b.join_node("b", "127.0.0.1:2", LEASE * 10)
-        .unwrap()
-        .unwrap();
+    b.join_node("b", "127.0.0.1:2", SLOW * 10).unwrap().unwrap();
     assert_eq!(
         a.claim_session("s").unwrap(),
         Claim::Claimed { previous: None }
@@ -89,9 +90,13 @@ fn one_owner_and_a_late_commit_of_the_old_one_is_refused_whole() {
     assert_eq!(fenced(append(&a, "s", 3, 4)), vec!["s".to_owned()]);
     append(&b, "s", 3, 3).unwrap();
     assert_eq!(seqs(&b.read_range("s", 0, 10).unwrap()), vec![1, 2, 3]);
-    // A cannot renew a lapsed lease; it rejoins under a new epoch and does
-    // not take the session back.
+    // A cannot renew a lapsed lease, nor claim; it rejoins under a new
+    // epoch and does not take the session back.
     assert!(!a.renew_node(LEASE).unwrap());
+    assert!(matches!(
+        a.claim_session("s"),
+        Err(StoreError::Fenced { .. })
+    ));
     let again = a.join_node("a", "127.0.0.1:1", LEASE).unwrap().unwrap();
     assert_eq!(again.epoch, ja.epoch + 1);
     assert!(matches!(
@@ -105,8 +110,8 @@ fn one_owner_and_a_late_commit_of_the_old_one_is_refused_whole() {
 fn a_batch_names_only_the_sessions_it_may_not_write_and_writes_none() {
     let url = cluster().fresh_database();
     let (a, b) = (open(&url), open(&url));
-    a.join_node("a", "", LEASE * 10).unwrap();
-    b.join_node("b", "", LEASE * 10).unwrap();
+    a.join_node("a", "", SLOW * 10).unwrap();
+    b.join_node("b", "", SLOW * 10).unwrap();
     a.claim_session("mine").unwrap();
     b.claim_session("theirs").unwrap();
     let batch = [event("mine", 1), event("theirs", 1)];
@@ -128,7 +133,7 @@ fn a_batch_names_only_the_sessions_it_may_not_write_and_writes_none() {
 fn an_owner_numbering_from_a_stale_head_is_fenced_not_overwriting() {
     let url = cluster().fresh_database();
     let a = open(&url);
-    a.join_node("a", "", LEASE * 10).unwrap();
+    a.join_node("a", "", SLOW * 10).unwrap();
     a.claim_session("s").unwrap();
     append(&a, "s", 1, 2).unwrap();
     // A second writer under the same owner numbering from head 1.
@@ -144,10 +149,10 @@ fn a_dead_nodes_sessions_are_orphans_after_the_grace_and_a_claim_keeps_the_head(
     let url = cluster().fresh_database();
     let (a, b) = (open(&url), open(&url));
     a.join_node("a", "", LEASE).unwrap();
-    b.join_node("b", "", LEASE * 20).unwrap();
+    b.join_node("b", "", SLOW * 10).unwrap();
     a.claim_session("s").unwrap();
     append(&a, "s", 1, 5).unwrap();
-    let deadline = Instant::now() + LEASE * 20;
+    let deadline = Instant::now() + SLOW * 10;
     while b.orphaned_sessions(Duration::ZERO, 10).unwrap().is_empty() {
         assert!(Instant::now() < deadline, "A's lease never ran out");
         std::thread::yield_now();
@@ -171,4 +176,43 @@ fn a_dead_nodes_sessions_are_orphans_after_the_grace_and_a_claim_keeps_the_head(
         seqs(&b.read_range("s", 0, 10).unwrap()),
         vec![1, 2, 3, 4, 5, 6]
     );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_log_commits_the_other_sessions_of_a_batch_one_of_which_is_fenced() {
+    use crate::support::log::new_event;
+    use agent_harness_server::log::{Commit, EventLogs, LogError, LogOptions};
+    use std::sync::Arc;
+    let url = tokio::task::block_in_place(|| cluster().fresh_database());
+    let (a, b) = tokio::task::block_in_place(|| (open(&url), open(&url)));
+    let a: Arc<dyn Store> = Arc::new(a);
+    tokio::task::block_in_place(|| {
+        a.join_node("a", "", SLOW * 10).unwrap();
+        b.join_node("b", "", SLOW * 10).unwrap();
+        a.claim_session("mine").unwrap();
+        b.claim_session("theirs").unwrap();
+    });
+    let logs = EventLogs::open(a.clone(), LogOptions::default()).unwrap();
+    for round in 1..=3u64 {
+        // Queued together, so the writer takes them into one batch.
+        let (mine, theirs) = tokio::join!(
+            logs.commit("mine", Commit::events(vec![new_event(round)])),
+            logs.commit("theirs", Commit::events(vec![new_event(round)])),
+        );
+        assert_eq!(seqs(&mine.expect("mine lands")), vec![round]);
+        match theirs {
+            Err(LogError::Store(e)) => {
+                assert!(matches!(*e, StoreError::Fenced { .. }), "{e}")
+            }
+            other => panic!("expected fenced, got {other:?}"),
+        }
+    }
+    assert!(
+        logs.storage_ok().borrow().to_owned(),
+        "a fenced session is not a storage failure"
+    );
+    let stored = tokio::task::block_in_place(|| a.read_range("mine", 0, 10).unwrap());
+    assert_eq!(seqs(&stored), vec![1, 2, 3]);
+    assert!(tokio::task::block_in_place(|| a.read_range("theirs", 0, 10).unwrap()).is_empty());
+    logs.shutdown().await;
 }

@@ -98,13 +98,19 @@ pub(super) async fn claim(
     }
     let owner = client
         .query_opt(
-            "SELECT o.node_id, o.epoch, coalesce(n.address, '') FROM owners o \
-             LEFT JOIN nodes n ON n.node_id = o.node_id WHERE o.session_id = $1",
-            &[&session_id],
+            "SELECT o.node_id, o.epoch, coalesce(n.address, ''), EXISTS (SELECT 1 FROM nodes \
+               WHERE node_id = $2 AND epoch = $3 AND lease_until > now()) \
+             FROM owners o LEFT JOIN nodes n ON n.node_id = o.node_id WHERE o.session_id = $1",
+            &[&session_id, &writer.node_id, &writer.epoch],
         )
         .await
         .map_err(pgerr)?;
     match owner {
+        // This node's own lease has lapsed: whoever owns the session, this
+        // node may not write.
+        Some(row) if !row.get::<_, bool>(3) => Err(StoreError::Fenced {
+            sessions: vec![session_id],
+        }),
         Some(row) => {
             let (node_id, epoch): (String, i64) = (row.get(0), row.get(1));
             if node_id == writer.node_id && epoch == writer.epoch {
