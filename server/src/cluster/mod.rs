@@ -18,6 +18,7 @@
 pub mod lease;
 pub mod reaper;
 
+use std::collections::HashMap;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
@@ -42,6 +43,8 @@ pub struct Node {
     /// Test hook: renewing (and rejoining) is suspended, as in a node
     /// paused past its lease.
     suspended: AtomicBool,
+    /// One gate per session being claimed (see [`Node::claim_gate`]).
+    gates: std::sync::Mutex<HashMap<String, Arc<tokio::sync::Mutex<()>>>>,
 }
 
 impl Node {
@@ -74,6 +77,7 @@ impl Node {
             serving: watch::Sender::new(true),
             renewed_at: std::sync::Mutex::new(started),
             suspended: AtomicBool::new(false),
+            gates: std::sync::Mutex::new(HashMap::new()),
         })))
     }
 
@@ -101,6 +105,31 @@ impl Node {
     /// node paused past its lease would.
     pub fn suspend_renewing(&self, suspended: bool) {
         self.suspended.store(suspended, Ordering::SeqCst);
+    }
+
+    /// The gate a claim of `session_id` holds until its takeover is done,
+    /// so no other call of this node (nor the reaper) acts on the session
+    /// while its previous owner's run is still being closed.
+    pub fn claim_gate(&self, session_id: &str) -> Arc<tokio::sync::Mutex<()>> {
+        let mut gates = self
+            .gates
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        gates.entry(session_id.to_owned()).or_default().clone()
+    }
+
+    /// Forgets `session_id`'s gate when no claim holds it any more.
+    pub fn release_gate(&self, session_id: &str) {
+        let mut gates = self
+            .gates
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        if gates
+            .get(session_id)
+            .is_some_and(|g| Arc::strong_count(g) == 1)
+        {
+            gates.remove(session_id);
+        }
     }
 
     fn suspended(&self) -> bool {

@@ -22,6 +22,16 @@ impl SessionManager {
                 owner: None,
             });
         }
+        let gate = node.claim_gate(session_id);
+        let held = gate.lock().await;
+        let outcome = self.claim_gated(session_id, node).await;
+        drop(held);
+        drop(gate);
+        node.release_gate(session_id);
+        outcome
+    }
+
+    async fn claim_gated(&self, session_id: &str, node: &crate::cluster::Node) -> Result<()> {
         match self.inner.logs.claim_session(session_id).await? {
             Claim::Owned => Ok(()),
             Claim::Claimed { previous } => {
