@@ -550,6 +550,30 @@ mod tests {
     }
 
     #[test]
+    fn the_node_lease_is_ten_seconds_and_at_least_half_a_second() {
+        let Command::Serve(cfg) = Cli::try_parse_from(["agent-harness", "serve"])
+            .unwrap()
+            .command
+        else {
+            panic!("expected serve")
+        };
+        assert_eq!(cfg.node_lease, Duration::from_secs(10));
+        assert_eq!(cfg.advertise_addr, None);
+        let short = ServeConfig {
+            node_lease: Duration::from_millis(200),
+            ..ServeConfig::default()
+        };
+        let err = short.check().unwrap_err().to_string();
+        assert!(err.contains("--node-lease 200ms"), "{err}");
+        ServeConfig {
+            node_lease: Duration::from_millis(500),
+            ..ServeConfig::default()
+        }
+        .check()
+        .unwrap();
+    }
+
+    #[test]
     fn idempotency_ttl_is_at_least_ten_minutes_and_reaches_the_manager() {
         let parse =
             |v: &str| Cli::try_parse_from(["agent-harness", "serve", "--idempotency-ttl", v]);
