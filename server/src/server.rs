@@ -358,6 +358,13 @@ pub async fn serve_on(
             manager.shutdown().await;
             // After the runs' run_end were appended, so subscribers see them.
             streams.cancel();
+            // Its runs ended and its lease renewal stopped with the streams:
+            // other nodes may claim its sessions at once.
+            if manager.node().is_some()
+                && let Err(e) = manager.logs().leave_node().await
+            {
+                tracing::warn!(error = %e, "could not end the node lease; other nodes wait for it to run out");
+            }
         }
     };
     tracing::info!(

@@ -30,6 +30,11 @@ impl EventLogs {
             .await
     }
 
+    /// [`crate::store::Store::leave_node`].
+    pub async fn leave_node(&self) -> Result<(), LogError> {
+        self.inner.shared.blocking(|st| st.leave_node()).await
+    }
+
     /// [`crate::store::Store::claim_session`].
     pub async fn claim_session(&self, session_id: &str) -> Result<Claim, LogError> {
         let id = session_id.to_owned();

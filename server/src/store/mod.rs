@@ -289,6 +289,12 @@ pub trait Store: Send + Sync + 'static {
         let _ = lease;
         Ok(true)
     }
+    /// Ends the joined node's lease now (a clean shutdown, its runs ended):
+    /// other nodes may claim its sessions at once instead of after the
+    /// lease.
+    fn leave_node(&self) -> Result<(), StoreError> {
+        Ok(())
+    }
     /// Makes the joined node the owner of `session_id` when it has none or
     /// its owner's lease has expired (see [`Claim`]).
     fn claim_session(&self, session_id: &str) -> Result<Claim, StoreError> {

@@ -28,10 +28,15 @@ const LEASE: Duration = Duration::from_millis(600);
 /// SIGINT and SIGTERM: stopping it takes the whole ladder, longer than the
 /// lease, so a fenced node's run_end comes after its lease has run out.
 async fn node(url: &str, id: &str) -> (TestServer, Arc<Node>) {
+    node_leased(url, id, LEASE).await
+}
+
+/// [`node`] with a lease of `lease`.
+async fn node_leased(url: &str, id: &str, lease: Duration) -> (TestServer, Arc<Node>) {
     let store: Arc<dyn Store> = Arc::new(tokio::task::block_in_place(|| {
         PostgresStore::open(url).unwrap()
     }));
-    let node = Node::join(store.clone(), id, &format!("{id}.test:1"), LEASE)
+    let node = Node::join(store.clone(), id, &format!("{id}.test:1"), lease)
         .await
         .unwrap()
         .expect("a shared store");
@@ -264,4 +269,24 @@ async fn a_node_that_cannot_reach_the_database_past_its_lease_stops_its_processe
     })
     .await;
     one_end_per_run_and_no_gap(&server.stored_events("s"), &started.run_id);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_node_shut_down_cleanly_lets_another_claim_its_sessions_at_once() {
+    let url = database();
+    // A lease far longer than the test: only leaving ends it in time.
+    let (a, _na) = node_leased(&url, "node-a", Duration::from_secs(60)).await;
+    let (b, _nb) = node(&url, "node-b").await;
+    let mut ca = a.client().await;
+    let (_sub, started) = first_turn(&mut ca, "s", "hello").await;
+    a.shutdown().await.unwrap();
+    let mut cb = b.client().await;
+    let run = cb
+        .send(send_request("s", "on b", ""))
+        .await
+        .expect("B claims at once")
+        .into_inner()
+        .run_id;
+    assert_ne!(run, started.run_id);
+    one_end_per_run_and_no_gap(&b.stored_events("s"), &started.run_id);
 }

@@ -66,6 +66,20 @@ pub(super) async fn renew(pool: Pool, writer: Writer, lease: Duration) -> Result
     Ok(n == 1)
 }
 
+/// Ends the lease now, if it is still `writer`'s.
+pub(super) async fn leave(pool: Pool, writer: Writer) -> Result<(), StoreError> {
+    let client = client(&pool).await?;
+    client
+        .execute(
+            "UPDATE nodes SET lease_until = least(lease_until, now()) \
+             WHERE node_id = $1 AND epoch = $2",
+            &[&writer.node_id, &writer.epoch],
+        )
+        .await
+        .map_err(pgerr)?;
+    Ok(())
+}
+
 /// Claims `session_id` for `writer` in one statement: a new row (its head
 /// taken from the events), or the row of an owner whose lease has expired
 /// (its head kept: every fenced commit kept it exact). Nothing when the

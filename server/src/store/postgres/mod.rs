@@ -370,6 +370,14 @@ impl Store for PostgresStore {
         self.run(fence::renew(pool, writer, lease))
     }
 
+    fn leave_node(&self) -> Result<(), StoreError> {
+        let Some(writer) = self.writer() else {
+            return Ok(());
+        };
+        let pool = self.pool.clone();
+        self.run(fence::leave(pool, writer))
+    }
+
     fn claim_session(&self, session_id: &str) -> Result<Claim, StoreError> {
         let Some(writer) = self.writer() else {
             return Ok(Claim::Owned);
