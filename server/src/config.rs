@@ -104,6 +104,20 @@ pub struct ServeConfig {
     #[arg(long, env = "AGENT_HARNESS_NODE_ID")]
     pub node_id: Option<String>,
 
+    /// With `--store-url`: how long this node's lease in the shared store
+    /// lasts (renewed every third of it, judged by the database's clock).
+    /// A node that cannot renew in time stops its CLI processes and
+    /// refuses writes until it has rejoined; another node may take its
+    /// sessions over once the lease has run out. At least 500ms.
+    #[arg(long, env = "AGENT_HARNESS_NODE_LEASE", default_value = crate::duration::duration_default!(crate::cluster::DEFAULT_NODE_LEASE), value_parser = parse_duration)]
+    pub node_lease: Duration,
+
+    /// With `--store-url`: the address other nodes and operators reach
+    /// this node at, named to a client whose write reached a node that
+    /// does not own the session. Default: the listen address.
+    #[arg(long, env = "AGENT_HARNESS_ADVERTISE_ADDR")]
+    pub advertise_addr: Option<String>,
+
     /// Process adapter: `interactive` (keep-alive stream-json process),
     /// `cli` (one `--print` process per turn) or `cassette:FILE` (replay a
     /// recording; no CLI needed).
@@ -235,6 +249,14 @@ impl ServeConfig {
     /// `--auth-token-file`.
     pub fn check(&self) -> Result<(), Error> {
         self.node()?;
+        if self.node_lease < MIN_NODE_LEASE {
+            return Err(Error::Config(format!(
+                "--node-lease {}: at least {} (a third of it between renewals must \
+                 leave the database time to answer)",
+                format_duration(self.node_lease),
+                format_duration(MIN_NODE_LEASE)
+            )));
+        }
         if self.tls_cert.is_some() != self.tls_key.is_some() {
             return Err(Error::Config("--tls-cert and --tls-key go together".into()));
         }
@@ -283,6 +305,9 @@ impl ServeConfig {
         crate::node::NodeId::resolve(self.node_id.as_deref(), self.listen).map_err(Error::Config)
     }
 }
+
+/// Shortest `--node-lease` accepted.
+const MIN_NODE_LEASE: Duration = Duration::from_millis(500);
 
 fn check_max_event_bytes(bytes: usize) -> Result<(), Error> {
     use log::cut::{MAX_EVENT_BYTES_CEILING, MAX_MESSAGE_BYTES, MIN_EVENT_BYTES};
@@ -336,6 +361,8 @@ impl Default for ServeConfig {
             data_dir: PathBuf::from("./data"),
             store_url: None,
             node_id: None,
+            node_lease: crate::cluster::DEFAULT_NODE_LEASE,
+            advertise_addr: None,
             adapter: AdapterKind::Interactive,
             cassette_timescale: 1.0,
             store_cache_bytes: store::DEFAULT_PAGE_CACHE_BYTES,
@@ -544,6 +571,30 @@ mod tests {
         };
         let err = lone_cert.check().unwrap_err().to_string();
         assert!(err.contains("--tls-key"), "{err}");
+    }
+
+    #[test]
+    fn the_node_lease_is_ten_seconds_and_at_least_half_a_second() {
+        let Command::Serve(cfg) = Cli::try_parse_from(["agent-harness", "serve"])
+            .unwrap()
+            .command
+        else {
+            panic!("expected serve")
+        };
+        assert_eq!(cfg.node_lease, Duration::from_secs(10));
+        assert_eq!(cfg.advertise_addr, None);
+        let short = ServeConfig {
+            node_lease: Duration::from_millis(200),
+            ..ServeConfig::default()
+        };
+        let err = short.check().unwrap_err().to_string();
+        assert!(err.contains("--node-lease 200ms"), "{err}");
+        ServeConfig {
+            node_lease: Duration::from_millis(500),
+            ..ServeConfig::default()
+        }
+        .check()
+        .unwrap();
     }
 
     #[test]

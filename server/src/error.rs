@@ -59,6 +59,17 @@ pub enum Error {
         /// How long a key is kept.
         ttl: std::time::Duration,
     },
+    /// A write to a session that another node of the cluster owns (its
+    /// lease is live there), or that this node may no longer write to (its
+    /// own lease lapsed or another node took the session over); retrying
+    /// on the owner, or a little later, may work.
+    #[error("{}", not_owner_message(session_id, owner.as_ref()))]
+    NotOwner {
+        /// The session.
+        session_id: String,
+        /// The owner's node id and address, when another node owns it.
+        owner: Option<(String, String)>,
+    },
     /// Start while the session has a live run.
     #[error(
         "session {session_id:?} already has a live run ({run_id}); use Send to talk to it, \
@@ -206,9 +217,35 @@ impl From<crate::private_files::Refused> for Error {
     }
 }
 
+fn not_owner_message(session_id: &str, owner: Option<&(String, String)>) -> String {
+    match owner {
+        Some((node, addr)) if addr.is_empty() => {
+            format!("session {session_id:?} is owned by node {node:?}; call that node")
+        }
+        Some((node, addr)) => {
+            format!("session {session_id:?} is owned by node {node:?} at {addr}; call that node")
+        }
+        None => format!(
+            "this node may not write to session {session_id:?} now (its lease lapsed or \
+             another node took the session over); retry"
+        ),
+    }
+}
+
+/// A store's refusal of a fenced write, as the error a client gets.
+fn fenced(e: &crate::store::StoreError) -> Option<Error> {
+    match e {
+        crate::store::StoreError::Fenced { sessions } => Some(Error::NotOwner {
+            session_id: sessions.first().cloned().unwrap_or_default(),
+            owner: None,
+        }),
+        _ => None,
+    }
+}
+
 impl From<crate::store::StoreError> for Error {
     fn from(e: crate::store::StoreError) -> Self {
-        Error::Storage(e.to_string())
+        fenced(&e).unwrap_or_else(|| Error::Storage(e.to_string()))
     }
 }
 
@@ -216,7 +253,9 @@ impl From<crate::log::LogError> for Error {
     fn from(e: crate::log::LogError) -> Self {
         match e {
             crate::log::LogError::Closed => Error::ShuttingDown,
-            crate::log::LogError::Store(s) => Error::Storage(s.to_string()),
+            crate::log::LogError::Store(s) => {
+                fenced(&s).unwrap_or_else(|| Error::Storage(s.to_string()))
+            }
         }
     }
 }

@@ -69,6 +69,7 @@ pub mod access;
 pub mod adapter;
 pub mod auth;
 pub mod body_limit;
+pub mod cluster;
 pub mod config;
 pub mod connections;
 pub mod deadline;

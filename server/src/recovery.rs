@@ -76,6 +76,20 @@ pub async fn recover(logs: &EventLogs, kill: &KillRecorded) -> Result<Vec<Recove
     Ok(out)
 }
 
+/// Recovers one session by id (a session taken over from a dead node):
+/// as [`recover`] does for each. `None` when there was nothing to do.
+pub async fn recover_session(
+    logs: &EventLogs,
+    kill: &KillRecorded,
+    session_id: &str,
+) -> Result<Option<Recovered>> {
+    let meta = logs
+        .meta(session_id)
+        .await?
+        .unwrap_or_else(|| SessionMeta::new(session_id, 0));
+    recover_one(logs, kill, meta).await
+}
+
 /// Recovers one session: closes a run its log left open, kills what is left
 /// of its recorded process group. `None` when there was nothing to do.
 async fn recover_one(

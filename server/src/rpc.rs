@@ -159,7 +159,9 @@ fn code(e: &Error) -> Code {
         Error::PolicyDenied(_) => Code::PermissionDenied,
         Error::ResourceLimit(_) | Error::RateLimited { .. } => Code::ResourceExhausted,
         // Transient: the same call may work a little later.
-        Error::ShuttingDown | Error::StillEnding { .. } => Code::Unavailable,
+        Error::ShuttingDown | Error::StillEnding { .. } | Error::NotOwner { .. } => {
+            Code::Unavailable
+        }
         Error::CliTimeout(_) => Code::DeadlineExceeded,
         Error::Storage(_) | Error::Spawn(_) | Error::Internal(_) => Code::Internal,
     }
@@ -175,9 +177,21 @@ impl From<Error> for Status {
                 status.metadata_mut().insert("retry-after", v);
             }
         }
+        if let Error::NotOwner {
+            owner: Some((node, _)),
+            ..
+        } = &e
+            && let Ok(v) = node.parse()
+        {
+            status.metadata_mut().insert(OWNER_HEADER, v);
+        }
         status
     }
 }
+
+/// The trailer naming the node that owns a session, on an UNAVAILABLE
+/// answer to a write that reached another node.
+pub const OWNER_HEADER: &str = "x-agent-harness-owner";
 
 /// Default of `--max-streams` (and of a new [`Rpc`]): an idle stream costs
 /// a few KiB.

@@ -184,13 +184,29 @@ pub async fn run(config: ServeConfig, shutdown: impl Future<Output = ()> + Send)
         &config.data_dir,
     )?);
     let (store, shown) = open_store(&config)?;
-    let logs = EventLogs::open(store, config.event_log.clone())?;
-    let recovered = crate::recovery::recover(&logs, &crate::supervise::kill_recorded_run).await?;
-    tracing::info!(store = %shown, recovered = recovered.len(), "event store open");
+    let logs = EventLogs::open(store.clone(), config.event_log.clone())?;
+    let address = config
+        .advertise_addr
+        .clone()
+        .unwrap_or_else(|| config.listen.to_string());
+    let node =
+        crate::cluster::Node::join(store, config.node()?.as_str(), &address, config.node_lease)
+            .await?;
+    if node.is_none() {
+        let recovered =
+            crate::recovery::recover(&logs, &crate::supervise::kill_recorded_run).await?;
+        tracing::info!(store = %shown, recovered = recovered.len(), "event store open");
+    } else {
+        // On a shared store, the runs a previous instance left live are
+        // this node's sessions under its earlier epoch: the reaper takes
+        // them over (other nodes' live runs are none of its business).
+        tracing::info!(store = %shown, "event store open (shared)");
+    }
     let adapter = build_adapter(&config)?;
     let mopts = ManagerOptions {
         launch,
         secrets,
+        node,
         ..manager_options(&config)
     };
     let manager = SessionManager::new(adapter, logs, mopts);
@@ -332,6 +348,17 @@ pub async fn serve_on(
     // options are deleted once a minute (and at start-up); the task ends
     // with the streams, at shutdown (it finishes a pass already begun).
     let pruning = tasks.spawn("pruning", prune_receipts(manager.clone(), streams.clone()));
+    // On a shared store: the node's lease and the reaper, until shutdown.
+    if let Some(node) = manager.node() {
+        tasks.spawn(
+            "node lease",
+            crate::cluster::lease::keep(node.clone(), manager.clone(), streams.clone()),
+        );
+        tasks.spawn(
+            "reaper",
+            crate::cluster::reaper::reap(node, manager.clone(), streams.clone()),
+        );
+    }
     let signal = {
         let manager = manager.clone();
         let streams = streams.clone();
@@ -345,6 +372,13 @@ pub async fn serve_on(
             manager.shutdown().await;
             // After the runs' run_end were appended, so subscribers see them.
             streams.cancel();
+            // Its runs ended and its lease renewal stopped with the streams:
+            // other nodes may claim its sessions at once.
+            if manager.node().is_some()
+                && let Err(e) = manager.logs().leave_node().await
+            {
+                tracing::warn!(error = %e, "could not end the node lease; other nodes wait for it to run out");
+            }
         }
     };
     tracing::info!(

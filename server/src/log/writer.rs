@@ -311,7 +311,7 @@ impl Writer {
                         // A receipt alone (a keyed call that appended
                         // nothing): the session is not touched.
                         receipts.extend(receipt);
-                        replies.push((reply, 0));
+                        replies.push((reply, 0, session_id));
                         continue;
                     }
                     let meta = match self.touch(&mut touched, &session_id, now_ms, change.is_some())
@@ -351,7 +351,7 @@ impl Writer {
                             None => events.push(event),
                         }
                     }
-                    (reply, events.len() - start)
+                    (reply, events.len() - start, session_id)
                 }
                 Cmd::Shutdown { .. } | Cmd::Delete { .. } | Cmd::Follow { .. } => {
                     unreachable!("shutdown, deletion and follow are never batched")
@@ -360,7 +360,7 @@ impl Writer {
             replies.push(reply);
         }
 
-        let changed: Vec<SessionMeta> = touched
+        let mut changed: Vec<SessionMeta> = touched
             .iter()
             .filter(|(_, t)| t.write_meta)
             .map(|(k, _)| self.metas[k].1.clone())
@@ -370,13 +370,45 @@ impl Writer {
             fp.check(self.clock, When::Before);
         }
         let started = Instant::now();
-        let stored = self.shared.store.commit(store::Commit {
-            events: &events,
-            full: &full,
-            metas: &changed,
-            receipts: &receipts,
-            transcript: &transcript,
-        });
+        let stored = loop {
+            let stored = self.shared.store.commit(store::Commit {
+                events: &events,
+                full: &full,
+                metas: &changed,
+                receipts: &receipts,
+                transcript: &transcript,
+            });
+            // A batch mixes sessions: the ones this node may no longer
+            // write to are answered Fenced and the rest committed without
+            // them, so one stale session never fails the others.
+            let fenced = match stored {
+                Err(store::StoreError::Fenced { sessions })
+                    if sessions.iter().any(|s| touched.contains_key(s)) =>
+                {
+                    sessions
+                }
+                other => break other,
+            };
+            tracing::warn!(sessions = ?fenced, "fenced: this node no longer owns these sessions");
+            let out = |sid: &String| !fenced.contains(sid);
+            for sid in &fenced {
+                touched.remove(sid);
+                self.metas.remove(sid);
+            }
+            events.retain(|e| out(&e.session_id));
+            full.retain(|e| out(&e.session_id));
+            changed.retain(|m| out(&m.session_id));
+            transcript.retain(|t| out(&t.session_id));
+            receipts.retain(|r| !fenced.iter().any(|s| s == r.session_id()));
+            let (gone, kept): (Vec<_>, Vec<_>) =
+                replies.into_iter().partition(|(_, _, sid)| !out(sid));
+            replies = kept;
+            for (tx, _, sid) in gone {
+                let _ = tx.send(Err(LogError::from(store::StoreError::Fenced {
+                    sessions: vec![sid],
+                })));
+            }
+        };
         drop(full);
         match stored {
             Ok(()) => {
@@ -402,7 +434,7 @@ impl Writer {
                 // append its own events by moving them out of the batch.
                 let mut events = events.into_iter();
                 let mut answered = 0;
-                for (tx, n) in replies {
+                for (tx, n, _) in replies {
                     answered += 1;
                     let _ = tx.send(Ok(events.by_ref().take(n).collect()));
                 }
@@ -429,7 +461,7 @@ impl Writer {
                     self.metas.remove(sid);
                 }
                 let err = LogError::from(e);
-                for (tx, _) in replies {
+                for (tx, _, _) in replies {
                     let e = match &err {
                         LogError::Store(s) => LogError::Store(s.clone()),
                         LogError::Closed => LogError::Closed,

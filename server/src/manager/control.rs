@@ -183,6 +183,7 @@ impl SessionManager {
         request: Value,
         record: Option<Record>,
     ) -> Result<Answered> {
+        self.claim(session_id).await?;
         let Some(slot) = self.known_slot(session_id).await? else {
             return Err(Error::unknown_session(session_id));
         };

@@ -134,6 +134,7 @@ impl SessionManager {
         Fut: Future<Output = Result<R>>,
     {
         let (session_id, key) = (request.session_id(), request.key());
+        self.claim(session_id).await?;
         if key.is_empty() {
             return call(None).await;
         }

@@ -25,6 +25,7 @@
 //! way and whoever commits its events (this module or the run task) commits
 //! its receipt in the same transaction.
 
+mod claim;
 mod control;
 mod delete;
 mod fold;
@@ -142,6 +143,11 @@ impl SessionManager {
     pub fn live_runs(&self) -> usize {
         let max = self.inner.opts.max_live_runs.min(Semaphore::MAX_PERMITS);
         max.saturating_sub(self.inner.live_runs.available_permits())
+    }
+
+    /// This node, when it shares the store with others.
+    pub fn node(&self) -> Option<Arc<crate::cluster::Node>> {
+        self.inner.opts.node.clone()
     }
 
     /// The event logs this manager writes.
@@ -454,6 +460,13 @@ impl SessionManager {
     /// [`Error::ShuttingDown`] from now on. Does not close the logs.
     pub async fn shutdown(&self) {
         self.inner.shutting_down.cancel();
+        self.stop_all_runs().await;
+    }
+
+    /// Stops every live run (run_end SERVER_RESTART, source "shutdown",
+    /// when the log still takes it) and waits for their ends, bounded by
+    /// the stop ladder; new calls are not refused here.
+    pub async fn stop_all_runs(&self) {
         let slots = self.inner.slots.all();
         let mut waiting = Vec::new();
         for slot in slots {

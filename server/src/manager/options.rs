@@ -58,6 +58,10 @@ pub struct ManagerOptions {
     pub allow_resume_import: bool,
     /// Which idle sessions are deleted (`--retention-days`, `--max-sessions`).
     pub retention: RetentionOptions,
+    /// This node, when it shares the store with others: every write RPC
+    /// then claims its session first ([`crate::cluster`]). `None` (a store
+    /// only this process writes): every session is this server's.
+    pub node: Option<Arc<crate::cluster::Node>>,
 }
 
 /// Which sessions the retention pass deletes ([`SessionManager::retain`]).
@@ -89,6 +93,7 @@ impl Default for ManagerOptions {
             allow_resume_import: false,
             retention: RetentionOptions::default(),
             secrets: SecretsKey::ephemeral(),
+            node: None,
         }
     }
 }

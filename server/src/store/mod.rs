@@ -16,12 +16,14 @@
 
 pub mod conversations;
 mod memory;
+pub mod ownership;
 mod postgres;
 pub mod receipt;
 mod redb;
 pub mod transcript;
 
 pub use self::memory::MemoryStore;
+pub use self::ownership::{Claim, Joined};
 pub use self::postgres::{PostgresStore, redact as redact_store_url};
 pub use self::receipt::{Answer, Receipt, ReceiptWrite};
 pub use self::redb::{DEFAULT_PAGE_CACHE_BYTES, RedbStore};
@@ -107,6 +109,14 @@ pub enum StoreError {
     /// An injected fault (crash tests) or an invariant the caller broke.
     #[error("{0}")]
     Rejected(String),
+    /// This node may no longer write to these sessions: its lease lapsed,
+    /// it rejoined under a new epoch, or another node claimed them (see
+    /// [`ownership`]). Nothing of them was written.
+    #[error("fenced: this node no longer owns session(s) {}", sessions.join(", "))]
+    Fenced {
+        /// The sessions refused.
+        sessions: Vec<String>,
+    },
 }
 
 /// What one durable transaction writes (see [`Store::commit`]).
@@ -268,6 +278,48 @@ pub trait Store: Send + Sync + 'static {
             .iter()
             .map(|id| Ok(self.meta(id)?.map_or(0, |m| m.head_seq)))
             .collect()
+    }
+    /// Joins the nodes sharing this store as `node_id` (reached at
+    /// `address`) under a new epoch, with a lease of `lease` from the
+    /// database's clock; from then on every commit is fenced (see
+    /// [`ownership`]). `None` for a store only this process writes.
+    fn join_node(
+        &self,
+        node_id: &str,
+        address: &str,
+        lease: std::time::Duration,
+    ) -> Result<Option<Joined>, StoreError> {
+        let _ = (node_id, address, lease);
+        Ok(None)
+    }
+    /// Extends the joined node's lease to `lease` from now (the database's
+    /// clock); false when it had already expired or the node's epoch moved
+    /// on: the node must stop writing and join again.
+    fn renew_node(&self, lease: std::time::Duration) -> Result<bool, StoreError> {
+        let _ = lease;
+        Ok(true)
+    }
+    /// Ends the joined node's lease now (a clean shutdown, its runs ended):
+    /// other nodes may claim its sessions at once instead of after the
+    /// lease.
+    fn leave_node(&self) -> Result<(), StoreError> {
+        Ok(())
+    }
+    /// Makes the joined node the owner of `session_id` when it has none or
+    /// its owner's lease has expired (see [`Claim`]).
+    fn claim_session(&self, session_id: &str) -> Result<Claim, StoreError> {
+        let _ = session_id;
+        Ok(Claim::Owned)
+    }
+    /// Up to `limit` sessions owned by nodes whose lease expired more than
+    /// `grace` ago, by id: the ones a reaper claims.
+    fn orphaned_sessions(
+        &self,
+        grace: std::time::Duration,
+        limit: usize,
+    ) -> Result<Vec<String>, StoreError> {
+        let _ = (grace, limit);
+        Ok(Vec::new())
     }
 }
 

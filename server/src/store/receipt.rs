@@ -85,6 +85,16 @@ pub enum ReceiptWrite {
     },
 }
 
+impl ReceiptWrite {
+    /// The session whose receipt it writes.
+    pub fn session_id(&self) -> &str {
+        match self {
+            Self::Put(r) => &r.session_id,
+            Self::Remove { session_id, .. } => session_id,
+        }
+    }
+}
+
 /// A receipt as stored: JSON, the response as hex. Rows written before
 /// answers were bytes have `outcome` instead of `call` and `response`.
 #[derive(Serialize, Deserialize)]

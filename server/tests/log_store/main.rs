@@ -8,6 +8,7 @@ mod support;
 
 mod append;
 mod delete;
+mod fencing;
 mod handover;
 mod history;
 mod memory;

@@ -6,6 +6,7 @@
 #[path = "../support/mod.rs"]
 mod support;
 
+mod cluster;
 mod connections;
 mod console;
 mod deletion;

@@ -196,6 +196,14 @@ impl Run {
                     tracing::warn!(session_id = %self.session_id, run_id = %self.run_id, "log shut down before the run_end was recorded; recovery will close the run");
                     return;
                 }
+                Err(LogError::Store(e))
+                    if matches!(*e, crate::store::StoreError::Fenced { .. }) =>
+                {
+                    // This node may no longer write to the session: the
+                    // node that takes it over writes the run's end.
+                    tracing::warn!(session_id = %self.session_id, run_id = %self.run_id, "fenced before the run_end was recorded; the session's new owner closes the run");
+                    return;
+                }
                 Err(e) => {
                     tracing::error!(session_id = %self.session_id, run_id = %self.run_id, error = %e, retry_in = ?pause, "cannot record the run_end yet; retrying");
                     tokio::time::sleep(pause).await;

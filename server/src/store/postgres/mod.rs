@@ -33,6 +33,7 @@
 //! disk, and the pool makes new connections once the database is back.
 
 mod connect;
+mod fence;
 mod notices;
 mod read;
 mod schema;
@@ -48,8 +49,8 @@ use tokio::sync::broadcast;
 pub use self::connect::redact;
 use self::read::Bound;
 use super::{
-    Commit, CommitNotice, Receipt, ReceiptWrite, SessionMeta, Store, StoreError, StoreUsage,
-    TranscriptEntry, decode_event,
+    Claim, Commit, CommitNotice, Joined, Receipt, ReceiptWrite, SessionMeta, Store, StoreError,
+    StoreUsage, TranscriptEntry, decode_event,
 };
 
 /// The channel every commit notifies on.
@@ -66,6 +67,9 @@ pub struct PostgresStore {
     /// The URL without its password, for messages.
     redacted: String,
     notices: broadcast::Sender<CommitNotice>,
+    /// The node this store writes as once joined (see [`fence`]): every
+    /// commit is fenced from then on.
+    writer: std::sync::Mutex<Option<fence::Writer>>,
     /// `None` only while dropping.
     runtime: Option<tokio::runtime::Runtime>,
 }
@@ -98,6 +102,7 @@ impl PostgresStore {
             pool,
             redacted: url.redacted.clone(),
             notices: notices.clone(),
+            writer: std::sync::Mutex::new(None),
             runtime: Some(runtime),
         };
         let migrating = url.clone();
@@ -110,6 +115,13 @@ impl PostgresStore {
     /// The URL the store was opened with, its password left out.
     pub fn redacted_url(&self) -> &str {
         &self.redacted
+    }
+
+    fn writer(&self) -> Option<fence::Writer> {
+        self.writer
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .clone()
     }
 
     fn rt(&self) -> &tokio::runtime::Runtime {
@@ -188,7 +200,7 @@ impl Store for PostgresStore {
     fn commit(&self, commit: Commit<'_>) -> Result<(), StoreError> {
         let batch = write::Batch::of(commit);
         let pool = self.pool.clone();
-        self.run(write::commit(pool, batch))
+        self.run(write::commit(pool, batch, self.writer()))
     }
 
     fn receipt(&self, session_id: &str, key: &str) -> Result<Option<Receipt>, StoreError> {
@@ -332,5 +344,55 @@ impl Store for PostgresStore {
     fn heads(&self, session_ids: &[String]) -> Result<Vec<u64>, StoreError> {
         let pool = self.pool.clone();
         self.run(read::heads(pool, session_ids.to_vec()))
+    }
+
+    fn join_node(
+        &self,
+        node_id: &str,
+        address: &str,
+        lease: Duration,
+    ) -> Result<Option<Joined>, StoreError> {
+        let pool = self.pool.clone();
+        let (id, addr) = (node_id.to_owned(), address.to_owned());
+        let epoch = self.run(fence::join(pool, id, addr, lease))?;
+        *self
+            .writer
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner) = Some(fence::Writer {
+            node_id: node_id.to_owned(),
+            epoch,
+        });
+        Ok(Some(Joined {
+            epoch: u64::try_from(epoch).unwrap_or_default(),
+        }))
+    }
+
+    fn renew_node(&self, lease: Duration) -> Result<bool, StoreError> {
+        let Some(writer) = self.writer() else {
+            return Ok(true);
+        };
+        let pool = self.pool.clone();
+        self.run(fence::renew(pool, writer, lease))
+    }
+
+    fn leave_node(&self) -> Result<(), StoreError> {
+        let Some(writer) = self.writer() else {
+            return Ok(());
+        };
+        let pool = self.pool.clone();
+        self.run(fence::leave(pool, writer))
+    }
+
+    fn claim_session(&self, session_id: &str) -> Result<Claim, StoreError> {
+        let Some(writer) = self.writer() else {
+            return Ok(Claim::Owned);
+        };
+        let pool = self.pool.clone();
+        self.run(fence::claim(pool, writer, session_id.to_owned()))
+    }
+
+    fn orphaned_sessions(&self, grace: Duration, limit: usize) -> Result<Vec<String>, StoreError> {
+        let pool = self.pool.clone();
+        self.run(fence::orphaned(pool, grace, limit_sql(limit)))
     }
 }

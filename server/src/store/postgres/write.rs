@@ -6,6 +6,7 @@ use deadpool_postgres::Pool;
 use prost::Message;
 
 use super::super::{Commit, ReceiptWrite, StoreError, conversations, receipt};
+use super::fence::{self, Heads};
 use super::{NOTICE_CHANNEL, NOTICE_PAYLOAD_MAX, client, pgerr, seq_sql};
 
 /// Keys and encoded values of a set of event rows, as column arrays (one
@@ -42,6 +43,8 @@ pub(super) struct Batch {
     transcript: (Vec<String>, Vec<String>, Vec<String>),
     /// The sessions with new events, as the commit notice's payload.
     notice: Option<String>,
+    /// Each session written and its heads, for the fence.
+    heads: Heads,
 }
 
 impl Batch {
@@ -79,7 +82,26 @@ impl Batch {
                 String::new()
             }
         });
+        let mut heads = Heads::default();
+        for ev in commit.events {
+            match heads.sessions.iter().position(|s| *s == ev.session_id) {
+                Some(i) => heads.new[i] = heads.new[i].max(seq_sql(ev.seq)),
+                None => {
+                    heads.sessions.push(ev.session_id.clone());
+                    heads.old.push(seq_sql(ev.seq) - 1);
+                    heads.new.push(seq_sql(ev.seq));
+                }
+            }
+        }
+        for m in commit.metas {
+            if !heads.sessions.contains(&m.session_id) {
+                heads.sessions.push(m.session_id.clone());
+                heads.old.push(seq_sql(m.head_seq));
+                heads.new.push(seq_sql(m.head_seq));
+            }
+        }
         Self {
+            heads,
             events: Rows::of(commit.events),
             full: Rows::of(commit.full),
             meta_ids,
@@ -112,9 +134,21 @@ const INSERT_EVENTS: &str = "INSERT INTO events (session_id, seq, event) \
 const INSERT_FULL: &str = "INSERT INTO full_events (session_id, seq, event) \
      SELECT * FROM UNNEST($1::text[], $2::bigint[], $3::bytea[])";
 
-pub(super) async fn commit(pool: Pool, batch: Batch) -> Result<(), StoreError> {
+pub(super) async fn commit(
+    pool: Pool,
+    batch: Batch,
+    writer: Option<fence::Writer>,
+) -> Result<(), StoreError> {
     let mut client = client(&pool).await?;
     let txn = client.transaction().await.map_err(pgerr)?;
+    // First, so a stale writer is told it is fenced, not that its seqs
+    // are taken.
+    if let Some(writer) = &writer {
+        let sessions = fence::check(&txn, writer, &batch.heads).await?;
+        if !sessions.is_empty() {
+            return Err(StoreError::Fenced { sessions });
+        }
+    }
     let ev = &batch.events;
     if !ev.seqs.is_empty() {
         let stmt = txn.prepare_cached(INSERT_EVENTS).await.map_err(pgerr)?;
@@ -238,6 +272,7 @@ pub(super) async fn delete_session(
         "DELETE FROM receipts WHERE session_id = $1",
         "DELETE FROM conversations WHERE session_id = $1",
         "DELETE FROM transcripts WHERE session_id = $1",
+        "DELETE FROM owners WHERE session_id = $1",
     ] {
         txn.execute(sql, &[sid]).await.map_err(pgerr)?;
     }
