@@ -20,6 +20,9 @@ use tonic::transport::{Channel, Endpoint};
 pub const PROXY_IDLE_TIMEOUT: Duration = Duration::from_secs(3);
 /// The nodes' heartbeat: below every proxy idle timeout.
 pub const HEARTBEAT: Duration = Duration::from_secs(1);
+/// The nodes' `--node-lease`: short, so a takeover after a kill or a
+/// pause is seen within seconds.
+pub const NODE_LEASE: Duration = Duration::from_secs(2);
 /// Longest wait for anything the test expects to happen.
 pub const PATIENCE: Duration = Duration::from_secs(60);
 
@@ -35,6 +38,8 @@ pub struct Node {
     pub addr: SocketAddr,
     pub log: PathBuf,
     child: std::sync::Mutex<Option<Child>>,
+    /// How to start it again after a kill.
+    command: std::sync::Mutex<Command>,
 }
 
 /// One balancer front: where a client connects and the log of where each
@@ -144,22 +149,11 @@ impl Node {
         let data = dir.join(&id);
         std::fs::create_dir_all(&data).unwrap();
         let log = dir.join(format!("{id}.log"));
-        let node = Self {
-            id,
-            addr,
-            log,
-            child: std::sync::Mutex::new(None),
-        };
-        *node.child.lock().unwrap() = Some(node.spawn(paths, &data, url, cassette));
-        node
-    }
-
-    fn spawn(&self, paths: &Paths, data: &Path, url: &str, cassette: &Path) -> Child {
         let mut cmd = Command::new(&paths.server_bin);
-        cmd.args(["serve", "--listen", &self.addr.to_string()])
+        cmd.args(["serve", "--listen", &addr.to_string()])
             .arg("--data-dir")
-            .arg(data)
-            .args(["--store-url", url, "--node-id", &self.id])
+            .arg(&data)
+            .args(["--store-url", url, "--node-id", &id])
             .arg(format!("--adapter=cassette:{}", cassette.display()))
             // A turn spread over a few hundred milliseconds: streams see it
             // arrive event by event.
@@ -167,8 +161,49 @@ impl Node {
             .args(["--heartbeat", &secs(HEARTBEAT)])
             .args(["--proxy-idle-timeout", &secs(PROXY_IDLE_TIMEOUT)])
             .args(["--max-sessions-per-minute", "0", "--max-live-runs", "256"])
+            .args(["--node-lease", &secs(NODE_LEASE)])
             .args(["--log", "info"]);
-        spawn(&mut cmd, &self.log)
+        let child = spawn(&mut cmd, &log);
+        Self {
+            id,
+            addr,
+            log,
+            child: std::sync::Mutex::new(Some(child)),
+            command: std::sync::Mutex::new(cmd),
+        }
+    }
+
+    /// Starts a killed node again, same flags and data dir, its log
+    /// appended to; waits until it listens. A running node is left as it is.
+    pub async fn restart(&self) {
+        {
+            let mut child = self.child.lock().unwrap();
+            if child.is_some() {
+                return;
+            }
+            let out = std::fs::OpenOptions::new()
+                .append(true)
+                .open(&self.log)
+                .expect("node log");
+            let err = out.try_clone().expect("node log");
+            let mut cmd = self.command.lock().unwrap();
+            let started = cmd
+                .stdout(out)
+                .stderr(err)
+                .spawn()
+                .unwrap_or_else(|e| panic!("restart {}: {e}", self.id));
+            watchdog(started.id());
+            *child = Some(started);
+        }
+        listening(self.addr, &self.id, &self.log).await;
+    }
+
+    /// Sends `signal` to the node's process (SIGSTOP, SIGCONT).
+    pub fn signal(&self, signal: nix::sys::signal::Signal) {
+        let child = self.child.lock().unwrap();
+        let pid = child.as_ref().expect("a running node").id();
+        nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid as i32), signal)
+            .unwrap_or_else(|e| panic!("{signal} to {}: {e}", self.id));
     }
 
     /// `kill -9`, and wait for the exit.

@@ -16,7 +16,9 @@ use prost::Message;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tonic::transport::Channel;
 
-use crate::cluster::{Cluster, Front, HEARTBEAT, PATIENCE, PROXY_IDLE_TIMEOUT, connect};
+use crate::cluster::{
+    Cluster, Front, HEARTBEAT, NODE_LEASE, Node, PATIENCE, PROXY_IDLE_TIMEOUT, connect,
+};
 
 pub type Proof = fn(Arc<Cluster>) -> BoxFuture<'static, ()>;
 
@@ -35,8 +37,20 @@ pub const ALL: &[(&str, Proof)] = &[
     ("list_sessions_through_each_proxy_is_complete", |c| {
         Box::pin(list_sessions_through_each_proxy_is_complete(c))
     }),
+    ("writes_answered_by_the_owner_only", |c| {
+        Box::pin(writes_answered_by_the_owner_only(c))
+    }),
+    ("paused_owner_is_fenced_on_sigcont", |c| {
+        Box::pin(paused_owner_is_fenced_on_sigcont(c))
+    }),
     ("killed_node_streams_end_and_log_is_intact", |c| {
         Box::pin(killed_node_streams_end_and_log_is_intact(c))
+    }),
+    ("kill_owner_mid_turn_takeover", |c| {
+        Box::pin(kill_owner_mid_turn_takeover(c))
+    }),
+    ("returning_node_does_not_pull_sessions_back", |c| {
+        Box::pin(returning_node_does_not_pull_sessions_back(c))
     }),
 ];
 
@@ -133,18 +147,9 @@ struct Watch {
 
 impl Watch {
     async fn open(client: &mut SessionServiceClient<Channel>, sid: &str, what: &str) -> Self {
-        let stream = client
-            .subscribe(routed(
-                sid,
-                pb::SubscribeRequest {
-                    session_id: sid.into(),
-                    after_seq: 0,
-                    include_deltas: false,
-                },
-            ))
+        let stream = subscribe(client, sid, 0)
             .await
-            .unwrap_or_else(|e| panic!("{what}: Subscribe {sid}: {e}"))
-            .into_inner();
+            .unwrap_or_else(|e| panic!("{what}: Subscribe {sid}: {e}"));
         Self {
             what: what.into(),
             stream,
@@ -152,6 +157,49 @@ impl Watch {
             caught_up: false,
             heartbeats: 0,
         }
+    }
+
+    /// Subscribes again through `addr` from the last event seen, as a
+    /// client does after its stream broke, retrying while the call fails
+    /// (the balancer has not yet noticed a dead node); the events that
+    /// follow must continue the ones seen, without a gap or a duplicate.
+    async fn resume(&mut self, addr: SocketAddr, sid: &str) -> usize {
+        let after_seq = self.events.last().map_or(0, |e| e.seq);
+        let deadline = Instant::now() + PATIENCE;
+        let mut failures = 0;
+        loop {
+            match subscribe(&mut connect(addr).await, sid, after_seq).await {
+                Ok(stream) => {
+                    self.stream = stream;
+                    self.caught_up = false;
+                    return failures;
+                }
+                Err(e) => {
+                    failures += 1;
+                    assert!(
+                        Instant::now() < deadline,
+                        "{}: Subscribe after {after_seq}: {e}",
+                        self.what
+                    );
+                }
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    }
+
+    /// Reads until the stream ends (its node died).
+    async fn drain(&mut self) {
+        while let Some(Ok(())) = self.next().await {}
+    }
+
+    fn runs(&self) -> Vec<String> {
+        let mut runs: Vec<String> = Vec::new();
+        for e in &self.events {
+            if matches!(e.payload, Some(pb::event::Payload::RunStart(_))) {
+                runs.push(e.run_id.clone());
+            }
+        }
+        runs
     }
 
     fn count(&self, pred: fn(&pb::event::Payload) -> bool) -> usize {
@@ -212,6 +260,24 @@ impl Watch {
         })
         .await;
     }
+}
+
+async fn subscribe(
+    client: &mut SessionServiceClient<Channel>,
+    sid: &str,
+    after_seq: u64,
+) -> Result<tonic::Streaming<pb::SubscribeResponse>, tonic::Status> {
+    Ok(client
+        .subscribe(routed(
+            sid,
+            pb::SubscribeRequest {
+                session_id: sid.into(),
+                after_seq,
+                include_deltas: false,
+            },
+        ))
+        .await?
+        .into_inner())
 }
 
 /// The node ids a balancer sent `sid`'s requests to, from its log, once it
@@ -598,5 +664,467 @@ async fn killed_node_streams_end_and_log_is_intact(c: Arc<Cluster>) {
             victim.id,
             after.last().unwrap()
         );
+    }
+}
+
+/// The node that answered, from its `x-agent-harness-node` header.
+fn answered_by<T>(answer: &tonic::Response<T>) -> String {
+    answer
+        .metadata()
+        .get(NODE_HEADER)
+        .expect("every answer names its node")
+        .to_str()
+        .expect("ascii node id")
+        .to_owned()
+}
+
+/// A Send of `input` to `sid` through `addr`, as it came back.
+async fn try_send(
+    addr: SocketAddr,
+    sid: &str,
+    input: &str,
+) -> Result<tonic::Response<pb::SendResponse>, tonic::Status> {
+    connect(addr)
+        .await
+        .send(routed(
+            sid,
+            pb::SendRequest {
+                session_id: sid.into(),
+                input: input.into(),
+                idempotency_key: format!("{input}-{sid}"),
+                ..Default::default()
+            },
+        ))
+        .await
+}
+
+/// A Send through `addr`, retried (same idempotency key, as clients
+/// retry) until a node takes it; the node that did, and the failures seen
+/// before, by code.
+async fn send_until_answered(
+    addr: SocketAddr,
+    sid: &str,
+    input: &str,
+) -> (String, HashMap<String, usize>) {
+    let deadline = Instant::now() + PATIENCE;
+    let mut errors: HashMap<String, usize> = HashMap::new();
+    loop {
+        match try_send(addr, sid, input).await {
+            Ok(answer) => return (answered_by(&answer), errors),
+            Err(e) => *errors.entry(format!("{:?}", e.code())).or_default() += 1,
+        }
+        assert!(
+            Instant::now() < deadline,
+            "Send {sid} through {addr}: {errors:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+/// Asserts `status` is the UNAVAILABLE a non-owner answers a write with,
+/// naming `owner` in its message and its `x-agent-harness-owner` trailer.
+fn assert_names_owner(status: &tonic::Status, owner: &str, what: &str) {
+    assert_eq!(status.code(), tonic::Code::Unavailable, "{what}: {status}");
+    assert!(
+        status.message().contains(owner),
+        "{what}: the message does not name {owner}: {status}"
+    );
+    let trailer = status
+        .metadata()
+        .get(OWNER_HEADER)
+        .and_then(|v| v.to_str().ok());
+    assert_eq!(trailer, Some(owner), "{what}: {status:?}");
+}
+
+/// The trailer naming a session's owner on an UNAVAILABLE answer.
+const OWNER_HEADER: &str = "x-agent-harness-owner";
+
+/// Waits until `node`'s log, past its first `from` bytes, has a line
+/// containing one of `needles`; that line.
+async fn log_line(node: &Node, from: usize, needles: &[&str]) -> String {
+    let deadline = Instant::now() + PATIENCE;
+    loop {
+        let log = std::fs::read(&node.log).unwrap_or_default();
+        let text = String::from_utf8_lossy(&log[from.min(log.len())..]).into_owned();
+        if let Some(line) = text.lines().find(|l| needles.iter().any(|n| l.contains(n))) {
+            return line.to_owned();
+        }
+        assert!(
+            Instant::now() < deadline,
+            "{}: none of {needles:?} in its log",
+            node.id
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+fn log_len(node: &Node) -> usize {
+    std::fs::metadata(&node.log).map_or(0, |m| m.len() as usize)
+}
+
+fn run_end(e: &pb::Event) -> Option<&pb::RunEnd> {
+    match &e.payload {
+        Some(pb::event::Payload::RunEnd(r)) => Some(r),
+        _ => None,
+    }
+}
+
+/// The log of a session after a takeover: seqs 1.. without a gap, at most
+/// one run_end per run and nothing of a run after its run_end, and `run`
+/// ended once, by `SERVER_RESTART`, inferred.
+fn assert_one_honest_end(log: &[pb::Event], run: &str, what: &str) {
+    let mut ended: BTreeSet<&str> = BTreeSet::new();
+    for (i, e) in log.iter().enumerate() {
+        assert_eq!(e.seq, i as u64 + 1, "{what}: the log has a gap");
+        assert!(
+            !ended.contains(e.run_id.as_str()),
+            "{what}: seq {} of run {} after its run_end: {:?}",
+            e.seq,
+            e.run_id,
+            e.payload
+        );
+        if run_end(e).is_some() {
+            ended.insert(&e.run_id);
+        }
+    }
+    let ends: Vec<&pb::RunEnd> = log
+        .iter()
+        .filter(|e| e.run_id == run)
+        .filter_map(run_end)
+        .collect();
+    assert_eq!(ends.len(), 1, "{what}: run_ends of {run}: {ends:?}");
+    assert_eq!(
+        ends[0].reason,
+        pb::RunEndReason::ServerRestart as i32,
+        "{what}: {:?}",
+        ends[0]
+    );
+    assert!(ends[0].inferred, "{what}: {:?}", ends[0]);
+}
+
+/// Every node killed by an earlier proof runs again.
+async fn all_up(c: &Cluster) {
+    for node in &c.nodes {
+        node.restart().await;
+    }
+}
+
+/// The milliseconds from `since` to when the store stamped `e`.
+fn ms_after(since: std::time::SystemTime, e: &pb::Event) -> i64 {
+    let t = e.time.as_ref().expect("an event time");
+    let since = since
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_millis() as i64;
+    t.seconds * 1000 + i64::from(t.nanos) / 1_000_000 - since
+}
+
+/// Through HAProxy every write of a session (Start, Send) is answered by
+/// one node, the one its balancer log names; the same writes sent straight
+/// to each other node answer UNAVAILABLE naming the owner, in the message
+/// and the `x-agent-harness-owner` trailer, and change nothing.
+async fn writes_answered_by_the_owner_only(c: Arc<Cluster>) {
+    let front = &c.haproxy;
+    let sid = new_session_id();
+    let mut client = connect(front.h2).await;
+    let config = pb::StartConfig {
+        prompt: "first".into(),
+        ..Default::default()
+    };
+    let started = client
+        .start(routed(
+            &sid,
+            pb::StartRequest {
+                session_id: sid.clone(),
+                config: Some(config),
+                idempotency_key: format!("start-{sid}"),
+            },
+        ))
+        .await
+        .expect("Start");
+    let owner = answered_by(&started);
+    let mut watch = Watch::open(&mut client, &sid, "haproxy").await;
+    watch.turns(1).await;
+    let sent = try_send(front.h2, &sid, "second").await.expect("Send");
+    assert_eq!(answered_by(&sent), owner, "Send answered by another node");
+    watch.turns(2).await;
+    let routed_nodes = routed_to(&c, front, &sid, 2).await;
+    assert!(routed_nodes.iter().all(|n| *n == owner), "{routed_nodes:?}");
+    let head = watch.events.len();
+    for other in c.nodes.iter().filter(|n| n.id != owner) {
+        let what = format!("Send to {}", other.id);
+        let refused = try_send(other.addr, &sid, "third")
+            .await
+            .expect_err("a write on a non-owner");
+        assert_names_owner(&refused, &owner, &what);
+        let stop = other
+            .client()
+            .await
+            .stop(routed(
+                &sid,
+                pb::StopRequest {
+                    session_id: sid.clone(),
+                    ..Default::default()
+                },
+            ))
+            .await
+            .expect_err("a Stop on a non-owner");
+        assert_names_owner(&stop, &owner, &format!("Stop on {}", other.id));
+    }
+    let logged = history(&mut client, &sid).await;
+    assert_eq!(logged.len(), head, "a refused write appended");
+    println!(
+        "  {sid}: Start and Send answered by {owner}; Send and Stop on the others: UNAVAILABLE naming it"
+    );
+}
+
+/// SIGSTOP of a session's owner mid-turn, past its lease, while another
+/// node takes the session over (one `run_end{SERVER_RESTART, inferred}`,
+/// a new run); then SIGCONT: the paused node finds itself fenced (its late
+/// commit refused, its runs stopped), appends nothing, and refuses writes
+/// naming the new owner; the log stays contiguous, one run_end per run.
+async fn paused_owner_is_fenced_on_sigcont(c: Arc<Cluster>) {
+    all_up(&c).await;
+    let (paused, taker) = (&c.nodes[0], &c.nodes[1]);
+    let sid = new_session_id();
+    start(&mut paused.client().await, &sid).await;
+    let mut watch = Watch::open(&mut taker.client().await, &sid, &taker.id).await;
+    watch
+        .until("the run's start", |w| !w.runs().is_empty())
+        .await;
+    let first_run = watch.runs()[0].clone();
+    let mid_turn = watch.count(|p| matches!(p, pb::event::Payload::TurnEnd(_))) == 0;
+    paused.signal(nix::sys::signal::Signal::SIGSTOP);
+    let paused_at = Instant::now();
+    let from = log_len(paused);
+    // Refused while the paused node's lease lives, then claimed.
+    let (by, errors) = send_until_answered(taker.addr, &sid, "second").await;
+    assert_eq!(by, taker.id);
+    assert!(
+        paused_at.elapsed() + Duration::from_millis(100) >= NODE_LEASE / 2,
+        "claimed {:?} into a {NODE_LEASE:?} lease",
+        paused_at.elapsed()
+    );
+    watch
+        .until("the takeover's new run", |w| w.runs().len() >= 2)
+        .await;
+    let head = watch.events.len();
+    paused.signal(nix::sys::signal::Signal::SIGCONT);
+    // The lease task finds the lease lost and stops every run; a commit the
+    // run had under way when it was paused is refused by the store.
+    let fenced = log_line(paused, from, &["node lease lost: fencing"]).await;
+    log_line(paused, from, &["rejoined"]).await;
+    let log = std::fs::read(&paused.log).unwrap_or_default();
+    let after = String::from_utf8_lossy(&log[from.min(log.len())..]).into_owned();
+    let refused_commit = after.contains("fenced: this node no longer owns")
+        || after.contains("fenced before the run_end was recorded");
+    let refused = try_send(paused.addr, &sid, "third")
+        .await
+        .expect_err("a write on the fenced node");
+    assert_names_owner(&refused, &taker.id, &format!("Send to {}", paused.id));
+    // Whatever the paused node had not committed stays out of the log.
+    watch.turns(1).await;
+    let logged = history(&mut taker.client().await, &sid).await;
+    assert_one_honest_end(&logged, &first_run, &sid);
+    let late: Vec<_> = logged[head.min(logged.len())..]
+        .iter()
+        .filter(|e| e.run_id == first_run)
+        .collect();
+    assert!(late.is_empty(), "late events of the paused run: {late:?}");
+    let fenced = fenced
+        .split("ERROR")
+        .last()
+        .unwrap_or(&fenced)
+        .trim()
+        .to_owned();
+    println!(
+        "  {} paused {} past its lease; {} took over after {errors:?}; on SIGCONT: {fenced}; \
+         a late commit refused by the store: {refused_commit}",
+        paused.id,
+        if mid_turn {
+            "mid-turn"
+        } else {
+            "after the turn"
+        },
+        taker.id,
+    );
+}
+
+/// `kill -9` of a session's owner mid-turn (cassette adapter): a client
+/// subscribed through HAProxy sees its stream end, subscribes again from
+/// its last seq and misses nothing, sees nothing twice; the killed run gets
+/// exactly one `run_end{SERVER_RESTART, inferred}`; the next Send through
+/// HAProxy is answered by another node, which starts a new run. Prints the
+/// takeover time.
+async fn kill_owner_mid_turn_takeover(c: Arc<Cluster>) {
+    all_up(&c).await;
+    let front = &c.haproxy;
+    let sid = new_session_id();
+    let mut client = connect(front.h2).await;
+    start(&mut client, &sid).await;
+    let mut watch = Watch::open(&mut client, &sid, "haproxy").await;
+    watch
+        .until("the run's start", |w| !w.runs().is_empty())
+        .await;
+    let owner = routed_to(&c, front, &sid, 1).await[0].clone();
+    let victim = c.nodes.iter().find(|n| n.id == owner).unwrap();
+    let mid_turn = watch.count(|p| matches!(p, pb::event::Payload::TurnEnd(_))) == 0;
+    let killed_at = std::time::SystemTime::now();
+    victim.kill();
+    let first_run = watch.runs()[0].clone();
+    watch.drain().await;
+    let seen = watch.events.len();
+    let (by, errors) = send_until_answered(front.h2, &sid, "second").await;
+    assert_ne!(by, victim.id, "the Send answered by the dead node");
+    let resubscribe_failures = watch.resume(front.h2, &sid).await;
+    watch
+        .until("the killed run's end and a new run", |w| {
+            w.runs().len() >= 2
+                && w.events
+                    .iter()
+                    .any(|e| e.run_id == w.runs()[0] && run_end(e).is_some())
+        })
+        .await;
+    let logged = history(&mut client, &sid).await;
+    assert_eq!(&logged[..watch.events.len()], &watch.events[..]);
+    assert_one_honest_end(&logged, &first_run, &sid);
+    let end = logged
+        .iter()
+        .find(|e| e.run_id == first_run && run_end(e).is_some())
+        .unwrap();
+    let new_run = logged
+        .iter()
+        .find(|e| e.run_id != first_run && !e.run_id.is_empty())
+        .unwrap();
+    println!(
+        "  takeover: kill -9 of {} ({}) -> run_end {} ms, -> first event of the new run on {by} {} ms; \
+         the client saw its stream end after {seen} events, {resubscribe_failures} failed re-Subscribes, Send failures {errors:?}",
+        victim.id,
+        if mid_turn {
+            "mid-turn"
+        } else {
+            "after the turn"
+        },
+        ms_after(killed_at, end),
+        ms_after(killed_at, new_run),
+    );
+    assert!(mid_turn, "the kill came after the turn ended");
+}
+
+/// A node killed while it owned a session and then started again does not
+/// take the session back. The session starts through nginx, so nginx's
+/// hash names the node that dies; once the node is back, through HAProxy
+/// the session's writes reach its new owner (the stick table remembers
+/// where it went after the death, over the hash), and through nginx, whose
+/// hash sends them to the returned node again (nginx open source has no
+/// stick table), they answer UNAVAILABLE naming the new owner.
+async fn returning_node_does_not_pull_sessions_back(c: Arc<Cluster>) {
+    all_up(&c).await;
+    let sid = new_session_id();
+    let (owner, _) = start_until_answered(c.nginx.h2, &sid).await;
+    let mut watch = Watch::open(&mut connect(c.nginx.h2).await, &sid, "nginx").await;
+    watch.turns(1).await;
+    let returning = c.nodes.iter().find(|n| n.id == owner).unwrap();
+    returning.kill();
+    watch.drain().await;
+    let (new_owner, _) = send_until_answered(c.haproxy.h2, &sid, "second").await;
+    assert_ne!(new_owner, returning.id);
+    returning.restart().await;
+    // HAProxy routes to the returned node again once its checks pass: a
+    // fresh session lands on it.
+    let deadline = Instant::now() + PATIENCE;
+    loop {
+        let (by, _) = start_until_answered(c.haproxy.h2, &new_session_id()).await;
+        if by == returning.id {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "HAProxy never routes to {} again",
+            returning.id
+        );
+    }
+    let (by, errors) = send_until_answered(c.haproxy.h2, &sid, "third").await;
+    assert_eq!(by, new_owner, "through HAProxy: {errors:?}");
+    // nginx goes back to the returned node once its fail_timeout is over;
+    // until then its hash falls through to another node. Every answer
+    // either comes from the new owner or names it.
+    let deadline = Instant::now() + PATIENCE;
+    let mut answers: Vec<String> = Vec::new();
+    loop {
+        let before = nginx_requests(&c, &sid).len();
+        let answer = match try_send(c.nginx.h2, &sid, "fourth").await {
+            Ok(answer) => {
+                assert_eq!(answered_by(&answer), new_owner, "through nginx");
+                format!("answered by {new_owner}")
+            }
+            Err(status) => {
+                assert_names_owner(&status, &new_owner, "through nginx");
+                format!("UNAVAILABLE naming {new_owner}")
+            }
+        };
+        let went_to = routed_to(&c, &c.nginx, &sid, before + 1).await;
+        let went_to = went_to.last().unwrap().clone();
+        answers.push(format!("{went_to}: {answer}"));
+        if went_to == returning.id {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "nginx never routes {sid} to {} again: {answers:?}",
+            returning.id
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    let refused = try_send(returning.addr, &sid, "fifth")
+        .await
+        .expect_err("a write on the returned node");
+    assert_names_owner(&refused, &new_owner, &format!("Send to {}", returning.id));
+    println!(
+        "  {} returned; {sid} stays on {new_owner}: through HAProxy answered by it; through nginx {answers:?}",
+        returning.id
+    );
+}
+
+/// The nodes nginx has logged requests of `sid` going to, so far.
+fn nginx_requests(c: &Cluster, sid: &str) -> Vec<String> {
+    let needle = format!("session=\"{sid}\"");
+    std::fs::read_to_string(&c.nginx.log)
+        .unwrap_or_default()
+        .lines()
+        .filter(|l| l.contains(&needle))
+        .map(|l| node_of_line(c, l))
+        .collect()
+}
+
+/// A Start of `sid` through `addr`, retried until a node takes it; the
+/// node that did, and how many tries failed first.
+async fn start_until_answered(addr: SocketAddr, sid: &str) -> (String, usize) {
+    let deadline = Instant::now() + PATIENCE;
+    let mut failures = 0;
+    loop {
+        let config = pb::StartConfig {
+            prompt: "first".into(),
+            ..Default::default()
+        };
+        let answer = connect(addr)
+            .await
+            .start(routed(
+                sid,
+                pb::StartRequest {
+                    session_id: sid.into(),
+                    config: Some(config),
+                    idempotency_key: format!("start-{sid}"),
+                },
+            ))
+            .await;
+        match answer {
+            Ok(answer) => return (answered_by(&answer), failures),
+            Err(e) => {
+                failures += 1;
+                assert!(Instant::now() < deadline, "Start {sid}: {e}");
+            }
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
     }
 }
