@@ -60,6 +60,23 @@ done
 step "cluster: tests/cluster/run.sh"
 tests/cluster/run.sh
 
+# The client suites again with every server on PostgreSQL (each server a schema of its own in
+# one throwaway database; the suites read AGENT_HARNESS_TEST_PG_URL). The browser suite stays on
+# redb: it tests the console, not the store.
+step "client suites on PostgreSQL: go, python, ts, grpcurl"
+cargo build --quiet -p agent-harness-pg-temp
+pg_url_file=$(mktemp)
+# Its stdin is a pipe this script holds: closed (or this script gone), the server goes.
+exec {pg_in}> >(exec "${CARGO_TARGET_DIR:-$ROOT/target}/debug/agent-harness-pg-temp" >"$pg_url_file")
+for _ in $(seq 600); do [ -s "$pg_url_file" ] && break; sleep 0.1; done
+[ -s "$pg_url_file" ] || { echo "the throwaway PostgreSQL did not start" >&2; exit 1; }
+for suite in go python ts grpcurl; do
+  step "suite on PostgreSQL: tests/$suite"
+  AGENT_HARNESS_TEST_PG_URL=$(head -n1 "$pg_url_file") "tests/$suite/run.sh"
+done
+exec {pg_in}>&-
+rm -f "$pg_url_file"
+
 # The load tool at smoke sizes: every measurement and every peer runs and every event
 # arrives; no timing is asserted (BENCHMARKS.md has the real run).
 step "load tool smoke: tests/load/run.sh --quick"

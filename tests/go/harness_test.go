@@ -6,6 +6,7 @@ import (
 	"bufio"
 	"context"
 	"fmt"
+	"hash/fnv"
 	"io"
 	"net"
 	"os"
@@ -191,6 +192,9 @@ func startServerDialing(dir string, dial []grpc.DialOption, extra ...string) (*s
 		"--adapter", "interactive",
 		"--claude-bin", claudeBin,
 	}, extra...)
+	if base := os.Getenv("AGENT_HARNESS_TEST_PG_URL"); base != "" {
+		args = append(args, "--store-url", pgStoreURL(base, filepath.Join(dir, "data")))
+	}
 	s.cmd = exec.Command(binPath("AGENT_HARNESS_BIN", "agent-harness"), args...)
 	s.cmd.Env = childEnv(home, fakeBaseURL)
 	// A Start without cwd runs the CLI in the server's working directory: keep that a temp dir.
@@ -295,4 +299,14 @@ func dumpLog(title, path string) {
 		lines = lines[len(lines)-60:]
 	}
 	fmt.Fprintf(os.Stderr, "----- %s (last %d lines) -----\n%s\n", title, len(lines), strings.Join(lines, "\n"))
+}
+
+// pgStoreURL is the PostgreSQL store of the server whose data dir is
+// dataDir when the suite runs on PostgreSQL (tests/run-all.sh sets
+// AGENT_HARNESS_TEST_PG_URL): a schema of its own in the shared database,
+// named after the data dir, so a restarted server finds its log again.
+func pgStoreURL(base, dataDir string) string {
+	h := fnv.New64a()
+	h.Write([]byte(dataDir))
+	return fmt.Sprintf("%s?options=-c%%20search_path%%3Dt_%x", base, h.Sum64())
 }

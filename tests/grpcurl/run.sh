@@ -45,6 +45,11 @@ base_url=$(sed -n 's/^listening //p' "$tmp/fake.out")
 port=$(python -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
 addr=127.0.0.1:$port
 # Nothing from this environment may point the CLI at the real API.
+# On PostgreSQL when tests/run-all.sh says so: a schema of its own in the shared database.
+store_args=()
+if [ -n "${AGENT_HARNESS_TEST_PG_URL:-}" ]; then
+  store_args=(--store-url "$AGENT_HARNESS_TEST_PG_URL?options=-c%20search_path%3Dt_$(printf %s "$tmp" | md5sum | cut -c1-16)")
+fi
 unset_args=()
 for v in $(compgen -e | grep -E '^(ANTHROPIC_|CLAUDE_CODE_|AGENT_HARNESS_|CLAUDECODE$)' || true); do
   unset_args+=(-u "$v")
@@ -53,7 +58,7 @@ env "${unset_args[@]}" HOME="$tmp/home" ANTHROPIC_BASE_URL="$base_url" ANTHROPIC
   CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC=1 \
   "$AGENT_HARNESS_BIN" serve --listen "$addr" --data-dir "$tmp/data" \
   --adapter interactive --claude-bin "$CLAUDE_BIN" --allow-permission-mode acceptEdits \
-  >"$tmp/server.log" 2>&1 &
+  "${store_args[@]}" >"$tmp/server.log" 2>&1 &
 pids+=($!)
 
 g() { grpcurl -plaintext "$@"; }

@@ -5,6 +5,7 @@ generated Python client in gen/python (agentharness.v1)."""
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import os
 import pathlib
 import shutil
@@ -26,6 +27,18 @@ sys.path.insert(0, str(ROOT / "gen" / "python"))
 from agentharness.v1 import session_service_pb2 as pb  # noqa: E402
 from agentharness.v1 import session_service_pb2_grpc as pb_grpc  # noqa: E402
 
+
+
+def _pg_store_args(data_dir):
+    """`--store-url` of the server whose data dir is `data_dir` when the suite
+    runs on PostgreSQL (tests/run-all.sh sets AGENT_HARNESS_TEST_PG_URL): a
+    schema of its own in the shared database, named after the data dir, so a
+    restarted server finds its log again."""
+    base = os.environ.get("AGENT_HARNESS_TEST_PG_URL")
+    if not base:
+        return []
+    schema = "t_" + hashlib.sha1(str(data_dir).encode()).hexdigest()[:16]
+    return ["--store-url", f"{base}?options=-c%20search_path%3D{schema}"]
 
 def _bin(env_var: str, name: str) -> str:
     return os.environ.get(env_var) or str(ROOT / "target" / "release" / name)
@@ -142,6 +155,7 @@ def _serve(fake: FakeApi, prefix: str, *extra: str, credentials: grpc.ChannelCre
                         "--data-dir", str(tmp_path / "data"),
                         "--adapter", "interactive",
                         "--claude-bin", claude_bin,
+                        *_pg_store_args(tmp_path / "data"),
                         *extra,
                     ],
                     env=_child_env(str(home), fake.base_url),

@@ -3,6 +3,7 @@
 // Shared by tests/ts and tests/browser.
 
 import { spawn, type ChildProcess } from "node:child_process";
+import { createHash } from "node:crypto";
 import { createWriteStream, existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync } from "node:fs";
 import { createServer } from "node:net";
 import { tmpdir } from "node:os";
@@ -163,6 +164,7 @@ export async function startHarness(opts: HarnessOptions = {}): Promise<Harness> 
         opts.adapter ?? "interactive",
         "--claude-bin",
         CLAUDE_BIN(),
+        ...pgStoreArgs(dataDir),
         ...(opts.serverArgs ?? []),
       ],
       {
@@ -244,4 +246,17 @@ export async function eventually<T>(
     if (Date.now() > deadline) throw new Error(`timed out after ${timeoutMs} ms waiting for ${what}`);
     await new Promise((r) => setTimeout(r, 25));
   }
+}
+
+/**
+ * `--store-url` of the server whose data dir is `dataDir` when the suite runs
+ * on PostgreSQL (tests/run-all.sh sets AGENT_HARNESS_TEST_PG_URL): a schema of
+ * its own in the shared database, named after the data dir, so a restarted
+ * server finds its log again.
+ */
+function pgStoreArgs(dataDir: string): string[] {
+  const base = process.env.AGENT_HARNESS_TEST_PG_URL;
+  if (!base) return [];
+  const schema = "t_" + createHash("sha1").update(dataDir).digest("hex").slice(0, 16);
+  return ["--store-url", `${base}?options=-c%20search_path%3D${schema}`];
 }

@@ -20,6 +20,27 @@ fn append(store: &dyn Store, id: &str, from: u64, to: u64) {
         .unwrap();
 }
 
+/// A URL naming a `search_path` schema keeps its tables there, created on
+/// first open: two stores on one database in two schemas see nothing of
+/// each other, and the default schema stays empty.
+#[test]
+fn a_search_path_schema_in_the_url_holds_a_store_of_its_own() {
+    let url = cluster().fresh_database();
+    let in_schema = |name: &str| format!("{url}?options=-c%20search_path%3D{name}");
+    let a = PostgresStore::open(&in_schema("deploy_a")).unwrap();
+    let b = PostgresStore::open(&in_schema("deploy_b")).unwrap();
+    append(&a, "s", 1, 3);
+    append(&b, "s", 1, 1);
+    assert_eq!(seqs(&a.read_range("s", 0, 10).unwrap()), vec![1, 2, 3]);
+    assert_eq!(seqs(&b.read_range("s", 0, 10).unwrap()), vec![1]);
+    let public = PostgresStore::open(&url).unwrap();
+    assert!(public.read_range("s", 0, 10).unwrap().is_empty());
+    // Opened again: the schema is there, the events too.
+    drop(a);
+    let again = PostgresStore::open(&in_schema("deploy_a")).unwrap();
+    assert_eq!(seqs(&again.read_range("s", 0, 10).unwrap()), vec![1, 2, 3]);
+}
+
 #[test]
 fn two_servers_opening_one_empty_database_at_once_both_start() {
     let url = cluster().fresh_database();

@@ -8,6 +8,12 @@
 //! anything is touched, naming the versions: an older binary must not
 //! write into a schema it does not understand.
 //!
+//! The tables live in the first schema of the connection's `search_path`:
+//! `public` by default, or the one a URL names with
+//! `?options=-c%20search_path%3DNAME`, created when missing, so several
+//! deployments (or test servers) can share one database, each in a schema
+//! of its own.
+//!
 //! A change to the schema is a new file (`V2__what.sql`), never an edit of
 //! one already released: refinery refuses to start on a database whose
 //! applied migration differs from the binary's (name or checksum).
@@ -31,13 +37,52 @@ pub(super) async fn migrate(url: &StoreUrl) -> Result<(), StoreError> {
         .execute("SELECT pg_advisory_lock($1)", &[&MIGRATION_LOCK])
         .await
         .map_err(|e| fail("taking the migration lock", &super::describe(&e)))?;
-    let outcome = apply(&mut client, url).await;
+    let outcome = match ensure_schema(&client, url).await {
+        Ok(()) => apply(&mut client, url).await,
+        Err(e) => Err(e),
+    };
     // Closing the connection releases the lock too; unlocking first lets
     // the next server in at once.
     let _ = client
         .execute("SELECT pg_advisory_unlock($1)", &[&MIGRATION_LOCK])
         .await;
     outcome
+}
+
+/// Creates the first schema of the `search_path` when it is missing (see
+/// the module docs); `$user` and `public` are left alone.
+async fn ensure_schema(client: &tokio_postgres::Client, url: &StoreUrl) -> Result<(), StoreError> {
+    let fail = |e: &tokio_postgres::Error| {
+        StoreError::Postgres(format!(
+            "creating the search_path schema on {}: {}",
+            url.redacted,
+            super::describe(e)
+        ))
+    };
+    let path: String = client
+        .query_one("SHOW search_path", &[])
+        .await
+        .map_err(|e| fail(&e))?
+        .get(0);
+    let Some(first) = first_schema(&path) else {
+        return Ok(());
+    };
+    let quoted = format!("\"{}\"", first.replace('"', "\"\""));
+    client
+        .batch_execute(&format!("CREATE SCHEMA IF NOT EXISTS {quoted}"))
+        .await
+        .map_err(|e| fail(&e))
+}
+
+/// The first schema a `search_path` value names, unquoted; `None` for
+/// `$user`, `public` or nothing.
+fn first_schema(path: &str) -> Option<String> {
+    let first = path.split(',').next()?.trim();
+    let name = match first.strip_prefix('"').and_then(|f| f.strip_suffix('"')) {
+        Some(quoted) => quoted.replace("\"\"", "\""),
+        None => first.to_owned(),
+    };
+    (!name.is_empty() && name != "$user" && name != "public").then_some(name)
 }
 
 async fn apply(client: &mut tokio_postgres::Client, url: &StoreUrl) -> Result<(), StoreError> {
@@ -85,4 +130,18 @@ async fn apply(client: &mut tokio_postgres::Client, url: &StoreUrl) -> Result<()
         tracing::info!(version = m.version(), name = m.name(), store = %url.redacted, "schema migration applied");
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::first_schema;
+
+    #[test]
+    fn the_first_schema_of_a_search_path() {
+        assert_eq!(first_schema("\"$user\", public"), None);
+        assert_eq!(first_schema("public"), None);
+        assert_eq!(first_schema(""), None);
+        assert_eq!(first_schema("t_1, public").as_deref(), Some("t_1"));
+        assert_eq!(first_schema("\"we\"\"ird\"").as_deref(), Some("we\"ird"));
+    }
 }
