@@ -318,7 +318,11 @@ async fn fanout_round(c: &Cluster, subscribers: usize) -> (Vec<Duration>, Vec<St
                     }
                     Some(Kind::Event(e)) => {
                         let now = SystemTime::now();
-                        assert_eq!(e.seq, last + 1, "subscriber {i} on {node}: gap or duplicate");
+                        assert_eq!(
+                            e.seq,
+                            last + 1,
+                            "subscriber {i} on {node}: gap or duplicate"
+                        );
                         last = e.seq;
                         samples.push(since_stamp(&e, now));
                         if matches!(e.payload, Some(pb::event::Payload::TurnEnd(_))) {
