@@ -465,3 +465,21 @@ fn to_json(rows: &[Row]) -> String {
         .collect();
     format!("[\n{}\n]\n", rows.join(",\n"))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn percentiles_are_nearest_rank_of_sorted_samples() {
+        let samples = (1..=100).rev().map(Duration::from_millis).collect();
+        let p = Percentiles::of(samples);
+        assert_eq!(p.p50, Duration::from_millis(51));
+        assert_eq!(p.p99, Duration::from_millis(99));
+        assert_eq!(p.max, Duration::from_millis(100));
+        assert_eq!(
+            Percentiles::of(vec![Duration::from_millis(7)]).json(),
+            "{\"p50_ms\": 7.000, \"p99_ms\": 7.000, \"max_ms\": 7.000}"
+        );
+    }
+}
