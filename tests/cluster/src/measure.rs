@@ -381,14 +381,11 @@ async fn follow(
             .unwrap_or_else(|_| panic!("{sid}: no turn end"))
             .unwrap_or_else(|e| panic!("{sid}: {e}"))
             .unwrap_or_else(|| panic!("{sid}: stream ended before the turn end"));
-        match msg.kind {
-            Some(Kind::Event(e)) => {
-                events += 1;
-                if matches!(e.payload, Some(pb::event::Payload::TurnEnd(_))) {
-                    return (events, e.seq);
-                }
+        if let Some(Kind::Event(e)) = msg.kind {
+            events += 1;
+            if matches!(e.payload, Some(pb::event::Payload::TurnEnd(_))) {
+                return (events, e.seq);
             }
-            _ => {}
         }
     }
 }
