@@ -4,8 +4,10 @@
 # one database, all on loopback; then every proof of tests/cluster/src/proofs.rs.
 # Every process it starts ends with it.
 #
-#   ./tests/cluster/run.sh                 # every proof
+#   ./tests/cluster/run.sh                 # every proof, then the measurement at tiny sizes
 #   ./tests/cluster/run.sh gapless kill    # the proofs whose names contain a word
+#   ./tests/cluster/run.sh measure --release [--json FILE]  # the figures of docs/cluster.md
+#   ./tests/cluster/run.sh measure --smoke # delivery asserted, timings printed only
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 ROOT=$PWD
@@ -14,12 +16,27 @@ ROOT=$PWD
 source .tools/env.sh
 
 target=${CARGO_TARGET_DIR:-$ROOT/target}
-if [ -n "${AGENT_HARNESS_PREBUILT:-}" ]; then
+# `--release` (for real figures) builds and runs everything optimized.
+profile=debug
+args=()
+for arg in "$@"; do
+  if [ "$arg" = --release ]; then profile=release; else args+=("$arg"); fi
+done
+flags=(--quiet)
+[ "$profile" = release ] && flags+=(--release)
+if [ -n "${AGENT_HARNESS_PREBUILT:-}" ] && [ "$profile" = debug ]; then
   # tests/run-all.sh has built the server (AGENT_HARNESS_BIN).
-  cargo build --quiet -p agent-harness-cluster
+  cargo build "${flags[@]}" -p agent-harness-cluster
 else
-  cargo build --quiet -p agent-harness-cluster -p agent-harness-server --bins
-  export AGENT_HARNESS_BIN=$target/debug/agent-harness
+  cargo build "${flags[@]}" -p agent-harness-cluster -p agent-harness-server --bins
+  export AGENT_HARNESS_BIN=$target/$profile/agent-harness
 fi
 export AGENT_HARNESS_ROOT=$ROOT
-exec "$target/debug/agent-harness-cluster" "$@"
+bin=$target/$profile/agent-harness-cluster
+if [ ${#args[@]} -eq 0 ]; then
+  "$bin"
+  # The measurement at tiny sizes, on clusters of its own: every subscriber
+  # gets every event; its timings are printed, never asserted.
+  exec "$bin" measure --smoke
+fi
+exec "$bin" "${args[@]}"

@@ -229,7 +229,16 @@ pub async fn connect(addr: SocketAddr) -> SessionServiceClient<Channel> {
 }
 
 impl Cluster {
+    /// The proofs' cluster: three nodes.
     pub async fn start(paths: &Paths) -> Self {
+        Self::with_nodes(paths, 3).await
+    }
+
+    /// `count` nodes behind the same balancer configs. The configs name
+    /// three servers; with fewer nodes the names share them in turn, so one
+    /// node is one node behind an unchanged HAProxy.
+    pub async fn with_nodes(paths: &Paths, count: usize) -> Self {
+        assert!((1..=3).contains(&count), "1 to 3 nodes");
         let dir = tempfile::Builder::new()
             .prefix("agent-harness-cluster-")
             .tempdir()
@@ -237,14 +246,17 @@ impl Cluster {
         let pg = agent_harness_pg_temp::Cluster::start();
         let url = pg.fresh_database();
         let cassette = paths.root.join("cassettes/follow_up.cassette.jsonl");
-        let nodes: Vec<Node> = (1..=3)
+        let nodes: Vec<Node> = (1..=count)
             .map(|n| Node::start(paths, dir.path(), &url, &cassette, n))
             .collect();
         for node in &nodes {
             listening(node.addr, &node.id, &node.log).await;
         }
         let node_vars = |vars: &mut Vec<(&str, String)>| {
-            for (name, node) in ["AH_NODE1", "AH_NODE2", "AH_NODE3"].iter().zip(&nodes) {
+            for (name, node) in ["AH_NODE1", "AH_NODE2", "AH_NODE3"]
+                .iter()
+                .zip(nodes.iter().cycle())
+            {
                 vars.push((name, node.addr.to_string()));
             }
             vars.push(("AH_IDLE_TIMEOUT", secs(PROXY_IDLE_TIMEOUT)));

@@ -2,12 +2,15 @@
 //! every proof of [`proofs::ALL`] against it (or those whose name contains
 //! an argument), prints one line per proof, and exits non-zero if any
 //! failed, after printing the tail of every process's log.
+//! `agent-harness-cluster measure …` instead measures the cluster with one
+//! node and with three ([`measure`]).
 //!
 //! Environment: `AGENT_HARNESS_ROOT` (the repository; default: the current
 //! directory) and `AGENT_HARNESS_BIN` (the server binary; default:
 //! `target/debug/agent-harness`).
 
 mod cluster;
+mod measure;
 mod proofs;
 
 use std::path::PathBuf;
@@ -25,6 +28,10 @@ async fn main() -> ExitCode {
         .unwrap_or_else(|| root.join("target/debug/agent-harness"));
     let filters: Vec<String> = std::env::args().skip(1).collect();
     let paths = cluster::Paths { root, server_bin };
+    if filters.first().is_some_and(|f| f == "measure") {
+        measure::main(&paths, &filters[1..]).await;
+        return ExitCode::SUCCESS;
+    }
 
     let t = Instant::now();
     let c = Arc::new(cluster::Cluster::start(&paths).await);

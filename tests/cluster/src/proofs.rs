@@ -55,24 +55,24 @@ pub const ALL: &[(&str, Proof)] = &[
 ];
 
 /// The header the balancers route by.
-const SESSION_HEADER: &str = "x-session-id";
+pub(crate) const SESSION_HEADER: &str = "x-session-id";
 /// The response header naming the node that answered.
-const NODE_HEADER: &str = "x-agent-harness-node";
+pub(crate) const NODE_HEADER: &str = "x-agent-harness-node";
 
 /// `msg` with the session's routing header, as every client helper sends it.
-fn routed<T>(sid: &str, msg: T) -> tonic::Request<T> {
+pub(crate) fn routed<T>(sid: &str, msg: T) -> tonic::Request<T> {
     let mut req = tonic::Request::new(msg);
     req.metadata_mut()
         .insert(SESSION_HEADER, sid.parse().expect("ascii session id"));
     req
 }
 
-fn new_session_id() -> String {
+pub(crate) fn new_session_id() -> String {
     format!("cluster-{}", uuid::Uuid::new_v4())
 }
 
 /// Starts `sid` (the cassette's first turn plays).
-async fn start(client: &mut SessionServiceClient<Channel>, sid: &str) {
+pub(crate) async fn start(client: &mut SessionServiceClient<Channel>, sid: &str) {
     let config = pb::StartConfig {
         prompt: "first".into(),
         ..Default::default()
@@ -91,7 +91,7 @@ async fn start(client: &mut SessionServiceClient<Channel>, sid: &str) {
 }
 
 /// The cassette's second turn.
-async fn send(client: &mut SessionServiceClient<Channel>, sid: &str) {
+pub(crate) async fn send(client: &mut SessionServiceClient<Channel>, sid: &str) {
     client
         .send(routed(
             sid,
