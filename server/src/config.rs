@@ -109,7 +109,7 @@ pub struct ServeConfig {
     /// A node that cannot renew in time stops its CLI processes and
     /// refuses writes until it has rejoined; another node may take its
     /// sessions over once the lease has run out. At least 500ms.
-    #[arg(long, env = "AGENT_HARNESS_NODE_LEASE", default_value = crate::duration::duration_default!(crate::cluster::DEFAULT_NODE_LEASE), value_parser = parse_duration)]
+    #[arg(long, env = "AGENT_HARNESS_NODE_LEASE", default_value = crate::duration::duration_default!(crate::node::DEFAULT_NODE_LEASE), value_parser = parse_duration)]
     pub node_lease: Duration,
 
     /// With `--store-url`: the address other nodes and operators reach
@@ -361,7 +361,7 @@ impl Default for ServeConfig {
             data_dir: PathBuf::from("./data"),
             store_url: None,
             node_id: None,
-            node_lease: crate::cluster::DEFAULT_NODE_LEASE,
+            node_lease: crate::node::DEFAULT_NODE_LEASE,
             advertise_addr: None,
             adapter: AdapterKind::Interactive,
             cassette_timescale: 1.0,

@@ -27,10 +27,10 @@
 use agent_harness_protocol::derive;
 use agent_harness_protocol::pb;
 use agent_harness_protocol::pb::event::Payload;
+use agent_harness_protocol::vocab::run_end_source;
 
 use crate::error::Result;
-use crate::log::{Commit, EventLogs};
-use crate::manager::inferred_run_end;
+use crate::log::{Commit, EventLogs, NewEvent};
 use crate::store::SessionMeta;
 
 /// Events read per step when scanning a log backwards.
@@ -161,5 +161,19 @@ async fn find_back(
             Some(first) if has_more => before = first.seq,
             _ => return Ok(None),
         }
+    }
+}
+
+/// The run_end written for a run whose end nobody observed.
+pub(crate) fn inferred_run_end(run_id: String) -> NewEvent {
+    NewEvent {
+        run_id,
+        payload: Payload::RunEnd(pb::RunEnd {
+            reason: pb::RunEndReason::ServerRestart as i32,
+            inferred: true,
+            source: run_end_source::RECOVERY.into(),
+            ..Default::default()
+        }),
+        cli_line: String::new(),
     }
 }

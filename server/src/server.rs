@@ -189,9 +189,8 @@ pub async fn run(config: ServeConfig, shutdown: impl Future<Output = ()> + Send)
         .advertise_addr
         .clone()
         .unwrap_or_else(|| config.listen.to_string());
-    let node =
-        crate::cluster::Node::join(store, config.node()?.as_str(), &address, config.node_lease)
-            .await?;
+    let node = crate::node::Node::join(store, config.node()?.as_str(), &address, config.node_lease)
+        .await?;
     if node.is_none() {
         let recovered =
             crate::recovery::recover(&logs, &crate::supervise::kill_recorded_run).await?;

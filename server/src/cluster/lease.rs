@@ -7,8 +7,8 @@ use std::sync::Arc;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
-use super::Node;
 use crate::manager::SessionManager;
+use crate::node::Node;
 
 /// Renews `node`'s lease until `stop`; fences the node when the lease is
 /// lost and rejoins.

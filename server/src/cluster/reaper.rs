@@ -7,8 +7,8 @@ use std::sync::Arc;
 
 use tokio_util::sync::CancellationToken;
 
-use super::Node;
 use crate::manager::SessionManager;
+use crate::node::Node;
 
 /// Sessions claimed per pass.
 const PASS: usize = 100;

@@ -1,5 +1,5 @@
 //! One owner per session among the nodes sharing a store (see
-//! [`crate::cluster`]): a write RPC claims its session before anything
+//! [`crate::node`]): a write RPC claims its session before anything
 //! else, and a claim that takes a session over from a dead node first
 //! closes the run the log still shows live there.
 
@@ -31,7 +31,7 @@ impl SessionManager {
         outcome
     }
 
-    async fn claim_gated(&self, session_id: &str, node: &crate::cluster::Node) -> Result<()> {
+    async fn claim_gated(&self, session_id: &str, node: &crate::node::Node) -> Result<()> {
         match self.inner.logs.claim_session(session_id).await? {
             Claim::Owned => Ok(()),
             Claim::Claimed { previous } => {

@@ -40,12 +40,10 @@ mod send;
 mod slot;
 mod spawn;
 
-use agent_harness_protocol::vocab::run_end_source;
 use std::sync::Arc;
 use std::time::Duration;
 
 use agent_harness_protocol::pb;
-use agent_harness_protocol::pb::event::Payload;
 use pbjson_types::Struct;
 use tokio::sync::Semaphore;
 use tokio_util::sync::CancellationToken;
@@ -53,7 +51,7 @@ use tokio_util::sync::CancellationToken;
 use crate::adapter::{ProcessAdapter, SpawnConfig};
 use crate::error::{Error, Result};
 use crate::launch::slash::InputFields;
-use crate::log::{Commit, EventLogs, NewEvent};
+use crate::log::{Commit, EventLogs};
 use crate::store::SessionMeta;
 use crate::tasks::Tasks;
 
@@ -146,7 +144,7 @@ impl SessionManager {
     }
 
     /// This node, when it shares the store with others.
-    pub fn node(&self) -> Option<Arc<crate::cluster::Node>> {
+    pub fn node(&self) -> Option<Arc<crate::node::Node>> {
         self.inner.opts.node.clone()
     }
 
@@ -344,7 +342,8 @@ impl SessionManager {
         let stopping = status.run_live();
         let commit = if stopping {
             let run_id = status.current_run_id().unwrap_or_default().to_owned();
-            Commit::events(vec![inferred_run_end(run_id)]).with_meta(SessionMeta::forget_process)
+            Commit::events(vec![crate::recovery::inferred_run_end(run_id)])
+                .with_meta(SessionMeta::forget_process)
         } else {
             Commit::default()
         };
@@ -498,17 +497,3 @@ const SEND_FIELDS: InputFields = InputFields {
     text: "input",
     blocks: "content_blocks",
 };
-
-/// The run_end written for a run whose end nobody observed.
-pub(crate) fn inferred_run_end(run_id: String) -> NewEvent {
-    NewEvent {
-        run_id,
-        payload: Payload::RunEnd(pb::RunEnd {
-            reason: pb::RunEndReason::ServerRestart as i32,
-            inferred: true,
-            source: run_end_source::RECOVERY.into(),
-            ..Default::default()
-        }),
-        cli_line: String::new(),
-    }
-}

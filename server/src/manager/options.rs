@@ -59,9 +59,9 @@ pub struct ManagerOptions {
     /// Which idle sessions are deleted (`--retention-days`, `--max-sessions`).
     pub retention: RetentionOptions,
     /// This node, when it shares the store with others: every write RPC
-    /// then claims its session first ([`crate::cluster`]). `None` (a store
+    /// then claims its session first ([`crate::node`]). `None` (a store
     /// only this process writes): every session is this server's.
-    pub node: Option<Arc<crate::cluster::Node>>,
+    pub node: Option<Arc<crate::node::Node>>,
 }
 
 /// Which sessions the retention pass deletes ([`SessionManager::retain`]).

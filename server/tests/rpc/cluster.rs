@@ -17,8 +17,8 @@ use crate::support::server::{
 use agent_harness_protocol::pb;
 use agent_harness_protocol::pb::event::Payload;
 use agent_harness_server::ServeOptions;
-use agent_harness_server::cluster::Node;
 use agent_harness_server::manager::ManagerOptions;
+use agent_harness_server::node::Node;
 use agent_harness_server::rpc::OWNER_HEADER;
 use agent_harness_server::store::{PostgresStore, Store};
 
