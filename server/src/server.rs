@@ -197,8 +197,9 @@ pub async fn run(config: ServeConfig, shutdown: impl Future<Output = ()> + Send)
         tracing::info!(store = %shown, recovered = recovered.len(), "event store open");
     } else {
         // On a shared store, the runs a previous instance left live are
-        // this node's sessions under its earlier epoch: the reaper takes
-        // them over (other nodes' live runs are none of its business).
+        // this node's sessions under its earlier epoch: a first reaper pass
+        // takes them over before the server serves (other nodes' live runs
+        // are theirs until their leases lapse).
         tracing::info!(store = %shown, "event store open (shared)");
     }
     let adapter = build_adapter(&config)?;
@@ -349,6 +350,9 @@ pub async fn serve_on(
     let pruning = tasks.spawn("pruning", prune_receipts(manager.clone(), streams.clone()));
     // On a shared store: the node's lease and the reaper, until shutdown.
     if let Some(node) = manager.node() {
+        // The runs a previous instance of this node left live (its
+        // sessions under the earlier epoch) end before anything is served.
+        crate::cluster::reaper::pass(&node, &manager).await;
         tasks.spawn(
             "node lease",
             crate::cluster::lease::keep(node.clone(), manager.clone(), streams.clone()),

@@ -26,7 +26,11 @@ pub async fn reap(node: Arc<Node>, manager: SessionManager, stop: CancellationTo
     }
 }
 
-async fn pass(node: &Node, manager: &SessionManager) {
+/// One pass: claims the orphaned sessions (each claim closes the run the
+/// log left live). Run once before the server serves, so the runs a
+/// previous instance of this node left live are closed before any client
+/// reads them, as recovery does on a store of one node.
+pub async fn pass(node: &Node, manager: &SessionManager) {
     let orphans = match manager.logs().orphaned_sessions(node.lease, PASS).await {
         Ok(o) => o,
         Err(e) => {

@@ -194,7 +194,11 @@ impl World {
             cmd.env(agent_harness_server::log::FAILPOINT_ENV, fp);
         }
         if let Some(url) = &self.store_url {
-            cmd.args(["--store-url", url]);
+            // One node restarted, as an operator runs it: the same node id
+            // every generation (the default names the listen port, which
+            // changes here), so the restarted node knows the sessions of
+            // its earlier epoch as its own and closes their runs at once.
+            cmd.args(["--store-url", url, "--node-id", "crash-loop"]);
         }
         let child = cmd.spawn().expect("spawn agent-harness serve");
         Server { child, addr, log }
