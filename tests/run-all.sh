@@ -5,7 +5,28 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$PWD
 
-step() { printf '\n==> %s\n' "$*"; }
+# Each step's wall time is printed when the script exits (passed or not), so a slow suite
+# shows in the CI log.
+timings=()
+step_name=""
+step_start=$SECONDS
+end_step() {
+  [ -n "$step_name" ] && timings+=("$(printf '%4ds  %s' $((SECONDS - step_start)) "$step_name")")
+  return 0
+}
+step() {
+  end_step
+  step_name="$*"
+  step_start=$SECONDS
+  printf '\n==> %s\n' "$*"
+}
+print_timings() {
+  local rc=$?
+  end_step
+  printf '\n==> wall time by step (total %ds, exit %d):\n' "$SECONDS" "$rc"
+  printf '%s\n' "${timings[@]}"
+}
+trap print_timings EXIT
 
 step "install test tools (tests/setup.sh)"
 ./tests/setup.sh
@@ -82,4 +103,6 @@ rm -f "$pg_url_file"
 step "load tool smoke: tests/load/run.sh --quick"
 tests/load/run.sh --quick
 
-step "all suites passed"
+end_step
+step_name=""
+printf '\n==> all suites passed in %ds\n' "$SECONDS"
