@@ -26,6 +26,7 @@ use agent_harness_protocol::pb::event::Payload;
 use agent_harness_protocol::pb::session_service_client::SessionServiceClient;
 use tonic::transport::Channel;
 
+use super::moved_conversation::conversation_file;
 use super::resume_lost::conversation;
 use crate::support::cli_grpc::{Events, WAIT, assert_runs_end_once, describe_all, eventually};
 use crate::support::common::{claude_bin, claude_bin_newest};
@@ -70,14 +71,10 @@ impl Node {
         })
     }
 
-    /// The conversation file of `id` in this node's CLI config dir.
+    /// The conversation file of `id` in this node's CLI config dir (the
+    /// server's default: `claude` in its data dir).
     fn conversation_file(&self, id: &str) -> Option<std::path::PathBuf> {
-        std::fs::read_dir(self.data.path().join("claude").join("projects"))
-            .into_iter()
-            .flatten()
-            .flatten()
-            .map(|d| d.path().join(format!("{id}.jsonl")))
-            .find(|p| p.exists())
+        conversation_file(&self.data.path().join("claude"), id)
     }
 }
 
