@@ -40,10 +40,8 @@
 
 use crate::support::cli_grpc;
 use crate::support::common::claude_bin;
+use crate::support::server_process::{self, ServerProcess as Server};
 
-use std::net::SocketAddr;
-use std::path::PathBuf;
-use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use agent_harness_fake_api::FakeApi;
@@ -56,9 +54,6 @@ use tonic::transport::Channel;
 /// Rounds in CI: each [`Crash`] kind once.
 const CI_ROUNDS: usize = ORDER.len();
 const SESSION: &str = "crash";
-/// The variable every process the server starts inherits; its value names
-/// one test run.
-const MARKER: &str = "AH_CRASH_LOOP_MARKER";
 
 /// Where the server is killed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -89,18 +84,6 @@ const ORDER: [Crash; 7] = [
     Crash::CommitBefore,
 ];
 
-/// The server binary under test.
-fn server_bin() -> PathBuf {
-    PathBuf::from(env!("CARGO_BIN_EXE_agent-harness"))
-}
-
-/// A port nobody listens on now (a fresh one per start: the killed server's
-/// connections may still hold the old one).
-fn free_addr() -> SocketAddr {
-    let l = std::net::TcpListener::bind("127.0.0.1:0").expect("bind 127.0.0.1:0");
-    l.local_addr().expect("local addr")
-}
-
 /// What every server generation shares: the fake API, HOME, the work dir
 /// and the data dir.
 struct World {
@@ -108,25 +91,13 @@ struct World {
     home: tempfile::TempDir,
     work: tempfile::TempDir,
     data: tempfile::TempDir,
+    /// The value of the marker variable every process of this world's
+    /// servers carries ([`server_process::marked`]).
     marker: String,
     generation: usize,
     /// `--store-url` of every generation (a fresh PostgreSQL database when
     /// `AGENT_HARNESS_TEST_STORE=postgres`), else redb in `data`.
     store_url: Option<String>,
-}
-
-/// One running `agent-harness serve`.
-struct Server {
-    child: Child,
-    addr: SocketAddr,
-    log: PathBuf,
-}
-
-impl Drop for Server {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
 }
 
 impl World {
@@ -160,146 +131,33 @@ impl World {
     /// Starts a server on the shared data dir, with `failpoint` armed.
     fn spawn(&mut self, failpoint: Option<&str>) -> Server {
         self.generation += 1;
-        let addr = free_addr();
-        let log = self
-            .data
-            .path()
-            .join(format!("server-{}.log", self.generation));
-        let out = std::fs::File::create(&log).expect("server log");
-        let mut cmd = Command::new(server_bin());
-        cmd.args(["serve", "--listen", &addr.to_string(), "--data-dir"])
-            .arg(self.data.path())
-            .arg("--claude-bin")
-            .arg(claude_bin())
-            .args([
-                "--idle-timeout",
-                "0",
-                "--stop-grace",
-                "2s",
-                "--kill-grace",
-                "1s",
-            ])
-            .args(["--log", "info,agent_harness_server=debug"])
-            .current_dir(self.work.path())
-            .env_clear()
-            .env("PATH", std::env::var_os("PATH").unwrap_or_default())
-            .env("HOME", self.home.path())
-            .env("CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC", "1")
-            .env(MARKER, &self.marker)
-            .envs(self.api.cli_env())
-            .stdin(Stdio::null())
-            .stdout(out.try_clone().expect("log"))
-            .stderr(out);
-        if let Some(fp) = failpoint {
-            cmd.env(agent_harness_server::log::FAILPOINT_ENV, fp);
-        }
-        if let Some(url) = &self.store_url {
+        let claude = claude_bin();
+        server_process::spawn(&server_process::Spawn {
+            claude_bin: &claude,
+            api: &self.api,
+            data: self.data.path(),
+            home: self.home.path(),
+            work: self.work.path(),
+            log: self
+                .data
+                .path()
+                .join(format!("server-{}.log", self.generation)),
+            marker: &self.marker,
+            store_url: self.store_url.as_deref(),
             // One node restarted, as an operator runs it: the same node id
             // every generation (the default names the listen port, which
             // changes here), so the restarted node knows the sessions of
             // its earlier epoch as its own and closes their runs at once.
-            cmd.args(["--store-url", url, "--node-id", "crash-loop"]);
-        }
-        let child = cmd.spawn().expect("spawn agent-harness serve");
-        Server { child, addr, log }
+            node_id: self.store_url.is_some().then_some("crash-loop"),
+            node_lease: None,
+            failpoint,
+        })
     }
 
-    /// Pids (other than `except`) that carry this run's marker and are not
-    /// zombies: what a killed server left behind.
+    /// Pids (other than `except`) that carry this world's marker and are
+    /// not zombies: what a killed server left behind.
     fn marked(&self, except: Option<u32>) -> Vec<(u32, String)> {
-        let want = format!("{MARKER}={}", self.marker);
-        let mut out = Vec::new();
-        for entry in std::fs::read_dir("/proc").into_iter().flatten().flatten() {
-            let Some(pid) = entry
-                .file_name()
-                .to_str()
-                .and_then(|s| s.parse::<u32>().ok())
-            else {
-                continue;
-            };
-            if Some(pid) == except || pid == std::process::id() {
-                continue;
-            }
-            let Ok(env) = std::fs::read(entry.path().join("environ")) else {
-                continue;
-            };
-            if !env.split(|b| *b == 0).any(|v| v == want.as_bytes()) {
-                continue;
-            }
-            let stat = std::fs::read_to_string(entry.path().join("stat")).unwrap_or_default();
-            let state = stat.rsplit_once(") ").map(|(_, r)| r.chars().next());
-            if matches!(state, Some(Some('Z' | 'X')) | None) {
-                continue; // dead, waiting for a reaper
-            }
-            let cmdline = std::fs::read(entry.path().join("cmdline"))
-                .unwrap_or_default()
-                .split(|b| *b == 0)
-                .filter(|a| !a.is_empty())
-                .map(|a| String::from_utf8_lossy(a).into_owned())
-                .collect::<Vec<_>>()
-                .join(" ");
-            out.push((pid, cmdline));
-        }
-        out
-    }
-}
-
-impl Server {
-    /// A connected client once the server answers (recovery is done by
-    /// then: it runs before the server listens).
-    async fn connect(&mut self) -> SessionServiceClient<Channel> {
-        let deadline = Instant::now() + WAIT;
-        loop {
-            if let Some(status) = self.child.try_wait().expect("try_wait") {
-                panic!(
-                    "the server exited at start-up ({status}):\n{}",
-                    self.log_text()
-                );
-            }
-            let url = format!("http://{}", self.addr);
-            if let Ok(ch) = Channel::from_shared(url).unwrap().connect().await {
-                let mut c = SessionServiceClient::new(ch);
-                if c.list_sessions(pb::ListSessionsRequest::default())
-                    .await
-                    .is_ok()
-                {
-                    return c;
-                }
-            }
-            assert!(
-                Instant::now() < deadline,
-                "the server did not answer within {WAIT:?}:\n{}",
-                self.log_text()
-            );
-            tokio::time::sleep(Duration::from_millis(50)).await;
-        }
-    }
-
-    fn pid(&self) -> u32 {
-        self.child.id()
-    }
-
-    /// SIGKILL, and reap it.
-    fn kill9(mut self) {
-        self.child.kill().expect("SIGKILL the server");
-        self.child.wait().expect("reap the server");
-    }
-
-    /// Waits for the server to die by itself (an armed failpoint); false
-    /// when it still runs after `within`.
-    async fn exited_within(&mut self, within: Duration) -> bool {
-        let deadline = Instant::now() + within;
-        while Instant::now() < deadline {
-            if self.child.try_wait().expect("try_wait").is_some() {
-                return true;
-            }
-            tokio::time::sleep(Duration::from_millis(20)).await;
-        }
-        false
-    }
-
-    fn log_text(&self) -> String {
-        std::fs::read_to_string(&self.log).unwrap_or_default()
+        server_process::marked(&self.marker, except)
     }
 }
 

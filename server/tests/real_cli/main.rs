@@ -1,4 +1,4 @@
-//! Everything against the real claude CLI and the fake Messages API: adapters, the gRPC API, permission modes, cassette recording and serving, content blocks, a lost resume id, the crash loop, the live-service opt-in.
+//! Everything against the real claude CLI and the fake Messages API: adapters, the gRPC API, permission modes, cassette recording and serving, content blocks, a lost resume id, the crash loop, a killed owner's session taken over by another node, the live-service opt-in.
 //!
 //! One test binary per concern (build and link once); each module below
 //! was its own binary before.
@@ -13,6 +13,7 @@ mod content_blocks;
 mod control;
 mod crash_loop;
 mod grpc;
+mod killed_owner;
 mod live_service_optin;
 mod live_typing;
 mod moved_conversation;

@@ -51,7 +51,7 @@ async fn node(
 }
 
 /// The conversation file of `id` under configuration directory `config`.
-fn conversation_file(config: &std::path::Path, id: &str) -> Option<std::path::PathBuf> {
+pub(crate) fn conversation_file(config: &std::path::Path, id: &str) -> Option<std::path::PathBuf> {
     std::fs::read_dir(config.join("projects"))
         .into_iter()
         .flatten()

@@ -511,6 +511,8 @@ struct Seen {
     deltas: Vec<(usize, pb::Delta)>,
     /// Events received before `caught_up`.
     caught_up_at: usize,
+    /// The stream's `after_seq`: its first event is the one after it.
+    after: u64,
 }
 
 /// A Subscribe stream collected in the background.
@@ -550,15 +552,34 @@ impl Events {
 
     /// [`Events::open`], asking for live typing when `deltas`.
     pub async fn open_with(
+        client: SessionServiceClient<Channel>,
+        session: &str,
+        deltas: bool,
+    ) -> Self {
+        Self::subscribe(client, session, 0, deltas).await
+    }
+
+    /// Subscribes to `session` from after seq `after` (a client resuming
+    /// where it left off); the first event must be `after + 1`.
+    pub async fn open_after(
+        client: SessionServiceClient<Channel>,
+        session: &str,
+        after: u64,
+    ) -> Self {
+        Self::subscribe(client, session, after, false).await
+    }
+
+    async fn subscribe(
         mut client: SessionServiceClient<Channel>,
         session: &str,
+        after: u64,
         deltas: bool,
     ) -> Self {
         let mut stream = bounded(
             "Subscribe",
             client.subscribe(pb::SubscribeRequest {
                 session_id: session.into(),
-                after_seq: 0,
+                after_seq: after,
                 include_deltas: deltas,
             }),
         )
@@ -567,6 +588,7 @@ impl Events {
         .into_inner();
         let seen = Arc::new(Mutex::new(Seen {
             deltas_wanted: deltas,
+            after,
             ..Seen::default()
         }));
         let changed = Arc::new(watch::Sender::new(0u64));
@@ -764,7 +786,8 @@ impl Events {
     }
 
     /// The stream's own contract held: replay header first, at most one
-    /// caught_up, seqs 1, 2, 3, ... with no gap, every event of the session.
+    /// caught_up, seqs 1, 2, 3, ... (from after the stream's `after_seq`)
+    /// with no gap, every event of the session.
     pub fn assert_contract(&self) {
         let s = self.lock();
         assert!(
@@ -802,7 +825,7 @@ fn record(s: &mut Seen, m: pb::SubscribeResponse) {
             s.caught_up_at = s.events.len();
         }
         Some(Kind::Event(e)) => {
-            let want = s.events.last().map(|l| l.seq).unwrap_or(0) + 1;
+            let want = s.events.last().map(|l| l.seq).unwrap_or(s.after) + 1;
             if e.seq != want {
                 s.violations
                     .push(format!("seq {} where {want} was next", e.seq));
@@ -815,7 +838,7 @@ fn record(s: &mut Seen, m: pb::SubscribeResponse) {
                 s.violations
                     .push(format!("a delta before caught_up: {d:?}"));
             }
-            let last = s.events.last().map(|e| e.seq).unwrap_or(0);
+            let last = s.events.last().map(|e| e.seq).unwrap_or(s.after);
             if d.after_seq != last {
                 s.violations.push(format!(
                     "a delta after seq {last} says it follows {}: {d:?}",

@@ -13,7 +13,9 @@
 //! - [`cli`]: the real CLI driven through an adapter;
 //! - [`cli_grpc`]: the real CLI driven through the gRPC API;
 //! - [`scripted`]: an in-process stand-in for the CLI (test code: it is not
-//!   in the server crate).
+//!   in the server crate);
+//! - [`server_process`]: the real server binary as a child process, killed
+//!   hard on demand, and the processes it started found by their marker.
 #![allow(dead_code)]
 
 pub mod cassette;
@@ -26,3 +28,4 @@ pub mod postgres;
 pub mod probe;
 pub mod scripted;
 pub mod server;
+pub mod server_process;
