@@ -298,6 +298,10 @@ both_releases!(
     interrupt,
     resume,
     lost_rollout,
+    thinking,
+    api_error,
+    interrupt_pending_approval,
+    interrupt_running_command,
 );
 
 /// One text turn: deltas, the completed message, usage, `turn/completed`.
@@ -520,6 +524,118 @@ async fn lost_rollout(mut s: Setup) {
     );
     assert_eq!(r["error"]["code"], -32600);
     second.exit().await;
+}
+
+/// A reasoning summary before the answer: a `reasoning` item, then the agentMessage.
+async fn thinking(mut s: Setup) {
+    let mut codex = s.spawn();
+    codex.initialize().await;
+    let thread = codex.start_thread().await;
+    let id = thread["id"].as_str().unwrap().to_owned();
+    codex.start_turn(&id, "THINK pondered").await;
+    let (done, lines) = codex.turn_completed().await;
+    assert_eq!(done["params"]["turn"]["status"], "completed", "{done}");
+    let reasoning = completed_items(&lines, "reasoning");
+    assert_eq!(reasoning.len(), 1, "{lines:#?}");
+    assert!(
+        reasoning[0].to_string().contains("I will answer: pondered"),
+        "{}",
+        reasoning[0]
+    );
+    assert_eq!(answer(&lines), "pondered");
+    codex.exit().await;
+}
+
+/// The model call fails (HTTP 500, no retries): an `error` notification and
+/// `turn/completed{failed}`; the process takes the next turn.
+async fn api_error(mut s: Setup) {
+    let mut codex = s.spawn();
+    codex.initialize().await;
+    let thread = codex.start_thread().await;
+    let id = thread["id"].as_str().unwrap().to_owned();
+    codex.start_turn(&id, "ERROR 500").await;
+    let (done, lines) = codex.turn_completed().await;
+    assert_eq!(done["params"]["turn"]["status"], "failed", "{done}");
+    assert!(
+        lines.iter().any(|v| method(v) == "error"),
+        "an error notification: {lines:#?}"
+    );
+    codex.start_turn(&id, "TEXT recovered").await;
+    let (done, lines) = codex.turn_completed().await;
+    assert_eq!(done["params"]["turn"]["status"], "completed");
+    assert_eq!(answer(&lines), "recovered");
+    codex.exit().await;
+}
+
+/// `turn/interrupt` while Codex waits for an approval: the turn ends `interrupted`, and the
+/// pending request is resolved (`serverRequest/resolved`), possibly after `turn/completed`.
+async fn interrupt_pending_approval(mut s: Setup) {
+    let mut codex = s.spawn();
+    codex.initialize().await;
+    let thread = codex.start_thread().await;
+    let id = thread["id"].as_str().unwrap().to_owned();
+    let turn = codex.start_turn(&id, "BASH touch never.txt").await;
+    let (ask, _) = codex
+        .until(|v| method(v) == "item/commandExecution/requestApproval")
+        .await;
+    let r = codex
+        .request("turn/interrupt", json!({"threadId": id, "turnId": turn}))
+        .await;
+    assert_eq!(r["result"], json!({}), "{r}");
+    let (done, mut lines) = codex.turn_completed().await;
+    assert_eq!(done["params"]["turn"]["status"], "interrupted", "{done}");
+    let resolved =
+        |v: &Value| method(v) == "serverRequest/resolved" && v["params"]["requestId"] == ask["id"];
+    if !lines.iter().any(resolved) {
+        let (_, more) = codex.until(resolved).await;
+        lines.extend(more);
+    }
+    assert!(completed_items(&lines, "commandExecution").is_empty());
+    assert!(!s.cwd.path().join("never.txt").exists());
+    codex.start_turn(&id, "TEXT next").await;
+    let (_, lines) = codex.turn_completed().await;
+    assert_eq!(answer(&lines), "next");
+    codex.exit().await;
+}
+
+/// `turn/interrupt` while an approved command runs: the turn ends `interrupted` and the
+/// commandExecution that started is never completed.
+async fn interrupt_running_command(mut s: Setup) {
+    let mut codex = s.spawn();
+    codex.initialize().await;
+    let thread = codex.start_thread().await;
+    let id = thread["id"].as_str().unwrap().to_owned();
+    let turn = codex.start_turn(&id, "BASH sleep 30 && echo late").await;
+    let (ask, _) = codex
+        .until(|v| method(v) == "item/commandExecution/requestApproval")
+        .await;
+    codex
+        .send(json!({"id": ask["id"], "result": {"decision": "accept"}}))
+        .await;
+    codex.until(|v| method(v) == "serverRequest/resolved").await;
+    // Give the command a moment to start.
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let started = std::time::Instant::now();
+    let r = codex
+        .request("turn/interrupt", json!({"threadId": id, "turnId": turn}))
+        .await;
+    assert_eq!(r["result"], json!({}), "{r}");
+    let (done, lines) = codex.turn_completed().await;
+    assert_eq!(done["params"]["turn"]["status"], "interrupted", "{done}");
+    assert!(
+        started.elapsed() < Duration::from_secs(10),
+        "the stop waited for the command"
+    );
+    let cmd = completed_items(&lines, "commandExecution");
+    assert!(
+        cmd.iter()
+            .all(|c| c["id"] != ask["params"]["itemId"] || c["status"] != "completed"),
+        "{cmd:#?}"
+    );
+    codex.start_turn(&id, "TEXT next").await;
+    let (_, lines) = codex.turn_completed().await;
+    assert_eq!(answer(&lines), "next");
+    codex.exit().await;
 }
 
 /// `$CODEX_HOME/sessions/YYYY/MM/DD/rollout-<ts>-<thread>.jsonl`.
