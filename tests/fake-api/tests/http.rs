@@ -400,3 +400,37 @@ fn codex_home_writes_the_provider_block() {
     let env = api.codex_env(&home);
     assert_eq!(env[0], ("CODEX_HOME", home.display().to_string()));
 }
+
+#[tokio::test]
+async fn responses_hang_sends_created_and_holds_the_stream() {
+    let api = FakeApi::start().await;
+    let addr = api.addr();
+    let body = responses_request(json!([user_item("HANG")]), true).to_string();
+    let mut s = TcpStream::connect(addr).unwrap();
+    write!(
+        s,
+        "POST /v1/responses HTTP/1.1\r\nHost: {addr}\r\nContent-Type: application/json\r\n\
+         Content-Length: {}\r\n\r\n{body}",
+        body.len()
+    )
+    .unwrap();
+    let mut r = BufReader::new(s.try_clone().unwrap());
+    let mut seen = String::new();
+    while !seen.contains("response.created") {
+        let mut line = String::new();
+        assert!(r.read_line(&mut line).unwrap() > 0, "stream ended early");
+        seen.push_str(&line);
+    }
+    assert_eq!(api.active_streams(), 1);
+    drop(r);
+    drop(s);
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    while api.active_streams() > 0 {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the stream outlives its client"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    assert_eq!(api.responses_requests()[0].scenario, "HANG");
+}
