@@ -58,6 +58,7 @@ pub struct Directive {
 pub const KEYWORDS: &[&str] = &[
     "TEXT",
     "SLOW",
+    "SLOWTHENBASH",
     "THINK",
     "BASH",
     "FAILBASH",
