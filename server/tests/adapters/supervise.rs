@@ -30,7 +30,7 @@ async fn lines(mut rx: tokio::sync::mpsc::Receiver<StdoutLine>) -> Vec<StdoutLin
 async fn long_lines_become_too_long_and_the_stream_goes_on() {
     let mut spec = sh("head -c 5000 /dev/zero | tr '\\0' x; echo; echo short; printf tail");
     spec.max_line_bytes = 1000;
-    let p = spawn(&spec).unwrap();
+    let p = spawn(&spec).await.unwrap();
     let got = lines(p.stdout).await;
     assert_eq!(got.len(), 3, "{got:?}");
     let StdoutLine::TooLong { head, len } = &got[0] else {
@@ -63,13 +63,13 @@ async fn env_is_cleaned_and_explicit_env_wins() {
     let mut spec = sh("echo \"[${HOME-unset}][$KEEP]\"");
     spec.strip_env_keys = vec!["HOME".into()];
     spec.env = vec![("KEEP".into(), "yes".into())];
-    let p = spawn(&spec).unwrap();
+    let p = spawn(&spec).await.unwrap();
     assert_eq!(
         lines(p.stdout).await,
         [StdoutLine::Line("[unset][yes]".into())]
     );
     spec.env.push(("HOME".into(), "/explicit".into()));
-    let p = spawn(&spec).unwrap();
+    let p = spawn(&spec).await.unwrap();
     assert_eq!(
         lines(p.stdout).await,
         [StdoutLine::Line("[/explicit][yes]".into())]
@@ -81,6 +81,7 @@ async fn stderr_tail_is_bounded_and_exit_code_kept() {
     let p = spawn(&sh(
         "for i in $(seq 1 100); do echo err-$i 1>&2; done; exit 7",
     ))
+    .await
     .unwrap();
     let _ = lines(p.stdout).await;
     let exit = p.exited.await.unwrap();
@@ -111,7 +112,7 @@ async fn waiting_for_the_tasks_waits_for_the_reapers_kill() {
     let tasks = Tasks::new();
     let mut spec = sh("trap '' TERM INT; sleep 300 & echo $!");
     spec.tasks = tasks.clone();
-    let p = spawn(&spec).unwrap();
+    let p = spawn(&spec).await.unwrap();
     let mut out = p.stdout;
     let Some(StdoutLine::Line(straggler)) = out.recv().await else {
         panic!()
@@ -134,7 +135,7 @@ async fn waiting_for_the_tasks_waits_for_the_reapers_kill() {
 #[tokio::test]
 async fn signals_reach_the_whole_group_and_the_leader_is_reaped() {
     // The grandchild (sleep) is in the same group and must die with it.
-    let p = spawn(&sh("sleep 300 & echo $!; wait")).unwrap();
+    let p = spawn(&sh("sleep 300 & echo $!; wait")).await.unwrap();
     let mut out = p.stdout;
     let Some(StdoutLine::Line(grandchild)) = out.recv().await else {
         panic!()
@@ -174,7 +175,9 @@ async fn signals_reach_the_whole_group_and_the_leader_is_reaped() {
 
 #[tokio::test]
 async fn stdin_lines_reach_the_child_and_close_ends_it() {
-    let p = spawn(&sh("while read l; do echo got-$l; done; echo eof")).unwrap();
+    let p = spawn(&sh("while read l; do echo got-$l; done; echo eof"))
+        .await
+        .unwrap();
     let w = p.stdin.unwrap();
     w.send_line("a").unwrap();
     w.send_line("b").unwrap();
@@ -188,7 +191,7 @@ async fn stdin_lines_reach_the_child_and_close_ends_it() {
 
 #[tokio::test]
 async fn recorded_group_is_killed_only_when_the_start_time_matches() {
-    let p = spawn(&sh("sleep 300")).unwrap();
+    let p = spawn(&sh("sleep 300")).await.unwrap();
     let start = p.start_time.expect("start time read from /proc");
     assert_eq!(process_start_time(p.pid), Some(start));
     assert!(
@@ -216,8 +219,10 @@ fn start_time_parsing_survives_odd_command_names() {
 #[test]
 fn spawn_of_a_missing_program_is_an_error() {
     let rt = tokio::runtime::Runtime::new().unwrap();
-    let _g = rt.enter();
-    let err = spawn(&ProcessSpec::new("/nonexistent/prog")).err().unwrap();
+    let err = rt
+        .block_on(spawn(&ProcessSpec::new("/nonexistent/prog")))
+        .err()
+        .unwrap();
     assert!(matches!(err, AdapterError::Spawn(m) if m.contains("/nonexistent/prog")));
 }
 
@@ -279,7 +284,7 @@ fn binary_discovery_order() {
 async fn a_child_not_reading_stdin_gets_a_bounded_queue() {
     let mut spec = sh("sleep 300");
     spec.stdin = true;
-    let p = spawn(&spec).unwrap();
+    let p = spawn(&spec).await.unwrap();
     let stdin = p.stdin.as_ref().expect("stdin asked for");
     let line = "x".repeat(64 * 1024);
     let mut queued = 0;
@@ -320,7 +325,7 @@ async fn a_spoofed_run_marker_in_the_env_never_wins() {
     let mut spec = sh("echo \"$AGENT_HARNESS_RUN_ID\"");
     spec.env = vec![("AGENT_HARNESS_RUN_ID".into(), "someone-else".into())];
     spec.run_marker = Some("run-123".into());
-    let p = spawn(&spec).unwrap();
+    let p = spawn(&spec).await.unwrap();
     let got = lines(p.stdout).await;
     assert_eq!(got, vec![StdoutLine::Line("run-123".into())]);
     assert_eq!(p.exited.await.unwrap().code, Some(0));

@@ -2,8 +2,12 @@
 //! server processes (`agent-harness serve`, nodes "a" and "b") share one
 //! PostgreSQL database, each with a HOME and a data dir (so a CLI config
 //! dir) of its own, both CLIs in front of one scripted Messages API. Turn
-//! one runs on a; turn two streams slowly on a, and a gets SIGKILL while
-//! its answer streams. Then:
+//! one runs on a; turn two streams slowly on a (30 s, then a tool and
+//! another model request), and a gets SIGKILL while its answer streams.
+//! Then:
+//! - a's CLI dies with a (the kernel kills it): it is gone by the time b
+//!   owns the session, and the Messages API gets no further request of
+//!   turn two;
 //! - a Send on b is answered UNAVAILABLE while a's lease lives, and once
 //!   it lapses b claims the session, writes the killed run's one
 //!   `run_end{SERVER_RESTART, inferred}` and starts a run of its own;
@@ -31,8 +35,12 @@ use super::resume_lost::conversation;
 use crate::support::cli_grpc::{Events, WAIT, assert_runs_end_once, describe_all, eventually};
 use crate::support::common::{claude_bin, claude_bin_newest};
 use crate::support::server_process::{self, ServerProcess};
+use agent_harness_server::supervise;
 
 const SESSION: &str = "killed-owner";
+/// Turn two's directive: a long streamed answer, then a Bash call, so a CLI
+/// that outlived its server would ask the model again.
+const TURN_TWO: &str = "SLOWTHENBASH";
 /// Short, so the takeover comes soon after the kill; long enough that a
 /// live node on a loaded machine renews in time.
 const LEASE: &str = "2s";
@@ -122,12 +130,13 @@ async fn killed_owner(bin: &Path) {
     let (first_end, end) = ev_a.turn_end_after(0).await;
     assert!(!end.is_error, "{end:?}");
 
-    // Turn two streams slowly on a (10 s in all); a dies once its answer
-    // has begun to stream.
+    // Turn two streams slowly on a (30 s in all, far longer than the
+    // takeover takes), then calls a tool and the model again; a dies once
+    // its answer has begun to stream.
     client_a
         .send(pb::SendRequest {
             session_id: SESSION.into(),
-            input: "SLOW 100 100".into(),
+            input: format!("{TURN_TWO} 100 300"),
             ..Default::default()
         })
         .await
@@ -143,7 +152,14 @@ async fn killed_owner(bin: &Path) {
         cli_a.iter().any(|(_, cmd)| cmd.contains("claude")),
         "a's CLI carries a's marker: {cli_a:?}"
     );
+    // Each of a's processes as it runs now: pid and start time, so a pid
+    // the kernel reuses later is not taken for it.
+    let cli_a: Vec<(u32, u64, String)> = cli_a
+        .into_iter()
+        .filter_map(|(pid, cmd)| Some((pid, supervise::process_start_time(pid)?, cmd)))
+        .collect();
     let a_pid = server_a.pid();
+    let requests_before_kill = api.message_requests().len();
     server_a.kill9();
     let killed_at = Instant::now();
     drop(client_a);
@@ -162,10 +178,21 @@ async fn killed_owner(bin: &Path) {
     );
 
     // Turn three on b: UNAVAILABLE while a's lease lives, then b's own run.
-    api.clear_requests();
     let third = "TEXT what was the word";
     let (run_b, refusals) = send_until_owned(&mut client_b, third).await;
     let answered_at = killed_at.elapsed();
+    // Exactly one owner acts: b owns the session now, so a's CLI, which
+    // without the kernel's help would stream turn two for half a minute
+    // more, is gone already: before b's turn three runs, let alone ends.
+    let still_running: Vec<_> = cli_a
+        .iter()
+        .filter(|(pid, start, _)| running_since(*pid, *start))
+        .collect();
+    assert!(
+        still_running.is_empty(),
+        "a's CLI still runs when b owns the session ({answered_at:?} after the kill): \
+         {still_running:?}"
+    );
     let (ready_b_ev, ready_b) = ev_b.run_ready_after(seen).await;
     assert_eq!(ready_b_ev.run_id, run_b);
     assert_eq!(ready_b.resume_id, conversation_id, "the same conversation");
@@ -218,8 +245,21 @@ async fn killed_owner(bin: &Path) {
         &log[seen as usize..on_b.len() + seen as usize]
     );
 
+    // a's CLI made no request after the kill: nothing continues turn two
+    // (its tool's result, or the stream again). It is dead, so none can
+    // come later either.
+    let calls = api.message_requests().split_off(requests_before_kill);
+    let of_turn_two: Vec<&str> = calls
+        .iter()
+        .map(|c| c.scenario.as_str())
+        .filter(|s| s.starts_with(TURN_TWO))
+        .collect();
+    assert!(
+        of_turn_two.is_empty(),
+        "model requests of turn two after a was killed: {of_turn_two:?}"
+    );
+
     // b's CLI sent the model the earlier conversation.
-    let calls = api.message_requests();
     let said = calls
         .iter()
         .map(|c| conversation(c.body.as_ref().expect("a JSON body")))
@@ -303,4 +343,14 @@ async fn send_until_owned(
             Err(s) => panic!("Send on b: {s:?}"),
         }
     }
+}
+
+/// Whether the process that had `pid` with start time `start` still runs
+/// (a zombie waiting for its reaper has stopped running).
+fn running_since(pid: u32, start: u64) -> bool {
+    supervise::process_start_time(pid) == Some(start)
+        && !std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|stat| {
+            stat.rsplit_once(") ")
+                .is_some_and(|(_, rest)| rest.starts_with(['Z', 'X']))
+        })
 }

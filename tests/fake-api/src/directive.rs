@@ -16,6 +16,7 @@ pub struct Directive {
 pub const KEYWORDS: &[&str] = &[
     "TEXT",
     "SLOW",
+    "SLOWTHENBASH",
     "THINK",
     "BASH",
     "FAILBASH",

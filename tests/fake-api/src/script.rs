@@ -166,13 +166,24 @@ pub fn reply(pos: &Position, attempt: u32) -> Reply {
     let mut words = args.split_whitespace();
     let msg = match d.keyword.as_str() {
         "TEXT" => ScriptedMessage::text(or_default(args, DEFAULT_TEXT)),
-        "SLOW" => {
+        "SLOW" | "SLOWTHENBASH" => {
             let n = words.next().and_then(|w| w.parse().ok()).unwrap_or(40);
             let ms = words.next().and_then(|w| w.parse().ok()).unwrap_or(250);
+            let mut blocks = vec![Block::Text {
+                chunks: (0..n).map(|i| format!("tick {i} ")).collect(),
+            }];
+            if d.keyword == "SLOWTHENBASH" {
+                // A turn that, once its answer has streamed, goes on: a
+                // tool, then another model request.
+                let command = words.collect::<Vec<_>>().join(" ");
+                let command = or_default(&command, "echo slow-then-bash");
+                blocks.push(Block::tool(
+                    "Bash",
+                    json!({"command": command, "description": "Run command"}),
+                ));
+            }
             ScriptedMessage {
-                blocks: vec![Block::Text {
-                    chunks: (0..n).map(|i| format!("tick {i} ")).collect(),
-                }],
+                blocks,
                 chunk_delay: Duration::from_millis(ms),
             }
         }
@@ -466,6 +477,30 @@ mod tests {
             panic!()
         };
         assert_eq!(m.blocks, vec![Block::text("steered")]);
+    }
+
+    #[test]
+    fn slow_then_bash_streams_then_calls_the_tool() {
+        let p = Position::of_request(&req(
+            json!([{"role": "user", "content": "SLOWTHENBASH 2 30 echo x y"}]),
+        ));
+        let Reply::Message(m) = reply(&p, 0) else {
+            panic!()
+        };
+        assert_eq!(m.chunk_delay, Duration::from_millis(30));
+        assert_eq!(
+            m.blocks,
+            vec![
+                Block::Text {
+                    chunks: vec!["tick 0 ".into(), "tick 1 ".into()]
+                },
+                Block::tool(
+                    "Bash",
+                    json!({"command": "echo x y", "description": "Run command"})
+                ),
+            ]
+        );
+        assert_eq!(m.stop_reason(), "tool_use");
     }
 
     #[test]

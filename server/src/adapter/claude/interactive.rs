@@ -98,7 +98,7 @@ impl ProcessAdapter for ClaudeInteractiveAdapter {
             );
             spec.args = self.args(&config);
             spec.stdin = true;
-            let child = supervise::spawn(&spec)?;
+            let child = supervise::spawn(&spec).await?;
             let control = Arc::new(InteractiveControl {
                 stdin: child.stdin.expect("interactive spec pipes stdin"),
                 group: child.group,

@@ -80,7 +80,7 @@ impl ProcessAdapter for ClaudeCliAdapter {
             let mut spec = self.options.base_spec(&config)?;
             spec.args = self.args(&config);
             spec.stdin = true;
-            let child = supervise::spawn(&spec)?;
+            let child = supervise::spawn(&spec).await?;
             let stdin = child.stdin.expect("the one-shot spec pipes stdin");
             stdin.send_text(&config.config.prompt)?;
             // The CLI reads the prompt up to the end of its input.
