@@ -328,9 +328,13 @@ async fn send_until_owned(
             Ok(r) => return (r.into_inner().run_id, refusals),
             Err(s) if s.code() == tonic::Code::Unavailable => {
                 let owner = s.metadata().get("x-agent-harness-owner");
-                assert_eq!(
-                    owner.and_then(|v| v.to_str().ok()),
-                    Some("a"),
+                // A node whose own lease ran late on a loaded machine refuses
+                // its writes as fenced (no owner to name) until it rejoins:
+                // honest, and retried like the rest. Any other refusal must
+                // name the dead owner.
+                let own_lease_late = owner.is_none() && s.message().contains("may not write");
+                assert!(
+                    own_lease_late || owner.and_then(|v| v.to_str().ok()) == Some("a"),
                     "the refusal names the owner: {s:?}"
                 );
                 refusals += 1;
