@@ -885,11 +885,18 @@ async fn writes_answered_by_the_owner_only(c: Arc<Cluster>) {
     );
 }
 
-/// SIGSTOP of a session's owner mid-turn, past its lease, while another
-/// node takes the session over (one `run_end{SERVER_RESTART, inferred}`,
-/// a new run); then SIGCONT: the paused node finds itself fenced (its late
-/// commit refused, its runs stopped), appends nothing, and refuses writes
-/// naming the new owner; the log stays contiguous, one run_end per run.
+/// The counter of writes a node's store refused because the node no
+/// longer owned their session.
+const FENCED_WRITES: &str = "agent_harness_fenced_writes_total";
+
+/// SIGSTOP of a session's owner while its run is live, past its lease,
+/// while another node takes the session over (one
+/// `run_end{SERVER_RESTART, inferred}`, a new run); then SIGCONT: the
+/// paused node finds itself fenced, and the commit its run makes next (the
+/// rest of its turn, or the run_end of the stop that fencing orders) is
+/// refused by the store, counted and logged naming the session; the node
+/// appends nothing, refuses writes (Send, DeleteSession) naming the new
+/// owner; the log stays contiguous, one run_end per run.
 async fn paused_owner_is_fenced_on_sigcont(c: Arc<Cluster>) {
     all_up(&c).await;
     let (paused, taker) = (&c.nodes[0], &c.nodes[1]);
@@ -901,9 +908,20 @@ async fn paused_owner_is_fenced_on_sigcont(c: Arc<Cluster>) {
         .await;
     let first_run = watch.runs()[0].clone();
     let mid_turn = watch.count(|p| matches!(p, pb::event::Payload::TurnEnd(_))) == 0;
+    // The cassette's process waits for a second message after its first
+    // turn: the run is live whenever it is paused, so it commits again
+    // after SIGCONT, by then as a stale owner.
+    let fenced_before = paused.metric(FENCED_WRITES).await;
     paused.signal(nix::sys::signal::Signal::SIGSTOP);
     let paused_at = Instant::now();
     let from = log_len(paused);
+    assert!(
+        !watch
+            .events
+            .iter()
+            .any(|e| e.run_id == first_run && run_end(e).is_some()),
+        "the run ended before its node was paused"
+    );
     // Refused while the paused node's lease lives, then claimed.
     let (by, errors) = send_until_answered(taker.addr, &sid, "second").await;
     assert_eq!(by, taker.id);
@@ -917,18 +935,50 @@ async fn paused_owner_is_fenced_on_sigcont(c: Arc<Cluster>) {
         .await;
     let head = watch.events.len();
     paused.signal(nix::sys::signal::Signal::SIGCONT);
-    // The lease task finds the lease lost and stops every run; a commit the
-    // run had under way when it was paused is refused by the store.
+    // The lease task finds the lease lost and stops every run; the run's
+    // late commit reaches the store and is refused whole.
     log_line(paused, from, &["node lease lost: fencing"]).await;
     log_line(paused, from, &["rejoined"]).await;
-    let log = std::fs::read(&paused.log).unwrap_or_default();
-    let after = String::from_utf8_lossy(&log[from.min(log.len())..]).into_owned();
-    let refused_commit = after.contains("fenced: this node no longer owns")
-        || after.contains("fenced before the run_end was recorded");
+    let refusal = log_line(paused, from, &["fenced: this node no longer owns"]).await;
+    assert!(
+        refusal.contains(&sid),
+        "{}: the refusal does not name {sid}: {refusal}",
+        paused.id
+    );
+    let deadline = Instant::now() + PATIENCE;
+    let fenced_after = loop {
+        let n = paused.metric(FENCED_WRITES).await;
+        if n > fenced_before {
+            break n;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "{}: {FENCED_WRITES} stayed at {n}",
+            paused.id
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
     let refused = try_send(paused.addr, &sid, "third")
         .await
         .expect_err("a write on the fenced node");
     assert_names_owner(&refused, &taker.id, &format!("Send to {}", paused.id));
+    let delete = paused
+        .client()
+        .await
+        .delete_session(routed(
+            &sid,
+            pb::DeleteSessionRequest {
+                session_id: sid.clone(),
+                ..Default::default()
+            },
+        ))
+        .await
+        .expect_err("a deletion on the fenced node");
+    assert_names_owner(
+        &delete,
+        &taker.id,
+        &format!("DeleteSession on {}", paused.id),
+    );
     // Whatever the paused node had not committed stays out of the log.
     watch.turns(1).await;
     let logged = history(&mut taker.client().await, &sid).await;
@@ -940,7 +990,7 @@ async fn paused_owner_is_fenced_on_sigcont(c: Arc<Cluster>) {
     assert!(late.is_empty(), "late events of the paused run: {late:?}");
     println!(
         "  {} paused {} past its lease; {} took over after {errors:?}; on SIGCONT it fenced itself \
-         (every run stopped, writes refused) and rejoined; a late commit refused by the store: {refused_commit}",
+         (every run stopped, writes refused) and rejoined; the store refused {} late write(s) of it",
         paused.id,
         if mid_turn {
             "mid-turn"
@@ -948,6 +998,7 @@ async fn paused_owner_is_fenced_on_sigcont(c: Arc<Cluster>) {
             "after the turn"
         },
         taker.id,
+        fenced_after - fenced_before,
     );
 }
 
