@@ -22,36 +22,25 @@ use crate::cluster::{
 
 pub type Proof = fn(Arc<Cluster>) -> BoxFuture<'static, ()>;
 
+/// Each proof function named, as `(its name, the proof)`.
+macro_rules! proofs {
+    ($($proof:ident),* $(,)?) => {
+        &[$((stringify!($proof), |c| Box::pin($proof(c)))),*]
+    };
+}
+
 /// Every proof, by name (`agent-harness-cluster NAME…` runs those whose
 /// name contains one of the arguments).
-pub const ALL: &[(&str, Proof)] = &[
-    ("one_session_one_node_through_each_proxy", |c| {
-        Box::pin(one_session_one_node_through_each_proxy(c))
-    }),
-    ("subscribe_on_another_node_is_gapless", |c| {
-        Box::pin(subscribe_on_another_node_is_gapless(c))
-    }),
-    ("stream_outlives_each_proxy_idle_timeout", |c| {
-        Box::pin(stream_outlives_each_proxy_idle_timeout(c))
-    }),
-    ("list_sessions_through_each_proxy_is_complete", |c| {
-        Box::pin(list_sessions_through_each_proxy_is_complete(c))
-    }),
-    ("writes_answered_by_the_owner_only", |c| {
-        Box::pin(writes_answered_by_the_owner_only(c))
-    }),
-    ("paused_owner_is_fenced_on_sigcont", |c| {
-        Box::pin(paused_owner_is_fenced_on_sigcont(c))
-    }),
-    ("killed_node_streams_end_and_log_is_intact", |c| {
-        Box::pin(killed_node_streams_end_and_log_is_intact(c))
-    }),
-    ("kill_owner_mid_turn_takeover", |c| {
-        Box::pin(kill_owner_mid_turn_takeover(c))
-    }),
-    ("returning_node_does_not_pull_sessions_back", |c| {
-        Box::pin(returning_node_does_not_pull_sessions_back(c))
-    }),
+pub const ALL: &[(&str, Proof)] = proofs![
+    one_session_one_node_through_each_proxy,
+    subscribe_on_another_node_is_gapless,
+    stream_outlives_each_proxy_idle_timeout,
+    list_sessions_through_each_proxy_is_complete,
+    writes_answered_by_the_owner_only,
+    paused_owner_is_fenced_on_sigcont,
+    killed_node_streams_end_and_log_is_intact,
+    kill_owner_mid_turn_takeover,
+    returning_node_does_not_pull_sessions_back,
 ];
 
 /// The header the balancers route by.
@@ -323,25 +312,39 @@ fn node_of_line(c: &Cluster, line: &str) -> String {
     panic!("no node in log line {line:?}");
 }
 
-/// A unary GetSession in grpc-web over HTTP/1.1, as a browser sends it,
-/// answered 200 with `grpc-status: 0`.
-async fn grpc_web_get_session(addr: SocketAddr, sid: &str) {
-    let msg = pb::GetSessionRequest {
-        session_id: sid.into(),
-    }
-    .encode_to_vec();
+/// Sends `msg` to `method` of the session service in grpc-web over
+/// HTTP/1.1 through `addr`, as a browser does (`extra` headers, each
+/// ending in CRLF, added); the connection, for the answer.
+async fn grpc_web_call(
+    addr: SocketAddr,
+    method: &str,
+    sid: &str,
+    msg: &impl Message,
+    extra: &str,
+) -> tokio::net::TcpStream {
+    let msg = msg.encode_to_vec();
     let mut body = vec![0u8];
     body.extend_from_slice(&(msg.len() as u32).to_be_bytes());
     body.extend_from_slice(&msg);
     let head = format!(
-        "POST /agentharness.v1.SessionService/GetSession HTTP/1.1\r\nHost: {addr}\r\n\
+        "POST /agentharness.v1.SessionService/{method} HTTP/1.1\r\nHost: {addr}\r\n\
          Content-Type: application/grpc-web+proto\r\nX-Grpc-Web: 1\r\n{SESSION_HEADER}: {sid}\r\n\
-         Content-Length: {}\r\nConnection: close\r\n\r\n",
+         Content-Length: {}\r\n{extra}\r\n",
         body.len()
     );
     let mut conn = tokio::net::TcpStream::connect(addr).await.expect("connect");
     conn.write_all(head.as_bytes()).await.unwrap();
     conn.write_all(&body).await.unwrap();
+    conn
+}
+
+/// A unary GetSession in grpc-web over HTTP/1.1, as a browser sends it,
+/// answered 200 with `grpc-status: 0`.
+async fn grpc_web_get_session(addr: SocketAddr, sid: &str) {
+    let msg = pb::GetSessionRequest {
+        session_id: sid.into(),
+    };
+    let mut conn = grpc_web_call(addr, "GetSession", sid, &msg, "Connection: close\r\n").await;
     let mut answer = Vec::new();
     tokio::time::timeout(PATIENCE, conn.read_to_end(&mut answer))
         .await
@@ -362,20 +365,8 @@ async fn grpc_web_subscribe_stays_open(addr: SocketAddr, sid: &str, quiet: Durat
         session_id: sid.into(),
         after_seq: 0,
         include_deltas: false,
-    }
-    .encode_to_vec();
-    let mut body = vec![0u8];
-    body.extend_from_slice(&(msg.len() as u32).to_be_bytes());
-    body.extend_from_slice(&msg);
-    let head = format!(
-        "POST /agentharness.v1.SessionService/Subscribe HTTP/1.1\r\nHost: {addr}\r\n\
-         Content-Type: application/grpc-web+proto\r\nX-Grpc-Web: 1\r\n{SESSION_HEADER}: {sid}\r\n\
-         Content-Length: {}\r\n\r\n",
-        body.len()
-    );
-    let mut conn = tokio::net::TcpStream::connect(addr).await.expect("connect");
-    conn.write_all(head.as_bytes()).await.unwrap();
-    conn.write_all(&body).await.unwrap();
+    };
+    let mut conn = grpc_web_call(addr, "Subscribe", sid, &msg, "").await;
     let since = Instant::now();
     let mut answer = Vec::new();
     let mut buf = vec![0u8; 16 * 1024];
@@ -827,9 +818,10 @@ fn ms_after(since: std::time::SystemTime, e: &pb::Event) -> i64 {
 }
 
 /// Through HAProxy every write of a session (Start, Send) is answered by
-/// one node, the one its balancer log names; the same writes sent straight
-/// to each other node answer UNAVAILABLE naming the owner, in the message
-/// and the `x-agent-harness-owner` trailer, and change nothing.
+/// one node, the one its balancer log names; writes (Send, Stop,
+/// DeleteSession) sent straight to each other node answer UNAVAILABLE
+/// naming the owner, in the message and the `x-agent-harness-owner`
+/// trailer, and change nothing.
 async fn writes_answered_by_the_owner_only(c: Arc<Cluster>) {
     let front = &c.haproxy;
     let sid = new_session_id();
@@ -859,30 +851,43 @@ async fn writes_answered_by_the_owner_only(c: Arc<Cluster>) {
     assert!(routed_nodes.iter().all(|n| *n == owner), "{routed_nodes:?}");
     let head = watch.events.len();
     for other in c.nodes.iter().filter(|n| n.id != owner) {
-        let what = format!("Send to {}", other.id);
-        let refused = try_send(other.addr, &sid, "third")
-            .await
-            .expect_err("a write on a non-owner");
-        assert_names_owner(&refused, &owner, &what);
-        let stop = other
-            .client()
-            .await
-            .stop(routed(
-                &sid,
-                pb::StopRequest {
-                    session_id: sid.clone(),
-                    ..Default::default()
-                },
-            ))
-            .await
-            .expect_err("a Stop on a non-owner");
-        assert_names_owner(&stop, &owner, &format!("Stop on {}", other.id));
+        assert_writes_refused(other, &sid, &owner).await;
     }
     let logged = history(&mut client, &sid).await;
     assert_eq!(logged.len(), head, "a refused write appended");
     println!(
-        "  {sid}: Start and Send answered by {owner}; Send and Stop on the others: UNAVAILABLE naming it"
+        "  {sid}: Start and Send answered by {owner}; Send, Stop and DeleteSession on the others: \
+         UNAVAILABLE naming it"
     );
+}
+
+/// Send, Stop and DeleteSession of `sid` on `node`, which does not own it:
+/// each answered UNAVAILABLE naming `owner`.
+async fn assert_writes_refused(node: &Node, sid: &str, owner: &str) {
+    let mut client = node.client().await;
+    let stop = pb::StopRequest {
+        session_id: sid.into(),
+        ..Default::default()
+    };
+    let delete = pb::DeleteSessionRequest {
+        session_id: sid.into(),
+        ..Default::default()
+    };
+    let answers = [
+        ("Send", try_send(node.addr, sid, "refused").await.map(drop)),
+        ("Stop", client.stop(routed(sid, stop)).await.map(drop)),
+        (
+            "DeleteSession",
+            client.delete_session(routed(sid, delete)).await.map(drop),
+        ),
+    ];
+    for (rpc, answer) in answers {
+        let what = format!("{rpc} on {}", node.id);
+        let status = answer
+            .err()
+            .unwrap_or_else(|| panic!("{what}, which does not own {sid}: answered"));
+        assert_names_owner(&status, owner, &what);
+    }
 }
 
 /// The counter of writes a node's store refused because the node no
@@ -895,8 +900,8 @@ const FENCED_WRITES: &str = "agent_harness_fenced_writes_total";
 /// paused node finds itself fenced, and the commit its run makes next (the
 /// rest of its turn, or the run_end of the stop that fencing orders) is
 /// refused by the store, counted and logged naming the session; the node
-/// appends nothing, refuses writes (Send, DeleteSession) naming the new
-/// owner; the log stays contiguous, one run_end per run.
+/// appends nothing, refuses writes (Send, Stop, DeleteSession) naming
+/// the new owner; the log stays contiguous, one run_end per run.
 async fn paused_owner_is_fenced_on_sigcont(c: Arc<Cluster>) {
     all_up(&c).await;
     let (paused, taker) = (&c.nodes[0], &c.nodes[1]);
@@ -958,27 +963,7 @@ async fn paused_owner_is_fenced_on_sigcont(c: Arc<Cluster>) {
         );
         tokio::time::sleep(Duration::from_millis(50)).await;
     };
-    let refused = try_send(paused.addr, &sid, "third")
-        .await
-        .expect_err("a write on the fenced node");
-    assert_names_owner(&refused, &taker.id, &format!("Send to {}", paused.id));
-    let delete = paused
-        .client()
-        .await
-        .delete_session(routed(
-            &sid,
-            pb::DeleteSessionRequest {
-                session_id: sid.clone(),
-                ..Default::default()
-            },
-        ))
-        .await
-        .expect_err("a deletion on the fenced node");
-    assert_names_owner(
-        &delete,
-        &taker.id,
-        &format!("DeleteSession on {}", paused.id),
-    );
+    assert_writes_refused(paused, &sid, &taker.id).await;
     // Whatever the paused node had not committed stays out of the log.
     watch.turns(1).await;
     let logged = history(&mut taker.client().await, &sid).await;
