@@ -481,21 +481,21 @@ impl Writer {
                 other => return other,
             };
             tracing::warn!(sessions = ?fenced, "fenced: this node no longer owns these sessions");
-            let out = |sid: &String| !fenced.contains(sid);
+            let keep = |sid: &String| !fenced.contains(sid);
             for sid in &fenced {
                 touched.remove(sid);
                 self.metas.remove(sid);
             }
-            parts.events.retain(|e| out(&e.session_id));
-            parts.full.retain(|e| out(&e.session_id));
-            parts.metas.retain(|m| out(&m.session_id));
-            parts.transcript.retain(|t| out(&t.session_id));
+            parts.events.retain(|e| keep(&e.session_id));
+            parts.full.retain(|e| keep(&e.session_id));
+            parts.metas.retain(|m| keep(&m.session_id));
+            parts.transcript.retain(|t| keep(&t.session_id));
             parts
                 .receipts
                 .retain(|r| !fenced.iter().any(|s| s == r.session_id()));
             let (gone, kept): (Vec<_>, Vec<_>) = std::mem::take(&mut parts.replies)
                 .into_iter()
-                .partition(|(_, _, sid)| !out(sid));
+                .partition(|(_, _, sid)| !keep(sid));
             parts.replies = kept;
             self.shared
                 .fenced_writes
