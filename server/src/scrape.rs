@@ -77,6 +77,11 @@ impl Source {
             "Successful group commits since start-up.",
             stats.commits,
         );
+        t.counter(
+            "agent_harness_fenced_writes_total",
+            "Writes (a session's part of a commit, a deletion) the shared store refused because this node no longer owns the session.",
+            stats.fenced_writes,
+        );
         t.histogram(
             "agent_harness_commit_batch_events",
             "Events per group commit.",

@@ -115,6 +115,11 @@ pub struct LogStats {
     /// Events those commits wrote; `committed_events / commits` is the
     /// average group-commit size.
     pub committed_events: u64,
+    /// Writes (a session's part of a commit, a deletion) the store refused
+    /// whole since the log was opened because this node no longer owns
+    /// their session (fenced: its lease lapsed, or another node took the
+    /// session over).
+    pub fenced_writes: u64,
 }
 
 /// State shared by the handle, the writer thread and every subscriber.
@@ -138,6 +143,8 @@ struct Shared {
     commits: AtomicU64,
     /// See [`LogStats::committed_events`].
     committed_events: AtomicU64,
+    /// See [`LogStats::fenced_writes`].
+    fenced_writes: AtomicU64,
     /// Whether the last commit succeeded: false from a failed commit until
     /// the next one succeeds. See [`EventLogs::storage_ok`].
     storage_ok: watch::Sender<bool>,
@@ -348,6 +355,7 @@ impl EventLogs {
             subscribers: AtomicUsize::new(0),
             commits: AtomicU64::new(0),
             committed_events: AtomicU64::new(0),
+            fenced_writes: AtomicU64::new(0),
             storage_ok: watch::Sender::new(true),
             metrics: crate::metrics::LogMetrics::default(),
         });
@@ -557,6 +565,7 @@ impl EventLogs {
             subscribers: shared.subscribers.load(Ordering::Relaxed),
             commits: shared.commits.load(Ordering::Relaxed),
             committed_events: shared.committed_events.load(Ordering::Relaxed),
+            fenced_writes: shared.fenced_writes.load(Ordering::Relaxed),
         }
     }
 }

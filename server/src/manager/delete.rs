@@ -10,6 +10,11 @@
 //! first, or finds the session gone (NOT_FOUND), or (a Start) creates it
 //! anew. The retention pass never waits for a run: a session with a live
 //! run is skipped.
+//!
+//! On a store several nodes share, the deletion's transaction is fenced as
+//! a commit is: a node that lost the session after its claim (paused past
+//! its lease while another node took the session over) deletes nothing and
+//! is answered as a fenced write is, naming the owner where it is known.
 
 use agent_harness_protocol::pb;
 
@@ -59,13 +64,19 @@ impl SessionManager {
             }
         };
         let receipt = keyed.put(|| pb::DeleteSessionResponse {});
-        if !self
+        match self
             .remove(session_id, &slot, claim, receipt, "client")
-            .await?
+            .await
         {
-            return Err(Error::unknown_session(session_id));
+            Ok(true) => Ok(()),
+            Ok(false) => Err(Error::unknown_session(session_id)),
+            // Fenced in the store: this node lost the session after its
+            // claim. Claiming again names the node that holds it now.
+            Err(fenced @ Error::NotOwner { owner: None, .. }) => {
+                Err(self.claim(session_id).await.err().unwrap_or(fenced))
+            }
+            Err(e) => Err(e),
         }
-        Ok(())
     }
 
     /// With the session's claim held: deletes it from the store and from
@@ -153,13 +164,26 @@ impl SessionManager {
     /// slot means no live run: a run task occupies the slot from before its
     /// `run_start` until after its `run_end`, and start-up recovery closed
     /// every run a previous server left open. So the log is not read.
+    ///
+    /// On a store several nodes share, only the session's owner deletes
+    /// it: a session another node holds (or any, while this node is
+    /// fenced) is left, as one with a live run is.
     async fn delete_idle(&self, session_id: &str) -> Result<bool> {
+        match self.claim(session_id).await {
+            Err(Error::NotOwner { .. }) => return Ok(false),
+            other => other?,
+        }
         let slot = self.slot(session_id);
         let Entry::Free(claim) = slot.enter() else {
             return Ok(false);
         };
-        self.remove(session_id, &slot, claim, None, "retention")
+        match self
+            .remove(session_id, &slot, claim, None, "retention")
             .await
+        {
+            Err(Error::NotOwner { .. }) => Ok(false),
+            other => other,
+        }
     }
 
     /// Before a Start creates a new session: with `--max-sessions` and the

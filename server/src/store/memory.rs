@@ -190,11 +190,13 @@ impl Store for MemoryStore {
         Ok(self.lock().receipts.len())
     }
 
-    fn read_range(
+    fn read_range_within(
         &self,
         session_id: &str,
         after_seq: u64,
         limit: usize,
+        max_bytes: usize,
+        event_cap: usize,
     ) -> Result<Vec<pb::Event>, StoreError> {
         let inner = self.lock();
         let Some(events) = inner.events.get(session_id) else {
@@ -203,18 +205,22 @@ impl Store for MemoryStore {
         let Some(start) = after_seq.checked_add(1) else {
             return Ok(Vec::new());
         };
-        Ok(events
+        let mut out: Vec<pb::Event> = events
             .range(start..)
             .take(limit)
             .map(|(_, e)| e.clone())
-            .collect())
+            .collect();
+        out.truncate(super::within(out.iter(), max_bytes, event_cap));
+        Ok(out)
     }
 
-    fn read_before(
+    fn read_before_within(
         &self,
         session_id: &str,
         before_seq: u64,
         limit: usize,
+        max_bytes: usize,
+        event_cap: usize,
     ) -> Result<Vec<pb::Event>, StoreError> {
         let inner = self.lock();
         let Some(events) = inner.events.get(session_id) else {
@@ -226,6 +232,7 @@ impl Store for MemoryStore {
             .take(limit)
             .map(|(_, e)| e.clone())
             .collect();
+        out.truncate(super::within(out.iter(), max_bytes, event_cap));
         out.reverse();
         Ok(out)
     }

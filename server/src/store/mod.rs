@@ -183,14 +183,18 @@ pub trait Store: Send + Sync + 'static {
         session_id: &str,
         after_seq: u64,
         limit: usize,
-    ) -> Result<Vec<pb::Event>, StoreError>;
+    ) -> Result<Vec<pb::Event>, StoreError> {
+        self.read_range_within(session_id, after_seq, limit, usize::MAX, usize::MAX)
+    }
     /// The newest `limit` events with `seq < before_seq`, returned oldest-first.
     fn read_before(
         &self,
         session_id: &str,
         before_seq: u64,
         limit: usize,
-    ) -> Result<Vec<pb::Event>, StoreError>;
+    ) -> Result<Vec<pb::Event>, StoreError> {
+        self.read_before_within(session_id, before_seq, limit, usize::MAX, usize::MAX)
+    }
     /// As [`Store::read_range`], stopping once the events taken hold more
     /// than `max_bytes` of encoded events, each counted as at most
     /// `event_cap` bytes (the size it is streamed at); always at least one.
@@ -202,12 +206,7 @@ pub trait Store: Send + Sync + 'static {
         limit: usize,
         max_bytes: usize,
         event_cap: usize,
-    ) -> Result<Vec<pb::Event>, StoreError> {
-        let mut events = self.read_range(session_id, after_seq, limit)?;
-        let keep = within(events.iter(), max_bytes, event_cap);
-        events.truncate(keep);
-        Ok(events)
-    }
+    ) -> Result<Vec<pb::Event>, StoreError>;
     /// As [`Store::read_before`], keeping the newest events that hold at
     /// most `max_bytes` of encoded events, counted as in
     /// [`Store::read_range_within`] (always at least one).
@@ -218,12 +217,7 @@ pub trait Store: Send + Sync + 'static {
         limit: usize,
         max_bytes: usize,
         event_cap: usize,
-    ) -> Result<Vec<pb::Event>, StoreError> {
-        let mut events = self.read_before(session_id, before_seq, limit)?;
-        let keep = within(events.iter().rev(), max_bytes, event_cap);
-        events.drain(..events.len() - keep);
-        Ok(events)
-    }
+    ) -> Result<Vec<pb::Event>, StoreError>;
     /// The whole form of event `seq`: as appended in `full` when it was cut
     /// down, else the stored event. `None` when there is no such event.
     fn read_full(&self, session_id: &str, seq: u64) -> Result<Option<pb::Event>, StoreError>;
@@ -253,6 +247,9 @@ pub trait Store: Send + Sync + 'static {
     /// whole forms, its meta, its receipts, its rows of the conversation
     /// index, its transcript entries) and writes `receipt` (the deleting call's own), in ONE
     /// durable transaction. False when the session had nothing stored.
+    /// Fenced as a commit is (see [`ownership`]): once this node has
+    /// joined, [`StoreError::Fenced`] and nothing deleted unless its lease
+    /// is live and it owns the session under its epoch.
     fn delete_session(
         &self,
         session_id: &str,

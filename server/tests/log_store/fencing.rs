@@ -7,7 +7,9 @@ use crate::support::postgres::{cluster, store};
 
 use std::time::{Duration, Instant};
 
-use agent_harness_server::store::{Claim, PostgresStore, SessionMeta, Store, StoreError};
+use agent_harness_server::store::{
+    Claim, PostgresStore, Receipt, ReceiptWrite, SessionMeta, Store, StoreError,
+};
 
 const LEASE: Duration = Duration::from_millis(400);
 /// A lease no loaded test machine outlives between two statements.
@@ -104,6 +106,59 @@ fn one_owner_and_a_late_commit_of_the_old_one_is_refused_whole() {
         Claim::Elsewhere { node_id, .. } if node_id == "b"
     ));
     assert_eq!(fenced(append(&a, "s", 4, 4)), vec!["s".to_owned()]);
+}
+
+#[test]
+fn a_deletion_by_a_node_that_lost_the_session_is_refused_and_deletes_nothing() {
+    let url = cluster().fresh_database();
+    let (a, b) = (open(&url), open(&url));
+    a.join_node("a", "127.0.0.1:1", SLOW).unwrap();
+    b.join_node("b", "127.0.0.1:2", SLOW * 10).unwrap();
+    a.claim_session("s").unwrap();
+    a.append_batch(&[event("s", 1), event("s", 2)], &[SessionMeta::new("s", 1)])
+        .unwrap();
+    let keyed = |key: &str| {
+        ReceiptWrite::Put(Receipt::encoded(
+            "s",
+            key,
+            1,
+            "print",
+            "DeleteSession",
+            Vec::new(),
+        ))
+    };
+    // B may not delete what A owns while A's lease lives.
+    assert!(matches!(
+        b.delete_session("s", Some(&keyed("by-b"))),
+        Err(StoreError::Fenced { sessions }) if sessions == ["s"]
+    ));
+    // A stops renewing (paused) and B takes the session over; A's late
+    // deletion is refused whole: the events, the meta and the owner stay,
+    // and its receipt is not written.
+    assert!(matches!(
+        claim_when_free(&b, "s"),
+        Claim::Claimed { previous: Some(p) } if p == "a"
+    ));
+    assert!(matches!(
+        a.delete_session("s", Some(&keyed("by-a"))),
+        Err(StoreError::Fenced { sessions }) if sessions == ["s"]
+    ));
+    assert_eq!(seqs(&b.read_range("s", 0, 10).unwrap()), vec![1, 2]);
+    assert!(b.meta("s").unwrap().is_some());
+    assert!(b.receipt("s", "by-a").unwrap().is_none());
+    assert!(b.receipt("s", "by-b").unwrap().is_none());
+    // Nor after A rejoins under a new epoch: B owns the session.
+    a.join_node("a", "127.0.0.1:1", SLOW * 10).unwrap();
+    assert!(matches!(
+        a.delete_session("s", None),
+        Err(StoreError::Fenced { .. })
+    ));
+    append(&b, "s", 3, 3).unwrap();
+    // The owner deletes it.
+    assert!(b.delete_session("s", Some(&keyed("by-b"))).unwrap());
+    assert!(b.read_range("s", 0, 10).unwrap().is_empty());
+    assert!(b.meta("s").unwrap().is_none());
+    assert!(b.receipt("s", "by-b").unwrap().is_some());
 }
 
 #[test]

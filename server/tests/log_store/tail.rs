@@ -367,21 +367,27 @@ impl Store for Wrapper {
     fn receipt_count(&self) -> Result<usize, StoreError> {
         self.inner.receipt_count()
     }
-    fn read_range(
+    fn read_range_within(
         &self,
         session_id: &str,
         after_seq: u64,
         limit: usize,
+        max_bytes: usize,
+        event_cap: usize,
     ) -> Result<Vec<pb::Event>, StoreError> {
-        self.inner.read_range(session_id, after_seq, limit)
+        self.inner
+            .read_range_within(session_id, after_seq, limit, max_bytes, event_cap)
     }
-    fn read_before(
+    fn read_before_within(
         &self,
         session_id: &str,
         before_seq: u64,
         limit: usize,
+        max_bytes: usize,
+        event_cap: usize,
     ) -> Result<Vec<pb::Event>, StoreError> {
-        self.inner.read_before(session_id, before_seq, limit)
+        self.inner
+            .read_before_within(session_id, before_seq, limit, max_bytes, event_cap)
     }
     fn read_full(&self, session_id: &str, seq: u64) -> Result<Option<pb::Event>, StoreError> {
         self.inner.read_full(session_id, seq)

@@ -183,6 +183,17 @@ async fn a_lapsed_owner_is_fenced_and_the_other_node_takes_the_session_over() {
         .await
         .expect_err("B owns s now");
     assert_eq!(owner_named(&refused), "node-b");
+    // Nor may A delete it: refused naming B, nothing deleted.
+    let before = b.stored_events("s");
+    let delete = ca
+        .delete_session(pb::DeleteSessionRequest {
+            session_id: "s".into(),
+            ..Default::default()
+        })
+        .await
+        .expect_err("B owns s now");
+    assert_eq!(owner_named(&delete), "node-b");
+    assert_eq!(b.stored_events("s"), before);
     assert!(sent.is_some());
 }
 

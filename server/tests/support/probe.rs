@@ -124,13 +124,27 @@ impl Store for Probe {
         self.event_reads.fetch_add(1, Ordering::SeqCst);
         self.inner.read_full(s, seq)
     }
-    fn read_range(&self, s: &str, a: u64, l: usize) -> Result<Vec<pb::Event>, StoreError> {
+    fn read_range_within(
+        &self,
+        s: &str,
+        a: u64,
+        l: usize,
+        max: usize,
+        cap: usize,
+    ) -> Result<Vec<pb::Event>, StoreError> {
         self.event_reads.fetch_add(1, Ordering::SeqCst);
-        self.inner.read_range(s, a, l)
+        self.inner.read_range_within(s, a, l, max, cap)
     }
-    fn read_before(&self, s: &str, b: u64, l: usize) -> Result<Vec<pb::Event>, StoreError> {
+    fn read_before_within(
+        &self,
+        s: &str,
+        b: u64,
+        l: usize,
+        max: usize,
+        cap: usize,
+    ) -> Result<Vec<pb::Event>, StoreError> {
         self.event_reads.fetch_add(1, Ordering::SeqCst);
-        self.inner.read_before(s, b, l)
+        self.inner.read_before_within(s, b, l, max, cap)
     }
     fn meta(&self, s: &str) -> Result<Option<SessionMeta>, StoreError> {
         self.meta_reads.fetch_add(1, Ordering::SeqCst);

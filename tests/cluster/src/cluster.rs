@@ -217,6 +217,29 @@ impl Node {
     pub async fn client(&self) -> SessionServiceClient<Channel> {
         connect(self.addr).await
     }
+
+    /// The value of the counter or gauge `name` in the node's `GET /metrics`.
+    pub async fn metric(&self, name: &str) -> u64 {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        let mut conn = tokio::net::TcpStream::connect(self.addr)
+            .await
+            .unwrap_or_else(|e| panic!("connect to {}: {e}", self.id));
+        let head = format!(
+            "GET /metrics HTTP/1.1\r\nHost: {}\r\nConnection: close\r\n\r\n",
+            self.addr
+        );
+        conn.write_all(head.as_bytes()).await.expect("ask /metrics");
+        let mut answer = Vec::new();
+        tokio::time::timeout(PATIENCE, conn.read_to_end(&mut answer))
+            .await
+            .expect("a /metrics answer")
+            .expect("read /metrics");
+        let text = String::from_utf8_lossy(&answer);
+        text.lines()
+            .find_map(|l| l.strip_prefix(name)?.strip_prefix(' '))
+            .and_then(|v| v.trim().parse().ok())
+            .unwrap_or_else(|| panic!("{}: no {name} in /metrics:\n{text}", self.id))
+    }
 }
 
 pub async fn connect(addr: SocketAddr) -> SessionServiceClient<Channel> {

@@ -22,36 +22,25 @@ use crate::cluster::{
 
 pub type Proof = fn(Arc<Cluster>) -> BoxFuture<'static, ()>;
 
+/// Each proof function named, as `(its name, the proof)`.
+macro_rules! proofs {
+    ($($proof:ident),* $(,)?) => {
+        &[$((stringify!($proof), |c| Box::pin($proof(c)))),*]
+    };
+}
+
 /// Every proof, by name (`agent-harness-cluster NAME…` runs those whose
 /// name contains one of the arguments).
-pub const ALL: &[(&str, Proof)] = &[
-    ("one_session_one_node_through_each_proxy", |c| {
-        Box::pin(one_session_one_node_through_each_proxy(c))
-    }),
-    ("subscribe_on_another_node_is_gapless", |c| {
-        Box::pin(subscribe_on_another_node_is_gapless(c))
-    }),
-    ("stream_outlives_each_proxy_idle_timeout", |c| {
-        Box::pin(stream_outlives_each_proxy_idle_timeout(c))
-    }),
-    ("list_sessions_through_each_proxy_is_complete", |c| {
-        Box::pin(list_sessions_through_each_proxy_is_complete(c))
-    }),
-    ("writes_answered_by_the_owner_only", |c| {
-        Box::pin(writes_answered_by_the_owner_only(c))
-    }),
-    ("paused_owner_is_fenced_on_sigcont", |c| {
-        Box::pin(paused_owner_is_fenced_on_sigcont(c))
-    }),
-    ("killed_node_streams_end_and_log_is_intact", |c| {
-        Box::pin(killed_node_streams_end_and_log_is_intact(c))
-    }),
-    ("kill_owner_mid_turn_takeover", |c| {
-        Box::pin(kill_owner_mid_turn_takeover(c))
-    }),
-    ("returning_node_does_not_pull_sessions_back", |c| {
-        Box::pin(returning_node_does_not_pull_sessions_back(c))
-    }),
+pub const ALL: &[(&str, Proof)] = proofs![
+    one_session_one_node_through_each_proxy,
+    subscribe_on_another_node_is_gapless,
+    stream_outlives_each_proxy_idle_timeout,
+    list_sessions_through_each_proxy_is_complete,
+    writes_answered_by_the_owner_only,
+    paused_owner_is_fenced_on_sigcont,
+    killed_node_streams_end_and_log_is_intact,
+    kill_owner_mid_turn_takeover,
+    returning_node_does_not_pull_sessions_back,
 ];
 
 /// The header the balancers route by.
@@ -323,25 +312,39 @@ fn node_of_line(c: &Cluster, line: &str) -> String {
     panic!("no node in log line {line:?}");
 }
 
-/// A unary GetSession in grpc-web over HTTP/1.1, as a browser sends it,
-/// answered 200 with `grpc-status: 0`.
-async fn grpc_web_get_session(addr: SocketAddr, sid: &str) {
-    let msg = pb::GetSessionRequest {
-        session_id: sid.into(),
-    }
-    .encode_to_vec();
+/// Sends `msg` to `method` of the session service in grpc-web over
+/// HTTP/1.1 through `addr`, as a browser does (`extra` headers, each
+/// ending in CRLF, added); the connection, for the answer.
+async fn grpc_web_call(
+    addr: SocketAddr,
+    method: &str,
+    sid: &str,
+    msg: &impl Message,
+    extra: &str,
+) -> tokio::net::TcpStream {
+    let msg = msg.encode_to_vec();
     let mut body = vec![0u8];
     body.extend_from_slice(&(msg.len() as u32).to_be_bytes());
     body.extend_from_slice(&msg);
     let head = format!(
-        "POST /agentharness.v1.SessionService/GetSession HTTP/1.1\r\nHost: {addr}\r\n\
+        "POST /agentharness.v1.SessionService/{method} HTTP/1.1\r\nHost: {addr}\r\n\
          Content-Type: application/grpc-web+proto\r\nX-Grpc-Web: 1\r\n{SESSION_HEADER}: {sid}\r\n\
-         Content-Length: {}\r\nConnection: close\r\n\r\n",
+         Content-Length: {}\r\n{extra}\r\n",
         body.len()
     );
     let mut conn = tokio::net::TcpStream::connect(addr).await.expect("connect");
     conn.write_all(head.as_bytes()).await.unwrap();
     conn.write_all(&body).await.unwrap();
+    conn
+}
+
+/// A unary GetSession in grpc-web over HTTP/1.1, as a browser sends it,
+/// answered 200 with `grpc-status: 0`.
+async fn grpc_web_get_session(addr: SocketAddr, sid: &str) {
+    let msg = pb::GetSessionRequest {
+        session_id: sid.into(),
+    };
+    let mut conn = grpc_web_call(addr, "GetSession", sid, &msg, "Connection: close\r\n").await;
     let mut answer = Vec::new();
     tokio::time::timeout(PATIENCE, conn.read_to_end(&mut answer))
         .await
@@ -362,20 +365,8 @@ async fn grpc_web_subscribe_stays_open(addr: SocketAddr, sid: &str, quiet: Durat
         session_id: sid.into(),
         after_seq: 0,
         include_deltas: false,
-    }
-    .encode_to_vec();
-    let mut body = vec![0u8];
-    body.extend_from_slice(&(msg.len() as u32).to_be_bytes());
-    body.extend_from_slice(&msg);
-    let head = format!(
-        "POST /agentharness.v1.SessionService/Subscribe HTTP/1.1\r\nHost: {addr}\r\n\
-         Content-Type: application/grpc-web+proto\r\nX-Grpc-Web: 1\r\n{SESSION_HEADER}: {sid}\r\n\
-         Content-Length: {}\r\n\r\n",
-        body.len()
-    );
-    let mut conn = tokio::net::TcpStream::connect(addr).await.expect("connect");
-    conn.write_all(head.as_bytes()).await.unwrap();
-    conn.write_all(&body).await.unwrap();
+    };
+    let mut conn = grpc_web_call(addr, "Subscribe", sid, &msg, "").await;
     let since = Instant::now();
     let mut answer = Vec::new();
     let mut buf = vec![0u8; 16 * 1024];
@@ -749,18 +740,28 @@ const OWNER_HEADER: &str = "x-agent-harness-owner";
 /// Waits until `node`'s log, past its first `from` bytes, has a line
 /// containing one of `needles`; that line.
 async fn log_line(node: &Node, from: usize, needles: &[&str]) -> String {
+    log_line_where(node, from, &format!("none of {needles:?}"), |l| {
+        needles.iter().any(|n| l.contains(n))
+    })
+    .await
+}
+
+/// Waits until `node`'s log, past its first `from` bytes, has a line
+/// `wanted` says yes to (`what` names it); that line.
+async fn log_line_where(
+    node: &Node,
+    from: usize,
+    what: &str,
+    wanted: impl Fn(&str) -> bool,
+) -> String {
     let deadline = Instant::now() + PATIENCE;
     loop {
         let log = std::fs::read(&node.log).unwrap_or_default();
         let text = String::from_utf8_lossy(&log[from.min(log.len())..]).into_owned();
-        if let Some(line) = text.lines().find(|l| needles.iter().any(|n| l.contains(n))) {
+        if let Some(line) = text.lines().find(|l| wanted(l)) {
             return line.to_owned();
         }
-        assert!(
-            Instant::now() < deadline,
-            "{}: none of {needles:?} in its log",
-            node.id
-        );
+        assert!(Instant::now() < deadline, "{}: {what} in its log", node.id);
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
 }
@@ -827,9 +828,10 @@ fn ms_after(since: std::time::SystemTime, e: &pb::Event) -> i64 {
 }
 
 /// Through HAProxy every write of a session (Start, Send) is answered by
-/// one node, the one its balancer log names; the same writes sent straight
-/// to each other node answer UNAVAILABLE naming the owner, in the message
-/// and the `x-agent-harness-owner` trailer, and change nothing.
+/// one node, the one its balancer log names; writes (Send, Stop,
+/// DeleteSession) sent straight to each other node answer UNAVAILABLE
+/// naming the owner, in the message and the `x-agent-harness-owner`
+/// trailer, and change nothing.
 async fn writes_answered_by_the_owner_only(c: Arc<Cluster>) {
     let front = &c.haproxy;
     let sid = new_session_id();
@@ -859,37 +861,57 @@ async fn writes_answered_by_the_owner_only(c: Arc<Cluster>) {
     assert!(routed_nodes.iter().all(|n| *n == owner), "{routed_nodes:?}");
     let head = watch.events.len();
     for other in c.nodes.iter().filter(|n| n.id != owner) {
-        let what = format!("Send to {}", other.id);
-        let refused = try_send(other.addr, &sid, "third")
-            .await
-            .expect_err("a write on a non-owner");
-        assert_names_owner(&refused, &owner, &what);
-        let stop = other
-            .client()
-            .await
-            .stop(routed(
-                &sid,
-                pb::StopRequest {
-                    session_id: sid.clone(),
-                    ..Default::default()
-                },
-            ))
-            .await
-            .expect_err("a Stop on a non-owner");
-        assert_names_owner(&stop, &owner, &format!("Stop on {}", other.id));
+        assert_writes_refused(other, &sid, &owner).await;
     }
     let logged = history(&mut client, &sid).await;
     assert_eq!(logged.len(), head, "a refused write appended");
     println!(
-        "  {sid}: Start and Send answered by {owner}; Send and Stop on the others: UNAVAILABLE naming it"
+        "  {sid}: Start and Send answered by {owner}; Send, Stop and DeleteSession on the others: \
+         UNAVAILABLE naming it"
     );
 }
 
-/// SIGSTOP of a session's owner mid-turn, past its lease, while another
-/// node takes the session over (one `run_end{SERVER_RESTART, inferred}`,
-/// a new run); then SIGCONT: the paused node finds itself fenced (its late
-/// commit refused, its runs stopped), appends nothing, and refuses writes
-/// naming the new owner; the log stays contiguous, one run_end per run.
+/// Send, Stop and DeleteSession of `sid` on `node`, which does not own it:
+/// each answered UNAVAILABLE naming `owner`.
+async fn assert_writes_refused(node: &Node, sid: &str, owner: &str) {
+    let mut client = node.client().await;
+    let stop = pb::StopRequest {
+        session_id: sid.into(),
+        ..Default::default()
+    };
+    let delete = pb::DeleteSessionRequest {
+        session_id: sid.into(),
+        ..Default::default()
+    };
+    let answers = [
+        ("Send", try_send(node.addr, sid, "refused").await.map(drop)),
+        ("Stop", client.stop(routed(sid, stop)).await.map(drop)),
+        (
+            "DeleteSession",
+            client.delete_session(routed(sid, delete)).await.map(drop),
+        ),
+    ];
+    for (rpc, answer) in answers {
+        let what = format!("{rpc} on {}", node.id);
+        let status = answer
+            .err()
+            .unwrap_or_else(|| panic!("{what}, which does not own {sid}: answered"));
+        assert_names_owner(&status, owner, &what);
+    }
+}
+
+/// The counter of writes a node's store refused because the node no
+/// longer owned their session.
+const FENCED_WRITES: &str = "agent_harness_fenced_writes_total";
+
+/// SIGSTOP of a session's owner while its run is live, past its lease,
+/// while another node takes the session over (one
+/// `run_end{SERVER_RESTART, inferred}`, a new run); then SIGCONT: the
+/// paused node finds itself fenced, and the commit its run makes next (the
+/// rest of its turn, or the run_end of the stop that fencing orders) is
+/// refused by the store, counted and logged naming the session; the node
+/// appends nothing, refuses writes (Send, Stop, DeleteSession) naming
+/// the new owner; the log stays contiguous, one run_end per run.
 async fn paused_owner_is_fenced_on_sigcont(c: Arc<Cluster>) {
     all_up(&c).await;
     let (paused, taker) = (&c.nodes[0], &c.nodes[1]);
@@ -901,9 +923,20 @@ async fn paused_owner_is_fenced_on_sigcont(c: Arc<Cluster>) {
         .await;
     let first_run = watch.runs()[0].clone();
     let mid_turn = watch.count(|p| matches!(p, pb::event::Payload::TurnEnd(_))) == 0;
+    // The cassette's process waits for a second message after its first
+    // turn: the run is live whenever it is paused, so it commits again
+    // after SIGCONT, by then as a stale owner.
+    let fenced_before = paused.metric(FENCED_WRITES).await;
     paused.signal(nix::sys::signal::Signal::SIGSTOP);
     let paused_at = Instant::now();
     let from = log_len(paused);
+    assert!(
+        !watch
+            .events
+            .iter()
+            .any(|e| e.run_id == first_run && run_end(e).is_some()),
+        "the run ended before its node was paused"
+    );
     // Refused while the paused node's lease lives, then claimed.
     let (by, errors) = send_until_answered(taker.addr, &sid, "second").await;
     assert_eq!(by, taker.id);
@@ -917,18 +950,30 @@ async fn paused_owner_is_fenced_on_sigcont(c: Arc<Cluster>) {
         .await;
     let head = watch.events.len();
     paused.signal(nix::sys::signal::Signal::SIGCONT);
-    // The lease task finds the lease lost and stops every run; a commit the
-    // run had under way when it was paused is refused by the store.
+    // The lease task finds the lease lost and stops every run; the run's
+    // late commit reaches the store and is refused whole.
     log_line(paused, from, &["node lease lost: fencing"]).await;
     log_line(paused, from, &["rejoined"]).await;
-    let log = std::fs::read(&paused.log).unwrap_or_default();
-    let after = String::from_utf8_lossy(&log[from.min(log.len())..]).into_owned();
-    let refused_commit = after.contains("fenced: this node no longer owns")
-        || after.contains("fenced before the run_end was recorded");
-    let refused = try_send(paused.addr, &sid, "third")
-        .await
-        .expect_err("a write on the fenced node");
-    assert_names_owner(&refused, &taker.id, &format!("Send to {}", paused.id));
+    // The node's other sessions (other proofs') may be refused in other
+    // lines: the one naming this session.
+    log_line_where(paused, from, &format!("no refusal naming {sid}"), |l| {
+        l.contains("fenced: this node no longer owns") && l.contains(&sid)
+    })
+    .await;
+    let deadline = Instant::now() + PATIENCE;
+    let fenced_after = loop {
+        let n = paused.metric(FENCED_WRITES).await;
+        if n > fenced_before {
+            break n;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "{}: {FENCED_WRITES} stayed at {n}",
+            paused.id
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    assert_writes_refused(paused, &sid, &taker.id).await;
     // Whatever the paused node had not committed stays out of the log.
     watch.turns(1).await;
     let logged = history(&mut taker.client().await, &sid).await;
@@ -940,7 +985,7 @@ async fn paused_owner_is_fenced_on_sigcont(c: Arc<Cluster>) {
     assert!(late.is_empty(), "late events of the paused run: {late:?}");
     println!(
         "  {} paused {} past its lease; {} took over after {errors:?}; on SIGCONT it fenced itself \
-         (every run stopped, writes refused) and rejoined; a late commit refused by the store: {refused_commit}",
+         (every run stopped, writes refused) and rejoined; the store refused {} late write(s) of it",
         paused.id,
         if mid_turn {
             "mid-turn"
@@ -948,6 +993,7 @@ async fn paused_owner_is_fenced_on_sigcont(c: Arc<Cluster>) {
             "after the turn"
         },
         taker.id,
+        fenced_after - fenced_before,
     );
 }
 

@@ -60,6 +60,15 @@ impl Writer {
                 }
                 Ok(existed)
             }
+            Err(e @ crate::store::StoreError::Fenced { .. }) => {
+                // Not a storage failure: another node owns the session now.
+                tracing::warn!(
+                    session_id,
+                    "fenced: this node no longer owns the session it was deleting; nothing deleted"
+                );
+                self.shared.fenced_writes.fetch_add(1, Ordering::Relaxed);
+                Err(e.into())
+            }
             Err(e) => {
                 tracing::error!(session_id, error = %e, "deleting a session failed");
                 self.shared

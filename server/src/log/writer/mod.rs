@@ -97,6 +97,26 @@ struct Touched {
     write_meta: bool,
 }
 
+/// An append's reply channel, how many of the batch's events are its, and
+/// its session.
+type Reply = (
+    oneshot::Sender<Result<Vec<pb::Event>, LogError>>,
+    usize,
+    String,
+);
+
+/// What one batch writes in its store transaction, and whom it answers.
+struct Parts {
+    events: Vec<pb::Event>,
+    /// The whole form of each event of `events` streamed cut down.
+    full: Vec<pb::Event>,
+    /// The metas that changed.
+    metas: Vec<SessionMeta>,
+    receipts: Vec<ReceiptWrite>,
+    transcript: Vec<store::TranscriptEntry>,
+    replies: Vec<Reply>,
+}
+
 /// Applies a caller's meta change; the log owns `session_id`, `head_seq`
 /// and `created_ms`, so the closure cannot corrupt them.
 fn change_meta(meta: &mut SessionMeta, session_id: &str, now_ms: i64, f: MetaChange) {
@@ -342,7 +362,7 @@ impl Writer {
             replies.push(reply);
         }
 
-        let mut changed: Vec<SessionMeta> = touched
+        let changed: Vec<SessionMeta> = touched
             .iter()
             .filter(|(_, t)| t.write_meta)
             .map(|(k, _)| self.metas[k].1.clone())
@@ -352,45 +372,21 @@ impl Writer {
             fp.check(self.clock, When::Before);
         }
         let started = Instant::now();
-        let stored = loop {
-            let stored = self.shared.store.commit(store::Commit {
-                events: &events,
-                full: &full,
-                metas: &changed,
-                receipts: &receipts,
-                transcript: &transcript,
-            });
-            // A batch mixes sessions: the ones this node may no longer
-            // write to are answered Fenced and the rest committed without
-            // them, so one stale session never fails the others.
-            let fenced = match stored {
-                Err(store::StoreError::Fenced { sessions })
-                    if sessions.iter().any(|s| touched.contains_key(s)) =>
-                {
-                    sessions
-                }
-                other => break other,
-            };
-            tracing::warn!(sessions = ?fenced, "fenced: this node no longer owns these sessions");
-            let out = |sid: &String| !fenced.contains(sid);
-            for sid in &fenced {
-                touched.remove(sid);
-                self.metas.remove(sid);
-            }
-            events.retain(|e| out(&e.session_id));
-            full.retain(|e| out(&e.session_id));
-            changed.retain(|m| out(&m.session_id));
-            transcript.retain(|t| out(&t.session_id));
-            receipts.retain(|r| !fenced.iter().any(|s| s == r.session_id()));
-            let (gone, kept): (Vec<_>, Vec<_>) =
-                replies.into_iter().partition(|(_, _, sid)| !out(sid));
-            replies = kept;
-            for (tx, _, sid) in gone {
-                let _ = tx.send(Err(LogError::from(store::StoreError::Fenced {
-                    sessions: vec![sid],
-                })));
-            }
+        let mut parts = Parts {
+            events,
+            full,
+            metas: changed,
+            receipts,
+            transcript,
+            replies,
         };
+        let stored = self.store_unfenced(&mut parts, &mut touched);
+        let Parts {
+            events,
+            replies,
+            full,
+            ..
+        } = parts;
         drop(full);
         match stored {
             Ok(()) => {
@@ -451,6 +447,63 @@ impl Writer {
                     let _ = tx.send(Err(e));
                 }
                 0
+            }
+        }
+    }
+
+    /// Commits `parts` in one store transaction. A batch mixes sessions:
+    /// when the store refuses some of them as fenced (this node no longer
+    /// owns them: its lease lapsed, or another node took them over), their
+    /// appends are answered Fenced, counted, and taken out of the batch
+    /// (and of `touched` and the meta cache, so nothing of them is
+    /// published), and the rest is committed again without them, so one
+    /// stale session never fails the others. The store's answer for what
+    /// is left.
+    fn store_unfenced(
+        &mut self,
+        parts: &mut Parts,
+        touched: &mut HashMap<String, Touched>,
+    ) -> Result<(), store::StoreError> {
+        loop {
+            let stored = self.shared.store.commit(store::Commit {
+                events: &parts.events,
+                full: &parts.full,
+                metas: &parts.metas,
+                receipts: &parts.receipts,
+                transcript: &parts.transcript,
+            });
+            let fenced = match stored {
+                Err(store::StoreError::Fenced { sessions })
+                    if sessions.iter().any(|s| touched.contains_key(s)) =>
+                {
+                    sessions
+                }
+                other => return other,
+            };
+            tracing::warn!(sessions = ?fenced, "fenced: this node no longer owns these sessions");
+            let keep = |sid: &String| !fenced.contains(sid);
+            for sid in &fenced {
+                touched.remove(sid);
+                self.metas.remove(sid);
+            }
+            parts.events.retain(|e| keep(&e.session_id));
+            parts.full.retain(|e| keep(&e.session_id));
+            parts.metas.retain(|m| keep(&m.session_id));
+            parts.transcript.retain(|t| keep(&t.session_id));
+            parts
+                .receipts
+                .retain(|r| !fenced.iter().any(|s| s == r.session_id()));
+            let (gone, kept): (Vec<_>, Vec<_>) = std::mem::take(&mut parts.replies)
+                .into_iter()
+                .partition(|(_, _, sid)| !keep(sid));
+            parts.replies = kept;
+            self.shared
+                .fenced_writes
+                .fetch_add(gone.len() as u64, Ordering::Relaxed);
+            for (tx, _, sid) in gone {
+                let _ = tx.send(Err(LogError::from(store::StoreError::Fenced {
+                    sessions: vec![sid],
+                })));
             }
         }
     }

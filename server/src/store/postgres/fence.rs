@@ -9,7 +9,8 @@
 //! commits with the new owner), and a compare-and-set of each session's
 //! `owners.head_seq` from the head this writer numbered from to the new
 //! one, under its node and epoch (else two writers could both append after
-//! the same head: a duplicate or a gap).
+//! the same head: a duplicate or a gap). A deletion passes the same two
+//! checks without the head ([`owns`]).
 
 use std::time::Duration;
 
@@ -226,4 +227,26 @@ pub(super) async fn check(
         .filter(|s| !passed.contains(s))
         .cloned()
         .collect())
+}
+
+/// The fence of a deletion, inside its transaction: whether `writer`'s
+/// lease is live under the epoch it joined with and it owns `session_id`
+/// under that epoch. Locks the node row against a rejoin and the owner row
+/// against another node's claim until the transaction ends.
+pub(super) async fn owns(
+    txn: &deadpool_postgres::Transaction<'_>,
+    writer: &Writer,
+    session_id: &str,
+) -> Result<bool, StoreError> {
+    let row = txn
+        .query_opt(
+            "SELECT 1 FROM nodes n JOIN owners o ON o.node_id = n.node_id AND o.epoch = n.epoch \
+             WHERE n.node_id = $1 AND n.epoch = $2 AND n.lease_until > now() \
+               AND o.session_id = $3 \
+             FOR SHARE OF n FOR UPDATE OF o",
+            &[&writer.node_id, &writer.epoch, &session_id],
+        )
+        .await
+        .map_err(pgerr)?;
+    Ok(row.is_some())
 }

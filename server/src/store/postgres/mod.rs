@@ -219,24 +219,6 @@ impl Store for PostgresStore {
         Ok(usize::try_from(n).unwrap_or(usize::MAX))
     }
 
-    fn read_range(
-        &self,
-        session_id: &str,
-        after_seq: u64,
-        limit: usize,
-    ) -> Result<Vec<pb::Event>, StoreError> {
-        self.read_range_within(session_id, after_seq, limit, usize::MAX, usize::MAX)
-    }
-
-    fn read_before(
-        &self,
-        session_id: &str,
-        before_seq: u64,
-        limit: usize,
-    ) -> Result<Vec<pb::Event>, StoreError> {
-        self.read_before_within(session_id, before_seq, limit, usize::MAX, usize::MAX)
-    }
-
     fn read_range_within(
         &self,
         session_id: &str,
@@ -324,6 +306,7 @@ impl Store for PostgresStore {
             pool,
             session_id.to_owned(),
             receipt.cloned(),
+            self.writer(),
         ))
     }
 

@@ -254,15 +254,27 @@ async fn write_receipts(
 }
 
 /// Deletes every row of `session_id` and writes `receipt`, in one
-/// transaction (see [`super::super::Store::delete_session`]).
+/// transaction (see [`super::super::Store::delete_session`]). Fenced as a
+/// commit is: once `writer` has joined, the deletion is refused whole
+/// unless its lease is live under its epoch and it owns the session under
+/// that epoch, so a node paused past its lease cannot delete a session
+/// another node has taken over.
 pub(super) async fn delete_session(
     pool: Pool,
     session_id: String,
     receipt: Option<ReceiptWrite>,
+    writer: Option<fence::Writer>,
 ) -> Result<bool, StoreError> {
     let mut client = client(&pool).await?;
     let txn = client.transaction().await.map_err(pgerr)?;
     let sid = &session_id;
+    if let Some(writer) = &writer
+        && !fence::owns(&txn, writer, sid).await?
+    {
+        return Err(StoreError::Fenced {
+            sessions: vec![session_id],
+        });
+    }
     let events = txn
         .execute("DELETE FROM events WHERE session_id = $1", &[sid])
         .await
