@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The cluster test (docs/cluster.md): PostgreSQL, HAProxy and nginx started from
 # deploy/haproxy.cfg and deploy/nginx.conf, and three agent-harness nodes on
-# one database, all on loopback; then every proof of tests/cluster/src/proofs.rs.
+# one database, all on loopback; then every proof of tests/cluster/src/proofs.rs, and the
+# real-CLI takeover after kill -9 (server/tests/real_cli/killed_owner.rs).
 # Every process it starts ends with it.
 #
 #   ./tests/cluster/run.sh                 # every proof, then the measurement at tiny sizes
@@ -35,6 +36,10 @@ export AGENT_HARNESS_ROOT=$ROOT
 bin=$target/$profile/agent-harness-cluster
 if [ ${#args[@]} -eq 0 ]; then
   "$bin"
+  # The takeover after `kill -9` with the real claude CLI (pinned and newest) on two server
+  # processes and one PostgreSQL: the next Send on the other node carries the earlier
+  # conversation to the model (tests/run-all.sh leaves it out of its other cargo test steps).
+  cargo test "${flags[@]}" -p agent-harness-server --test real_cli killed_owner::
   # The measurement at tiny sizes, on clusters of its own: every subscriber
   # gets every event; its timings are printed, never asserted.
   exec "$bin" measure --smoke
