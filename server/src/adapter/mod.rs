@@ -8,6 +8,7 @@
 
 pub mod cassette;
 pub mod claude;
+pub mod codex;
 
 use std::future::Future;
 use std::pin::Pin;

@@ -1,0 +1,3 @@
+//! The Codex agent (`codex app-server`).
+
+pub mod decode;
