@@ -14,7 +14,7 @@ use super::receipts::{Keyed, KeyedExt};
 use super::run::{self, RunSpec};
 use super::slot::Claim;
 use super::{SessionFold, SessionManager};
-use crate::adapter::{AdapterError, SpawnConfig};
+use crate::adapter::{AdapterError, DecoderSetup, SpawnConfig};
 use crate::error::{Error, Result};
 use crate::launch;
 use crate::log::{Commit, NewEvent};
@@ -219,6 +219,8 @@ impl SessionManager {
         if !config.resume.is_empty() {
             self.restore_conversation(session_id, &config.resume).await;
         }
+        // The decoder is built for the same config once the pid is known.
+        let decoding = spawn.clone();
         let spawned = self.inner.adapter.spawn(spawn).await;
         let handle = match spawned {
             Ok(h) => h,
@@ -300,13 +302,22 @@ impl SessionManager {
             // weaker.
             tracing::warn!(session_id, error = %e, "could not record the pid and env");
         }
+        let decoder = self.inner.adapter.decoder(
+            &decoding,
+            DecoderSetup {
+                max_line_bytes: self.inner.opts.max_line_bytes,
+                max_partial_bytes: self.inner.opts.max_partial_bytes,
+                pid,
+                resume_id: config.resume.clone(),
+            },
+        );
         let spec = RunSpec {
             session_id: session_id.to_owned(),
             run_id: run_id.clone(),
-            resume: config.resume.clone(),
             logs: self.inner.logs.clone(),
             opts: self.inner.opts.clone(),
             handle,
+            decoder,
             prompt_sent: has_prompt,
             live_permit: permit,
         };

@@ -34,7 +34,8 @@ use agent_harness_protocol::pb::event::Payload;
 use agent_harness_protocol::vocab::{resolved_by, run_error_kind};
 use serde_json::{Map, Value};
 
-use crate::adapter::StdoutLine;
+pub use crate::adapter::ControlReply;
+use crate::adapter::{Decoder, DecoderSetup, StdoutLine};
 use crate::partial::{Change, Tracker};
 
 use self::init::ReadyFingerprint;
@@ -95,16 +96,6 @@ pub struct Normalizer {
     transcript: Vec<(String, String)>,
 }
 
-/// The CLI's answer to a host `control_request`.
-#[derive(Debug, Clone, PartialEq)]
-pub struct ControlReply {
-    /// The request's id.
-    pub request_id: String,
-    /// `subtype: "success"`: its `response` object (`{}` when absent);
-    /// `"error"`: the CLI's message.
-    pub outcome: Result<Value, String>,
-}
-
 impl Normalizer {
     /// A normalizer for one run; `max_line_bytes` caps a single line.
     pub fn new(max_line_bytes: usize) -> Self {
@@ -121,6 +112,16 @@ impl Normalizer {
             control_replies: Vec::new(),
             transcript: Vec::new(),
         }
+    }
+
+    /// A normalizer for one run, as the manager builds it through
+    /// [`crate::adapter::ProcessAdapter::decoder`].
+    pub fn with_setup(setup: &DecoderSetup) -> Self {
+        let mut n = Self::new(setup.max_line_bytes);
+        n.set_pid(setup.pid);
+        n.set_resume(&setup.resume_id);
+        n.set_partial_budget(setup.max_partial_bytes);
+        n
     }
 
     /// The conversation-file lines of the `transcript_mirror` frames since
@@ -510,6 +511,28 @@ fn usage(v: &Value) -> pb::Usage {
 }
 
 pub(crate) use crate::nesting::{to_struct, to_value};
+
+/// The claude CLI's stream-json, as the manager reads every agent.
+impl Decoder for Normalizer {
+    fn line(&mut self, line: &StdoutLine) -> Vec<(Payload, String)> {
+        Normalizer::line(self, line)
+    }
+    fn input_sent(&mut self) {
+        Normalizer::input_sent(self)
+    }
+    fn take_partial(&mut self) -> Vec<Change> {
+        Normalizer::take_partial(self)
+    }
+    fn partial_dropped(&self) -> u64 {
+        Normalizer::partial_dropped(self)
+    }
+    fn take_transcript(&mut self) -> Vec<(String, String)> {
+        Normalizer::take_transcript(self)
+    }
+    fn take_control_replies(&mut self) -> Vec<ControlReply> {
+        Normalizer::take_control_replies(self)
+    }
+}
 
 #[cfg(test)]
 mod null_tests {

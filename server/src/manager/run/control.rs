@@ -158,7 +158,7 @@ impl Run {
     /// came in was appended, so a recorded event follows what the CLI wrote
     /// before its answer.
     pub(super) async fn control_replies(&mut self) {
-        for r in self.normalizer.take_control_replies() {
+        for r in self.decoder.take_control_replies() {
             // An answer is activity: a caller that asks again right after
             // (RewindFiles previews, then rewinds) must find the process.
             self.last_activity = Instant::now();
