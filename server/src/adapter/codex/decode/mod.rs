@@ -2,7 +2,7 @@
 //! `"jsonrpc"` member) in, log events out.
 //!
 //! One [`CodexDecoder`] per run. Like the claude normalizer it is a pure
-//! state machine over the lines it sees (plus [`CodexDecoder::input_sent`]
+//! state machine over the lines it sees (plus [`Decoder::input_sent`]
 //! calls from the manager): every line the process writes reaches it
 //! unchanged, the answers to the harness's own requests included, and it
 //! never writes to the process.
@@ -23,7 +23,7 @@
 //! | `serverRequest/resolved` of a request still pending here | `permission_resolved{by: "cancelled"}` (the run task drops it unless the log's fold still has it pending, as for claude's withdrawals) |
 //! | an error answer `no rollout found …` | `run_error{kind: "resume_failed"}` |
 //! | any other error answer | `run_error{kind: "cli_error"}` with Codex's message |
-//! | `item/agentMessage/delta` | nothing: live typing ([`CodexDecoder::take_partial`], see [`crate::partial`]) |
+//! | `item/agentMessage/delta` | nothing: live typing ([`Decoder::take_partial`], see [`crate::partial`]) |
 //! | other notifications, requests and answers | nothing (logged at debug) |
 //! | an object with neither `method` nor `id` | `run_error{kind: "bad_line"}` |
 //! | not JSON, not an object, too long | as for claude ([`crate::normalize::line`]) |
@@ -39,7 +39,7 @@ use agent_harness_protocol::pb::event::Payload;
 use agent_harness_protocol::vocab::{resolved_by, run_error_kind};
 use serde_json::{Map, Value};
 
-use crate::adapter::StdoutLine;
+use crate::adapter::{Decoder, DecoderSetup, StdoutLine};
 use crate::nesting::to_struct;
 use crate::normalize::json::{as_u64, str_at, u64_at};
 use crate::normalize::line::{self, Read};
@@ -118,63 +118,20 @@ pub struct CodexDecoder {
 }
 
 impl CodexDecoder {
-    /// A decoder for one run.
-    pub fn new(
-        max_line_bytes: usize,
-        max_partial_bytes: usize,
-        pid: Option<u32>,
-        resume_id: &str,
-    ) -> Self {
+    /// A decoder for one run of a process spawned with `setup`.
+    pub fn new(setup: &DecoderSetup) -> Self {
         Self {
-            max_line_bytes,
-            pid,
-            resume_id: resume_id.to_owned(),
+            max_line_bytes: setup.max_line_bytes,
+            pid: setup.pid,
+            resume_id: setup.resume_id.clone(),
             ready: None,
             input_since_turn: false,
             turn: None,
             open_tools: Vec::new(),
             open_message: None,
             pending: HashMap::new(),
-            partial: Tracker::new(max_partial_bytes),
+            partial: Tracker::new(setup.max_partial_bytes),
         }
-    }
-
-    /// The harness wrote a user message: the next turn is its answer, not
-    /// one Codex began by itself.
-    pub fn input_sent(&mut self) {
-        self.input_since_turn = true;
-    }
-
-    /// Live-typing changes since the last call.
-    pub fn take_partial(&mut self) -> Vec<Change> {
-        self.partial.take()
-    }
-
-    /// Fragments dropped so far because the partial budget was reached.
-    pub fn partial_dropped(&self) -> u64 {
-        self.partial.dropped()
-    }
-
-    /// Events for one stdout line, each with the line it came from. Never
-    /// panics; a line it cannot read becomes a run_error.
-    pub fn line(&mut self, line: &StdoutLine) -> Vec<(Payload, String)> {
-        let (text, obj) = match line::object(line, self.max_line_bytes) {
-            Read::Unreadable(unreadable) => return vec![*unreadable],
-            Read::Blank => return Vec::new(),
-            Read::Object(text, obj) => (text, obj),
-        };
-        let payloads = match (obj.get("method").and_then(Value::as_str), obj.get("id")) {
-            (Some(method), Some(id)) => self.request(method, id, params(&obj)),
-            (Some(method), None) => self.notification(method, params(&obj)),
-            (None, Some(_)) => self.answer(&obj),
-            (None, None) => {
-                return vec![line::bad_line(
-                    "an object without a \"method\" or an \"id\"",
-                    text,
-                )];
-            }
-        };
-        payloads.into_iter().map(|p| (p, text.to_owned())).collect()
     }
 
     /// An answer to one of the harness's requests.
@@ -611,6 +568,40 @@ impl CodexDecoder {
             blocks,
             ..Default::default()
         }
+    }
+}
+
+impl Decoder for CodexDecoder {
+    fn line(&mut self, line: &StdoutLine) -> Vec<(Payload, String)> {
+        let (text, obj) = match line::object(line, self.max_line_bytes) {
+            Read::Unreadable(unreadable) => return vec![*unreadable],
+            Read::Blank => return Vec::new(),
+            Read::Object(text, obj) => (text, obj),
+        };
+        let payloads = match (obj.get("method").and_then(Value::as_str), obj.get("id")) {
+            (Some(method), Some(id)) => self.request(method, id, params(&obj)),
+            (Some(method), None) => self.notification(method, params(&obj)),
+            (None, Some(_)) => self.answer(&obj),
+            (None, None) => {
+                return vec![line::bad_line(
+                    "an object without a \"method\" or an \"id\"",
+                    text,
+                )];
+            }
+        };
+        payloads.into_iter().map(|p| (p, text.to_owned())).collect()
+    }
+
+    fn input_sent(&mut self) {
+        self.input_since_turn = true;
+    }
+
+    fn take_partial(&mut self) -> Vec<Change> {
+        self.partial.take()
+    }
+
+    fn partial_dropped(&self) -> u64 {
+        self.partial.dropped()
     }
 }
 

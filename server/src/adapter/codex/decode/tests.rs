@@ -7,13 +7,22 @@ use agent_harness_protocol::vocab::{resolved_by, run_error_kind};
 use serde_json::{Value, json};
 
 use super::CodexDecoder;
-use crate::adapter::StdoutLine;
+use crate::adapter::{Decoder, DecoderSetup, StdoutLine};
 use crate::partial::{BlockKind, Change};
 
 const THREAD: &str = "01a233f0-3c1a-7cd0-816f-8e18ddba056e";
 
+fn setup(max_line_bytes: usize, pid: Option<u32>, resume_id: &str) -> DecoderSetup {
+    DecoderSetup {
+        max_line_bytes,
+        max_partial_bytes: 1 << 20,
+        pid,
+        resume_id: resume_id.into(),
+    }
+}
+
 fn decoder() -> CodexDecoder {
-    CodexDecoder::new(1 << 20, 1 << 20, Some(4242), "")
+    CodexDecoder::new(&setup(1 << 20, Some(4242), ""))
 }
 
 /// The `out` lines of a recording, in order.
@@ -327,12 +336,11 @@ fn interrupt_with_an_approval_pending() {
 
 #[test]
 fn lost_rollout_is_resume_failed() {
-    let mut d = CodexDecoder::new(
-        1 << 20,
+    let mut d = CodexDecoder::new(&setup(
         1 << 20,
         None,
         "019a0000-0000-7000-8000-000000000000",
-    );
+    ));
     let (payloads, _) = replay(&mut d, "resume_lost");
     assert_eq!(kinds(&payloads), ["run_error"]);
     let Payload::RunError(e) = &payloads[0] else {
@@ -368,7 +376,7 @@ fn other_error_answers_are_cli_errors() {
 
 #[test]
 fn unreadable_lines_are_reported_as_for_claude() {
-    let mut d = CodexDecoder::new(64, 1 << 20, None, "");
+    let mut d = CodexDecoder::new(&setup(64, None, ""));
     let bad = d.line(&StdoutLine::Line("not json".into()));
     let too_long = d.line(&StdoutLine::Line(format!(
         "{{\"method\":\"{}\"}}",
