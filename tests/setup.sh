@@ -5,7 +5,8 @@
 # Idempotent and fast when everything is present: each step records a stamp (the pins or the
 # lock file's hash) and is skipped while the stamp matches and its output exists.
 #
-#   npm      tests/tools (claude CLI, buf, protoc-gen-es, playwright-core) and every other
+#   npm      tests/tools (claude CLI, codex CLI, buf, protoc-gen-es, playwright-core; the
+#            newest claude and codex releases in tests/tools/newest) and every other
 #            package-lock.json of the test suites (gen/ts, tests/ts, tests/browser) and the
 #            web console (server/web)
 #   Go       protoc-gen-go, protoc-gen-go-grpc, grpcurl, nats-server  -> .tools/bin (GOBIN),
@@ -98,6 +99,29 @@ case "$newest_version" in
     exit 1
     ;;
 esac
+# The real codex binary: the platform package's native executable (what bin/codex.js execs),
+# the npm bin as a fallback; pinned in tests/tools, the newest release in tests/tools/newest.
+case "$(uname -m)" in
+  x86_64 | amd64) codex_native=codex-linux-x64/vendor/x86_64-unknown-linux-musl/bin/codex ;;
+  aarch64 | arm64) codex_native=codex-linux-arm64/vendor/aarch64-unknown-linux-musl/bin/codex ;;
+  *) codex_native=unknown ;;
+esac
+codex_bin_in() {
+  local bin=$ROOT/$1/node_modules/@openai/$codex_native
+  [ -x "$bin" ] || bin=$ROOT/$1/node_modules/.bin/codex
+  local want version
+  want=$(node -p "require('./$1/package.json').dependencies['@openai/codex']")
+  version=$("$bin" --version 2>/dev/null || true)
+  if [ "$version" != "codex-cli $want" ]; then
+    echo "tests/setup.sh: $bin --version said '$version', want codex-cli $want" >&2
+    exit 1
+  fi
+  printf '%s' "$bin"
+}
+CODEX_BIN=$(codex_bin_in tests/tools)
+say "codex CLI: $CODEX_BIN ($("$CODEX_BIN" --version))"
+CODEX_BIN_NEWEST=$(codex_bin_in tests/tools/newest)
+say "newest codex CLI: $CODEX_BIN_NEWEST ($("$CODEX_BIN_NEWEST" --version))"
 buf_version=$(tests/tools/node_modules/.bin/buf --version)
 say "buf: $buf_version"
 
@@ -190,6 +214,8 @@ export VIRTUAL_ENV="$VENV"
 export PATH="$TOOLS/bin:$ROOT/tests/tools/node_modules/.bin:$VENV/bin:\$PATH"
 export CLAUDE_BIN="$CLAUDE_BIN"
 export CLAUDE_BIN_NEWEST="$CLAUDE_BIN_NEWEST"
+export CODEX_BIN="$CODEX_BIN"
+export CODEX_BIN_NEWEST="$CODEX_BIN_NEWEST"
 export CHROMIUM_BIN="/usr/bin/chromium"
 export AGENT_HARNESS_BIN="\${AGENT_HARNESS_BIN:-$ROOT/target/release/agent-harness}"
 export NATS_SERVER_BIN="\${NATS_SERVER_BIN:-$TOOLS/bin/nats-server}"

@@ -25,7 +25,8 @@
 //! | longer than the limit | `run_error{kind: "line_too_large"}` |
 
 mod init;
-mod json;
+pub(crate) mod json;
+pub(crate) mod line;
 mod result;
 
 use agent_harness_protocol::pb;
@@ -39,10 +40,8 @@ use crate::partial::{Change, Tracker};
 
 use self::init::ReadyFingerprint;
 use self::json::{str_at, str_of, u64_at, value_text};
+use self::line::Read;
 use self::result::Totals;
-
-/// How many bytes of a bad line are quoted in the run_error message.
-const ERROR_PREFIX_BYTES: usize = 200;
 
 /// Whether `text` (an entry of a `result` line's `errors`, or the CLI's
 /// stderr) says the CLI could not resume the conversation it was given.
@@ -172,69 +171,16 @@ impl Normalizer {
     /// Normalize one stdout line into zero or more events, each with the
     /// CLI line it came from. Never panics; bad lines become run_error events.
     pub fn line(&mut self, line: &StdoutLine) -> Vec<(Payload, String)> {
-        match line {
-            StdoutLine::TooLong { head, len } => vec![(
-                run_error(
-                    run_error_kind::LINE_TOO_LARGE,
-                    format!(
-                        "CLI stdout line of {len} bytes exceeds the {} byte limit; it starts with: {}",
-                        self.max_line_bytes,
-                        prefix(head)
-                    ),
-                ),
-                head.clone(),
-            )],
-            StdoutLine::Line(text) => self.text_line(text),
+        match self::line::object(line, self.max_line_bytes) {
+            Read::Unreadable(unreadable) => vec![*unreadable],
+            Read::Blank => Vec::new(),
+            Read::Object(text, obj) => self.object_line(text, obj),
         }
     }
 
-    fn text_line(&mut self, text: &str) -> Vec<(Payload, String)> {
-        if text.len() > self.max_line_bytes {
-            let head = prefix(text).to_string();
-            return vec![(
-                run_error(
-                    run_error_kind::LINE_TOO_LARGE,
-                    format!(
-                        "CLI stdout line of {} bytes exceeds the {} byte limit; it starts with: {head}",
-                        text.len(),
-                        self.max_line_bytes
-                    ),
-                ),
-                head,
-            )];
-        }
-        if text.trim().is_empty() {
-            return Vec::new();
-        }
-        let value: Value = match crate::nesting::parse_line(text) {
-            Ok(v) => v,
-            Err(e) => {
-                return vec![(
-                    run_error(
-                        run_error_kind::BAD_LINE,
-                        format!("CLI wrote a line that is not JSON ({e}): {}", prefix(text)),
-                    ),
-                    text.to_string(),
-                )];
-            }
-        };
-        let Value::Object(obj) = value else {
-            return vec![(
-                run_error(
-                    run_error_kind::BAD_LINE,
-                    format!("CLI wrote JSON that is not an object: {}", prefix(text)),
-                ),
-                text.to_string(),
-            )];
-        };
+    fn object_line(&mut self, text: &str, obj: Map<String, Value>) -> Vec<(Payload, String)> {
         let Some(kind) = obj.get("type").and_then(Value::as_str) else {
-            return vec![(
-                run_error(
-                    run_error_kind::BAD_LINE,
-                    format!("CLI wrote an object without a \"type\": {}", prefix(text)),
-                ),
-                text.to_string(),
-            )];
+            return vec![self::line::bad_line("an object without a \"type\"", text)];
         };
         self.partial.line(kind, &obj);
         let payloads = match kind {
@@ -562,26 +508,6 @@ fn usage(v: &Value) -> pb::Usage {
         cache_creation_input_tokens: u64_at(v, "cache_creation_input_tokens"),
         cache_read_input_tokens: u64_at(v, "cache_read_input_tokens"),
     }
-}
-
-fn run_error(kind: &str, message: String) -> Payload {
-    Payload::RunError(pb::RunError {
-        message,
-        kind: kind.into(),
-        ..Default::default()
-    })
-}
-
-/// The first bytes of a line, cut on a char boundary.
-fn prefix(s: &str) -> &str {
-    if s.len() <= ERROR_PREFIX_BYTES {
-        return s;
-    }
-    let mut end = ERROR_PREFIX_BYTES;
-    while !s.is_char_boundary(end) {
-        end -= 1;
-    }
-    &s[..end]
 }
 
 pub(crate) use crate::nesting::{to_struct, to_value};

@@ -1,6 +1,6 @@
-//! Where the tests find the real `claude` CLI that talks to the fake: the
-//! one `tests/setup.sh` installs under `tests/tools` (and the newest release
-//! under `tests/tools/newest`), or the binary a variable names.
+//! Where the tests find the real `claude` and `codex` CLIs that talk to the
+//! fake: the ones `tests/setup.sh` installs under `tests/tools` (and the newest
+//! releases under `tests/tools/newest`), or the binary a variable names.
 //!
 //! A missing CLI ends the test binary with one line naming the setup
 //! command: every test of such a binary needs it, so a page of identical
@@ -17,36 +17,73 @@ pub const SETUP: &str = "./tests/setup.sh";
 /// The CLI the recordings were made with: `CLAUDE_BIN`, else
 /// `tests/tools/node_modules/.bin/claude`.
 pub fn claude_bin() -> PathBuf {
-    installed("CLAUDE_BIN", "tests/tools")
+    installed("CLAUDE_BIN", "tests/tools", "claude", &[".bin/claude"])
 }
 
 /// The newest CLI release the suites also check: `CLAUDE_BIN_NEWEST`, else
 /// `tests/tools/newest/node_modules/.bin/claude`.
 pub fn claude_bin_newest() -> PathBuf {
-    installed("CLAUDE_BIN_NEWEST", "tests/tools/newest")
+    installed(
+        "CLAUDE_BIN_NEWEST",
+        "tests/tools/newest",
+        "claude",
+        &[".bin/claude"],
+    )
 }
 
-fn installed(var: &str, dir: &str) -> PathBuf {
+/// The pinned Codex CLI: `CODEX_BIN`, else the native binary of the platform
+/// package under `tests/tools/node_modules`, else its npm bin.
+pub fn codex_bin() -> PathBuf {
+    installed("CODEX_BIN", "tests/tools", "codex", &codex_candidates())
+}
+
+/// The newest Codex release checked: `CODEX_BIN_NEWEST`, else as [`codex_bin`]
+/// under `tests/tools/newest`.
+pub fn codex_bin_newest() -> PathBuf {
+    installed(
+        "CODEX_BIN_NEWEST",
+        "tests/tools/newest",
+        "codex",
+        &codex_candidates(),
+    )
+}
+
+/// Where npm puts Codex, native binary first: run directly it gets signals
+/// itself (the npm bin is a node launcher that execs it).
+fn codex_candidates() -> [&'static str; 2] {
+    let native = if cfg!(target_arch = "aarch64") {
+        "@openai/codex-linux-arm64/vendor/aarch64-unknown-linux-musl/bin/codex"
+    } else {
+        "@openai/codex-linux-x64/vendor/x86_64-unknown-linux-musl/bin/codex"
+    };
+    [native, ".bin/codex"]
+}
+
+/// `var`'s file, else the first of `candidates` (paths under
+/// `<dir>/node_modules`) that exists.
+fn installed(var: &str, dir: &str, name: &str, candidates: &[&str]) -> PathBuf {
     if let Some(p) = std::env::var_os(var) {
         let p = PathBuf::from(p);
         if !p.is_file() {
             missing(&format!(
-                "{var}={} is not a file: point it at a claude CLI binary, or unset it and run {SETUP}",
+                "{var}={} is not a file: point it at a {name} CLI binary, or unset it and run {SETUP}",
                 p.display()
             ));
         }
         return p;
     }
-    let rel = format!("{dir}/node_modules/.bin/claude");
-    let p = Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../..")
-        .join(&rel);
-    if !p.exists() {
-        missing(&format!(
-            "the claude CLI is missing at {rel}: run {SETUP} (or set {var})"
-        ));
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+    let rels: Vec<String> = candidates
+        .iter()
+        .map(|c| format!("{dir}/node_modules/{c}"))
+        .collect();
+    match rels.iter().map(|r| root.join(r)).find(|p| p.exists()) {
+        Some(p) => p,
+        None => missing(&format!(
+            "the {name} CLI is missing at {}: run {SETUP} (or set {var})",
+            rels.last().map_or("", String::as_str)
+        )),
     }
-    p
 }
 
 /// Writes `line` and ends the process with status 1. Straight to the

@@ -7,6 +7,7 @@
 //! step. Nothing is kept per connection, so a CLI that retries, reconnects or is resumed
 //! (`--resume`) continues the same scenario.
 
+use crate::directive::{Directive, parse_directive};
 use serde_json::Value;
 
 /// The CLI's compaction prompt says this; the request is a summarisation side call.
@@ -43,44 +44,6 @@ impl TaskNotification {
         })
     }
 }
-
-/// The directive found in the anchor message, with its arguments.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Directive {
-    /// The keyword, e.g. `BASH`.
-    pub keyword: String,
-    /// Everything after the keyword, trimmed.
-    pub args: String,
-}
-
-/// Every keyword the script understands. A directive is the first word of a prompt text, or
-/// the second when the first is `please` (the convention of the recorded transcripts).
-pub const KEYWORDS: &[&str] = &[
-    "TEXT",
-    "SLOW",
-    "THINK",
-    "BASH",
-    "FAILBASH",
-    "SLOWBASH",
-    "BGBASH",
-    "WRITE",
-    "WRITEBASH",
-    "AGENT",
-    "SPAWNSUB",
-    "BGAGENT",
-    "CHILDTASK",
-    "BIG",
-    "TOOL",
-    "DEEPTOOL",
-    "ERROR",
-    "ERR400",
-    "ERR529",
-    "HANG",
-    "CRONME",
-    "CRONFIRED",
-    "WAKEME",
-    "WOKEN",
-];
 
 /// Where a request stands in its scripted scenario.
 #[derive(Debug, Clone, PartialEq)]
@@ -191,6 +154,19 @@ impl Position {
     }
 }
 
+/// The user's prompts of a Messages request, oldest first (reminders and tool results left
+/// out).
+pub fn user_prompts(body: &Value) -> Vec<String> {
+    body.get("messages")
+        .and_then(Value::as_array)
+        .map_or_else(Vec::new, |ms| {
+            ms.iter()
+                .filter(|m| role(m) == "user")
+                .flat_map(prompt_texts)
+                .collect()
+        })
+}
+
 fn role(m: &Value) -> &str {
     m.get("role").and_then(Value::as_str).unwrap_or("")
 }
@@ -229,28 +205,6 @@ fn strip_reminders(text: &str) -> String {
     }
     out.push_str(rest);
     out
-}
-
-/// The directive of one prompt text: its first word, or its second after `please`.
-pub fn parse_directive(text: &str) -> Option<Directive> {
-    let text = text.trim_start();
-    let (first, rest) = split_word(text);
-    let (kw, args) = if first.eq_ignore_ascii_case("please") {
-        split_word(rest.trim_start())
-    } else {
-        (first, rest)
-    };
-    KEYWORDS.contains(&kw).then(|| Directive {
-        keyword: kw.to_owned(),
-        args: args.trim().to_owned(),
-    })
-}
-
-fn split_word(s: &str) -> (&str, &str) {
-    match s.find(char::is_whitespace) {
-        Some(i) => (&s[..i], &s[i..]),
-        None => (s, ""),
-    }
 }
 
 /// The user's prompt inside a CLI steering message, if `m` is one.
@@ -340,15 +294,6 @@ mod tests {
             {"role": "user", "content": [{"type": "text", "text": "# Environment\n - Primary working directory: /w2\n - Platform: linux"}]}
         ]});
         assert_eq!(system_cwd(&body).as_deref(), Some("/w2"));
-    }
-
-    #[test]
-    fn directive_is_first_word_or_after_please() {
-        assert_eq!(parse_directive("TEXT hi there").unwrap().args, "hi there");
-        assert_eq!(parse_directive("please BASH").unwrap().keyword, "BASH");
-        assert_eq!(parse_directive("SLOW please").unwrap().keyword, "SLOW");
-        assert!(parse_directive("Respond with TEXT ONLY").is_none());
-        assert!(parse_directive("text hi").is_none());
     }
 
     #[test]

@@ -31,3 +31,8 @@ pub fn tool_use_id() -> String {
 pub fn request_id() -> String {
     format!("req_fake{}", unique_number())
 }
+
+/// `<prefix>fake…`, for the Responses API's ids: `resp_`, `msg_`, `rs_`, `fc_`, `call_`.
+pub fn prefixed(prefix: &str) -> String {
+    format!("{prefix}fake{}", unique_number())
+}

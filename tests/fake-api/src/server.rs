@@ -3,7 +3,8 @@
 
 use crate::conversation::Position;
 use crate::ids;
-use crate::script::{self, Reply};
+use crate::responses;
+use crate::script::{self, Reply, ScriptedMessage};
 use crate::sse;
 use crate::usage::Usage;
 use axum::Router;
@@ -46,6 +47,24 @@ impl RecordedRequest {
     pub fn is_messages(&self) -> bool {
         self.method == "POST"
             && (self.path == "/v1/messages" || self.path.starts_with("/v1/messages?"))
+    }
+
+    /// Whether this is a `POST /v1/responses` call (what Codex sends).
+    pub fn is_responses(&self) -> bool {
+        self.method == "POST" && self.path.split('?').next() == Some("/v1/responses")
+    }
+
+    /// The user's prompts of a Messages or Responses call, oldest first, without the
+    /// client's own context blocks: a resumed conversation shows its earlier prompts here.
+    pub fn user_prompts(&self) -> Vec<String> {
+        let Some(body) = &self.body else {
+            return Vec::new();
+        };
+        if self.is_responses() {
+            responses::input::user_prompts(body)
+        } else {
+            crate::conversation::user_prompts(body)
+        }
     }
 
     /// The request's `model`, if any.
@@ -91,7 +110,7 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|e| e.into_inner())
 }
 
-/// A scripted Messages API on loopback. Dropping it stops the server and closes every open
+/// A scripted Messages API (and Responses API) on loopback. Dropping it stops the server and closes every open
 /// connection (a `HANG` stream included) before `drop` returns.
 ///
 /// ```no_run
@@ -214,6 +233,14 @@ impl FakeApi {
             .collect()
     }
 
+    /// Only the `POST /v1/responses` calls.
+    pub fn responses_requests(&self) -> Vec<RecordedRequest> {
+        self.requests()
+            .into_iter()
+            .filter(RecordedRequest::is_responses)
+            .collect()
+    }
+
     /// How many streamed replies are still open (a `HANG` stays open until the CLI drops the
     /// connection, e.g. after an interrupt).
     pub fn active_streams(&self) -> usize {
@@ -272,7 +299,11 @@ async fn handle(
     let response = match (method.as_str(), uri.path()) {
         ("POST", "/v1/messages") => match json_body {
             Some(b) => messages(&shared, &b, &mut record),
-            None => error_response(400, "request body is not JSON"),
+            None => error_response(Api::Messages, 400, "request body is not JSON"),
+        },
+        ("POST", "/v1/responses") => match json_body {
+            Some(b) => responses(&shared, &b, &mut record),
+            None => error_response(Api::Responses, 400, "request body is not JSON"),
         },
         ("POST", "/v1/messages/count_tokens") => {
             let n = json_body.map_or(1, |b| Usage::for_request(&b).total_input());
@@ -324,32 +355,90 @@ fn dump(name: &str, record: &RecordedRequest, body: &[u8]) {
     }
 }
 
+/// Which of the two scripted APIs a request came to: the script is the same, the wire
+/// format differs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Api {
+    /// Anthropic Messages (`POST /v1/messages`), for claude.
+    Messages,
+    /// OpenAI Responses (`POST /v1/responses`), for codex.
+    Responses,
+}
+
+/// How many times this conversation was asked before, for `ERROR <status> <times>`: keyed by
+/// the conversation and the client's session header, so two clients sending the same first
+/// prompt to one server count separately.
+fn attempt(shared: &Shared, conversation: Option<&Value>, session: Option<&String>) -> u32 {
+    let mut h = DefaultHasher::new();
+    conversation.map(Value::to_string).hash(&mut h);
+    session.hash(&mut h);
+    let mut attempts = lock(&shared.attempts);
+    let n = attempts.entry(h.finish()).or_insert(0);
+    *n += 1;
+    *n - 1
+}
+
 fn messages(shared: &Arc<Shared>, body: &Value, record: &mut RecordedRequest) -> Response {
     let pos = Position::of_request(body);
-    let attempt = {
-        // Keyed by conversation content and CLI session, so two CLIs sending the same first
-        // prompt to one server count separately.
-        let mut h = DefaultHasher::new();
-        body.get("messages").map(Value::to_string).hash(&mut h);
-        record.headers.get("x-claude-code-session-id").hash(&mut h);
-        let mut attempts = lock(&shared.attempts);
-        let n = attempts.entry(h.finish()).or_insert(0);
-        *n += 1;
-        *n - 1
-    };
-    let reply = script::reply(&pos, attempt);
+    let n = attempt(
+        shared,
+        body.get("messages"),
+        record.headers.get("x-claude-code-session-id"),
+    );
     record.scenario = pos.label();
-    let model = body
-        .get("model")
-        .and_then(Value::as_str)
-        .unwrap_or("claude-sonnet-4-5")
-        .to_owned();
+    let model = model_of(body, "claude-sonnet-4-5");
     let usage = Usage::for_request(body);
+    answer(
+        shared,
+        Api::Messages,
+        script::reply(&pos, n),
+        body,
+        model,
+        usage,
+    )
+}
+
+fn responses(shared: &Arc<Shared>, body: &Value, record: &mut RecordedRequest) -> Response {
+    let pos = responses::input::position(body);
+    let n = attempt(shared, body.get("input"), record.headers.get("session-id"));
+    record.scenario = pos.label();
+    let model = model_of(body, "gpt-fake");
+    let usage = responses::input::usage(body);
+    answer(
+        shared,
+        Api::Responses,
+        script::reply(&pos, n),
+        body,
+        model,
+        usage,
+    )
+}
+
+fn model_of(body: &Value, default: &str) -> String {
+    body.get("model")
+        .and_then(Value::as_str)
+        .unwrap_or(default)
+        .to_owned()
+}
+
+/// Sends the script's reply in `api`'s wire format: streamed when the request asked for it.
+fn answer(
+    shared: &Arc<Shared>,
+    api: Api,
+    reply: Reply,
+    body: &Value,
+    model: String,
+    usage: Usage,
+) -> Response {
     let streaming = body.get("stream").and_then(Value::as_bool) == Some(true);
     match reply {
-        Reply::Error { status, message } => error_response(status, &message),
+        Reply::Error { status, message } => error_response(api, status, &message),
         Reply::Message(msg) if !streaming => {
-            let mut resp = axum::Json(sse::message_json(&msg, &model, usage)).into_response();
+            let whole = match api {
+                Api::Messages => sse::message_json(&msg, &model, usage),
+                Api::Responses => responses::stream::response_json(&msg, &model, usage),
+            };
+            let mut resp = axum::Json(whole).into_response();
             insert_request_id(resp.headers_mut());
             resp
         }
@@ -358,8 +447,8 @@ fn messages(shared: &Arc<Shared>, body: &Value, record: &mut RecordedRequest) ->
             let guard = StreamGuard::new(shared);
             async move {
                 let _guard = guard;
-                if !sse::stream_message(tx, msg, model, usage, shutdown).await {
-                    tracing::debug!("fake Messages API: client left mid-stream");
+                if !stream(api, tx, msg, model, usage, shutdown).await {
+                    tracing::debug!("fake API: client left mid-stream");
                 }
             }
         }),
@@ -368,8 +457,11 @@ fn messages(shared: &Arc<Shared>, body: &Value, record: &mut RecordedRequest) ->
             let guard = StreamGuard::new(shared);
             async move {
                 let _guard = guard;
-                sse::hang(tx, model, usage, shutdown).await;
-                tracing::debug!("fake Messages API: HANG stream ended");
+                match api {
+                    Api::Messages => sse::hang(tx, model, usage, shutdown).await,
+                    Api::Responses => responses::stream::hang(tx, model, shutdown).await,
+                }
+                tracing::debug!("fake API: HANG stream ended");
             }
         }),
         Reply::Hang => {
@@ -381,6 +473,20 @@ fn messages(shared: &Arc<Shared>, body: &Value, record: &mut RecordedRequest) ->
             });
             Response::new(Body::from_stream(body))
         }
+    }
+}
+
+async fn stream(
+    api: Api,
+    tx: sse::EventTx,
+    msg: ScriptedMessage,
+    model: String,
+    usage: Usage,
+    shutdown: CancellationToken,
+) -> bool {
+    match api {
+        Api::Messages => sse::stream_message(tx, msg, model, usage, shutdown).await,
+        Api::Responses => responses::stream::stream_response(tx, msg, model, usage, shutdown).await,
     }
 }
 
@@ -411,14 +517,14 @@ where
     resp
 }
 
-fn error_response(status: u16, message: &str) -> Response {
+fn error_response(api: Api, status: u16, message: &str) -> Response {
     let request_id = ids::request_id();
     let code = StatusCode::from_u16(status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
-    let mut resp = (
-        code,
-        axum::Json(sse::error_json(status, message, &request_id)),
-    )
-        .into_response();
+    let body = match api {
+        Api::Messages => sse::error_json(status, message, &request_id),
+        Api::Responses => responses::stream::error_json(status, message),
+    };
+    let mut resp = (code, axum::Json(body)).into_response();
     if let Ok(v) = HeaderValue::from_str(&request_id) {
         resp.headers_mut().insert("request-id", v);
     }

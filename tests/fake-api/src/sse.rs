@@ -135,7 +135,7 @@ pub async fn hang(tx: EventTx, model: String, usage: Usage, shutdown: Cancellati
 }
 
 /// Waits `d`, or returns `false` early when the client or the server goes away.
-async fn pause(d: Duration, tx: &EventTx, shutdown: &CancellationToken) -> bool {
+pub(crate) async fn pause(d: Duration, tx: &EventTx, shutdown: &CancellationToken) -> bool {
     tokio::select! {
         _ = tokio::time::sleep(d) => true,
         _ = tx.closed() => false,

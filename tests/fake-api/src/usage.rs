@@ -24,18 +24,29 @@ impl Usage {
     /// writes it all, later calls read everything up to the previous assistant turn and write
     /// the rest.
     pub fn for_request(body: &Value) -> Self {
-        let len = |v: Option<&Value>| v.map_or(0, |v| v.to_string().len() as u64 / 4);
-        let prefix = len(body.get("system")) + len(body.get("tools"));
         let empty = Vec::new();
         let messages = body
             .get("messages")
             .and_then(Value::as_array)
             .unwrap_or(&empty);
-        let sizes: Vec<u64> = messages.iter().map(|m| len(Some(m))).collect();
-        let split = messages
-            .iter()
-            .rposition(|m| m.get("role").and_then(Value::as_str) == Some("assistant"))
-            .unwrap_or(0);
+        Self::estimate(&[body.get("system"), body.get("tools")], messages, |m| {
+            m.get("role").and_then(Value::as_str) == Some("assistant")
+        })
+    }
+
+    /// The estimate behind [`Usage::for_request`] for any request shape: `prefix` is what
+    /// comes before the conversation (system prompt, tools), `items` the conversation, and
+    /// `from_model` tells the model's own items from the rest. Everything up to the model's
+    /// latest item counts as read from the cache, as prompt caching behaves.
+    pub fn estimate(
+        prefix: &[Option<&Value>],
+        items: &[Value],
+        from_model: impl Fn(&Value) -> bool,
+    ) -> Self {
+        let len = |v: Option<&Value>| v.map_or(0, |v| v.to_string().len() as u64 / 4);
+        let prefix: u64 = prefix.iter().map(|v| len(*v)).sum();
+        let sizes: Vec<u64> = items.iter().map(|m| len(Some(m))).collect();
+        let split = items.iter().rposition(from_model).unwrap_or(0);
         let (read, written) = if split == 0 {
             (0, prefix + sizes.iter().sum::<u64>())
         } else {
@@ -45,7 +56,7 @@ impl Usage {
             )
         };
         Self {
-            input_tokens: 3 + messages.len() as u64 % 7,
+            input_tokens: 3 + items.len() as u64 % 7,
             cache_creation_input_tokens: written,
             cache_read_input_tokens: read,
             output_tokens: 1,
@@ -79,6 +90,18 @@ impl Usage {
             "cache_creation_input_tokens": self.cache_creation_input_tokens,
             "cache_read_input_tokens": self.cache_read_input_tokens,
             "output_tokens": self.output_tokens,
+        })
+    }
+
+    /// The `usage` object of an OpenAI Responses API `response.completed`: `input_tokens`
+    /// counts the cached part too, which `input_tokens_details.cached_tokens` names.
+    pub fn responses_json(self) -> Value {
+        json!({
+            "input_tokens": self.total_input(),
+            "input_tokens_details": {"cached_tokens": self.cache_read_input_tokens},
+            "output_tokens": self.output_tokens,
+            "output_tokens_details": {"reasoning_tokens": 0},
+            "total_tokens": self.total_input() + self.output_tokens,
         })
     }
 }

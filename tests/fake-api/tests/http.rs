@@ -285,3 +285,118 @@ fn binary_exits_on_stdin_eof_when_asked() {
     drop(child.stdin.take());
     assert!(wait_exit(&mut child).success());
 }
+
+fn responses_request(input: Value, stream: bool) -> Value {
+    json!({"model": "gpt-fake", "instructions": "", "stream": stream, "tools": [], "input": input})
+}
+
+fn user_item(text: &str) -> Value {
+    json!({"type": "message", "role": "user", "content": [{"type": "input_text", "text": text}]})
+}
+
+#[tokio::test]
+async fn responses_streams_a_shell_call_then_answers_its_output() {
+    let api = FakeApi::start().await;
+    let (status, body) = http(
+        api.addr(),
+        "POST",
+        "/v1/responses",
+        Some(&responses_request(json!([user_item("BASH echo hi")]), true)),
+    );
+    assert_eq!(status, 200);
+    let evs = events(&body);
+    let names: Vec<&str> = evs.iter().map(|(n, _)| n.as_str()).collect();
+    assert_eq!(
+        names,
+        [
+            "response.created",
+            "response.output_item.added",
+            "response.function_call_arguments.delta",
+            "response.function_call_arguments.delta",
+            "response.output_item.done",
+            "response.completed"
+        ]
+    );
+    let call = &evs[4].1["item"];
+    assert_eq!(call["type"], "function_call");
+    assert_eq!(call["name"], "exec_command");
+    assert_eq!(call["arguments"], r#"{"cmd":"echo hi"}"#);
+    let completed = &evs[5].1["response"];
+    assert_eq!(completed["output"][0], *call);
+    assert!(completed["usage"]["input_tokens"].as_u64().unwrap() > 0);
+    let seq: Vec<u64> = evs
+        .iter()
+        .map(|(_, d)| d["sequence_number"].as_u64().unwrap())
+        .collect();
+    assert_eq!(seq, (0..6).collect::<Vec<_>>());
+
+    // The tool's output comes back as function_call_output: the fake answers with text.
+    let input = json!([
+        user_item("BASH echo hi"),
+        {"type": "function_call", "name": "exec_command", "arguments": call["arguments"], "call_id": call["call_id"]},
+        {"type": "function_call_output", "call_id": call["call_id"], "output": "hi\n"},
+    ]);
+    let (_, body) = http(
+        api.addr(),
+        "POST",
+        "/v1/responses",
+        Some(&responses_request(input, true)),
+    );
+    let evs = events(&body);
+    let texts: String = evs
+        .iter()
+        .filter(|(n, _)| n == "response.output_text.delta")
+        .map(|(_, d)| d["delta"].as_str().unwrap())
+        .collect();
+    assert_eq!(texts, "Tool step finished.\nhi\n");
+    let done = &evs[evs.len() - 2].1["item"];
+    assert_eq!(done["type"], "message");
+    assert_eq!(done["content"][0]["text"], texts.as_str());
+
+    let recorded = api.responses_requests();
+    assert_eq!(recorded.len(), 2);
+    assert_eq!(recorded[0].scenario, "BASH");
+    assert_eq!(recorded[1].scenario, "BASH+tool_result");
+    assert_eq!(recorded[1].user_prompts(), ["BASH echo hi"]);
+    assert!(api.message_requests().is_empty());
+}
+
+#[tokio::test]
+async fn responses_without_stream_and_errors() {
+    let api = FakeApi::start().await;
+    let (status, body) = http(
+        api.addr(),
+        "POST",
+        "/v1/responses",
+        Some(&responses_request(json!([user_item("THINK ok")]), false)),
+    );
+    assert_eq!(status, 200);
+    let v: Value = serde_json::from_str(&body).unwrap();
+    assert_eq!(v["status"], "completed");
+    assert_eq!(v["output"][0]["type"], "reasoning");
+    assert_eq!(v["output"][1]["content"][0]["text"], "ok");
+
+    let (status, body) = http(
+        api.addr(),
+        "POST",
+        "/v1/responses",
+        Some(&responses_request(json!([user_item("ERROR 500")]), true)),
+    );
+    assert_eq!(status, 500);
+    let v: Value = serde_json::from_str(&body).unwrap();
+    assert_eq!(v["error"]["message"], "fake 500");
+    assert_eq!(v["error"]["type"], "server_error");
+}
+
+#[test]
+fn codex_home_writes_the_provider_block() {
+    let api = FakeApi::start_blocking();
+    let dir = tempfile::tempdir().unwrap();
+    let home = dir.path().join("codex-home");
+    api.codex_home(&home).unwrap();
+    let config = std::fs::read_to_string(home.join("config.toml")).unwrap();
+    assert!(config.contains(&format!("base_url = \"{}/v1\"", api.base_url())));
+    assert!(config.contains("wire_api = \"responses\""));
+    let env = api.codex_env(&home);
+    assert_eq!(env[0], ("CODEX_HOME", home.display().to_string()));
+}

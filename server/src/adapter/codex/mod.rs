@@ -7,13 +7,13 @@
 //!   sandbox ([`approval_for`]);
 //! - [`process`]: the process side: the handshake, turns, interrupts,
 //!   approval answers and the settings it applies itself;
-//! - `flags`: [`CodexFlags`], the adapter's flags of `serve`;
-//! - `placeholder`: the stdout decoder used until the full one lands.
+//! - [`decode`]: what Codex writes, as log events;
+//! - `flags`: [`CodexFlags`], the adapter's flags of `serve`.
 //!
 //! docs/agents.md has the permission-mode table and what Codex lacks.
 
+pub mod decode;
 mod flags;
-mod placeholder;
 pub mod process;
 
 use std::path::{Path, PathBuf};
@@ -146,23 +146,12 @@ pub fn approval_for(mode: &str, permissions: PermissionMode) -> Result<Option<Ap
 #[derive(Debug, Clone)]
 pub struct CodexAdapter {
     options: CodexOptions,
-    /// Builds the decoder of each run's stdout.
-    decoder: fn(&DecoderSetup) -> Box<dyn Decoder>,
 }
 
 impl CodexAdapter {
     /// An adapter with these options.
     pub fn new(options: CodexOptions) -> Self {
-        Self {
-            options,
-            decoder: placeholder::decoder,
-        }
-    }
-
-    /// The same adapter, decoding stdout with `decoder`.
-    pub fn with_decoder(mut self, decoder: fn(&DecoderSetup) -> Box<dyn Decoder>) -> Self {
-        self.decoder = decoder;
-        self
+        Self { options }
     }
 
     /// What Codex cannot do of `config`: `Err` for the caller, before
@@ -232,7 +221,7 @@ impl ProcessAdapter for CodexAdapter {
     }
 
     fn decoder(&self, _config: &SpawnConfig, setup: DecoderSetup) -> Box<dyn Decoder> {
-        (self.decoder)(&setup)
+        Box::new(decode::CodexDecoder::new(&setup))
     }
 }
 
