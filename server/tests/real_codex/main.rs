@@ -8,10 +8,14 @@
 //! The fake model's reply is chosen by a directive in the prompt (`TEXT`,
 //! `SLOW`, `BASH`; see tests/fake-api/README.md).
 //!
+//! [`kill9`] runs the server binary and kills it mid-turn.
+//!
 //! Run: `cargo test -p agent-harness-server --test real_codex`.
 
 #[path = "../support/mod.rs"]
 mod support;
+
+mod kill9;
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
