@@ -474,3 +474,61 @@ async fn a_lost_rollout_is_resume_failed_and_the_next_send_starts_anew() {
     h.shutdown().await;
     h.assert_stored_runs_end_once("c5");
 }
+
+/// SetModel and SetPermissionMode on a live Codex session are applied by
+/// the adapter with the next turn (Codex takes them as `turn/start`
+/// overrides): the next model request names the model. A setting Codex
+/// has no equivalent of is FAILED_PRECONDITION, never silently ignored.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn settings_apply_to_the_next_turn_and_what_codex_lacks_is_refused() {
+    let mut h = Harness::new().await;
+    let ev = h.subscribe("c6").await;
+    h.start("c6", "TEXT one").await;
+    let (end_ev, _) = ev.turn_end_after(0).await;
+    let mut client = h.client().await;
+    let set = client
+        .set_model(pb::SetModelRequest {
+            session_id: "c6".into(),
+            model: "gpt-other".into(),
+            idempotency_key: String::new(),
+        })
+        .await
+        .expect("SetModel")
+        .into_inner();
+    assert_eq!(set.applied(), pb::SettingApplied::Live);
+    client
+        .set_permission_mode(pb::SetPermissionModeRequest {
+            session_id: "c6".into(),
+            mode: "plan".into(),
+            idempotency_key: String::new(),
+        })
+        .await
+        .expect("SetPermissionMode plan");
+    let refused = client
+        .set_max_thinking_tokens(pb::SetMaxThinkingTokensRequest {
+            session_id: "c6".into(),
+            max_thinking_tokens: Some(1024),
+            idempotency_key: String::new(),
+        })
+        .await
+        .expect_err("Codex has no thinking budget");
+    assert_eq!(
+        refused.code(),
+        tonic::Code::FailedPrecondition,
+        "{refused:?}"
+    );
+    h.send("c6", "TEXT two").await;
+    let (_, end) = ev.turn_end_after(end_ev.seq).await;
+    assert!(!end.is_error, "{end:?}");
+    let last = h
+        .api
+        .responses_requests()
+        .last()
+        .cloned()
+        .expect("a request");
+    let body = last.body.expect("a body");
+    assert_eq!(body["model"], "gpt-other", "the next turn's model");
+    assert_eq!(h.get("c6").await.model, "gpt-other");
+    h.shutdown().await;
+    h.assert_stored_runs_end_once("c6");
+}
