@@ -34,9 +34,10 @@ use agent_harness_protocol::pb::event::Payload;
 use agent_harness_protocol::vocab::{resolved_by, run_error_kind};
 use serde_json::{Map, Value};
 
-pub use crate::adapter::ControlReply;
-use crate::adapter::{Decoder, DecoderSetup, StdoutLine};
+pub use crate::decoder::ControlReply;
+use crate::decoder::{Decoder, DecoderSetup};
 use crate::partial::{Change, Tracker};
+use crate::process::StdoutLine;
 
 use self::init::ReadyFingerprint;
 use self::json::{str_at, str_of, u64_at, value_text};
