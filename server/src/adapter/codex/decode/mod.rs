@@ -23,7 +23,7 @@
 //! | `serverRequest/resolved` of a request still pending here | `permission_resolved{by: "cancelled"}` (the run task drops it unless the log's fold still has it pending, as for claude's withdrawals) |
 //! | an error answer `no rollout found …` | `run_error{kind: "resume_failed"}` |
 //! | any other error answer | `run_error{kind: "cli_error"}` with Codex's message |
-//! | `item/agentMessage/delta` | nothing: live typing ([`Decoder::take_partial`], see [`crate::partial`]) |
+//! | `item/agentMessage/delta`, `item/reasoning/summaryTextDelta` | nothing: live typing of the message or thinking being written ([`Decoder::take_partial`], see [`crate::partial`]); command output is not streamed (live typing has no block for a tool's output) |
 //! | other notifications, requests and answers | nothing (logged at debug) |
 //! | an object with neither `method` nor `id` | `run_error{kind: "bad_line"}` |
 //! | not JSON, not an object, too long | as for claude ([`crate::normalize::line`]) |
@@ -79,6 +79,16 @@ struct OpenMessage {
     text: String,
 }
 
+/// A reasoning item being written (from its summary deltas).
+#[derive(Debug)]
+struct OpenReasoning {
+    id: String,
+    /// The summary part the last delta belonged to.
+    part: Option<u64>,
+    /// Whether any text was written yet.
+    written: bool,
+}
+
 /// The turn under way.
 #[derive(Debug, Default)]
 struct Turn {
@@ -86,6 +96,8 @@ struct Turn {
     id: String,
     /// Tokens of the turn's model calls so far.
     usage: pb::Usage,
+    /// How many calls Codex reported tokens for.
+    calls: u32,
     /// The model's context window, as Codex last reported it.
     context_window: u64,
     /// The last agent message's text (the turn's `result`).
@@ -112,6 +124,7 @@ pub struct CodexDecoder {
     /// Tool items with a tool_use and no result, in the order they began.
     open_tools: Vec<OpenTool>,
     open_message: Option<OpenMessage>,
+    open_reasoning: Option<OpenReasoning>,
     /// Permission requests asked and not resolved, by request id.
     pending: HashMap<String, ()>,
     partial: Tracker,
@@ -129,6 +142,7 @@ impl CodexDecoder {
             turn: None,
             open_tools: Vec::new(),
             open_message: None,
+            open_reasoning: None,
             pending: HashMap::new(),
             partial: Tracker::new(setup.max_partial_bytes),
         }
@@ -245,6 +259,10 @@ impl CodexDecoder {
                 self.message_delta(&str_at(params, "itemId"), &str_at(params, "delta"));
                 Vec::new()
             }
+            "item/reasoning/summaryTextDelta" => {
+                self.reasoning_delta(params);
+                Vec::new()
+            }
             "thread/tokenUsage/updated" => {
                 self.token_usage(params);
                 Vec::new()
@@ -316,6 +334,7 @@ impl CodexDecoder {
                 self.text_content(&message.id, message.text),
             ));
         }
+        self.open_reasoning = None;
         self.partial.clear();
         if !self.open_tools.is_empty() {
             let ids: Vec<String> = self.open_tools.drain(..).map(|t| t.id).collect();
@@ -341,8 +360,22 @@ impl CodexDecoder {
             .as_ref()
             .map(|r| r.model.clone())
             .unwrap_or_default();
+        // A turn that made no model call (cut off before its first answer,
+        // or failed) reports no usage rather than zeros.
+        let model_usage = (turn.calls > 0)
+            .then(|| pb::ModelUsage {
+                model,
+                input_tokens: turn.usage.input_tokens,
+                output_tokens: turn.usage.output_tokens,
+                cache_read_input_tokens: turn.usage.cache_read_input_tokens,
+                cache_creation_input_tokens: turn.usage.cache_creation_input_tokens,
+                context_window: turn.context_window,
+                ..Default::default()
+            })
+            .into_iter()
+            .collect();
         out.push(Payload::TurnEnd(pb::TurnEnd {
-            usage: Some(turn.usage),
+            usage: (turn.calls > 0).then_some(turn.usage),
             duration_ms: u64_at(&turn_json, "durationMs"),
             is_error,
             terminal_reason: status.clone(),
@@ -352,15 +385,7 @@ impl CodexDecoder {
             } else {
                 turn.last_text
             },
-            model_usage: vec![pb::ModelUsage {
-                model,
-                input_tokens: turn.usage.input_tokens,
-                output_tokens: turn.usage.output_tokens,
-                cache_read_input_tokens: turn.usage.cache_read_input_tokens,
-                cache_creation_input_tokens: turn.usage.cache_creation_input_tokens,
-                context_window: turn.context_window,
-                ..Default::default()
-            }],
+            model_usage,
             errors: if error.is_empty() {
                 Vec::new()
             } else {
@@ -387,6 +412,7 @@ impl CodexDecoder {
         // Codex counts cached input inside its input tokens; ours are apart.
         let cached = u64_at(&last, "cachedInputTokens");
         let written = u64_at(&last, "cacheWriteInputTokens");
+        turn.calls += 1;
         let u = &mut turn.usage;
         u.input_tokens += u64_at(&last, "inputTokens").saturating_sub(cached + written);
         u.cache_read_input_tokens += cached;
@@ -403,14 +429,27 @@ impl CodexDecoder {
 
     fn item_started(&mut self, item: &Value) -> Vec<Payload> {
         let id = str_at(item, "id");
-        if str_at(item, "type") == "agentMessage" {
-            self.partial.begin_message("", &id);
-            self.partial.begin_block("", 0, BlockKind::Text);
-            self.open_message = Some(OpenMessage {
-                id,
-                text: String::new(),
-            });
-            return Vec::new();
+        match str_at(item, "type").as_str() {
+            "agentMessage" => {
+                self.partial.begin_message("", &id);
+                self.partial.begin_block("", 0, BlockKind::Text);
+                self.open_message = Some(OpenMessage {
+                    id,
+                    text: String::new(),
+                });
+                return Vec::new();
+            }
+            "reasoning" => {
+                self.partial.begin_message("", &id);
+                self.partial.begin_block("", 0, BlockKind::Thinking);
+                self.open_reasoning = Some(OpenReasoning {
+                    id,
+                    part: None,
+                    written: false,
+                });
+                return Vec::new();
+            }
+            _ => {}
         }
         match items::tool_call(item) {
             Some(call) => self.tool_use(id, call),
@@ -433,10 +472,7 @@ impl CodexDecoder {
         match str_at(item, "type").as_str() {
             "agentMessage" => {
                 let text = str_at(item, "text");
-                self.partial.complete_block(&id, 0);
-                if self.partial.streaming("") == Some(id.as_str()) {
-                    self.partial.end_message("");
-                }
+                self.finish_partial(&id);
                 if self.open_message.as_ref().is_some_and(|m| m.id == id) {
                     self.open_message = None;
                 }
@@ -446,6 +482,10 @@ impl CodexDecoder {
                 vec![Payload::Content(self.text_content(&id, text))]
             }
             "reasoning" => {
+                self.finish_partial(&id);
+                if self.open_reasoning.as_ref().is_some_and(|r| r.id == id) {
+                    self.open_reasoning = None;
+                }
                 let text = items::reasoning_text(item);
                 if text.is_empty() {
                     return Vec::new();
@@ -477,6 +517,41 @@ impl CodexDecoder {
                 out.push(Payload::Result(items::tool_result(item)));
                 out
             }
+        }
+    }
+
+    /// Item `id` is durable now: its live text leaves the board.
+    fn finish_partial(&mut self, id: &str) {
+        self.partial.complete_block(id, 0);
+        if self.partial.streaming("") == Some(id) {
+            self.partial.end_message("");
+        }
+    }
+
+    /// A reasoning summary delta. The thinking block joins the summary's
+    /// parts with a blank line ([`items::reasoning_text`]), so the live
+    /// text does too, and its fragments join to exactly the block's text.
+    /// (The raw reasoning text is not streamed: it is shown only when
+    /// there is no summary, which is known only at the end.)
+    fn reasoning_delta(&mut self, params: &Value) {
+        let item_id = str_at(params, "itemId");
+        let delta = str_at(params, "delta");
+        let part = params.get("summaryIndex").map(as_u64);
+        let Some(r) = self
+            .open_reasoning
+            .as_mut()
+            .filter(|r| r.id == item_id && !delta.is_empty())
+        else {
+            return;
+        };
+        let new_part = r.written && r.part != part;
+        r.part = part;
+        r.written = true;
+        if self.partial.streaming("") == Some(item_id.as_str()) {
+            if new_part {
+                self.partial.append("", 0, "\n\n");
+            }
+            self.partial.append("", 0, &delta);
         }
     }
 
