@@ -616,3 +616,63 @@ fn a_sub_agent_thread_is_not_the_run() {
     let other = json!({"method": "item/started", "params": {"threadId": "child", "item": {"type": "commandExecution", "id": "x", "command": "ls", "cwd": "/"}}});
     assert!(feed(&mut d, other).is_empty());
 }
+
+/// What the derive vectors of Codex logs are built from
+/// (`tests/vectors/codex/*.json`, read by `tests/vectors/build_vectors.py`):
+/// this decoder's payloads for recorded transcripts, in canonical proto3
+/// JSON. Checked here, so a vector's Codex events are what a Codex run
+/// gives; `AGENT_HARNESS_WRITE_CODEX_PAYLOADS=1` rewrites them.
+#[test]
+fn vector_payloads_are_what_the_decoder_makes() {
+    let dir = format!("{}/../tests/vectors/codex", env!("CARGO_MANIFEST_DIR"));
+    let write = std::env::var_os("AGENT_HARNESS_WRITE_CODEX_PAYLOADS").is_some();
+    for name in [
+        "first_turn",
+        "approval_accepted",
+        "approval_declined",
+        "interrupt",
+        "interrupt_pending_approval",
+        "api_error",
+        "thinking",
+        "lost_rollout",
+        "lost_rollout.2",
+    ] {
+        let resume_id = if name == "lost_rollout.2" {
+            answer("lost_rollout", 2)["result"]["thread"]["id"]
+                .as_str()
+                .unwrap()
+                .to_owned()
+        } else {
+            String::new()
+        };
+        let mut d = CodexDecoder::new(&setup(1 << 20, Some(4242), &resume_id));
+        let (payloads, _) = replay(&mut d, name);
+        let payloads: Vec<Value> = payloads
+            .into_iter()
+            .map(|p| {
+                let event = pb::Event {
+                    payload: Some(p),
+                    ..Default::default()
+                };
+                serde_json::to_value(&event).unwrap()
+            })
+            .collect();
+        let doc =
+            json!({"cassette": format!("cassettes/codex/{name}.jsonl"), "payloads": payloads});
+        let path = format!("{dir}/{name}.json");
+        if write {
+            std::fs::create_dir_all(&dir).unwrap();
+            let text = serde_json::to_string_pretty(&doc).unwrap();
+            std::fs::write(&path, text + "\n").unwrap();
+            continue;
+        }
+        let stored: Value = serde_json::from_str(
+            &std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{path}: {e}")),
+        )
+        .unwrap();
+        assert_eq!(
+            stored, doc,
+            "{path} is not what the decoder makes of {name} (rewrite it with AGENT_HARNESS_WRITE_CODEX_PAYLOADS=1)"
+        );
+    }
+}
