@@ -6,6 +6,7 @@
 //! user messages, interrupt, answer permission requests and signal the
 //! process group, and a future that resolves once with the [`ExitInfo`].
 
+pub mod agents;
 pub mod cassette;
 pub mod claude;
 pub mod codex;
@@ -93,6 +94,17 @@ pub trait ProcessControl: Send + Sync {
         let _ = (request_id, request);
         Ok(false)
     }
+    /// Answers a control request itself, without the process: for an
+    /// agent that has no such request, the adapter applies what it can (a
+    /// setting it sends with the next turn) or refuses. `None` (the
+    /// default): [`ProcessControl::control`] sends it to the process.
+    fn answer_control(
+        &self,
+        request: &serde_json::Value,
+    ) -> Option<Result<serde_json::Value, String>> {
+        let _ = request;
+        None
+    }
     /// Signal the whole process group.
     fn signal(&self, signal: Signal) -> Result<(), AdapterError>;
     /// Close stdin: the CLI finishes its turn and exits.
@@ -178,6 +190,12 @@ pub struct ControlReply {
 pub trait ProcessAdapter: Send + Sync + 'static {
     /// A short name for logs and run_start ("interactive", "cli", "cassette").
     fn name(&self) -> &str;
+    /// The name run_start records for a run of `config` (a router names
+    /// the adapter it picks).
+    fn name_of(&self, config: &SpawnConfig) -> &str {
+        let _ = config;
+        self.name()
+    }
     /// Whether this adapter can run `config`, checked before anything is
     /// appended for the run (so a refusal leaves no trace in the log).
     /// [`ProcessAdapter::spawn`] may still fail for reasons only spawning

@@ -3,7 +3,7 @@
 //! of the session's claim to the new run task; and what a respawn keeps of
 //! the last run (its env values).
 
-use agent_harness_protocol::vocab::{run_end_source, run_error_kind, trigger};
+use agent_harness_protocol::vocab::{agent, run_end_source, run_error_kind, trigger};
 use std::collections::{BTreeMap, HashMap};
 
 use agent_harness_protocol::pb;
@@ -181,7 +181,8 @@ impl SessionManager {
             run_id: run_id.clone(),
             payload: Payload::RunStart(pb::RunStart {
                 config: Some(launch::redacted(&config)),
-                adapter: self.inner.adapter.name().to_owned(),
+                adapter: self.inner.adapter.name_of(&spawn).to_owned(),
+                agent: agent::of_run(&config.agent).to_owned(),
                 trigger: trigger.as_str().to_owned(),
                 lost_resume_id,
             }),

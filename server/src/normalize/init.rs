@@ -23,6 +23,7 @@ pub(super) struct ReadyFingerprint {
 impl Normalizer {
     pub(super) fn init(&mut self, obj: &Map<String, Value>) -> Vec<Payload> {
         let ready = pb::RunReady {
+            agent: agent_harness_protocol::vocab::agent::CLAUDE.into(),
             resume_id: str_of(obj, "session_id"),
             model: str_of(obj, "model"),
             tools: obj

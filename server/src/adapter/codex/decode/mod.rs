@@ -214,6 +214,7 @@ impl CodexDecoder {
             return Vec::new();
         }
         let ready = pb::RunReady {
+            agent: agent_harness_protocol::vocab::agent::CODEX.into(),
             resume_id: fingerprint.thread_id.clone(),
             model: fingerprint.model.clone(),
             cwd: fingerprint.cwd.clone(),
