@@ -73,6 +73,7 @@ pub mod cluster;
 pub mod config;
 pub mod connections;
 pub mod deadline;
+pub mod decoder;
 pub mod duration;
 pub mod error;
 pub mod health;

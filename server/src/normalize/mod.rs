@@ -25,8 +25,6 @@
 //! | longer than the limit | `run_error{kind: "line_too_large"}` |
 
 mod init;
-pub(crate) mod json;
-pub(crate) mod line;
 mod result;
 
 use agent_harness_protocol::pb;
@@ -34,14 +32,15 @@ use agent_harness_protocol::pb::event::Payload;
 use agent_harness_protocol::vocab::{resolved_by, run_error_kind};
 use serde_json::{Map, Value};
 
-pub use crate::adapter::ControlReply;
-use crate::adapter::{Decoder, DecoderSetup, StdoutLine};
+pub use crate::decoder::ControlReply;
+use crate::decoder::{Decoder, DecoderSetup};
 use crate::partial::{Change, Tracker};
+use crate::process::StdoutLine;
 
 use self::init::ReadyFingerprint;
-use self::json::{str_at, str_of, u64_at, value_text};
-use self::line::Read;
 use self::result::Totals;
+use crate::decoder::json::{str_at, str_of, u64_at, value_text};
+use crate::decoder::line::{self, Read};
 
 /// Whether `text` (an entry of a `result` line's `errors`, or the CLI's
 /// stderr) says the CLI could not resume the conversation it was given.
@@ -171,7 +170,7 @@ impl Normalizer {
     /// Normalize one stdout line into zero or more events, each with the
     /// CLI line it came from. Never panics; bad lines become run_error events.
     pub fn line(&mut self, line: &StdoutLine) -> Vec<(Payload, String)> {
-        match self::line::object(line, self.max_line_bytes) {
+        match line::object(line, self.max_line_bytes) {
             Read::Unreadable(unreadable) => vec![*unreadable],
             Read::Blank => Vec::new(),
             Read::Object(text, obj) => self.object_line(text, obj),
@@ -180,7 +179,7 @@ impl Normalizer {
 
     fn object_line(&mut self, text: &str, obj: Map<String, Value>) -> Vec<(Payload, String)> {
         let Some(kind) = obj.get("type").and_then(Value::as_str) else {
-            return vec![self::line::bad_line("an object without a \"type\"", text)];
+            return vec![line::bad_line("an object without a \"type\"", text)];
         };
         self.partial.line(kind, &obj);
         let payloads = match kind {

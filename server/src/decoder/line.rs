@@ -10,7 +10,7 @@ use agent_harness_protocol::pb::event::Payload;
 use agent_harness_protocol::vocab::run_error_kind;
 use serde_json::{Map, Value};
 
-use crate::adapter::StdoutLine;
+use crate::process::StdoutLine;
 
 /// How many bytes of a bad line are quoted in the run_error message.
 const ERROR_PREFIX_BYTES: usize = 200;
