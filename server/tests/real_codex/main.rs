@@ -478,7 +478,8 @@ async fn a_lost_rollout_is_resume_failed_and_the_next_send_starts_anew() {
 /// SetModel and SetPermissionMode on a live Codex session are applied by
 /// the adapter with the next turn (Codex takes them as `turn/start`
 /// overrides): the next model request names the model. A setting Codex
-/// has no equivalent of is FAILED_PRECONDITION, never silently ignored.
+/// has no equivalent of, and content blocks, are FAILED_PRECONDITION,
+/// never silently ignored.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn settings_apply_to_the_next_turn_and_what_codex_lacks_is_refused() {
     let mut h = Harness::new().await;
@@ -512,6 +513,22 @@ async fn settings_apply_to_the_next_turn_and_what_codex_lacks_is_refused() {
         })
         .await
         .expect_err("Codex has no thinking budget");
+    assert_eq!(
+        refused.code(),
+        tonic::Code::FailedPrecondition,
+        "{refused:?}"
+    );
+    let block: pbjson_types::Struct =
+        serde_json::from_value(serde_json::json!({"type": "text", "text": "x"})).unwrap();
+    let refused = client
+        .send(pb::SendRequest {
+            idempotency_key: String::new(),
+            session_id: "c6".into(),
+            input: "TEXT with a block".into(),
+            content_blocks: vec![block],
+        })
+        .await
+        .expect_err("Codex takes text only");
     assert_eq!(
         refused.code(),
         tonic::Code::FailedPrecondition,

@@ -301,6 +301,11 @@ impl CodexControl {
 
 impl ProcessControl for CodexControl {
     fn write(&self, input: &UserInput) -> Result<(), AdapterError> {
+        if !input.content_blocks.is_empty() {
+            return Err(AdapterError::Unable(
+                "Codex takes text input only (content_blocks)".into(),
+            ));
+        }
         if !self.group.alive() {
             return Err(AdapterError::NotRunning);
         }

@@ -104,6 +104,9 @@ pub(super) enum WriteRefused {
     /// committed (storage failed; the run is being ended): a keyed Send
     /// must not answer as if it had a receipt.
     NotRecorded(String),
+    /// The agent cannot take this input (content blocks Codex has no
+    /// place for): nothing was written.
+    Unable(String),
     /// A one-shot run takes no input after its prompt.
     OneShotBusy {
         /// The working run.
@@ -379,8 +382,10 @@ impl Run {
         // answer only after this returns, so the log order stays right, and
         // the log never claims an input the process did not get.
         if let Err(e) = self.control.write(&input) {
-            if let AdapterError::InputQueueFull(why) = &e {
-                return Err(WriteRefused::QueueFull(why.clone()));
+            match e {
+                AdapterError::InputQueueFull(why) => return Err(WriteRefused::QueueFull(why)),
+                AdapterError::Unable(why) => return Err(WriteRefused::Unable(why)),
+                _ => {}
             }
             tracing::warn!(session_id = %self.session_id, error = %e, "write to the process failed");
             return Err(WriteRefused::Ending);
