@@ -13,7 +13,7 @@
 //! |---|---|
 //! | the `thread/start` or `thread/resume` answer (a result with a `thread`), `thread/started` | `run_ready` (`resume_id` = the thread id, model, cwd, Codex's version) once, again only when thread, model or cwd changed; a sub-agent's thread is not the run's |
 //! | `turn/started` | nothing, or `turn_start` when no input was sent since the last turn ended (Codex began it by itself) |
-//! | `item/started` of a tool (`commandExecution`, `fileChange`, `mcpToolCall`, `webSearch`) | `content` with its tool_use (names and inputs in [`items`]) |
+//! | `item/started` of a tool (`commandExecution`, `fileChange`, `mcpToolCall`, `webSearch`) | `content` with its tool_use (names and inputs in `items`) |
 //! | `item/completed` of a tool | `result` with the tool's output |
 //! | `item/completed` `agentMessage` / `reasoning` | `content` text / thinking |
 //! | `item/completed` `contextCompaction` | `turn_end{compact: true}` |
@@ -172,6 +172,10 @@ impl CodexDecoder {
         let id = str_at(item, "id");
         match str_at(item, "type").as_str() {
             "agentMessage" => {
+                // A message still open here was abandoned: input sent
+                // mid-turn is steered into the turn and Codex restarts its
+                // answer, never completing the old one (0.169.0). It goes,
+                // from live typing too, as it goes from Codex's thread.
                 self.partial.begin_message("", &id);
                 self.partial.begin_block("", 0, BlockKind::Text);
                 self.open_message = Some(OpenMessage {

@@ -6,6 +6,7 @@ use serde_json::json;
 
 use super::*;
 use crate::adapter::{Decoder, StdoutLine};
+use crate::partial::Change;
 
 #[test]
 fn other_error_answers_are_cli_errors() {
@@ -171,4 +172,49 @@ fn an_error_codex_retries_is_not_the_turns() {
     );
     let t = turn_ends(&out)[0];
     assert!(t.errors.is_empty() && !t.is_error, "{t:?}");
+}
+
+/// What codex-cli 0.169.0 does with a `turn/start` while a turn runs: it
+/// steers the input into the running turn (same turn id, a userMessage
+/// item) and restarts its answer, never completing the message it was
+/// writing. That message leaves no content and leaves live typing.
+#[test]
+fn input_steered_into_the_turn_drops_the_abandoned_message() {
+    let mut d = decoder();
+    d.input_sent();
+    let item = |kind: &str, id: &str, text: &str| json!({"type": kind, "id": id, "text": text});
+    let lines = [
+        json!({"method": "turn/started", "params": {"turn": {"id": "u"}}}),
+        json!({"method": "item/started", "params": {"item": item("agentMessage", "m1", "")}}),
+        json!({"method": "item/agentMessage/delta", "params": {"itemId": "m1", "delta": "Slow "}}),
+    ];
+    let mut out = Vec::new();
+    for l in lines {
+        out.extend(feed(&mut d, l));
+    }
+    // The harness sends more: Codex answers with the same turn.
+    d.input_sent();
+    for l in [
+        json!({"method": "item/started", "params": {"item": {"type": "userMessage", "id": "um", "content": []}}}),
+        json!({"method": "item/started", "params": {"item": item("agentMessage", "m2", "")}}),
+        json!({"method": "item/agentMessage/delta", "params": {"itemId": "m2", "delta": "Hello"}}),
+        json!({"method": "item/completed", "params": {"item": item("agentMessage", "m2", "Hello")}}),
+        json!({"method": "turn/completed", "params": {"turn": {"id": "u", "status": "completed"}}}),
+    ] {
+        out.extend(feed(&mut d, l));
+    }
+    assert_eq!(kinds(&out), ["text", "turn_end"]);
+    assert_eq!(content(&out[0]).blocks[0].text, "Hello");
+    let changes = d.take_partial();
+    assert!(changes.contains(&Change::Done {
+        message_id: "m1".into(),
+        index: None
+    }));
+    assert_eq!(typed(&changes), "Slow Hello");
+    // The next turn is the harness's own again only after new input.
+    let out = feed(
+        &mut d,
+        json!({"method": "turn/started", "params": {"turn": {"id": "v"}}}),
+    );
+    assert_eq!(kinds(&out), ["turn_start"]);
 }
