@@ -1053,6 +1053,20 @@ v.ev(p[1], SR, True, activity=A("thinking"))
 v.ev(p[2], SR, True, activity=A("writing"))
 v.ev(p[3], I, True, activity=A("idle"), usage=turn_usage(p, 1))
 
+p, again = codex("resume"), codex("resume.2")
+thread = p[0][1]["resumeId"]
+v = V("codex_resume", "Codex: the next Send after the process ended resumes the thread in a new process "
+      "(thread/resume); the same thread id is the resume id. Codex reports the thread's earlier usage "
+      "again before the first turn: it is not a turn's, so the usage counts each turn once.")
+codex_boot(v, p, "TEXT remember me")
+v.ev(p[1], SR, True, activity=A("writing"))
+v.ev(p[2], I, True, activity=A("idle"), usage=turn_usage(p, 1))
+v.ev(run_end("IDLE_TIMEOUT", signal="SIGTERM"), I, False, resumeId=thread)
+codex_boot(v, again, "TEXT again", trigger="send", resume=thread)
+v.also(runId="run-2", resumeId=thread)
+v.ev(again[1], SR, True, activity=A("writing"))
+v.ev(again[2], I, True, activity=A("idle"), usage=turn_usage(p + again, 2), resumeId=thread)
+
 p, lost = codex("lost_rollout"), codex("lost_rollout.2")
 thread = p[0][1]["resumeId"]
 v = V("codex_lost_rollout", "Codex: the thread's rollout file is gone; the next run's thread/resume is "

@@ -364,9 +364,11 @@ fn vector_payloads_are_what_the_decoder_makes() {
         "thinking",
         "lost_rollout",
         "lost_rollout.2",
+        "resume",
+        "resume.2",
     ] {
-        let resume_id = if name == "lost_rollout.2" {
-            answer("lost_rollout", 2)["result"]["thread"]["id"]
+        let resume_id = if let Some(first) = name.strip_suffix(".2") {
+            answer(first, 2)["result"]["thread"]["id"]
                 .as_str()
                 .unwrap()
                 .to_owned()
