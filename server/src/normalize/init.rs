@@ -7,7 +7,7 @@ use agent_harness_protocol::pb::event::Payload;
 use serde_json::{Map, Value};
 
 use super::Normalizer;
-use super::json::{str_at, str_of};
+use crate::decoder::json::{str_at, str_of};
 
 /// What makes two inits "the same" for run_ready purposes.
 #[derive(Debug, Clone, PartialEq)]

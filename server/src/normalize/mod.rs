@@ -25,8 +25,6 @@
 //! | longer than the limit | `run_error{kind: "line_too_large"}` |
 
 mod init;
-pub(crate) mod json;
-pub(crate) mod line;
 mod result;
 
 use agent_harness_protocol::pb;
@@ -40,9 +38,9 @@ use crate::partial::{Change, Tracker};
 use crate::process::StdoutLine;
 
 use self::init::ReadyFingerprint;
-use self::json::{str_at, str_of, u64_at, value_text};
-use self::line::Read;
 use self::result::Totals;
+use crate::decoder::json::{str_at, str_of, u64_at, value_text};
+use crate::decoder::line::{self, Read};
 
 /// Whether `text` (an entry of a `result` line's `errors`, or the CLI's
 /// stderr) says the CLI could not resume the conversation it was given.
@@ -172,7 +170,7 @@ impl Normalizer {
     /// Normalize one stdout line into zero or more events, each with the
     /// CLI line it came from. Never panics; bad lines become run_error events.
     pub fn line(&mut self, line: &StdoutLine) -> Vec<(Payload, String)> {
-        match self::line::object(line, self.max_line_bytes) {
+        match line::object(line, self.max_line_bytes) {
             Read::Unreadable(unreadable) => vec![*unreadable],
             Read::Blank => Vec::new(),
             Read::Object(text, obj) => self.object_line(text, obj),
@@ -181,7 +179,7 @@ impl Normalizer {
 
     fn object_line(&mut self, text: &str, obj: Map<String, Value>) -> Vec<(Payload, String)> {
         let Some(kind) = obj.get("type").and_then(Value::as_str) else {
-            return vec![self::line::bad_line("an object without a \"type\"", text)];
+            return vec![line::bad_line("an object without a \"type\"", text)];
         };
         self.partial.line(kind, &obj);
         let payloads = match kind {

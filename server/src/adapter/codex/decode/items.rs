@@ -19,8 +19,8 @@
 use agent_harness_protocol::pb;
 use serde_json::{Map, Value, json};
 
+use crate::decoder::json::{str_at, value_text};
 use crate::nesting::{to_struct, to_value};
-use crate::normalize::json::{str_at, value_text};
 
 /// The tool name Codex's approval requests for extra permissions get (no
 /// claude tool does this).

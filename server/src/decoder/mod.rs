@@ -1,8 +1,16 @@
-//! The boundary between an agent's output and the log: a [`Decoder`]
-//! turns one run's stdout lines into event payloads. Each agent's adapter
-//! builds its own (the claude CLI's is [`crate::normalize::Normalizer`]);
-//! the manager only ever sees this trait. Below both the adapters and the
-//! decoders, so neither imports the other for it.
+//! Decoders: what turns an agent process's stdout lines into log events.
+//!
+//! The [`Decoder`] trait is the boundary between an agent's output format
+//! and the manager; each adapter builds one per run (the claude CLI's
+//! [`crate::normalize::Normalizer`], the Codex decoder in
+//! `adapter::codex::decode`). Below the adapters and the normalizer, so both
+//! implement it without importing each other. What every decoder reads the
+//! same way lives here too: `line` (a stdout line as a JSON object, and
+//! the errors for one that is not) and `json` (accessors that read a
+//! missing or mistyped field as empty).
+
+pub(crate) mod json;
+pub(crate) mod line;
 
 use agent_harness_protocol::pb::event::Payload;
 
@@ -10,7 +18,8 @@ use crate::partial::Change;
 use crate::process::StdoutLine;
 
 /// Turns one agent's stdout lines into log events; one per run, built by
-/// the adapter that spawned the process ([`ProcessAdapter::decoder`](crate::adapter::ProcessAdapter::decoder)). The
+/// the adapter that spawned the process (`ProcessAdapter::decoder` in
+/// [`crate::adapter`]). The
 /// manager knows no agent's output format: everything it appends from a
 /// process comes through here. `Sync` because the run task that owns it is
 /// borrowed across awaits.
@@ -33,7 +42,7 @@ pub trait Decoder: Send + Sync {
         Vec::new()
     }
     /// The agent's answers to control requests the harness sent
-    /// ([`ProcessControl::control`](crate::adapter::ProcessControl::control)) since the last call.
+    /// (`ProcessControl::control` in [`crate::adapter`]) since the last call.
     fn take_control_replies(&mut self) -> Vec<ControlReply> {
         Vec::new()
     }

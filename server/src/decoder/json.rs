@@ -1,5 +1,5 @@
-//! Accessors of the CLI's JSON: a missing or mistyped field reads as its
-//! empty value, so a newer or older CLI's lines still map.
+//! Accessors of an agent's JSON: a missing or mistyped field reads as its
+//! empty value, so a newer or older agent's lines still map.
 
 use serde_json::{Map, Value};
 
