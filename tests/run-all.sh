@@ -62,6 +62,8 @@ AGENT_HARNESS_TEST_STORE=postgres cargo test -p agent-harness-server --test real
 # What works on the pinned CLI must work on the newest release too (tests/tools/newest).
 step "cargo test: the real-CLI suite against the newest CLI ($("$CLAUDE_BIN_NEWEST" --version))"
 CLAUDE_BIN="$CLAUDE_BIN_NEWEST" cargo test -p agent-harness-server --test real_cli -- --skip killed_owner
+step "cargo test: the real-Codex suite against the newest Codex ($("$CODEX_BIN_NEWEST" --version))"
+CODEX_BIN="$CODEX_BIN_NEWEST" cargo test -p agent-harness-server --test real_codex
 
 # `cargo test` built target/debug/agent-harness and fake-messages-api (integration tests
 # run both binaries); the suites use those instead of building again.

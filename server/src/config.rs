@@ -9,6 +9,7 @@ use std::time::Duration;
 use clap::{Args, Parser, Subcommand};
 
 use crate::adapter::claude::ClaudeFlags;
+use crate::adapter::codex::CodexFlags;
 pub use crate::duration::{format_duration, parse_duration};
 use crate::error::Error;
 use crate::{
@@ -224,6 +225,10 @@ pub struct ServeConfig {
     #[command(flatten)]
     pub claude: ClaudeFlags,
 
+    /// Whether Codex sessions are enabled, and Codex's configuration.
+    #[command(flatten)]
+    pub codex: CodexFlags,
+
     /// Which browser origins and Host names may reach the API.
     #[command(flatten)]
     pub access: access::AccessOptions,
@@ -382,6 +387,7 @@ impl Default for ServeConfig {
             proxy_idle_timeout: None,
             event_log: log::LogOptions::default(),
             claude: ClaudeFlags::default(),
+            codex: CodexFlags::default(),
             access: access::AccessOptions::default(),
             manager: manager::ManagerFlags::default(),
             launch: launch::LaunchOptions::default(),

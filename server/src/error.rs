@@ -266,6 +266,7 @@ impl From<crate::adapter::AdapterError> for Error {
         match e {
             A::BinaryNotFound(msg) => Error::BinaryNotFound(msg),
             A::Unsupported(what) => Error::Unsupported(what.to_owned()),
+            A::Unable(what) => Error::Unsupported(what),
             A::InvalidConfig { field, reason } => Error::invalid(field, reason),
             A::Spawn(msg) => Error::Spawn(msg),
             A::InputQueueFull(msg) => Error::ResourceLimit(msg),

@@ -62,6 +62,10 @@ pub enum AdapterError {
     /// The adapter does not support this operation.
     #[error("not supported by this adapter: {0}")]
     Unsupported(&'static str),
+    /// The agent cannot do what the config asks (a setting it has no
+    /// equivalent of); the message says what.
+    #[error("{0}")]
+    Unable(String),
     /// The config cannot be run by this adapter (found by
     /// [`ProcessAdapter::check`](crate::adapter::ProcessAdapter::check), before anything is recorded).
     #[error("invalid {field}: {reason}")]

@@ -41,8 +41,10 @@ use tower::ServiceExt;
 
 use crate::access::{AccessLayer, AccessPolicy, cors_layer};
 use crate::adapter::ProcessAdapter;
+use crate::adapter::agents::Agents;
 use crate::adapter::cassette::CassetteAdapter;
 use crate::adapter::claude::{ClaudeCliAdapter, ClaudeInteractiveAdapter, ClaudeOptions};
+use crate::adapter::codex::{CodexAdapter, CodexOptions};
 use crate::auth::{self, AuthInterceptor};
 use crate::body_limit::RequestLimitLayer;
 use crate::config::{AdapterKind, ServeConfig};
@@ -248,10 +250,30 @@ pub fn manager_options(config: &ServeConfig) -> ManagerOptions {
     }
 }
 
-/// The adapter `--adapter` names. For the claude adapters this prepares
-/// the CLI's configuration directory the server owns
-/// ([`claude_options`]).
+/// The agents' adapters behind the router: claude's as `--adapter` names
+/// it (for the claude adapters this prepares the CLI's configuration
+/// directory the server owns, [`claude_options`]), and Codex's when it is
+/// enabled ([`codex_options`]).
 pub fn build_adapter(config: &ServeConfig) -> Result<Arc<dyn ProcessAdapter>> {
+    let mut agents = Agents::new(claude_adapter(config)?);
+    if let Some(codex) = codex_options(config)? {
+        tracing::info!(codex_bin = %codex.codex_bin.display(), "codex enabled");
+        agents = agents.with_codex(Arc::new(CodexAdapter::new(codex)));
+    }
+    Ok(Arc::new(agents))
+}
+
+/// The Codex adapter's options, `None` when Codex is not enabled (no
+/// `--codex-bin` and none found); an error names the flag.
+pub fn codex_options(config: &ServeConfig) -> Result<Option<CodexOptions>> {
+    config
+        .codex
+        .options(config.claude.permissions, config.max_line_bytes)
+        .map_err(Error::Config)
+}
+
+/// The claude adapter `--adapter` names.
+fn claude_adapter(config: &ServeConfig) -> Result<Arc<dyn ProcessAdapter>> {
     match &config.adapter {
         AdapterKind::Interactive => Ok(Arc::new(ClaudeInteractiveAdapter::new(claude_options(
             config,

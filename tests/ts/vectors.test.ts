@@ -12,7 +12,8 @@
 // Matching (tests/vectors/README.md): inside objects and list items only
 // the keys a vector gives are compared, list lengths always; costUsd within
 // 1e-9 relative; pendingPermissions and pendingMessages as request ids and
-// texts; turns as [startSeq, endSeq, eventCount].
+// texts; turns as [startSeq, endSeq, eventCount]; toolCalls as the tool
+// calls of every turn with their kind.
 
 import assert from "node:assert/strict";
 import { readdirSync, readFileSync } from "node:fs";
@@ -106,6 +107,15 @@ const FIELDS: Record<string, (d: Derived, events: Event[]) => JsonValue> = {
       t.end ? Number(t.end.seq) : null,
       t.events.length,
     ]),
+  toolCalls: (_d, events) =>
+    groupEvents(events).flatMap((t) =>
+      t.toolCalls.map((c) => ({
+        toolUseId: c.toolUseId,
+        toolName: c.toolName,
+        kind: c.kind,
+        isError: c.result ? c.result.isError : null,
+      })),
+    ),
   subagentChildren: (_d, events) =>
     Object.fromEntries([...subagentChildren(events)].map(([k, v]) => [k, v.map((e) => Number(e.seq))])),
 };

@@ -32,7 +32,8 @@ def clean(v):
             if k in ("exitCode", "maxThinkingTokens"):  # optional: present even when 0
                 out[k] = x
                 continue
-            if x in ("", 0, False, "0", None, []) and not (k == "value" and x == "0"):
+            # "0" is also a real string: a setting's value, Codex's first request id.
+            if x in ("", 0, False, "0", None, []) and not (k in ("value", "requestId") and x == "0"):
                 continue
             out[k] = clean(x) if k not in ("input", "toolUseResult", "rawInput") else x
         return out
@@ -49,13 +50,13 @@ def usage(i=0, o=0, cc=0, cr=0):
 # ---- payload builders -------------------------------------------------------
 
 def run_start(prompt="", adapter="interactive", trigger="start", resume="", lost="", model="",
-              mode="", thinking=None):
+              mode="", thinking=None, agent=""):
     config = {"prompt": prompt, "cwd": "/srv/demo/work", "resume": resume, "model": model,
-              "permissionMode": mode}
+              "permissionMode": mode, "agent": agent}
     if thinking is not None:
         config["maxThinkingTokens"] = thinking
     return ("runStart", {"config": config, "adapter": adapter, "trigger": trigger,
-                         "lostResumeId": lost})
+                         "lostResumeId": lost, "agent": agent})
 
 
 def run_ready(resume_id, pid=4242, model=MODEL, mode="default"):
@@ -934,6 +935,153 @@ v.ev(run_ready("cli-sess-1", model="claude-sonnet-4-6", mode="dontAsk"), SR, Tru
      settings=S("claude-sonnet-4-6", "dontAsk"))
 simple_turn(v)
 v.ev(run_end("COMPLETED", exit_code=0), I, False, settings=S("claude-sonnet-4-6", "dontAsk"))
+
+
+# ---- Codex logs --------------------------------------------------------------
+# The agent's events are the Codex decoder's output for the real Codex 0.169.0
+# transcripts (codex/*.json, checked by the decoder's tests); the harness's own
+# events go around them as the manager writes them.
+
+def codex(name):
+    """The decoder's payloads for cassettes/codex/<name>.jsonl, in order."""
+    with open(os.path.join(HERE, "codex", name + ".json")) as f:
+        return [next(iter(p.items())) for p in json.load(f)["payloads"]]
+
+
+def codex_boot(v, p, prompt, trigger="start", resume=""):
+    """run_start and input_sent of a Codex run, then its run_ready (p[0])."""
+    v.ev(run_start(prompt, adapter="codex", agent="codex", trigger=trigger, resume=resume), ST, True,
+         activity=A("starting"))
+    v.ev(inp(prompt, "INITIAL"), ST, True)
+    if p:
+        v.ev(p[0], SR, True, activity=A("thinking"), resumeId=p[0][1]["resumeId"])
+
+
+def turn_usage(p, turns, window=258400):
+    """The usage after the turn_ends in p: their sums (none for a turn without a model call)."""
+    tot = {"inputTokens": 0, "outputTokens": 0, "cacheCreationInputTokens": 0, "cacheReadInputTokens": 0}
+    for key, body in p:
+        if key == "turnEnd":
+            for k in tot:
+                tot[k] += int(body.get("usage", {}).get(k, "0"))
+    return U(tot["inputTokens"], tot["outputTokens"], tot["cacheCreationInputTokens"],
+             tot["cacheReadInputTokens"], ctx=0, win=window, turns=turns)
+
+
+def call(tid, name, kind, is_error=None):
+    return {"toolUseId": tid, "toolName": name, "kind": kind, "isError": is_error}
+
+
+p = codex("first_turn")
+v = V("codex_first_turn", "Codex: one turn on a kept-alive codex app-server (thread/start answered with the "
+      "thread id as the resume id, an agentMessage, turn/completed with the turn's token usage). Codex "
+      "reports a call's tokens only after its items, so no content carries usage: the context fill stays 0.")
+codex_boot(v, p, "TEXT hello from codex")
+v.ev(p[1], SR, True, activity=A("writing"))
+v.ev(p[2], I, True, activity=A("idle"), usage=turn_usage(p, 1), turnInProgress=False,
+     turns=[[1, 5, 5]])
+
+for name, desc in [
+        ("approval_accepted",
+         "Codex: a shell command needs approval (approvalPolicy untrusted); the user allows it. The "
+         "commandExecution is a Bash tool_use, the approval a permission request with Codex's own id; "
+         "Codex's serverRequest/resolved after the answer is a withdrawal the run task drops (not pending)."),
+        ("approval_declined",
+         "Codex: the user declines the command; the commandExecution completes declined, an error result, "
+         "and the model answers.")]:
+    p = codex(name)
+    tool = p[1][1]["blocks"][0]
+    tid, tinput = tool["toolUseId"], tool["input"]
+    allow = name == "approval_accepted"
+    v = V("codex_" + name, desc)
+    codex_boot(v, p, "BASH touch approved.txt && echo made-it" if allow else "BASH touch declined.txt")
+    v.ev(p[1], SR, True, activity=A("running_tool", "Bash"), toolCalls=[call(tid, "Bash", "shell")])
+    v.ev(p[2], SR, True, activity=A("waiting_for_permission", "Bash"), pendingPermissions=["0"])
+    if allow:
+        v.ev(perm_res("0", True, updated=tinput), SR, True, pendingPermissions=[],
+             activity=A("running_tool", "Bash"))
+    else:
+        v.ev(perm_res("0", False, message="Declined"), SR, True, pendingPermissions=[],
+             activity=A("running_tool", "Bash"))
+    assert p[3][0] == "permissionResolved"  # the withdrawal the run task drops
+    v.ev(p[4], SR, True, activity=A("thinking"),
+         toolCalls=[call(tid, "Bash", "shell", not allow)])
+    v.ev(p[5], SR, True, activity=A("writing"))
+    v.ev(p[6], I, True, activity=A("idle"), usage=turn_usage(p, 1), pendingPermissions=[])
+
+p = codex("interrupt")
+v = V("codex_interrupt", "Codex: Stop mid-answer (turn/interrupt); Codex never completes the message it was "
+      "writing, so the decoder keeps its text so far as content before the interrupted turn_end, which "
+      "made no model call and has no usage; the process stays for the next turn.")
+codex_boot(v, p, "SLOW 100 100")
+v.ev(stop(), SP, True, activity=A("stopping"))
+v.ev(p[1], SP, True, activity=A("stopping"))
+v.ev(p[2], I, True, activity=A("idle"), usage=turn_usage(p[:3], 1, window=0), turnInProgress=False)
+v.ev(inp("TEXT after the stop"), SR, True, activity=A("thinking"))
+v.ev(p[3], SR, True, activity=A("writing"))
+v.ev(p[4], I, True, activity=A("idle"), usage=turn_usage(p, 2), turns=[[1, 6, 6], [7, 9, 3]])
+
+p = codex("interrupt_pending_approval")
+tid = p[1][1]["blocks"][0]["toolUseId"]
+v = V("codex_interrupt_pending_approval", "Codex: Stop while a command approval waits. Codex never completes "
+      "the command: the decoder closes it with an error result before the turn_end. Codex settles the "
+      "approval only after the turn (serverRequest/resolved): until then it is still pending, though idle.")
+codex_boot(v, p, "BASH touch never.txt")
+v.ev(p[1], SR, True, activity=A("running_tool", "Bash"))
+v.ev(p[2], SR, True, activity=A("waiting_for_permission", "Bash"), pendingPermissions=["0"])
+v.ev(stop(), SP, True, activity=A("stopping"), pendingPermissions=["0"])
+v.ev(p[3], SP, True, activity=A("stopping"), toolCalls=[call(tid, "Bash", "shell", True)])
+v.ev(p[4], I, True, activity=A("idle"), pendingPermissions=["0"], turnInProgress=False)
+v.ev(p[5], I, True, activity=A("idle"), pendingPermissions=[])
+v.ev(inp("TEXT next"), SR, True, activity=A("thinking"))
+v.ev(p[6], SR, True, activity=A("writing"))
+v.ev(p[7], I, True, activity=A("idle"), usage=turn_usage(p, 2), pendingPermissions=[])
+
+p = codex("api_error")
+v = V("codex_api_error", "Codex: the model API fails (no retry): an error turn_end with Codex's message and "
+      "no usage; the next turn on the same process works.")
+codex_boot(v, p, "ERROR 500")
+v.ev(p[1], I, True, activity=A("idle"), usage=U(turns=1), turnInProgress=False)
+v.ev(inp("TEXT recovered"), SR, True, activity=A("thinking"))
+v.ev(p[2], SR, True, activity=A("writing"))
+v.ev(p[3], I, True, activity=A("idle"), usage=turn_usage(p, 2))
+
+p = codex("thinking")
+v = V("codex_thinking", "Codex: a reasoning item is a thinking block, then the answer.")
+codex_boot(v, p, "THINK pondered")
+v.ev(p[1], SR, True, activity=A("thinking"))
+v.ev(p[2], SR, True, activity=A("writing"))
+v.ev(p[3], I, True, activity=A("idle"), usage=turn_usage(p, 1))
+
+p, again = codex("resume"), codex("resume.2")
+thread = p[0][1]["resumeId"]
+v = V("codex_resume", "Codex: the next Send after the process ended resumes the thread in a new process "
+      "(thread/resume); the same thread id is the resume id. Codex reports the thread's earlier usage "
+      "again before the first turn: it is not a turn's, so the usage counts each turn once.")
+codex_boot(v, p, "TEXT remember me")
+v.ev(p[1], SR, True, activity=A("writing"))
+v.ev(p[2], I, True, activity=A("idle"), usage=turn_usage(p, 1))
+v.ev(run_end("IDLE_TIMEOUT", signal="SIGTERM"), I, False, resumeId=thread)
+codex_boot(v, again, "TEXT again", trigger="send", resume=thread)
+v.also(runId="run-2", resumeId=thread)
+v.ev(again[1], SR, True, activity=A("writing"))
+v.ev(again[2], I, True, activity=A("idle"), usage=turn_usage(p + again, 2), resumeId=thread)
+
+p, lost = codex("lost_rollout"), codex("lost_rollout.2")
+thread = p[0][1]["resumeId"]
+v = V("codex_lost_rollout", "Codex: the thread's rollout file is gone; the next run's thread/resume is "
+      "answered 'no rollout found': run_error resume_failed naming the thread, the resume id is dropped "
+      "and the process is closed (no turn began in Codex).")
+codex_boot(v, p, "TEXT soon forgotten")
+v.ev(p[1], SR, True, activity=A("writing"))
+v.ev(p[2], I, True, activity=A("idle"), resumeId=thread)
+v.ev(run_end("IDLE_TIMEOUT", signal="SIGTERM"), I, False, resumeId=thread, contextLost=None)
+codex_boot(v, [], "TEXT remember?", trigger="send", resume=thread)
+v.also(runId="run-2")
+v.ev(lost[0], ST, True, resumeId=None, contextLost={"resumeId": thread, "seq": 9},
+     activity=A("starting"))
+v.ev(run_end("COMPLETED", exit_code=0), I, False, resumeId=None,
+     contextLost={"resumeId": thread, "seq": 9}, turnInProgress=False)
 
 
 def main():

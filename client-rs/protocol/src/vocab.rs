@@ -22,6 +22,21 @@ pub mod run_error_kind {
     pub const POLICY: &str = "policy";
 }
 
+/// `StartConfig.agent`, `RunStart.agent`, `RunReady.agent`,
+/// `Session.agent`: which agent runs a session.
+pub mod agent {
+    /// The claude CLI (also what an empty `StartConfig.agent` means).
+    pub const CLAUDE: &str = "claude";
+    /// OpenAI Codex, through its app-server.
+    pub const CODEX: &str = "codex";
+
+    /// The agent a `run_start` says its run ran: its `agent`, else (a log
+    /// written before agents could be chosen) claude.
+    pub fn of_run(agent: &str) -> &str {
+        if agent.is_empty() { CLAUDE } else { agent }
+    }
+}
+
 /// `RunStart.trigger`: why the run was started.
 pub mod trigger {
     /// A Start call.
@@ -111,6 +126,8 @@ mod tests {
             (resolved_by::TIMEOUT, "timeout"),
             (resolved_by::CANCELLED, "cancelled"),
             (resolved_by::RUN_END, "run_end"),
+            (agent::CLAUDE, "claude"),
+            (agent::CODEX, "codex"),
         ];
         for (constant, wire) in pinned {
             assert_eq!(constant, wire);

@@ -261,6 +261,21 @@ fn check_checkpoint(c: &mut Checker<'_>, exp: &Map<String, Value>, events: &[Eve
                     .collect();
                 c.eq(key, want, Value::Array(got));
             }
+            "toolCalls" => {
+                let got = classify::group_events(events)
+                    .iter()
+                    .flat_map(|t| &t.tool_calls)
+                    .map(|call| {
+                        obj(serde_json::json!({
+                            "toolUseId": call.tool_use_id,
+                            "toolName": call.tool_name,
+                            "kind": call.kind.as_str(),
+                            "isError": call.result.map(|r| r.is_error),
+                        }))
+                    })
+                    .collect();
+                c.list(key, want, got);
+            }
             "subagentChildren" => {
                 let got: Map<String, Value> = classify::subagent_children(events)
                     .into_iter()

@@ -6,8 +6,10 @@
 //! user messages, interrupt, answer permission requests and signal the
 //! process group, and a future that resolves once with the [`ExitInfo`].
 
+pub mod agents;
 pub mod cassette;
 pub mod claude;
+pub mod codex;
 
 use std::future::Future;
 use std::pin::Pin;
@@ -17,6 +19,7 @@ use agent_harness_protocol::pb;
 use pbjson_types::Struct;
 use tokio::sync::{mpsc, oneshot};
 
+pub use crate::decoder::{ControlReply, Decoder, DecoderSetup};
 pub use crate::process::{AdapterError, ExitInfo, Signal, StdoutLine};
 use crate::tasks::Tasks;
 
@@ -90,6 +93,17 @@ pub trait ProcessControl: Send + Sync {
         let _ = (request_id, request);
         Ok(false)
     }
+    /// Answers a control request itself, without the process: for an
+    /// agent that has no such request, the adapter applies what it can (a
+    /// setting it sends with the next turn) or refuses. `None` (the
+    /// default): [`ProcessControl::control`] sends it to the process.
+    fn answer_control(
+        &self,
+        request: &serde_json::Value,
+    ) -> Option<Result<serde_json::Value, String>> {
+        let _ = request;
+        None
+    }
     /// Signal the whole process group.
     fn signal(&self, signal: Signal) -> Result<(), AdapterError>;
     /// Close stdin: the CLI finishes its turn and exits.
@@ -121,6 +135,12 @@ pub struct ProcessHandle {
 pub trait ProcessAdapter: Send + Sync + 'static {
     /// A short name for logs and run_start ("interactive", "cli", "cassette").
     fn name(&self) -> &str;
+    /// The name run_start records for a run of `config` (a router names
+    /// the adapter it picks).
+    fn name_of(&self, config: &SpawnConfig) -> &str {
+        let _ = config;
+        self.name()
+    }
     /// Whether this adapter can run `config`, checked before anything is
     /// appended for the run (so a refusal leaves no trace in the log).
     /// [`ProcessAdapter::spawn`] may still fail for reasons only spawning
@@ -136,5 +156,12 @@ pub trait ProcessAdapter: Send + Sync + 'static {
     /// [`claude::transcript`]); `None` for an agent that does not.
     fn conversations_dir(&self) -> Option<std::path::PathBuf> {
         None
+    }
+    /// The decoder for the stdout of a process this adapter spawned for
+    /// `config`: the claude CLI's stream-json unless the adapter says
+    /// otherwise.
+    fn decoder(&self, config: &SpawnConfig, setup: DecoderSetup) -> Box<dyn Decoder> {
+        let _ = config;
+        Box::new(crate::normalize::Normalizer::with_setup(&setup))
     }
 }

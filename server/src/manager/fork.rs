@@ -72,13 +72,14 @@ impl SessionManager {
             ));
         }
         let src = FoldCell::default();
-        let (resume, last, changed, head) = src
+        let (resume, last, changed, head, agent) = src
             .current(&self.inner.logs, &source, |d| {
                 (
                     d.fold.resume_id().map(str::to_owned),
                     d.last_config.clone().unwrap_or_default(),
                     d.changed.clone(),
                     d.fold.status_fold().head_seq(),
+                    d.fold.agent().map(str::to_owned),
                 )
             })
             .await?;
@@ -98,6 +99,7 @@ impl SessionManager {
             }
             fork.message_uuid = self.message_uuid_at(&source, fork.at_seq).await?;
         }
+        super::keep_agent(config, agent.as_deref(), "the source session")?;
         config.resume = resume;
         if config.cwd.is_empty() {
             config.cwd = last.cwd.clone();

@@ -255,6 +255,10 @@ impl SessionManager {
                     .current(&slot, session_id, |d| d.fold.status_fold().clone())
                     .await?;
                 if !status.run_live() {
+                    let agent = self
+                        .current(&slot, session_id, |d| d.fold.agent().map(str::to_owned))
+                        .await?;
+                    keep_agent(&mut config, agent.as_deref(), "this session")?;
                     self.resolve_fork(session_id, &slot.fold, &mut config)
                         .await?;
                     if status.head_seq() == 0 && !self.inner.logs.exists(session_id).await? {
@@ -497,3 +501,35 @@ const SEND_FIELDS: InputFields = InputFields {
     text: "input",
     blocks: "content_blocks",
 };
+
+/// A session keeps the agent of its first run: a config naming no agent
+/// gets `agent` (the session's, or a fork's source's: `whose`), and one
+/// naming another is INVALID_ARGUMENT (its conversation is the other
+/// agent's). `None`: no run yet, any agent.
+pub(super) fn keep_agent(
+    config: &mut pb::StartConfig,
+    agent: Option<&str>,
+    whose: &str,
+) -> Result<()> {
+    let Some(agent) = agent else {
+        return Ok(());
+    };
+    if config.agent.is_empty() {
+        // Claude's run_start configs keep the empty name they always had.
+        if agent != agent_harness_protocol::vocab::agent::CLAUDE {
+            config.agent = agent.to_owned();
+        }
+        return Ok(());
+    }
+    if agent_harness_protocol::vocab::agent::of_run(&config.agent) != agent {
+        return Err(Error::invalid(
+            "config.agent",
+            format!(
+                "{whose} runs {agent}; its conversation cannot go on with {:?} (leave agent \
+                 empty, or start a new session)",
+                config.agent.chars().take(64).collect::<String>()
+            ),
+        ));
+    }
+    Ok(())
+}

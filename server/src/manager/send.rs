@@ -68,6 +68,7 @@ impl SessionManager {
                 Some(Ok(run_id)) => return Ok(run_id),
                 Some(Err(WriteRefused::QueueFull(why))) => return Err(Error::ResourceLimit(why)),
                 Some(Err(WriteRefused::NotRecorded(why))) => return Err(Error::Storage(why)),
+                Some(Err(WriteRefused::Unable(why))) => return Err(Error::Unsupported(why)),
                 Some(Err(WriteRefused::OneShotBusy { run_id })) => {
                     return Err(Error::OneShotBusy {
                         session_id: session_id.to_owned(),

@@ -3,7 +3,7 @@
 //! of the session's claim to the new run task; and what a respawn keeps of
 //! the last run (its env values).
 
-use agent_harness_protocol::vocab::{run_end_source, run_error_kind, trigger};
+use agent_harness_protocol::vocab::{agent, run_end_source, run_error_kind, trigger};
 use std::collections::{BTreeMap, HashMap};
 
 use agent_harness_protocol::pb;
@@ -14,7 +14,7 @@ use super::receipts::{Keyed, KeyedExt};
 use super::run::{self, RunSpec};
 use super::slot::Claim;
 use super::{SessionFold, SessionManager};
-use crate::adapter::{AdapterError, SpawnConfig};
+use crate::adapter::{AdapterError, DecoderSetup, SpawnConfig};
 use crate::error::{Error, Result};
 use crate::launch;
 use crate::log::{Commit, NewEvent};
@@ -181,7 +181,8 @@ impl SessionManager {
             run_id: run_id.clone(),
             payload: Payload::RunStart(pb::RunStart {
                 config: Some(launch::redacted(&config)),
-                adapter: self.inner.adapter.name().to_owned(),
+                adapter: self.inner.adapter.name_of(&spawn).to_owned(),
+                agent: agent::of_run(&config.agent).to_owned(),
                 trigger: trigger.as_str().to_owned(),
                 lost_resume_id,
             }),
@@ -219,6 +220,8 @@ impl SessionManager {
         if !config.resume.is_empty() {
             self.restore_conversation(session_id, &config.resume).await;
         }
+        // The decoder is built for the same config once the pid is known.
+        let decoding = spawn.clone();
         let spawned = self.inner.adapter.spawn(spawn).await;
         let handle = match spawned {
             Ok(h) => h,
@@ -300,13 +303,22 @@ impl SessionManager {
             // weaker.
             tracing::warn!(session_id, error = %e, "could not record the pid and env");
         }
+        let decoder = self.inner.adapter.decoder(
+            &decoding,
+            DecoderSetup {
+                max_line_bytes: self.inner.opts.max_line_bytes,
+                max_partial_bytes: self.inner.opts.max_partial_bytes,
+                pid,
+                resume_id: config.resume.clone(),
+            },
+        );
         let spec = RunSpec {
             session_id: session_id.to_owned(),
             run_id: run_id.clone(),
-            resume: config.resume.clone(),
             logs: self.inner.logs.clone(),
             opts: self.inner.opts.clone(),
             handle,
+            decoder,
             prompt_sent: has_prompt,
             live_permit: permit,
         };

@@ -7,7 +7,7 @@ use agent_harness_protocol::pb::event::Payload;
 use serde_json::{Map, Value};
 
 use super::Normalizer;
-use super::json::{str_at, str_of};
+use crate::decoder::json::{str_at, str_of};
 
 /// What makes two inits "the same" for run_ready purposes.
 #[derive(Debug, Clone, PartialEq)]
@@ -23,6 +23,7 @@ pub(super) struct ReadyFingerprint {
 impl Normalizer {
     pub(super) fn init(&mut self, obj: &Map<String, Value>) -> Vec<Payload> {
         let ready = pb::RunReady {
+            agent: agent_harness_protocol::vocab::agent::CLAUDE.into(),
             resume_id: str_of(obj, "session_id"),
             model: str_of(obj, "model"),
             tools: obj

@@ -25,7 +25,6 @@
 //! | longer than the limit | `run_error{kind: "line_too_large"}` |
 
 mod init;
-mod json;
 mod result;
 
 use agent_harness_protocol::pb;
@@ -33,15 +32,15 @@ use agent_harness_protocol::pb::event::Payload;
 use agent_harness_protocol::vocab::{resolved_by, run_error_kind};
 use serde_json::{Map, Value};
 
-use crate::adapter::StdoutLine;
+pub use crate::decoder::ControlReply;
+use crate::decoder::{Decoder, DecoderSetup};
 use crate::partial::{Change, Tracker};
+use crate::process::StdoutLine;
 
 use self::init::ReadyFingerprint;
-use self::json::{str_at, str_of, u64_at, value_text};
 use self::result::Totals;
-
-/// How many bytes of a bad line are quoted in the run_error message.
-const ERROR_PREFIX_BYTES: usize = 200;
+use crate::decoder::json::{str_at, str_of, u64_at, value_text};
+use crate::decoder::line::{self, Read};
 
 /// Whether `text` (an entry of a `result` line's `errors`, or the CLI's
 /// stderr) says the CLI could not resume the conversation it was given.
@@ -96,16 +95,6 @@ pub struct Normalizer {
     transcript: Vec<(String, String)>,
 }
 
-/// The CLI's answer to a host `control_request`.
-#[derive(Debug, Clone, PartialEq)]
-pub struct ControlReply {
-    /// The request's id.
-    pub request_id: String,
-    /// `subtype: "success"`: its `response` object (`{}` when absent);
-    /// `"error"`: the CLI's message.
-    pub outcome: Result<Value, String>,
-}
-
 impl Normalizer {
     /// A normalizer for one run; `max_line_bytes` caps a single line.
     pub fn new(max_line_bytes: usize) -> Self {
@@ -122,6 +111,16 @@ impl Normalizer {
             control_replies: Vec::new(),
             transcript: Vec::new(),
         }
+    }
+
+    /// A normalizer for one run, as the manager builds it through
+    /// [`crate::adapter::ProcessAdapter::decoder`].
+    pub fn with_setup(setup: &DecoderSetup) -> Self {
+        let mut n = Self::new(setup.max_line_bytes);
+        n.set_pid(setup.pid);
+        n.set_resume(&setup.resume_id);
+        n.set_partial_budget(setup.max_partial_bytes);
+        n
     }
 
     /// The conversation-file lines of the `transcript_mirror` frames since
@@ -171,69 +170,16 @@ impl Normalizer {
     /// Normalize one stdout line into zero or more events, each with the
     /// CLI line it came from. Never panics; bad lines become run_error events.
     pub fn line(&mut self, line: &StdoutLine) -> Vec<(Payload, String)> {
-        match line {
-            StdoutLine::TooLong { head, len } => vec![(
-                run_error(
-                    run_error_kind::LINE_TOO_LARGE,
-                    format!(
-                        "CLI stdout line of {len} bytes exceeds the {} byte limit; it starts with: {}",
-                        self.max_line_bytes,
-                        prefix(head)
-                    ),
-                ),
-                head.clone(),
-            )],
-            StdoutLine::Line(text) => self.text_line(text),
+        match line::object(line, self.max_line_bytes) {
+            Read::Unreadable(unreadable) => vec![*unreadable],
+            Read::Blank => Vec::new(),
+            Read::Object(text, obj) => self.object_line(text, obj),
         }
     }
 
-    fn text_line(&mut self, text: &str) -> Vec<(Payload, String)> {
-        if text.len() > self.max_line_bytes {
-            let head = prefix(text).to_string();
-            return vec![(
-                run_error(
-                    run_error_kind::LINE_TOO_LARGE,
-                    format!(
-                        "CLI stdout line of {} bytes exceeds the {} byte limit; it starts with: {head}",
-                        text.len(),
-                        self.max_line_bytes
-                    ),
-                ),
-                head,
-            )];
-        }
-        if text.trim().is_empty() {
-            return Vec::new();
-        }
-        let value: Value = match crate::nesting::parse_line(text) {
-            Ok(v) => v,
-            Err(e) => {
-                return vec![(
-                    run_error(
-                        run_error_kind::BAD_LINE,
-                        format!("CLI wrote a line that is not JSON ({e}): {}", prefix(text)),
-                    ),
-                    text.to_string(),
-                )];
-            }
-        };
-        let Value::Object(obj) = value else {
-            return vec![(
-                run_error(
-                    run_error_kind::BAD_LINE,
-                    format!("CLI wrote JSON that is not an object: {}", prefix(text)),
-                ),
-                text.to_string(),
-            )];
-        };
+    fn object_line(&mut self, text: &str, obj: Map<String, Value>) -> Vec<(Payload, String)> {
         let Some(kind) = obj.get("type").and_then(Value::as_str) else {
-            return vec![(
-                run_error(
-                    run_error_kind::BAD_LINE,
-                    format!("CLI wrote an object without a \"type\": {}", prefix(text)),
-                ),
-                text.to_string(),
-            )];
+            return vec![line::bad_line("an object without a \"type\"", text)];
         };
         self.partial.line(kind, &obj);
         let payloads = match kind {
@@ -563,27 +509,29 @@ fn usage(v: &Value) -> pb::Usage {
     }
 }
 
-fn run_error(kind: &str, message: String) -> Payload {
-    Payload::RunError(pb::RunError {
-        message,
-        kind: kind.into(),
-        ..Default::default()
-    })
-}
-
-/// The first bytes of a line, cut on a char boundary.
-fn prefix(s: &str) -> &str {
-    if s.len() <= ERROR_PREFIX_BYTES {
-        return s;
-    }
-    let mut end = ERROR_PREFIX_BYTES;
-    while !s.is_char_boundary(end) {
-        end -= 1;
-    }
-    &s[..end]
-}
-
 pub(crate) use crate::nesting::{to_struct, to_value};
+
+/// The claude CLI's stream-json, as the manager reads every agent.
+impl Decoder for Normalizer {
+    fn line(&mut self, line: &StdoutLine) -> Vec<(Payload, String)> {
+        Normalizer::line(self, line)
+    }
+    fn input_sent(&mut self) {
+        Normalizer::input_sent(self)
+    }
+    fn take_partial(&mut self) -> Vec<Change> {
+        Normalizer::take_partial(self)
+    }
+    fn partial_dropped(&self) -> u64 {
+        Normalizer::partial_dropped(self)
+    }
+    fn take_transcript(&mut self) -> Vec<(String, String)> {
+        Normalizer::take_transcript(self)
+    }
+    fn take_control_replies(&mut self) -> Vec<ControlReply> {
+        Normalizer::take_control_replies(self)
+    }
+}
 
 #[cfg(test)]
 mod null_tests {

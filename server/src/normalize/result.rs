@@ -6,8 +6,8 @@ use std::collections::HashMap;
 use agent_harness_protocol::pb;
 use serde_json::{Map, Value};
 
-use super::json::{f64_at, f64_at_obj, str_at, str_of, u64_at, u64_of, value_text};
 use super::{Normalizer, to_struct, usage};
+use crate::decoder::json::{f64_at, f64_at_obj, str_at, str_of, u64_at, u64_of, value_text};
 
 /// Cumulative cost and per-model usage the CLI reported so far in this run.
 #[derive(Debug, Default)]

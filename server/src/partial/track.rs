@@ -1,4 +1,7 @@
-//! [`Tracker`]: the CLI's lines in, [`Change`]s out.
+//! [`Tracker`]: the CLI's lines in, [`Change`]s out. Its block methods
+//! (`begin_message`, `begin_block`, `append`, `complete_block`,
+//! `end_message`) are what any agent's decoder drives: the claude CLI's
+//! `stream_event` lines here, other agents' deltas in their adapters.
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -95,28 +98,12 @@ impl Tracker {
         let Some(event) = line.get("event") else {
             return;
         };
-        let thread: Arc<str> = str_at(line.get("parent_tool_use_id")).into();
+        let thread = str_at(line.get("parent_tool_use_id"));
         match str_at(event.get("type")) {
-            "message_start" => {
-                let id = str_at(event.get("message").and_then(|m| m.get("id")));
-                if id.is_empty() {
-                    return;
-                }
-                // A thread streams one message at a time: a new one ends the last.
-                if let Some(old) = self.streaming.remove(&thread) {
-                    self.end_message(&old);
-                }
-                if self.messages.len() >= MAX_MESSAGES {
-                    return;
-                }
-                let id: Arc<str> = id.into();
-                self.messages.push(Message {
-                    id: id.clone(),
-                    completed: 0,
-                    blocks: Vec::new(),
-                });
-                self.streaming.insert(thread, id);
-            }
+            "message_start" => self.begin_message(
+                thread,
+                str_at(event.get("message").and_then(|m| m.get("id"))),
+            ),
             "content_block_start" => {
                 let (Some(index), Some(block)) =
                     (u32_at(event, "index"), event.get("content_block"))
@@ -132,24 +119,7 @@ impl Tracker {
                     },
                     _ => return,
                 };
-                let Some(msg) = self.message_of(&thread) else {
-                    return;
-                };
-                if index < msg.completed || msg.blocks.iter().any(|b| b.index == index) {
-                    return;
-                }
-                msg.blocks.push(Open {
-                    index,
-                    bytes: 0,
-                    full: false,
-                });
-                let message_id = msg.id.clone();
-                self.changes.push(Change::Started {
-                    message_id,
-                    parent_tool_use_id: thread,
-                    index,
-                    kind,
-                });
+                self.begin_block(thread, index, kind);
             }
             "content_block_delta" => {
                 let (Some(index), Some(delta)) = (u32_at(event, "index"), event.get("delta"))
@@ -162,47 +132,115 @@ impl Tracker {
                     "input_json_delta" => str_at(delta.get("partial_json")),
                     _ => return,
                 };
-                if fragment.is_empty() {
-                    return;
-                }
-                let over = self.bytes + fragment.len() > self.max_bytes;
-                let Some(msg) = self.message_of(&thread) else {
-                    return;
-                };
-                let message_id = msg.id.clone();
-                let Some(block) = msg.blocks.iter_mut().find(|b| b.index == index) else {
-                    return;
-                };
-                if block.full || over {
-                    block.full = true;
-                    self.dropped += 1;
-                    return;
-                }
-                block.bytes += fragment.len();
-                self.bytes += fragment.len();
-                self.changes.push(Change::Fragment {
-                    message_id,
-                    index,
-                    fragment: fragment.to_owned(),
-                });
+                self.append(thread, index, fragment);
             }
-            "message_stop" => {
-                if let Some(id) = self.streaming.remove(&thread) {
-                    self.end_message(&id);
-                }
-            }
+            "message_stop" => self.end_message(thread),
             _ => {}
         }
+    }
+
+    /// Message `id` began on `thread` (the subagent's tool_use id, "" for
+    /// the main thread); the thread's previous message, if any, is over (a
+    /// thread streams one message at a time).
+    pub fn begin_message(&mut self, thread: &str, id: &str) {
+        if id.is_empty() {
+            return;
+        }
+        if let Some(old) = self.streaming.remove(thread) {
+            self.drop_message(&old);
+        }
+        if self.messages.len() >= MAX_MESSAGES {
+            return;
+        }
+        let id: Arc<str> = id.into();
+        self.messages.push(Message {
+            id: id.clone(),
+            completed: 0,
+            blocks: Vec::new(),
+        });
+        self.streaming.insert(thread.into(), id);
+    }
+
+    /// Block `index` of the message `thread` is streaming began.
+    pub fn begin_block(&mut self, thread: &str, index: u32, kind: BlockKind) {
+        let Some(msg) = self.message_of(thread) else {
+            return;
+        };
+        if index < msg.completed || msg.blocks.iter().any(|b| b.index == index) {
+            return;
+        }
+        msg.blocks.push(Open {
+            index,
+            bytes: 0,
+            full: false,
+        });
+        let message_id = msg.id.clone();
+        self.changes.push(Change::Started {
+            message_id,
+            parent_tool_use_id: thread.into(),
+            index,
+            kind,
+        });
+    }
+
+    /// `fragment` was appended to block `index` of the message `thread` is
+    /// streaming (dropped, and counted, past the budget).
+    pub fn append(&mut self, thread: &str, index: u32, fragment: &str) {
+        if fragment.is_empty() {
+            return;
+        }
+        let over = self.bytes + fragment.len() > self.max_bytes;
+        let Some(msg) = self.message_of(thread) else {
+            return;
+        };
+        let message_id = msg.id.clone();
+        let Some(block) = msg.blocks.iter_mut().find(|b| b.index == index) else {
+            return;
+        };
+        if block.full || over {
+            block.full = true;
+            self.dropped += 1;
+            return;
+        }
+        block.bytes += fragment.len();
+        self.bytes += fragment.len();
+        self.changes.push(Change::Fragment {
+            message_id,
+            index,
+            fragment: fragment.to_owned(),
+        });
+    }
+
+    /// The message `thread` is streaming is over: whatever of it is still
+    /// open goes.
+    pub fn end_message(&mut self, thread: &str) {
+        if let Some(id) = self.streaming.remove(thread) {
+            self.drop_message(&id);
+        }
+    }
+
+    /// The id of the message `thread` is streaming, if any.
+    pub fn streaming(&self, thread: &str) -> Option<&str> {
+        self.streaming.get(thread).map(|id| &**id)
     }
 
     /// A complete `assistant` line: the next block of its message is durable.
     fn assistant(&mut self, line: &Map<String, Value>) {
         let id = str_at(line.get("message").and_then(|m| m.get("id")));
-        let Some(msg) = self.messages.iter_mut().find(|m| &*m.id == id) else {
+        let Some(msg) = self.messages.iter().find(|m| &*m.id == id) else {
             return;
         };
         let index = msg.completed;
-        msg.completed += 1;
+        self.complete_block(id, index);
+    }
+
+    /// Block `index` of message `id` is durable now (its `content` event is
+    /// in the same batch): its text leaves the board.
+    pub fn complete_block(&mut self, id: &str, index: u32) {
+        let Some(msg) = self.messages.iter_mut().find(|m| &*m.id == id) else {
+            return;
+        };
+        msg.completed = msg.completed.max(index + 1);
         if let Some(pos) = msg.blocks.iter().position(|b| b.index == index) {
             let block = msg.blocks.remove(pos);
             self.bytes -= block.bytes;
@@ -214,8 +252,8 @@ impl Tracker {
         });
     }
 
-    /// The message is over: whatever of it is still open goes.
-    fn end_message(&mut self, id: &Arc<str>) {
+    /// Message `id` is over: whatever of it is still open goes.
+    fn drop_message(&mut self, id: &Arc<str>) {
         let Some(pos) = self.messages.iter().position(|m| &m.id == id) else {
             return;
         };

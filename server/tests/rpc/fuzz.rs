@@ -761,6 +761,7 @@ fn start_config() -> impl Strategy<Value = pb::StartConfig> {
         field(),
         proptest::option::of(any::<u32>()),
         proptest::option::of((session_id(), seq(), field())),
+        prop_oneof![Just(String::new()), Just("codex".to_owned()), field()],
     )
         .prop_map(
             |(
@@ -774,6 +775,7 @@ fn start_config() -> impl Strategy<Value = pb::StartConfig> {
                 permission_mode,
                 max_thinking_tokens,
                 fork,
+                agent,
             )| pb::StartConfig {
                 prompt,
                 cwd,
@@ -789,6 +791,7 @@ fn start_config() -> impl Strategy<Value = pb::StartConfig> {
                     at_seq,
                     message_uuid,
                 }),
+                agent,
             },
         )
 }

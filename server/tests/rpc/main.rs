@@ -6,6 +6,7 @@
 #[path = "../support/mod.rs"]
 mod support;
 
+mod agents;
 mod cluster;
 mod connections;
 mod console;

@@ -151,6 +151,8 @@ pub struct Fold {
     settings: Settings,
     resume_id: Option<String>,
     context_lost: Option<ContextLost>,
+    /// The agent of the latest run_start.
+    agent: Option<String>,
 }
 
 impl Fold {
@@ -172,6 +174,9 @@ impl Fold {
         self.plans.apply(e);
         self.pending.apply(e, before);
         self.settings.apply(e);
+        if let Some(Payload::RunStart(rs)) = &e.payload {
+            self.agent = Some(crate::vocab::agent::of_run(&rs.agent).to_owned());
+        }
         if let Some(decided) = e.payload.as_ref().and_then(resume_decision) {
             self.resume_id = decided.map(str::to_owned);
         }
@@ -188,6 +193,12 @@ impl Fold {
     /// See [`resume_id()`].
     pub fn resume_id(&self) -> Option<&str> {
         self.resume_id.as_deref()
+    }
+
+    /// The agent that runs the session (its latest run_start's), `None`
+    /// before any run.
+    pub fn agent(&self) -> Option<&str> {
+        self.agent.as_deref()
     }
 
     /// See [`settings()`].
@@ -274,6 +285,7 @@ impl Fold {
             model: self.settings.model.clone().unwrap_or_default(),
             permission_mode: self.settings.permission_mode.clone().unwrap_or_default(),
             max_thinking_tokens: self.settings.max_thinking_tokens,
+            agent: self.agent.clone().unwrap_or_default(),
         }
     }
 }

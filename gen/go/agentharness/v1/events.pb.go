@@ -855,7 +855,14 @@ type StartConfig struct {
 	MaxThinkingTokens *uint32 `protobuf:"varint,9,opt,name=max_thinking_tokens,json=maxThinkingTokens,proto3,oneof" json:"max_thinking_tokens,omitempty"`
 	// Start this session as a fork of another session's conversation (Start
 	// only; a Send's respawn continues the fork's own conversation).
-	Fork          *Fork `protobuf:"bytes,10,opt,name=fork,proto3" json:"fork,omitempty"`
+	Fork *Fork `protobuf:"bytes,10,opt,name=fork,proto3" json:"fork,omitempty"`
+	// The agent that runs the session: "" or "claude" (the claude CLI),
+	// "codex" (OpenAI Codex's app-server), as the operator enabled them
+	// (FAILED_PRECONDITION for one that is not; INVALID_ARGUMENT for an
+	// unknown name). A session keeps the agent of its first run: a respawn
+	// and a fork take it over, and a Start naming another agent for a
+	// session that has one is INVALID_ARGUMENT.
+	Agent         string `protobuf:"bytes,11,opt,name=agent,proto3" json:"agent,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -960,6 +967,13 @@ func (x *StartConfig) GetFork() *Fork {
 	return nil
 }
 
+func (x *StartConfig) GetAgent() string {
+	if x != nil {
+		return x.Agent
+	}
+	return ""
+}
+
 // Where a forked session comes from.
 type Fork struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -1044,7 +1058,10 @@ type RunStart struct {
 	// `run_error{kind: "resume_failed"}` ended an earlier run), so the run is
 	// spawned without `--resume` and the model does not see anything said
 	// before it. Empty otherwise.
-	LostResumeId  string `protobuf:"bytes,4,opt,name=lost_resume_id,json=lostResumeId,proto3" json:"lost_resume_id,omitempty"`
+	LostResumeId string `protobuf:"bytes,4,opt,name=lost_resume_id,json=lostResumeId,proto3" json:"lost_resume_id,omitempty"`
+	// The agent the run runs: "claude" or "codex" (never empty; a run_start
+	// written before agents could be chosen has "" and ran claude).
+	Agent         string `protobuf:"bytes,5,opt,name=agent,proto3" json:"agent,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1103,6 +1120,13 @@ func (x *RunStart) GetTrigger() string {
 func (x *RunStart) GetLostResumeId() string {
 	if x != nil {
 		return x.LostResumeId
+	}
+	return ""
+}
+
+func (x *RunStart) GetAgent() string {
+	if x != nil {
+		return x.Agent
 	}
 	return ""
 }
@@ -1181,7 +1205,10 @@ type RunReady struct {
 	// The CLI's version (claude_code_version).
 	CliVersion string `protobuf:"bytes,7,opt,name=cli_version,json=cliVersion,proto3" json:"cli_version,omitempty"`
 	// The OS process id, when the adapter has one.
-	Pid           uint32 `protobuf:"varint,8,opt,name=pid,proto3" json:"pid,omitempty"`
+	Pid uint32 `protobuf:"varint,8,opt,name=pid,proto3" json:"pid,omitempty"`
+	// The agent that booted: "claude" or "codex" ("" in logs written before
+	// agents could be chosen: claude).
+	Agent         string `protobuf:"bytes,9,opt,name=agent,proto3" json:"agent,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1270,6 +1297,13 @@ func (x *RunReady) GetPid() uint32 {
 		return x.Pid
 	}
 	return 0
+}
+
+func (x *RunReady) GetAgent() string {
+	if x != nil {
+		return x.Agent
+	}
+	return ""
 }
 
 // The process is gone. Every run gets exactly one.
@@ -3062,7 +3096,7 @@ const file_agentharness_v1_events_proto_rawDesc = "" +
 	"\tTruncated\x12'\n" +
 	"\roriginal_size\x18\x01 \x01(\x04B\x020\x02R\foriginalSize\x12&\n" +
 	"\rcli_line_size\x18\x02 \x01(\x04B\x020\x02R\vcliLineSize\x12\x16\n" +
-	"\x06fields\x18\x03 \x03(\tR\x06fields\"\xcb\x03\n" +
+	"\x06fields\x18\x03 \x03(\tR\x06fields\"\xe1\x03\n" +
 	"\vStartConfig\x12\x16\n" +
 	"\x06prompt\x18\x01 \x01(\tR\x06prompt\x12\x10\n" +
 	"\x03cwd\x18\x02 \x01(\tR\x03cwd\x12\x16\n" +
@@ -3074,7 +3108,8 @@ const file_agentharness_v1_events_proto_rawDesc = "" +
 	"\x0fpermission_mode\x18\b \x01(\tR\x0epermissionMode\x123\n" +
 	"\x13max_thinking_tokens\x18\t \x01(\rH\x00R\x11maxThinkingTokens\x88\x01\x01\x12)\n" +
 	"\x04fork\x18\n" +
-	" \x01(\v2\x15.agentharness.v1.ForkR\x04fork\x1a6\n" +
+	" \x01(\v2\x15.agentharness.v1.ForkR\x04fork\x12\x14\n" +
+	"\x05agent\x18\v \x01(\tR\x05agent\x1a6\n" +
 	"\bEnvEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01B\x16\n" +
@@ -3082,15 +3117,16 @@ const file_agentharness_v1_events_proto_rawDesc = "" +
 	"\x04Fork\x12&\n" +
 	"\x0ffrom_session_id\x18\x01 \x01(\tR\rfromSessionId\x12\x19\n" +
 	"\x06at_seq\x18\x02 \x01(\x04B\x020\x02R\x05atSeq\x12!\n" +
-	"\fmessage_uuid\x18\x03 \x01(\tR\vmessageUuid\"\x9a\x01\n" +
+	"\fmessage_uuid\x18\x03 \x01(\tR\vmessageUuid\"\xb0\x01\n" +
 	"\bRunStart\x124\n" +
 	"\x06config\x18\x01 \x01(\v2\x1c.agentharness.v1.StartConfigR\x06config\x12\x18\n" +
 	"\aadapter\x18\x02 \x01(\tR\aadapter\x12\x18\n" +
 	"\atrigger\x18\x03 \x01(\tR\atrigger\x12$\n" +
-	"\x0elost_resume_id\x18\x04 \x01(\tR\flostResumeId\"7\n" +
+	"\x0elost_resume_id\x18\x04 \x01(\tR\flostResumeId\x12\x14\n" +
+	"\x05agent\x18\x05 \x01(\tR\x05agent\"7\n" +
 	"\tMcpServer\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x16\n" +
-	"\x06status\x18\x02 \x01(\tR\x06status\"\xfe\x01\n" +
+	"\x06status\x18\x02 \x01(\tR\x06status\"\x94\x02\n" +
 	"\bRunReady\x12\x1b\n" +
 	"\tresume_id\x18\x01 \x01(\tR\bresumeId\x12\x14\n" +
 	"\x05model\x18\x02 \x01(\tR\x05model\x12\x14\n" +
@@ -3101,7 +3137,8 @@ const file_agentharness_v1_events_proto_rawDesc = "" +
 	"\x0fpermission_mode\x18\x06 \x01(\tR\x0epermissionMode\x12\x1f\n" +
 	"\vcli_version\x18\a \x01(\tR\n" +
 	"cliVersion\x12\x10\n" +
-	"\x03pid\x18\b \x01(\rR\x03pid\"\xdc\x01\n" +
+	"\x03pid\x18\b \x01(\rR\x03pid\x12\x14\n" +
+	"\x05agent\x18\t \x01(\tR\x05agent\"\xdc\x01\n" +
 	"\x06RunEnd\x125\n" +
 	"\x06reason\x18\x01 \x01(\x0e2\x1d.agentharness.v1.RunEndReasonR\x06reason\x12 \n" +
 	"\texit_code\x18\x02 \x01(\x05H\x00R\bexitCode\x88\x01\x01\x12\x16\n" +

@@ -1464,8 +1464,11 @@ type Session struct {
 	// The thinking budget a client chose (StartConfig.max_thinking_tokens,
 	// SetMaxThinkingTokens); unset: the CLI's default.
 	MaxThinkingTokens *uint32 `protobuf:"varint,13,opt,name=max_thinking_tokens,json=maxThinkingTokens,proto3,oneof" json:"max_thinking_tokens,omitempty"`
-	unknownFields     protoimpl.UnknownFields
-	sizeCache         protoimpl.SizeCache
+	// The agent that runs the session ("claude", "codex"), from its latest
+	// run_start. Empty before any run.
+	Agent         string `protobuf:"bytes,14,opt,name=agent,proto3" json:"agent,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *Session) Reset() {
@@ -1587,6 +1590,13 @@ func (x *Session) GetMaxThinkingTokens() uint32 {
 		return *x.MaxThinkingTokens
 	}
 	return 0
+}
+
+func (x *Session) GetAgent() string {
+	if x != nil {
+		return x.Agent
+	}
+	return ""
 }
 
 // Get one session.
@@ -2927,7 +2937,7 @@ const file_agentharness_v1_session_service_proto_rawDesc = "" +
 	"\bcost_usd\x18\x05 \x01(\x01R\acostUsd\x12)\n" +
 	"\x0econtext_tokens\x18\x06 \x01(\x04B\x020\x02R\rcontextTokens\x12)\n" +
 	"\x0econtext_window\x18\a \x01(\x04B\x020\x02R\rcontextWindow\x12\x14\n" +
-	"\x05turns\x18\b \x01(\rR\x05turns\"\x8c\x04\n" +
+	"\x05turns\x18\b \x01(\rR\x05turns\"\xa2\x04\n" +
 	"\aSession\x12\x1d\n" +
 	"\n" +
 	"session_id\x18\x01 \x01(\tR\tsessionId\x12\x1d\n" +
@@ -2943,7 +2953,8 @@ const file_agentharness_v1_session_service_proto_rawDesc = "" +
 	" \x01(\tR\flostResumeId\x12\x14\n" +
 	"\x05model\x18\v \x01(\tR\x05model\x12'\n" +
 	"\x0fpermission_mode\x18\f \x01(\tR\x0epermissionMode\x123\n" +
-	"\x13max_thinking_tokens\x18\r \x01(\rH\x00R\x11maxThinkingTokens\x88\x01\x01B\x16\n" +
+	"\x13max_thinking_tokens\x18\r \x01(\rH\x00R\x11maxThinkingTokens\x88\x01\x01\x12\x14\n" +
+	"\x05agent\x18\x0e \x01(\tR\x05agentB\x16\n" +
 	"\x14_max_thinking_tokens\"2\n" +
 	"\x11GetSessionRequest\x12\x1d\n" +
 	"\n" +

@@ -132,7 +132,7 @@ class Truncated(_message.Message):
     def __init__(self, original_size: _Optional[int] = ..., cli_line_size: _Optional[int] = ..., fields: _Optional[_Iterable[str]] = ...) -> None: ...
 
 class StartConfig(_message.Message):
-    __slots__ = ("prompt", "cwd", "resume", "env", "args", "content_blocks", "model", "permission_mode", "max_thinking_tokens", "fork")
+    __slots__ = ("prompt", "cwd", "resume", "env", "args", "content_blocks", "model", "permission_mode", "max_thinking_tokens", "fork", "agent")
     class EnvEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -150,6 +150,7 @@ class StartConfig(_message.Message):
     PERMISSION_MODE_FIELD_NUMBER: _ClassVar[int]
     MAX_THINKING_TOKENS_FIELD_NUMBER: _ClassVar[int]
     FORK_FIELD_NUMBER: _ClassVar[int]
+    AGENT_FIELD_NUMBER: _ClassVar[int]
     prompt: str
     cwd: str
     resume: str
@@ -160,7 +161,8 @@ class StartConfig(_message.Message):
     permission_mode: str
     max_thinking_tokens: int
     fork: Fork
-    def __init__(self, prompt: _Optional[str] = ..., cwd: _Optional[str] = ..., resume: _Optional[str] = ..., env: _Optional[_Mapping[str, str]] = ..., args: _Optional[_Iterable[str]] = ..., content_blocks: _Optional[_Iterable[_Union[_struct_pb2.Struct, _Mapping]]] = ..., model: _Optional[str] = ..., permission_mode: _Optional[str] = ..., max_thinking_tokens: _Optional[int] = ..., fork: _Optional[_Union[Fork, _Mapping]] = ...) -> None: ...
+    agent: str
+    def __init__(self, prompt: _Optional[str] = ..., cwd: _Optional[str] = ..., resume: _Optional[str] = ..., env: _Optional[_Mapping[str, str]] = ..., args: _Optional[_Iterable[str]] = ..., content_blocks: _Optional[_Iterable[_Union[_struct_pb2.Struct, _Mapping]]] = ..., model: _Optional[str] = ..., permission_mode: _Optional[str] = ..., max_thinking_tokens: _Optional[int] = ..., fork: _Optional[_Union[Fork, _Mapping]] = ..., agent: _Optional[str] = ...) -> None: ...
 
 class Fork(_message.Message):
     __slots__ = ("from_session_id", "at_seq", "message_uuid")
@@ -173,16 +175,18 @@ class Fork(_message.Message):
     def __init__(self, from_session_id: _Optional[str] = ..., at_seq: _Optional[int] = ..., message_uuid: _Optional[str] = ...) -> None: ...
 
 class RunStart(_message.Message):
-    __slots__ = ("config", "adapter", "trigger", "lost_resume_id")
+    __slots__ = ("config", "adapter", "trigger", "lost_resume_id", "agent")
     CONFIG_FIELD_NUMBER: _ClassVar[int]
     ADAPTER_FIELD_NUMBER: _ClassVar[int]
     TRIGGER_FIELD_NUMBER: _ClassVar[int]
     LOST_RESUME_ID_FIELD_NUMBER: _ClassVar[int]
+    AGENT_FIELD_NUMBER: _ClassVar[int]
     config: StartConfig
     adapter: str
     trigger: str
     lost_resume_id: str
-    def __init__(self, config: _Optional[_Union[StartConfig, _Mapping]] = ..., adapter: _Optional[str] = ..., trigger: _Optional[str] = ..., lost_resume_id: _Optional[str] = ...) -> None: ...
+    agent: str
+    def __init__(self, config: _Optional[_Union[StartConfig, _Mapping]] = ..., adapter: _Optional[str] = ..., trigger: _Optional[str] = ..., lost_resume_id: _Optional[str] = ..., agent: _Optional[str] = ...) -> None: ...
 
 class McpServer(_message.Message):
     __slots__ = ("name", "status")
@@ -193,7 +197,7 @@ class McpServer(_message.Message):
     def __init__(self, name: _Optional[str] = ..., status: _Optional[str] = ...) -> None: ...
 
 class RunReady(_message.Message):
-    __slots__ = ("resume_id", "model", "tools", "cwd", "mcp_servers", "permission_mode", "cli_version", "pid")
+    __slots__ = ("resume_id", "model", "tools", "cwd", "mcp_servers", "permission_mode", "cli_version", "pid", "agent")
     RESUME_ID_FIELD_NUMBER: _ClassVar[int]
     MODEL_FIELD_NUMBER: _ClassVar[int]
     TOOLS_FIELD_NUMBER: _ClassVar[int]
@@ -202,6 +206,7 @@ class RunReady(_message.Message):
     PERMISSION_MODE_FIELD_NUMBER: _ClassVar[int]
     CLI_VERSION_FIELD_NUMBER: _ClassVar[int]
     PID_FIELD_NUMBER: _ClassVar[int]
+    AGENT_FIELD_NUMBER: _ClassVar[int]
     resume_id: str
     model: str
     tools: _containers.RepeatedScalarFieldContainer[str]
@@ -210,7 +215,8 @@ class RunReady(_message.Message):
     permission_mode: str
     cli_version: str
     pid: int
-    def __init__(self, resume_id: _Optional[str] = ..., model: _Optional[str] = ..., tools: _Optional[_Iterable[str]] = ..., cwd: _Optional[str] = ..., mcp_servers: _Optional[_Iterable[_Union[McpServer, _Mapping]]] = ..., permission_mode: _Optional[str] = ..., cli_version: _Optional[str] = ..., pid: _Optional[int] = ...) -> None: ...
+    agent: str
+    def __init__(self, resume_id: _Optional[str] = ..., model: _Optional[str] = ..., tools: _Optional[_Iterable[str]] = ..., cwd: _Optional[str] = ..., mcp_servers: _Optional[_Iterable[_Union[McpServer, _Mapping]]] = ..., permission_mode: _Optional[str] = ..., cli_version: _Optional[str] = ..., pid: _Optional[int] = ..., agent: _Optional[str] = ...) -> None: ...
 
 class RunEnd(_message.Message):
     __slots__ = ("reason", "exit_code", "signal", "inferred", "source", "stderr_tail")

@@ -223,7 +223,7 @@ class SessionUsage(_message.Message):
     def __init__(self, input_tokens: _Optional[int] = ..., output_tokens: _Optional[int] = ..., cache_creation_input_tokens: _Optional[int] = ..., cache_read_input_tokens: _Optional[int] = ..., cost_usd: _Optional[float] = ..., context_tokens: _Optional[int] = ..., context_window: _Optional[int] = ..., turns: _Optional[int] = ...) -> None: ...
 
 class Session(_message.Message):
-    __slots__ = ("session_id", "head_seq", "status", "process_alive", "resume_id", "usage", "activity", "pending_permissions", "run_id", "lost_resume_id", "model", "permission_mode", "max_thinking_tokens")
+    __slots__ = ("session_id", "head_seq", "status", "process_alive", "resume_id", "usage", "activity", "pending_permissions", "run_id", "lost_resume_id", "model", "permission_mode", "max_thinking_tokens", "agent")
     SESSION_ID_FIELD_NUMBER: _ClassVar[int]
     HEAD_SEQ_FIELD_NUMBER: _ClassVar[int]
     STATUS_FIELD_NUMBER: _ClassVar[int]
@@ -237,6 +237,7 @@ class Session(_message.Message):
     MODEL_FIELD_NUMBER: _ClassVar[int]
     PERMISSION_MODE_FIELD_NUMBER: _ClassVar[int]
     MAX_THINKING_TOKENS_FIELD_NUMBER: _ClassVar[int]
+    AGENT_FIELD_NUMBER: _ClassVar[int]
     session_id: str
     head_seq: int
     status: SessionStatus
@@ -250,7 +251,8 @@ class Session(_message.Message):
     model: str
     permission_mode: str
     max_thinking_tokens: int
-    def __init__(self, session_id: _Optional[str] = ..., head_seq: _Optional[int] = ..., status: _Optional[_Union[SessionStatus, str]] = ..., process_alive: _Optional[bool] = ..., resume_id: _Optional[str] = ..., usage: _Optional[_Union[SessionUsage, _Mapping]] = ..., activity: _Optional[str] = ..., pending_permissions: _Optional[int] = ..., run_id: _Optional[str] = ..., lost_resume_id: _Optional[str] = ..., model: _Optional[str] = ..., permission_mode: _Optional[str] = ..., max_thinking_tokens: _Optional[int] = ...) -> None: ...
+    agent: str
+    def __init__(self, session_id: _Optional[str] = ..., head_seq: _Optional[int] = ..., status: _Optional[_Union[SessionStatus, str]] = ..., process_alive: _Optional[bool] = ..., resume_id: _Optional[str] = ..., usage: _Optional[_Union[SessionUsage, _Mapping]] = ..., activity: _Optional[str] = ..., pending_permissions: _Optional[int] = ..., run_id: _Optional[str] = ..., lost_resume_id: _Optional[str] = ..., model: _Optional[str] = ..., permission_mode: _Optional[str] = ..., max_thinking_tokens: _Optional[int] = ..., agent: _Optional[str] = ...) -> None: ...
 
 class GetSessionRequest(_message.Message):
     __slots__ = ("session_id",)

@@ -12,8 +12,8 @@ use crate::adapter::claude::stream_json::{
     control_request_line, interrupt_line, permission_response_line, user_message_line,
 };
 use crate::adapter::{
-    AdapterError, BoxFuture, PermissionDecision, ProcessAdapter, ProcessControl, ProcessHandle,
-    Signal, SpawnConfig, StdoutLine, UserInput,
+    AdapterError, BoxFuture, Decoder, DecoderSetup, PermissionDecision, ProcessAdapter,
+    ProcessControl, ProcessHandle, Signal, SpawnConfig, StdoutLine, UserInput,
 };
 
 use super::format::*;
@@ -66,6 +66,11 @@ impl Tape {
 impl<A: ProcessAdapter> ProcessAdapter for CassetteRecorder<A> {
     fn name(&self) -> &str {
         self.inner.name()
+    }
+
+    /// The recorded process is the inner adapter's: so is its output.
+    fn decoder(&self, config: &SpawnConfig, setup: DecoderSetup) -> Box<dyn Decoder> {
+        self.inner.decoder(config, setup)
     }
 
     fn spawn(&self, config: SpawnConfig) -> BoxFuture<'_, Result<ProcessHandle, AdapterError>> {

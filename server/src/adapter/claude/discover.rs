@@ -56,13 +56,8 @@ pub fn find_claude_in(env: &SearchEnv) -> Result<PathBuf, AdapterError> {
             return Ok(candidate);
         }
     }
-    if let Some(path) = &env.path {
-        for dir in std::env::split_paths(path) {
-            let candidate = dir.join("claude");
-            if is_executable(&candidate) {
-                return Ok(candidate);
-            }
-        }
+    if let Some(found) = on_path(env.path.as_deref(), "claude") {
+        return Ok(found);
     }
     Err(AdapterError::BinaryNotFound(format!(
         "the claude CLI was not found (looked at --claude-bin, {CLAUDE_BIN_ENV}, \
@@ -100,7 +95,16 @@ fn check(p: &Path, source: &str) -> Result<PathBuf, AdapterError> {
     }
 }
 
-fn is_executable(p: &Path) -> bool {
+/// The first executable `name` in the directories of `path` (a `PATH`
+/// value).
+pub(crate) fn on_path(path: Option<&std::ffi::OsStr>, name: &str) -> Option<PathBuf> {
+    std::env::split_paths(path?)
+        .map(|dir| dir.join(name))
+        .find(|candidate| is_executable(candidate))
+}
+
+/// Whether `p` is a file someone may execute.
+pub(crate) fn is_executable(p: &Path) -> bool {
     use std::os::unix::fs::PermissionsExt;
     std::fs::metadata(p)
         .map(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)

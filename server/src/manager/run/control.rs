@@ -15,6 +15,7 @@ use tokio::sync::oneshot;
 use tokio::time::Instant;
 
 use super::Run;
+use crate::adapter::ControlReply;
 use crate::manager::receipts::Keyed;
 use crate::store::ReceiptWrite;
 
@@ -115,6 +116,24 @@ impl Run {
             return;
         }
         let request_id = format!("ah-ctl-{}", uuid::Uuid::new_v4());
+        if let Some(outcome) = self.control.answer_control(&request) {
+            // The adapter answered itself: the same path as an answer
+            // from stdout, at once.
+            self.controls.insert(
+                request_id.clone(),
+                PendingControl {
+                    deadline: Instant::now() + CONTROL_TIMEOUT,
+                    record,
+                    reply,
+                },
+            );
+            self.answered(vec![ControlReply {
+                request_id,
+                outcome,
+            }])
+            .await;
+            return;
+        }
         match self.control.control(&request_id, &request) {
             Ok(true) => {
                 self.last_activity = Instant::now();
@@ -158,7 +177,14 @@ impl Run {
     /// came in was appended, so a recorded event follows what the CLI wrote
     /// before its answer.
     pub(super) async fn control_replies(&mut self) {
-        for r in self.normalizer.take_control_replies() {
+        let replies = self.decoder.take_control_replies();
+        self.answered(replies).await;
+    }
+
+    /// Hands `replies` to whoever waits for them (see
+    /// [`Run::control_replies`]).
+    async fn answered(&mut self, replies: Vec<ControlReply>) {
+        for r in replies {
             // An answer is activity: a caller that asks again right after
             // (RewindFiles previews, then rewinds) must find the process.
             self.last_activity = Instant::now();

@@ -1,7 +1,7 @@
 //! The run task: the one owner of a live process, and while it lives the
 //! one authority for its session (it holds the session's [`Claim`]).
 //!
-//! It reads stdout, normalizes lines into events and appends them (lines
+//! It reads stdout, decodes lines into events (the adapter's [`Decoder`]) and appends them (lines
 //! that arrive together go in one append), executes the commands the manager
 //! sends (write, stop, permission answers, shutdown), runs the timers (the
 //! stop [`ladder`](super::ladder), idle timeout, permission timeouts) and,
@@ -39,11 +39,10 @@ use super::receipts::{Keyed, KeyedExt};
 use super::slot::Claim;
 use super::{ManagerOptions, PermissionAnswer};
 use crate::adapter::{
-    AdapterError, ExitInfo, ProcessControl, ProcessHandle, StdoutLine, UserInput,
+    AdapterError, Decoder, ExitInfo, ProcessControl, ProcessHandle, StdoutLine, UserInput,
 };
 use crate::error::{Error, Result};
 use crate::log::{EventLogs, LogError, NewEvent, Typing};
-use crate::normalize::Normalizer;
 use crate::store::SessionMeta;
 
 /// Most stdout lines normalized into one append.
@@ -105,6 +104,9 @@ pub(super) enum WriteRefused {
     /// committed (storage failed; the run is being ended): a keyed Send
     /// must not answer as if it had a receipt.
     NotRecorded(String),
+    /// The agent cannot take this input (content blocks Codex has no
+    /// place for): nothing was written.
+    Unable(String),
     /// A one-shot run takes no input after its prompt.
     OneShotBusy {
         /// The working run.
@@ -116,12 +118,12 @@ pub(super) enum WriteRefused {
 pub(super) struct RunSpec {
     pub(super) session_id: String,
     pub(super) run_id: String,
-    /// The `--resume` id the process was spawned with ("" when none).
-    pub(super) resume: String,
     pub(super) logs: EventLogs,
     pub(super) opts: ManagerOptions,
     /// The spawned process.
     pub(super) handle: ProcessHandle,
+    /// Its stdout's decoder, from the adapter that spawned it.
+    pub(super) decoder: Box<dyn Decoder>,
     /// The prompt went in with the spawn (input_sent{INITIAL} is logged).
     pub(super) prompt_sent: bool,
     /// This run's place under `--max-live-runs`.
@@ -136,7 +138,7 @@ pub(super) struct Run {
     control: Arc<dyn ProcessControl>,
     stdout: mpsc::Receiver<StdoutLine>,
     exited: oneshot::Receiver<ExitInfo>,
-    normalizer: Normalizer,
+    decoder: Box<dyn Decoder>,
     /// The session's cached derive fold, shared with the manager. This task
     /// is the session's only writer while it lives and applies every event
     /// it appends, so the fold holds everything up to its last append. It
@@ -165,7 +167,7 @@ pub(super) struct Run {
     /// Live typing: the session's board (taken when the task starts; `None`
     /// only when the log is shut down).
     typing: Option<Typing>,
-    /// Fragments the normalizer had dropped at the last count.
+    /// Fragments the decoder had dropped at the last count.
     partial_dropped: u64,
     /// Control requests sent and not answered yet: their deadline and who
     /// waits for the answer.
@@ -186,20 +188,16 @@ impl Run {
         let RunSpec {
             session_id,
             run_id,
-            resume,
             logs,
             opts,
             handle,
+            mut decoder,
             prompt_sent,
             live_permit,
         } = spec;
         let ladder = Ladder::new(opts.stop_grace, opts.kill_grace);
-        let mut normalizer = Normalizer::new(opts.max_line_bytes);
-        normalizer.set_pid(handle.pid);
-        normalizer.set_resume(&resume);
-        normalizer.set_partial_budget(opts.max_partial_bytes);
         if prompt_sent {
-            normalizer.input_sent();
+            decoder.input_sent();
         }
         Self {
             session_id,
@@ -210,7 +208,7 @@ impl Run {
             stdout: handle.stdout,
             exited: handle.exited,
             fold,
-            normalizer,
+            decoder,
             permission_deadlines: HashMap::new(),
             ladder,
             last_turn_error: false,
@@ -384,13 +382,15 @@ impl Run {
         // answer only after this returns, so the log order stays right, and
         // the log never claims an input the process did not get.
         if let Err(e) = self.control.write(&input) {
-            if let AdapterError::InputQueueFull(why) = &e {
-                return Err(WriteRefused::QueueFull(why.clone()));
+            match e {
+                AdapterError::InputQueueFull(why) => return Err(WriteRefused::QueueFull(why)),
+                AdapterError::Unable(why) => return Err(WriteRefused::Unable(why)),
+                _ => {}
             }
             tracing::warn!(session_id = %self.session_id, error = %e, "write to the process failed");
             return Err(WriteRefused::Ending);
         }
-        self.normalizer.input_sent();
+        self.decoder.input_sent();
         let run_id = self.run_id.clone();
         let receipt = keyed.put(|| pb::SendResponse {
             run_id: run_id.clone(),

@@ -10,9 +10,8 @@ use tokio::time::Instant;
 
 use super::super::ladder::Input;
 use super::Run;
-use crate::adapter::StdoutLine;
+use crate::adapter::{Decoder, StdoutLine};
 use crate::log::{Commit, MetaChange, NewEvent};
-use crate::normalize::Normalizer;
 use crate::partial::Change;
 use crate::store::{ReceiptWrite, TranscriptEntry};
 
@@ -143,7 +142,7 @@ impl Run {
             payloads,
             now,
             later,
-        } = normalize_batch(&mut self.normalizer, &lines);
+        } = normalize_batch(self.decoder.as_mut(), &lines);
         self.count_partial(&now, &later);
         let before = self.typing.as_ref().map(|t| {
             t.publish(&self.run_id, &now);
@@ -177,10 +176,10 @@ impl Run {
         self.control_replies().await;
     }
 
-    /// The transcript lines the normalizer took aside since the last batch,
+    /// The transcript lines the decoder took aside since the last batch,
     /// as this session's entries.
     fn transcript_entries(&mut self) -> Vec<TranscriptEntry> {
-        self.normalizer
+        self.decoder
             .take_transcript()
             .into_iter()
             .map(|(path, line)| TranscriptEntry {
@@ -202,7 +201,7 @@ impl Run {
         if fragments > 0 {
             m.partial_fragments.fetch_add(fragments, Ordering::Relaxed);
         }
-        let dropped = self.normalizer.partial_dropped();
+        let dropped = self.decoder.partial_dropped();
         if dropped > self.partial_dropped {
             m.partial_dropped
                 .fetch_add(dropped - self.partial_dropped, Ordering::Relaxed);
@@ -222,15 +221,15 @@ struct Batch {
     later: Vec<Change>,
 }
 
-fn normalize_batch(normalizer: &mut Normalizer, lines: &[StdoutLine]) -> Batch {
+fn normalize_batch(decoder: &mut dyn Decoder, lines: &[StdoutLine]) -> Batch {
     let mut batch = Batch {
         payloads: Vec::new(),
         now: Vec::new(),
         later: Vec::new(),
     };
     for l in lines {
-        batch.payloads.extend(normalizer.line(l));
-        let changes = normalizer.take_partial();
+        batch.payloads.extend(decoder.line(l));
+        let changes = decoder.take_partial();
         if batch.payloads.is_empty() {
             batch.now.extend(changes);
         } else {
@@ -245,6 +244,7 @@ mod tests {
     use serde_json::json;
 
     use super::*;
+    use crate::normalize::Normalizer;
 
     fn line(v: serde_json::Value) -> StdoutLine {
         StdoutLine::Line(v.to_string())

@@ -1,0 +1,220 @@
+//! Hand-made lines for what the recordings do not show.
+
+use agent_harness_protocol::pb::event::Payload;
+use agent_harness_protocol::vocab::run_error_kind;
+use serde_json::json;
+
+use super::*;
+use crate::adapter::{Decoder, StdoutLine};
+use crate::partial::Change;
+
+#[test]
+fn other_error_answers_are_cli_errors() {
+    let mut d = decoder();
+    let out = feed(
+        &mut d,
+        json!({"id": 7, "error": {"code": -32602, "message": "unknown model"}}),
+    );
+    let [Payload::RunError(e)] = out.as_slice() else {
+        panic!("{out:?}")
+    };
+    assert_eq!(e.kind, "cli_error");
+    assert!(e.message.contains("unknown model"), "{}", e.message);
+    // Answers with results other than a thread's are the process side's.
+    assert!(feed(&mut d, json!({"id": 8, "result": {}})).is_empty());
+}
+
+#[test]
+fn unreadable_lines_are_reported_as_for_claude() {
+    let mut d = CodexDecoder::new(&setup(64, None, ""));
+    let bad = d.line(&StdoutLine::Line("not json".into()));
+    let too_long = d.line(&StdoutLine::Line(format!(
+        "{{\"method\":\"{}\"}}",
+        "x".repeat(100)
+    )));
+    let cut = d.line(&StdoutLine::TooLong {
+        head: "{\"method\":".into(),
+        len: 5000,
+    });
+    let neither = d.line(&StdoutLine::Line("{\"params\":{}}".into()));
+    for (out, kind) in [
+        (&bad, run_error_kind::BAD_LINE),
+        (&too_long, run_error_kind::LINE_TOO_LARGE),
+        (&cut, run_error_kind::LINE_TOO_LARGE),
+        (&neither, run_error_kind::BAD_LINE),
+    ] {
+        let [(Payload::RunError(e), _)] = out.as_slice() else {
+            panic!("{out:?}")
+        };
+        assert_eq!(e.kind, kind, "{}", e.message);
+    }
+    assert!(d.line(&StdoutLine::Line("  ".into())).is_empty());
+}
+
+#[test]
+fn file_change_and_mcp_tools_classify_as_edit_and_mcp() {
+    use agent_harness_protocol::derive::classify::{ToolKind, classify_tool};
+    let mut d = decoder();
+    d.input_sent();
+    feed(
+        &mut d,
+        json!({"method": "turn/started", "params": {"threadId": "t", "turn": {"id": "u"}}}),
+    );
+    let change = json!({"type": "fileChange", "id": "fc1", "status": "inProgress",
+        "changes": [{"path": "/w/a.txt", "kind": {"type": "add"}, "diff": "+hi\n"}]});
+    let out = feed(
+        &mut d,
+        json!({"method": "item/started", "params": {"item": change}}),
+    );
+    let b = &content(&out[0]).blocks[0];
+    assert_eq!(
+        classify_tool(&b.tool_name, b.input.as_ref()),
+        ToolKind::Edit
+    );
+    let input = serde_json::to_value(b.input.as_ref().unwrap()).unwrap();
+    assert_eq!(input["file_path"], "/w/a.txt");
+    // Its approval names the same tool and input.
+    let out = feed(
+        &mut d,
+        json!({"method": "item/fileChange/requestApproval", "id": "r-1",
+               "params": {"itemId": "fc1", "reason": "outside the workspace", "grantRoot": "/w"}}),
+    );
+    let Payload::PermissionRequested(p) = &out[0] else {
+        panic!("{out:?}")
+    };
+    assert_eq!(p.request_id, "\"r-1\"", "a string id keeps its quotes");
+    assert_eq!(
+        (p.tool_name.as_str(), p.input.as_ref()),
+        ("Edit", b.input.as_ref())
+    );
+    assert_eq!(p.decision_reason, "outside the workspace");
+    assert_eq!(p.blocked_path, "/w");
+    let mut done = change.clone();
+    done["status"] = json!("completed");
+    let out = feed(
+        &mut d,
+        json!({"method": "item/completed", "params": {"item": done}}),
+    );
+    assert_eq!(result(&out[0]).tool_results[0].text, "/w/a.txt\n+hi\n");
+
+    let call = json!({"type": "mcpToolCall", "id": "m1", "server": "docs", "tool": "search",
+        "status": "inProgress", "arguments": {"q": "x"}});
+    let out = feed(
+        &mut d,
+        json!({"method": "item/started", "params": {"item": call}}),
+    );
+    let b = &content(&out[0]).blocks[0];
+    assert_eq!(b.tool_name, "mcp__docs__search");
+    assert_eq!(classify_tool(&b.tool_name, b.input.as_ref()), ToolKind::Mcp);
+    let mut failed = call.clone();
+    failed["status"] = json!("failed");
+    failed["error"] = json!({"message": "server gone"});
+    let out = feed(
+        &mut d,
+        json!({"method": "item/completed", "params": {"item": failed}}),
+    );
+    let r = &result(&out[0]).tool_results[0];
+    assert_eq!((r.text.as_str(), r.is_error), ("server gone", true));
+}
+
+#[test]
+fn a_permissions_approval_names_what_it_asks_for() {
+    let mut d = decoder();
+    let permissions = json!({"network": {"enabled": true}, "fileSystem": null});
+    let out = feed(
+        &mut d,
+        json!({"method": "item/permissions/requestApproval", "id": 3,
+               "params": {"itemId": "i1", "reason": "needs the network", "permissions": permissions}}),
+    );
+    let [Payload::PermissionRequested(p)] = out.as_slice() else {
+        panic!("{out:?}")
+    };
+    assert_eq!(
+        (p.request_id.as_str(), p.tool_name.as_str()),
+        ("3", "RequestPermissions")
+    );
+    assert_eq!(
+        serde_json::to_value(p.input.as_ref().unwrap()).unwrap(),
+        permissions
+    );
+    assert_eq!(p.decision_reason, "needs the network");
+    // Other requests are the process side's to answer, never events; a
+    // resolution of a request that was never a permission is nothing.
+    let other =
+        json!({"method": "item/tool/requestUserInput", "id": 4, "params": {"itemId": "i1"}});
+    assert!(feed(&mut d, other).is_empty());
+    let resolved = json!({"method": "serverRequest/resolved", "params": {"requestId": 4}});
+    assert!(feed(&mut d, resolved).is_empty());
+    // Resolved once: a repeat is nothing.
+    let resolved = json!({"method": "serverRequest/resolved", "params": {"requestId": 3}});
+    assert_eq!(
+        kinds(&feed(&mut d, resolved.clone())),
+        ["permission_resolved"]
+    );
+    assert!(feed(&mut d, resolved).is_empty());
+}
+
+#[test]
+fn an_error_codex_retries_is_not_the_turns() {
+    let mut d = decoder();
+    d.input_sent();
+    feed(
+        &mut d,
+        json!({"method": "turn/started", "params": {"turn": {"id": "u"}}}),
+    );
+    feed(
+        &mut d,
+        json!({"method": "error", "params": {"error": {"message": "reconnecting"}, "willRetry": true}}),
+    );
+    let out = feed(
+        &mut d,
+        json!({"method": "turn/completed", "params": {"turn": {"id": "u", "status": "completed"}}}),
+    );
+    let t = turn_ends(&out)[0];
+    assert!(t.errors.is_empty() && !t.is_error, "{t:?}");
+}
+
+/// What codex-cli 0.169.0 does with a `turn/start` while a turn runs: it
+/// steers the input into the running turn (same turn id, a userMessage
+/// item) and restarts its answer, never completing the message it was
+/// writing. That message leaves no content and leaves live typing.
+#[test]
+fn input_steered_into_the_turn_drops_the_abandoned_message() {
+    let mut d = decoder();
+    d.input_sent();
+    let item = |kind: &str, id: &str, text: &str| json!({"type": kind, "id": id, "text": text});
+    let lines = [
+        json!({"method": "turn/started", "params": {"turn": {"id": "u"}}}),
+        json!({"method": "item/started", "params": {"item": item("agentMessage", "m1", "")}}),
+        json!({"method": "item/agentMessage/delta", "params": {"itemId": "m1", "delta": "Slow "}}),
+    ];
+    let mut out = Vec::new();
+    for l in lines {
+        out.extend(feed(&mut d, l));
+    }
+    // The harness sends more: Codex answers with the same turn.
+    d.input_sent();
+    for l in [
+        json!({"method": "item/started", "params": {"item": {"type": "userMessage", "id": "um", "content": []}}}),
+        json!({"method": "item/started", "params": {"item": item("agentMessage", "m2", "")}}),
+        json!({"method": "item/agentMessage/delta", "params": {"itemId": "m2", "delta": "Hello"}}),
+        json!({"method": "item/completed", "params": {"item": item("agentMessage", "m2", "Hello")}}),
+        json!({"method": "turn/completed", "params": {"turn": {"id": "u", "status": "completed"}}}),
+    ] {
+        out.extend(feed(&mut d, l));
+    }
+    assert_eq!(kinds(&out), ["text", "turn_end"]);
+    assert_eq!(content(&out[0]).blocks[0].text, "Hello");
+    let changes = d.take_partial();
+    assert!(changes.contains(&Change::Done {
+        message_id: "m1".into(),
+        index: None
+    }));
+    assert_eq!(typed(&changes), "Slow Hello");
+    // The next turn is the harness's own again only after new input.
+    let out = feed(
+        &mut d,
+        json!({"method": "turn/started", "params": {"turn": {"id": "v"}}}),
+    );
+    assert_eq!(kinds(&out), ["turn_start"]);
+}
