@@ -35,9 +35,13 @@
 //! - [`manager`]: sessions and runs: one authority per session (its slot), the run
 //!   task owning a process, the stop ladder, permissions, idle timeout, and a cached
 //!   derive fold per session.
-//! - [`adapter`]: the `ProcessAdapter` trait; the claude adapters (interactive,
-//!   one-shot, their shared options and stream-json lines) and cassettes.
-//! - [`normalize`]: one CLI stream-json line to zero or more events.
+//! - [`adapter`]: the `ProcessAdapter` trait; the agent router; the claude
+//!   adapters (interactive, one-shot, their shared options and stream-json
+//!   lines), cassettes, and the Codex adapter (`codex app-server`).
+//! - [`decoder`]: the `Decoder` trait: one run's stdout lines to events, built
+//!   by the adapter that spawned the process.
+//! - [`normalize`]: one CLI stream-json line to zero or more events (claude's
+//!   decoder).
 //! - [`nesting`]: how deep the JSON inside an event may nest (deeper containers
 //!   are kept as marked JSON text), so every stored event decodes again.
 //! - [`partial`]: live typing: the message being written, from the CLI's
@@ -56,7 +60,8 @@
 //!
 //! # Layers
 //! Imports point one way, down: [`store`] ← [`log`] ← [`manager`] ← [`rpc`] ←
-//! [`server`] (`a ← b`: b imports a). The adapters, [`normalize`], [`supervise`] and
+//! [`server`] (`a ← b`: b imports a). The adapters, [`normalize`] (above
+//! [`decoder`]), [`supervise`] and
 //! [`partial`] sit below the manager; [`error`] converts the lower layers' errors
 //! (store, log, adapter) into the one enum the manager and the handlers use; the
 //! [`metrics`] recorders sit below the log and import nothing, and [`scrape`]

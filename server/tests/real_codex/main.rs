@@ -549,3 +549,48 @@ async fn settings_apply_to_the_next_turn_and_what_codex_lacks_is_refused() {
     h.shutdown().await;
     h.assert_stored_runs_end_once("c6");
 }
+
+/// Stop while Codex waits for an approval: the turn is interrupted, the
+/// pending request is resolved (Codex withdraws it after the turn ends),
+/// nothing runs, and the process takes the next message.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn stop_with_an_approval_pending_withdraws_it_and_keeps_the_process() {
+    let mut h = Harness::new().await;
+    let ev = h.subscribe("c7").await;
+    let started = h.start("c7", "BASH touch never-made").await;
+    let (_, asked) = ev.permission_requested_after(0).await;
+    let stopping = h
+        .client()
+        .await
+        .stop(pb::StopRequest {
+            idempotency_key: String::new(),
+            session_id: "c7".into(),
+        })
+        .await
+        .expect("Stop")
+        .into_inner()
+        .stopping;
+    assert!(stopping);
+    let (end_ev, end) = ev.turn_end_after(0).await;
+    assert!(end.is_error, "interrupted: {end:?}");
+    ev.wait_for("the request resolved", |evs| {
+        evs.iter()
+            .any(|e| {
+                matches!(&e.payload,
+                    Some(Payload::PermissionResolved(r)) if r.request_id == asked.request_id)
+            })
+            .then_some(())
+    })
+    .await;
+    let session = h.get("c7").await;
+    assert_eq!(session.pending_permissions, 0);
+    assert!(session.process_alive);
+    assert!(!h.work.path().join("never-made").exists());
+    let run = h.send("c7", "TEXT still here").await;
+    assert_eq!(run, started.run_id);
+    let (_, end) = ev.turn_end_after(end_ev.seq).await;
+    assert!(!end.is_error, "{end:?}");
+    assert_eq!(texts(&ev.since(end_ev.seq)), "still here");
+    h.shutdown().await;
+    h.assert_stored_runs_end_once("c7");
+}

@@ -8,7 +8,10 @@
 //!
 //! Every line Codex writes goes to the run's decoder unchanged; a tap on
 //! the way reads the ones the process side needs (the answers to its own
-//! requests, which turn is running).
+//! requests, which turn is running, what each approval request asks) and
+//! refuses at once the requests of Codex's the harness has no answer for
+//! (user input, MCP elicitations, dynamic tools, token refreshes), so
+//! Codex never waits on them.
 
 use std::collections::{HashMap, VecDeque};
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -63,7 +66,28 @@ struct State {
     model: Option<String>,
     /// An approval policy and sandbox chosen since the last `turn/start`.
     approval: Option<Approval>,
+    /// Codex's approval requests not answered yet, by their id as the
+    /// decoder renders it (`permission_requested.request_id`): what each
+    /// asked, which decides the answer's shape.
+    approvals: HashMap<String, Asking>,
 }
+
+/// What one of Codex's approval requests asks.
+#[derive(Debug, Clone)]
+enum Asking {
+    /// A command or a file change: `{decision}` answers it.
+    Decision,
+    /// More sandbox permissions (`item/permissions/requestApproval`): the
+    /// permissions granted answer it (these, or none).
+    Permissions(Value),
+}
+
+/// The approval requests the decoder relays as `permission_requested`.
+const APPROVALS: [&str; 3] = [
+    "item/commandExecution/requestApproval",
+    "item/fileChange/requestApproval",
+    "item/permissions/requestApproval",
+];
 
 /// Controls one Codex process.
 pub struct CodexControl {
@@ -226,9 +250,38 @@ impl CodexControl {
     fn observe(&self, msg: &serde_json::Map<String, Value>) -> Result<(), AdapterError> {
         let mut state = self.lock();
         let state = &mut *state;
+        if let (Some(method), Some(id)) = (msg.get("method").and_then(Value::as_str), msg.get("id"))
+        {
+            // A request of Codex's own. Approvals wait for RespondPermission;
+            // anything else the harness has no answer for is refused at
+            // once, so Codex never waits for it.
+            if APPROVALS.contains(&method) {
+                let asking = match method {
+                    "item/permissions/requestApproval" => Asking::Permissions(
+                        msg.get("params")
+                            .and_then(|p| p.get("permissions"))
+                            .cloned()
+                            .unwrap_or_else(|| json!({})),
+                    ),
+                    _ => Asking::Decision,
+                };
+                state.approvals.insert(id.to_string(), asking);
+            } else {
+                self.send(&json!({"id": id, "error": {
+                    "code": -32601,
+                    "message": format!("agent-harness does not answer {method}"),
+                }}))?;
+            }
+            return Ok(());
+        }
         if let Some(method) = msg.get("method").and_then(Value::as_str) {
             let params = msg.get("params");
             match method {
+                "serverRequest/resolved" => {
+                    if let Some(id) = params.and_then(|p| p.get("requestId")) {
+                        state.approvals.remove(&id.to_string());
+                    }
+                }
                 "turn/started" => {
                     state.turn_id = params
                         .and_then(|p| p.pointer("/turn/id"))
@@ -347,12 +400,17 @@ impl ProcessControl for CodexControl {
         let id: Value = serde_json::from_str(request_id).map_err(|e| {
             AdapterError::Write(format!("not a Codex request id {request_id:?}: {e}"))
         })?;
-        let decision = match decision {
-            PermissionDecision::Allow { .. } => "accept",
+        let asking = self.lock().approvals.remove(&id.to_string());
+        let allow = matches!(decision, PermissionDecision::Allow { .. });
+        let result = match asking {
+            Some(Asking::Permissions(asked)) => match allow {
+                true => json!({"permissions": asked, "scope": "turn"}),
+                false => json!({"permissions": {}}),
+            },
             // Codex's answer carries no message for the model.
-            PermissionDecision::Deny { .. } => "decline",
+            _ => json!({"decision": if allow { "accept" } else { "decline" }}),
         };
-        self.send(&json!({"id": id, "result": {"decision": decision}}))
+        self.send(&json!({"id": id, "result": result}))
     }
 
     fn answer_control(&self, request: &Value) -> Option<Result<Value, String>> {
