@@ -20,6 +20,10 @@ pub mod run_error_kind {
     pub const RESUME_FAILED: &str = "resume_failed";
     /// The run went beyond the launch policy and was ended.
     pub const POLICY: &str = "policy";
+    /// The agent answered one of the harness's requests with an error
+    /// (Codex: a JSON-RPC error other than a lost rollout); the message is
+    /// the agent's.
+    pub const CLI_ERROR: &str = "cli_error";
 }
 
 /// `StartConfig.agent`, `RunStart.agent`, `RunReady.agent`,

@@ -12,6 +12,7 @@ export const vocab = {
     PANIC: "panic",
     RESUME_FAILED: "resume_failed",
     POLICY: "policy",
+    CLI_ERROR: "cli_error",
   },
   /** `RunStart.trigger`: why the run was started. */
   trigger: {

@@ -3,7 +3,7 @@
 //! Subscribe streams that ask for it (`include_deltas`) and never stored.
 //!
 //! Three parts, one per side of the flow:
-//! - [`Tracker`] (in the run's normalizer) reads the CLI's lines and says
+//! - [`Tracker`] (in the run's decoder) reads the agent's lines and says
 //!   what changed ([`Change`]): a block started, a fragment was appended, a
 //!   block is now durable (its `assistant` line), the turn ended. It keeps
 //!   no text, only which blocks are in flight and their sizes, and it

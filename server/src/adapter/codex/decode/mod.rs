@@ -22,7 +22,7 @@
 //! | `item/commandExecution/requestApproval`, `item/fileChange/requestApproval`, `item/permissions/requestApproval` | `permission_requested` (`request_id` = the request's JSON id as compact JSON text) |
 //! | `serverRequest/resolved` of a request still pending here | `permission_resolved{by: "cancelled"}` (the run task drops it unless the log's fold still has it pending, as for claude's withdrawals) |
 //! | an error answer `no rollout found …` | `run_error{kind: "resume_failed"}` |
-//! | any other error answer | `run_error{kind: "cli_error"}` with Codex's message |
+//! | any other error answer | `run_error{kind: "cli_error"}` with Codex's message (the process side's own requests too: an error is never dropped) |
 //! | `item/agentMessage/delta`, `item/reasoning/summaryTextDelta` | nothing: live typing of the message or thinking being written ([`Decoder::take_partial`], see [`crate::partial`]); command output is not streamed (live typing has no block for a tool's output) |
 //! | other notifications, requests and answers | nothing (logged at debug) |
 //! | an object with neither `method` nor `id` | `run_error{kind: "bad_line"}` |

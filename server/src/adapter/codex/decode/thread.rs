@@ -10,10 +10,6 @@ use super::CodexDecoder;
 use crate::decoder::json::str_at;
 use crate::decoder::line;
 
-/// The run_error kind of an error Codex answered a request with (other than
-/// a lost rollout).
-const CLI_ERROR: &str = "cli_error";
-
 /// What Codex answers `thread/resume` with when it has no rollout file for
 /// the thread (0.169.0: code -32600, "no rollout found for thread id <id>").
 const NO_ROLLOUT: &str = "no rollout found for thread id ";
@@ -51,7 +47,7 @@ impl CodexDecoder {
             } else {
                 format!("Codex answered with an error: {message}")
             };
-            return vec![line::run_error(CLI_ERROR, message)];
+            return vec![line::run_error(run_error_kind::CLI_ERROR, message)];
         }
         let Some(result) = obj.get("result") else {
             return Vec::new();

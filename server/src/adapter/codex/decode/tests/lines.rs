@@ -18,7 +18,7 @@ fn other_error_answers_are_cli_errors() {
     let [Payload::RunError(e)] = out.as_slice() else {
         panic!("{out:?}")
     };
-    assert_eq!(e.kind, "cli_error");
+    assert_eq!(e.kind, run_error_kind::CLI_ERROR);
     assert!(e.message.contains("unknown model"), "{}", e.message);
     // Answers with results other than a thread's are the process side's.
     assert!(feed(&mut d, json!({"id": 8, "result": {}})).is_empty());
