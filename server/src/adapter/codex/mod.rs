@@ -216,7 +216,7 @@ impl ProcessAdapter for CodexAdapter {
         Box::pin(async move {
             let approval = self.refusal(&config)?;
             let spec = self.spec(&config);
-            process::start(&spec, &config, approval, self.options.permissions)
+            process::start(&spec, &config, approval, self.options.permissions).await
         })
     }
 

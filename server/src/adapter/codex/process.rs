@@ -102,13 +102,13 @@ pub struct CodexControl {
 /// Spawns `spec` (codex app-server), starts the handshake for `config`
 /// (`approval`: the settings of its permission mode) and sends its prompt
 /// as the first turn.
-pub fn start(
+pub async fn start(
     spec: &ProcessSpec,
     config: &SpawnConfig,
     approval: Option<Approval>,
     permissions: PermissionMode,
 ) -> Result<ProcessHandle, AdapterError> {
-    let child = supervise::spawn(spec)?;
+    let child = supervise::spawn(spec).await?;
     let c = &config.config;
     let mut params = serde_json::Map::new();
     let method = if c.resume.is_empty() {
