@@ -34,7 +34,8 @@ use agent_harness_server::adapter::codex::{CodexAdapter, CodexOptions};
 use agent_harness_server::manager::ManagerOptions;
 use agent_harness_server::store::{RedbStore, Store};
 use support::cli_grpc::{
-    Events, WAIT, assert_runs_end_once, run_starts, test_manager_options, texts, tool_results,
+    Events, WAIT, assert_runs_end_once, eventually, run_starts, test_manager_options, texts,
+    tool_results,
 };
 use support::common::InProcessServer;
 use tonic::transport::Channel;
@@ -344,7 +345,11 @@ async fn stop_mid_answer_keeps_the_process() {
             .then_some(())
     })
     .await;
-    tokio::time::sleep(Duration::from_millis(800)).await;
+    // The model is answering (its request arrived): Stop lands mid-answer.
+    eventually("the model request", || {
+        !h.api.responses_requests().is_empty()
+    })
+    .await;
     let stopping = h
         .client()
         .await
@@ -368,6 +373,42 @@ async fn stop_mid_answer_keeps_the_process() {
     assert_eq!(texts(&ev.since(end_ev.seq)), "after the stop");
     h.shutdown().await;
     h.assert_stored_runs_end_once("c3");
+}
+
+/// A Send while a turn runs waits for its own turn (one `turn/start` per
+/// turn; Codex would steer a second one into the running turn and drop the
+/// answer it was writing): the first answer is whole, the second follows
+/// on the same process, the model's second request carries both prompts.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_send_mid_turn_waits_for_its_own_turn() {
+    let mut h = Harness::new().await;
+    let ev = h.subscribe("c7").await;
+    let started = h.start("c7", "SLOW 6 150").await;
+    eventually("the model request", || {
+        !h.api.responses_requests().is_empty()
+    })
+    .await;
+    let run = h.send("c7", "TEXT the second turn").await;
+    assert_eq!(run, started.run_id, "the same process");
+    let (first_ev, first) = ev.turn_end_after(0).await;
+    assert!(!first.is_error, "{first:?}");
+    assert_eq!(
+        texts(&ev.snapshot()),
+        "tick 0 tick 1 tick 2 tick 3 tick 4 tick 5 ",
+        "the first answer is whole"
+    );
+    let (_, second) = ev.turn_end_after(first_ev.seq).await;
+    assert!(!second.is_error, "{second:?}");
+    assert_eq!(texts(&ev.since(first_ev.seq)), "the second turn");
+    let prompts = h
+        .api
+        .responses_requests()
+        .last()
+        .expect("a request")
+        .user_prompts();
+    assert_eq!(prompts, ["SLOW 6 150", "TEXT the second turn"]);
+    h.shutdown().await;
+    h.assert_stored_runs_end_once("c7");
 }
 
 /// After the server restarts, a Send resumes the thread in a new process

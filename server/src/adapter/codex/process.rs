@@ -1,7 +1,7 @@
 //! The process side of a Codex run: the handshake (`initialize`, then
 //! `initialized` and `thread/start`, or `thread/resume` when the run
 //! resumes a thread), a `turn/start` per user message (queued until the
-//! thread's id is known), `turn/interrupt` for Stop's first rung, the
+//! thread's id is known and the turn before it is over), `turn/interrupt` for Stop's first rung, the
 //! answers to Codex's approval requests, and the settings the adapter
 //! applies itself (a model or permission mode chosen mid-session goes with
 //! the next `turn/start`).
@@ -54,7 +54,7 @@ struct State {
     thread_id: Option<String>,
     /// The thread could not be started or resumed: inputs go nowhere.
     thread_failed: bool,
-    /// User messages waiting for the thread.
+    /// User messages waiting for the thread, or for the running turn to end.
     queued: VecDeque<String>,
     /// The running turn, once known.
     turn_id: Option<String>,
@@ -231,6 +231,24 @@ impl CodexControl {
         self.request(state, Asked::Turn, "turn/start", params)
     }
 
+    /// Starts the next queued input's turn once the thread is known and no
+    /// turn is open. One turn at a time: a `turn/start` sent while a turn
+    /// runs is steered into it by Codex, which drops the message it was
+    /// writing; queued, a message sent mid-turn becomes the next turn, as
+    /// the claude CLI treats one.
+    fn next_turn(&self, state: &mut State) -> Result<(), AdapterError> {
+        let Some(thread) = state.thread_id.clone() else {
+            return Ok(());
+        };
+        if state.turn_open {
+            return Ok(());
+        }
+        match state.queued.pop_front() {
+            Some(text) => self.turn(state, &thread, &text),
+            None => Ok(()),
+        }
+    }
+
     fn interrupt_turn(&self, state: &mut State) -> Result<(), AdapterError> {
         let (Some(thread), Some(turn)) = (state.thread_id.clone(), state.turn_id.clone()) else {
             state.interrupt_wanted = true;
@@ -295,6 +313,7 @@ impl CodexControl {
                     state.turn_id = None;
                     state.turn_open = false;
                     state.interrupt_wanted = false;
+                    self.next_turn(state)?;
                 }
                 _ => {}
             }
@@ -323,9 +342,7 @@ impl CodexControl {
             {
                 Some(id) => {
                     state.thread_id = Some(id.to_owned());
-                    while let Some(text) = state.queued.pop_front() {
-                        self.turn(state, id, &text)?;
-                    }
+                    self.next_turn(state)?;
                 }
                 // The decoder reports why (a lost rollout is resume_failed).
                 None => {
@@ -344,6 +361,7 @@ impl CodexControl {
                     }
                 } else if result.is_none() {
                     state.turn_open = false;
+                    self.next_turn(state)?;
                 }
             }
             Asked::Interrupt => {}
@@ -369,13 +387,8 @@ impl ProcessControl for CodexControl {
                 "Codex could not start or resume the thread".into(),
             ));
         }
-        match state.thread_id.clone() {
-            Some(thread) => self.turn(state, &thread, &input.text),
-            None => {
-                state.queued.push_back(input.text.clone());
-                Ok(())
-            }
-        }
+        state.queued.push_back(input.text.clone());
+        self.next_turn(state)
     }
 
     fn interrupt(&self) -> Result<bool, AdapterError> {

@@ -89,8 +89,9 @@ pub struct CodexDecoder {
     resume_id: String,
     /// The last run_ready's fingerprint, `None` before the first.
     ready: Option<Fingerprint>,
-    /// The harness wrote a user message since the last turn ended.
-    input_since_turn: bool,
+    /// User messages the harness wrote whose turn has not started yet (the
+    /// process side starts one turn per message, in order).
+    inputs_waiting: usize,
     turn: Option<Turn>,
     /// Tool items with a tool_use and no result, in the order they began.
     open_tools: Vec<OpenTool>,
@@ -109,7 +110,7 @@ impl CodexDecoder {
             pid: setup.pid,
             resume_id: setup.resume_id.clone(),
             ready: None,
-            input_since_turn: false,
+            inputs_waiting: 0,
             turn: None,
             open_tools: Vec::new(),
             open_message: None,
@@ -357,7 +358,7 @@ impl Decoder for CodexDecoder {
     }
 
     fn input_sent(&mut self) {
-        self.input_since_turn = true;
+        self.inputs_waiting += 1;
     }
 
     fn take_partial(&mut self) -> Vec<Change> {

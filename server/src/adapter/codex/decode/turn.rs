@@ -32,8 +32,8 @@ impl CodexDecoder {
             .get("turn")
             .map(|t| str_at(t, "id"))
             .unwrap_or_default();
-        let self_started = !self.input_since_turn && self.turn.is_none();
-        self.input_since_turn = false;
+        let self_started = self.inputs_waiting == 0 && self.turn.is_none();
+        self.inputs_waiting = self.inputs_waiting.saturating_sub(1);
         self.turn = Some(Turn {
             id,
             ..Turn::default()
@@ -50,7 +50,6 @@ impl CodexDecoder {
         let turn_json = params.get("turn").cloned().unwrap_or(Value::Null);
         let status = str_at(&turn_json, "status");
         let turn = self.turn.take().unwrap_or_default();
-        self.input_since_turn = false;
         let mut out = Vec::new();
         // Codex completes none of the items an interrupt cut off: the
         // message being written keeps its text so far, each open tool gets

@@ -177,7 +177,10 @@ fn an_error_codex_retries_is_not_the_turns() {
 /// What codex-cli 0.169.0 does with a `turn/start` while a turn runs: it
 /// steers the input into the running turn (same turn id, a userMessage
 /// item) and restarts its answer, never completing the message it was
-/// writing. That message leaves no content and leaves live typing.
+/// writing. That message leaves no content and leaves live typing. (The
+/// process side sends one `turn/start` per turn, so a message sent
+/// mid-turn waits for the next one; the decoder still reads a steered turn
+/// right should Codex do it.)
 #[test]
 fn input_steered_into_the_turn_drops_the_abandoned_message() {
     let mut d = decoder();
@@ -211,10 +214,4 @@ fn input_steered_into_the_turn_drops_the_abandoned_message() {
         index: None
     }));
     assert_eq!(typed(&changes), "Slow Hello");
-    // The next turn is the harness's own again only after new input.
-    let out = feed(
-        &mut d,
-        json!({"method": "turn/started", "params": {"turn": {"id": "v"}}}),
-    );
-    assert_eq!(kinds(&out), ["turn_start"]);
 }

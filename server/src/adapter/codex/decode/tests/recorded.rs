@@ -144,7 +144,7 @@ fn first_turn() {
 #[test]
 fn a_turn_nobody_sent_is_a_turn_start() {
     let mut d = decoder();
-    d.input_sent();
+    // replay() counts the recorded turn/start as the harness's input.
     replay(&mut d, "first_turn");
     // The same turn again without input: Codex began it by itself.
     let started = transcript("first_turn")
