@@ -59,8 +59,12 @@ impl RecordedRequest {
     /// conversation) or `:generateContent` (Gemini CLI's side calls).
     pub fn is_gemini(&self) -> bool {
         self.method == "POST"
-            && gemini_api::Call::of_path(&self.path)
-                .is_some_and(|c| c.method.ends_with("enerateContent"))
+            && gemini_api::Call::of_path(&self.path).is_some_and(|c| {
+                matches!(
+                    c.method.as_str(),
+                    "streamGenerateContent" | "generateContent"
+                )
+            })
     }
 
     /// Whether this is a Gemini `:streamGenerateContent` call: a turn of the conversation.
@@ -129,7 +133,7 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|e| e.into_inner())
 }
 
-/// A scripted Messages API (and Responses API) on loopback. Dropping it stops the server and closes every open
+/// A scripted Messages API (and Responses and Gemini APIs) on loopback. Dropping it stops the server and closes every open
 /// connection (a `HANG` stream included) before `drop` returns.
 ///
 /// ```no_run
