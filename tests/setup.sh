@@ -5,8 +5,9 @@
 # Idempotent and fast when everything is present: each step records a stamp (the pins or the
 # lock file's hash) and is skipped while the stamp matches and its output exists.
 #
-#   npm      tests/tools (claude CLI, codex CLI, buf, protoc-gen-es, playwright-core; the
-#            newest claude and codex releases in tests/tools/newest) and every other
+#   npm      tests/tools (claude CLI, codex CLI, gemini CLI, buf, protoc-gen-es,
+#            playwright-core; the newest claude, codex and gemini releases in
+#            tests/tools/newest) and every other
 #            package-lock.json of the test suites (gen/ts, tests/ts, tests/browser) and the
 #            web console (server/web)
 #   Go       protoc-gen-go, protoc-gen-go-grpc, grpcurl, nats-server  -> .tools/bin (GOBIN),
@@ -45,6 +46,12 @@ need() {
 need node "the npm tools"
 need npm "the npm tools"
 need go "protoc-gen-go, protoc-gen-go-grpc, grpcurl, nats-server"
+# The gemini CLI declares Node >= 20 (engines) and fails at start-up on older ones.
+node_major=$(node -p 'process.versions.node.split(".")[0]')
+if [ "$node_major" -lt 20 ]; then
+  echo "tests/setup.sh: node $(node --version) is too old: the gemini CLI needs Node >= 20" >&2
+  exit 1
+fi
 need python3 "the Python test venv"
 need cargo "the Rust workspace"
 
@@ -122,6 +129,23 @@ CODEX_BIN=$(codex_bin_in tests/tools)
 say "codex CLI: $CODEX_BIN ($("$CODEX_BIN" --version))"
 CODEX_BIN_NEWEST=$(codex_bin_in tests/tools/newest)
 say "newest codex CLI: $CODEX_BIN_NEWEST ($("$CODEX_BIN_NEWEST" --version))"
+# The real gemini CLI: a node script (bundle/gemini.js) behind the npm bin; pinned in
+# tests/tools, the newest release in tests/tools/newest.
+gemini_bin_in() {
+  local bin=$ROOT/$1/node_modules/.bin/gemini
+  local want version
+  want=$(node -p "require('./$1/package.json').dependencies['@google/gemini-cli']")
+  version=$("$bin" --version 2>/dev/null || true)
+  if [ "$version" != "$want" ]; then
+    echo "tests/setup.sh: $bin --version said '$version', want $want" >&2
+    exit 1
+  fi
+  printf '%s' "$bin"
+}
+GEMINI_BIN=$(gemini_bin_in tests/tools)
+say "gemini CLI: $GEMINI_BIN ($("$GEMINI_BIN" --version))"
+GEMINI_BIN_NEWEST=$(gemini_bin_in tests/tools/newest)
+say "newest gemini CLI: $GEMINI_BIN_NEWEST ($("$GEMINI_BIN_NEWEST" --version))"
 buf_version=$(tests/tools/node_modules/.bin/buf --version)
 say "buf: $buf_version"
 
@@ -216,6 +240,8 @@ export CLAUDE_BIN="$CLAUDE_BIN"
 export CLAUDE_BIN_NEWEST="$CLAUDE_BIN_NEWEST"
 export CODEX_BIN="$CODEX_BIN"
 export CODEX_BIN_NEWEST="$CODEX_BIN_NEWEST"
+export GEMINI_BIN="$GEMINI_BIN"
+export GEMINI_BIN_NEWEST="$GEMINI_BIN_NEWEST"
 export CHROMIUM_BIN="/usr/bin/chromium"
 export AGENT_HARNESS_BIN="\${AGENT_HARNESS_BIN:-$ROOT/target/release/agent-harness}"
 export NATS_SERVER_BIN="\${NATS_SERVER_BIN:-$TOOLS/bin/nats-server}"

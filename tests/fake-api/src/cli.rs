@@ -1,4 +1,4 @@
-//! Where the tests find the real `claude` and `codex` CLIs that talk to the
+//! Where the tests find the real `claude`, `codex` and `gemini` CLIs that talk to the
 //! fake: the ones `tests/setup.sh` installs under `tests/tools` (and the newest
 //! releases under `tests/tools/newest`), or the binary a variable names.
 //!
@@ -45,6 +45,23 @@ pub fn codex_bin_newest() -> PathBuf {
         "tests/tools/newest",
         "codex",
         &codex_candidates(),
+    )
+}
+
+/// The pinned Gemini CLI: `GEMINI_BIN`, else
+/// `tests/tools/node_modules/.bin/gemini` (a node script; it needs Node >= 20).
+pub fn gemini_bin() -> PathBuf {
+    installed("GEMINI_BIN", "tests/tools", "gemini", &[".bin/gemini"])
+}
+
+/// The newest Gemini CLI release checked: `GEMINI_BIN_NEWEST`, else
+/// `tests/tools/newest/node_modules/.bin/gemini`.
+pub fn gemini_bin_newest() -> PathBuf {
+    installed(
+        "GEMINI_BIN_NEWEST",
+        "tests/tools/newest",
+        "gemini",
+        &[".bin/gemini"],
     )
 }
 

@@ -313,7 +313,8 @@ pub fn reply(pos: &Position, attempt: u32) -> Reply {
 }
 
 /// A small value that satisfies a JSON schema: the CLI's title call gets
-/// `{"title":"Fake session title"}`.
+/// `{"title":"Fake session title"}`; Gemini CLI's next-speaker check gets the first of its
+/// `enum` (`user`: the turn ends) and its routing a score of 1 (the simple model).
 fn fill_schema(schema: &Value) -> Value {
     if let Some(v) = schema.get("const") {
         return v.clone();
@@ -325,7 +326,12 @@ fn fill_schema(schema: &Value) -> Value {
     {
         return v.clone();
     }
-    match schema.get("type").and_then(Value::as_str) {
+    // Gemini CLI's schemas spell types in upper case (`OBJECT`, `STRING`).
+    let kind = schema
+        .get("type")
+        .and_then(Value::as_str)
+        .map(str::to_ascii_lowercase);
+    match kind.as_deref() {
         Some("object") => {
             let mut out = serde_json::Map::new();
             if let Some(props) = schema.get("properties").and_then(Value::as_object) {
@@ -342,7 +348,8 @@ fn fill_schema(schema: &Value) -> Value {
         }
         Some("array") => json!([]),
         Some("string") => json!("fake"),
-        Some("integer") | Some("number") => json!(0),
+        // The lower bound when there is one (Gemini CLI's routing asks for a score from 1).
+        Some("integer") | Some("number") => schema.get("minimum").cloned().unwrap_or(json!(1)),
         Some("boolean") => json!(false),
         _ => Value::Null,
     }

@@ -2,6 +2,7 @@
 //! requests, keeps the request log and stops when dropped.
 
 use crate::conversation::Position;
+use crate::gemini_api::{self, stream::Shape};
 use crate::ids;
 use crate::responses;
 use crate::script::{self, Reply, ScriptedMessage};
@@ -54,14 +55,36 @@ impl RecordedRequest {
         self.method == "POST" && self.path.split('?').next() == Some("/v1/responses")
     }
 
-    /// The user's prompts of a Messages or Responses call, oldest first, without the
-    /// client's own context blocks: a resumed conversation shows its earlier prompts here.
+    /// Whether this is a Gemini API model call: `:streamGenerateContent` (the
+    /// conversation) or `:generateContent` (Gemini CLI's side calls).
+    pub fn is_gemini(&self) -> bool {
+        self.method == "POST"
+            && gemini_api::Call::of_path(&self.path).is_some_and(|c| {
+                matches!(
+                    c.method.as_str(),
+                    "streamGenerateContent" | "generateContent"
+                )
+            })
+    }
+
+    /// Whether this is a Gemini `:streamGenerateContent` call: a turn of the conversation.
+    pub fn is_gemini_stream(&self) -> bool {
+        self.method == "POST"
+            && gemini_api::Call::of_path(&self.path)
+                .is_some_and(|c| c.method == "streamGenerateContent")
+    }
+
+    /// The user's prompts of a Messages, Responses or Gemini call, oldest first, without
+    /// the client's own context blocks: a resumed conversation shows its earlier prompts
+    /// here.
     pub fn user_prompts(&self) -> Vec<String> {
         let Some(body) = &self.body else {
             return Vec::new();
         };
         if self.is_responses() {
             responses::input::user_prompts(body)
+        } else if self.is_gemini() {
+            gemini_api::input::user_prompts(body)
         } else {
             crate::conversation::user_prompts(body)
         }
@@ -110,7 +133,7 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|e| e.into_inner())
 }
 
-/// A scripted Messages API (and Responses API) on loopback. Dropping it stops the server and closes every open
+/// A scripted Messages API (and Responses and Gemini APIs) on loopback. Dropping it stops the server and closes every open
 /// connection (a `HANG` stream included) before `drop` returns.
 ///
 /// ```no_run
@@ -241,6 +264,23 @@ impl FakeApi {
             .collect()
     }
 
+    /// Only the Gemini `:streamGenerateContent` calls: the conversation's model turns.
+    pub fn gemini_requests(&self) -> Vec<RecordedRequest> {
+        self.requests()
+            .into_iter()
+            .filter(RecordedRequest::is_gemini_stream)
+            .collect()
+    }
+
+    /// Only the Gemini `:generateContent` calls: Gemini CLI's side calls (routing, the
+    /// next-speaker check), each with a JSON schema.
+    pub fn gemini_side_calls(&self) -> Vec<RecordedRequest> {
+        self.requests()
+            .into_iter()
+            .filter(|r| r.is_gemini() && !r.is_gemini_stream())
+            .collect()
+    }
+
     /// How many streamed replies are still open (a `HANG` stays open until the CLI drops the
     /// connection, e.g. after an interrupt).
     pub fn active_streams(&self) -> usize {
@@ -299,12 +339,30 @@ async fn handle(
     let response = match (method.as_str(), uri.path()) {
         ("POST", "/v1/messages") => match json_body {
             Some(b) => messages(&shared, &b, &mut record),
-            None => error_response(Api::Messages, 400, "request body is not JSON"),
+            None => error_response(&Api::Messages, 400, "request body is not JSON"),
         },
         ("POST", "/v1/responses") => match json_body {
             Some(b) => responses(&shared, &b, &mut record),
-            None => error_response(Api::Responses, 400, "request body is not JSON"),
+            None => error_response(&Api::Responses, 400, "request body is not JSON"),
         },
+        ("POST", p) if gemini_api::Call::of_path(p).is_some() => {
+            let call = gemini_api::Call::of_path(p).unwrap_or_else(|| unreachable!());
+            match (call.method.as_str(), json_body) {
+                ("streamGenerateContent" | "generateContent", Some(b)) => {
+                    gemini(&shared, &call, &b, &mut record)
+                }
+                ("countTokens", b) => {
+                    let n = b.map_or(1, |b| gemini_api::input::usage(&b).total_input());
+                    axum::Json(json!({"totalTokens": n})).into_response()
+                }
+                (_, None) => error_response(&Api::Gemini(None), 400, "request body is not JSON"),
+                (method, Some(_)) => error_response(
+                    &Api::Gemini(None),
+                    404,
+                    &format!("method {method} is not scripted"),
+                ),
+            }
+        }
         ("POST", "/v1/messages/count_tokens") => {
             let n = json_body.map_or(1, |b| Usage::for_request(&b).total_input());
             axum::Json(json!({"input_tokens": n})).into_response()
@@ -355,14 +413,17 @@ fn dump(name: &str, record: &RecordedRequest, body: &[u8]) {
     }
 }
 
-/// Which of the two scripted APIs a request came to: the script is the same, the wire
-/// format differs.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+/// Which of the scripted APIs a request came to: the script is the same, the wire format
+/// differs.
+#[derive(Debug, Clone)]
 enum Api {
     /// Anthropic Messages (`POST /v1/messages`), for claude.
     Messages,
     /// OpenAI Responses (`POST /v1/responses`), for codex.
     Responses,
+    /// Gemini (`:streamGenerateContent`, `:generateContent`), for gemini; what the request
+    /// declares about its reply (none for an error before the body was read).
+    Gemini(Option<Shape>),
 }
 
 /// How many times this conversation was asked before, for `ERROR <status> <times>`: keyed by
@@ -388,11 +449,12 @@ fn messages(shared: &Arc<Shared>, body: &Value, record: &mut RecordedRequest) ->
     record.scenario = pos.label();
     let model = model_of(body, "claude-sonnet-4-5");
     let usage = Usage::for_request(body);
+    let streaming = body.get("stream").and_then(Value::as_bool) == Some(true);
     answer(
         shared,
         Api::Messages,
         script::reply(&pos, n),
-        body,
+        streaming,
         model,
         usage,
     )
@@ -404,13 +466,39 @@ fn responses(shared: &Arc<Shared>, body: &Value, record: &mut RecordedRequest) -
     record.scenario = pos.label();
     let model = model_of(body, "gpt-fake");
     let usage = responses::input::usage(body);
+    let streaming = body.get("stream").and_then(Value::as_bool) == Some(true);
     answer(
         shared,
         Api::Responses,
         script::reply(&pos, n),
-        body,
+        streaming,
         model,
         usage,
+    )
+}
+
+fn gemini(
+    shared: &Arc<Shared>,
+    call: &gemini_api::Call,
+    body: &Value,
+    record: &mut RecordedRequest,
+) -> Response {
+    let pos = gemini_api::input::position(body);
+    // Gemini CLI sends no session header; the conversation alone keys the attempts.
+    let n = attempt(shared, body.get("contents"), None);
+    record.scenario = pos.label();
+    let shape = Shape {
+        model: call.model.clone(),
+        thoughts: gemini_api::input::wants_thoughts(body),
+        shell: gemini_api::stream::ShellTool::of_request(body),
+    };
+    answer(
+        shared,
+        Api::Gemini(Some(shape)),
+        script::reply(&pos, n),
+        call.method == "streamGenerateContent",
+        call.model.clone(),
+        gemini_api::input::usage(body),
     )
 }
 
@@ -426,17 +514,19 @@ fn answer(
     shared: &Arc<Shared>,
     api: Api,
     reply: Reply,
-    body: &Value,
+    streaming: bool,
     model: String,
     usage: Usage,
 ) -> Response {
-    let streaming = body.get("stream").and_then(Value::as_bool) == Some(true);
     match reply {
-        Reply::Error { status, message } => error_response(api, status, &message),
+        Reply::Error { status, message } => error_response(&api, status, &message),
         Reply::Message(msg) if !streaming => {
             let whole = match api {
                 Api::Messages => sse::message_json(&msg, &model, usage),
                 Api::Responses => responses::stream::response_json(&msg, &model, usage),
+                Api::Gemini(shape) => {
+                    gemini_api::stream::response_json(&msg, usage, &gemini_shape(shape, &model))
+                }
             };
             let mut resp = axum::Json(whole).into_response();
             insert_request_id(resp.headers_mut());
@@ -460,6 +550,8 @@ fn answer(
                 match api {
                     Api::Messages => sse::hang(tx, model, usage, shutdown).await,
                     Api::Responses => responses::stream::hang(tx, model, shutdown).await,
+                    // The Gemini API has no opening event: the headers, then silence.
+                    Api::Gemini(_) => sse::hold_open(&tx, &shutdown).await,
                 }
                 tracing::debug!("fake API: HANG stream ended");
             }
@@ -487,7 +579,20 @@ async fn stream(
     match api {
         Api::Messages => sse::stream_message(tx, msg, model, usage, shutdown).await,
         Api::Responses => responses::stream::stream_response(tx, msg, model, usage, shutdown).await,
+        Api::Gemini(shape) => {
+            let shape = gemini_shape(shape, &model);
+            gemini_api::stream::stream_response(tx, msg, usage, shape, shutdown).await
+        }
     }
+}
+
+/// The reply shape of a Gemini request (a plain one when it was not read).
+fn gemini_shape(shape: Option<Shape>, model: &str) -> Shape {
+    shape.unwrap_or_else(|| Shape {
+        model: model.to_owned(),
+        thoughts: false,
+        shell: gemini_api::stream::ShellTool::of_request(&Value::Null),
+    })
 }
 
 /// A `text/event-stream` response fed by a task that writes events into a channel.
@@ -517,12 +622,13 @@ where
     resp
 }
 
-fn error_response(api: Api, status: u16, message: &str) -> Response {
+fn error_response(api: &Api, status: u16, message: &str) -> Response {
     let request_id = ids::request_id();
     let code = StatusCode::from_u16(status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
     let body = match api {
         Api::Messages => sse::error_json(status, message, &request_id),
         Api::Responses => responses::stream::error_json(status, message),
+        Api::Gemini(_) => gemini_api::stream::error_json(status, message),
     };
     let mut resp = (code, axum::Json(body)).into_response();
     if let Ok(v) = HeaderValue::from_str(&request_id) {

@@ -128,6 +128,12 @@ pub async fn hang(tx: EventTx, model: String, usage: Usage, shutdown: Cancellati
     {
         return;
     }
+    hold_open(&tx, &shutdown).await;
+}
+
+/// Returns once the client disconnects or the server stops: a `HANG` reply's silence after
+/// whatever opening event its API sends (the Gemini API sends none).
+pub async fn hold_open(tx: &EventTx, shutdown: &CancellationToken) {
     tokio::select! {
         _ = tx.closed() => {}
         _ = shutdown.cancelled() => {}

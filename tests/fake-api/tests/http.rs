@@ -434,3 +434,204 @@ async fn responses_hang_sends_created_and_holds_the_stream() {
     }
     assert_eq!(api.responses_requests()[0].scenario, "HANG");
 }
+
+fn gemini_request(contents: Value) -> Value {
+    json!({
+        "contents": contents,
+        "systemInstruction": {"parts": [{"text": "You are a test."}]},
+        "generationConfig": {"thinkingConfig": {"includeThoughts": true}},
+        "tools": [{"functionDeclarations": [
+            {"name": "run_shell_command", "parametersJsonSchema": {"type": "object",
+             "properties": {"command": {"type": "string"}, "description": {"type": "string"}, "dir_path": {"type": "string"}}}},
+        ]}],
+    })
+}
+
+fn gemini_user(text: &str) -> Value {
+    json!({"role": "user", "parts": [{"text": text}]})
+}
+
+/// Splits a Gemini SSE body (`data: <json>` and a blank line, CRLF as the real API) into
+/// its response objects.
+fn gemini_events(body: &str) -> Vec<Value> {
+    assert!(
+        body.ends_with("\r\n\r\n"),
+        "every event ends with a blank line"
+    );
+    body.trim_end()
+        .split("\r\n\r\n")
+        .map(|ev| serde_json::from_str(ev.strip_prefix("data: ").expect("data line")).unwrap())
+        .collect()
+}
+
+const GEMINI_STREAM: &str = "/v1beta/models/gemini-fake:streamGenerateContent?alt=sse";
+
+#[tokio::test]
+async fn gemini_streams_the_declared_shell_call_then_answers_its_output() {
+    let api = FakeApi::start().await;
+    let (status, body) = http(
+        api.addr(),
+        "POST",
+        GEMINI_STREAM,
+        Some(&gemini_request(json!([gemini_user("BASH echo hi")]))),
+    );
+    assert_eq!(status, 200);
+    let events = gemini_events(&body);
+    assert_eq!(events.len(), 1, "{body}");
+    let c = &events[0]["candidates"][0];
+    assert_eq!(c["finishReason"], "STOP");
+    assert_eq!(
+        c["content"]["parts"][0]["functionCall"],
+        json!({"name": "run_shell_command", "args": {"command": "echo hi", "description": "Run command"}})
+    );
+    assert_eq!(events[0]["modelVersion"], "gemini-fake");
+    assert!(
+        events[0]["usageMetadata"]["promptTokenCount"]
+            .as_u64()
+            .unwrap()
+            > 0
+    );
+
+    let (_, body) = http(
+        api.addr(),
+        "POST",
+        GEMINI_STREAM,
+        Some(&gemini_request(json!([
+            gemini_user("BASH echo hi"),
+            {"role": "model", "parts": [{"functionCall": {"name": "run_shell_command", "args": {"command": "echo hi"}}}]},
+            {"role": "user", "parts": [{"functionResponse": {"name": "run_shell_command", "response": {"output": "Output: hi"}}}]},
+        ]))),
+    );
+    let events = gemini_events(&body);
+    let text = &events.last().unwrap()["candidates"][0]["content"]["parts"][0]["text"];
+    assert_eq!(text, "Tool step finished.\nOutput: hi");
+    let calls = api.gemini_requests();
+    assert_eq!(calls[1].scenario, "BASH+tool_result");
+    assert_eq!(calls[1].user_prompts(), ["BASH echo hi"]);
+}
+
+#[tokio::test]
+async fn gemini_text_thoughts_side_calls_errors_and_tokens() {
+    let api = FakeApi::start().await;
+    // Text in chunks, one event each; the thought first, as asked for.
+    let (_, body) = http(
+        api.addr(),
+        "POST",
+        GEMINI_STREAM,
+        Some(&gemini_request(json!([gemini_user("THINK ok")]))),
+    );
+    let events = gemini_events(&body);
+    assert_eq!(events.len(), 2, "{body}");
+    assert_eq!(
+        events[0]["candidates"][0]["content"]["parts"][0]["thought"],
+        true
+    );
+    assert!(events[0]["candidates"][0].get("finishReason").is_none());
+    assert_eq!(
+        events[1]["candidates"][0]["content"]["parts"][0]["text"],
+        "ok"
+    );
+    assert_eq!(events[1]["candidates"][0]["finishReason"], "STOP");
+
+    // A side call with a schema in Gemini's upper-case types gets JSON that fits it.
+    let mut side = gemini_request(json!([gemini_user("TEXT hi")]));
+    side["generationConfig"] = json!({"responseMimeType": "application/json", "responseJsonSchema": {
+        "type": "OBJECT", "required": ["reasoning", "next_speaker"],
+        "properties": {"reasoning": {"type": "STRING"}, "next_speaker": {"type": "STRING", "enum": ["user", "model"]},
+                       "complexity_score": {"type": "INTEGER"}}}});
+    let (status, body) = http(
+        api.addr(),
+        "POST",
+        "/v1beta/models/gemini-lite:generateContent",
+        Some(&side),
+    );
+    assert_eq!(status, 200);
+    let v: Value = serde_json::from_str(&body).unwrap();
+    let answer: Value = serde_json::from_str(
+        v["candidates"][0]["content"]["parts"][0]["text"]
+            .as_str()
+            .unwrap(),
+    )
+    .unwrap();
+    assert_eq!(
+        answer,
+        json!({"reasoning": "fake", "next_speaker": "user", "complexity_score": 1})
+    );
+    assert_eq!(api.gemini_side_calls()[0].scenario, "json_schema");
+
+    let (status, body) = http(
+        api.addr(),
+        "POST",
+        GEMINI_STREAM,
+        Some(&gemini_request(json!([gemini_user("ERROR 503")]))),
+    );
+    assert_eq!(status, 503);
+    let v: Value = serde_json::from_str(&body).unwrap();
+    assert_eq!(
+        v,
+        json!({"error": {"code": 503, "message": "fake 503", "status": "UNAVAILABLE"}})
+    );
+
+    let (status, body) = http(
+        api.addr(),
+        "POST",
+        "/v1beta/models/gemini-fake:countTokens",
+        Some(&gemini_request(json!([gemini_user("TEXT hi")]))),
+    );
+    assert_eq!(status, 200);
+    let v: Value = serde_json::from_str(&body).unwrap();
+    assert!(v["totalTokens"].as_u64().unwrap() > 0);
+}
+
+#[test]
+fn gemini_home_writes_the_settings() {
+    let api = FakeApi::start_blocking();
+    let dir = tempfile::tempdir().unwrap();
+    api.gemini_home(dir.path()).unwrap();
+    let settings: Value = serde_json::from_str(
+        &std::fs::read_to_string(dir.path().join(".gemini/settings.json")).unwrap(),
+    )
+    .unwrap();
+    assert_eq!(
+        settings["security"]["auth"]["selectedType"],
+        "gemini-api-key"
+    );
+    let env = api.gemini_env(dir.path());
+    assert!(env.contains(&("GOOGLE_GEMINI_BASE_URL", api.base_url())));
+}
+
+#[tokio::test]
+async fn gemini_hang_holds_the_stream_until_the_client_leaves() {
+    let api = FakeApi::start().await;
+    let addr = api.addr();
+    let body = gemini_request(json!([gemini_user("HANG")])).to_string();
+    let mut s = TcpStream::connect(addr).unwrap();
+    write!(
+        s,
+        "POST {GEMINI_STREAM} HTTP/1.1\r\nHost: {addr}\r\nContent-Type: application/json\r\n\
+         Content-Length: {}\r\n\r\n{body}",
+        body.len()
+    )
+    .unwrap();
+    let mut r = BufReader::new(s.try_clone().unwrap());
+    // The headers come; no event follows.
+    let mut head = String::new();
+    while !head.ends_with("\r\n\r\n") {
+        let mut line = String::new();
+        assert!(r.read_line(&mut line).unwrap() > 0, "stream ended early");
+        head.push_str(&line);
+    }
+    assert!(head.starts_with("HTTP/1.1 200"), "{head}");
+    assert_eq!(api.active_streams(), 1);
+    drop(r);
+    drop(s);
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    while api.active_streams() > 0 {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the stream outlives its client"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    assert_eq!(api.gemini_requests()[0].scenario, "HANG");
+}

@@ -214,10 +214,7 @@ pub async fn hang(tx: EventTx, model: String, shutdown: CancellationToken) {
     {
         return;
     }
-    tokio::select! {
-        _ = tx.closed() => {}
-        _ = shutdown.cancelled() => {}
-    }
+    crate::sse::hold_open(&tx, &shutdown).await;
 }
 
 /// The API's error body for an HTTP status.

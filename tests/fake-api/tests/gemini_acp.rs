@@ -1,0 +1,653 @@
+//! The real `gemini` CLI (pinned and newest) driven directly over `gemini --acp` (the Agent
+//! Client Protocol: JSON-RPC 2.0, one message per line on stdio) against the scripted Gemini
+//! API: what an ACP adapter can rely on.
+//!
+//! Each scenario runs against both releases. A missing binary fails the test binary with
+//! one line naming `./tests/setup.sh`; nothing is skipped.
+//!
+//! With `AGENT_HARNESS_RECORD_GEMINI=DIR`, each scenario run with the pinned release writes
+//! its transcript to `DIR/<scenario>.jsonl`: one JSON object per line,
+//! `{"dir": "in" | "out", "line": <the line as written>}`, in the order the lines were
+//! written and read. A scenario with a second process (load, unknown session) writes that
+//! one's to `DIR/<scenario>.2.jsonl`. `cassettes/gemini/` holds them (see its README).
+
+use agent_harness_fake_api::FakeApi;
+use agent_harness_fake_api::cli::{gemini_bin, gemini_bin_newest};
+use serde_json::{Value, json};
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
+use tokio::process::{Child, ChildStdin, Command};
+use tokio::sync::mpsc;
+
+/// How long one expected line may take; Gemini CLI starts in a few seconds on a loaded
+/// machine, a turn against the fake takes well under one.
+const LINE_TIMEOUT: Duration = Duration::from_secs(90);
+
+/// Where one process's transcript goes, if recording.
+type Recorder = Option<Arc<Mutex<std::fs::File>>>;
+
+/// The recorder of the `n`th process (from 1) of `scenario`.
+fn recorder(scenario: &str, pinned: bool, n: usize) -> Recorder {
+    let dir = std::env::var_os("AGENT_HARNESS_RECORD_GEMINI")?;
+    if !pinned {
+        return None;
+    }
+    let dir = PathBuf::from(dir);
+    std::fs::create_dir_all(&dir).expect("create the recording directory");
+    let name = match n {
+        1 => format!("{scenario}.jsonl"),
+        n => format!("{scenario}.{n}.jsonl"),
+    };
+    let file = std::fs::File::create(dir.join(name)).expect("recording");
+    Some(Arc::new(Mutex::new(file)))
+}
+
+fn record(rec: &Recorder, dir: &str, line: &str) {
+    if let Some(f) = rec {
+        let mut f = f.lock().unwrap_or_else(|e| e.into_inner());
+        writeln!(f, "{}", json!({"dir": dir, "line": line})).expect("write the recording");
+    }
+}
+
+/// One scenario's fixture: the fake, a `HOME` whose settings point Gemini at it, a working
+/// directory and the binary under test.
+struct Setup {
+    api: FakeApi,
+    bin: PathBuf,
+    home: tempfile::TempDir,
+    cwd: tempfile::TempDir,
+    scenario: &'static str,
+    pinned: bool,
+    /// Processes spawned so far.
+    spawned: usize,
+}
+
+impl Setup {
+    fn new(scenario: &'static str, pinned: bool) -> Setup {
+        let bin = if pinned {
+            gemini_bin()
+        } else {
+            gemini_bin_newest()
+        };
+        let api = FakeApi::start_blocking();
+        let home = tempfile::tempdir().expect("temp HOME");
+        api.gemini_home(home.path()).expect("write settings.json");
+        Setup {
+            api,
+            bin,
+            home,
+            cwd: tempfile::tempdir().expect("temp cwd"),
+            scenario,
+            pinned,
+            spawned: 0,
+        }
+    }
+
+    fn spawn(&mut self) -> Gemini {
+        self.spawned += 1;
+        Gemini::spawn(self, recorder(self.scenario, self.pinned, self.spawned))
+    }
+}
+
+/// One `gemini --acp` process.
+struct Gemini {
+    child: Child,
+    stdin: Option<ChildStdin>,
+    lines: mpsc::UnboundedReceiver<String>,
+    rec: Recorder,
+    next_id: u64,
+    /// Every line read so far, for failure messages.
+    seen: Vec<Value>,
+    cwd: String,
+}
+
+impl Gemini {
+    fn spawn(s: &Setup, rec: Recorder) -> Gemini {
+        let mut child = Command::new(&s.bin)
+            .arg("--acp")
+            // Nothing from a developer's own setup leaks in.
+            .env_clear()
+            .env("PATH", std::env::var_os("PATH").unwrap_or_default())
+            .env("SHELL", "/bin/bash")
+            .envs(s.api.gemini_env(s.home.path()))
+            .current_dir(s.cwd.path())
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .kill_on_drop(true)
+            .spawn()
+            .expect("spawn gemini --acp");
+        let stdout = child.stdout.take().expect("stdout");
+        let (tx, lines) = mpsc::unbounded_channel();
+        let out_rec = rec.clone();
+        tokio::spawn(async move {
+            let mut r = BufReader::new(stdout).lines();
+            while let Ok(Some(line)) = r.next_line().await {
+                record(&out_rec, "out", &line);
+                if tx.send(line).is_err() {
+                    break;
+                }
+            }
+        });
+        Gemini {
+            stdin: child.stdin.take(),
+            child,
+            lines,
+            rec,
+            next_id: 1,
+            seen: Vec::new(),
+            cwd: s.cwd.path().display().to_string(),
+        }
+    }
+
+    async fn send(&mut self, v: Value) {
+        let line = v.to_string();
+        record(&self.rec, "in", &line);
+        let stdin = self.stdin.as_mut().expect("stdin open");
+        stdin
+            .write_all(format!("{line}\n").as_bytes())
+            .await
+            .unwrap();
+        stdin.flush().await.unwrap();
+    }
+
+    /// The next line Gemini writes, or `None` when none comes within `wait`.
+    async fn next_within(&mut self, wait: Duration) -> Option<Value> {
+        let line = match tokio::time::timeout(wait, self.lines.recv()).await {
+            Ok(Some(l)) => l,
+            Ok(None) => panic!("gemini closed stdout; seen: {:#?}", self.seen),
+            Err(_) => return None,
+        };
+        let v: Value = serde_json::from_str(&line)
+            .unwrap_or_else(|e| panic!("gemini wrote a line that is not JSON ({e}): {line}"));
+        assert_eq!(v["jsonrpc"], "2.0", "{v}");
+        self.seen.push(v.clone());
+        Some(v)
+    }
+
+    async fn next(&mut self) -> Value {
+        match self.next_within(LINE_TIMEOUT).await {
+            Some(v) => v,
+            None => panic!(
+                "no line from gemini in {LINE_TIMEOUT:?}; seen: {:#?}",
+                self.seen
+            ),
+        }
+    }
+
+    /// Reads until a line matches, returning it and the lines before it.
+    async fn until(&mut self, what: impl Fn(&Value) -> bool) -> (Value, Vec<Value>) {
+        let mut before = Vec::new();
+        loop {
+            let v = self.next().await;
+            if what(&v) {
+                return (v, before);
+            }
+            before.push(v);
+        }
+    }
+
+    /// Sends a request; returns its id.
+    async fn call(&mut self, method: &str, params: Value) -> u64 {
+        let id = self.next_id;
+        self.next_id += 1;
+        self.send(json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params}))
+            .await;
+        id
+    }
+
+    /// Sends a request and returns its response (`result` or `error`) and the lines before.
+    async fn request(&mut self, method: &str, params: Value) -> (Value, Vec<Value>) {
+        let id = self.call(method, params).await;
+        self.response(id).await
+    }
+
+    async fn response(&mut self, id: u64) -> (Value, Vec<Value>) {
+        self.until(|v| v["id"] == id && v.get("method").is_none())
+            .await
+    }
+
+    /// `initialize` with a client that offers no file system and no terminal: Gemini then
+    /// uses its own tools.
+    async fn initialize(&mut self) -> Value {
+        let (r, _) = self
+            .request(
+                "initialize",
+                json!({"protocolVersion": 1,
+                       "clientCapabilities": {"fs": {"readTextFile": false, "writeTextFile": false}, "terminal": false},
+                       "clientInfo": {"name": "agent-harness-test", "version": "0"}}),
+            )
+            .await;
+        r.get("result")
+            .unwrap_or_else(|| panic!("initialize: {r}"))
+            .clone()
+    }
+
+    /// `session/new` in the working directory with no MCP servers; returns the session id.
+    async fn new_session(&mut self) -> String {
+        let cwd = self.cwd.clone();
+        let (r, _) = self
+            .request("session/new", json!({"cwd": cwd, "mcpServers": []}))
+            .await;
+        r.pointer("/result/sessionId")
+            .and_then(Value::as_str)
+            .unwrap_or_else(|| panic!("session/new: {r}"))
+            .to_owned()
+    }
+
+    /// Sends one text prompt; returns the request id (the turn ends at its response).
+    async fn prompt(&mut self, session: &str, text: &str) -> u64 {
+        self.call(
+            "session/prompt",
+            json!({"sessionId": session, "prompt": [{"type": "text", "text": text}]}),
+        )
+        .await
+    }
+
+    /// One whole turn: the prompt, then everything up to its response.
+    async fn turn(&mut self, session: &str, text: &str) -> (Value, Vec<Value>) {
+        let id = self.prompt(session, text).await;
+        self.response(id).await
+    }
+
+    /// Answers an agent request (`session/request_permission`) with `outcome`.
+    async fn answer(&mut self, request: &Value, outcome: Value) {
+        self.send(json!({"jsonrpc": "2.0", "id": request["id"], "result": {"outcome": outcome}}))
+            .await;
+    }
+
+    /// Closes stdin and waits for the process to exit, as a client that goes away does.
+    async fn exit(mut self) {
+        drop(self.stdin.take());
+        match tokio::time::timeout(Duration::from_secs(20), self.child.wait()).await {
+            Ok(status) => {
+                status.expect("wait for gemini");
+            }
+            Err(_) => panic!("gemini did not exit within 20 s of stdin EOF"),
+        }
+    }
+}
+
+/// The `sessionUpdate` kind of a `session/update` notification, else "".
+fn update(v: &Value) -> &str {
+    if v["method"] != "session/update" {
+        return "";
+    }
+    v.pointer("/params/update/sessionUpdate")
+        .and_then(Value::as_str)
+        .unwrap_or("")
+}
+
+/// The text of every `kind` chunk in `lines`, joined.
+fn chunks(lines: &[Value], kind: &str) -> String {
+    lines
+        .iter()
+        .filter(|v| update(v) == kind)
+        .filter_map(|v| {
+            v.pointer("/params/update/content/text")
+                .and_then(Value::as_str)
+        })
+        .collect()
+}
+
+fn stop_reason(response: &Value) -> &str {
+    response
+        .pointer("/result/stopReason")
+        .and_then(Value::as_str)
+        .unwrap_or_else(|| panic!("not a prompt result: {response}"))
+}
+
+/// The option of a permission request with this `kind` (ids differ between agents).
+fn option_of_kind(ask: &Value, kind: &str) -> Value {
+    let options = ask["params"]["options"].as_array().expect("options");
+    let o = options
+        .iter()
+        .find(|o| o["kind"] == kind)
+        .unwrap_or_else(|| panic!("no {kind} option in {ask}"));
+    json!({"outcome": "selected", "optionId": o["optionId"]})
+}
+
+/// Waits until the fake has no reply stream open.
+async fn streams_closed(api: &FakeApi) {
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+    while api.active_streams() > 0 {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "the model stream stays open"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+/// Runs each scenario against the pinned and the newest release.
+macro_rules! both_releases {
+    ($($scenario:ident),* $(,)?) => {$(
+        mod $scenario {
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn pinned() {
+                super::$scenario(super::Setup::new(stringify!($scenario), true)).await
+            }
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn newest() {
+                super::$scenario(super::Setup::new(stringify!($scenario), false)).await
+            }
+        }
+    )*};
+}
+
+both_releases!(
+    first_turn,
+    follow_up,
+    thinking,
+    permission_allow,
+    permission_reject,
+    cancel,
+    cancel_pending_permission,
+    load,
+    unknown_session,
+);
+
+/// One text turn: the answer as `agent_message_chunk`s, `stopReason: end_turn`; one model
+/// call carrying the prompt, plus Gemini's routing side call.
+async fn first_turn(mut s: Setup) {
+    let mut gemini = s.spawn();
+    let init = gemini.initialize().await;
+    assert_eq!(init["protocolVersion"], 1, "{init}");
+    assert_eq!(init["agentCapabilities"]["loadSession"], true, "{init}");
+    let session = gemini.new_session().await;
+    let (done, lines) = gemini.turn(&session, "TEXT hello from gemini").await;
+    assert_eq!(stop_reason(&done), "end_turn", "{done}");
+    assert_eq!(chunks(&lines, "agent_message_chunk"), "hello from gemini");
+    let calls = s.api.gemini_requests();
+    assert_eq!(calls.len(), 1, "one model call");
+    assert_eq!(calls[0].scenario, "TEXT");
+    assert_eq!(calls[0].user_prompts(), ["TEXT hello from gemini"]);
+    assert!(
+        calls[0].path.ends_with(":streamGenerateContent?alt=sse"),
+        "{}",
+        calls[0].path
+    );
+    assert!(
+        s.api
+            .gemini_side_calls()
+            .iter()
+            .all(|c| c.scenario == "json_schema"),
+        "side calls ask for JSON"
+    );
+    gemini.exit().await;
+}
+
+/// A second prompt on the same process and session carries the first exchange.
+async fn follow_up(mut s: Setup) {
+    let mut gemini = s.spawn();
+    gemini.initialize().await;
+    let session = gemini.new_session().await;
+    let (_, lines) = gemini.turn(&session, "TEXT one").await;
+    assert_eq!(chunks(&lines, "agent_message_chunk"), "one");
+    let (done, lines) = gemini.turn(&session, "TEXT two").await;
+    assert_eq!(stop_reason(&done), "end_turn");
+    assert_eq!(chunks(&lines, "agent_message_chunk"), "two");
+    let calls = s.api.gemini_requests();
+    assert_eq!(calls.len(), 2);
+    assert_eq!(calls[1].user_prompts(), ["TEXT one", "TEXT two"]);
+    gemini.exit().await;
+}
+
+/// Gemini asks for thoughts, so the fake sends a thought part: an `agent_thought_chunk`
+/// before the answer.
+async fn thinking(mut s: Setup) {
+    let mut gemini = s.spawn();
+    gemini.initialize().await;
+    let session = gemini.new_session().await;
+    let (done, lines) = gemini.turn(&session, "THINK pondered").await;
+    assert_eq!(stop_reason(&done), "end_turn");
+    let thought = chunks(&lines, "agent_thought_chunk");
+    assert!(thought.contains("I will answer: pondered"), "{lines:#?}");
+    assert_eq!(chunks(&lines, "agent_message_chunk"), "pondered");
+    gemini.exit().await;
+}
+
+/// `BASH <cmd>`: Gemini asks (`session/request_permission`); returns the request.
+async fn ask_for_shell(gemini: &mut Gemini, session: &str, cmd: &str) -> (u64, Value) {
+    let id = gemini.prompt(session, &format!("BASH {cmd}")).await;
+    let (ask, _) = gemini
+        .until(|v| v["method"] == "session/request_permission")
+        .await;
+    assert!(ask["id"].is_number(), "{ask}");
+    let call = &ask["params"]["toolCall"];
+    assert!(call["title"].as_str().unwrap().contains(cmd), "{ask}");
+    assert_eq!(call["kind"], "execute", "{ask}");
+    (id, ask)
+}
+
+/// A shell command Gemini asks about, allowed once (by option kind): it runs and its output
+/// reaches the model.
+async fn permission_allow(mut s: Setup) {
+    let mut gemini = s.spawn();
+    gemini.initialize().await;
+    let session = gemini.new_session().await;
+    let (id, ask) =
+        ask_for_shell(&mut gemini, &session, "touch approved.txt && echo made-it").await;
+    gemini
+        .answer(&ask, option_of_kind(&ask, "allow_once"))
+        .await;
+    let (done, lines) = gemini.response(id).await;
+    assert_eq!(stop_reason(&done), "end_turn", "{done}");
+    let tool_call_id = &ask["params"]["toolCall"]["toolCallId"];
+    assert!(
+        lines.iter().any(|v| update(v) == "tool_call_update"
+            && v["params"]["update"]["toolCallId"] == *tool_call_id
+            && v["params"]["update"]["status"] == "completed"),
+        "{lines:#?}"
+    );
+    assert!(s.cwd.path().join("approved.txt").exists());
+    let text = chunks(&lines, "agent_message_chunk");
+    assert!(
+        text.starts_with("Tool step finished.") && text.contains("made-it"),
+        "{text}"
+    );
+    let calls = s.api.gemini_requests();
+    assert_eq!(calls.len(), 2);
+    assert_eq!(calls[1].scenario, "BASH+tool_result");
+    gemini.exit().await;
+}
+
+/// A shell command Gemini asks about, rejected (by option kind): it never runs, no update
+/// reports the tool again, and the model is told the user cancelled it; the turn goes on
+/// and ends normally.
+async fn permission_reject(mut s: Setup) {
+    let mut gemini = s.spawn();
+    gemini.initialize().await;
+    let session = gemini.new_session().await;
+    let (id, ask) = ask_for_shell(&mut gemini, &session, "touch rejected.txt").await;
+    gemini
+        .answer(&ask, option_of_kind(&ask, "reject_once"))
+        .await;
+    let (done, lines) = gemini.response(id).await;
+    assert_eq!(stop_reason(&done), "end_turn", "{done}");
+    assert!(!s.cwd.path().join("rejected.txt").exists());
+    assert!(
+        !lines.iter().any(|v| update(v).starts_with("tool_call")),
+        "{lines:#?}"
+    );
+    let text = chunks(&lines, "agent_message_chunk");
+    assert!(
+        text.starts_with("Tool step finished.") && text.contains("canceled by the user"),
+        "{text}"
+    );
+    let calls = s.api.gemini_requests();
+    assert_eq!(calls.len(), 2);
+    assert_eq!(calls[1].scenario, "BASH+tool_result");
+    let (done, lines) = gemini.turn(&session, "TEXT next").await;
+    assert_eq!(stop_reason(&done), "end_turn");
+    assert_eq!(chunks(&lines, "agent_message_chunk"), "next");
+    gemini.exit().await;
+}
+
+/// `session/cancel` mid-answer: the prompt answers `stopReason: cancelled`, the stream to
+/// the model is dropped, and the process takes the next prompt.
+async fn cancel(mut s: Setup) {
+    let mut gemini = s.spawn();
+    gemini.initialize().await;
+    let session = gemini.new_session().await;
+    let id = gemini.prompt(&session, "SLOW 100 100").await;
+    for _ in 0..2 {
+        gemini.until(|v| update(v) == "agent_message_chunk").await;
+    }
+    gemini
+        .send(
+            json!({"jsonrpc": "2.0", "method": "session/cancel", "params": {"sessionId": session}}),
+        )
+        .await;
+    let (done, _) = gemini.response(id).await;
+    assert_eq!(stop_reason(&done), "cancelled", "{done}");
+    streams_closed(&s.api).await;
+    let (done, lines) = gemini.turn(&session, "TEXT after the stop").await;
+    assert_eq!(stop_reason(&done), "end_turn");
+    assert_eq!(chunks(&lines, "agent_message_chunk"), "after the stop");
+    gemini.exit().await;
+}
+
+/// `session/cancel` while a permission request is pending: Gemini does not end the turn
+/// until the client answers that request `cancelled`; then the prompt answers `cancelled`
+/// and the command never runs.
+async fn cancel_pending_permission(mut s: Setup) {
+    let mut gemini = s.spawn();
+    gemini.initialize().await;
+    let session = gemini.new_session().await;
+    let (id, ask) = ask_for_shell(&mut gemini, &session, "touch never.txt").await;
+    gemini
+        .send(
+            json!({"jsonrpc": "2.0", "method": "session/cancel", "params": {"sessionId": session}}),
+        )
+        .await;
+    let mut early = Vec::new();
+    while let Some(v) = gemini.next_within(Duration::from_secs(2)).await {
+        early.push(v);
+    }
+    assert!(
+        !early.iter().any(|v| v["id"] == id),
+        "the turn ended with the permission unanswered: {early:#?}"
+    );
+    gemini.answer(&ask, json!({"outcome": "cancelled"})).await;
+    let (done, _) = gemini.response(id).await;
+    assert_eq!(stop_reason(&done), "cancelled", "{done}");
+    assert!(!s.cwd.path().join("never.txt").exists());
+    let (_, lines) = gemini.turn(&session, "TEXT next").await;
+    assert_eq!(chunks(&lines, "agent_message_chunk"), "next");
+    gemini.exit().await;
+}
+
+/// A first turn in one process; `session/load` in a new one restores the session (Gemini
+/// replays its history as updates), and the model receives the earlier messages.
+async fn load(mut s: Setup) {
+    let mut first = s.spawn();
+    first.initialize().await;
+    let session = first.new_session().await;
+    first.turn(&session, "TEXT remember me").await;
+    first.exit().await;
+    backdate(s.home.path(), &session);
+
+    let mut second = s.spawn();
+    second.initialize().await;
+    let cwd = second.cwd.clone();
+    let (r, replayed) = second
+        .request(
+            "session/load",
+            json!({"sessionId": session, "cwd": cwd, "mcpServers": []}),
+        )
+        .await;
+    assert!(r.get("result").is_some(), "session/load: {r}");
+    // The replay may go on after the response: read what comes within a moment.
+    let mut after = Vec::new();
+    while let Some(v) = second.next_within(Duration::from_millis(500)).await {
+        after.push(v);
+    }
+    let all: Vec<Value> = replayed.iter().chain(&after).cloned().collect();
+    // Gemini replays its own context block too, as a user message.
+    assert!(
+        chunks(&all, "user_message_chunk").starts_with("<session_context>"),
+        "{all:#?}"
+    );
+    assert!(
+        chunks(&all, "user_message_chunk").contains("TEXT remember me"),
+        "{all:#?}"
+    );
+    assert!(
+        chunks(&all, "agent_message_chunk").contains("remember me"),
+        "{all:#?}"
+    );
+    let (done, lines) = second.turn(&session, "TEXT again").await;
+    assert_eq!(stop_reason(&done), "end_turn");
+    assert_eq!(chunks(&lines, "agent_message_chunk"), "again");
+    let calls = s.api.gemini_requests();
+    let last = calls.last().unwrap();
+    assert_eq!(last.user_prompts(), ["TEXT remember me", "TEXT again"]);
+    let contents = last.body.as_ref().unwrap()["contents"].to_string();
+    assert!(
+        contents.contains("\"role\":\"model\""),
+        "the earlier answer is sent too: {contents}"
+    );
+    second.exit().await;
+}
+
+/// Renames the session's file under `$HOME/.gemini/tmp/<project>/chats/` as if it had
+/// been written a while ago. Gemini names the file `session-<start minute>-<first 8 of the
+/// id>.jsonl`, and a process that loads the session starts its own record under the same
+/// name: in the same minute it appends to the very file it is about to read and replaces
+/// the messages with its fresh context, so the load finds no conversation ("No previous
+/// sessions found for this project.") and the session is lost. A real respawn comes later
+/// than a test's; this makes the test see what a respawn a minute on sees.
+fn backdate(home: &Path, session: &str) {
+    let tmp = home.join(".gemini/tmp");
+    let short = &session[..8];
+    for project in std::fs::read_dir(&tmp).expect("~/.gemini/tmp").flatten() {
+        let chats = project.path().join("chats");
+        for f in std::fs::read_dir(&chats).into_iter().flatten().flatten() {
+            let name = f.file_name().to_string_lossy().into_owned();
+            if name.starts_with("session-") && name.ends_with(&format!("-{short}.jsonl")) {
+                let old = chats.join(format!("session-2000-01-01T00-00-{short}.jsonl"));
+                std::fs::rename(f.path(), old).expect("backdate the session file");
+                return;
+            }
+        }
+    }
+    panic!("no session file for {session} under {}", tmp.display());
+}
+
+/// `session/load` of an id Gemini never saw, in a project that has a session: an error
+/// (JSON-RPC `-32603`, the reason in `data.details`) the adapter maps to a lost
+/// conversation. A project with no session at all answers the same way, with
+/// "No previous sessions found for this project.".
+async fn unknown_session(mut s: Setup) {
+    let mut first = s.spawn();
+    first.initialize().await;
+    let session = first.new_session().await;
+    first.turn(&session, "TEXT kept").await;
+    first.exit().await;
+    backdate(s.home.path(), &session);
+
+    let mut gemini = s.spawn();
+    gemini.initialize().await;
+    let cwd = gemini.cwd.clone();
+    let unknown = "00000000-0000-4000-8000-000000000000";
+    let (r, _) = gemini
+        .request(
+            "session/load",
+            json!({"sessionId": unknown, "cwd": cwd, "mcpServers": []}),
+        )
+        .await;
+    let error = r
+        .get("error")
+        .unwrap_or_else(|| panic!("session/load of an unknown id answered {r}"));
+    assert_eq!(error["code"], -32603, "{r}");
+    let details = error["data"]["details"].as_str().unwrap_or_default();
+    assert!(details.contains(unknown), "{r}");
+    let calls = s.api.gemini_requests().len();
+    assert_eq!(calls, 1, "no model call for the failed load");
+    gemini.exit().await;
+}
