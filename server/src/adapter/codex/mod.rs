@@ -84,12 +84,33 @@ pub struct Approval {
 impl Approval {
     /// The sandbox as `turn/start`'s `sandboxPolicy` override names it.
     pub fn sandbox_policy(&self) -> Value {
-        let kind = match self.sandbox {
-            "read-only" => "readOnly",
-            "danger-full-access" => "dangerFullAccess",
-            _ => "workspaceWrite",
-        };
-        json!({"type": kind})
+        match self.sandbox {
+            "read-only" => json!({"type": "readOnly", "networkAccess": false}),
+            "danger-full-access" => json!({"type": "dangerFullAccess"}),
+            _ => json!({
+                "type": "workspaceWrite",
+                "writableRoots": [],
+                "networkAccess": false,
+                "excludeTmpdirEnvVar": true,
+                "excludeSlashTmp": true,
+            }),
+        }
+    }
+
+    /// Configuration overrides `thread/start` and `thread/resume` carry with
+    /// the sandbox. Codex's workspace-write sandbox makes `/tmp` and
+    /// `$TMPDIR` writable as well as the working directory, and creates
+    /// `.git`, `.codex` and `.agents` in every writable root to protect
+    /// them: in `/tmp` that makes a `/tmp/.git` every other program then
+    /// takes for the repository of everything under `/tmp`. Writes stay in
+    /// the working directory.
+    pub fn thread_config(&self) -> Option<Value> {
+        (self.sandbox == "workspace-write").then(|| {
+            json!({
+                "sandbox_workspace_write.exclude_slash_tmp": true,
+                "sandbox_workspace_write.exclude_tmpdir_env_var": true,
+            })
+        })
     }
 }
 
@@ -292,5 +313,14 @@ mod tests {
         assert!(approval_for("acceptEdits", relay).is_err());
         assert!(approval_for("auto", relay).is_err());
         assert_eq!(skip.sandbox_policy(), json!({"type": "dangerFullAccess"}));
+        assert_eq!(skip.thread_config(), None);
+        // Workspace-write keeps /tmp and $TMPDIR out of the writable roots.
+        let ask = approval_for("default", relay).unwrap().unwrap();
+        assert_eq!(ask.sandbox_policy()["excludeSlashTmp"], json!(true));
+        assert_eq!(ask.sandbox_policy()["excludeTmpdirEnvVar"], json!(true));
+        assert_eq!(
+            ask.thread_config().unwrap()["sandbox_workspace_write.exclude_slash_tmp"],
+            json!(true)
+        );
     }
 }

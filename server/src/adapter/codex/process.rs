@@ -123,6 +123,9 @@ pub async fn start(
     if let Some(a) = approval {
         params.insert("approvalPolicy".into(), json!(a.policy));
         params.insert("sandbox".into(), json!(a.sandbox));
+        if let Some(config) = a.thread_config() {
+            params.insert("config".into(), config);
+        }
     }
     if !c.model.is_empty() {
         params.insert("model".into(), json!(c.model));
