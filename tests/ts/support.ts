@@ -130,7 +130,11 @@ export interface HarnessOptions {
   serverArgs?: string[];
   /** Have the fake API dump every request, for {@link Harness.apiRequests}. */
   recordApiRequests?: boolean;
-  /** Enable Codex (--codex-bin, --codex-home); default true. */
+  /**
+   * Enable Codex (--codex-bin, --codex-home); default true. False: a server
+   * on a machine without codex (no flag, and no directory of PATH holding
+   * one for its discovery to find).
+   */
   codex?: boolean;
 }
 
@@ -191,7 +195,7 @@ export async function startHarness(opts: HarnessOptions = {}): Promise<Harness> 
       {
         stdio: ["ignore", "pipe", "pipe"],
         env: {
-          PATH: process.env.PATH ?? "/usr/bin:/bin",
+          PATH: opts.codex === false ? pathWithoutCodex() : (process.env.PATH ?? "/usr/bin:/bin"),
           HOME: home,
           CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC: "1",
           ANTHROPIC_API_KEY: "test",
@@ -253,6 +257,12 @@ export async function startHarness(opts: HarnessOptions = {}): Promise<Harness> 
       else console.error(`kept ${dir}`);
     },
   };
+}
+
+/** This PATH without the directories that hold a `codex`. */
+function pathWithoutCodex(): string {
+  const dirs = (process.env.PATH ?? "/usr/bin:/bin").split(":");
+  return dirs.filter((d) => d !== "" && !existsSync(join(d, "codex"))).join(":");
 }
 
 /** Resolves with the first value of `get()` that passes `pred`, polling. */
