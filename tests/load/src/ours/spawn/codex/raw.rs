@@ -20,6 +20,8 @@ pub(super) struct RawCodex {
 /// One round driven directly.
 pub(super) struct Sample {
     pub(super) start_answer: Duration,
+    /// Spawn → the thread/start reply (the thread started).
+    pub(super) start_ready: Duration,
     pub(super) send_answer: Duration,
     /// RSS of the codex process tree after the first turn, bytes.
     pub(super) tree_rss: u64,
@@ -67,6 +69,7 @@ impl RawCodex {
         c.send(&json!({"id": 2, "method": "thread/start", "params": params}))
             .await;
         let thread = c.reply(2).await;
+        let start_ready = t0.elapsed();
         let thread = thread
             .pointer("/thread/id")
             .and_then(Value::as_str)
@@ -94,6 +97,7 @@ impl RawCodex {
         }
         Sample {
             start_answer,
+            start_ready,
             send_answer,
             tree_rss,
         }
