@@ -208,9 +208,10 @@ async function untilHash(p: Page, hash: string) {
   await untilPage(p, `location.hash ${hash}`, `location.hash === ${JSON.stringify(hash)}`, 15_000);
 }
 
-/** Starts a session from the list's form. */
-async function startFromList(p: Page, id: string, prompt: string, cwd = "") {
+/** Starts a session from the list's form (with the agent chosen there when given). */
+async function startFromList(p: Page, id: string, prompt: string, cwd = "", agent = "") {
   await p.waitForSelector("[data-testid=start-form]");
+  if (agent) await p.selectOption("[data-testid=start-agent]", agent);
   await p.fill("[data-testid=start-id]", id);
   await p.fill("[data-testid=start-prompt]", prompt);
   if (cwd) await p.fill("[data-testid=start-cwd]", cwd);
@@ -224,8 +225,8 @@ async function row(p: Page, id: string) {
     const r = document.querySelector('[data-testid=session-row][data-session="${id}"]');
     if (!r) return null;
     const t = (s) => r.querySelector("[data-testid=" + s + "]")?.textContent?.trim() ?? "";
-    return { status: r.dataset.status, activity: t("row-activity"), process: t("row-process"), cost: t("row-cost") };
-  })()`)) as { status: string; activity: string; process: string; cost: string } | null;
+    return { status: r.dataset.status, activity: t("row-activity"), process: t("row-process"), cost: t("row-cost"), agent: t("row-agent") };
+  })()`)) as { status: string; activity: string; process: string; cost: string; agent: string } | null;
 }
 
 async function untilRow(p: Page, id: string, what: string, pred: (r: NonNullable<Awaited<ReturnType<typeof row>>>) => boolean) {
@@ -562,6 +563,29 @@ it("a reload mid-turn shows the same state at once, and a second tab agrees with
   await p.close();
 });
 
+it("starts a Codex session from the form and shows its answer, and the agent in the header and the list", async () => {
+  const t: Target = { url: h.url, session: "console-codex" };
+  const { p, clean } = await openConsole(h.url);
+  await startFromList(p, t.session, "TEXT hello from codex in the console", "", "codex");
+  const done = await until(p, "the Codex turn's end", (v) => ready(v) && idleAfterTurn(v), 60_000);
+  assert.equal(done.process, "alive", "the codex app-server stays between turns");
+  const answer = await p.evaluate(`document.querySelector(".ev[data-kind=content]")?.textContent ?? ""`);
+  assert.match(String(answer), /hello from codex in the console/);
+  assert.equal(await p.textContent("[data-testid=agent]"), "codex", "the header names the agent");
+  assert.equal(await p.textContent("[data-testid=agent-detail]"), "codex");
+  await assertMatchesServer(done, t);
+  await p.screenshot({ path: join(ARTIFACTS, "console-codex.png") });
+
+  await p.click(".brand");
+  await untilHash(p, "#/");
+  const listed = await untilRow(p, t.session, "idle in the list", (r) => r.status === "idle");
+  assert.equal(listed.agent, "codex", "the list names the agent");
+  // A claude session's row names claude.
+  assert.equal((await row(p, "console-typing"))?.agent, "claude");
+  await clean();
+  await p.close();
+});
+
 it("the list shows every session with the server's derived state, at laptop and phone widths", async () => {
   const { p, clean } = await openConsole(h.url);
   const client = nodeClient({ url: h.url });
@@ -619,6 +643,30 @@ it("the connection indicator follows the server: down, back, and caught up", asy
   // Failed requests while the server was down are console errors; CSP must still be clean.
   assert.deepEqual(await p.evaluate("window.__csp ?? []"), []);
   await p.close();
+});
+
+describe("a server without Codex", () => {
+  let hn: Harness;
+  before(async () => {
+    hn = await startHarness({ codex: false });
+  });
+  after(async () => {
+    await hn?.close();
+  });
+
+  it("a Start of Codex shows the server's FAILED_PRECONDITION, naming the flag, and stays on the list", async () => {
+    const { p } = await openConsole(hn.url);
+    await p.waitForSelector("[data-testid=start-form]");
+    await p.selectOption("[data-testid=start-agent]", "codex");
+    await p.fill("[data-testid=start-prompt]", "TEXT never answered");
+    await p.click("[data-testid=start]");
+    await untilPage(p, "the start error", `!!document.querySelector("[data-testid=start-error]")`);
+    const shown = String(await p.textContent("[data-testid=start-error]"));
+    assert.match(shown, /--codex-bin/, `the error names the fix: ${shown}`);
+    assert.ok(!String(await p.evaluate("location.hash")).startsWith("#/s/"), "no session view opened");
+    assert.deepEqual((await nodeClient({ url: hn.url }).listSessions({})).sessions, [], "nothing recorded");
+    await p.close();
+  });
 });
 
 describe("history paging", () => {

@@ -14,7 +14,9 @@
 # server serves at `/`: start a session, live typing, a permission prompt
 # answered with an edited input and one denied, background tasks, a
 # scheduled prompt, stop (Esc, button), an image, a subagent, reload
-# mid-turn, a second tab, history paging, the token prompt. Saves
+# mid-turn, a second tab, history paging, the token prompt, a Codex session
+# started from the form (its answer, the agent in header and list) and, on a
+# server without codex, the start form showing the refusal. Saves
 # tests/artifacts/console-*.png.
 # Exits non-zero on any failure.
 set -euo pipefail

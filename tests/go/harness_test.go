@@ -46,6 +46,11 @@ var shared *server
 // (FAKE_MESSAGES_API_DUMP_DIR), so a test can read what the CLI sent (see apiRequestWith).
 var claudeBin, fakeBaseURL, fakeLogPath, fakeDumpDir string
 
+// codexBin is the real codex CLI (CODEX_BIN) every server enables with --codex-bin;
+// codexHome the CODEX_HOME the fake wrote (--codex-home), whose config.toml points Codex at
+// the fake's Responses API.
+var codexBin, codexHome string
+
 func TestMain(m *testing.M) {
 	os.Exit(runMain(m))
 }
@@ -74,7 +79,8 @@ func childEnv(home, baseURL string) []string {
 	for _, kv := range os.Environ() {
 		k, _, _ := strings.Cut(kv, "=")
 		if strings.HasPrefix(k, "ANTHROPIC_") || strings.HasPrefix(k, "CLAUDE_CODE_") ||
-			k == "CLAUDECODE" || k == "HOME" || strings.HasPrefix(k, "AGENT_HARNESS_") {
+			k == "CLAUDECODE" || k == "HOME" || strings.HasPrefix(k, "AGENT_HARNESS_") ||
+			strings.HasPrefix(k, "CODEX_") || strings.HasPrefix(k, "OPENAI_") {
 			continue
 		}
 		env = append(env, kv)
@@ -84,6 +90,8 @@ func childEnv(home, baseURL string) []string {
 		"ANTHROPIC_BASE_URL="+baseURL,
 		"ANTHROPIC_API_KEY=test",
 		"CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC=1",
+		// The key variable the fake's Codex provider names (any value is accepted).
+		"FAKE_API_KEY=test",
 	)
 }
 
@@ -104,6 +112,12 @@ func runMain(m *testing.M) int {
 		fmt.Fprintln(os.Stderr, "CLAUDE_BIN is not set: source .tools/env.sh (tests/setup.sh writes it)")
 		return 1
 	}
+	// A missing codex fails the suite: every client must see Codex sessions.
+	codexBin = os.Getenv("CODEX_BIN")
+	if codexBin == "" {
+		fmt.Fprintln(os.Stderr, "CODEX_BIN is not set: source .tools/env.sh (tests/setup.sh writes it)")
+		return 1
+	}
 	tmp, err := os.MkdirTemp("", "agent-harness-go-e2e-")
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
@@ -113,7 +127,8 @@ func runMain(m *testing.M) int {
 
 	// The fake Messages API: its first stdout line names its address. Its stdin stays open
 	// until we close it (--exit-on-stdin-eof), so it dies with this process whatever happens.
-	fake := exec.Command(binPath("FAKE_MESSAGES_API_BIN", "fake-messages-api"), "--port", "0", "--exit-on-stdin-eof")
+	codexHome = filepath.Join(tmp, "codex-home")
+	fake := exec.Command(binPath("FAKE_MESSAGES_API_BIN", "fake-messages-api"), "--port", "0", "--exit-on-stdin-eof", "--codex-home", codexHome)
 	fakeDumpDir = filepath.Join(tmp, "fake-api-requests")
 	if err := os.Mkdir(fakeDumpDir, 0o755); err != nil {
 		fmt.Fprintln(os.Stderr, err)
@@ -191,6 +206,8 @@ func startServerDialing(dir string, dial []grpc.DialOption, extra ...string) (*s
 		"--data-dir", filepath.Join(dir, "data"),
 		"--adapter", "interactive",
 		"--claude-bin", claudeBin,
+		"--codex-bin", codexBin,
+		"--codex-home", codexHome,
 	}, extra...)
 	if base := os.Getenv("AGENT_HARNESS_TEST_PG_URL"); base != "" {
 		args = append(args, "--store-url", pgStoreURL(base, filepath.Join(dir, "data")))

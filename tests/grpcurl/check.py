@@ -17,6 +17,8 @@ names, 64-bit integers as strings); a stream's messages follow one another. Usag
     check.py turn FILE TEXT MODEL       -> asserts a History page holding one turn: its input_sent
                                            has TEXT, every answer came from MODEL; prints the
                                            input_sent's seq and the last content event's seq
+    check.py codex FILE TEXT GET_FILE   -> asserts a History page of one Codex turn answering
+                                           TEXT, and GetSession (GET_FILE) naming agent codex
     check.py rewind FILE PATH [SEQ]     -> asserts a RewindFiles answer restoring PATH (one line
                                            each way), recorded at SEQ (none: a dry run, seq 0)
 """
@@ -135,6 +137,29 @@ def check_rewind(msgs, path, seq):
     print(f"rewind ok: {r}")
 
 
+def check_codex(msgs, text, get_path):
+    """A History page of one Codex turn and the GetSession answer after it: runStart and
+    runReady name agent codex, the content is text, the turn ended without error, and the
+    session (idle, process alive) names codex too."""
+    events = msgs[0].get("events", [])
+    kinds = [payload(e) for e in events]
+    by = {k: e[k] for e, k in zip(events, kinds)}
+    for k in ("runStart", "runReady", "content", "turnEnd"):
+        if k not in by:
+            fail(f"no {k} in the Codex log: {kinds}")
+    if by["runStart"].get("agent") != "codex" or by["runReady"].get("agent") != "codex":
+        fail(f"runStart {by['runStart']}, runReady {by['runReady']}: want agent codex on both")
+    got = "".join(b.get("text", "") for b in by["content"].get("blocks", []))
+    if got != text:
+        fail(f"Codex answered {got!r}, want {text!r}")
+    if by["turnEnd"].get("isError"):
+        fail(f"the Codex turn failed: {by['turnEnd']}")
+    s = messages(get_path)[0]["session"]
+    if s.get("agent") != "codex" or s.get("status") != "SESSION_STATUS_IDLE" or not s.get("processAlive"):
+        fail(f"GetSession after the Codex turn: {s}")
+    print("codex ok:", " ".join(kinds))
+
+
 def main():
     cmd, path = sys.argv[1], sys.argv[2]
     msgs = messages(path)
@@ -197,6 +222,8 @@ def main():
         print(f"settings ok: {got}")
     elif cmd == "turn":
         check_turn(msgs, sys.argv[3], sys.argv[4])
+    elif cmd == "codex":
+        check_codex(msgs, sys.argv[3], sys.argv[4])
     elif cmd == "rewind":
         check_rewind(msgs, sys.argv[3], sys.argv[4] if len(sys.argv) > 4 else "0")
     else:

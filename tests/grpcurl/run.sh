@@ -5,7 +5,8 @@
 # /healthz), Subscribe (replay, events, caughtUp; live
 # typing with include_deltas), History, GetContextUsage, ReadFullEvent, and control of a live
 # session: SetModel, SetPermissionMode (and the policy's refusals), SetMaxThinkingTokens,
-# RewindFiles (dry run, then for real), a fork, and DeleteSession. Outputs are asserted with
+# RewindFiles (dry run, then for real), a fork, DeleteSession, and one Codex turn (the real
+# codex CLI against the fake's Responses API). Outputs are asserted with
 # tests/grpcurl/check.py (stdlib Python).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
@@ -13,6 +14,8 @@ ROOT=$PWD
 [ -f .tools/env.sh ] || ./tests/setup.sh
 # shellcheck disable=SC1091
 source .tools/env.sh
+# A missing codex fails the suite: every client must see Codex sessions.
+[ -n "${CODEX_BIN:-}" ] || { echo "FAIL: CODEX_BIN is not set: source .tools/env.sh (tests/setup.sh writes it)"; exit 1; }
 # run-all.sh has already built both binaries (cargo test builds them with the
 # test feature set; rebuilding here would compile half the tree again).
 [ -n "${AGENT_HARNESS_PREBUILT:-}" ] || cargo build --release --quiet -p agent-harness-server -p agent-harness-fake-api
@@ -35,8 +38,9 @@ check() { python "$ROOT/tests/grpcurl/check.py" "$@"; }
 pass=0
 ok() { pass=$((pass + 1)); echo "ok: $*"; }
 
-# The fake Messages API prints its address first.
-"$FAKE_MESSAGES_API_BIN" --port 0 >"$tmp/fake.out" 2>"$tmp/fake.log" &
+# The fake Messages API prints its address first (after writing the CODEX_HOME that points
+# Codex at its Responses API).
+"$FAKE_MESSAGES_API_BIN" --port 0 --codex-home "$tmp/codex-home" >"$tmp/fake.out" 2>"$tmp/fake.log" &
 pids+=($!)
 for _ in $(seq 100); do grep -q '^listening ' "$tmp/fake.out" && break; sleep 0.1; done
 base_url=$(sed -n 's/^listening //p' "$tmp/fake.out")
@@ -51,13 +55,14 @@ if [ -n "${AGENT_HARNESS_TEST_PG_URL:-}" ]; then
   store_args=(--store-url "$AGENT_HARNESS_TEST_PG_URL?options=-c%20search_path%3Dt_$(printf %s "$tmp" | md5sum | cut -c1-16)")
 fi
 unset_args=()
-for v in $(compgen -e | grep -E '^(ANTHROPIC_|CLAUDE_CODE_|AGENT_HARNESS_|CLAUDECODE$)' || true); do
+for v in $(compgen -e | grep -E '^(ANTHROPIC_|CLAUDE_CODE_|AGENT_HARNESS_|CODEX_|OPENAI_|CLAUDECODE$)' || true); do
   unset_args+=(-u "$v")
 done
 env "${unset_args[@]}" HOME="$tmp/home" ANTHROPIC_BASE_URL="$base_url" ANTHROPIC_API_KEY=test \
-  CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC=1 \
+  CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC=1 FAKE_API_KEY=test \
   "$AGENT_HARNESS_BIN" serve --listen "$addr" --data-dir "$tmp/data" \
   --adapter interactive --claude-bin "$CLAUDE_BIN" --allow-permission-mode acceptEdits \
+  --codex-bin "$CODEX_BIN" --codex-home "$tmp/codex-home" \
   "${store_args[@]}" >"$tmp/server.log" 2>&1 &
 pids+=($!)
 
@@ -338,5 +343,17 @@ fi
 grep -q "Code: NotFound" "$tmp/deleted.out" || { echo "FAIL: GetSession after DeleteSession:"; cat "$tmp/deleted.out"; exit 1; }
 grep -q 'session deleted' "$tmp/server.log" || { echo "FAIL: the server log does not record the deletion"; exit 1; }
 ok "DeleteSession: the fork is gone (GetSession NotFound), the deletion is in the server log"
+
+# A Codex session: the same calls with "agent":"codex"; the log and GetSession name the agent.
+sid5=grpcurl-codex-$$-$RANDOM
+echo "\$ grpcurl -plaintext -d '{\"session_id\":\"$sid5\",\"config\":{\"prompt\":\"TEXT hello from codex\",\"agent\":\"codex\"}}' $addr agentharness.v1.SessionService/Start"
+g -d "{\"session_id\":\"$sid5\",\"config\":{\"prompt\":\"TEXT hello from codex\",\"cwd\":\"$tmp/work\",\"agent\":\"codex\"}}" \
+  "$addr" agentharness.v1.SessionService/Start | tee "$tmp/start.out"
+check start "$tmp/start.out" >/dev/null
+h5=$(wait_idle "$sid5" 0 600)
+cp "$tmp/get.out" "$tmp/codex-get.out"
+g -d "{\"session_id\":\"$sid5\",\"limit\":$h5}" "$addr" agentharness.v1.SessionService/History >"$tmp/codex.out"
+check codex "$tmp/codex.out" "hello from codex" "$tmp/codex-get.out"
+ok "Codex: the answer from the Responses API; runStart, runReady and GetSession name agent codex; idle after turnEnd"
 
 echo "grpcurl: $pass passed, 0 failed"

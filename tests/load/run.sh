@@ -5,6 +5,8 @@
 #   ./tests/load/run.sh --quick    # smoke sizes (CI): every path runs, every event arrives;
 #                                  # no timing is asserted
 #
+# The spawn comparisons need the real CLIs: CLAUDE_BIN and CODEX_BIN (from
+# .tools/env.sh; --claude-bin and --codex-bin override them).
 # The throughput, fan-out and replay rows run on redb and again on a throwaway
 # PostgreSQL (Debian's package, which tests/setup.sh installs).
 # Further arguments go to agent-harness-load (--json FILE, --no-peers,

@@ -1,5 +1,5 @@
 """Fixtures of the Python end-to-end suite: the real agent-harness server release binary, the
-real claude CLI, and the scripted fake Messages API, all on loopback, driven only through the
+real claude and codex CLIs, and the scripted fake Messages and Responses APIs, all on loopback, driven only through the
 generated Python client in gen/python (agentharness.v1)."""
 
 from __future__ import annotations
@@ -51,7 +51,7 @@ def _child_env(home: str, base_url: str) -> dict[str, str]:
         k: v
         for k, v in os.environ.items()
         if not (
-            k.startswith(("ANTHROPIC_", "CLAUDE_CODE_", "AGENT_HARNESS_"))
+            k.startswith(("ANTHROPIC_", "CLAUDE_CODE_", "AGENT_HARNESS_", "CODEX_", "OPENAI_"))
             or k in ("CLAUDECODE", "HOME")
         )
     }
@@ -60,6 +60,8 @@ def _child_env(home: str, base_url: str) -> dict[str, str]:
         ANTHROPIC_BASE_URL=base_url,
         ANTHROPIC_API_KEY="test",
         CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC="1",
+        # The key variable the fake's Codex provider names (any value is accepted).
+        FAKE_API_KEY="test",
     )
     return env
 
@@ -94,12 +96,15 @@ class Harness:
 
 class FakeApi:
     """The running fake Messages API every server's CLI talks to. It writes each request it
-    gets to dump_dir (FAKE_MESSAGES_API_DUMP_DIR), so a test can read what the CLI sent."""
+    gets to dump_dir (FAKE_MESSAGES_API_DUMP_DIR), so a test can read what the CLI sent.
+    codex_home is the CODEX_HOME it wrote (--codex-home): its config.toml points Codex at the
+    Responses API the same fake serves."""
 
-    def __init__(self, base_url: str, log: pathlib.Path, dump_dir: pathlib.Path):
+    def __init__(self, base_url: str, log: pathlib.Path, dump_dir: pathlib.Path, codex_home: pathlib.Path):
         self.base_url = base_url
         self.log = log
         self.dump_dir = dump_dir
+        self.codex_home = codex_home
 
 
 @pytest.fixture(scope="session")
@@ -108,11 +113,13 @@ def fake_api():
         log = pathlib.Path(tmp) / "fake-api.log"
         dump_dir = pathlib.Path(tmp) / "requests"
         dump_dir.mkdir()
+        codex_home = pathlib.Path(tmp) / "codex-home"
         # The fake API exits when its stdin closes, so it dies with this process whatever
         # happens.
         with open(log, "wb") as flog:
             fake = subprocess.Popen(
-                [_bin("FAKE_MESSAGES_API_BIN", "fake-messages-api"), "--port", "0", "--exit-on-stdin-eof"],
+                [_bin("FAKE_MESSAGES_API_BIN", "fake-messages-api"), "--port", "0", "--exit-on-stdin-eof",
+                 "--codex-home", str(codex_home)],
                 stdin=subprocess.PIPE,
                 stdout=subprocess.PIPE,
                 stderr=flog,
@@ -121,7 +128,7 @@ def fake_api():
         try:
             line = fake.stdout.readline().decode().strip()
             assert line.startswith("listening "), f"fake-messages-api said {line!r}"
-            yield FakeApi(line.removeprefix("listening "), log, dump_dir)
+            yield FakeApi(line.removeprefix("listening "), log, dump_dir, codex_home)
         finally:
             fake.stdin.close()
             fake.wait(timeout=10)
@@ -135,6 +142,10 @@ def _serve(fake: FakeApi, prefix: str, *extra: str, credentials: grpc.ChannelCre
     claude_bin = os.environ.get("CLAUDE_BIN")
     if not claude_bin:
         pytest.fail("CLAUDE_BIN is not set: source .tools/env.sh (tests/setup.sh writes it)")
+    # A missing codex fails the suite: every client must see Codex sessions.
+    codex_bin = os.environ.get("CODEX_BIN")
+    if not codex_bin:
+        pytest.fail("CODEX_BIN is not set: source .tools/env.sh (tests/setup.sh writes it)")
     with tempfile.TemporaryDirectory(prefix=prefix) as tmp:
         tmp_path = pathlib.Path(tmp)
         home = tmp_path / "home"
@@ -155,6 +166,8 @@ def _serve(fake: FakeApi, prefix: str, *extra: str, credentials: grpc.ChannelCre
                         "--data-dir", str(tmp_path / "data"),
                         "--adapter", "interactive",
                         "--claude-bin", claude_bin,
+                        "--codex-bin", codex_bin,
+                        "--codex-home", str(fake.codex_home),
                         *_pg_store_args(tmp_path / "data"),
                         *extra,
                     ],

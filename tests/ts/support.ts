@@ -1,5 +1,6 @@
 // Test support: the real agent-harness server (release binary) running the
-// real claude CLI against the scripted fake Messages API, all on loopback.
+// real claude CLI against the scripted fake Messages API and the real codex CLI
+// against the Responses API the same fake serves, all on loopback.
 // Shared by tests/ts and tests/browser.
 
 import { spawn, type ChildProcess } from "node:child_process";
@@ -33,6 +34,19 @@ export const CLAUDE_BIN = () =>
     join(ROOT, "tests/tools/node_modules/@anthropic-ai/claude-code-linux-x64/claude"),
     join(ROOT, "tests/tools/node_modules/@anthropic-ai/claude-code-linux-arm64/claude"),
     join(ROOT, "tests/tools/node_modules/.bin/claude"),
+  );
+
+/**
+ * The real codex CLI from tests/tools (the platform package's native binary,
+ * else the npm bin). Missing, every harness fails to start: each client must
+ * see Codex sessions.
+ */
+export const CODEX_BIN = () =>
+  bin(
+    "CODEX_BIN",
+    join(ROOT, "tests/tools/node_modules/@openai/codex-linux-x64/vendor/x86_64-unknown-linux-musl/bin/codex"),
+    join(ROOT, "tests/tools/node_modules/@openai/codex-linux-arm64/vendor/aarch64-unknown-linux-musl/bin/codex"),
+    join(ROOT, "tests/tools/node_modules/.bin/codex"),
   );
 
 /** A free loopback port (bound and released; the server binds it next). */
@@ -116,6 +130,12 @@ export interface HarnessOptions {
   serverArgs?: string[];
   /** Have the fake API dump every request, for {@link Harness.apiRequests}. */
   recordApiRequests?: boolean;
+  /**
+   * Enable Codex (--codex-bin, --codex-home); default true. False: a server
+   * on a machine without codex (no flag, and no directory of PATH holding
+   * one for its discovery to find).
+   */
+  codex?: boolean;
 }
 
 /** Starts the fake API and the server with the interactive adapter. */
@@ -127,8 +147,12 @@ export async function startHarness(opts: HarnessOptions = {}): Promise<Harness> 
   const log = createWriteStream(join(dir, "server.log"), { flags: "a" });
   const dumpDir = join(dir, "api-requests");
   if (opts.recordApiRequests) mkdirSync(dumpDir);
+  // Written by the fake (--codex-home): its config.toml points Codex at the
+  // fake's Responses API.
+  const codexHome = join(dir, "codex-home");
+  const codexBin = CODEX_BIN();
 
-  const fake = spawn(FAKE_API_BIN(), ["--port", "0"], {
+  const fake = spawn(FAKE_API_BIN(), ["--port", "0", "--codex-home", codexHome], {
     stdio: ["ignore", "pipe", "pipe"],
     env: opts.recordApiRequests ? { ...process.env, FAKE_MESSAGES_API_DUMP_DIR: dumpDir } : process.env,
   });
@@ -164,17 +188,20 @@ export async function startHarness(opts: HarnessOptions = {}): Promise<Harness> 
         opts.adapter ?? "interactive",
         "--claude-bin",
         CLAUDE_BIN(),
+        ...(opts.codex === false ? [] : ["--codex-bin", codexBin, "--codex-home", codexHome]),
         ...pgStoreArgs(dataDir),
         ...(opts.serverArgs ?? []),
       ],
       {
         stdio: ["ignore", "pipe", "pipe"],
         env: {
-          PATH: process.env.PATH ?? "/usr/bin:/bin",
+          PATH: opts.codex === false ? pathWithoutCodex() : (process.env.PATH ?? "/usr/bin:/bin"),
           HOME: home,
           CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC: "1",
           ANTHROPIC_API_KEY: "test",
           ANTHROPIC_BASE_URL: fakeApiUrl,
+          // The key variable the fake's Codex provider names (any value is accepted).
+          FAKE_API_KEY: "test",
           RUST_LOG: process.env.RUST_LOG ?? "info",
         },
       },
@@ -230,6 +257,12 @@ export async function startHarness(opts: HarnessOptions = {}): Promise<Harness> 
       else console.error(`kept ${dir}`);
     },
   };
+}
+
+/** This PATH without the directories that hold a `codex`. */
+function pathWithoutCodex(): string {
+  const dirs = (process.env.PATH ?? "/usr/bin:/bin").split(":");
+  return dirs.filter((d) => d !== "" && !existsSync(join(d, "codex"))).join(":");
 }
 
 /** Resolves with the first value of `get()` that passes `pred`, polling. */

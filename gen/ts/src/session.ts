@@ -228,6 +228,12 @@ export interface StartOptions {
   /** Model alias or name. */
   model?: string;
   /**
+   * The agent to run: "claude" (the default, also "") or "codex" when the
+   * server enables it (FAILED_PRECONDITION otherwise). A session keeps the
+   * agent of its first run.
+   */
+  agent?: string;
+  /**
    * Permission mode ("default", "plan", "dontAsk", "acceptEdits", "auto",
    * "bypassPermissions"), within the operator's policy (PERMISSION_DENIED
    * beyond it). Default: the CLI's.
@@ -366,6 +372,7 @@ export class SessionHandle {
             args: config.args ?? [],
             contentBlocks: config.contentBlocks ?? [],
             model: config.model ?? "",
+            agent: config.agent ?? "",
             permissionMode: config.permissionMode ?? "",
             maxThinkingTokens: config.maxThinkingTokens,
             fork: config.fork && { fromSessionId: config.fork.fromSessionId, atSeq: config.fork.atSeq ?? 0n },

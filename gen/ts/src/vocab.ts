@@ -45,4 +45,14 @@ export const vocab = {
     CANCELLED: "cancelled",
     RUN_END: "run_end",
   },
+  /**
+   * `StartConfig.agent`, `RunStart.agent`, `RunReady.agent`, `Session.agent`:
+   * which agent runs a session. An empty `StartConfig.agent` means claude, and
+   * so does an empty `RunStart.agent` (a log written before agents could be
+   * chosen).
+   */
+  agent: {
+    CLAUDE: "claude",
+    CODEX: "codex",
+  },
 } as const;

@@ -1,10 +1,10 @@
 // The session list (ListSessions, polled: the server has no list stream),
-// each row with its derived status, activity, process, usage and pending
-// permissions, and the form that starts a new session.
+// each row with its agent, derived status, activity, process, usage and
+// pending permissions, and the form that starts a new session.
 
 import { useEffect, useState } from "react";
 import type { Transport } from "@connectrpc/connect";
-import { SessionStatus, type Session } from "@agent-harness/client/protocol";
+import { SessionStatus, vocab, type Session } from "@agent-harness/client/protocol";
 import { createSessionHandle } from "@agent-harness/client/client";
 import { errorText, isUnauthenticated, serviceClient } from "./api.ts";
 import { newSessionId, tokens, usd } from "./format.ts";
@@ -92,6 +92,7 @@ export function SessionList(props: { transport: Transport; onUnauthenticated: ()
           <thead>
             <tr>
               <th>session</th>
+              <th>agent</th>
               <th>status</th>
               <th className="wide">activity</th>
               <th>process</th>
@@ -115,6 +116,7 @@ export function SessionList(props: { transport: Transport; onUnauthenticated: ()
                       </span>
                     )}
                   </td>
+                  <td data-testid="row-agent">{s.agent || "–"}</td>
                   <td>
                     <span className={`status ${status}`} data-testid="row-status">
                       {status}
@@ -153,15 +155,22 @@ export function SessionList(props: { transport: Transport; onUnauthenticated: ()
   );
 }
 
+/** The agents a session can run; the server says when one is not enabled. */
+const AGENTS = [vocab.agent.CLAUDE, vocab.agent.CODEX];
+
 /**
- * Starts a session: prompt, working directory and model. The server applies
- * the operator's launch policy (--allowed-cwd, ...) and names what it refuses.
+ * Starts a session: agent, prompt, working directory and model. The server
+ * applies the operator's launch policy (--allowed-cwd, ...) and names what it
+ * refuses, an agent it has not enabled included (FAILED_PRECONDITION naming
+ * the flag that enables it): the API does not list the enabled agents, so the
+ * form offers every agent and shows that answer.
  */
 function StartForm({ transport }: { transport: Transport }) {
   const [id, setId] = useState("");
   const [prompt, setPrompt] = useState("");
   const [cwd, setCwd] = useState("");
   const [model, setModel] = useState("");
+  const [agent, setAgent] = useState<string>(vocab.agent.CLAUDE);
   const [busy, setBusy] = useState(false);
   const [error, setError] = useState("");
   return (
@@ -175,7 +184,7 @@ function StartForm({ transport }: { transport: Transport }) {
         setError("");
         // A handle that never subscribes: the client's Start, with its idempotency key and retries.
         const h = createSessionHandle(transport, sessionId, { autoConnect: false });
-        h.start({ prompt, cwd: cwd.trim(), model: model.trim() })
+        h.start({ prompt, cwd: cwd.trim(), model: model.trim(), agent })
           .then(
             () => {
               location.hash = `#/s/${encodeURIComponent(sessionId)}`;
@@ -192,12 +201,19 @@ function StartForm({ transport }: { transport: Transport }) {
         <textarea
           data-testid="start-prompt"
           rows={2}
-          placeholder="First message (empty: the CLI waits for one)"
+          placeholder="First message (empty: the agent waits for one)"
           value={prompt}
           onChange={(ev) => setPrompt(ev.target.value)}
         />
       </div>
       <div className="row fields">
+        <select data-testid="start-agent" aria-label="agent" value={agent} onChange={(ev) => setAgent(ev.target.value)}>
+          {AGENTS.map((a) => (
+            <option key={a} value={a}>
+              {a}
+            </option>
+          ))}
+        </select>
         <input data-testid="start-id" placeholder="session id (optional)" value={id} onChange={(ev) => setId(ev.target.value)} />
         <input data-testid="start-cwd" placeholder="working directory (server's default)" value={cwd} onChange={(ev) => setCwd(ev.target.value)} />
         <input data-testid="start-model" placeholder="model (default)" value={model} onChange={(ev) => setModel(ev.target.value)} />

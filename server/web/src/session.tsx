@@ -9,7 +9,7 @@ import type { Transport } from "@connectrpc/connect";
 import { Code, ConnectError } from "@connectrpc/connect";
 import type { JsonObject } from "@bufbuild/protobuf";
 import { useSession } from "@agent-harness/client/react";
-import { partialMainText, type PendingPermission, type SessionUsage } from "@agent-harness/client/protocol";
+import { partialMainText, vocab, type Event, type PendingPermission, type SessionUsage } from "@agent-harness/client/protocol";
 import type { BackgroundTask, ScheduledWakeup, SessionUsageTotals } from "@agent-harness/client/protocol";
 import { errorText, isUnauthenticated, serviceClient } from "./api.ts";
 import { pretty } from "./format.ts";
@@ -23,6 +23,19 @@ const PAGE = 30;
 const NEAR_TOP_PX = 80;
 /** Largest image attached, in bytes (a request is at most 4 MiB). */
 const MAX_IMAGE_BYTES = 3 * 1024 * 1024;
+
+/**
+ * The agent of the latest run held (hydration fetches back to the current
+ * run's run_start): its run_start's agent, claude for a log from before agents
+ * could be chosen; undefined before any run.
+ */
+function latestAgent(events: readonly Event[]): string | undefined {
+  for (let i = events.length - 1; i >= 0; i--) {
+    const p = events[i]!.payload;
+    if (p.case === "runStart") return p.value.agent || vocab.agent.CLAUDE;
+  }
+  return undefined;
+}
 
 export function SessionView(props: { sessionId: string; transport: Transport; onUnauthenticated: () => void }) {
   const { sessionId, transport, onUnauthenticated } = props;
@@ -72,6 +85,7 @@ export function SessionView(props: { sessionId: string; transport: Transport; on
   const { rewindFiles } = s;
   const rewind = useCallback((toSeq: bigint, dryRun: boolean) => rewindFiles(toSeq, { dryRun }), [rewindFiles]);
   const first = s.events[0];
+  const agent = latestAgent(s.events);
 
   return (
     <main className="session" data-hydration={s.hydrationPhase}>
@@ -79,6 +93,11 @@ export function SessionView(props: { sessionId: string; transport: Transport; on
         <h1 className="sid" data-testid="session-id">
           {sessionId}
         </h1>
+        {agent && (
+          <span className="badge agent" title="the agent running this session" data-testid="agent">
+            {agent}
+          </span>
+        )}
         <span className={`status ${s.status}`} data-testid="status">
           {s.status}
         </span>
@@ -109,6 +128,8 @@ export function SessionView(props: { sessionId: string; transport: Transport; on
               <dd data-testid="status-detail" className={`status-text ${s.status}`}>
                 {s.status}
               </dd>
+              <dt>agent</dt>
+              <dd data-testid="agent-detail">{agent ?? "–"}</dd>
               <dt>process</dt>
               <dd data-testid="process">
                 <span className={`dot ${s.processAlive ? "alive" : "gone"}`} /> {s.processAlive ? "alive" : "gone"}

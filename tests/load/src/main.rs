@@ -51,8 +51,8 @@ pub struct Args {
     #[arg(long, env = "AGENT_HARNESS_LOAD_STORE_URL", hide_env_values = true)]
     pub store_url: Option<String>,
     /// Only these of our measurements (repeatable; default all):
-    /// throughput, fanout, deltas, idle, replay, spawn.
-    #[arg(long, value_parser = ["throughput", "fanout", "deltas", "idle", "replay", "spawn"])]
+    /// throughput, fanout, deltas, idle, replay, spawn, codex.
+    #[arg(long, value_parser = ["throughput", "fanout", "deltas", "idle", "replay", "spawn", "codex"])]
     pub only: Vec<String>,
     /// Rounds of the spawn comparison (default 20; 2 with --quick).
     #[arg(long)]
@@ -65,6 +65,15 @@ pub struct Args {
     /// then tests/tools/node_modules/.bin/claude).
     #[arg(long)]
     pub claude_bin: Option<PathBuf>,
+    /// The real codex binary for the Codex comparison (default $CODEX_BIN).
+    #[arg(long)]
+    pub codex_bin: Option<PathBuf>,
+    /// Rounds of the Codex comparison (default 20; 2 with --quick).
+    #[arg(long)]
+    pub codex_rounds: Option<usize>,
+    /// Live Codex sessions held for its memory figures (default 10; 2 with --quick).
+    #[arg(long)]
+    pub codex_sessions: Option<usize>,
 }
 
 impl Args {

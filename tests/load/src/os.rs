@@ -48,3 +48,41 @@ pub fn kill_tracked() {
         let _ = kill(Pid::from_raw(p as i32), Signal::SIGKILL);
     }
 }
+
+/// A process and all its descendants (from every `/proc/PID/stat`'s parent
+/// pid; a process that exits meanwhile is left out).
+pub fn tree(root: u32) -> Vec<u32> {
+    let mut parent_of = Vec::new();
+    for entry in std::fs::read_dir("/proc").into_iter().flatten().flatten() {
+        let Some(pid) = entry
+            .file_name()
+            .to_str()
+            .and_then(|n| n.parse::<u32>().ok())
+        else {
+            continue;
+        };
+        let stat = std::fs::read_to_string(entry.path().join("stat")).unwrap_or_default();
+        // After the command name in parentheses: state, then the parent pid.
+        let ppid = stat
+            .rsplit_once(')')
+            .and_then(|(_, rest)| rest.split_whitespace().nth(1))
+            .and_then(|p| p.parse::<u32>().ok());
+        if let Some(ppid) = ppid {
+            parent_of.push((pid, ppid));
+        }
+    }
+    let mut out = vec![root];
+    let mut i = 0;
+    while i < out.len() {
+        let p = out[i];
+        out.extend(parent_of.iter().filter(|(_, pp)| *pp == p).map(|(c, _)| *c));
+        i += 1;
+    }
+    out
+}
+
+/// The summed `VmRSS` of a process and its descendants, bytes (shared pages
+/// counted in each process, as `ps` does).
+pub fn tree_rss(root: u32) -> u64 {
+    tree(root).into_iter().map(crate::server::proc_rss).sum()
+}

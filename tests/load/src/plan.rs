@@ -142,6 +142,9 @@ pub struct Results {
     pub idle: Vec<idle::Row>,
     /// Start → run_ready and Send → first content, ours against the raw CLI.
     pub spawn: Option<crate::ours::spawn::SpawnReport>,
+    /// Start and Send → first answer, ours against codex app-server driven
+    /// directly, and memory per live Codex session.
+    pub codex: Option<crate::ours::spawn::codex::CodexReport>,
     /// The peers, when run.
     pub peers: Option<Peers>,
     /// Our server on PostgreSQL, when run.
@@ -358,6 +361,15 @@ pub async fn run(args: &Args) -> Results {
         None
     };
 
+    let codex = if args.runs("codex") {
+        progress(
+            "codex: ours against codex app-server driven directly, interleaved; live sessions",
+        );
+        Some(run_codex(args).await)
+    } else {
+        None
+    };
+
     let peers = if args.no_peers {
         None
     } else {
@@ -374,6 +386,7 @@ pub async fn run(args: &Args) -> Results {
         replay,
         idle: idle_rows,
         spawn,
+        codex,
         peers,
         postgres,
         postgres_skipped: args.no_postgres,
@@ -385,17 +398,12 @@ pub async fn run(args: &Args) -> Results {
 /// through our server and spawned directly.
 async fn run_spawn(args: &Args) -> crate::ours::spawn::SpawnReport {
     use crate::ours::spawn::{SpawnOptions, measure};
-    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
     let opts = SpawnOptions {
         harness_bin: args
             .server_bin
             .clone()
             .unwrap_or_else(|| sibling("agent-harness")),
-        claude_bin: args
-            .claude_bin
-            .clone()
-            .or_else(|| std::env::var_os("CLAUDE_BIN").map(Into::into))
-            .unwrap_or_else(|| root.join("tests/tools/node_modules/.bin/claude")),
+        claude_bin: claude_bin(args),
         fake_api_bin: sibling("fake-messages-api"),
         server_args: Vec::new(),
         tmp_dir: None,
@@ -410,6 +418,52 @@ async fn run_spawn(args: &Args) -> crate::ours::spawn::SpawnReport {
         );
     }
     let rounds = args.spawn_rounds.unwrap_or(if args.quick { 2 } else { 20 });
+    measure(&opts, rounds).await
+}
+
+/// The claude CLI the server is given (and the spawn comparison runs).
+fn claude_bin(args: &Args) -> std::path::PathBuf {
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+    args.claude_bin
+        .clone()
+        .or_else(|| std::env::var_os("CLAUDE_BIN").map(Into::into))
+        .unwrap_or_else(|| root.join("tests/tools/node_modules/.bin/claude"))
+}
+
+/// The Codex comparison: the real codex app-server against the scripted
+/// Responses API, through our server and driven directly; then memory per
+/// live Codex session.
+async fn run_codex(args: &Args) -> crate::ours::spawn::codex::CodexReport {
+    use crate::ours::spawn::codex::{CodexOptions, measure};
+    let opts = CodexOptions {
+        harness_bin: args
+            .server_bin
+            .clone()
+            .unwrap_or_else(|| sibling("agent-harness")),
+        codex_bin: args
+            .codex_bin
+            .clone()
+            .or_else(|| std::env::var_os("CODEX_BIN").map(Into::into))
+            .unwrap_or_else(|| {
+                panic!(
+                    "the Codex comparison needs --codex-bin or CODEX_BIN (tests/setup.sh writes it)"
+                )
+            }),
+        claude_bin: claude_bin(args),
+        fake_api_bin: sibling("fake-messages-api"),
+        sessions: args
+            .codex_sessions
+            .unwrap_or(if args.quick { 2 } else { 10 }),
+        pause_before_send: std::time::Duration::from_millis(200),
+    };
+    for bin in [&opts.harness_bin, &opts.codex_bin, &opts.fake_api_bin] {
+        assert!(
+            bin.exists(),
+            "{} is missing (build or install it)",
+            bin.display()
+        );
+    }
+    let rounds = args.codex_rounds.unwrap_or(if args.quick { 2 } else { 20 });
     measure(&opts, rounds).await
 }
 

@@ -114,6 +114,10 @@ pub fn print(r: &Results) {
         println!();
         spawn.print();
     }
+    if let Some(codex) = &r.codex {
+        println!();
+        codex.print();
+    }
 
     postgres(r);
 

@@ -132,6 +132,7 @@ export class Fold {
   private readonly mf = new PendingFold();
   private readonly stf = new SettingsFold();
   private resume: string | undefined;
+  private agent: string | undefined;
   private lost: ContextLost | undefined;
   private applied = 0;
   private snap: Derived | undefined;
@@ -156,6 +157,8 @@ export class Fold {
     this.plf.apply(e);
     this.mf.apply(e, before);
     this.stf.apply(e);
+    // The agent of the latest run; an empty one is a log from before agents could be chosen: claude.
+    if (e.payload.case === "runStart") this.agent = e.payload.value.agent || vocab.agent.CLAUDE;
     if (e.payload.case === "runReady" && e.payload.value.resumeId !== "") this.resume = e.payload.value.resumeId;
     if (e.payload.case === "runError" && e.payload.value.kind === RESUME_FAILED) {
       this.resume = undefined;
@@ -307,6 +310,7 @@ export class Fold {
       model: this.stf.current().model ?? "",
       permissionMode: this.stf.current().permissionMode ?? "",
       maxThinkingTokens: this.stf.current().maxThinkingTokens,
+      agent: this.agent ?? "",
     });
   }
 }
@@ -321,7 +325,7 @@ export function deriveAll(events: readonly Event[]): Derived {
  * ListSessions): head seq, status, process alive, resume id ("" when none),
  * usage, the activity label, the pending permission count, the current or
  * last run id, the lost resume id and the settings in force (model,
- * permission mode, thinking budget).
+ * permission mode, thinking budget) and the agent of the latest run.
  */
 export function deriveSession(sessionId: string, events: readonly Event[]): Session {
   return Fold.from(events).session(sessionId);

@@ -21,6 +21,11 @@ struct Args {
     /// Also exit when stdin reaches EOF, so a parent that dies takes the server with it.
     #[arg(long)]
     exit_on_stdin_eof: bool,
+    /// Also write a Codex configuration directory here (created if missing): its
+    /// `config.toml` points Codex at this server's Responses API, so a suite in another
+    /// language gives the harness `--codex-home DIR` and `FAKE_API_KEY` in its environment.
+    #[arg(long, value_name = "DIR")]
+    codex_home: Option<std::path::PathBuf>,
 }
 
 #[tokio::main(flavor = "current_thread")]
@@ -34,6 +39,10 @@ async fn main() -> std::io::Result<()> {
         )
         .init();
     let api = FakeApi::bind(SocketAddr::new(args.host, args.port))?;
+    // Written before the address is printed: a reader of the first line finds it ready.
+    if let Some(dir) = &args.codex_home {
+        api.codex_home(dir)?;
+    }
     {
         let mut out = std::io::stdout().lock();
         writeln!(out, "listening {}", api.base_url())?;

@@ -54,6 +54,7 @@ use tonic::transport::Channel;
 use crate::server::{Server, ServerOptions, metric};
 use crate::stats::Latency;
 
+pub mod codex;
 mod ours;
 mod raw;
 
@@ -445,8 +446,14 @@ struct FakeApiProcess {
 
 impl FakeApiProcess {
     async fn start(bin: &Path) -> Self {
+        Self::start_with(bin, &[]).await
+    }
+
+    /// With further arguments (`--codex-home DIR`).
+    async fn start_with(bin: &Path, args: &[OsString]) -> Self {
         let mut child = Command::new(bin)
             .args(["--port", "0", "--exit-on-stdin-eof"])
+            .args(args)
             .env("RUST_LOG", "warn")
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
