@@ -65,6 +65,9 @@ impl RawCodex {
         if let Ok(Some(a)) = approval_for("", PermissionMode::default()) {
             params["approvalPolicy"] = json!(a.policy);
             params["sandbox"] = json!(a.sandbox);
+            if let Some(config) = a.thread_config() {
+                params["config"] = config;
+            }
         }
         c.send(&json!({"id": 2, "method": "thread/start", "params": params}))
             .await;
