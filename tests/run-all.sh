@@ -67,12 +67,13 @@ CODEX_BIN="$CODEX_BIN_NEWEST" cargo test -p agent-harness-server --test real_cod
 
 # `cargo test` built target/debug/agent-harness and fake-messages-api (integration tests
 # run both binaries); the suites use those instead of building again.
+target=${CARGO_TARGET_DIR:-$ROOT/target}
 for bin in agent-harness fake-messages-api; do
-  [ -x "target/debug/$bin" ] || { echo "target/debug/$bin missing after cargo test" >&2; exit 1; }
+  [ -x "$target/debug/$bin" ] || { echo "$target/debug/$bin missing after cargo test" >&2; exit 1; }
 done
 export AGENT_HARNESS_PREBUILT=1
-export AGENT_HARNESS_BIN="$ROOT/target/debug/agent-harness"
-export FAKE_MESSAGES_API_BIN="$ROOT/target/debug/fake-messages-api"
+export AGENT_HARNESS_BIN="$target/debug/agent-harness"
+export FAKE_MESSAGES_API_BIN="$target/debug/fake-messages-api"
 
 # Every suite is required: a missing run.sh fails the run instead of being skipped.
 for suite in gen go python ts grpcurl browser; do
@@ -91,7 +92,7 @@ step "client suites on PostgreSQL: go, python, ts, grpcurl"
 cargo build --quiet -p agent-harness-pg-temp
 pg_url_file=$(mktemp)
 # Its stdin is a pipe this script holds: closed (or this script gone), the server goes.
-exec {pg_in}> >(exec "${CARGO_TARGET_DIR:-$ROOT/target}/debug/agent-harness-pg-temp" >"$pg_url_file")
+exec {pg_in}> >(exec "$target/debug/agent-harness-pg-temp" >"$pg_url_file")
 for _ in $(seq 600); do [ -s "$pg_url_file" ] && break; sleep 0.1; done
 [ -s "$pg_url_file" ] || { echo "the throwaway PostgreSQL did not start" >&2; exit 1; }
 for suite in go python ts grpcurl; do
