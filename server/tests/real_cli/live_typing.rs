@@ -13,7 +13,7 @@ use crate::support::cli_grpc;
 
 use agent_harness_protocol::pb;
 use agent_harness_protocol::pb::event::Payload;
-use cli_grpc::{Events, Harness, Setup, describe_all, texts};
+use cli_grpc::{Events, Harness, Setup, describe_all, joined, of_message, texts};
 
 /// The text of `slow` ticks as `SLOW n` streams it.
 fn ticks(n: usize) -> String {
@@ -46,28 +46,6 @@ fn text_content(events: &[pb::Event]) -> (usize, String, String) {
         describe_all(events)
     );
     found.into_iter().next().unwrap()
-}
-
-/// What a client holds for one block after these deltas: a snapshot
-/// replaces, a fragment appends.
-fn joined<'a>(deltas: impl IntoIterator<Item = &'a pb::Delta>) -> String {
-    let mut text = String::new();
-    for d in deltas {
-        if d.snapshot {
-            text.clear();
-        }
-        text.push_str(&d.fragment);
-    }
-    text
-}
-
-/// Deltas of one message, with the number of events received before each.
-fn of_message(deltas: &[(usize, pb::Delta)], message_id: &str) -> Vec<(usize, pb::Delta)> {
-    deltas
-        .iter()
-        .filter(|(_, d)| d.message_id == message_id)
-        .cloned()
-        .collect()
 }
 
 /// `GET /metrics` on the serving port: a lookup of one series' value.

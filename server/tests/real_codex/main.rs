@@ -16,6 +16,7 @@
 mod support;
 
 mod kill9;
+mod user_checks;
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;

@@ -956,6 +956,28 @@ pub fn payload(e: &pb::Event) -> &Payload {
     e.payload.as_ref().expect("every event has a payload")
 }
 
+/// What a client holds for one block after these deltas: a snapshot
+/// replaces, a fragment appends.
+pub fn joined<'a>(deltas: impl IntoIterator<Item = &'a pb::Delta>) -> String {
+    let mut text = String::new();
+    for d in deltas {
+        if d.snapshot {
+            text.clear();
+        }
+        text.push_str(&d.fragment);
+    }
+    text
+}
+
+/// Deltas of one message, with the number of events received before each.
+pub fn of_message(deltas: &[(usize, pb::Delta)], message_id: &str) -> Vec<(usize, pb::Delta)> {
+    deltas
+        .iter()
+        .filter(|(_, d)| d.message_id == message_id)
+        .cloned()
+        .collect()
+}
+
 /// All text blocks of the content events in `events`, joined by "|".
 pub fn texts(events: &[pb::Event]) -> String {
     events
