@@ -75,11 +75,47 @@ export AGENT_HARNESS_PREBUILT=1
 export AGENT_HARNESS_BIN="$target/debug/agent-harness"
 export FAKE_MESSAGES_API_BIN="$target/debug/fake-messages-api"
 
+# Runs client suites at once: each spends its time waiting on real CLIs and servers, not on the
+# CPU, and none writes where another reads (the browser suite, which rebuilds gen/ts as the
+# TypeScript suite does, runs on its own). Each suite's output goes to a log of its own,
+# printed in order once all are done, with the suite's exit code and wall time; fails when any
+# failed. A missing run.sh fails too.
+run_suites_at_once() {
+  local dir s i=0
+  dir=$(mktemp -d)
+  local pids=() failed=()
+  for s in "$@"; do
+    (
+      start=$SECONDS
+      rc=0
+      "tests/$s/run.sh" || rc=$?
+      echo "--- tests/$s: exit $rc after $((SECONDS - start))s"
+      exit "$rc"
+    ) >"$dir/$s.log" 2>&1 &
+    pids+=("$!")
+  done
+  for s in "$@"; do
+    wait "${pids[$i]}" || failed+=("$s")
+    i=$((i + 1))
+  done
+  for s in "$@"; do
+    printf '\n--- tests/%s\n' "$s"
+    cat "$dir/$s.log"
+  done
+  rm -rf "$dir"
+  if [ ${#failed[@]} -gt 0 ]; then
+    echo "FAILED: ${failed[*]}" >&2
+    return 1
+  fi
+}
+
 # Every suite is required: a missing run.sh fails the run instead of being skipped.
-for suite in gen go python ts grpcurl browser; do
-  step "suite: tests/$suite"
-  "tests/$suite/run.sh"
-done
+step "suite: tests/gen"
+tests/gen/run.sh
+step "suites at once: tests/go, tests/python, tests/ts, tests/grpcurl"
+run_suites_at_once go python ts grpcurl
+step "suite: tests/browser"
+tests/browser/run.sh
 
 # Three nodes on one PostgreSQL behind HAProxy and nginx, both from deploy/ (docs/cluster.md).
 step "cluster: tests/cluster/run.sh"
@@ -88,17 +124,17 @@ tests/cluster/run.sh
 # The client suites again with every server on PostgreSQL (each server a schema of its own in
 # one throwaway database; the suites read AGENT_HARNESS_TEST_PG_URL). The browser suite stays on
 # redb: it tests the console, not the store.
-step "client suites on PostgreSQL: go, python, ts, grpcurl"
+step "client suites on PostgreSQL, at once: go, python, ts, grpcurl"
 cargo build --quiet -p agent-harness-pg-temp
 pg_url_file=$(mktemp)
 # Its stdin is a pipe this script holds: closed (or this script gone), the server goes.
 exec {pg_in}> >(exec "$target/debug/agent-harness-pg-temp" >"$pg_url_file")
 for _ in $(seq 600); do [ -s "$pg_url_file" ] && break; sleep 0.1; done
 [ -s "$pg_url_file" ] || { echo "the throwaway PostgreSQL did not start" >&2; exit 1; }
-for suite in go python ts grpcurl; do
-  step "suite on PostgreSQL: tests/$suite"
-  AGENT_HARNESS_TEST_PG_URL=$(head -n1 "$pg_url_file") "tests/$suite/run.sh"
-done
+AGENT_HARNESS_TEST_PG_URL=$(head -n1 "$pg_url_file")
+export AGENT_HARNESS_TEST_PG_URL
+run_suites_at_once go python ts grpcurl
+unset AGENT_HARNESS_TEST_PG_URL
 exec {pg_in}>&-
 rm -f "$pg_url_file"
 
