@@ -32,7 +32,8 @@ else
   profile=release
   cargo build --release --quiet -p agent-harness-load -p agent-harness-server -p agent-harness-fake-api
 fi
-exec "$ROOT/target/$profile/agent-harness-load" \
-  --server-bin "$ROOT/target/$profile/agent-harness" \
-  --cli-bin "$ROOT/target/$profile/load-cli" \
+target=${CARGO_TARGET_DIR:-$ROOT/target}
+exec "$target/$profile/agent-harness-load" \
+  --server-bin "$target/$profile/agent-harness" \
+  --cli-bin "$target/$profile/load-cli" \
   "$@"
