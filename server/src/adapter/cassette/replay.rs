@@ -8,10 +8,14 @@ use std::time::Duration;
 
 use tokio::sync::{mpsc, oneshot};
 
+use agent_harness_protocol::vocab::agent;
+
+use crate::adapter::codex::decode::CodexDecoder;
 use crate::adapter::{
-    AdapterError, BoxFuture, ExitInfo, PermissionDecision, ProcessAdapter, ProcessControl,
-    ProcessHandle, Signal, SpawnConfig, StdoutLine, UserInput,
+    AdapterError, BoxFuture, Decoder, DecoderSetup, ExitInfo, PermissionDecision, ProcessAdapter,
+    ProcessControl, ProcessHandle, Signal, SpawnConfig, StdoutLine, UserInput,
 };
+use crate::normalize::Normalizer;
 
 use super::format::*;
 
@@ -74,6 +78,29 @@ enum Action {
 impl ProcessAdapter for CassetteAdapter {
     fn name(&self) -> &str {
         "cassette"
+    }
+
+    /// A cassette replays one agent's session: a run of the other agent
+    /// would read lines it cannot decode.
+    fn check(&self, config: &SpawnConfig) -> Result<(), AdapterError> {
+        let recorded = self.cassette.header.agent();
+        let asked = agent::of_run(&config.config.agent);
+        if asked == recorded {
+            return Ok(());
+        }
+        Err(AdapterError::Unable(format!(
+            "this server replays a cassette recorded from {recorded}; a {asked} session cannot \
+             run on it (start it with agent {recorded:?})"
+        )))
+    }
+
+    /// The recorded agent's lines, decoded as that agent's adapter decodes
+    /// them.
+    fn decoder(&self, _config: &SpawnConfig, setup: DecoderSetup) -> Box<dyn Decoder> {
+        match self.cassette.header.agent() {
+            agent::CODEX => Box::new(CodexDecoder::new(&setup)),
+            _ => Box::new(Normalizer::with_setup(&setup)),
+        }
     }
 
     fn spawn(&self, config: SpawnConfig) -> BoxFuture<'_, Result<ProcessHandle, AdapterError>> {
