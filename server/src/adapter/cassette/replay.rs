@@ -341,3 +341,86 @@ impl ProcessControl for ReplayControl {
         self.keep_alive
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use agent_harness_protocol::pb;
+    use agent_harness_protocol::pb::event::Payload;
+
+    use super::*;
+
+    const CLAUDE: &str =
+        r#"{"type":"header","cli_version":"1","argv":[],"date":"","adapter":"interactive"}"#;
+    const CODEX: &str = r#"{"type":"header","cli_version":"0.169.0","argv":["app-server"],"date":"","adapter":"codex","agent":"codex"}"#;
+
+    fn setup() -> DecoderSetup {
+        DecoderSetup {
+            max_line_bytes: crate::supervise::DEFAULT_MAX_LINE_BYTES,
+            ..DecoderSetup::default()
+        }
+    }
+
+    fn run_of(agent: &str) -> SpawnConfig {
+        SpawnConfig {
+            config: pb::StartConfig {
+                agent: agent.into(),
+                ..Default::default()
+            },
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn a_header_without_an_agent_is_claude_and_stays_without_one() {
+        let c = CassetteAdapter::from_str(CLAUDE, 0.0).unwrap();
+        assert_eq!(c.cassette().header.agent, "");
+        assert_eq!(c.cassette().header.agent(), agent::CLAUDE);
+        assert!(!c.cassette().to_jsonl().contains("\"agent\""));
+        let x = CassetteAdapter::from_str(CODEX, 0.0).unwrap();
+        assert_eq!(x.cassette().header.agent(), agent::CODEX);
+        assert_eq!(
+            Cassette::parse(&x.cassette().to_jsonl()).unwrap(),
+            *x.cassette()
+        );
+    }
+
+    #[test]
+    fn a_start_of_the_other_agent_is_refused_at_check() {
+        let claude = CassetteAdapter::from_str(CLAUDE, 0.0).unwrap();
+        assert!(claude.check(&run_of("")).is_ok());
+        assert!(claude.check(&run_of("claude")).is_ok());
+        let codex = CassetteAdapter::from_str(CODEX, 0.0).unwrap();
+        assert!(codex.check(&run_of("codex")).is_ok());
+        let Err(AdapterError::Unable(why)) = codex.check(&run_of("")) else {
+            panic!("a claude start on a codex cassette")
+        };
+        assert!(why.contains("recorded from codex"), "{why}");
+        assert!(matches!(
+            claude.check(&run_of("codex")),
+            Err(AdapterError::Unable(_))
+        ));
+    }
+
+    #[test]
+    fn replay_decodes_with_the_recorded_agents_decoder() {
+        let line = StdoutLine::Line(
+            r#"{"id":2,"result":{"thread":{"id":"t-1","cliVersion":"0.169.0"},"model":"m"}}"#
+                .into(),
+        );
+        let codex = CassetteAdapter::from_str(CODEX, 0.0).unwrap();
+        let mut d = codex.decoder(&run_of("codex"), setup());
+        let ready = d.line(&line);
+        assert!(
+            matches!(&ready[..], [(Payload::RunReady(r), _)] if r.agent == agent::CODEX),
+            "{ready:?}"
+        );
+        // Claude's normalizer does not take Codex's lines for its own.
+        let claude = CassetteAdapter::from_str(CLAUDE, 0.0).unwrap();
+        let mut d = claude.decoder(&run_of(""), setup());
+        assert!(
+            !d.line(&line)
+                .iter()
+                .any(|(p, _)| matches!(p, Payload::RunReady(_)))
+        );
+    }
+}
