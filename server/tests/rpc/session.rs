@@ -811,3 +811,41 @@ async fn a_codex_cassette_replays_an_approved_command() {
     assert_eq!(s.pending_permissions, 0);
     server.shutdown().await.unwrap();
 }
+
+/// A Codex interrupt replayed through the server: Stop's first rung ends
+/// the turn interrupted and keeps the process, and the next Send is a turn
+/// on it; a setting chosen in between is accepted as Codex's adapter
+/// accepts it (nothing goes to the process until the next turn).
+#[tokio::test]
+async fn a_codex_cassette_replays_stop_keeping_the_process() {
+    let server = cassette_server("codex_interrupt").await;
+    let mut c = server.client().await;
+    let mut sub = start_codex(&mut c, "st").await;
+    sub.until_kind("run_ready").await;
+    assert!(stop(&mut c, "st").await.unwrap());
+    let first = sub.until("the interrupted turn_end", is_turn_end).await;
+    let Some(Payload::TurnEnd(end)) = &first.payload else {
+        unreachable!()
+    };
+    assert!(end.is_error, "{end:?}");
+    c.set_model(pb::SetModelRequest {
+        idempotency_key: String::new(),
+        session_id: "st".into(),
+        model: "another".into(),
+    })
+    .await
+    .expect("a Codex setting for the next turn");
+    let s = wait_idle(&mut c, "st").await;
+    assert!(s.process_alive, "Stop's first rung keeps Codex");
+    send(&mut c, "st", "again").await.unwrap();
+    let second = sub
+        .until("the second turn_end", |e| {
+            is_turn_end(e) && e.seq > first.seq
+        })
+        .await;
+    let Some(Payload::TurnEnd(end)) = &second.payload else {
+        unreachable!()
+    };
+    assert!(!end.is_error, "{end:?}");
+    server.shutdown().await.unwrap();
+}

@@ -243,6 +243,21 @@ pub fn scenarios() -> Vec<Scenario> {
             ..Scenario::BASE
         },
         Scenario {
+            name: "codex_interrupt",
+            prompt: "SLOW 100 100",
+            steps: || {
+                vec![
+                    WaitFor("item/agentMessage/delta".into()),
+                    Interrupt,
+                    WaitTurnEnd,
+                    Send("TEXT after the interrupt".into()),
+                    WaitTurnEnd,
+                ]
+            },
+            agent: "codex",
+            ..Scenario::BASE
+        },
+        Scenario {
             name: "codex_approval",
             prompt: "BASH touch approved.txt && echo made-it",
             steps: || vec![Allow, WaitTurnEnd],

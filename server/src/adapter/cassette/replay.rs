@@ -114,6 +114,7 @@ impl ProcessAdapter for CassetteAdapter {
                 alive: alive.clone(),
                 stdin_open: AtomicBool::new(true),
                 keep_alive: self.cassette.header.adapter != "cli",
+                settings_without_stdin: self.cassette.header.agent() == agent::CODEX,
             });
             // Runs to completion: the tape ends, or the run's kill or its
             // dropped handle ends the play as a process's would end.
@@ -278,6 +279,10 @@ struct ReplayControl {
     alive: Arc<AtomicBool>,
     stdin_open: AtomicBool,
     keep_alive: bool,
+    /// The recorded agent applies settings (a model, a permission mode) with
+    /// its next turn rather than through stdin, so its recording has no
+    /// record for them to wait at (Codex).
+    settings_without_stdin: bool,
 }
 
 impl ReplayControl {
@@ -321,6 +326,17 @@ impl ProcessControl for ReplayControl {
     ) -> Result<bool, AdapterError> {
         self.input(Action::Control(request_id.to_owned()))
             .map(|()| true)
+    }
+
+    /// A Codex cassette accepts the settings its adapter would apply with
+    /// the next turn: what they did is already in the recorded lines.
+    fn answer_control(
+        &self,
+        request: &serde_json::Value,
+    ) -> Option<Result<serde_json::Value, String>> {
+        let _ = request;
+        self.settings_without_stdin
+            .then(|| Ok(serde_json::json!({})))
     }
 
     fn signal(&self, signal: Signal) -> Result<(), AdapterError> {
