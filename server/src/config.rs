@@ -410,16 +410,24 @@ pub struct RecordConfig {
     /// Output cassette (JSONL).
     #[arg(long, short)]
     pub out: PathBuf,
+    /// The agent to record: claude (the claude CLI, interactive adapter)
+    /// or codex (`codex app-server`, the Codex adapter).
+    #[arg(long, default_value = "claude")]
+    pub agent: String,
     /// Path of the claude binary (default: as for serve).
     #[arg(long, env = "AGENT_HARNESS_CLAUDE_BIN")]
     pub claude_bin: Option<PathBuf>,
+    /// With `--agent codex`: the codex binary and its configuration, as
+    /// for serve.
+    #[command(flatten)]
+    pub codex: crate::adapter::codex::CodexFlags,
     /// Working directory of the CLI.
     #[arg(long)]
     pub cwd: Option<PathBuf>,
     /// The prompt; further prompts are sent as follow-up turns.
     #[arg(required = true)]
     pub prompts: Vec<String>,
-    /// Extra CLI arguments (after `--`).
+    /// Extra CLI arguments (after `--`; claude only).
     #[arg(last = true)]
     pub args: Vec<String>,
 }

@@ -253,9 +253,16 @@ pub fn manager_options(config: &ServeConfig) -> ManagerOptions {
 /// The agents' adapters behind the router: claude's as `--adapter` names
 /// it (for the claude adapters this prepares the CLI's configuration
 /// directory the server owns, [`claude_options`]), and Codex's when it is
-/// enabled ([`codex_options`]).
+/// enabled ([`codex_options`]). A cassette (`--adapter cassette:FILE`)
+/// stands for both.
 pub fn build_adapter(config: &ServeConfig) -> Result<Arc<dyn ProcessAdapter>> {
-    let mut agents = Agents::new(claude_adapter(config)?);
+    let claude = claude_adapter(config)?;
+    if let AdapterKind::Cassette(_) = &config.adapter {
+        // A cassette replays one agent's session: every Start reaches it,
+        // and it refuses the other agent's by name (its `check`).
+        return Ok(Arc::new(Agents::new(claude.clone()).with_codex(claude)));
+    }
+    let mut agents = Agents::new(claude);
     if let Some(codex) = codex_options(config)? {
         tracing::info!(codex_bin = %codex.codex_bin.display(), "codex enabled");
         agents = agents.with_codex(Arc::new(CodexAdapter::new(codex)));

@@ -11,7 +11,7 @@ use agent_harness_protocol::pb;
 use agent_harness_server::adapter::cassette::{Cassette, CassetteAdapter};
 use agent_harness_server::adapter::{ProcessAdapter, Signal, SpawnConfig, StdoutLine, UserInput};
 use cassette::{replay_checked, scenarios};
-use common::{CLI_VERSION, cassettes_dir, file_stems};
+use common::{CLI_VERSION, CODEX_VERSION, cassettes_dir, file_stems};
 
 fn cfg() -> SpawnConfig {
     SpawnConfig {
@@ -44,7 +44,12 @@ async fn every_committed_cassette_replays_to_its_pinned_events() {
         assert_eq!(kinds, want.events, "{}", s.name);
         assert_eq!(exit.code, want.exit_code, "{}", s.name);
         let c = Cassette::parse(&std::fs::read_to_string(&path).unwrap()).unwrap();
-        assert_eq!(c.header.cli_version, CLI_VERSION);
+        let version = match s.agent {
+            "codex" => CODEX_VERSION,
+            _ => CLI_VERSION,
+        };
+        assert_eq!(c.header.cli_version, version, "{}", s.name);
+        assert_eq!(c.header.agent, s.agent, "{}", s.name);
         assert_eq!(c.header.adapter, want.adapter);
         // Text round trip is lossless.
         assert_eq!(Cassette::parse(&c.to_jsonl()).unwrap(), c);
@@ -145,16 +150,17 @@ fn malformed_cassettes_are_errors_not_panics() {
     assert!(CassetteAdapter::from_file("/nonexistent.cassette.jsonl", 0.0).is_err());
 }
 
-/// The cassettes are recorded with `--include-partial-messages` (live
-/// typing, on by default): replaying each through the normalizer, the
+/// The claude cassettes are recorded with `--include-partial-messages`
+/// (live typing, on by default; Codex always streams its deltas):
+/// replaying each through its agent's decoder, the
 /// fragments of every streamed block join to exactly what its `content`
 /// event stores (text, thinking, or the tool input's JSON), and no
 /// `stream_event` line becomes an event.
 #[test]
 fn every_committed_cassette_streams_deltas_that_join_to_its_content() {
     use agent_harness_protocol::pb::event::Payload;
+    use agent_harness_server::adapter::DecoderSetup;
     use agent_harness_server::adapter::cassette::CassetteRecord;
-    use agent_harness_server::normalize::Normalizer;
     use agent_harness_server::partial::Change;
     use std::collections::HashMap;
 
@@ -162,14 +168,26 @@ fn every_committed_cassette_streams_deltas_that_join_to_its_content() {
     let mut streamed_tools = 0;
     for s in scenarios() {
         let path = cassettes_dir().join(format!("{}.cassette.jsonl", s.name));
-        let c = Cassette::parse(&std::fs::read_to_string(&path).unwrap()).unwrap();
+        let adapter = CassetteAdapter::from_file(&path, 0.0).unwrap();
+        let c = adapter.cassette().clone();
         let flag = c
             .header
             .argv
             .iter()
             .any(|a| a == "--include-partial-messages");
-        assert!(flag, "{} was recorded without partial messages", s.name);
-        let mut norm = Normalizer::new(agent_harness_server::supervise::DEFAULT_MAX_LINE_BYTES);
+        assert!(
+            flag || s.agent == "codex",
+            "{} was recorded without partial messages",
+            s.name
+        );
+        let mut norm = adapter.decoder(
+            &cfg(),
+            DecoderSetup {
+                max_line_bytes: agent_harness_server::supervise::DEFAULT_MAX_LINE_BYTES,
+                max_partial_bytes: agent_harness_server::partial::DEFAULT_MAX_PARTIAL_BYTES,
+                ..DecoderSetup::default()
+            },
+        );
         let mut partial: HashMap<(String, u32), String> = HashMap::new();
         for r in &c.records {
             let CassetteRecord::Out { line, .. } = r else {

@@ -1,4 +1,5 @@
-//! Records every cassette scenario from the real CLI against the fake API
+//! Records every cassette scenario from the real CLI (or the real Codex, for
+//! a Codex scenario) against the fake API
 //! with the project's recorder, then replays the fresh recording and checks
 //! it yields the pinned events (`cassettes/expected.json`). With `AH_RECORD_CASSETTES=1` the recordings
 //! replace the committed ones in cassettes/ (that is how they were made).
@@ -10,12 +11,14 @@ use crate::support::common;
 use std::ffi::OsString;
 use std::time::Duration;
 
+use agent_harness_protocol::vocab::agent;
 use agent_harness_server::adapter::cassette::{Cassette, record_cassette};
 use agent_harness_server::adapter::claude::ClaudeCliAdapter;
 use agent_harness_server::adapter::claude::{ClaudeInteractiveAdapter, PermissionMode};
+use agent_harness_server::adapter::codex::{APP_SERVER_ARGS, CodexAdapter};
 use cassette::{replay_checked, scenarios};
 use cli::Fixture;
-use common::{cassettes_dir, cli_version_under_test};
+use common::{cassettes_dir, cli_version_under_test, codex_version_under_test};
 
 /// An adapter's CLI arguments as the cassette header records them.
 fn strings(args: Vec<OsString>) -> Vec<String> {
@@ -51,7 +54,12 @@ async fn record_and_replay_every_scenario() {
         } else {
             PermissionMode::Settings
         };
-        let mut config = fx.config(s.prompt);
+        let codex = s.agent == agent::CODEX;
+        let mut config = if codex {
+            fx.codex_config(s.prompt)
+        } else {
+            fx.config(s.prompt)
+        };
         if let Some(first) = s.resume_from {
             let first_path = tmp.path().join(format!("{}-first.jsonl", s.name));
             let adapter = ClaudeInteractiveAdapter::new(fx.options(perms));
@@ -102,7 +110,11 @@ async fn record_and_replay_every_scenario() {
         let path = dir.join(format!("{}.cassette.jsonl", s.name));
         let steps = (s.steps)();
         let timeout = Duration::from_secs(90);
-        let exit = if want.adapter == "cli" {
+        let exit = if codex {
+            let a = CodexAdapter::new(fx.codex_options(perms));
+            let argv = APP_SERVER_ARGS.iter().map(|a| a.to_string()).collect();
+            record_cassette(a, argv, config, &steps, &path, timeout).await
+        } else if want.adapter == "cli" {
             let a = ClaudeCliAdapter::new(fx.options(perms));
             let argv = strings(a.args(&config));
             record_cassette(a, argv, config, &steps, &path, timeout).await
@@ -115,6 +127,15 @@ async fn record_and_replay_every_scenario() {
         assert_eq!(exit.code, want.exit_code, "{}: {exit:?}", s.name);
 
         let mut cassette = Cassette::parse(&std::fs::read_to_string(&path).unwrap()).unwrap();
+        assert_eq!(cassette.header.agent, s.agent, "{}", s.name);
+        if codex {
+            assert_eq!(cassette.header.cli_version, codex_version_under_test());
+            assert_eq!(cassette.header.adapter, want.adapter);
+            let (kinds, replay_exit) = replay_checked(&path).await;
+            assert_eq!(kinds, want.events, "{}", s.name);
+            assert_eq!(replay_exit, exit, "{}", s.name);
+            continue;
+        }
         if cassette.header.cli_version.is_empty() && s.forget_first {
             // The recorder takes the version from the CLI's init, and a CLI
             // that cannot resume never sends one: ask the binary instead.

@@ -685,3 +685,167 @@ async fn a_one_shot_cassette_served_as_the_adapter_runs_each_turn_to_its_end() {
     assert_eq!(run_end(&end).reason, pb::RunEndReason::Completed as i32);
     server.shutdown().await.unwrap();
 }
+
+/// The server over a cassette as `--adapter cassette:FILE` builds it: the
+/// recording stands for every agent, and refuses the one it was not
+/// recorded from.
+async fn cassette_server(name: &str) -> TestServer {
+    use crate::support::scripted::ScriptedAdapter;
+    use agent_harness_server::config::{AdapterKind, ServeConfig};
+    let config = ServeConfig {
+        adapter: AdapterKind::Cassette(
+            crate::support::common::cassettes_dir().join(format!("{name}.cassette.jsonl")),
+        ),
+        cassette_timescale: 0.0,
+        ..Default::default()
+    };
+    TestServer::with_adapter(
+        crate::support::server::test_store(),
+        agent_harness_server::server::build_adapter(&config).unwrap(),
+        ScriptedAdapter::new(ScriptedBehavior::default()),
+        fast_opts(),
+        ServeOptions::default(),
+    )
+    .await
+}
+
+/// Starts a Codex session with `prompt` (a cassette ignores it) and
+/// subscribes from its first event.
+async fn start_codex(
+    c: &mut agent_harness_protocol::pb::session_service_client::SessionServiceClient<
+        tonic::transport::Channel,
+    >,
+    session: &str,
+) -> Sub {
+    c.start(pb::StartRequest {
+        idempotency_key: String::new(),
+        session_id: session.into(),
+        config: Some(pb::StartConfig {
+            prompt: "replayed".into(),
+            agent: "codex".into(),
+            ..Default::default()
+        }),
+    })
+    .await
+    .expect("a codex start");
+    Sub::open(c, session, 0).await
+}
+
+/// A Codex recording served as the adapter: the session runs Codex (its
+/// run_ready and GetSession say so), the follow-up goes to the same
+/// process, and a claude Start is refused naming the recording's agent.
+#[tokio::test]
+async fn a_codex_cassette_served_as_the_adapter_replays_a_codex_session() {
+    let server = cassette_server("codex_follow_up").await;
+    let mut c = server.client().await;
+    let mut sub = start_codex(&mut c, "cx").await;
+    let ready = sub.until_kind("run_ready").await;
+    let Some(Payload::RunReady(ready)) = ready.payload else {
+        unreachable!()
+    };
+    assert_eq!(ready.agent, "codex");
+    let first = sub.until("the first turn_end", is_turn_end).await;
+    send(&mut c, "cx", "again").await.unwrap();
+    sub.until("the second turn_end", |e| {
+        is_turn_end(e) && e.seq > first.seq
+    })
+    .await;
+    let texts: Vec<String> = sub
+        .events
+        .iter()
+        .filter_map(|e| match &e.payload {
+            Some(Payload::Content(c)) => Some(c.blocks[0].text.clone()),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(texts, ["first", "second"]);
+    let s = wait_idle(&mut c, "cx").await;
+    assert_eq!(s.agent, "codex");
+    assert!(s.process_alive, "Codex stays up between turns");
+
+    let refused = start(&mut c, "claude", "hi").await.unwrap_err();
+    assert_eq!(refused.code(), Code::FailedPrecondition, "{refused:?}");
+    assert!(
+        refused.message().contains("recorded from codex"),
+        "{refused:?}"
+    );
+    server.shutdown().await.unwrap();
+}
+
+/// A Codex approval replayed through the server: the request is pending
+/// until RespondPermission answers it, then the command's output and the
+/// model's answer follow.
+#[tokio::test]
+async fn a_codex_cassette_replays_an_approved_command() {
+    let server = cassette_server("codex_approval").await;
+    let mut c = server.client().await;
+    let mut sub = start_codex(&mut c, "ap").await;
+    let asked = sub.until_kind("permission_requested").await;
+    let Some(Payload::PermissionRequested(asked)) = asked.payload else {
+        unreachable!()
+    };
+    assert_eq!(asked.tool_name, "Bash");
+    let s = wait_session(&mut c, "ap", |s| s.pending_permissions == 1).await;
+    assert_eq!(s.agent, "codex");
+    c.respond_permission(pb::RespondPermissionRequest {
+        idempotency_key: String::new(),
+        session_id: "ap".into(),
+        request_id: asked.request_id.clone(),
+        allow: true,
+        updated_input: None,
+        message: String::new(),
+    })
+    .await
+    .unwrap();
+    sub.until("turn_end", is_turn_end).await;
+    let output = sub
+        .events
+        .iter()
+        .find_map(|e| match &e.payload {
+            Some(Payload::Result(r)) if !r.tool_results.is_empty() => Some(r.clone()),
+            _ => None,
+        })
+        .expect("the command's result");
+    assert!(!output.is_error, "{output:?}");
+    let s = wait_idle(&mut c, "ap").await;
+    assert_eq!(s.pending_permissions, 0);
+    server.shutdown().await.unwrap();
+}
+
+/// A Codex interrupt replayed through the server: Stop's first rung ends
+/// the turn interrupted and keeps the process, and the next Send is a turn
+/// on it; a setting chosen in between is accepted as Codex's adapter
+/// accepts it (nothing goes to the process until the next turn).
+#[tokio::test]
+async fn a_codex_cassette_replays_stop_keeping_the_process() {
+    let server = cassette_server("codex_interrupt").await;
+    let mut c = server.client().await;
+    let mut sub = start_codex(&mut c, "st").await;
+    sub.until_kind("run_ready").await;
+    assert!(stop(&mut c, "st").await.unwrap());
+    let first = sub.until("the interrupted turn_end", is_turn_end).await;
+    let Some(Payload::TurnEnd(end)) = &first.payload else {
+        unreachable!()
+    };
+    assert!(end.is_error, "{end:?}");
+    c.set_model(pb::SetModelRequest {
+        idempotency_key: String::new(),
+        session_id: "st".into(),
+        model: "another".into(),
+    })
+    .await
+    .expect("a Codex setting for the next turn");
+    let s = wait_idle(&mut c, "st").await;
+    assert!(s.process_alive, "Stop's first rung keeps Codex");
+    send(&mut c, "st", "again").await.unwrap();
+    let second = sub
+        .until("the second turn_end", |e| {
+            is_turn_end(e) && e.seq > first.seq
+        })
+        .await;
+    let Some(Payload::TurnEnd(end)) = &second.payload else {
+        unreachable!()
+    };
+    assert!(!end.is_error, "{end:?}");
+    server.shutdown().await.unwrap();
+}

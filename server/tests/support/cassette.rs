@@ -12,9 +12,8 @@ use agent_harness_server::adapter::cassette::{
     CassetteAdapter, CassetteRecord, LAST_TASK, ScriptStep,
 };
 use agent_harness_server::adapter::{
-    ExitInfo, PermissionDecision, ProcessAdapter, SpawnConfig, UserInput,
+    DecoderSetup, ExitInfo, PermissionDecision, ProcessAdapter, SpawnConfig, UserInput,
 };
-use agent_harness_server::normalize::Normalizer;
 use agent_harness_server::supervise::DEFAULT_MAX_LINE_BYTES;
 
 use super::common::detailed_kind;
@@ -39,6 +38,9 @@ pub struct Scenario {
     /// Fork the `resume_from` session (`--fork-session`) instead of
     /// resuming it.
     pub fork: bool,
+    /// The agent it is recorded from, as the header spells it: "" (claude)
+    /// or "codex".
+    pub agent: &'static str,
 }
 
 impl Scenario {
@@ -52,6 +54,7 @@ impl Scenario {
         forget_first: false,
         steps: Vec::new,
         fork: false,
+        agent: "",
     };
 
     /// What the table says replaying it yields (and which adapter records
@@ -231,6 +234,36 @@ pub fn scenarios() -> Vec<Scenario> {
             fork: true,
             ..Scenario::BASE
         },
+        // Codex (`codex app-server`): the process stays up between turns.
+        Scenario {
+            name: "codex_follow_up",
+            prompt: "TEXT first",
+            steps: || vec![WaitTurnEnd, Send("TEXT second".into()), WaitTurnEnd],
+            agent: "codex",
+            ..Scenario::BASE
+        },
+        Scenario {
+            name: "codex_interrupt",
+            prompt: "SLOW 100 100",
+            steps: || {
+                vec![
+                    WaitFor("item/agentMessage/delta".into()),
+                    Interrupt,
+                    WaitTurnEnd,
+                    Send("TEXT after the interrupt".into()),
+                    WaitTurnEnd,
+                ]
+            },
+            agent: "codex",
+            ..Scenario::BASE
+        },
+        Scenario {
+            name: "codex_approval",
+            prompt: "BASH touch approved.txt && echo made-it",
+            steps: || vec![Allow, WaitTurnEnd],
+            agent: "codex",
+            ..Scenario::BASE
+        },
     ]
 }
 
@@ -265,7 +298,15 @@ pub async fn replay_checked(path: &Path) -> (Vec<String>, ExitInfo) {
             .unwrap()
             .starts_with("cassette:")
     );
-    let mut norm = Normalizer::new(DEFAULT_MAX_LINE_BYTES);
+    // The cassette's own agent decodes it, as the server would.
+    let mut norm = adapter.decoder(
+        &spawn_config(),
+        DecoderSetup {
+            max_line_bytes: DEFAULT_MAX_LINE_BYTES,
+            max_partial_bytes: agent_harness_server::partial::DEFAULT_MAX_PARTIAL_BYTES,
+            ..DecoderSetup::default()
+        },
+    );
     norm.input_sent();
     let mut kinds = Vec::new();
     let mut outs_seen = 0usize;

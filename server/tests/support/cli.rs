@@ -9,6 +9,7 @@ use agent_harness_fake_api::FakeApi;
 use agent_harness_protocol::pb;
 use agent_harness_protocol::pb::event::Payload;
 use agent_harness_server::adapter::claude::{ClaudeOptions, PermissionMode};
+use agent_harness_server::adapter::codex::CodexOptions;
 use agent_harness_server::adapter::{ExitInfo, ProcessHandle, SpawnConfig, UserInput};
 use agent_harness_server::normalize::Normalizer;
 use agent_harness_server::supervise::DEFAULT_MAX_LINE_BYTES;
@@ -42,6 +43,36 @@ impl Fixture {
         let mut o = cli_options(permissions);
         point_at_fake_api(&mut o, &self.api, self.home.path());
         o
+    }
+
+    /// Options for the real Codex talking to this fixture's fake API, with
+    /// the fixture's HOME as its `CODEX_HOME` too.
+    pub fn codex_options(&self, permissions: PermissionMode) -> CodexOptions {
+        let home = self.home.path();
+        self.api.codex_home(home).expect("config.toml");
+        let mut o = CodexOptions::new(agent_harness_fake_api::cli::codex_bin());
+        o.permissions = permissions;
+        o.codex_home = Some(home.to_path_buf());
+        o.env = self
+            .api
+            .codex_env(home)
+            .into_iter()
+            .filter(|(k, _)| *k != "CODEX_HOME")
+            .map(|(k, v)| (k.to_owned(), v))
+            .chain([
+                ("HOME".to_owned(), home.display().to_string()),
+                ("RUST_LOG".to_owned(), "error".to_owned()),
+            ])
+            .collect();
+        o
+    }
+
+    /// A Codex run of `prompt` in the work dir (Codex's configured model).
+    pub fn codex_config(&self, prompt: &str) -> SpawnConfig {
+        let mut c = self.config(prompt);
+        c.config.agent = "codex".into();
+        c.config.model.clear();
+        c
     }
 
     pub fn config(&self, prompt: &str) -> SpawnConfig {

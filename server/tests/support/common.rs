@@ -50,6 +50,25 @@ pub fn cli_version_under_test() -> String {
         .clone()
 }
 
+/// The Codex version the Codex recordings were made with (the pin of
+/// tests/tools/package.json).
+pub const CODEX_VERSION: &str = "0.169.0";
+
+/// `codex --version` of the Codex under test: [`CODEX_VERSION`], or the one
+/// `CODEX_BIN` names.
+pub fn codex_version_under_test() -> String {
+    let out = std::process::Command::new(agent_harness_fake_api::cli::codex_bin())
+        .arg("--version")
+        .output()
+        .expect("codex --version");
+    // "codex-cli 0.169.0"
+    String::from_utf8_lossy(&out.stdout)
+        .split_whitespace()
+        .nth(1)
+        .unwrap_or_default()
+        .to_owned()
+}
+
 // Where the real CLI is, and the one-line failure when it is not.
 #[allow(unused_imports)] // not every test binary runs the newest CLI
 pub use agent_harness_fake_api::cli::{claude_bin, claude_bin_newest};

@@ -2,6 +2,7 @@
 
 use std::path::PathBuf;
 
+use agent_harness_protocol::vocab::agent;
 use serde_json::{Value, json};
 
 use crate::adapter::{AdapterError, ExitInfo, Signal, StdoutLine};
@@ -42,8 +43,29 @@ pub struct CassetteHeader {
     pub argv: Vec<String>,
     /// RFC 3339 date of the recording (UTC).
     pub date: String,
-    /// The adapter that ran it ("interactive", "cli").
+    /// The adapter that ran it ("interactive", "cli", "codex").
     pub adapter: String,
+    /// The agent it was recorded from: "" (claude, as every cassette
+    /// written before Codex could be recorded) or "codex". Replay decodes
+    /// its lines as that agent's.
+    pub agent: String,
+}
+
+impl CassetteHeader {
+    /// The agent's name as a run names it ("claude" for "").
+    pub fn agent(&self) -> &str {
+        agent::of_run(&self.agent)
+    }
+}
+
+/// The agent a cassette of adapter `name` is recorded from, as the header
+/// spells it: "codex" for the Codex adapter, "" (claude) otherwise.
+pub(super) fn agent_of_adapter(name: &str) -> &'static str {
+    if name == agent::CODEX {
+        agent::CODEX
+    } else {
+        ""
+    }
 }
 
 /// One recorded record after the header.
@@ -110,6 +132,7 @@ impl Cassette {
                 .unwrap_or_default(),
             date: h["date"].as_str().unwrap_or_default().into(),
             adapter: h["adapter"].as_str().unwrap_or_default().into(),
+            agent: h["agent"].as_str().unwrap_or_default().into(),
         };
         let mut records = Vec::new();
         for (i, l) in lines {
@@ -150,14 +173,18 @@ impl Cassette {
 
     /// The cassette as JSONL text.
     pub fn to_jsonl(&self) -> String {
-        let mut out = json!({
+        let mut header = json!({
             "type": "header",
             "cli_version": self.header.cli_version,
             "argv": self.header.argv,
             "date": self.header.date,
             "adapter": self.header.adapter,
-        })
-        .to_string();
+        });
+        // Claude's cassettes keep the header they always had.
+        if !self.header.agent.is_empty() {
+            header["agent"] = json!(self.header.agent);
+        }
+        let mut out = header.to_string();
         out.push('\n');
         for r in &self.records {
             let v = match r {

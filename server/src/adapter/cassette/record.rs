@@ -8,9 +8,8 @@ use std::time::{Duration, Instant};
 use serde_json::Value;
 use tokio::sync::{mpsc, oneshot};
 
-use crate::adapter::claude::stream_json::{
-    control_request_line, interrupt_line, permission_response_line, user_message_line,
-};
+use crate::adapter::claude::stream_json;
+use crate::adapter::codex::process as codex;
 use crate::adapter::{
     AdapterError, BoxFuture, Decoder, DecoderSetup, PermissionDecision, ProcessAdapter,
     ProcessControl, ProcessHandle, Signal, SpawnConfig, StdoutLine, UserInput,
@@ -42,6 +41,62 @@ impl<A: ProcessAdapter> CassetteRecorder<A> {
 struct Tape {
     start: Instant,
     cassette: Mutex<Cassette>,
+    /// How the recorded agent's stdin spells what the harness did.
+    stdin: Stdin,
+}
+
+/// How an "in" record spells what the harness did, in the recorded
+/// agent's own stdin protocol. Replay only waits at these records; the
+/// lines are for a reader (and a control request's id, which replay maps
+/// onto the live one).
+#[derive(Debug, Clone, Copy)]
+enum Stdin {
+    /// The claude CLI's stream-json.
+    Claude,
+    /// Codex's app-server requests and answers.
+    Codex,
+}
+
+impl Stdin {
+    fn of(agent: &str) -> Self {
+        if agent.is_empty() {
+            Self::Claude
+        } else {
+            Self::Codex
+        }
+    }
+
+    fn user(self, input: &UserInput) -> String {
+        match self {
+            Self::Claude => stream_json::user_message_line(input),
+            Self::Codex => codex::turn_start_line(input),
+        }
+    }
+
+    fn interrupt(self) -> String {
+        match self {
+            Self::Claude => stream_json::interrupt_line(),
+            Self::Codex => codex::interrupt_line(),
+        }
+    }
+
+    fn permission(self, request_id: &str, decision: &PermissionDecision) -> String {
+        match self {
+            Self::Claude => stream_json::permission_response_line(request_id, decision),
+            Self::Codex => codex::approval_answer_line(request_id, decision),
+        }
+    }
+}
+
+/// The agent's version if `line` states it: the claude CLI's init
+/// (`claude_code_version`), Codex's answer to `thread/start` or
+/// `thread/resume` (`thread.cliVersion`).
+fn version_in(line: &str) -> Option<String> {
+    let v = serde_json::from_str::<Value>(line).ok()?;
+    v["claude_code_version"]
+        .as_str()
+        .or_else(|| v.pointer("/result/thread/cliVersion")?.as_str())
+        .map(str::to_owned)
 }
 
 impl Tape {
@@ -54,10 +109,9 @@ impl Tape {
             ..
         } = &record
             && c.header.cli_version.is_empty()
-            && let Ok(v) = serde_json::from_str::<Value>(l)
-            && let Some(version) = v["claude_code_version"].as_str()
+            && let Some(version) = version_in(l)
         {
-            c.header.cli_version = version.to_string();
+            c.header.cli_version = version;
         }
         c.records.push(record);
     }
@@ -80,6 +134,7 @@ impl<A: ProcessAdapter> ProcessAdapter for CassetteRecorder<A> {
                 text: config.config.prompt.clone(),
                 content_blocks: config.config.content_blocks.clone(),
             };
+            let agent = agent_of_adapter(self.inner.name());
             let tape = Arc::new(Tape {
                 start: Instant::now(),
                 cassette: Mutex::new(Cassette {
@@ -88,15 +143,17 @@ impl<A: ProcessAdapter> ProcessAdapter for CassetteRecorder<A> {
                         argv: self.argv.clone(),
                         date: utc_now_rfc3339(),
                         adapter: self.inner.name().to_string(),
+                        agent: agent.to_string(),
                     },
                     records: Vec::new(),
                 }),
+                stdin: Stdin::of(agent),
             });
             if !initial.text.is_empty() || !initial.content_blocks.is_empty() {
                 tape.push(|t| CassetteRecord::In {
                     t,
                     kind: "initial".into(),
-                    line: user_message_line(&initial),
+                    line: tape.stdin.user(&initial),
                 });
             }
             let tasks = config.tasks.clone();
@@ -175,14 +232,14 @@ impl RecordingControl {
 impl ProcessControl for RecordingControl {
     fn write(&self, input: &UserInput) -> Result<(), AdapterError> {
         self.inner.write(input)?;
-        self.note("user", user_message_line(input));
+        self.note("user", self.tape.stdin.user(input));
         Ok(())
     }
 
     fn interrupt(&self) -> Result<bool, AdapterError> {
         let sent = self.inner.interrupt()?;
         if sent {
-            self.note("interrupt", interrupt_line());
+            self.note("interrupt", self.tape.stdin.interrupt());
         }
         Ok(sent)
     }
@@ -193,16 +250,31 @@ impl ProcessControl for RecordingControl {
         decision: &PermissionDecision,
     ) -> Result<(), AdapterError> {
         self.inner.respond_permission(request_id, decision)?;
-        self.note("permission", permission_response_line(request_id, decision));
+        self.note(
+            "permission",
+            self.tape.stdin.permission(request_id, decision),
+        );
         Ok(())
     }
 
     fn control(&self, request_id: &str, request: &serde_json::Value) -> Result<bool, AdapterError> {
         let sent = self.inner.control(request_id, request)?;
         if sent {
-            self.note("control", control_request_line(request_id, request));
+            self.note(
+                "control",
+                stream_json::control_request_line(request_id, request),
+            );
         }
         Ok(sent)
+    }
+
+    /// Answered by the adapter without the process: nothing is written,
+    /// nothing to record.
+    fn answer_control(
+        &self,
+        request: &serde_json::Value,
+    ) -> Option<Result<serde_json::Value, String>> {
+        self.inner.answer_control(request)
     }
 
     fn signal(&self, signal: Signal) -> Result<(), AdapterError> {

@@ -8,10 +8,14 @@ use std::time::Duration;
 
 use tokio::sync::{mpsc, oneshot};
 
+use agent_harness_protocol::vocab::agent;
+
+use crate::adapter::codex::decode::CodexDecoder;
 use crate::adapter::{
-    AdapterError, BoxFuture, ExitInfo, PermissionDecision, ProcessAdapter, ProcessControl,
-    ProcessHandle, Signal, SpawnConfig, StdoutLine, UserInput,
+    AdapterError, BoxFuture, Decoder, DecoderSetup, ExitInfo, PermissionDecision, ProcessAdapter,
+    ProcessControl, ProcessHandle, Signal, SpawnConfig, StdoutLine, UserInput,
 };
+use crate::normalize::Normalizer;
 
 use super::format::*;
 
@@ -76,6 +80,29 @@ impl ProcessAdapter for CassetteAdapter {
         "cassette"
     }
 
+    /// A cassette replays one agent's session: a run of the other agent
+    /// would read lines it cannot decode.
+    fn check(&self, config: &SpawnConfig) -> Result<(), AdapterError> {
+        let recorded = self.cassette.header.agent();
+        let asked = agent::of_run(&config.config.agent);
+        if asked == recorded {
+            return Ok(());
+        }
+        Err(AdapterError::Unable(format!(
+            "this server replays a cassette recorded from {recorded}; a {asked} session cannot \
+             run on it (start it with agent {recorded:?})"
+        )))
+    }
+
+    /// The recorded agent's lines, decoded as that agent's adapter decodes
+    /// them.
+    fn decoder(&self, _config: &SpawnConfig, setup: DecoderSetup) -> Box<dyn Decoder> {
+        match self.cassette.header.agent() {
+            agent::CODEX => Box::new(CodexDecoder::new(&setup)),
+            _ => Box::new(Normalizer::with_setup(&setup)),
+        }
+    }
+
     fn spawn(&self, config: SpawnConfig) -> BoxFuture<'_, Result<ProcessHandle, AdapterError>> {
         Box::pin(async move {
             let (out_tx, out_rx) = mpsc::channel(256);
@@ -87,6 +114,7 @@ impl ProcessAdapter for CassetteAdapter {
                 alive: alive.clone(),
                 stdin_open: AtomicBool::new(true),
                 keep_alive: self.cassette.header.adapter != "cli",
+                settings_without_stdin: self.cassette.header.agent() == agent::CODEX,
             });
             // Runs to completion: the tape ends, or the run's kill or its
             // dropped handle ends the play as a process's would end.
@@ -251,6 +279,10 @@ struct ReplayControl {
     alive: Arc<AtomicBool>,
     stdin_open: AtomicBool,
     keep_alive: bool,
+    /// The recorded agent applies settings (a model, a permission mode) with
+    /// its next turn rather than through stdin, so its recording has no
+    /// record for them to wait at (Codex).
+    settings_without_stdin: bool,
 }
 
 impl ReplayControl {
@@ -296,6 +328,17 @@ impl ProcessControl for ReplayControl {
             .map(|()| true)
     }
 
+    /// A Codex cassette accepts the settings its adapter would apply with
+    /// the next turn: what they did is already in the recorded lines.
+    fn answer_control(
+        &self,
+        request: &serde_json::Value,
+    ) -> Option<Result<serde_json::Value, String>> {
+        let _ = request;
+        self.settings_without_stdin
+            .then(|| Ok(serde_json::json!({})))
+    }
+
     fn signal(&self, signal: Signal) -> Result<(), AdapterError> {
         self.act(Action::Signal(signal))
     }
@@ -312,5 +355,88 @@ impl ProcessControl for ReplayControl {
 
     fn keep_alive(&self) -> bool {
         self.keep_alive
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use agent_harness_protocol::pb;
+    use agent_harness_protocol::pb::event::Payload;
+
+    use super::*;
+
+    const CLAUDE: &str =
+        r#"{"type":"header","cli_version":"1","argv":[],"date":"","adapter":"interactive"}"#;
+    const CODEX: &str = r#"{"type":"header","cli_version":"0.169.0","argv":["app-server"],"date":"","adapter":"codex","agent":"codex"}"#;
+
+    fn setup() -> DecoderSetup {
+        DecoderSetup {
+            max_line_bytes: crate::supervise::DEFAULT_MAX_LINE_BYTES,
+            ..DecoderSetup::default()
+        }
+    }
+
+    fn run_of(agent: &str) -> SpawnConfig {
+        SpawnConfig {
+            config: pb::StartConfig {
+                agent: agent.into(),
+                ..Default::default()
+            },
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn a_header_without_an_agent_is_claude_and_stays_without_one() {
+        let c = CassetteAdapter::from_str(CLAUDE, 0.0).unwrap();
+        assert_eq!(c.cassette().header.agent, "");
+        assert_eq!(c.cassette().header.agent(), agent::CLAUDE);
+        assert!(!c.cassette().to_jsonl().contains("\"agent\""));
+        let x = CassetteAdapter::from_str(CODEX, 0.0).unwrap();
+        assert_eq!(x.cassette().header.agent(), agent::CODEX);
+        assert_eq!(
+            Cassette::parse(&x.cassette().to_jsonl()).unwrap(),
+            *x.cassette()
+        );
+    }
+
+    #[test]
+    fn a_start_of_the_other_agent_is_refused_at_check() {
+        let claude = CassetteAdapter::from_str(CLAUDE, 0.0).unwrap();
+        assert!(claude.check(&run_of("")).is_ok());
+        assert!(claude.check(&run_of("claude")).is_ok());
+        let codex = CassetteAdapter::from_str(CODEX, 0.0).unwrap();
+        assert!(codex.check(&run_of("codex")).is_ok());
+        let Err(AdapterError::Unable(why)) = codex.check(&run_of("")) else {
+            panic!("a claude start on a codex cassette")
+        };
+        assert!(why.contains("recorded from codex"), "{why}");
+        assert!(matches!(
+            claude.check(&run_of("codex")),
+            Err(AdapterError::Unable(_))
+        ));
+    }
+
+    #[test]
+    fn replay_decodes_with_the_recorded_agents_decoder() {
+        let line = StdoutLine::Line(
+            r#"{"id":2,"result":{"thread":{"id":"t-1","cliVersion":"0.169.0"},"model":"m"}}"#
+                .into(),
+        );
+        let codex = CassetteAdapter::from_str(CODEX, 0.0).unwrap();
+        let mut d = codex.decoder(&run_of("codex"), setup());
+        let ready = d.line(&line);
+        assert!(
+            matches!(&ready[..], [(Payload::RunReady(r), _)] if r.agent == agent::CODEX),
+            "{ready:?}"
+        );
+        // Claude's normalizer does not take Codex's lines for its own.
+        let claude = CassetteAdapter::from_str(CLAUDE, 0.0).unwrap();
+        let mut d = claude.decoder(&run_of(""), setup());
+        assert!(
+            !d.line(&line)
+                .iter()
+                .any(|(p, _)| matches!(p, Payload::RunReady(_)))
+        );
     }
 }

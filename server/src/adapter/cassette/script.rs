@@ -21,15 +21,18 @@ use super::record::CassetteRecorder;
 pub enum ScriptStep {
     /// Write a user message.
     Send(String),
-    /// Wait for the next `result` line (the end of a turn).
+    /// Wait for the end of a turn (claude's `result` line, Codex's
+    /// `turn/completed`).
     WaitTurnEnd,
     /// Wait for a stdout line containing this text.
     WaitFor(String),
     /// Cancel the current turn (control_request interrupt).
     Interrupt,
-    /// Allow the last `can_use_tool` request, echoing its input.
+    /// Allow the last permission request (claude's `can_use_tool`, echoing
+    /// its input; Codex's approval request).
     Allow,
-    /// Deny the last `can_use_tool` request with this message.
+    /// Deny the last permission request with this message (Codex's answer
+    /// carries none).
     Deny(String),
     /// Pause.
     Sleep(Duration),
@@ -98,7 +101,10 @@ pub async fn record_cassette<A: ProcessAdapter>(
                     .await?
                 }
                 ScriptStep::WaitTurnEnd => {
-                    wait_line(&mut handle.stdout, &mut seen, |v| v["type"] == "result").await?
+                    wait_line(&mut handle.stdout, &mut seen, |v| {
+                        v["type"] == "result" || v["method"] == "turn/completed"
+                    })
+                    .await?
                 }
                 ScriptStep::WaitFor(text) => {
                     let text = text.clone();
@@ -110,7 +116,7 @@ pub async fn record_cassette<A: ProcessAdapter>(
                 ScriptStep::Allow | ScriptStep::Deny(_) => {
                     if seen.permission.is_none() {
                         wait_line(&mut handle.stdout, &mut seen, |v| {
-                            v["request"]["subtype"] == "can_use_tool"
+                            v["request"]["subtype"] == "can_use_tool" || is_approval(v)
                         })
                         .await?;
                     }
@@ -195,6 +201,15 @@ async fn wait_raw(
     Err(AdapterError::NotRunning.into())
 }
 
+/// A Codex approval request (`item/…/requestApproval`, with Codex's
+/// request id).
+fn is_approval(v: &Value) -> bool {
+    v["id"].is_number()
+        && v["method"]
+            .as_str()
+            .is_some_and(|m| m.ends_with("/requestApproval"))
+}
+
 fn note(v: &Value, seen: &mut Seen) {
     if v["type"] == "system"
         && v["subtype"] == "task_started"
@@ -207,5 +222,9 @@ fn note(v: &Value, seen: &mut Seen) {
             v["request_id"].as_str().unwrap_or_default().to_string(),
             v["request"]["input"].clone(),
         ));
+    }
+    if is_approval(v) {
+        // Its id as the decoder renders it (`permission_requested`).
+        seen.permission = Some((v["id"].to_string(), v["params"].clone()));
     }
 }

@@ -89,6 +89,45 @@ const APPROVALS: [&str; 3] = [
     "item/permissions/requestApproval",
 ];
 
+/// A user message as a `turn/start`'s input.
+fn turn_input(text: &str) -> Value {
+    json!([{"type": "text", "text": text, "text_elements": []}])
+}
+
+/// The answer to approval request `id` (asking `asking`, when known).
+fn approval_answer(id: Value, asking: Option<&Asking>, decision: &PermissionDecision) -> Value {
+    let allow = matches!(decision, PermissionDecision::Allow { .. });
+    let result = match asking {
+        Some(Asking::Permissions(asked)) => match allow {
+            true => json!({"permissions": asked, "scope": "turn"}),
+            false => json!({"permissions": {}}),
+        },
+        // Codex's answer carries no message for the model.
+        _ => json!({"decision": if allow { "accept" } else { "decline" }}),
+    };
+    json!({"id": id, "result": result})
+}
+
+/// What a cassette records for a user message: the `turn/start` it
+/// becomes (its request id and thread are the process's, unknown to a
+/// wrapper around the control).
+pub fn turn_start_line(input: &UserInput) -> String {
+    json!({"method": "turn/start", "params": {"input": turn_input(&input.text)}}).to_string()
+}
+
+/// What a cassette records for Stop's first rung: the `turn/interrupt`.
+pub fn interrupt_line() -> String {
+    json!({"method": "turn/interrupt"}).to_string()
+}
+
+/// What a cassette records for a permission answer: the answer to a
+/// command or file-change approval (`request_id` as the decoder renders
+/// Codex's request id).
+pub fn approval_answer_line(request_id: &str, decision: &PermissionDecision) -> String {
+    let id = serde_json::from_str(request_id).unwrap_or_else(|_| json!(request_id));
+    approval_answer(id, None, decision).to_string()
+}
+
 /// Controls one Codex process.
 pub struct CodexControl {
     stdin: StdinWriter,
@@ -219,10 +258,7 @@ impl CodexControl {
     /// Starts a turn with `text` on the known thread, with the settings
     /// chosen since the last one.
     fn turn(&self, state: &mut State, thread_id: &str, text: &str) -> Result<(), AdapterError> {
-        let mut params = json!({
-            "threadId": thread_id,
-            "input": [{"type": "text", "text": text, "text_elements": []}],
-        });
+        let mut params = json!({"threadId": thread_id, "input": turn_input(text)});
         if let Some(model) = state.model.take() {
             params["model"] = json!(model);
         }
@@ -417,16 +453,7 @@ impl ProcessControl for CodexControl {
             AdapterError::Write(format!("not a Codex request id {request_id:?}: {e}"))
         })?;
         let asking = self.lock().approvals.remove(&id.to_string());
-        let allow = matches!(decision, PermissionDecision::Allow { .. });
-        let result = match asking {
-            Some(Asking::Permissions(asked)) => match allow {
-                true => json!({"permissions": asked, "scope": "turn"}),
-                false => json!({"permissions": {}}),
-            },
-            // Codex's answer carries no message for the model.
-            _ => json!({"decision": if allow { "accept" } else { "decline" }}),
-        };
-        self.send(&json!({"id": id, "result": result}))
+        self.send(&approval_answer(id, asking.as_ref(), decision))
     }
 
     fn answer_control(&self, request: &Value) -> Option<Result<Value, String>> {
