@@ -38,8 +38,23 @@ async fn a_subscribe_on_one_server_follows_what_another_appends() {
     early.until("the second turn's end", is_turn_end).await;
 
     // Every event the writer committed, as its own History gives them, and
-    // nothing else: `Sub` asserts each seq is the last plus one.
-    let written = history_all(&mut w, "shared").await;
+    // nothing else: `Sub` asserts each seq is the last plus one. The reader
+    // may see a commit from the database before the writer has published
+    // it to its own readers (durable first, then visible): its History
+    // catches up, never the other way round.
+    let seen = early.events.last().expect("events").seq;
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    let written = loop {
+        let written = history_all(&mut w, "shared").await;
+        if written.last().is_some_and(|e| e.seq >= seen) {
+            break written;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the writer's History stays behind seq {seen}: {written:?}"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+    };
     assert_eq!(early.events, written, "the reader's stream is the log");
 
     // A late subscriber on the reader from the middle: the rest, then
