@@ -35,11 +35,13 @@ fi
 export AGENT_HARNESS_ROOT=$ROOT
 bin=$target/$profile/agent-harness-cluster
 if [ ${#args[@]} -eq 0 ]; then
-  "$bin"
   # The takeover after `kill -9` with the real claude CLI (pinned and newest) on two server
   # processes and one PostgreSQL: the next Send on the other node carries the earlier
   # conversation to the model (tests/run-all.sh leaves it out of its other cargo test steps).
+  # It runs first: after the cluster binary exits, its watchdogs still kill the pids it
+  # recorded, and a reused pid may be one of this test's processes.
   cargo test "${flags[@]}" -p agent-harness-server --test real_cli killed_owner::
+  "$bin"
   # The measurement at tiny sizes, on clusters of its own: every subscriber
   # gets every event; its timings are printed, never asserted.
   exec "$bin" measure --smoke
