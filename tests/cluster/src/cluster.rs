@@ -69,16 +69,28 @@ pub fn free_port() -> SocketAddr {
     l.local_addr().expect("local addr")
 }
 
-/// Kills `child` once this program has exited, even by `kill -9`.
+/// Kills `child` once this program has exited, even by `kill -9`, if it
+/// still runs: the pid must still carry the child's start time (field 22
+/// of /proc/PID/stat), or the watchdog would kill whatever process reused
+/// the pid after the child was reaped.
 fn watchdog(child: u32) {
     let me = std::process::id();
+    let stat = |pid: u32| std::fs::read_to_string(format!("/proc/{pid}/stat")).ok();
+    let start = stat(child)
+        .and_then(|s| {
+            s.rsplit_once(") ")
+                .and_then(|(_, rest)| rest.split_whitespace().nth(19).map(str::to_owned))
+        })
+        .unwrap_or_default();
     Command::new("setsid")
         .args([
             "-f",
             "sh",
             "-c",
             &format!(
-                "while kill -0 {me} 2>/dev/null; do sleep 0.3; done; kill -9 {child} 2>/dev/null"
+                "while kill -0 {me} 2>/dev/null; do sleep 0.3; done; \
+                 s=$(sed 's/.*) //' /proc/{child}/stat 2>/dev/null | cut -d' ' -f20); \
+                 [ -n \"$s\" ] && [ \"$s\" = \"{start}\" ] && kill -9 {child} 2>/dev/null"
             ),
         ])
         .stdin(Stdio::null())
