@@ -15,17 +15,13 @@ use agent_harness_protocol::pb::event::Payload;
 use agent_harness_protocol::pb::session_service_client::SessionServiceClient;
 use tonic::transport::Channel;
 
-use crate::support::cli_grpc::{Events, WAIT, assert_runs_end_once};
+use crate::support::cli_grpc::{Events, WAIT, assert_runs_end_once, eventually};
+use crate::support::server_process::free_addr;
 
 const SESSION: &str = "codex-kill9";
 /// The command Codex runs when the server is killed: unique enough to find
 /// in /proc.
 const COMMAND: &str = "sleep 47.25";
-
-fn free_addr() -> SocketAddr {
-    let l = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
-    l.local_addr().expect("addr")
-}
 
 struct Server {
     child: Child,
@@ -134,14 +130,6 @@ fn alive(pid: u32) -> bool {
         .ok()
         .and_then(|s| s.rsplit_once(") ").and_then(|(_, r)| r.chars().next()))
         .is_some_and(|state| !matches!(state, 'Z' | 'X'))
-}
-
-async fn eventually(what: &str, cond: impl Fn() -> bool) {
-    let deadline = Instant::now() + WAIT;
-    while !cond() {
-        assert!(Instant::now() < deadline, "{what} within {WAIT:?}");
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
