@@ -52,18 +52,23 @@ step "cargo test (Rust: derive vectors, session client, server, adapters against
 # killed_owner (two server processes, the real CLI, a kill -9) runs in the cluster step.
 cargo test --workspace -- --skip killed_owner
 
-# The RPC suite again with every test server's log on PostgreSQL (one real server per test
-# binary, started and stopped by server/tests/support/postgres.rs).
-step "cargo test: the RPC suite on PostgreSQL (AGENT_HARNESS_TEST_STORE=postgres)"
-AGENT_HARNESS_TEST_STORE=postgres cargo test -p agent-harness-server --test rpc
-step "cargo test: the crash loop on PostgreSQL (the real server binary with --store-url)"
-AGENT_HARNESS_TEST_STORE=postgres cargo test -p agent-harness-server --test real_cli crash_loop::
-
-# What works on the pinned CLI must work on the newest release too (tests/tools/newest).
-step "cargo test: the real-CLI suite against the newest CLI ($("$CLAUDE_BIN_NEWEST" --version))"
-CLAUDE_BIN="$CLAUDE_BIN_NEWEST" cargo test -p agent-harness-server --test real_cli -- --skip killed_owner
-step "cargo test: the real-Codex suite against the newest Codex ($("$CODEX_BIN_NEWEST" --version))"
-CODEX_BIN="$CODEX_BIN_NEWEST" cargo test -p agent-harness-server --test real_codex
+# Two lanes at once after the workspace run: the store lane (the RPC suite with every test
+# server's log on PostgreSQL, one real server per test binary, started and stopped by
+# server/tests/support/postgres.rs; then the crash loop, the real server binary with
+# --store-url) and the newest-release lane (what works on the pinned CLIs must work on the
+# newest releases too: tests/tools/newest).
+# (A job runs under `||`, where `set -e` does not apply: each command's failure returns.)
+on_postgres() {
+  AGENT_HARNESS_TEST_STORE=postgres cargo test -p agent-harness-server --test rpc || return
+  AGENT_HARNESS_TEST_STORE=postgres cargo test -p agent-harness-server --test real_cli crash_loop:: || return
+}
+on_newest() {
+  echo "claude $("$CLAUDE_BIN_NEWEST" --version), codex $("$CODEX_BIN_NEWEST" --version)"
+  CLAUDE_BIN="$CLAUDE_BIN_NEWEST" cargo test -p agent-harness-server --test real_cli -- --skip killed_owner || return
+  CODEX_BIN="$CODEX_BIN_NEWEST" cargo test -p agent-harness-server --test real_codex || return
+}
+step "at once: the RPC suite and the crash loop on PostgreSQL; the real-CLI and real-Codex suites on the newest releases"
+run_at_once on_postgres on_newest
 
 # `cargo test` built target/debug/agent-harness and fake-messages-api (integration tests
 # run both binaries); the suites use those instead of building again.
@@ -75,42 +80,61 @@ export AGENT_HARNESS_PREBUILT=1
 export AGENT_HARNESS_BIN="$target/debug/agent-harness"
 export FAKE_MESSAGES_API_BIN="$target/debug/fake-messages-api"
 
-# Runs client suites at once: each spends its time waiting on real CLIs and servers, not on the
-# CPU, and none writes where another reads ("ts,browser" runs the browser suite after the
-# TypeScript suite, as both rebuild gen/ts). Each suite's output goes to a log of its own,
-# printed in order once all are done, with the suite's exit code and wall time; fails when any
-# failed. A missing run.sh fails too.
-run_suites_at_once() {
-  local dir s i=0
+# Runs jobs at once: each is a shell function of this script, and spends its time waiting on real
+# CLIs, servers and databases more than on the CPU. Each job's output goes to a log of its own,
+# printed in order once all are done, with the job's exit code and wall time; fails when any
+# failed. (cargo takes its build lock only while it builds: test binaries already built run side
+# by side.)
+run_at_once() {
+  local dir job i=0
   dir=$(mktemp -d)
   local pids=() failed=()
-  for s in "$@"; do
+  for job in "$@"; do
     (
+      start=$SECONDS
       rc=0
-      # "a,b" runs tests/a then tests/b, one after the other.
-      for one in ${s//,/ }; do
-        start=$SECONDS
-        "tests/$one/run.sh" || rc=$?
-        echo "--- tests/$one: exit $rc after $((SECONDS - start))s"
-        [ "$rc" -eq 0 ] || break
-      done
+      "$job" || rc=$?
+      echo "--- $job: exit $rc after $((SECONDS - start))s"
       exit "$rc"
-    ) >"$dir/$s.log" 2>&1 &
+    ) >"$dir/$job.log" 2>&1 &
     pids+=("$!")
   done
-  for s in "$@"; do
-    wait "${pids[$i]}" || failed+=("$s")
+  for job in "$@"; do
+    wait "${pids[$i]}" || failed+=("$job")
     i=$((i + 1))
   done
-  for s in "$@"; do
-    printf '\n--- tests/%s\n' "$s"
-    cat "$dir/$s.log"
+  for job in "$@"; do
+    printf '\n--- %s\n' "$job"
+    cat "$dir/$job.log"
   done
   rm -rf "$dir"
   if [ ${#failed[@]} -gt 0 ]; then
     echo "FAILED: ${failed[*]}" >&2
     return 1
   fi
+}
+
+# Client suites at once ("ts,browser" runs the browser suite after the TypeScript suite, as both
+# rebuild gen/ts; none of the others writes where another reads). A missing run.sh fails.
+suite() {
+  local one
+  for one in ${1//,/ }; do
+    "tests/$one/run.sh" || { echo "--- tests/$one failed"; return 1; }
+  done
+}
+# One job per suite ("suite_go", "suite_ts_browser"); an argument naming a function of this
+# script is a job of its own.
+run_suites_at_once() {
+  local s jobs=()
+  for s in "$@"; do
+    if [ "$(type -t "$s")" = function ]; then
+      jobs+=("$s")
+    else
+      eval "suite_${s//,/_}() { suite $s; }"
+      jobs+=("suite_${s//,/_}")
+    fi
+  done
+  run_at_once "${jobs[@]}"
 }
 
 # Every suite is required: a missing run.sh fails the run instead of being skipped.
@@ -126,7 +150,7 @@ tests/cluster/run.sh
 # The client suites again with every server on PostgreSQL (each server a schema of its own in
 # one throwaway database; the suites read AGENT_HARNESS_TEST_PG_URL). The browser suite stays on
 # redb: it tests the console, not the store.
-step "client suites on PostgreSQL, at once: go, python, ts, grpcurl"
+step "client suites on PostgreSQL, at once: go, python, ts, grpcurl; and the load tool smoke"
 cargo build --quiet -p agent-harness-pg-temp
 pg_url_file=$(mktemp)
 # Its stdin is a pipe this script holds: closed (or this script gone), the server goes.
@@ -135,15 +159,16 @@ for _ in $(seq 600); do [ -s "$pg_url_file" ] && break; sleep 0.1; done
 [ -s "$pg_url_file" ] || { echo "the throwaway PostgreSQL did not start" >&2; exit 1; }
 AGENT_HARNESS_TEST_PG_URL=$(head -n1 "$pg_url_file")
 export AGENT_HARNESS_TEST_PG_URL
-run_suites_at_once go python ts grpcurl
+# The load tool at smoke sizes rides along (its servers keep their logs in redb): every
+# measurement and every peer runs and every event arrives; no timing is asserted (BENCHMARKS.md
+# has the real run, on a quiet machine).
+load_smoke() {
+  env -u AGENT_HARNESS_TEST_PG_URL tests/load/run.sh --quick
+}
+run_suites_at_once go python ts grpcurl load_smoke
 unset AGENT_HARNESS_TEST_PG_URL
 exec {pg_in}>&-
 rm -f "$pg_url_file"
-
-# The load tool at smoke sizes: every measurement and every peer runs and every event
-# arrives; no timing is asserted (BENCHMARKS.md has the real run).
-step "load tool smoke: tests/load/run.sh --quick"
-tests/load/run.sh --quick
 
 end_step
 step_name=""

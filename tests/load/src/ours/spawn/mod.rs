@@ -105,6 +105,21 @@ pub struct Compared {
 }
 
 impl Compared {
+    /// A markdown table, one row per (measurement, figures): ours and
+    /// raw p50/p99, the overhead and the paired median.
+    pub fn print_table(rows: &[(&str, &Compared)]) {
+        println!(
+            "| measurement | ours p50 ms | ours p99 ms | raw p50 ms | raw p99 ms | overhead ms (p50) | paired median ms |"
+        );
+        println!("|---|--:|--:|--:|--:|--:|--:|");
+        for (name, c) in rows {
+            println!(
+                "| {name} | {:.1} | {:.1} | {:.1} | {:.1} | {:+.1} | {:+.1} |",
+                c.ours.p50, c.ours.p99, c.raw.p50, c.raw.p99, c.overhead_ms, c.paired_median_ms
+            );
+        }
+    }
+
     fn from_ms(ours: impl Iterator<Item = f64>, raw: impl Iterator<Item = f64>) -> Self {
         let d = |ms: f64| Duration::from_secs_f64(ms.max(0.0) / 1e3);
         Self::new(ours.map(d).collect(), raw.map(d).collect())
@@ -214,19 +229,10 @@ impl SpawnReport {
             l(self.loadavg_before),
             l(self.loadavg_after)
         );
-        println!(
-            "| measurement | ours p50 ms | ours p99 ms | raw p50 ms | raw p99 ms | overhead ms (p50) | paired median ms |"
-        );
-        println!("|---|--:|--:|--:|--:|--:|--:|");
-        for (name, c) in [
+        Compared::print_table(&[
             ("Start → run_ready", &self.start_to_ready),
             ("Send → first content", &self.send_to_content),
-        ] {
-            println!(
-                "| {name} | {:.1} | {:.1} | {:.1} | {:.1} | {:+.1} | {:+.1} |",
-                c.ours.p50, c.ours.p99, c.raw.p50, c.raw.p99, c.overhead_ms, c.paired_median_ms
-            );
-        }
+        ]);
         let b = &self.breakdown;
         println!("\n| ours, step (server event timestamps) | p50 ms | p99 ms |");
         println!("|---|--:|--:|");

@@ -83,15 +83,7 @@ pub(super) async fn ours_round(
         tokio::time::timeout(WAIT, rpc.send(request)),
         sub.until("content", |p| matches!(p, Payload::Content(_))),
     );
-    match sent {
-        Ok(Ok(r)) if r.get_ref().run_id == run => {}
-        Ok(Ok(r)) => panic!(
-            "{session}: Send went to run {} instead of the live run {run}",
-            r.get_ref().run_id
-        ),
-        Ok(Err(status)) => panic!("{session}: Send failed: {status:?}"),
-        Err(_) => panic!("{session}: no Send response within {WAIT:?}"),
-    }
+    expect_sent_to(sent, &run, session);
     assert_eq!(
         content.run_id, run,
         "{session}: the content after Send is not the live run's"
@@ -307,5 +299,26 @@ pub(super) fn kind_name(p: &Payload) -> &'static str {
         Payload::TurnEnd(_) => "turn_end",
         Payload::InputSent(_) => "input_sent",
         _ => "other",
+    }
+}
+
+/// Panics unless a Send answered within [`WAIT`] and went to the live run
+/// `run`.
+pub(super) fn expect_sent_to(
+    sent: Result<
+        Result<tonic::Response<pb::SendResponse>, tonic::Status>,
+        tokio::time::error::Elapsed,
+    >,
+    run: &str,
+    session: &str,
+) {
+    match sent {
+        Ok(Ok(r)) if r.get_ref().run_id == run => {}
+        Ok(Ok(r)) => panic!(
+            "{session}: Send went to run {} instead of the live run {run}",
+            r.get_ref().run_id
+        ),
+        Ok(Err(status)) => panic!("{session}: Send failed: {status:?}"),
+        Err(_) => panic!("{session}: no Send response within {WAIT:?}"),
     }
 }

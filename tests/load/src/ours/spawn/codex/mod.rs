@@ -102,23 +102,14 @@ impl CodexReport {
             l(self.loadavg_before),
             l(self.loadavg_after)
         );
-        println!(
-            "| measurement | ours p50 ms | ours p99 ms | raw p50 ms | raw p99 ms | overhead ms (p50) | paired median ms |"
-        );
-        println!("|---|--:|--:|--:|--:|--:|--:|");
-        for (name, c) in [
+        Compared::print_table(&[
             ("Start → first answer", &self.start_to_answer),
             ("Send → first answer", &self.send_to_answer),
             (
                 "Start → run_ready vs spawn → thread/start reply",
                 &self.start_to_ready,
             ),
-        ] {
-            println!(
-                "| {name} | {:.1} | {:.1} | {:.1} | {:.1} | {:+.1} | {:+.1} |",
-                c.ours.p50, c.ours.p99, c.raw.p50, c.raw.p99, c.overhead_ms, c.paired_median_ms
-            );
-        }
+        ]);
         let m = &self.memory;
         let mib = |b: f64| b / 1048576.0;
         println!(

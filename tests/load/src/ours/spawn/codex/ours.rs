@@ -2,7 +2,7 @@
 //! content on a Subscribe stream caught up before it), and the live sessions
 //! held for the memory figures.
 
-use super::super::ours::{Sub, end_pid};
+use super::super::ours::{Sub, end_pid, expect_sent_to};
 use super::*;
 use crate::os::tree_rss;
 
@@ -98,15 +98,7 @@ pub(super) async fn round(
         tokio::time::timeout(WAIT, rpc.send(request)),
         sub.until("content", |p| matches!(p, Payload::Content(_))),
     );
-    match sent {
-        Ok(Ok(r)) if r.get_ref().run_id == run => {}
-        Ok(Ok(r)) => panic!(
-            "{session}: Send went to run {} instead of the live run {run}",
-            r.get_ref().run_id
-        ),
-        Ok(Err(status)) => panic!("{session}: Send failed: {status:?}"),
-        Err(_) => panic!("{session}: no Send response within {WAIT:?}"),
-    }
+    expect_sent_to(sent, &run, session);
     assert_eq!(
         again.run_id, run,
         "{session}: the answer after Send is not the live run's"
