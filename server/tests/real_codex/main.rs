@@ -16,6 +16,7 @@
 mod support;
 
 mod kill9;
+mod live_output;
 mod user_checks;
 
 use std::path::{Path, PathBuf};
