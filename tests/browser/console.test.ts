@@ -13,7 +13,8 @@
 // connection indicator through a server kill and restart; the CSP enforced;
 // page back through history on scroll-up; a server with a token asks for it
 // once per tab; change the model and permission mode from the settings
-// panel and undo file edits from a message. Writes
+// panel and undo file edits from a message; a Codex command's output live
+// under its call until its result. Writes
 // tests/artifacts/console-list.png, console-session.png,
 // console-permission.png, console-control.png and console-phone.png.
 
@@ -582,6 +583,39 @@ it("starts a Codex session from the form and shows its answer, and the agent in 
   assert.equal(listed.agent, "codex", "the list names the agent");
   // A claude session's row names claude.
   assert.equal((await row(p, "console-typing"))?.agent, "claude");
+  await clean();
+  await p.close();
+});
+
+/** The Bash call's live output ("" when none shown) and result (null when none yet). */
+interface Call {
+  live: string;
+  result: string | null;
+}
+const READ_BASH_CALL = `(() => {
+  const call = document.querySelector("[data-testid=tool-call][data-tool=Bash]");
+  return {
+    live: call?.querySelector("[data-testid=tool-output]")?.textContent ?? "",
+    result: call?.querySelector("[data-testid=tool-result]")?.textContent ?? null,
+  };
+})()`;
+
+it("shows a Codex command's output live under its call while it runs, then its result instead", async () => {
+  const t: Target = { url: h.url, session: "console-codex-output" };
+  const { p, clean } = await openConsole(h.url);
+  await startFromList(p, t.session, "BASH for i in 1 2 3 4; do echo line$i; sleep 0.5; done", "", "codex");
+  await until(p, "the command's permission prompt", (v) => v.permissions.includes("Bash"), 60_000);
+  await p.click("[data-testid=allow]");
+  // Codex streams what the command prints after its first moments, so the
+  // live output shows from line2 on, under the call, before any result.
+  const seen = await untilView<Call>(p, READ_BASH_CALL, "the live output under the call", (c) => c.live.includes("line2"));
+  assert.equal(seen.result, null, "no result yet: the command still runs");
+  await p.screenshot({ path: join(ARTIFACTS, "console-codex-output.png") });
+  const done = await until(p, "the Codex turn's end", (v) => ready(v) && idleAfterTurn(v), 60_000);
+  const after = (await p.evaluate(READ_BASH_CALL)) as Call;
+  assert.equal(after.live, "", "the result replaces the live output");
+  assert.match(after.result ?? "", /line1\nline2\nline3\nline4/, "the result holds every line");
+  await assertMatchesServer(done, t);
   await clean();
   await p.close();
 });

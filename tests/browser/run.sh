@@ -15,7 +15,8 @@
 # answered with an edited input and one denied, background tasks, a
 # scheduled prompt, stop (Esc, button), an image, a subagent, reload
 # mid-turn, a second tab, history paging, the token prompt, a Codex session
-# started from the form (its answer, the agent in header and list) and, on a
+# started from the form (its answer, the agent in header and list), a Codex
+# command's output shown live under its call until its result and, on a
 # server without codex, the start form showing the refusal. Saves
 # tests/artifacts/console-*.png.
 # Exits non-zero on any failure.

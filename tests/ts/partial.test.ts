@@ -16,6 +16,7 @@ import {
   EMPTY_PARTIAL,
   SubscribeResponseSchema,
   applyPartial,
+  partialToolOutput,
   type PartialBlock,
   type PartialMessage,
 } from "@agent-harness/client/protocol";
@@ -100,4 +101,21 @@ describe("partial message vectors", () => {
       }
     });
   }
+});
+
+describe("a running tool's output", () => {
+  it("is found by its tool_use id and goes with its result", () => {
+    const v = JSON.parse(readFileSync(join(DIR, "tool_output.json"), "utf8")) as { steps: JsonValue[] };
+    let partial: PartialMessage = EMPTY_PARTIAL;
+    const seen: (string | undefined)[] = [];
+    for (const step of v.steps) {
+      partial = applyPartial(partial, fromJson(SubscribeResponseSchema, step));
+      seen.push(partialToolOutput(partial, "call_a"));
+    }
+    assert.ok(seen.includes("line2\nline3\n"), JSON.stringify(seen));
+    assert.equal(seen.at(-1), undefined, "gone at the turn's end");
+    const resultAt = v.steps.findIndex((s) => JSON.stringify(s).includes('"toolResults"'));
+    assert.equal(seen[resultAt], undefined, "gone with its result");
+    assert.equal(seen[resultAt - 1], "line2\nline3\n");
+  });
 });

@@ -19,6 +19,9 @@
 //!   id, parent tool_use id) overwrites the block's; empty fields keep it.
 //! - A `content` event drops every block whose `message_id` equals its own:
 //!   the stored event supersedes the partial text.
+//! - A `result` event drops every tool-output block whose `tool_use_id` is
+//!   one of its tool results' (a running tool's output is keyed by its
+//!   tool_use id, as its `message_id`: it belongs to no message).
 //! - A `turn_end` (compact boundaries included) or `run_end` event drops
 //!   every block.
 //! - A `replay` header drops every block: it opens a new stream, whose
@@ -43,11 +46,11 @@ pub struct PartialBlock {
     pub message_id: String,
     /// The block's index in its message.
     pub index: u32,
-    /// Text, thinking, or a tool call's input.
+    /// Text, thinking, a tool call's input, or a running tool's output.
     pub block_type: DeltaBlockType,
-    /// For a tool-input block: the tool's name.
+    /// For a tool-input or tool-output block: the tool's name.
     pub tool_name: String,
-    /// For a tool-input block: the tool_use id.
+    /// For a tool-input or tool-output block: the tool_use id.
     pub tool_use_id: String,
     /// Set when a subagent writes it: the Agent tool_use id (empty for the
     /// main thread).
@@ -121,14 +124,24 @@ impl Partial {
         true
     }
 
-    /// Applies a log event: `content` drops its message's blocks,
-    /// `turn_end` and `run_end` drop all. Returns whether anything was
-    /// dropped.
+    /// Applies a log event: `content` drops its message's blocks, `result`
+    /// its tools' outputs, `turn_end` and `run_end` drop all. Returns
+    /// whether anything was dropped.
     pub fn apply_event(&mut self, event: &pb::Event) -> bool {
+        let before = self.blocks.len();
         match &event.payload {
             Some(Payload::Content(content)) => {
-                let before = self.blocks.len();
                 self.blocks.retain(|b| b.message_id != content.message_id);
+                self.blocks.len() != before
+            }
+            Some(Payload::Result(result)) => {
+                self.blocks.retain(|b| {
+                    b.block_type != DeltaBlockType::ToolOutput
+                        || !result
+                            .tool_results
+                            .iter()
+                            .any(|r| r.tool_use_id == b.tool_use_id)
+                });
                 self.blocks.len() != before
             }
             Some(Payload::TurnEnd(_) | Payload::RunEnd(_)) => self.reset(),
@@ -172,6 +185,16 @@ impl Partial {
             .filter(|b| b.block_type == DeltaBlockType::Text)
             .map(|b| b.text.as_str())
             .collect()
+    }
+
+    /// What tool `tool_use_id` has printed so far while it runs (`None`
+    /// when nothing is streaming for it): shown under the tool until its
+    /// `result` arrives.
+    pub fn tool_output(&self, tool_use_id: &str) -> Option<&str> {
+        self.blocks
+            .iter()
+            .find(|b| b.block_type == DeltaBlockType::ToolOutput && b.tool_use_id == tool_use_id)
+            .map(|b| b.text.as_str())
     }
 
     /// `Ok(position)` of the block, or `Err(where it would go)`.
@@ -362,5 +385,37 @@ mod tests {
         assert_eq!(p.main_thread().count(), 1);
         p.apply_delta(&delta("m3", 0, "main"));
         assert_eq!(p.main_text(), "main");
+    }
+
+    /// A running tool's output, keyed by its tool_use id: its `result`
+    /// drops it, another tool's result does not, and nor does a text block
+    /// that happens to share the id.
+    #[test]
+    fn a_tool_output_goes_with_its_result() {
+        let mut p = Partial::new();
+        let output = |id: &str, fragment: &str| pb::Delta {
+            block_type: DeltaBlockType::ToolOutput as i32,
+            tool_name: "Bash".to_owned(),
+            tool_use_id: id.to_owned(),
+            ..delta(id, 0, fragment)
+        };
+        p.apply_delta(&output("call_a", "line2\n"));
+        p.apply_delta(&output("call_a", "line3\n"));
+        p.apply_delta(&output("call_b", "b"));
+        assert_eq!(p.tool_output("call_a"), Some("line2\nline3\n"));
+        assert_eq!(p.main_text(), "", "output is not answer text");
+        let result = |id: &str| {
+            event(Payload::Result(pb::Result {
+                tool_results: vec![pb::ToolResult {
+                    tool_use_id: id.to_owned(),
+                    ..Default::default()
+                }],
+                ..Default::default()
+            }))
+        };
+        assert!(!p.apply_event(&result("call_z")));
+        assert!(p.apply_event(&result("call_a")));
+        assert_eq!(p.tool_output("call_a"), None);
+        assert_eq!(p.tool_output("call_b"), Some("b"));
     }
 }

@@ -8,5 +8,5 @@ export * from "./session.js";
 export * from "./full-event.js";
 export { NODE_HEADER, SESSION_HEADER, sessionHeaders, sessionRouting } from "./routing.js";
 export type { Activity, ActivityKind, Derived, SessionUsageTotals, Settings, Status } from "./derive/index.js";
-export { EMPTY_PARTIAL, partialMainText, partialMainThread } from "./partial.js";
+export { EMPTY_PARTIAL, partialMainText, partialMainThread, partialToolOutput } from "./partial.js";
 export type { PartialBlock, PartialMessage } from "./partial.js";

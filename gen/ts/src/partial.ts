@@ -17,6 +17,9 @@
 // - A delta's non-empty metadata (run id, block type, tool name, tool_use
 //   id, parent tool_use id) overwrites the block's; empty fields keep it.
 // - A `content` event drops every block whose messageId equals its own.
+// - A `result` event drops every tool-output block whose toolUseId is one of
+//   its tool results' (a running tool's output is keyed by its tool_use id,
+//   as its messageId: it belongs to no message).
 // - A `turnEnd` (compact boundaries included) or `runEnd` event drops every
 //   block.
 // - A `replay` header drops every block: it opens a new stream, whose
@@ -44,11 +47,11 @@ export interface PartialBlock {
   readonly messageId: string;
   /** The block's index in its message. */
   readonly index: number;
-  /** Text, thinking, or a tool call's input. */
+  /** Text, thinking, a tool call's input, or a running tool's output. */
   readonly blockType: DeltaBlockType;
-  /** For a tool-input block: the tool's name. */
+  /** For a tool-input or tool-output block: the tool's name. */
   readonly toolName: string;
-  /** For a tool-input block: the tool_use id. */
+  /** For a tool-input or tool-output block: the tool_use id. */
   readonly toolUseId: string;
   /** Set when a subagent writes it: the Agent tool_use id ("" for the main thread). */
   readonly parentToolUseId: string;
@@ -113,14 +116,20 @@ export function applyPartialDelta(partial: PartialMessage, d: Delta): PartialMes
   return Object.freeze({ blocks: Object.freeze(next) });
 }
 
-/** Applies a log event: `content` drops its message's blocks, `turnEnd` and `runEnd` drop all. */
+/**
+ * Applies a log event: `content` drops its message's blocks, `result` its
+ * tools' outputs, `turnEnd` and `runEnd` drop all.
+ */
 export function applyPartialEvent(partial: PartialMessage, e: Event): PartialMessage {
   if (partial.blocks.length === 0) return partial;
   switch (e.payload.case) {
     case "content": {
       const id = e.payload.value.messageId;
-      const kept = partial.blocks.filter((b) => b.messageId !== id);
-      return kept.length === partial.blocks.length ? partial : Object.freeze({ blocks: Object.freeze(kept) });
+      return keep(partial, (b) => b.messageId !== id);
+    }
+    case "result": {
+      const ids = new Set(e.payload.value.toolResults.map((r) => r.toolUseId));
+      return keep(partial, (b) => b.blockType !== DeltaBlockType.TOOL_OUTPUT || !ids.has(b.toolUseId));
     }
     case "turnEnd":
     case "runEnd":
@@ -128,6 +137,21 @@ export function applyPartialEvent(partial: PartialMessage, e: Event): PartialMes
     default:
       return partial;
   }
+}
+
+/** The blocks `keeps` keeps; the same object when that is all of them. */
+function keep(partial: PartialMessage, keeps: (b: PartialBlock) => boolean): PartialMessage {
+  const kept = partial.blocks.filter(keeps);
+  return kept.length === partial.blocks.length ? partial : Object.freeze({ blocks: Object.freeze(kept) });
+}
+
+/**
+ * What tool `toolUseId` has printed so far while it runs, or undefined when
+ * nothing streams for it: shown under the tool until its `result` arrives.
+ */
+export function partialToolOutput(partial: PartialMessage, toolUseId: string): string | undefined {
+  return partial.blocks.find((b) => b.blockType === DeltaBlockType.TOOL_OUTPUT && b.toolUseId === toolUseId)
+    ?.text;
 }
 
 /** The main thread's blocks (no subagent's), in display order. */

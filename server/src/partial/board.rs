@@ -335,6 +335,14 @@ fn delta(state: &State, b: &Block, after_seq: u64, fragment: &str, snapshot: boo
             tool_name.as_str(),
             tool_use_id.as_str(),
         ),
+        BlockKind::ToolOutput {
+            tool_name,
+            tool_use_id,
+        } => (
+            pb::DeltaBlockType::ToolOutput,
+            tool_name.as_str(),
+            tool_use_id.as_str(),
+        ),
     };
     pb::Delta {
         run_id: state.run_id.clone(),
@@ -539,5 +547,43 @@ mod tests {
                 snapshot: true,
             }
         );
+    }
+
+    /// A running tool's output: keyed by its tool_use id, gone for a
+    /// stream once it has sent the tool's `result`.
+    #[test]
+    fn a_tool_output_delta_names_its_tool_and_ends_with_its_result() {
+        let board = Board::default();
+        let kind = BlockKind::ToolOutput {
+            tool_name: "Bash".into(),
+            tool_use_id: "call_1".into(),
+        };
+        let started = Change::Started {
+            message_id: "call_1".into(),
+            parent_tool_use_id: "".into(),
+            index: 0,
+            kind,
+        };
+        board.publish("r", &[started, frag("call_1", 0, "line1\n")], 4);
+        let mut cursor = Cursor::default();
+        let mut out = VecDeque::new();
+        cursor.diff(&board.read(), 4, &mut out);
+        let d = out.pop_front().unwrap();
+        assert_eq!(
+            (d.block_type, d.message_id.as_str(), d.tool_use_id.as_str()),
+            (pb::DeltaBlockType::ToolOutput as i32, "call_1", "call_1")
+        );
+        assert_eq!(
+            (d.tool_name.as_str(), d.fragment.as_str()),
+            ("Bash", "line1\n")
+        );
+        // The result's batch: closed before its commit (head 4 → 5).
+        let end = [Change::Done {
+            message_id: "call_1".into(),
+            index: None,
+        }];
+        board.close(&end, 4);
+        board.publish_after("r", &end, 4, 5);
+        assert_eq!(diff(&mut cursor, &board, 5), vec![]);
     }
 }

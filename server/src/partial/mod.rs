@@ -36,6 +36,11 @@
 //! `message_delta` and `message_stop`. Each `assistant` line carries one
 //! block, in index order, so the n-th `assistant` line of a message
 //! completes its n-th block.
+//!
+//! A tool's output while it runs (Codex's command output) is a block of its
+//! own, keyed by its tool_use id instead of a message
+//! ([`Tracker::output`]); it is done when the tool's `result` is committed,
+//! and cleared at the turn's or the run's end like any other block.
 
 mod board;
 mod track;
@@ -62,6 +67,15 @@ pub enum BlockKind {
         /// The tool_use id.
         tool_use_id: String,
     },
+    /// What a running tool has printed so far. It belongs to no message:
+    /// its block is keyed by the tool_use id (as its `message_id`), so
+    /// several tools can stream at once, and its `result` supersedes it.
+    ToolOutput {
+        /// The tool's name.
+        tool_name: String,
+        /// The tool_use id.
+        tool_use_id: String,
+    },
 }
 
 /// One change to the blocks in flight.
@@ -69,7 +83,7 @@ pub enum BlockKind {
 pub enum Change {
     /// A block began.
     Started {
-        /// The API message id.
+        /// The API message id (a tool-output block's tool_use id).
         message_id: Arc<str>,
         /// The Agent tool_use id for a subagent's message, else empty.
         parent_tool_use_id: Arc<str>,

@@ -1,7 +1,8 @@
 //! [`Tracker`]: the CLI's lines in, [`Change`]s out. Its block methods
 //! (`begin_message`, `begin_block`, `append`, `complete_block`,
 //! `end_message`) are what any agent's decoder drives: the claude CLI's
-//! `stream_event` lines here, other agents' deltas in their adapters.
+//! `stream_event` lines here, other agents' deltas in their adapters; and
+//! `output`/`end_output` for a running tool's output.
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -186,11 +187,67 @@ impl Tracker {
     /// `fragment` was appended to block `index` of the message `thread` is
     /// streaming (dropped, and counted, past the budget).
     pub fn append(&mut self, thread: &str, index: u32, fragment: &str) {
+        if let Some(id) = self.streaming.get(thread).cloned() {
+            self.append_to(&id, index, fragment);
+        }
+    }
+
+    /// Tool `tool_use_id` (named `tool_name`) printed `fragment` while it
+    /// runs. Its output is a block of its own, keyed by the tool_use id (it
+    /// belongs to no message, and several tools may run at once), begun by
+    /// its first fragment and bounded by the same budget.
+    pub fn output(&mut self, tool_use_id: &str, tool_name: &str, fragment: &str) {
+        if tool_use_id.is_empty() || fragment.is_empty() {
+            return;
+        }
+        if !self.messages.iter().any(|m| &*m.id == tool_use_id) {
+            if self.messages.len() >= MAX_MESSAGES {
+                return;
+            }
+            let id: Arc<str> = tool_use_id.into();
+            self.messages.push(Message {
+                id: id.clone(),
+                completed: 0,
+                blocks: vec![Open {
+                    index: 0,
+                    bytes: 0,
+                    full: false,
+                }],
+            });
+            self.changes.push(Change::Started {
+                message_id: id,
+                parent_tool_use_id: "".into(),
+                index: 0,
+                kind: BlockKind::ToolOutput {
+                    tool_name: tool_name.to_owned(),
+                    tool_use_id: tool_use_id.to_owned(),
+                },
+            });
+        }
+        self.append_to(tool_use_id, 0, fragment);
+    }
+
+    /// Tool `tool_use_id`'s `result` is in the same batch: its output so far
+    /// leaves the board (nothing when it printed nothing live).
+    pub fn end_output(&mut self, tool_use_id: &str) {
+        let Some(pos) = self.messages.iter().position(|m| &*m.id == tool_use_id) else {
+            return;
+        };
+        let out = self.messages.remove(pos);
+        self.bytes -= out.blocks.iter().map(|b| b.bytes).sum::<usize>();
+        self.changes.push(Change::Done {
+            message_id: out.id,
+            index: None,
+        });
+    }
+
+    /// `fragment` was appended to block `index` of message `id`.
+    fn append_to(&mut self, id: &str, index: u32, fragment: &str) {
         if fragment.is_empty() {
             return;
         }
         let over = self.bytes + fragment.len() > self.max_bytes;
-        let Some(msg) = self.message_of(thread) else {
+        let Some(msg) = self.messages.iter_mut().find(|m| &*m.id == id) else {
             return;
         };
         let message_id = msg.id.clone();
@@ -582,5 +639,78 @@ mod tests {
             })
         );
         assert_eq!(t.bytes, 0);
+    }
+
+    fn output_started(id: &str) -> Change {
+        Change::Started {
+            message_id: id.into(),
+            parent_tool_use_id: "".into(),
+            index: 0,
+            kind: BlockKind::ToolOutput {
+                tool_name: "Bash".into(),
+                tool_use_id: id.into(),
+            },
+        }
+    }
+
+    /// Two commands print at once, beside the message being written: each
+    /// output is a block of its own, keyed by its tool_use id, and ends
+    /// with its tool's result, leaving the others as they are.
+    #[test]
+    fn tool_outputs_stream_side_by_side_and_end_with_their_result() {
+        let mut t = Tracker::new(1 << 20);
+        t.begin_message("", "m");
+        t.begin_block("", 0, BlockKind::Text);
+        t.output("call_a", "Bash", "line1\n");
+        t.output("call_b", "Bash", "other\n");
+        t.append("", 0, "Running");
+        t.output("call_a", "Bash", "line2\n");
+        t.end_output("call_a");
+        t.output("call_a", "Bash", "");
+        t.end_output("call_never_printed");
+        assert_eq!(
+            t.take(),
+            vec![
+                started("m", 0, BlockKind::Text),
+                output_started("call_a"),
+                frag("call_a", 0, "line1\n"),
+                output_started("call_b"),
+                frag("call_b", 0, "other\n"),
+                frag("m", 0, "Running"),
+                frag("call_a", 0, "line2\n"),
+                Change::Done {
+                    message_id: "call_a".into(),
+                    index: None
+                },
+            ]
+        );
+        assert_eq!(t.bytes, "other\n".len() + "Running".len());
+        // A new message on the main thread leaves a running tool's output.
+        t.begin_message("", "n");
+        t.output("call_b", "Bash", "more");
+        assert_eq!(t.take().last(), Some(&frag("call_b", 0, "more")));
+    }
+
+    #[test]
+    fn tool_output_shares_the_budget_and_is_cleared_at_the_turn_end() {
+        let mut t = Tracker::new(8);
+        t.output("call_a", "Bash", "12345");
+        t.output("call_b", "Bash", "6789");
+        t.output("call_b", "Bash", "y");
+        t.output("call_a", "Bash", "x");
+        assert_eq!(
+            t.dropped(),
+            2,
+            "the budget is the session's; a full block stays full"
+        );
+        assert_eq!(t.take().len(), 4, "two starts and two fragments of call_a");
+        t.clear();
+        assert_eq!(t.take(), vec![Change::Cleared]);
+        assert_eq!(t.bytes, 0);
+        t.output("call_a", "Bash", "again");
+        assert_eq!(
+            t.take(),
+            vec![output_started("call_a"), frag("call_a", 0, "again")]
+        );
     }
 }

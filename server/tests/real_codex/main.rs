@@ -8,7 +8,8 @@
 //! The fake model's reply is chosen by a directive in the prompt (`TEXT`,
 //! `SLOW`, `BASH`; see tests/fake-api/README.md).
 //!
-//! [`kill9`] runs the server binary and kills it mid-turn.
+//! [`kill9`] runs the server binary and kills it mid-turn; [`live_output`]
+//! watches a command's output typed live.
 //!
 //! Run: `cargo test -p agent-harness-server --test real_codex`.
 
@@ -16,6 +17,7 @@
 mod support;
 
 mod kill9;
+mod live_output;
 mod user_checks;
 
 use std::path::{Path, PathBuf};

@@ -4,12 +4,12 @@
 // background tasks and the scheduled wakeup; pending permission prompts are
 // answered above the composer. Enter sends, Esc stops.
 
-import { useCallback, useEffect, useLayoutEffect, useRef, useState } from "react";
+import { useCallback, useEffect, useLayoutEffect, useMemo, useRef, useState } from "react";
 import type { Transport } from "@connectrpc/connect";
 import { Code, ConnectError } from "@connectrpc/connect";
 import type { JsonObject } from "@bufbuild/protobuf";
 import { useSession } from "@agent-harness/client/react";
-import { partialMainText, vocab, type Event, type PendingPermission, type SessionUsage } from "@agent-harness/client/protocol";
+import { DeltaBlockType, partialMainText, vocab, type Event, type PartialMessage, type PendingPermission, type SessionUsage } from "@agent-harness/client/protocol";
 import type { BackgroundTask, ScheduledWakeup, SessionUsageTotals } from "@agent-harness/client/protocol";
 import { errorText, isUnauthenticated, serviceClient } from "./api.ts";
 import { pretty } from "./format.ts";
@@ -69,6 +69,7 @@ export function SessionView(props: { sessionId: string; transport: Transport; on
 
   const d = s.derived;
   const typing = partialMainText(s.partial);
+  const outputs = useToolOutputs(s.partial);
   // A long session opens on its tail (the server replays the newest events).
   // Status, process, activity and pending prompts follow from the current
   // run, so hydration fetches back to its run_start; the usage totals sum
@@ -113,6 +114,7 @@ export function SessionView(props: { sessionId: string; transport: Transport; on
           events={s.events}
           pending={d.pendingPermissions}
           typing={typing}
+          outputs={outputs}
           hasMore={s.hasMoreHistory}
           ready={s.hydrationPhase === "ready"}
           fetchOlder={() => s.fetchHistory({ limit: PAGE })}
@@ -236,6 +238,18 @@ function pick(u: SessionUsage): SessionUsageTotals {
 }
 
 /**
+ * What each running tool has printed so far (its live output, by tool_use
+ * id): a new map only when some output changed, so typing of the answer
+ * does not redraw the timeline.
+ */
+function useToolOutputs(partial: PartialMessage): ReadonlyMap<string, string> {
+  const blocks = partial.blocks.filter((b) => b.blockType === DeltaBlockType.TOOL_OUTPUT);
+  const key = JSON.stringify(blocks.map((b) => [b.toolUseId, b.text]));
+  // Keyed by the content: the blocks array is new on every delta.
+  return useMemo(() => new Map(blocks.map((b) => [b.toolUseId, b.text])), [key]);
+}
+
+/**
  * The scrolling timeline. Sticks to the bottom while the reader is there;
  * near the top it fetches the next older page and keeps the reader's place
  * when the page lands above.
@@ -244,13 +258,14 @@ function Scroller(props: {
   events: Parameters<typeof Timeline>[0]["events"];
   pending: Parameters<typeof Timeline>[0]["pending"];
   typing: string;
+  outputs: ReadonlyMap<string, string>;
   hasMore: boolean;
   ready: boolean;
   fetchOlder: () => Promise<unknown>;
   firstSeq: bigint | undefined;
   headSeq: bigint;
 }) {
-  const { events, pending, typing, hasMore, ready, fetchOlder, firstSeq, headSeq } = props;
+  const { events, pending, typing, outputs, hasMore, ready, fetchOlder, firstSeq, headSeq } = props;
   const ref = useRef<HTMLDivElement>(null);
   const stick = useRef(true);
   const prev = useRef<{ firstSeq: bigint | undefined; height: number }>({ firstSeq: undefined, height: 0 });
@@ -268,7 +283,7 @@ function Scroller(props: {
     prev.current = { firstSeq, height: el.scrollHeight };
     // Nothing to scroll yet: fetch older pages until the view is full.
     if (el.scrollHeight <= el.clientHeight && hasMore && ready) void fetchOlder();
-  }, [events, typing, firstSeq, hasMore, ready, fetchOlder]);
+  }, [events, typing, outputs, firstSeq, hasMore, ready, fetchOlder]);
 
   const loadOlder = () => {
     if (hasMore && ready) void fetchOlder();
@@ -295,7 +310,7 @@ function Scroller(props: {
         events.length > 0 && <div className="log-start muted">start of the session</div>
       )}
       {!ready && <div className="muted pad">loading…</div>}
-      <Timeline events={events} pending={pending} />
+      <Timeline events={events} pending={pending} outputs={outputs} />
       {typing !== "" && (
         <div className="ev assistant typing" data-testid="partial">
           <div className="text">{typing}</div>

@@ -32,14 +32,25 @@ interface Index {
   children: Map<string, Event[]>;
   /** Tool calls waiting for a permission answer (their tool_use ids). */
   asking: Set<string>;
+  /** What running tools have printed so far, by tool_use id (live typing). */
+  outputs: ReadonlyMap<string, string>;
 }
 
 /**
  * The held events as turns. Re-grouped when the list changes (a new array
  * per change); `pending` (derived.pendingPermissions) marks the calls that
- * wait for an answer.
+ * wait for an answer; `outputs` is what running tools printed so far, shown
+ * under each until its result arrives.
  */
-export function Timeline({ events, pending }: { events: readonly Event[]; pending: readonly PendingPermission[] }) {
+export function Timeline({
+  events,
+  pending,
+  outputs,
+}: {
+  events: readonly Event[];
+  pending: readonly PendingPermission[];
+  outputs: ReadonlyMap<string, string>;
+}) {
   const grouped = useMemo(() => {
     const turns = groupEvents(events);
     const calls = new Map<string, ToolCall>();
@@ -47,8 +58,8 @@ export function Timeline({ events, pending }: { events: readonly Event[]; pendin
     return { turns, calls, children: subagentChildren(events) };
   }, [events]);
   const index = useMemo(
-    () => ({ calls: grouped.calls, children: grouped.children, asking: new Set(pending.map((p) => p.toolUseId)) }),
-    [grouped, pending],
+    () => ({ calls: grouped.calls, children: grouped.children, asking: new Set(pending.map((p) => p.toolUseId)), outputs }),
+    [grouped, pending, outputs],
   );
   const { turns } = grouped;
   return (
@@ -297,10 +308,16 @@ function ToolCallView({ call, index }: { call: ToolCall; index: Index }) {
           ))}
         </div>
       )}
-      {call.result && (
+      {call.result ? (
         <pre className="tool-result" data-testid="tool-result">
           {call.result.text}
         </pre>
+      ) : (
+        index.outputs.has(call.toolUseId) && (
+          <pre className="tool-result live" data-testid="tool-output">
+            {index.outputs.get(call.toolUseId)}
+          </pre>
+        )
       )}
     </div>
   );

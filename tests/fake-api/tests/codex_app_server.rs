@@ -302,6 +302,7 @@ both_releases!(
     api_error,
     interrupt_pending_approval,
     interrupt_running_command,
+    command_output,
 );
 
 /// One text turn: deltas, the completed message, usage, `turn/completed`.
@@ -411,6 +412,53 @@ async fn approval_accepted(mut s: Setup) {
     let calls = s.api.responses_requests();
     assert_eq!(calls.len(), 2);
     assert_eq!(calls[1].scenario, "BASH+tool_result");
+    codex.exit().await;
+}
+
+/// A command that prints a line at a time, approved: its output streams as
+/// `item/commandExecution/outputDelta` (`itemId` = the item's id) between
+/// the approval's resolution and the item's completion. Only what it prints
+/// after its first moments streams (Codex waits that long for a command to
+/// finish before it treats it as running; here `line1` comes only in the
+/// completed item's `aggregatedOutput`), so the deltas join to the end of
+/// the output, not to all of it.
+async fn command_output(mut s: Setup) {
+    let mut codex = s.spawn();
+    let (ask, lines) = shell_with_approval(
+        &mut codex,
+        "for i in 1 2 3; do echo line$i; sleep 0.3; done",
+        "accept",
+    )
+    .await;
+    let item = ask["params"]["itemId"].as_str().unwrap();
+    let deltas: Vec<&Value> = lines
+        .iter()
+        .filter(|v| method(v) == "item/commandExecution/outputDelta")
+        .collect();
+    assert!(
+        deltas.iter().all(|v| v["params"]["itemId"] == item),
+        "{deltas:#?}"
+    );
+    let streamed: String = deltas
+        .iter()
+        .map(|v| v["params"]["delta"].as_str().unwrap())
+        .collect();
+    let cmd = completed_items(&lines, "commandExecution");
+    assert_eq!(cmd.len(), 1, "{lines:#?}");
+    let output = cmd[0]["aggregatedOutput"].as_str().unwrap();
+    assert_eq!(output, "line1\nline2\nline3\n");
+    let completed_at = lines
+        .iter()
+        .position(|v| method(v) == "item/completed" && v["params"]["item"]["id"] == item)
+        .unwrap();
+    let last_delta = lines
+        .iter()
+        .rposition(|v| method(v) == "item/commandExecution/outputDelta");
+    assert!(last_delta.is_some_and(|d| d < completed_at), "{lines:#?}");
+    assert!(
+        streamed.contains("line3") && output.ends_with(&streamed),
+        "the deltas are the output's end: {streamed:?}"
+    );
     codex.exit().await;
 }
 

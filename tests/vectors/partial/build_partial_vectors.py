@@ -89,7 +89,7 @@ def stop_requested():
 # ---- the builder ------------------------------------------------------------
 
 TYPES = {"text": "DELTA_BLOCK_TYPE_TEXT", "thinking": "DELTA_BLOCK_TYPE_THINKING",
-         "tool": "DELTA_BLOCK_TYPE_TOOL_INPUT"}
+         "tool": "DELTA_BLOCK_TYPE_TOOL_INPUT", "output": "DELTA_BLOCK_TYPE_TOOL_OUTPUT"}
 
 
 def B(msg, index, kind, text_, tool="", tool_use_id="", parent="", run="run-1"):
@@ -231,6 +231,26 @@ v.delta("msg_02", 0, "text", "Two files", B("msg_02", 0, "text", "Two files"))
 v.delta("msg_02", 0, "text", ".", B("msg_02", 0, "text", "Two files."))
 v.ev(content("msg_02", text("Two files.")))
 v.ev(turn_end())
+
+v = vector("tool_output",
+           "Two commands run at once (a Codex turn: their tool_use contents carry no message id) "
+           "and print: each output is a block keyed by its tool_use id (as its message id); the "
+           "first tool's result drops its output and only that; a content event drops no output; "
+           "the turn's end drops the rest.")
+v.boot("run two")
+v.ev(content("", tool_use("call_a", "Bash", {"command": "a"})))
+v.ev(content("", tool_use("call_b", "Bash", {"command": "b"})))
+A = dict(tool="Bash", tool_use_id="call_a")
+BB = dict(tool="Bash", tool_use_id="call_b")
+v.delta("call_a", 0, "output", "line2\n", B("call_a", 0, "output", "line2\n", **A), **A)
+v.delta("call_b", 0, "output", "b1\n", B("call_a", 0, "output", "line2\n", **A),
+        B("call_b", 0, "output", "b1\n", **BB), **BB)
+v.delta("call_a", 0, "output", "line3\n", B("call_a", 0, "output", "line2\nline3\n", **A),
+        B("call_b", 0, "output", "b1\n", **BB), **A)
+v.ev(result("call_a", out="line1\nline2\nline3\n"), B("call_b", 0, "output", "b1\n", **BB))
+v.ev(content("", tool_use("call_c", "Bash", {"command": "c"})),
+     B("call_b", 0, "output", "b1\n", **BB))
+v.ev(turn_end(interrupted=True))
 
 v = vector("subagent",
            "A foreground subagent's message carries the Agent tool_use id as parent_tool_use_id; "

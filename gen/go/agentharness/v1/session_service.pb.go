@@ -42,6 +42,9 @@ const (
 	// A tool call's input, as the JSON text streamed so far (not valid JSON
 	// until the block is complete).
 	DeltaBlockType_DELTA_BLOCK_TYPE_TOOL_INPUT DeltaBlockType = 3
+	// What a running tool has printed so far (a command's output while it
+	// runs). Its `result` event carries the whole output and supersedes it.
+	DeltaBlockType_DELTA_BLOCK_TYPE_TOOL_OUTPUT DeltaBlockType = 4
 )
 
 // Enum value maps for DeltaBlockType.
@@ -51,12 +54,14 @@ var (
 		1: "DELTA_BLOCK_TYPE_TEXT",
 		2: "DELTA_BLOCK_TYPE_THINKING",
 		3: "DELTA_BLOCK_TYPE_TOOL_INPUT",
+		4: "DELTA_BLOCK_TYPE_TOOL_OUTPUT",
 	}
 	DeltaBlockType_value = map[string]int32{
 		"DELTA_BLOCK_TYPE_UNSPECIFIED": 0,
 		"DELTA_BLOCK_TYPE_TEXT":        1,
 		"DELTA_BLOCK_TYPE_THINKING":    2,
 		"DELTA_BLOCK_TYPE_TOOL_INPUT":  3,
+		"DELTA_BLOCK_TYPE_TOOL_OUTPUT": 4,
 	}
 )
 
@@ -774,7 +779,8 @@ func (*SubscribeResponse_Delta) isSubscribeResponse_Kind() {}
 // the fragments a subscriber receives join to exactly the text so far.
 // The `content` event with the same `message_id` supersedes every partial
 // block of that message: clients drop their partial text there (and at
-// `turn_end` and `run_end`). A block past the server's per-session budget
+// `turn_end` and `run_end`); a tool-output block is superseded by the
+// `result` event with its `tool_use_id`. A block past the server's per-session budget
 // (`--max-partial-bytes`) stops growing until its `content` lands.
 type Delta struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -784,6 +790,7 @@ type Delta struct {
 	// stream before the delta, and none after it.
 	AfterSeq uint64 `protobuf:"varint,2,opt,name=after_seq,json=afterSeq,proto3" json:"after_seq,omitempty"`
 	// The API message id (the `message_id` its `content` event will carry).
+	// For a tool-output block, which belongs to no message: its tool_use id.
 	MessageId string `protobuf:"bytes,3,opt,name=message_id,json=messageId,proto3" json:"message_id,omitempty"`
 	// The block's index in the message.
 	Index uint32 `protobuf:"varint,4,opt,name=index,proto3" json:"index,omitempty"`
@@ -791,7 +798,7 @@ type Delta struct {
 	BlockType DeltaBlockType `protobuf:"varint,5,opt,name=block_type,json=blockType,proto3,enum=agentharness.v1.DeltaBlockType" json:"block_type,omitempty"`
 	// For a tool-input block: the tool's name.
 	ToolName string `protobuf:"bytes,6,opt,name=tool_name,json=toolName,proto3" json:"tool_name,omitempty"`
-	// For a tool-input block: the tool_use id.
+	// For a tool-input or tool-output block: the tool_use id.
 	ToolUseId string `protobuf:"bytes,7,opt,name=tool_use_id,json=toolUseId,proto3" json:"tool_use_id,omitempty"`
 	// Set when the message belongs to a subagent: the Agent tool_use id.
 	ParentToolUseId string `protobuf:"bytes,8,opt,name=parent_tool_use_id,json=parentToolUseId,proto3" json:"parent_tool_use_id,omitempty"`
@@ -3047,12 +3054,13 @@ const file_agentharness_v1_session_service_proto_rawDesc = "" +
 	"\n" +
 	"session_id\x18\x01 \x01(\tR\tsessionId\x12'\n" +
 	"\x0fidempotency_key\x18\x02 \x01(\tR\x0eidempotencyKey\"\x17\n" +
-	"\x15DeleteSessionResponse*\x8d\x01\n" +
+	"\x15DeleteSessionResponse*\xaf\x01\n" +
 	"\x0eDeltaBlockType\x12 \n" +
 	"\x1cDELTA_BLOCK_TYPE_UNSPECIFIED\x10\x00\x12\x19\n" +
 	"\x15DELTA_BLOCK_TYPE_TEXT\x10\x01\x12\x1d\n" +
 	"\x19DELTA_BLOCK_TYPE_THINKING\x10\x02\x12\x1f\n" +
-	"\x1bDELTA_BLOCK_TYPE_TOOL_INPUT\x10\x03*\xa0\x01\n" +
+	"\x1bDELTA_BLOCK_TYPE_TOOL_INPUT\x10\x03\x12 \n" +
+	"\x1cDELTA_BLOCK_TYPE_TOOL_OUTPUT\x10\x04*\xa0\x01\n" +
 	"\rSessionStatus\x12\x1e\n" +
 	"\x1aSESSION_STATUS_UNSPECIFIED\x10\x00\x12\x17\n" +
 	"\x13SESSION_STATUS_IDLE\x10\x01\x12\x1b\n" +

@@ -15,6 +15,7 @@ class DeltaBlockType(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     DELTA_BLOCK_TYPE_TEXT: _ClassVar[DeltaBlockType]
     DELTA_BLOCK_TYPE_THINKING: _ClassVar[DeltaBlockType]
     DELTA_BLOCK_TYPE_TOOL_INPUT: _ClassVar[DeltaBlockType]
+    DELTA_BLOCK_TYPE_TOOL_OUTPUT: _ClassVar[DeltaBlockType]
 
 class SessionStatus(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     __slots__ = ()
@@ -34,6 +35,7 @@ DELTA_BLOCK_TYPE_UNSPECIFIED: DeltaBlockType
 DELTA_BLOCK_TYPE_TEXT: DeltaBlockType
 DELTA_BLOCK_TYPE_THINKING: DeltaBlockType
 DELTA_BLOCK_TYPE_TOOL_INPUT: DeltaBlockType
+DELTA_BLOCK_TYPE_TOOL_OUTPUT: DeltaBlockType
 SESSION_STATUS_UNSPECIFIED: SessionStatus
 SESSION_STATUS_IDLE: SessionStatus
 SESSION_STATUS_STARTING: SessionStatus

@@ -14,7 +14,7 @@
 //! | the `thread/start` or `thread/resume` answer (a result with a `thread`), `thread/started` | `run_ready` (`resume_id` = the thread id, model, cwd, Codex's version) once, again only when thread, model or cwd changed; a sub-agent's thread is not the run's |
 //! | `turn/started` | nothing, or `turn_start` when no input was sent since the last turn ended (Codex began it by itself) |
 //! | `item/started` of a tool (`commandExecution`, `fileChange`, `mcpToolCall`, `webSearch`) | `content` with its tool_use (names and inputs in `items`) |
-//! | `item/completed` of a tool | `result` with the tool's output |
+//! | `item/completed` of a tool | `result` with the tool's output (its live output, if any, is done) |
 //! | `item/completed` `agentMessage` / `reasoning` | `content` text / thinking |
 //! | `item/completed` `contextCompaction` | `turn_end{compact: true}` |
 //! | `thread/tokenUsage/updated` | nothing: its `last` call's tokens add up into the turn's usage |
@@ -23,7 +23,8 @@
 //! | `serverRequest/resolved` of a request still pending here | `permission_resolved{by: "cancelled"}` (the run task drops it unless the log's fold still has it pending, as for claude's withdrawals) |
 //! | an error answer `no rollout found …` | `run_error{kind: "resume_failed"}` |
 //! | any other error answer | `run_error{kind: "cli_error"}` with Codex's message (the process side's own requests too: an error is never dropped) |
-//! | `item/agentMessage/delta`, `item/reasoning/summaryTextDelta` | nothing: live typing of the message or thinking being written ([`Decoder::take_partial`], see [`crate::partial`]); command output is not streamed (live typing has no block for a tool's output) |
+//! | `item/agentMessage/delta`, `item/reasoning/summaryTextDelta` | nothing: live typing of the message or thinking being written ([`Decoder::take_partial`], see [`crate::partial`]) |
+//! | `item/commandExecution/outputDelta` | nothing: live typing of the running command's output, a tool-output block keyed by its item id (= its tool_use id), done when its `result` is committed; the log holds the output only in that `result` |
 //! | other notifications, requests and answers | nothing (logged at debug) |
 //! | an object with neither `method` nor `id` | `run_error{kind: "bad_line"}` |
 //! | not JSON, not an object, too long | as for claude (`crate::decoder::line`) |
@@ -144,6 +145,10 @@ impl CodexDecoder {
                 self.reasoning_delta(params);
                 Vec::new()
             }
+            "item/commandExecution/outputDelta" => {
+                self.output_delta(&str_at(params, "itemId"), &str_at(params, "delta"));
+                Vec::new()
+            }
             "thread/tokenUsage/updated" => {
                 self.token_usage(params);
                 Vec::new()
@@ -260,6 +265,7 @@ impl CodexDecoder {
                     self.tool_use(id.clone(), call)
                 };
                 self.open_tools.retain(|t| t.id != id);
+                self.partial.end_output(&id);
                 out.push(Payload::Result(items::tool_result(item)));
                 out
             }
@@ -310,6 +316,15 @@ impl CodexDecoder {
         }
         if self.partial.streaming("") == Some(item_id) {
             self.partial.append("", 0, delta);
+        }
+    }
+
+    /// A command's output as it runs: live typing of the tool's output
+    /// (its `result` carries the whole of it). Only for a tool whose
+    /// tool_use is in the log, so a client has a tool to show it under.
+    fn output_delta(&mut self, item_id: &str, delta: &str) {
+        if let Some(tool) = self.open_tools.iter().find(|t| t.id == item_id) {
+            self.partial.output(item_id, &tool.call.name, delta);
         }
     }
 

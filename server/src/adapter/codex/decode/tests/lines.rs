@@ -215,3 +215,83 @@ fn input_steered_into_the_turn_drops_the_abandoned_message() {
     }));
     assert_eq!(typed(&changes), "Slow Hello");
 }
+
+/// A command's output as it runs (`item/commandExecution/outputDelta`,
+/// shaped as the schema of codex-cli 0.169.0 says) is live typing of a
+/// block keyed by the command's item id: several commands apart, each done
+/// when its result is decoded. The log gets only the result, whole.
+#[test]
+fn command_output_streams_under_its_tool_until_its_result() {
+    let mut d = decoder();
+    d.input_sent();
+    let command = |id: &str, status: &str, output: &str| {
+        json!({"type": "commandExecution", "id": id, "command": "/bin/bash -lc 'x'",
+               "cwd": "/w", "status": status, "aggregatedOutput": output, "exitCode": 0})
+    };
+    let delta = |id: &str, text: &str| {
+        json!({"method": "item/commandExecution/outputDelta",
+               "params": {"threadId": "t", "turnId": "u", "itemId": id, "delta": text}})
+    };
+    let mut out = Vec::new();
+    for l in [
+        json!({"method": "turn/started", "params": {"turn": {"id": "u"}}}),
+        delta("call_early", "before its tool_use"),
+        json!({"method": "item/started", "params": {"item": command("call_a", "inProgress", "")}}),
+        json!({"method": "item/started", "params": {"item": command("call_b", "inProgress", "")}}),
+        delta("call_a", "line1\n"),
+        delta("call_b", "other\n"),
+        delta("call_a", "line2\n"),
+    ] {
+        out.extend(feed(&mut d, l));
+    }
+    assert_eq!(
+        kinds(&out),
+        ["tool_use", "tool_use"],
+        "deltas are not events"
+    );
+    let changes = d.take_partial();
+    assert_eq!(
+        changes[0],
+        Change::Started {
+            message_id: "call_a".into(),
+            parent_tool_use_id: "".into(),
+            index: 0,
+            kind: crate::partial::BlockKind::ToolOutput {
+                tool_name: "Bash".into(),
+                tool_use_id: "call_a".into(),
+            },
+        }
+    );
+    assert_eq!(typed(&changes), "line1\nother\nline2\n");
+    let done = feed(
+        &mut d,
+        json!({"method": "item/completed", "params": {"item": command("call_a", "completed", "line1\nline2\n")}}),
+    );
+    assert_eq!(result(&done[0]).tool_results[0].tool_use_id, "call_a");
+    assert_eq!(
+        d.take_partial(),
+        vec![Change::Done {
+            message_id: "call_a".into(),
+            index: None
+        }],
+        "the result's batch ends the output it supersedes, and only that"
+    );
+    // An interrupt leaves call_b running: the turn's end clears it.
+    feed(&mut d, delta("call_b", "more\n"));
+    let end = feed(
+        &mut d,
+        json!({"method": "turn/completed", "params": {"turn": {"id": "u", "status": "interrupted"}}}),
+    );
+    assert_eq!(kinds(&end), ["result", "turn_end"]);
+    assert_eq!(
+        d.take_partial(),
+        vec![
+            Change::Fragment {
+                message_id: "call_b".into(),
+                index: 0,
+                fragment: "more\n".into()
+            },
+            Change::Cleared
+        ]
+    );
+}

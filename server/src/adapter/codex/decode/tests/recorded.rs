@@ -79,6 +79,18 @@ fn every_recording_maps_to_its_events() {
         ),
         ("lost_rollout", &["run_ready", "text", "turn_end"]),
         ("lost_rollout.2", &["run_error"]),
+        (
+            "command_output",
+            &[
+                "run_ready",
+                "tool_use",
+                "permission_requested",
+                "permission_resolved",
+                "result",
+                "text",
+                "turn_end",
+            ],
+        ),
     ];
     for (name, expect) in cases {
         let mut d = decoder();
@@ -405,4 +417,54 @@ fn vector_payloads_are_what_the_decoder_makes() {
             "{path} is not what the decoder makes of {name} (rewrite it with AGENT_HARNESS_WRITE_CODEX_PAYLOADS=1)"
         );
     }
+}
+
+/// A command printing over time: its recorded `outputDelta`s are live
+/// typing of a tool-output block keyed by its item id, which its result
+/// ends; the result alone holds the output in the log, all of it (the
+/// first line, printed before Codex streamed any, too).
+#[test]
+fn command_output_is_typed_under_its_tool_until_its_result() {
+    let mut d = decoder();
+    d.input_sent();
+    let (payloads, changes) = replay(&mut d, "command_output");
+    let tool_use = content(&payloads[1]).blocks[0].clone();
+    let id = tool_use.tool_use_id.clone();
+    let recorded: String = out_messages("command_output")
+        .iter()
+        .filter(|m| m["method"] == "item/commandExecution/outputDelta")
+        .map(|m| m["params"]["delta"].as_str().unwrap().to_owned())
+        .collect();
+    assert!(!recorded.is_empty(), "the recording streams output");
+    let of_tool = |c: &&Change| match c {
+        Change::Started { message_id, .. }
+        | Change::Fragment { message_id, .. }
+        | Change::Done { message_id, .. } => **message_id == *id,
+        Change::Cleared => false,
+    };
+    let mine: Vec<Change> = changes.iter().filter(of_tool).cloned().collect();
+    assert_eq!(
+        mine.first(),
+        Some(&Change::Started {
+            message_id: id.as_str().into(),
+            parent_tool_use_id: "".into(),
+            index: 0,
+            kind: BlockKind::ToolOutput {
+                tool_name: "Bash".into(),
+                tool_use_id: id.clone(),
+            },
+        })
+    );
+    assert_eq!(typed(&mine), recorded);
+    assert_eq!(
+        mine.last(),
+        Some(&Change::Done {
+            message_id: id.as_str().into(),
+            index: None
+        })
+    );
+    let result = &result(&payloads[4]).tool_results[0];
+    assert_eq!(result.tool_use_id, id);
+    assert_eq!(result.text, "line1\nline2\nline3\n");
+    assert!(result.text.ends_with(&recorded));
 }
