@@ -1,0 +1,3 @@
+//! The Agent Client Protocol adapter: any agent that speaks ACP on stdio.
+
+pub mod decode;
