@@ -41,6 +41,16 @@ pub mod agent {
     }
 }
 
+/// `AgentInfo.kind` (ListAgents): how the server speaks to an agent.
+pub mod agent_kind {
+    /// The claude CLI's stream-json.
+    pub const CLAUDE: &str = "claude";
+    /// Codex's app-server.
+    pub const CODEX: &str = "codex";
+    /// The Agent Client Protocol: an agent the operator configured by name.
+    pub const ACP: &str = "acp";
+}
+
 /// `RunStart.trigger`: why the run was started.
 pub mod trigger {
     /// A Start call.
@@ -132,6 +142,9 @@ mod tests {
             (resolved_by::RUN_END, "run_end"),
             (agent::CLAUDE, "claude"),
             (agent::CODEX, "codex"),
+            (agent_kind::CLAUDE, "claude"),
+            (agent_kind::CODEX, "codex"),
+            (agent_kind::ACP, "acp"),
         ];
         for (constant, wire) in pinned {
             assert_eq!(constant, wire);

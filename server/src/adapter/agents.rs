@@ -7,7 +7,8 @@
 
 use std::sync::Arc;
 
-use agent_harness_protocol::vocab::agent;
+use agent_harness_protocol::pb;
+use agent_harness_protocol::vocab::{agent, agent_kind};
 
 use super::codex::HOW_TO_ENABLE;
 use super::{
@@ -83,6 +84,22 @@ impl Agents {
     }
 }
 
+/// How ListAgents lists the agent `name`: its kind from the name (claude
+/// and codex are the built-in ones, any other name an ACP agent), and
+/// claude as the default.
+pub fn info(name: &str) -> pb::AgentInfo {
+    let kind = match name {
+        agent::CLAUDE => agent_kind::CLAUDE,
+        agent::CODEX => agent_kind::CODEX,
+        _ => agent_kind::ACP,
+    };
+    pb::AgentInfo {
+        name: name.to_owned(),
+        kind: kind.to_owned(),
+        is_default: name == agent::CLAUDE,
+    }
+}
+
 /// Why `name` is refused as an agent.
 pub fn unknown_agent(name: &str) -> String {
     format!(
@@ -113,6 +130,10 @@ impl ProcessAdapter for Agents {
             Ok(a) => a.spawn(config),
             Err(e) => Box::pin(async move { Err(e) }),
         }
+    }
+
+    fn agents(&self) -> Vec<pb::AgentInfo> {
+        self.enabled().iter().map(|name| info(name)).collect()
     }
 
     fn conversations_dir(&self) -> Option<std::path::PathBuf> {

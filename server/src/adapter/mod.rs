@@ -158,6 +158,12 @@ pub trait ProcessAdapter: Send + Sync + 'static {
     fn conversations_dir(&self) -> Option<std::path::PathBuf> {
         None
     }
+    /// The agents this adapter runs, as ListAgents lists them. An adapter
+    /// that is not the router ([`agents::Agents`]) stands for the default
+    /// agent, claude.
+    fn agents(&self) -> Vec<pb::AgentInfo> {
+        vec![agents::info(agent_harness_protocol::vocab::agent::CLAUDE)]
+    }
     /// The decoder for the stdout of a process this adapter spawned for
     /// `config`: the claude CLI's stream-json unless the adapter says
     /// otherwise.
