@@ -223,3 +223,5 @@ fn request_id(id: &Value) -> String {
     serde_json::to_string(id).unwrap_or_default()
 }
 
+#[cfg(test)]
+mod tests;

@@ -161,13 +161,11 @@ impl AcpDecoder {
                 cache_creation_input_tokens: u64_at(u, "cachedWriteTokens"),
             })
         } else {
-            quota
-                .and_then(|q| q.get("token_count"))
-                .map(|t| pb::Usage {
-                    input_tokens: u64_at(t, "input_tokens"),
-                    output_tokens: u64_at(t, "output_tokens"),
-                    ..Default::default()
-                })
+            quota.and_then(|q| q.get("token_count")).map(|t| pb::Usage {
+                input_tokens: u64_at(t, "input_tokens"),
+                output_tokens: u64_at(t, "output_tokens"),
+                ..Default::default()
+            })
         };
         let mut per_model: Vec<pb::ModelUsage> = quota
             .and_then(|q| q.get("model_usage"))
