@@ -34,6 +34,15 @@ pub const REPLAY_QUIET: Duration = Duration::from_millis(300);
 /// the new turn never interleave.
 pub const REPLAY_CAP: Duration = Duration::from_secs(5);
 
+/// What reading one message led to, for the process side.
+#[derive(Debug, Default, PartialEq, Eq)]
+pub struct Observed {
+    /// A wait began ([`Client::wait_deadline`], [`Client::wait_over`]).
+    pub wait: bool,
+    /// The agent created or loaded this session just now.
+    pub session_started: Option<String>,
+}
+
 /// The agent's request for a permission.
 const REQUEST_PERMISSION: &str = "session/request_permission";
 
@@ -61,6 +70,9 @@ pub struct Client {
     cwd: String,
     /// The session to load ("" for a new one).
     resume: String,
+    /// The load is not sent before this (see [`Client::load_not_before`]);
+    /// `Some` while it waits.
+    load_at: Option<Instant>,
     next_id: u64,
     /// The session, once the agent created or loaded it.
     session_id: Option<String>,
@@ -121,6 +133,7 @@ impl Client {
             agent: agent.to_owned(),
             cwd: cwd.to_owned(),
             resume: resume.to_owned(),
+            load_at: None,
             next_id: FIRST_LATER_ID,
             session_id: None,
             failed: false,
@@ -133,6 +146,14 @@ impl Client {
             model_wanted: (!model.is_empty()).then(|| model.to_owned()),
             permissions: HashMap::new(),
         }
+    }
+
+    /// Holds the `session/load` back until `at`: an agent may name its
+    /// record of a session by the minute it was created or loaded, so a
+    /// load within the same minute as the last one would write over the
+    /// very record it is about to read (Gemini CLI loses the conversation).
+    pub fn load_not_before(&mut self, at: Instant) {
+        self.load_at = Some(at);
     }
 
     /// The first message: `initialize`, offering no file system and no
@@ -159,33 +180,32 @@ impl Client {
         id
     }
 
-    /// Reads one message the agent wrote. Returns true when the replay of
-    /// a loaded session begins: the caller then waits for it to go quiet
-    /// ([`Client::replay_deadline`], [`Client::replay_over`]).
+    /// Reads one message the agent wrote. When a wait begins (the load held
+    /// back, the replay of a loaded session) the caller waits for it
+    /// ([`Client::wait_deadline`], [`Client::wait_over`]).
     pub fn observe(
         &mut self,
         msg: &Map<String, Value>,
         now: Instant,
         out: &mut Vec<Value>,
-    ) -> bool {
+    ) -> Observed {
         let method = msg.get("method").and_then(Value::as_str);
         match (method, msg.get("id")) {
             (Some(method), Some(id)) => {
                 self.agent_request(method, id, msg.get("params"), out);
-                false
+                Observed::default()
             }
             (Some("session/update"), None) => {
                 if let Some(r) = &mut self.replay {
                     r.last_update = now;
                 }
-                false
+                Observed::default()
             }
-            (Some(_), None) => false,
             (None, Some(id)) => match id.as_u64() {
                 Some(id) => self.answer(id, msg, now, out),
-                None => false,
+                None => Observed::default(),
             },
-            (None, None) => false,
+            _ => Observed::default(),
         }
     }
 
@@ -236,36 +256,23 @@ impl Client {
         msg: &Map<String, Value>,
         now: Instant,
         out: &mut Vec<Value>,
-    ) -> bool {
+    ) -> Observed {
         let result = msg.get("result").filter(|_| !msg.contains_key("error"));
-        match id {
-            INITIALIZE_ID => match result {
-                Some(_) => {
-                    let params = if self.resume.is_empty() {
-                        json!({"cwd": self.cwd, "mcpServers": []})
-                    } else {
-                        json!({"sessionId": self.resume, "cwd": self.cwd, "mcpServers": []})
-                    };
-                    let method = if self.resume.is_empty() {
-                        "session/new"
-                    } else {
-                        "session/load"
-                    };
-                    out.push(request(SESSION_ID, method, params));
-                    false
-                }
-                // The decoder reports why.
-                None => self.fail(),
+        let mut seen = Observed::default();
+        match (id, result) {
+            // The decoder reports why the handshake failed.
+            (INITIALIZE_ID | SESSION_ID, None) => self.fail(),
+            (INITIALIZE_ID, Some(_)) => match self.load_at {
+                Some(at) if now < at => seen.wait = true,
+                _ => self.open_session(out),
             },
-            SESSION_ID => {
-                let Some(result) = result else {
-                    return self.fail();
-                };
+            (SESSION_ID, Some(result)) => {
                 let id = match result.get("sessionId").and_then(Value::as_str) {
                     Some(id) => id.to_owned(),
                     None => self.resume.clone(),
                 };
-                self.session_id = Some(id);
+                self.session_id = Some(id.clone());
+                seen.session_started = Some(id);
                 self.modes = listed(result, "/modes/availableModes", "id");
                 self.models = listed(result, "/models/availableModels", "modelId");
                 if let Some(mode) = self.mode_wanted.take()
@@ -280,46 +287,68 @@ impl Client {
                 }
                 if self.resume.is_empty() {
                     self.next_prompt(out);
-                    false
                 } else {
                     self.replay = Some(Replay {
                         answered: now,
                         last_update: now,
                     });
-                    true
+                    seen.wait = true;
                 }
             }
-            id if Some(id) == self.prompt => {
+            (id, _) if Some(id) == self.prompt => {
                 self.prompt = None;
                 // The prompt is over: whatever it still asked is moot.
                 self.permissions.clear();
                 self.next_prompt(out);
-                false
             }
-            _ => false,
+            _ => {}
         }
+        seen
     }
 
-    fn fail(&mut self) -> bool {
+    /// `session/new`, or `session/load` of the session the run resumes.
+    fn open_session(&mut self, out: &mut Vec<Value>) {
+        self.load_at = None;
+        let (method, params) = if self.resume.is_empty() {
+            ("session/new", json!({"cwd": self.cwd, "mcpServers": []}))
+        } else {
+            (
+                "session/load",
+                json!({"sessionId": self.resume, "cwd": self.cwd, "mcpServers": []}),
+            )
+        };
+        out.push(request(SESSION_ID, method, params));
+    }
+
+    fn fail(&mut self) {
         self.failed = true;
         self.queued.clear();
-        false
     }
 
-    /// When the replay counts as over if no update comes before; `None`
-    /// when no replay is under way.
-    pub fn replay_deadline(&self) -> Option<Instant> {
+    /// When the current wait may be over: the held-back load's time, or
+    /// the replay's quiet deadline; `None` when nothing waits.
+    pub fn wait_deadline(&self) -> Option<Instant> {
+        if self.session_id.is_none() {
+            return self.load_at;
+        }
         self.replay
             .map(|r| (r.last_update + REPLAY_QUIET).min(r.answered + REPLAY_CAP))
     }
 
-    /// Called at [`Client::replay_deadline`]: ends the replay when it has
-    /// gone quiet and sends the first prompt. Returns false while it has
-    /// not (an update came since).
-    pub fn replay_over(&mut self, now: Instant, out: &mut Vec<Value>) -> bool {
-        match self.replay_deadline() {
+    /// Called at [`Client::wait_deadline`]: sends the held-back load, or
+    /// ends a replay that has gone quiet and sends the first prompt.
+    /// Returns false while the wait goes on (an update came since).
+    pub fn wait_over(&mut self, now: Instant, out: &mut Vec<Value>) -> bool {
+        match self.wait_deadline() {
             Some(deadline) if now < deadline => false,
-            _ => {
+            None => true,
+            Some(_) if self.session_id.is_none() => {
+                if !self.failed {
+                    self.open_session(out);
+                }
+                true
+            }
+            Some(_) => {
                 self.replay = None;
                 self.next_prompt(out);
                 true

@@ -121,6 +121,35 @@ fn a_message_mid_prompt_is_queued_until_the_answer() {
     assert!(answered(&mut c, 4, json!({"stopReason": "end_turn"})).is_empty());
 }
 
+#[tokio::test(start_paused = true)]
+async fn a_load_held_back_is_sent_when_its_time_comes() {
+    let mut c = Client::new("gemini", "/w", "s-old", None, "");
+    let at = Instant::now() + Duration::from_secs(20);
+    c.load_not_before(at);
+    let mut out = Vec::new();
+    let seen = c.observe(
+        &obj(json!({"id": 1, "result": {}})),
+        Instant::now(),
+        &mut out,
+    );
+    assert!(seen.wait);
+    assert!(out.is_empty(), "held back: {out:?}");
+    assert_eq!(c.wait_deadline(), Some(at));
+    assert!(!c.wait_over(at - Duration::from_secs(1), &mut out));
+    assert!(c.wait_over(at, &mut out));
+    assert_eq!(methods(&out), ["session/load"]);
+    // Its time already past when initialize is answered: sent at once.
+    let mut late = Client::new("gemini", "/w", "s-old", None, "");
+    late.load_not_before(Instant::now());
+    let seen = late.observe(
+        &obj(json!({"id": 1, "result": {}})),
+        Instant::now(),
+        &mut out,
+    );
+    assert!(!seen.wait);
+    assert_eq!(methods(&out), ["session/load", "session/load"]);
+}
+
 #[test]
 fn permissions_are_answered_by_option_kind_never_by_a_guessed_id() {
     let mut c = ready();
@@ -209,27 +238,26 @@ async fn a_load_waits_for_the_replay_to_go_quiet_before_the_first_prompt() {
     c.write("TEXT again", &mut out).unwrap();
     let mut out = Vec::new();
     let t0 = Instant::now();
-    assert!(c.observe(
+    let seen = c.observe(
         &obj(json!({"jsonrpc": "2.0", "id": 2, "result": {"modes": null}})),
         t0,
-        &mut out
-    ));
+        &mut out,
+    );
+    assert!(seen.wait);
+    assert_eq!(seen.session_started.as_deref(), Some("s-old"));
     assert!(out.is_empty(), "the replay may still come: {out:?}");
-    assert_eq!(c.replay_deadline(), Some(t0 + REPLAY_QUIET));
+    assert_eq!(c.wait_deadline(), Some(t0 + REPLAY_QUIET));
     tokio::time::advance(REPLAY_QUIET / 2).await;
     let update = json!({"jsonrpc": "2.0", "method": "session/update", "params": {}});
     let mut out = Vec::new();
     c.observe(&obj(update), Instant::now(), &mut out);
-    assert!(
-        !c.replay_over(t0 + REPLAY_QUIET, &mut out),
-        "an update came"
-    );
-    let deadline = c.replay_deadline().unwrap();
+    assert!(!c.wait_over(t0 + REPLAY_QUIET, &mut out), "an update came");
+    let deadline = c.wait_deadline().unwrap();
     assert_eq!(deadline, t0 + REPLAY_QUIET / 2 + REPLAY_QUIET);
-    assert!(c.replay_over(deadline, &mut out));
+    assert!(c.wait_over(deadline, &mut out));
     assert_eq!(methods(&out), ["session/prompt"]);
     assert_eq!(out[0]["params"]["sessionId"], "s-old", "the loaded session");
-    assert_eq!(c.replay_deadline(), None);
+    assert_eq!(c.wait_deadline(), None);
 }
 
 #[test]
@@ -243,7 +271,7 @@ fn a_replay_that_never_goes_quiet_is_capped() {
         let update = json!({"method": "session/update", "params": {}});
         c.observe(&obj(update), t0 + REPLAY_QUIET / 3 * i, &mut out);
     }
-    assert_eq!(c.replay_deadline(), Some(t0 + REPLAY_CAP));
+    assert_eq!(c.wait_deadline(), Some(t0 + REPLAY_CAP));
 }
 
 #[test]

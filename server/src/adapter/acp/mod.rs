@@ -9,6 +9,8 @@
 //!   without I/O: the handshake, prompts, cancel, permission answers by
 //!   option kind, the settings, the wait for a loaded session's replay;
 //! - [`process`]: the process it drives;
+//! - [`records`]: when each session was last created or loaded, so a load
+//!   never lands in the same minute (an agent may name records by minute);
 //! - [`decode`]: what the agent writes, as log events;
 //! - `flags`: [`AcpFlags`], the adapter's flag of `serve`.
 //!
@@ -20,8 +22,10 @@ pub mod client;
 pub mod decode;
 mod flags;
 pub mod process;
+pub mod records;
 
 use std::path::PathBuf;
+use std::sync::Arc;
 
 pub use flags::{AcpAgentSpec, AcpFlags, name_ok};
 
@@ -110,12 +114,16 @@ pub fn initial_mode(mode: &str, permissions: PermissionMode) -> Option<String> {
 #[derive(Debug, Clone)]
 pub struct AcpAdapter {
     options: AcpOptions,
+    records: Arc<records::SessionRecords>,
 }
 
 impl AcpAdapter {
     /// An adapter with these options.
     pub fn new(options: AcpOptions) -> Self {
-        Self { options }
+        Self {
+            options,
+            records: Arc::default(),
+        }
     }
 
     /// The options it runs with.
@@ -187,7 +195,7 @@ impl ProcessAdapter for AcpAdapter {
             self.refusal(&config)?;
             let spec = self.spec(&config);
             let mode = initial_mode(&config.config.permission_mode, self.options.permissions);
-            process::start(&spec, &config, mode).await
+            process::start(&spec, &config, mode, self.records.clone()).await
         })
     }
 

@@ -8,12 +8,14 @@
 //! next prompt, refusals of requests we have no answer for.
 
 use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::SystemTime;
 
 use serde_json::Value;
 use tokio::sync::mpsc;
 use tokio::time::Instant;
 
 use super::client::Client;
+use super::records::SessionRecords;
 use crate::adapter::{
     AdapterError, PermissionDecision, ProcessControl, ProcessHandle, Signal, SpawnConfig,
     StdoutLine, UserInput,
@@ -29,15 +31,18 @@ pub struct AcpControl {
     stdin: StdinWriter,
     group: ProcessGroup,
     client: Mutex<Client>,
+    records: Arc<SessionRecords>,
 }
 
 /// Spawns `spec` (the agent), starts the handshake for `config` (`mode`:
-/// the permission mode to set once the session exists) and queues its
-/// prompt as the first turn.
+/// the permission mode to set once the session exists; `records`: when
+/// each session was last created or loaded) and queues its prompt as the
+/// first turn.
 pub async fn start(
     spec: &ProcessSpec,
     config: &SpawnConfig,
     mode: Option<String>,
+    records: Arc<SessionRecords>,
 ) -> Result<ProcessHandle, AdapterError> {
     let child = supervise::spawn(spec).await?;
     let c = &config.config;
@@ -58,11 +63,19 @@ pub async fn start(
     } else {
         c.agent.clone()
     };
-    let client = Client::new(&agent, &cwd, &c.resume, mode, &c.model);
+    let mut client = Client::new(&agent, &cwd, &c.resume, mode, &c.model);
+    if !c.resume.is_empty() {
+        let wait = records.wait_before_load(&c.resume, SystemTime::now());
+        if !wait.is_zero() {
+            tracing::info!(session = %c.resume, ?wait, "acp: the load waits for the next minute");
+            client.load_not_before(Instant::now() + wait);
+        }
+    }
     let control = Arc::new(AcpControl {
         stdin: child.stdin.expect("the ACP spec pipes stdin"),
         group: child.group,
         client: Mutex::new(client),
+        records,
     });
     let (tx, rx) = mpsc::channel(TAPPED_LINES);
     config.tasks.spawn(
@@ -99,12 +112,15 @@ async fn tap(
             && let Ok(Value::Object(msg)) = serde_json::from_str::<Value>(text)
         {
             let mut out = Vec::new();
-            let replaying = control.lock().observe(&msg, Instant::now(), &mut out);
+            let seen = control.lock().observe(&msg, Instant::now(), &mut out);
+            if let Some(id) = &seen.session_started {
+                control.records.started(id, SystemTime::now());
+            }
             if let Err(e) = control.send_all(out) {
                 tracing::debug!(error = %e, "acp: could not write to the process");
             }
-            if replaying {
-                tasks.spawn("acp replay", wait_for_quiet(control.clone()));
+            if seen.wait {
+                tasks.spawn("acp wait", wait(control.clone()));
             }
         }
         if tx.send(line).await.is_err() {
@@ -115,16 +131,16 @@ async fn tap(
     }
 }
 
-/// Sends the first prompt once the replay of a loaded session has gone
-/// quiet.
-async fn wait_for_quiet(control: Arc<AcpControl>) {
+/// Sends what waits for its time: a load held back to the next minute, or
+/// the first prompt once the replay of a loaded session has gone quiet.
+async fn wait(control: Arc<AcpControl>) {
     loop {
-        let Some(deadline) = control.lock().replay_deadline() else {
+        let Some(deadline) = control.lock().wait_deadline() else {
             return;
         };
         tokio::time::sleep_until(deadline).await;
         let mut out = Vec::new();
-        let over = control.lock().replay_over(Instant::now(), &mut out);
+        let over = control.lock().wait_over(Instant::now(), &mut out);
         if let Err(e) = control.send_all(out) {
             tracing::debug!(error = %e, "acp: could not write to the process");
         }
