@@ -15,8 +15,9 @@
 # answered with an edited input and one denied, background tasks, a
 # scheduled prompt, stop (Esc, button), an image, a subagent, reload
 # mid-turn, a second tab, history paging, the token prompt, a Codex session
-# started from the form (its answer, the agent in header and list) and, on a
-# server without codex, the start form showing the refusal. Saves
+# started from the form (its answer, the agent in header and list), a Gemini
+# session (the ACP agent gemini, offered from ListAgents) the same way and, on
+# a server without codex, the start form showing the refusal. Saves
 # tests/artifacts/console-*.png.
 # Exits non-zero on any failure.
 set -euo pipefail
