@@ -286,7 +286,7 @@ fn vector_payloads_are_what_the_decoder_makes() {
         "late_update",
     ] {
         let (cassette, resume_id) = match name {
-            "unknown_session.2" => (name, "00000000-0000-4000-8000-000000000000".to_owned()),
+            "unknown_session.2" => (name, session_id("unknown_session")),
             "load.2" => (name, session_id("load")),
             "late_update" => ("first_turn", String::new()),
             _ => (name, String::new()),
