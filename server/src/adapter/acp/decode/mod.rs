@@ -108,6 +108,8 @@ pub struct AcpDecoder {
     /// Inputs the harness sent whose turn has not begun.
     inputs_waiting: usize,
     turn: Option<Turn>,
+    /// The id of a prompt copied while the one before still ran.
+    next_prompt_id: Option<u64>,
     /// The text or thinking being written.
     block: Option<OpenBlock>,
     /// Blocks and plans made so far (their ids).
@@ -137,6 +139,7 @@ impl AcpDecoder {
             copies: false,
             inputs_waiting: 0,
             turn: None,
+            next_prompt_id: None,
             block: None,
             made: 0,
             open_tools: Vec::new(),

@@ -31,16 +31,16 @@ impl AcpDecoder {
         self.copies = true;
         self.replaying = false;
         match self.turn.as_mut() {
-            Some(turn) => {
-                if turn.prompt_id.is_none() {
-                    turn.prompt_id = id.as_u64();
-                }
-            }
+            Some(turn) if turn.prompt_id.is_none() => turn.prompt_id = id.as_u64(),
+            // Sent as the running prompt's answer came in, the copy ahead
+            // of that answer: it is the next turn's.
+            Some(_) => self.next_prompt_id = id.as_u64(),
             None => self.begin(id.as_u64()),
         }
     }
 
     fn begin(&mut self, prompt_id: Option<u64>) {
+        let prompt_id = prompt_id.or(self.next_prompt_id.take());
         self.inputs_waiting = self.inputs_waiting.saturating_sub(1);
         self.turn = Some(Turn {
             prompt_id,

@@ -372,3 +372,24 @@ fn without_copies_an_error_answer_after_an_input_is_the_prompts() {
     );
     assert_eq!(kinds(&p), ["run_error"]);
 }
+
+#[test]
+fn a_copy_ahead_of_the_last_answer_names_the_next_turns_prompt() {
+    let mut d = decoder("");
+    ready(&mut d);
+    prompt(&mut d, 3);
+    feed(&mut d, chunk("one"));
+    // A queued input goes out as the answer to 3 arrives.
+    prompt(&mut d, 4);
+    assert_eq!(
+        kinds(&feed(&mut d, done(3, "end_turn"))),
+        ["text", "turn_end"]
+    );
+    feed(&mut d, chunk("two"));
+    let p = feed(
+        &mut d,
+        json!({"jsonrpc": "2.0", "id": 4, "error": {"code": -32603, "message": "boom"}}),
+    );
+    assert_eq!(kinds(&p), ["text", "turn_end"]);
+    assert_eq!(turn_ends(&p)[0].errors, ["boom"]);
+}
