@@ -11,12 +11,17 @@
 //! `SLOW`, `BASH`; see tests/fake-api/README.md). Every scenario runs
 //! against both releases.
 //!
+//! [`resume`] resumes sessions in new processes; [`user_checks`] are the
+//! checks every agent's session passes (refresh mid-answer, a Send
+//! mid-turn).
+//!
 //! Run: `cargo test -p agent-harness-server --test real_acp`.
 
 #[path = "../support/mod.rs"]
 mod support;
 
 mod resume;
+mod user_checks;
 
 use std::path::PathBuf;
 use std::sync::Arc;
