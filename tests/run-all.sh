@@ -69,6 +69,9 @@ on_newest() {
 }
 step "at once: the RPC suite and the crash loop on PostgreSQL; the real-CLI and real-Codex suites on the newest releases"
 run_at_once on_postgres on_newest
+# The real-ACP suite (server/tests/real_acp: Gemini CLI over the Agent Client Protocol) runs
+# every scenario against the pinned and the newest release itself (GEMINI_BIN and
+# GEMINI_BIN_NEWEST from .tools/env.sh), so `cargo test --workspace` above ran it whole.
 
 # `cargo test` built target/debug/agent-harness and fake-messages-api (integration tests
 # run both binaries); the suites use those instead of building again.

@@ -496,11 +496,29 @@ async fn unary_calls_carry_the_token_and_keep_the_grpc_code() {
         );
     }
 
+    let agents = client.list_agents().await.unwrap();
+    let names: Vec<(&str, &str, bool)> = agents
+        .iter()
+        .map(|a| (a.name.as_str(), a.kind.as_str(), a.is_default))
+        .collect();
+    assert_eq!(
+        names,
+        [("claude", "claude", true), ("gemini", "acp", false)]
+    );
+
     // Without the token: UNAUTHENTICATED, typed.
     let anonymous = SessionClient::connect(server.url(), SESSION, options()).unwrap();
     let err = anonymous.send("hi", Vec::new()).await.unwrap_err();
     assert_eq!(err.code(), tonic::Code::Unauthenticated);
     assert!(matches!(err, SessionError::Rpc { rpc: "Send", .. }));
+    let err = anonymous.list_agents().await.unwrap_err();
+    assert!(matches!(
+        err,
+        SessionError::Rpc {
+            rpc: "ListAgents",
+            ..
+        }
+    ));
     anonymous.close().await;
     client.close().await;
 }

@@ -572,6 +572,15 @@ impl SessionService for Rpc {
             next_page_token,
         }))
     }
+
+    async fn list_agents(
+        &self,
+        _request: Request<pb::ListAgentsRequest>,
+    ) -> Result<Response<pb::ListAgentsResponse>, Status> {
+        Ok(Response::new(pb::ListAgentsResponse {
+            agents: self.manager.agents(),
+        }))
+    }
 }
 
 #[cfg(test)]

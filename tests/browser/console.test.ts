@@ -14,7 +14,8 @@
 // page back through history on scroll-up; a server with a token asks for it
 // once per tab; change the model and permission mode from the settings
 // panel and undo file edits from a message; a Codex command's output live
-// under its call until its result. Writes
+// under its call until its result; the agent choice from ListAgents and a
+// Codex and a Gemini (ACP) session started from it. Writes
 // tests/artifacts/console-list.png, console-session.png,
 // console-permission.png, console-control.png and console-phone.png.
 
@@ -620,6 +621,45 @@ it("shows a Codex command's output live under its call while it runs, then its r
   await p.close();
 });
 
+/** The start form's agent choices as shown: value and label of each option. */
+async function agentOptions(p: Page) {
+  return (await p.evaluate(
+    `[...document.querySelectorAll("[data-testid=start-agent] option")].map((o) => [o.value, o.textContent])`,
+  )) as [string, string][];
+}
+
+it("offers the agents ListAgents lists, starts a Gemini (ACP) session from the form and shows its answer and agent", async () => {
+  const t: Target = { url: h.url, session: "console-gemini" };
+  const { p, clean } = await openConsole(h.url);
+  await p.waitForSelector("[data-testid=start-agent] option[value=gemini]", { state: "attached" });
+  assert.deepEqual(
+    await agentOptions(p),
+    [
+      ["claude", "claude"],
+      ["codex", "codex"],
+      ["gemini", "gemini"],
+    ],
+    "the server's agents, claude first and chosen",
+  );
+  assert.equal(await p.inputValue("[data-testid=start-agent]"), "claude");
+  await startFromList(p, t.session, "TEXT hello from gemini in the console", "", "gemini");
+  const done = await until(p, "the Gemini turn's end", (v) => ready(v) && idleAfterTurn(v), 60_000);
+  assert.equal(done.process, "alive", "the ACP agent stays between turns");
+  const answer = await p.evaluate(`document.querySelector(".ev[data-kind=content]")?.textContent ?? ""`);
+  assert.match(String(answer), /hello from gemini in the console/);
+  assert.equal(await p.textContent("[data-testid=agent]"), "gemini", "the header names the agent");
+  assert.equal(await p.textContent("[data-testid=agent-detail]"), "gemini");
+  await assertMatchesServer(done, t);
+  await p.screenshot({ path: join(ARTIFACTS, "console-gemini.png") });
+
+  await p.click(".brand");
+  await untilHash(p, "#/");
+  const listed = await untilRow(p, t.session, "idle in the list", (r) => r.status === "idle");
+  assert.equal(listed.agent, "gemini", "the list names the agent");
+  await clean();
+  await p.close();
+});
+
 it("the list shows every session with the server's derived state, at laptop and phone widths", async () => {
   const { p, clean } = await openConsole(h.url);
   const client = nodeClient({ url: h.url });
@@ -691,6 +731,13 @@ describe("a server without Codex", () => {
   it("a Start of Codex shows the server's FAILED_PRECONDITION, naming the flag, and stays on the list", async () => {
     const { p } = await openConsole(hn.url);
     await p.waitForSelector("[data-testid=start-form]");
+    // Codex is offered all the same, marked, so the server's answer can say how to enable it.
+    await p.waitForSelector("[data-testid=start-agent] option[value=gemini]", { state: "attached" });
+    assert.deepEqual(await agentOptions(p), [
+      ["claude", "claude"],
+      ["gemini", "gemini"],
+      ["codex", "codex (not enabled)"],
+    ]);
     await p.selectOption("[data-testid=start-agent]", "codex");
     await p.fill("[data-testid=start-prompt]", "TEXT never answered");
     await p.click("[data-testid=start]");

@@ -16,8 +16,9 @@
 # scheduled prompt, stop (Esc, button), an image, a subagent, reload
 # mid-turn, a second tab, history paging, the token prompt, a Codex session
 # started from the form (its answer, the agent in header and list), a Codex
-# command's output shown live under its call until its result and, on a
-# server without codex, the start form showing the refusal. Saves
+# command's output shown live under its call until its result, a Gemini
+# session (the ACP agent gemini, offered from ListAgents) the same way and, on
+# a server without codex, the start form showing the refusal. Saves
 # tests/artifacts/console-*.png.
 # Exits non-zero on any failure.
 set -euo pipefail

@@ -51,6 +51,11 @@ var claudeBin, fakeBaseURL, fakeLogPath, fakeDumpDir string
 // the fake's Responses API.
 var codexBin, codexHome string
 
+// geminiBin is the real Gemini CLI (GEMINI_BIN) every server runs as the ACP agent "gemini"
+// (--acp-agent); geminiEnv the environment the fake printed for it (--gemini-home: a HOME
+// whose settings point Gemini at the fake's Gemini API), as KEY=VALUE words for `env`.
+var geminiBin, geminiEnv string
+
 func TestMain(m *testing.M) {
 	os.Exit(runMain(m))
 }
@@ -80,7 +85,8 @@ func childEnv(home, baseURL string) []string {
 		k, _, _ := strings.Cut(kv, "=")
 		if strings.HasPrefix(k, "ANTHROPIC_") || strings.HasPrefix(k, "CLAUDE_CODE_") ||
 			k == "CLAUDECODE" || k == "HOME" || strings.HasPrefix(k, "AGENT_HARNESS_") ||
-			strings.HasPrefix(k, "CODEX_") || strings.HasPrefix(k, "OPENAI_") {
+			strings.HasPrefix(k, "CODEX_") || strings.HasPrefix(k, "OPENAI_") ||
+			strings.HasPrefix(k, "GEMINI_") || strings.HasPrefix(k, "GOOGLE_") {
 			continue
 		}
 		env = append(env, kv)
@@ -118,6 +124,12 @@ func runMain(m *testing.M) int {
 		fmt.Fprintln(os.Stderr, "CODEX_BIN is not set: source .tools/env.sh (tests/setup.sh writes it)")
 		return 1
 	}
+	// A missing gemini fails the suite too: every client must see ACP sessions.
+	geminiBin = os.Getenv("GEMINI_BIN")
+	if geminiBin == "" {
+		fmt.Fprintln(os.Stderr, "GEMINI_BIN is not set: source .tools/env.sh (tests/setup.sh writes it)")
+		return 1
+	}
 	tmp, err := os.MkdirTemp("", "agent-harness-go-e2e-")
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
@@ -128,7 +140,8 @@ func runMain(m *testing.M) int {
 	// The fake Messages API: its first stdout line names its address. Its stdin stays open
 	// until we close it (--exit-on-stdin-eof), so it dies with this process whatever happens.
 	codexHome = filepath.Join(tmp, "codex-home")
-	fake := exec.Command(binPath("FAKE_MESSAGES_API_BIN", "fake-messages-api"), "--port", "0", "--exit-on-stdin-eof", "--codex-home", codexHome)
+	fake := exec.Command(binPath("FAKE_MESSAGES_API_BIN", "fake-messages-api"), "--port", "0", "--exit-on-stdin-eof", "--codex-home", codexHome,
+		"--gemini-home", filepath.Join(tmp, "gemini-home"))
 	fakeDumpDir = filepath.Join(tmp, "fake-api-requests")
 	if err := os.Mkdir(fakeDumpDir, 0o755); err != nil {
 		fmt.Fprintln(os.Stderr, err)
@@ -145,14 +158,22 @@ func runMain(m *testing.M) int {
 		return 1
 	}
 	defer func() { fakeIn.Close(); _ = fake.Wait() }()
-	line, err := bufio.NewReader(fakeOut).ReadString('\n')
+	fakeLines := bufio.NewReader(fakeOut)
+	line, err := fakeLines.ReadString('\n')
 	baseURL, ok := strings.CutPrefix(strings.TrimSpace(line), "listening ")
 	if err != nil || !ok {
 		fmt.Fprintf(os.Stderr, "fake-messages-api said %q (%v)\n", line, err)
 		return 1
 	}
 	fakeBaseURL = baseURL
-	go func() { _, _ = io.Copy(io.Discard, fakeOut) }()
+	// The second line: the environment Gemini needs, for --acp-agent.
+	line, err = fakeLines.ReadString('\n')
+	geminiEnv, ok = strings.CutPrefix(strings.TrimSpace(line), "gemini-env ")
+	if err != nil || !ok {
+		fmt.Fprintf(os.Stderr, "fake-messages-api's second line %q (%v), want gemini-env\n", line, err)
+		return 1
+	}
+	go func() { _, _ = io.Copy(io.Discard, fakeLines) }()
 
 	code := 1
 	shared, err = startServer(filepath.Join(tmp, "shared"))
@@ -208,6 +229,7 @@ func startServerDialing(dir string, dial []grpc.DialOption, extra ...string) (*s
 		"--claude-bin", claudeBin,
 		"--codex-bin", codexBin,
 		"--codex-home", codexHome,
+		"--acp-agent", "gemini=env " + geminiEnv + " " + geminiBin + " --acp",
 	}, extra...)
 	if base := os.Getenv("AGENT_HARNESS_TEST_PG_URL"); base != "" {
 		args = append(args, "--store-url", pgStoreURL(base, filepath.Join(dir, "data")))

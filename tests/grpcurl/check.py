@@ -19,6 +19,10 @@ names, 64-bit integers as strings); a stream's messages follow one another. Usag
                                            input_sent's seq and the last content event's seq
     check.py codex FILE TEXT GET_FILE   -> asserts a History page of one Codex turn answering
                                            TEXT, and GetSession (GET_FILE) naming agent codex
+    check.py agent FILE AGENT TEXT GET_FILE
+                                        -> the same for a turn of AGENT (e.g. gemini over ACP)
+    check.py agents FILE NAME:KIND[:default] ...
+                                        -> asserts ListAgents lists exactly these agents, in order
     check.py rewind FILE PATH [SEQ]     -> asserts a RewindFiles answer restoring PATH (one line
                                            each way), recorded at SEQ (none: a dry run, seq 0)
 """
@@ -137,27 +141,38 @@ def check_rewind(msgs, path, seq):
     print(f"rewind ok: {r}")
 
 
-def check_codex(msgs, text, get_path):
-    """A History page of one Codex turn and the GetSession answer after it: runStart and
-    runReady name agent codex, the content is text, the turn ended without error, and the
-    session (idle, process alive) names codex too."""
+def check_agent_turn(msgs, agent, text, get_path):
+    """A History page of one turn of agent and the GetSession answer after it: runStart and
+    runReady name the agent, the content is text, the turn ended without error, and the
+    session (idle, process alive) names the agent too."""
     events = msgs[0].get("events", [])
     kinds = [payload(e) for e in events]
     by = {k: e[k] for e, k in zip(events, kinds)}
     for k in ("runStart", "runReady", "content", "turnEnd"):
         if k not in by:
-            fail(f"no {k} in the Codex log: {kinds}")
-    if by["runStart"].get("agent") != "codex" or by["runReady"].get("agent") != "codex":
-        fail(f"runStart {by['runStart']}, runReady {by['runReady']}: want agent codex on both")
+            fail(f"no {k} in the {agent} log: {kinds}")
+    if by["runStart"].get("agent") != agent or by["runReady"].get("agent") != agent:
+        fail(f"runStart {by['runStart']}, runReady {by['runReady']}: want agent {agent} on both")
     got = "".join(b.get("text", "") for b in by["content"].get("blocks", []))
     if got != text:
-        fail(f"Codex answered {got!r}, want {text!r}")
+        fail(f"{agent} answered {got!r}, want {text!r}")
     if by["turnEnd"].get("isError"):
-        fail(f"the Codex turn failed: {by['turnEnd']}")
+        fail(f"the {agent} turn failed: {by['turnEnd']}")
     s = messages(get_path)[0]["session"]
-    if s.get("agent") != "codex" or s.get("status") != "SESSION_STATUS_IDLE" or not s.get("processAlive"):
-        fail(f"GetSession after the Codex turn: {s}")
-    print("codex ok:", " ".join(kinds))
+    if s.get("agent") != agent or s.get("status") != "SESSION_STATUS_IDLE" or not s.get("processAlive"):
+        fail(f"GetSession after the {agent} turn: {s}")
+    print(f"{agent} ok:", " ".join(kinds))
+
+
+def check_agents(msgs, wanted):
+    """A ListAgents answer: exactly the agents NAME:KIND[:default], in that order."""
+    got = [
+        ":".join([a.get("name", ""), a.get("kind", "")] + (["default"] if a.get("isDefault") else []))
+        for a in msgs[0].get("agents", [])
+    ]
+    if got != wanted:
+        fail(f"ListAgents lists {got}, want {wanted}")
+    print("agents ok:", " ".join(got))
 
 
 def main():
@@ -223,7 +238,11 @@ def main():
     elif cmd == "turn":
         check_turn(msgs, sys.argv[3], sys.argv[4])
     elif cmd == "codex":
-        check_codex(msgs, sys.argv[3], sys.argv[4])
+        check_agent_turn(msgs, "codex", sys.argv[3], sys.argv[4])
+    elif cmd == "agent":
+        check_agent_turn(msgs, sys.argv[3], sys.argv[4], sys.argv[5])
+    elif cmd == "agents":
+        check_agents(msgs, sys.argv[3:])
     elif cmd == "rewind":
         check_rewind(msgs, sys.argv[3], sys.argv[4] if len(sys.argv) > 4 else "0")
     else:

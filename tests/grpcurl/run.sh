@@ -5,8 +5,9 @@
 # /healthz), Subscribe (replay, events, caughtUp; live
 # typing with include_deltas), History, GetContextUsage, ReadFullEvent, and control of a live
 # session: SetModel, SetPermissionMode (and the policy's refusals), SetMaxThinkingTokens,
-# RewindFiles (dry run, then for real), a fork, DeleteSession, and one Codex turn (the real
-# codex CLI against the fake's Responses API). Outputs are asserted with
+# RewindFiles (dry run, then for real), a fork, DeleteSession, one Codex turn (the real
+# codex CLI against the fake's Responses API), ListAgents and one Gemini turn (the real
+# Gemini CLI over ACP, --acp-agent, against the fake's Gemini API). Outputs are asserted with
 # tests/grpcurl/check.py (stdlib Python).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
@@ -16,6 +17,8 @@ ROOT=$PWD
 source .tools/env.sh
 # A missing codex fails the suite: every client must see Codex sessions.
 [ -n "${CODEX_BIN:-}" ] || { echo "FAIL: CODEX_BIN is not set: source .tools/env.sh (tests/setup.sh writes it)"; exit 1; }
+# So does a missing gemini: every client must see ACP sessions.
+[ -n "${GEMINI_BIN:-}" ] || { echo "FAIL: GEMINI_BIN is not set: source .tools/env.sh (tests/setup.sh writes it)"; exit 1; }
 # run-all.sh has already built both binaries (cargo test builds them with the
 # test feature set; rebuilding here would compile half the tree again).
 [ -n "${AGENT_HARNESS_PREBUILT:-}" ] || cargo build --release --quiet -p agent-harness-server -p agent-harness-fake-api
@@ -39,12 +42,15 @@ pass=0
 ok() { pass=$((pass + 1)); echo "ok: $*"; }
 
 # The fake Messages API prints its address first (after writing the CODEX_HOME that points
-# Codex at its Responses API).
-"$FAKE_MESSAGES_API_BIN" --port 0 --codex-home "$tmp/codex-home" >"$tmp/fake.out" 2>"$tmp/fake.log" &
+# Codex at its Responses API, and the HOME that points Gemini at its Gemini API), then the
+# environment Gemini needs.
+"$FAKE_MESSAGES_API_BIN" --port 0 --codex-home "$tmp/codex-home" --gemini-home "$tmp/gemini-home" \
+  >"$tmp/fake.out" 2>"$tmp/fake.log" &
 pids+=($!)
-for _ in $(seq 100); do grep -q '^listening ' "$tmp/fake.out" && break; sleep 0.1; done
+for _ in $(seq 100); do grep -q '^gemini-env ' "$tmp/fake.out" && break; sleep 0.1; done
 base_url=$(sed -n 's/^listening //p' "$tmp/fake.out")
-[ -n "$base_url" ] || { echo "fake-messages-api did not start"; exit 1; }
+gemini_env=$(sed -n 's/^gemini-env //p' "$tmp/fake.out")
+[ -n "$base_url" ] && [ -n "$gemini_env" ] || { echo "fake-messages-api did not start"; exit 1; }
 
 port=$(python -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
 addr=127.0.0.1:$port
@@ -55,7 +61,7 @@ if [ -n "${AGENT_HARNESS_TEST_PG_URL:-}" ]; then
   store_args=(--store-url "$AGENT_HARNESS_TEST_PG_URL?options=-c%20search_path%3Dt_$(printf %s "$tmp" | md5sum | cut -c1-16)")
 fi
 unset_args=()
-for v in $(compgen -e | grep -E '^(ANTHROPIC_|CLAUDE_CODE_|AGENT_HARNESS_|CODEX_|OPENAI_|CLAUDECODE$)' || true); do
+for v in $(compgen -e | grep -E '^(ANTHROPIC_|CLAUDE_CODE_|AGENT_HARNESS_|CODEX_|OPENAI_|GEMINI_|GOOGLE_|CLAUDECODE$)' || true); do
   unset_args+=(-u "$v")
 done
 env "${unset_args[@]}" HOME="$tmp/home" ANTHROPIC_BASE_URL="$base_url" ANTHROPIC_API_KEY=test \
@@ -63,6 +69,7 @@ env "${unset_args[@]}" HOME="$tmp/home" ANTHROPIC_BASE_URL="$base_url" ANTHROPIC
   "$AGENT_HARNESS_BIN" serve --listen "$addr" --data-dir "$tmp/data" \
   --adapter interactive --claude-bin "$CLAUDE_BIN" --allow-permission-mode acceptEdits \
   --codex-bin "$CODEX_BIN" --codex-home "$tmp/codex-home" \
+  --acp-agent "gemini=env $gemini_env $GEMINI_BIN --acp" \
   "${store_args[@]}" >"$tmp/server.log" 2>&1 &
 pids+=($!)
 
@@ -98,7 +105,7 @@ ok "list names agentharness.v1.SessionService"
 echo "\$ grpcurl -plaintext $addr describe agentharness.v1.SessionService"
 g "$addr" describe agentharness.v1.SessionService | tee "$tmp/describe.out"
 for rpc in Start Send Stop History RespondPermission StopTask GetContextUsage GetSession ListSessions \
-  SetModel SetPermissionMode SetMaxThinkingTokens RewindFiles DeleteSession; do
+  SetModel SetPermissionMode SetMaxThinkingTokens RewindFiles DeleteSession ListAgents; do
   grep -q "rpc $rpc ( .agentharness.v1.${rpc}Request ) returns ( .agentharness.v1.${rpc}Response );" "$tmp/describe.out" ||
     { echo "FAIL: describe lacks rpc $rpc"; exit 1; }
 done
@@ -355,5 +362,22 @@ cp "$tmp/get.out" "$tmp/codex-get.out"
 g -d "{\"session_id\":\"$sid5\",\"limit\":$h5}" "$addr" agentharness.v1.SessionService/History >"$tmp/codex.out"
 check codex "$tmp/codex.out" "hello from codex" "$tmp/codex-get.out"
 ok "Codex: the answer from the Responses API; runStart, runReady and GetSession name agent codex; idle after turnEnd"
+
+# The agents this server runs, then a Gemini session (the ACP agent "gemini"): the same
+# calls with "agent":"gemini"; the log and GetSession name the agent.
+echo "\$ grpcurl -plaintext -d '{}' $addr agentharness.v1.SessionService/ListAgents"
+g -d '{}' "$addr" agentharness.v1.SessionService/ListAgents | tee "$tmp/agents.out"
+check agents "$tmp/agents.out" claude:claude:default codex:codex gemini:acp
+ok "ListAgents: claude (the default), codex, gemini (acp)"
+sid6=grpcurl-gemini-$$-$RANDOM
+echo "\$ grpcurl -plaintext -d '{\"session_id\":\"$sid6\",\"config\":{\"prompt\":\"TEXT hello from gemini\",\"agent\":\"gemini\"}}' $addr agentharness.v1.SessionService/Start"
+g -d "{\"session_id\":\"$sid6\",\"config\":{\"prompt\":\"TEXT hello from gemini\",\"cwd\":\"$tmp/work\",\"agent\":\"gemini\"}}" \
+  "$addr" agentharness.v1.SessionService/Start | tee "$tmp/start.out"
+check start "$tmp/start.out" >/dev/null
+h6=$(wait_idle "$sid6" 0 600)
+cp "$tmp/get.out" "$tmp/gemini-get.out"
+g -d "{\"session_id\":\"$sid6\",\"limit\":$h6}" "$addr" agentharness.v1.SessionService/History >"$tmp/gemini.out"
+check agent "$tmp/gemini.out" gemini "hello from gemini" "$tmp/gemini-get.out"
+ok "Gemini (ACP): the answer from the Gemini API; runStart, runReady and GetSession name agent gemini; idle after turnEnd"
 
 echo "grpcurl: $pass passed, 0 failed"

@@ -1,5 +1,5 @@
 """Fixtures of the Python end-to-end suite: the real agent-harness server release binary, the
-real claude and codex CLIs, and the scripted fake Messages and Responses APIs, all on loopback, driven only through the
+real claude, codex and gemini CLIs, and the scripted fake Messages, Responses and Gemini APIs, all on loopback, driven only through the
 generated Python client in gen/python (agentharness.v1)."""
 
 from __future__ import annotations
@@ -51,7 +51,7 @@ def _child_env(home: str, base_url: str) -> dict[str, str]:
         k: v
         for k, v in os.environ.items()
         if not (
-            k.startswith(("ANTHROPIC_", "CLAUDE_CODE_", "AGENT_HARNESS_", "CODEX_", "OPENAI_"))
+            k.startswith(("ANTHROPIC_", "CLAUDE_CODE_", "AGENT_HARNESS_", "CODEX_", "OPENAI_", "GEMINI_", "GOOGLE_"))
             or k in ("CLAUDECODE", "HOME")
         )
     }
@@ -98,13 +98,16 @@ class FakeApi:
     """The running fake Messages API every server's CLI talks to. It writes each request it
     gets to dump_dir (FAKE_MESSAGES_API_DUMP_DIR), so a test can read what the CLI sent.
     codex_home is the CODEX_HOME it wrote (--codex-home): its config.toml points Codex at the
-    Responses API the same fake serves."""
+    Responses API the same fake serves. gemini_env is the environment it printed for Gemini
+    CLI (--gemini-home: a HOME whose settings point Gemini at the fake's Gemini API), as
+    KEY=VALUE words for `env`."""
 
-    def __init__(self, base_url: str, log: pathlib.Path, dump_dir: pathlib.Path, codex_home: pathlib.Path):
+    def __init__(self, base_url: str, log: pathlib.Path, dump_dir: pathlib.Path, codex_home: pathlib.Path, gemini_env: str):
         self.base_url = base_url
         self.log = log
         self.dump_dir = dump_dir
         self.codex_home = codex_home
+        self.gemini_env = gemini_env
 
 
 @pytest.fixture(scope="session")
@@ -119,7 +122,7 @@ def fake_api():
         with open(log, "wb") as flog:
             fake = subprocess.Popen(
                 [_bin("FAKE_MESSAGES_API_BIN", "fake-messages-api"), "--port", "0", "--exit-on-stdin-eof",
-                 "--codex-home", str(codex_home)],
+                 "--codex-home", str(codex_home), "--gemini-home", str(pathlib.Path(tmp) / "gemini-home")],
                 stdin=subprocess.PIPE,
                 stdout=subprocess.PIPE,
                 stderr=flog,
@@ -128,7 +131,9 @@ def fake_api():
         try:
             line = fake.stdout.readline().decode().strip()
             assert line.startswith("listening "), f"fake-messages-api said {line!r}"
-            yield FakeApi(line.removeprefix("listening "), log, dump_dir, codex_home)
+            gemini = fake.stdout.readline().decode().strip()
+            assert gemini.startswith("gemini-env "), f"fake-messages-api's second line {gemini!r}"
+            yield FakeApi(line.removeprefix("listening "), log, dump_dir, codex_home, gemini.removeprefix("gemini-env "))
         finally:
             fake.stdin.close()
             fake.wait(timeout=10)
@@ -146,6 +151,10 @@ def _serve(fake: FakeApi, prefix: str, *extra: str, credentials: grpc.ChannelCre
     codex_bin = os.environ.get("CODEX_BIN")
     if not codex_bin:
         pytest.fail("CODEX_BIN is not set: source .tools/env.sh (tests/setup.sh writes it)")
+    # And a missing gemini: every client must see ACP sessions (the agent "gemini").
+    gemini_bin = os.environ.get("GEMINI_BIN")
+    if not gemini_bin:
+        pytest.fail("GEMINI_BIN is not set: source .tools/env.sh (tests/setup.sh writes it)")
     with tempfile.TemporaryDirectory(prefix=prefix) as tmp:
         tmp_path = pathlib.Path(tmp)
         home = tmp_path / "home"
@@ -168,6 +177,7 @@ def _serve(fake: FakeApi, prefix: str, *extra: str, credentials: grpc.ChannelCre
                         "--claude-bin", claude_bin,
                         "--codex-bin", codex_bin,
                         "--codex-home", str(fake.codex_home),
+                        "--acp-agent", f"gemini=env {fake.gemini_env} {gemini_bin} --acp",
                         *_pg_store_args(tmp_path / "data"),
                         *extra,
                     ],

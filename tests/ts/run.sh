@@ -6,7 +6,8 @@
 # included), the session helper against the real
 # server (release binary, interactive adapter, real claude CLI, fake Messages
 # API), controlling the live session (settings, rewind, fork), readFullEvent, a 6 MB answer and the docs/clients.md example over grpc-web,
-# and one Codex turn (the real codex CLI against the fake Responses API).
+# one Codex turn (the real codex CLI against the fake Responses API) and one
+# Gemini turn (the real Gemini CLI over ACP against the fake Gemini API).
 # Exits non-zero on any failure.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
@@ -27,4 +28,4 @@ echo "--- tests/ts: npm ci, typecheck"
 
 echo "--- tests/ts: derive vectors (functions and Fold), partial vectors, session helper (scripted, then the real server), session control, readFullEvent"
 cd tests/ts
-node --import tsx --test --test-concurrency=1 --test-reporter=spec vectors.test.ts partial.test.ts handle.test.ts session.test.ts control.test.ts full-event.test.ts codex.test.ts
+node --import tsx --test --test-concurrency=1 --test-reporter=spec vectors.test.ts partial.test.ts handle.test.ts session.test.ts control.test.ts full-event.test.ts codex.test.ts gemini.test.ts

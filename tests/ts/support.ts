@@ -1,6 +1,7 @@
 // Test support: the real agent-harness server (release binary) running the
-// real claude CLI against the scripted fake Messages API and the real codex CLI
-// against the Responses API the same fake serves, all on loopback.
+// real claude CLI against the scripted fake Messages API, the real codex CLI
+// against the Responses API the same fake serves and the real Gemini CLI (the
+// ACP agent "gemini") against its Gemini API, all on loopback.
 // Shared by tests/ts and tests/browser.
 
 import { spawn, type ChildProcess } from "node:child_process";
@@ -48,6 +49,12 @@ export const CODEX_BIN = () =>
     join(ROOT, "tests/tools/node_modules/@openai/codex-linux-arm64/vendor/aarch64-unknown-linux-musl/bin/codex"),
     join(ROOT, "tests/tools/node_modules/.bin/codex"),
   );
+
+/**
+ * The real Gemini CLI from tests/tools. Missing, every harness fails to
+ * start: each client must see ACP sessions.
+ */
+export const GEMINI_BIN = () => bin("GEMINI_BIN", join(ROOT, "tests/tools/node_modules/.bin/gemini"));
 
 /** A free loopback port (bound and released; the server binds it next). */
 export async function freePort(): Promise<number> {
@@ -151,22 +158,26 @@ export async function startHarness(opts: HarnessOptions = {}): Promise<Harness> 
   // fake's Responses API.
   const codexHome = join(dir, "codex-home");
   const codexBin = CODEX_BIN();
+  const geminiBin = GEMINI_BIN();
 
-  const fake = spawn(FAKE_API_BIN(), ["--port", "0", "--codex-home", codexHome], {
+  // --gemini-home: a HOME whose settings point Gemini at the fake's Gemini
+  // API; the fake prints the environment Gemini needs as its second line.
+  const fake = spawn(FAKE_API_BIN(), ["--port", "0", "--codex-home", codexHome, "--gemini-home", join(dir, "gemini-home")], {
     stdio: ["ignore", "pipe", "pipe"],
     env: opts.recordApiRequests ? { ...process.env, FAKE_MESSAGES_API_DUMP_DIR: dumpDir } : process.env,
   });
   fake.stderr!.pipe(createWriteStream(join(dir, "fake-api.log")));
-  const fakeApiUrl = await new Promise<string>((res, rej) => {
+  const [fakeApiUrl, geminiEnv] = await new Promise<[string, string]>((res, rej) => {
     let buf = "";
-    const timer = setTimeout(() => rej(new Error("fake-messages-api did not print its address")), 15_000);
+    const timer = setTimeout(() => rej(new Error("fake-messages-api did not print its address and gemini-env")), 15_000);
     fake.once("exit", (code) => rej(new Error(`fake-messages-api exited ${code}`)));
     fake.stdout!.on("data", (d: Buffer) => {
       buf += d.toString();
-      const m = /listening (http:\/\/\S+)/.exec(buf);
-      if (m) {
+      const m = /listening (http:\/\/\S+)\n/.exec(buf);
+      const g = /gemini-env (.*)\n/.exec(buf);
+      if (m && g) {
         clearTimeout(timer);
-        res(m[1]!);
+        res([m[1]!, g[1]!]);
       }
     });
   });
@@ -189,6 +200,8 @@ export async function startHarness(opts: HarnessOptions = {}): Promise<Harness> 
         "--claude-bin",
         CLAUDE_BIN(),
         ...(opts.codex === false ? [] : ["--codex-bin", codexBin, "--codex-home", codexHome]),
+        "--acp-agent",
+        `gemini=env ${geminiEnv} ${geminiBin} --acp`,
         ...pgStoreArgs(dataDir),
         ...(opts.serverArgs ?? []),
       ],

@@ -27,7 +27,9 @@ pub mod run_error_kind {
 }
 
 /// `StartConfig.agent`, `RunStart.agent`, `RunReady.agent`,
-/// `Session.agent`: which agent runs a session.
+/// `Session.agent`: which agent runs a session. Besides the built-in names,
+/// any name an operator gives an Agent Client Protocol agent
+/// (`--acp-agent NAME=COMMAND`; `[a-z][a-z0-9_-]{0,31}`) is an agent.
 pub mod agent {
     /// The claude CLI (also what an empty `StartConfig.agent` means).
     pub const CLAUDE: &str = "claude";
@@ -39,6 +41,16 @@ pub mod agent {
     pub fn of_run(agent: &str) -> &str {
         if agent.is_empty() { CLAUDE } else { agent }
     }
+}
+
+/// `AgentInfo.kind` (ListAgents): how the server speaks to an agent.
+pub mod agent_kind {
+    /// The claude CLI's stream-json.
+    pub const CLAUDE: &str = "claude";
+    /// Codex's app-server.
+    pub const CODEX: &str = "codex";
+    /// The Agent Client Protocol: an agent the operator configured by name.
+    pub const ACP: &str = "acp";
 }
 
 /// `RunStart.trigger`: why the run was started.
@@ -132,6 +144,9 @@ mod tests {
             (resolved_by::RUN_END, "run_end"),
             (agent::CLAUDE, "claude"),
             (agent::CODEX, "codex"),
+            (agent_kind::CLAUDE, "claude"),
+            (agent_kind::CODEX, "codex"),
+            (agent_kind::ACP, "acp"),
         ];
         for (constant, wire) in pinned {
             assert_eq!(constant, wire);

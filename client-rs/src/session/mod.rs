@@ -531,6 +531,17 @@ impl SessionClient {
         .await
     }
 
+    /// The agents the server runs (ListAgents): the names
+    /// [`pb::StartConfig::agent`] takes, each with its kind (`vocab::agent_kind`)
+    /// and whether it is the default. Read-only, so retried in transit.
+    pub async fn list_agents(&self) -> Result<Vec<pb::AgentInfo>, SessionError> {
+        self.retrying("ListAgents", |mut rpc| async move {
+            rpc.list_agents(pb::ListAgentsRequest {}).await
+        })
+        .await
+        .map(|r| r.agents)
+    }
+
     /// Sends a user message (content blocks, e.g. images, go before the
     /// text). The server writes it to the live process or starts a resumed
     /// run; the response names the run that got it. One logical call:

@@ -860,6 +860,21 @@ impl SessionService for TestService {
         self.0.check_auth(&request)?;
         Err(Status::unimplemented("not needed by the client tests"))
     }
+
+    async fn list_agents(
+        &self,
+        request: Request<pb::ListAgentsRequest>,
+    ) -> Result<Response<pb::ListAgentsResponse>, Status> {
+        self.0.check_auth(&request)?;
+        let agent = |name: &str, kind: &str| pb::AgentInfo {
+            name: name.into(),
+            kind: kind.into(),
+            is_default: name == "claude",
+        };
+        Ok(Response::new(pb::ListAgentsResponse {
+            agents: vec![agent("claude", "claude"), agent("gemini", "acp")],
+        }))
+    }
 }
 
 /// Options of a [`TestServer`].

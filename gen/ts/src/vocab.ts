@@ -55,4 +55,10 @@ export const vocab = {
     CLAUDE: "claude",
     CODEX: "codex",
   },
+  /** `AgentInfo.kind` (ListAgents): how the server speaks to an agent. */
+  agentKind: {
+    CLAUDE: "claude",
+    CODEX: "codex",
+    ACP: "acp",
+  },
 } as const;

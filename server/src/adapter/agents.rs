@@ -1,12 +1,14 @@
 //! The agent router: one [`ProcessAdapter`] in front of one adapter per
 //! agent, picking by `StartConfig.agent` ("" or "claude": the claude
 //! adapter `--adapter` names; "codex": the Codex adapter, when the operator
-//! enabled it). Everything below the manager that depends on the agent is
+//! enabled it; any other name: the ACP agent the operator configured by
+//! that name). Everything below the manager that depends on the agent is
 //! reached through here.
 
 use std::sync::Arc;
 
-use agent_harness_protocol::vocab::agent;
+use agent_harness_protocol::pb;
+use agent_harness_protocol::vocab::{agent, agent_kind};
 
 use super::codex::HOW_TO_ENABLE;
 use super::{
@@ -18,6 +20,8 @@ use super::{
 pub struct Agents {
     claude: Arc<dyn ProcessAdapter>,
     codex: Option<Arc<dyn ProcessAdapter>>,
+    /// The ACP agents, by name, in the order configured.
+    acp: Vec<(String, Arc<dyn ProcessAdapter>)>,
 }
 
 impl Agents {
@@ -26,6 +30,7 @@ impl Agents {
         Self {
             claude,
             codex: None,
+            acp: Vec::new(),
         }
     }
 
@@ -35,12 +40,21 @@ impl Agents {
         self
     }
 
-    /// The agents enabled, claude first.
-    pub fn enabled(&self) -> Vec<&'static str> {
-        let mut out = vec![agent::CLAUDE];
+    /// With the ACP agent `name` (a name [`super::acp::name_ok`] accepts),
+    /// through `adapter`.
+    pub fn with_acp(mut self, name: &str, adapter: Arc<dyn ProcessAdapter>) -> Self {
+        self.acp.retain(|(n, _)| n != name);
+        self.acp.push((name.to_owned(), adapter));
+        self
+    }
+
+    /// The agents enabled: claude, codex, then the ACP agents as configured.
+    pub fn enabled(&self) -> Vec<String> {
+        let mut out = vec![agent::CLAUDE.to_owned()];
         if self.codex.is_some() {
-            out.push(agent::CODEX);
+            out.push(agent::CODEX.to_owned());
         }
+        out.extend(self.acp.iter().map(|(n, _)| n.clone()));
         out
     }
 
@@ -55,18 +69,42 @@ impl Agents {
                     "the codex agent is not enabled on this server: {HOW_TO_ENABLE}"
                 ))
             }),
-            other => Err(AdapterError::InvalidConfig {
-                field: "config.agent",
-                reason: unknown_agent(other),
-            }),
+            other => match self.acp.iter().find(|(n, _)| n == other) {
+                Some((_, a)) => Ok(a.as_ref()),
+                None => Err(AdapterError::InvalidConfig {
+                    field: "config.agent",
+                    reason: format!(
+                        "unknown agent {:?}: this server runs {}",
+                        other.chars().take(64).collect::<String>(),
+                        self.enabled().join(", ")
+                    ),
+                }),
+            },
         }
+    }
+}
+
+/// How ListAgents lists the agent `name`: its kind from the name (claude
+/// and codex are the built-in ones, any other name an ACP agent), and
+/// claude as the default.
+pub fn info(name: &str) -> pb::AgentInfo {
+    let kind = match name {
+        agent::CLAUDE => agent_kind::CLAUDE,
+        agent::CODEX => agent_kind::CODEX,
+        _ => agent_kind::ACP,
+    };
+    pb::AgentInfo {
+        name: name.to_owned(),
+        kind: kind.to_owned(),
+        is_default: name == agent::CLAUDE,
     }
 }
 
 /// Why `name` is refused as an agent.
 pub fn unknown_agent(name: &str) -> String {
     format!(
-        "unknown agent {:?}: use \"claude\" (or empty) or \"codex\"",
+        "unknown agent {:?}: use \"claude\" (or empty), \"codex\" or the name of an ACP \
+         agent the server was started with (--acp-agent)",
         name.chars().take(64).collect::<String>()
     )
 }
@@ -92,6 +130,10 @@ impl ProcessAdapter for Agents {
             Ok(a) => a.spawn(config),
             Err(e) => Box::pin(async move { Err(e) }),
         }
+    }
+
+    fn agents(&self) -> Vec<pb::AgentInfo> {
+        self.enabled().iter().map(|name| info(name)).collect()
     }
 
     fn conversations_dir(&self) -> Option<std::path::PathBuf> {

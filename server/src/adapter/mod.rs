@@ -6,6 +6,7 @@
 //! user messages, interrupt, answer permission requests and signal the
 //! process group, and a future that resolves once with the [`ExitInfo`].
 
+pub mod acp;
 pub mod agents;
 pub mod cassette;
 pub mod claude;
@@ -156,6 +157,12 @@ pub trait ProcessAdapter: Send + Sync + 'static {
     /// [`claude::transcript`]); `None` for an agent that does not.
     fn conversations_dir(&self) -> Option<std::path::PathBuf> {
         None
+    }
+    /// The agents this adapter runs, as ListAgents lists them. An adapter
+    /// that is not the router ([`agents::Agents`]) stands for the default
+    /// agent, claude.
+    fn agents(&self) -> Vec<pb::AgentInfo> {
+        vec![agents::info(agent_harness_protocol::vocab::agent::CLAUDE)]
     }
     /// The decoder for the stdout of a process this adapter spawned for
     /// `config`: the claude CLI's stream-json unless the adapter says

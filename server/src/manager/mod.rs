@@ -148,6 +148,11 @@ impl SessionManager {
         self.inner.opts.node.clone()
     }
 
+    /// The agents this manager's adapter runs (ListAgents).
+    pub fn agents(&self) -> Vec<pb::AgentInfo> {
+        self.inner.adapter.agents()
+    }
+
     /// The event logs this manager writes.
     pub fn logs(&self) -> &EventLogs {
         &self.inner.logs

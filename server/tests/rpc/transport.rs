@@ -37,7 +37,12 @@ pub(crate) async fn http1(addr: std::net::SocketAddr, head: &str, body: &[u8]) -
 pub(crate) const PAGE: &str = "http://localhost:5173";
 
 /// A grpc-web (binary) POST of `msg` to `method`, from a loopback page.
-async fn grpc_web(addr: std::net::SocketAddr, method: &str, msg: &[u8], extra: &str) -> String {
+pub(crate) async fn grpc_web(
+    addr: std::net::SocketAddr,
+    method: &str,
+    msg: &[u8],
+    extra: &str,
+) -> String {
     let head = grpc_web_head(
         &addr.to_string(),
         PAGE,

@@ -4,7 +4,7 @@
 
 import { useEffect, useState } from "react";
 import type { Transport } from "@connectrpc/connect";
-import { SessionStatus, vocab, type Session } from "@agent-harness/client/protocol";
+import { SessionStatus, vocab, type AgentInfo, type Session } from "@agent-harness/client/protocol";
 import { createSessionHandle } from "@agent-harness/client/client";
 import { errorText, isUnauthenticated, serviceClient } from "./api.ts";
 import { newSessionId, tokens, usd } from "./format.ts";
@@ -155,22 +155,62 @@ export function SessionList(props: { transport: Transport; onUnauthenticated: ()
   );
 }
 
-/** The agents a session can run; the server says when one is not enabled. */
-const AGENTS = [vocab.agent.CLAUDE, vocab.agent.CODEX];
+/**
+ * The built-in agents: offered even when the server does not run one (marked
+ * "not enabled"), so that choosing it shows the server's answer naming the
+ * flag that enables it.
+ */
+const BUILT_IN = [vocab.agent.CLAUDE, vocab.agent.CODEX];
+
+/** One choice of the form's agent select. */
+type AgentChoice = { name: string; enabled: boolean; kind: string };
 
 /**
- * Starts a session: agent, prompt, working directory and model. The server
- * applies the operator's launch policy (--allowed-cwd, ...) and names what it
- * refuses, an agent it has not enabled included (FAILED_PRECONDITION naming
- * the flag that enables it): the API does not list the enabled agents, so the
- * form offers every agent and shows that answer.
+ * The agents the server runs (ListAgents), asked for once, then the
+ * built-in ones it does not run; until the answer, claude alone. A failed
+ * call leaves claude and the built-ins, and says why.
+ */
+function useAgents(transport: Transport): { choices: AgentChoice[]; fallback: string; error: string } {
+  const [listed, setListed] = useState<AgentInfo[] | undefined>(undefined);
+  const [error, setError] = useState("");
+  useEffect(() => {
+    let live = true;
+    serviceClient(transport)
+      .listAgents({})
+      .then(
+        (res) => live && setListed(res.agents),
+        (err: unknown) => live && !isUnauthenticated(err) && setError(`the agents: ${errorText(err)}`),
+      );
+    return () => {
+      live = false;
+    };
+  }, [transport]);
+  const enabled = listed ?? [{ name: vocab.agent.CLAUDE, kind: vocab.agentKind.CLAUDE, isDefault: true } as AgentInfo];
+  const choices: AgentChoice[] = [
+    ...enabled.map((a) => ({ name: a.name, enabled: true, kind: a.kind })),
+    ...BUILT_IN.filter((b) => !enabled.some((a) => a.name === b)).map((b) => ({ name: b, enabled: false, kind: b })),
+  ];
+  const fallback = enabled.find((a) => a.isDefault)?.name ?? vocab.agent.CLAUDE;
+  return { choices, fallback, error };
+}
+
+/**
+ * Starts a session: agent, prompt, working directory and model. The agents
+ * offered are those the server lists (ListAgents: claude, codex when
+ * enabled, the ACP agents the operator configured), then the built-in ones
+ * it does not run. The server applies the operator's launch policy
+ * (--allowed-cwd, ...) and names what it refuses, an agent it has not
+ * enabled included (FAILED_PRECONDITION naming the flag that enables it).
  */
 function StartForm({ transport }: { transport: Transport }) {
   const [id, setId] = useState("");
   const [prompt, setPrompt] = useState("");
   const [cwd, setCwd] = useState("");
   const [model, setModel] = useState("");
-  const [agent, setAgent] = useState<string>(vocab.agent.CLAUDE);
+  const agents = useAgents(transport);
+  // The agent chosen; until one is, the server's default.
+  const [chosen, setAgent] = useState<string | undefined>(undefined);
+  const agent = chosen ?? agents.fallback;
   const [busy, setBusy] = useState(false);
   const [error, setError] = useState("");
   return (
@@ -208,9 +248,9 @@ function StartForm({ transport }: { transport: Transport }) {
       </div>
       <div className="row fields">
         <select data-testid="start-agent" aria-label="agent" value={agent} onChange={(ev) => setAgent(ev.target.value)}>
-          {AGENTS.map((a) => (
-            <option key={a} value={a}>
-              {a}
+          {agents.choices.map((a) => (
+            <option key={a.name} value={a.name} title={`kind: ${a.kind}`}>
+              {a.enabled ? a.name : `${a.name} (not enabled)`}
             </option>
           ))}
         </select>
@@ -221,9 +261,9 @@ function StartForm({ transport }: { transport: Transport }) {
           {busy ? "Starting…" : "Start session"}
         </button>
       </div>
-      {error && (
+      {(error || agents.error) && (
         <p className="error" data-testid="start-error">
-          {error}
+          {error || agents.error}
         </p>
       )}
     </form>

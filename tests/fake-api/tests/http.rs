@@ -635,3 +635,39 @@ async fn gemini_hang_holds_the_stream_until_the_client_leaves() {
     }
     assert_eq!(api.gemini_requests()[0].scenario, "HANG");
 }
+
+#[test]
+fn binary_writes_a_gemini_home_and_prints_the_gemini_environment() {
+    let dir = tempfile::tempdir().unwrap();
+    let home = dir.path().join("gemini home");
+    let mut child = Command::new(env!("CARGO_BIN_EXE_fake-messages-api"))
+        .args(["--gemini-home", home.to_str().unwrap()])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut out = BufReader::new(child.stdout.take().unwrap());
+    let (mut first, mut second) = (String::new(), String::new());
+    out.read_line(&mut first).unwrap();
+    out.read_line(&mut second).unwrap();
+    let url = first.trim().strip_prefix("listening ").expect("first line");
+    let settings: Value =
+        serde_json::from_str(&std::fs::read_to_string(home.join(".gemini/settings.json")).unwrap())
+            .unwrap();
+    assert_eq!(
+        settings["security"]["auth"]["selectedType"],
+        "gemini-api-key"
+    );
+    // Every value a shell word: the path with a space is quoted.
+    assert_eq!(
+        second.trim(),
+        format!(
+            "gemini-env HOME='{}' GEMINI_API_KEY=test GOOGLE_GEMINI_BASE_URL={url} \
+             GEMINI_CLI_NO_RELAUNCH=true",
+            home.display()
+        )
+    );
+    child.kill().unwrap();
+    child.wait().unwrap();
+}

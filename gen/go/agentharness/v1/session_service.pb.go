@@ -2855,6 +2855,156 @@ func (*DeleteSessionResponse) Descriptor() ([]byte, []int) {
 	return file_agentharness_v1_session_service_proto_rawDescGZIP(), []int{38}
 }
 
+// List the agents this server runs.
+type ListAgentsRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListAgentsRequest) Reset() {
+	*x = ListAgentsRequest{}
+	mi := &file_agentharness_v1_session_service_proto_msgTypes[39]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListAgentsRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListAgentsRequest) ProtoMessage() {}
+
+func (x *ListAgentsRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_agentharness_v1_session_service_proto_msgTypes[39]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListAgentsRequest.ProtoReflect.Descriptor instead.
+func (*ListAgentsRequest) Descriptor() ([]byte, []int) {
+	return file_agentharness_v1_session_service_proto_rawDescGZIP(), []int{39}
+}
+
+// The agents this server runs: claude first, then codex, then the ACP
+// agents as configured.
+type ListAgentsResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Every agent, each name once.
+	Agents        []*AgentInfo `protobuf:"bytes,1,rep,name=agents,proto3" json:"agents,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListAgentsResponse) Reset() {
+	*x = ListAgentsResponse{}
+	mi := &file_agentharness_v1_session_service_proto_msgTypes[40]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListAgentsResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListAgentsResponse) ProtoMessage() {}
+
+func (x *ListAgentsResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_agentharness_v1_session_service_proto_msgTypes[40]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListAgentsResponse.ProtoReflect.Descriptor instead.
+func (*ListAgentsResponse) Descriptor() ([]byte, []int) {
+	return file_agentharness_v1_session_service_proto_rawDescGZIP(), []int{40}
+}
+
+func (x *ListAgentsResponse) GetAgents() []*AgentInfo {
+	if x != nil {
+		return x.Agents
+	}
+	return nil
+}
+
+// One agent a session can run.
+type AgentInfo struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The name `StartConfig.agent` takes, and that run_start, run_ready and
+	// `Session.agent` record ("claude", "codex", or the operator's ACP name).
+	Name string `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	// How the server speaks to it: "claude" (the claude CLI), "codex" (Codex's
+	// app-server) or "acp" (the Agent Client Protocol).
+	Kind string `protobuf:"bytes,2,opt,name=kind,proto3" json:"kind,omitempty"`
+	// Whether this is the agent an empty `StartConfig.agent` runs (claude).
+	IsDefault     bool `protobuf:"varint,3,opt,name=is_default,json=isDefault,proto3" json:"is_default,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *AgentInfo) Reset() {
+	*x = AgentInfo{}
+	mi := &file_agentharness_v1_session_service_proto_msgTypes[41]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AgentInfo) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AgentInfo) ProtoMessage() {}
+
+func (x *AgentInfo) ProtoReflect() protoreflect.Message {
+	mi := &file_agentharness_v1_session_service_proto_msgTypes[41]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AgentInfo.ProtoReflect.Descriptor instead.
+func (*AgentInfo) Descriptor() ([]byte, []int) {
+	return file_agentharness_v1_session_service_proto_rawDescGZIP(), []int{41}
+}
+
+func (x *AgentInfo) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *AgentInfo) GetKind() string {
+	if x != nil {
+		return x.Kind
+	}
+	return ""
+}
+
+func (x *AgentInfo) GetIsDefault() bool {
+	if x != nil {
+		return x.IsDefault
+	}
+	return false
+}
+
 var File_agentharness_v1_session_service_proto protoreflect.FileDescriptor
 
 const file_agentharness_v1_session_service_proto_rawDesc = "" +
@@ -3054,7 +3204,15 @@ const file_agentharness_v1_session_service_proto_rawDesc = "" +
 	"\n" +
 	"session_id\x18\x01 \x01(\tR\tsessionId\x12'\n" +
 	"\x0fidempotency_key\x18\x02 \x01(\tR\x0eidempotencyKey\"\x17\n" +
-	"\x15DeleteSessionResponse*\xaf\x01\n" +
+	"\x15DeleteSessionResponse\"\x13\n" +
+	"\x11ListAgentsRequest\"H\n" +
+	"\x12ListAgentsResponse\x122\n" +
+	"\x06agents\x18\x01 \x03(\v2\x1a.agentharness.v1.AgentInfoR\x06agents\"R\n" +
+	"\tAgentInfo\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x12\x12\n" +
+	"\x04kind\x18\x02 \x01(\tR\x04kind\x12\x1d\n" +
+	"\n" +
+	"is_default\x18\x03 \x01(\bR\tisDefault*\xaf\x01\n" +
 	"\x0eDeltaBlockType\x12 \n" +
 	"\x1cDELTA_BLOCK_TYPE_UNSPECIFIED\x10\x00\x12\x19\n" +
 	"\x15DELTA_BLOCK_TYPE_TEXT\x10\x01\x12\x1d\n" +
@@ -3071,7 +3229,7 @@ const file_agentharness_v1_session_service_proto_rawDesc = "" +
 	"\x1bFULL_EVENT_PART_UNSPECIFIED\x10\x00\x12\x1c\n" +
 	"\x18FULL_EVENT_PART_CLI_LINE\x10\x01\x12\x19\n" +
 	"\x15FULL_EVENT_PART_EVENT\x10\x02\x12\x1e\n" +
-	"\x1aFULL_EVENT_PART_EVENT_JSON\x10\x032\xab\v\n" +
+	"\x1aFULL_EVENT_PART_EVENT_JSON\x10\x032\x82\f\n" +
 	"\x0eSessionService\x12F\n" +
 	"\x05Start\x12\x1d.agentharness.v1.StartRequest\x1a\x1e.agentharness.v1.StartResponse\x12C\n" +
 	"\x04Send\x12\x1c.agentharness.v1.SendRequest\x1a\x1d.agentharness.v1.SendResponse\x12C\n" +
@@ -3089,7 +3247,9 @@ const file_agentharness_v1_session_service_proto_rawDesc = "" +
 	"\x11SetPermissionMode\x12).agentharness.v1.SetPermissionModeRequest\x1a*.agentharness.v1.SetPermissionModeResponse\x12s\n" +
 	"\x14SetMaxThinkingTokens\x12,.agentharness.v1.SetMaxThinkingTokensRequest\x1a-.agentharness.v1.SetMaxThinkingTokensResponse\x12X\n" +
 	"\vRewindFiles\x12#.agentharness.v1.RewindFilesRequest\x1a$.agentharness.v1.RewindFilesResponse\x12^\n" +
-	"\rDeleteSession\x12%.agentharness.v1.DeleteSessionRequest\x1a&.agentharness.v1.DeleteSessionResponseBNZLgithub.com/agent-harness/agent-harness/gen/go/agentharness/v1;agentharnessv1b\x06proto3"
+	"\rDeleteSession\x12%.agentharness.v1.DeleteSessionRequest\x1a&.agentharness.v1.DeleteSessionResponse\x12U\n" +
+	"\n" +
+	"ListAgents\x12\".agentharness.v1.ListAgentsRequest\x1a#.agentharness.v1.ListAgentsResponseBNZLgithub.com/agent-harness/agent-harness/gen/go/agentharness/v1;agentharnessv1b\x06proto3"
 
 var (
 	file_agentharness_v1_session_service_proto_rawDescOnce sync.Once
@@ -3104,7 +3264,7 @@ func file_agentharness_v1_session_service_proto_rawDescGZIP() []byte {
 }
 
 var file_agentharness_v1_session_service_proto_enumTypes = make([]protoimpl.EnumInfo, 3)
-var file_agentharness_v1_session_service_proto_msgTypes = make([]protoimpl.MessageInfo, 39)
+var file_agentharness_v1_session_service_proto_msgTypes = make([]protoimpl.MessageInfo, 42)
 var file_agentharness_v1_session_service_proto_goTypes = []any{
 	(DeltaBlockType)(0),                  // 0: agentharness.v1.DeltaBlockType
 	(SessionStatus)(0),                   // 1: agentharness.v1.SessionStatus
@@ -3148,69 +3308,75 @@ var file_agentharness_v1_session_service_proto_goTypes = []any{
 	(*RewindFilesResponse)(nil),          // 39: agentharness.v1.RewindFilesResponse
 	(*DeleteSessionRequest)(nil),         // 40: agentharness.v1.DeleteSessionRequest
 	(*DeleteSessionResponse)(nil),        // 41: agentharness.v1.DeleteSessionResponse
-	(*StartConfig)(nil),                  // 42: agentharness.v1.StartConfig
-	(*structpb.Struct)(nil),              // 43: google.protobuf.Struct
-	(*Event)(nil),                        // 44: agentharness.v1.Event
-	(SettingApplied)(0),                  // 45: agentharness.v1.SettingApplied
+	(*ListAgentsRequest)(nil),            // 42: agentharness.v1.ListAgentsRequest
+	(*ListAgentsResponse)(nil),           // 43: agentharness.v1.ListAgentsResponse
+	(*AgentInfo)(nil),                    // 44: agentharness.v1.AgentInfo
+	(*StartConfig)(nil),                  // 45: agentharness.v1.StartConfig
+	(*structpb.Struct)(nil),              // 46: google.protobuf.Struct
+	(*Event)(nil),                        // 47: agentharness.v1.Event
+	(SettingApplied)(0),                  // 48: agentharness.v1.SettingApplied
 }
 var file_agentharness_v1_session_service_proto_depIdxs = []int32{
-	42, // 0: agentharness.v1.StartRequest.config:type_name -> agentharness.v1.StartConfig
-	43, // 1: agentharness.v1.SendRequest.content_blocks:type_name -> google.protobuf.Struct
+	45, // 0: agentharness.v1.StartRequest.config:type_name -> agentharness.v1.StartConfig
+	46, // 1: agentharness.v1.SendRequest.content_blocks:type_name -> google.protobuf.Struct
 	12, // 2: agentharness.v1.SubscribeResponse.replay:type_name -> agentharness.v1.ReplayStart
-	44, // 3: agentharness.v1.SubscribeResponse.event:type_name -> agentharness.v1.Event
+	47, // 3: agentharness.v1.SubscribeResponse.event:type_name -> agentharness.v1.Event
 	13, // 4: agentharness.v1.SubscribeResponse.caught_up:type_name -> agentharness.v1.CaughtUp
 	14, // 5: agentharness.v1.SubscribeResponse.heartbeat:type_name -> agentharness.v1.Heartbeat
 	11, // 6: agentharness.v1.SubscribeResponse.delta:type_name -> agentharness.v1.Delta
 	0,  // 7: agentharness.v1.Delta.block_type:type_name -> agentharness.v1.DeltaBlockType
-	44, // 8: agentharness.v1.HistoryResponse.events:type_name -> agentharness.v1.Event
-	43, // 9: agentharness.v1.RespondPermissionRequest.updated_input:type_name -> google.protobuf.Struct
+	47, // 8: agentharness.v1.HistoryResponse.events:type_name -> agentharness.v1.Event
+	46, // 9: agentharness.v1.RespondPermissionRequest.updated_input:type_name -> google.protobuf.Struct
 	1,  // 10: agentharness.v1.Session.status:type_name -> agentharness.v1.SessionStatus
 	19, // 11: agentharness.v1.Session.usage:type_name -> agentharness.v1.SessionUsage
 	20, // 12: agentharness.v1.GetSessionResponse.session:type_name -> agentharness.v1.Session
 	20, // 13: agentharness.v1.ListSessionsResponse.sessions:type_name -> agentharness.v1.Session
 	2,  // 14: agentharness.v1.ReadFullEventRequest.part:type_name -> agentharness.v1.FullEventPart
 	30, // 15: agentharness.v1.GetContextUsageResponse.categories:type_name -> agentharness.v1.ContextCategory
-	43, // 16: agentharness.v1.GetContextUsageResponse.raw:type_name -> google.protobuf.Struct
-	45, // 17: agentharness.v1.SetModelResponse.applied:type_name -> agentharness.v1.SettingApplied
-	45, // 18: agentharness.v1.SetPermissionModeResponse.applied:type_name -> agentharness.v1.SettingApplied
-	45, // 19: agentharness.v1.SetMaxThinkingTokensResponse.applied:type_name -> agentharness.v1.SettingApplied
-	3,  // 20: agentharness.v1.SessionService.Start:input_type -> agentharness.v1.StartRequest
-	5,  // 21: agentharness.v1.SessionService.Send:input_type -> agentharness.v1.SendRequest
-	7,  // 22: agentharness.v1.SessionService.Stop:input_type -> agentharness.v1.StopRequest
-	9,  // 23: agentharness.v1.SessionService.Subscribe:input_type -> agentharness.v1.SubscribeRequest
-	15, // 24: agentharness.v1.SessionService.History:input_type -> agentharness.v1.HistoryRequest
-	17, // 25: agentharness.v1.SessionService.RespondPermission:input_type -> agentharness.v1.RespondPermissionRequest
-	21, // 26: agentharness.v1.SessionService.GetSession:input_type -> agentharness.v1.GetSessionRequest
-	23, // 27: agentharness.v1.SessionService.ListSessions:input_type -> agentharness.v1.ListSessionsRequest
-	25, // 28: agentharness.v1.SessionService.ReadFullEvent:input_type -> agentharness.v1.ReadFullEventRequest
-	27, // 29: agentharness.v1.SessionService.StopTask:input_type -> agentharness.v1.StopTaskRequest
-	29, // 30: agentharness.v1.SessionService.GetContextUsage:input_type -> agentharness.v1.GetContextUsageRequest
-	32, // 31: agentharness.v1.SessionService.SetModel:input_type -> agentharness.v1.SetModelRequest
-	34, // 32: agentharness.v1.SessionService.SetPermissionMode:input_type -> agentharness.v1.SetPermissionModeRequest
-	36, // 33: agentharness.v1.SessionService.SetMaxThinkingTokens:input_type -> agentharness.v1.SetMaxThinkingTokensRequest
-	38, // 34: agentharness.v1.SessionService.RewindFiles:input_type -> agentharness.v1.RewindFilesRequest
-	40, // 35: agentharness.v1.SessionService.DeleteSession:input_type -> agentharness.v1.DeleteSessionRequest
-	4,  // 36: agentharness.v1.SessionService.Start:output_type -> agentharness.v1.StartResponse
-	6,  // 37: agentharness.v1.SessionService.Send:output_type -> agentharness.v1.SendResponse
-	8,  // 38: agentharness.v1.SessionService.Stop:output_type -> agentharness.v1.StopResponse
-	10, // 39: agentharness.v1.SessionService.Subscribe:output_type -> agentharness.v1.SubscribeResponse
-	16, // 40: agentharness.v1.SessionService.History:output_type -> agentharness.v1.HistoryResponse
-	18, // 41: agentharness.v1.SessionService.RespondPermission:output_type -> agentharness.v1.RespondPermissionResponse
-	22, // 42: agentharness.v1.SessionService.GetSession:output_type -> agentharness.v1.GetSessionResponse
-	24, // 43: agentharness.v1.SessionService.ListSessions:output_type -> agentharness.v1.ListSessionsResponse
-	26, // 44: agentharness.v1.SessionService.ReadFullEvent:output_type -> agentharness.v1.ReadFullEventResponse
-	28, // 45: agentharness.v1.SessionService.StopTask:output_type -> agentharness.v1.StopTaskResponse
-	31, // 46: agentharness.v1.SessionService.GetContextUsage:output_type -> agentharness.v1.GetContextUsageResponse
-	33, // 47: agentharness.v1.SessionService.SetModel:output_type -> agentharness.v1.SetModelResponse
-	35, // 48: agentharness.v1.SessionService.SetPermissionMode:output_type -> agentharness.v1.SetPermissionModeResponse
-	37, // 49: agentharness.v1.SessionService.SetMaxThinkingTokens:output_type -> agentharness.v1.SetMaxThinkingTokensResponse
-	39, // 50: agentharness.v1.SessionService.RewindFiles:output_type -> agentharness.v1.RewindFilesResponse
-	41, // 51: agentharness.v1.SessionService.DeleteSession:output_type -> agentharness.v1.DeleteSessionResponse
-	36, // [36:52] is the sub-list for method output_type
-	20, // [20:36] is the sub-list for method input_type
-	20, // [20:20] is the sub-list for extension type_name
-	20, // [20:20] is the sub-list for extension extendee
-	0,  // [0:20] is the sub-list for field type_name
+	46, // 16: agentharness.v1.GetContextUsageResponse.raw:type_name -> google.protobuf.Struct
+	48, // 17: agentharness.v1.SetModelResponse.applied:type_name -> agentharness.v1.SettingApplied
+	48, // 18: agentharness.v1.SetPermissionModeResponse.applied:type_name -> agentharness.v1.SettingApplied
+	48, // 19: agentharness.v1.SetMaxThinkingTokensResponse.applied:type_name -> agentharness.v1.SettingApplied
+	44, // 20: agentharness.v1.ListAgentsResponse.agents:type_name -> agentharness.v1.AgentInfo
+	3,  // 21: agentharness.v1.SessionService.Start:input_type -> agentharness.v1.StartRequest
+	5,  // 22: agentharness.v1.SessionService.Send:input_type -> agentharness.v1.SendRequest
+	7,  // 23: agentharness.v1.SessionService.Stop:input_type -> agentharness.v1.StopRequest
+	9,  // 24: agentharness.v1.SessionService.Subscribe:input_type -> agentharness.v1.SubscribeRequest
+	15, // 25: agentharness.v1.SessionService.History:input_type -> agentharness.v1.HistoryRequest
+	17, // 26: agentharness.v1.SessionService.RespondPermission:input_type -> agentharness.v1.RespondPermissionRequest
+	21, // 27: agentharness.v1.SessionService.GetSession:input_type -> agentharness.v1.GetSessionRequest
+	23, // 28: agentharness.v1.SessionService.ListSessions:input_type -> agentharness.v1.ListSessionsRequest
+	25, // 29: agentharness.v1.SessionService.ReadFullEvent:input_type -> agentharness.v1.ReadFullEventRequest
+	27, // 30: agentharness.v1.SessionService.StopTask:input_type -> agentharness.v1.StopTaskRequest
+	29, // 31: agentharness.v1.SessionService.GetContextUsage:input_type -> agentharness.v1.GetContextUsageRequest
+	32, // 32: agentharness.v1.SessionService.SetModel:input_type -> agentharness.v1.SetModelRequest
+	34, // 33: agentharness.v1.SessionService.SetPermissionMode:input_type -> agentharness.v1.SetPermissionModeRequest
+	36, // 34: agentharness.v1.SessionService.SetMaxThinkingTokens:input_type -> agentharness.v1.SetMaxThinkingTokensRequest
+	38, // 35: agentharness.v1.SessionService.RewindFiles:input_type -> agentharness.v1.RewindFilesRequest
+	40, // 36: agentharness.v1.SessionService.DeleteSession:input_type -> agentharness.v1.DeleteSessionRequest
+	42, // 37: agentharness.v1.SessionService.ListAgents:input_type -> agentharness.v1.ListAgentsRequest
+	4,  // 38: agentharness.v1.SessionService.Start:output_type -> agentharness.v1.StartResponse
+	6,  // 39: agentharness.v1.SessionService.Send:output_type -> agentharness.v1.SendResponse
+	8,  // 40: agentharness.v1.SessionService.Stop:output_type -> agentharness.v1.StopResponse
+	10, // 41: agentharness.v1.SessionService.Subscribe:output_type -> agentharness.v1.SubscribeResponse
+	16, // 42: agentharness.v1.SessionService.History:output_type -> agentharness.v1.HistoryResponse
+	18, // 43: agentharness.v1.SessionService.RespondPermission:output_type -> agentharness.v1.RespondPermissionResponse
+	22, // 44: agentharness.v1.SessionService.GetSession:output_type -> agentharness.v1.GetSessionResponse
+	24, // 45: agentharness.v1.SessionService.ListSessions:output_type -> agentharness.v1.ListSessionsResponse
+	26, // 46: agentharness.v1.SessionService.ReadFullEvent:output_type -> agentharness.v1.ReadFullEventResponse
+	28, // 47: agentharness.v1.SessionService.StopTask:output_type -> agentharness.v1.StopTaskResponse
+	31, // 48: agentharness.v1.SessionService.GetContextUsage:output_type -> agentharness.v1.GetContextUsageResponse
+	33, // 49: agentharness.v1.SessionService.SetModel:output_type -> agentharness.v1.SetModelResponse
+	35, // 50: agentharness.v1.SessionService.SetPermissionMode:output_type -> agentharness.v1.SetPermissionModeResponse
+	37, // 51: agentharness.v1.SessionService.SetMaxThinkingTokens:output_type -> agentharness.v1.SetMaxThinkingTokensResponse
+	39, // 52: agentharness.v1.SessionService.RewindFiles:output_type -> agentharness.v1.RewindFilesResponse
+	41, // 53: agentharness.v1.SessionService.DeleteSession:output_type -> agentharness.v1.DeleteSessionResponse
+	43, // 54: agentharness.v1.SessionService.ListAgents:output_type -> agentharness.v1.ListAgentsResponse
+	38, // [38:55] is the sub-list for method output_type
+	21, // [21:38] is the sub-list for method input_type
+	21, // [21:21] is the sub-list for extension type_name
+	21, // [21:21] is the sub-list for extension extendee
+	0,  // [0:21] is the sub-list for field type_name
 }
 
 func init() { file_agentharness_v1_session_service_proto_init() }
@@ -3234,7 +3400,7 @@ func file_agentharness_v1_session_service_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_agentharness_v1_session_service_proto_rawDesc), len(file_agentharness_v1_session_service_proto_rawDesc)),
 			NumEnums:      3,
-			NumMessages:   39,
+			NumMessages:   42,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -42,6 +42,7 @@ const (
 	SessionService_SetMaxThinkingTokens_FullMethodName = "/agentharness.v1.SessionService/SetMaxThinkingTokens"
 	SessionService_RewindFiles_FullMethodName          = "/agentharness.v1.SessionService/RewindFiles"
 	SessionService_DeleteSession_FullMethodName        = "/agentharness.v1.SessionService/DeleteSession"
+	SessionService_ListAgents_FullMethodName           = "/agentharness.v1.SessionService/ListAgents"
 )
 
 // SessionServiceClient is the client API for SessionService service.
@@ -115,6 +116,13 @@ type SessionServiceClient interface {
 	// already streaming finishes. A later Start with the same id creates a
 	// new session. NOT_FOUND for an unknown session.
 	DeleteSession(ctx context.Context, in *DeleteSessionRequest, opts ...grpc.CallOption) (*DeleteSessionResponse, error)
+	// The agents this server runs, the names `StartConfig.agent` takes:
+	// claude always (the default, what an empty name means), codex when the
+	// operator enabled it, then each agent the operator configured to be
+	// spoken to over the Agent Client Protocol (`--acp-agent NAME=COMMAND`),
+	// in the order configured. Read-only; the same on every call until the
+	// server restarts.
+	ListAgents(ctx context.Context, in *ListAgentsRequest, opts ...grpc.CallOption) (*ListAgentsResponse, error)
 }
 
 type sessionServiceClient struct {
@@ -303,6 +311,16 @@ func (c *sessionServiceClient) DeleteSession(ctx context.Context, in *DeleteSess
 	return out, nil
 }
 
+func (c *sessionServiceClient) ListAgents(ctx context.Context, in *ListAgentsRequest, opts ...grpc.CallOption) (*ListAgentsResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ListAgentsResponse)
+	err := c.cc.Invoke(ctx, SessionService_ListAgents_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // SessionServiceServer is the server API for SessionService service.
 // All implementations must embed UnimplementedSessionServiceServer
 // for forward compatibility.
@@ -374,6 +392,13 @@ type SessionServiceServer interface {
 	// already streaming finishes. A later Start with the same id creates a
 	// new session. NOT_FOUND for an unknown session.
 	DeleteSession(context.Context, *DeleteSessionRequest) (*DeleteSessionResponse, error)
+	// The agents this server runs, the names `StartConfig.agent` takes:
+	// claude always (the default, what an empty name means), codex when the
+	// operator enabled it, then each agent the operator configured to be
+	// spoken to over the Agent Client Protocol (`--acp-agent NAME=COMMAND`),
+	// in the order configured. Read-only; the same on every call until the
+	// server restarts.
+	ListAgents(context.Context, *ListAgentsRequest) (*ListAgentsResponse, error)
 	mustEmbedUnimplementedSessionServiceServer()
 }
 
@@ -431,6 +456,9 @@ func (UnimplementedSessionServiceServer) RewindFiles(context.Context, *RewindFil
 }
 func (UnimplementedSessionServiceServer) DeleteSession(context.Context, *DeleteSessionRequest) (*DeleteSessionResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method DeleteSession not implemented")
+}
+func (UnimplementedSessionServiceServer) ListAgents(context.Context, *ListAgentsRequest) (*ListAgentsResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method ListAgents not implemented")
 }
 func (UnimplementedSessionServiceServer) mustEmbedUnimplementedSessionServiceServer() {}
 func (UnimplementedSessionServiceServer) testEmbeddedByValue()                        {}
@@ -727,6 +755,24 @@ func _SessionService_DeleteSession_Handler(srv interface{}, ctx context.Context,
 	return interceptor(ctx, in, info, handler)
 }
 
+func _SessionService_ListAgents_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ListAgentsRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(SessionServiceServer).ListAgents(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: SessionService_ListAgents_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(SessionServiceServer).ListAgents(ctx, req.(*ListAgentsRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // SessionService_ServiceDesc is the grpc.ServiceDesc for SessionService service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -789,6 +835,10 @@ var SessionService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "DeleteSession",
 			Handler:    _SessionService_DeleteSession_Handler,
+		},
+		{
+			MethodName: "ListAgents",
+			Handler:    _SessionService_ListAgents_Handler,
 		},
 	},
 	Streams: []grpc.StreamDesc{

@@ -120,6 +120,11 @@ class SessionServiceStub:
                 request_serializer=agentharness_dot_v1_dot_session__service__pb2.DeleteSessionRequest.SerializeToString,
                 response_deserializer=agentharness_dot_v1_dot_session__service__pb2.DeleteSessionResponse.FromString,
                 _registered_method=True)
+        self.ListAgents = channel.unary_unary(
+                '/agentharness.v1.SessionService/ListAgents',
+                request_serializer=agentharness_dot_v1_dot_session__service__pb2.ListAgentsRequest.SerializeToString,
+                response_deserializer=agentharness_dot_v1_dot_session__service__pb2.ListAgentsResponse.FromString,
+                _registered_method=True)
 
 
 class SessionServiceServicer:
@@ -271,6 +276,18 @@ class SessionServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def ListAgents(self, request, context):
+        """The agents this server runs, the names `StartConfig.agent` takes:
+        claude always (the default, what an empty name means), codex when the
+        operator enabled it, then each agent the operator configured to be
+        spoken to over the Agent Client Protocol (`--acp-agent NAME=COMMAND`),
+        in the order configured. Read-only; the same on every call until the
+        server restarts.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_SessionServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -353,6 +370,11 @@ def add_SessionServiceServicer_to_server(servicer, server):
                     servicer.DeleteSession,
                     request_deserializer=agentharness_dot_v1_dot_session__service__pb2.DeleteSessionRequest.FromString,
                     response_serializer=agentharness_dot_v1_dot_session__service__pb2.DeleteSessionResponse.SerializeToString,
+            ),
+            'ListAgents': grpc.unary_unary_rpc_method_handler(
+                    servicer.ListAgents,
+                    request_deserializer=agentharness_dot_v1_dot_session__service__pb2.ListAgentsRequest.FromString,
+                    response_serializer=agentharness_dot_v1_dot_session__service__pb2.ListAgentsResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -793,6 +815,33 @@ class SessionService:
             '/agentharness.v1.SessionService/DeleteSession',
             agentharness_dot_v1_dot_session__service__pb2.DeleteSessionRequest.SerializeToString,
             agentharness_dot_v1_dot_session__service__pb2.DeleteSessionResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ListAgents(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/agentharness.v1.SessionService/ListAgents',
+            agentharness_dot_v1_dot_session__service__pb2.ListAgentsRequest.SerializeToString,
+            agentharness_dot_v1_dot_session__service__pb2.ListAgentsResponse.FromString,
             options,
             channel_credentials,
             insecure,

@@ -1,5 +1,7 @@
-//! `fake-messages-api`: the scripted Messages API as a process, for test scripts in other
-//! languages. Prints `listening http://127.0.0.1:PORT` as its first stdout line.
+//! `fake-messages-api`: the scripted Messages API (and the Responses and Gemini APIs beside
+//! it) as a process, for test scripts in other languages. Prints
+//! `listening http://127.0.0.1:PORT` as its first stdout line; with `--gemini-home`, the
+//! environment Gemini CLI needs as the second.
 
 use agent_harness_fake_api::FakeApi;
 use clap::Parser;
@@ -26,6 +28,29 @@ struct Args {
     /// language gives the harness `--codex-home DIR` and `FAKE_API_KEY` in its environment.
     #[arg(long, value_name = "DIR")]
     codex_home: Option<std::path::PathBuf>,
+    /// Also write a Gemini CLI home here (created if missing): its `.gemini/settings.json`
+    /// selects API-key auth and turns telemetry and update checks off. Gemini CLI then runs
+    /// against this server with `HOME=DIR`, `GEMINI_API_KEY` (any value),
+    /// `GOOGLE_GEMINI_BASE_URL=<this server's URL>` and `GEMINI_CLI_NO_RELAUNCH=true` (else
+    /// it restarts itself as a child process); the second stdout line,
+    /// `gemini-env KEY=VALUE ...`, spells them (values quoted for a shell when needed), e.g.
+    /// for the harness's `--acp-agent 'gemini=env KEY=VALUE ... gemini --acp'`.
+    #[arg(long, value_name = "DIR")]
+    gemini_home: Option<std::path::PathBuf>,
+}
+
+/// `value` as one shell word: as is when it has only characters no shell treats
+/// specially, else single-quoted.
+fn shell_word(value: &str) -> String {
+    let plain = !value.is_empty()
+        && value
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || "_-./:=@%+,".contains(c));
+    if plain {
+        value.to_owned()
+    } else {
+        format!("'{}'", value.replace('\'', "'\\''"))
+    }
 }
 
 #[tokio::main(flavor = "current_thread")]
@@ -43,9 +68,20 @@ async fn main() -> std::io::Result<()> {
     if let Some(dir) = &args.codex_home {
         api.codex_home(dir)?;
     }
+    if let Some(dir) = &args.gemini_home {
+        api.gemini_home(dir)?;
+    }
     {
         let mut out = std::io::stdout().lock();
         writeln!(out, "listening {}", api.base_url())?;
+        if let Some(dir) = &args.gemini_home {
+            let env: Vec<String> = api
+                .gemini_env(dir)
+                .iter()
+                .map(|(k, v)| format!("{k}={}", shell_word(v)))
+                .collect();
+            writeln!(out, "gemini-env {}", env.join(" "))?;
+        }
         out.flush()?;
     }
     let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
