@@ -8,6 +8,7 @@ use std::time::Duration;
 
 use clap::{Args, Parser, Subcommand};
 
+use crate::adapter::acp::AcpFlags;
 use crate::adapter::claude::ClaudeFlags;
 use crate::adapter::codex::CodexFlags;
 pub use crate::duration::{format_duration, parse_duration};
@@ -229,6 +230,10 @@ pub struct ServeConfig {
     #[command(flatten)]
     pub codex: CodexFlags,
 
+    /// The agents spoken to over the Agent Client Protocol.
+    #[command(flatten)]
+    pub acp: AcpFlags,
+
     /// Which browser origins and Host names may reach the API.
     #[command(flatten)]
     pub access: access::AccessOptions,
@@ -388,6 +393,7 @@ impl Default for ServeConfig {
             event_log: log::LogOptions::default(),
             claude: ClaudeFlags::default(),
             codex: CodexFlags::default(),
+            acp: AcpFlags::default(),
             access: access::AccessOptions::default(),
             manager: manager::ManagerFlags::default(),
             launch: launch::LaunchOptions::default(),

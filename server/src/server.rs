@@ -41,6 +41,7 @@ use tower::ServiceExt;
 
 use crate::access::{AccessLayer, AccessPolicy, cors_layer};
 use crate::adapter::ProcessAdapter;
+use crate::adapter::acp::{AcpAdapter, AcpOptions};
 use crate::adapter::agents::Agents;
 use crate::adapter::cassette::CassetteAdapter;
 use crate::adapter::claude::{ClaudeCliAdapter, ClaudeInteractiveAdapter, ClaudeOptions};
@@ -253,7 +254,8 @@ pub fn manager_options(config: &ServeConfig) -> ManagerOptions {
 /// The agents' adapters behind the router: claude's as `--adapter` names
 /// it (for the claude adapters this prepares the CLI's configuration
 /// directory the server owns, [`claude_options`]), and Codex's when it is
-/// enabled ([`codex_options`]). A cassette (`--adapter cassette:FILE`)
+/// enabled ([`codex_options`]), and each ACP agent configured
+/// ([`acp_options`]). A cassette (`--adapter cassette:FILE`)
 /// stands for both.
 pub fn build_adapter(config: &ServeConfig) -> Result<Arc<dyn ProcessAdapter>> {
     let claude = claude_adapter(config)?;
@@ -267,7 +269,26 @@ pub fn build_adapter(config: &ServeConfig) -> Result<Arc<dyn ProcessAdapter>> {
         tracing::info!(codex_bin = %codex.codex_bin.display(), "codex enabled");
         agents = agents.with_codex(Arc::new(CodexAdapter::new(codex)));
     }
+    for acp in acp_options(config)? {
+        tracing::info!(agent = %acp.name, program = %acp.program.display(), "ACP agent enabled");
+        let name = acp.name.clone();
+        agents = agents.with_acp(&name, Arc::new(AcpAdapter::new(acp)));
+    }
     Ok(Arc::new(agents))
+}
+
+/// The options of every ACP agent `--acp-agent` configures; an error names
+/// the entry at fault.
+pub fn acp_options(config: &ServeConfig) -> Result<Vec<AcpOptions>> {
+    let specs = config.acp.agents().map_err(Error::Config)?;
+    Ok(specs
+        .into_iter()
+        .map(|spec| AcpOptions {
+            permissions: config.claude.permissions,
+            max_line_bytes: config.max_line_bytes,
+            ..AcpOptions::new(spec)
+        })
+        .collect())
 }
 
 /// The Codex adapter's options, `None` when Codex is not enabled (no

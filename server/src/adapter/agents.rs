@@ -1,7 +1,8 @@
 //! The agent router: one [`ProcessAdapter`] in front of one adapter per
 //! agent, picking by `StartConfig.agent` ("" or "claude": the claude
 //! adapter `--adapter` names; "codex": the Codex adapter, when the operator
-//! enabled it). Everything below the manager that depends on the agent is
+//! enabled it; any other name: the ACP agent the operator configured by
+//! that name). Everything below the manager that depends on the agent is
 //! reached through here.
 
 use std::sync::Arc;
@@ -18,6 +19,8 @@ use super::{
 pub struct Agents {
     claude: Arc<dyn ProcessAdapter>,
     codex: Option<Arc<dyn ProcessAdapter>>,
+    /// The ACP agents, by name, in the order configured.
+    acp: Vec<(String, Arc<dyn ProcessAdapter>)>,
 }
 
 impl Agents {
@@ -26,6 +29,7 @@ impl Agents {
         Self {
             claude,
             codex: None,
+            acp: Vec::new(),
         }
     }
 
@@ -35,12 +39,21 @@ impl Agents {
         self
     }
 
-    /// The agents enabled, claude first.
-    pub fn enabled(&self) -> Vec<&'static str> {
-        let mut out = vec![agent::CLAUDE];
+    /// With the ACP agent `name` (a name [`super::acp::name_ok`] accepts),
+    /// through `adapter`.
+    pub fn with_acp(mut self, name: &str, adapter: Arc<dyn ProcessAdapter>) -> Self {
+        self.acp.retain(|(n, _)| n != name);
+        self.acp.push((name.to_owned(), adapter));
+        self
+    }
+
+    /// The agents enabled: claude, codex, then the ACP agents as configured.
+    pub fn enabled(&self) -> Vec<String> {
+        let mut out = vec![agent::CLAUDE.to_owned()];
         if self.codex.is_some() {
-            out.push(agent::CODEX);
+            out.push(agent::CODEX.to_owned());
         }
+        out.extend(self.acp.iter().map(|(n, _)| n.clone()));
         out
     }
 
@@ -55,10 +68,17 @@ impl Agents {
                     "the codex agent is not enabled on this server: {HOW_TO_ENABLE}"
                 ))
             }),
-            other => Err(AdapterError::InvalidConfig {
-                field: "config.agent",
-                reason: unknown_agent(other),
-            }),
+            other => match self.acp.iter().find(|(n, _)| n == other) {
+                Some((_, a)) => Ok(a.as_ref()),
+                None => Err(AdapterError::InvalidConfig {
+                    field: "config.agent",
+                    reason: format!(
+                        "unknown agent {:?}: this server runs {}",
+                        other.chars().take(64).collect::<String>(),
+                        self.enabled().join(", ")
+                    ),
+                }),
+            },
         }
     }
 }
@@ -66,7 +86,8 @@ impl Agents {
 /// Why `name` is refused as an agent.
 pub fn unknown_agent(name: &str) -> String {
     format!(
-        "unknown agent {:?}: use \"claude\" (or empty) or \"codex\"",
+        "unknown agent {:?}: use \"claude\" (or empty), \"codex\" or the name of an ACP \
+         agent the server was started with (--acp-agent)",
         name.chars().take(64).collect::<String>()
     )
 }

@@ -6,6 +6,7 @@
 //! user messages, interrupt, answer permission requests and signal the
 //! process group, and a future that resolves once with the [`ExitInfo`].
 
+pub mod acp;
 pub mod agents;
 pub mod cassette;
 pub mod claude;

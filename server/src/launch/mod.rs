@@ -38,11 +38,13 @@
 //! of now, which may be narrower than when it was recorded). Env values
 //! never enter the event log: `run_start` records each as [`REDACTED`].
 
+mod agent;
 mod args;
 mod cli_vocabulary;
 mod options;
 pub mod slash;
 
+pub use self::agent::{NEVER_ENV_ACP, NEVER_ENV_ACP_PREFIXES, NEVER_ENV_CODEX_PREFIXES};
 pub use self::options::LaunchOptions;
 pub use cli_vocabulary::{
     Arity, DEFAULT_ARGS, KNOWN_ARITY, NEVER_ARGS, NEVER_ENV, NEVER_ENV_PREFIXES, OPERATOR_ARGS,
@@ -126,54 +128,6 @@ impl Default for LaunchPolicy {
         }
     }
 }
-
-/// Checks `config.agent`: "" or "claude", or "codex" (whether it is
-/// enabled is the adapter's to say). Returns whether it is codex.
-fn check_agent(name: &str) -> Result<bool> {
-    use agent_harness_protocol::vocab::agent;
-    match name {
-        "" | agent::CLAUDE => Ok(false),
-        agent::CODEX => Ok(true),
-        other => Err(Error::invalid(
-            "config.agent",
-            crate::adapter::agents::unknown_agent(other),
-        )),
-    }
-}
-
-/// The launch policy's rules for a Codex run, on top of the common ones
-/// (the env allow list, the cwd, the permission modes apply the same):
-/// the app-server takes no client arguments, and its own configuration and
-/// credentials ([`NEVER_ENV_CODEX_PREFIXES`]) are never a client's.
-fn check_codex(config: &pb::StartConfig) -> Result<()> {
-    if !config.args.is_empty() {
-        return Err(Error::invalid(
-            "config.args",
-            "a Codex session takes no CLI arguments (its settings are model and \
-             permission_mode)",
-        ));
-    }
-    let mut keys: Vec<&String> = config.env.keys().collect();
-    keys.sort();
-    if let Some(key) = keys.into_iter().find(|k| {
-        let up = k.to_ascii_uppercase();
-        NEVER_ENV_CODEX_PREFIXES.iter().any(|p| up.starts_with(p))
-    }) {
-        return Err(Error::invalid(
-            "config.env",
-            format!(
-                "{key} is never accepted from a client for Codex (it redirects its API, \
-                 credentials or configuration)"
-            ),
-        ));
-    }
-    Ok(())
-}
-
-/// Prefixes of env names never accepted from a client for a Codex run
-/// (compared case-insensitively): Codex's configuration directory and
-/// settings, the OpenAI API's endpoint and key.
-pub const NEVER_ENV_CODEX_PREFIXES: &[&str] = &["CODEX_", "OPENAI_"];
 
 /// `[A-Za-z_][A-Za-z0-9_]*`.
 fn env_key_ok(key: &str) -> bool {
@@ -429,10 +383,7 @@ impl LaunchPolicy {
     /// [`Error::InvalidField`] naming the field, or [`Error::PolicyDenied`]
     /// for a cwd outside the allowed directories.
     pub fn admit(&self, config: &mut pb::StartConfig) -> Result<()> {
-        let codex = check_agent(&config.agent)?;
-        if codex {
-            check_codex(config)?;
-        }
+        agent::check(config)?;
         check_model(&config.model)?;
         self.check_permission_mode("config.permission_mode", &config.permission_mode)?;
         check_thinking_tokens("config.max_thinking_tokens", config.max_thinking_tokens)?;

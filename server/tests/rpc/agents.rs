@@ -188,3 +188,124 @@ async fn what_codex_cannot_honour_is_refused() {
     assert!(claude.record().spawns.is_empty());
     server.shutdown().await.unwrap();
 }
+
+fn acp_config(agent: &str, prompt_text: &str) -> pb::StartConfig {
+    pb::StartConfig {
+        agent: agent.into(),
+        ..prompt(prompt_text)
+    }
+}
+
+/// A server whose ACP agent `gemini` is `acp`.
+async fn server_with_acp(
+    claude: ScriptedAdapter,
+    acp: Arc<dyn ProcessAdapter>,
+    mopts: ManagerOptions,
+) -> TestServer {
+    let agents = Agents::new(Arc::new(claude.clone())).with_acp("gemini", acp);
+    TestServer::with_adapter(
+        test_store(),
+        Arc::new(agents),
+        claude,
+        mopts,
+        ServeOptions::default(),
+    )
+    .await
+}
+
+#[tokio::test]
+async fn a_configured_acp_agent_is_chosen_by_its_name_and_an_unknown_name_lists_the_agents() {
+    let claude = ScriptedAdapter::new(ScriptedBehavior::default());
+    let acp = ScriptedAdapter::new(ScriptedBehavior::default());
+    let server = server_with_acp(claude.clone(), Arc::new(acp.clone()), fast_opts()).await;
+    let mut client = server.client().await;
+    client
+        .start(start_request("s-acp", acp_config("gemini", "hello")))
+        .await
+        .expect("acp start");
+    wait_idle(&mut client, "s-acp").await;
+    assert_eq!(get(&mut client, "s-acp").await.agent, "gemini");
+    assert_eq!(acp.record().spawns.len(), 1);
+    assert!(claude.record().spawns.is_empty());
+    let starts: Vec<pb::RunStart> = server
+        .stored_events("s-acp")
+        .into_iter()
+        .filter_map(|e| match e.payload {
+            Some(Payload::RunStart(rs)) => Some(rs),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(starts[0].agent, "gemini");
+    let status = refused(&server, "s-nope", acp_config("qwen", "hi")).await;
+    assert_eq!(status.code(), Code::InvalidArgument, "{status:?}");
+    assert!(
+        status.message().contains("claude, gemini"),
+        "the enabled agents: {status:?}"
+    );
+    let status = refused(&server, "s-bad", acp_config("Not A Name", "hi")).await;
+    assert_eq!(status.code(), Code::InvalidArgument, "{status:?}");
+    server.shutdown().await.unwrap();
+}
+
+#[tokio::test]
+async fn what_an_acp_agent_cannot_honour_is_refused() {
+    use agent_harness_server::adapter::acp::{AcpAdapter, AcpAgentSpec, AcpOptions};
+    let claude = ScriptedAdapter::new(ScriptedBehavior::default());
+    // Never spawned: every case is refused before.
+    let acp = AcpAdapter::new(AcpOptions::new(AcpAgentSpec {
+        name: "gemini".into(),
+        program: "/nonexistent/gemini".into(),
+        args: vec!["--acp".into()],
+    }));
+    let mopts = ManagerOptions {
+        launch: Arc::new(LaunchPolicy::default().trusting_client_env()),
+        ..fast_opts()
+    };
+    let server = server_with_acp(claude.clone(), Arc::new(acp), mopts).await;
+    let dont_ask = pb::StartConfig {
+        permission_mode: "dontAsk".into(),
+        ..acp_config("gemini", "hi")
+    };
+    let status = refused(&server, "s-dontask", dont_ask).await;
+    assert_eq!(status.code(), Code::FailedPrecondition, "{status:?}");
+    assert!(status.message().contains("dontAsk"), "{status:?}");
+    let thinking = pb::StartConfig {
+        max_thinking_tokens: Some(1024),
+        ..acp_config("gemini", "hi")
+    };
+    let status = refused(&server, "s-thinking", thinking).await;
+    assert_eq!(status.code(), Code::FailedPrecondition, "{status:?}");
+    let block: pbjson_types::Struct =
+        serde_json::from_value(serde_json::json!({"type": "text", "text": "x"})).unwrap();
+    let blocks = pb::StartConfig {
+        content_blocks: vec![block],
+        ..acp_config("gemini", "hi")
+    };
+    let status = refused(&server, "s-blocks", blocks).await;
+    assert_eq!(status.code(), Code::FailedPrecondition, "{status:?}");
+    let args = pb::StartConfig {
+        args: vec!["--verbose".into()],
+        ..acp_config("gemini", "hi")
+    };
+    let status = refused(&server, "s-args", args).await;
+    assert_eq!(status.code(), Code::InvalidArgument, "{status:?}");
+    // Allowed by the operator's policy, still never a client's for an ACP
+    // agent: they move its home and credentials.
+    for key in ["HOME", "GEMINI_API_KEY"] {
+        let env = pb::StartConfig {
+            env: [(key.to_owned(), "x".to_owned())].into(),
+            ..acp_config("gemini", "hi")
+        };
+        let status = refused(&server, "s-env", env).await;
+        assert_eq!(status.code(), Code::InvalidArgument, "{status:?}");
+        assert!(status.message().contains(key), "{status:?}");
+    }
+    let bypass = pb::StartConfig {
+        permission_mode: "bypassPermissions".into(),
+        ..acp_config("gemini", "hi")
+    };
+    let status = refused(&server, "s-bypass", bypass).await;
+    assert_eq!(status.code(), Code::PermissionDenied, "{status:?}");
+    assert!(claude.record().spawns.is_empty());
+    server.shutdown().await.unwrap();
+}

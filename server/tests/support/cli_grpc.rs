@@ -703,8 +703,19 @@ impl Events {
 
     /// Waits until `f` (over every event received so far) returns `Some`;
     /// panics after [`WAIT`] or when the stream ends first, with a dump.
-    pub async fn wait_for<T>(&self, what: &str, mut f: impl FnMut(&[pb::Event]) -> Option<T>) -> T {
-        let deadline = Instant::now() + WAIT;
+    pub async fn wait_for<T>(&self, what: &str, f: impl FnMut(&[pb::Event]) -> Option<T>) -> T {
+        self.wait_for_within(what, WAIT, f).await
+    }
+
+    /// [`Events::wait_for`] with a deadline of `within` instead of [`WAIT`]
+    /// (an agent that holds a step back on purpose).
+    pub async fn wait_for_within<T>(
+        &self,
+        what: &str,
+        within: Duration,
+        mut f: impl FnMut(&[pb::Event]) -> Option<T>,
+    ) -> T {
+        let deadline = Instant::now() + within;
         // Subscribed before the check, so a change between the check and
         // the wait is not missed.
         let mut rx = self.changed.subscribe();
@@ -723,7 +734,7 @@ impl Events {
                 .is_err()
             {
                 panic!(
-                    "timed out after {WAIT:?} waiting for {what}; events:\n{}",
+                    "timed out after {within:?} waiting for {what}; events:\n{}",
                     describe_all(&self.snapshot())
                 );
             }

@@ -1,0 +1,240 @@
+//! The process side of an ACP run: spawns the agent, writes what
+//! [`Client`] decides, and reads what it needs on the way.
+//!
+//! Every line the agent writes goes to the run's decoder unchanged; a tap
+//! on the way hands each to the [`Client`] first (the answers to our
+//! requests, the agent's permission requests, the replay of a loaded
+//! session), and writes what that produces: the next handshake step, the
+//! next prompt, refusals of requests we have no answer for.
+
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::SystemTime;
+
+use serde_json::Value;
+use tokio::sync::mpsc;
+use tokio::time::Instant;
+
+use super::client::Client;
+use super::records::SessionRecords;
+use crate::adapter::{
+    AdapterError, PermissionDecision, ProcessControl, ProcessHandle, Signal, SpawnConfig,
+    StdoutLine, UserInput,
+};
+use crate::supervise::{self, ProcessGroup, ProcessSpec, StdinWriter};
+use crate::tasks::Tasks;
+
+/// Lines buffered between the tap and the run task.
+const TAPPED_LINES: usize = 256;
+
+/// Controls one ACP agent process.
+pub struct AcpControl {
+    stdin: StdinWriter,
+    group: ProcessGroup,
+    client: Mutex<Client>,
+    records: Arc<SessionRecords>,
+}
+
+/// Spawns `spec` (the agent), starts the handshake for `config` (`mode`:
+/// the permission mode to set once the session exists; `records`: when
+/// each session was last created or loaded) and queues its prompt as the
+/// first turn.
+pub async fn start(
+    spec: &ProcessSpec,
+    config: &SpawnConfig,
+    mode: Option<String>,
+    records: Arc<SessionRecords>,
+) -> Result<ProcessHandle, AdapterError> {
+    let child = supervise::spawn(spec).await?;
+    let c = &config.config;
+    let cwd = match &spec.cwd {
+        Some(cwd) => cwd.display().to_string(),
+        // ACP wants an absolute cwd: the server's own, as the process's.
+        None => std::env::current_dir()
+            .map(|d| d.display().to_string())
+            .unwrap_or_else(|_| "/".into()),
+    };
+    let name = spec
+        .program
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    let agent = if c.agent.is_empty() {
+        name
+    } else {
+        c.agent.clone()
+    };
+    let mut client = Client::new(&agent, &cwd, &c.resume, mode, &c.model);
+    if !c.resume.is_empty() {
+        let wait = records.wait_before_load(&c.resume, SystemTime::now());
+        if !wait.is_zero() {
+            tracing::info!(session = %c.resume, ?wait, "acp: the load waits for the next minute");
+            client.load_not_before(Instant::now() + wait);
+        }
+    }
+    let control = Arc::new(AcpControl {
+        stdin: child.stdin.expect("the ACP spec pipes stdin"),
+        group: child.group,
+        client: Mutex::new(client),
+        records,
+    });
+    let (tx, rx) = mpsc::channel(TAPPED_LINES);
+    config.tasks.spawn(
+        "acp tap",
+        tap(child.stdout, tx, control.clone(), config.tasks.clone()),
+    );
+    let first = control.lock().initialize();
+    control.send_all(vec![first])?;
+    if !c.prompt.is_empty() {
+        control.write(&UserInput {
+            text: c.prompt.clone(),
+            ..UserInput::default()
+        })?;
+    }
+    Ok(ProcessHandle {
+        stdout: rx,
+        exited: child.exited,
+        control,
+        pid: Some(child.pid),
+        start_time: child.start_time,
+        process_id: Some(format!("pid:{}", child.pid)),
+    })
+}
+
+/// Hands every line on to the run task, after the client has read it.
+async fn tap(
+    mut lines: mpsc::Receiver<StdoutLine>,
+    tx: mpsc::Sender<StdoutLine>,
+    control: Arc<AcpControl>,
+    tasks: Tasks,
+) {
+    while let Some(line) = lines.recv().await {
+        if let StdoutLine::Line(text) = &line
+            && let Ok(Value::Object(msg)) = serde_json::from_str::<Value>(text)
+        {
+            let mut out = Vec::new();
+            let seen = control.lock().observe(&msg, Instant::now(), &mut out);
+            if let Some(id) = &seen.session_started {
+                control.records.started(id, SystemTime::now());
+            }
+            if let Err(e) = control.send_all(out) {
+                tracing::debug!(error = %e, "acp: could not write to the process");
+            }
+            if seen.wait {
+                tasks.spawn("acp wait", wait(control.clone()));
+            }
+        }
+        if tx.send(line).await.is_err() {
+            // The run task is gone; keep draining so the process never
+            // blocks on a full pipe.
+            continue;
+        }
+    }
+}
+
+/// Sends what waits for its time: a load held back to the next minute, or
+/// the first prompt once the replay of a loaded session has gone quiet.
+async fn wait(control: Arc<AcpControl>) {
+    loop {
+        let Some(deadline) = control.lock().wait_deadline() else {
+            return;
+        };
+        tokio::time::sleep_until(deadline).await;
+        let mut out = Vec::new();
+        let over = control.lock().wait_over(Instant::now(), &mut out);
+        if let Err(e) = control.send_all(out) {
+            tracing::debug!(error = %e, "acp: could not write to the process");
+        }
+        if over {
+            return;
+        }
+    }
+}
+
+impl AcpControl {
+    fn lock(&self) -> MutexGuard<'_, Client> {
+        self.client.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    fn send_all(&self, out: Vec<Value>) -> Result<(), AdapterError> {
+        if out.is_empty() {
+            return Ok(());
+        }
+        if !self.group.alive() {
+            return Err(AdapterError::NotRunning);
+        }
+        for msg in out {
+            self.stdin.send_line(&msg.to_string())?;
+        }
+        Ok(())
+    }
+}
+
+impl ProcessControl for AcpControl {
+    fn write(&self, input: &UserInput) -> Result<(), AdapterError> {
+        if !input.content_blocks.is_empty() {
+            return Err(AdapterError::Unable(
+                "an ACP agent takes text input only (content_blocks)".into(),
+            ));
+        }
+        if !self.group.alive() {
+            return Err(AdapterError::NotRunning);
+        }
+        let mut out = Vec::new();
+        self.lock().write(&input.text, &mut out)?;
+        self.send_all(out)
+    }
+
+    fn interrupt(&self) -> Result<bool, AdapterError> {
+        let mut out = Vec::new();
+        let interrupted = self.lock().interrupt(&mut out);
+        self.send_all(out)?;
+        Ok(interrupted)
+    }
+
+    fn respond_permission(
+        &self,
+        request_id: &str,
+        decision: &PermissionDecision,
+    ) -> Result<(), AdapterError> {
+        let mut out = Vec::new();
+        self.lock().respond(request_id, decision, &mut out)?;
+        self.send_all(out)
+    }
+
+    fn answer_control(&self, request: &Value) -> Option<Result<Value, String>> {
+        let subtype = request.get("subtype").and_then(Value::as_str).unwrap_or("");
+        let mut out = Vec::new();
+        let answer = {
+            let mut client = self.lock();
+            match subtype {
+                "set_model" => client.set_model(
+                    request.get("model").and_then(Value::as_str).unwrap_or(""),
+                    &mut out,
+                ),
+                "set_permission_mode" => client.set_mode(
+                    request.get("mode").and_then(Value::as_str).unwrap_or(""),
+                    &mut out,
+                ),
+                other => Err(format!("an ACP agent has no equivalent of {other}")),
+            }
+        };
+        Some(answer.and_then(|v| self.send_all(out).map(|()| v).map_err(|e| e.to_string())))
+    }
+
+    fn signal(&self, signal: Signal) -> Result<(), AdapterError> {
+        self.group.signal(signal)
+    }
+
+    fn close_stdin(&self) {
+        // An ACP agent exits at the end of its input.
+        self.stdin.close();
+    }
+
+    fn alive(&self) -> bool {
+        self.group.alive()
+    }
+
+    fn keep_alive(&self) -> bool {
+        true
+    }
+}
