@@ -11,11 +11,15 @@
 //! `SLOW`, `BASH`; see tests/fake-api/README.md). Every scenario runs
 //! against both releases.
 //!
+//! `codex_acp` runs the same kind of checks against a second ACP agent, the
+//! codex-acp bridge over the scripted Responses API.
+//!
 //! Run: `cargo test -p agent-harness-server --test real_acp`.
 
 #[path = "../support/mod.rs"]
 mod support;
 
+mod codex_acp;
 mod resume;
 
 use std::path::PathBuf;
@@ -58,6 +62,8 @@ struct Harness {
     store: Arc<RedbStore>,
     adapter: Arc<dyn ProcessAdapter>,
     manager: ManagerOptions,
+    /// The ACP agent's name on this server (`StartConfig.agent`).
+    agent: &'static str,
 }
 
 impl Harness {
@@ -65,8 +71,6 @@ impl Harness {
         let api = FakeApi::start().await;
         let home = tempfile::tempdir().expect("HOME");
         api.gemini_home(home.path()).expect("settings.json");
-        let work = tempfile::tempdir().expect("work dir");
-        let data = tempfile::tempdir().expect("data dir");
         let bin = if pinned {
             gemini_bin()
         } else {
@@ -83,9 +87,22 @@ impl Harness {
             .map(|(k, v)| (k.to_owned(), v))
             .chain([("SHELL".to_owned(), "/bin/bash".to_owned())])
             .collect();
+        Self::serving(api, home, AGENT, options).await
+    }
+
+    /// The server with the ACP agent `agent` run by `options` (the fake
+    /// and the agent's HOME already set up), serving.
+    async fn serving(
+        api: FakeApi,
+        home: tempfile::TempDir,
+        agent: &'static str,
+        options: AcpOptions,
+    ) -> Self {
+        let work = tempfile::tempdir().expect("work dir");
+        let data = tempfile::tempdir().expect("data dir");
         let claude = ClaudeInteractiveAdapter::new(ClaudeOptions::default());
         let adapter: Arc<dyn ProcessAdapter> = Arc::new(
-            Agents::new(Arc::new(claude)).with_acp(AGENT, Arc::new(AcpAdapter::new(options))),
+            Agents::new(Arc::new(claude)).with_acp(agent, Arc::new(AcpAdapter::new(options))),
         );
         let store =
             Arc::new(RedbStore::open(&data.path().join("events.redb")).expect("redb store"));
@@ -98,6 +115,7 @@ impl Harness {
             store,
             adapter,
             manager: test_manager_options(),
+            agent,
         };
         h.serve().await;
         h
@@ -137,7 +155,7 @@ impl Harness {
         let config = pb::StartConfig {
             prompt: prompt.into(),
             cwd: self.work.path().display().to_string(),
-            agent: AGENT.into(),
+            agent: self.agent.into(),
             ..Default::default()
         };
         self.client()

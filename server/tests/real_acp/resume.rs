@@ -26,7 +26,7 @@ both_releases!(
 );
 
 /// The turn_end of run `run` (waiting through a held-back load).
-async fn turn_end_of(ev: &Events, run: &str) -> pb::TurnEnd {
+pub(super) async fn turn_end_of(ev: &Events, run: &str) -> pb::TurnEnd {
     ev.wait_for_within("the run's turn_end", RESUME_WAIT, |evs| {
         evs.iter().find_map(|e| match &e.payload {
             Some(Payload::TurnEnd(t)) if e.run_id == run => Some(t.clone()),
