@@ -87,7 +87,7 @@ async fn codex_acp_first_turn_and_a_follow_up_on_the_same_process(pinned: bool) 
     let started = h.start("c1", "TEXT hello from codex").await;
     let (end_ev, end) = ev.turn_end_after(0).await;
     assert!(!end.is_error, "{end:?}");
-    let usage = end.usage.clone().expect("usage");
+    let usage = end.usage.expect("usage");
     assert!(
         usage.input_tokens + usage.cache_read_input_tokens > 0,
         "{usage:?}"
