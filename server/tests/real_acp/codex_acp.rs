@@ -32,6 +32,7 @@ both_releases!(
     codex_acp_stop_mid_answer_keeps_the_process,
     codex_acp_stop_with_a_permission_pending,
     codex_acp_resume_after_the_server_restarts,
+    codex_acp_a_lost_session_is_resume_failed,
 );
 
 /// The server with codex-acp configured by its `--acp-agent` flag, Codex's
@@ -253,4 +254,67 @@ async fn codex_acp_resume_after_the_server_restarts(pinned: bool) {
     );
     h.shutdown().await;
     h.assert_stored_runs_end_once("c5");
+}
+
+/// Codex no longer has the session (its home lost everything but its
+/// configuration): the resumed run fails with run_error{resume_failed}
+/// naming it (codex-acp answers the load `-32603`, "no rollout found"), and
+/// the next Send starts a new session.
+async fn codex_acp_a_lost_session_is_resume_failed(pinned: bool) {
+    let mut h = harness(pinned).await;
+    let ev = h.subscribe("c6").await;
+    let first = h.start("c6", "TEXT before the loss").await;
+    ev.turn_end_after(0).await;
+    let session_id = ready_of(&ev.snapshot(), &first.run_id).resume_id;
+    drop(ev);
+    h.shutdown().await;
+    let codex_home = h.home.path().join("codex");
+    assert!(
+        codex_home.join("sessions").is_dir(),
+        "Codex wrote its rollout"
+    );
+    for entry in std::fs::read_dir(&codex_home)
+        .expect("CODEX_HOME")
+        .flatten()
+    {
+        let path = entry.path();
+        if path.is_dir() {
+            std::fs::remove_dir_all(&path).expect("empty CODEX_HOME");
+        } else if entry.file_name() != "config.toml" {
+            std::fs::remove_file(&path).expect("empty CODEX_HOME");
+        }
+    }
+    h.serve().await;
+    let ev = h.subscribe("c6").await;
+    let failed_run = h.send("c6", "TEXT lost").await;
+    let err = ev
+        .wait_for_within(
+            "run_error resume_failed",
+            super::resume::RESUME_WAIT,
+            |evs| {
+                evs.iter().find_map(|e| match &e.payload {
+                    Some(Payload::RunError(r)) if r.kind == "resume_failed" => Some(r.clone()),
+                    _ => None,
+                })
+            },
+        )
+        .await;
+    assert_eq!(err.resume_id, session_id);
+    ev.wait_for("the failed run's end", |evs| {
+        evs.iter()
+            .any(|e| e.run_id == failed_run && matches!(e.payload, Some(Payload::RunEnd(_))))
+            .then_some(())
+    })
+    .await;
+    assert_eq!(h.get("c6").await.lost_resume_id, session_id);
+    let run = h.send("c6", "TEXT anew").await;
+    let end = super::resume::turn_end_of(&ev, &run).await;
+    assert!(!end.is_error, "{end:?}");
+    assert_ne!(
+        ready_of(&ev.snapshot(), &run).resume_id,
+        session_id,
+        "a new session"
+    );
+    h.shutdown().await;
+    h.assert_stored_runs_end_once("c6");
 }

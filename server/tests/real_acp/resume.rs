@@ -17,7 +17,7 @@ use super::{Harness, both_releases, process_gone, ready_of};
 use crate::support::cli_grpc::{Events, eventually, run_starts, texts};
 
 /// A resume may wait up to a minute before its load, then start Gemini.
-const RESUME_WAIT: Duration = Duration::from_secs(60 * 2 + 30);
+pub(super) const RESUME_WAIT: Duration = Duration::from_secs(60 * 2 + 30);
 
 both_releases!(
     resume_after_the_server_restarts,

@@ -18,7 +18,7 @@ use agent_harness_fake_api::cli::{codex_acp_bin, codex_acp_bin_newest};
 use common::acp::{Acp, chunks, option_of_kind, stop_reason, update};
 use common::{LinesChild, both_releases, recorder, streams_closed};
 use serde_json::{Value, json};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 use tokio::process::Command;
 
@@ -94,6 +94,7 @@ both_releases!(
     cancel_pending_permission,
     load,
     unknown_session,
+    lost_rollout,
 );
 
 /// The prompt of the side call that names a session.
@@ -392,4 +393,57 @@ async fn unknown_session(mut s: Setup) {
     assert_eq!(r["error"]["code"], -32603, "{r}");
     assert!(turn_calls(&s.api).is_empty(), "no model call");
     acp.exit().await;
+}
+
+/// Every file under `dir`, recursively.
+fn files_under(dir: &Path) -> Vec<PathBuf> {
+    let mut out = Vec::new();
+    for entry in std::fs::read_dir(dir).into_iter().flatten().flatten() {
+        let path = entry.path();
+        if path.is_dir() {
+            out.extend(files_under(&path));
+        } else {
+            out.push(path);
+        }
+    }
+    out
+}
+
+/// The session's rollout files deleted (`$CODEX_HOME/sessions`), Codex's
+/// databases kept: `session/load` still succeeds, replaying nothing but the
+/// title, and the first prompt answers JSON-RPC `-32603` "thread not found:
+/// <id>". The session is lost, but only the prompt says so.
+async fn lost_rollout(mut s: Setup) {
+    let mut first = s.spawn();
+    first.initialize().await;
+    let session = first.new_session().await;
+    first.turn(&session, "TEXT kept").await;
+    first.exit().await;
+    let rollouts = files_under(&s.home.path().join("codex/sessions"));
+    assert!(!rollouts.is_empty(), "Codex wrote its rollout");
+    for f in rollouts {
+        std::fs::remove_file(f).expect("delete the rollout");
+    }
+
+    let mut second = s.spawn();
+    second.initialize().await;
+    let (r, replayed) = second.load(&session).await;
+    assert!(r.get("result").is_some(), "session/load: {r}");
+    assert!(
+        !chunks(&replayed, "user_message_chunk").contains("TEXT kept"),
+        "{replayed:#?}"
+    );
+    let calls = turn_calls(&s.api).len();
+    let (r, _) = second.turn(&session, "TEXT after the loss").await;
+    let error = r
+        .get("error")
+        .unwrap_or_else(|| panic!("a prompt on a lost thread answered {r}"));
+    assert_eq!(error["code"], -32603, "{r}");
+    let details = error["data"]["details"].as_str().unwrap_or_default();
+    assert!(
+        details.contains("thread not found") && details.contains(&session),
+        "{r}"
+    );
+    assert_eq!(turn_calls(&s.api).len(), calls, "no model call");
+    second.exit().await;
 }
