@@ -64,6 +64,9 @@ step "cargo test: the real-CLI suite against the newest CLI ($("$CLAUDE_BIN_NEWE
 CLAUDE_BIN="$CLAUDE_BIN_NEWEST" cargo test -p agent-harness-server --test real_cli -- --skip killed_owner
 step "cargo test: the real-Codex suite against the newest Codex ($("$CODEX_BIN_NEWEST" --version))"
 CODEX_BIN="$CODEX_BIN_NEWEST" cargo test -p agent-harness-server --test real_codex
+# The real-ACP suite (server/tests/real_acp: Gemini CLI over the Agent Client Protocol) runs
+# every scenario against the pinned and the newest release itself (GEMINI_BIN and
+# GEMINI_BIN_NEWEST from .tools/env.sh), so `cargo test --workspace` above ran it whole.
 
 # `cargo test` built target/debug/agent-harness and fake-messages-api (integration tests
 # run both binaries); the suites use those instead of building again.

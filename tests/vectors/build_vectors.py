@@ -1084,6 +1084,127 @@ v.ev(run_end("COMPLETED", exit_code=0), I, False, resumeId=None,
      contextLost={"resumeId": thread, "seq": 9}, turnInProgress=False)
 
 
+# ---- ACP logs ----------------------------------------------------------------
+# The agent's events are the ACP decoder's output for the real Gemini CLI
+# 0.60.0 ACP transcripts (acp/*.json, checked by the decoder's tests); the
+# harness's own events go around them as the manager writes them.
+
+def acp(name):
+    """The decoder's payloads for cassettes/gemini/<name>.jsonl, in order."""
+    with open(os.path.join(HERE, "acp", name + ".json")) as f:
+        return [next(iter(p.items())) for p in json.load(f)["payloads"]]
+
+
+def acp_boot(v, p, prompt, trigger="start", resume=""):
+    """run_start and input_sent of a Gemini run over ACP, then its run_ready (p[0])."""
+    v.ev(run_start(prompt, adapter="acp", agent="gemini", trigger=trigger, resume=resume), ST, True,
+         activity=A("starting"))
+    v.ev(inp(prompt, "INITIAL"), ST, True)
+    if p:
+        v.ev(p[0], SR, True, activity=A("thinking"), resumeId=p[0][1]["resumeId"])
+
+
+p = acp("first_turn")
+v = V("acp_first_turn", "ACP (Gemini CLI): one turn on a kept-alive `gemini --acp` (session/new answered "
+      "with the session id as the resume id, the agent_message_chunks as one text block, the prompt's "
+      "answer end_turn with Gemini's token count). Streaming mid-turn, idle after it; Gemini reports no "
+      "context window.")
+acp_boot(v, p, "TEXT hello from gemini")
+v.also(turnInProgress=True)
+v.ev(p[1], SR, True, activity=A("writing"), turnInProgress=True)
+v.ev(p[2], I, True, activity=A("idle"), usage=turn_usage(p, 1, window=0), turnInProgress=False,
+     turns=[[1, 5, 5]])
+
+p = acp("permission_allow")
+tool = p[1][1]["blocks"][0]
+tid, tinput = tool["toolUseId"], tool["input"]
+v = V("acp_permission_allow", "ACP (Gemini CLI): a shell command needs approval. Gemini announces no "
+      "tool_call first: the decoder writes the tool_use (kind execute → Bash) before the permission "
+      "request, whose id is the agent request's JSON id. The user allows it; the completed "
+      "tool_call_update is its result.")
+acp_boot(v, p, "BASH touch approved.txt && echo made-it")
+v.ev(p[1], SR, True, activity=A("running_tool", "Bash"), toolCalls=[call(tid, "Bash", "shell")])
+v.ev(p[2], SR, True, activity=A("waiting_for_permission", "Bash"), pendingPermissions=["0"])
+v.ev(perm_res("0", True, updated=tinput), SR, True, pendingPermissions=[],
+     activity=A("running_tool", "Bash"))
+v.ev(p[3], SR, True, activity=A("thinking"), toolCalls=[call(tid, "Bash", "shell", False)])
+v.ev(p[4], SR, True, activity=A("writing"))
+v.ev(p[5], I, True, activity=A("idle"), usage=turn_usage(p, 1, window=0), pendingPermissions=[])
+
+p = acp("cancel")
+v = V("acp_cancel", "ACP (Gemini CLI): Stop mid-answer (session/cancel); the text so far is kept as "
+      "content, the prompt answers stopReason cancelled: an interrupted error turn without usage; the "
+      "process takes the next prompt.")
+acp_boot(v, p, "SLOW 100 100")
+v.ev(p[1], SR, True, activity=A("writing"))
+v.ev(stop(), SP, True, activity=A("stopping"))
+v.ev(p[2], I, True, activity=A("idle"), usage=U(turns=1), turnInProgress=False)
+v.ev(inp("TEXT after the stop"), SR, True, activity=A("thinking"))
+v.ev(p[3], SR, True, activity=A("writing"))
+v.ev(p[4], I, True, activity=A("idle"), usage=turn_usage(p, 2, window=0), turns=[[1, 6, 6], [7, 9, 3]])
+
+p = acp("cancel_pending_permission")
+tid = p[1][1]["blocks"][0]["toolUseId"]
+v = V("acp_cancel_pending_permission", "ACP (Gemini CLI): Stop while a permission request waits. The "
+      "process side answers the request cancelled (Gemini waits for that); at the cancelled answer the "
+      "decoder withdraws the request (permission_resolved by cancelled) and closes the tool that never "
+      "ran with an error result before the interrupted turn_end.")
+acp_boot(v, p, "BASH touch never.txt")
+v.ev(p[1], SR, True, activity=A("running_tool", "Bash"))
+v.ev(p[2], SR, True, activity=A("waiting_for_permission", "Bash"), pendingPermissions=["0"])
+v.ev(stop(), SP, True, activity=A("stopping"), pendingPermissions=["0"])
+v.ev(p[3], SP, True, activity=A("stopping"), pendingPermissions=[])
+v.ev(p[4], SP, True, activity=A("stopping"), toolCalls=[call(tid, "Bash", "shell", True)])
+v.ev(p[5], I, True, activity=A("idle"), pendingPermissions=[], turnInProgress=False)
+v.ev(inp("TEXT next"), SR, True, activity=A("thinking"))
+v.ev(p[6], SR, True, activity=A("writing"))
+v.ev(p[7], I, True, activity=A("idle"), usage=turn_usage(p, 2, window=0), pendingPermissions=[])
+
+p, again = acp("load"), acp("load.2")
+sid = p[0][1]["resumeId"]
+v = V("acp_resume", "ACP (Gemini CLI): the next Send after the process ended loads the session in a new "
+      "process (session/load); the decoder drops the history Gemini replays, before and after the "
+      "load's answer, so only the new turn is logged, once.")
+acp_boot(v, p, "TEXT remember me")
+v.ev(p[1], SR, True, activity=A("writing"))
+v.ev(p[2], I, True, activity=A("idle"), usage=turn_usage(p, 1, window=0))
+v.ev(run_end("IDLE_TIMEOUT", signal="SIGTERM"), I, False, resumeId=sid)
+acp_boot(v, again, "TEXT again", trigger="send", resume=sid)
+v.also(runId="run-2", resumeId=sid)
+v.ev(again[1], SR, True, activity=A("writing"))
+v.ev(again[2], I, True, activity=A("idle"), usage=turn_usage(p + again, 2, window=0), resumeId=sid,
+     turns=[[1, 5, 5], [None, None, 1], [7, 11, 5]])
+
+p, lost = acp("unknown_session"), acp("unknown_session.2")
+sid = p[0][1]["resumeId"]
+assert lost[0][1]["resumeId"] == sid
+v = V("acp_resume_failed", "ACP (Gemini CLI): Gemini no longer knows the session; the next run's "
+      "session/load is answered with an error (-32603, 'Invalid session identifier'): run_error "
+      "resume_failed naming the session, the resume id is dropped and the process is closed (no turn "
+      "began in Gemini). The recording asked for an id Gemini never had; the decoder names the one it "
+      "was spawned to load.")
+acp_boot(v, p, "TEXT soon forgotten")
+v.ev(p[1], SR, True, activity=A("writing"))
+v.ev(p[2], I, True, activity=A("idle"), resumeId=sid)
+v.ev(run_end("IDLE_TIMEOUT", signal="SIGTERM"), I, False, resumeId=sid, contextLost=None)
+acp_boot(v, [], "TEXT remember?", trigger="send", resume=sid)
+v.also(runId="run-2")
+v.ev(lost[0], ST, True, resumeId=None, contextLost={"resumeId": sid, "seq": 9},
+     activity=A("starting"))
+v.ev(run_end("COMPLETED", exit_code=0), I, False, resumeId=None,
+     contextLost={"resumeId": sid, "seq": 9}, turnInProgress=False)
+
+p = acp("late_update")
+v = V("acp_late_update", "ACP: a chunk that arrives after the prompt's answer (before the next prompt) "
+      "belongs to the finished turn: the decoder appends it as content at once and begins no turn, so "
+      "the session stays idle. (Gemini's first_turn recording with one such chunk added.)")
+acp_boot(v, p, "TEXT hello from gemini")
+v.ev(p[1], SR, True, activity=A("writing"))
+v.ev(p[2], I, True, activity=A("idle"), turnInProgress=False)
+v.ev(p[3], I, True, activity=A("idle"), turnInProgress=False, usage=turn_usage(p, 1, window=0),
+     turns=[[1, 5, 5], [None, None, 1]])
+
+
 def main():
     keep = set()
     for v in ALL:

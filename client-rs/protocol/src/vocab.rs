@@ -27,7 +27,9 @@ pub mod run_error_kind {
 }
 
 /// `StartConfig.agent`, `RunStart.agent`, `RunReady.agent`,
-/// `Session.agent`: which agent runs a session.
+/// `Session.agent`: which agent runs a session. Besides the built-in names,
+/// any name an operator gives an Agent Client Protocol agent
+/// (`--acp-agent NAME=COMMAND`; `[a-z][a-z0-9_-]{0,31}`) is an agent.
 pub mod agent {
     /// The claude CLI (also what an empty `StartConfig.agent` means).
     pub const CLAUDE: &str = "claude";

@@ -11,6 +11,10 @@
 //! `SLOW`, `BASH`; see tests/fake-api/README.md). Every scenario runs
 //! against both releases.
 //!
+//! [`resume`] resumes sessions in new processes; [`user_checks`] are the
+//! checks every agent's session passes (refresh mid-answer, a Send
+//! mid-turn).
+//!
 //! `codex_acp` runs the same kind of checks against a second ACP agent, the
 //! codex-acp bridge over the scripted Responses API.
 //!
@@ -21,6 +25,7 @@ mod support;
 
 mod codex_acp;
 mod resume;
+mod user_checks;
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -442,8 +447,9 @@ async fn stop_with_a_permission_pending_cancels_it_and_keeps_the_process(pinned:
     h.assert_stored_runs_end_once("g4");
 }
 
-/// SetPermissionMode maps onto the modes Gemini lists (plan is one);
-/// a mode no agent mode stands for is FAILED_PRECONDITION, never ignored.
+/// SetPermissionMode maps onto the modes Gemini lists (plan is one); a
+/// mode no agent mode stands for is FAILED_PRECONDITION, never ignored.
+/// SetModel picks one of the models Gemini lists, for the next turn.
 async fn settings_map_onto_the_agents_modes(pinned: bool) {
     let mut h = Harness::new(pinned).await;
     let ev = h.subscribe("g5").await;
@@ -471,9 +477,25 @@ async fn settings_map_onto_the_agents_modes(pinned: bool) {
         tonic::Code::FailedPrecondition,
         "{refused:?}"
     );
+    let set = client
+        .set_model(pb::SetModelRequest {
+            session_id: "g5".into(),
+            model: "gemini-2.5-pro".into(),
+            idempotency_key: String::new(),
+        })
+        .await
+        .expect("SetModel")
+        .into_inner();
+    assert_eq!(set.applied(), pb::SettingApplied::Live);
     h.send("g5", "TEXT two").await;
     let (_, end) = ev.turn_end_after(end_ev.seq).await;
     assert!(!end.is_error, "{end:?}");
+    let last = h.api.gemini_requests().last().cloned().expect("a request");
+    assert!(
+        last.path.contains("gemini-2.5-pro"),
+        "the next turn's model: {}",
+        last.path
+    );
     assert!(
         !ev.snapshot()
             .iter()

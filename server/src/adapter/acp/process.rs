@@ -6,6 +6,13 @@
 //! requests, the agent's permission requests, the replay of a loaded
 //! session), and writes what that produces: the next handshake step, the
 //! next prompt, refusals of requests we have no answer for.
+//!
+//! The decoder also gets a copy of every `session/prompt` we write, in the
+//! line stream just before anything the agent could write in reply: it
+//! tells the decoder exactly when a prompt went out (a message may wait in
+//! the queue, a loaded session's replay ends there), which the agent's own
+//! lines cannot. An agent never writes `session/prompt`, so a copy is never
+//! taken for the agent's.
 
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::SystemTime;
@@ -32,6 +39,9 @@ pub struct AcpControl {
     group: ProcessGroup,
     client: Mutex<Client>,
     records: Arc<SessionRecords>,
+    /// Copies of the prompts written, for the tap to put in the line
+    /// stream.
+    copies: mpsc::UnboundedSender<String>,
 }
 
 /// Spawns `spec` (the agent), starts the handshake for `config` (`mode`:
@@ -71,17 +81,21 @@ pub async fn start(
             client.load_not_before(Instant::now() + wait);
         }
     }
+    let (copies_tx, copies) = mpsc::unbounded_channel();
     let control = Arc::new(AcpControl {
         stdin: child.stdin.expect("the ACP spec pipes stdin"),
         group: child.group,
         client: Mutex::new(client),
         records,
+        copies: copies_tx,
     });
     let (tx, rx) = mpsc::channel(TAPPED_LINES);
-    config.tasks.spawn(
-        "acp tap",
-        tap(child.stdout, tx, control.clone(), config.tasks.clone()),
-    );
+    let tap = Tap {
+        tx,
+        control: control.clone(),
+        tasks: config.tasks.clone(),
+    };
+    config.tasks.spawn("acp tap", tap.run(child.stdout, copies));
     let first = control.lock().initialize();
     control.send_all(vec![first])?;
     if !c.prompt.is_empty() {
@@ -100,34 +114,69 @@ pub async fn start(
     })
 }
 
-/// Hands every line on to the run task, after the client has read it.
-async fn tap(
-    mut lines: mpsc::Receiver<StdoutLine>,
+/// Between the agent's stdout and the run task.
+struct Tap {
     tx: mpsc::Sender<StdoutLine>,
     control: Arc<AcpControl>,
     tasks: Tasks,
-) {
-    while let Some(line) = lines.recv().await {
-        if let StdoutLine::Line(text) = &line
-            && let Ok(Value::Object(msg)) = serde_json::from_str::<Value>(text)
-        {
-            let mut out = Vec::new();
-            let seen = control.lock().observe(&msg, Instant::now(), &mut out);
-            if let Some(id) = &seen.session_started {
-                control.records.started(id, SystemTime::now());
-            }
-            if let Err(e) = control.send_all(out) {
-                tracing::debug!(error = %e, "acp: could not write to the process");
-            }
-            if seen.wait {
-                tasks.spawn("acp wait", wait(control.clone()));
+}
+
+impl Tap {
+    /// Hands every line on to the run task, after the client has read it,
+    /// and the copies of our prompts in their place.
+    async fn run(
+        self,
+        mut lines: mpsc::Receiver<StdoutLine>,
+        mut copies: mpsc::UnboundedReceiver<String>,
+    ) {
+        loop {
+            let line = tokio::select! {
+                // A prompt written from outside the tap (a user message,
+                // the end of a replay) goes before any line read after it.
+                biased;
+                Some(copy) = copies.recv() => {
+                    self.forward(StdoutLine::Line(copy)).await;
+                    continue;
+                }
+                line = lines.recv() => match line {
+                    Some(line) => line,
+                    None => return,
+                },
+            };
+            self.observe(&line);
+            self.forward(line).await;
+            // A prompt the line led to comes after it: the agent's reply to
+            // it can only be read on a later turn of this loop.
+            while let Ok(copy) = copies.try_recv() {
+                self.forward(StdoutLine::Line(copy)).await;
             }
         }
-        if tx.send(line).await.is_err() {
-            // The run task is gone; keep draining so the process never
-            // blocks on a full pipe.
-            continue;
+    }
+
+    fn observe(&self, line: &StdoutLine) {
+        let StdoutLine::Line(text) = line else {
+            return;
+        };
+        let Ok(Value::Object(msg)) = serde_json::from_str::<Value>(text) else {
+            return;
+        };
+        let mut out = Vec::new();
+        let seen = self.control.lock().observe(&msg, Instant::now(), &mut out);
+        if let Some(id) = &seen.session_started {
+            self.control.records.started(id, SystemTime::now());
         }
+        if let Err(e) = self.control.send_all(out) {
+            tracing::debug!(error = %e, "acp: could not write to the process");
+        }
+        if seen.wait {
+            self.tasks.spawn("acp wait", wait(self.control.clone()));
+        }
+    }
+
+    async fn forward(&self, line: StdoutLine) {
+        // A run task that is gone takes nothing more; the tap keeps
+        // draining so the process never blocks on a full pipe.
+        let _ = self.tx.send(line).await;
     }
 }
 
@@ -163,7 +212,11 @@ impl AcpControl {
             return Err(AdapterError::NotRunning);
         }
         for msg in out {
-            self.stdin.send_line(&msg.to_string())?;
+            let text = msg.to_string();
+            if msg.get("method").and_then(Value::as_str) == Some("session/prompt") {
+                let _ = self.copies.send(text.clone());
+            }
+            self.stdin.send_line(&text)?;
         }
         Ok(())
     }

@@ -11,16 +11,23 @@
 //! - fixed request ids for the handshake: 1 = `initialize`, 2 =
 //!   `session/new` (or `session/load` when the run resumes, i.e.
 //!   [`DecoderSetup::resume_id`] is set), 3 and up for everything after;
-//! - a copy of every `session/prompt` request it writes, passed into the
-//!   line stream just before the request goes to the agent. An agent never
-//!   sends `session/prompt`, so the copy is unmistakably the harness's and
-//!   it tells exactly when a prompt went out (the manager's input may have
-//!   waited in the process side's queue): the replay of a loaded session
-//!   ends there, and updates that arrive after a prompt's answer and before
-//!   the next prompt belong to the finished turn. The copy makes no event,
-//!   so it is never a `cli_line`. (Without copies a turn opens at its first
-//!   update after an input was sent, and a resumed run's replay ends only
-//!   at the first prompt's answer: that turn's content is lost.)
+//! - a copy of each `session/prompt` it writes, passed into the line
+//!   stream in order with the agent's lines (before anything the agent
+//!   writes after receiving it). An agent never sends `session/prompt`, so
+//!   the copy is unmistakably the harness's. A resumed run needs it: the
+//!   process side holds the first prompt until the replayed history has
+//!   gone quiet, and nothing the agent writes tells where the replay ends
+//!   and the new turn begins; the copy does. It also names the prompt's
+//!   id, so an error answer to it ends its turn exactly. The copy makes no
+//!   event, so it is never a `cli_line`.
+//!
+//! Without copies: a turn begins at its first update after an input was
+//! sent (the process side sends an input at once, or right at the last
+//! answer when it was queued, so updates after an answer while no input
+//! waits are the finished turn's); an error answer while a prompt runs is
+//! taken for the prompt's; and a resumed run's replay ends only at its
+//! first prompt's answer or permission request, so what that turn wrote
+//! before is lost.
 //!
 //! Mapping (line → event payload):
 //!
@@ -72,6 +79,8 @@ use self::updates::{OpenBlock, OpenTool};
 const INITIALIZE_ID: u64 = 1;
 /// The request id of `session/new` or `session/load`.
 const SESSION_ID: u64 = 2;
+/// The first request id after the handshake (prompts and settings).
+const FIRST_LATER_ID: u64 = 3;
 
 /// Per-run decoder state for one ACP agent process.
 #[derive(Debug)]
@@ -93,11 +102,14 @@ pub struct AcpDecoder {
     /// A resumed run before its first prompt: updates are the replayed
     /// history.
     replaying: bool,
-    /// The process side copies its prompts into the line stream.
+    /// The process side copies its prompts into the line stream (seen
+    /// one).
     copies: bool,
     /// Inputs the harness sent whose turn has not begun.
     inputs_waiting: usize,
     turn: Option<Turn>,
+    /// The id of a prompt copied while the one before still ran.
+    next_prompt_id: Option<u64>,
     /// The text or thinking being written.
     block: Option<OpenBlock>,
     /// Blocks and plans made so far (their ids).
@@ -127,6 +139,7 @@ impl AcpDecoder {
             copies: false,
             inputs_waiting: 0,
             turn: None,
+            next_prompt_id: None,
             block: None,
             made: 0,
             open_tools: Vec::new(),

@@ -30,9 +30,7 @@ impl AcpDecoder {
                         resume_id: self.resume_id.clone(),
                     })]
                 }
-                Some(n) if self.turn.as_ref().is_some_and(|t| t.prompt_id == Some(n)) => {
-                    self.prompt_failed(message)
-                }
+                Some(n) if self.is_prompt(n) => self.prompt_failed(message),
                 _ => vec![line::run_error(
                     run_error_kind::CLI_ERROR,
                     format!("the agent answered with an error: {message}"),

@@ -7,7 +7,7 @@ use agent_harness_protocol::pb::event::Payload;
 use agent_harness_protocol::vocab::resolved_by;
 use serde_json::Value;
 
-use super::{AcpDecoder, tools};
+use super::{AcpDecoder, FIRST_LATER_ID, tools};
 use crate::decoder::json::{f64_at, str_at, u64_at};
 
 /// The prompt under way.
@@ -24,15 +24,23 @@ pub(super) struct Turn {
 }
 
 impl AcpDecoder {
-    /// Our copy of a `session/prompt` request: its turn begins. What is
-    /// still open of the last one (late chunks) is closed first.
+    /// Our copy of a `session/prompt` request: its turn begins (or has
+    /// begun, at an update after the input was sent) and the replay of a
+    /// loaded session is over.
     pub(super) fn prompt_sent(&mut self, id: &Value) {
         self.copies = true;
         self.replaying = false;
-        self.begin(id.as_u64());
+        match self.turn.as_mut() {
+            Some(turn) if turn.prompt_id.is_none() => turn.prompt_id = id.as_u64(),
+            // Sent as the running prompt's answer came in, the copy ahead
+            // of that answer: it is the next turn's.
+            Some(_) => self.next_prompt_id = id.as_u64(),
+            None => self.begin(id.as_u64()),
+        }
     }
 
     fn begin(&mut self, prompt_id: Option<u64>) {
+        let prompt_id = prompt_id.or(self.next_prompt_id.take());
         self.inputs_waiting = self.inputs_waiting.saturating_sub(1);
         self.turn = Some(Turn {
             prompt_id,
@@ -40,13 +48,30 @@ impl AcpDecoder {
         });
     }
 
-    /// Whether updates now are part of a turn. Without copies of the
-    /// prompts, an update after an input was sent opens its turn.
+    /// Whether updates now are part of a turn: one is open, or an input
+    /// was sent since the last ended (its prompt went out at once, or
+    /// right at the last answer when it was queued), so this update is
+    /// its first.
     pub(super) fn in_turn(&mut self) -> bool {
-        if self.turn.is_none() && !self.copies && self.inputs_waiting > 0 {
+        if self.turn.is_none() && !self.replaying && self.inputs_waiting > 0 {
             self.begin(None);
         }
         self.turn.is_some()
+    }
+
+    /// Whether an error answer to request `id` is the running prompt's.
+    /// Exact when the process side copies its prompts; without copies, an
+    /// error while a prompt is running or about to is taken for its own
+    /// (a refused setting then ends the turn early).
+    pub(super) fn is_prompt(&self, id: u64) -> bool {
+        if id < FIRST_LATER_ID {
+            return false;
+        }
+        match &self.turn {
+            Some(turn) if turn.prompt_id.is_some() => turn.prompt_id == Some(id),
+            Some(_) => !self.copies,
+            None => !self.copies && self.inputs_waiting > 0,
+        }
     }
 
     /// A `usage_update`: the context the session fills and what it cost.
@@ -107,6 +132,10 @@ impl AcpDecoder {
     /// The prompt failed (an error answer): an error turn with the
     /// agent's message.
     pub(super) fn prompt_failed(&mut self, message: String) -> Vec<Payload> {
+        self.replaying = false;
+        if self.turn.is_none() {
+            self.begin(None);
+        }
         let mut out = self.close_turn(false);
         let turn = self.turn.take().unwrap_or_default();
         out.push(Payload::TurnEnd(pb::TurnEnd {

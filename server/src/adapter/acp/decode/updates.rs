@@ -161,9 +161,13 @@ impl AcpDecoder {
         vec![Payload::Content(self.content(vec![b], &block.id))]
     }
 
-    /// The tool_use of a tool call, once per call.
+    /// The tool_use of a tool call, once per call (never again once it
+    /// has its result).
     pub(super) fn tool_use(&mut self, id: &str, call: &Value) -> Vec<Payload> {
-        if id.is_empty() || self.open_tools.iter().any(|t| t.id == id) {
+        if id.is_empty()
+            || self.closed_tools.contains(id)
+            || self.open_tools.iter().any(|t| t.id == id)
+        {
             return Vec::new();
         }
         let call = tools::tool_call(call);

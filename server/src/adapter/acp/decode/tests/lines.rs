@@ -337,3 +337,59 @@ fn agent_requests_other_than_permission_are_the_process_sides() {
     );
     assert!(p.is_empty());
 }
+
+#[test]
+fn with_copies_a_refused_setting_mid_turn_is_a_cli_error_and_the_turn_goes_on() {
+    let mut d = decoder("");
+    ready(&mut d);
+    prompt(&mut d, 3);
+    feed(&mut d, chunk("working"));
+    let p = feed(
+        &mut d,
+        json!({"jsonrpc": "2.0", "id": 4, "error": {"code": -32602, "message": "no such mode"}}),
+    );
+    assert_eq!(kinds(&p), ["run_error"]);
+    let p = feed(&mut d, done(3, "end_turn"));
+    assert_eq!(kinds(&p), ["text", "turn_end"]);
+    assert!(!turn_ends(&p)[0].is_error);
+}
+
+#[test]
+fn without_copies_an_error_answer_after_an_input_is_the_prompts() {
+    let mut d = decoder("");
+    ready(&mut d);
+    d.input_sent();
+    let p = feed(
+        &mut d,
+        json!({"jsonrpc": "2.0", "id": 3, "error": {"code": -32603, "message": "model unavailable"}}),
+    );
+    assert_eq!(kinds(&p), ["turn_end"]);
+    assert!(turn_ends(&p)[0].is_error);
+    // Nothing waits now: an error is the process side's request's.
+    let p = feed(
+        &mut d,
+        json!({"jsonrpc": "2.0", "id": 4, "error": {"code": -32602, "message": "no such mode"}}),
+    );
+    assert_eq!(kinds(&p), ["run_error"]);
+}
+
+#[test]
+fn a_copy_ahead_of_the_last_answer_names_the_next_turns_prompt() {
+    let mut d = decoder("");
+    ready(&mut d);
+    prompt(&mut d, 3);
+    feed(&mut d, chunk("one"));
+    // A queued input goes out as the answer to 3 arrives.
+    prompt(&mut d, 4);
+    assert_eq!(
+        kinds(&feed(&mut d, done(3, "end_turn"))),
+        ["text", "turn_end"]
+    );
+    feed(&mut d, chunk("two"));
+    let p = feed(
+        &mut d,
+        json!({"jsonrpc": "2.0", "id": 4, "error": {"code": -32603, "message": "boom"}}),
+    );
+    assert_eq!(kinds(&p), ["text", "turn_end"]);
+    assert_eq!(turn_ends(&p)[0].errors, ["boom"]);
+}

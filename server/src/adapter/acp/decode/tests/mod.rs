@@ -57,12 +57,13 @@ pub(super) fn out_messages(name: &str) -> Vec<Value> {
 }
 
 /// Feeds transcript lines as the run task does: each `session/prompt` the
-/// harness wrote is an input sent and, as the process side does, its copy
-/// in the line stream; every `out` line as read. Returns the payloads and
-/// the live-typing changes.
-pub(super) fn feed_lines(
+/// harness wrote is an input sent and, when `copies`, the process side's
+/// copy of it in the line stream; every `out` line as read. Returns the
+/// payloads and the live-typing changes.
+pub(super) fn feed_with(
     d: &mut AcpDecoder,
     lines: &[(bool, String)],
+    copies: bool,
 ) -> (Vec<Payload>, Vec<Change>) {
     let mut payloads = Vec::new();
     let mut changes = Vec::new();
@@ -70,6 +71,9 @@ pub(super) fn feed_lines(
         if !out {
             if line.contains("\"session/prompt\"") {
                 d.input_sent();
+                if !copies {
+                    continue;
+                }
                 let copy = d.line(&StdoutLine::Line(line.clone()));
                 assert!(copy.is_empty(), "a prompt's copy makes no event");
             }
@@ -82,6 +86,14 @@ pub(super) fn feed_lines(
         changes.extend(d.take_partial());
     }
     (payloads, changes)
+}
+
+/// Feeds transcript lines with the prompts' copies.
+pub(super) fn feed_lines(
+    d: &mut AcpDecoder,
+    lines: &[(bool, String)],
+) -> (Vec<Payload>, Vec<Change>) {
+    feed_with(d, lines, true)
 }
 
 pub(super) fn replay(d: &mut AcpDecoder, name: &str) -> (Vec<Payload>, Vec<Change>) {

@@ -244,6 +244,20 @@ fn a_load_drops_the_replayed_history_before_and_after_its_answer() {
 }
 
 #[test]
+fn without_copies_a_load_still_drops_the_replay_but_loses_the_first_turns_text() {
+    let id = session_id("load");
+    let mut d = decoder(&id);
+    let (p, _) = feed_with(&mut d, &transcript("load.2"), false);
+    assert_eq!(kinds(&p), ["run_ready", "turn_end"]);
+    // The turns after it are whole.
+    let mut d = decoder("");
+    let (with, _) = replay(&mut d, "follow_up");
+    let mut d = decoder("");
+    let (without, _) = feed_with(&mut d, &transcript("follow_up"), false);
+    assert_eq!(with, without);
+}
+
+#[test]
 fn an_unknown_session_is_resume_failed_naming_it() {
     let id = "00000000-0000-4000-8000-000000000000";
     let mut d = decoder(id);
@@ -286,7 +300,7 @@ fn vector_payloads_are_what_the_decoder_makes() {
         "late_update",
     ] {
         let (cassette, resume_id) = match name {
-            "unknown_session.2" => (name, "00000000-0000-4000-8000-000000000000".to_owned()),
+            "unknown_session.2" => (name, session_id("unknown_session")),
             "load.2" => (name, session_id("load")),
             "late_update" => ("first_turn", String::new()),
             _ => (name, String::new()),
