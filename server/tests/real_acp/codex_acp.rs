@@ -249,7 +249,7 @@ async fn codex_acp_resume_after_the_server_restarts(pinned: bool) {
     assert_eq!(last_turn_prompts(&h), ["TEXT remember me", "TEXT second"]);
     assert_eq!(
         texts(&events),
-        "remember mesecond",
+        "remember me|second",
         "each answer once: the replay is not appended"
     );
     h.shutdown().await;
