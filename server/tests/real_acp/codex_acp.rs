@@ -14,6 +14,7 @@
 
 use agent_harness_fake_api::FakeApi;
 use agent_harness_fake_api::cli::{codex_acp_bin, codex_acp_bin_newest};
+use agent_harness_protocol::pb;
 use agent_harness_protocol::pb::event::Payload;
 use agent_harness_server::adapter::acp::{AcpFlags, AcpOptions};
 
@@ -81,7 +82,7 @@ fn last_turn_prompts(h: &Harness) -> Vec<String> {
 
 /// First turn, then a follow-up on the same process: run_start and
 /// run_ready name the agent, the ACP session id is the resume id, the turn
-/// has the answer's tokens.
+/// has the answer's tokens; SetPermissionMode finds no mode of codex-acp's.
 async fn codex_acp_first_turn_and_a_follow_up_on_the_same_process(pinned: bool) {
     let mut h = harness(pinned).await;
     let ev = h.subscribe("c1").await;
@@ -115,6 +116,23 @@ async fn codex_acp_first_turn_and_a_follow_up_on_the_same_process(pinned: bool) 
     assert_eq!(
         last_turn_prompts(&h),
         ["TEXT hello from codex", "TEXT and again"]
+    );
+    // None of codex-acp's mode ids stands for one of ours: refused, never
+    // ignored.
+    let refused = h
+        .client()
+        .await
+        .set_permission_mode(pb::SetPermissionModeRequest {
+            session_id: "c1".into(),
+            mode: "default".into(),
+            idempotency_key: String::new(),
+        })
+        .await
+        .expect_err("codex-acp lists no mode like default");
+    assert_eq!(
+        refused.code(),
+        tonic::Code::FailedPrecondition,
+        "{refused:?}"
     );
     h.shutdown().await;
     h.assert_stored_runs_end_once("c1");
