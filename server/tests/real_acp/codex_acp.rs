@@ -34,6 +34,7 @@ both_releases!(
     codex_acp_stop_with_a_permission_pending,
     codex_acp_resume_after_the_server_restarts,
     codex_acp_a_lost_session_is_resume_failed,
+    codex_acp_kill_9_of_the_bridge_mid_turn,
 );
 
 /// The server with codex-acp configured by its `--acp-agent` flag, Codex's
@@ -335,4 +336,75 @@ async fn codex_acp_a_lost_session_is_resume_failed(pinned: bool) {
     );
     h.shutdown().await;
     h.assert_stored_runs_end_once("c6");
+}
+
+/// The pids of the processes whose environment holds `needle` (the test's
+/// own CODEX_HOME: the bridge and the Codex it started).
+fn pids_with_env(needle: &str) -> Vec<u32> {
+    let mut out = Vec::new();
+    for entry in std::fs::read_dir("/proc").into_iter().flatten().flatten() {
+        let Some(pid) = entry.file_name().to_str().and_then(|n| n.parse().ok()) else {
+            continue;
+        };
+        if process_gone(pid) {
+            continue;
+        }
+        if let Ok(env) = std::fs::read(entry.path().join("environ"))
+            && env.split(|b| *b == 0).any(|kv| kv == needle.as_bytes())
+        {
+            out.push(pid);
+        }
+    }
+    out
+}
+
+/// The bridge killed with SIGKILL mid-answer: the run ends once, the Codex
+/// it started does not outlive it, and the next Send resumes the session in
+/// a new process that remembers the first turn.
+async fn codex_acp_kill_9_of_the_bridge_mid_turn(pinned: bool) {
+    let mut h = harness(pinned).await;
+    let codex_home = format!("CODEX_HOME={}", h.home.path().join("codex").display());
+    let ev = h.subscribe("c7").await;
+    let first = h.start("c7", "TEXT remember me").await;
+    let (end_ev, _) = ev.turn_end_after(0).await;
+    let ready = ready_of(&ev.snapshot(), &first.run_id);
+    assert!(
+        pids_with_env(&codex_home).len() >= 2,
+        "the bridge and its Codex"
+    );
+    h.send("c7", "SLOW 100 100").await;
+    eventually("the second model request", || {
+        h.api.responses_requests().len() >= 2
+    })
+    .await;
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(ready.pid as i32),
+        nix::sys::signal::Signal::SIGKILL,
+    )
+    .expect("kill -9 the bridge");
+    ev.run_end_after(end_ev.seq).await;
+    eventually("the bridge and its Codex gone", || {
+        pids_with_env(&codex_home).is_empty()
+    })
+    .await;
+    let run = h.send("c7", "TEXT after the kill").await;
+    assert_ne!(run, first.run_id, "a new process");
+    let end = super::resume::turn_end_of(&ev, &run).await;
+    assert!(!end.is_error, "{end:?}");
+    let prompts = last_turn_prompts(&h);
+    assert_eq!(
+        prompts.first().map(String::as_str),
+        Some("TEXT remember me")
+    );
+    assert_eq!(
+        prompts.last().map(String::as_str),
+        Some("TEXT after the kill")
+    );
+    h.shutdown().await;
+    let stored = h.assert_stored_runs_end_once("c7");
+    let ends = stored
+        .iter()
+        .filter(|e| e.run_id == first.run_id && matches!(e.payload, Some(Payload::RunEnd(_))))
+        .count();
+    assert_eq!(ends, 1, "the killed run ended once");
 }
