@@ -194,8 +194,12 @@ impl ProcessAdapter for AcpAdapter {
         Box::pin(async move {
             self.refusal(&config)?;
             let spec = self.spec(&config);
-            let mode = initial_mode(&config.config.permission_mode, self.options.permissions);
-            process::start(&spec, &config, mode, self.records.clone()).await
+            let launch = process::Launch {
+                agent: self.options.name.clone(),
+                mode: initial_mode(&config.config.permission_mode, self.options.permissions),
+                records: self.records.clone(),
+            };
+            process::start(&spec, &config, launch).await
         })
     }
 

@@ -44,16 +44,28 @@ pub struct AcpControl {
     copies: mpsc::UnboundedSender<String>,
 }
 
-/// Spawns `spec` (the agent), starts the handshake for `config` (`mode`:
-/// the permission mode to set once the session exists; `records`: when
-/// each session was last created or loaded) and queues its prompt as the
-/// first turn.
+/// How a run starts, besides its spawn config.
+pub struct Launch {
+    /// The agent's configured name, for messages.
+    pub agent: String,
+    /// The permission mode to set once the session exists.
+    pub mode: Option<String>,
+    /// When each session was last created or loaded.
+    pub records: Arc<SessionRecords>,
+}
+
+/// Spawns `spec` (the agent), starts the handshake for `config` and queues
+/// its prompt as the first turn.
 pub async fn start(
     spec: &ProcessSpec,
     config: &SpawnConfig,
-    mode: Option<String>,
-    records: Arc<SessionRecords>,
+    launch: Launch,
 ) -> Result<ProcessHandle, AdapterError> {
+    let Launch {
+        agent,
+        mode,
+        records,
+    } = launch;
     let child = supervise::spawn(spec).await?;
     let c = &config.config;
     let cwd = match &spec.cwd {
@@ -62,16 +74,6 @@ pub async fn start(
         None => std::env::current_dir()
             .map(|d| d.display().to_string())
             .unwrap_or_else(|_| "/".into()),
-    };
-    let name = spec
-        .program
-        .file_name()
-        .map(|n| n.to_string_lossy().into_owned())
-        .unwrap_or_default();
-    let agent = if c.agent.is_empty() {
-        name
-    } else {
-        c.agent.clone()
     };
     let mut client = Client::new(&agent, &cwd, &c.resume, mode, &c.model);
     if !c.resume.is_empty() {
