@@ -12,8 +12,8 @@
 //! the sandbox: the fake's `ESCBASH`. What codex-acp does differently from
 //! Gemini is in cassettes/codex-acp/README.md.
 
-use agent_harness_fake_api::FakeApi;
 use agent_harness_fake_api::cli::{codex_acp_bin, codex_acp_bin_newest};
+use agent_harness_fake_api::{FakeApi, RecordedRequest};
 use agent_harness_protocol::pb;
 use agent_harness_protocol::pb::event::Payload;
 use agent_harness_server::adapter::acp::{AcpFlags, AcpOptions};
@@ -35,6 +35,8 @@ both_releases!(
     codex_acp_resume_after_the_server_restarts,
     codex_acp_a_lost_session_is_resume_failed,
     codex_acp_kill_9_of_the_bridge_mid_turn,
+    codex_acp_a_refresh_mid_answer,
+    codex_acp_a_send_mid_turn,
 );
 
 /// The server with codex-acp configured by its `--acp-agent` flag, Codex's
@@ -67,18 +69,20 @@ async fn harness(pinned: bool) -> Harness {
             ("RUST_LOG".to_owned(), "error".to_owned()),
         ])
         .collect();
-    Harness::serving(api, home, AGENT, options).await
+    Harness::serving(api, home, AGENT, options, turn_requests).await
 }
 
-/// The prompts of the last model request of the session's turns (not the
-/// title side call).
-fn last_turn_prompts(h: &Harness) -> Vec<String> {
-    h.api
-        .responses_requests()
+/// The model requests of the session's turns: after a session's first
+/// turn codex-acp also asks the model for a title, in a thread of its own.
+fn turn_requests(api: &FakeApi) -> Vec<RecordedRequest> {
+    api.responses_requests()
         .into_iter()
-        .map(|r| r.user_prompts())
-        .rfind(|p| !p.first().is_some_and(|p| p.starts_with(TITLE_PROMPT)))
-        .expect("a model request")
+        .filter(|r| {
+            !r.user_prompts()
+                .first()
+                .is_some_and(|p| p.starts_with(TITLE_PROMPT))
+        })
+        .collect()
 }
 
 /// First turn, then a follow-up on the same process: run_start and
@@ -115,7 +119,7 @@ async fn codex_acp_first_turn_and_a_follow_up_on_the_same_process(pinned: bool) 
     assert!(!end.is_error, "{end:?}");
     assert_eq!(texts(&ev.since(end_ev.seq)), "and again");
     assert_eq!(
-        last_turn_prompts(&h),
+        h.last_prompts(),
         ["TEXT hello from codex", "TEXT and again"]
     );
     // None of codex-acp's mode ids stands for one of ours: refused, never
@@ -190,10 +194,7 @@ async fn codex_acp_stop_mid_answer_keeps_the_process(pinned: bool) {
     let mut h = harness(pinned).await;
     let ev = h.subscribe("c3").await;
     let started = h.start("c3", "SLOW 100 100").await;
-    eventually("the model request", || {
-        !h.api.responses_requests().is_empty()
-    })
-    .await;
+    eventually("the model request", || !h.turn_requests().is_empty()).await;
     assert!(h.stop("c3").await);
     let (end_ev, end) = ev.turn_end_after(0).await;
     assert!(end.is_error, "a cancelled turn: {end:?}");
@@ -265,7 +266,7 @@ async fn codex_acp_resume_after_the_server_restarts(pinned: bool) {
         session_id,
         "the same session"
     );
-    assert_eq!(last_turn_prompts(&h), ["TEXT remember me", "TEXT second"]);
+    assert_eq!(h.last_prompts(), ["TEXT remember me", "TEXT second"]);
     assert_eq!(
         texts(&events),
         "remember me|second",
@@ -373,10 +374,7 @@ async fn codex_acp_kill_9_of_the_bridge_mid_turn(pinned: bool) {
         "the bridge and its Codex"
     );
     h.send("c7", "SLOW 100 100").await;
-    eventually("the second model request", || {
-        h.api.responses_requests().len() >= 2
-    })
-    .await;
+    eventually("the second model request", || h.turn_requests().len() >= 2).await;
     nix::sys::signal::kill(
         nix::unistd::Pid::from_raw(ready.pid as i32),
         nix::sys::signal::Signal::SIGKILL,
@@ -391,7 +389,7 @@ async fn codex_acp_kill_9_of_the_bridge_mid_turn(pinned: bool) {
     assert_ne!(run, first.run_id, "a new process");
     let end = super::resume::turn_end_of(&ev, &run).await;
     assert!(!end.is_error, "{end:?}");
-    let prompts = last_turn_prompts(&h);
+    let prompts = h.last_prompts();
     assert_eq!(
         prompts.first().map(String::as_str),
         Some("TEXT remember me")
@@ -407,4 +405,16 @@ async fn codex_acp_kill_9_of_the_bridge_mid_turn(pinned: bool) {
         .filter(|e| e.run_id == first.run_id && matches!(e.payload, Some(Payload::RunEnd(_))))
         .count();
     assert_eq!(ends, 1, "the killed run ended once");
+}
+
+/// A refresh mid-answer gets the text so far, then the rest (the check a
+/// claude session passes).
+async fn codex_acp_a_refresh_mid_answer(pinned: bool) {
+    super::user_checks::refresh_mid_answer(harness(pinned).await).await
+}
+
+/// A Send mid-turn waits for its own turn (the check a claude session
+/// passes).
+async fn codex_acp_a_send_mid_turn(pinned: bool) {
+    super::user_checks::send_mid_turn(harness(pinned).await).await
 }

@@ -31,8 +31,8 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
-use agent_harness_fake_api::FakeApi;
 use agent_harness_fake_api::cli::{gemini_bin, gemini_bin_newest};
+use agent_harness_fake_api::{FakeApi, RecordedRequest};
 use agent_harness_protocol::pb;
 use agent_harness_protocol::pb::event::Payload;
 use agent_harness_protocol::pb::session_service_client::SessionServiceClient;
@@ -69,6 +69,9 @@ struct Harness {
     manager: ManagerOptions,
     /// The ACP agent's name on this server (`StartConfig.agent`).
     agent: &'static str,
+    /// The fake's requests made for the session's turns (not an agent's
+    /// side calls), in order.
+    turn_requests: fn(&FakeApi) -> Vec<RecordedRequest>,
 }
 
 impl Harness {
@@ -92,7 +95,7 @@ impl Harness {
             .map(|(k, v)| (k.to_owned(), v))
             .chain([("SHELL".to_owned(), "/bin/bash".to_owned())])
             .collect();
-        Self::serving(api, home, AGENT, options).await
+        Self::serving(api, home, AGENT, options, FakeApi::gemini_requests).await
     }
 
     /// The server with the ACP agent `agent` run by `options` (the fake
@@ -102,6 +105,7 @@ impl Harness {
         home: tempfile::TempDir,
         agent: &'static str,
         options: AcpOptions,
+        turn_requests: fn(&FakeApi) -> Vec<RecordedRequest>,
     ) -> Self {
         let work = tempfile::tempdir().expect("work dir");
         let data = tempfile::tempdir().expect("data dir");
@@ -121,6 +125,7 @@ impl Harness {
             adapter,
             manager: test_manager_options(),
             agent,
+            turn_requests,
         };
         h.serve().await;
         h
@@ -260,10 +265,14 @@ impl Harness {
         out
     }
 
-    /// The prompts of the model's last request.
+    /// The model's requests for the session's turns.
+    fn turn_requests(&self) -> Vec<RecordedRequest> {
+        (self.turn_requests)(&self.api)
+    }
+
+    /// The prompts of the model's last request for a turn.
     fn last_prompts(&self) -> Vec<String> {
-        self.api
-            .gemini_requests()
+        self.turn_requests()
             .last()
             .expect("a model request")
             .user_prompts()
