@@ -5,9 +5,9 @@
 # Idempotent and fast when everything is present: each step records a stamp (the pins or the
 # lock file's hash) and is skipped while the stamp matches and its output exists.
 #
-#   npm      tests/tools (claude CLI, codex CLI, gemini CLI, buf, protoc-gen-es,
-#            playwright-core; the newest claude, codex and gemini releases in
-#            tests/tools/newest) and every other
+#   npm      tests/tools (claude CLI, codex CLI, gemini CLI, the codex-acp bridge, buf,
+#            protoc-gen-es, playwright-core; the newest claude, codex, gemini and
+#            codex-acp releases in tests/tools/newest) and every other
 #            package-lock.json of the test suites (gen/ts, tests/ts, tests/browser) and the
 #            web console (server/web)
 #   Go       protoc-gen-go, protoc-gen-go-grpc, grpcurl, nats-server  -> .tools/bin (GOBIN),
@@ -146,6 +146,24 @@ GEMINI_BIN=$(gemini_bin_in tests/tools)
 say "gemini CLI: $GEMINI_BIN ($("$GEMINI_BIN" --version))"
 GEMINI_BIN_NEWEST=$(gemini_bin_in tests/tools/newest)
 say "newest gemini CLI: $GEMINI_BIN_NEWEST ($("$GEMINI_BIN_NEWEST" --version))"
+# The codex-acp bridge (an ACP agent over `codex app-server`, with its own pinned codex
+# beside it): a node script behind the npm bin; pinned in tests/tools, the newest release in
+# tests/tools/newest.
+codex_acp_bin_in() {
+  local bin=$ROOT/$1/node_modules/.bin/codex-acp
+  local want version
+  want=$(node -p "require('./$1/package.json').dependencies['@agentclientprotocol/codex-acp']")
+  version=$("$bin" --version </dev/null 2>/dev/null || true)
+  if [ "$version" != "@agentclientprotocol/codex-acp $want" ]; then
+    echo "tests/setup.sh: $bin --version said '$version', want @agentclientprotocol/codex-acp $want" >&2
+    exit 1
+  fi
+  printf '%s' "$bin"
+}
+CODEX_ACP_BIN=$(codex_acp_bin_in tests/tools)
+say "codex-acp: $CODEX_ACP_BIN ($("$CODEX_ACP_BIN" --version </dev/null))"
+CODEX_ACP_BIN_NEWEST=$(codex_acp_bin_in tests/tools/newest)
+say "newest codex-acp: $CODEX_ACP_BIN_NEWEST ($("$CODEX_ACP_BIN_NEWEST" --version </dev/null))"
 buf_version=$(tests/tools/node_modules/.bin/buf --version)
 say "buf: $buf_version"
 
@@ -242,6 +260,8 @@ export CODEX_BIN="$CODEX_BIN"
 export CODEX_BIN_NEWEST="$CODEX_BIN_NEWEST"
 export GEMINI_BIN="$GEMINI_BIN"
 export GEMINI_BIN_NEWEST="$GEMINI_BIN_NEWEST"
+export CODEX_ACP_BIN="$CODEX_ACP_BIN"
+export CODEX_ACP_BIN_NEWEST="$CODEX_ACP_BIN_NEWEST"
 export CHROMIUM_BIN="/usr/bin/chromium"
 export AGENT_HARNESS_BIN="\${AGENT_HARNESS_BIN:-$ROOT/target/release/agent-harness}"
 export NATS_SERVER_BIN="\${NATS_SERVER_BIN:-$TOOLS/bin/nats-server}"

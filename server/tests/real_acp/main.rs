@@ -15,11 +15,15 @@
 //! checks every agent's session passes (refresh mid-answer, a Send
 //! mid-turn).
 //!
+//! `codex_acp` runs the same kind of checks against a second ACP agent, the
+//! codex-acp bridge over the scripted Responses API.
+//!
 //! Run: `cargo test -p agent-harness-server --test real_acp`.
 
 #[path = "../support/mod.rs"]
 mod support;
 
+mod codex_acp;
 mod resume;
 mod user_checks;
 
@@ -27,8 +31,8 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
-use agent_harness_fake_api::FakeApi;
 use agent_harness_fake_api::cli::{gemini_bin, gemini_bin_newest};
+use agent_harness_fake_api::{FakeApi, RecordedRequest};
 use agent_harness_protocol::pb;
 use agent_harness_protocol::pb::event::Payload;
 use agent_harness_protocol::pb::session_service_client::SessionServiceClient;
@@ -63,6 +67,11 @@ struct Harness {
     store: Arc<RedbStore>,
     adapter: Arc<dyn ProcessAdapter>,
     manager: ManagerOptions,
+    /// The ACP agent's name on this server (`StartConfig.agent`).
+    agent: &'static str,
+    /// The fake's requests made for the session's turns (not an agent's
+    /// side calls), in order.
+    turn_requests: fn(&FakeApi) -> Vec<RecordedRequest>,
 }
 
 impl Harness {
@@ -70,8 +79,6 @@ impl Harness {
         let api = FakeApi::start().await;
         let home = tempfile::tempdir().expect("HOME");
         api.gemini_home(home.path()).expect("settings.json");
-        let work = tempfile::tempdir().expect("work dir");
-        let data = tempfile::tempdir().expect("data dir");
         let bin = if pinned {
             gemini_bin()
         } else {
@@ -88,9 +95,23 @@ impl Harness {
             .map(|(k, v)| (k.to_owned(), v))
             .chain([("SHELL".to_owned(), "/bin/bash".to_owned())])
             .collect();
+        Self::serving(api, home, AGENT, options, FakeApi::gemini_requests).await
+    }
+
+    /// The server with the ACP agent `agent` run by `options` (the fake
+    /// and the agent's HOME already set up), serving.
+    async fn serving(
+        api: FakeApi,
+        home: tempfile::TempDir,
+        agent: &'static str,
+        options: AcpOptions,
+        turn_requests: fn(&FakeApi) -> Vec<RecordedRequest>,
+    ) -> Self {
+        let work = tempfile::tempdir().expect("work dir");
+        let data = tempfile::tempdir().expect("data dir");
         let claude = ClaudeInteractiveAdapter::new(ClaudeOptions::default());
         let adapter: Arc<dyn ProcessAdapter> = Arc::new(
-            Agents::new(Arc::new(claude)).with_acp(AGENT, Arc::new(AcpAdapter::new(options))),
+            Agents::new(Arc::new(claude)).with_acp(agent, Arc::new(AcpAdapter::new(options))),
         );
         let store =
             Arc::new(RedbStore::open(&data.path().join("events.redb")).expect("redb store"));
@@ -103,6 +124,8 @@ impl Harness {
             store,
             adapter,
             manager: test_manager_options(),
+            agent,
+            turn_requests,
         };
         h.serve().await;
         h
@@ -142,7 +165,7 @@ impl Harness {
         let config = pb::StartConfig {
             prompt: prompt.into(),
             cwd: self.work.path().display().to_string(),
-            agent: AGENT.into(),
+            agent: self.agent.into(),
             ..Default::default()
         };
         self.client()
@@ -242,10 +265,14 @@ impl Harness {
         out
     }
 
-    /// The prompts of the model's last request.
+    /// The model's requests for the session's turns.
+    fn turn_requests(&self) -> Vec<RecordedRequest> {
+        (self.turn_requests)(&self.api)
+    }
+
+    /// The prompts of the model's last request for a turn.
     fn last_prompts(&self) -> Vec<String> {
-        self.api
-            .gemini_requests()
+        self.turn_requests()
             .last()
             .expect("a model request")
             .user_prompts()

@@ -17,7 +17,7 @@ use super::{Harness, both_releases, process_gone, ready_of};
 use crate::support::cli_grpc::{Events, eventually, run_starts, texts};
 
 /// A resume may wait up to a minute before its load, then start Gemini.
-const RESUME_WAIT: Duration = Duration::from_secs(60 * 2 + 30);
+pub(super) const RESUME_WAIT: Duration = Duration::from_secs(60 * 2 + 30);
 
 both_releases!(
     resume_after_the_server_restarts,
@@ -26,7 +26,7 @@ both_releases!(
 );
 
 /// The turn_end of run `run` (waiting through a held-back load).
-async fn turn_end_of(ev: &Events, run: &str) -> pb::TurnEnd {
+pub(super) async fn turn_end_of(ev: &Events, run: &str) -> pb::TurnEnd {
     ev.wait_for_within("the run's turn_end", RESUME_WAIT, |evs| {
         evs.iter().find_map(|e| match &e.payload {
             Some(Payload::TurnEnd(t)) if e.run_id == run => Some(t.clone()),

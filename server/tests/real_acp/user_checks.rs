@@ -1,6 +1,6 @@
-//! The user-level checks a claude session passes, for a Gemini session over
-//! ACP too: a client that refreshes mid-answer, and a Send mid-turn that
-//! waits for its own turn.
+//! The user-level checks a claude session passes, for a session over ACP
+//! too (Gemini here; `codex_acp` runs them on codex-acp): a client that
+//! refreshes mid-answer, and a Send mid-turn that waits for its own turn.
 
 use agent_harness_protocol::pb::event::Payload;
 
@@ -17,12 +17,22 @@ both_releases!(
     a_send_mid_turn_waits_for_its_own_turn,
 );
 
-/// A client that refreshes while Gemini writes its answer (a new Subscribe
-/// from seq 0 asking for live typing) gets, right after `caught_up`, one
-/// snapshot of the text so far, then the rest as fragments: snapshot plus
-/// fragments equal the stored answer, and the answer is stored once.
+/// A refresh mid-answer, on Gemini.
 async fn a_refresh_mid_answer_gets_the_text_so_far_then_the_rest(pinned: bool) {
-    let mut h = Harness::new(pinned).await;
+    refresh_mid_answer(Harness::new(pinned).await).await
+}
+
+/// A Send mid-turn, on Gemini.
+async fn a_send_mid_turn_waits_for_its_own_turn(pinned: bool) {
+    send_mid_turn(Harness::new(pinned).await).await
+}
+
+/// A client that refreshes while the agent writes its answer (a new
+/// Subscribe from seq 0 asking for live typing) gets, right after
+/// `caught_up`, one snapshot of the text so far, then the rest as
+/// fragments: snapshot plus fragments equal the stored answer, and the
+/// answer is stored once.
+pub(super) async fn refresh_mid_answer(mut h: Harness) {
     let first = Events::open_with(h.client().await, "u1", true).await;
     h.start("u1", "SLOW 30 100").await;
     first
@@ -72,11 +82,10 @@ async fn a_refresh_mid_answer_gets_the_text_so_far_then_the_rest(pinned: bool) {
 /// A Send while a prompt runs waits for its own `session/prompt`: the
 /// first answer is whole, the second follows on the same process, the
 /// model's second request carries both prompts.
-async fn a_send_mid_turn_waits_for_its_own_turn(pinned: bool) {
-    let mut h = Harness::new(pinned).await;
+pub(super) async fn send_mid_turn(mut h: Harness) {
     let ev = h.subscribe("u2").await;
     let started = h.start("u2", "SLOW 6 150").await;
-    eventually("the model request", || !h.api.gemini_requests().is_empty()).await;
+    eventually("the model request", || !h.turn_requests().is_empty()).await;
     let run = h.send("u2", "TEXT the second turn").await;
     assert_eq!(run, started.run_id, "the same process");
     let (first_ev, first) = ev.turn_end_after(0).await;

@@ -1,6 +1,6 @@
-//! Where the tests find the real `claude`, `codex` and `gemini` CLIs that talk to the
-//! fake: the ones `tests/setup.sh` installs under `tests/tools` (and the newest
-//! releases under `tests/tools/newest`), or the binary a variable names.
+//! Where the tests find the real `claude`, `codex` and `gemini` CLIs (and the codex-acp
+//! bridge) that talk to the fake: the ones `tests/setup.sh` installs under `tests/tools`
+//! (and the newest releases under `tests/tools/newest`), or the binary a variable names.
 //!
 //! A missing CLI ends the test binary with one line naming the setup
 //! command: every test of such a binary needs it, so a page of identical
@@ -62,6 +62,28 @@ pub fn gemini_bin_newest() -> PathBuf {
         "tests/tools/newest",
         "gemini",
         &[".bin/gemini"],
+    )
+}
+
+/// The pinned codex-acp bridge (an ACP agent that runs its own `codex app-server`):
+/// `CODEX_ACP_BIN`, else `tests/tools/node_modules/.bin/codex-acp` (a node script).
+pub fn codex_acp_bin() -> PathBuf {
+    installed(
+        "CODEX_ACP_BIN",
+        "tests/tools",
+        "codex-acp",
+        &[".bin/codex-acp"],
+    )
+}
+
+/// The newest codex-acp release checked: `CODEX_ACP_BIN_NEWEST`, else
+/// `tests/tools/newest/node_modules/.bin/codex-acp`.
+pub fn codex_acp_bin_newest() -> PathBuf {
+    installed(
+        "CODEX_ACP_BIN_NEWEST",
+        "tests/tools/newest",
+        "codex-acp",
+        &[".bin/codex-acp"],
     )
 }
 

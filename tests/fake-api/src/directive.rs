@@ -24,6 +24,7 @@ pub const KEYWORDS: &[&str] = &[
     "BGBASH",
     "WRITE",
     "WRITEBASH",
+    "ESCBASH",
     "AGENT",
     "SPAWNSUB",
     "BGAGENT",

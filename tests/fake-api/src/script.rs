@@ -213,6 +213,14 @@ pub fn reply(pos: &Position, attempt: u32) -> Reply {
             "Create file",
             false,
         ),
+        // A command the model asks to run outside the sandbox (Claude's own Bash flag; the
+        // Responses API turns it into Codex's escalation request).
+        "ESCBASH" => ScriptedMessage::new(vec![Block::tool(
+            "Bash",
+            json!({"command": or_default(args, "echo escalated"),
+                   "description": "Run outside the sandbox",
+                   "dangerouslyDisableSandbox": true}),
+        )]),
         "WRITE" => {
             let path = words.next().unwrap_or("fake-api-written.txt");
             let content = args

@@ -11,46 +11,18 @@
 //! one's to `DIR/<scenario>.2.jsonl`: one file per process, as a decoder sees one process.
 //! `cassettes/codex/` holds them (see its README).
 
+mod common;
+
 use agent_harness_fake_api::FakeApi;
 use agent_harness_fake_api::cli::{codex_bin, codex_bin_newest};
+use common::{LinesChild, both_releases, recorder};
 use serde_json::{Value, json};
-use std::io::Write;
 use std::path::{Path, PathBuf};
-use std::process::Stdio;
-use std::sync::{Arc, Mutex};
 use std::time::Duration;
-use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
-use tokio::process::{Child, ChildStdin, Command};
-use tokio::sync::mpsc;
+use tokio::process::Command;
 
 /// How long one expected line may take; a turn against the fake takes well under a second.
 const LINE_TIMEOUT: Duration = Duration::from_secs(60);
-
-/// Where one process's transcript goes, if recording.
-type Recorder = Option<Arc<Mutex<std::fs::File>>>;
-
-/// The recorder of the `n`th process (from 1) of `scenario`.
-fn recorder(scenario: &str, pinned: bool, n: usize) -> Recorder {
-    let dir = std::env::var_os("AGENT_HARNESS_RECORD_CODEX")?;
-    if !pinned {
-        return None;
-    }
-    let dir = PathBuf::from(dir);
-    std::fs::create_dir_all(&dir).expect("create the recording directory");
-    let name = match n {
-        1 => format!("{scenario}.jsonl"),
-        n => format!("{scenario}.{n}.jsonl"),
-    };
-    let file = std::fs::File::create(dir.join(name)).expect("recording");
-    Some(Arc::new(Mutex::new(file)))
-}
-
-fn record(rec: &Recorder, dir: &str, line: &str) {
-    if let Some(f) = rec {
-        let mut f = f.lock().unwrap_or_else(|e| e.into_inner());
-        writeln!(f, "{}", json!({"dir": dir, "line": line})).expect("write the recording");
-    }
-}
 
 /// One scenario's fixture: the fake, a `CODEX_HOME` pointing at it, a working directory and
 /// the binary under test.
@@ -88,100 +60,45 @@ impl Setup {
 
     fn spawn(&mut self) -> Codex {
         self.spawned += 1;
-        Codex::spawn(self, recorder(self.scenario, self.pinned, self.spawned))
+        let rec = recorder(
+            "AGENT_HARNESS_RECORD_CODEX",
+            self.scenario,
+            self.pinned,
+            self.spawned,
+        );
+        let mut cmd = Command::new(&self.bin);
+        cmd.args(["app-server", "--listen", "stdio://"])
+            // Nothing from a developer's own setup leaks in.
+            .env_clear()
+            .env("PATH", std::env::var_os("PATH").unwrap_or_default())
+            .env("HOME", self.home.path())
+            .env("SHELL", "/bin/bash")
+            .env("RUST_LOG", "error")
+            .envs(self.api.codex_env(self.home.path()))
+            .current_dir(self.cwd.path());
+        Codex {
+            io: LinesChild::spawn("codex", cmd, rec, LINE_TIMEOUT),
+            next_id: 1,
+            cwd: self.cwd.path().display().to_string(),
+        }
     }
 }
 
 /// One `codex app-server` process speaking JSON lines on stdio.
 struct Codex {
-    child: Child,
-    stdin: Option<ChildStdin>,
-    lines: mpsc::UnboundedReceiver<String>,
-    rec: Recorder,
+    io: LinesChild,
     next_id: u64,
-    /// Every line read so far, for failure messages.
-    seen: Vec<Value>,
     cwd: String,
 }
 
 impl Codex {
-    fn spawn(s: &Setup, rec: Recorder) -> Codex {
-        let mut child = Command::new(&s.bin)
-            .args(["app-server", "--listen", "stdio://"])
-            // Nothing from a developer's own setup leaks in.
-            .env_clear()
-            .env("PATH", std::env::var_os("PATH").unwrap_or_default())
-            .env("HOME", s.home.path())
-            .env("SHELL", "/bin/bash")
-            .env("RUST_LOG", "error")
-            .envs(s.api.codex_env(s.home.path()))
-            .current_dir(s.cwd.path())
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::null())
-            .kill_on_drop(true)
-            .spawn()
-            .expect("spawn codex app-server");
-        let stdout = child.stdout.take().expect("stdout");
-        let (tx, lines) = mpsc::unbounded_channel();
-        let out_rec = rec.clone();
-        tokio::spawn(async move {
-            let mut r = BufReader::new(stdout).lines();
-            while let Ok(Some(line)) = r.next_line().await {
-                record(&out_rec, "out", &line);
-                if tx.send(line).is_err() {
-                    break;
-                }
-            }
-        });
-        Codex {
-            stdin: child.stdin.take(),
-            child,
-            lines,
-            rec,
-            next_id: 1,
-            seen: Vec::new(),
-            cwd: s.cwd.path().display().to_string(),
-        }
-    }
-
     async fn send(&mut self, v: Value) {
-        let line = v.to_string();
-        record(&self.rec, "in", &line);
-        let stdin = self.stdin.as_mut().expect("stdin open");
-        stdin
-            .write_all(format!("{line}\n").as_bytes())
-            .await
-            .unwrap();
-        stdin.flush().await.unwrap();
-    }
-
-    /// The next line Codex writes.
-    async fn next(&mut self) -> Value {
-        let line = match tokio::time::timeout(LINE_TIMEOUT, self.lines.recv()).await {
-            Ok(Some(l)) => l,
-            Ok(None) => panic!("codex closed stdout; seen: {:#?}", self.seen),
-            Err(_) => panic!(
-                "no line from codex in {LINE_TIMEOUT:?}; seen: {:#?}",
-                self.seen
-            ),
-        };
-        let v: Value = serde_json::from_str(&line)
-            .unwrap_or_else(|e| panic!("codex wrote a line that is not JSON ({e}): {line}"));
-        self.seen.push(v.clone());
-        v
+        self.io.send(v).await
     }
 
     /// Reads until a line matches, returning it and the lines before it.
     async fn until(&mut self, what: impl Fn(&Value) -> bool) -> (Value, Vec<Value>) {
-        let mut before = Vec::new();
-        loop {
-            let v = self.next().await;
-            if what(&v) {
-                return (v, before);
-            }
-            before.push(v);
-        }
+        self.io.until(what).await
     }
 
     /// Sends a request and returns its response (`result` or `error`).
@@ -241,14 +158,8 @@ impl Codex {
     }
 
     /// Closes stdin and waits for the process to exit, as a client that goes away does.
-    async fn exit(mut self) {
-        drop(self.stdin.take());
-        match tokio::time::timeout(Duration::from_secs(20), self.child.wait()).await {
-            Ok(status) => {
-                status.expect("wait for codex");
-            }
-            Err(_) => panic!("codex did not exit within 20 s of stdin EOF"),
-        }
+    async fn exit(self) {
+        self.io.exit().await
     }
 }
 
@@ -272,22 +183,6 @@ fn answer(lines: &[Value]) -> String {
         .and_then(|i| i["text"].as_str())
         .unwrap_or_else(|| panic!("no agentMessage completed in {lines:#?}"))
         .to_owned()
-}
-
-/// Runs each scenario against the pinned and the newest release.
-macro_rules! both_releases {
-    ($($scenario:ident),* $(,)?) => {$(
-        mod $scenario {
-            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-            async fn pinned() {
-                super::$scenario(super::Setup::new(stringify!($scenario), true)).await
-            }
-            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-            async fn newest() {
-                super::$scenario(super::Setup::new(stringify!($scenario), false)).await
-            }
-        }
-    )*};
 }
 
 both_releases!(

@@ -11,47 +11,20 @@
 //! written and read. A scenario with a second process (load, unknown session) writes that
 //! one's to `DIR/<scenario>.2.jsonl`. `cassettes/gemini/` holds them (see its README).
 
+mod common;
+
 use agent_harness_fake_api::FakeApi;
 use agent_harness_fake_api::cli::{gemini_bin, gemini_bin_newest};
+use common::acp::{Acp, chunks, option_of_kind, stop_reason, update};
+use common::{LinesChild, both_releases, recorder, streams_closed};
 use serde_json::{Value, json};
-use std::io::Write;
 use std::path::{Path, PathBuf};
-use std::process::Stdio;
-use std::sync::{Arc, Mutex};
 use std::time::Duration;
-use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
-use tokio::process::{Child, ChildStdin, Command};
-use tokio::sync::mpsc;
+use tokio::process::Command;
 
 /// How long one expected line may take; Gemini CLI starts in a few seconds on a loaded
 /// machine, a turn against the fake takes well under one.
 const LINE_TIMEOUT: Duration = Duration::from_secs(90);
-
-/// Where one process's transcript goes, if recording.
-type Recorder = Option<Arc<Mutex<std::fs::File>>>;
-
-/// The recorder of the `n`th process (from 1) of `scenario`.
-fn recorder(scenario: &str, pinned: bool, n: usize) -> Recorder {
-    let dir = std::env::var_os("AGENT_HARNESS_RECORD_GEMINI")?;
-    if !pinned {
-        return None;
-    }
-    let dir = PathBuf::from(dir);
-    std::fs::create_dir_all(&dir).expect("create the recording directory");
-    let name = match n {
-        1 => format!("{scenario}.jsonl"),
-        n => format!("{scenario}.{n}.jsonl"),
-    };
-    let file = std::fs::File::create(dir.join(name)).expect("recording");
-    Some(Arc::new(Mutex::new(file)))
-}
-
-fn record(rec: &Recorder, dir: &str, line: &str) {
-    if let Some(f) = rec {
-        let mut f = f.lock().unwrap_or_else(|e| e.into_inner());
-        writeln!(f, "{}", json!({"dir": dir, "line": line})).expect("write the recording");
-    }
-}
 
 /// One scenario's fixture: the fake, a `HOME` whose settings point Gemini at it, a working
 /// directory and the binary under test.
@@ -87,256 +60,26 @@ impl Setup {
         }
     }
 
-    fn spawn(&mut self) -> Gemini {
+    /// One more `gemini --acp` process.
+    fn spawn(&mut self) -> Acp {
         self.spawned += 1;
-        Gemini::spawn(self, recorder(self.scenario, self.pinned, self.spawned))
-    }
-}
-
-/// One `gemini --acp` process.
-struct Gemini {
-    child: Child,
-    stdin: Option<ChildStdin>,
-    lines: mpsc::UnboundedReceiver<String>,
-    rec: Recorder,
-    next_id: u64,
-    /// Every line read so far, for failure messages.
-    seen: Vec<Value>,
-    cwd: String,
-}
-
-impl Gemini {
-    fn spawn(s: &Setup, rec: Recorder) -> Gemini {
-        let mut child = Command::new(&s.bin)
-            .arg("--acp")
+        let rec = recorder(
+            "AGENT_HARNESS_RECORD_GEMINI",
+            self.scenario,
+            self.pinned,
+            self.spawned,
+        );
+        let mut cmd = Command::new(&self.bin);
+        cmd.arg("--acp")
             // Nothing from a developer's own setup leaks in.
             .env_clear()
             .env("PATH", std::env::var_os("PATH").unwrap_or_default())
             .env("SHELL", "/bin/bash")
-            .envs(s.api.gemini_env(s.home.path()))
-            .current_dir(s.cwd.path())
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::null())
-            .kill_on_drop(true)
-            .spawn()
-            .expect("spawn gemini --acp");
-        let stdout = child.stdout.take().expect("stdout");
-        let (tx, lines) = mpsc::unbounded_channel();
-        let out_rec = rec.clone();
-        tokio::spawn(async move {
-            let mut r = BufReader::new(stdout).lines();
-            while let Ok(Some(line)) = r.next_line().await {
-                record(&out_rec, "out", &line);
-                if tx.send(line).is_err() {
-                    break;
-                }
-            }
-        });
-        Gemini {
-            stdin: child.stdin.take(),
-            child,
-            lines,
-            rec,
-            next_id: 1,
-            seen: Vec::new(),
-            cwd: s.cwd.path().display().to_string(),
-        }
+            .envs(self.api.gemini_env(self.home.path()))
+            .current_dir(self.cwd.path());
+        let io = LinesChild::spawn("gemini", cmd, rec, LINE_TIMEOUT);
+        Acp::new(io, self.cwd.path().display().to_string())
     }
-
-    async fn send(&mut self, v: Value) {
-        let line = v.to_string();
-        record(&self.rec, "in", &line);
-        let stdin = self.stdin.as_mut().expect("stdin open");
-        stdin
-            .write_all(format!("{line}\n").as_bytes())
-            .await
-            .unwrap();
-        stdin.flush().await.unwrap();
-    }
-
-    /// The next line Gemini writes, or `None` when none comes within `wait`.
-    async fn next_within(&mut self, wait: Duration) -> Option<Value> {
-        let line = match tokio::time::timeout(wait, self.lines.recv()).await {
-            Ok(Some(l)) => l,
-            Ok(None) => panic!("gemini closed stdout; seen: {:#?}", self.seen),
-            Err(_) => return None,
-        };
-        let v: Value = serde_json::from_str(&line)
-            .unwrap_or_else(|e| panic!("gemini wrote a line that is not JSON ({e}): {line}"));
-        assert_eq!(v["jsonrpc"], "2.0", "{v}");
-        self.seen.push(v.clone());
-        Some(v)
-    }
-
-    async fn next(&mut self) -> Value {
-        match self.next_within(LINE_TIMEOUT).await {
-            Some(v) => v,
-            None => panic!(
-                "no line from gemini in {LINE_TIMEOUT:?}; seen: {:#?}",
-                self.seen
-            ),
-        }
-    }
-
-    /// Reads until a line matches, returning it and the lines before it.
-    async fn until(&mut self, what: impl Fn(&Value) -> bool) -> (Value, Vec<Value>) {
-        let mut before = Vec::new();
-        loop {
-            let v = self.next().await;
-            if what(&v) {
-                return (v, before);
-            }
-            before.push(v);
-        }
-    }
-
-    /// Sends a request; returns its id.
-    async fn call(&mut self, method: &str, params: Value) -> u64 {
-        let id = self.next_id;
-        self.next_id += 1;
-        self.send(json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params}))
-            .await;
-        id
-    }
-
-    /// Sends a request and returns its response (`result` or `error`) and the lines before.
-    async fn request(&mut self, method: &str, params: Value) -> (Value, Vec<Value>) {
-        let id = self.call(method, params).await;
-        self.response(id).await
-    }
-
-    async fn response(&mut self, id: u64) -> (Value, Vec<Value>) {
-        self.until(|v| v["id"] == id && v.get("method").is_none())
-            .await
-    }
-
-    /// `initialize` with a client that offers no file system and no terminal: Gemini then
-    /// uses its own tools.
-    async fn initialize(&mut self) -> Value {
-        let (r, _) = self
-            .request(
-                "initialize",
-                json!({"protocolVersion": 1,
-                       "clientCapabilities": {"fs": {"readTextFile": false, "writeTextFile": false}, "terminal": false},
-                       "clientInfo": {"name": "agent-harness-test", "version": "0"}}),
-            )
-            .await;
-        r.get("result")
-            .unwrap_or_else(|| panic!("initialize: {r}"))
-            .clone()
-    }
-
-    /// `session/new` in the working directory with no MCP servers; returns the session id.
-    async fn new_session(&mut self) -> String {
-        let cwd = self.cwd.clone();
-        let (r, _) = self
-            .request("session/new", json!({"cwd": cwd, "mcpServers": []}))
-            .await;
-        r.pointer("/result/sessionId")
-            .and_then(Value::as_str)
-            .unwrap_or_else(|| panic!("session/new: {r}"))
-            .to_owned()
-    }
-
-    /// Sends one text prompt; returns the request id (the turn ends at its response).
-    async fn prompt(&mut self, session: &str, text: &str) -> u64 {
-        self.call(
-            "session/prompt",
-            json!({"sessionId": session, "prompt": [{"type": "text", "text": text}]}),
-        )
-        .await
-    }
-
-    /// One whole turn: the prompt, then everything up to its response.
-    async fn turn(&mut self, session: &str, text: &str) -> (Value, Vec<Value>) {
-        let id = self.prompt(session, text).await;
-        self.response(id).await
-    }
-
-    /// Answers an agent request (`session/request_permission`) with `outcome`.
-    async fn answer(&mut self, request: &Value, outcome: Value) {
-        self.send(json!({"jsonrpc": "2.0", "id": request["id"], "result": {"outcome": outcome}}))
-            .await;
-    }
-
-    /// Closes stdin and waits for the process to exit, as a client that goes away does.
-    async fn exit(mut self) {
-        drop(self.stdin.take());
-        match tokio::time::timeout(Duration::from_secs(20), self.child.wait()).await {
-            Ok(status) => {
-                status.expect("wait for gemini");
-            }
-            Err(_) => panic!("gemini did not exit within 20 s of stdin EOF"),
-        }
-    }
-}
-
-/// The `sessionUpdate` kind of a `session/update` notification, else "".
-fn update(v: &Value) -> &str {
-    if v["method"] != "session/update" {
-        return "";
-    }
-    v.pointer("/params/update/sessionUpdate")
-        .and_then(Value::as_str)
-        .unwrap_or("")
-}
-
-/// The text of every `kind` chunk in `lines`, joined.
-fn chunks(lines: &[Value], kind: &str) -> String {
-    lines
-        .iter()
-        .filter(|v| update(v) == kind)
-        .filter_map(|v| {
-            v.pointer("/params/update/content/text")
-                .and_then(Value::as_str)
-        })
-        .collect()
-}
-
-fn stop_reason(response: &Value) -> &str {
-    response
-        .pointer("/result/stopReason")
-        .and_then(Value::as_str)
-        .unwrap_or_else(|| panic!("not a prompt result: {response}"))
-}
-
-/// The option of a permission request with this `kind` (ids differ between agents).
-fn option_of_kind(ask: &Value, kind: &str) -> Value {
-    let options = ask["params"]["options"].as_array().expect("options");
-    let o = options
-        .iter()
-        .find(|o| o["kind"] == kind)
-        .unwrap_or_else(|| panic!("no {kind} option in {ask}"));
-    json!({"outcome": "selected", "optionId": o["optionId"]})
-}
-
-/// Waits until the fake has no reply stream open.
-async fn streams_closed(api: &FakeApi) {
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
-    while api.active_streams() > 0 {
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "the model stream stays open"
-        );
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
-}
-
-/// Runs each scenario against the pinned and the newest release.
-macro_rules! both_releases {
-    ($($scenario:ident),* $(,)?) => {$(
-        mod $scenario {
-            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-            async fn pinned() {
-                super::$scenario(super::Setup::new(stringify!($scenario), true)).await
-            }
-            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-            async fn newest() {
-                super::$scenario(super::Setup::new(stringify!($scenario), false)).await
-            }
-        }
-    )*};
 }
 
 both_releases!(
@@ -412,7 +155,7 @@ async fn thinking(mut s: Setup) {
 }
 
 /// `BASH <cmd>`: Gemini asks (`session/request_permission`); returns the request.
-async fn ask_for_shell(gemini: &mut Gemini, session: &str, cmd: &str) -> (u64, Value) {
+async fn ask_for_shell(gemini: &mut Acp, session: &str, cmd: &str) -> (u64, Value) {
     let id = gemini.prompt(session, &format!("BASH {cmd}")).await;
     let (ask, _) = gemini
         .until(|v| v["method"] == "session/request_permission")

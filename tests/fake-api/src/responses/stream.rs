@@ -7,7 +7,8 @@
 //! item, then `response.completed` with every item and the usage. Script blocks become items:
 //! text an assistant `message`, thinking a `reasoning` item with a summary, a tool call a
 //! `function_call` (the script's `Bash {command}` as Codex's shell tool
-//! [`SHELL_TOOL`]` {cmd}`; other tools keep their name and input).
+//! [`SHELL_TOOL`]` {cmd}`, asking for escalation when the script leaves the sandbox; other
+//! tools keep their name and input).
 
 use super::SHELL_TOOL;
 use crate::ids;
@@ -72,7 +73,14 @@ fn items(msg: &ScriptedMessage) -> Vec<Item> {
 fn function_call(name: &str, input: &Value) -> (String, String) {
     if name == "Bash" {
         let cmd = input.get("command").cloned().unwrap_or(Value::Null);
-        return (SHELL_TOOL.to_owned(), json!({ "cmd": cmd }).to_string());
+        let mut args = json!({ "cmd": cmd });
+        // The model asking to leave the sandbox: Codex's own words for it, which make Codex
+        // ask the user under an `on-request` approval policy.
+        if input["dangerouslyDisableSandbox"] == true {
+            args["sandbox_permissions"] = json!("require_escalated");
+            args["justification"] = input.get("description").cloned().unwrap_or(Value::Null);
+        }
+        return (SHELL_TOOL.to_owned(), args.to_string());
     }
     (name.to_owned(), input.to_string())
 }
@@ -239,6 +247,19 @@ mod tests {
         assert_eq!(
             (name.as_str(), args.as_str()),
             ("exec_command", r#"{"cmd":"echo hi"}"#)
+        );
+    }
+
+    #[test]
+    fn bash_outside_the_sandbox_asks_for_escalation() {
+        let (_, args) = function_call(
+            "Bash",
+            &json!({"command": "echo hi", "description": "d", "dangerouslyDisableSandbox": true}),
+        );
+        let args: Value = serde_json::from_str(&args).unwrap();
+        assert_eq!(
+            args,
+            json!({"cmd": "echo hi", "sandbox_permissions": "require_escalated", "justification": "d"})
         );
     }
 }
