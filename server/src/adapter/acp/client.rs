@@ -39,8 +39,6 @@ pub const REPLAY_CAP: Duration = Duration::from_secs(5);
 pub struct Observed {
     /// A wait began ([`Client::wait_deadline`], [`Client::wait_over`]).
     pub wait: bool,
-    /// The agent created or loaded this session just now.
-    pub session_started: Option<String>,
 }
 
 /// The agent's request for a permission.
@@ -271,8 +269,7 @@ impl Client {
                     Some(id) => id.to_owned(),
                     None => self.resume.clone(),
                 };
-                self.session_id = Some(id.clone());
-                seen.session_started = Some(id);
+                self.session_id = Some(id);
                 self.modes = listed(result, "/modes/availableModes", "id");
                 self.models = listed(result, "/models/availableModels", "modelId");
                 if let Some(mode) = self.mode_wanted.take()

@@ -22,7 +22,7 @@ use tokio::sync::mpsc;
 use tokio::time::Instant;
 
 use super::client::Client;
-use super::records::SessionRecords;
+use super::reopen;
 use crate::adapter::{
     AdapterError, PermissionDecision, ProcessControl, ProcessHandle, Signal, SpawnConfig,
     StdoutLine, UserInput,
@@ -38,7 +38,6 @@ pub struct AcpControl {
     stdin: StdinWriter,
     group: ProcessGroup,
     client: Mutex<Client>,
-    records: Arc<SessionRecords>,
     /// Copies of the prompts written, for the tap to put in the line
     /// stream.
     copies: mpsc::UnboundedSender<String>,
@@ -50,8 +49,6 @@ pub struct Launch {
     pub agent: String,
     /// The permission mode to set once the session exists.
     pub mode: Option<String>,
-    /// When each session was last created or loaded.
-    pub records: Arc<SessionRecords>,
 }
 
 /// Spawns `spec` (the agent), starts the handshake for `config` and queues
@@ -61,11 +58,7 @@ pub async fn start(
     config: &SpawnConfig,
     launch: Launch,
 ) -> Result<ProcessHandle, AdapterError> {
-    let Launch {
-        agent,
-        mode,
-        records,
-    } = launch;
+    let Launch { agent, mode } = launch;
     let child = supervise::spawn(spec).await?;
     let c = &config.config;
     let cwd = match &spec.cwd {
@@ -76,8 +69,8 @@ pub async fn start(
             .unwrap_or_else(|_| "/".into()),
     };
     let mut client = Client::new(&agent, &cwd, &c.resume, mode, &c.model);
-    if !c.resume.is_empty() {
-        let wait = records.wait_before_load(&c.resume, SystemTime::now());
+    if let (false, Some(opened)) = (c.resume.is_empty(), config.opened_at) {
+        let wait = reopen::wait_before_load(opened, SystemTime::now());
         if !wait.is_zero() {
             tracing::info!(session = %c.resume, ?wait, "acp: the load waits for the next minute");
             client.load_not_before(Instant::now() + wait);
@@ -88,7 +81,6 @@ pub async fn start(
         stdin: child.stdin.expect("the ACP spec pipes stdin"),
         group: child.group,
         client: Mutex::new(client),
-        records,
         copies: copies_tx,
     });
     let (tx, rx) = mpsc::channel(TAPPED_LINES);
@@ -164,9 +156,6 @@ impl Tap {
         };
         let mut out = Vec::new();
         let seen = self.control.lock().observe(&msg, Instant::now(), &mut out);
-        if let Some(id) = &seen.session_started {
-            self.control.records.started(id, SystemTime::now());
-        }
         if let Err(e) = self.control.send_all(out) {
             tracing::debug!(error = %e, "acp: could not write to the process");
         }
