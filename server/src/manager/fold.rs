@@ -29,8 +29,8 @@ use crate::log::{EventLogs, LogError};
 /// Events read per page when a fold catches up or is rebuilt.
 const FOLD_PAGE: usize = 1000;
 
-/// The derive fold of one session's log (a prefix of it), plus the one
-/// thing the manager reads from the log that derive does not keep.
+/// The derive fold of one session's log (a prefix of it), plus what the
+/// manager reads from the log that derive does not keep.
 #[derive(Debug, Clone, Default)]
 pub(super) struct SessionFold {
     /// Every derivation (status, usage, tasks, ...), as GetSession reports.
