@@ -28,7 +28,6 @@ use crate::adapter::{
     StdoutLine, UserInput,
 };
 use crate::supervise::{self, ProcessGroup, ProcessSpec, StdinWriter};
-use crate::tasks::Tasks;
 
 /// Lines buffered between the tap and the run task.
 const TAPPED_LINES: usize = 256;
@@ -87,7 +86,6 @@ pub async fn start(
     let tap = Tap {
         tx,
         control: control.clone(),
-        tasks: config.tasks.clone(),
     };
     config.tasks.spawn("acp tap", tap.run(child.stdout, copies));
     let first = control.lock().initialize();
@@ -112,24 +110,32 @@ pub async fn start(
 struct Tap {
     tx: mpsc::Sender<StdoutLine>,
     control: Arc<AcpControl>,
-    tasks: Tasks,
 }
 
 impl Tap {
     /// Hands every line on to the run task, after the client has read it,
-    /// and the copies of our prompts in their place.
+    /// and the copies of our prompts in their place; sends what waited for
+    /// its time (a held-back load, the first prompt after a replay). Ends
+    /// with the agent's stdout, so nothing of a dead process lingers.
     async fn run(
         self,
         mut lines: mpsc::Receiver<StdoutLine>,
         mut copies: mpsc::UnboundedReceiver<String>,
     ) {
         loop {
+            let deadline = self.control.lock().wait_deadline();
             let line = tokio::select! {
-                // A prompt written from outside the tap (a user message,
-                // the end of a replay) goes before any line read after it.
+                // A prompt written from outside the tap (a user message)
+                // goes before any line read after it.
                 biased;
                 Some(copy) = copies.recv() => {
                     self.forward(StdoutLine::Line(copy)).await;
+                    continue;
+                }
+                () = sleep_until_some(deadline) => {
+                    let mut out = Vec::new();
+                    self.control.lock().wait_over(Instant::now(), &mut out);
+                    self.send(out);
                     continue;
                 }
                 line = lines.recv() => match line {
@@ -155,12 +161,13 @@ impl Tap {
             return;
         };
         let mut out = Vec::new();
-        let seen = self.control.lock().observe(&msg, Instant::now(), &mut out);
+        self.control.lock().observe(&msg, Instant::now(), &mut out);
+        self.send(out);
+    }
+
+    fn send(&self, out: Vec<Value>) {
         if let Err(e) = self.control.send_all(out) {
             tracing::debug!(error = %e, "acp: could not write to the process");
-        }
-        if seen.wait {
-            self.tasks.spawn("acp wait", wait(self.control.clone()));
         }
     }
 
@@ -171,22 +178,11 @@ impl Tap {
     }
 }
 
-/// Sends what waits for its time: a load held back to the next minute, or
-/// the first prompt once the replay of a loaded session has gone quiet.
-async fn wait(control: Arc<AcpControl>) {
-    loop {
-        let Some(deadline) = control.lock().wait_deadline() else {
-            return;
-        };
-        tokio::time::sleep_until(deadline).await;
-        let mut out = Vec::new();
-        let over = control.lock().wait_over(Instant::now(), &mut out);
-        if let Err(e) = control.send_all(out) {
-            tracing::debug!(error = %e, "acp: could not write to the process");
-        }
-        if over {
-            return;
-        }
+/// Sleeps until `deadline`; forever when there is none.
+async fn sleep_until_some(deadline: Option<Instant>) {
+    match deadline {
+        Some(at) => tokio::time::sleep_until(at).await,
+        None => std::future::pending().await,
     }
 }
 
