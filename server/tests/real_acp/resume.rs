@@ -20,6 +20,7 @@ use crate::support::cli_grpc::{Events, eventually, run_starts, texts};
 const RESUME_WAIT: Duration = Duration::from_secs(60 * 2 + 30);
 
 both_releases!(
+    a_shutdown_while_a_load_is_held_back_ends_at_once,
     resume_after_the_server_restarts,
     a_lost_session_is_resume_failed_and_the_next_send_starts_anew,
     kill_9_of_the_agent_mid_turn_ends_the_run_once_and_the_next_send_resumes,
@@ -190,4 +191,31 @@ async fn kill_9_of_the_agent_mid_turn_ends_the_run_once_and_the_next_send_resume
         .filter(|e| e.run_id == first.run_id && matches!(e.payload, Some(Payload::RunEnd(_))))
         .count();
     assert_eq!(ends, 1, "the killed run ended once");
+}
+
+/// A shutdown while a respawned agent's load is held back (its session was
+/// opened this minute) does not wait for that minute: the process ends on
+/// its closed input, and every run ends once.
+async fn a_shutdown_while_a_load_is_held_back_ends_at_once(pinned: bool) {
+    let mut h = Harness::new(pinned).await;
+    let ev = h.subscribe("r4").await;
+    let first = h.start("r4", "TEXT one").await;
+    let (end_ev, _) = ev.turn_end_after(0).await;
+    let ready = ready_of(&ev.snapshot(), &first.run_id);
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(ready.pid as i32),
+        nix::sys::signal::Signal::SIGKILL,
+    )
+    .expect("kill -9 the agent");
+    ev.run_end_after(end_ev.seq).await;
+    let run = h.send("r4", "TEXT two").await;
+    assert_ne!(run, first.run_id);
+    let began = std::time::Instant::now();
+    h.shutdown().await;
+    assert!(
+        began.elapsed() < Duration::from_secs(20),
+        "the shutdown took {:?}",
+        began.elapsed()
+    );
+    h.assert_stored_runs_end_once("r4");
 }
