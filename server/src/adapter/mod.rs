@@ -42,6 +42,11 @@ pub struct SpawnConfig {
     /// Where the adapter spawns the process's tasks (reaper, readers,
     /// replay): the server's set, which shutdown waits for.
     pub tasks: Tasks,
+    /// When a process last opened the conversation this run resumes (the
+    /// time of the session's latest run_ready), for an agent that must not
+    /// reopen it within the same minute; `None` for a new conversation or
+    /// a session with no run_ready yet.
+    pub opened_at: Option<std::time::SystemTime>,
 }
 
 /// One user message for the process.

@@ -18,6 +18,7 @@
 //! [`FOLD_PAGE`] events: never the whole log at once.
 
 use std::sync::Mutex;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use agent_harness_protocol::derive::{Fold, StatusFold};
 use agent_harness_protocol::pb;
@@ -28,8 +29,8 @@ use crate::log::{EventLogs, LogError};
 /// Events read per page when a fold catches up or is rebuilt.
 const FOLD_PAGE: usize = 1000;
 
-/// The derive fold of one session's log (a prefix of it), plus the one
-/// thing the manager reads from the log that derive does not keep.
+/// The derive fold of one session's log (a prefix of it), plus what the
+/// manager reads from the log that derive does not keep.
 #[derive(Debug, Clone, Default)]
 pub(super) struct SessionFold {
     /// Every derivation (status, usage, tasks, ...), as GetSession reports.
@@ -45,6 +46,9 @@ pub(super) struct SessionFold {
     /// The settings changed since that run_start (SetModel, ...): a respawn
     /// applies them over `last_config`.
     pub(super) changed: SettingsChanged,
+    /// When the latest run_ready was appended: the last time a process
+    /// opened the session's conversation.
+    pub(super) last_ready_at: Option<SystemTime>,
 }
 
 /// Settings changed since the latest run_start; `None`: unchanged.
@@ -108,6 +112,13 @@ impl SessionFold {
         }
         if let Some(Payload::SettingChanged(s)) = &e.payload {
             self.changed.apply(s);
+        }
+        if let (Some(Payload::RunReady(_)), Some(t)) = (&e.payload, &e.time) {
+            let since_epoch = Duration::new(
+                u64::try_from(t.seconds).unwrap_or(0),
+                u32::try_from(t.nanos).unwrap_or(0),
+            );
+            self.last_ready_at = Some(UNIX_EPOCH + since_epoch);
         }
     }
 
@@ -342,5 +353,21 @@ mod tests {
         ]);
         assert_eq!(cell.with(SessionFold::head), Some(3));
         assert!(!cell.status().run_live());
+    }
+
+    #[test]
+    fn the_latest_run_ready_says_when_the_conversation_was_last_opened() {
+        let mut ready = ev(2, Payload::RunReady(pb::RunReady::default()));
+        ready.time = Some(pbjson_types::Timestamp {
+            seconds: 1_000,
+            nanos: 500,
+        });
+        let fold = SessionFold::from_events(&[run_start(1)]);
+        assert_eq!(fold.last_ready_at, None);
+        let fold = SessionFold::from_events(&[run_start(1), ready]);
+        assert_eq!(
+            fold.last_ready_at,
+            Some(UNIX_EPOCH + Duration::new(1_000, 500))
+        );
     }
 }

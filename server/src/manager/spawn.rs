@@ -173,6 +173,10 @@ impl SessionManager {
             config: spawned,
             prompt_uuid: prompt_uuid.clone(),
             tasks: self.inner.tasks.clone(),
+            opened_at: match config.resume.is_empty() {
+                true => None,
+                false => fold.with(|f| f.last_ready_at).flatten(),
+            },
         };
         self.inner.adapter.check(&spawn)?;
         let permit = self.live_run_permit()?;

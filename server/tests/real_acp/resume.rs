@@ -3,10 +3,10 @@
 //! earlier messages; the replayed history is not appended again), and a
 //! session Gemini no longer has (run_error resume_failed, then a new one).
 //!
-//! A load within the minute of the session's last start is held back to
-//! the next minute by the adapter (Gemini CLI names its session file by
-//! that minute; see docs/agents.md), so these waits are longer than
-//! the usual test wait.
+//! A load within the minute of the session's latest run_ready is held back
+//! to the next minute by the adapter (Gemini CLI names its session file by
+//! that minute; see docs/agents.md), so these waits are longer than the
+//! usual test wait; nothing here renames Gemini's files to dodge it.
 
 use std::time::Duration;
 
@@ -20,10 +20,30 @@ use crate::support::cli_grpc::{Events, eventually, run_starts, texts};
 pub(super) const RESUME_WAIT: Duration = Duration::from_secs(60 * 2 + 30);
 
 both_releases!(
+    a_shutdown_while_a_load_is_held_back_ends_at_once,
     resume_after_the_server_restarts,
     a_lost_session_is_resume_failed_and_the_next_send_starts_anew,
     kill_9_of_the_agent_mid_turn_ends_the_run_once_and_the_next_send_resumes,
 );
+
+/// The minute (UTC, since the epoch) of run `run`'s run_ready.
+fn ready_minute(events: &[pb::Event], run: &str) -> i64 {
+    events
+        .iter()
+        .find(|e| e.run_id == run && matches!(e.payload, Some(Payload::RunReady(_))))
+        .and_then(|e| e.time.as_ref())
+        .map(|t| t.seconds / 60)
+        .expect("a run_ready with its time")
+}
+
+/// The load of `run` came in a later minute than the opening by `before`
+/// (the adapter held it back when it had to).
+fn loaded_in_a_later_minute(events: &[pb::Event], before: &str, run: &str) {
+    assert!(
+        ready_minute(events, run) > ready_minute(events, before),
+        "the session was loaded in the minute it was last opened"
+    );
+}
 
 /// The turn_end of run `run` (waiting through a held-back load).
 pub(super) async fn turn_end_of(ev: &Events, run: &str) -> pb::TurnEnd {
@@ -65,6 +85,7 @@ async fn resume_after_the_server_restarts(pinned: bool) {
         "the same session"
     );
     assert_eq!(h.last_prompts(), ["TEXT remember me", "TEXT second"]);
+    loaded_in_a_later_minute(&events, &first.run_id, &run);
     assert_eq!(
         texts(&events),
         "remember me|second",
@@ -153,6 +174,7 @@ async fn kill_9_of_the_agent_mid_turn_ends_the_run_once_and_the_next_send_resume
     assert_ne!(run, first.run_id, "a new process");
     let end = turn_end_of(&ev, &run).await;
     assert!(!end.is_error, "{end:?}");
+    loaded_in_a_later_minute(&ev.snapshot(), &first.run_id, &run);
     let prompts = h.last_prompts();
     assert_eq!(
         prompts.first().map(String::as_str),
@@ -169,4 +191,31 @@ async fn kill_9_of_the_agent_mid_turn_ends_the_run_once_and_the_next_send_resume
         .filter(|e| e.run_id == first.run_id && matches!(e.payload, Some(Payload::RunEnd(_))))
         .count();
     assert_eq!(ends, 1, "the killed run ended once");
+}
+
+/// A shutdown while a respawned agent's load is held back (its session was
+/// opened this minute) does not wait for that minute: the process ends on
+/// its closed input, and every run ends once.
+async fn a_shutdown_while_a_load_is_held_back_ends_at_once(pinned: bool) {
+    let mut h = Harness::new(pinned).await;
+    let ev = h.subscribe("r4").await;
+    let first = h.start("r4", "TEXT one").await;
+    let (end_ev, _) = ev.turn_end_after(0).await;
+    let ready = ready_of(&ev.snapshot(), &first.run_id);
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(ready.pid as i32),
+        nix::sys::signal::Signal::SIGKILL,
+    )
+    .expect("kill -9 the agent");
+    ev.run_end_after(end_ev.seq).await;
+    let run = h.send("r4", "TEXT two").await;
+    assert_ne!(run, first.run_id);
+    let began = std::time::Instant::now();
+    h.shutdown().await;
+    assert!(
+        began.elapsed() < Duration::from_secs(20),
+        "the shutdown took {:?}",
+        began.elapsed()
+    );
+    h.assert_stored_runs_end_once("r4");
 }

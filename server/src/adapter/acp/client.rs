@@ -34,15 +34,6 @@ pub const REPLAY_QUIET: Duration = Duration::from_millis(300);
 /// the new turn never interleave.
 pub const REPLAY_CAP: Duration = Duration::from_secs(5);
 
-/// What reading one message led to, for the process side.
-#[derive(Debug, Default, PartialEq, Eq)]
-pub struct Observed {
-    /// A wait began ([`Client::wait_deadline`], [`Client::wait_over`]).
-    pub wait: bool,
-    /// The agent created or loaded this session just now.
-    pub session_started: Option<String>,
-}
-
 /// The agent's request for a permission.
 const REQUEST_PERMISSION: &str = "session/request_permission";
 
@@ -180,32 +171,24 @@ impl Client {
         id
     }
 
-    /// Reads one message the agent wrote. When a wait begins (the load held
-    /// back, the replay of a loaded session) the caller waits for it
-    /// ([`Client::wait_deadline`], [`Client::wait_over`]).
-    pub fn observe(
-        &mut self,
-        msg: &Map<String, Value>,
-        now: Instant,
-        out: &mut Vec<Value>,
-    ) -> Observed {
+    /// Reads one message the agent wrote. What it leads to that must wait
+    /// (the load held back, the end of a loaded session's replay) is for
+    /// the caller to send at [`Client::wait_deadline`] ([`Client::wait_over`]).
+    pub fn observe(&mut self, msg: &Map<String, Value>, now: Instant, out: &mut Vec<Value>) {
         let method = msg.get("method").and_then(Value::as_str);
         match (method, msg.get("id")) {
-            (Some(method), Some(id)) => {
-                self.agent_request(method, id, msg.get("params"), out);
-                Observed::default()
-            }
+            (Some(method), Some(id)) => self.agent_request(method, id, msg.get("params"), out),
             (Some("session/update"), None) => {
                 if let Some(r) = &mut self.replay {
                     r.last_update = now;
                 }
-                Observed::default()
             }
-            (None, Some(id)) => match id.as_u64() {
-                Some(id) => self.answer(id, msg, now, out),
-                None => Observed::default(),
-            },
-            _ => Observed::default(),
+            (None, Some(id)) => {
+                if let Some(id) = id.as_u64() {
+                    self.answer(id, msg, now, out);
+                }
+            }
+            _ => {}
         }
     }
 
@@ -250,20 +233,13 @@ impl Client {
     }
 
     /// An answer to one of our requests.
-    fn answer(
-        &mut self,
-        id: u64,
-        msg: &Map<String, Value>,
-        now: Instant,
-        out: &mut Vec<Value>,
-    ) -> Observed {
+    fn answer(&mut self, id: u64, msg: &Map<String, Value>, now: Instant, out: &mut Vec<Value>) {
         let result = msg.get("result").filter(|_| !msg.contains_key("error"));
-        let mut seen = Observed::default();
         match (id, result) {
             // The decoder reports why the handshake failed.
             (INITIALIZE_ID | SESSION_ID, None) => self.fail(),
             (INITIALIZE_ID, Some(_)) => match self.load_at {
-                Some(at) if now < at => seen.wait = true,
+                Some(at) if now < at => {}
                 _ => self.open_session(out),
             },
             (SESSION_ID, Some(result)) => {
@@ -271,8 +247,7 @@ impl Client {
                     Some(id) => id.to_owned(),
                     None => self.resume.clone(),
                 };
-                self.session_id = Some(id.clone());
-                seen.session_started = Some(id);
+                self.session_id = Some(id);
                 self.modes = listed(result, "/modes/availableModes", "id");
                 self.models = listed(result, "/models/availableModels", "modelId");
                 if let Some(mode) = self.mode_wanted.take()
@@ -292,7 +267,6 @@ impl Client {
                         answered: now,
                         last_update: now,
                     });
-                    seen.wait = true;
                 }
             }
             (id, _) if Some(id) == self.prompt => {
@@ -303,7 +277,6 @@ impl Client {
             }
             _ => {}
         }
-        seen
     }
 
     /// `session/new`, or `session/load` of the session the run resumes.

@@ -188,4 +188,25 @@ mod tests {
                 .contains("not an executable file")
         );
     }
+
+    #[test]
+    fn the_flag_repeats() {
+        use clap::Parser;
+        #[derive(Parser)]
+        struct Serve {
+            #[command(flatten)]
+            acp: AcpFlags,
+        }
+        let serve = Serve::try_parse_from([
+            "serve",
+            "--acp-agent",
+            "a=/bin/sh",
+            "--acp-agent",
+            "b=/bin/sh -c 'echo hi'",
+        ])
+        .unwrap();
+        let agents = serve.acp.agents().unwrap();
+        assert_eq!(agents.len(), 2);
+        assert_eq!(agents[1].args, ["-c", "echo hi"]);
+    }
 }

@@ -9,8 +9,8 @@
 //!   without I/O: the handshake, prompts, cancel, permission answers by
 //!   option kind, the settings, the wait for a loaded session's replay;
 //! - [`process`]: the process it drives;
-//! - [`records`]: when each session was last created or loaded, so a load
-//!   never lands in the same minute (an agent may name records by minute);
+//! - [`reopen`]: a load held back to the minute after the session's last
+//!   opening (an agent may name its records by minute);
 //! - [`decode`]: what the agent writes, as log events;
 //! - `flags`: [`AcpFlags`], the adapter's flag of `serve`.
 //!
@@ -22,10 +22,9 @@ pub mod client;
 pub mod decode;
 mod flags;
 pub mod process;
-pub mod records;
+pub mod reopen;
 
 use std::path::PathBuf;
-use std::sync::Arc;
 
 pub use flags::{AcpAgentSpec, AcpFlags, name_ok};
 
@@ -114,16 +113,12 @@ pub fn initial_mode(mode: &str, permissions: PermissionMode) -> Option<String> {
 #[derive(Debug, Clone)]
 pub struct AcpAdapter {
     options: AcpOptions,
-    records: Arc<records::SessionRecords>,
 }
 
 impl AcpAdapter {
     /// An adapter with these options.
     pub fn new(options: AcpOptions) -> Self {
-        Self {
-            options,
-            records: Arc::default(),
-        }
+        Self { options }
     }
 
     /// The options it runs with.
@@ -197,7 +192,6 @@ impl ProcessAdapter for AcpAdapter {
             let launch = process::Launch {
                 agent: self.options.name.clone(),
                 mode: initial_mode(&config.config.permission_mode, self.options.permissions),
-                records: self.records.clone(),
             };
             process::start(&spec, &config, launch).await
         })

@@ -22,13 +22,12 @@ use tokio::sync::mpsc;
 use tokio::time::Instant;
 
 use super::client::Client;
-use super::records::SessionRecords;
+use super::reopen;
 use crate::adapter::{
     AdapterError, PermissionDecision, ProcessControl, ProcessHandle, Signal, SpawnConfig,
     StdoutLine, UserInput,
 };
 use crate::supervise::{self, ProcessGroup, ProcessSpec, StdinWriter};
-use crate::tasks::Tasks;
 
 /// Lines buffered between the tap and the run task.
 const TAPPED_LINES: usize = 256;
@@ -38,7 +37,6 @@ pub struct AcpControl {
     stdin: StdinWriter,
     group: ProcessGroup,
     client: Mutex<Client>,
-    records: Arc<SessionRecords>,
     /// Copies of the prompts written, for the tap to put in the line
     /// stream.
     copies: mpsc::UnboundedSender<String>,
@@ -50,8 +48,6 @@ pub struct Launch {
     pub agent: String,
     /// The permission mode to set once the session exists.
     pub mode: Option<String>,
-    /// When each session was last created or loaded.
-    pub records: Arc<SessionRecords>,
 }
 
 /// Spawns `spec` (the agent), starts the handshake for `config` and queues
@@ -61,11 +57,7 @@ pub async fn start(
     config: &SpawnConfig,
     launch: Launch,
 ) -> Result<ProcessHandle, AdapterError> {
-    let Launch {
-        agent,
-        mode,
-        records,
-    } = launch;
+    let Launch { agent, mode } = launch;
     let child = supervise::spawn(spec).await?;
     let c = &config.config;
     let cwd = match &spec.cwd {
@@ -76,8 +68,8 @@ pub async fn start(
             .unwrap_or_else(|_| "/".into()),
     };
     let mut client = Client::new(&agent, &cwd, &c.resume, mode, &c.model);
-    if !c.resume.is_empty() {
-        let wait = records.wait_before_load(&c.resume, SystemTime::now());
+    if let (false, Some(opened)) = (c.resume.is_empty(), config.opened_at) {
+        let wait = reopen::wait_before_load(opened, SystemTime::now());
         if !wait.is_zero() {
             tracing::info!(session = %c.resume, ?wait, "acp: the load waits for the next minute");
             client.load_not_before(Instant::now() + wait);
@@ -88,14 +80,12 @@ pub async fn start(
         stdin: child.stdin.expect("the ACP spec pipes stdin"),
         group: child.group,
         client: Mutex::new(client),
-        records,
         copies: copies_tx,
     });
     let (tx, rx) = mpsc::channel(TAPPED_LINES);
     let tap = Tap {
         tx,
         control: control.clone(),
-        tasks: config.tasks.clone(),
     };
     config.tasks.spawn("acp tap", tap.run(child.stdout, copies));
     let first = control.lock().initialize();
@@ -120,24 +110,32 @@ pub async fn start(
 struct Tap {
     tx: mpsc::Sender<StdoutLine>,
     control: Arc<AcpControl>,
-    tasks: Tasks,
 }
 
 impl Tap {
     /// Hands every line on to the run task, after the client has read it,
-    /// and the copies of our prompts in their place.
+    /// and the copies of our prompts in their place; sends what waited for
+    /// its time (a held-back load, the first prompt after a replay). Ends
+    /// with the agent's stdout, so nothing of a dead process lingers.
     async fn run(
         self,
         mut lines: mpsc::Receiver<StdoutLine>,
         mut copies: mpsc::UnboundedReceiver<String>,
     ) {
         loop {
+            let deadline = self.control.lock().wait_deadline();
             let line = tokio::select! {
-                // A prompt written from outside the tap (a user message,
-                // the end of a replay) goes before any line read after it.
+                // A prompt written from outside the tap (a user message)
+                // goes before any line read after it.
                 biased;
                 Some(copy) = copies.recv() => {
                     self.forward(StdoutLine::Line(copy)).await;
+                    continue;
+                }
+                () = sleep_until_some(deadline) => {
+                    let mut out = Vec::new();
+                    self.control.lock().wait_over(Instant::now(), &mut out);
+                    self.send(out);
                     continue;
                 }
                 line = lines.recv() => match line {
@@ -163,15 +161,13 @@ impl Tap {
             return;
         };
         let mut out = Vec::new();
-        let seen = self.control.lock().observe(&msg, Instant::now(), &mut out);
-        if let Some(id) = &seen.session_started {
-            self.control.records.started(id, SystemTime::now());
-        }
+        self.control.lock().observe(&msg, Instant::now(), &mut out);
+        self.send(out);
+    }
+
+    fn send(&self, out: Vec<Value>) {
         if let Err(e) = self.control.send_all(out) {
             tracing::debug!(error = %e, "acp: could not write to the process");
-        }
-        if seen.wait {
-            self.tasks.spawn("acp wait", wait(self.control.clone()));
         }
     }
 
@@ -182,22 +178,11 @@ impl Tap {
     }
 }
 
-/// Sends what waits for its time: a load held back to the next minute, or
-/// the first prompt once the replay of a loaded session has gone quiet.
-async fn wait(control: Arc<AcpControl>) {
-    loop {
-        let Some(deadline) = control.lock().wait_deadline() else {
-            return;
-        };
-        tokio::time::sleep_until(deadline).await;
-        let mut out = Vec::new();
-        let over = control.lock().wait_over(Instant::now(), &mut out);
-        if let Err(e) = control.send_all(out) {
-            tracing::debug!(error = %e, "acp: could not write to the process");
-        }
-        if over {
-            return;
-        }
+/// Sleeps until `deadline`; forever when there is none.
+async fn sleep_until_some(deadline: Option<Instant>) {
+    match deadline {
+        Some(at) => tokio::time::sleep_until(at).await,
+        None => std::future::pending().await,
     }
 }
 
