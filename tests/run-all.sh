@@ -28,61 +28,6 @@ print_timings() {
 }
 trap print_timings EXIT
 
-step "install test tools (tests/setup.sh)"
-./tests/setup.sh
-# shellcheck disable=SC1091
-source .tools/env.sh
-
-step "buf lint"
-buf lint
-
-step "cargo fmt --check, clippy"
-cargo fmt --all -- --check
-cargo clippy --workspace --all-targets -- -D warnings
-
-# Imports in server/src point one way (store <- log <- manager <- rpc <- server); the test
-# reads every `crate::` path into a module graph and names the first circle it finds.
-step "module graph is acyclic (server/tests/module_graph.rs)"
-cargo test -p agent-harness-server --test module_graph
-
-# The dev profile: from a clean clone it builds in about half the time of --release, and
-# nothing in the suites depends on optimized code (speed is measured by the benchmarks,
-# which build --release; see BENCHMARKS.md).
-step "cargo test (Rust: derive vectors, session client, server, adapters against the real CLI)"
-# killed_owner (two server processes, the real CLI, a kill -9) runs in the cluster step.
-cargo test --workspace -- --skip killed_owner
-
-# Two lanes at once after the workspace run: the store lane (the RPC suite with every test
-# server's log on PostgreSQL, one real server per test binary, started and stopped by
-# server/tests/support/postgres.rs; then the crash loop, the real server binary with
-# --store-url) and the newest-release lane (what works on the pinned CLIs must work on the
-# newest releases too: tests/tools/newest).
-# (A job runs under `||`, where `set -e` does not apply: each command's failure returns.)
-on_postgres() {
-  AGENT_HARNESS_TEST_STORE=postgres cargo test -p agent-harness-server --test rpc || return
-  AGENT_HARNESS_TEST_STORE=postgres cargo test -p agent-harness-server --test real_cli crash_loop:: || return
-}
-on_newest() {
-  echo "claude $("$CLAUDE_BIN_NEWEST" --version), codex $("$CODEX_BIN_NEWEST" --version)"
-  CLAUDE_BIN="$CLAUDE_BIN_NEWEST" cargo test -p agent-harness-server --test real_cli -- --skip killed_owner || return
-  CODEX_BIN="$CODEX_BIN_NEWEST" cargo test -p agent-harness-server --test real_codex || return
-}
-step "at once: the RPC suite and the crash loop on PostgreSQL; the real-CLI and real-Codex suites on the newest releases"
-run_at_once on_postgres on_newest
-# The real-ACP suite (server/tests/real_acp: Gemini CLI over the Agent Client Protocol) runs
-# every scenario against the pinned and the newest release itself (GEMINI_BIN and
-# GEMINI_BIN_NEWEST from .tools/env.sh), so `cargo test --workspace` above ran it whole.
-
-# `cargo test` built target/debug/agent-harness and fake-messages-api (integration tests
-# run both binaries); the suites use those instead of building again.
-target=${CARGO_TARGET_DIR:-$ROOT/target}
-for bin in agent-harness fake-messages-api; do
-  [ -x "$target/debug/$bin" ] || { echo "$target/debug/$bin missing after cargo test" >&2; exit 1; }
-done
-export AGENT_HARNESS_PREBUILT=1
-export AGENT_HARNESS_BIN="$target/debug/agent-harness"
-export FAKE_MESSAGES_API_BIN="$target/debug/fake-messages-api"
-
 # Runs jobs at once: each is a shell function of this script, and spends its time waiting on real
 # CLIs, servers and databases more than on the CPU. Each job's output goes to a log of its own,
 # printed in order once all are done, with the job's exit code and wall time; fails when any
@@ -139,6 +84,75 @@ run_suites_at_once() {
   done
   run_at_once "${jobs[@]}"
 }
+
+step "install test tools (tests/setup.sh)"
+./tests/setup.sh
+# shellcheck disable=SC1091
+source .tools/env.sh
+
+step "buf lint"
+buf lint
+
+step "cargo fmt --check, clippy"
+cargo fmt --all -- --check
+cargo clippy --workspace --all-targets -- -D warnings
+
+# Imports in server/src point one way (store <- log <- manager <- rpc <- server); the test
+# reads every `crate::` path into a module graph and names the first circle it finds.
+step "module graph is acyclic (server/tests/module_graph.rs)"
+cargo test -p agent-harness-server --test module_graph
+
+# The dev profile: from a clean clone it builds in about half the time of --release, and
+# nothing in the suites depends on optimized code (speed is measured by the benchmarks,
+# which build --release; see BENCHMARKS.md).
+step "cargo test (Rust: derive vectors, session client, server, adapters against the real CLI)"
+# killed_owner (two server processes, the real CLI, a kill -9) runs in the cluster step;
+# real_acp runs in the next step, beside the other lanes (it mostly waits: see there).
+server_targets=()
+for t in server/tests/*.rs server/tests/*/main.rs; do
+  n=${t#server/tests/}
+  n=${n%/main.rs}
+  n=${n%.rs}
+  [ "$n" = real_acp ] || server_targets+=(--test "$n")
+done
+cargo test --workspace --exclude agent-harness-server -- --skip killed_owner
+cargo test -p agent-harness-server --lib --bins "${server_targets[@]}" -- --skip killed_owner
+cargo test -p agent-harness-server --doc
+
+# Three lanes at once after the workspace run (the third, real_acp, below): the store lane (the RPC suite with every test
+# server's log on PostgreSQL, one real server per test binary, started and stopped by
+# server/tests/support/postgres.rs; then the crash loop, the real server binary with
+# --store-url) and the newest-release lane (what works on the pinned CLIs must work on the
+# newest releases too: tests/tools/newest).
+# (A job runs under `||`, where `set -e` does not apply: each command's failure returns.)
+on_postgres() {
+  AGENT_HARNESS_TEST_STORE=postgres cargo test -p agent-harness-server --test rpc || return
+  AGENT_HARNESS_TEST_STORE=postgres cargo test -p agent-harness-server --test real_cli crash_loop:: || return
+}
+on_newest() {
+  echo "claude $("$CLAUDE_BIN_NEWEST" --version), codex $("$CODEX_BIN_NEWEST" --version)"
+  CLAUDE_BIN="$CLAUDE_BIN_NEWEST" cargo test -p agent-harness-server --test real_cli -- --skip killed_owner || return
+  CODEX_BIN="$CODEX_BIN_NEWEST" cargo test -p agent-harness-server --test real_codex || return
+}
+# The real-ACP suite (server/tests/real_acp: Gemini CLI and codex-acp over the Agent Client
+# Protocol, each scenario on the pinned and the newest release) spends most of its time
+# waiting: a resume of a Gemini session is held back to the minute after the session last
+# started (docs/agents.md), so its tests run six at a time.
+on_acp() {
+  cargo test -p agent-harness-server --test real_acp -- --test-threads=6 || return
+}
+step "at once: the RPC suite and the crash loop on PostgreSQL; the real-CLI and real-Codex suites on the newest releases; the real-ACP suite"
+run_at_once on_postgres on_newest on_acp
+
+# `cargo test` built target/debug/agent-harness and fake-messages-api (integration tests
+# run both binaries); the suites use those instead of building again.
+target=${CARGO_TARGET_DIR:-$ROOT/target}
+for bin in agent-harness fake-messages-api; do
+  [ -x "$target/debug/$bin" ] || { echo "$target/debug/$bin missing after cargo test" >&2; exit 1; }
+done
+export AGENT_HARNESS_PREBUILT=1
+export AGENT_HARNESS_BIN="$target/debug/agent-harness"
+export FAKE_MESSAGES_API_BIN="$target/debug/fake-messages-api"
 
 # Every suite is required: a missing run.sh fails the run instead of being skipped.
 step "suite: tests/gen"
