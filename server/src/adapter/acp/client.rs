@@ -74,6 +74,9 @@ pub struct Client {
     session_id: Option<String>,
     /// The session could not be created or loaded: inputs go nowhere.
     failed: bool,
+    /// Why the run was refused (see [`REFUSED`]), for the inputs that
+    /// still come before it ends.
+    refusal: Option<String>,
     replay: Option<Replay>,
     /// User messages waiting for the session, the replay, or the running
     /// prompt's end.
@@ -149,6 +152,7 @@ impl Client {
             next_id: FIRST_LATER_ID,
             session_id: None,
             failed: false,
+            refusal: None,
             replay: None,
             queued: VecDeque::new(),
             prompt: None,
@@ -278,6 +282,7 @@ impl Client {
                     out.clear();
                     self.fail();
                     out.push(notification(REFUSED, json!({"message": why})));
+                    self.refusal = Some(why);
                     return;
                 }
                 if self.resume.is_empty() {
@@ -388,6 +393,9 @@ impl Client {
 
     /// A user message.
     pub fn write(&mut self, text: &str, out: &mut Vec<Value>) -> Result<(), AdapterError> {
+        if let Some(why) = &self.refusal {
+            return Err(AdapterError::Unable(why.clone()));
+        }
         if self.failed {
             return Err(AdapterError::Write(format!(
                 "{} could not create or load the session",

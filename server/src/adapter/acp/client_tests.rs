@@ -383,7 +383,8 @@ fn a_run_the_agent_cannot_serve_as_asked_is_refused_before_any_prompt() {
         assert!(why.contains(says), "{why}");
         assert!(why.contains(mode.unwrap_or(model)), "{why}");
         let mut out = Vec::new();
-        assert!(c.write("TEXT again", &mut out).is_err());
+        let again = c.write("TEXT again", &mut out).unwrap_err();
+        assert!(again.to_string().contains(says), "{again}");
         assert!(out.is_empty());
     }
     // The same mode only the operator's default implies: a warning, the
