@@ -22,7 +22,8 @@ pub mod run_error_kind {
     pub const POLICY: &str = "policy";
     /// The agent answered one of the harness's requests with an error
     /// (Codex: a JSON-RPC error other than a lost rollout); the message is
-    /// the agent's.
+    /// the agent's. Also an ACP agent that lists no permission mode or
+    /// model for what the run asked: the run ends before its first prompt.
     pub const CLI_ERROR: &str = "cli_error";
 }
 

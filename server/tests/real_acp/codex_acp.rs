@@ -4,11 +4,12 @@
 //! scripted Responses API: the adapter is not Gemini-shaped.
 //!
 //! The operator configures it as Gemini is, by `--acp-agent`:
-//! `codex-acp=env INITIAL_AGENT_MODE=workspace-write <bin>`. Its modes
-//! (read-only, workspace-write, agent, agent-full-access) match none of
-//! ours, so the mode that makes Codex ask the user (its default, `agent`,
-//! asks an automatic reviewer) is chosen in the command, where the operator
-//! chooses it. Codex asks only for a command the model wants to run outside
+//! `codex-acp=env INITIAL_AGENT_MODE=workspace-write <bin>`. Of its modes
+//! (read-only, workspace-write, agent, agent-full-access) only
+//! workspace-write (acceptEdits) and agent-full-access (bypassPermissions)
+//! stand for one of ours, and a run names none by default, so the mode
+//! that makes Codex ask the user (its default, `agent`, asks an automatic
+//! reviewer) is chosen in the command, where the operator chooses it. Codex asks only for a command the model wants to run outside
 //! the sandbox: the fake's `ESCBASH`. What codex-acp does differently from
 //! Gemini is in cassettes/codex-acp/README.md.
 
@@ -22,7 +23,7 @@ use super::{Harness, both_releases, process_gone, ready_of};
 use crate::support::cli_grpc::{eventually, run_starts, texts};
 
 /// The agent's name on this server.
-const AGENT: &str = "codex-acp";
+pub(super) const AGENT: &str = "codex-acp";
 
 /// The prompt of the side call codex-acp makes to name a session.
 const TITLE_PROMPT: &str = "Your task is to generate a very short title";
@@ -34,14 +35,22 @@ both_releases!(
     codex_acp_stop_with_a_permission_pending,
     codex_acp_resume_after_the_server_restarts,
     codex_acp_a_lost_session_is_resume_failed,
+    codex_acp_a_lost_rollout_fails_at_the_first_prompt,
     codex_acp_kill_9_of_the_bridge_mid_turn,
     codex_acp_a_refresh_mid_answer,
     codex_acp_a_send_mid_turn,
 );
 
 /// The server with codex-acp configured by its `--acp-agent` flag, Codex's
-/// home (`$HOME/codex`) pointing at the fake.
+/// home (`$HOME/codex`) pointing at the fake, starting in the mode that
+/// asks the user.
 async fn harness(pinned: bool) -> Harness {
+    harness_in(pinned, "env INITIAL_AGENT_MODE=workspace-write").await
+}
+
+/// The same, the bridge run by `prefix <bin>` (`env` alone: its own
+/// default mode, `agent`).
+pub(super) async fn harness_in(pinned: bool, prefix: &str) -> Harness {
     let api = FakeApi::start().await;
     let home = tempfile::tempdir().expect("HOME");
     let codex_home = home.path().join("codex");
@@ -52,10 +61,7 @@ async fn harness(pinned: bool) -> Harness {
         codex_acp_bin_newest()
     };
     let flags = AcpFlags {
-        acp_agent: vec![format!(
-            "{AGENT}=env INITIAL_AGENT_MODE=workspace-write {}",
-            bin.display()
-        )],
+        acp_agent: vec![format!("{AGENT}={prefix} {}", bin.display())],
     };
     let spec = flags.agents().expect("the --acp-agent entry").remove(0);
     let mut options = AcpOptions::new(spec);
@@ -147,7 +153,8 @@ async fn codex_acp_first_turn_and_a_follow_up_on_the_same_process(pinned: bool) 
 /// A command outside the sandbox asks first: allowed (allow_once), it runs
 /// and the turn ends normally; rejected (reject_once, Codex's "cancel"), it
 /// does not run, the rejection is in the log, and Codex ends the whole turn
-/// `cancelled` (an error turn); the process takes the next message.
+/// `cancelled`, which ends as an ordinary turn (no Stop was sent); the
+/// process takes the next message.
 async fn codex_acp_a_command_approved_and_rejected(pinned: bool) {
     let mut h = harness(pinned).await;
     let ev = h.subscribe("c2").await;
@@ -168,7 +175,11 @@ async fn codex_acp_a_command_approved_and_rejected(pinned: bool) {
     let (_, asked) = ev.permission_requested_after(first_end.seq).await;
     h.respond("c2", &asked.request_id, false).await;
     let (second_end, end) = ev.turn_end_after(first_end.seq).await;
-    assert!(end.is_error, "Codex cancels the turn: {end:?}");
+    // Codex ends the whole turn `cancelled`, though only the tool was
+    // refused and nobody stopped anything: an ordinary turn end.
+    assert_eq!(end.terminal_reason, "cancelled");
+    assert!(!end.is_error, "a refusal is no interruption: {end:?}");
+    assert_eq!(end.subtype, "success");
     assert!(
         !h.work.path().join("rejected.txt").exists(),
         "a rejected command does not run"
@@ -337,6 +348,64 @@ async fn codex_acp_a_lost_session_is_resume_failed(pinned: bool) {
     );
     h.shutdown().await;
     h.assert_stored_runs_end_once("c6");
+}
+
+/// Codex's rollout files deleted, its databases kept: codex-acp accepts
+/// the load and fails only the first prompt ("thread not found"); that is
+/// the resume failing (run_error{resume_failed}), and the next Send starts
+/// a new session that answers.
+async fn codex_acp_a_lost_rollout_fails_at_the_first_prompt(pinned: bool) {
+    let mut h = harness(pinned).await;
+    let ev = h.subscribe("c8").await;
+    let first = h.start("c8", "TEXT before the loss").await;
+    ev.turn_end_after(0).await;
+    let session_id = ready_of(&ev.snapshot(), &first.run_id).resume_id;
+    drop(ev);
+    h.shutdown().await;
+    let sessions = h.home.path().join("codex/sessions");
+    assert!(sessions.is_dir(), "Codex wrote its rollout");
+    std::fs::remove_dir_all(&sessions).expect("delete the rollout files");
+    h.serve().await;
+    let ev = h.subscribe("c8").await;
+    let failed_run = h.send("c8", "TEXT lost").await;
+    let err = ev
+        .wait_for_within(
+            "run_error resume_failed",
+            super::resume::RESUME_WAIT,
+            |evs| {
+                evs.iter().find_map(|e| match &e.payload {
+                    Some(Payload::RunError(r)) if r.kind == "resume_failed" => Some(r.clone()),
+                    _ => None,
+                })
+            },
+        )
+        .await;
+    assert_eq!(err.resume_id, session_id);
+    assert!(err.message.contains("thread not found"), "{err:?}");
+    assert_eq!(
+        ready_of(&ev.snapshot(), &failed_run).resume_id,
+        session_id,
+        "the load itself was accepted"
+    );
+    ev.wait_for("the failed run's end", |evs| {
+        evs.iter()
+            .any(|e| e.run_id == failed_run && matches!(e.payload, Some(Payload::RunEnd(_))))
+            .then_some(())
+    })
+    .await;
+    assert_eq!(h.get("c8").await.lost_resume_id, session_id);
+    let run = h.send("c8", "TEXT anew").await;
+    assert_ne!(run, failed_run);
+    let end = super::resume::turn_end_of(&ev, &run).await;
+    assert!(!end.is_error, "{end:?}");
+    assert_ne!(
+        ready_of(&ev.snapshot(), &run).resume_id,
+        session_id,
+        "a new session"
+    );
+    assert_eq!(h.last_prompts(), ["TEXT anew"], "a new conversation");
+    h.shutdown().await;
+    h.assert_stored_runs_end_once("c8");
 }
 
 /// The pids of the processes whose environment holds `needle` (the test's

@@ -13,7 +13,8 @@
 //!
 //! [`resume`] resumes sessions in new processes; [`user_checks`] are the
 //! checks every agent's session passes (refresh mid-answer, a Send
-//! mid-turn).
+//! mid-turn); [`refusals`]: a mode or model an agent does not list ends the
+//! run before any prompt.
 //!
 //! `codex_acp` runs the same kind of checks against a second ACP agent, the
 //! codex-acp bridge over the scripted Responses API.
@@ -24,6 +25,7 @@
 mod support;
 
 mod codex_acp;
+mod refusals;
 mod resume;
 mod user_checks;
 
@@ -162,11 +164,23 @@ impl Harness {
     }
 
     async fn start(&self, session: &str, prompt: &str) -> pb::StartResponse {
+        self.start_with(session, prompt, pb::StartConfig::default())
+            .await
+    }
+
+    /// Start with `config`'s settings (its prompt, cwd and agent are
+    /// this harness's).
+    async fn start_with(
+        &self,
+        session: &str,
+        prompt: &str,
+        config: pb::StartConfig,
+    ) -> pb::StartResponse {
         let config = pb::StartConfig {
             prompt: prompt.into(),
             cwd: self.work.path().display().to_string(),
             agent: self.agent.into(),
-            ..Default::default()
+            ..config
         };
         self.client()
             .await

@@ -37,6 +37,11 @@ pub const REPLAY_CAP: Duration = Duration::from_secs(5);
 /// The agent's request for a permission.
 const REQUEST_PERMISSION: &str = "session/request_permission";
 
+/// A note of ours for the decoder alone, never written to the agent: the
+/// run cannot go on as asked (`params.message` says why). The leading
+/// underscore is ACP's mark of a method outside the protocol.
+pub const REFUSED: &str = "_agent-harness/refused";
+
 /// A permission request of the agent's, not answered yet.
 #[derive(Debug, Clone)]
 struct Pending {
@@ -69,6 +74,9 @@ pub struct Client {
     session_id: Option<String>,
     /// The session could not be created or loaded: inputs go nowhere.
     failed: bool,
+    /// Why the run was refused (see [`REFUSED`]), for the inputs that
+    /// still come before it ends.
+    refusal: Option<String>,
     replay: Option<Replay>,
     /// User messages waiting for the session, the replay, or the running
     /// prompt's end.
@@ -81,6 +89,10 @@ pub struct Client {
     models: Option<Vec<String>>,
     /// Our permission mode to set once the session exists.
     mode_wanted: Option<String>,
+    /// The run named that mode itself: an agent that cannot honour it
+    /// ends the run (a mode only the operator's default implies is a
+    /// warning: the agent's own default asks).
+    mode_required: bool,
     /// The model to set once the session exists.
     model_wanted: Option<String>,
     /// The agent's permission requests not answered yet, by their id as
@@ -120,6 +132,18 @@ impl Client {
     /// A run of `agent` in `cwd`, loading `resume` when not empty, starting
     /// in permission mode `mode` and with `model` when given.
     pub fn new(agent: &str, cwd: &str, resume: &str, mode: Option<String>, model: &str) -> Self {
+        Self::with_mode(agent, cwd, resume, mode, false, model)
+    }
+
+    /// [`Client::new`], where `required` says the run named `mode` itself.
+    pub fn with_mode(
+        agent: &str,
+        cwd: &str,
+        resume: &str,
+        mode: Option<String>,
+        required: bool,
+        model: &str,
+    ) -> Self {
         Self {
             agent: agent.to_owned(),
             cwd: cwd.to_owned(),
@@ -128,12 +152,14 @@ impl Client {
             next_id: FIRST_LATER_ID,
             session_id: None,
             failed: false,
+            refusal: None,
             replay: None,
             queued: VecDeque::new(),
             prompt: None,
             modes: None,
             models: None,
             mode_wanted: mode,
+            mode_required: required,
             model_wanted: (!model.is_empty()).then(|| model.to_owned()),
             permissions: HashMap::new(),
         }
@@ -250,15 +276,14 @@ impl Client {
                 self.session_id = Some(id);
                 self.modes = listed(result, "/modes/availableModes", "id");
                 self.models = listed(result, "/models/availableModels", "modelId");
-                if let Some(mode) = self.mode_wanted.take()
-                    && let Err(why) = self.set_mode(&mode, out)
-                {
-                    tracing::warn!(agent = %self.agent, "{why}");
-                }
-                if let Some(model) = self.model_wanted.take()
-                    && let Err(why) = self.set_model(&model, out)
-                {
-                    tracing::warn!(agent = %self.agent, "{why}");
+                if let Err(why) = self.start_settings(out) {
+                    // The run asked for what the agent cannot do: no
+                    // prompt goes out in a mode or model nobody chose.
+                    out.clear();
+                    self.fail();
+                    out.push(notification(REFUSED, json!({"message": why})));
+                    self.refusal = Some(why);
+                    return;
                 }
                 if self.resume.is_empty() {
                     self.next_prompt(out);
@@ -277,6 +302,23 @@ impl Client {
             }
             _ => {}
         }
+    }
+
+    /// The run's own mode and model, set once the session exists. `Err`
+    /// when the agent cannot honour one the run named.
+    fn start_settings(&mut self, out: &mut Vec<Value>) -> Result<(), String> {
+        if let Some(mode) = self.mode_wanted.take()
+            && let Err(why) = self.set_mode(&mode, out)
+        {
+            if self.mode_required {
+                return Err(why);
+            }
+            tracing::warn!(agent = %self.agent, "{why}");
+        }
+        if let Some(model) = self.model_wanted.take() {
+            self.set_model(&model, out)?;
+        }
+        Ok(())
     }
 
     /// `session/new`, or `session/load` of the session the run resumes.
@@ -351,6 +393,9 @@ impl Client {
 
     /// A user message.
     pub fn write(&mut self, text: &str, out: &mut Vec<Value>) -> Result<(), AdapterError> {
+        if let Some(why) = &self.refusal {
+            return Err(AdapterError::Unable(why.clone()));
+        }
         if self.failed {
             return Err(AdapterError::Write(format!(
                 "{} could not create or load the session",
@@ -426,7 +471,10 @@ impl Client {
             return Ok(json!({}));
         };
         let Some(modes) = &self.modes else {
-            return Err(format!("{} lists no permission modes", self.agent));
+            return Err(format!(
+                "{} lists no permission modes (asked for {mode:?})",
+                self.agent
+            ));
         };
         let Some(id) = candidates.iter().find(|c| modes.iter().any(|m| m == *c)) else {
             return Err(format!(
@@ -443,7 +491,8 @@ impl Client {
         Ok(json!({}))
     }
 
-    /// SetModel: `session/set_model` when the agent listed models.
+    /// SetModel: `session/set_model` with one of the models the agent
+    /// listed.
     pub fn set_model(&mut self, model: &str, out: &mut Vec<Value>) -> Result<Value, String> {
         if model.is_empty() {
             return Err(format!(
@@ -455,10 +504,17 @@ impl Client {
             self.model_wanted = Some(model.to_owned());
             return Ok(json!({}));
         };
-        if self.models.is_none() {
+        let Some(models) = &self.models else {
             return Err(format!(
-                "{} does not let a client choose its model",
+                "{} does not let a client choose its model (asked for {model:?})",
                 self.agent
+            ));
+        };
+        if !models.iter().any(|m| m == model) {
+            return Err(format!(
+                "{} has no model {model:?} (it lists {})",
+                self.agent,
+                models.join(", ")
             ));
         }
         self.later(

@@ -343,7 +343,7 @@ fn the_start_settings_go_right_after_the_session_is_created() {
         "/w",
         "",
         Some("bypassPermissions".into()),
-        "gemini-x",
+        "gemini-2.5-flash",
     );
     let mut out = Vec::new();
     c.write("TEXT hi", &mut out).unwrap();
@@ -354,5 +354,45 @@ fn the_start_settings_go_right_after_the_session_is_created() {
         ["session/set_mode", "session/set_model", "session/prompt"]
     );
     assert_eq!(out[0]["params"]["modeId"], "yolo");
-    assert_eq!(out[1]["params"]["modelId"], "gemini-x");
+    assert_eq!(out[1]["params"]["modelId"], "gemini-2.5-flash");
+}
+
+#[test]
+fn a_run_the_agent_cannot_serve_as_asked_is_refused_before_any_prompt() {
+    // codex-acp's modes: none is Gemini's or ours for plan.
+    let codex = json!({"sessionId": "c-1",
+        "modes": {"currentModeId": "agent", "availableModes": [
+            {"id": "read-only"}, {"id": "workspace-write"}, {"id": "agent"},
+            {"id": "agent-full-access"}]},
+        "models": {"currentModelId": "m[low]", "availableModels": [{"modelId": "m[low]"}]}});
+    for (mode, model, says) in [
+        (
+            Some("plan"),
+            "",
+            "read-only, workspace-write, agent, agent-full-access",
+        ),
+        (None, "gpt-unknown", "m[low]"),
+    ] {
+        let mut c = Client::with_mode("codex-acp", "/w", "", mode.map(Into::into), true, model);
+        let mut out = Vec::new();
+        c.write("TEXT hi", &mut out).unwrap();
+        answered(&mut c, INITIALIZE_ID, json!({}));
+        let out = answered(&mut c, SESSION_ID, codex.clone());
+        assert_eq!(methods(&out), [REFUSED], "nothing goes to the agent");
+        let why = out[0]["params"]["message"].as_str().unwrap();
+        assert!(why.contains(says), "{why}");
+        assert!(why.contains(mode.unwrap_or(model)), "{why}");
+        let mut out = Vec::new();
+        let again = c.write("TEXT again", &mut out).unwrap_err();
+        assert!(again.to_string().contains(says), "{again}");
+        assert!(out.is_empty());
+    }
+    // The same mode only the operator's default implies: a warning, the
+    // agent's own default asks.
+    let mut c = Client::with_mode("odd", "/w", "", Some("plan".into()), false, "");
+    let mut out = Vec::new();
+    c.write("TEXT hi", &mut out).unwrap();
+    answered(&mut c, INITIALIZE_ID, json!({}));
+    let out = answered(&mut c, SESSION_ID, codex);
+    assert_eq!(methods(&out), ["session/prompt"]);
 }

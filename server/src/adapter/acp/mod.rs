@@ -74,22 +74,33 @@ impl AcpOptions {
 
 /// The agent mode ids that stand for our permission mode `mode`, in order
 /// of preference: ACP leaves mode ids to each agent, so the known ones are
-/// listed (Gemini CLI: default, autoEdit, yolo, plan). `Err` for a mode no
-/// ACP agent is known to have.
+/// listed (Gemini CLI: default, autoEdit, yolo, plan; codex-acp: read-only,
+/// workspace-write, agent, agent-full-access). An id is listed only when
+/// the agent's mode lets through no more than ours does: codex-acp's
+/// `workspace-write` changes the workspace without asking and asks for
+/// anything beyond it (acceptEdits); its `agent` hands the questions to an
+/// automatic reviewer instead of the user and its `read-only` refuses edits
+/// rather than asking, so neither stands for default. `Err` for a mode no
+/// ACP agent is known to have. docs/agents.md has the table.
 ///
 /// | ours | agent mode ids |
 /// |---|---|
 /// | default | default |
-/// | acceptEdits | acceptEdits, autoEdit, auto |
+/// | acceptEdits | acceptEdits, autoEdit, auto, workspace-write |
 /// | plan | plan |
-/// | bypassPermissions | bypassPermissions, yolo, full-access |
+/// | bypassPermissions | bypassPermissions, yolo, full-access, agent-full-access |
 /// | dontAsk, auto | refused |
 pub fn mode_candidates(mode: &str) -> Result<&'static [&'static str], String> {
     Ok(match mode {
         "default" => &["default"],
-        "acceptEdits" => &["acceptEdits", "autoEdit", "auto"],
+        "acceptEdits" => &["acceptEdits", "autoEdit", "auto", "workspace-write"],
         "plan" => &["plan"],
-        "bypassPermissions" => &["bypassPermissions", "yolo", "full-access"],
+        "bypassPermissions" => &[
+            "bypassPermissions",
+            "yolo",
+            "full-access",
+            "agent-full-access",
+        ],
         other => {
             return Err(format!(
                 "an ACP agent has no permission mode like {other:?} (default, acceptEdits, \
@@ -192,6 +203,7 @@ impl ProcessAdapter for AcpAdapter {
             let launch = process::Launch {
                 agent: self.options.name.clone(),
                 mode: initial_mode(&config.config.permission_mode, self.options.permissions),
+                mode_required: !config.config.permission_mode.is_empty(),
             };
             process::start(&spec, &config, launch).await
         })
@@ -219,6 +231,21 @@ mod tests {
                 .unwrap()
                 .contains(&"yolo")
         );
+        assert!(
+            mode_candidates("acceptEdits")
+                .unwrap()
+                .contains(&"workspace-write")
+        );
+        assert!(
+            mode_candidates("bypassPermissions")
+                .unwrap()
+                .contains(&"agent-full-access")
+        );
+        // codex-acp's reviewer mode and read-only sandbox stand for none.
+        for ours in ["default", "acceptEdits", "plan", "bypassPermissions"] {
+            let ids = mode_candidates(ours).unwrap();
+            assert!(!ids.contains(&"agent") && !ids.contains(&"read-only"));
+        }
         assert!(mode_candidates("dontAsk").is_err());
         assert!(mode_candidates("auto").is_err());
         assert_eq!(initial_mode("", PermissionMode::Relay), None);

@@ -7,12 +7,15 @@
 //! session), and writes what that produces: the next handshake step, the
 //! next prompt, refusals of requests we have no answer for.
 //!
-//! The decoder also gets a copy of every `session/prompt` we write, in the
-//! line stream just before anything the agent could write in reply: it
-//! tells the decoder exactly when a prompt went out (a message may wait in
-//! the queue, a loaded session's replay ends there), which the agent's own
-//! lines cannot. An agent never writes `session/prompt`, so a copy is never
-//! taken for the agent's.
+//! The decoder also gets a copy of every `session/prompt` and
+//! `session/cancel` we write, in the line stream just before anything the
+//! agent could write in reply: it tells the decoder exactly when a prompt
+//! went out (a message may wait in the queue, a loaded session's replay
+//! ends there) and whether a Stop cancelled it, which the agent's own lines
+//! cannot. An agent never writes either, so a copy is never taken for the
+//! agent's. A run the agent cannot serve as asked (a permission mode or
+//! model it does not list) gets the [`REFUSED`] note instead of a prompt,
+//! for the decoder only, and its input closed.
 
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::SystemTime;
@@ -21,7 +24,7 @@ use serde_json::Value;
 use tokio::sync::mpsc;
 use tokio::time::Instant;
 
-use super::client::Client;
+use super::client::{Client, REFUSED};
 use super::reopen;
 use crate::adapter::{
     AdapterError, PermissionDecision, ProcessControl, ProcessHandle, Signal, SpawnConfig,
@@ -48,6 +51,9 @@ pub struct Launch {
     pub agent: String,
     /// The permission mode to set once the session exists.
     pub mode: Option<String>,
+    /// The run named that mode itself (it is not the operator's default):
+    /// an agent without it refuses the run.
+    pub mode_required: bool,
 }
 
 /// Spawns `spec` (the agent), starts the handshake for `config` and queues
@@ -57,7 +63,11 @@ pub async fn start(
     config: &SpawnConfig,
     launch: Launch,
 ) -> Result<ProcessHandle, AdapterError> {
-    let Launch { agent, mode } = launch;
+    let Launch {
+        agent,
+        mode,
+        mode_required,
+    } = launch;
     let child = supervise::spawn(spec).await?;
     let c = &config.config;
     let cwd = match &spec.cwd {
@@ -67,7 +77,7 @@ pub async fn start(
             .map(|d| d.display().to_string())
             .unwrap_or_else(|_| "/".into()),
     };
-    let mut client = Client::new(&agent, &cwd, &c.resume, mode, &c.model);
+    let mut client = Client::with_mode(&agent, &cwd, &c.resume, mode, mode_required, &c.model);
     if let (false, Some(opened)) = (c.resume.is_empty(), config.opened_at) {
         let wait = reopen::wait_before_load(opened, SystemTime::now());
         if !wait.is_zero() {
@@ -200,8 +210,18 @@ impl AcpControl {
         }
         for msg in out {
             let text = msg.to_string();
-            if msg.get("method").and_then(Value::as_str) == Some("session/prompt") {
-                let _ = self.copies.send(text.clone());
+            match msg.get("method").and_then(Value::as_str) {
+                // The decoder's alone; the agent's input ends with it, so
+                // the agent exits and the run with it.
+                Some(REFUSED) => {
+                    let _ = self.copies.send(text);
+                    self.stdin.close();
+                    return Ok(());
+                }
+                Some("session/prompt" | "session/cancel") => {
+                    let _ = self.copies.send(text.clone());
+                }
+                _ => {}
             }
             self.stdin.send_line(&text)?;
         }

@@ -19,7 +19,14 @@
 //!   gone quiet, and nothing the agent writes tells where the replay ends
 //!   and the new turn begins; the copy does. It also names the prompt's
 //!   id, so an error answer to it ends its turn exactly. The copy makes no
-//!   event, so it is never a `cli_line`.
+//!   event, so it is never a `cli_line`;
+//! - a copy of each `session/cancel` it writes (a Stop), the same way: a
+//!   turn the agent ends `cancelled` with no cancel sent was ended by the
+//!   agent itself, after the user refused a tool (codex-acp), and is no
+//!   interruption;
+//! - the process side's own note `_agent-harness/refused` in place of the
+//!   first prompt when the agent lists no mode or model for what the run
+//!   asked.
 //!
 //! Without copies: a turn begins at its first update after an input was
 //! sent (the process side sends an input at once, or right at the last
@@ -37,13 +44,16 @@
 //! | answer to id 2 (`session/new`, `session/load`) | `run_ready` (`resume_id` = the ACP `sessionId`, `model` = `models.currentModelId`, `agent` = the configured name, `cli_version` = the agent's version) |
 //! | error answer to id 2 when resuming | `run_error{kind: "resume_failed", resume_id}` |
 //! | our copy of a `session/prompt` | nothing: the prompt's turn begins |
+//! | our copy of a `session/cancel` | nothing: the running turn was stopped |
+//! | our note `_agent-harness/refused` | `run_error{kind: "cli_error"}` with its message (the mode or model asked and what the agent lists); no prompt was sent and the run ends |
 //! | `session/update` `agent_message_chunk` / `agent_thought_chunk` | live typing of a text / thinking block ([`Decoder::take_partial`]); the block becomes `content` text / thinking with all its chunks when an update of another kind arrives or the turn ends |
 //! | `session/update` `tool_call` | `content` with a tool_use (named after the ACP `kind`, see `tools`); `result` too when it comes completed or failed |
 //! | `session/update` `tool_call_update` completed / failed | `result` (the content's text; the update kept as `tool_use_result`, locations included) |
 //! | `session/update` `plan` | `content` with a `TodoWrite` tool_use holding the entries as `todos`, and its `result` at once: every client shows it as the plan |
 //! | `session/update` `usage_update` | nothing: the turn's context size, window and cost for its `turn_end` |
 //! | `session/request_permission` | `permission_requested` (`request_id` = the request's JSON id as compact JSON text, `suggestions` = the options), after the tool_use when no `tool_call` announced the tool |
-//! | answer with a `stopReason` | `turn_end` (`end_turn` → success; `cancelled` → an error turn, subtype `interrupted`, after `permission_resolved{by: "cancelled"}` for every request still pending; other reasons → error turns with that subtype), after closing what the turn left open: the block being written becomes `content`, a tool without result gets an error result ("not run", or "interrupted") |
+//! | answer with a `stopReason` | `turn_end` (`end_turn` → success; `cancelled` → an error turn, subtype `interrupted`, after `permission_resolved{by: "cancelled"}` for every request still pending; `cancelled` with no `session/cancel` copied in the turn and a permission asked in it → success: the agent ended the turn because the user refused a tool; other reasons → error turns with that subtype), after closing what the turn left open: the block being written becomes `content`, a tool without result gets an error result ("not run", or "interrupted") |
+//! | error answer to a resumed run's first prompt | `run_error{kind: "resume_failed", resume_id}` (the agent loaded a conversation it had lost), then the error `turn_end` |
 //! | error answer to the running prompt | `turn_end` as an error turn with the agent's message |
 //! | any other error answer | `run_error{kind: "cli_error"}` with the agent's message |
 //! | updates before a resumed run's first prompt (the replayed history, before and after the load's answer) | nothing |
@@ -66,9 +76,12 @@ use std::collections::HashSet;
 
 use agent_harness_protocol::pb;
 use agent_harness_protocol::pb::event::Payload;
+use agent_harness_protocol::vocab::run_error_kind;
 use serde_json::{Map, Value};
 
+use super::client::REFUSED;
 use crate::adapter::{Decoder, DecoderSetup, StdoutLine};
+use crate::decoder::json::str_at;
 use crate::decoder::line::{self, Read};
 use crate::partial::{Change, Tracker};
 
@@ -102,6 +115,10 @@ pub struct AcpDecoder {
     /// A resumed run before its first prompt: updates are the replayed
     /// history.
     replaying: bool,
+    /// A resumed run whose first prompt has not been answered: an agent
+    /// may accept the load of a conversation it has lost and fail only
+    /// there (codex-acp).
+    first_after_load: bool,
     /// The process side copies its prompts into the line stream (seen
     /// one).
     copies: bool,
@@ -136,6 +153,7 @@ impl AcpDecoder {
             session_id: String::new(),
             model: String::new(),
             replaying: !setup.resume_id.is_empty(),
+            first_after_load: !setup.resume_id.is_empty(),
             copies: false,
             inputs_waiting: 0,
             turn: None,
@@ -167,6 +185,14 @@ impl AcpDecoder {
     fn notification(&mut self, method: &str, params: &Value) -> Vec<Payload> {
         match method {
             "session/update" => self.update(params.get("update").unwrap_or(&Value::Null)),
+            "session/cancel" => {
+                self.cancel_sent();
+                Vec::new()
+            }
+            REFUSED => vec![line::run_error(
+                run_error_kind::CLI_ERROR,
+                str_at(params, "message"),
+            )],
             other => {
                 tracing::debug!(method = other, "ignoring ACP notification");
                 Vec::new()

@@ -19,6 +19,9 @@ impl AcpDecoder {
         self.replaying = false;
         let mut out = self.flush();
         self.in_turn();
+        if let Some(turn) = self.turn.as_mut() {
+            turn.asked = true;
+        }
         let call = params.get("toolCall").unwrap_or(&Value::Null);
         let tool_use_id = str_at(call, "toolCallId");
         out.extend(self.tool_use(&tool_use_id, call));

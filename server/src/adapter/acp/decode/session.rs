@@ -30,6 +30,19 @@ impl AcpDecoder {
                         resume_id: self.resume_id.clone(),
                     })]
                 }
+                Some(n) if self.is_prompt(n) && self.first_after_load => {
+                    // The load was accepted but the conversation is gone
+                    // (codex-acp with its rollout files deleted): as if
+                    // the load had failed, so the next run starts anew.
+                    self.first_after_load = false;
+                    let mut out = vec![Payload::RunError(pb::RunError {
+                        message: format!("the agent lost the loaded session: {message}"),
+                        kind: run_error_kind::RESUME_FAILED.into(),
+                        resume_id: self.resume_id.clone(),
+                    })];
+                    out.extend(self.prompt_failed(message));
+                    out
+                }
                 Some(n) if self.is_prompt(n) => self.prompt_failed(message),
                 _ => vec![line::run_error(
                     run_error_kind::CLI_ERROR,

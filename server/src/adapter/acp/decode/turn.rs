@@ -18,6 +18,10 @@ pub(super) struct Turn {
     pub(super) prompt_id: Option<u64>,
     /// The last text block's text (the turn's `result`).
     pub(super) last_text: String,
+    /// A Stop cancelled it (our `session/cancel` was copied).
+    pub(super) cancel_sent: bool,
+    /// The agent asked for a permission in it.
+    pub(super) asked: bool,
     /// The context window and cost of the last `usage_update`.
     pub(super) context_window: u64,
     pub(super) cost_usd: Option<f64>,
@@ -74,6 +78,13 @@ impl AcpDecoder {
         }
     }
 
+    /// Our copy of a `session/cancel`: the running turn was stopped.
+    pub(super) fn cancel_sent(&mut self) {
+        if let Some(turn) = self.turn.as_mut() {
+            turn.cancel_sent = true;
+        }
+    }
+
     /// A `usage_update`: the context the session fills and what it cost.
     pub(super) fn usage_update(&mut self, update: &Value) {
         if !self.in_turn() {
@@ -102,11 +113,24 @@ impl AcpDecoder {
         if self.turn.is_none() {
             self.begin(None);
         }
+        self.first_after_load = false;
         let reason = str_at(result, "stopReason");
-        let mut out = self.close_turn(reason == "cancelled");
+        // A turn the agent cancelled by itself, nobody having stopped it,
+        // after asking for a permission: the user refused a tool and the
+        // agent gave up the turn (codex-acp's only reject option is
+        // Codex's "cancel"). Nothing was interrupted. Without copies a
+        // Stop cannot be told from it: interrupted, as before.
+        let refused = reason == "cancelled"
+            && self.copies
+            && self
+                .turn
+                .as_ref()
+                .is_some_and(|t| t.asked && !t.cancel_sent);
+        let mut out = self.close_turn(reason == "cancelled" && !refused);
         let turn = self.turn.take().unwrap_or_default();
         let (subtype, is_error) = match reason.as_str() {
             "end_turn" => ("success".to_owned(), false),
+            "cancelled" if refused => ("success".to_owned(), false),
             "cancelled" => ("interrupted".to_owned(), true),
             "" => ("error".to_owned(), true),
             other => (other.to_owned(), true),
@@ -133,6 +157,7 @@ impl AcpDecoder {
     /// agent's message.
     pub(super) fn prompt_failed(&mut self, message: String) -> Vec<Payload> {
         self.replaying = false;
+        self.first_after_load = false;
         if self.turn.is_none() {
             self.begin(None);
         }

@@ -1,9 +1,11 @@
 //! The decoder's tests: `recorded` on what Gemini CLI 0.60.0 wrote over ACP
 //! (the transcripts in `cassettes/gemini`, see its README; ids and token
 //! counts are read from them, so a re-recording keeps these passing),
-//! `lines` on hand-made lines for what those runs do not show. Their
-//! helpers here.
+//! `lines` on hand-made lines for what those runs do not show, `codex_acp`
+//! on codex-acp's transcripts (`cassettes/codex-acp`) where it differs.
+//! Their helpers here.
 
+mod codex_acp;
 mod lines;
 mod recorded;
 
@@ -29,10 +31,15 @@ pub(super) fn decoder(resume_id: &str) -> AcpDecoder {
     )
 }
 
-/// A recorded transcript: (`out`, the line).
+/// A recorded transcript of Gemini CLI: (`out`, the line).
 pub(super) fn transcript(name: &str) -> Vec<(bool, String)> {
+    transcript_of("gemini", name)
+}
+
+/// A recorded transcript in `cassettes/<agent>`.
+pub(super) fn transcript_of(agent: &str, name: &str) -> Vec<(bool, String)> {
     let path = format!(
-        "{}/../cassettes/gemini/{name}.jsonl",
+        "{}/../cassettes/{agent}/{name}.jsonl",
         env!("CARGO_MANIFEST_DIR")
     );
     let raw = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{path}: {e}"));
@@ -58,7 +65,8 @@ pub(super) fn out_messages(name: &str) -> Vec<Value> {
 
 /// Feeds transcript lines as the run task does: each `session/prompt` the
 /// harness wrote is an input sent and, when `copies`, the process side's
-/// copy of it in the line stream; every `out` line as read. Returns the
+/// copy of it in the line stream (and of each `session/cancel`); every
+/// `out` line as read. Returns the
 /// payloads and the live-typing changes.
 pub(super) fn feed_with(
     d: &mut AcpDecoder,
@@ -76,6 +84,10 @@ pub(super) fn feed_with(
                 }
                 let copy = d.line(&StdoutLine::Line(line.clone()));
                 assert!(copy.is_empty(), "a prompt's copy makes no event");
+            }
+            if copies && line.contains("\"session/cancel\"") {
+                let copy = d.line(&StdoutLine::Line(line.clone()));
+                assert!(copy.is_empty(), "a cancel's copy makes no event");
             }
             continue;
         }
