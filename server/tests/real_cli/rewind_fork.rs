@@ -251,7 +251,10 @@ async fn rewind_files_after_the_idle_timeout_resumes_the_conversation_to_rewind(
         strip_env: vec!["IS_SANDBOX".into()],
         ..Setup::default()
     };
-    setup.manager.idle_timeout = std::time::Duration::from_secs(2);
+    // Long enough that the run spawned for the control requests is not
+    // ended by its idle clock between them on a loaded machine (the
+    // dry run's answer, then the rewind itself), short enough to wait for.
+    setup.manager.idle_timeout = std::time::Duration::from_secs(5);
     let (h, ev, _) = Harness::started(setup, "idle-rw", "WRITE b.txt first").await;
     let file = h.work.path().join("b.txt");
     let (one, _) = ev.turn_end_after(0).await;
