@@ -16,72 +16,47 @@ mod common;
 use agent_harness_fake_api::FakeApi;
 use agent_harness_fake_api::cli::{codex_acp_bin, codex_acp_bin_newest};
 use common::acp::{Acp, chunks, option_of_kind, stop_reason, update};
-use common::{LinesChild, both_releases, recorder, streams_closed};
+use common::{Fixture, LinesChild, both_releases, streams_closed};
 use serde_json::{Value, json};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
-use tokio::process::Command;
 
 /// How long one expected line may take: the bridge starts node and then Codex.
 const LINE_TIMEOUT: Duration = Duration::from_secs(90);
 
-/// One scenario's fixture: the fake, a `HOME` whose `codex/` is the `CODEX_HOME` pointing
-/// Codex at it, a working directory and the bridge under test.
-struct Setup {
-    api: FakeApi,
-    bin: PathBuf,
-    home: tempfile::TempDir,
-    cwd: tempfile::TempDir,
-    scenario: &'static str,
-    pinned: bool,
-    /// Processes spawned so far.
-    spawned: usize,
+/// One scenario's fixture, whose `HOME/codex/` is the `CODEX_HOME` pointing Codex at the
+/// fake.
+struct Setup(Fixture);
+
+impl std::ops::Deref for Setup {
+    type Target = Fixture;
+    fn deref(&self) -> &Fixture {
+        &self.0
+    }
 }
 
 impl Setup {
     fn new(scenario: &'static str, pinned: bool) -> Setup {
-        let bin = if pinned {
-            codex_acp_bin()
-        } else {
-            codex_acp_bin_newest()
-        };
-        let api = FakeApi::start_blocking();
-        let home = tempfile::tempdir().expect("temp HOME");
-        api.codex_home(&home.path().join("codex"))
-            .expect("write config.toml");
-        Setup {
-            api,
-            bin,
-            home,
-            cwd: tempfile::tempdir().expect("temp cwd"),
+        let f = Fixture::new(
             scenario,
             pinned,
-            spawned: 0,
-        }
+            (codex_acp_bin, codex_acp_bin_newest),
+            "AGENT_HARNESS_RECORD_CODEX_ACP",
+        );
+        f.api
+            .codex_home(&f.home.path().join("codex"))
+            .expect("write config.toml");
+        Setup(f)
     }
 
     /// One more `codex-acp` process (it starts its own `codex app-server`, which inherits
     /// the environment).
     fn spawn(&mut self) -> Acp {
-        self.spawned += 1;
-        let rec = recorder(
-            "AGENT_HARNESS_RECORD_CODEX_ACP",
-            self.scenario,
-            self.pinned,
-            self.spawned,
-        );
-        let mut cmd = Command::new(&self.bin);
-        cmd
-            // Nothing from a developer's own setup leaks in.
-            .env_clear()
-            .env("PATH", std::env::var_os("PATH").unwrap_or_default())
-            .env("HOME", self.home.path())
-            .env("SHELL", "/bin/bash")
-            .env("RUST_LOG", "error")
-            .envs(self.api.codex_env(&self.home.path().join("codex")))
-            .current_dir(self.cwd.path());
+        let (mut cmd, rec) = self.0.command();
+        cmd.env("RUST_LOG", "error")
+            .envs(self.api.codex_env(&self.home.path().join("codex")));
         let io = LinesChild::spawn("codex-acp", cmd, rec, LINE_TIMEOUT);
-        Acp::new(io, self.cwd.path().display().to_string())
+        Acp::new(io, self.cwd_str())
     }
 }
 
@@ -163,8 +138,7 @@ async fn first_turn(mut s: Setup) {
 /// A second prompt on the same process and session carries the first exchange.
 async fn follow_up(mut s: Setup) {
     let mut acp = s.spawn();
-    acp.initialize().await;
-    let session = acp.new_session().await;
+    let session = acp.open().await;
     let (_, lines) = acp.turn(&session, "TEXT one").await;
     assert_eq!(chunks(&lines, "agent_message_chunk"), "one");
     let (done, lines) = acp.turn(&session, "TEXT two").await;
@@ -181,8 +155,7 @@ async fn follow_up(mut s: Setup) {
 /// `session/request_permission` for it; returns the prompt's id, the request and the lines
 /// before it.
 async fn ask_for_shell(acp: &mut Acp, cmd: &str) -> (String, u64, Value, Vec<Value>) {
-    acp.initialize().await;
-    let session = acp.new_session().await;
+    let session = acp.open().await;
     let (r, _) = acp
         .request(
             "session/set_mode",
@@ -274,8 +247,7 @@ async fn permission_reject(mut s: Setup) {
 /// null`, the model stream is dropped, and the process takes the next prompt.
 async fn cancel(mut s: Setup) {
     let mut acp = s.spawn();
-    acp.initialize().await;
-    let session = acp.new_session().await;
+    let session = acp.open().await;
     let id = acp.prompt(&session, "SLOW 100 100").await;
     for _ in 0..2 {
         acp.until(|v| update(v) == "agent_message_chunk").await;
@@ -320,8 +292,7 @@ async fn cancel_pending_permission(mut s: Setup) {
 /// model receives the earlier messages.
 async fn load(mut s: Setup) {
     let mut first = s.spawn();
-    first.initialize().await;
-    let session = first.new_session().await;
+    let session = first.open().await;
     let (r, _) = first
         .request(
             "session/set_mode",
@@ -415,8 +386,7 @@ fn files_under(dir: &Path) -> Vec<PathBuf> {
 /// <id>". The session is lost, but only the prompt says so.
 async fn lost_rollout(mut s: Setup) {
     let mut first = s.spawn();
-    first.initialize().await;
-    let session = first.new_session().await;
+    let session = first.open().await;
     first.turn(&session, "TEXT kept").await;
     first.exit().await;
     let rollouts = files_under(&s.home.path().join("codex/sessions"));

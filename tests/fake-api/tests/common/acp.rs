@@ -111,6 +111,12 @@ impl Acp {
             .to_owned()
     }
 
+    /// `initialize` then `session/new`, as every client starts; returns the session id.
+    pub async fn open(&mut self) -> String {
+        self.initialize().await;
+        self.new_session().await
+    }
+
     /// `session/load` of `session` in the working directory; returns the response and the
     /// lines before it.
     pub async fn load(&mut self, session: &str) -> (Value, Vec<Value>) {

@@ -1,6 +1,7 @@
 //! What the direct tests of agents that speak JSON lines on stdio share: the transcript
 //! recorder that writes `cassettes/<agent>/`, one child process read line by line, and the
-//! macro that runs each scenario against the pinned and the newest release.
+//! macro that runs each scenario against the pinned and the newest release, with the
+//! fixture each scenario starts from.
 
 #![allow(dead_code)] // each test binary uses its own subset
 
@@ -166,6 +167,63 @@ impl LinesChild {
             }
             Err(_) => panic!("{} did not exit within 20 s of stdin EOF", self.name),
         }
+    }
+}
+
+/// One scenario's fixture: the fake, a `HOME` (the test binary points the agent at the
+/// fake there), a working directory and the binary under test, with the count of the
+/// processes spawned so far, as each process gets a transcript of its own.
+pub struct Fixture {
+    pub api: FakeApi,
+    pub home: tempfile::TempDir,
+    pub cwd: tempfile::TempDir,
+    bin: PathBuf,
+    scenario: &'static str,
+    pinned: bool,
+    /// The variable naming the directory transcripts are recorded to.
+    record_var: &'static str,
+    spawned: usize,
+}
+
+impl Fixture {
+    /// `bins` are the pinned and the newest release's binaries.
+    pub fn new(
+        scenario: &'static str,
+        pinned: bool,
+        bins: (fn() -> PathBuf, fn() -> PathBuf),
+        record_var: &'static str,
+    ) -> Fixture {
+        let bin = if pinned { bins.0() } else { bins.1() };
+        Fixture {
+            api: FakeApi::start_blocking(),
+            home: tempfile::tempdir().expect("temp HOME"),
+            cwd: tempfile::tempdir().expect("temp cwd"),
+            bin,
+            scenario,
+            pinned,
+            record_var,
+            spawned: 0,
+        }
+    }
+
+    /// The next process's command, run in the working directory with `HOME` and an
+    /// environment cleared of everything from a developer's own setup but `PATH`, and its
+    /// recorder.
+    pub fn command(&mut self) -> (Command, Recorder) {
+        self.spawned += 1;
+        let rec = recorder(self.record_var, self.scenario, self.pinned, self.spawned);
+        let mut cmd = Command::new(&self.bin);
+        cmd.env_clear()
+            .env("PATH", std::env::var_os("PATH").unwrap_or_default())
+            .env("HOME", self.home.path())
+            .env("SHELL", "/bin/bash")
+            .current_dir(self.cwd.path());
+        (cmd, rec)
+    }
+
+    /// The working directory as the agent is told it.
+    pub fn cwd_str(&self) -> String {
+        self.cwd.path().display().to_string()
     }
 }
 
