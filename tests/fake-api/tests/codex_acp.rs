@@ -15,8 +15,8 @@ mod common;
 
 use agent_harness_fake_api::FakeApi;
 use agent_harness_fake_api::cli::{codex_acp_bin, codex_acp_bin_newest};
-use common::acp::{Acp, chunks, option_of_kind, stop_reason, update};
-use common::{Fixture, LinesChild, both_releases, streams_closed};
+use common::acp::{Acp, cancel_mid_answer, chunks, option_of_kind, stop_reason, update};
+use common::{Fixture, LinesChild, both_releases};
 use serde_json::{Value, json};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -24,16 +24,9 @@ use std::time::Duration;
 /// How long one expected line may take: the bridge starts node and then Codex.
 const LINE_TIMEOUT: Duration = Duration::from_secs(90);
 
-/// One scenario's fixture, whose `HOME/codex/` is the `CODEX_HOME` pointing Codex at the
-/// fake.
-struct Setup(Fixture);
-
-impl std::ops::Deref for Setup {
-    type Target = Fixture;
-    fn deref(&self) -> &Fixture {
-        &self.0
-    }
-}
+// One scenario's fixture, whose `HOME/codex/` is the `CODEX_HOME` pointing Codex at the
+// fake.
+common::setup!();
 
 impl Setup {
     fn new(scenario: &'static str, pinned: bool) -> Setup {
@@ -137,17 +130,7 @@ async fn first_turn(mut s: Setup) {
 
 /// A second prompt on the same process and session carries the first exchange.
 async fn follow_up(mut s: Setup) {
-    let mut acp = s.spawn();
-    let session = acp.open().await;
-    let (_, lines) = acp.turn(&session, "TEXT one").await;
-    assert_eq!(chunks(&lines, "agent_message_chunk"), "one");
-    let (done, lines) = acp.turn(&session, "TEXT two").await;
-    assert_eq!(stop_reason(&done), "end_turn");
-    assert_eq!(chunks(&lines, "agent_message_chunk"), "two");
-    let calls = turn_calls(&s.api);
-    assert_eq!(calls.len(), 2);
-    assert_eq!(calls[1].user_prompts(), ["TEXT one", "TEXT two"]);
-    acp.exit().await;
+    common::acp::follow_up(s.spawn(), || turn_calls(&s.api)).await
 }
 
 /// A session in mode `workspace-write` (the user reviews what leaves the sandbox) and a
@@ -237,29 +220,14 @@ async fn permission_reject(mut s: Setup) {
     assert_eq!(tool_status(&lines, tool), "failed");
     assert!(!s.cwd.path().join("rejected.txt").exists());
     assert_eq!(turn_calls(&s.api).len(), 1);
-    let (done, lines) = acp.turn(&session, "TEXT next").await;
-    assert_eq!(stop_reason(&done), "end_turn");
-    assert_eq!(chunks(&lines, "agent_message_chunk"), "next");
+    acp.answered(&session, "next").await;
     acp.exit().await;
 }
 
 /// `session/cancel` mid-answer: the prompt answers `stopReason: cancelled` with `usage:
 /// null`, the model stream is dropped, and the process takes the next prompt.
 async fn cancel(mut s: Setup) {
-    let mut acp = s.spawn();
-    let session = acp.open().await;
-    let id = acp.prompt(&session, "SLOW 100 100").await;
-    for _ in 0..2 {
-        acp.until(|v| update(v) == "agent_message_chunk").await;
-    }
-    acp.cancel(&session).await;
-    let (done, _) = acp.response(id).await;
-    assert_eq!(stop_reason(&done), "cancelled", "{done}");
-    streams_closed(&s.api).await;
-    let (done, lines) = acp.turn(&session, "TEXT after the stop").await;
-    assert_eq!(stop_reason(&done), "end_turn");
-    assert_eq!(chunks(&lines, "agent_message_chunk"), "after the stop");
-    acp.exit().await;
+    cancel_mid_answer(s.spawn(), &s.api).await
 }
 
 /// `session/cancel` while a permission request is pending: codex-acp withdraws the request
@@ -280,9 +248,7 @@ async fn cancel_pending_permission(mut s: Setup) {
     );
     acp.answer(&ask, json!({"outcome": "cancelled"})).await;
     assert!(!s.cwd.path().join("never.txt").exists());
-    let (done, lines) = acp.turn(&session, "TEXT next").await;
-    assert_eq!(stop_reason(&done), "end_turn");
-    assert_eq!(chunks(&lines, "agent_message_chunk"), "next");
+    acp.answered(&session, "next").await;
     acp.exit().await;
 }
 
@@ -324,9 +290,7 @@ async fn load(mut s: Setup) {
         after.iter().all(|v| !update(v).ends_with("message_chunk")),
         "{after:#?}"
     );
-    let (done, lines) = second.turn(&session, "TEXT again").await;
-    assert_eq!(stop_reason(&done), "end_turn");
-    assert_eq!(chunks(&lines, "agent_message_chunk"), "again");
+    second.answered(&session, "again").await;
     let calls = turn_calls(&s.api);
     let last = calls.last().unwrap();
     assert_eq!(last.user_prompts(), ["TEXT remember me", "TEXT again"]);

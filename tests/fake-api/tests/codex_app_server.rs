@@ -22,16 +22,9 @@ use std::time::Duration;
 /// How long one expected line may take; a turn against the fake takes well under a second.
 const LINE_TIMEOUT: Duration = Duration::from_secs(60);
 
-/// One scenario's fixture, whose `HOME` is also the `CODEX_HOME` pointing Codex at the
-/// fake.
-struct Setup(Fixture);
-
-impl std::ops::Deref for Setup {
-    type Target = Fixture;
-    fn deref(&self) -> &Fixture {
-        &self.0
-    }
-}
+// One scenario's fixture, whose `HOME` is also the `CODEX_HOME` pointing Codex at the
+// fake.
+common::setup!();
 
 impl Setup {
     fn new(scenario: &'static str, pinned: bool) -> Setup {

@@ -14,8 +14,8 @@
 mod common;
 
 use agent_harness_fake_api::cli::{gemini_bin, gemini_bin_newest};
-use common::acp::{Acp, chunks, option_of_kind, stop_reason, update};
-use common::{Fixture, LinesChild, both_releases, streams_closed};
+use common::acp::{Acp, cancel_mid_answer, chunks, option_of_kind, stop_reason, update};
+use common::{Fixture, LinesChild, both_releases};
 use serde_json::{Value, json};
 use std::path::Path;
 use std::time::Duration;
@@ -24,15 +24,8 @@ use std::time::Duration;
 /// machine, a turn against the fake takes well under one.
 const LINE_TIMEOUT: Duration = Duration::from_secs(90);
 
-/// One scenario's fixture, whose `HOME` has the settings pointing Gemini at the fake.
-struct Setup(Fixture);
-
-impl std::ops::Deref for Setup {
-    type Target = Fixture;
-    fn deref(&self) -> &Fixture {
-        &self.0
-    }
-}
+// One scenario's fixture, whose `HOME` has the settings pointing Gemini at the fake.
+common::setup!();
 
 impl Setup {
     fn new(scenario: &'static str, pinned: bool) -> Setup {
@@ -101,17 +94,7 @@ async fn first_turn(mut s: Setup) {
 
 /// A second prompt on the same process and session carries the first exchange.
 async fn follow_up(mut s: Setup) {
-    let mut gemini = s.spawn();
-    let session = gemini.open().await;
-    let (_, lines) = gemini.turn(&session, "TEXT one").await;
-    assert_eq!(chunks(&lines, "agent_message_chunk"), "one");
-    let (done, lines) = gemini.turn(&session, "TEXT two").await;
-    assert_eq!(stop_reason(&done), "end_turn");
-    assert_eq!(chunks(&lines, "agent_message_chunk"), "two");
-    let calls = s.api.gemini_requests();
-    assert_eq!(calls.len(), 2);
-    assert_eq!(calls[1].user_prompts(), ["TEXT one", "TEXT two"]);
-    gemini.exit().await;
+    common::acp::follow_up(s.spawn(), || s.api.gemini_requests()).await
 }
 
 /// Gemini asks for thoughts, so the fake sends a thought part: an `agent_thought_chunk`
@@ -196,29 +179,14 @@ async fn permission_reject(mut s: Setup) {
     let calls = s.api.gemini_requests();
     assert_eq!(calls.len(), 2);
     assert_eq!(calls[1].scenario, "BASH+tool_result");
-    let (done, lines) = gemini.turn(&session, "TEXT next").await;
-    assert_eq!(stop_reason(&done), "end_turn");
-    assert_eq!(chunks(&lines, "agent_message_chunk"), "next");
+    gemini.answered(&session, "next").await;
     gemini.exit().await;
 }
 
 /// `session/cancel` mid-answer: the prompt answers `stopReason: cancelled`, the stream to
 /// the model is dropped, and the process takes the next prompt.
 async fn cancel(mut s: Setup) {
-    let mut gemini = s.spawn();
-    let session = gemini.open().await;
-    let id = gemini.prompt(&session, "SLOW 100 100").await;
-    for _ in 0..2 {
-        gemini.until(|v| update(v) == "agent_message_chunk").await;
-    }
-    gemini.cancel(&session).await;
-    let (done, _) = gemini.response(id).await;
-    assert_eq!(stop_reason(&done), "cancelled", "{done}");
-    streams_closed(&s.api).await;
-    let (done, lines) = gemini.turn(&session, "TEXT after the stop").await;
-    assert_eq!(stop_reason(&done), "end_turn");
-    assert_eq!(chunks(&lines, "agent_message_chunk"), "after the stop");
-    gemini.exit().await;
+    cancel_mid_answer(s.spawn(), &s.api).await
 }
 
 /// `session/cancel` while a permission request is pending: Gemini does not end the turn
@@ -272,9 +240,7 @@ async fn load(mut s: Setup) {
         chunks(&all, "agent_message_chunk").contains("remember me"),
         "{all:#?}"
     );
-    let (done, lines) = second.turn(&session, "TEXT again").await;
-    assert_eq!(stop_reason(&done), "end_turn");
-    assert_eq!(chunks(&lines, "agent_message_chunk"), "again");
+    second.answered(&session, "again").await;
     let calls = s.api.gemini_requests();
     let last = calls.last().unwrap();
     assert_eq!(last.user_prompts(), ["TEXT remember me", "TEXT again"]);

@@ -170,6 +170,9 @@ impl LinesChild {
     }
 }
 
+/// Where the pinned and the newest release's binaries are.
+pub type Releases = (fn() -> PathBuf, fn() -> PathBuf);
+
 /// One scenario's fixture: the fake, a `HOME` (the test binary points the agent at the
 /// fake there), a working directory and the binary under test, with the count of the
 /// processes spawned so far, as each process gets a transcript of its own.
@@ -186,11 +189,10 @@ pub struct Fixture {
 }
 
 impl Fixture {
-    /// `bins` are the pinned and the newest release's binaries.
     pub fn new(
         scenario: &'static str,
         pinned: bool,
-        bins: (fn() -> PathBuf, fn() -> PathBuf),
+        bins: Releases,
         record_var: &'static str,
     ) -> Fixture {
         let bin = if pinned { bins.0() } else { bins.1() };
@@ -238,6 +240,23 @@ pub async fn streams_closed(api: &FakeApi) {
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
 }
+
+/// Declares the test binary's `Setup`, a [`Fixture`] read through as one; the binary's own
+/// `impl Setup` gives its `new` (the fake configured in `HOME`) and `spawn` (the agent's
+/// command).
+macro_rules! setup {
+    () => {
+        struct Setup(common::Fixture);
+
+        impl std::ops::Deref for Setup {
+            type Target = common::Fixture;
+            fn deref(&self) -> &common::Fixture {
+                &self.0
+            }
+        }
+    };
+}
+pub(crate) use setup;
 
 /// Runs each scenario against the pinned and the newest release: `Setup::new(scenario,
 /// pinned)` of the test binary builds the fixture.
