@@ -16,7 +16,7 @@ mod common;
 use agent_harness_fake_api::FakeApi;
 use agent_harness_fake_api::cli::{codex_acp_bin, codex_acp_bin_newest};
 use common::acp::{Acp, cancel_mid_answer, chunks, option_of_kind, stop_reason, update};
-use common::{Fixture, LinesChild, both_releases};
+use common::{Fixture, LinesChild, approved_command_ran, both_releases, responses_carry_history};
 use serde_json::{Value, json};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -195,15 +195,8 @@ async fn permission_allow(mut s: Setup) {
     assert_eq!(stop_reason(&done), "end_turn", "{done}");
     let tool = &ask["params"]["toolCall"]["toolCallId"];
     assert_eq!(tool_status(&lines, tool), "completed");
-    assert!(s.cwd.path().join("approved.txt").exists());
     let text = chunks(&lines, "agent_message_chunk");
-    assert!(
-        text.starts_with("Tool step finished.") && text.contains("made-it"),
-        "{text}"
-    );
-    let calls = turn_calls(&s.api);
-    assert_eq!(calls.len(), 2);
-    assert_eq!(calls[1].scenario, "ESCBASH+tool_result");
+    approved_command_ran(s.cwd.path(), &text, &turn_calls(&s.api), "ESCBASH");
     acp.exit().await;
 }
 
@@ -291,14 +284,7 @@ async fn load(mut s: Setup) {
         "{after:#?}"
     );
     second.answered(&session, "again").await;
-    let calls = turn_calls(&s.api);
-    let last = calls.last().unwrap();
-    assert_eq!(last.user_prompts(), ["TEXT remember me", "TEXT again"]);
-    let input = last.body.as_ref().unwrap()["input"].to_string();
-    assert!(
-        input.contains("remember me"),
-        "the earlier answer is sent too"
-    );
+    responses_carry_history(&turn_calls(&s.api));
     second.exit().await;
 }
 

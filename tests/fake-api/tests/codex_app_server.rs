@@ -14,7 +14,7 @@
 mod common;
 
 use agent_harness_fake_api::cli::{codex_bin, codex_bin_newest};
-use common::{Fixture, LinesChild, both_releases};
+use common::{Fixture, LinesChild, approved_command_ran, both_releases, responses_carry_history};
 use serde_json::{Value, json};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -265,15 +265,12 @@ async fn approval_accepted(mut s: Setup) {
             .unwrap()
             .contains("made-it")
     );
-    assert!(s.cwd.path().join("approved.txt").exists());
-    let text = answer(&lines);
-    assert!(
-        text.starts_with("Tool step finished.") && text.contains("made-it"),
-        "{text}"
+    approved_command_ran(
+        s.cwd.path(),
+        &answer(&lines),
+        &s.api.responses_requests(),
+        "BASH",
     );
-    let calls = s.api.responses_requests();
-    assert_eq!(calls.len(), 2);
-    assert_eq!(calls[1].scenario, "BASH+tool_result");
     codex.exit().await;
 }
 
@@ -395,14 +392,7 @@ async fn resume(mut s: Setup) {
     let (done, lines) = second.turn_completed().await;
     assert_eq!(done["params"]["turn"]["status"], "completed");
     assert_eq!(answer(&lines), "again");
-    let calls = s.api.responses_requests();
-    let last = calls.last().unwrap();
-    assert_eq!(last.user_prompts(), ["TEXT remember me", "TEXT again"]);
-    let input = last.body.as_ref().unwrap()["input"].to_string();
-    assert!(
-        input.contains("remember me"),
-        "the earlier answer is sent too"
-    );
+    responses_carry_history(&s.api.responses_requests());
     second.exit().await;
 }
 

@@ -7,10 +7,10 @@
 
 pub mod acp;
 
-use agent_harness_fake_api::FakeApi;
+use agent_harness_fake_api::{FakeApi, RecordedRequest};
 use serde_json::{Value, json};
 use std::io::Write;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -227,6 +227,31 @@ impl Fixture {
     pub fn cwd_str(&self) -> String {
         self.cwd.path().display().to_string()
     }
+}
+
+/// After the approved `touch approved.txt && echo made-it`: the file is made, the model's
+/// answer carries the command's output, and the second model call is the tool result of
+/// `scenario`.
+pub fn approved_command_ran(cwd: &Path, answer: &str, calls: &[RecordedRequest], scenario: &str) {
+    assert!(cwd.join("approved.txt").exists());
+    assert!(
+        answer.starts_with("Tool step finished.") && answer.contains("made-it"),
+        "{answer}"
+    );
+    assert_eq!(calls.len(), 2);
+    assert_eq!(calls[1].scenario, format!("{scenario}+tool_result"));
+}
+
+/// The last Responses API call of a resumed session (`TEXT remember me`, then `TEXT again`)
+/// carries both prompts and the earlier answer.
+pub fn responses_carry_history(calls: &[RecordedRequest]) {
+    let last = calls.last().unwrap();
+    assert_eq!(last.user_prompts(), ["TEXT remember me", "TEXT again"]);
+    let input = last.body.as_ref().unwrap()["input"].to_string();
+    assert!(
+        input.contains("remember me"),
+        "the earlier answer is sent too"
+    );
 }
 
 /// Waits until the fake has no reply stream open (a cancelled turn dropped its stream).
