@@ -48,27 +48,27 @@ pub(crate) fn answer(agent: &str, name: &str, id: u64) -> Value {
 
 /// Feeds transcript lines as the run task does: each `in` line holding
 /// `input` (the method the harness writes a user message with) is an input
-/// sent and, when `copies`, the process side's copy of it in the line
-/// stream, which makes no event; every `out` line as read. Returns the
-/// payloads and the live-typing changes.
+/// sent; each `in` line holding one of `copied` (the methods whose lines
+/// the process side copies into the line stream) is read too, and makes no
+/// event; every `out` line as read. Returns the payloads and the
+/// live-typing changes.
 pub(crate) fn feed_transcript(
     d: &mut impl Decoder,
     lines: &[(bool, String)],
     input: &str,
-    copies: bool,
+    copied: &[&str],
 ) -> (Vec<Payload>, Vec<Change>) {
-    let input = format!("\"{input}\"");
+    let holds = |line: &str, method: &str| line.contains(&format!("\"{method}\""));
     let mut payloads = Vec::new();
     let mut changes = Vec::new();
     for (out, line) in lines {
         if !out {
-            if line.contains(&input) {
+            if holds(line, input) {
                 d.input_sent();
-                if !copies {
-                    continue;
-                }
+            }
+            if let Some(method) = copied.iter().find(|m| holds(line, m)) {
                 let copy = d.line(&StdoutLine::Line(line.clone()));
-                assert!(copy.is_empty(), "a prompt's copy makes no event");
+                assert!(copy.is_empty(), "a {method} copy makes no event");
             }
             continue;
         }

@@ -30,9 +30,14 @@ pub(super) fn decoder(resume_id: &str) -> AcpDecoder {
     )
 }
 
-/// A recorded transcript: (`out`, the line).
+/// A recorded transcript of Gemini CLI: (`out`, the line).
 pub(super) fn transcript(name: &str) -> Vec<(bool, String)> {
-    testing::transcript(AGENT, name)
+    transcript_of(AGENT, name)
+}
+
+/// A recorded transcript in `cassettes/<agent>`.
+pub(super) fn transcript_of(agent: &str, name: &str) -> Vec<(bool, String)> {
+    testing::transcript(agent, name)
 }
 
 /// The `out` lines of a transcript, parsed.
@@ -42,14 +47,19 @@ pub(super) fn out_messages(name: &str) -> Vec<Value> {
 
 /// Feeds transcript lines as the run task does: each `session/prompt` the
 /// harness wrote is an input sent and, when `copies`, the process side's
-/// copy of it in the line stream; every `out` line as read. Returns the
-/// payloads and the live-typing changes.
+/// copy of it in the line stream (and of each `session/cancel`); every
+/// `out` line as read. Returns the payloads and the live-typing changes.
 pub(super) fn feed_with(
     d: &mut AcpDecoder,
     lines: &[(bool, String)],
     copies: bool,
 ) -> (Vec<Payload>, Vec<Change>) {
-    testing::feed_transcript(d, lines, "session/prompt", copies)
+    let copied: &[&str] = if copies {
+        &["session/prompt", "session/cancel"]
+    } else {
+        &[]
+    };
+    testing::feed_transcript(d, lines, "session/prompt", copied)
 }
 
 /// Feeds transcript lines with the prompts' copies.

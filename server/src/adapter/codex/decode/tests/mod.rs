@@ -45,7 +45,7 @@ pub(super) fn out_messages(name: &str) -> Vec<Value> {
 /// input where the transcript wrote a `turn/start`; returns the payloads
 /// and the live-typing changes.
 pub(super) fn replay(d: &mut CodexDecoder, name: &str) -> (Vec<Payload>, Vec<Change>) {
-    testing::feed_transcript(d, &transcript(name), "turn/start", false)
+    testing::feed_transcript(d, &transcript(name), "turn/start", &[])
 }
 
 /// Each turn's usage as the transcript reports it: the sum of its model
