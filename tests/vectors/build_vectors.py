@@ -15,6 +15,8 @@ Run: python3 tests/vectors/build_vectors.py  (rewrites every *.json here).
 import json
 import os
 
+from vector_files import write_vectors
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 I, ST, SR, SP = "idle", "starting", "streaming", "stopping"
 MODEL = "claude-sonnet-4-5"
@@ -942,19 +944,29 @@ v.ev(run_end("COMPLETED", exit_code=0), I, False, settings=S("claude-sonnet-4-6"
 # transcripts (codex/*.json, checked by the decoder's tests); the harness's own
 # events go around them as the manager writes them.
 
-def codex(name):
-    """The decoder's payloads for cassettes/codex/<name>.jsonl, in order."""
-    with open(os.path.join(HERE, "codex", name + ".json")) as f:
+def decoded(kind, name):
+    """A decoder's payloads for one cassette, stored as <kind>/<name>.json, in order."""
+    with open(os.path.join(HERE, kind, name + ".json")) as f:
         return [next(iter(p.items())) for p in json.load(f)["payloads"]]
 
 
-def codex_boot(v, p, prompt, trigger="start", resume=""):
-    """run_start and input_sent of a Codex run, then its run_ready (p[0])."""
-    v.ev(run_start(prompt, adapter="codex", agent="codex", trigger=trigger, resume=resume), ST, True,
-         activity=A("starting"))
-    v.ev(inp(prompt, "INITIAL"), ST, True)
-    if p:
-        v.ev(p[0], SR, True, activity=A("thinking"), resumeId=p[0][1]["resumeId"])
+def booting(adapter, agent):
+    """The boot of a run of `agent` by `adapter`: run_start and input_sent, then its run_ready (p[0])."""
+    def boot(v, p, prompt, trigger="start", resume=""):
+        v.ev(run_start(prompt, adapter=adapter, agent=agent, trigger=trigger, resume=resume), ST, True,
+             activity=A("starting"))
+        v.ev(inp(prompt, "INITIAL"), ST, True)
+        if p:
+            v.ev(p[0], SR, True, activity=A("thinking"), resumeId=p[0][1]["resumeId"])
+    return boot
+
+
+def codex(name):
+    """The Codex decoder's payloads for cassettes/codex/<name>.jsonl."""
+    return decoded("codex", name)
+
+
+codex_boot = booting("codex", "codex")
 
 
 def turn_usage(p, turns, window=258400):
@@ -1090,18 +1102,11 @@ v.ev(run_end("COMPLETED", exit_code=0), I, False, resumeId=None,
 # harness's own events go around them as the manager writes them.
 
 def acp(name):
-    """The decoder's payloads for cassettes/gemini/<name>.jsonl, in order."""
-    with open(os.path.join(HERE, "acp", name + ".json")) as f:
-        return [next(iter(p.items())) for p in json.load(f)["payloads"]]
+    """The ACP decoder's payloads for cassettes/gemini/<name>.jsonl."""
+    return decoded("acp", name)
 
 
-def acp_boot(v, p, prompt, trigger="start", resume=""):
-    """run_start and input_sent of a Gemini run over ACP, then its run_ready (p[0])."""
-    v.ev(run_start(prompt, adapter="acp", agent="gemini", trigger=trigger, resume=resume), ST, True,
-         activity=A("starting"))
-    v.ev(inp(prompt, "INITIAL"), ST, True)
-    if p:
-        v.ev(p[0], SR, True, activity=A("thinking"), resumeId=p[0][1]["resumeId"])
+acp_boot = booting("acp", "gemini")  # a Gemini run over ACP
 
 
 p = acp("first_turn")
@@ -1206,17 +1211,7 @@ v.ev(p[3], I, True, activity=A("idle"), turnInProgress=False, usage=turn_usage(p
 
 
 def main():
-    keep = set()
-    for v in ALL:
-        fn = v.name + ".json"
-        keep.add(fn)
-        with open(os.path.join(HERE, fn), "w") as f:
-            json.dump(v.doc(), f, indent=1, ensure_ascii=False)
-            f.write("\n")
-    for fn in os.listdir(HERE):
-        if fn.endswith(".json") and fn not in keep:
-            os.remove(os.path.join(HERE, fn))
-    print("wrote %d vectors" % len(ALL))
+    write_vectors(HERE, ALL)
 
 
 if __name__ == "__main__":

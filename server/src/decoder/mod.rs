@@ -11,6 +11,8 @@
 
 pub(crate) mod json;
 pub(crate) mod line;
+#[cfg(test)]
+pub(crate) mod testing;
 
 use agent_harness_protocol::pb::event::Payload;
 

@@ -15,73 +15,41 @@ mod common;
 
 use agent_harness_fake_api::FakeApi;
 use agent_harness_fake_api::cli::{codex_acp_bin, codex_acp_bin_newest};
-use common::acp::{Acp, chunks, option_of_kind, stop_reason, update};
-use common::{LinesChild, both_releases, recorder, streams_closed};
+use common::acp::{Acp, cancel_mid_answer, chunks, option_of_kind, stop_reason, update};
+use common::{Fixture, LinesChild, approved_command_ran, both_releases, responses_carry_history};
 use serde_json::{Value, json};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
-use tokio::process::Command;
 
 /// How long one expected line may take: the bridge starts node and then Codex.
 const LINE_TIMEOUT: Duration = Duration::from_secs(90);
 
-/// One scenario's fixture: the fake, a `HOME` whose `codex/` is the `CODEX_HOME` pointing
-/// Codex at it, a working directory and the bridge under test.
-struct Setup {
-    api: FakeApi,
-    bin: PathBuf,
-    home: tempfile::TempDir,
-    cwd: tempfile::TempDir,
-    scenario: &'static str,
-    pinned: bool,
-    /// Processes spawned so far.
-    spawned: usize,
-}
+// One scenario's fixture, whose `HOME/codex/` is the `CODEX_HOME` pointing Codex at the
+// fake.
+common::setup!();
 
 impl Setup {
     fn new(scenario: &'static str, pinned: bool) -> Setup {
-        let bin = if pinned {
-            codex_acp_bin()
-        } else {
-            codex_acp_bin_newest()
-        };
-        let api = FakeApi::start_blocking();
-        let home = tempfile::tempdir().expect("temp HOME");
-        api.codex_home(&home.path().join("codex"))
-            .expect("write config.toml");
-        Setup {
-            api,
-            bin,
-            home,
-            cwd: tempfile::tempdir().expect("temp cwd"),
+        let f = Fixture::new(
             scenario,
             pinned,
-            spawned: 0,
-        }
+            (codex_acp_bin, codex_acp_bin_newest),
+            "AGENT_HARNESS_RECORD_CODEX_ACP",
+        );
+        f.api
+            .codex_home(&f.home.path().join("codex"))
+            .expect("write config.toml");
+        Setup(f)
     }
 
     /// One more `codex-acp` process (it starts its own `codex app-server`, which inherits
     /// the environment).
     fn spawn(&mut self) -> Acp {
-        self.spawned += 1;
-        let rec = recorder(
-            "AGENT_HARNESS_RECORD_CODEX_ACP",
-            self.scenario,
-            self.pinned,
-            self.spawned,
-        );
-        let mut cmd = Command::new(&self.bin);
-        cmd
-            // Nothing from a developer's own setup leaks in.
-            .env_clear()
-            .env("PATH", std::env::var_os("PATH").unwrap_or_default())
-            .env("HOME", self.home.path())
-            .env("SHELL", "/bin/bash")
-            .env("RUST_LOG", "error")
-            .envs(self.api.codex_env(&self.home.path().join("codex")))
-            .current_dir(self.cwd.path());
+        let (mut cmd, rec) = self.0.command();
+        cmd.env("RUST_LOG", "error")
+            .envs(self.api.codex_env(&self.home.path().join("codex")));
         let io = LinesChild::spawn("codex-acp", cmd, rec, LINE_TIMEOUT);
-        Acp::new(io, self.cwd.path().display().to_string())
+        Acp::new(io, self.cwd_str())
     }
 }
 
@@ -162,18 +130,7 @@ async fn first_turn(mut s: Setup) {
 
 /// A second prompt on the same process and session carries the first exchange.
 async fn follow_up(mut s: Setup) {
-    let mut acp = s.spawn();
-    acp.initialize().await;
-    let session = acp.new_session().await;
-    let (_, lines) = acp.turn(&session, "TEXT one").await;
-    assert_eq!(chunks(&lines, "agent_message_chunk"), "one");
-    let (done, lines) = acp.turn(&session, "TEXT two").await;
-    assert_eq!(stop_reason(&done), "end_turn");
-    assert_eq!(chunks(&lines, "agent_message_chunk"), "two");
-    let calls = turn_calls(&s.api);
-    assert_eq!(calls.len(), 2);
-    assert_eq!(calls[1].user_prompts(), ["TEXT one", "TEXT two"]);
-    acp.exit().await;
+    common::acp::follow_up(s.spawn(), || turn_calls(&s.api)).await
 }
 
 /// A session in mode `workspace-write` (the user reviews what leaves the sandbox) and a
@@ -181,8 +138,7 @@ async fn follow_up(mut s: Setup) {
 /// `session/request_permission` for it; returns the prompt's id, the request and the lines
 /// before it.
 async fn ask_for_shell(acp: &mut Acp, cmd: &str) -> (String, u64, Value, Vec<Value>) {
-    acp.initialize().await;
-    let session = acp.new_session().await;
+    let session = acp.open().await;
     let (r, _) = acp
         .request(
             "session/set_mode",
@@ -239,15 +195,8 @@ async fn permission_allow(mut s: Setup) {
     assert_eq!(stop_reason(&done), "end_turn", "{done}");
     let tool = &ask["params"]["toolCall"]["toolCallId"];
     assert_eq!(tool_status(&lines, tool), "completed");
-    assert!(s.cwd.path().join("approved.txt").exists());
     let text = chunks(&lines, "agent_message_chunk");
-    assert!(
-        text.starts_with("Tool step finished.") && text.contains("made-it"),
-        "{text}"
-    );
-    let calls = turn_calls(&s.api);
-    assert_eq!(calls.len(), 2);
-    assert_eq!(calls[1].scenario, "ESCBASH+tool_result");
+    approved_command_ran(s.cwd.path(), &text, &turn_calls(&s.api), "ESCBASH");
     acp.exit().await;
 }
 
@@ -264,30 +213,14 @@ async fn permission_reject(mut s: Setup) {
     assert_eq!(tool_status(&lines, tool), "failed");
     assert!(!s.cwd.path().join("rejected.txt").exists());
     assert_eq!(turn_calls(&s.api).len(), 1);
-    let (done, lines) = acp.turn(&session, "TEXT next").await;
-    assert_eq!(stop_reason(&done), "end_turn");
-    assert_eq!(chunks(&lines, "agent_message_chunk"), "next");
+    acp.answered(&session, "next").await;
     acp.exit().await;
 }
 
 /// `session/cancel` mid-answer: the prompt answers `stopReason: cancelled` with `usage:
 /// null`, the model stream is dropped, and the process takes the next prompt.
 async fn cancel(mut s: Setup) {
-    let mut acp = s.spawn();
-    acp.initialize().await;
-    let session = acp.new_session().await;
-    let id = acp.prompt(&session, "SLOW 100 100").await;
-    for _ in 0..2 {
-        acp.until(|v| update(v) == "agent_message_chunk").await;
-    }
-    acp.cancel(&session).await;
-    let (done, _) = acp.response(id).await;
-    assert_eq!(stop_reason(&done), "cancelled", "{done}");
-    streams_closed(&s.api).await;
-    let (done, lines) = acp.turn(&session, "TEXT after the stop").await;
-    assert_eq!(stop_reason(&done), "end_turn");
-    assert_eq!(chunks(&lines, "agent_message_chunk"), "after the stop");
-    acp.exit().await;
+    cancel_mid_answer(s.spawn(), &s.api).await
 }
 
 /// `session/cancel` while a permission request is pending: codex-acp withdraws the request
@@ -308,9 +241,7 @@ async fn cancel_pending_permission(mut s: Setup) {
     );
     acp.answer(&ask, json!({"outcome": "cancelled"})).await;
     assert!(!s.cwd.path().join("never.txt").exists());
-    let (done, lines) = acp.turn(&session, "TEXT next").await;
-    assert_eq!(stop_reason(&done), "end_turn");
-    assert_eq!(chunks(&lines, "agent_message_chunk"), "next");
+    acp.answered(&session, "next").await;
     acp.exit().await;
 }
 
@@ -320,8 +251,7 @@ async fn cancel_pending_permission(mut s: Setup) {
 /// model receives the earlier messages.
 async fn load(mut s: Setup) {
     let mut first = s.spawn();
-    first.initialize().await;
-    let session = first.new_session().await;
+    let session = first.open().await;
     let (r, _) = first
         .request(
             "session/set_mode",
@@ -353,17 +283,8 @@ async fn load(mut s: Setup) {
         after.iter().all(|v| !update(v).ends_with("message_chunk")),
         "{after:#?}"
     );
-    let (done, lines) = second.turn(&session, "TEXT again").await;
-    assert_eq!(stop_reason(&done), "end_turn");
-    assert_eq!(chunks(&lines, "agent_message_chunk"), "again");
-    let calls = turn_calls(&s.api);
-    let last = calls.last().unwrap();
-    assert_eq!(last.user_prompts(), ["TEXT remember me", "TEXT again"]);
-    let input = last.body.as_ref().unwrap()["input"].to_string();
-    assert!(
-        input.contains("remember me"),
-        "the earlier answer is sent too"
-    );
+    second.answered(&session, "again").await;
+    responses_carry_history(&turn_calls(&s.api));
     second.exit().await;
 }
 
@@ -415,8 +336,7 @@ fn files_under(dir: &Path) -> Vec<PathBuf> {
 /// <id>". The session is lost, but only the prompt says so.
 async fn lost_rollout(mut s: Setup) {
     let mut first = s.spawn();
-    first.initialize().await;
-    let session = first.new_session().await;
+    let session = first.open().await;
     first.turn(&session, "TEXT kept").await;
     first.exit().await;
     let rollouts = files_under(&s.home.path().join("codex/sessions"));

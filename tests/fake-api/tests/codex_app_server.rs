@@ -13,73 +13,40 @@
 
 mod common;
 
-use agent_harness_fake_api::FakeApi;
 use agent_harness_fake_api::cli::{codex_bin, codex_bin_newest};
-use common::{LinesChild, both_releases, recorder};
+use common::{Fixture, LinesChild, approved_command_ran, both_releases, responses_carry_history};
 use serde_json::{Value, json};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
-use tokio::process::Command;
 
 /// How long one expected line may take; a turn against the fake takes well under a second.
 const LINE_TIMEOUT: Duration = Duration::from_secs(60);
 
-/// One scenario's fixture: the fake, a `CODEX_HOME` pointing at it, a working directory and
-/// the binary under test.
-struct Setup {
-    api: FakeApi,
-    bin: PathBuf,
-    home: tempfile::TempDir,
-    cwd: tempfile::TempDir,
-    scenario: &'static str,
-    pinned: bool,
-    /// Processes spawned so far.
-    spawned: usize,
-}
+// One scenario's fixture, whose `HOME` is also the `CODEX_HOME` pointing Codex at the
+// fake.
+common::setup!();
 
 impl Setup {
     fn new(scenario: &'static str, pinned: bool) -> Setup {
-        let bin = if pinned {
-            codex_bin()
-        } else {
-            codex_bin_newest()
-        };
-        let api = FakeApi::start_blocking();
-        let home = tempfile::tempdir().expect("temp CODEX_HOME");
-        api.codex_home(home.path()).expect("write config.toml");
-        Setup {
-            api,
-            bin,
-            home,
-            cwd: tempfile::tempdir().expect("temp cwd"),
+        let f = Fixture::new(
             scenario,
             pinned,
-            spawned: 0,
-        }
+            (codex_bin, codex_bin_newest),
+            "AGENT_HARNESS_RECORD_CODEX",
+        );
+        f.api.codex_home(f.home.path()).expect("write config.toml");
+        Setup(f)
     }
 
     fn spawn(&mut self) -> Codex {
-        self.spawned += 1;
-        let rec = recorder(
-            "AGENT_HARNESS_RECORD_CODEX",
-            self.scenario,
-            self.pinned,
-            self.spawned,
-        );
-        let mut cmd = Command::new(&self.bin);
+        let (mut cmd, rec) = self.0.command();
         cmd.args(["app-server", "--listen", "stdio://"])
-            // Nothing from a developer's own setup leaks in.
-            .env_clear()
-            .env("PATH", std::env::var_os("PATH").unwrap_or_default())
-            .env("HOME", self.home.path())
-            .env("SHELL", "/bin/bash")
             .env("RUST_LOG", "error")
-            .envs(self.api.codex_env(self.home.path()))
-            .current_dir(self.cwd.path());
+            .envs(self.api.codex_env(self.home.path()));
         Codex {
             io: LinesChild::spawn("codex", cmd, rec, LINE_TIMEOUT),
             next_id: 1,
-            cwd: self.cwd.path().display().to_string(),
+            cwd: self.cwd_str(),
         }
     }
 }
@@ -298,15 +265,12 @@ async fn approval_accepted(mut s: Setup) {
             .unwrap()
             .contains("made-it")
     );
-    assert!(s.cwd.path().join("approved.txt").exists());
-    let text = answer(&lines);
-    assert!(
-        text.starts_with("Tool step finished.") && text.contains("made-it"),
-        "{text}"
+    approved_command_ran(
+        s.cwd.path(),
+        &answer(&lines),
+        &s.api.responses_requests(),
+        "BASH",
     );
-    let calls = s.api.responses_requests();
-    assert_eq!(calls.len(), 2);
-    assert_eq!(calls[1].scenario, "BASH+tool_result");
     codex.exit().await;
 }
 
@@ -428,14 +392,7 @@ async fn resume(mut s: Setup) {
     let (done, lines) = second.turn_completed().await;
     assert_eq!(done["params"]["turn"]["status"], "completed");
     assert_eq!(answer(&lines), "again");
-    let calls = s.api.responses_requests();
-    let last = calls.last().unwrap();
-    assert_eq!(last.user_prompts(), ["TEXT remember me", "TEXT again"]);
-    let input = last.body.as_ref().unwrap()["input"].to_string();
-    assert!(
-        input.contains("remember me"),
-        "the earlier answer is sent too"
-    );
+    responses_carry_history(&s.api.responses_requests());
     second.exit().await;
 }
 

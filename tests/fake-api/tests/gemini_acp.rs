@@ -13,72 +13,40 @@
 
 mod common;
 
-use agent_harness_fake_api::FakeApi;
 use agent_harness_fake_api::cli::{gemini_bin, gemini_bin_newest};
-use common::acp::{Acp, chunks, option_of_kind, stop_reason, update};
-use common::{LinesChild, both_releases, recorder, streams_closed};
+use common::acp::{Acp, cancel_mid_answer, chunks, option_of_kind, stop_reason, update};
+use common::{Fixture, LinesChild, approved_command_ran, both_releases};
 use serde_json::{Value, json};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::time::Duration;
-use tokio::process::Command;
 
 /// How long one expected line may take; Gemini CLI starts in a few seconds on a loaded
 /// machine, a turn against the fake takes well under one.
 const LINE_TIMEOUT: Duration = Duration::from_secs(90);
 
-/// One scenario's fixture: the fake, a `HOME` whose settings point Gemini at it, a working
-/// directory and the binary under test.
-struct Setup {
-    api: FakeApi,
-    bin: PathBuf,
-    home: tempfile::TempDir,
-    cwd: tempfile::TempDir,
-    scenario: &'static str,
-    pinned: bool,
-    /// Processes spawned so far.
-    spawned: usize,
-}
+// One scenario's fixture, whose `HOME` has the settings pointing Gemini at the fake.
+common::setup!();
 
 impl Setup {
     fn new(scenario: &'static str, pinned: bool) -> Setup {
-        let bin = if pinned {
-            gemini_bin()
-        } else {
-            gemini_bin_newest()
-        };
-        let api = FakeApi::start_blocking();
-        let home = tempfile::tempdir().expect("temp HOME");
-        api.gemini_home(home.path()).expect("write settings.json");
-        Setup {
-            api,
-            bin,
-            home,
-            cwd: tempfile::tempdir().expect("temp cwd"),
+        let f = Fixture::new(
             scenario,
             pinned,
-            spawned: 0,
-        }
+            (gemini_bin, gemini_bin_newest),
+            "AGENT_HARNESS_RECORD_GEMINI",
+        );
+        f.api
+            .gemini_home(f.home.path())
+            .expect("write settings.json");
+        Setup(f)
     }
 
     /// One more `gemini --acp` process.
     fn spawn(&mut self) -> Acp {
-        self.spawned += 1;
-        let rec = recorder(
-            "AGENT_HARNESS_RECORD_GEMINI",
-            self.scenario,
-            self.pinned,
-            self.spawned,
-        );
-        let mut cmd = Command::new(&self.bin);
-        cmd.arg("--acp")
-            // Nothing from a developer's own setup leaks in.
-            .env_clear()
-            .env("PATH", std::env::var_os("PATH").unwrap_or_default())
-            .env("SHELL", "/bin/bash")
-            .envs(self.api.gemini_env(self.home.path()))
-            .current_dir(self.cwd.path());
+        let (mut cmd, rec) = self.0.command();
+        cmd.arg("--acp").envs(self.api.gemini_env(self.home.path()));
         let io = LinesChild::spawn("gemini", cmd, rec, LINE_TIMEOUT);
-        Acp::new(io, self.cwd.path().display().to_string())
+        Acp::new(io, self.cwd_str())
     }
 }
 
@@ -126,26 +94,14 @@ async fn first_turn(mut s: Setup) {
 
 /// A second prompt on the same process and session carries the first exchange.
 async fn follow_up(mut s: Setup) {
-    let mut gemini = s.spawn();
-    gemini.initialize().await;
-    let session = gemini.new_session().await;
-    let (_, lines) = gemini.turn(&session, "TEXT one").await;
-    assert_eq!(chunks(&lines, "agent_message_chunk"), "one");
-    let (done, lines) = gemini.turn(&session, "TEXT two").await;
-    assert_eq!(stop_reason(&done), "end_turn");
-    assert_eq!(chunks(&lines, "agent_message_chunk"), "two");
-    let calls = s.api.gemini_requests();
-    assert_eq!(calls.len(), 2);
-    assert_eq!(calls[1].user_prompts(), ["TEXT one", "TEXT two"]);
-    gemini.exit().await;
+    common::acp::follow_up(s.spawn(), || s.api.gemini_requests()).await
 }
 
 /// Gemini asks for thoughts, so the fake sends a thought part: an `agent_thought_chunk`
 /// before the answer.
 async fn thinking(mut s: Setup) {
     let mut gemini = s.spawn();
-    gemini.initialize().await;
-    let session = gemini.new_session().await;
+    let session = gemini.open().await;
     let (done, lines) = gemini.turn(&session, "THINK pondered").await;
     assert_eq!(stop_reason(&done), "end_turn");
     let thought = chunks(&lines, "agent_thought_chunk");
@@ -171,8 +127,7 @@ async fn ask_for_shell(gemini: &mut Acp, session: &str, cmd: &str) -> (u64, Valu
 /// reaches the model.
 async fn permission_allow(mut s: Setup) {
     let mut gemini = s.spawn();
-    gemini.initialize().await;
-    let session = gemini.new_session().await;
+    let session = gemini.open().await;
     let (id, ask) =
         ask_for_shell(&mut gemini, &session, "touch approved.txt && echo made-it").await;
     gemini
@@ -187,15 +142,8 @@ async fn permission_allow(mut s: Setup) {
             && v["params"]["update"]["status"] == "completed"),
         "{lines:#?}"
     );
-    assert!(s.cwd.path().join("approved.txt").exists());
     let text = chunks(&lines, "agent_message_chunk");
-    assert!(
-        text.starts_with("Tool step finished.") && text.contains("made-it"),
-        "{text}"
-    );
-    let calls = s.api.gemini_requests();
-    assert_eq!(calls.len(), 2);
-    assert_eq!(calls[1].scenario, "BASH+tool_result");
+    approved_command_ran(s.cwd.path(), &text, &s.api.gemini_requests(), "BASH");
     gemini.exit().await;
 }
 
@@ -204,8 +152,7 @@ async fn permission_allow(mut s: Setup) {
 /// and ends normally.
 async fn permission_reject(mut s: Setup) {
     let mut gemini = s.spawn();
-    gemini.initialize().await;
-    let session = gemini.new_session().await;
+    let session = gemini.open().await;
     let (id, ask) = ask_for_shell(&mut gemini, &session, "touch rejected.txt").await;
     gemini
         .answer(&ask, option_of_kind(&ask, "reject_once"))
@@ -225,34 +172,14 @@ async fn permission_reject(mut s: Setup) {
     let calls = s.api.gemini_requests();
     assert_eq!(calls.len(), 2);
     assert_eq!(calls[1].scenario, "BASH+tool_result");
-    let (done, lines) = gemini.turn(&session, "TEXT next").await;
-    assert_eq!(stop_reason(&done), "end_turn");
-    assert_eq!(chunks(&lines, "agent_message_chunk"), "next");
+    gemini.answered(&session, "next").await;
     gemini.exit().await;
 }
 
 /// `session/cancel` mid-answer: the prompt answers `stopReason: cancelled`, the stream to
 /// the model is dropped, and the process takes the next prompt.
 async fn cancel(mut s: Setup) {
-    let mut gemini = s.spawn();
-    gemini.initialize().await;
-    let session = gemini.new_session().await;
-    let id = gemini.prompt(&session, "SLOW 100 100").await;
-    for _ in 0..2 {
-        gemini.until(|v| update(v) == "agent_message_chunk").await;
-    }
-    gemini
-        .send(
-            json!({"jsonrpc": "2.0", "method": "session/cancel", "params": {"sessionId": session}}),
-        )
-        .await;
-    let (done, _) = gemini.response(id).await;
-    assert_eq!(stop_reason(&done), "cancelled", "{done}");
-    streams_closed(&s.api).await;
-    let (done, lines) = gemini.turn(&session, "TEXT after the stop").await;
-    assert_eq!(stop_reason(&done), "end_turn");
-    assert_eq!(chunks(&lines, "agent_message_chunk"), "after the stop");
-    gemini.exit().await;
+    cancel_mid_answer(s.spawn(), &s.api).await
 }
 
 /// `session/cancel` while a permission request is pending: Gemini does not end the turn
@@ -260,18 +187,10 @@ async fn cancel(mut s: Setup) {
 /// and the command never runs.
 async fn cancel_pending_permission(mut s: Setup) {
     let mut gemini = s.spawn();
-    gemini.initialize().await;
-    let session = gemini.new_session().await;
+    let session = gemini.open().await;
     let (id, ask) = ask_for_shell(&mut gemini, &session, "touch never.txt").await;
-    gemini
-        .send(
-            json!({"jsonrpc": "2.0", "method": "session/cancel", "params": {"sessionId": session}}),
-        )
-        .await;
-    let mut early = Vec::new();
-    while let Some(v) = gemini.next_within(Duration::from_secs(2)).await {
-        early.push(v);
-    }
+    gemini.cancel(&session).await;
+    let early = gemini.drain(Duration::from_secs(2)).await;
     assert!(
         !early.iter().any(|v| v["id"] == id),
         "the turn ended with the permission unanswered: {early:#?}"
@@ -289,27 +208,17 @@ async fn cancel_pending_permission(mut s: Setup) {
 /// replays its history as updates), and the model receives the earlier messages.
 async fn load(mut s: Setup) {
     let mut first = s.spawn();
-    first.initialize().await;
-    let session = first.new_session().await;
+    let session = first.open().await;
     first.turn(&session, "TEXT remember me").await;
     first.exit().await;
     backdate(s.home.path(), &session);
 
     let mut second = s.spawn();
     second.initialize().await;
-    let cwd = second.cwd.clone();
-    let (r, replayed) = second
-        .request(
-            "session/load",
-            json!({"sessionId": session, "cwd": cwd, "mcpServers": []}),
-        )
-        .await;
+    let (r, replayed) = second.load(&session).await;
     assert!(r.get("result").is_some(), "session/load: {r}");
     // The replay may go on after the response: read what comes within a moment.
-    let mut after = Vec::new();
-    while let Some(v) = second.next_within(Duration::from_millis(500)).await {
-        after.push(v);
-    }
+    let after = second.drain(Duration::from_millis(500)).await;
     let all: Vec<Value> = replayed.iter().chain(&after).cloned().collect();
     // Gemini replays its own context block too, as a user message.
     assert!(
@@ -324,9 +233,7 @@ async fn load(mut s: Setup) {
         chunks(&all, "agent_message_chunk").contains("remember me"),
         "{all:#?}"
     );
-    let (done, lines) = second.turn(&session, "TEXT again").await;
-    assert_eq!(stop_reason(&done), "end_turn");
-    assert_eq!(chunks(&lines, "agent_message_chunk"), "again");
+    second.answered(&session, "again").await;
     let calls = s.api.gemini_requests();
     let last = calls.last().unwrap();
     assert_eq!(last.user_prompts(), ["TEXT remember me", "TEXT again"]);
@@ -368,22 +275,15 @@ fn backdate(home: &Path, session: &str) {
 /// "No previous sessions found for this project.".
 async fn unknown_session(mut s: Setup) {
     let mut first = s.spawn();
-    first.initialize().await;
-    let session = first.new_session().await;
+    let session = first.open().await;
     first.turn(&session, "TEXT kept").await;
     first.exit().await;
     backdate(s.home.path(), &session);
 
     let mut gemini = s.spawn();
     gemini.initialize().await;
-    let cwd = gemini.cwd.clone();
     let unknown = "00000000-0000-4000-8000-000000000000";
-    let (r, _) = gemini
-        .request(
-            "session/load",
-            json!({"sessionId": unknown, "cwd": cwd, "mcpServers": []}),
-        )
-        .await;
+    let (r, _) = gemini.load(unknown).await;
     let error = r
         .get("error")
         .unwrap_or_else(|| panic!("session/load of an unknown id answered {r}"));

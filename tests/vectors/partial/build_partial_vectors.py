@@ -12,10 +12,13 @@ assistant line (`content`) per content block, all with the message's id, so a
 later block of a message is only written after the earlier block's content.
 Run: python3 tests/vectors/partial/build_partial_vectors.py
 """
-import json
 import os
+import sys
 
 HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.dirname(HERE))  # the vectors' directory, for what both builders share
+from vector_files import write_vectors  # noqa: E402
+
 MODEL = "claude-sonnet-4-5"
 
 
@@ -345,17 +348,7 @@ v.caught_up()
 
 
 def main():
-    keep = set()
-    for v in ALL:
-        fn = v.name + ".json"
-        keep.add(fn)
-        with open(os.path.join(HERE, fn), "w") as f:
-            json.dump(v.doc(), f, indent=1, ensure_ascii=False)
-            f.write("\n")
-    for fn in os.listdir(HERE):
-        if fn.endswith(".json") and fn not in keep:
-            os.remove(os.path.join(HERE, fn))
-    print("wrote %d vectors" % len(ALL))
+    write_vectors(HERE, ALL)
 
 
 if __name__ == "__main__":

@@ -1,8 +1,10 @@
 //! A minimal Agent Client Protocol client (JSON-RPC 2.0, one message per line on stdio) over
 //! a [`LinesChild`], and the helpers that read what an ACP agent writes. The client offers
-//! no file system and no terminal, so the agent runs its own tools.
+//! no file system and no terminal, so the agent runs its own tools. The scenarios every ACP
+//! agent goes through alike are here too.
 
-use super::LinesChild;
+use super::{LinesChild, streams_closed};
+use agent_harness_fake_api::{FakeApi, RecordedRequest};
 use serde_json::{Value, json};
 use std::time::Duration;
 
@@ -111,6 +113,12 @@ impl Acp {
             .to_owned()
     }
 
+    /// `initialize` then `session/new`, as every client starts; returns the session id.
+    pub async fn open(&mut self) -> String {
+        self.initialize().await;
+        self.new_session().await
+    }
+
     /// `session/load` of `session` in the working directory; returns the response and the
     /// lines before it.
     pub async fn load(&mut self, session: &str) -> (Value, Vec<Value>) {
@@ -135,6 +143,15 @@ impl Acp {
     pub async fn turn(&mut self, session: &str, text: &str) -> (Value, Vec<Value>) {
         let id = self.prompt(session, text).await;
         self.response(id).await
+    }
+
+    /// A `TEXT <text>` turn, which must end `end_turn` with `text` as its answer; returns its
+    /// lines.
+    pub async fn answered(&mut self, session: &str, text: &str) -> Vec<Value> {
+        let (done, lines) = self.turn(session, &format!("TEXT {text}")).await;
+        assert_eq!(stop_reason(&done), "end_turn", "{done}");
+        assert_eq!(chunks(&lines, "agent_message_chunk"), text);
+        lines
     }
 
     /// `session/cancel`, a notification.
@@ -194,4 +211,33 @@ pub fn option_of_kind(ask: &Value, kind: &str) -> Value {
         .find(|o| o["kind"] == kind)
         .unwrap_or_else(|| panic!("no {kind} option in {ask}"));
     json!({"outcome": "selected", "optionId": o["optionId"]})
+}
+
+/// A second prompt on the same process and session carries the first exchange; `calls` are
+/// the model calls of the session's turns.
+pub async fn follow_up(mut acp: Acp, calls: impl Fn() -> Vec<RecordedRequest>) {
+    let session = acp.open().await;
+    let (_, lines) = acp.turn(&session, "TEXT one").await;
+    assert_eq!(chunks(&lines, "agent_message_chunk"), "one");
+    acp.answered(&session, "two").await;
+    let calls = calls();
+    assert_eq!(calls.len(), 2);
+    assert_eq!(calls[1].user_prompts(), ["TEXT one", "TEXT two"]);
+    acp.exit().await;
+}
+
+/// `session/cancel` mid-answer: the prompt answers `stopReason: cancelled`, the model
+/// stream is dropped, and the process takes the next prompt.
+pub async fn cancel_mid_answer(mut acp: Acp, api: &FakeApi) {
+    let session = acp.open().await;
+    let id = acp.prompt(&session, "SLOW 100 100").await;
+    for _ in 0..2 {
+        acp.until(|v| update(v) == "agent_message_chunk").await;
+    }
+    acp.cancel(&session).await;
+    let (done, _) = acp.response(id).await;
+    assert_eq!(stop_reason(&done), "cancelled", "{done}");
+    streams_closed(api).await;
+    acp.answered(&session, "after the stop").await;
+    acp.exit().await;
 }

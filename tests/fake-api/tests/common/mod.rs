@@ -1,15 +1,16 @@
 //! What the direct tests of agents that speak JSON lines on stdio share: the transcript
 //! recorder that writes `cassettes/<agent>/`, one child process read line by line, and the
-//! macro that runs each scenario against the pinned and the newest release.
+//! macro that runs each scenario against the pinned and the newest release, with the
+//! fixture each scenario starts from.
 
 #![allow(dead_code)] // each test binary uses its own subset
 
 pub mod acp;
 
-use agent_harness_fake_api::FakeApi;
+use agent_harness_fake_api::{FakeApi, RecordedRequest};
 use serde_json::{Value, json};
 use std::io::Write;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -169,6 +170,90 @@ impl LinesChild {
     }
 }
 
+/// Where the pinned and the newest release's binaries are.
+pub type Releases = (fn() -> PathBuf, fn() -> PathBuf);
+
+/// One scenario's fixture: the fake, a `HOME` (the test binary points the agent at the
+/// fake there), a working directory and the binary under test, with the count of the
+/// processes spawned so far, as each process gets a transcript of its own.
+pub struct Fixture {
+    pub api: FakeApi,
+    pub home: tempfile::TempDir,
+    pub cwd: tempfile::TempDir,
+    bin: PathBuf,
+    scenario: &'static str,
+    pinned: bool,
+    /// The variable naming the directory transcripts are recorded to.
+    record_var: &'static str,
+    spawned: usize,
+}
+
+impl Fixture {
+    pub fn new(
+        scenario: &'static str,
+        pinned: bool,
+        bins: Releases,
+        record_var: &'static str,
+    ) -> Fixture {
+        let bin = if pinned { bins.0() } else { bins.1() };
+        Fixture {
+            api: FakeApi::start_blocking(),
+            home: tempfile::tempdir().expect("temp HOME"),
+            cwd: tempfile::tempdir().expect("temp cwd"),
+            bin,
+            scenario,
+            pinned,
+            record_var,
+            spawned: 0,
+        }
+    }
+
+    /// The next process's command, run in the working directory with `HOME` and an
+    /// environment cleared of everything from a developer's own setup but `PATH`, and its
+    /// recorder.
+    pub fn command(&mut self) -> (Command, Recorder) {
+        self.spawned += 1;
+        let rec = recorder(self.record_var, self.scenario, self.pinned, self.spawned);
+        let mut cmd = Command::new(&self.bin);
+        cmd.env_clear()
+            .env("PATH", std::env::var_os("PATH").unwrap_or_default())
+            .env("HOME", self.home.path())
+            .env("SHELL", "/bin/bash")
+            .current_dir(self.cwd.path());
+        (cmd, rec)
+    }
+
+    /// The working directory as the agent is told it.
+    pub fn cwd_str(&self) -> String {
+        self.cwd.path().display().to_string()
+    }
+}
+
+/// After the approved `touch approved.txt && echo made-it`: the file is made, the model's
+/// answer carries the command's output, and the second model call is the tool result of
+/// `scenario`.
+pub fn approved_command_ran(cwd: &Path, answer: &str, calls: &[RecordedRequest], scenario: &str) {
+    assert!(cwd.join("approved.txt").exists());
+    assert!(
+        answer.starts_with("Tool step finished.") && answer.contains("made-it"),
+        "{answer}"
+    );
+    assert_eq!(calls.len(), 2);
+    assert_eq!(calls[1].scenario, format!("{scenario}+tool_result"));
+}
+
+/// The last Responses API call of a resumed session (`TEXT remember me`, then `TEXT again`)
+/// carries both prompts and the earlier answer.
+pub fn responses_carry_history(calls: &[RecordedRequest]) {
+    let last = calls.last().unwrap();
+    assert_eq!(last.user_prompts(), ["TEXT remember me", "TEXT again"]);
+    let input = last.body.as_ref().unwrap()["input"].to_string();
+    assert!(
+        input.contains("remember me"),
+        "the earlier answer is sent too"
+    );
+}
+
 /// Waits until the fake has no reply stream open (a cancelled turn dropped its stream).
 pub async fn streams_closed(api: &FakeApi) {
     let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
@@ -180,6 +265,23 @@ pub async fn streams_closed(api: &FakeApi) {
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
 }
+
+/// Declares the test binary's `Setup`, a [`Fixture`] read through as one; the binary's own
+/// `impl Setup` gives its `new` (the fake configured in `HOME`) and `spawn` (the agent's
+/// command).
+macro_rules! setup {
+    () => {
+        struct Setup(common::Fixture);
+
+        impl std::ops::Deref for Setup {
+            type Target = common::Fixture;
+            fn deref(&self) -> &common::Fixture {
+                &self.0
+            }
+        }
+    };
+}
+pub(crate) use setup;
 
 /// Runs each scenario against the pinned and the newest release: `Setup::new(scenario,
 /// pinned)` of the test binary builds the fixture.

@@ -286,8 +286,6 @@ fn an_unknown_session_is_resume_failed_naming_it() {
 /// `first_turn` with a chunk added after the prompt's answer.
 #[test]
 fn vector_payloads_are_what_the_decoder_makes() {
-    let dir = format!("{}/../tests/vectors/acp", env!("CARGO_MANIFEST_DIR"));
-    let write = std::env::var_os("AGENT_HARNESS_WRITE_ACP_PAYLOADS").is_some();
     for name in [
         "first_turn",
         "permission_allow",
@@ -315,33 +313,12 @@ fn vector_payloads_are_what_the_decoder_makes() {
         }
         let mut d = decoder(&resume_id);
         let (payloads, _) = feed_lines(&mut d, &lines);
-        let payloads: Vec<Value> = payloads
-            .into_iter()
-            .map(|p| {
-                let event = pb::Event {
-                    payload: Some(p),
-                    ..Default::default()
-                };
-                serde_json::to_value(&event).unwrap()
-            })
-            .collect();
-        let doc =
-            json!({"cassette": format!("cassettes/gemini/{cassette}.jsonl"), "payloads": payloads});
-        let path = format!("{dir}/{name}.json");
-        if write {
-            std::fs::create_dir_all(&dir).unwrap();
-            let text = serde_json::to_string_pretty(&doc).unwrap();
-            std::fs::write(&path, text + "\n").unwrap();
-            continue;
-        }
-        let stored: Value = serde_json::from_str(
-            &std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{path}: {e}")),
-        )
-        .unwrap();
-        assert_eq!(
-            stored, doc,
-            "{path} is not what the decoder makes of its cassette: rerun with \
-             AGENT_HARNESS_WRITE_ACP_PAYLOADS=1 and check the vectors"
+        testing::check_vector(
+            "acp",
+            "AGENT_HARNESS_WRITE_ACP_PAYLOADS",
+            name,
+            &format!("gemini/{cassette}"),
+            payloads,
         );
     }
 }

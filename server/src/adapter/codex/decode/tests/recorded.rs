@@ -3,7 +3,7 @@
 use agent_harness_protocol::pb;
 use agent_harness_protocol::pb::event::Payload;
 use agent_harness_protocol::vocab::{resolved_by, run_error_kind};
-use serde_json::{Value, json};
+use serde_json::json;
 
 use super::*;
 use crate::adapter::{Decoder, StdoutLine};
@@ -364,8 +364,6 @@ fn a_sub_agent_thread_is_not_the_run() {
 /// gives; `AGENT_HARNESS_WRITE_CODEX_PAYLOADS=1` rewrites them.
 #[test]
 fn vector_payloads_are_what_the_decoder_makes() {
-    let dir = format!("{}/../tests/vectors/codex", env!("CARGO_MANIFEST_DIR"));
-    let write = std::env::var_os("AGENT_HARNESS_WRITE_CODEX_PAYLOADS").is_some();
     for name in [
         "first_turn",
         "approval_accepted",
@@ -389,32 +387,12 @@ fn vector_payloads_are_what_the_decoder_makes() {
         };
         let mut d = CodexDecoder::new(&setup(1 << 20, Some(4242), &resume_id));
         let (payloads, _) = replay(&mut d, name);
-        let payloads: Vec<Value> = payloads
-            .into_iter()
-            .map(|p| {
-                let event = pb::Event {
-                    payload: Some(p),
-                    ..Default::default()
-                };
-                serde_json::to_value(&event).unwrap()
-            })
-            .collect();
-        let doc =
-            json!({"cassette": format!("cassettes/codex/{name}.jsonl"), "payloads": payloads});
-        let path = format!("{dir}/{name}.json");
-        if write {
-            std::fs::create_dir_all(&dir).unwrap();
-            let text = serde_json::to_string_pretty(&doc).unwrap();
-            std::fs::write(&path, text + "\n").unwrap();
-            continue;
-        }
-        let stored: Value = serde_json::from_str(
-            &std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{path}: {e}")),
-        )
-        .unwrap();
-        assert_eq!(
-            stored, doc,
-            "{path} is not what the decoder makes of {name} (rewrite it with AGENT_HARNESS_WRITE_CODEX_PAYLOADS=1)"
+        testing::check_vector(
+            "codex",
+            "AGENT_HARNESS_WRITE_CODEX_PAYLOADS",
+            name,
+            &format!("codex/{name}"),
+            payloads,
         );
     }
 }
