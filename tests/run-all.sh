@@ -119,7 +119,7 @@ cargo test --workspace --exclude agent-harness-server -- --skip killed_owner
 cargo test -p agent-harness-server --lib --bins "${server_targets[@]}" -- --skip killed_owner
 cargo test -p agent-harness-server --doc
 
-# Three lanes at once after the workspace run (the third, real_acp, below): the store lane (the RPC suite with every test
+# Two lanes at once after the workspace run: the store lane (the RPC suite with every test
 # server's log on PostgreSQL, one real server per test binary, started and stopped by
 # server/tests/support/postgres.rs; then the crash loop, the real server binary with
 # --store-url) and the newest-release lane (what works on the pinned CLIs must work on the
@@ -137,12 +137,16 @@ on_newest() {
 # The real-ACP suite (server/tests/real_acp: Gemini CLI and codex-acp over the Agent Client
 # Protocol, each scenario on the pinned and the newest release) spends most of its time
 # waiting: a resume of a Gemini session is held back to the minute after the session last
-# started (docs/agents.md), so its tests run six at a time.
+# started (docs/agents.md), so its tests run six at a time, in a step of their own.
 on_acp() {
   cargo test -p agent-harness-server --test real_acp -- --test-threads=6 || return
 }
-step "at once: the RPC suite and the crash loop on PostgreSQL; the real-CLI and real-Codex suites on the newest releases; the real-ACP suite"
-run_at_once on_postgres on_newest on_acp
+step "at once: the RPC suite and the crash loop on PostgreSQL; the real-CLI and real-Codex suites on the newest releases"
+run_at_once on_postgres on_newest
+# Alone: beside the PostgreSQL lane, its six Gemini and Codex processes at a time loaded the
+# machine enough that a cluster test's node missed its lease renewals.
+step "the real-ACP suite"
+on_acp
 
 # `cargo test` built target/debug/agent-harness and fake-messages-api (integration tests
 # run both binaries); the suites use those instead of building again.

@@ -125,6 +125,15 @@ fn running(needle: &str) -> Vec<(u32, String)> {
     out
 }
 
+/// The process's start time (clock ticks since boot, field 22 of
+/// /proc/PID/stat): with the pid, it names one process, never one that
+/// reused the pid.
+fn start_time(pid: u32) -> Option<u64> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    let (_, rest) = stat.rsplit_once(") ")?;
+    rest.split(' ').nth(19)?.parse().ok()
+}
+
 fn alive(pid: u32) -> bool {
     std::fs::read_to_string(format!("/proc/{pid}/stat"))
         .ok()
@@ -171,6 +180,7 @@ async fn kill_9_of_the_server_mid_turn_leaves_one_server_restart_and_no_orphan()
         .expect("allow");
     eventually("Codex running the command", || !running(COMMAND).is_empty()).await;
     assert!(alive(ready.pid), "Codex runs");
+    let codex_started = start_time(ready.pid);
     drop(ev);
 
     server.child.kill().expect("SIGKILL the server");
@@ -180,7 +190,8 @@ async fn kill_9_of_the_server_mid_turn_leaves_one_server_restart_and_no_orphan()
     let mut server = Server::spawn(home.path(), data.path(), work.path());
     let mut client = server.connect().await;
     eventually("no Codex and no command of the killed server", || {
-        running(COMMAND).is_empty() && !alive(ready.pid)
+        // Another test's process may reuse Codex's pid meanwhile.
+        running(COMMAND).is_empty() && !(alive(ready.pid) && start_time(ready.pid) == codex_started)
     })
     .await;
     let history = client

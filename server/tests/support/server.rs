@@ -29,6 +29,9 @@ pub use super::common::{kind, kinds};
 /// Upper bound for anything a test waits on.
 pub const WAIT: Duration = Duration::from_secs(10);
 
+/// Longest wait for one awaited event on a Subscribe stream.
+pub const UNTIL: Duration = Duration::from_secs(120);
+
 /// Manager options with short timers, so ladders finish in test time.
 /// `stop_grace` stays generous: a loaded 2-core machine must not turn a
 /// working interrupt into a signal.
@@ -308,10 +311,17 @@ impl Sub {
         self.until(k, |e| kind(e) == k).await
     }
 
-    /// Reads until an event matches `pred`; returns it.
+    /// Reads until an event matches `pred`; returns it. Panics after
+    /// [`UNTIL`] in all (heartbeats keep a stream alive, so [`WAIT`] per
+    /// message alone would let a wait for an event that never comes hang).
     pub async fn until(&mut self, what: &str, pred: impl Fn(&pb::Event) -> bool) -> pb::Event {
+        let deadline = tokio::time::Instant::now() + UNTIL;
         loop {
-            match self.next().await {
+            let next = tokio::time::timeout_at(deadline, self.next()).await;
+            let next = next.unwrap_or_else(|_| {
+                panic!("no {what} within {UNTIL:?}; got {:#?}", kinds(&self.events))
+            });
+            match next {
                 Some(pb::SubscribeResponse {
                     kind: Some(Kind::Event(e)),
                 }) if pred(&e) => return e,
