@@ -186,8 +186,8 @@ exec {pg_in}>&-
 rm -f "$pg_url_file"
 
 # The load tool at smoke sizes: every measurement and every peer runs and every event arrives;
-# no timing is asserted (BENCHMARKS.md has the real run). Alone: beside the client suites it
-# slowed a TypeScript reconnect test past its wait.
+# no timing is asserted (BENCHMARKS.md has the real run). Alone, after the suites: nothing it
+# starts competes with their servers for the two cores.
 step "load tool smoke: tests/load/run.sh --quick"
 tests/load/run.sh --quick
 
