@@ -292,62 +292,18 @@ async fn codex_acp_resume_after_the_server_restarts(pinned: bool) {
 /// naming it (codex-acp answers the load `-32603`, "no rollout found"), and
 /// the next Send starts a new session.
 async fn codex_acp_a_lost_session_is_resume_failed(pinned: bool) {
-    let mut h = harness(pinned).await;
-    let ev = h.subscribe("c6").await;
-    let first = h.start("c6", "TEXT before the loss").await;
-    ev.turn_end_after(0).await;
-    let session_id = ready_of(&ev.snapshot(), &first.run_id).resume_id;
-    drop(ev);
-    h.shutdown().await;
-    let codex_home = h.home.path().join("codex");
-    assert!(
-        codex_home.join("sessions").is_dir(),
-        "Codex wrote its rollout"
-    );
-    for entry in std::fs::read_dir(&codex_home)
-        .expect("CODEX_HOME")
-        .flatten()
-    {
-        let path = entry.path();
-        if path.is_dir() {
-            std::fs::remove_dir_all(&path).expect("empty CODEX_HOME");
-        } else if entry.file_name() != "config.toml" {
-            std::fs::remove_file(&path).expect("empty CODEX_HOME");
+    let lost = LostSession::after(pinned, "c6", |codex_home| {
+        for entry in std::fs::read_dir(codex_home).expect("CODEX_HOME").flatten() {
+            let path = entry.path();
+            if path.is_dir() {
+                std::fs::remove_dir_all(&path).expect("empty CODEX_HOME");
+            } else if entry.file_name() != "config.toml" {
+                std::fs::remove_file(&path).expect("empty CODEX_HOME");
+            }
         }
-    }
-    h.serve().await;
-    let ev = h.subscribe("c6").await;
-    let failed_run = h.send("c6", "TEXT lost").await;
-    let err = ev
-        .wait_for_within(
-            "run_error resume_failed",
-            super::resume::RESUME_WAIT,
-            |evs| {
-                evs.iter().find_map(|e| match &e.payload {
-                    Some(Payload::RunError(r)) if r.kind == "resume_failed" => Some(r.clone()),
-                    _ => None,
-                })
-            },
-        )
-        .await;
-    assert_eq!(err.resume_id, session_id);
-    ev.wait_for("the failed run's end", |evs| {
-        evs.iter()
-            .any(|e| e.run_id == failed_run && matches!(e.payload, Some(Payload::RunEnd(_))))
-            .then_some(())
     })
     .await;
-    assert_eq!(h.get("c6").await.lost_resume_id, session_id);
-    let run = h.send("c6", "TEXT anew").await;
-    let end = super::resume::turn_end_of(&ev, &run).await;
-    assert!(!end.is_error, "{end:?}");
-    assert_ne!(
-        ready_of(&ev.snapshot(), &run).resume_id,
-        session_id,
-        "a new session"
-    );
-    h.shutdown().await;
-    h.assert_stored_runs_end_once("c6");
+    lost.then_a_new_session().await;
 }
 
 /// Codex's rollout files deleted, its databases kept: codex-acp accepts
@@ -355,57 +311,101 @@ async fn codex_acp_a_lost_session_is_resume_failed(pinned: bool) {
 /// the resume failing (run_error{resume_failed}), and the next Send starts
 /// a new session that answers.
 async fn codex_acp_a_lost_rollout_fails_at_the_first_prompt(pinned: bool) {
-    let mut h = harness(pinned).await;
-    let ev = h.subscribe("c8").await;
-    let first = h.start("c8", "TEXT before the loss").await;
-    ev.turn_end_after(0).await;
-    let session_id = ready_of(&ev.snapshot(), &first.run_id).resume_id;
-    drop(ev);
-    h.shutdown().await;
-    let sessions = h.home.path().join("codex/sessions");
-    assert!(sessions.is_dir(), "Codex wrote its rollout");
-    std::fs::remove_dir_all(&sessions).expect("delete the rollout files");
-    h.serve().await;
-    let ev = h.subscribe("c8").await;
-    let failed_run = h.send("c8", "TEXT lost").await;
-    let err = ev
-        .wait_for_within(
-            "run_error resume_failed",
-            super::resume::RESUME_WAIT,
-            |evs| {
-                evs.iter().find_map(|e| match &e.payload {
-                    Some(Payload::RunError(r)) if r.kind == "resume_failed" => Some(r.clone()),
-                    _ => None,
-                })
-            },
-        )
-        .await;
-    assert_eq!(err.resume_id, session_id);
-    assert!(err.message.contains("thread not found"), "{err:?}");
-    assert_eq!(
-        ready_of(&ev.snapshot(), &failed_run).resume_id,
-        session_id,
-        "the load itself was accepted"
-    );
-    ev.wait_for("the failed run's end", |evs| {
-        evs.iter()
-            .any(|e| e.run_id == failed_run && matches!(e.payload, Some(Payload::RunEnd(_))))
-            .then_some(())
+    let lost = LostSession::after(pinned, "c8", |codex_home| {
+        std::fs::remove_dir_all(codex_home.join("sessions")).expect("delete the rollout files");
     })
     .await;
-    assert_eq!(h.get("c8").await.lost_resume_id, session_id);
-    let run = h.send("c8", "TEXT anew").await;
-    assert_ne!(run, failed_run);
-    let end = super::resume::turn_end_of(&ev, &run).await;
-    assert!(!end.is_error, "{end:?}");
-    assert_ne!(
-        ready_of(&ev.snapshot(), &run).resume_id,
-        session_id,
-        "a new session"
+    assert!(
+        lost.err.message.contains("thread not found"),
+        "{:?}",
+        lost.err
     );
-    assert_eq!(h.last_prompts(), ["TEXT anew"], "a new conversation");
-    h.shutdown().await;
-    h.assert_stored_runs_end_once("c8");
+    assert_eq!(
+        ready_of(&lost.ev.snapshot(), &lost.failed_run).resume_id,
+        lost.session_id,
+        "the load itself was accepted"
+    );
+    let failed_run = lost.failed_run.clone();
+    let run = lost.then_a_new_session().await;
+    assert_ne!(run, failed_run);
+}
+
+/// A session whose conversation Codex lost between two servers: its first
+/// turn, `lose` applied to CODEX_HOME while no server runs, then a Send
+/// whose resume fails (run_error{resume_failed} naming the session, the run
+/// ended, the session's lost_resume_id set).
+struct LostSession {
+    h: Harness,
+    ev: super::Events,
+    sid: &'static str,
+    session_id: String,
+    failed_run: String,
+    err: pb::RunError,
+}
+
+impl LostSession {
+    async fn after(pinned: bool, sid: &'static str, lose: impl FnOnce(&std::path::Path)) -> Self {
+        let mut h = harness(pinned).await;
+        let ev = h.subscribe(sid).await;
+        let first = h.start(sid, "TEXT before the loss").await;
+        ev.turn_end_after(0).await;
+        let session_id = ready_of(&ev.snapshot(), &first.run_id).resume_id;
+        drop(ev);
+        h.shutdown().await;
+        let codex_home = h.home.path().join("codex");
+        assert!(
+            codex_home.join("sessions").is_dir(),
+            "Codex wrote its rollout"
+        );
+        lose(&codex_home);
+        h.serve().await;
+        let ev = h.subscribe(sid).await;
+        let failed_run = h.send(sid, "TEXT lost").await;
+        let err = ev
+            .wait_for_within(
+                "run_error resume_failed",
+                super::resume::RESUME_WAIT,
+                |evs| {
+                    evs.iter().find_map(|e| match &e.payload {
+                        Some(Payload::RunError(r)) if r.kind == "resume_failed" => Some(r.clone()),
+                        _ => None,
+                    })
+                },
+            )
+            .await;
+        assert_eq!(err.resume_id, session_id);
+        ev.wait_for("the failed run's end", |evs| {
+            evs.iter()
+                .any(|e| e.run_id == failed_run && matches!(e.payload, Some(Payload::RunEnd(_))))
+                .then_some(())
+        })
+        .await;
+        assert_eq!(h.get(sid).await.lost_resume_id, session_id);
+        Self {
+            h,
+            ev,
+            sid,
+            session_id,
+            failed_run,
+            err,
+        }
+    }
+
+    /// The next Send starts a new conversation, which answers; returns its run.
+    async fn then_a_new_session(mut self) -> String {
+        let run = self.h.send(self.sid, "TEXT anew").await;
+        let end = super::resume::turn_end_of(&self.ev, &run).await;
+        assert!(!end.is_error, "{end:?}");
+        assert_ne!(
+            ready_of(&self.ev.snapshot(), &run).resume_id,
+            self.session_id,
+            "a new session"
+        );
+        assert_eq!(self.h.last_prompts(), ["TEXT anew"], "a new conversation");
+        self.h.shutdown().await;
+        self.h.assert_stored_runs_end_once(self.sid);
+        run
+    }
 }
 
 /// The pids of the processes whose environment holds `needle` (the test's
