@@ -140,6 +140,7 @@ fn describe(event: &pb::Event) -> String {
             f.files_changed.len()
         ),
         Payload::Unreadable(u) => format!("unreadable {} bytes", u.size),
+        Payload::TitleSet(t) => format!("title_set  {}", one_line(&t.title)),
     }
 }
 

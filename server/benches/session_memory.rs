@@ -210,6 +210,7 @@ async fn walk(c: &mut SessionServiceClient<Channel>) -> usize {
             .list_sessions(pb::ListSessionsRequest {
                 page_size: 1000,
                 page_token: token,
+                ..Default::default()
             })
             .await
             .expect("list")

@@ -570,7 +570,15 @@ impl SessionService for Rpc {
         Ok(Response::new(pb::ListSessionsResponse {
             sessions,
             next_page_token,
+            total_size: 0,
         }))
+    }
+
+    async fn set_title(
+        &self,
+        _request: Request<pb::SetTitleRequest>,
+    ) -> Result<Response<pb::SetTitleResponse>, Status> {
+        Err(Status::unimplemented("SetTitle: not yet"))
     }
 
     async fn list_agents(

@@ -861,6 +861,14 @@ impl SessionService for TestService {
         Err(Status::unimplemented("not needed by the client tests"))
     }
 
+    async fn set_title(
+        &self,
+        request: Request<pb::SetTitleRequest>,
+    ) -> Result<Response<pb::SetTitleResponse>, Status> {
+        self.0.check_auth(&request)?;
+        Err(Status::unimplemented("SetTitle"))
+    }
+
     async fn list_agents(
         &self,
         request: Request<pb::ListAgentsRequest>,

@@ -303,7 +303,8 @@ fn bulky(e: &mut pb::Event) -> Vec<(String, &mut String)> {
         Payload::RunReady(_)
         | Payload::StopRequested(_)
         | Payload::TurnStart(_)
-        | Payload::SettingChanged(_) => {}
+        | Payload::SettingChanged(_)
+        | Payload::TitleSet(_) => {}
     }
     out
 }
@@ -530,6 +531,7 @@ fn empty_like(p: &Payload) -> Payload {
         }),
         Payload::TurnStart(_) => Payload::TurnStart(Default::default()),
         Payload::SettingChanged(s) => Payload::SettingChanged(s.clone()),
+        Payload::TitleSet(t) => Payload::TitleSet(t.clone()),
         Payload::FilesRewound(f) => Payload::FilesRewound(pb::FilesRewound {
             to_seq: f.to_seq,
             message_uuid: f.message_uuid.clone(),

@@ -373,6 +373,7 @@ async fn rapid_starts_from_one_client_are_cut_off_at_the_limit() {
         .list_sessions(pb::ListSessionsRequest {
             page_size: 1000,
             page_token: String::new(),
+            ..Default::default()
         })
         .await
         .unwrap()

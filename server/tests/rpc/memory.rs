@@ -209,6 +209,7 @@ async fn list_sessions_pages_over_grpc_with_tokens() {
             .list_sessions(pb::ListSessionsRequest {
                 page_size: 1000,
                 page_token: token.clone(),
+                ..Default::default()
             })
             .await
             .unwrap()

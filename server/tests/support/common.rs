@@ -160,6 +160,7 @@ pub fn kind(e: &pb::Event) -> &'static str {
         Some(Payload::FilesRewound(_)) => "files_rewound",
         Some(Payload::TurnStart(_)) => "turn_start",
         Some(Payload::Unreadable(_)) => "unreadable",
+        Some(Payload::TitleSet(_)) => "title_set",
         None => "none",
     }
 }

@@ -553,6 +553,7 @@ async fn list(client: &mut SessionServiceClient<Channel>, page_size: u32) -> Vec
             .list_sessions(pb::ListSessionsRequest {
                 page_size,
                 page_token,
+                ..Default::default()
             })
             .await
             .expect("ListSessions")

@@ -26,6 +26,7 @@ mod plan;
 mod settings;
 mod status;
 mod tasks;
+mod title;
 mod usage;
 mod wakeup;
 
@@ -38,6 +39,7 @@ pub use plan::{PlanDecision, PlanOutcome, plan_outcomes};
 pub use settings::{Settings, settings};
 pub use status::{Status, StatusFold, process_alive, run_liveness, status};
 pub use tasks::{BackgroundTask, TaskStatus, background_tasks, has_running_background_tasks};
+pub use title::{DERIVED_TITLE_CHARS, TitleFold, title, title_of_prompt};
 pub use usage::{Usage, usage};
 pub use wakeup::{ScheduledWakeup, WakeupKind, scheduled_wakeup};
 
@@ -134,6 +136,8 @@ pub struct Derived {
     pub pending_messages: Vec<PendingMessage>,
     /// See [`settings()`].
     pub settings: Settings,
+    /// See [`title()`].
+    pub title: String,
 }
 
 /// Every derivation at once, incrementally: apply events in log order and
@@ -153,6 +157,7 @@ pub struct Fold {
     context_lost: Option<ContextLost>,
     /// The agent of the latest run_start.
     agent: Option<String>,
+    title: TitleFold,
 }
 
 impl Fold {
@@ -174,6 +179,7 @@ impl Fold {
         self.plans.apply(e);
         self.pending.apply(e, before);
         self.settings.apply(e);
+        self.title.apply(e);
         if let Some(Payload::RunStart(rs)) = &e.payload {
             self.agent = Some(crate::vocab::agent::of_run(&rs.agent).to_owned());
         }
@@ -199,6 +205,11 @@ impl Fold {
     /// before any run.
     pub fn agent(&self) -> Option<&str> {
         self.agent.as_deref()
+    }
+
+    /// See [`title()`], the cwd and the first and newest event times.
+    pub fn title(&self) -> &TitleFold {
+        &self.title
     }
 
     /// See [`settings()`].
@@ -262,6 +273,7 @@ impl Fold {
             plan_outcomes: self.plans.plans().to_vec(),
             pending_messages: self.pending.list().to_vec(),
             settings: self.settings.clone(),
+            title: self.title.title().to_owned(),
         }
     }
 
@@ -286,6 +298,10 @@ impl Fold {
             permission_mode: self.settings.permission_mode.clone().unwrap_or_default(),
             max_thinking_tokens: self.settings.max_thinking_tokens,
             agent: self.agent.clone().unwrap_or_default(),
+            title: self.title.title().to_owned(),
+            cwd: self.title.cwd().to_owned(),
+            created_at: self.title.created_at(),
+            updated_at: self.title.updated_at(),
         }
     }
 }

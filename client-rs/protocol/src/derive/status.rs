@@ -156,7 +156,8 @@ impl StatusFold {
             | Payload::PermissionResolved(_)
             | Payload::SettingChanged(_)
             | Payload::FilesRewound(_)
-            | Payload::Unreadable(_) => {}
+            | Payload::Unreadable(_)
+            | Payload::TitleSet(_) => {}
         }
     }
 

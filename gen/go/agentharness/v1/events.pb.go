@@ -53,6 +53,11 @@ const (
 	// The server restarted while the run was live (inferred on recovery), or
 	// the server shut down while the run was live.
 	RunEndReason_RUN_END_REASON_SERVER_RESTART RunEndReason = 7
+	// A keep-alive process sat idle while more than --max-idle-runs did, and
+	// was the least recently used of them: it was ended to bound memory. The
+	// next Send resumes the conversation in a new process, as after
+	// RUN_END_REASON_IDLE_TIMEOUT.
+	RunEndReason_RUN_END_REASON_IDLE_EVICTED RunEndReason = 8
 )
 
 // Enum value maps for RunEndReason.
@@ -66,6 +71,7 @@ var (
 		5: "RUN_END_REASON_PROCESS_EXIT",
 		6: "RUN_END_REASON_IDLE_TIMEOUT",
 		7: "RUN_END_REASON_SERVER_RESTART",
+		8: "RUN_END_REASON_IDLE_EVICTED",
 	}
 	RunEndReason_value = map[string]int32{
 		"RUN_END_REASON_UNSPECIFIED":    0,
@@ -76,6 +82,7 @@ var (
 		"RUN_END_REASON_PROCESS_EXIT":   5,
 		"RUN_END_REASON_IDLE_TIMEOUT":   6,
 		"RUN_END_REASON_SERVER_RESTART": 7,
+		"RUN_END_REASON_IDLE_EVICTED":   8,
 	}
 )
 
@@ -318,6 +325,7 @@ type Event struct {
 	//	*Event_SettingChanged
 	//	*Event_FilesRewound
 	//	*Event_Unreadable
+	//	*Event_TitleSet
 	Payload       isEvent_Payload `protobuf_oneof:"payload"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -564,6 +572,15 @@ func (x *Event) GetUnreadable() *Unreadable {
 	return nil
 }
 
+func (x *Event) GetTitleSet() *TitleSet {
+	if x != nil {
+		if x, ok := x.Payload.(*Event_TitleSet); ok {
+			return x.TitleSet
+		}
+	}
+	return nil
+}
+
 type isEvent_Payload interface {
 	isEvent_Payload()
 }
@@ -664,6 +681,11 @@ type Event_Unreadable struct {
 	Unreadable *Unreadable `protobuf:"bytes,27,opt,name=unreadable,proto3,oneof"`
 }
 
+type Event_TitleSet struct {
+	// A client named the session (SetTitle).
+	TitleSet *TitleSet `protobuf:"bytes,28,opt,name=title_set,json=titleSet,proto3,oneof"`
+}
+
 func (*Event_RunStart) isEvent_Payload() {}
 
 func (*Event_RunReady) isEvent_Payload() {}
@@ -699,6 +721,8 @@ func (*Event_SettingChanged) isEvent_Payload() {}
 func (*Event_FilesRewound) isEvent_Payload() {}
 
 func (*Event_Unreadable) isEvent_Payload() {}
+
+func (*Event_TitleSet) isEvent_Payload() {}
 
 // What stands in the log for a stored event that cannot be decoded (e.g.
 // written by an older server with JSON nested past the decoder's limit).
@@ -2969,6 +2993,53 @@ func (x *SettingChanged) GetApplied() SettingApplied {
 	return SettingApplied_SETTING_APPLIED_UNSPECIFIED
 }
 
+// The session was named by a client (SetTitle).
+type TitleSet struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The new title, trimmed, one line, at most 200 characters. Empty: back to
+	// the title derived from the first prompt.
+	Title         string `protobuf:"bytes,1,opt,name=title,proto3" json:"title,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *TitleSet) Reset() {
+	*x = TitleSet{}
+	mi := &file_agentharness_v1_events_proto_msgTypes[27]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *TitleSet) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*TitleSet) ProtoMessage() {}
+
+func (x *TitleSet) ProtoReflect() protoreflect.Message {
+	mi := &file_agentharness_v1_events_proto_msgTypes[27]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use TitleSet.ProtoReflect.Descriptor instead.
+func (*TitleSet) Descriptor() ([]byte, []int) {
+	return file_agentharness_v1_events_proto_rawDescGZIP(), []int{27}
+}
+
+func (x *TitleSet) GetTitle() string {
+	if x != nil {
+		return x.Title
+	}
+	return ""
+}
+
 // File edits undone.
 type FilesRewound struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -2989,7 +3060,7 @@ type FilesRewound struct {
 
 func (x *FilesRewound) Reset() {
 	*x = FilesRewound{}
-	mi := &file_agentharness_v1_events_proto_msgTypes[27]
+	mi := &file_agentharness_v1_events_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3001,7 +3072,7 @@ func (x *FilesRewound) String() string {
 func (*FilesRewound) ProtoMessage() {}
 
 func (x *FilesRewound) ProtoReflect() protoreflect.Message {
-	mi := &file_agentharness_v1_events_proto_msgTypes[27]
+	mi := &file_agentharness_v1_events_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3014,7 +3085,7 @@ func (x *FilesRewound) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FilesRewound.ProtoReflect.Descriptor instead.
 func (*FilesRewound) Descriptor() ([]byte, []int) {
-	return file_agentharness_v1_events_proto_rawDescGZIP(), []int{27}
+	return file_agentharness_v1_events_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *FilesRewound) GetToSeq() uint64 {
@@ -3056,7 +3127,7 @@ var File_agentharness_v1_events_proto protoreflect.FileDescriptor
 
 const file_agentharness_v1_events_proto_rawDesc = "" +
 	"\n" +
-	"\x1cagentharness/v1/events.proto\x12\x0fagentharness.v1\x1a\x1cgoogle/protobuf/struct.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\x84\v\n" +
+	"\x1cagentharness/v1/events.proto\x12\x0fagentharness.v1\x1a\x1cgoogle/protobuf/struct.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\xbe\v\n" +
 	"\x05Event\x12\x14\n" +
 	"\x03seq\x18\x01 \x01(\x04B\x020\x02R\x03seq\x12\x1d\n" +
 	"\n" +
@@ -3087,7 +3158,8 @@ const file_agentharness_v1_events_proto_rawDesc = "" +
 	"\rfiles_rewound\x18\x1a \x01(\v2\x1d.agentharness.v1.FilesRewoundH\x00R\ffilesRewound\x12=\n" +
 	"\n" +
 	"unreadable\x18\x1b \x01(\v2\x1b.agentharness.v1.UnreadableH\x00R\n" +
-	"unreadableB\t\n" +
+	"unreadable\x128\n" +
+	"\ttitle_set\x18\x1c \x01(\v2\x19.agentharness.v1.TitleSetH\x00R\btitleSetB\t\n" +
 	"\apayload\"<\n" +
 	"\n" +
 	"Unreadable\x12\x16\n" +
@@ -3275,7 +3347,9 @@ const file_agentharness_v1_events_proto_rawDesc = "" +
 	"\x0eSettingChanged\x122\n" +
 	"\asetting\x18\x01 \x01(\x0e2\x18.agentharness.v1.SettingR\asetting\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value\x129\n" +
-	"\aapplied\x18\x03 \x01(\x0e2\x1f.agentharness.v1.SettingAppliedR\aapplied\"\xb7\x01\n" +
+	"\aapplied\x18\x03 \x01(\x0e2\x1f.agentharness.v1.SettingAppliedR\aapplied\" \n" +
+	"\bTitleSet\x12\x14\n" +
+	"\x05title\x18\x01 \x01(\tR\x05title\"\xb7\x01\n" +
 	"\fFilesRewound\x12\x19\n" +
 	"\x06to_seq\x18\x01 \x01(\x04B\x020\x02R\x05toSeq\x12!\n" +
 	"\fmessage_uuid\x18\x02 \x01(\tR\vmessageUuid\x12#\n" +
@@ -3283,7 +3357,7 @@ const file_agentharness_v1_events_proto_rawDesc = "" +
 	"\n" +
 	"insertions\x18\x04 \x01(\x04B\x020\x02R\n" +
 	"insertions\x12 \n" +
-	"\tdeletions\x18\x05 \x01(\x04B\x020\x02R\tdeletions*\x87\x02\n" +
+	"\tdeletions\x18\x05 \x01(\x04B\x020\x02R\tdeletions*\xa8\x02\n" +
 	"\fRunEndReason\x12\x1e\n" +
 	"\x1aRUN_END_REASON_UNSPECIFIED\x10\x00\x12\x1c\n" +
 	"\x18RUN_END_REASON_COMPLETED\x10\x01\x12\x1a\n" +
@@ -3292,7 +3366,8 @@ const file_agentharness_v1_events_proto_rawDesc = "" +
 	"\x14RUN_END_REASON_ERROR\x10\x04\x12\x1f\n" +
 	"\x1bRUN_END_REASON_PROCESS_EXIT\x10\x05\x12\x1f\n" +
 	"\x1bRUN_END_REASON_IDLE_TIMEOUT\x10\x06\x12!\n" +
-	"\x1dRUN_END_REASON_SERVER_RESTART\x10\a*u\n" +
+	"\x1dRUN_END_REASON_SERVER_RESTART\x10\a\x12\x1f\n" +
+	"\x1bRUN_END_REASON_IDLE_EVICTED\x10\b*u\n" +
 	"\vInputSource\x12\x1c\n" +
 	"\x18INPUT_SOURCE_UNSPECIFIED\x10\x00\x12\x18\n" +
 	"\x14INPUT_SOURCE_INITIAL\x10\x01\x12\x15\n" +
@@ -3321,7 +3396,7 @@ func file_agentharness_v1_events_proto_rawDescGZIP() []byte {
 }
 
 var file_agentharness_v1_events_proto_enumTypes = make([]protoimpl.EnumInfo, 4)
-var file_agentharness_v1_events_proto_msgTypes = make([]protoimpl.MessageInfo, 29)
+var file_agentharness_v1_events_proto_msgTypes = make([]protoimpl.MessageInfo, 30)
 var file_agentharness_v1_events_proto_goTypes = []any{
 	(RunEndReason)(0),             // 0: agentharness.v1.RunEndReason
 	(InputSource)(0),              // 1: agentharness.v1.InputSource
@@ -3354,14 +3429,15 @@ var file_agentharness_v1_events_proto_goTypes = []any{
 	(*PermissionRequested)(nil),   // 28: agentharness.v1.PermissionRequested
 	(*PermissionResolved)(nil),    // 29: agentharness.v1.PermissionResolved
 	(*SettingChanged)(nil),        // 30: agentharness.v1.SettingChanged
-	(*FilesRewound)(nil),          // 31: agentharness.v1.FilesRewound
-	nil,                           // 32: agentharness.v1.StartConfig.EnvEntry
-	(*timestamppb.Timestamp)(nil), // 33: google.protobuf.Timestamp
-	(*structpb.Struct)(nil),       // 34: google.protobuf.Struct
-	(*structpb.Value)(nil),        // 35: google.protobuf.Value
+	(*TitleSet)(nil),              // 31: agentharness.v1.TitleSet
+	(*FilesRewound)(nil),          // 32: agentharness.v1.FilesRewound
+	nil,                           // 33: agentharness.v1.StartConfig.EnvEntry
+	(*timestamppb.Timestamp)(nil), // 34: google.protobuf.Timestamp
+	(*structpb.Struct)(nil),       // 35: google.protobuf.Struct
+	(*structpb.Value)(nil),        // 36: google.protobuf.Value
 }
 var file_agentharness_v1_events_proto_depIdxs = []int32{
-	33, // 0: agentharness.v1.Event.time:type_name -> google.protobuf.Timestamp
+	34, // 0: agentharness.v1.Event.time:type_name -> google.protobuf.Timestamp
 	6,  // 1: agentharness.v1.Event.truncated:type_name -> agentharness.v1.Truncated
 	9,  // 2: agentharness.v1.Event.run_start:type_name -> agentharness.v1.RunStart
 	11, // 3: agentharness.v1.Event.run_ready:type_name -> agentharness.v1.RunReady
@@ -3379,36 +3455,37 @@ var file_agentharness_v1_events_proto_depIdxs = []int32{
 	29, // 15: agentharness.v1.Event.permission_resolved:type_name -> agentharness.v1.PermissionResolved
 	24, // 16: agentharness.v1.Event.turn_start:type_name -> agentharness.v1.TurnStart
 	30, // 17: agentharness.v1.Event.setting_changed:type_name -> agentharness.v1.SettingChanged
-	31, // 18: agentharness.v1.Event.files_rewound:type_name -> agentharness.v1.FilesRewound
+	32, // 18: agentharness.v1.Event.files_rewound:type_name -> agentharness.v1.FilesRewound
 	5,  // 19: agentharness.v1.Event.unreadable:type_name -> agentharness.v1.Unreadable
-	32, // 20: agentharness.v1.StartConfig.env:type_name -> agentharness.v1.StartConfig.EnvEntry
-	34, // 21: agentharness.v1.StartConfig.content_blocks:type_name -> google.protobuf.Struct
-	8,  // 22: agentharness.v1.StartConfig.fork:type_name -> agentharness.v1.Fork
-	7,  // 23: agentharness.v1.RunStart.config:type_name -> agentharness.v1.StartConfig
-	10, // 24: agentharness.v1.RunReady.mcp_servers:type_name -> agentharness.v1.McpServer
-	0,  // 25: agentharness.v1.RunEnd.reason:type_name -> agentharness.v1.RunEndReason
-	34, // 26: agentharness.v1.ContentBlock.input:type_name -> google.protobuf.Struct
-	34, // 27: agentharness.v1.ContentBlock.raw:type_name -> google.protobuf.Struct
-	16, // 28: agentharness.v1.Content.blocks:type_name -> agentharness.v1.ContentBlock
-	15, // 29: agentharness.v1.Content.usage:type_name -> agentharness.v1.Usage
-	18, // 30: agentharness.v1.Result.tool_results:type_name -> agentharness.v1.ToolResult
-	35, // 31: agentharness.v1.Result.tool_use_result:type_name -> google.protobuf.Value
-	15, // 32: agentharness.v1.TurnEnd.usage:type_name -> agentharness.v1.Usage
-	20, // 33: agentharness.v1.TurnEnd.model_usage:type_name -> agentharness.v1.ModelUsage
-	22, // 34: agentharness.v1.TurnEnd.permission_denials:type_name -> agentharness.v1.PermissionDenial
-	34, // 35: agentharness.v1.PermissionDenial.tool_input:type_name -> google.protobuf.Struct
-	1,  // 36: agentharness.v1.InputSent.source:type_name -> agentharness.v1.InputSource
-	34, // 37: agentharness.v1.InputSent.content_blocks:type_name -> google.protobuf.Struct
-	34, // 38: agentharness.v1.PermissionRequested.input:type_name -> google.protobuf.Struct
-	35, // 39: agentharness.v1.PermissionRequested.suggestions:type_name -> google.protobuf.Value
-	34, // 40: agentharness.v1.PermissionResolved.updated_input:type_name -> google.protobuf.Struct
-	2,  // 41: agentharness.v1.SettingChanged.setting:type_name -> agentharness.v1.Setting
-	3,  // 42: agentharness.v1.SettingChanged.applied:type_name -> agentharness.v1.SettingApplied
-	43, // [43:43] is the sub-list for method output_type
-	43, // [43:43] is the sub-list for method input_type
-	43, // [43:43] is the sub-list for extension type_name
-	43, // [43:43] is the sub-list for extension extendee
-	0,  // [0:43] is the sub-list for field type_name
+	31, // 20: agentharness.v1.Event.title_set:type_name -> agentharness.v1.TitleSet
+	33, // 21: agentharness.v1.StartConfig.env:type_name -> agentharness.v1.StartConfig.EnvEntry
+	35, // 22: agentharness.v1.StartConfig.content_blocks:type_name -> google.protobuf.Struct
+	8,  // 23: agentharness.v1.StartConfig.fork:type_name -> agentharness.v1.Fork
+	7,  // 24: agentharness.v1.RunStart.config:type_name -> agentharness.v1.StartConfig
+	10, // 25: agentharness.v1.RunReady.mcp_servers:type_name -> agentharness.v1.McpServer
+	0,  // 26: agentharness.v1.RunEnd.reason:type_name -> agentharness.v1.RunEndReason
+	35, // 27: agentharness.v1.ContentBlock.input:type_name -> google.protobuf.Struct
+	35, // 28: agentharness.v1.ContentBlock.raw:type_name -> google.protobuf.Struct
+	16, // 29: agentharness.v1.Content.blocks:type_name -> agentharness.v1.ContentBlock
+	15, // 30: agentharness.v1.Content.usage:type_name -> agentharness.v1.Usage
+	18, // 31: agentharness.v1.Result.tool_results:type_name -> agentharness.v1.ToolResult
+	36, // 32: agentharness.v1.Result.tool_use_result:type_name -> google.protobuf.Value
+	15, // 33: agentharness.v1.TurnEnd.usage:type_name -> agentharness.v1.Usage
+	20, // 34: agentharness.v1.TurnEnd.model_usage:type_name -> agentharness.v1.ModelUsage
+	22, // 35: agentharness.v1.TurnEnd.permission_denials:type_name -> agentharness.v1.PermissionDenial
+	35, // 36: agentharness.v1.PermissionDenial.tool_input:type_name -> google.protobuf.Struct
+	1,  // 37: agentharness.v1.InputSent.source:type_name -> agentharness.v1.InputSource
+	35, // 38: agentharness.v1.InputSent.content_blocks:type_name -> google.protobuf.Struct
+	35, // 39: agentharness.v1.PermissionRequested.input:type_name -> google.protobuf.Struct
+	36, // 40: agentharness.v1.PermissionRequested.suggestions:type_name -> google.protobuf.Value
+	35, // 41: agentharness.v1.PermissionResolved.updated_input:type_name -> google.protobuf.Struct
+	2,  // 42: agentharness.v1.SettingChanged.setting:type_name -> agentharness.v1.Setting
+	3,  // 43: agentharness.v1.SettingChanged.applied:type_name -> agentharness.v1.SettingApplied
+	44, // [44:44] is the sub-list for method output_type
+	44, // [44:44] is the sub-list for method input_type
+	44, // [44:44] is the sub-list for extension type_name
+	44, // [44:44] is the sub-list for extension extendee
+	0,  // [0:44] is the sub-list for field type_name
 }
 
 func init() { file_agentharness_v1_events_proto_init() }
@@ -3435,6 +3512,7 @@ func file_agentharness_v1_events_proto_init() {
 		(*Event_SettingChanged)(nil),
 		(*Event_FilesRewound)(nil),
 		(*Event_Unreadable)(nil),
+		(*Event_TitleSet)(nil),
 	}
 	file_agentharness_v1_events_proto_msgTypes[3].OneofWrappers = []any{}
 	file_agentharness_v1_events_proto_msgTypes[8].OneofWrappers = []any{}
@@ -3444,7 +3522,7 @@ func file_agentharness_v1_events_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_agentharness_v1_events_proto_rawDesc), len(file_agentharness_v1_events_proto_rawDesc)),
 			NumEnums:      4,
-			NumMessages:   29,
+			NumMessages:   30,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

@@ -17,6 +17,7 @@ import (
 	protoreflect "google.golang.org/protobuf/reflect/protoreflect"
 	protoimpl "google.golang.org/protobuf/runtime/protoimpl"
 	structpb "google.golang.org/protobuf/types/known/structpb"
+	timestamppb "google.golang.org/protobuf/types/known/timestamppb"
 	reflect "reflect"
 	sync "sync"
 	unsafe "unsafe"
@@ -153,6 +154,64 @@ func (SessionStatus) EnumDescriptor() ([]byte, []int) {
 	return file_agentharness_v1_session_service_proto_rawDescGZIP(), []int{1}
 }
 
+// The order ListSessions pages sessions in.
+type SessionOrder int32
+
+const (
+	// By session id (as SESSION_ORDER_SESSION_ID).
+	SessionOrder_SESSION_ORDER_UNSPECIFIED SessionOrder = 0
+	// By session id, ascending.
+	SessionOrder_SESSION_ORDER_SESSION_ID SessionOrder = 1
+	// By last activity (Session.updated_at), newest first; ties by session id.
+	SessionOrder_SESSION_ORDER_RECENT_ACTIVITY SessionOrder = 2
+	// Grouped by project: by cwd ascending, then newest activity first, then
+	// session id.
+	SessionOrder_SESSION_ORDER_CWD SessionOrder = 3
+)
+
+// Enum value maps for SessionOrder.
+var (
+	SessionOrder_name = map[int32]string{
+		0: "SESSION_ORDER_UNSPECIFIED",
+		1: "SESSION_ORDER_SESSION_ID",
+		2: "SESSION_ORDER_RECENT_ACTIVITY",
+		3: "SESSION_ORDER_CWD",
+	}
+	SessionOrder_value = map[string]int32{
+		"SESSION_ORDER_UNSPECIFIED":     0,
+		"SESSION_ORDER_SESSION_ID":      1,
+		"SESSION_ORDER_RECENT_ACTIVITY": 2,
+		"SESSION_ORDER_CWD":             3,
+	}
+)
+
+func (x SessionOrder) Enum() *SessionOrder {
+	p := new(SessionOrder)
+	*p = x
+	return p
+}
+
+func (x SessionOrder) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (SessionOrder) Descriptor() protoreflect.EnumDescriptor {
+	return file_agentharness_v1_session_service_proto_enumTypes[2].Descriptor()
+}
+
+func (SessionOrder) Type() protoreflect.EnumType {
+	return &file_agentharness_v1_session_service_proto_enumTypes[2]
+}
+
+func (x SessionOrder) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use SessionOrder.Descriptor instead.
+func (SessionOrder) EnumDescriptor() ([]byte, []int) {
+	return file_agentharness_v1_session_service_proto_rawDescGZIP(), []int{2}
+}
+
 // Which form of an event ReadFullEvent streams.
 type FullEventPart int32
 
@@ -195,11 +254,11 @@ func (x FullEventPart) String() string {
 }
 
 func (FullEventPart) Descriptor() protoreflect.EnumDescriptor {
-	return file_agentharness_v1_session_service_proto_enumTypes[2].Descriptor()
+	return file_agentharness_v1_session_service_proto_enumTypes[3].Descriptor()
 }
 
 func (FullEventPart) Type() protoreflect.EnumType {
-	return &file_agentharness_v1_session_service_proto_enumTypes[2]
+	return &file_agentharness_v1_session_service_proto_enumTypes[3]
 }
 
 func (x FullEventPart) Number() protoreflect.EnumNumber {
@@ -208,7 +267,7 @@ func (x FullEventPart) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use FullEventPart.Descriptor instead.
 func (FullEventPart) EnumDescriptor() ([]byte, []int) {
-	return file_agentharness_v1_session_service_proto_rawDescGZIP(), []int{2}
+	return file_agentharness_v1_session_service_proto_rawDescGZIP(), []int{3}
 }
 
 // Start a run.
@@ -1473,7 +1532,19 @@ type Session struct {
 	MaxThinkingTokens *uint32 `protobuf:"varint,13,opt,name=max_thinking_tokens,json=maxThinkingTokens,proto3,oneof" json:"max_thinking_tokens,omitempty"`
 	// The agent that runs the session ("claude", "codex"), from its latest
 	// run_start. Empty before any run.
-	Agent         string `protobuf:"bytes,14,opt,name=agent,proto3" json:"agent,omitempty"`
+	Agent string `protobuf:"bytes,14,opt,name=agent,proto3" json:"agent,omitempty"`
+	// What to call the session: the latest title_set's title, else the first
+	// line of the first prompt (whitespace collapsed, cut to 80 characters
+	// with "…"). Empty before any prompt.
+	Title string `protobuf:"bytes,15,opt,name=title,proto3" json:"title,omitempty"`
+	// The working directory of its latest run_start (StartConfig.cwd as
+	// given; empty: the server's). Sessions sharing one are a project.
+	Cwd string `protobuf:"bytes,16,opt,name=cwd,proto3" json:"cwd,omitempty"`
+	// When its first event was appended (unset for an empty log).
+	CreatedAt *timestamppb.Timestamp `protobuf:"bytes,17,opt,name=created_at,json=createdAt,proto3" json:"created_at,omitempty"`
+	// When its newest event was appended: its last activity (unset for an
+	// empty log).
+	UpdatedAt     *timestamppb.Timestamp `protobuf:"bytes,18,opt,name=updated_at,json=updatedAt,proto3" json:"updated_at,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1606,6 +1677,34 @@ func (x *Session) GetAgent() string {
 	return ""
 }
 
+func (x *Session) GetTitle() string {
+	if x != nil {
+		return x.Title
+	}
+	return ""
+}
+
+func (x *Session) GetCwd() string {
+	if x != nil {
+		return x.Cwd
+	}
+	return ""
+}
+
+func (x *Session) GetCreatedAt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.CreatedAt
+	}
+	return nil
+}
+
+func (x *Session) GetUpdatedAt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.UpdatedAt
+	}
+	return nil
+}
+
 // Get one session.
 type GetSessionRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -1698,15 +1797,30 @@ func (x *GetSessionResponse) GetSession() *Session {
 	return nil
 }
 
-// List sessions, a page at a time (ordered by session id).
+// List sessions, a page at a time, optionally filtered and sorted. The
+// server answers from an index it keeps beside the logs (updated in the same
+// commit as each event, rebuilt from the logs when missing or behind), so a
+// filtered page never folds every stored session.
 type ListSessionsRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Most sessions in the page: 0 means 100; at most 1000 (larger values are
 	// lowered to 1000).
 	PageSize uint32 `protobuf:"varint,1,opt,name=page_size,json=pageSize,proto3" json:"page_size,omitempty"`
 	// Empty for the first page; else the `next_page_token` of the previous
-	// page. Opaque: do not build one.
-	PageToken     string `protobuf:"bytes,2,opt,name=page_token,json=pageToken,proto3" json:"page_token,omitempty"`
+	// page, asked with the same filters and order (else INVALID_ARGUMENT).
+	// Opaque: do not build one.
+	PageToken string `protobuf:"bytes,2,opt,name=page_token,json=pageToken,proto3" json:"page_token,omitempty"`
+	// Only sessions whose title, session id or cwd contains this text
+	// (case-insensitive). At most 200 bytes. Empty: no text filter.
+	Query string `protobuf:"bytes,3,opt,name=query,proto3" json:"query,omitempty"`
+	// Only sessions in one of these statuses. Empty: any status.
+	Statuses []SessionStatus `protobuf:"varint,4,rep,packed,name=statuses,proto3,enum=agentharness.v1.SessionStatus" json:"statuses,omitempty"`
+	// Only sessions of this agent (Session.agent, e.g. "claude"). Empty: any.
+	Agent string `protobuf:"bytes,5,opt,name=agent,proto3" json:"agent,omitempty"`
+	// Only sessions whose cwd is exactly this (a project). Empty: any.
+	Cwd string `protobuf:"bytes,6,opt,name=cwd,proto3" json:"cwd,omitempty"`
+	// The order of the pages.
+	Order         SessionOrder `protobuf:"varint,7,opt,name=order,proto3,enum=agentharness.v1.SessionOrder" json:"order,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1755,13 +1869,50 @@ func (x *ListSessionsRequest) GetPageToken() string {
 	return ""
 }
 
+func (x *ListSessionsRequest) GetQuery() string {
+	if x != nil {
+		return x.Query
+	}
+	return ""
+}
+
+func (x *ListSessionsRequest) GetStatuses() []SessionStatus {
+	if x != nil {
+		return x.Statuses
+	}
+	return nil
+}
+
+func (x *ListSessionsRequest) GetAgent() string {
+	if x != nil {
+		return x.Agent
+	}
+	return ""
+}
+
+func (x *ListSessionsRequest) GetCwd() string {
+	if x != nil {
+		return x.Cwd
+	}
+	return ""
+}
+
+func (x *ListSessionsRequest) GetOrder() SessionOrder {
+	if x != nil {
+		return x.Order
+	}
+	return SessionOrder_SESSION_ORDER_UNSPECIFIED
+}
+
 // One page of sessions.
 type ListSessionsResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	// Sessions, by session id.
+	// Sessions, in the order asked for.
 	Sessions []*Session `protobuf:"bytes,1,rep,name=sessions,proto3" json:"sessions,omitempty"`
 	// Token of the next page; empty when this is the last one.
 	NextPageToken string `protobuf:"bytes,2,opt,name=next_page_token,json=nextPageToken,proto3" json:"next_page_token,omitempty"`
+	// How many sessions match the filters, over all pages.
+	TotalSize     uint64 `protobuf:"varint,3,opt,name=total_size,json=totalSize,proto3" json:"total_size,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1808,6 +1959,13 @@ func (x *ListSessionsResponse) GetNextPageToken() string {
 		return x.NextPageToken
 	}
 	return ""
+}
+
+func (x *ListSessionsResponse) GetTotalSize() uint64 {
+	if x != nil {
+		return x.TotalSize
+	}
+	return 0
 }
 
 // Read the whole stored form of one event.
@@ -3005,11 +3163,123 @@ func (x *AgentInfo) GetIsDefault() bool {
 	return false
 }
 
+// Name a session.
+type SetTitleRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The session.
+	SessionId string `protobuf:"bytes,1,opt,name=session_id,json=sessionId,proto3" json:"session_id,omitempty"`
+	// The title: trimmed; one line (no control characters); at most 200
+	// characters (INVALID_ARGUMENT otherwise). Empty: back to the title
+	// derived from the first prompt.
+	Title string `protobuf:"bytes,2,opt,name=title,proto3" json:"title,omitempty"`
+	// Optional retry key (see StartRequest.idempotency_key).
+	IdempotencyKey string `protobuf:"bytes,3,opt,name=idempotency_key,json=idempotencyKey,proto3" json:"idempotency_key,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
+}
+
+func (x *SetTitleRequest) Reset() {
+	*x = SetTitleRequest{}
+	mi := &file_agentharness_v1_session_service_proto_msgTypes[42]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SetTitleRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SetTitleRequest) ProtoMessage() {}
+
+func (x *SetTitleRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_agentharness_v1_session_service_proto_msgTypes[42]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SetTitleRequest.ProtoReflect.Descriptor instead.
+func (*SetTitleRequest) Descriptor() ([]byte, []int) {
+	return file_agentharness_v1_session_service_proto_rawDescGZIP(), []int{42}
+}
+
+func (x *SetTitleRequest) GetSessionId() string {
+	if x != nil {
+		return x.SessionId
+	}
+	return ""
+}
+
+func (x *SetTitleRequest) GetTitle() string {
+	if x != nil {
+		return x.Title
+	}
+	return ""
+}
+
+func (x *SetTitleRequest) GetIdempotencyKey() string {
+	if x != nil {
+		return x.IdempotencyKey
+	}
+	return ""
+}
+
+// The session was named.
+type SetTitleResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The seq of the title_set event.
+	Seq           uint64 `protobuf:"varint,1,opt,name=seq,proto3" json:"seq,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SetTitleResponse) Reset() {
+	*x = SetTitleResponse{}
+	mi := &file_agentharness_v1_session_service_proto_msgTypes[43]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SetTitleResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SetTitleResponse) ProtoMessage() {}
+
+func (x *SetTitleResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_agentharness_v1_session_service_proto_msgTypes[43]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SetTitleResponse.ProtoReflect.Descriptor instead.
+func (*SetTitleResponse) Descriptor() ([]byte, []int) {
+	return file_agentharness_v1_session_service_proto_rawDescGZIP(), []int{43}
+}
+
+func (x *SetTitleResponse) GetSeq() uint64 {
+	if x != nil {
+		return x.Seq
+	}
+	return 0
+}
+
 var File_agentharness_v1_session_service_proto protoreflect.FileDescriptor
 
 const file_agentharness_v1_session_service_proto_rawDesc = "" +
 	"\n" +
-	"%agentharness/v1/session_service.proto\x12\x0fagentharness.v1\x1a\x1cagentharness/v1/events.proto\x1a\x1cgoogle/protobuf/struct.proto\"\x8c\x01\n" +
+	"%agentharness/v1/session_service.proto\x12\x0fagentharness.v1\x1a\x1cagentharness/v1/events.proto\x1a\x1cgoogle/protobuf/struct.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\x8c\x01\n" +
 	"\fStartRequest\x12\x1d\n" +
 	"\n" +
 	"session_id\x18\x01 \x01(\tR\tsessionId\x124\n" +
@@ -3094,7 +3364,7 @@ const file_agentharness_v1_session_service_proto_rawDesc = "" +
 	"\bcost_usd\x18\x05 \x01(\x01R\acostUsd\x12)\n" +
 	"\x0econtext_tokens\x18\x06 \x01(\x04B\x020\x02R\rcontextTokens\x12)\n" +
 	"\x0econtext_window\x18\a \x01(\x04B\x020\x02R\rcontextWindow\x12\x14\n" +
-	"\x05turns\x18\b \x01(\rR\x05turns\"\xa2\x04\n" +
+	"\x05turns\x18\b \x01(\rR\x05turns\"\xc0\x05\n" +
 	"\aSession\x12\x1d\n" +
 	"\n" +
 	"session_id\x18\x01 \x01(\tR\tsessionId\x12\x1d\n" +
@@ -3111,20 +3381,33 @@ const file_agentharness_v1_session_service_proto_rawDesc = "" +
 	"\x05model\x18\v \x01(\tR\x05model\x12'\n" +
 	"\x0fpermission_mode\x18\f \x01(\tR\x0epermissionMode\x123\n" +
 	"\x13max_thinking_tokens\x18\r \x01(\rH\x00R\x11maxThinkingTokens\x88\x01\x01\x12\x14\n" +
-	"\x05agent\x18\x0e \x01(\tR\x05agentB\x16\n" +
+	"\x05agent\x18\x0e \x01(\tR\x05agent\x12\x14\n" +
+	"\x05title\x18\x0f \x01(\tR\x05title\x12\x10\n" +
+	"\x03cwd\x18\x10 \x01(\tR\x03cwd\x129\n" +
+	"\n" +
+	"created_at\x18\x11 \x01(\v2\x1a.google.protobuf.TimestampR\tcreatedAt\x129\n" +
+	"\n" +
+	"updated_at\x18\x12 \x01(\v2\x1a.google.protobuf.TimestampR\tupdatedAtB\x16\n" +
 	"\x14_max_thinking_tokens\"2\n" +
 	"\x11GetSessionRequest\x12\x1d\n" +
 	"\n" +
 	"session_id\x18\x01 \x01(\tR\tsessionId\"H\n" +
 	"\x12GetSessionResponse\x122\n" +
-	"\asession\x18\x01 \x01(\v2\x18.agentharness.v1.SessionR\asession\"Q\n" +
+	"\asession\x18\x01 \x01(\v2\x18.agentharness.v1.SessionR\asession\"\x80\x02\n" +
 	"\x13ListSessionsRequest\x12\x1b\n" +
 	"\tpage_size\x18\x01 \x01(\rR\bpageSize\x12\x1d\n" +
 	"\n" +
-	"page_token\x18\x02 \x01(\tR\tpageToken\"t\n" +
+	"page_token\x18\x02 \x01(\tR\tpageToken\x12\x14\n" +
+	"\x05query\x18\x03 \x01(\tR\x05query\x12:\n" +
+	"\bstatuses\x18\x04 \x03(\x0e2\x1e.agentharness.v1.SessionStatusR\bstatuses\x12\x14\n" +
+	"\x05agent\x18\x05 \x01(\tR\x05agent\x12\x10\n" +
+	"\x03cwd\x18\x06 \x01(\tR\x03cwd\x123\n" +
+	"\x05order\x18\a \x01(\x0e2\x1d.agentharness.v1.SessionOrderR\x05order\"\x97\x01\n" +
 	"\x14ListSessionsResponse\x124\n" +
 	"\bsessions\x18\x01 \x03(\v2\x18.agentharness.v1.SessionR\bsessions\x12&\n" +
-	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\"\x9e\x01\n" +
+	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\x12!\n" +
+	"\n" +
+	"total_size\x18\x03 \x01(\x04B\x020\x02R\ttotalSize\"\x9e\x01\n" +
 	"\x14ReadFullEventRequest\x12\x1d\n" +
 	"\n" +
 	"session_id\x18\x01 \x01(\tR\tsessionId\x12\x14\n" +
@@ -3212,7 +3495,14 @@ const file_agentharness_v1_session_service_proto_rawDesc = "" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x12\n" +
 	"\x04kind\x18\x02 \x01(\tR\x04kind\x12\x1d\n" +
 	"\n" +
-	"is_default\x18\x03 \x01(\bR\tisDefault*\xaf\x01\n" +
+	"is_default\x18\x03 \x01(\bR\tisDefault\"o\n" +
+	"\x0fSetTitleRequest\x12\x1d\n" +
+	"\n" +
+	"session_id\x18\x01 \x01(\tR\tsessionId\x12\x14\n" +
+	"\x05title\x18\x02 \x01(\tR\x05title\x12'\n" +
+	"\x0fidempotency_key\x18\x03 \x01(\tR\x0eidempotencyKey\"(\n" +
+	"\x10SetTitleResponse\x12\x14\n" +
+	"\x03seq\x18\x01 \x01(\x04B\x020\x02R\x03seq*\xaf\x01\n" +
 	"\x0eDeltaBlockType\x12 \n" +
 	"\x1cDELTA_BLOCK_TYPE_UNSPECIFIED\x10\x00\x12\x19\n" +
 	"\x15DELTA_BLOCK_TYPE_TEXT\x10\x01\x12\x1d\n" +
@@ -3224,12 +3514,17 @@ const file_agentharness_v1_session_service_proto_rawDesc = "" +
 	"\x13SESSION_STATUS_IDLE\x10\x01\x12\x1b\n" +
 	"\x17SESSION_STATUS_STARTING\x10\x02\x12\x1c\n" +
 	"\x18SESSION_STATUS_STREAMING\x10\x03\x12\x1b\n" +
-	"\x17SESSION_STATUS_STOPPING\x10\x04*\x89\x01\n" +
+	"\x17SESSION_STATUS_STOPPING\x10\x04*\x85\x01\n" +
+	"\fSessionOrder\x12\x1d\n" +
+	"\x19SESSION_ORDER_UNSPECIFIED\x10\x00\x12\x1c\n" +
+	"\x18SESSION_ORDER_SESSION_ID\x10\x01\x12!\n" +
+	"\x1dSESSION_ORDER_RECENT_ACTIVITY\x10\x02\x12\x15\n" +
+	"\x11SESSION_ORDER_CWD\x10\x03*\x89\x01\n" +
 	"\rFullEventPart\x12\x1f\n" +
 	"\x1bFULL_EVENT_PART_UNSPECIFIED\x10\x00\x12\x1c\n" +
 	"\x18FULL_EVENT_PART_CLI_LINE\x10\x01\x12\x19\n" +
 	"\x15FULL_EVENT_PART_EVENT\x10\x02\x12\x1e\n" +
-	"\x1aFULL_EVENT_PART_EVENT_JSON\x10\x032\x82\f\n" +
+	"\x1aFULL_EVENT_PART_EVENT_JSON\x10\x032\xd3\f\n" +
 	"\x0eSessionService\x12F\n" +
 	"\x05Start\x12\x1d.agentharness.v1.StartRequest\x1a\x1e.agentharness.v1.StartResponse\x12C\n" +
 	"\x04Send\x12\x1c.agentharness.v1.SendRequest\x1a\x1d.agentharness.v1.SendResponse\x12C\n" +
@@ -3249,7 +3544,8 @@ const file_agentharness_v1_session_service_proto_rawDesc = "" +
 	"\vRewindFiles\x12#.agentharness.v1.RewindFilesRequest\x1a$.agentharness.v1.RewindFilesResponse\x12^\n" +
 	"\rDeleteSession\x12%.agentharness.v1.DeleteSessionRequest\x1a&.agentharness.v1.DeleteSessionResponse\x12U\n" +
 	"\n" +
-	"ListAgents\x12\".agentharness.v1.ListAgentsRequest\x1a#.agentharness.v1.ListAgentsResponseBNZLgithub.com/agent-harness/agent-harness/gen/go/agentharness/v1;agentharnessv1b\x06proto3"
+	"ListAgents\x12\".agentharness.v1.ListAgentsRequest\x1a#.agentharness.v1.ListAgentsResponse\x12O\n" +
+	"\bSetTitle\x12 .agentharness.v1.SetTitleRequest\x1a!.agentharness.v1.SetTitleResponseBNZLgithub.com/agent-harness/agent-harness/gen/go/agentharness/v1;agentharnessv1b\x06proto3"
 
 var (
 	file_agentharness_v1_session_service_proto_rawDescOnce sync.Once
@@ -3263,120 +3559,130 @@ func file_agentharness_v1_session_service_proto_rawDescGZIP() []byte {
 	return file_agentharness_v1_session_service_proto_rawDescData
 }
 
-var file_agentharness_v1_session_service_proto_enumTypes = make([]protoimpl.EnumInfo, 3)
-var file_agentharness_v1_session_service_proto_msgTypes = make([]protoimpl.MessageInfo, 42)
+var file_agentharness_v1_session_service_proto_enumTypes = make([]protoimpl.EnumInfo, 4)
+var file_agentharness_v1_session_service_proto_msgTypes = make([]protoimpl.MessageInfo, 44)
 var file_agentharness_v1_session_service_proto_goTypes = []any{
 	(DeltaBlockType)(0),                  // 0: agentharness.v1.DeltaBlockType
 	(SessionStatus)(0),                   // 1: agentharness.v1.SessionStatus
-	(FullEventPart)(0),                   // 2: agentharness.v1.FullEventPart
-	(*StartRequest)(nil),                 // 3: agentharness.v1.StartRequest
-	(*StartResponse)(nil),                // 4: agentharness.v1.StartResponse
-	(*SendRequest)(nil),                  // 5: agentharness.v1.SendRequest
-	(*SendResponse)(nil),                 // 6: agentharness.v1.SendResponse
-	(*StopRequest)(nil),                  // 7: agentharness.v1.StopRequest
-	(*StopResponse)(nil),                 // 8: agentharness.v1.StopResponse
-	(*SubscribeRequest)(nil),             // 9: agentharness.v1.SubscribeRequest
-	(*SubscribeResponse)(nil),            // 10: agentharness.v1.SubscribeResponse
-	(*Delta)(nil),                        // 11: agentharness.v1.Delta
-	(*ReplayStart)(nil),                  // 12: agentharness.v1.ReplayStart
-	(*CaughtUp)(nil),                     // 13: agentharness.v1.CaughtUp
-	(*Heartbeat)(nil),                    // 14: agentharness.v1.Heartbeat
-	(*HistoryRequest)(nil),               // 15: agentharness.v1.HistoryRequest
-	(*HistoryResponse)(nil),              // 16: agentharness.v1.HistoryResponse
-	(*RespondPermissionRequest)(nil),     // 17: agentharness.v1.RespondPermissionRequest
-	(*RespondPermissionResponse)(nil),    // 18: agentharness.v1.RespondPermissionResponse
-	(*SessionUsage)(nil),                 // 19: agentharness.v1.SessionUsage
-	(*Session)(nil),                      // 20: agentharness.v1.Session
-	(*GetSessionRequest)(nil),            // 21: agentharness.v1.GetSessionRequest
-	(*GetSessionResponse)(nil),           // 22: agentharness.v1.GetSessionResponse
-	(*ListSessionsRequest)(nil),          // 23: agentharness.v1.ListSessionsRequest
-	(*ListSessionsResponse)(nil),         // 24: agentharness.v1.ListSessionsResponse
-	(*ReadFullEventRequest)(nil),         // 25: agentharness.v1.ReadFullEventRequest
-	(*ReadFullEventResponse)(nil),        // 26: agentharness.v1.ReadFullEventResponse
-	(*StopTaskRequest)(nil),              // 27: agentharness.v1.StopTaskRequest
-	(*StopTaskResponse)(nil),             // 28: agentharness.v1.StopTaskResponse
-	(*GetContextUsageRequest)(nil),       // 29: agentharness.v1.GetContextUsageRequest
-	(*ContextCategory)(nil),              // 30: agentharness.v1.ContextCategory
-	(*GetContextUsageResponse)(nil),      // 31: agentharness.v1.GetContextUsageResponse
-	(*SetModelRequest)(nil),              // 32: agentharness.v1.SetModelRequest
-	(*SetModelResponse)(nil),             // 33: agentharness.v1.SetModelResponse
-	(*SetPermissionModeRequest)(nil),     // 34: agentharness.v1.SetPermissionModeRequest
-	(*SetPermissionModeResponse)(nil),    // 35: agentharness.v1.SetPermissionModeResponse
-	(*SetMaxThinkingTokensRequest)(nil),  // 36: agentharness.v1.SetMaxThinkingTokensRequest
-	(*SetMaxThinkingTokensResponse)(nil), // 37: agentharness.v1.SetMaxThinkingTokensResponse
-	(*RewindFilesRequest)(nil),           // 38: agentharness.v1.RewindFilesRequest
-	(*RewindFilesResponse)(nil),          // 39: agentharness.v1.RewindFilesResponse
-	(*DeleteSessionRequest)(nil),         // 40: agentharness.v1.DeleteSessionRequest
-	(*DeleteSessionResponse)(nil),        // 41: agentharness.v1.DeleteSessionResponse
-	(*ListAgentsRequest)(nil),            // 42: agentharness.v1.ListAgentsRequest
-	(*ListAgentsResponse)(nil),           // 43: agentharness.v1.ListAgentsResponse
-	(*AgentInfo)(nil),                    // 44: agentharness.v1.AgentInfo
-	(*StartConfig)(nil),                  // 45: agentharness.v1.StartConfig
-	(*structpb.Struct)(nil),              // 46: google.protobuf.Struct
-	(*Event)(nil),                        // 47: agentharness.v1.Event
-	(SettingApplied)(0),                  // 48: agentharness.v1.SettingApplied
+	(SessionOrder)(0),                    // 2: agentharness.v1.SessionOrder
+	(FullEventPart)(0),                   // 3: agentharness.v1.FullEventPart
+	(*StartRequest)(nil),                 // 4: agentharness.v1.StartRequest
+	(*StartResponse)(nil),                // 5: agentharness.v1.StartResponse
+	(*SendRequest)(nil),                  // 6: agentharness.v1.SendRequest
+	(*SendResponse)(nil),                 // 7: agentharness.v1.SendResponse
+	(*StopRequest)(nil),                  // 8: agentharness.v1.StopRequest
+	(*StopResponse)(nil),                 // 9: agentharness.v1.StopResponse
+	(*SubscribeRequest)(nil),             // 10: agentharness.v1.SubscribeRequest
+	(*SubscribeResponse)(nil),            // 11: agentharness.v1.SubscribeResponse
+	(*Delta)(nil),                        // 12: agentharness.v1.Delta
+	(*ReplayStart)(nil),                  // 13: agentharness.v1.ReplayStart
+	(*CaughtUp)(nil),                     // 14: agentharness.v1.CaughtUp
+	(*Heartbeat)(nil),                    // 15: agentharness.v1.Heartbeat
+	(*HistoryRequest)(nil),               // 16: agentharness.v1.HistoryRequest
+	(*HistoryResponse)(nil),              // 17: agentharness.v1.HistoryResponse
+	(*RespondPermissionRequest)(nil),     // 18: agentharness.v1.RespondPermissionRequest
+	(*RespondPermissionResponse)(nil),    // 19: agentharness.v1.RespondPermissionResponse
+	(*SessionUsage)(nil),                 // 20: agentharness.v1.SessionUsage
+	(*Session)(nil),                      // 21: agentharness.v1.Session
+	(*GetSessionRequest)(nil),            // 22: agentharness.v1.GetSessionRequest
+	(*GetSessionResponse)(nil),           // 23: agentharness.v1.GetSessionResponse
+	(*ListSessionsRequest)(nil),          // 24: agentharness.v1.ListSessionsRequest
+	(*ListSessionsResponse)(nil),         // 25: agentharness.v1.ListSessionsResponse
+	(*ReadFullEventRequest)(nil),         // 26: agentharness.v1.ReadFullEventRequest
+	(*ReadFullEventResponse)(nil),        // 27: agentharness.v1.ReadFullEventResponse
+	(*StopTaskRequest)(nil),              // 28: agentharness.v1.StopTaskRequest
+	(*StopTaskResponse)(nil),             // 29: agentharness.v1.StopTaskResponse
+	(*GetContextUsageRequest)(nil),       // 30: agentharness.v1.GetContextUsageRequest
+	(*ContextCategory)(nil),              // 31: agentharness.v1.ContextCategory
+	(*GetContextUsageResponse)(nil),      // 32: agentharness.v1.GetContextUsageResponse
+	(*SetModelRequest)(nil),              // 33: agentharness.v1.SetModelRequest
+	(*SetModelResponse)(nil),             // 34: agentharness.v1.SetModelResponse
+	(*SetPermissionModeRequest)(nil),     // 35: agentharness.v1.SetPermissionModeRequest
+	(*SetPermissionModeResponse)(nil),    // 36: agentharness.v1.SetPermissionModeResponse
+	(*SetMaxThinkingTokensRequest)(nil),  // 37: agentharness.v1.SetMaxThinkingTokensRequest
+	(*SetMaxThinkingTokensResponse)(nil), // 38: agentharness.v1.SetMaxThinkingTokensResponse
+	(*RewindFilesRequest)(nil),           // 39: agentharness.v1.RewindFilesRequest
+	(*RewindFilesResponse)(nil),          // 40: agentharness.v1.RewindFilesResponse
+	(*DeleteSessionRequest)(nil),         // 41: agentharness.v1.DeleteSessionRequest
+	(*DeleteSessionResponse)(nil),        // 42: agentharness.v1.DeleteSessionResponse
+	(*ListAgentsRequest)(nil),            // 43: agentharness.v1.ListAgentsRequest
+	(*ListAgentsResponse)(nil),           // 44: agentharness.v1.ListAgentsResponse
+	(*AgentInfo)(nil),                    // 45: agentharness.v1.AgentInfo
+	(*SetTitleRequest)(nil),              // 46: agentharness.v1.SetTitleRequest
+	(*SetTitleResponse)(nil),             // 47: agentharness.v1.SetTitleResponse
+	(*StartConfig)(nil),                  // 48: agentharness.v1.StartConfig
+	(*structpb.Struct)(nil),              // 49: google.protobuf.Struct
+	(*Event)(nil),                        // 50: agentharness.v1.Event
+	(*timestamppb.Timestamp)(nil),        // 51: google.protobuf.Timestamp
+	(SettingApplied)(0),                  // 52: agentharness.v1.SettingApplied
 }
 var file_agentharness_v1_session_service_proto_depIdxs = []int32{
-	45, // 0: agentharness.v1.StartRequest.config:type_name -> agentharness.v1.StartConfig
-	46, // 1: agentharness.v1.SendRequest.content_blocks:type_name -> google.protobuf.Struct
-	12, // 2: agentharness.v1.SubscribeResponse.replay:type_name -> agentharness.v1.ReplayStart
-	47, // 3: agentharness.v1.SubscribeResponse.event:type_name -> agentharness.v1.Event
-	13, // 4: agentharness.v1.SubscribeResponse.caught_up:type_name -> agentharness.v1.CaughtUp
-	14, // 5: agentharness.v1.SubscribeResponse.heartbeat:type_name -> agentharness.v1.Heartbeat
-	11, // 6: agentharness.v1.SubscribeResponse.delta:type_name -> agentharness.v1.Delta
+	48, // 0: agentharness.v1.StartRequest.config:type_name -> agentharness.v1.StartConfig
+	49, // 1: agentharness.v1.SendRequest.content_blocks:type_name -> google.protobuf.Struct
+	13, // 2: agentharness.v1.SubscribeResponse.replay:type_name -> agentharness.v1.ReplayStart
+	50, // 3: agentharness.v1.SubscribeResponse.event:type_name -> agentharness.v1.Event
+	14, // 4: agentharness.v1.SubscribeResponse.caught_up:type_name -> agentharness.v1.CaughtUp
+	15, // 5: agentharness.v1.SubscribeResponse.heartbeat:type_name -> agentharness.v1.Heartbeat
+	12, // 6: agentharness.v1.SubscribeResponse.delta:type_name -> agentharness.v1.Delta
 	0,  // 7: agentharness.v1.Delta.block_type:type_name -> agentharness.v1.DeltaBlockType
-	47, // 8: agentharness.v1.HistoryResponse.events:type_name -> agentharness.v1.Event
-	46, // 9: agentharness.v1.RespondPermissionRequest.updated_input:type_name -> google.protobuf.Struct
+	50, // 8: agentharness.v1.HistoryResponse.events:type_name -> agentharness.v1.Event
+	49, // 9: agentharness.v1.RespondPermissionRequest.updated_input:type_name -> google.protobuf.Struct
 	1,  // 10: agentharness.v1.Session.status:type_name -> agentharness.v1.SessionStatus
-	19, // 11: agentharness.v1.Session.usage:type_name -> agentharness.v1.SessionUsage
-	20, // 12: agentharness.v1.GetSessionResponse.session:type_name -> agentharness.v1.Session
-	20, // 13: agentharness.v1.ListSessionsResponse.sessions:type_name -> agentharness.v1.Session
-	2,  // 14: agentharness.v1.ReadFullEventRequest.part:type_name -> agentharness.v1.FullEventPart
-	30, // 15: agentharness.v1.GetContextUsageResponse.categories:type_name -> agentharness.v1.ContextCategory
-	46, // 16: agentharness.v1.GetContextUsageResponse.raw:type_name -> google.protobuf.Struct
-	48, // 17: agentharness.v1.SetModelResponse.applied:type_name -> agentharness.v1.SettingApplied
-	48, // 18: agentharness.v1.SetPermissionModeResponse.applied:type_name -> agentharness.v1.SettingApplied
-	48, // 19: agentharness.v1.SetMaxThinkingTokensResponse.applied:type_name -> agentharness.v1.SettingApplied
-	44, // 20: agentharness.v1.ListAgentsResponse.agents:type_name -> agentharness.v1.AgentInfo
-	3,  // 21: agentharness.v1.SessionService.Start:input_type -> agentharness.v1.StartRequest
-	5,  // 22: agentharness.v1.SessionService.Send:input_type -> agentharness.v1.SendRequest
-	7,  // 23: agentharness.v1.SessionService.Stop:input_type -> agentharness.v1.StopRequest
-	9,  // 24: agentharness.v1.SessionService.Subscribe:input_type -> agentharness.v1.SubscribeRequest
-	15, // 25: agentharness.v1.SessionService.History:input_type -> agentharness.v1.HistoryRequest
-	17, // 26: agentharness.v1.SessionService.RespondPermission:input_type -> agentharness.v1.RespondPermissionRequest
-	21, // 27: agentharness.v1.SessionService.GetSession:input_type -> agentharness.v1.GetSessionRequest
-	23, // 28: agentharness.v1.SessionService.ListSessions:input_type -> agentharness.v1.ListSessionsRequest
-	25, // 29: agentharness.v1.SessionService.ReadFullEvent:input_type -> agentharness.v1.ReadFullEventRequest
-	27, // 30: agentharness.v1.SessionService.StopTask:input_type -> agentharness.v1.StopTaskRequest
-	29, // 31: agentharness.v1.SessionService.GetContextUsage:input_type -> agentharness.v1.GetContextUsageRequest
-	32, // 32: agentharness.v1.SessionService.SetModel:input_type -> agentharness.v1.SetModelRequest
-	34, // 33: agentharness.v1.SessionService.SetPermissionMode:input_type -> agentharness.v1.SetPermissionModeRequest
-	36, // 34: agentharness.v1.SessionService.SetMaxThinkingTokens:input_type -> agentharness.v1.SetMaxThinkingTokensRequest
-	38, // 35: agentharness.v1.SessionService.RewindFiles:input_type -> agentharness.v1.RewindFilesRequest
-	40, // 36: agentharness.v1.SessionService.DeleteSession:input_type -> agentharness.v1.DeleteSessionRequest
-	42, // 37: agentharness.v1.SessionService.ListAgents:input_type -> agentharness.v1.ListAgentsRequest
-	4,  // 38: agentharness.v1.SessionService.Start:output_type -> agentharness.v1.StartResponse
-	6,  // 39: agentharness.v1.SessionService.Send:output_type -> agentharness.v1.SendResponse
-	8,  // 40: agentharness.v1.SessionService.Stop:output_type -> agentharness.v1.StopResponse
-	10, // 41: agentharness.v1.SessionService.Subscribe:output_type -> agentharness.v1.SubscribeResponse
-	16, // 42: agentharness.v1.SessionService.History:output_type -> agentharness.v1.HistoryResponse
-	18, // 43: agentharness.v1.SessionService.RespondPermission:output_type -> agentharness.v1.RespondPermissionResponse
-	22, // 44: agentharness.v1.SessionService.GetSession:output_type -> agentharness.v1.GetSessionResponse
-	24, // 45: agentharness.v1.SessionService.ListSessions:output_type -> agentharness.v1.ListSessionsResponse
-	26, // 46: agentharness.v1.SessionService.ReadFullEvent:output_type -> agentharness.v1.ReadFullEventResponse
-	28, // 47: agentharness.v1.SessionService.StopTask:output_type -> agentharness.v1.StopTaskResponse
-	31, // 48: agentharness.v1.SessionService.GetContextUsage:output_type -> agentharness.v1.GetContextUsageResponse
-	33, // 49: agentharness.v1.SessionService.SetModel:output_type -> agentharness.v1.SetModelResponse
-	35, // 50: agentharness.v1.SessionService.SetPermissionMode:output_type -> agentharness.v1.SetPermissionModeResponse
-	37, // 51: agentharness.v1.SessionService.SetMaxThinkingTokens:output_type -> agentharness.v1.SetMaxThinkingTokensResponse
-	39, // 52: agentharness.v1.SessionService.RewindFiles:output_type -> agentharness.v1.RewindFilesResponse
-	41, // 53: agentharness.v1.SessionService.DeleteSession:output_type -> agentharness.v1.DeleteSessionResponse
-	43, // 54: agentharness.v1.SessionService.ListAgents:output_type -> agentharness.v1.ListAgentsResponse
-	38, // [38:55] is the sub-list for method output_type
-	21, // [21:38] is the sub-list for method input_type
-	21, // [21:21] is the sub-list for extension type_name
-	21, // [21:21] is the sub-list for extension extendee
-	0,  // [0:21] is the sub-list for field type_name
+	20, // 11: agentharness.v1.Session.usage:type_name -> agentharness.v1.SessionUsage
+	51, // 12: agentharness.v1.Session.created_at:type_name -> google.protobuf.Timestamp
+	51, // 13: agentharness.v1.Session.updated_at:type_name -> google.protobuf.Timestamp
+	21, // 14: agentharness.v1.GetSessionResponse.session:type_name -> agentharness.v1.Session
+	1,  // 15: agentharness.v1.ListSessionsRequest.statuses:type_name -> agentharness.v1.SessionStatus
+	2,  // 16: agentharness.v1.ListSessionsRequest.order:type_name -> agentharness.v1.SessionOrder
+	21, // 17: agentharness.v1.ListSessionsResponse.sessions:type_name -> agentharness.v1.Session
+	3,  // 18: agentharness.v1.ReadFullEventRequest.part:type_name -> agentharness.v1.FullEventPart
+	31, // 19: agentharness.v1.GetContextUsageResponse.categories:type_name -> agentharness.v1.ContextCategory
+	49, // 20: agentharness.v1.GetContextUsageResponse.raw:type_name -> google.protobuf.Struct
+	52, // 21: agentharness.v1.SetModelResponse.applied:type_name -> agentharness.v1.SettingApplied
+	52, // 22: agentharness.v1.SetPermissionModeResponse.applied:type_name -> agentharness.v1.SettingApplied
+	52, // 23: agentharness.v1.SetMaxThinkingTokensResponse.applied:type_name -> agentharness.v1.SettingApplied
+	45, // 24: agentharness.v1.ListAgentsResponse.agents:type_name -> agentharness.v1.AgentInfo
+	4,  // 25: agentharness.v1.SessionService.Start:input_type -> agentharness.v1.StartRequest
+	6,  // 26: agentharness.v1.SessionService.Send:input_type -> agentharness.v1.SendRequest
+	8,  // 27: agentharness.v1.SessionService.Stop:input_type -> agentharness.v1.StopRequest
+	10, // 28: agentharness.v1.SessionService.Subscribe:input_type -> agentharness.v1.SubscribeRequest
+	16, // 29: agentharness.v1.SessionService.History:input_type -> agentharness.v1.HistoryRequest
+	18, // 30: agentharness.v1.SessionService.RespondPermission:input_type -> agentharness.v1.RespondPermissionRequest
+	22, // 31: agentharness.v1.SessionService.GetSession:input_type -> agentharness.v1.GetSessionRequest
+	24, // 32: agentharness.v1.SessionService.ListSessions:input_type -> agentharness.v1.ListSessionsRequest
+	26, // 33: agentharness.v1.SessionService.ReadFullEvent:input_type -> agentharness.v1.ReadFullEventRequest
+	28, // 34: agentharness.v1.SessionService.StopTask:input_type -> agentharness.v1.StopTaskRequest
+	30, // 35: agentharness.v1.SessionService.GetContextUsage:input_type -> agentharness.v1.GetContextUsageRequest
+	33, // 36: agentharness.v1.SessionService.SetModel:input_type -> agentharness.v1.SetModelRequest
+	35, // 37: agentharness.v1.SessionService.SetPermissionMode:input_type -> agentharness.v1.SetPermissionModeRequest
+	37, // 38: agentharness.v1.SessionService.SetMaxThinkingTokens:input_type -> agentharness.v1.SetMaxThinkingTokensRequest
+	39, // 39: agentharness.v1.SessionService.RewindFiles:input_type -> agentharness.v1.RewindFilesRequest
+	41, // 40: agentharness.v1.SessionService.DeleteSession:input_type -> agentharness.v1.DeleteSessionRequest
+	43, // 41: agentharness.v1.SessionService.ListAgents:input_type -> agentharness.v1.ListAgentsRequest
+	46, // 42: agentharness.v1.SessionService.SetTitle:input_type -> agentharness.v1.SetTitleRequest
+	5,  // 43: agentharness.v1.SessionService.Start:output_type -> agentharness.v1.StartResponse
+	7,  // 44: agentharness.v1.SessionService.Send:output_type -> agentharness.v1.SendResponse
+	9,  // 45: agentharness.v1.SessionService.Stop:output_type -> agentharness.v1.StopResponse
+	11, // 46: agentharness.v1.SessionService.Subscribe:output_type -> agentharness.v1.SubscribeResponse
+	17, // 47: agentharness.v1.SessionService.History:output_type -> agentharness.v1.HistoryResponse
+	19, // 48: agentharness.v1.SessionService.RespondPermission:output_type -> agentharness.v1.RespondPermissionResponse
+	23, // 49: agentharness.v1.SessionService.GetSession:output_type -> agentharness.v1.GetSessionResponse
+	25, // 50: agentharness.v1.SessionService.ListSessions:output_type -> agentharness.v1.ListSessionsResponse
+	27, // 51: agentharness.v1.SessionService.ReadFullEvent:output_type -> agentharness.v1.ReadFullEventResponse
+	29, // 52: agentharness.v1.SessionService.StopTask:output_type -> agentharness.v1.StopTaskResponse
+	32, // 53: agentharness.v1.SessionService.GetContextUsage:output_type -> agentharness.v1.GetContextUsageResponse
+	34, // 54: agentharness.v1.SessionService.SetModel:output_type -> agentharness.v1.SetModelResponse
+	36, // 55: agentharness.v1.SessionService.SetPermissionMode:output_type -> agentharness.v1.SetPermissionModeResponse
+	38, // 56: agentharness.v1.SessionService.SetMaxThinkingTokens:output_type -> agentharness.v1.SetMaxThinkingTokensResponse
+	40, // 57: agentharness.v1.SessionService.RewindFiles:output_type -> agentharness.v1.RewindFilesResponse
+	42, // 58: agentharness.v1.SessionService.DeleteSession:output_type -> agentharness.v1.DeleteSessionResponse
+	44, // 59: agentharness.v1.SessionService.ListAgents:output_type -> agentharness.v1.ListAgentsResponse
+	47, // 60: agentharness.v1.SessionService.SetTitle:output_type -> agentharness.v1.SetTitleResponse
+	43, // [43:61] is the sub-list for method output_type
+	25, // [25:43] is the sub-list for method input_type
+	25, // [25:25] is the sub-list for extension type_name
+	25, // [25:25] is the sub-list for extension extendee
+	0,  // [0:25] is the sub-list for field type_name
 }
 
 func init() { file_agentharness_v1_session_service_proto_init() }
@@ -3399,8 +3705,8 @@ func file_agentharness_v1_session_service_proto_init() {
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_agentharness_v1_session_service_proto_rawDesc), len(file_agentharness_v1_session_service_proto_rawDesc)),
-			NumEnums:      3,
-			NumMessages:   42,
+			NumEnums:      4,
+			NumMessages:   44,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -43,6 +43,7 @@ const (
 	SessionService_RewindFiles_FullMethodName          = "/agentharness.v1.SessionService/RewindFiles"
 	SessionService_DeleteSession_FullMethodName        = "/agentharness.v1.SessionService/DeleteSession"
 	SessionService_ListAgents_FullMethodName           = "/agentharness.v1.SessionService/ListAgents"
+	SessionService_SetTitle_FullMethodName             = "/agentharness.v1.SessionService/SetTitle"
 )
 
 // SessionServiceClient is the client API for SessionService service.
@@ -123,6 +124,10 @@ type SessionServiceClient interface {
 	// in the order configured. Read-only; the same on every call until the
 	// server restarts.
 	ListAgents(ctx context.Context, in *ListAgentsRequest, opts ...grpc.CallOption) (*ListAgentsResponse, error)
+	// Names the session: recorded as a title_set event, derived into
+	// Session.title. An empty title goes back to the one derived from the
+	// first prompt. Works with or without a live process.
+	SetTitle(ctx context.Context, in *SetTitleRequest, opts ...grpc.CallOption) (*SetTitleResponse, error)
 }
 
 type sessionServiceClient struct {
@@ -321,6 +326,16 @@ func (c *sessionServiceClient) ListAgents(ctx context.Context, in *ListAgentsReq
 	return out, nil
 }
 
+func (c *sessionServiceClient) SetTitle(ctx context.Context, in *SetTitleRequest, opts ...grpc.CallOption) (*SetTitleResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(SetTitleResponse)
+	err := c.cc.Invoke(ctx, SessionService_SetTitle_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // SessionServiceServer is the server API for SessionService service.
 // All implementations must embed UnimplementedSessionServiceServer
 // for forward compatibility.
@@ -399,6 +414,10 @@ type SessionServiceServer interface {
 	// in the order configured. Read-only; the same on every call until the
 	// server restarts.
 	ListAgents(context.Context, *ListAgentsRequest) (*ListAgentsResponse, error)
+	// Names the session: recorded as a title_set event, derived into
+	// Session.title. An empty title goes back to the one derived from the
+	// first prompt. Works with or without a live process.
+	SetTitle(context.Context, *SetTitleRequest) (*SetTitleResponse, error)
 	mustEmbedUnimplementedSessionServiceServer()
 }
 
@@ -459,6 +478,9 @@ func (UnimplementedSessionServiceServer) DeleteSession(context.Context, *DeleteS
 }
 func (UnimplementedSessionServiceServer) ListAgents(context.Context, *ListAgentsRequest) (*ListAgentsResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method ListAgents not implemented")
+}
+func (UnimplementedSessionServiceServer) SetTitle(context.Context, *SetTitleRequest) (*SetTitleResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method SetTitle not implemented")
 }
 func (UnimplementedSessionServiceServer) mustEmbedUnimplementedSessionServiceServer() {}
 func (UnimplementedSessionServiceServer) testEmbeddedByValue()                        {}
@@ -773,6 +795,24 @@ func _SessionService_ListAgents_Handler(srv interface{}, ctx context.Context, de
 	return interceptor(ctx, in, info, handler)
 }
 
+func _SessionService_SetTitle_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(SetTitleRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(SessionServiceServer).SetTitle(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: SessionService_SetTitle_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(SessionServiceServer).SetTitle(ctx, req.(*SetTitleRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // SessionService_ServiceDesc is the grpc.ServiceDesc for SessionService service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -839,6 +879,10 @@ var SessionService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "ListAgents",
 			Handler:    _SessionService_ListAgents_Handler,
+		},
+		{
+			MethodName: "SetTitle",
+			Handler:    _SessionService_SetTitle_Handler,
 		},
 	},
 	Streams: []grpc.StreamDesc{

@@ -21,6 +21,7 @@ class RunEndReason(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     RUN_END_REASON_PROCESS_EXIT: _ClassVar[RunEndReason]
     RUN_END_REASON_IDLE_TIMEOUT: _ClassVar[RunEndReason]
     RUN_END_REASON_SERVER_RESTART: _ClassVar[RunEndReason]
+    RUN_END_REASON_IDLE_EVICTED: _ClassVar[RunEndReason]
 
 class InputSource(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     __slots__ = ()
@@ -49,6 +50,7 @@ RUN_END_REASON_ERROR: RunEndReason
 RUN_END_REASON_PROCESS_EXIT: RunEndReason
 RUN_END_REASON_IDLE_TIMEOUT: RunEndReason
 RUN_END_REASON_SERVER_RESTART: RunEndReason
+RUN_END_REASON_IDLE_EVICTED: RunEndReason
 INPUT_SOURCE_UNSPECIFIED: InputSource
 INPUT_SOURCE_INITIAL: InputSource
 INPUT_SOURCE_USER: InputSource
@@ -62,7 +64,7 @@ SETTING_APPLIED_LIVE: SettingApplied
 SETTING_APPLIED_NEXT_SPAWN: SettingApplied
 
 class Event(_message.Message):
-    __slots__ = ("seq", "session_id", "run_id", "time", "cli_line", "truncated", "run_start", "run_ready", "run_end", "run_error", "stop_requested", "content", "result", "turn_end", "input_sent", "task_started", "task_updated", "task_notification", "permission_requested", "permission_resolved", "turn_start", "setting_changed", "files_rewound", "unreadable")
+    __slots__ = ("seq", "session_id", "run_id", "time", "cli_line", "truncated", "run_start", "run_ready", "run_end", "run_error", "stop_requested", "content", "result", "turn_end", "input_sent", "task_started", "task_updated", "task_notification", "permission_requested", "permission_resolved", "turn_start", "setting_changed", "files_rewound", "unreadable", "title_set")
     SEQ_FIELD_NUMBER: _ClassVar[int]
     SESSION_ID_FIELD_NUMBER: _ClassVar[int]
     RUN_ID_FIELD_NUMBER: _ClassVar[int]
@@ -87,6 +89,7 @@ class Event(_message.Message):
     SETTING_CHANGED_FIELD_NUMBER: _ClassVar[int]
     FILES_REWOUND_FIELD_NUMBER: _ClassVar[int]
     UNREADABLE_FIELD_NUMBER: _ClassVar[int]
+    TITLE_SET_FIELD_NUMBER: _ClassVar[int]
     seq: int
     session_id: str
     run_id: str
@@ -111,7 +114,8 @@ class Event(_message.Message):
     setting_changed: SettingChanged
     files_rewound: FilesRewound
     unreadable: Unreadable
-    def __init__(self, seq: _Optional[int] = ..., session_id: _Optional[str] = ..., run_id: _Optional[str] = ..., time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., cli_line: _Optional[str] = ..., truncated: _Optional[_Union[Truncated, _Mapping]] = ..., run_start: _Optional[_Union[RunStart, _Mapping]] = ..., run_ready: _Optional[_Union[RunReady, _Mapping]] = ..., run_end: _Optional[_Union[RunEnd, _Mapping]] = ..., run_error: _Optional[_Union[RunError, _Mapping]] = ..., stop_requested: _Optional[_Union[StopRequested, _Mapping]] = ..., content: _Optional[_Union[Content, _Mapping]] = ..., result: _Optional[_Union[Result, _Mapping]] = ..., turn_end: _Optional[_Union[TurnEnd, _Mapping]] = ..., input_sent: _Optional[_Union[InputSent, _Mapping]] = ..., task_started: _Optional[_Union[TaskStarted, _Mapping]] = ..., task_updated: _Optional[_Union[TaskUpdated, _Mapping]] = ..., task_notification: _Optional[_Union[TaskNotification, _Mapping]] = ..., permission_requested: _Optional[_Union[PermissionRequested, _Mapping]] = ..., permission_resolved: _Optional[_Union[PermissionResolved, _Mapping]] = ..., turn_start: _Optional[_Union[TurnStart, _Mapping]] = ..., setting_changed: _Optional[_Union[SettingChanged, _Mapping]] = ..., files_rewound: _Optional[_Union[FilesRewound, _Mapping]] = ..., unreadable: _Optional[_Union[Unreadable, _Mapping]] = ...) -> None: ...
+    title_set: TitleSet
+    def __init__(self, seq: _Optional[int] = ..., session_id: _Optional[str] = ..., run_id: _Optional[str] = ..., time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., cli_line: _Optional[str] = ..., truncated: _Optional[_Union[Truncated, _Mapping]] = ..., run_start: _Optional[_Union[RunStart, _Mapping]] = ..., run_ready: _Optional[_Union[RunReady, _Mapping]] = ..., run_end: _Optional[_Union[RunEnd, _Mapping]] = ..., run_error: _Optional[_Union[RunError, _Mapping]] = ..., stop_requested: _Optional[_Union[StopRequested, _Mapping]] = ..., content: _Optional[_Union[Content, _Mapping]] = ..., result: _Optional[_Union[Result, _Mapping]] = ..., turn_end: _Optional[_Union[TurnEnd, _Mapping]] = ..., input_sent: _Optional[_Union[InputSent, _Mapping]] = ..., task_started: _Optional[_Union[TaskStarted, _Mapping]] = ..., task_updated: _Optional[_Union[TaskUpdated, _Mapping]] = ..., task_notification: _Optional[_Union[TaskNotification, _Mapping]] = ..., permission_requested: _Optional[_Union[PermissionRequested, _Mapping]] = ..., permission_resolved: _Optional[_Union[PermissionResolved, _Mapping]] = ..., turn_start: _Optional[_Union[TurnStart, _Mapping]] = ..., setting_changed: _Optional[_Union[SettingChanged, _Mapping]] = ..., files_rewound: _Optional[_Union[FilesRewound, _Mapping]] = ..., unreadable: _Optional[_Union[Unreadable, _Mapping]] = ..., title_set: _Optional[_Union[TitleSet, _Mapping]] = ...) -> None: ...
 
 class Unreadable(_message.Message):
     __slots__ = ("reason", "size")
@@ -501,6 +505,12 @@ class SettingChanged(_message.Message):
     value: str
     applied: SettingApplied
     def __init__(self, setting: _Optional[_Union[Setting, str]] = ..., value: _Optional[str] = ..., applied: _Optional[_Union[SettingApplied, str]] = ...) -> None: ...
+
+class TitleSet(_message.Message):
+    __slots__ = ("title",)
+    TITLE_FIELD_NUMBER: _ClassVar[int]
+    title: str
+    def __init__(self, title: _Optional[str] = ...) -> None: ...
 
 class FilesRewound(_message.Message):
     __slots__ = ("to_seq", "message_uuid", "files_changed", "insertions", "deletions")

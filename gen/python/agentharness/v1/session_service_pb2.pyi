@@ -1,5 +1,8 @@
+import datetime
+
 from agentharness.v1 import events_pb2 as _events_pb2
 from google.protobuf import struct_pb2 as _struct_pb2
+from google.protobuf import timestamp_pb2 as _timestamp_pb2
 from google.protobuf.internal import containers as _containers
 from google.protobuf.internal import enum_type_wrapper as _enum_type_wrapper
 from google.protobuf import descriptor as _descriptor
@@ -25,6 +28,13 @@ class SessionStatus(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     SESSION_STATUS_STREAMING: _ClassVar[SessionStatus]
     SESSION_STATUS_STOPPING: _ClassVar[SessionStatus]
 
+class SessionOrder(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    SESSION_ORDER_UNSPECIFIED: _ClassVar[SessionOrder]
+    SESSION_ORDER_SESSION_ID: _ClassVar[SessionOrder]
+    SESSION_ORDER_RECENT_ACTIVITY: _ClassVar[SessionOrder]
+    SESSION_ORDER_CWD: _ClassVar[SessionOrder]
+
 class FullEventPart(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     __slots__ = ()
     FULL_EVENT_PART_UNSPECIFIED: _ClassVar[FullEventPart]
@@ -41,6 +51,10 @@ SESSION_STATUS_IDLE: SessionStatus
 SESSION_STATUS_STARTING: SessionStatus
 SESSION_STATUS_STREAMING: SessionStatus
 SESSION_STATUS_STOPPING: SessionStatus
+SESSION_ORDER_UNSPECIFIED: SessionOrder
+SESSION_ORDER_SESSION_ID: SessionOrder
+SESSION_ORDER_RECENT_ACTIVITY: SessionOrder
+SESSION_ORDER_CWD: SessionOrder
 FULL_EVENT_PART_UNSPECIFIED: FullEventPart
 FULL_EVENT_PART_CLI_LINE: FullEventPart
 FULL_EVENT_PART_EVENT: FullEventPart
@@ -225,7 +239,7 @@ class SessionUsage(_message.Message):
     def __init__(self, input_tokens: _Optional[int] = ..., output_tokens: _Optional[int] = ..., cache_creation_input_tokens: _Optional[int] = ..., cache_read_input_tokens: _Optional[int] = ..., cost_usd: _Optional[float] = ..., context_tokens: _Optional[int] = ..., context_window: _Optional[int] = ..., turns: _Optional[int] = ...) -> None: ...
 
 class Session(_message.Message):
-    __slots__ = ("session_id", "head_seq", "status", "process_alive", "resume_id", "usage", "activity", "pending_permissions", "run_id", "lost_resume_id", "model", "permission_mode", "max_thinking_tokens", "agent")
+    __slots__ = ("session_id", "head_seq", "status", "process_alive", "resume_id", "usage", "activity", "pending_permissions", "run_id", "lost_resume_id", "model", "permission_mode", "max_thinking_tokens", "agent", "title", "cwd", "created_at", "updated_at")
     SESSION_ID_FIELD_NUMBER: _ClassVar[int]
     HEAD_SEQ_FIELD_NUMBER: _ClassVar[int]
     STATUS_FIELD_NUMBER: _ClassVar[int]
@@ -240,6 +254,10 @@ class Session(_message.Message):
     PERMISSION_MODE_FIELD_NUMBER: _ClassVar[int]
     MAX_THINKING_TOKENS_FIELD_NUMBER: _ClassVar[int]
     AGENT_FIELD_NUMBER: _ClassVar[int]
+    TITLE_FIELD_NUMBER: _ClassVar[int]
+    CWD_FIELD_NUMBER: _ClassVar[int]
+    CREATED_AT_FIELD_NUMBER: _ClassVar[int]
+    UPDATED_AT_FIELD_NUMBER: _ClassVar[int]
     session_id: str
     head_seq: int
     status: SessionStatus
@@ -254,7 +272,11 @@ class Session(_message.Message):
     permission_mode: str
     max_thinking_tokens: int
     agent: str
-    def __init__(self, session_id: _Optional[str] = ..., head_seq: _Optional[int] = ..., status: _Optional[_Union[SessionStatus, str]] = ..., process_alive: _Optional[bool] = ..., resume_id: _Optional[str] = ..., usage: _Optional[_Union[SessionUsage, _Mapping]] = ..., activity: _Optional[str] = ..., pending_permissions: _Optional[int] = ..., run_id: _Optional[str] = ..., lost_resume_id: _Optional[str] = ..., model: _Optional[str] = ..., permission_mode: _Optional[str] = ..., max_thinking_tokens: _Optional[int] = ..., agent: _Optional[str] = ...) -> None: ...
+    title: str
+    cwd: str
+    created_at: _timestamp_pb2.Timestamp
+    updated_at: _timestamp_pb2.Timestamp
+    def __init__(self, session_id: _Optional[str] = ..., head_seq: _Optional[int] = ..., status: _Optional[_Union[SessionStatus, str]] = ..., process_alive: _Optional[bool] = ..., resume_id: _Optional[str] = ..., usage: _Optional[_Union[SessionUsage, _Mapping]] = ..., activity: _Optional[str] = ..., pending_permissions: _Optional[int] = ..., run_id: _Optional[str] = ..., lost_resume_id: _Optional[str] = ..., model: _Optional[str] = ..., permission_mode: _Optional[str] = ..., max_thinking_tokens: _Optional[int] = ..., agent: _Optional[str] = ..., title: _Optional[str] = ..., cwd: _Optional[str] = ..., created_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., updated_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
 
 class GetSessionRequest(_message.Message):
     __slots__ = ("session_id",)
@@ -269,20 +291,32 @@ class GetSessionResponse(_message.Message):
     def __init__(self, session: _Optional[_Union[Session, _Mapping]] = ...) -> None: ...
 
 class ListSessionsRequest(_message.Message):
-    __slots__ = ("page_size", "page_token")
+    __slots__ = ("page_size", "page_token", "query", "statuses", "agent", "cwd", "order")
     PAGE_SIZE_FIELD_NUMBER: _ClassVar[int]
     PAGE_TOKEN_FIELD_NUMBER: _ClassVar[int]
+    QUERY_FIELD_NUMBER: _ClassVar[int]
+    STATUSES_FIELD_NUMBER: _ClassVar[int]
+    AGENT_FIELD_NUMBER: _ClassVar[int]
+    CWD_FIELD_NUMBER: _ClassVar[int]
+    ORDER_FIELD_NUMBER: _ClassVar[int]
     page_size: int
     page_token: str
-    def __init__(self, page_size: _Optional[int] = ..., page_token: _Optional[str] = ...) -> None: ...
+    query: str
+    statuses: _containers.RepeatedScalarFieldContainer[SessionStatus]
+    agent: str
+    cwd: str
+    order: SessionOrder
+    def __init__(self, page_size: _Optional[int] = ..., page_token: _Optional[str] = ..., query: _Optional[str] = ..., statuses: _Optional[_Iterable[_Union[SessionStatus, str]]] = ..., agent: _Optional[str] = ..., cwd: _Optional[str] = ..., order: _Optional[_Union[SessionOrder, str]] = ...) -> None: ...
 
 class ListSessionsResponse(_message.Message):
-    __slots__ = ("sessions", "next_page_token")
+    __slots__ = ("sessions", "next_page_token", "total_size")
     SESSIONS_FIELD_NUMBER: _ClassVar[int]
     NEXT_PAGE_TOKEN_FIELD_NUMBER: _ClassVar[int]
+    TOTAL_SIZE_FIELD_NUMBER: _ClassVar[int]
     sessions: _containers.RepeatedCompositeFieldContainer[Session]
     next_page_token: str
-    def __init__(self, sessions: _Optional[_Iterable[_Union[Session, _Mapping]]] = ..., next_page_token: _Optional[str] = ...) -> None: ...
+    total_size: int
+    def __init__(self, sessions: _Optional[_Iterable[_Union[Session, _Mapping]]] = ..., next_page_token: _Optional[str] = ..., total_size: _Optional[int] = ...) -> None: ...
 
 class ReadFullEventRequest(_message.Message):
     __slots__ = ("session_id", "seq", "part", "chunk_size")
@@ -461,3 +495,19 @@ class AgentInfo(_message.Message):
     kind: str
     is_default: bool
     def __init__(self, name: _Optional[str] = ..., kind: _Optional[str] = ..., is_default: _Optional[bool] = ...) -> None: ...
+
+class SetTitleRequest(_message.Message):
+    __slots__ = ("session_id", "title", "idempotency_key")
+    SESSION_ID_FIELD_NUMBER: _ClassVar[int]
+    TITLE_FIELD_NUMBER: _ClassVar[int]
+    IDEMPOTENCY_KEY_FIELD_NUMBER: _ClassVar[int]
+    session_id: str
+    title: str
+    idempotency_key: str
+    def __init__(self, session_id: _Optional[str] = ..., title: _Optional[str] = ..., idempotency_key: _Optional[str] = ...) -> None: ...
+
+class SetTitleResponse(_message.Message):
+    __slots__ = ("seq",)
+    SEQ_FIELD_NUMBER: _ClassVar[int]
+    seq: int
+    def __init__(self, seq: _Optional[int] = ...) -> None: ...

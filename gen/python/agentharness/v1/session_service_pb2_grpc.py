@@ -125,6 +125,11 @@ class SessionServiceStub:
                 request_serializer=agentharness_dot_v1_dot_session__service__pb2.ListAgentsRequest.SerializeToString,
                 response_deserializer=agentharness_dot_v1_dot_session__service__pb2.ListAgentsResponse.FromString,
                 _registered_method=True)
+        self.SetTitle = channel.unary_unary(
+                '/agentharness.v1.SessionService/SetTitle',
+                request_serializer=agentharness_dot_v1_dot_session__service__pb2.SetTitleRequest.SerializeToString,
+                response_deserializer=agentharness_dot_v1_dot_session__service__pb2.SetTitleResponse.FromString,
+                _registered_method=True)
 
 
 class SessionServiceServicer:
@@ -288,6 +293,15 @@ class SessionServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def SetTitle(self, request, context):
+        """Names the session: recorded as a title_set event, derived into
+        Session.title. An empty title goes back to the one derived from the
+        first prompt. Works with or without a live process.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_SessionServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -375,6 +389,11 @@ def add_SessionServiceServicer_to_server(servicer, server):
                     servicer.ListAgents,
                     request_deserializer=agentharness_dot_v1_dot_session__service__pb2.ListAgentsRequest.FromString,
                     response_serializer=agentharness_dot_v1_dot_session__service__pb2.ListAgentsResponse.SerializeToString,
+            ),
+            'SetTitle': grpc.unary_unary_rpc_method_handler(
+                    servicer.SetTitle,
+                    request_deserializer=agentharness_dot_v1_dot_session__service__pb2.SetTitleRequest.FromString,
+                    response_serializer=agentharness_dot_v1_dot_session__service__pb2.SetTitleResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -842,6 +861,33 @@ class SessionService:
             '/agentharness.v1.SessionService/ListAgents',
             agentharness_dot_v1_dot_session__service__pb2.ListAgentsRequest.SerializeToString,
             agentharness_dot_v1_dot_session__service__pb2.ListAgentsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def SetTitle(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/agentharness.v1.SessionService/SetTitle',
+            agentharness_dot_v1_dot_session__service__pb2.SetTitleRequest.SerializeToString,
+            agentharness_dot_v1_dot_session__service__pb2.SetTitleResponse.FromString,
             options,
             channel_credentials,
             insecure,

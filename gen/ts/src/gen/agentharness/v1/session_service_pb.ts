@@ -13,14 +13,15 @@ import type { GenEnum, GenFile, GenMessage, GenService } from "@bufbuild/protobu
 import { enumDesc, fileDesc, messageDesc, serviceDesc } from "@bufbuild/protobuf/codegenv2";
 import type { Event, SettingApplied, StartConfig } from "./events_pb.js";
 import { file_agentharness_v1_events } from "./events_pb.js";
-import { file_google_protobuf_struct } from "@bufbuild/protobuf/wkt";
+import type { Timestamp } from "@bufbuild/protobuf/wkt";
+import { file_google_protobuf_struct, file_google_protobuf_timestamp } from "@bufbuild/protobuf/wkt";
 import type { JsonObject, Message } from "@bufbuild/protobuf";
 
 /**
  * Describes the file agentharness/v1/session_service.proto.
  */
 export const file_agentharness_v1_session_service: GenFile = /*@__PURE__*/
-  fileDesc("CiVhZ2VudGhhcm5lc3MvdjEvc2Vzc2lvbl9zZXJ2aWNlLnByb3RvEg9hZ2VudGhhcm5lc3MudjEiaQoMU3RhcnRSZXF1ZXN0EhIKCnNlc3Npb25faWQYASABKAkSLAoGY29uZmlnGAIgASgLMhwuYWdlbnRoYXJuZXNzLnYxLlN0YXJ0Q29uZmlnEhcKD2lkZW1wb3RlbmN5X2tleRgDIAEoCSIzCg1TdGFydFJlc3BvbnNlEg4KBnJ1bl9pZBgBIAEoCRISCgpwcm9jZXNzX2lkGAIgASgJInoKC1NlbmRSZXF1ZXN0EhIKCnNlc3Npb25faWQYASABKAkSDQoFaW5wdXQYAiABKAkSLwoOY29udGVudF9ibG9ja3MYAyADKAsyFy5nb29nbGUucHJvdG9idWYuU3RydWN0EhcKD2lkZW1wb3RlbmN5X2tleRgEIAEoCSIeCgxTZW5kUmVzcG9uc2USDgoGcnVuX2lkGAEgASgJIjoKC1N0b3BSZXF1ZXN0EhIKCnNlc3Npb25faWQYASABKAkSFwoPaWRlbXBvdGVuY3lfa2V5GAIgASgJIiAKDFN0b3BSZXNwb25zZRIQCghzdG9wcGluZxgBIAEoCCJVChBTdWJzY3JpYmVSZXF1ZXN0EhIKCnNlc3Npb25faWQYASABKAkSFQoJYWZ0ZXJfc2VxGAIgASgEQgIwAhIWCg5pbmNsdWRlX2RlbHRhcxgDIAEoCCL+AQoRU3Vic2NyaWJlUmVzcG9uc2USLgoGcmVwbGF5GAEgASgLMhwuYWdlbnRoYXJuZXNzLnYxLlJlcGxheVN0YXJ0SAASJwoFZXZlbnQYAiABKAsyFi5hZ2VudGhhcm5lc3MudjEuRXZlbnRIABIuCgljYXVnaHRfdXAYAyABKAsyGS5hZ2VudGhhcm5lc3MudjEuQ2F1Z2h0VXBIABIvCgloZWFydGJlYXQYBCABKAsyGi5hZ2VudGhhcm5lc3MudjEuSGVhcnRiZWF0SAASJwoFZGVsdGEYBSABKAsyFi5hZ2VudGhhcm5lc3MudjEuRGVsdGFIAEIGCgRraW5kIu4BCgVEZWx0YRIOCgZydW5faWQYASABKAkSFQoJYWZ0ZXJfc2VxGAIgASgEQgIwAhISCgptZXNzYWdlX2lkGAMgASgJEg0KBWluZGV4GAQgASgNEjMKCmJsb2NrX3R5cGUYBSABKA4yHy5hZ2VudGhhcm5lc3MudjEuRGVsdGFCbG9ja1R5cGUSEQoJdG9vbF9uYW1lGAYgASgJEhMKC3Rvb2xfdXNlX2lkGAcgASgJEhoKEnBhcmVudF90b29sX3VzZV9pZBgIIAEoCRIQCghmcmFnbWVudBgJIAEoCRIQCghzbmFwc2hvdBgKIAEoCCJICgtSZXBsYXlTdGFydBINCgVyZXNldBgBIAEoCBIUCghmcm9tX3NlcRgCIAEoBEICMAISFAoIaGVhZF9zZXEYAyABKARCAjACIiAKCENhdWdodFVwEhQKCGhlYWRfc2VxGAEgASgEQgIwAiIhCglIZWFydGJlYXQSFAoIaGVhZF9zZXEYASABKARCAjACIksKDkhpc3RvcnlSZXF1ZXN0EhIKCnNlc3Npb25faWQYASABKAkSFgoKYmVmb3JlX3NlcRgCIAEoBEICMAISDQoFbGltaXQYAyABKA0iSwoPSGlzdG9yeVJlc3BvbnNlEiYKBmV2ZW50cxgBIAMoCzIWLmFnZW50aGFybmVzcy52MS5FdmVudBIQCghoYXNfbW9yZRgCIAEoCCKrAQoYUmVzcG9uZFBlcm1pc3Npb25SZXF1ZXN0EhIKCnNlc3Npb25faWQYASABKAkSEgoKcmVxdWVzdF9pZBgCIAEoCRINCgVhbGxvdxgDIAEoCBIuCg11cGRhdGVkX2lucHV0GAQgASgLMhcuZ29vZ2xlLnByb3RvYnVmLlN0cnVjdBIPCgdtZXNzYWdlGAUgASgJEhcKD2lkZW1wb3RlbmN5X2tleRgGIAEoCSIbChlSZXNwb25kUGVybWlzc2lvblJlc3BvbnNlIuoBCgxTZXNzaW9uVXNhZ2USGAoMaW5wdXRfdG9rZW5zGAEgASgEQgIwAhIZCg1vdXRwdXRfdG9rZW5zGAIgASgEQgIwAhInChtjYWNoZV9jcmVhdGlvbl9pbnB1dF90b2tlbnMYAyABKARCAjACEiMKF2NhY2hlX3JlYWRfaW5wdXRfdG9rZW5zGAQgASgEQgIwAhIQCghjb3N0X3VzZBgFIAEoARIaCg5jb250ZXh0X3Rva2VucxgGIAEoBEICMAISGgoOY29udGV4dF93aW5kb3cYByABKARCAjACEg0KBXR1cm5zGAggASgNIoMDCgdTZXNzaW9uEhIKCnNlc3Npb25faWQYASABKAkSFAoIaGVhZF9zZXEYAiABKARCAjACEi4KBnN0YXR1cxgDIAEoDjIeLmFnZW50aGFybmVzcy52MS5TZXNzaW9uU3RhdHVzEhUKDXByb2Nlc3NfYWxpdmUYBCABKAgSEQoJcmVzdW1lX2lkGAUgASgJEiwKBXVzYWdlGAYgASgLMh0uYWdlbnRoYXJuZXNzLnYxLlNlc3Npb25Vc2FnZRIQCghhY3Rpdml0eRgHIAEoCRIbChNwZW5kaW5nX3Blcm1pc3Npb25zGAggASgNEg4KBnJ1bl9pZBgJIAEoCRIWCg5sb3N0X3Jlc3VtZV9pZBgKIAEoCRINCgVtb2RlbBgLIAEoCRIXCg9wZXJtaXNzaW9uX21vZGUYDCABKAkSIAoTbWF4X3RoaW5raW5nX3Rva2VucxgNIAEoDUgAiAEBEg0KBWFnZW50GA4gASgJQhYKFF9tYXhfdGhpbmtpbmdfdG9rZW5zIicKEUdldFNlc3Npb25SZXF1ZXN0EhIKCnNlc3Npb25faWQYASABKAkiPwoSR2V0U2Vzc2lvblJlc3BvbnNlEikKB3Nlc3Npb24YASABKAsyGC5hZ2VudGhhcm5lc3MudjEuU2Vzc2lvbiI8ChNMaXN0U2Vzc2lvbnNSZXF1ZXN0EhEKCXBhZ2Vfc2l6ZRgBIAEoDRISCgpwYWdlX3Rva2VuGAIgASgJIlsKFExpc3RTZXNzaW9uc1Jlc3BvbnNlEioKCHNlc3Npb25zGAEgAygLMhguYWdlbnRoYXJuZXNzLnYxLlNlc3Npb24SFwoPbmV4dF9wYWdlX3Rva2VuGAIgASgJIn0KFFJlYWRGdWxsRXZlbnRSZXF1ZXN0EhIKCnNlc3Npb25faWQYASABKAkSDwoDc2VxGAIgASgEQgIwAhIsCgRwYXJ0GAMgASgOMh4uYWdlbnRoYXJuZXNzLnYxLkZ1bGxFdmVudFBhcnQSEgoKY2h1bmtfc2l6ZRgEIAEoDSJSChVSZWFkRnVsbEV2ZW50UmVzcG9uc2USDQoFY2h1bmsYASABKAwSEgoGb2Zmc2V0GAIgASgEQgIwAhIWCgp0b3RhbF9zaXplGAMgASgEQgIwAiJPCg9TdG9wVGFza1JlcXVlc3QSEgoKc2Vzc2lvbl9pZBgBIAEoCRIPCgd0YXNrX2lkGAIgASgJEhcKD2lkZW1wb3RlbmN5X2tleRgDIAEoCSISChBTdG9wVGFza1Jlc3BvbnNlIiwKFkdldENvbnRleHRVc2FnZVJlcXVlc3QSEgoKc2Vzc2lvbl9pZBgBIAEoCSJBCg9Db250ZXh0Q2F0ZWdvcnkSDAoEbmFtZRgBIAEoCRISCgZ0b2tlbnMYAiABKARCAjACEgwKBGtpbmQYAyABKAki1wEKF0dldENvbnRleHRVc2FnZVJlc3BvbnNlEhgKDHRvdGFsX3Rva2VucxgBIAEoBEICMAISFgoKbWF4X3Rva2VucxgCIAEoBEICMAISGgoOcmF3X21heF90b2tlbnMYAyABKARCAjACEhIKCnBlcmNlbnRhZ2UYBCABKAESNAoKY2F0ZWdvcmllcxgFIAMoCzIgLmFnZW50aGFybmVzcy52MS5Db250ZXh0Q2F0ZWdvcnkSJAoDcmF3GAYgASgLMhcuZ29vZ2xlLnByb3RvYnVmLlN0cnVjdCJNCg9TZXRNb2RlbFJlcXVlc3QSEgoKc2Vzc2lvbl9pZBgBIAEoCRINCgVtb2RlbBgCIAEoCRIXCg9pZGVtcG90ZW5jeV9rZXkYAyABKAkiVQoQU2V0TW9kZWxSZXNwb25zZRIwCgdhcHBsaWVkGAEgASgOMh8uYWdlbnRoYXJuZXNzLnYxLlNldHRpbmdBcHBsaWVkEg8KA3NlcRgCIAEoBEICMAIiVQoYU2V0UGVybWlzc2lvbk1vZGVSZXF1ZXN0EhIKCnNlc3Npb25faWQYASABKAkSDAoEbW9kZRgCIAEoCRIXCg9pZGVtcG90ZW5jeV9rZXkYAyABKAkiXgoZU2V0UGVybWlzc2lvbk1vZGVSZXNwb25zZRIwCgdhcHBsaWVkGAEgASgOMh8uYWdlbnRoYXJuZXNzLnYxLlNldHRpbmdBcHBsaWVkEg8KA3NlcRgCIAEoBEICMAIihAEKG1NldE1heFRoaW5raW5nVG9rZW5zUmVxdWVzdBISCgpzZXNzaW9uX2lkGAEgASgJEiAKE21heF90aGlua2luZ190b2tlbnMYAiABKA1IAIgBARIXCg9pZGVtcG90ZW5jeV9rZXkYAyABKAlCFgoUX21heF90aGlua2luZ190b2tlbnMiYQocU2V0TWF4VGhpbmtpbmdUb2tlbnNSZXNwb25zZRIwCgdhcHBsaWVkGAEgASgOMh8uYWdlbnRoYXJuZXNzLnYxLlNldHRpbmdBcHBsaWVkEg8KA3NlcRgCIAEoBEICMAIiZgoSUmV3aW5kRmlsZXNSZXF1ZXN0EhIKCnNlc3Npb25faWQYASABKAkSEgoGdG9fc2VxGAIgASgEQgIwAhIPCgdkcnlfcnVuGAMgASgIEhcKD2lkZW1wb3RlbmN5X2tleRgEIAEoCSJsChNSZXdpbmRGaWxlc1Jlc3BvbnNlEhUKDWZpbGVzX2NoYW5nZWQYASADKAkSFgoKaW5zZXJ0aW9ucxgCIAEoBEICMAISFQoJZGVsZXRpb25zGAMgASgEQgIwAhIPCgNzZXEYBCABKARCAjACIkMKFERlbGV0ZVNlc3Npb25SZXF1ZXN0EhIKCnNlc3Npb25faWQYASABKAkSFwoPaWRlbXBvdGVuY3lfa2V5GAIgASgJIhcKFURlbGV0ZVNlc3Npb25SZXNwb25zZSITChFMaXN0QWdlbnRzUmVxdWVzdCJAChJMaXN0QWdlbnRzUmVzcG9uc2USKgoGYWdlbnRzGAEgAygLMhouYWdlbnRoYXJuZXNzLnYxLkFnZW50SW5mbyI7CglBZ2VudEluZm8SDAoEbmFtZRgBIAEoCRIMCgRraW5kGAIgASgJEhIKCmlzX2RlZmF1bHQYAyABKAgqrwEKDkRlbHRhQmxvY2tUeXBlEiAKHERFTFRBX0JMT0NLX1RZUEVfVU5TUEVDSUZJRUQQABIZChVERUxUQV9CTE9DS19UWVBFX1RFWFQQARIdChlERUxUQV9CTE9DS19UWVBFX1RISU5LSU5HEAISHwobREVMVEFfQkxPQ0tfVFlQRV9UT09MX0lOUFVUEAMSIAocREVMVEFfQkxPQ0tfVFlQRV9UT09MX09VVFBVVBAEKqABCg1TZXNzaW9uU3RhdHVzEh4KGlNFU1NJT05fU1RBVFVTX1VOU1BFQ0lGSUVEEAASFwoTU0VTU0lPTl9TVEFUVVNfSURMRRABEhsKF1NFU1NJT05fU1RBVFVTX1NUQVJUSU5HEAISHAoYU0VTU0lPTl9TVEFUVVNfU1RSRUFNSU5HEAMSGwoXU0VTU0lPTl9TVEFUVVNfU1RPUFBJTkcQBCqJAQoNRnVsbEV2ZW50UGFydBIfChtGVUxMX0VWRU5UX1BBUlRfVU5TUEVDSUZJRUQQABIcChhGVUxMX0VWRU5UX1BBUlRfQ0xJX0xJTkUQARIZChVGVUxMX0VWRU5UX1BBUlRfRVZFTlQQAhIeChpGVUxMX0VWRU5UX1BBUlRfRVZFTlRfSlNPThADMoIMCg5TZXNzaW9uU2VydmljZRJGCgVTdGFydBIdLmFnZW50aGFybmVzcy52MS5TdGFydFJlcXVlc3QaHi5hZ2VudGhhcm5lc3MudjEuU3RhcnRSZXNwb25zZRJDCgRTZW5kEhwuYWdlbnRoYXJuZXNzLnYxLlNlbmRSZXF1ZXN0Gh0uYWdlbnRoYXJuZXNzLnYxLlNlbmRSZXNwb25zZRJDCgRTdG9wEhwuYWdlbnRoYXJuZXNzLnYxLlN0b3BSZXF1ZXN0Gh0uYWdlbnRoYXJuZXNzLnYxLlN0b3BSZXNwb25zZRJUCglTdWJzY3JpYmUSIS5hZ2VudGhhcm5lc3MudjEuU3Vic2NyaWJlUmVxdWVzdBoiLmFnZW50aGFybmVzcy52MS5TdWJzY3JpYmVSZXNwb25zZTABEkwKB0hpc3RvcnkSHy5hZ2VudGhhcm5lc3MudjEuSGlzdG9yeVJlcXVlc3QaIC5hZ2VudGhhcm5lc3MudjEuSGlzdG9yeVJlc3BvbnNlEmoKEVJlc3BvbmRQZXJtaXNzaW9uEikuYWdlbnRoYXJuZXNzLnYxLlJlc3BvbmRQZXJtaXNzaW9uUmVxdWVzdBoqLmFnZW50aGFybmVzcy52MS5SZXNwb25kUGVybWlzc2lvblJlc3BvbnNlElUKCkdldFNlc3Npb24SIi5hZ2VudGhhcm5lc3MudjEuR2V0U2Vzc2lvblJlcXVlc3QaIy5hZ2VudGhhcm5lc3MudjEuR2V0U2Vzc2lvblJlc3BvbnNlElsKDExpc3RTZXNzaW9ucxIkLmFnZW50aGFybmVzcy52MS5MaXN0U2Vzc2lvbnNSZXF1ZXN0GiUuYWdlbnRoYXJuZXNzLnYxLkxpc3RTZXNzaW9uc1Jlc3BvbnNlEmAKDVJlYWRGdWxsRXZlbnQSJS5hZ2VudGhhcm5lc3MudjEuUmVhZEZ1bGxFdmVudFJlcXVlc3QaJi5hZ2VudGhhcm5lc3MudjEuUmVhZEZ1bGxFdmVudFJlc3BvbnNlMAESTwoIU3RvcFRhc2sSIC5hZ2VudGhhcm5lc3MudjEuU3RvcFRhc2tSZXF1ZXN0GiEuYWdlbnRoYXJuZXNzLnYxLlN0b3BUYXNrUmVzcG9uc2USZAoPR2V0Q29udGV4dFVzYWdlEicuYWdlbnRoYXJuZXNzLnYxLkdldENvbnRleHRVc2FnZVJlcXVlc3QaKC5hZ2VudGhhcm5lc3MudjEuR2V0Q29udGV4dFVzYWdlUmVzcG9uc2USTwoIU2V0TW9kZWwSIC5hZ2VudGhhcm5lc3MudjEuU2V0TW9kZWxSZXF1ZXN0GiEuYWdlbnRoYXJuZXNzLnYxLlNldE1vZGVsUmVzcG9uc2USagoRU2V0UGVybWlzc2lvbk1vZGUSKS5hZ2VudGhhcm5lc3MudjEuU2V0UGVybWlzc2lvbk1vZGVSZXF1ZXN0GiouYWdlbnRoYXJuZXNzLnYxLlNldFBlcm1pc3Npb25Nb2RlUmVzcG9uc2UScwoUU2V0TWF4VGhpbmtpbmdUb2tlbnMSLC5hZ2VudGhhcm5lc3MudjEuU2V0TWF4VGhpbmtpbmdUb2tlbnNSZXF1ZXN0Gi0uYWdlbnRoYXJuZXNzLnYxLlNldE1heFRoaW5raW5nVG9rZW5zUmVzcG9uc2USWAoLUmV3aW5kRmlsZXMSIy5hZ2VudGhhcm5lc3MudjEuUmV3aW5kRmlsZXNSZXF1ZXN0GiQuYWdlbnRoYXJuZXNzLnYxLlJld2luZEZpbGVzUmVzcG9uc2USXgoNRGVsZXRlU2Vzc2lvbhIlLmFnZW50aGFybmVzcy52MS5EZWxldGVTZXNzaW9uUmVxdWVzdBomLmFnZW50aGFybmVzcy52MS5EZWxldGVTZXNzaW9uUmVzcG9uc2USVQoKTGlzdEFnZW50cxIiLmFnZW50aGFybmVzcy52MS5MaXN0QWdlbnRzUmVxdWVzdBojLmFnZW50aGFybmVzcy52MS5MaXN0QWdlbnRzUmVzcG9uc2VCTlpMZ2l0aHViLmNvbS9hZ2VudC1oYXJuZXNzL2FnZW50LWhhcm5lc3MvZ2VuL2dvL2FnZW50aGFybmVzcy92MTthZ2VudGhhcm5lc3N2MWIGcHJvdG8z", [file_agentharness_v1_events, file_google_protobuf_struct]);
+  fileDesc("CiVhZ2VudGhhcm5lc3MvdjEvc2Vzc2lvbl9zZXJ2aWNlLnByb3RvEg9hZ2VudGhhcm5lc3MudjEiaQoMU3RhcnRSZXF1ZXN0EhIKCnNlc3Npb25faWQYASABKAkSLAoGY29uZmlnGAIgASgLMhwuYWdlbnRoYXJuZXNzLnYxLlN0YXJ0Q29uZmlnEhcKD2lkZW1wb3RlbmN5X2tleRgDIAEoCSIzCg1TdGFydFJlc3BvbnNlEg4KBnJ1bl9pZBgBIAEoCRISCgpwcm9jZXNzX2lkGAIgASgJInoKC1NlbmRSZXF1ZXN0EhIKCnNlc3Npb25faWQYASABKAkSDQoFaW5wdXQYAiABKAkSLwoOY29udGVudF9ibG9ja3MYAyADKAsyFy5nb29nbGUucHJvdG9idWYuU3RydWN0EhcKD2lkZW1wb3RlbmN5X2tleRgEIAEoCSIeCgxTZW5kUmVzcG9uc2USDgoGcnVuX2lkGAEgASgJIjoKC1N0b3BSZXF1ZXN0EhIKCnNlc3Npb25faWQYASABKAkSFwoPaWRlbXBvdGVuY3lfa2V5GAIgASgJIiAKDFN0b3BSZXNwb25zZRIQCghzdG9wcGluZxgBIAEoCCJVChBTdWJzY3JpYmVSZXF1ZXN0EhIKCnNlc3Npb25faWQYASABKAkSFQoJYWZ0ZXJfc2VxGAIgASgEQgIwAhIWCg5pbmNsdWRlX2RlbHRhcxgDIAEoCCL+AQoRU3Vic2NyaWJlUmVzcG9uc2USLgoGcmVwbGF5GAEgASgLMhwuYWdlbnRoYXJuZXNzLnYxLlJlcGxheVN0YXJ0SAASJwoFZXZlbnQYAiABKAsyFi5hZ2VudGhhcm5lc3MudjEuRXZlbnRIABIuCgljYXVnaHRfdXAYAyABKAsyGS5hZ2VudGhhcm5lc3MudjEuQ2F1Z2h0VXBIABIvCgloZWFydGJlYXQYBCABKAsyGi5hZ2VudGhhcm5lc3MudjEuSGVhcnRiZWF0SAASJwoFZGVsdGEYBSABKAsyFi5hZ2VudGhhcm5lc3MudjEuRGVsdGFIAEIGCgRraW5kIu4BCgVEZWx0YRIOCgZydW5faWQYASABKAkSFQoJYWZ0ZXJfc2VxGAIgASgEQgIwAhISCgptZXNzYWdlX2lkGAMgASgJEg0KBWluZGV4GAQgASgNEjMKCmJsb2NrX3R5cGUYBSABKA4yHy5hZ2VudGhhcm5lc3MudjEuRGVsdGFCbG9ja1R5cGUSEQoJdG9vbF9uYW1lGAYgASgJEhMKC3Rvb2xfdXNlX2lkGAcgASgJEhoKEnBhcmVudF90b29sX3VzZV9pZBgIIAEoCRIQCghmcmFnbWVudBgJIAEoCRIQCghzbmFwc2hvdBgKIAEoCCJICgtSZXBsYXlTdGFydBINCgVyZXNldBgBIAEoCBIUCghmcm9tX3NlcRgCIAEoBEICMAISFAoIaGVhZF9zZXEYAyABKARCAjACIiAKCENhdWdodFVwEhQKCGhlYWRfc2VxGAEgASgEQgIwAiIhCglIZWFydGJlYXQSFAoIaGVhZF9zZXEYASABKARCAjACIksKDkhpc3RvcnlSZXF1ZXN0EhIKCnNlc3Npb25faWQYASABKAkSFgoKYmVmb3JlX3NlcRgCIAEoBEICMAISDQoFbGltaXQYAyABKA0iSwoPSGlzdG9yeVJlc3BvbnNlEiYKBmV2ZW50cxgBIAMoCzIWLmFnZW50aGFybmVzcy52MS5FdmVudBIQCghoYXNfbW9yZRgCIAEoCCKrAQoYUmVzcG9uZFBlcm1pc3Npb25SZXF1ZXN0EhIKCnNlc3Npb25faWQYASABKAkSEgoKcmVxdWVzdF9pZBgCIAEoCRINCgVhbGxvdxgDIAEoCBIuCg11cGRhdGVkX2lucHV0GAQgASgLMhcuZ29vZ2xlLnByb3RvYnVmLlN0cnVjdBIPCgdtZXNzYWdlGAUgASgJEhcKD2lkZW1wb3RlbmN5X2tleRgGIAEoCSIbChlSZXNwb25kUGVybWlzc2lvblJlc3BvbnNlIuoBCgxTZXNzaW9uVXNhZ2USGAoMaW5wdXRfdG9rZW5zGAEgASgEQgIwAhIZCg1vdXRwdXRfdG9rZW5zGAIgASgEQgIwAhInChtjYWNoZV9jcmVhdGlvbl9pbnB1dF90b2tlbnMYAyABKARCAjACEiMKF2NhY2hlX3JlYWRfaW5wdXRfdG9rZW5zGAQgASgEQgIwAhIQCghjb3N0X3VzZBgFIAEoARIaCg5jb250ZXh0X3Rva2VucxgGIAEoBEICMAISGgoOY29udGV4dF93aW5kb3cYByABKARCAjACEg0KBXR1cm5zGAggASgNIv8DCgdTZXNzaW9uEhIKCnNlc3Npb25faWQYASABKAkSFAoIaGVhZF9zZXEYAiABKARCAjACEi4KBnN0YXR1cxgDIAEoDjIeLmFnZW50aGFybmVzcy52MS5TZXNzaW9uU3RhdHVzEhUKDXByb2Nlc3NfYWxpdmUYBCABKAgSEQoJcmVzdW1lX2lkGAUgASgJEiwKBXVzYWdlGAYgASgLMh0uYWdlbnRoYXJuZXNzLnYxLlNlc3Npb25Vc2FnZRIQCghhY3Rpdml0eRgHIAEoCRIbChNwZW5kaW5nX3Blcm1pc3Npb25zGAggASgNEg4KBnJ1bl9pZBgJIAEoCRIWCg5sb3N0X3Jlc3VtZV9pZBgKIAEoCRINCgVtb2RlbBgLIAEoCRIXCg9wZXJtaXNzaW9uX21vZGUYDCABKAkSIAoTbWF4X3RoaW5raW5nX3Rva2VucxgNIAEoDUgAiAEBEg0KBWFnZW50GA4gASgJEg0KBXRpdGxlGA8gASgJEgsKA2N3ZBgQIAEoCRIuCgpjcmVhdGVkX2F0GBEgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIuCgp1cGRhdGVkX2F0GBIgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcEIWChRfbWF4X3RoaW5raW5nX3Rva2VucyInChFHZXRTZXNzaW9uUmVxdWVzdBISCgpzZXNzaW9uX2lkGAEgASgJIj8KEkdldFNlc3Npb25SZXNwb25zZRIpCgdzZXNzaW9uGAEgASgLMhguYWdlbnRoYXJuZXNzLnYxLlNlc3Npb24ixwEKE0xpc3RTZXNzaW9uc1JlcXVlc3QSEQoJcGFnZV9zaXplGAEgASgNEhIKCnBhZ2VfdG9rZW4YAiABKAkSDQoFcXVlcnkYAyABKAkSMAoIc3RhdHVzZXMYBCADKA4yHi5hZ2VudGhhcm5lc3MudjEuU2Vzc2lvblN0YXR1cxINCgVhZ2VudBgFIAEoCRILCgNjd2QYBiABKAkSLAoFb3JkZXIYByABKA4yHS5hZ2VudGhhcm5lc3MudjEuU2Vzc2lvbk9yZGVyInMKFExpc3RTZXNzaW9uc1Jlc3BvbnNlEioKCHNlc3Npb25zGAEgAygLMhguYWdlbnRoYXJuZXNzLnYxLlNlc3Npb24SFwoPbmV4dF9wYWdlX3Rva2VuGAIgASgJEhYKCnRvdGFsX3NpemUYAyABKARCAjACIn0KFFJlYWRGdWxsRXZlbnRSZXF1ZXN0EhIKCnNlc3Npb25faWQYASABKAkSDwoDc2VxGAIgASgEQgIwAhIsCgRwYXJ0GAMgASgOMh4uYWdlbnRoYXJuZXNzLnYxLkZ1bGxFdmVudFBhcnQSEgoKY2h1bmtfc2l6ZRgEIAEoDSJSChVSZWFkRnVsbEV2ZW50UmVzcG9uc2USDQoFY2h1bmsYASABKAwSEgoGb2Zmc2V0GAIgASgEQgIwAhIWCgp0b3RhbF9zaXplGAMgASgEQgIwAiJPCg9TdG9wVGFza1JlcXVlc3QSEgoKc2Vzc2lvbl9pZBgBIAEoCRIPCgd0YXNrX2lkGAIgASgJEhcKD2lkZW1wb3RlbmN5X2tleRgDIAEoCSISChBTdG9wVGFza1Jlc3BvbnNlIiwKFkdldENvbnRleHRVc2FnZVJlcXVlc3QSEgoKc2Vzc2lvbl9pZBgBIAEoCSJBCg9Db250ZXh0Q2F0ZWdvcnkSDAoEbmFtZRgBIAEoCRISCgZ0b2tlbnMYAiABKARCAjACEgwKBGtpbmQYAyABKAki1wEKF0dldENvbnRleHRVc2FnZVJlc3BvbnNlEhgKDHRvdGFsX3Rva2VucxgBIAEoBEICMAISFgoKbWF4X3Rva2VucxgCIAEoBEICMAISGgoOcmF3X21heF90b2tlbnMYAyABKARCAjACEhIKCnBlcmNlbnRhZ2UYBCABKAESNAoKY2F0ZWdvcmllcxgFIAMoCzIgLmFnZW50aGFybmVzcy52MS5Db250ZXh0Q2F0ZWdvcnkSJAoDcmF3GAYgASgLMhcuZ29vZ2xlLnByb3RvYnVmLlN0cnVjdCJNCg9TZXRNb2RlbFJlcXVlc3QSEgoKc2Vzc2lvbl9pZBgBIAEoCRINCgVtb2RlbBgCIAEoCRIXCg9pZGVtcG90ZW5jeV9rZXkYAyABKAkiVQoQU2V0TW9kZWxSZXNwb25zZRIwCgdhcHBsaWVkGAEgASgOMh8uYWdlbnRoYXJuZXNzLnYxLlNldHRpbmdBcHBsaWVkEg8KA3NlcRgCIAEoBEICMAIiVQoYU2V0UGVybWlzc2lvbk1vZGVSZXF1ZXN0EhIKCnNlc3Npb25faWQYASABKAkSDAoEbW9kZRgCIAEoCRIXCg9pZGVtcG90ZW5jeV9rZXkYAyABKAkiXgoZU2V0UGVybWlzc2lvbk1vZGVSZXNwb25zZRIwCgdhcHBsaWVkGAEgASgOMh8uYWdlbnRoYXJuZXNzLnYxLlNldHRpbmdBcHBsaWVkEg8KA3NlcRgCIAEoBEICMAIihAEKG1NldE1heFRoaW5raW5nVG9rZW5zUmVxdWVzdBISCgpzZXNzaW9uX2lkGAEgASgJEiAKE21heF90aGlua2luZ190b2tlbnMYAiABKA1IAIgBARIXCg9pZGVtcG90ZW5jeV9rZXkYAyABKAlCFgoUX21heF90aGlua2luZ190b2tlbnMiYQocU2V0TWF4VGhpbmtpbmdUb2tlbnNSZXNwb25zZRIwCgdhcHBsaWVkGAEgASgOMh8uYWdlbnRoYXJuZXNzLnYxLlNldHRpbmdBcHBsaWVkEg8KA3NlcRgCIAEoBEICMAIiZgoSUmV3aW5kRmlsZXNSZXF1ZXN0EhIKCnNlc3Npb25faWQYASABKAkSEgoGdG9fc2VxGAIgASgEQgIwAhIPCgdkcnlfcnVuGAMgASgIEhcKD2lkZW1wb3RlbmN5X2tleRgEIAEoCSJsChNSZXdpbmRGaWxlc1Jlc3BvbnNlEhUKDWZpbGVzX2NoYW5nZWQYASADKAkSFgoKaW5zZXJ0aW9ucxgCIAEoBEICMAISFQoJZGVsZXRpb25zGAMgASgEQgIwAhIPCgNzZXEYBCABKARCAjACIkMKFERlbGV0ZVNlc3Npb25SZXF1ZXN0EhIKCnNlc3Npb25faWQYASABKAkSFwoPaWRlbXBvdGVuY3lfa2V5GAIgASgJIhcKFURlbGV0ZVNlc3Npb25SZXNwb25zZSITChFMaXN0QWdlbnRzUmVxdWVzdCJAChJMaXN0QWdlbnRzUmVzcG9uc2USKgoGYWdlbnRzGAEgAygLMhouYWdlbnRoYXJuZXNzLnYxLkFnZW50SW5mbyI7CglBZ2VudEluZm8SDAoEbmFtZRgBIAEoCRIMCgRraW5kGAIgASgJEhIKCmlzX2RlZmF1bHQYAyABKAgiTQoPU2V0VGl0bGVSZXF1ZXN0EhIKCnNlc3Npb25faWQYASABKAkSDQoFdGl0bGUYAiABKAkSFwoPaWRlbXBvdGVuY3lfa2V5GAMgASgJIiMKEFNldFRpdGxlUmVzcG9uc2USDwoDc2VxGAEgASgEQgIwAiqvAQoORGVsdGFCbG9ja1R5cGUSIAocREVMVEFfQkxPQ0tfVFlQRV9VTlNQRUNJRklFRBAAEhkKFURFTFRBX0JMT0NLX1RZUEVfVEVYVBABEh0KGURFTFRBX0JMT0NLX1RZUEVfVEhJTktJTkcQAhIfChtERUxUQV9CTE9DS19UWVBFX1RPT0xfSU5QVVQQAxIgChxERUxUQV9CTE9DS19UWVBFX1RPT0xfT1VUUFVUEAQqoAEKDVNlc3Npb25TdGF0dXMSHgoaU0VTU0lPTl9TVEFUVVNfVU5TUEVDSUZJRUQQABIXChNTRVNTSU9OX1NUQVRVU19JRExFEAESGwoXU0VTU0lPTl9TVEFUVVNfU1RBUlRJTkcQAhIcChhTRVNTSU9OX1NUQVRVU19TVFJFQU1JTkcQAxIbChdTRVNTSU9OX1NUQVRVU19TVE9QUElORxAEKoUBCgxTZXNzaW9uT3JkZXISHQoZU0VTU0lPTl9PUkRFUl9VTlNQRUNJRklFRBAAEhwKGFNFU1NJT05fT1JERVJfU0VTU0lPTl9JRBABEiEKHVNFU1NJT05fT1JERVJfUkVDRU5UX0FDVElWSVRZEAISFQoRU0VTU0lPTl9PUkRFUl9DV0QQAyqJAQoNRnVsbEV2ZW50UGFydBIfChtGVUxMX0VWRU5UX1BBUlRfVU5TUEVDSUZJRUQQABIcChhGVUxMX0VWRU5UX1BBUlRfQ0xJX0xJTkUQARIZChVGVUxMX0VWRU5UX1BBUlRfRVZFTlQQAhIeChpGVUxMX0VWRU5UX1BBUlRfRVZFTlRfSlNPThADMtMMCg5TZXNzaW9uU2VydmljZRJGCgVTdGFydBIdLmFnZW50aGFybmVzcy52MS5TdGFydFJlcXVlc3QaHi5hZ2VudGhhcm5lc3MudjEuU3RhcnRSZXNwb25zZRJDCgRTZW5kEhwuYWdlbnRoYXJuZXNzLnYxLlNlbmRSZXF1ZXN0Gh0uYWdlbnRoYXJuZXNzLnYxLlNlbmRSZXNwb25zZRJDCgRTdG9wEhwuYWdlbnRoYXJuZXNzLnYxLlN0b3BSZXF1ZXN0Gh0uYWdlbnRoYXJuZXNzLnYxLlN0b3BSZXNwb25zZRJUCglTdWJzY3JpYmUSIS5hZ2VudGhhcm5lc3MudjEuU3Vic2NyaWJlUmVxdWVzdBoiLmFnZW50aGFybmVzcy52MS5TdWJzY3JpYmVSZXNwb25zZTABEkwKB0hpc3RvcnkSHy5hZ2VudGhhcm5lc3MudjEuSGlzdG9yeVJlcXVlc3QaIC5hZ2VudGhhcm5lc3MudjEuSGlzdG9yeVJlc3BvbnNlEmoKEVJlc3BvbmRQZXJtaXNzaW9uEikuYWdlbnRoYXJuZXNzLnYxLlJlc3BvbmRQZXJtaXNzaW9uUmVxdWVzdBoqLmFnZW50aGFybmVzcy52MS5SZXNwb25kUGVybWlzc2lvblJlc3BvbnNlElUKCkdldFNlc3Npb24SIi5hZ2VudGhhcm5lc3MudjEuR2V0U2Vzc2lvblJlcXVlc3QaIy5hZ2VudGhhcm5lc3MudjEuR2V0U2Vzc2lvblJlc3BvbnNlElsKDExpc3RTZXNzaW9ucxIkLmFnZW50aGFybmVzcy52MS5MaXN0U2Vzc2lvbnNSZXF1ZXN0GiUuYWdlbnRoYXJuZXNzLnYxLkxpc3RTZXNzaW9uc1Jlc3BvbnNlEmAKDVJlYWRGdWxsRXZlbnQSJS5hZ2VudGhhcm5lc3MudjEuUmVhZEZ1bGxFdmVudFJlcXVlc3QaJi5hZ2VudGhhcm5lc3MudjEuUmVhZEZ1bGxFdmVudFJlc3BvbnNlMAESTwoIU3RvcFRhc2sSIC5hZ2VudGhhcm5lc3MudjEuU3RvcFRhc2tSZXF1ZXN0GiEuYWdlbnRoYXJuZXNzLnYxLlN0b3BUYXNrUmVzcG9uc2USZAoPR2V0Q29udGV4dFVzYWdlEicuYWdlbnRoYXJuZXNzLnYxLkdldENvbnRleHRVc2FnZVJlcXVlc3QaKC5hZ2VudGhhcm5lc3MudjEuR2V0Q29udGV4dFVzYWdlUmVzcG9uc2USTwoIU2V0TW9kZWwSIC5hZ2VudGhhcm5lc3MudjEuU2V0TW9kZWxSZXF1ZXN0GiEuYWdlbnRoYXJuZXNzLnYxLlNldE1vZGVsUmVzcG9uc2USagoRU2V0UGVybWlzc2lvbk1vZGUSKS5hZ2VudGhhcm5lc3MudjEuU2V0UGVybWlzc2lvbk1vZGVSZXF1ZXN0GiouYWdlbnRoYXJuZXNzLnYxLlNldFBlcm1pc3Npb25Nb2RlUmVzcG9uc2UScwoUU2V0TWF4VGhpbmtpbmdUb2tlbnMSLC5hZ2VudGhhcm5lc3MudjEuU2V0TWF4VGhpbmtpbmdUb2tlbnNSZXF1ZXN0Gi0uYWdlbnRoYXJuZXNzLnYxLlNldE1heFRoaW5raW5nVG9rZW5zUmVzcG9uc2USWAoLUmV3aW5kRmlsZXMSIy5hZ2VudGhhcm5lc3MudjEuUmV3aW5kRmlsZXNSZXF1ZXN0GiQuYWdlbnRoYXJuZXNzLnYxLlJld2luZEZpbGVzUmVzcG9uc2USXgoNRGVsZXRlU2Vzc2lvbhIlLmFnZW50aGFybmVzcy52MS5EZWxldGVTZXNzaW9uUmVxdWVzdBomLmFnZW50aGFybmVzcy52MS5EZWxldGVTZXNzaW9uUmVzcG9uc2USVQoKTGlzdEFnZW50cxIiLmFnZW50aGFybmVzcy52MS5MaXN0QWdlbnRzUmVxdWVzdBojLmFnZW50aGFybmVzcy52MS5MaXN0QWdlbnRzUmVzcG9uc2USTwoIU2V0VGl0bGUSIC5hZ2VudGhhcm5lc3MudjEuU2V0VGl0bGVSZXF1ZXN0GiEuYWdlbnRoYXJuZXNzLnYxLlNldFRpdGxlUmVzcG9uc2VCTlpMZ2l0aHViLmNvbS9hZ2VudC1oYXJuZXNzL2FnZW50LWhhcm5lc3MvZ2VuL2dvL2FnZW50aGFybmVzcy92MTthZ2VudGhhcm5lc3N2MWIGcHJvdG8z", [file_agentharness_v1_events, file_google_protobuf_struct, file_google_protobuf_timestamp]);
 
 /**
  * Start a run.
@@ -813,6 +814,38 @@ export type Session = Message<"agentharness.v1.Session"> & {
    * @generated from field: string agent = 14;
    */
   agent: string;
+
+  /**
+   * What to call the session: the latest title_set's title, else the first
+   * line of the first prompt (whitespace collapsed, cut to 80 characters
+   * with "…"). Empty before any prompt.
+   *
+   * @generated from field: string title = 15;
+   */
+  title: string;
+
+  /**
+   * The working directory of its latest run_start (StartConfig.cwd as
+   * given; empty: the server's). Sessions sharing one are a project.
+   *
+   * @generated from field: string cwd = 16;
+   */
+  cwd: string;
+
+  /**
+   * When its first event was appended (unset for an empty log).
+   *
+   * @generated from field: google.protobuf.Timestamp created_at = 17;
+   */
+  createdAt?: Timestamp | undefined;
+
+  /**
+   * When its newest event was appended: its last activity (unset for an
+   * empty log).
+   *
+   * @generated from field: google.protobuf.Timestamp updated_at = 18;
+   */
+  updatedAt?: Timestamp | undefined;
 };
 
 /**
@@ -865,7 +898,10 @@ export const GetSessionResponseSchema: GenMessage<GetSessionResponse> = /*@__PUR
   messageDesc(file_agentharness_v1_session_service, 19);
 
 /**
- * List sessions, a page at a time (ordered by session id).
+ * List sessions, a page at a time, optionally filtered and sorted. The
+ * server answers from an index it keeps beside the logs (updated in the same
+ * commit as each event, rebuilt from the logs when missing or behind), so a
+ * filtered page never folds every stored session.
  *
  * @generated from message agentharness.v1.ListSessionsRequest
  */
@@ -880,11 +916,48 @@ export type ListSessionsRequest = Message<"agentharness.v1.ListSessionsRequest">
 
   /**
    * Empty for the first page; else the `next_page_token` of the previous
-   * page. Opaque: do not build one.
+   * page, asked with the same filters and order (else INVALID_ARGUMENT).
+   * Opaque: do not build one.
    *
    * @generated from field: string page_token = 2;
    */
   pageToken: string;
+
+  /**
+   * Only sessions whose title, session id or cwd contains this text
+   * (case-insensitive). At most 200 bytes. Empty: no text filter.
+   *
+   * @generated from field: string query = 3;
+   */
+  query: string;
+
+  /**
+   * Only sessions in one of these statuses. Empty: any status.
+   *
+   * @generated from field: repeated agentharness.v1.SessionStatus statuses = 4;
+   */
+  statuses: SessionStatus[];
+
+  /**
+   * Only sessions of this agent (Session.agent, e.g. "claude"). Empty: any.
+   *
+   * @generated from field: string agent = 5;
+   */
+  agent: string;
+
+  /**
+   * Only sessions whose cwd is exactly this (a project). Empty: any.
+   *
+   * @generated from field: string cwd = 6;
+   */
+  cwd: string;
+
+  /**
+   * The order of the pages.
+   *
+   * @generated from field: agentharness.v1.SessionOrder order = 7;
+   */
+  order: SessionOrder;
 };
 
 /**
@@ -901,7 +974,7 @@ export const ListSessionsRequestSchema: GenMessage<ListSessionsRequest> = /*@__P
  */
 export type ListSessionsResponse = Message<"agentharness.v1.ListSessionsResponse"> & {
   /**
-   * Sessions, by session id.
+   * Sessions, in the order asked for.
    *
    * @generated from field: repeated agentharness.v1.Session sessions = 1;
    */
@@ -913,6 +986,13 @@ export type ListSessionsResponse = Message<"agentharness.v1.ListSessionsResponse
    * @generated from field: string next_page_token = 2;
    */
   nextPageToken: string;
+
+  /**
+   * How many sessions match the filters, over all pages.
+   *
+   * @generated from field: uint64 total_size = 3 [jstype = JS_NUMBER];
+   */
+  totalSize: bigint;
 };
 
 /**
@@ -1563,6 +1643,64 @@ export const AgentInfoSchema: GenMessage<AgentInfo> = /*@__PURE__*/
   messageDesc(file_agentharness_v1_session_service, 41);
 
 /**
+ * Name a session.
+ *
+ * @generated from message agentharness.v1.SetTitleRequest
+ */
+export type SetTitleRequest = Message<"agentharness.v1.SetTitleRequest"> & {
+  /**
+   * The session.
+   *
+   * @generated from field: string session_id = 1;
+   */
+  sessionId: string;
+
+  /**
+   * The title: trimmed; one line (no control characters); at most 200
+   * characters (INVALID_ARGUMENT otherwise). Empty: back to the title
+   * derived from the first prompt.
+   *
+   * @generated from field: string title = 2;
+   */
+  title: string;
+
+  /**
+   * Optional retry key (see StartRequest.idempotency_key).
+   *
+   * @generated from field: string idempotency_key = 3;
+   */
+  idempotencyKey: string;
+};
+
+/**
+ * Describes the message agentharness.v1.SetTitleRequest.
+ * Use `create(SetTitleRequestSchema)` to create a new message.
+ */
+export const SetTitleRequestSchema: GenMessage<SetTitleRequest> = /*@__PURE__*/
+  messageDesc(file_agentharness_v1_session_service, 42);
+
+/**
+ * The session was named.
+ *
+ * @generated from message agentharness.v1.SetTitleResponse
+ */
+export type SetTitleResponse = Message<"agentharness.v1.SetTitleResponse"> & {
+  /**
+   * The seq of the title_set event.
+   *
+   * @generated from field: uint64 seq = 1 [jstype = JS_NUMBER];
+   */
+  seq: bigint;
+};
+
+/**
+ * Describes the message agentharness.v1.SetTitleResponse.
+ * Use `create(SetTitleResponseSchema)` to create a new message.
+ */
+export const SetTitleResponseSchema: GenMessage<SetTitleResponse> = /*@__PURE__*/
+  messageDesc(file_agentharness_v1_session_service, 43);
+
+/**
  * What kind of block a Delta writes.
  *
  * @generated from enum agentharness.v1.DeltaBlockType
@@ -1661,6 +1799,48 @@ export const SessionStatusSchema: GenEnum<SessionStatus> = /*@__PURE__*/
   enumDesc(file_agentharness_v1_session_service, 1);
 
 /**
+ * The order ListSessions pages sessions in.
+ *
+ * @generated from enum agentharness.v1.SessionOrder
+ */
+export enum SessionOrder {
+  /**
+   * By session id (as SESSION_ORDER_SESSION_ID).
+   *
+   * @generated from enum value: SESSION_ORDER_UNSPECIFIED = 0;
+   */
+  UNSPECIFIED = 0,
+
+  /**
+   * By session id, ascending.
+   *
+   * @generated from enum value: SESSION_ORDER_SESSION_ID = 1;
+   */
+  SESSION_ID = 1,
+
+  /**
+   * By last activity (Session.updated_at), newest first; ties by session id.
+   *
+   * @generated from enum value: SESSION_ORDER_RECENT_ACTIVITY = 2;
+   */
+  RECENT_ACTIVITY = 2,
+
+  /**
+   * Grouped by project: by cwd ascending, then newest activity first, then
+   * session id.
+   *
+   * @generated from enum value: SESSION_ORDER_CWD = 3;
+   */
+  CWD = 3,
+}
+
+/**
+ * Describes the enum agentharness.v1.SessionOrder.
+ */
+export const SessionOrderSchema: GenEnum<SessionOrder> = /*@__PURE__*/
+  enumDesc(file_agentharness_v1_session_service, 2);
+
+/**
  * Which form of an event ReadFullEvent streams.
  *
  * @generated from enum agentharness.v1.FullEventPart
@@ -1700,7 +1880,7 @@ export enum FullEventPart {
  * Describes the enum agentharness.v1.FullEventPart.
  */
 export const FullEventPartSchema: GenEnum<FullEventPart> = /*@__PURE__*/
-  enumDesc(file_agentharness_v1_session_service, 2);
+  enumDesc(file_agentharness_v1_session_service, 3);
 
 /**
  * Runs Claude Code CLI sessions and streams their event logs.
@@ -1915,6 +2095,18 @@ export const SessionService: GenService<{
     methodKind: "unary";
     input: typeof ListAgentsRequestSchema;
     output: typeof ListAgentsResponseSchema;
+  },
+  /**
+   * Names the session: recorded as a title_set event, derived into
+   * Session.title. An empty title goes back to the one derived from the
+   * first prompt. Works with or without a live process.
+   *
+   * @generated from rpc agentharness.v1.SessionService.SetTitle
+   */
+  setTitle: {
+    methodKind: "unary";
+    input: typeof SetTitleRequestSchema;
+    output: typeof SetTitleResponseSchema;
   },
 }> = /*@__PURE__*/
   serviceDesc(file_agentharness_v1_session_service, 0);
