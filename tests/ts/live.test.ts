@@ -4,8 +4,10 @@
 // (connection.ts) a UI reads to say a status is unknown.
 
 import assert from "node:assert/strict";
+import { readFileSync } from "node:fs";
+import { join } from "node:path";
 import { describe, it } from "node:test";
-import { create, type MessageInitShape } from "@bufbuild/protobuf";
+import { create, fromJson, type JsonValue, type MessageInitShape } from "@bufbuild/protobuf";
 import {
   DeltaBlockType,
   EMPTY_PARTIAL,
@@ -21,9 +23,11 @@ import {
   unrecordedText,
   type PartialMessage,
   type SubscribeResponse,
+  type ActivityKind,
   type Unrecorded,
 } from "@agent-harness/client/protocol";
 import { connectionHeard, connectionTo, initialConnection, statusKnown } from "@agent-harness/client/client";
+import { ROOT } from "./support.ts";
 
 const delta = (messageId: string, blockType: DeltaBlockType, fragment: string, more: { toolName?: string; parentToolUseId?: string; index?: number; snapshot?: boolean } = {}): SubscribeResponse =>
   create(SubscribeResponseSchema, {
@@ -39,6 +43,24 @@ const event = (seq: number, payload: Payload): SubscribeResponse =>
 const replay = (): SubscribeResponse => create(SubscribeResponseSchema, { kind: { case: "replay", value: {} } });
 
 const fold = (msgs: SubscribeResponse[]): PartialMessage => msgs.reduce(applyPartial, EMPTY_PARTIAL);
+
+describe("live activity vectors (tests/vectors/live/activity.json, shared with the Rust client)", () => {
+  interface Case {
+    name: string;
+    derived: { kind: ActivityKind; toolName: string | null };
+    steps: JsonValue[];
+    expect: { kind: string; toolName: string | null; label: string };
+  }
+  const doc = JSON.parse(readFileSync(join(ROOT, "tests/vectors/live/activity.json"), "utf8")) as { cases: Case[] };
+  it("has its cases", () => assert.ok(doc.cases.length >= 10));
+  for (const c of doc.cases) {
+    it(c.name, () => {
+      const partial = c.steps.map((j) => fromJson(SubscribeResponseSchema, j)).reduce(applyPartial, EMPTY_PARTIAL);
+      const got = liveActivity(activityOf(c.derived.kind, c.derived.toolName ?? undefined), partial);
+      assert.deepEqual({ kind: got.kind, toolName: got.toolName ?? null, label: got.label }, c.expect);
+    });
+  }
+});
 
 describe("liveActivity", () => {
   const thinking = activityOf("thinking");
