@@ -113,7 +113,7 @@ export function SessionList(props: { transport: Transport; onUnauthenticated: ()
               const status = STATUS[s.status];
               const u = s.usage;
               return (
-                <tr key={s.sessionId} data-testid="session-row" data-session={s.sessionId} data-status={stale === false ? status : "unknown"}>
+                <tr key={s.sessionId} data-testid="session-row" data-session={s.sessionId} data-status={stale === false ? status : "unknown"} className={stale === false ? undefined : "stale-row"}>
                   <td className="id">
                     <a href={`#/s/${encodeURIComponent(s.sessionId)}`}>{s.sessionId}</a>
                     {s.pendingPermissions > 0 && (
