@@ -7,8 +7,10 @@
 // server restarted on the same store, the page recovers on its own and shows
 // the truth (the run ended, SERVER_RESTART; the process gone), and the text
 // it saw being typed that the log never recorded stays, greyed, as "not
-// recorded (server restarted)" until the next message replaces it. Writes
-// tests/artifacts/console-disconnected.png.
+// recorded (server restarted)" until the next message replaces it. A tool
+// call in flight: "Running Bash" while it runs, its state unknown (not
+// "running") while the server is down, and "no result" once the restart
+// ended its run. Writes tests/artifacts/console-disconnected.png.
 
 import assert from "node:assert/strict";
 import { mkdirSync } from "node:fs";
@@ -52,6 +54,8 @@ interface Honest {
   /** Each row's status cell on the list page. */
   rows: string[];
   rowsStale: string[];
+  /** Each tool call's state (data-state) and the word shown for it. */
+  tools: { state: string; shown: string }[];
 }
 
 // A function body (a string: tsx would wrap a function in helpers that do
@@ -71,6 +75,7 @@ const READ = `const text = (sel) => document.querySelector(sel)?.textContent ?? 
     kinds: [...document.querySelectorAll("[data-testid=timeline] .ev[data-seq]")].map((e) => e.dataset.kind ?? ""),
     rows: [...document.querySelectorAll("[data-testid=row-status]")].map((e) => e.textContent),
     rowsStale: [...document.querySelectorAll("[data-testid=row-status-stale]")].map((e) => e.textContent),
+    tools: [...document.querySelectorAll("[data-testid=tool-call]")].map((t) => ({ state: t.dataset.state ?? "", shown: t.querySelector(".tool-state")?.textContent ?? "" })),
   };`;
 const READ_VIEW = `(() => { ${READ} })()`;
 
@@ -177,5 +182,34 @@ it("says Writing while the answer types, status unknown while the server is down
   console.log(`noticed the kill in ${noticedMs} ms`);
   assert.deepEqual(errors, [], "no page errors");
   await list.close();
+  await page.close();
+});
+
+it("a tool call in flight: Running Bash, unknown while the server is down, no result once the restart ended its run", async () => {
+  const t: Target = { url: h.url, session: "console-honest-tool" };
+  await nodeClient(t).start({ sessionId: t.session, config: { prompt: "SLOWBASH 60" } });
+  const page = await browser.ctx.newPage();
+  await page.addInitScript(RECORDER);
+  await page.goto(`${h.url}/#/s/${t.session}`);
+  // The CLI may ask before running it: allow it if so.
+  const running = await until(page, "the tool running", (v) => {
+    if (v.tools.some((x) => x.state === "asking")) void page.click("[data-testid=allow]").catch(() => {});
+    return v.tools.some((x) => x.state === "running");
+  });
+  assert.equal(running.activity, "Running Bash");
+  assert.ok(running.spinner);
+
+  const mark = (await recorded(page)).length;
+  await h.kill();
+  const down = await until(page, "status unknown", (v) => v.status === "status unknown", 5_000);
+  assert.deepEqual(down.tools.map((x) => x.state), ["unknown"], "not claimed running");
+  assert.equal(down.activity, "");
+  const whileDown = (await recorded(page, mark)).filter((_, i, all) => all.slice(0, i + 1).some((v) => v.status === "status unknown"));
+  assert.deepEqual(whileDown.filter((v) => claimsLive(v) || v.tools.some((x) => x.state === "running")), [], "nothing live shown once the page noticed");
+
+  await h.start();
+  const back = await until(page, "recovered", (v) => v.conn === "connected" && v.status === "idle" && v.kinds.at(-1) === "runEnd");
+  assert.deepEqual(back.tools, [{ state: "ended", shown: "no result" }], "the run ended without the tool's result");
+  assert.equal(back.process, "gone");
   await page.close();
 });

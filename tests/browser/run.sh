@@ -26,7 +26,9 @@
 # unknown" (the last known state greyed, with its age) and never a live
 # status while it is down; restarted, the page shows the run's
 # SERVER_RESTART end and the typed text the log never recorded as "not
-# recorded (server restarted)" until the next message. Saves
+# recorded (server restarted)" until the next message; a Bash call in
+# flight shows "unknown" while down and "no result" once the restart ended
+# its run. Saves
 # tests/artifacts/console-disconnected.png.
 # Exits non-zero on any failure.
 set -euo pipefail

@@ -123,7 +123,7 @@ export function SessionView(props: { sessionId: string; transport: Transport; on
           events={s.events}
           pending={d.pendingPermissions}
           typing={typing}
-          typingStale={!known}
+          live={known}
           unrecorded={unrecordedText(s.unrecorded)}
           unrecordedNote={unrecordedNote(s.unrecorded)}
           outputs={outputs}
@@ -281,8 +281,8 @@ function Scroller(props: {
   events: Parameters<typeof Timeline>[0]["events"];
   pending: Parameters<typeof Timeline>[0]["pending"];
   typing: string;
-  /** The stream is not live: the typing shown is as far as it got. */
-  typingStale: boolean;
+  /** The stream is live; otherwise the typing shown is as far as it got, and running is unknown. */
+  live: boolean;
   /** Typing the log never recorded (a restart cut it off), and why. */
   unrecorded: string;
   unrecordedNote: string;
@@ -293,7 +293,7 @@ function Scroller(props: {
   firstSeq: bigint | undefined;
   headSeq: bigint;
 }) {
-  const { events, pending, typing, typingStale, unrecorded, unrecordedNote, outputs, hasMore, ready, fetchOlder, firstSeq, headSeq } = props;
+  const { events, pending, typing, live, unrecorded, unrecordedNote, outputs, hasMore, ready, fetchOlder, firstSeq, headSeq } = props;
   const ref = useRef<HTMLDivElement>(null);
   const stick = useRef(true);
   const prev = useRef<{ firstSeq: bigint | undefined; height: number }>({ firstSeq: undefined, height: 0 });
@@ -338,9 +338,9 @@ function Scroller(props: {
         events.length > 0 && <div className="log-start muted">start of the session</div>
       )}
       {!ready && <div className="muted pad">loading…</div>}
-      <Timeline events={events} pending={pending} outputs={outputs} />
+      <Timeline events={events} pending={pending} outputs={outputs} live={live} />
       {typing !== "" && (
-        <div className={`ev assistant typing${typingStale ? " stale" : ""}`} data-testid="partial">
+        <div className={`ev assistant typing${live ? "" : " stale"}`} data-testid="partial">
           <div className="text">{typing}</div>
         </div>
       )}
