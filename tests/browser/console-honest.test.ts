@@ -54,6 +54,8 @@ interface Honest {
   /** Each row's status cell on the list page. */
   rows: string[];
   rowsStale: string[];
+  /** Each row's process cell on the list page. */
+  rowProcs: string[];
   /** Each tool call's state (data-state) and the word shown for it. */
   tools: { state: string; shown: string }[];
 }
@@ -75,6 +77,7 @@ const READ = `const text = (sel) => document.querySelector(sel)?.textContent ?? 
     kinds: [...document.querySelectorAll("[data-testid=timeline] .ev[data-seq]")].map((e) => e.dataset.kind ?? ""),
     rows: [...document.querySelectorAll("[data-testid=row-status]")].map((e) => e.textContent),
     rowsStale: [...document.querySelectorAll("[data-testid=row-status-stale]")].map((e) => e.textContent),
+    rowProcs: [...document.querySelectorAll("[data-testid=row-process]")].map((e) => e.textContent.trim()),
     tools: [...document.querySelectorAll("[data-testid=tool-call]")].map((t) => ({ state: t.dataset.state ?? "", shown: t.querySelector(".tool-state")?.textContent ?? "" })),
   };`;
 const READ_VIEW = `(() => { ${READ} })()`;
@@ -105,7 +108,12 @@ async function recorded(p: Page, from = 0): Promise<Honest[]> {
 
 /** A state that claims to know the session is at work: what must never show while the server is down. */
 const claimsLive = (v: Honest) =>
-  v.status === "streaming" || v.process.includes("alive") || v.spinner || v.activity !== "" || v.rows.some((r) => r !== "unknown");
+  v.status === "streaming" ||
+  v.process.includes("alive") ||
+  v.spinner ||
+  v.activity !== "" ||
+  v.rows.some((r) => r !== "unknown") ||
+  v.rowProcs.some((r) => r !== "unknown");
 
 it("says Writing while the answer types, status unknown while the server is down, and the truth after its restart", async () => {
   const t: Target = { url: h.url, session: "console-honest" };
@@ -150,7 +158,7 @@ it("says Writing while the answer types, status unknown while the server is down
   const whileDown = (await recorded(page, mark)).filter((_, i, all) => all.slice(0, i + 1).some((v) => v.status === "status unknown"));
   assert.deepEqual(whileDown.filter(claimsLive), [], "nothing live shown once the page noticed");
   const listDown = (await recorded(list, listMark)).filter((_, i, all) => all.slice(0, i + 1).some((v) => v.rows.every((r) => r === "unknown")));
-  assert.deepEqual(listDown.filter((v) => v.rows.some((r) => r !== "unknown")), [], "the list never shows a stale status as live");
+  assert.deepEqual(listDown.filter(claimsLive), [], "the list never shows a stale status or process as live");
   const downMark = (await recorded(page)).length;
 
   // Restart on the same store: recovery ends the killed run, the page

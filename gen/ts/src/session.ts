@@ -17,6 +17,12 @@
 // the server's snapshot deltas after caughtUp restore what is still being
 // written. Never part of `events` or `derived`.
 //
+// How current it all is: `connection` (connection.ts) says whether the
+// stream is live (caught up, so the derived state is the session's) or since
+// when it is not; `liveActivity` (live.ts) refines the derived activity by
+// the typing; `unrecorded` (unrecorded.ts) keeps typing a broken stream left
+// behind that the log will never hold (the server restarted mid-answer).
+//
 // The derived state is kept by a derive Fold: a streamed event is applied to
 // it (O(1) amortized), a reset starts a new one, and only the rare changes
 // that are not appends (a History page prepended, an event injected in the

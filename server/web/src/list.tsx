@@ -129,8 +129,8 @@ export function SessionList(props: { transport: Transport; onUnauthenticated: ()
                   <td className="wide" data-testid="row-activity">
                     {s.activity}
                   </td>
-                  <td data-testid="row-process">
-                    <span className={`dot ${s.processAlive ? "alive" : "gone"}`} /> {s.processAlive ? "alive" : "gone"}
+                  <td>
+                    <RowProcess alive={s.processAlive} stale={stale} now={now} />
                   </td>
                   <td className="num">{u?.turns ?? 0}</td>
                   <td className="num" data-testid="row-cost">
@@ -272,6 +272,18 @@ function StartForm({ transport }: { transport: Transport }) {
       )}
     </form>
   );
+}
+
+/** A row's process, like its status. */
+function RowProcess(props: { alive: boolean; stale: false | number | undefined; now: number }) {
+  const { alive, stale, now } = props;
+  const word = alive ? "alive" : "gone";
+  const value = (
+    <>
+      <span className={`dot ${word}`} /> {word}
+    </>
+  );
+  return <Known testid="row-process" value={value} last={word} stale={stale} unknown="unknown" now={now} />;
 }
 
 /** A row's status: greyed with its age, and "unknown", while the list cannot be refreshed. */

@@ -4,7 +4,7 @@
 // says "status unknown", and shows the last known value greyed with its age
 // ("streaming 12 s ago") rather than as a fact.
 
-import { useEffect, useState } from "react";
+import { useEffect, useState, type ReactNode } from "react";
 
 /** The current time (ms), ticking every second while `ticking`, so ages stay true. */
 export function useNow(ticking: boolean): number {
@@ -34,7 +34,7 @@ export function ago(at: number, now: number): string {
 export function Known(props: {
   testid: string;
   className?: string;
-  value: React.ReactNode;
+  value: ReactNode;
   /** The last known value in words ("streaming", "alive"): what the greyed note says. */
   last: string;
   /** False: the value is current. Otherwise when it was last known (undefined: never). */
