@@ -11,4 +11,4 @@ pub mod session;
 
 #[cfg(feature = "server")]
 pub use agent_harness_protocol::codec;
-pub use agent_harness_protocol::{derive, partial, pb, pbjson_types, proto, vocab};
+pub use agent_harness_protocol::{derive, live, partial, pb, pbjson_types, proto, vocab};

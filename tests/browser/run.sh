@@ -20,6 +20,16 @@
 # session (the ACP agent gemini, offered from ListAgents) the same way and, on
 # a server without codex, the start form showing the refusal. Saves
 # tests/artifacts/console-*.png.
+#
+# Honest status (console-honest.test.ts): "Writing" while the answer types;
+# the server killed mid-answer, the session view and the list say "status
+# unknown" (the last known state greyed, with its age) and never a live
+# status while it is down; restarted, the page shows the run's
+# SERVER_RESTART end and the typed text the log never recorded as "not
+# recorded (server restarted)" until the next message; a Bash call in
+# flight shows "unknown" while down and "no result" once the restart ended
+# its run. Saves
+# tests/artifacts/console-disconnected.png.
 # Exits non-zero on any failure.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
@@ -59,4 +69,4 @@ npx tsc -p tsconfig.json --noEmit
 node build.mjs
 
 echo "--- tests/browser: Playwright + Chromium against the real server"
-node --import tsx --test --test-concurrency=1 --test-reporter=spec browser.test.ts console.test.ts
+node --import tsx --test --test-concurrency=1 --test-reporter=spec browser.test.ts console.test.ts console-honest.test.ts

@@ -16,9 +16,12 @@ import {
   EventSchema,
   Fold,
   HistoryResponseSchema,
+  RunEndReason,
   SubscribeResponseSchema,
   deriveAll,
   partialMainText,
+  unrecordedNote,
+  unrecordedText,
   type Event,
   type SubscribeResponse,
 } from "@agent-harness/client/protocol";
@@ -500,6 +503,53 @@ describe("SessionHandle keeps the partial message", () => {
     stream.event(LOG[0]!);
     const s = await until((s) => s.lastSeq === 1n);
     assert.equal(s.partial, EMPTY_PARTIAL);
+    handle.close();
+  });
+});
+
+describe("SessionHandle says how current its state is", () => {
+  it("connection: replaying, live, down with lastLiveAt; typing a broken stream left is kept as not recorded", async () => {
+    const { client, streams } = scriptedClient(LOG);
+    const { handle, until } = open(client);
+    let s = handle.getSnapshot();
+    assert.equal(s.connection.state, "connecting");
+    await until(() => streams.length === 1);
+    const first = streams[0]!.stream;
+    first.replay();
+    first.event(LOG[0]!);
+    s = await until((s) => s.connection.state === "replaying");
+    assert.equal(s.connection.lastLiveAt, undefined, "never live yet");
+    first.caughtUp();
+    s = await until((s) => s.connection.state === "live");
+    first.delta("msg_9", "tick 0 ");
+    first.delta("msg_9", "tick 1 ");
+    s = await until((s) => partialMainText(s.partial) === "tick 0 tick 1 ");
+    assert.ok(s.connection.lastEventAt !== undefined);
+
+    const broke = Date.now();
+    first.fail(new Error("connection reset"));
+    s = await until((s) => s.connection.state === "down");
+    assert.equal(s.connected, false);
+    assert.ok(s.connection.lastLiveAt! >= broke, "the held state was current until the break");
+    assert.equal(partialMainText(s.partial), "tick 0 tick 1 ", "the typing is kept while down");
+
+    // The server restarted: its recovery ended the run, which never recorded the message.
+    // (The retry after the backoff publishes nothing until its stream answers.)
+    while (streams.length < 2) await new Promise((r) => setTimeout(r, 5));
+    const second = streams[1]!.stream;
+    second.replay(false, 1n);
+    second.event(
+      create(EventSchema, { seq: 2n, sessionId: "s", runId: "run-1", payload: { case: "runEnd", value: { reason: RunEndReason.SERVER_RESTART, inferred: true } } }),
+    );
+    s = await until((s) => s.lastSeq === 2n);
+    assert.equal(s.connection.state, "replaying", "not live until caught up");
+    assert.equal(s.partial.blocks.length, 0);
+    assert.equal(unrecordedText(s.unrecorded), "tick 0 tick 1 ");
+    assert.equal(unrecordedNote(s.unrecorded), "not recorded (server restarted)");
+    second.caughtUp();
+    s = await until((s) => s.connection.state === "live");
+    assert.equal(s.connection.lastLiveAt, undefined);
+    assert.equal(unrecordedText(s.unrecorded), "tick 0 tick 1 ", "kept until the next input");
     handle.close();
   });
 });

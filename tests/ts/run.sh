@@ -26,6 +26,6 @@ echo "--- gen/ts: npm ci, typecheck, build"
 echo "--- tests/ts: npm ci, typecheck"
 (cd tests/ts && npm ci --no-audit --no-fund --loglevel=error && npx tsc -p tsconfig.json --noEmit)
 
-echo "--- tests/ts: derive vectors (functions and Fold), partial vectors, session helper (scripted, then the real server), session control, readFullEvent"
+echo "--- tests/ts: derive vectors (functions and Fold), partial vectors, live activity and unrecorded typing, session helper (scripted, then the real server), session control, readFullEvent"
 cd tests/ts
-node --import tsx --test --test-concurrency=1 --test-reporter=spec vectors.test.ts partial.test.ts handle.test.ts session.test.ts control.test.ts full-event.test.ts codex.test.ts gemini.test.ts
+node --import tsx --test --test-concurrency=1 --test-reporter=spec vectors.test.ts partial.test.ts live.test.ts handle.test.ts session.test.ts control.test.ts full-event.test.ts codex.test.ts gemini.test.ts

@@ -10,6 +10,8 @@
 //!   session client call it, the conformance vectors check it.
 //! - [`partial`]: live typing, the partial assistant message folded from
 //!   a stream's `delta`s and the events that supersede them.
+//! - [`live`]: the activity this instant, the derived one refined by the
+//!   partial message ("Writing" while answer text streams).
 //! - `codec` (feature `server`): the generated server's codec, which answers
 //!   a request that cannot be decoded INVALID_ARGUMENT.
 //! - [`vocab`]: the values of the wire's string fields clients match on
@@ -35,6 +37,7 @@ pub mod proto {
 #[cfg(feature = "server")]
 pub mod codec;
 pub mod derive;
+pub mod live;
 pub mod partial;
 pub mod vocab;
 pub use pbjson_types;

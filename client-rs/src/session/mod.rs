@@ -169,6 +169,15 @@ pub struct Snapshot {
     pub fatal: Option<SessionError>,
 }
 
+impl Snapshot {
+    /// What the agent is doing this instant: the derived activity refined
+    /// by live typing ("Writing" while answer text streams, "Running Bash"
+    /// while a tool's input streams; [`crate::live`]).
+    pub fn live_activity(&self) -> derive::Activity {
+        crate::live::live_activity(&self.derived.activity, &self.partial)
+    }
+}
+
 impl Default for Snapshot {
     fn default() -> Self {
         Self {

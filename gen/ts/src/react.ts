@@ -33,6 +33,8 @@ import {
   type Status,
 } from "./derive/index.js";
 import { EMPTY_PARTIAL, type PartialMessage } from "./partial.js";
+import { NO_UNRECORDED, type Unrecorded } from "./unrecorded.js";
+import { initialConnection, type Connection } from "./connection.js";
 import {
   createSessionHandle,
   type HydrationPhase,
@@ -99,8 +101,20 @@ export interface UseSessionResult {
   fetchHistory: (opts?: { limit?: number }) => Promise<{ hasMore: boolean }>;
   /** What the agent is doing now. */
   activity: Activity;
+  /**
+   * What the agent is doing this instant: `activity` refined by live typing
+   * ("Writing" while answer text streams, "Running Bash" while a tool's
+   * input streams; live.ts).
+   */
+  liveActivity: Activity;
   /** True while the Subscribe stream is open. */
   connected: boolean;
+  /**
+   * Whether the state shown is current: `state` "live" while the stream is
+   * caught up; otherwise status, process and activity are the last known
+   * ones, as of `lastLiveAt` (connection.ts).
+   */
+  connection: Connection;
   /** True while the CLI process exists. */
   processAlive: boolean;
   /** Token totals, cost and context size. */
@@ -123,6 +137,12 @@ export interface UseSessionResult {
    * `includeDeltas: false`.
    */
   partial: PartialMessage;
+  /**
+   * Live typing a broken stream left behind and the log never recorded
+   * (`lost`, e.g. the server restarted mid-answer): shown with
+   * `unrecordedNote(unrecorded)` until the next input (unrecorded.ts).
+   */
+  unrecorded: Unrecorded;
 }
 
 const noHandle = () => Promise.reject(new Error("useSession: not connected yet"));
@@ -138,13 +158,16 @@ function emptySnapshot(sessionId: string): SessionSnapshot {
     processAlive: derived.processAlive,
     usage: derived.usage,
     activity: derived.activity,
+    liveActivity: derived.activity,
     settings: derived.settings,
     connected: false,
+    connection: initialConnection(Date.now()),
     hydrationPhase: "hydrating",
     error: undefined,
     lastSeq: 0n,
     hasMoreHistory: false,
     partial: EMPTY_PARTIAL,
+    unrecorded: NO_UNRECORDED,
   };
 }
 
@@ -190,12 +213,15 @@ export function useSession(sessionId: string, options: UseSessionOptions): UseSe
     hydrationPhase: snap.hydrationPhase,
     activity: snap.activity,
     settings: snap.settings,
+    liveActivity: snap.liveActivity,
     connected: snap.connected,
+    connection: snap.connection,
     processAlive: snap.processAlive,
     usage: snap.usage,
     error: snap.error,
     hasMoreHistory: snap.hasMoreHistory,
     partial: snap.partial,
+    unrecorded: snap.unrecorded,
     start: handle ? handle.start : noHandle,
     send: handle ? handle.send : noHandle,
     stop: handle ? handle.stop : noHandle,

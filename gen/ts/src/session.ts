@@ -17,6 +17,12 @@
 // the server's snapshot deltas after caughtUp restore what is still being
 // written. Never part of `events` or `derived`.
 //
+// How current it all is: `connection` (connection.ts) says whether the
+// stream is live (caught up, so the derived state is the session's) or since
+// when it is not; `liveActivity` (live.ts) refines the derived activity by
+// the typing; `unrecorded` (unrecorded.ts) keeps typing a broken stream left
+// behind that the log will never hold (the server restarted mid-answer).
+//
 // The derived state is kept by a derive Fold: a streamed event is applied to
 // it (O(1) amortized), a reset starts a new one, and only the rare changes
 // that are not appends (a History page prepended, an event injected in the
@@ -58,6 +64,9 @@ import {
 import { readFullEvent } from "./full-event.js";
 import { sessionHeaders } from "./routing.js";
 import { EMPTY_PARTIAL, applyPartial, type PartialMessage } from "./partial.js";
+import { liveActivity } from "./live.js";
+import { NO_UNRECORDED, applyUnrecorded, type Unrecorded } from "./unrecorded.js";
+import { connectionHeard, connectionTo, initialConnection, type Connection } from "./connection.js";
 
 /** The SessionService client type the handle drives. */
 export type SessionServiceClient = Client<typeof SessionService>;
@@ -106,8 +115,20 @@ export interface SessionSnapshot {
    * setMaxThinkingTokens; `derived.settings`).
    */
   readonly settings: Settings;
+  /**
+   * What the agent is doing this instant: `activity` refined by live typing
+   * (`liveActivity(activity, partial)`): "Writing" while answer text
+   * streams, "Running Bash" while a tool's input streams, ...
+   */
+  readonly liveActivity: Activity;
   /** True while a Subscribe stream is open and has sent its ReplayStart. */
   readonly connected: boolean;
+  /**
+   * Whether the held state is current (`state` "live") or as of when
+   * (`lastLiveAt`): while it is not live, `status`, `processAlive` and the
+   * activity are the last known ones, not the session's (connection.ts).
+   */
+  readonly connection: Connection;
   /** See {@link HydrationPhase}. */
   readonly hydrationPhase: HydrationPhase;
   /** The last stream or action error; cleared when a stream connects. */
@@ -123,6 +144,13 @@ export interface SessionSnapshot {
    * reset and drop; `partialMainText(partial)` is the answer being typed.
    */
   readonly partial: PartialMessage;
+  /**
+   * Live typing a broken stream left behind: `lost` holds the blocks whose
+   * turn or run ended without recording them (the server restarted
+   * mid-answer), shown as `unrecordedNote(unrecorded)` until the next input
+   * (unrecorded.ts). In this handle's memory only.
+   */
+  readonly unrecorded: Unrecorded;
 }
 
 /** Reconnect timing. Delays grow as initialMs * 2^attempt up to maxMs. */
@@ -304,6 +332,9 @@ export class SessionHandle {
   private foldStale = false;
   /** Live typing (see {@link SessionSnapshot.partial}). */
   private partial: PartialMessage = EMPTY_PARTIAL;
+  /** Live typing the last broken stream left behind (see {@link SessionSnapshot.unrecorded}). */
+  private unrecorded: Unrecorded = NO_UNRECORDED;
+  private connection: Connection = initialConnection(Date.now());
   private connected = false;
   private caughtUp = false;
   private ready = false;
@@ -596,9 +627,12 @@ export class SessionHandle {
             case "replay": {
               attempt = 0;
               this.connected = true;
+              this.connection = connectionTo(this.connection, "replaying", Date.now());
               this.error = undefined;
               // A new stream: its snapshot after caughtUp restores what is
-              // still being written.
+              // still being written; what it does not is settled by the
+              // unrecorded fold.
+              this.unrecorded = applyUnrecorded(this.unrecorded, this.partial, res);
               this.partial = EMPTY_PARTIAL;
               if (res.kind.value.reset) {
                 // The cursor was incoherent: the replay is the new truth.
@@ -609,6 +643,8 @@ export class SessionHandle {
               break;
             }
             case "event": {
+              this.connection = connectionHeard(this.connection, Date.now());
+              this.unrecorded = applyUnrecorded(this.unrecorded, this.partial, res);
               const partial = applyPartial(this.partial, res);
               const changed = partial !== this.partial;
               this.partial = partial;
@@ -617,11 +653,14 @@ export class SessionHandle {
             }
             case "delta":
               if (this.opts.includeDeltas) {
+                this.connection = connectionHeard(this.connection, Date.now());
+                this.unrecorded = applyUnrecorded(this.unrecorded, this.partial, res);
                 this.partial = applyPartial(this.partial, res);
                 this.changed();
               }
               break;
             case "caughtUp":
+              this.connection = connectionTo(this.connection, "live", Date.now());
               if (!this.caughtUp) {
                 this.caughtUp = true;
                 this.startBackfill();
@@ -643,8 +682,10 @@ export class SessionHandle {
         clearTimeout(idleTimer);
       }
       if (gen !== this.generation || this.closed) break;
-      if (this.connected) {
+      const connection = connectionTo(this.connection, "down", Date.now());
+      if (this.connected || connection !== this.connection) {
         this.connected = false;
+        this.connection = connection;
         this.changed();
       } else if (this.error) {
         this.changed();
@@ -810,13 +851,16 @@ export class SessionHandle {
       processAlive: derived.processAlive,
       usage: derived.usage,
       activity: derived.activity,
+      liveActivity: liveActivity(derived.activity, this.partial),
       settings: derived.settings,
       connected: this.connected,
+      connection: this.connection,
       hydrationPhase: this.ready ? "ready" : "hydrating",
       error: this.error,
       lastSeq: this.lastSeq(),
       hasMoreHistory: this.hasMoreHistory,
       partial: this.partial,
+      unrecorded: this.unrecorded,
     };
   }
 

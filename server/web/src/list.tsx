@@ -9,6 +9,7 @@ import { createSessionHandle } from "@agent-harness/client/client";
 import { errorText, isUnauthenticated, serviceClient } from "./api.ts";
 import { newSessionId, tokens, usd } from "./format.ts";
 import { Conn, type ConnState } from "./widgets.tsx";
+import { Known, useNow } from "./stale.tsx";
 
 /** How often the list is asked for again. */
 const POLL_MS = 1500;
@@ -33,6 +34,8 @@ export function SessionList(props: { transport: Transport; onUnauthenticated: ()
   const [sessions, setSessions] = useState<Session[] | undefined>(undefined);
   const [conn, setConn] = useState<ConnState>("connecting");
   const [error, setError] = useState("");
+  // When the rows were last current: while polls fail their status is history.
+  const [listedAt, setListedAt] = useState(0);
   // The page tokens that led to the page shown ("" first); the next page's token.
   const [pages, setPages] = useState<string[]>([""]);
   const [next, setNext] = useState("");
@@ -48,6 +51,7 @@ export function SessionList(props: { transport: Transport; onUnauthenticated: ()
         setSessions(res.sessions);
         setNext(res.nextPageToken);
         setConn("connected");
+        setListedAt(Date.now());
         setError("");
       } catch (err) {
         if (!live) return;
@@ -67,6 +71,8 @@ export function SessionList(props: { transport: Transport; onUnauthenticated: ()
   // Sessions at work first (a turn in progress or a prompt to answer), then by id as listed.
   const busy = (s: Session) => s.status !== SessionStatus.IDLE || s.pendingPermissions > 0;
   const rows = [...(sessions ?? [])].sort((a, b) => Number(busy(b)) - Number(busy(a)));
+  const stale = conn === "connected" ? false : listedAt || undefined;
+  const now = useNow(stale !== false);
 
   return (
     <main className="list">
@@ -107,7 +113,7 @@ export function SessionList(props: { transport: Transport; onUnauthenticated: ()
               const status = STATUS[s.status];
               const u = s.usage;
               return (
-                <tr key={s.sessionId} data-testid="session-row" data-session={s.sessionId} data-status={status}>
+                <tr key={s.sessionId} data-testid="session-row" data-session={s.sessionId} data-status={stale === false ? status : "unknown"} className={stale === false ? undefined : "stale-row"}>
                   <td className="id">
                     <a href={`#/s/${encodeURIComponent(s.sessionId)}`}>{s.sessionId}</a>
                     {s.pendingPermissions > 0 && (
@@ -118,15 +124,13 @@ export function SessionList(props: { transport: Transport; onUnauthenticated: ()
                   </td>
                   <td data-testid="row-agent">{s.agent || "–"}</td>
                   <td>
-                    <span className={`status ${status}`} data-testid="row-status">
-                      {status}
-                    </span>
+                    <RowStatus status={status} stale={stale} now={now} />
                   </td>
                   <td className="wide" data-testid="row-activity">
                     {s.activity}
                   </td>
-                  <td data-testid="row-process">
-                    <span className={`dot ${s.processAlive ? "alive" : "gone"}`} /> {s.processAlive ? "alive" : "gone"}
+                  <td>
+                    <RowProcess alive={s.processAlive} stale={stale} now={now} />
                   </td>
                   <td className="num">{u?.turns ?? 0}</td>
                   <td className="num" data-testid="row-cost">
@@ -268,4 +272,22 @@ function StartForm({ transport }: { transport: Transport }) {
       )}
     </form>
   );
+}
+
+/** A row's process, like its status. */
+function RowProcess(props: { alive: boolean; stale: false | number | undefined; now: number }) {
+  const { alive, stale, now } = props;
+  const word = alive ? "alive" : "gone";
+  const value = (
+    <>
+      <span className={`dot ${word}`} /> {word}
+    </>
+  );
+  return <Known testid="row-process" value={value} last={word} stale={stale} unknown="unknown" now={now} />;
+}
+
+/** A row's status: greyed with its age, and "unknown", while the list cannot be refreshed. */
+function RowStatus(props: { status: string; stale: false | number | undefined; now: number }) {
+  const { status, stale, now } = props;
+  return <Known testid="row-status" className={`status ${status}`} value={status} last={status} stale={stale} unknown="unknown" now={now} />;
 }

@@ -2,13 +2,16 @@
 // (turns, tool calls, subagents, live typing) pages back on scroll-up; the
 // side panel shows status, activity, process, usage with the context bar,
 // background tasks and the scheduled wakeup; pending permission prompts are
-// answered above the composer. Enter sends, Esc stops.
+// answered above the composer. Enter sends, Esc stops. While the stream is
+// not live, status, process and activity say they are unknown (stale.tsx),
+// and live typing a server restart cut off is shown as not recorded.
 
 import { useCallback, useEffect, useLayoutEffect, useMemo, useRef, useState } from "react";
 import type { Transport } from "@connectrpc/connect";
 import { Code, ConnectError } from "@connectrpc/connect";
 import type { JsonObject } from "@bufbuild/protobuf";
 import { useSession } from "@agent-harness/client/react";
+import { statusKnown, unrecordedNote, unrecordedText } from "@agent-harness/client/client";
 import { DeltaBlockType, partialMainText, vocab, type Event, type PartialMessage, type PendingPermission, type SessionUsage } from "@agent-harness/client/protocol";
 import type { BackgroundTask, ScheduledWakeup, SessionUsageTotals } from "@agent-harness/client/protocol";
 import { errorText, isUnauthenticated, serviceClient } from "./api.ts";
@@ -16,6 +19,7 @@ import { pretty } from "./format.ts";
 import { Timeline } from "./timeline.tsx";
 import { Conn, UsagePanel } from "./widgets.tsx";
 import { RewindContext, SettingsPanel } from "./control.tsx";
+import { Known, useNow } from "./stale.tsx";
 
 /** Events asked for per History page: a screenful or two of a dense session. */
 const PAGE = 30;
@@ -83,6 +87,12 @@ export function SessionView(props: { sessionId: string; transport: Transport; on
   }, [ready, runHeld, hasMoreHistory, fetchHistory, s.events]);
   const serverUsage = useServerUsage(transport, sessionId, !whole, `${s.usage.turns} ${d.headSeq}`);
   const conn = s.connected ? "connected" : s.error ? "disconnected" : "connecting";
+  // Status, process and activity are facts only while the stream is live;
+  // otherwise they are as of `lastLiveAt` (undefined: never known).
+  const known = statusKnown(s.connection);
+  const stale = known ? false : s.connection.lastLiveAt;
+  const now = useNow(!known);
+  const processText = s.processAlive ? "alive" : "gone";
   const { rewindFiles } = s;
   const rewind = useCallback((toSeq: bigint, dryRun: boolean) => rewindFiles(toSeq, { dryRun }), [rewindFiles]);
   const first = s.events[0];
@@ -99,11 +109,10 @@ export function SessionView(props: { sessionId: string; transport: Transport; on
             {agent}
           </span>
         )}
-        <span className={`status ${s.status}`} data-testid="status">
-          {s.status}
-        </span>
+        <Known testid="status" className={`status ${s.status}`} value={s.status} last={s.status} stale={stale} unknown="status unknown" now={now} />
+        {known && busy && <span className="spinner" data-testid="spinner" title="at work" />}
         <span className="activity" data-testid="activity">
-          {s.activity.label}
+          {known ? s.liveActivity.label : ""}
         </span>
         <span className="spacer" />
         <Conn state={conn} />
@@ -114,6 +123,9 @@ export function SessionView(props: { sessionId: string; transport: Transport; on
           events={s.events}
           pending={d.pendingPermissions}
           typing={typing}
+          live={known}
+          unrecorded={unrecordedText(s.unrecorded)}
+          unrecordedNote={unrecordedNote(s.unrecorded)}
           outputs={outputs}
           hasMore={s.hasMoreHistory}
           ready={s.hydrationPhase === "ready"}
@@ -127,14 +139,25 @@ export function SessionView(props: { sessionId: string; transport: Transport; on
             <h3>Session</h3>
             <dl>
               <dt>status</dt>
-              <dd data-testid="status-detail" className={`status-text ${s.status}`}>
-                {s.status}
+              <dd>
+                <Known testid="status-detail" className={`status-text ${s.status}`} value={s.status} last={s.status} stale={stale} unknown="unknown" now={now} />
               </dd>
               <dt>agent</dt>
               <dd data-testid="agent-detail">{agent ?? "–"}</dd>
               <dt>process</dt>
-              <dd data-testid="process">
-                <span className={`dot ${s.processAlive ? "alive" : "gone"}`} /> {s.processAlive ? "alive" : "gone"}
+              <dd>
+                <Known
+                  testid="process"
+                  value={
+                    <>
+                      <span className={`dot ${processText}`} /> {processText}
+                    </>
+                  }
+                  last={processText}
+                  stale={stale}
+                  unknown="unknown"
+                  now={now}
+                />
               </dd>
               <dt>stream</dt>
               <dd data-testid="connected">{s.connected ? "connected" : "disconnected"}</dd>
@@ -258,6 +281,11 @@ function Scroller(props: {
   events: Parameters<typeof Timeline>[0]["events"];
   pending: Parameters<typeof Timeline>[0]["pending"];
   typing: string;
+  /** The stream is live; otherwise the typing shown is as far as it got, and running is unknown. */
+  live: boolean;
+  /** Typing the log never recorded (a restart cut it off), and why. */
+  unrecorded: string;
+  unrecordedNote: string;
   outputs: ReadonlyMap<string, string>;
   hasMore: boolean;
   ready: boolean;
@@ -265,7 +293,7 @@ function Scroller(props: {
   firstSeq: bigint | undefined;
   headSeq: bigint;
 }) {
-  const { events, pending, typing, outputs, hasMore, ready, fetchOlder, firstSeq, headSeq } = props;
+  const { events, pending, typing, live, unrecorded, unrecordedNote, outputs, hasMore, ready, fetchOlder, firstSeq, headSeq } = props;
   const ref = useRef<HTMLDivElement>(null);
   const stick = useRef(true);
   const prev = useRef<{ firstSeq: bigint | undefined; height: number }>({ firstSeq: undefined, height: 0 });
@@ -283,7 +311,7 @@ function Scroller(props: {
     prev.current = { firstSeq, height: el.scrollHeight };
     // Nothing to scroll yet: fetch older pages until the view is full.
     if (el.scrollHeight <= el.clientHeight && hasMore && ready) void fetchOlder();
-  }, [events, typing, outputs, firstSeq, hasMore, ready, fetchOlder]);
+  }, [events, typing, unrecorded, outputs, firstSeq, hasMore, ready, fetchOlder]);
 
   const loadOlder = () => {
     if (hasMore && ready) void fetchOlder();
@@ -310,10 +338,18 @@ function Scroller(props: {
         events.length > 0 && <div className="log-start muted">start of the session</div>
       )}
       {!ready && <div className="muted pad">loading…</div>}
-      <Timeline events={events} pending={pending} outputs={outputs} />
+      <Timeline events={events} pending={pending} outputs={outputs} live={live} />
       {typing !== "" && (
-        <div className="ev assistant typing" data-testid="partial">
+        <div className={`ev assistant typing${live ? "" : " stale"}`} data-testid="partial">
           <div className="text">{typing}</div>
+        </div>
+      )}
+      {unrecorded !== "" && (
+        <div className="ev assistant unrecorded" data-testid="unrecorded">
+          <div className="note" data-testid="unrecorded-note">
+            {unrecordedNote}
+          </div>
+          <div className="text">{unrecorded}</div>
         </div>
       )}
       {ready && events.length === 0 && <p className="muted pad">Nothing here yet: send a message to start the session.</p>}

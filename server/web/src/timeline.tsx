@@ -34,32 +34,51 @@ interface Index {
   asking: Set<string>;
   /** What running tools have printed so far, by tool_use id (live typing). */
   outputs: ReadonlyMap<string, string>;
+  /** Calls without a result whose turn ended (a stop, a crash, a server restart): they run no more. */
+  ended: Set<string>;
+  /** The stream is live: a call without a result is known to be running. */
+  live: boolean;
 }
 
 /**
  * The held events as turns. Re-grouped when the list changes (a new array
  * per change); `pending` (derived.pendingPermissions) marks the calls that
  * wait for an answer; `outputs` is what running tools printed so far, shown
- * under each until its result arrives.
+ * under each until its result arrives. `live`: the stream is live, so a call
+ * without a result is running (otherwise that is unknown).
  */
 export function Timeline({
   events,
   pending,
   outputs,
+  live,
 }: {
   events: readonly Event[];
   pending: readonly PendingPermission[];
   outputs: ReadonlyMap<string, string>;
+  live: boolean;
 }) {
   const grouped = useMemo(() => {
     const turns = groupEvents(events);
     const calls = new Map<string, ToolCall>();
-    for (const t of turns) for (const c of t.toolCalls) calls.set(c.toolUseId, c);
-    return { turns, calls, children: subagentChildren(events) };
+    const ended = new Set<string>();
+    for (const t of turns)
+      for (const c of t.toolCalls) {
+        calls.set(c.toolUseId, c);
+        if (!c.result && t.end !== undefined) ended.add(c.toolUseId);
+      }
+    return { turns, calls, ended, children: subagentChildren(events) };
   }, [events]);
   const index = useMemo(
-    () => ({ calls: grouped.calls, children: grouped.children, asking: new Set(pending.map((p) => p.toolUseId)), outputs }),
-    [grouped, pending, outputs],
+    () => ({
+      calls: grouped.calls,
+      children: grouped.children,
+      asking: new Set(pending.map((p) => p.toolUseId)),
+      outputs,
+      ended: grouped.ended,
+      live,
+    }),
+    [grouped, pending, outputs, live],
   );
   const { turns } = grouped;
   return (
@@ -288,14 +307,24 @@ function Block({ b, index }: { b: ContentBlock; index: Index }) {
 }
 
 function ToolCallView({ call, index }: { call: ToolCall; index: Index }) {
-  const state = call.result ? (call.result.isError ? "error" : "done") : index.asking.has(call.toolUseId) ? "asking" : "running";
+  const state = call.result
+    ? call.result.isError
+      ? "error"
+      : "done"
+    : index.asking.has(call.toolUseId)
+      ? "asking"
+      : index.ended.has(call.toolUseId)
+        ? "ended"
+        : index.live
+          ? "running"
+          : "unknown";
   const children = call.kind === "agent" ? index.children.get(call.toolUseId) : undefined;
   return (
     <div className={`tool ${call.kind} ${state}`} data-testid="tool-call" data-tool={call.toolName} data-state={state}>
       <div className="tool-head">
         <span className="tool-name">{call.toolName}</span>
         <span className="gist">{toolGist(call.input)}</span>
-        <span className={`tool-state ${state}`}>{state}</span>
+        <span className={`tool-state ${state}`}>{state === "ended" ? "no result" : state}</span>
       </div>
       <details className="tool-input">
         <summary>input</summary>

@@ -56,7 +56,9 @@ pub struct Activity {
 }
 
 impl Activity {
-    fn of(kind: ActivityKind, tool_name: Option<String>) -> Self {
+    /// The activity of `kind` (with `tool_name` for RunningTool and
+    /// WaitingForPermission), labelled.
+    pub fn of(kind: ActivityKind, tool_name: Option<String>) -> Self {
         let label = match (kind, tool_name.as_deref()) {
             (ActivityKind::Idle, _) => "Idle".to_owned(),
             (ActivityKind::Starting, _) => "Starting".to_owned(),

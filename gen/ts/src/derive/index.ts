@@ -23,7 +23,7 @@
 
 export { StatusFold, deriveProcessAlive, deriveStatus, type Status } from "./status.js";
 export { deriveUsage, type SessionUsageTotals } from "./usage.js";
-export { deriveActivity, type Activity, type ActivityKind } from "./activity.js";
+export { activityOf, deriveActivity, type Activity, type ActivityKind } from "./activity.js";
 export {
   deriveBackgroundTasks,
   hasRunningBackgroundTasks,
