@@ -14,6 +14,7 @@ import type { BackgroundTask, ScheduledWakeup, SessionUsageTotals } from "@agent
 import { errorText, isUnauthenticated, serviceClient } from "./api.ts";
 import { pretty } from "./format.ts";
 import { Timeline } from "./timeline.tsx";
+import { MarkdownText } from "./markdown.tsx";
 import { Conn, UsagePanel } from "./widgets.tsx";
 import { RewindContext, SettingsPanel } from "./control.tsx";
 
@@ -313,7 +314,7 @@ function Scroller(props: {
       <Timeline events={events} pending={pending} outputs={outputs} />
       {typing !== "" && (
         <div className="ev assistant typing" data-testid="partial">
-          <div className="text">{typing}</div>
+          <MarkdownText text={typing} />
         </div>
       )}
       {ready && events.length === 0 && <p className="muted pad">Nothing here yet: send a message to start the session.</p>}
