@@ -18,7 +18,7 @@ import { build } from "esbuild";
 import type { Page } from "playwright-core";
 import { ROOT, startHarness, type Harness } from "../ts/support.ts";
 import { launchChromium, nodeClient, untilPage, type Target } from "./chromium.ts";
-import { splitBlocks } from "../../server/web/src/md-blocks.ts";
+import { appendBlocks, splitBlocks, type Split } from "../../server/web/src/md-blocks.ts";
 import { lineDiff, parseUnified, toolDiffs } from "../../server/web/src/diff.ts";
 
 const ARTIFACTS = join(ROOT, "tests/artifacts");
@@ -56,6 +56,18 @@ describe("the markdown block splitter", () => {
       for (let i = 0; i < prev.length - 1; i++) assert.equal(now[i], prev[i], `block ${i} at ${n}`);
       prev = now;
     }
+  });
+
+  it("splits appended text as it splits the whole", () => {
+    const full = "# A\n\ntext\n\n```\ncode\n\nmore\n```\n\n- x\n- y\n\n  still y\n\nend\n\n| a |\n|---|\n| 1 |";
+    let prev: Split = { text: "", blocks: [] };
+    for (let n = 0; n <= full.length; n++) {
+      const text = full.slice(0, n);
+      const blocks = appendBlocks(prev, text);
+      assert.deepEqual(blocks, splitBlocks(text), `at ${n}`);
+      prev = { text, blocks };
+    }
+    assert.deepEqual(appendBlocks(prev, "other"), ["other"], "not an append: split again");
   });
 });
 

@@ -11,7 +11,7 @@
 // rendered and memoized on its own, so while an answer is typed a delta
 // re-renders only the block that grows.
 
-import { memo, useMemo, type ReactElement, type ReactNode } from "react";
+import { memo, useMemo, useRef, type ReactElement, type ReactNode } from "react";
 import Markdown, { type Components } from "react-markdown";
 import remarkGfm from "remark-gfm";
 import type { Root as MdRoot, RootContent as MdNode, Parent as MdParent } from "mdast";
@@ -35,7 +35,7 @@ import sql from "highlight.js/lib/languages/sql";
 import typescript from "highlight.js/lib/languages/typescript";
 import xml from "highlight.js/lib/languages/xml";
 import yaml from "highlight.js/lib/languages/yaml";
-import { splitBlocks } from "./md-blocks.ts";
+import { appendBlocks, type Split } from "./md-blocks.ts";
 
 /**
  * The languages code blocks are highlighted in: what agents write most.
@@ -210,7 +210,12 @@ const MdBlock = memo(function MdBlock({ src, keep }: { src: string; keep: boolea
  * written, and typed text only ever grows).
  */
 export function MarkdownText({ text, testId }: { text: string; testId?: string }) {
-  const blocks = useMemo(() => splitBlocks(text), [text]);
+  const last = useRef<Split>({ text: "", blocks: [] });
+  const blocks = useMemo(() => {
+    const b = appendBlocks(last.current, text);
+    last.current = { text, blocks: b };
+    return b;
+  }, [text]);
   const trailing = text.slice(text.trimEnd().length);
   return (
     <div className="text md" data-testid={testId}>

@@ -54,3 +54,23 @@ export function splitBlocks(text: string): string[] {
   blocks.push(text.slice(start));
   return blocks.filter((b, i) => b !== "" || i === 0);
 }
+
+/** The text last split, and its blocks. */
+export interface Split {
+  text: string;
+  blocks: string[];
+}
+
+/**
+ * The blocks of `text`, given those of an earlier text. When `text` only
+ * appends to it (an answer being typed), the earlier blocks but the last
+ * are kept as they are and only the rest is split: a delta costs the
+ * length of the growing block, not of the answer. A block starts in the
+ * splitter's starting state, so this equals `splitBlocks(text)`.
+ */
+export function appendBlocks(prev: Split, text: string): string[] {
+  if (prev.blocks.length < 2 || !text.startsWith(prev.text)) return splitBlocks(text);
+  const kept = prev.blocks.slice(0, -1);
+  const from = prev.text.length - prev.blocks[prev.blocks.length - 1]!.length;
+  return kept.concat(splitBlocks(text.slice(from)));
+}
