@@ -380,6 +380,17 @@ it("renders an answer's markdown, inert where it must be, and file edits as diff
     assert.equal(await p.evaluate("window.__pwned ?? null"), null, "nothing in the answer ran, clicked or not");
     await p.screenshot({ path: join(ARTIFACTS, "console-markdown.png") });
 
+    // Thinking: folded, and markdown too once opened.
+    await send(p, "THINK **deeply** considered");
+    await settled(p, "the thinking turn's end");
+    const thinking = (await p.evaluate(`(() => {
+      const d = [...document.querySelectorAll("[data-testid=timeline] details.thinking")].at(-1);
+      return d ? { open: d.open, strong: [...d.querySelectorAll(".md strong")].map((s) => s.textContent) } : null;
+    })()`)) as { open: boolean; strong: string[] } | null;
+    assert.ok(thinking, "a thinking block is shown");
+    assert.equal(thinking.open, false, "folded by default");
+    assert.ok(thinking.strong.includes("deeply"), `rendered as markdown: ${JSON.stringify(thinking)}`);
+
     // An Edit (of a file the CLI has not read: refused, or asked and denied): its diff.
     const edit = { file_path: join(work, "a.rs"), old_string: "fn a() {\n    1\n}\n", new_string: "fn a() {\n    2\n}\n" };
     await send(p, `TOOL Edit ${JSON.stringify(edit)}`);
