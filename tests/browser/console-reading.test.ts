@@ -260,12 +260,16 @@ async function openConsole(fragment: string) {
   return { p, clean };
 }
 
-/** The session's status and the kind of its last timeline event, as shown. */
-async function settled(p: Page, what: string) {
+/** Waits until the session is idle after its `turns`th turn's end (counted from the start of the log). */
+async function settled(p: Page, what: string, turns: number) {
   await untilPage(
     p,
     what,
-    `document.querySelector("[data-testid=status]")?.textContent === "idle" && [...document.querySelectorAll("[data-testid=timeline] .ev[data-kind]")].at(-1)?.dataset.kind === "turnEnd"`,
+    `(() => {
+      const evs = [...document.querySelectorAll("[data-testid=timeline] .ev[data-kind]")];
+      return document.querySelector("[data-testid=status]")?.textContent === "idle" && evs.at(-1)?.dataset.kind === "turnEnd" &&
+        evs.filter((e) => e.dataset.kind === "turnEnd").length >= ${turns};
+    })()`,
     60_000,
   );
 }
@@ -356,7 +360,7 @@ it("renders an answer's markdown, inert where it must be, and file edits as diff
   try {
     await nodeClient(t).start({ sessionId: t.session, config: { prompt: `TEXT ${MARKDOWN}`, cwd: work } });
     const { p, clean } = await openConsole(`#/s/${t.session}`);
-    await settled(p, "the markdown turn's end");
+    await settled(p, "the markdown turn's end", 1);
 
     const a = (await p.evaluate(READ_ANSWER)) as Record<string, unknown> & { links: { href: string; target: string; rel: string; text: string }[] };
     assert.equal(a["h1"], "Plan of the change");
@@ -382,7 +386,7 @@ it("renders an answer's markdown, inert where it must be, and file edits as diff
 
     // Thinking: folded, and markdown too once opened.
     await send(p, "THINK **deeply** considered");
-    await settled(p, "the thinking turn's end");
+    await settled(p, "the thinking turn's end", 2);
     const thinking = (await p.evaluate(`(() => {
       const d = [...document.querySelectorAll("[data-testid=timeline] details.thinking")].at(-1);
       return d ? { open: d.open, strong: [...d.querySelectorAll(".md strong")].map((s) => s.textContent) } : null;
@@ -401,7 +405,7 @@ it("renders an answer's markdown, inert where it must be, and file edits as diff
       { path: edit.file_path, folded: false, note: "", lines: ["hunk:@@", "ctx: fn a() {", "del:-    1", "add:+    2", "ctx: }"] },
     ]);
     await denyIfAsked(p, "Edit");
-    await settled(p, "the Edit turn's end");
+    await settled(p, "the Edit turn's end", 3);
 
     // A long MultiEdit opens folded; "show all" unfolds it.
     const long = Array.from({ length: 60 }, (_, i) => `line ${i}`).join("\n");
@@ -418,13 +422,13 @@ it("renders an answer's markdown, inert where it must be, and file edits as diff
     assert.equal(open.folded, false);
     assert.equal(open.lines.length, 1 + 1 + 60 + 1 + 1 + 1, "every line: 2 hunks, 2 removed, 61 added");
     await denyIfAsked(p, "MultiEdit");
-    await settled(p, "the MultiEdit turn's end");
+    await settled(p, "the MultiEdit turn's end", 4);
 
     // A Write of a new file: every line added.
     await send(p, "WRITE new.txt hello from the console");
     await p.waitForSelector("[data-testid=permission]");
     await p.click("[data-testid=allow]");
-    await settled(p, "the Write turn's end");
+    await settled(p, "the Write turn's end", 5);
     shown = (await p.evaluate(READ_DIFFS)) as Shown;
     const write = shown.find((c) => c.tool === "Write")!;
     assert.equal(write.state, "done");
@@ -477,7 +481,7 @@ it("renders an answer's markdown, inert where it must be, and file edits as diff
     // A phone: nothing wider than the screen, the answer and the diffs readable.
     const phone = await openConsole(`#/s/${t.session}`);
     await phone.p.setViewportSize({ width: 375, height: 760 });
-    await settled(phone.p, "the session at phone width");
+    await settled(phone.p, "the session at phone width", 1);
     const overflow = await phone.p.evaluate("document.documentElement.scrollWidth - document.documentElement.clientWidth");
     assert.equal(overflow, 0, "nothing wider than the phone's screen");
     await phone.p.evaluate(`document.querySelector("[data-testid=tool-call][data-tool=Edit]").scrollIntoView()`);
