@@ -384,6 +384,12 @@ it("renders an answer's markdown, inert where it must be, and file edits as diff
     assert.equal(await p.evaluate("window.__pwned ?? null"), null, "nothing in the answer ran, clicked or not");
     await p.screenshot({ path: join(ARTIFACTS, "console-markdown.png") });
 
+    // A code block's copy button puts its source on the clipboard.
+    await browser.ctx.grantPermissions(["clipboard-read", "clipboard-write"], { origin: h.url });
+    await p.click("[data-testid=timeline] .ev[data-kind=content] [data-testid=copy-code]");
+    await untilPage(p, "copied", `document.querySelector("[data-testid=copy-code]")?.textContent === "copied"`);
+    assert.equal(await p.evaluate("navigator.clipboard.readText()"), 'fn main() { println!("hi"); }\n');
+
     // Thinking: folded, and markdown too once opened.
     await send(p, "THINK **deeply** considered");
     await settled(p, "the thinking turn's end", 2);

@@ -11,7 +11,7 @@
 // rendered and memoized on its own, so while an answer is typed a delta
 // re-renders only the block that grows.
 
-import { memo, useMemo, useRef, type ReactElement, type ReactNode } from "react";
+import { memo, useMemo, useRef, useState, type ReactElement, type ReactNode } from "react";
 import Markdown, { type Components } from "react-markdown";
 import remarkGfm from "remark-gfm";
 import type { Root as MdRoot, RootContent as MdNode, Parent as MdParent } from "mdast";
@@ -132,7 +132,35 @@ function rehypeHighlight() {
 /** react-markdown passes the hast node along; it must not reach the DOM. */
 type WithNode<T> = T & { node?: unknown };
 
+/** The text of a hast node (a code block's source, highlighted or not). */
+function hastText(n: unknown): string {
+  const node = n as { type?: string; value?: string; children?: unknown[] } | undefined;
+  if (!node) return "";
+  if (node.type === "text") return node.value ?? "";
+  return (node.children ?? []).map(hastText).join("");
+}
+
+/** A code block with a button that copies its source. */
+function CodeBlock({ node, children }: WithNode<{ children?: ReactNode }>) {
+  const [copied, setCopied] = useState<"" | "copied" | "failed">("");
+  const copy = () => {
+    navigator.clipboard.writeText(hastText(node)).then(
+      () => setCopied("copied"),
+      () => setCopied("failed"),
+    );
+  };
+  return (
+    <div className="md-code">
+      <button type="button" className="md-copy" data-testid="copy-code" onClick={copy} title="copy the code">
+        {copied || "copy"}
+      </button>
+      <pre>{children}</pre>
+    </div>
+  );
+}
+
 const components: Components = {
+  pre: CodeBlock,
   a: ({ href, children }: WithNode<{ href?: string; children?: ReactNode }>) =>
     href ? (
       <a href={href} target="_blank" rel="noopener noreferrer">
