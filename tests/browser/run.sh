@@ -30,6 +30,10 @@
 # flight shows "unknown" while down and "no result" once the restart ended
 # its run. Saves
 # tests/artifacts/console-disconnected.png.
+#
+# console-reading.test.ts: markdown (and raw HTML
+# and javascript: links inert), file edits as diffs, dark mode, shortcuts, a
+# phone width, and the time a 200 KB answer takes to render.
 # Exits non-zero on any failure.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
@@ -69,4 +73,4 @@ npx tsc -p tsconfig.json --noEmit
 node build.mjs
 
 echo "--- tests/browser: Playwright + Chromium against the real server"
-node --import tsx --test --test-concurrency=1 --test-reporter=spec browser.test.ts console.test.ts console-honest.test.ts
+node --import tsx --test --test-concurrency=1 --test-reporter=spec browser.test.ts console.test.ts console-honest.test.ts console-reading.test.ts

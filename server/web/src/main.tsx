@@ -10,6 +10,7 @@ import { createRoot } from "react-dom/client";
 import { isUnauthenticated, makeTransport, serviceClient, storeToken, storedToken, errorText } from "./api.ts";
 import { SessionList } from "./list.tsx";
 import { SessionView } from "./session.tsx";
+import { Shortcuts } from "./shortcuts.tsx";
 
 /** The route in the fragment: the list, or one session. */
 function useRoute(): { session: string | undefined } {
@@ -68,6 +69,7 @@ function App() {
           </span>
         )}
         <span className="spacer" />
+        <Shortcuts />
         {token && (
           <button type="button" className="link" data-testid="forget-token" onClick={() => useToken(null)}>
             forget token

@@ -17,6 +17,7 @@ import type { BackgroundTask, ScheduledWakeup, SessionUsageTotals } from "@agent
 import { errorText, isUnauthenticated, serviceClient } from "./api.ts";
 import { pretty } from "./format.ts";
 import { Timeline } from "./timeline.tsx";
+import { MarkdownText } from "./markdown.tsx";
 import { Conn, UsagePanel } from "./widgets.tsx";
 import { RewindContext, SettingsPanel } from "./control.tsx";
 import { Known, useNow } from "./stale.tsx";
@@ -341,7 +342,7 @@ function Scroller(props: {
       <Timeline events={events} pending={pending} outputs={outputs} live={live} />
       {typing !== "" && (
         <div className={`ev assistant typing${live ? "" : " stale"}`} data-testid="partial">
-          <div className="text">{typing}</div>
+          <MarkdownText text={typing} />
         </div>
       )}
       {unrecorded !== "" && (

@@ -17,8 +17,13 @@ import {
   type PendingPermission,
   type ToolCall,
 } from "@agent-harness/client/protocol";
+import { toJson, type JsonValue } from "@bufbuild/protobuf";
+import { ValueSchema } from "@bufbuild/protobuf/wkt";
 import { clock, duration, pretty, toolGist, tokens, usd } from "./format.ts";
 import { RewindButton } from "./control.tsx";
+import { MarkdownText } from "./markdown.tsx";
+import { toolDiffs } from "./diff.ts";
+import { DiffView } from "./diff-view.tsx";
 
 const SETTINGS: Record<number, string> = {
   [Setting.MODEL]: "model",
@@ -287,13 +292,13 @@ function EventView({ e, index }: { e: Event; index: Index }) {
 function Block({ b, index }: { b: ContentBlock; index: Index }) {
   switch (b.type) {
     case "text":
-      return <div className="text">{b.text}</div>;
+      return <MarkdownText text={b.text} />;
     case "thinking":
     case "redacted_thinking":
       return (
         <details className="thinking">
           <summary>thinking</summary>
-          <div className="text">{b.thinking || "(redacted)"}</div>
+          {b.thinking ? <MarkdownText text={b.thinking} /> : <div className="text muted">(redacted)</div>}
         </details>
       );
     case "tool_use":
@@ -306,7 +311,14 @@ function Block({ b, index }: { b: ContentBlock; index: Index }) {
   }
 }
 
+/** The call's recorded tool_use_result, as JSON (where an ACP agent's diffs are). */
+function resultJson(call: ToolCall): JsonValue | undefined {
+  const p = call.resultEvent?.payload;
+  return p?.case === "result" && p.value.toolUseResult ? toJson(ValueSchema, p.value.toolUseResult) : undefined;
+}
+
 function ToolCallView({ call, index }: { call: ToolCall; index: Index }) {
+  const diffs = useMemo(() => toolDiffs(call.toolName, call.input, resultJson(call)), [call]);
   const state = call.result
     ? call.result.isError
       ? "error"
@@ -326,6 +338,7 @@ function ToolCallView({ call, index }: { call: ToolCall; index: Index }) {
         <span className="gist">{toolGist(call.input)}</span>
         <span className={`tool-state ${state}`}>{state === "ended" ? "no result" : state}</span>
       </div>
+      {diffs && diffs.length > 0 && <DiffView files={diffs} />}
       <details className="tool-input">
         <summary>input</summary>
         <pre>{pretty(call.input)}</pre>
