@@ -20,6 +20,7 @@ import type {
   SetMaxThinkingTokensResponse,
   SetModelResponse,
   SetPermissionModeResponse,
+  SetTitleResponse,
   StartResponse,
   StopResponse,
   StopTaskResponse,
@@ -73,6 +74,8 @@ export interface UseSessionResult {
    * latest setModel / setPermissionMode / setMaxThinkingTokens said.
    */
   settings: Settings;
+  /** What to call the session (`derived.title`; see SessionSnapshot.title). */
+  title: string;
   /** Spawns the CLI (creating the session on first use); `config.fork` starts it as a fork of another session. */
   start: (config?: StartOptions) => Promise<StartResponse>;
   /** Sends a user message, with content blocks (images, documents) placed before the text. */
@@ -91,6 +94,8 @@ export interface UseSessionResult {
   setPermissionMode: (mode: string) => Promise<SetPermissionModeResponse>;
   /** Sets the thinking budget per turn (0: none; undefined: the CLI's default). */
   setMaxThinkingTokens: (maxThinkingTokens: number | undefined) => Promise<SetMaxThinkingTokensResponse>;
+  /** Names the session ("" : back to the title of its first prompt). */
+  setTitle: (title: string) => Promise<SetTitleResponse>;
   /** Undoes the agent's file edits back to the user message whose inputSent is at `toSeq` (`dryRun`: only list them). */
   rewindFiles: (toSeq: bigint, opts?: RewindOptions) => Promise<RewindFilesResponse>;
   /** 'hydrating' until the initial replay and backfill settle, then 'ready'. */
@@ -139,6 +144,7 @@ function emptySnapshot(sessionId: string): SessionSnapshot {
     usage: derived.usage,
     activity: derived.activity,
     settings: derived.settings,
+    title: derived.title,
     connected: false,
     hydrationPhase: "hydrating",
     error: undefined,
@@ -190,6 +196,7 @@ export function useSession(sessionId: string, options: UseSessionOptions): UseSe
     hydrationPhase: snap.hydrationPhase,
     activity: snap.activity,
     settings: snap.settings,
+    title: snap.title,
     connected: snap.connected,
     processAlive: snap.processAlive,
     usage: snap.usage,
@@ -205,6 +212,7 @@ export function useSession(sessionId: string, options: UseSessionOptions): UseSe
     setModel: handle ? handle.setModel : noHandle,
     setPermissionMode: handle ? handle.setPermissionMode : noHandle,
     setMaxThinkingTokens: handle ? handle.setMaxThinkingTokens : noHandle,
+    setTitle: handle ? handle.setTitle : noHandle,
     rewindFiles: handle ? handle.rewindFiles : noHandle,
     fetchHistory: handle ? handle.fetchHistory : () => Promise.resolve({ hasMore: false }),
     reconnect: handle ? handle.reconnect : () => {},
