@@ -19,7 +19,9 @@
 # command's output shown live under its call until its result, a Gemini
 # session (the ACP agent gemini, offered from ListAgents) the same way and, on
 # a server without codex, the start form showing the refusal. Saves
-# tests/artifacts/console-*.png.
+# tests/artifacts/console-*.png. console-title.test.ts: a session named by its
+# first prompt, renamed from the header, the name kept across a reload and in
+# the list.
 # Exits non-zero on any failure.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
@@ -59,4 +61,4 @@ npx tsc -p tsconfig.json --noEmit
 node build.mjs
 
 echo "--- tests/browser: Playwright + Chromium against the real server"
-node --import tsx --test --test-concurrency=1 --test-reporter=spec browser.test.ts console.test.ts
+node --import tsx --test --test-concurrency=1 --test-reporter=spec browser.test.ts console.test.ts console-title.test.ts
