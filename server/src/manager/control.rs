@@ -10,6 +10,11 @@
 //! recorded as `NEXT_SPAWN`, and the next spawn applies it (see
 //! [`super::fold::SettingsChanged`]): so a setting survives a respawn, an
 //! idle timeout and a server restart.
+//!
+//! How an event of a call gets into the log is shared with SetTitle
+//! ([`super::title`]): the live run appends it in order with its own events
+//! ([`SessionManager::run_records_or_claim`]), else the manager does,
+//! holding the session's claim ([`SessionManager::commit_claimed`]).
 
 use agent_harness_protocol::pb;
 use agent_harness_protocol::pb::event::Payload;
