@@ -62,7 +62,12 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         }
         let state = (
             format!(
-                "{} ({}){}",
+                "{}{} ({}){}",
+                // The session's name: the latest SetTitle, else its first prompt's line.
+                match snapshot.derived.title.as_str() {
+                    "" => String::new(),
+                    title => format!("{title}: "),
+                },
                 snapshot.derived.status.as_str(),
                 if snapshot.derived.process_alive {
                     "process alive"

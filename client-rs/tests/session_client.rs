@@ -922,6 +922,50 @@ async fn setting_and_rewind_calls_send_their_request_and_retry_with_one_key() {
     client.close().await;
 }
 
+/// SetTitle sends its request under one key (the same again when the
+/// answer was lost), and the title it records is the snapshot's derived
+/// title; an empty one goes back to the first prompt's.
+#[tokio::test]
+async fn set_title_retries_with_one_key_and_the_snapshot_derives_it() {
+    let server = start(ServerOptions::default()).await;
+    let client = client(&server, options());
+    client
+        .send("Fix the build\nplease", Vec::new())
+        .await
+        .unwrap();
+    let snap = wait(&client, "the input_sent event", |s| s.cursor == 1).await;
+    assert_eq!(snap.derived.title, "Fix the build");
+    let lose = |n| server.state.inner.lock().unwrap().lose_answers = n;
+    lose(1);
+    let named = client.set_title("Build fix").await.unwrap();
+    let snap = wait(&client, "the title_set", |s| s.cursor == named.seq).await;
+    assert_eq!(snap.derived.title, "Build fix");
+    {
+        let inner = server.state.inner.lock().unwrap();
+        let sent: Vec<(&str, &str, &str)> = inner
+            .set_title_requests
+            .iter()
+            .map(|r| {
+                (
+                    r.session_id.as_str(),
+                    r.title.as_str(),
+                    r.idempotency_key.as_str(),
+                )
+            })
+            .collect();
+        assert_eq!(sent.len(), 2, "a lost answer and its retry: {sent:?}");
+        assert_eq!(sent[0], sent[1], "the retry is the same request");
+        assert_eq!((sent[0].0, sent[0].1), (SESSION, "Build fix"));
+    }
+    let cleared = client
+        .set_title_with_key("app-key-title", "")
+        .await
+        .unwrap();
+    let snap = wait(&client, "the cleared title", |s| s.cursor == cleared.seq).await;
+    assert_eq!(snap.derived.title, "Fix the build");
+    client.close().await;
+}
+
 #[test]
 fn backoff_grows_is_capped_and_jittered() {
     let policy = BackoffPolicy::default();

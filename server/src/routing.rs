@@ -47,6 +47,7 @@ session_scoped!(
     pb::RespondPermissionRequest,
     pb::DeleteSessionRequest,
     pb::GetSessionRequest,
+    pb::SetTitleRequest,
 );
 
 /// The request's message once its `x-session-id` header, when present,

@@ -576,9 +576,13 @@ impl SessionService for Rpc {
 
     async fn set_title(
         &self,
-        _request: Request<pb::SetTitleRequest>,
+        request: Request<pb::SetTitleRequest>,
     ) -> Result<Response<pb::SetTitleResponse>, Status> {
-        Err(Status::unimplemented("SetTitle: not yet"))
+        let mut req = routed(request)?;
+        validate::session_id(&req.session_id)?;
+        validate::idempotency_key(&req.idempotency_key)?;
+        req.title = validate::title(&req.title)?.to_owned();
+        Ok(Response::new(self.manager.set_title(req).await?))
     }
 
     async fn list_agents(

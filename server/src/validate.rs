@@ -89,6 +89,33 @@ pub fn request_id(id: &str) -> Result<()> {
     Ok(())
 }
 
+/// Most characters of a title a client sets (SetTitle).
+pub const MAX_TITLE_CHARS: usize = 200;
+
+/// A SetTitle title: trimmed (the returned slice), one line without control
+/// characters, at most [`MAX_TITLE_CHARS`] characters. Empty after the trim
+/// is allowed: it goes back to the derived title.
+pub fn title(title: &str) -> Result<&str> {
+    let title = title.trim();
+    if let Some(c) = title
+        .chars()
+        .find(|c| c.is_control() || matches!(c, '\u{2028}' | '\u{2029}'))
+    {
+        return Err(Error::invalid(
+            "title",
+            format!("character {c:?} is not allowed (one line, no control characters)"),
+        ));
+    }
+    let n = title.chars().count();
+    if n > MAX_TITLE_CHARS {
+        return Err(Error::invalid(
+            "title",
+            format!("{n} characters, more than {MAX_TITLE_CHARS}"),
+        ));
+    }
+    Ok(title)
+}
+
 /// An `idempotency_key`: empty (no key, `None`) or 1–128 printable ASCII
 /// characters without spaces (a UUID, a ULID, base64 or hex of random bytes).
 pub fn idempotency_key(key: &str) -> Result<Option<&str>> {
@@ -219,6 +246,22 @@ mod tests {
         for bad in ["a b", "a\nb", "é", "tab\t", &"k".repeat(129)] {
             let err = idempotency_key(bad).unwrap_err().to_string();
             assert!(err.contains("idempotency_key"), "{bad:?}: {err}");
+        }
+    }
+
+    #[test]
+    fn titles_are_trimmed_one_line_and_bounded() {
+        assert_eq!(title("  Fix the build \t").unwrap(), "Fix the build");
+        assert_eq!(title("   ").unwrap(), "");
+        assert!(title(&"é".repeat(MAX_TITLE_CHARS)).is_ok());
+        for bad in [
+            "a\nb",
+            "a\u{7}b",
+            "a\u{2028}b",
+            &"t".repeat(MAX_TITLE_CHARS + 1),
+        ] {
+            let err = title(bad).unwrap_err().to_string();
+            assert!(err.contains("title"), "{bad:?}: {err}");
         }
     }
 

@@ -34,6 +34,10 @@
 # console-reading.test.ts: markdown (and raw HTML
 # and javascript: links inert), file edits as diffs, dark mode, shortcuts, a
 # phone width, and the time a 200 KB answer takes to render.
+#
+# console-title.test.ts: a session named by its
+# first prompt, renamed from the header, the name kept across a reload and in
+# the list.
 # Exits non-zero on any failure.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
@@ -73,4 +77,4 @@ npx tsc -p tsconfig.json --noEmit
 node build.mjs
 
 echo "--- tests/browser: Playwright + Chromium against the real server"
-node --import tsx --test --test-concurrency=1 --test-reporter=spec browser.test.ts console.test.ts console-honest.test.ts console-reading.test.ts
+node --import tsx --test --test-concurrency=1 --test-reporter=spec browser.test.ts console.test.ts console-honest.test.ts console-reading.test.ts console-title.test.ts

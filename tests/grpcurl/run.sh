@@ -7,7 +7,8 @@
 # session: SetModel, SetPermissionMode (and the policy's refusals), SetMaxThinkingTokens,
 # RewindFiles (dry run, then for real), a fork, DeleteSession, one Codex turn (the real
 # codex CLI against the fake's Responses API), ListAgents and one Gemini turn (the real
-# Gemini CLI over ACP, --acp-agent, against the fake's Gemini API). Outputs are asserted with
+# Gemini CLI over ACP, --acp-agent, against the fake's Gemini API), and SetTitle read back
+# through GetSession. Outputs are asserted with
 # tests/grpcurl/check.py (stdlib Python).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
@@ -105,7 +106,7 @@ ok "list names agentharness.v1.SessionService"
 echo "\$ grpcurl -plaintext $addr describe agentharness.v1.SessionService"
 g "$addr" describe agentharness.v1.SessionService | tee "$tmp/describe.out"
 for rpc in Start Send Stop History RespondPermission StopTask GetContextUsage GetSession ListSessions \
-  SetModel SetPermissionMode SetMaxThinkingTokens RewindFiles DeleteSession ListAgents; do
+  SetModel SetPermissionMode SetMaxThinkingTokens RewindFiles DeleteSession ListAgents SetTitle; do
   grep -q "rpc $rpc ( .agentharness.v1.${rpc}Request ) returns ( .agentharness.v1.${rpc}Response );" "$tmp/describe.out" ||
     { echo "FAIL: describe lacks rpc $rpc"; exit 1; }
 done
@@ -379,5 +380,20 @@ cp "$tmp/get.out" "$tmp/gemini-get.out"
 g -d "{\"session_id\":\"$sid6\",\"limit\":$h6}" "$addr" agentharness.v1.SessionService/History >"$tmp/gemini.out"
 check agent "$tmp/gemini.out" gemini "hello from gemini" "$tmp/gemini-get.out"
 ok "Gemini (ACP): the answer from the Gemini API; runStart, runReady and GetSession name agent gemini; idle after turnEnd"
+
+# SetTitle names the first session (trimmed); GetSession reads it back with the session's cwd;
+# an empty title goes back to the one derived from the first prompt.
+title_req="{\"session_id\":\"$sid\",\"title\":\"  grpcurl title  \"}"
+echo "\$ grpcurl -plaintext -d '$title_req' $addr agentharness.v1.SessionService/SetTitle"
+g -d "$title_req" "$addr" agentharness.v1.SessionService/SetTitle | tee "$tmp/title.out"
+[ "$(jq -r '.seq // 0' "$tmp/title.out")" -gt 0 ] || { echo "FAIL: SetTitle answered no seq"; exit 1; }
+g -d "{\"session_id\":\"$sid\"}" "$addr" agentharness.v1.SessionService/GetSession >"$tmp/get.out"
+[ "$(jq -r .session.title "$tmp/get.out")" = "grpcurl title" ] && [ "$(jq -r .session.cwd "$tmp/get.out")" = "$tmp/work" ] ||
+  { echo "FAIL: GetSession after SetTitle:"; cat "$tmp/get.out"; exit 1; }
+g -d "{\"session_id\":\"$sid\",\"title\":\"\"}" "$addr" agentharness.v1.SessionService/SetTitle >/dev/null
+g -d "{\"session_id\":\"$sid\"}" "$addr" agentharness.v1.SessionService/GetSession >"$tmp/get.out"
+[ "$(jq -r .session.title "$tmp/get.out")" = "TEXT hello from grpcurl" ] ||
+  { echo "FAIL: GetSession after an empty SetTitle:"; cat "$tmp/get.out"; exit 1; }
+ok "SetTitle: GetSession reads \"grpcurl title\" back, and an empty title the first prompt's"
 
 echo "grpcurl: $pass passed, 0 failed"

@@ -182,6 +182,22 @@ describe("controlling the live session", () => {
     handle.close();
   });
 
+  it("setTitle names the session: GetSession reads it back, the snapshot's title follows, an empty one goes back to the first prompt's", async () => {
+    const sid = "ts-set-title";
+    const { handle, first } = await started(relay, sid, { prompt: "TEXT name me\nsecond line" });
+    assert.equal(first.title, "TEXT name me", "derived from the first prompt");
+    const client = createClient(SessionService, createGrpcTransport({ baseUrl: relay.url }));
+    const set = await handle.setTitle("  Release checklist  ", { idempotencyKey: "ts-set-title-1" });
+    const named = await eventually("titleSet", handle.getSnapshot, (s) => s.lastSeq >= set.seq);
+    assert.equal(named.title, "Release checklist", "trimmed by the server");
+    const got = await client.getSession({ sessionId: sid });
+    assert.equal(got.session?.title, "Release checklist");
+    assert.equal((await handle.setTitle("  Release checklist  ", { idempotencyKey: "ts-set-title-1" })).seq, set.seq);
+    await handle.setTitle("");
+    assert.equal((await client.getSession({ sessionId: sid })).session?.title, "TEXT name me");
+    await assert.rejects(handle.setTitle("two\nlines"), (e) => ConnectError.from(e).code === Code.InvalidArgument);
+  });
+
   it("rewindFiles: a dry run lists the file the agent wrote and changes nothing; the rewind restores it and is recorded", async () => {
     const sid = "ts-rewind";
     const cwd = workDir();

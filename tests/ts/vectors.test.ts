@@ -20,6 +20,7 @@ import { readdirSync, readFileSync } from "node:fs";
 import { join } from "node:path";
 import { after, describe, it } from "node:test";
 import { fromJson, type JsonValue } from "@bufbuild/protobuf";
+import type { Timestamp } from "@bufbuild/protobuf/wkt";
 import {
   EventSchema,
   Fold,
@@ -38,6 +39,7 @@ import {
   deriveSession,
   deriveSettings,
   deriveStatus,
+  deriveTitle,
   deriveUsage,
   groupEvents,
   hasRunningBackgroundTasks,
@@ -62,6 +64,10 @@ interface Vector {
   events: JsonValue[];
   expect: Checkpoint[];
 }
+
+/** A time as the vectors give it: Unix milliseconds, null for none. */
+const unixMs = (t: Timestamp | undefined): JsonValue =>
+  t === undefined ? null : Number(t.seconds) * 1000 + Math.floor(t.nanos / 1_000_000);
 
 /** Fields this port derives, as the vectors spell them, to comparable JSON. */
 const FIELDS: Record<string, (d: Derived, events: Event[]) => JsonValue> = {
@@ -101,6 +107,10 @@ const FIELDS: Record<string, (d: Derived, events: Event[]) => JsonValue> = {
     permissionMode: d.settings.permissionMode ?? null,
     maxThinkingTokens: d.settings.maxThinkingTokens ?? null,
   }),
+  title: (d) => d.title,
+  cwd: (d) => d.cwd,
+  createdAt: (d) => unixMs(d.createdAt),
+  updatedAt: (d) => unixMs(d.updatedAt),
   turns: (_d, events) =>
     groupEvents(events).map((t) => [
       t.start ? Number(t.start.seq) : null,
@@ -271,6 +281,7 @@ describe("incremental Fold agrees with the O(n) functions on every vector", () =
         assert.deepEqual(fold.planOutcomes(), derivePlanOutcomes(prefix), `${ctx}: planOutcomes`);
         assert.deepEqual(fold.scheduledWakeup(), deriveScheduledWakeup(prefix), `${ctx}: scheduledWakeup`);
         assert.deepEqual(fold.settings(), deriveSettings(prefix), `${ctx}: settings`);
+        assert.equal(fold.title(), deriveTitle(prefix), `${ctx}: title`);
         assert.deepEqual(fold.session("s"), deriveSession("s", prefix), `${ctx}: session`);
         // The expected values themselves, at the vector's checkpoints.
         const cp = byAfter.get(n);
@@ -331,6 +342,19 @@ describe("incremental Fold agrees with the O(n) functions on every vector", () =
     assert.deepEqual([s.model, s.permissionMode, s.maxThinkingTokens], ["haiku", "default", 0]);
     const empty = deriveSession("none", []);
     assert.deepEqual([empty.model, empty.permissionMode, empty.maxThinkingTokens], ["", "", undefined]);
+  });
+
+  it("names the session and says where and when it ran as GetSession does", () => {
+    const { events } = load("title_set.json");
+    // After the SetTitle on the live run (seq 6): the chosen title.
+    const s = deriveSession("sess-1", events.slice(0, 6));
+    assert.deepEqual([s.title, s.cwd], ["Greeting check", "/srv/demo/work"]);
+    assert.equal(s.createdAt, events[0]!.time);
+    assert.equal(s.updatedAt, events[5]!.time);
+    // After the empty one (seq 8): back to the first prompt's.
+    assert.equal(deriveSession("sess-1", events.slice(0, 8)).title, "hello");
+    const empty = deriveSession("none", []);
+    assert.deepEqual([empty.title, empty.cwd, empty.createdAt, empty.updatedAt], ["", "", undefined, undefined]);
   });
 
   it("reads a recorded thinking budget as Rust's u32 parse does", () => {

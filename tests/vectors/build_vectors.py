@@ -138,6 +138,15 @@ def turn_end(u=(12, 7, 0, 0), cost=0.000141, is_error=False, compact=False, reas
                         "errors": list(errors)})
 
 
+def title_set(title):
+    return ("titleSet", {"title": title})
+
+
+def at(seq):
+    """Unix milliseconds of the time V.ev gives event `seq` (createdAt, updatedAt)."""
+    return 1795986000000 + (seq // 60 % 60) * 60000 + (seq % 60) * 1000
+
+
 def compact_boundary(trigger="manual", pre=19):
     return ("turnEnd", {"usage": usage(), "compact": True, "compactTrigger": trigger,
                         "compactPreTokens": u64(pre)})
@@ -943,6 +952,56 @@ v.ev(run_end("COMPLETED", exit_code=0), I, False, settings=S("claude-sonnet-4-6"
 # The agent's events are the Codex decoder's output for the real Codex 0.169.0
 # transcripts (codex/*.json, checked by the decoder's tests); the harness's own
 # events go around them as the manager writes them.
+
+# ---- titles ------------------------------------------------------------------
+
+CWD = "/srv/demo/work"
+
+v = V("title_from_prompt", "The first non-blank line of the first prompt, whitespace collapsed, names the "
+      "session; later prompts and a respawn's prompt do not; cwd is the latest run_start's; createdAt and "
+      "updatedAt are the times of the first and the newest event.")
+v.also(title="", cwd="", createdAt=None, updatedAt=None)
+PROMPT = "\n   Fix  the\tflaky   test\nin CI, please"
+v.ev(run_start(PROMPT), ST, True, title="Fix the flaky test", cwd=CWD, createdAt=at(1), updatedAt=at(1))
+v.ev(inp(PROMPT, "INITIAL"), ST, True, title="Fix the flaky test", updatedAt=at(2))
+v.ev(run_ready("cli-sess-1"), SR, True)
+simple_turn(v)
+v.ev(inp("Now the other test"), SR, True, title="Fix the flaky test", createdAt=at(1), updatedAt=at(6))
+v.ev(content(text("Done.")), SR, True)
+v.ev(turn_end(res="Done."), I, True)
+v.ev(run_end("IDLE_TIMEOUT", signal="SIGTERM"), I, False, title="Fix the flaky test", updatedAt=at(9))
+v.ev(run_start("And a third", trigger="send", resume="cli-sess-1"), ST, True, title="Fix the flaky test",
+     cwd=CWD, createdAt=at(1), updatedAt=at(10))
+
+v = V("title_from_first_send", "A Start with no prompt leaves the session untitled; a wakeup's input does not "
+      "name it, nor a blank Send; the first user message with text does.")
+v.ev(run_start(""), I, True, title="", cwd=CWD)
+v.ev(inp("check the queue", "WAKEUP"), ST, True, title="")
+v.ev(inp("  \t ", "USER"), ST, True, title="")
+v.ev(inp("Review PR 12\nthe one about caching"), ST, True, title="Review PR 12")
+v.ev(run_ready("cli-sess-1"), SR, True, title="Review PR 12")
+
+v = V("title_set", "A client's SetTitle names the session over the derived title (recorded by the live run, "
+      "or by the server with no run id when none lives); an empty title goes back to the derived one; a "
+      "respawn keeps the chosen one.")
+boot(v, "hello")
+v.also(title="hello")
+simple_turn(v)
+v.ev(title_set("Greeting check"), I, True, title="Greeting check", activity=A("idle"), updatedAt=at(6))
+v.ev(run_end("IDLE_TIMEOUT", signal="SIGTERM"), I, False, title="Greeting check")
+v.ev(title_set(""), I, False, run="", title="hello")
+v.ev(title_set("Renamed"), I, False, run="", title="Renamed", createdAt=at(1), updatedAt=at(9))
+v.ev(run_start("more", trigger="send", resume="cli-sess-1"), ST, True, title="Renamed", cwd=CWD)
+v.ev(inp("more", "INITIAL"), ST, True, title="Renamed")
+
+v = V("title_long_prompt", "A first line longer than 80 characters is cut to 80 characters (not bytes: an "
+      "emoji and accented letters count one each), trailing space dropped, and \"…\" added.")
+LONG = ("\n\n\U0001F4E6 \u00dcn\u00efc\u00f6d\u00e9   release:\tbump each crate, regenerate the clients, "
+        "rebuild the console and tag it afterwards\nsecond line")
+boot(v, LONG)
+v.also(title="\U0001F4E6 \u00dcn\u00efc\u00f6d\u00e9 release: bump each crate, regenerate the clients, "
+       "rebuild the console\u2026")
+
 
 def decoded(kind, name):
     """A decoder's payloads for one cassette, stored as <kind>/<name>.json, in order."""

@@ -106,6 +106,13 @@ fn opt_str(s: Option<&str>) -> Value {
     s.map_or(Value::Null, |s| Value::String(s.to_owned()))
 }
 
+/// A time as the vectors give it: Unix milliseconds, null for none.
+fn unix_ms(t: Option<pbjson_types::Timestamp>) -> Value {
+    t.map_or(Value::Null, |t| {
+        (t.seconds * 1000 + i64::from(t.nanos) / 1_000_000).into()
+    })
+}
+
 fn check_checkpoint(c: &mut Checker<'_>, exp: &Map<String, Value>, events: &[Event]) {
     for key in ["status", "processAlive"] {
         if !exp.contains_key(key) {
@@ -286,6 +293,10 @@ fn check_checkpoint(c: &mut Checker<'_>, exp: &Map<String, Value>, events: &[Eve
                     .collect();
                 c.eq(key, want, Value::Object(got));
             }
+            "title" => c.eq(key, want, derive::title(events).into()),
+            "cwd" => c.eq(key, want, derive::derive_all(events).cwd.into()),
+            "createdAt" => c.eq(key, want, unix_ms(derive::derive_all(events).created_at)),
+            "updatedAt" => c.eq(key, want, unix_ms(derive::derive_all(events).updated_at)),
             other => c.fail(&format!("unknown expect key {other}"), want, &Value::Null),
         }
     }

@@ -171,6 +171,36 @@ impl SessionClient {
         .await
     }
 
+    /// Names the session (trimmed, one line, at most 200 characters;
+    /// empty: back to the title derived from its first prompt), with or
+    /// without a live process; the CLI is not involved. Recorded as a
+    /// `title_set` event at the response's `seq`, and derived into
+    /// `Snapshot::derived.title` (and GetSession's `Session.title`).
+    pub async fn set_title(
+        &self,
+        title: impl Into<String>,
+    ) -> Result<pb::SetTitleResponse, SessionError> {
+        self.set_title_with_key(new_idempotency_key(), title).await
+    }
+
+    /// [`set_title`](Self::set_title) under `key`.
+    pub async fn set_title_with_key(
+        &self,
+        key: impl Into<String>,
+        title: impl Into<String>,
+    ) -> Result<pb::SetTitleResponse, SessionError> {
+        let request = pb::SetTitleRequest {
+            session_id: self.inner.session_id.clone(),
+            title: title.into(),
+            idempotency_key: key.into(),
+        };
+        self.retrying("SetTitle", |mut rpc| {
+            let request = request.clone();
+            async move { rpc.set_title(request).await }
+        })
+        .await
+    }
+
     /// Undoes the agent's file edits back to a user message: `to_seq` is
     /// the seq of its `input_sent` event, and every file the CLI changed
     /// since is restored to its state just before it. Returns the files and

@@ -85,6 +85,8 @@ pub struct Inner {
     pub set_permission_mode_requests: Vec<pb::SetPermissionModeRequest>,
     /// Every SetMaxThinkingTokens request, in order.
     pub set_max_thinking_tokens_requests: Vec<pb::SetMaxThinkingTokensRequest>,
+    /// Every SetTitle request, in order.
+    pub set_title_requests: Vec<pb::SetTitleRequest>,
     /// Every RewindFiles request, in order.
     pub rewind_files_requests: Vec<pb::RewindFilesRequest>,
     /// GetContextUsage calls received.
@@ -438,6 +440,7 @@ impl SessionService for TestService {
             payload: Some(Payload::InputSent(pb::InputSent {
                 text: req.input.clone(),
                 content_blocks: req.content_blocks.clone(),
+                source: pb::InputSource::User as i32,
                 ..Default::default()
             })),
             ..Default::default()
@@ -866,7 +869,18 @@ impl SessionService for TestService {
         request: Request<pb::SetTitleRequest>,
     ) -> Result<Response<pb::SetTitleResponse>, Status> {
         self.0.check_auth(&request)?;
-        Err(Status::unimplemented("SetTitle"))
+        let req = request.into_inner();
+        let (session, title) = (req.session_id.clone(), req.title.trim().to_owned());
+        self.0.lock().set_title_requests.push(req);
+        self.0.lost_answer()?;
+        let seq = self.0.append_event(
+            &session,
+            pb::Event {
+                payload: Some(Payload::TitleSet(pb::TitleSet { title })),
+                ..Default::default()
+            },
+        );
+        Ok(Response::new(pb::SetTitleResponse { seq }))
     }
 
     async fn list_agents(

@@ -20,6 +20,7 @@ import type {
   SetMaxThinkingTokensResponse,
   SetModelResponse,
   SetPermissionModeResponse,
+  SetTitleResponse,
   StartResponse,
   StopResponse,
   StopTaskResponse,
@@ -75,6 +76,8 @@ export interface UseSessionResult {
    * latest setModel / setPermissionMode / setMaxThinkingTokens said.
    */
   settings: Settings;
+  /** What to call the session (`derived.title`; see SessionSnapshot.title). */
+  title: string;
   /** Spawns the CLI (creating the session on first use); `config.fork` starts it as a fork of another session. */
   start: (config?: StartOptions) => Promise<StartResponse>;
   /** Sends a user message, with content blocks (images, documents) placed before the text. */
@@ -93,6 +96,8 @@ export interface UseSessionResult {
   setPermissionMode: (mode: string) => Promise<SetPermissionModeResponse>;
   /** Sets the thinking budget per turn (0: none; undefined: the CLI's default). */
   setMaxThinkingTokens: (maxThinkingTokens: number | undefined) => Promise<SetMaxThinkingTokensResponse>;
+  /** Names the session ("" : back to the title of its first prompt). */
+  setTitle: (title: string) => Promise<SetTitleResponse>;
   /** Undoes the agent's file edits back to the user message whose inputSent is at `toSeq` (`dryRun`: only list them). */
   rewindFiles: (toSeq: bigint, opts?: RewindOptions) => Promise<RewindFilesResponse>;
   /** 'hydrating' until the initial replay and backfill settle, then 'ready'. */
@@ -160,6 +165,7 @@ function emptySnapshot(sessionId: string): SessionSnapshot {
     activity: derived.activity,
     liveActivity: derived.activity,
     settings: derived.settings,
+    title: derived.title,
     connected: false,
     connection: initialConnection(Date.now()),
     hydrationPhase: "hydrating",
@@ -214,6 +220,7 @@ export function useSession(sessionId: string, options: UseSessionOptions): UseSe
     activity: snap.activity,
     settings: snap.settings,
     liveActivity: snap.liveActivity,
+    title: snap.title,
     connected: snap.connected,
     connection: snap.connection,
     processAlive: snap.processAlive,
@@ -231,6 +238,7 @@ export function useSession(sessionId: string, options: UseSessionOptions): UseSe
     setModel: handle ? handle.setModel : noHandle,
     setPermissionMode: handle ? handle.setPermissionMode : noHandle,
     setMaxThinkingTokens: handle ? handle.setMaxThinkingTokens : noHandle,
+    setTitle: handle ? handle.setTitle : noHandle,
     rewindFiles: handle ? handle.rewindFiles : noHandle,
     fetchHistory: handle ? handle.fetchHistory : () => Promise.resolve({ hasMore: false }),
     reconnect: handle ? handle.reconnect : () => {},

@@ -29,7 +29,7 @@
 // middle) fold the held list again, once, at the next snapshot.
 //
 // Actions (start, send, stop, respondPermission, stopTask, setModel,
-// setPermissionMode, setMaxThinkingTokens, rewindFiles) are retry-safe:
+// setPermissionMode, setMaxThinkingTokens, setTitle, rewindFiles) are retry-safe:
 // each logical call gets one fresh idempotency key, and a call that fails in
 // transit (UNAVAILABLE, UNKNOWN, DEADLINE_EXCEEDED) is retried with that same
 // key, so the server applies it once and answers the retry with the first
@@ -49,6 +49,7 @@ import {
   type SetMaxThinkingTokensResponse,
   type SetModelResponse,
   type SetPermissionModeResponse,
+  type SetTitleResponse,
   type StartResponse,
   type StopResponse,
   type StopTaskResponse,
@@ -121,6 +122,13 @@ export interface SessionSnapshot {
    * streams, "Running Bash" while a tool's input streams, ...
    */
   readonly liveActivity: Activity;
+  /**
+   * What to call the session (`derived.title`): the latest setTitle, else
+   * the first line of its first prompt; "" before any. Derived from the
+   * held events: a handle that has not fetched the oldest page may not hold
+   * the first prompt, where GetSession's `Session.title` always does.
+   */
+  readonly title: string;
   /** True while a Subscribe stream is open and has sent its ReplayStart. */
   readonly connected: boolean;
   /**
@@ -197,7 +205,7 @@ export interface SessionHandleOptions {
   includeDeltas?: boolean;
   /**
    * How many times an action (start, send, stop, respondPermission,
-   * stopTask, setModel, setPermissionMode, setMaxThinkingTokens,
+   * stopTask, setModel, setPermissionMode, setMaxThinkingTokens, setTitle,
    * rewindFiles, getContextUsage) that failed in transit is retried with
    * its idempotency key, after the backoff delays (default 3; 0: never).
    */
@@ -504,6 +512,16 @@ export class SessionHandle {
         { sessionId: this.sessionId, maxThinkingTokens, idempotencyKey },
         this.callOptions(),
       ),
+    );
+
+  /**
+   * Names the session (trimmed, one line, at most 200 characters; "" goes
+   * back to the title derived from its first prompt), with or without a
+   * live process. Recorded as a titleSet event at `seq`, so `title` shows it.
+   */
+  setTitle = async (title: string, opts: ActionOptions = {}): Promise<SetTitleResponse> =>
+    this.keyed(opts, (idempotencyKey) =>
+      this.client.setTitle({ sessionId: this.sessionId, title, idempotencyKey }, this.callOptions()),
     );
 
   /**
@@ -853,6 +871,7 @@ export class SessionHandle {
       activity: derived.activity,
       liveActivity: liveActivity(derived.activity, this.partial),
       settings: derived.settings,
+      title: derived.title,
       connected: this.connected,
       connection: this.connection,
       hydrationPhase: this.ready ? "ready" : "hydrating",

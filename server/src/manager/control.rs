@@ -10,6 +10,11 @@
 //! recorded as `NEXT_SPAWN`, and the next spawn applies it (see
 //! [`super::fold::SettingsChanged`]): so a setting survives a respawn, an
 //! idle timeout and a server restart.
+//!
+//! How an event of a call gets into the log is shared with SetTitle
+//! ([`super::title`]): the live run appends it in order with its own events
+//! ([`SessionManager::run_records_or_claim`]), else the manager does,
+//! holding the session's claim ([`SessionManager::commit_claimed`]).
 
 use agent_harness_protocol::pb;
 use agent_harness_protocol::pb::event::Payload;
@@ -18,12 +23,13 @@ use serde_json::{Value, json};
 use super::SessionManager;
 use super::keyed::SettingRequest;
 use super::receipts::{Keyed, KeyedExt};
-use super::run::{self, Answered, ControlFailure, Record, RunCmd};
-use super::slot::{Entry, Slot};
+use super::run::{self, Answered, ControlFailure, ControlReplyTx, Record, RunCmd};
+use super::slot::{Claim, Entry, Slot};
 use super::spawn::Trigger;
 use crate::error::{Error, Result};
 use crate::launch;
 use crate::log::{Commit, NewEvent};
+use crate::store::ReceiptWrite;
 use std::sync::Arc;
 
 /// A setting a client changes.
@@ -255,54 +261,81 @@ impl SessionManager {
         change: &SettingChange,
         keyed: Option<&Keyed>,
     ) -> Result<(pb::SettingApplied, u64)> {
-        let claim = loop {
-            self.check_open()?;
-            let run = match slot.enter() {
-                Entry::Free(claim) => break claim,
-                Entry::Occupied(run) => run,
-            };
-            let record = Record {
+        let cmd = |reply| RunCmd::Control {
+            request: change.request(),
+            record: Some(Box::new(Record {
                 payload: change.event(pb::SettingApplied::Live),
                 keyed: keyed.cloned(),
-            };
-            let cmd = |reply| RunCmd::Control {
-                request: change.request(),
-                record: Some(Box::new(record)),
-                reply,
-            };
-            match run.ask(cmd).await {
-                Some(Ok(Answered {
+            })),
+            reply,
+        };
+        let claim = match self.run_records_or_claim(session_id, slot, cmd).await? {
+            Ok(Answered {
+                seq,
+                recorded: Some(Payload::SettingChanged(s)),
+                ..
+            }) => return Ok((s.applied(), seq)),
+            Ok(_) => return Err(Error::Internal("a setting change recorded no event".into())),
+            Err(claim) => claim,
+        };
+        let applied = pb::SettingApplied::NextSpawn;
+        let seq = self
+            .commit_claimed(session_id, slot, claim, change.event(applied), |seq| {
+                keyed.put(|| pb::SetModelResponse {
+                    applied: applied as i32,
                     seq,
-                    recorded: Some(Payload::SettingChanged(s)),
-                    ..
-                })) => {
-                    let applied = s.applied();
-                    return Ok((applied, seq));
-                }
-                Some(Ok(_)) => {
-                    return Err(Error::Internal("a setting change recorded no event".into()));
-                }
-                // The process is on its way out: record the change for the
-                // next spawn once it is gone.
+                })
+            })
+            .await?;
+        Ok((applied, seq))
+    }
+
+    /// Has the session's live run record an event (`cmd` carries its
+    /// [`Record`]; the run appends it in order with its own events, being
+    /// the session's one writer while it lives), or, with no run (or once
+    /// the one ending is gone), returns the claim so the caller appends it
+    /// with [`SessionManager::commit_claimed`].
+    pub(super) async fn run_records_or_claim(
+        &self,
+        session_id: &str,
+        slot: &Arc<Slot>,
+        cmd: impl Fn(ControlReplyTx) -> RunCmd,
+    ) -> Result<std::result::Result<Answered, Claim>> {
+        loop {
+            self.check_open()?;
+            let run = match slot.enter() {
+                Entry::Free(claim) => return Ok(Err(claim)),
+                Entry::Occupied(run) => run,
+            };
+            match run.ask(&cmd).await {
+                Some(Ok(answered)) => return Ok(Ok(answered)),
+                // The process is on its way out: record once it is gone.
                 Some(Err(ControlFailure::Ended)) => {
                     self.wait_released(session_id, &run.ended).await?
                 }
                 Some(Err(f)) => return Err(failure(f)),
                 None => {}
             }
-        };
+        }
+    }
+
+    /// Appends `payload` as the session's writer (holding `claim`: no run
+    /// lives), with the receipt `receipt` gives for its seq in the same
+    /// commit, and folds it; returns its seq.
+    pub(super) async fn commit_claimed(
+        &self,
+        session_id: &str,
+        slot: &Arc<Slot>,
+        claim: Claim,
+        payload: Payload,
+        receipt: impl FnOnce(u64) -> Option<ReceiptWrite>,
+    ) -> Result<u64> {
         if !self.inner.logs.exists(session_id).await? {
             return Err(Error::unknown_session(session_id));
         }
         let head = self
             .current(slot, session_id, |d| d.fold.status_fold().head_seq())
             .await?;
-        let applied = pb::SettingApplied::NextSpawn;
-        let payload = change.event(applied);
-        let receipt = keyed.put(|| pb::SetModelResponse {
-            applied: applied as i32,
-            seq: head + 1,
-        });
         let appended = self
             .inner
             .logs
@@ -313,12 +346,12 @@ impl SessionManager {
                     payload,
                     cli_line: String::new(),
                 }])
-                .with_receipt(receipt),
+                .with_receipt(receipt(head + 1)),
             )
             .await?;
         slot.fold.applied(&appended);
         drop(claim);
-        Ok((applied, appended.first().map_or(head + 1, |e| e.seq)))
+        Ok(appended.first().map_or(head + 1, |e| e.seq))
     }
 
     /// Undoes the agent's file edits back to the user message of the

@@ -82,6 +82,7 @@ keyed_request!(pb::SendRequest, "Send");
 keyed_request!(pb::StopRequest, "Stop");
 keyed_request!(pb::RespondPermissionRequest, "RespondPermission");
 keyed_request!(pb::DeleteSessionRequest, "DeleteSession");
+keyed_request!(pb::SetTitleRequest, "SetTitle");
 // StopTask, RewindFiles and the settings (below) are fingerprinted over
 // the fields that tell their requests apart, as their receipts always were.
 keyed_request!(pb::StopTaskRequest, "StopTask", |r, _| json!({

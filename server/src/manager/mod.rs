@@ -39,6 +39,7 @@ mod run;
 mod send;
 mod slot;
 mod spawn;
+mod title;
 
 use std::sync::Arc;
 use std::time::Duration;

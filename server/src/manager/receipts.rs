@@ -1,5 +1,5 @@
 //! Idempotency keys (docs/api.md, "Retry safety"): a call (Start, Send,
-//! Stop, RespondPermission, a setting change, RewindFiles, StopTask,
+//! Stop, RespondPermission, a setting change, SetTitle, RewindFiles, StopTask,
 //! DeleteSession) that carries an `idempotency_key` the session has already
 //! applied answers with the first call's response and appends or writes
 //! nothing. Every such call goes through one path ([`super::keyed`]); the

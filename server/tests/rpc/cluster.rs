@@ -116,6 +116,16 @@ async fn a_write_on_a_node_that_does_not_own_the_session_names_the_owner() {
         .expect_err("B does not own s");
     assert_eq!(owner_named(&refused), "node-a");
     assert!(refused.message().contains("node-a.test:1"), "{refused:?}");
+    // Naming the session is a write too.
+    let refused = cb
+        .set_title(pb::SetTitleRequest {
+            session_id: "s".into(),
+            title: "from b".into(),
+            idempotency_key: String::new(),
+        })
+        .await
+        .expect_err("B does not own s");
+    assert_eq!(owner_named(&refused), "node-a");
     // Reads work anywhere.
     let got = cb
         .get_session(pb::GetSessionRequest {

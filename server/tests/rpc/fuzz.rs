@@ -815,6 +815,7 @@ enum Call {
     SetThinking(String, Option<u32>),
     Rewind(String, u64, bool),
     StopTask(String, String),
+    SetTitle(String, String),
 }
 
 fn call() -> impl Strategy<Value = Call> {
@@ -835,6 +836,7 @@ fn call() -> impl Strategy<Value = Call> {
             .prop_map(|(s, n)| Call::SetThinking(s, n)),
         (session_id(), seq(), any::<bool>()).prop_map(|(s, t, d)| Call::Rewind(s, t, d)),
         (session_id(), field()).prop_map(|(s, t)| Call::StopTask(s, t)),
+        (session_id(), field()).prop_map(|(s, t)| Call::SetTitle(s, t)),
     ]
 }
 
@@ -926,6 +928,14 @@ async fn perform(
             .map(drop),
         Call::List => client
             .list_sessions(pb::ListSessionsRequest::default())
+            .await
+            .map(drop),
+        Call::SetTitle(session_id, title) => client
+            .set_title(pb::SetTitleRequest {
+                session_id,
+                title,
+                ..Default::default()
+            })
             .await
             .map(drop),
         Call::SetModel(session_id, model) => client

@@ -33,4 +33,5 @@ mod size;
 mod storage_faults;
 mod store_url;
 mod timers;
+mod title;
 mod transport;

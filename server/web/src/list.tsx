@@ -115,7 +115,9 @@ export function SessionList(props: { transport: Transport; onUnauthenticated: ()
               return (
                 <tr key={s.sessionId} data-testid="session-row" data-session={s.sessionId} data-status={stale === false ? status : "unknown"} className={stale === false ? undefined : "stale-row"}>
                   <td className="id">
-                    <a href={`#/s/${encodeURIComponent(s.sessionId)}`}>{s.sessionId}</a>
+                    <a href={`#/s/${encodeURIComponent(s.sessionId)}`} title={s.sessionId} data-testid="row-title">
+                      {s.title || s.sessionId}
+                    </a>
                     {s.pendingPermissions > 0 && (
                       <span className="badge warn" title="permission prompts waiting" data-testid="row-pending">
                         {s.pendingPermissions} to answer

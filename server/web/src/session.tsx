@@ -12,7 +12,7 @@ import { Code, ConnectError } from "@connectrpc/connect";
 import type { JsonObject } from "@bufbuild/protobuf";
 import { useSession } from "@agent-harness/client/react";
 import { statusKnown, unrecordedNote, unrecordedText } from "@agent-harness/client/client";
-import { DeltaBlockType, partialMainText, vocab, type Event, type PartialMessage, type PendingPermission, type SessionUsage } from "@agent-harness/client/protocol";
+import { DeltaBlockType, partialMainText, vocab, type Event, type PartialMessage, type PendingPermission, type Session, type SessionUsage } from "@agent-harness/client/protocol";
 import type { BackgroundTask, ScheduledWakeup, SessionUsageTotals } from "@agent-harness/client/protocol";
 import { errorText, isUnauthenticated, serviceClient } from "./api.ts";
 import { pretty } from "./format.ts";
@@ -21,6 +21,7 @@ import { MarkdownText } from "./markdown.tsx";
 import { Conn, UsagePanel } from "./widgets.tsx";
 import { RewindContext, SettingsPanel } from "./control.tsx";
 import { Known, useNow } from "./stale.tsx";
+import { SessionTitle } from "./title.tsx";
 
 /** Events asked for per History page: a screenful or two of a dense session. */
 const PAGE = 30;
@@ -86,7 +87,10 @@ export function SessionView(props: { sessionId: string; transport: Transport; on
   useEffect(() => {
     if (ready && !runHeld && hasMoreHistory) void fetchHistory({ limit: PAGE });
   }, [ready, runHeld, hasMoreHistory, fetchHistory, s.events]);
-  const serverUsage = useServerUsage(transport, sessionId, !whole, `${s.usage.turns} ${d.headSeq}`);
+  // The title too: a respawn's run_start held without the first prompt would name it wrongly.
+  const server = useServerSession(transport, sessionId, !whole, `${s.usage.turns} ${d.headSeq}`);
+  const serverUsage = server?.usage && pick(server.usage);
+  const title = whole ? s.title : (server?.title ?? s.title);
   const conn = s.connected ? "connected" : s.error ? "disconnected" : "connecting";
   // Status, process and activity are facts only while the stream is live;
   // otherwise they are as of `lastLiveAt` (undefined: never known).
@@ -102,9 +106,7 @@ export function SessionView(props: { sessionId: string; transport: Transport; on
   return (
     <main className="session" data-hydration={s.hydrationPhase}>
       <div className="toolbar">
-        <h1 className="sid" data-testid="session-id">
-          {sessionId}
-        </h1>
+        <SessionTitle sessionId={sessionId} title={title} onRename={s.setTitle} />
         {agent && (
           <span className="badge agent" title="the agent running this session" data-testid="agent">
             {agent}
@@ -222,12 +224,13 @@ export function SessionView(props: { sessionId: string; transport: Transport; on
 }
 
 /**
- * The session's usage as the server derives it over the whole log
- * (GetSession), asked again whenever `key` changes; undefined while
- * `enabled` is false or before the first answer.
+ * The session as the server derives it over the whole log (GetSession):
+ * its usage and title when the page holds only the log's tail. Asked again
+ * whenever `key` changes; undefined while `enabled` is false or before the
+ * first answer.
  */
-function useServerUsage(transport: Transport, sessionId: string, enabled: boolean, key: string) {
-  const [usage, setUsage] = useState<SessionUsageTotals | undefined>(undefined);
+function useServerSession(transport: Transport, sessionId: string, enabled: boolean, key: string) {
+  const [session, setSession] = useState<Session | undefined>(undefined);
   useEffect(() => {
     if (!enabled) return;
     let live = true;
@@ -235,8 +238,7 @@ function useServerUsage(transport: Transport, sessionId: string, enabled: boolea
       .getSession({ sessionId })
       .then(
         (res) => {
-          const u = res.session?.usage;
-          if (live && u) setUsage(pick(u));
+          if (live && res.session) setSession(res.session);
         },
         () => {},
       );
@@ -244,7 +246,7 @@ function useServerUsage(transport: Transport, sessionId: string, enabled: boolea
       live = false;
     };
   }, [transport, sessionId, enabled, key]);
-  return enabled ? usage : undefined;
+  return enabled ? session : undefined;
 }
 
 /** The totals of the API's SessionUsage. */

@@ -170,6 +170,12 @@ function EventView({ e, index }: { e: Event; index: Index }) {
           {p.value.applied === SettingApplied.NEXT_SPAWN ? " (for the next process)" : ""}
         </Ev>
       );
+    case "titleSet":
+      return (
+        <Ev e={e} cls="sys">
+          {p.value.title ? `named “${p.value.title}”` : "title cleared (named by the first message again)"}
+        </Ev>
+      );
     case "filesRewound":
       return (
         <Ev e={e} cls="sys">

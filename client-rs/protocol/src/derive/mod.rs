@@ -138,6 +138,13 @@ pub struct Derived {
     pub settings: Settings,
     /// See [`title()`].
     pub title: String,
+    /// The working directory of the latest run_start ("" before any): see
+    /// [`TitleFold::cwd`].
+    pub cwd: String,
+    /// When the first event was appended (`None` for an empty log).
+    pub created_at: Option<pbjson_types::Timestamp>,
+    /// When the newest event was appended: the last activity.
+    pub updated_at: Option<pbjson_types::Timestamp>,
 }
 
 /// Every derivation at once, incrementally: apply events in log order and
@@ -274,6 +281,9 @@ impl Fold {
             pending_messages: self.pending.list().to_vec(),
             settings: self.settings.clone(),
             title: self.title.title().to_owned(),
+            cwd: self.title.cwd().to_owned(),
+            created_at: self.title.created_at(),
+            updated_at: self.title.updated_at(),
         }
     }
 

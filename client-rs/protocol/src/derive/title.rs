@@ -113,6 +113,83 @@ impl TitleFold {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::pb;
+
+    fn ev(seq: u64, secs: i64, payload: Payload) -> Event {
+        Event {
+            seq,
+            time: Some(pbjson_types::Timestamp {
+                seconds: secs,
+                nanos: 0,
+            }),
+            payload: Some(payload),
+            ..Default::default()
+        }
+    }
+
+    fn start(prompt: &str, cwd: &str) -> Payload {
+        Payload::RunStart(pb::RunStart {
+            config: Some(pb::StartConfig {
+                prompt: prompt.into(),
+                cwd: cwd.into(),
+                ..Default::default()
+            }),
+            ..Default::default()
+        })
+    }
+
+    fn input(text: &str, source: InputSource) -> Payload {
+        Payload::InputSent(pb::InputSent {
+            text: text.into(),
+            source: source as i32,
+            ..Default::default()
+        })
+    }
+
+    fn named(title: &str) -> Payload {
+        Payload::TitleSet(pb::TitleSet {
+            title: title.into(),
+        })
+    }
+
+    #[test]
+    fn the_first_prompt_titles_until_a_title_is_set_and_an_empty_one_goes_back() {
+        let mut log = vec![
+            ev(1, 10, start("", "/a")),
+            ev(2, 11, input("wake up", InputSource::Wakeup)),
+            ev(3, 12, input("  \n", InputSource::User)),
+            ev(4, 13, input("Port the parser\nto Rust", InputSource::User)),
+            ev(5, 14, input("later prompt", InputSource::User)),
+        ];
+        assert_eq!(title(&log), "Port the parser");
+        log.push(ev(6, 15, named("Parser port")));
+        assert_eq!(title(&log), "Parser port");
+        log.push(ev(7, 16, start("respawn prompt", "/b")));
+        assert_eq!(title(&log), "Parser port");
+        log.push(ev(8, 17, named("")));
+        assert_eq!(title(&log), "Port the parser");
+        let mut f = TitleFold::default();
+        for e in &log {
+            f.apply(e);
+        }
+        assert_eq!(f.cwd(), "/b");
+        assert_eq!(f.created_at().map(|t| t.seconds), Some(10));
+        assert_eq!(f.updated_at().map(|t| t.seconds), Some(17));
+    }
+
+    #[test]
+    fn a_title_set_before_any_prompt_and_an_empty_log() {
+        assert_eq!(title(&[]), "");
+        let f = TitleFold::default();
+        assert_eq!((f.cwd(), f.created_at()), ("", None));
+        assert_eq!(title(&[ev(1, 1, named("Named first"))]), "Named first");
+        // The Start prompt's input_sent titles a log whose run_start was cut.
+        let cut = ev(1, 1, Payload::RunStart(pb::RunStart::default()));
+        assert_eq!(
+            title(&[cut, ev(2, 2, input("from input", InputSource::Initial))]),
+            "from input"
+        );
+    }
 
     #[test]
     fn a_prompt_titles_by_its_first_line_cut_to_eighty() {

@@ -3,6 +3,7 @@
 // derive_all, resume_id, session).
 
 import { create } from "@bufbuild/protobuf";
+import type { Timestamp } from "@bufbuild/protobuf/wkt";
 import type { Event } from "../gen/agentharness/v1/events_pb.js";
 import {
   SessionSchema,
@@ -16,6 +17,7 @@ import { PermissionsFold, type PendingPermission } from "./permissions.js";
 import { PlanFold, type PlanOutcome } from "./plan.js";
 import { SettingsFold, type Settings } from "./settings.js";
 import { StatusFold, type Status } from "./status.js";
+import { TitleFold } from "./title.js";
 import { TasksFold, type BackgroundTask } from "./tasks.js";
 import { UsageFold, type SessionUsageTotals } from "./usage.js";
 import { WakeupFold, type ScheduledWakeup } from "./wakeup.js";
@@ -95,6 +97,14 @@ export interface Derived {
   scheduledWakeup: ScheduledWakeup | undefined;
   /** See {@link deriveSettings}. */
   settings: Settings;
+  /** See {@link deriveTitle}. */
+  title: string;
+  /** The working directory of the latest runStart ("" before any). */
+  cwd: string;
+  /** When the first event was appended (undefined for an empty log). */
+  createdAt: Timestamp | undefined;
+  /** When the newest event was appended: the last activity. */
+  updatedAt: Timestamp | undefined;
 }
 
 const PROTO_STATUS: Record<Status, SessionStatus> = {
@@ -131,6 +141,7 @@ export class Fold {
   private readonly plf = new PlanFold();
   private readonly mf = new PendingFold();
   private readonly stf = new SettingsFold();
+  private readonly tif = new TitleFold();
   private resume: string | undefined;
   private agent: string | undefined;
   private lost: ContextLost | undefined;
@@ -157,6 +168,7 @@ export class Fold {
     this.plf.apply(e);
     this.mf.apply(e, before);
     this.stf.apply(e);
+    this.tif.apply(e);
     // The agent of the latest run; an empty one is a log from before agents could be chosen: claude.
     if (e.payload.case === "runStart") this.agent = e.payload.value.agent || vocab.agent.CLAUDE;
     if (e.payload.case === "runReady" && e.payload.value.resumeId !== "") this.resume = e.payload.value.resumeId;
@@ -258,6 +270,26 @@ export class Fold {
     return this.stf.current();
   }
 
+  /** See {@link deriveTitle}. */
+  title(): string {
+    return this.tif.title();
+  }
+
+  /** The working directory of the latest runStart ("" before any). */
+  cwd(): string {
+    return this.tif.cwd();
+  }
+
+  /** When the first event was appended (undefined for an empty log). */
+  createdAt(): Timestamp | undefined {
+    return this.tif.createdAt();
+  }
+
+  /** When the newest event was appended: the last activity. */
+  updatedAt(): Timestamp | undefined {
+    return this.tif.updatedAt();
+  }
+
   /**
    * Everything at once (what {@link deriveAll} returns). The same object
    * until the next {@link apply}; its parts keep their identity while
@@ -281,6 +313,10 @@ export class Fold {
       planOutcomes: this.plf.plans(),
       scheduledWakeup: this.wf.current(),
       settings: this.stf.current(),
+      title: this.tif.title(),
+      cwd: this.tif.cwd(),
+      createdAt: this.tif.createdAt(),
+      updatedAt: this.tif.updatedAt(),
     });
   }
 
@@ -311,6 +347,10 @@ export class Fold {
       permissionMode: this.stf.current().permissionMode ?? "",
       maxThinkingTokens: this.stf.current().maxThinkingTokens,
       agent: this.agent ?? "",
+      title: this.tif.title(),
+      cwd: this.tif.cwd(),
+      createdAt: this.tif.createdAt(),
+      updatedAt: this.tif.updatedAt(),
     });
   }
 }
@@ -325,7 +365,8 @@ export function deriveAll(events: readonly Event[]): Derived {
  * ListSessions): head seq, status, process alive, resume id ("" when none),
  * usage, the activity label, the pending permission count, the current or
  * last run id, the lost resume id and the settings in force (model,
- * permission mode, thinking budget) and the agent of the latest run.
+ * permission mode, thinking budget), the agent of the latest run, the
+ * title, the cwd and the times of the first and the newest event.
  */
 export function deriveSession(sessionId: string, events: readonly Event[]): Session {
   return Fold.from(events).session(sessionId);

@@ -11,6 +11,7 @@
 //   wakeup.ts       ScheduledWakeup, deriveScheduledWakeup
 //   plan.ts         PlanOutcome, PlanDecision, derivePlanOutcomes
 //   settings.ts     Settings, deriveSettings
+//   title.ts        TitleFold, deriveTitle, titleOfPrompt, DERIVED_TITLE_CHARS
 //   classify.ts     classifyTool, groupEvents, subagentChildren, derivePendingMessages
 //   fold.ts         Fold, Derived, deriveAll, deriveResumeId, deriveContextLost, deriveSession (Rust's mod.rs)
 //
@@ -34,6 +35,7 @@ export { derivePendingPermissions, type PendingPermission } from "./permissions.
 export { deriveScheduledWakeup, type ScheduledWakeup } from "./wakeup.js";
 export { derivePlanOutcomes, type PlanDecision, type PlanOutcome } from "./plan.js";
 export { deriveSettings, type Settings } from "./settings.js";
+export { DERIVED_TITLE_CHARS, TitleFold, deriveTitle, titleOfPrompt } from "./title.js";
 export {
   classifyTool,
   derivePendingMessages,

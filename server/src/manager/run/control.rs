@@ -7,7 +7,9 @@
 //! success (a `setting_changed`, a `files_rewound`), with the keyed call's
 //! receipt in the same commit, before the caller hears the answer (durable
 //! before visible). A recorded setting change on a process with no control
-//! channel (one-shot) is recorded for the next spawn instead.
+//! channel (one-shot) is recorded for the next spawn instead. A record the
+//! CLI has no part in (a `title_set`) is appended without a request
+//! ([`Run::record`]).
 
 use agent_harness_protocol::pb;
 use agent_harness_protocol::pb::event::Payload;
@@ -78,6 +80,7 @@ fn recorded_receipt(keyed: &Keyed, payload: &Payload, seq: u64) -> Option<Receip
             applied: s.applied,
             seq,
         })),
+        Payload::TitleSet(_) => Some(keyed.put(&pb::SetTitleResponse { seq })),
         Payload::FilesRewound(f) => Some(keyed.put(&pb::RewindFilesResponse {
             files_changed: f.files_changed.clone(),
             insertions: f.insertions,
@@ -170,6 +173,22 @@ impl Run {
                 let _ = reply.send(Err(ControlFailure::Ended));
             }
         }
+    }
+
+    /// Appends `record` without asking the CLI (see [`super::RunCmd::Record`]).
+    pub(super) async fn record(&mut self, record: Record, reply: ControlReplyTx) {
+        if self.storage_failed.is_some() {
+            let _ = reply.send(Err(ControlFailure::Ended));
+            return;
+        }
+        let answered = self
+            .commit_record(
+                serde_json::Value::Null,
+                record.payload,
+                record.keyed.as_ref(),
+            )
+            .await;
+        let _ = reply.send(answered);
     }
 
     /// Hands the CLI's answers to whoever waits for them, first committing

@@ -18,8 +18,8 @@ mod permissions;
 mod stdout;
 
 pub use self::control::CONTROL_TIMEOUT;
-pub(crate) use self::control::{Answered, ControlFailure, Record};
-use self::control::{ControlReplyTx, PendingControl};
+use self::control::PendingControl;
+pub(crate) use self::control::{Answered, ControlFailure, ControlReplyTx, Record};
 pub(super) use self::end::supervised;
 use agent_harness_protocol::vocab::stop_source;
 
@@ -84,6 +84,13 @@ pub(super) enum RunCmd {
     Control {
         request: serde_json::Value,
         record: Option<Box<Record>>,
+        reply: ControlReplyTx,
+    },
+    /// Append an event the CLI has no part in (a `title_set`), with its
+    /// keyed call's receipt, in order with the run's own events; replies
+    /// as [`RunCmd::Control`] does (Ended: record it once the run is gone).
+    Record {
+        record: Box<Record>,
         reply: ControlReplyTx,
     },
     /// The server is shutting down: end the process.
@@ -353,6 +360,7 @@ impl Run {
                 record,
                 reply,
             } => self.send_control(request, record, reply).await,
+            RunCmd::Record { record, reply } => self.record(*record, reply).await,
             RunCmd::Shutdown => self.shutdown(stop_source::SHUTDOWN).await,
             RunCmd::Delete => {
                 self.deleting = true;
