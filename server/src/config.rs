@@ -39,6 +39,9 @@ pub enum Command {
     /// Write a new random 256-bit bearer token to a file (mode 0600) and
     /// print how to pass it to `serve` and to each client.
     Token(TokenConfig),
+    /// The terminal client's commands (`ls`, `start`, `send`, `tail`, ...).
+    #[command(flatten)]
+    Client(crate::cli_client::ClientCommand),
 }
 
 /// Which process adapter runs the CLI.
