@@ -40,27 +40,7 @@ pub fn event_lines(session: &str, event: &pb::Event) -> Vec<String> {
                 format!("  {mark} {}", one_line(&t.text))
             })
             .collect(),
-        Payload::PermissionRequested(p) => {
-            let what = p
-                .input
-                .as_ref()
-                .map(summary)
-                .filter(|s| !s.is_empty())
-                .unwrap_or_else(|| p.description.clone());
-            vec![
-                format!(
-                    "? permission {}: {} {}",
-                    p.request_id,
-                    p.tool_name,
-                    one_line(&what)
-                ),
-                format!("  allow: agent-harness approve {session} {}", p.request_id),
-                format!(
-                    "  deny:  agent-harness deny {session} {} [REASON]",
-                    p.request_id
-                ),
-            ]
-        }
+        Payload::PermissionRequested(p) => permission_lines(session, p, true),
         Payload::PermissionResolved(p) => vec![format!(
             "-- permission {} {} ({})",
             p.request_id,
@@ -93,6 +73,34 @@ pub fn event_lines(session: &str, event: &pb::Event) -> Vec<String> {
         Payload::TaskNotification(t) => vec![format!("-- task {} finished", t.task_id)],
         _ => Vec::new(),
     }
+}
+
+/// A permission prompt; while it is `pending`, with the commands that
+/// answer it (a replayed prompt answered long ago shows none).
+pub fn permission_lines(session: &str, p: &pb::PermissionRequested, pending: bool) -> Vec<String> {
+    let what = p
+        .input
+        .as_ref()
+        .map(summary)
+        .filter(|s| !s.is_empty())
+        .unwrap_or_else(|| p.description.clone());
+    let mut lines = vec![format!(
+        "? permission {}: {} {}",
+        p.request_id,
+        p.tool_name,
+        one_line(&what)
+    )];
+    if pending {
+        lines.push(format!(
+            "  allow: agent-harness approve {session} {}",
+            p.request_id
+        ));
+        lines.push(format!(
+            "  deny:  agent-harness deny {session} {} [REASON]",
+            p.request_id
+        ));
+    }
+    lines
 }
 
 /// An assistant message's blocks: text as written, one line per tool call,

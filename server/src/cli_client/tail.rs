@@ -200,6 +200,9 @@ struct Typing {
     message_id: String,
     index: u32,
     shown: String,
+    /// Its line is not ended yet: more text goes right after it. Once
+    /// another line came between, more text goes on a new line after "…".
+    open: bool,
 }
 
 /// Prints each event once, in seq order, and the answer as it is typed.
@@ -229,7 +232,7 @@ impl<'a> Printer<'a> {
             if self.json {
                 out::json(event)?;
             } else {
-                self.event(event)?;
+                self.event(event, snapshot)?;
             }
             self.printed = event.seq;
         }
@@ -239,8 +242,19 @@ impl<'a> Printer<'a> {
         Ok(())
     }
 
-    fn event(&mut self, event: &pb::Event) -> Result<(), Failure> {
+    fn event(&mut self, event: &pb::Event, snapshot: &Snapshot) -> Result<(), Failure> {
         match &event.payload {
+            Some(Payload::PermissionRequested(p)) => {
+                let pending = snapshot
+                    .derived
+                    .pending_permissions
+                    .iter()
+                    .any(|q| q.request_id == p.request_id);
+                self.end_typing()?;
+                render::permission_lines(self.session, p, pending)
+                    .iter()
+                    .try_for_each(|l| out::line(l))
+            }
             Some(Payload::Content(c)) if c.parent_tool_use_id.is_empty() => {
                 for block in &c.blocks {
                     if block.r#type == "text" {
@@ -252,11 +266,14 @@ impl<'a> Printer<'a> {
                 }
                 Ok(())
             }
-            Some(Payload::TurnEnd(_) | Payload::RunEnd(_)) if self.typing.is_some() => {
+            Some(Payload::TurnEnd(_) | Payload::RunEnd(_))
+                if self.typing.as_ref().is_some_and(|t| !t.shown.is_empty()) =>
+            {
                 // The turn ended before the text being typed was recorded
                 // (stopped, or the run died): say so, it is not in the log.
                 self.end_typing()?;
-                out::line("-- (the text above was not recorded)")?;
+                self.typing = None;
+                out::line("-- (the typed text above was not recorded)")?;
                 self.lines(event)
             }
             _ => self.lines(event),
@@ -276,11 +293,17 @@ impl<'a> Printer<'a> {
     fn recorded_text(&mut self, message_id: &str, text: &str) -> Result<(), Failure> {
         match self.typing.take() {
             Some(t) if t.message_id == message_id && text.starts_with(&t.shown) => {
-                out::line(&text[t.shown.len()..])
+                let rest = &text[t.shown.len()..];
+                match (t.open, rest.is_empty()) {
+                    (true, _) => out::line(rest),
+                    (false, true) => Ok(()),
+                    (false, false) => out::line(&format!("…{rest}")),
+                }
             }
             typing => {
                 self.typing = typing;
                 self.end_typing()?;
+                self.typing = None;
                 out::line(text)
             }
         }
@@ -301,8 +324,16 @@ impl<'a> Printer<'a> {
             && t.index == block.index
             && block.text.starts_with(&t.shown)
         {
-            out::print(&block.text[t.shown.len()..])?;
-            t.shown.clone_from(&block.text);
+            let rest = &block.text[t.shown.len()..];
+            if !rest.is_empty() {
+                out::print(&if t.open {
+                    rest.to_owned()
+                } else {
+                    format!("…{rest}")
+                })?;
+                t.open = true;
+                t.shown.clone_from(&block.text);
+            }
             return Ok(());
         }
         self.end_typing()?;
@@ -310,16 +341,20 @@ impl<'a> Printer<'a> {
         self.typing = Some(Typing {
             message_id: block.message_id.clone(),
             index: block.index,
+            open: !block.text.is_empty(),
             shown: block.text.clone(),
         });
         Ok(())
     }
 
-    /// Ends the line of text being typed, if any: what follows goes on a
-    /// line of its own (and its recorded text is printed whole).
+    /// Ends the line of text being typed, if open: what follows goes on a
+    /// line of its own.
     fn end_typing(&mut self) -> Result<(), Failure> {
-        match self.typing.take() {
-            Some(t) if !t.shown.is_empty() => out::line(""),
+        match &mut self.typing {
+            Some(t) if t.open => {
+                t.open = false;
+                out::line("")
+            }
             _ => Ok(()),
         }
     }
