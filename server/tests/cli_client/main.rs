@@ -56,6 +56,17 @@ impl World {
 
     /// `serve` with `extra` flags, once it answers the client.
     async fn serve(&self, extra: &[&str]) -> Server {
+        self.serve_as(extra, ServerProcess::url, Vec::new()).await
+    }
+
+    /// [`World::serve`] reached at `url` of the process, with
+    /// `client_args` on every client command.
+    async fn serve_as(
+        &self,
+        extra: &[&str],
+        url: impl Fn(&ServerProcess) -> String,
+        client_args: Vec<String>,
+    ) -> Server {
         let claude = claude_bin();
         let process = server_process::spawn_with(
             &server_process::Spawn {
@@ -73,7 +84,11 @@ impl World {
             },
             extra,
         );
-        let server = Server { process };
+        let server = Server {
+            url: url(&process),
+            process,
+            client_args,
+        };
         // Listening once the client gets any answer but "unavailable".
         let deadline = tokio::time::Instant::now() + WAIT;
         while server.run(&["ls"], &[]).await.code == i32::from(exit::UNAVAILABLE) {
@@ -90,6 +105,10 @@ impl World {
 
 struct Server {
     process: ServerProcess,
+    /// `--server` of every command.
+    url: String,
+    /// More flags of every command.
+    client_args: Vec<String>,
 }
 
 impl Server {
@@ -99,7 +118,8 @@ impl Server {
         let mut cmd = Command::new(server_process::server_bin());
         cmd.args(args)
             .arg("--server")
-            .arg(self.process.url())
+            .arg(&self.url)
+            .args(&self.client_args)
             .env_remove("AGENT_HARNESS_SERVER")
             .env_remove("AGENT_HARNESS_TOKEN")
             .env_remove("AGENT_HARNESS_TOKEN_FILE")
@@ -407,4 +427,60 @@ async fn a_server_with_a_token_needs_it_from_a_file_or_the_environment() {
         .await;
     assert_eq!(refused.code, i32::from(exit::USAGE), "{refused:?}");
     assert!(refused.stderr.contains("chmod 600"), "{refused:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_https_server_is_checked_against_the_ca_file() {
+    let world = World::new().await;
+    let cert = rcgen::generate_simple_self_signed(vec!["localhost".into()]).expect("cert");
+    let (cert_file, key_file) = (
+        world.data.path().join("cert.pem"),
+        world.data.path().join("key.pem"),
+    );
+    std::fs::write(&cert_file, cert.cert.pem()).expect("cert");
+    std::fs::write(&key_file, cert.signing_key.serialize_pem()).expect("key");
+    let (cert_arg, key_arg) = (
+        cert_file.to_str().expect("utf-8"),
+        key_file.to_str().expect("utf-8"),
+    );
+    let server = world
+        .serve_as(
+            &["--tls-cert", cert_arg, "--tls-key", key_arg],
+            |p| format!("https://localhost:{}", p.addr().port()),
+            vec!["--ca-file".into(), cert_arg.into()],
+        )
+        .await;
+    let listed = server.run(&["ls", "--json"], &[]).await;
+    assert_eq!(listed.code, 0, "{listed:?}");
+
+    // Without the CA the certificate is not trusted: nothing is sent.
+    let bare = Command::new(server_process::server_bin())
+        .args(["ls", "--server", &server.url])
+        .env_remove("AGENT_HARNESS_CA_FILE")
+        .output()
+        .await
+        .expect("run");
+    assert_eq!(
+        bare.status.code(),
+        Some(i32::from(exit::UNAVAILABLE)),
+        "{bare:?}"
+    );
+
+    // A CA file with a plain-text server is a usage error.
+    let plain = Command::new(server_process::server_bin())
+        .args([
+            "ls",
+            "--server",
+            "http://127.0.0.1:1",
+            "--ca-file",
+            cert_arg,
+        ])
+        .output()
+        .await
+        .expect("run");
+    assert_eq!(
+        plain.status.code(),
+        Some(i32::from(exit::USAGE)),
+        "{plain:?}"
+    );
 }

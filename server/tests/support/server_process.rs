@@ -202,6 +202,11 @@ impl ServerProcess {
         }
     }
 
+    /// The address it listens on.
+    pub fn addr(&self) -> SocketAddr {
+        self.addr
+    }
+
     /// The server's URL, as a client's `--server` takes it.
     pub fn url(&self) -> String {
         format!("http://{}", self.addr)
