@@ -6,7 +6,7 @@
 
 use agent_harness_client::derive::Status;
 use agent_harness_client::partial::Partial;
-use agent_harness_client::pb::{self, DeltaBlockType, RunEndReason, event::Payload};
+use agent_harness_client::pb::{self, DeltaBlockType, event::Payload};
 use agent_harness_client::session::{Hydration, SessionClient, Snapshot};
 use clap::Args;
 
@@ -81,7 +81,7 @@ pub async fn tail(args: &TailArgs) -> Result<(), Failure> {
         }
         if args.until_idle && idle(&snapshot) {
             printer.end_typing()?;
-            return match outcome(&snapshot) {
+            return match outcome(&snapshot.events.to_vec()) {
                 exit::OK => Ok(()),
                 code => Err(Failure::new(code, "")),
             };
@@ -161,37 +161,38 @@ fn idle(snapshot: &Snapshot) -> bool {
         && !snapshot.derived.turn_in_progress
 }
 
-/// How the latest turn ended, as an exit code: the events since its input
-/// (the last `input_sent` or `run_start`) hold a stop request (stopped),
-/// an error turn end, a run error or a failed run (failed), or neither.
-fn outcome(snapshot: &Snapshot) -> u8 {
-    let events = snapshot.events.to_vec();
-    let start = events
+/// How the latest turn ended, as an exit code, from the events since
+/// its input (the last `input_sent`): stopped when they hold a stop
+/// request; failed when they hold an error turn end or a run error, or
+/// no turn end at all (the run ended mid-turn: crashed, killed, the server
+/// restarted); else done. No input at all: no turn, done.
+fn outcome(events: &[pb::Event]) -> u8 {
+    let Some(start) = events
         .iter()
-        .rposition(|e| {
-            matches!(
-                e.payload,
-                Some(Payload::InputSent(_) | Payload::RunStart(_))
-            )
-        })
-        .unwrap_or(0);
+        .rposition(|e| matches!(e.payload, Some(Payload::InputSent(_))))
+    else {
+        return exit::OK;
+    };
     let turn = &events[start..];
     let stopped = turn
         .iter()
         .any(|e| matches!(e.payload, Some(Payload::StopRequested(_))));
-    let failed = turn.iter().any(|e| match &e.payload {
-        Some(Payload::TurnEnd(t)) => t.is_error && !t.compact,
-        Some(Payload::RunError(_)) => true,
-        Some(Payload::RunEnd(r)) => matches!(
-            r.reason(),
-            RunEndReason::Error | RunEndReason::ProcessExit | RunEndReason::Interrupted
-        ),
-        _ => false,
-    });
-    match (stopped, failed) {
-        (true, _) => exit::TURN_STOPPED,
-        (false, true) => exit::TURN_FAILED,
-        (false, false) => exit::OK,
+    let ends: Vec<bool> = turn
+        .iter()
+        .filter_map(|e| match &e.payload {
+            Some(Payload::TurnEnd(t)) if !t.compact => Some(t.is_error),
+            _ => None,
+        })
+        .collect();
+    let errors = turn
+        .iter()
+        .any(|e| matches!(e.payload, Some(Payload::RunError(_))));
+    if stopped {
+        exit::TURN_STOPPED
+    } else if errors || ends.is_empty() || ends.contains(&true) {
+        exit::TURN_FAILED
+    } else {
+        exit::OK
     }
 }
 
@@ -357,5 +358,48 @@ impl<'a> Printer<'a> {
             }
             _ => Ok(()),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn event(payload: Payload) -> pb::Event {
+        pb::Event {
+            payload: Some(payload),
+            ..Default::default()
+        }
+    }
+
+    fn turn_end(is_error: bool) -> pb::Event {
+        event(Payload::TurnEnd(pb::TurnEnd {
+            is_error,
+            ..Default::default()
+        }))
+    }
+
+    #[test]
+    fn the_exit_code_says_how_the_latest_turn_ended() {
+        let input = || event(Payload::InputSent(pb::InputSent::default()));
+        let run_end = || event(Payload::RunEnd(pb::RunEnd::default()));
+        assert_eq!(outcome(&[]), exit::OK, "no turn");
+        assert_eq!(outcome(&[input(), turn_end(false)]), exit::OK);
+        // An earlier failed turn does not count; a later idle end neither.
+        assert_eq!(
+            outcome(&[input(), turn_end(true), input(), turn_end(false), run_end()]),
+            exit::OK
+        );
+        assert_eq!(outcome(&[input(), turn_end(true)]), exit::TURN_FAILED);
+        assert_eq!(
+            outcome(&[input(), run_end()]),
+            exit::TURN_FAILED,
+            "ended mid-turn"
+        );
+        let stop = event(Payload::StopRequested(pb::StopRequested::default()));
+        assert_eq!(
+            outcome(&[input(), stop, turn_end(true)]),
+            exit::TURN_STOPPED
+        );
     }
 }

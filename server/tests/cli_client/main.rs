@@ -8,8 +8,9 @@
 //! ends with the turn under `--until-idle`; `ls --json` is one proto3-JSON
 //! session per line; a permission prompt printed by `tail` is answered by
 //! the `approve` / `deny` it names; `stop` ends a turn mid-answer and
-//! `tail` says so in its exit code; unknown sessions and missing tokens
-//! exit with their documented codes.
+//! `tail` says so in its exit code, as it does a turn the API failed;
+//! unknown sessions, missing tokens and untrusted certificates exit with
+//! their documented codes.
 
 #[path = "../support/mod.rs"]
 mod support;
@@ -374,6 +375,11 @@ async fn a_session_is_started_followed_answered_and_stopped_from_the_shell() {
         "typed, then completed in place: {out}"
     );
     assert!(out.contains("-- stop requested"), "{out}");
+
+    // A turn the API fails: exit 5.
+    server.ok(&["send", "s1", "ERR400"]).await;
+    let (code, out) = server.tail(&["tail", "s1", "--until-idle"]).finish().await;
+    assert_eq!(code, i32::from(exit::TURN_FAILED), "{out}");
 
     // Unknown sessions: exit 2, the server's message on stderr.
     for args in [
