@@ -24,6 +24,9 @@ use super::exit::Failure;
 /// The server `serve` listens on by default (its `--listen`), as a URL.
 pub const DEFAULT_SERVER: &str = "http://127.0.0.1:50051";
 
+/// The environment variable naming the server.
+pub const SERVER_ENV: &str = "AGENT_HARNESS_SERVER";
+
 /// The environment variable holding the bearer token itself.
 pub const TOKEN_ENV: &str = "AGENT_HARNESS_TOKEN";
 
@@ -36,7 +39,7 @@ const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
 pub struct Connection {
     /// The server: `http://HOST:PORT`, or `https://HOST:PORT` when it
     /// serves TLS (`serve --tls-cert/--tls-key`).
-    #[arg(long, env = "AGENT_HARNESS_SERVER", default_value = DEFAULT_SERVER)]
+    #[arg(long, env = SERVER_ENV, default_value = DEFAULT_SERVER)]
     pub server: String,
 
     /// File holding the bearer token of a server run with

@@ -40,7 +40,7 @@ pub fn event_lines(session: &str, event: &pb::Event) -> Vec<String> {
                 format!("  {mark} {}", one_line(&t.text))
             })
             .collect(),
-        Payload::PermissionRequested(p) => permission_lines(session, p, true),
+        Payload::PermissionRequested(p) => permission_lines(session, p, true, ""),
         Payload::PermissionResolved(p) => vec![format!(
             "-- permission {} {} ({})",
             p.request_id,
@@ -76,8 +76,14 @@ pub fn event_lines(session: &str, event: &pb::Event) -> Vec<String> {
 }
 
 /// A permission prompt; while it is `pending`, with the commands that
-/// answer it (a replayed prompt answered long ago shows none).
-pub fn permission_lines(session: &str, p: &pb::PermissionRequested, pending: bool) -> Vec<String> {
+/// answer it, `flags` after them (a replayed prompt answered long ago
+/// shows none).
+pub fn permission_lines(
+    session: &str,
+    p: &pb::PermissionRequested,
+    pending: bool,
+    flags: &str,
+) -> Vec<String> {
     let what = p
         .input
         .as_ref()
@@ -92,11 +98,11 @@ pub fn permission_lines(session: &str, p: &pb::PermissionRequested, pending: boo
     )];
     if pending {
         lines.push(format!(
-            "  allow: agent-harness approve {session} {}",
+            "  allow: agent-harness approve {session} {}{flags}",
             p.request_id
         ));
         lines.push(format!(
-            "  deny:  agent-harness deny {session} {} [REASON]",
+            "  deny:  agent-harness deny {session} {} [REASON]{flags}",
             p.request_id
         ));
     }

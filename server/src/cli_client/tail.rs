@@ -10,7 +10,7 @@ use agent_harness_client::pb::{self, DeltaBlockType, event::Payload};
 use agent_harness_client::session::{Hydration, SessionClient, Snapshot};
 use clap::Args;
 
-use super::connect::Connection;
+use super::connect::{Connection, DEFAULT_SERVER, SERVER_ENV};
 use super::exit::{self, Failure};
 use super::{out, render};
 
@@ -56,7 +56,7 @@ pub async fn tail(args: &TailArgs) -> Result<(), Failure> {
         Some(after) => backfill(&client, snapshot, |s| oldest(s) <= after + 1).await?,
         None => snapshot,
     };
-    let mut printer = Printer::new(conn.json, &args.session);
+    let mut printer = Printer::new(conn, &args.session);
     printer.printed = args
         .after_seq
         .unwrap_or_else(|| oldest(&snapshot).saturating_sub(1));
@@ -99,7 +99,7 @@ pub async fn history(args: &HistoryArgs) -> Result<(), Failure> {
     let snapshot = ready(&client).await?;
     let limit = args.limit;
     let snapshot = backfill(&client, snapshot, |s| limit > 0 && s.events.len() >= limit).await?;
-    let mut printer = Printer::new(conn.json, &args.session);
+    let mut printer = Printer::new(conn, &args.session);
     let skip = match limit {
         0 => 0,
         n => snapshot.events.len().saturating_sub(n),
@@ -210,6 +210,10 @@ struct Typing {
 struct Printer<'a> {
     json: bool,
     session: &'a str,
+    /// What the suggested `approve` / `deny` commands need beyond the
+    /// session and request: the server, when this one was not found the
+    /// way they would find it.
+    flags: String,
     /// The newest seq printed.
     printed: u64,
     /// The partial text on the screen, its line not ended yet.
@@ -217,10 +221,17 @@ struct Printer<'a> {
 }
 
 impl<'a> Printer<'a> {
-    fn new(json: bool, session: &'a str) -> Self {
+    fn new(conn: &Connection, session: &'a str) -> Self {
+        let found_alike = conn.server == DEFAULT_SERVER
+            || std::env::var(SERVER_ENV).is_ok_and(|s| s == conn.server);
         Self {
-            json,
+            json: conn.json,
             session,
+            flags: if found_alike {
+                String::new()
+            } else {
+                format!(" --server {}", conn.server)
+            },
             printed: 0,
             typing: None,
         }
@@ -252,7 +263,7 @@ impl<'a> Printer<'a> {
                     .iter()
                     .any(|q| q.request_id == p.request_id);
                 self.end_typing()?;
-                render::permission_lines(self.session, p, pending)
+                render::permission_lines(self.session, p, pending, &self.flags)
                     .iter()
                     .try_for_each(|l| out::line(l))
             }

@@ -313,10 +313,28 @@ async fn a_session_is_started_followed_answered_and_stopped_from_the_shell() {
     let id = allowed.clone();
     assert_eq!(
         approve.trim(),
-        format!("allow: agent-harness approve s1 {id}")
+        format!(
+            "allow: agent-harness approve s1 {id} --server {}",
+            server.url
+        ),
+        "a server found by flag is named"
     );
+    // The suggested command, run as printed.
+    let suggested: Vec<&str> = approve
+        .trim()
+        .strip_prefix("allow: agent-harness ")
+        .expect("a command")
+        .split_whitespace()
+        .collect();
+    let approved = Command::new(server_process::server_bin())
+        .args(&suggested)
+        .env_remove("AGENT_HARNESS_SERVER")
+        .output()
+        .await
+        .expect("approve");
+    assert!(approved.status.success(), "{approved:?}");
     assert_eq!(
-        server.ok(&["approve", "s1", &id]).await.trim(),
+        String::from_utf8_lossy(&approved.stdout).trim(),
         format!("allowed {id}")
     );
     let (code, out) = tail.finish().await;
