@@ -61,15 +61,19 @@ pub async fn tail(args: &TailArgs) -> Result<(), Failure> {
         .after_seq
         .unwrap_or_else(|| oldest(&snapshot).saturating_sub(1));
     let mut connected = true;
+    let mut cursor = snapshot.cursor;
     loop {
         let snapshot = updates.borrow_and_update().clone();
         if let Some(fatal) = &snapshot.fatal {
             return Err(Failure::new(exit::UNAVAILABLE, fatal.to_string()));
         }
-        if snapshot.cursor < printer.printed {
+        // The cursor goes back only when the client rebuilt its events
+        // from a replay (the server's log is behind what was seen).
+        if snapshot.cursor < cursor {
             eprintln!("-- the server's log restarted; replaying its tail");
             printer.printed = oldest(&snapshot).saturating_sub(1);
         }
+        cursor = snapshot.cursor;
         printer.show(&snapshot)?;
         if snapshot.connected != connected {
             connected = snapshot.connected;
