@@ -11,11 +11,9 @@ use std::time::Duration;
 
 use agent_harness_client::pb::session_service_client::SessionServiceClient;
 use agent_harness_client::session::{
-    DEFAULT_HEARTBEAT_INTERVAL, KEEPALIVE_TIMEOUT, SESSION_HEADER, SessionClient, SessionOptions,
+    CallHeaders, DEFAULT_HEARTBEAT_INTERVAL, KEEPALIVE_TIMEOUT, SessionClient, SessionOptions,
 };
 use clap::Args;
-use tonic::metadata::{Ascii, MetadataValue};
-use tonic::service::Interceptor;
 use tonic::service::interceptor::InterceptedService;
 use tonic::transport::{Certificate, Channel, ClientTlsConfig, Endpoint};
 
@@ -61,31 +59,6 @@ pub struct Connection {
 
 /// The generated client with the call headers added.
 pub type Rpc = SessionServiceClient<InterceptedService<Channel, CallHeaders>>;
-
-/// Adds the bearer token, and the session a call is about (a balancer
-/// routes by it), to every request.
-#[derive(Clone)]
-pub struct CallHeaders {
-    auth: Option<MetadataValue<Ascii>>,
-    session: Option<MetadataValue<Ascii>>,
-}
-
-impl Interceptor for CallHeaders {
-    fn call(
-        &mut self,
-        mut request: tonic::Request<()>,
-    ) -> Result<tonic::Request<()>, tonic::Status> {
-        if let Some(value) = &self.auth {
-            request
-                .metadata_mut()
-                .insert("authorization", value.clone());
-        }
-        if let Some(value) = &self.session {
-            request.metadata_mut().insert(SESSION_HEADER, value.clone());
-        }
-        Ok(request)
-    }
-}
 
 impl Connection {
     /// The token to send, if any: the file's, else the environment's.
@@ -138,24 +111,10 @@ impl Connection {
 
     /// The generated client, naming `session` on each call when given.
     pub fn rpc(&self, session: Option<&str>) -> Result<Rpc, Failure> {
-        let auth = match self.token()? {
-            None => None,
-            Some(token) => {
-                let mut value = MetadataValue::try_from(format!("Bearer {token}"))
-                    .map_err(|_| Failure::usage("the token is not a valid header value"))?;
-                value.set_sensitive(true);
-                Some(value)
-            }
-        };
-        let session = session
-            .map(|id| {
-                MetadataValue::try_from(id)
-                    .map_err(|_| Failure::usage(format!("session id {id:?} is not valid")))
-            })
-            .transpose()?;
+        let headers = CallHeaders::new(self.token()?.as_deref(), session)?;
         Ok(SessionServiceClient::with_interceptor(
             self.channel()?,
-            CallHeaders { auth, session },
+            headers,
         ))
     }
 
