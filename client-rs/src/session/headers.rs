@@ -73,3 +73,27 @@ impl std::fmt::Debug for CallHeaders {
             .finish()
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_token_and_the_session_are_added_when_given() {
+        let mut both = CallHeaders::new(Some("t0k"), Some("s1")).unwrap();
+        let request = both.call(tonic::Request::new(())).unwrap();
+        assert_eq!(
+            request.metadata().get("authorization").unwrap(),
+            "Bearer t0k"
+        );
+        assert_eq!(request.metadata().get(SESSION_HEADER).unwrap(), "s1");
+        assert!(!format!("{both:?}").contains("t0k"), "never printed");
+
+        let mut neither = CallHeaders::new(None, None).unwrap();
+        let request = neither.call(tonic::Request::new(())).unwrap();
+        assert!(request.metadata().is_empty());
+
+        assert!(CallHeaders::new(Some("bad\ntoken"), None).is_err());
+        assert!(CallHeaders::new(None, Some("bad\nid")).is_err());
+    }
+}
