@@ -105,7 +105,7 @@ cargo test -p agent-harness-server --test module_graph
 # The dev profile: from a clean clone it builds in about half the time of --release, and
 # nothing in the suites depends on optimized code (speed is measured by the benchmarks,
 # which build --release; see BENCHMARKS.md).
-step "cargo test (Rust: derive vectors, session client, server, adapters against the real CLI)"
+step "cargo test (Rust: derive vectors, session client, server, adapters and the terminal client against the real CLI)"
 # killed_owner (two server processes, the real CLI, a kill -9) runs in the cluster step;
 # real_acp runs in the next step, beside the other lanes (it mostly waits: see there).
 server_targets=()

@@ -39,6 +39,9 @@ pub enum Command {
     /// Write a new random 256-bit bearer token to a file (mode 0600) and
     /// print how to pass it to `serve` and to each client.
     Token(TokenConfig),
+    /// The terminal client's commands (`ls`, `start`, `send`, `tail`, ...).
+    #[command(flatten)]
+    Client(crate::cli_client::ClientCommand),
 }
 
 /// Which process adapter runs the CLI.
@@ -499,6 +502,11 @@ mod tests {
             panic!("expected serve")
         };
         assert_eq!(cfg.listen.to_string(), "127.0.0.1:50051");
+        // The terminal client finds a server run with no flags.
+        assert_eq!(
+            format!("http://{}", cfg.listen),
+            crate::cli_client::connect::DEFAULT_SERVER
+        );
         assert_eq!(cfg.manager.stop_grace, Duration::from_secs(5));
         assert_eq!(cfg.manager.idle_timeout, Duration::from_secs(1800));
         assert_eq!(cfg.max_line_bytes, 8 * 1024 * 1024);
@@ -508,6 +516,19 @@ mod tests {
             cfg.manager.idempotency_ttl,
             ServeConfig::default().manager.idempotency_ttl
         );
+    }
+
+    #[test]
+    fn client_commands_sit_beside_serve() {
+        let cli =
+            Cli::try_parse_from(["agent-harness", "tail", "s1", "--until-idle", "--json"]).unwrap();
+        let Command::Client(crate::cli_client::ClientCommand::Tail(tail)) = cli.command else {
+            panic!("expected tail")
+        };
+        assert_eq!(tail.session, "s1");
+        assert!(tail.until_idle && tail.connection.json);
+        assert!(Cli::try_parse_from(["agent-harness", "deny", "s1", "r1", "not now"]).is_ok());
+        assert!(Cli::try_parse_from(["agent-harness", "approve", "s1"]).is_err());
     }
 
     #[test]

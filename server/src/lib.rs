@@ -54,6 +54,8 @@
 //! - [`store`]: durable storage (the `Store` trait; memory and redb).
 //! - [`recovery`]: start-up recovery of runs a previous server left live.
 //! - [`token`]: `agent-harness token`, a new bearer token file.
+//! - [`cli_client`]: the terminal client (`ls`, `start`, `send`, `tail`, `stop`,
+//!   `approve`, `deny`, ...): a client of the API through the client crate.
 //! - [`private_files`]: the data dir (0700), the store (0600), secret files
 //!   refused when others can read them.
 //! - [`secrets`]: the key that seals a run's env values before they reach the store.
@@ -74,6 +76,7 @@ pub mod access;
 pub mod adapter;
 pub mod auth;
 pub mod body_limit;
+pub mod cli_client;
 pub mod cluster;
 pub mod config;
 pub mod connections;

@@ -1,23 +1,32 @@
-//! The `agent-harness` binary: parse flags, set up tracing, run.
+//! The `agent-harness` binary: parse flags, set up tracing, run (the
+//! server's commands), or run a terminal client command.
 
+use agent_harness_server::cli_client;
 use agent_harness_server::config::{Cli, Command};
 use clap::Parser;
 
 #[tokio::main]
 async fn main() -> std::process::ExitCode {
-    let cli = Cli::parse();
-    let filter = match &cli.command {
-        Command::Serve(c) => c.log.clone(),
-        Command::Record(_) | Command::Token(_) => "info".to_owned(),
+    let cli = match Cli::try_parse() {
+        Ok(cli) => cli,
+        Err(e) => return cli_client::parse_failed(e),
     };
-    tracing_subscriber::fmt()
-        .with_env_filter(tracing_subscriber::EnvFilter::new(filter))
-        .with_writer(std::io::stderr)
-        .init();
     let result = match cli.command {
-        Command::Serve(config) => agent_harness_server::run(*config, shutdown_signal()).await,
-        Command::Record(config) => agent_harness_server::record::run(config).await,
-        Command::Token(config) => agent_harness_server::token::run(&config.out),
+        // The client is quiet: what it has to say is its output and its
+        // exit code.
+        Command::Client(command) => return cli_client::run(command).await,
+        Command::Serve(config) => {
+            init_tracing(&config.log);
+            agent_harness_server::run(*config, shutdown_signal()).await
+        }
+        Command::Record(config) => {
+            init_tracing("info");
+            agent_harness_server::record::run(config).await
+        }
+        Command::Token(config) => {
+            init_tracing("info");
+            agent_harness_server::token::run(&config.out)
+        }
     };
     match result {
         Ok(()) => std::process::ExitCode::SUCCESS,
@@ -26,6 +35,14 @@ async fn main() -> std::process::ExitCode {
             std::process::ExitCode::FAILURE
         }
     }
+}
+
+/// Tracing to stderr, filtered by `filter` (`serve --log`).
+fn init_tracing(filter: &str) {
+    tracing_subscriber::fmt()
+        .with_env_filter(tracing_subscriber::EnvFilter::new(filter))
+        .with_writer(std::io::stderr)
+        .init();
 }
 
 /// Resolves on SIGINT or SIGTERM.

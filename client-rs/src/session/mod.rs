@@ -96,6 +96,7 @@ mod backoff;
 mod control;
 mod error;
 mod events;
+mod headers;
 mod log;
 mod task;
 
@@ -105,8 +106,6 @@ use std::time::Duration;
 
 use tokio::sync::{mpsc, oneshot, watch};
 use tokio::task::JoinHandle;
-use tonic::metadata::{Ascii, MetadataValue};
-use tonic::service::Interceptor;
 use tonic::service::interceptor::InterceptedService;
 use tonic::transport::{Channel, Endpoint};
 
@@ -117,6 +116,7 @@ use crate::pb::{self, session_service_client::SessionServiceClient};
 pub use backoff::{Backoff, BackoffPolicy};
 pub use error::SessionError;
 pub use events::Events;
+pub use headers::{CallHeaders, SESSION_HEADER};
 
 use task::{Command, SessionTask};
 
@@ -328,36 +328,6 @@ impl fmt::Debug for SessionOptions {
     }
 }
 
-/// The request header naming the session of a call, so a balancer in front
-/// of several nodes can route every call of one session alike (the server
-/// checks it against the request's `session_id`).
-pub const SESSION_HEADER: &str = "x-session-id";
-
-/// Adds the bearer token and this client's session id to every request
-/// (every call of a [`SessionClient`] names its one session).
-#[derive(Clone)]
-struct CallHeaders {
-    auth: Option<MetadataValue<Ascii>>,
-    session: MetadataValue<Ascii>,
-}
-
-impl Interceptor for CallHeaders {
-    fn call(
-        &mut self,
-        mut request: tonic::Request<()>,
-    ) -> Result<tonic::Request<()>, tonic::Status> {
-        if let Some(value) = &self.auth {
-            request
-                .metadata_mut()
-                .insert("authorization", value.clone());
-        }
-        request
-            .metadata_mut()
-            .insert(SESSION_HEADER, self.session.clone());
-        Ok(request)
-    }
-}
-
 /// A handle on one session: a live [`Snapshot`] plus the session's RPCs.
 ///
 /// Clones share the subscription task; it ends when [`close`](Self::close)
@@ -417,24 +387,9 @@ impl SessionClient {
         session_id: impl Into<String>,
         options: SessionOptions,
     ) -> Result<Self, SessionError> {
-        let auth = match &options.auth_token {
-            None => None,
-            Some(token) => {
-                let mut value =
-                    MetadataValue::try_from(format!("Bearer {token}")).map_err(|_| {
-                        SessionError::Config("auth token is not a valid header value".to_owned())
-                    })?;
-                value.set_sensitive(true);
-                Some(value)
-            }
-        };
         let session_id = session_id.into();
-        let session = MetadataValue::try_from(session_id.as_str()).map_err(|_| {
-            SessionError::Config(format!(
-                "session id {session_id:?} is not a valid header value"
-            ))
-        })?;
-        let rpc = SessionServiceClient::with_interceptor(channel, CallHeaders { auth, session })
+        let headers = CallHeaders::new(options.auth_token.as_deref(), Some(&session_id))?;
+        let rpc = SessionServiceClient::with_interceptor(channel, headers)
             .max_decoding_message_size(options.max_message_bytes);
         let (state_tx, state_rx) = watch::channel(Snapshot::default());
         let (commands, commands_rx) = mpsc::unbounded_channel();

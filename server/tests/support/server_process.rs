@@ -4,7 +4,8 @@
 //! hard (`kill -9`) when a test says so, and the processes it started
 //! found by a marker variable they all inherit.
 //!
-//! Used by the crash loop (one node restarted again and again) and by the
+//! Used by the terminal client's suite (its commands run against it), the
+//! crash loop (one node restarted again and again) and by the
 //! killed-owner takeover (two nodes on one PostgreSQL database).
 
 use std::net::SocketAddr;
@@ -77,6 +78,12 @@ impl Drop for ServerProcess {
 
 /// Starts `agent-harness serve` as `spec` says, on a fresh loopback port.
 pub fn spawn(spec: &Spawn<'_>) -> ServerProcess {
+    spawn_with(spec, &[])
+}
+
+/// [`spawn`] with more `serve` flags after the defaults (e.g.
+/// `--auth-token-file`).
+pub fn spawn_with(spec: &Spawn<'_>, extra: &[&str]) -> ServerProcess {
     let addr = free_addr();
     let out = std::fs::File::create(&spec.log).expect("server log");
     let mut cmd = Command::new(server_bin());
@@ -115,6 +122,7 @@ pub fn spawn(spec: &Spawn<'_>) -> ServerProcess {
     if let Some(lease) = spec.node_lease {
         cmd.args(["--node-lease", lease]);
     }
+    cmd.args(extra);
     let child = cmd.spawn().expect("spawn agent-harness serve");
     ServerProcess {
         child,
@@ -192,6 +200,16 @@ impl ServerProcess {
             );
             tokio::time::sleep(Duration::from_millis(50)).await;
         }
+    }
+
+    /// The address it listens on.
+    pub fn addr(&self) -> SocketAddr {
+        self.addr
+    }
+
+    /// The server's URL, as a client's `--server` takes it.
+    pub fn url(&self) -> String {
+        format!("http://{}", self.addr)
     }
 
     pub fn pid(&self) -> u32 {
