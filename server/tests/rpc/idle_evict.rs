@@ -1,0 +1,121 @@
+//! The cap on idle keep-alive processes (`--max-idle-runs`) with the
+//! scripted CLI on the paused clock (the idle timeout never fires here):
+//! past the cap the least recently active idle process ends (stop_requested
+//! {idle}, run_end IDLE_EVICTED), its session resumes on the next Send, a
+//! Send racing the eviction is never lost, and a process with background
+//! tasks running is not the one that goes.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use agent_harness_protocol::pb;
+use agent_harness_protocol::pb::event::Payload;
+use agent_harness_server::manager::ManagerOptions;
+
+use super::timers::{Rig, behavior, find, stop_source};
+use crate::support::cli_grpc::assert_runs_end_once;
+use crate::support::common::kind;
+use crate::support::scripted::ScriptedAdapter;
+use crate::support::server::{prompt, run_end, send_request, start_request};
+
+fn opts(max_idle_runs: usize) -> ManagerOptions {
+    ManagerOptions {
+        idle_timeout: Duration::ZERO,
+        max_idle_runs,
+        ..ManagerOptions::default()
+    }
+}
+
+/// Starts `sid` and waits for its first turn to end.
+async fn started(rig: &Rig, sid: &str) {
+    rig.m.start(start_request(sid, prompt("hello"))).await.unwrap();
+    rig.log_until(sid, "turn_end", 1).await;
+}
+
+fn run_start_trigger(e: &pb::Event) -> &str {
+    match &e.payload {
+        Some(Payload::RunStart(rs)) => &rs.trigger,
+        _ => "",
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn past_the_cap_the_least_recently_active_idle_process_is_evicted() {
+    let a = ScriptedAdapter::new(behavior());
+    let rig = Rig::new(Arc::new(a.clone()), opts(1));
+    started(&rig, "a").await;
+    assert_eq!(rig.m.idle_runs(), 1);
+    started(&rig, "b").await;
+
+    let events = rig.log_until("a", "run_end", 1).await;
+    assert_eq!(stop_source(find(&events, "stop_requested")), "idle");
+    let end = run_end(events.last().unwrap());
+    assert_eq!(end.reason, pb::RunEndReason::IdleEvicted as i32);
+    assert_eq!(end.source, "process");
+    assert_eq!(rig.m.idle_runs(), 1, "b stays");
+    assert_eq!(rig.m.live_runs(), 1);
+
+    // a's next Send respawns it (resuming its conversation); once its
+    // turn ends, b is the least recently active and goes.
+    rig.m.send(send_request("a", "again", "")).await.unwrap();
+    let events = rig.log_until("a", "turn_end", 2).await;
+    let respawn = events
+        .iter()
+        .filter(|e| kind(e) == "run_start")
+        .nth(1)
+        .expect("a second run");
+    assert_eq!(run_start_trigger(respawn), "send");
+    let Some(Payload::RunStart(rs)) = &respawn.payload else {
+        unreachable!()
+    };
+    assert!(!rs.config.as_ref().unwrap().resume.is_empty(), "resumed");
+    let b = rig.log_until("b", "run_end", 1).await;
+    assert_eq!(
+        run_end(b.last().unwrap()).reason,
+        pb::RunEndReason::IdleEvicted as i32
+    );
+    assert_runs_end_once(&events, Some(&respawn.run_id));
+    rig.done().await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn zero_ends_every_process_when_its_turn_ends() {
+    let a = ScriptedAdapter::new(behavior());
+    let rig = Rig::new(Arc::new(a.clone()), opts(0));
+    started(&rig, "z").await;
+    let events = rig.log_until("z", "run_end", 1).await;
+    assert_eq!(
+        run_end(events.last().unwrap()).reason,
+        pb::RunEndReason::IdleEvicted as i32
+    );
+    assert_eq!(rig.m.live_runs(), 0);
+    rig.done().await;
+}
+
+/// A Send to the process being evicted, issued together with the Start
+/// that evicts it: whichever the run task takes first, the input is
+/// answered (by the old process, or by a respawn after its run_end) and
+/// every run ends once.
+#[tokio::test(start_paused = true)]
+async fn a_send_racing_the_eviction_is_answered_and_every_run_ends_once() {
+    let a = ScriptedAdapter::new(behavior());
+    let rig = Rig::new(Arc::new(a.clone()), opts(1));
+    started(&rig, "old").await;
+    let (start, send) = tokio::join!(
+        rig.m.start(start_request("new", prompt("hello"))),
+        rig.m.send(send_request("old", "still there?", "")),
+    );
+    start.unwrap();
+    let run = send.unwrap().run_id;
+    let events = rig.log_until("old", "turn_end", 2).await;
+    let input = events
+        .iter()
+        .find(|e| matches!(&e.payload, Some(Payload::InputSent(i)) if i.text == "still there?"))
+        .expect("the Send's input reached a process");
+    assert_eq!(input.run_id, run);
+    assert_eq!(kind(events.last().unwrap()), "turn_end");
+    assert_eq!(events.last().unwrap().run_id, run, "its turn was answered");
+    let live = rig.m.live_runs() > 0;
+    assert_runs_end_once(&events, live.then_some(run.as_str()));
+    rig.done().await;
+}
