@@ -143,7 +143,11 @@ fn id(i: usize) -> String {
 
 /// Runs `start` (a Start or a Send on `session`) and times the first
 /// `content` and the `turn_end` that follow, from a stream opened first.
-async fn timed_turn<F, Fut>(c: &mut SessionServiceClient<Channel>, session: &str, start: F) -> (Duration, Duration)
+async fn timed_turn<F, Fut>(
+    c: &mut SessionServiceClient<Channel>,
+    session: &str,
+    start: F,
+) -> (Duration, Duration)
 where
     F: FnOnce(SessionServiceClient<Channel>) -> Fut,
     Fut: std::future::Future<Output = ()>,
@@ -213,7 +217,8 @@ fn ms(d: Duration) -> String {
 fn main() {
     let sessions = count("AGENT_HARNESS_BENCH_SESSIONS", 20);
     let rounds = count("AGENT_HARNESS_BENCH_ROUNDS", 5);
-    let claude = PathBuf::from(std::env::var("CLAUDE_BIN").expect("CLAUDE_BIN (source .tools/env.sh)"));
+    let claude =
+        PathBuf::from(std::env::var("CLAUDE_BIN").expect("CLAUDE_BIN (source .tools/env.sh)"));
     let rt = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()

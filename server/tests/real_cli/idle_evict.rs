@@ -68,7 +68,10 @@ async fn past_max_idle_runs_the_oldest_idle_processes_end_and_resume_on_send() {
         pids.iter().filter(|p| running(**p)).count() == 2
     })
     .await;
-    assert!(running(pids[3]) && running(pids[4]), "the two most recent stay");
+    assert!(
+        running(pids[3]) && running(pids[4]),
+        "the two most recent stay"
+    );
     for name in &names[3..] {
         h.assert_idle(name, true).await;
     }

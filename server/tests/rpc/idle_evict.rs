@@ -28,7 +28,10 @@ fn opts(max_idle_runs: usize) -> ManagerOptions {
 
 /// Starts `sid` and waits for its first turn to end.
 async fn started(rig: &Rig, sid: &str) {
-    rig.m.start(start_request(sid, prompt("hello"))).await.unwrap();
+    rig.m
+        .start(start_request(sid, prompt("hello")))
+        .await
+        .unwrap();
     rig.log_until(sid, "turn_end", 1).await;
 }
 
