@@ -11,12 +11,13 @@ use std::time::Duration;
 use agent_harness_protocol::pb;
 use agent_harness_protocol::pb::event::Payload;
 use agent_harness_server::manager::ManagerOptions;
+use tokio::time::advance;
 
-use super::timers::{Rig, behavior, find, stop_source};
+use super::timers::{Rig, behavior, find, stop_source, task_frames};
 use crate::support::cli_grpc::assert_runs_end_once;
 use crate::support::common::kind;
 use crate::support::scripted::ScriptedAdapter;
-use crate::support::server::{prompt, run_end, send_request, start_request};
+use crate::support::server::{InjectingAdapter, prompt, run_end, send_request, start_request};
 
 fn opts(max_idle_runs: usize) -> ManagerOptions {
     ManagerOptions {
@@ -60,6 +61,7 @@ async fn past_the_cap_the_least_recently_active_idle_process_is_evicted() {
 
     // a's next Send respawns it (resuming its conversation); once its
     // turn ends, b is the least recently active and goes.
+    advance(Duration::from_secs(1)).await;
     rig.m.send(send_request("a", "again", "")).await.unwrap();
     let events = rig.log_until("a", "turn_end", 2).await;
     let respawn = events
@@ -120,5 +122,50 @@ async fn a_send_racing_the_eviction_is_answered_and_every_run_ends_once() {
     assert_eq!(events.last().unwrap().run_id, run, "its turn was answered");
     let live = rig.m.live_runs() > 0;
     assert_runs_end_once(&events, live.then_some(run.as_str()));
+    rig.done().await;
+}
+
+/// A process whose log shows a background task running refuses to go (as
+/// it outlives the idle timeout) and is not counted: the other idle
+/// process stays. Once the task has finished and its session had a turn
+/// again, the least recently active goes.
+#[tokio::test(start_paused = true)]
+async fn a_process_with_background_tasks_running_is_not_evicted() {
+    let scripted = ScriptedAdapter::new(behavior());
+    let adapter = InjectingAdapter::new(scripted.clone(), task_frames);
+    let rig = Rig::new(Arc::new(adapter), opts(1));
+    let bg = rig
+        .m
+        .start(start_request("bg", prompt("BGSTART a job")))
+        .await
+        .unwrap()
+        .run_id;
+    rig.log_until("bg", "turn_end", 1).await;
+    started(&rig, "other").await;
+    rig.settle("bg").await;
+    assert!(rig.m.get("bg").await.unwrap().process_alive);
+    assert!(rig.m.get("other").await.unwrap().process_alive);
+    assert_eq!(rig.m.idle_runs(), 1, "the one with a task is not counted");
+    assert_eq!(rig.m.live_runs(), 2);
+
+    // The task done and reported in a new turn: bg is idle and the most
+    // recently active; "other" goes.
+    advance(Duration::from_secs(1)).await;
+    let sent_to = rig
+        .m
+        .send(send_request("bg", "BGDONE check", ""))
+        .await
+        .unwrap()
+        .run_id;
+    assert_eq!(sent_to, bg, "the same process took the Send");
+    rig.log_until("bg", "turn_end", 2).await;
+    let other = rig.log_until("other", "run_end", 1).await;
+    assert_eq!(
+        run_end(other.last().unwrap()).reason,
+        pb::RunEndReason::IdleEvicted as i32
+    );
+    let events = rig.log_until("bg", "turn_end", 2).await;
+    assert!(!events.iter().any(|e| kind(e) == "stop_requested"));
+    assert!(rig.m.get("bg").await.unwrap().process_alive);
     rig.done().await;
 }

@@ -231,7 +231,7 @@ async fn input_restarts_the_idle_clock() {
 }
 
 /// Frames of CLI 2.1.197 (as in cassettes/bg_bash), keyed by the turn's text.
-fn task_frames(line: &StdoutLine) -> Vec<StdoutLine> {
+pub(super) fn task_frames(line: &StdoutLine) -> Vec<StdoutLine> {
     let text = line_text(line);
     if !text.contains("\"type\":\"assistant\"") {
         return vec![];
