@@ -20,6 +20,15 @@ use std::sync::{Arc, Mutex};
 use tokio::sync::Notify;
 use tokio::time::Instant;
 
+/// How the registry tells a run to go, and which idle stretch it judged
+/// (the `since` it held): a run that had activity after that is not the
+/// least recently active any more.
+#[derive(Default)]
+struct Told {
+    notify: Notify,
+    since: Mutex<Option<Instant>>,
+}
+
 /// The idle runs of one manager. Cheap to clone.
 #[derive(Clone)]
 pub(super) struct IdleRuns {
@@ -35,7 +44,7 @@ struct Inner {
 #[derive(Default)]
 struct State {
     /// The idle runs by entry id: since when, and how to tell each to go.
-    idle: HashMap<u64, (Instant, Arc<Notify>)>,
+    idle: HashMap<u64, (Instant, Arc<Told>)>,
     next_id: u64,
 }
 
@@ -65,7 +74,7 @@ impl IdleRuns {
         IdleEntry {
             runs: self.clone(),
             id,
-            evict: Arc::new(Notify::new()),
+            evict: Arc::new(Told::default()),
             since: None,
         }
     }
@@ -88,9 +97,10 @@ impl IdleRuns {
             else {
                 return;
             };
-            if let Some((_, evict)) = s.idle.remove(&victim) {
+            if let Some((since, told)) = s.idle.remove(&victim) {
+                *told.since.lock().unwrap_or_else(|e| e.into_inner()) = Some(since);
                 // Stored when nobody waits: the run sees it at its next poll.
-                evict.notify_one();
+                told.notify.notify_one();
             }
         }
     }
@@ -100,7 +110,7 @@ impl IdleRuns {
 pub(super) struct IdleEntry {
     runs: IdleRuns,
     id: u64,
-    evict: Arc<Notify>,
+    evict: Arc<Told>,
     /// What the map holds for this run, as far as this entry knows.
     since: Option<Instant>,
 }
@@ -125,10 +135,16 @@ impl IdleEntry {
         }
     }
 
-    /// Resolves when the registry tells this run to go. The run is then
+    /// Resolves when the registry tells this run to go, with the idle
+    /// stretch it judged (since when the run was idle). The run is then
     /// out of the map; [`IdleEntry::evicted`] records that here.
-    pub(super) async fn told(&self) {
-        self.evict.notified().await;
+    pub(super) async fn told(&self) -> Option<Instant> {
+        self.evict.notify.notified().await;
+        self.evict
+            .since
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .take()
     }
 
     /// The run handled its eviction (ended, or found it was no longer
@@ -169,7 +185,12 @@ mod tests {
         assert_eq!(runs.len(), 2);
         assert!(!told(&a) && !told(&b));
         c.set(Some(t0 + Duration::from_secs(2)));
-        assert!(told(&b), "b was idle longest");
+        use futures::FutureExt;
+        assert_eq!(
+            b.told().now_or_never(),
+            Some(Some(t0)),
+            "b was idle longest"
+        );
         assert!(!told(&a) && !told(&c));
         assert_eq!(runs.len(), 2);
     }

@@ -281,7 +281,7 @@ impl Run {
                     });
                 }
                 _ = sleep_until(deadline), if deadline.is_some() => self.timers().await,
-                _ = self.idle.told() => self.evict().await,
+                since = self.idle.told() => self.evict(since).await,
             }
         };
         self.idle.set(None);
@@ -531,12 +531,14 @@ impl Run {
         }
     }
 
-    /// Told by the cap on idle processes to go. Commands are handled in
-    /// order, so a Send that came first has made the process busy (it
-    /// stays); one that comes after finds it ending and respawns.
-    async fn evict(&mut self) {
+    /// Told by the cap on idle processes to go, for its idle stretch since
+    /// `since`. Commands are handled in order, so a Send that came first
+    /// has made the process busy, or active after that stretch: it stays
+    /// (and is judged again by its new stretch). A Send that comes after
+    /// finds it ending and respawns.
+    async fn evict(&mut self, since: Option<Instant>) {
         self.idle.evicted();
-        if !self.idle() {
+        if !self.idle() || since != Some(self.last_activity) {
             return;
         }
         if self.background_tasks_running() {
