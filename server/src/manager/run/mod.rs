@@ -350,7 +350,8 @@ impl Run {
 
     /// Whether the log shows background tasks still running (derive's
     /// `has_running_background_tasks`). Takes a snapshot of the fold, so it
-    /// is asked only when the idle deadline has passed.
+    /// is asked only when the idle deadline has passed or the cap on idle
+    /// processes tells this one to go.
     fn background_tasks_running(&self) -> bool {
         self.fold
             .with(|d| d.fold.snapshot().has_running_background_tasks)
