@@ -169,3 +169,47 @@ async fn a_process_with_background_tasks_running_is_not_evicted() {
     assert!(rig.m.get("bg").await.unwrap().process_alive);
     rig.done().await;
 }
+
+/// A Send that reaches the process once its eviction has begun (its
+/// stop_requested{idle} is in the log) is not lost: it waits for the
+/// run_end and respawns, resuming the conversation.
+#[tokio::test(start_paused = true)]
+async fn a_send_after_the_eviction_began_respawns() {
+    let a = ScriptedAdapter::new(behavior());
+    let rig = Rig::new(Arc::new(a.clone()), opts(1));
+    let old = rig
+        .m
+        .start(start_request("old", prompt("hello")))
+        .await
+        .unwrap()
+        .run_id;
+    rig.log_until("old", "turn_end", 1).await;
+    advance(Duration::from_secs(1)).await;
+    rig.m
+        .start(start_request("new", prompt("hello")))
+        .await
+        .unwrap();
+    rig.log_until("old", "stop_requested", 1).await;
+    let run = rig
+        .m
+        .send(send_request("old", "after all", ""))
+        .await
+        .unwrap()
+        .run_id;
+    assert_ne!(run, old, "a new process took it");
+    let events = rig.log_until("old", "turn_end", 2).await;
+    let end = events
+        .iter()
+        .find(|e| kind(e) == "run_end")
+        .expect("the old run ended");
+    assert_eq!(end.run_id, old);
+    assert_eq!(run_end(end).reason, pb::RunEndReason::IdleEvicted as i32);
+    let input = events
+        .iter()
+        .find(|e| matches!(&e.payload, Some(Payload::InputSent(i)) if i.text == "after all"))
+        .expect("the Send's input was recorded");
+    assert_eq!(input.run_id, run);
+    assert!(input.seq > end.seq, "after the old run's end");
+    assert_runs_end_once(&events, Some(&run));
+    rig.done().await;
+}
