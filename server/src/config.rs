@@ -509,6 +509,13 @@ mod tests {
         );
         assert_eq!(cfg.manager.stop_grace, Duration::from_secs(5));
         assert_eq!(cfg.manager.idle_timeout, Duration::from_secs(1800));
+        assert_eq!(cfg.manager.max_idle_runs, 4);
+        assert_eq!(cfg.manager.options().max_idle_runs, 4);
+        let cli = Cli::try_parse_from(["agent-harness", "serve", "--max-idle-runs", "0"]).unwrap();
+        let Command::Serve(cfg) = cli.command else {
+            panic!("expected serve")
+        };
+        assert_eq!(cfg.manager.options().max_idle_runs, 0);
         assert_eq!(cfg.max_line_bytes, 8 * 1024 * 1024);
         assert_eq!(cfg.max_line_bytes, ServeConfig::default().max_line_bytes);
         assert_eq!(cfg.manager.idempotency_ttl, Duration::from_secs(15 * 60));

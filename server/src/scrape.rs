@@ -58,6 +58,11 @@ impl Source {
             self.manager.live_runs() as u64,
         );
         t.gauge(
+            "agent_harness_idle_runs",
+            "Keep-alive processes idle between turns now (at most --max-idle-runs).",
+            self.manager.idle_runs() as u64,
+        );
+        t.gauge(
             "agent_harness_open_streams",
             "Subscribe and ReadFullEvent streams open now (at most --max-streams).",
             self.rpc.open_streams() as u64,

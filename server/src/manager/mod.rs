@@ -30,6 +30,7 @@ mod control;
 mod delete;
 mod fold;
 mod fork;
+mod idle;
 mod keyed;
 mod ladder;
 mod options;
@@ -60,8 +61,8 @@ pub use self::control::SettingChange;
 use self::fold::FoldCell;
 use self::fold::SessionFold;
 pub use self::options::{
-    DEFAULT_IDLE_TIMEOUT, DEFAULT_KILL_GRACE, DEFAULT_MAX_LIVE_RUNS, DEFAULT_PERMISSION_TIMEOUT,
-    DEFAULT_STOP_GRACE, ManagerFlags, ManagerOptions, RetentionOptions,
+    DEFAULT_IDLE_TIMEOUT, DEFAULT_KILL_GRACE, DEFAULT_MAX_IDLE_RUNS, DEFAULT_MAX_LIVE_RUNS,
+    DEFAULT_PERMISSION_TIMEOUT, DEFAULT_STOP_GRACE, ManagerFlags, ManagerOptions, RetentionOptions,
 };
 use self::receipts::{Keyed, KeyedExt, Receipts};
 pub use self::run::CONTROL_TIMEOUT;
@@ -94,6 +95,8 @@ struct Inner {
     /// One permit per live run (`max_live_runs`); the run task holds it
     /// until its process has exited.
     live_runs: Arc<Semaphore>,
+    /// The idle keep-alive processes, capped at `max_idle_runs`.
+    idle_runs: idle::IdleRuns,
     /// Receipts of keyed calls, and the gates of those in flight.
     receipts: Receipts,
     /// Held by a Start importing an outside conversation from its check
@@ -123,6 +126,7 @@ impl SessionManager {
             opts.max_live_runs.min(Semaphore::MAX_PERMITS),
         ));
         let receipts = Receipts::new(logs.clone(), opts.idempotency.clone());
+        let idle_runs = idle::IdleRuns::new(opts.max_idle_runs);
         Self {
             inner: Arc::new(Inner {
                 adapter,
@@ -132,6 +136,7 @@ impl SessionManager {
                 opts,
                 shutting_down: CancellationToken::new(),
                 live_runs,
+                idle_runs,
                 imports: tokio::sync::Mutex::new(()),
                 tasks: Tasks::new(),
             }),
@@ -142,6 +147,12 @@ impl SessionManager {
     pub fn live_runs(&self) -> usize {
         let max = self.inner.opts.max_live_runs.min(Semaphore::MAX_PERMITS);
         max.saturating_sub(self.inner.live_runs.available_permits())
+    }
+
+    /// Keep-alive processes idle now (between turns), as the cap on them
+    /// counts them.
+    pub fn idle_runs(&self) -> usize {
+        self.inner.idle_runs.len()
     }
 
     /// This node, when it shares the store with others.

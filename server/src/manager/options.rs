@@ -19,6 +19,10 @@ pub const DEFAULT_KILL_GRACE: Duration = Duration::from_secs(2);
 /// Default of [`ManagerOptions::max_live_runs`] (`--max-live-runs`): each
 /// CLI process holds a few hundred MB.
 pub const DEFAULT_MAX_LIVE_RUNS: usize = 32;
+/// Default of [`ManagerOptions::max_idle_runs`] (`--max-idle-runs`): a
+/// few warm processes answer the sessions in use at once, the rest resume
+/// on their next Send.
+pub const DEFAULT_MAX_IDLE_RUNS: usize = 4;
 
 /// Timeouts and limits of the manager.
 #[derive(Debug, Clone)]
@@ -44,6 +48,11 @@ pub struct ManagerOptions {
     /// Most runs live at once (`--max-live-runs`): a Start or a respawning
     /// Send beyond it gets RESOURCE_EXHAUSTED and appends nothing.
     pub max_live_runs: usize,
+    /// Most keep-alive processes kept idle between turns
+    /// (`--max-idle-runs`): past it the least recently active is ended
+    /// (`IDLE_EVICTED`) and its session resumes on its next Send. 0: none
+    /// outlives its turn.
+    pub max_idle_runs: usize,
     /// Most idle sessions whose state (slot and cached fold) stays in
     /// memory (`--cache-sessions`); past it the least recently used go.
     pub cache_sessions: usize,
@@ -87,6 +96,7 @@ impl Default for ManagerOptions {
             max_partial_bytes: crate::partial::DEFAULT_MAX_PARTIAL_BYTES,
             launch: Arc::new(LaunchPolicy::default()),
             max_live_runs: DEFAULT_MAX_LIVE_RUNS,
+            max_idle_runs: DEFAULT_MAX_IDLE_RUNS,
             // One bound for the slots and folds here and the log's resident sessions.
             cache_sessions: crate::log::DEFAULT_CACHE_SESSIONS,
             idempotency: IdempotencyOptions::default(),
@@ -133,6 +143,13 @@ pub struct ManagerFlags {
     #[arg(long, env = "AGENT_HARNESS_MAX_LIVE_RUNS", default_value_t = DEFAULT_MAX_LIVE_RUNS)]
     pub max_live_runs: usize,
 
+    /// Most keep-alive processes left idle between turns on this node:
+    /// past it the least recently active is ended (run_end IDLE_EVICTED)
+    /// and its next Send resumes the conversation. 0 = none outlives its
+    /// turn; at or above --max-live-runs = no cap.
+    #[arg(long, env = "AGENT_HARNESS_MAX_IDLE_RUNS", default_value_t = DEFAULT_MAX_IDLE_RUNS)]
+    pub max_idle_runs: usize,
+
     /// Delete sessions with no live run whose last event is older than this
     /// many days (checked every minute). 0 = keep sessions however old.
     #[arg(long, env = "AGENT_HARNESS_RETENTION_DAYS", default_value_t = 0)]
@@ -165,6 +182,7 @@ impl Default for ManagerFlags {
             stop_grace: DEFAULT_STOP_GRACE,
             kill_grace: DEFAULT_KILL_GRACE,
             max_live_runs: DEFAULT_MAX_LIVE_RUNS,
+            max_idle_runs: DEFAULT_MAX_IDLE_RUNS,
             retention_days: 0,
             max_sessions: 0,
             allow_resume_import: false,
@@ -184,6 +202,7 @@ impl ManagerFlags {
             stop_grace: self.stop_grace,
             kill_grace: self.kill_grace,
             max_live_runs: self.max_live_runs,
+            max_idle_runs: self.max_idle_runs,
             idempotency: IdempotencyOptions {
                 ttl: self.idempotency_ttl,
                 ..IdempotencyOptions::default()

@@ -325,6 +325,7 @@ impl SessionManager {
             decoder,
             prompt_sent: has_prompt,
             live_permit: permit,
+            idle: self.inner.idle_runs.entry(),
         };
         // Runs to completion: the run ends with its process, and shutdown
         // stops every process through the stop ladder (`shutdown`) first.

@@ -52,7 +52,7 @@ fn assert_one_resumed_start(events: &[pb::Event], run: &str, resume_id: &str) {
 /// (`TEXT <answer>`) starts a new run resuming `resume_id`, whose turn
 /// answers `<answer>` without error. Returns the new run id and the events
 /// after `ended`.
-async fn send_resumes(
+pub(super) async fn send_resumes(
     h: &Harness,
     ev: &Events,
     ended: &pb::Event,
@@ -543,7 +543,7 @@ async fn send_after_the_process_exited_resumes_the_conversation() {
 }
 
 /// (role, text) of every text block of a Messages API request's messages.
-fn conversation_text(body: &Value) -> Vec<(String, String)> {
+pub(super) fn conversation_text(body: &Value) -> Vec<(String, String)> {
     let mut out = Vec::new();
     for m in body["messages"].as_array().into_iter().flatten() {
         let role = m["role"].as_str().unwrap_or_default().to_owned();

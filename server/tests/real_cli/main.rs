@@ -13,6 +13,7 @@ mod content_blocks;
 mod control;
 mod crash_loop;
 mod grpc;
+mod idle_evict;
 mod killed_owner;
 mod live_service_optin;
 mod live_typing;

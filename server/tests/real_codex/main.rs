@@ -16,6 +16,7 @@
 #[path = "../support/mod.rs"]
 mod support;
 
+mod idle_evict;
 mod kill9;
 mod live_output;
 mod user_checks;

@@ -16,6 +16,7 @@ mod files;
 mod full_disk;
 mod fuzz;
 mod idempotency;
+mod idle_evict;
 mod input_policy;
 mod launch_policy;
 mod limits;

@@ -50,7 +50,7 @@ fn opts(idle: Duration) -> ManagerOptions {
 
 /// The scripted CLI with no pause between lines (a pause is a timer, and
 /// this clock only moves by hand).
-fn behavior() -> ScriptedBehavior {
+pub(super) fn behavior() -> ScriptedBehavior {
     ScriptedBehavior {
         line_delay: Duration::ZERO,
         ..ScriptedBehavior::default()
@@ -58,14 +58,14 @@ fn behavior() -> ScriptedBehavior {
 }
 
 /// A manager over an in-memory log, and the hand-driven clock.
-struct Rig {
-    m: SessionManager,
+pub(super) struct Rig {
+    pub(super) m: SessionManager,
     spinner: tokio::task::JoinHandle<()>,
     t0: Instant,
 }
 
 impl Rig {
-    fn new(adapter: Arc<dyn ProcessAdapter>, opts: ManagerOptions) -> Self {
+    pub(super) fn new(adapter: Arc<dyn ProcessAdapter>, opts: ManagerOptions) -> Self {
         let logs =
             EventLogs::open(crate::support::server::test_store(), LogOptions::default()).unwrap();
         // Never idle, so never auto-advanced.
@@ -85,7 +85,7 @@ impl Rig {
     /// current-thread runtime a command round trip runs its loop: a timer
     /// that came due is taken on the loop's next turn, before a second
     /// command is answered (an unknown permission id: a no-op).
-    async fn settle(&self, session_id: &str) {
+    pub(super) async fn settle(&self, session_id: &str) {
         for _ in 0..3 {
             let _ = real_time(self.m.respond_permission(pb::RespondPermissionRequest {
                 session_id: session_id.into(),
@@ -98,7 +98,7 @@ impl Rig {
 
     /// The log up to its first event of kind `k`, once the run task has
     /// seen it too.
-    async fn log_until(&self, session_id: &str, k: &str, nth: usize) -> Vec<pb::Event> {
+    pub(super) async fn log_until(&self, session_id: &str, k: &str, nth: usize) -> Vec<pb::Event> {
         let mut stream = Box::pin(self.m.logs().subscribe(session_id, 0).await.unwrap());
         let mut events = Vec::new();
         let mut seen = 0;
@@ -122,7 +122,7 @@ impl Rig {
         events
     }
 
-    async fn done(self) {
+    pub(super) async fn done(self) {
         self.spinner.abort();
         self.m.shutdown().await;
     }
@@ -142,14 +142,14 @@ async fn real_time<T>(fut: impl Future<Output = T>) -> T {
     }
 }
 
-fn find<'a>(events: &'a [pb::Event], k: &str) -> &'a pb::Event {
+pub(super) fn find<'a>(events: &'a [pb::Event], k: &str) -> &'a pb::Event {
     events
         .iter()
         .find(|e| kind(e) == k)
         .unwrap_or_else(|| panic!("no {k} in {:?}", kinds(events)))
 }
 
-fn stop_source(e: &pb::Event) -> &str {
+pub(super) fn stop_source(e: &pb::Event) -> &str {
     match &e.payload {
         Some(Payload::StopRequested(s)) => &s.source,
         _ => "",
@@ -231,7 +231,7 @@ async fn input_restarts_the_idle_clock() {
 }
 
 /// Frames of CLI 2.1.197 (as in cassettes/bg_bash), keyed by the turn's text.
-fn task_frames(line: &StdoutLine) -> Vec<StdoutLine> {
+pub(super) fn task_frames(line: &StdoutLine) -> Vec<StdoutLine> {
     let text = line_text(line);
     if !text.contains("\"type\":\"assistant\"") {
         return vec![];

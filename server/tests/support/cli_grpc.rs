@@ -108,6 +108,9 @@ pub fn test_manager_options() -> ManagerOptions {
         permission_timeout: Duration::from_secs(120),
         stop_grace: Duration::from_secs(3),
         kill_grace: Duration::from_secs(1),
+        // Processes stay between turns as the tests expect; the cap on idle
+        // ones has tests of its own.
+        max_idle_runs: usize::MAX,
         ..ManagerOptions::default()
     }
 }

@@ -41,6 +41,9 @@ pub fn fast_opts() -> ManagerOptions {
         permission_timeout: Duration::from_secs(60),
         stop_grace: Duration::from_secs(2),
         kill_grace: Duration::from_millis(200),
+        // Processes stay between turns as the tests expect; the cap on idle
+        // ones has tests of its own.
+        max_idle_runs: usize::MAX,
         ..ManagerOptions::default()
     }
 }

@@ -145,6 +145,7 @@ const REASONS: Record<number, string> = {
   [RunEndReason.ERROR]: "error",
   [RunEndReason.PROCESS_EXIT]: "process exited",
   [RunEndReason.IDLE_TIMEOUT]: "idle timeout",
+  [RunEndReason.IDLE_EVICTED]: "evicted while idle (--max-idle-runs)",
   [RunEndReason.SERVER_RESTART]: "server restart",
 };
 

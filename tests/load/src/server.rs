@@ -57,6 +57,9 @@ impl Server {
         cmd
             // Room for the largest fan-out measured: 10,000 subscribers.
             .args(["--max-streams", "20000", "--max-live-runs", "256"])
+            // Every session's process stays between its turns, as measured
+            // before the cap on idle processes existed.
+            .args(["--max-idle-runs", "256"])
             // Load runs create sessions far faster than any client should.
             .args(["--max-sessions-per-minute", "0"])
             .args(&opts.args)

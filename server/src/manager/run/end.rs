@@ -225,6 +225,7 @@ impl Run {
             Some(Cause::Shutdown) if self.deleting => (R::Stopped, run_end_source::DELETE),
             Some(Cause::Shutdown) => (R::ServerRestart, run_end_source::SHUTDOWN),
             Some(Cause::User) => (R::Stopped, run_end_source::PROCESS),
+            Some(Cause::Idle) if self.evicted => (R::IdleEvicted, run_end_source::PROCESS),
             Some(Cause::Idle) => (R::IdleTimeout, run_end_source::PROCESS),
             None => {
                 let reason = match (exit.code, exit.signal.as_deref()) {

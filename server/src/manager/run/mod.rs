@@ -4,8 +4,10 @@
 //! It reads stdout, decodes lines into events (the adapter's [`Decoder`]) and appends them (lines
 //! that arrive together go in one append), executes the commands the manager
 //! sends (write, stop, permission answers, shutdown), runs the timers (the
-//! stop [`ladder`](super::ladder), idle timeout, permission timeouts) and,
-//! when the process has exited, appends the run's one `run_end`.
+//! stop [`ladder`](super::ladder), idle timeout, permission timeouts),
+//! reports whether it is idle to the cap on idle processes ([`super::idle`])
+//! and ends it when told, and, when the process has exited, appends the
+//! run's one `run_end`.
 //!
 //! How it ends: only when the process has exited (and been reaped by the
 //! adapter). Shutdown is a command that drives the process to exit through
@@ -34,6 +36,7 @@ use tokio::sync::{OwnedSemaphorePermit, mpsc, oneshot};
 use tokio::time::Instant;
 
 use super::fold::FoldCell;
+use super::idle::IdleEntry;
 use super::ladder::{Action, Cause, Input, Ladder};
 use super::receipts::{Keyed, KeyedExt};
 use super::slot::Claim;
@@ -135,6 +138,8 @@ pub(super) struct RunSpec {
     pub(super) prompt_sent: bool,
     /// This run's place under `--max-live-runs`.
     pub(super) live_permit: OwnedSemaphorePermit,
+    /// This run's place among the idle processes (`--max-idle-runs`).
+    pub(super) idle: IdleEntry,
 }
 
 pub(super) struct Run {
@@ -188,6 +193,14 @@ pub(super) struct Run {
     /// (`run_error{policy}` is recorded): the process is being ended and
     /// the run ends ERROR.
     policy_refused: bool,
+    /// Where this run reports itself idle, and hears that it must go.
+    idle: IdleEntry,
+    /// Ended to keep the idle processes under `--max-idle-runs` (decides
+    /// the run_end: IDLE_EVICTED rather than IDLE_TIMEOUT).
+    evicted: bool,
+    /// The last activity at which an eviction was refused for running
+    /// background tasks: not offered again until there is activity.
+    evict_refused_at: Option<Instant>,
 }
 
 impl Run {
@@ -201,6 +214,7 @@ impl Run {
             mut decoder,
             prompt_sent,
             live_permit,
+            idle,
         } = spec;
         let ladder = Ladder::new(opts.stop_grace, opts.kill_grace);
         if prompt_sent {
@@ -229,6 +243,9 @@ impl Run {
             late_records: HashMap::new(),
             deleting: false,
             policy_refused: false,
+            idle,
+            evicted: false,
+            evict_refused_at: None,
         }
     }
 
@@ -238,6 +255,8 @@ impl Run {
         let mut stdout_open = true;
         let mut cmds_open = true;
         let exit = loop {
+            let evictable = self.evictable_since();
+            self.idle.set(evictable);
             let deadline = self.next_deadline();
             tokio::select! {
                 biased;
@@ -269,8 +288,10 @@ impl Run {
                     });
                 }
                 _ = sleep_until(deadline), if deadline.is_some() => self.timers().await,
+                since = self.idle.told() => self.evict(since).await,
             }
         };
+        self.idle.set(None);
         self.ladder.step(Input::Exited, Instant::now());
         // Lines written just before the exit are still in the pipe.
         while stdout_open {
@@ -299,31 +320,45 @@ impl Run {
     }
 
     /// A keep-alive process with no turn, no pending question, no control
-    /// request awaiting its answer and no stop under way ends
-    /// `idle_timeout` after its last activity (unless background tasks are
-    /// running then; see `timers`). A control request has its own deadline:
-    /// a process spawned to answer one (RewindFiles after the idle timeout)
-    /// and slow to start must not be ended by the idle clock before it
-    /// answers.
-    fn idle_deadline(&self) -> Option<Instant> {
-        if self.opts.idle_timeout.is_zero()
-            || !self.control.keep_alive()
-            || self.ladder.stopping()
-            || self.pending_permissions() > 0
-            || !self.controls.is_empty()
-            || self
+    /// request awaiting its answer and no stop under way is idle: the idle
+    /// timeout and the cap on idle processes may end it (unless background
+    /// tasks are running then; see `timers` and `evict`). A control request
+    /// has its own deadline: a process spawned to answer one (RewindFiles
+    /// after the idle timeout) and slow to start must not be ended for
+    /// idleness before it answers.
+    fn idle(&self) -> bool {
+        self.control.keep_alive()
+            && !self.ladder.stopping()
+            && self.pending_permissions() == 0
+            && self.controls.is_empty()
+            && !self
                 .fold
                 .with(|d| d.fold.status_fold().turn_in_progress())
                 .unwrap_or(false)
-        {
+    }
+
+    /// An idle process ends `idle_timeout` after its last activity.
+    fn idle_deadline(&self) -> Option<Instant> {
+        if self.opts.idle_timeout.is_zero() || !self.idle() {
             return None;
         }
         Some(self.last_activity + self.opts.idle_timeout)
     }
 
+    /// What this run reports to the cap on idle processes: idle since its
+    /// last activity, or not idle (`None`); also `None` while an eviction
+    /// it refused for running background tasks still holds.
+    fn evictable_since(&self) -> Option<Instant> {
+        if !self.idle() || self.evict_refused_at == Some(self.last_activity) {
+            return None;
+        }
+        Some(self.last_activity)
+    }
+
     /// Whether the log shows background tasks still running (derive's
     /// `has_running_background_tasks`). Takes a snapshot of the fold, so it
-    /// is asked only when the idle deadline has passed.
+    /// is asked only when the idle deadline has passed or the cap on idle
+    /// processes tells this one to go.
     fn background_tasks_running(&self) -> bool {
         self.fold
             .with(|d| d.fold.snapshot().has_running_background_tasks)
@@ -501,12 +536,39 @@ impl Run {
         }
         if self.idle_deadline().is_some_and(|d| d <= now) {
             tracing::info!(session_id = %self.session_id, run_id = %self.run_id, "idle timeout");
-            self.append_one(Payload::StopRequested(pb::StopRequested {
-                source: stop_source::IDLE.into(),
-            }))
-            .await;
-            self.step(Input::Idle, now);
+            self.end_idle(now).await;
         }
+    }
+
+    /// Told by the cap on idle processes to go, for its idle stretch since
+    /// `since`. Commands are handled in order, so a Send that came first
+    /// has made the process busy, or active after that stretch: it stays
+    /// (and is judged again by its new stretch). A Send that comes after
+    /// finds it ending and respawns.
+    async fn evict(&mut self, since: Option<Instant>) {
+        self.idle.evicted();
+        if !self.idle() || since != Some(self.last_activity) {
+            return;
+        }
+        if self.background_tasks_running() {
+            // As for the idle timeout: the process must live for them.
+            tracing::debug!(session_id = %self.session_id, run_id = %self.run_id, "idle eviction refused: background tasks running");
+            self.evict_refused_at = Some(self.last_activity);
+            return;
+        }
+        tracing::info!(session_id = %self.session_id, run_id = %self.run_id, "idle eviction");
+        self.evicted = true;
+        self.end_idle(Instant::now()).await;
+    }
+
+    /// Ends an idle process the way the idle timeout does: stop_requested
+    /// (source idle), then stdin closed and the rest of the ladder.
+    async fn end_idle(&mut self, now: Instant) {
+        self.append_one(Payload::StopRequested(pb::StopRequested {
+            source: stop_source::IDLE.into(),
+        }))
+        .await;
+        self.step(Input::Idle, now);
     }
 }
 
