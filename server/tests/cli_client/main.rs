@@ -282,6 +282,25 @@ async fn a_session_is_started_followed_answered_and_stopped_from_the_shell() {
     assert_eq!(sessions.len(), 1, "{listed}");
     assert_eq!(sessions[0]["sessionId"], "s1");
     assert_eq!(sessions[0]["status"], "SESSION_STATUS_IDLE");
+    assert_eq!(sessions[0]["title"], "TEXT hello from the shell");
+
+    // title: renames it (SetTitle); ls shows the new name, an empty one goes
+    // back to the first prompt's.
+    server.ok(&["title", "s1", "Shell session"]).await;
+    let listed = server.ok(&["ls", "--json"]).await;
+    let renamed: serde_json::Value =
+        serde_json::from_str(listed.lines().next().expect("a line")).expect("JSON");
+    assert_eq!(renamed["title"], "Shell session", "{listed}");
+    let too_long = "x".repeat(201);
+    let refused = server.run(&["title", "s1", &too_long], &[]).await;
+    assert_eq!(refused.code, 1, "an over-long title is a usage error");
+    let table = server.ok(&["ls"]).await;
+    assert!(table.contains("Shell session"), "{table}");
+    server.ok(&["title", "s1", ""]).await;
+    let listed = server.ok(&["ls", "--json"]).await;
+    let cleared: serde_json::Value =
+        serde_json::from_str(listed.lines().next().expect("a line")).expect("JSON");
+    assert_eq!(cleared["title"], "TEXT hello from the shell", "{listed}");
     let table = server.ok(&["ls"]).await;
     assert!(table.starts_with("ID "), "{table}");
     assert!(
