@@ -131,17 +131,17 @@ pub(super) async fn list(pool: Pool, q: ListQuery) -> Result<ListPage, StoreErro
     let counted = params.0.len();
     let keyset = match &q.after {
         None => "true".to_owned(),
+        Some(p) if q.order == Order::SessionId => {
+            format!("session_id > {}", params.push(Box::new(p.session_id.clone())))
+        }
         Some(p) => {
-            let id = params.push(Box::new(p.session_id.clone()));
+            let cwd = (q.order == Order::Cwd).then(|| params.push(Box::new(p.cwd.clone())));
             let at = params.push(Box::new(p.updated_ns));
+            let id = params.push(Box::new(p.session_id.clone()));
             let recent = format!("(updated_ns < {at} OR (updated_ns = {at} AND session_id > {id}))");
-            match q.order {
-                Order::SessionId => format!("session_id > {id}"),
-                Order::RecentActivity => recent,
-                Order::Cwd => {
-                    let cwd = params.push(Box::new(p.cwd.clone()));
-                    format!("(cwd > {cwd} OR (cwd = {cwd} AND {recent}))")
-                }
+            match cwd {
+                Some(cwd) => format!("(cwd > {cwd} OR (cwd = {cwd} AND {recent}))"),
+                None => recent,
             }
         }
     };
