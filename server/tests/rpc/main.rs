@@ -19,6 +19,7 @@ mod idempotency;
 mod input_policy;
 mod launch_policy;
 mod limits;
+mod list;
 mod list_agents;
 mod memory;
 mod metrics;
