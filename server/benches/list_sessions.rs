@@ -101,8 +101,8 @@ async fn bench(name: &str, store: Arc<dyn Store>, n: usize) {
         "{name}: start-up index rebuild of {rebuilt} rows: {}",
         ms(t.elapsed())
     );
-    let cassette = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-        .join("../cassettes/one_shot.cassette.jsonl");
+    let cassette =
+        PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../cassettes/one_shot.cassette.jsonl");
     let adapter = CassetteAdapter::from_file(cassette, 0.0).expect("cassette");
     let m = SessionManager::new(Arc::new(adapter), logs, ManagerOptions::default());
     let order = |o: pb::SessionOrder| pb::ListSessionsRequest {
@@ -111,8 +111,14 @@ async fn bench(name: &str, store: Arc<dyn Store>, n: usize) {
         ..Default::default()
     };
     let cases = [
-        ("order SESSION_ID (no filter)", order(pb::SessionOrder::SessionId)),
-        ("order RECENT_ACTIVITY", order(pb::SessionOrder::RecentActivity)),
+        (
+            "order SESSION_ID (no filter)",
+            order(pb::SessionOrder::SessionId),
+        ),
+        (
+            "order RECENT_ACTIVITY",
+            order(pb::SessionOrder::RecentActivity),
+        ),
         ("order CWD", order(pb::SessionOrder::Cwd)),
         (
             "query \"alpha\", RECENT_ACTIVITY",

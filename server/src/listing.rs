@@ -80,7 +80,10 @@ impl Listing {
             Ok(pb::SessionOrder::RecentActivity) => Order::RecentActivity,
             Ok(pb::SessionOrder::Cwd) => Order::Cwd,
             Err(_) => {
-                return Err(Error::invalid("order", format!("{} is not an order", req.order)));
+                return Err(Error::invalid(
+                    "order",
+                    format!("{} is not an order", req.order),
+                ));
             }
         };
         let query = ListQuery {

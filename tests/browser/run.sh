@@ -20,6 +20,9 @@
 # session (the ACP agent gemini, offered from ListAgents) the same way and, on
 # a server without codex, the start form showing the refusal. Saves
 # tests/artifacts/console-*.png.
+# console-list.test.ts: the list searched, filtered, sorted and grouped by
+# the server over three sessions in two working directories; saves
+# tests/artifacts/console-list-filters.png and console-list-grouped.png.
 # Exits non-zero on any failure.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
@@ -59,4 +62,4 @@ npx tsc -p tsconfig.json --noEmit
 node build.mjs
 
 echo "--- tests/browser: Playwright + Chromium against the real server"
-node --import tsx --test --test-concurrency=1 --test-reporter=spec browser.test.ts console.test.ts
+node --import tsx --test --test-concurrency=1 --test-reporter=spec browser.test.ts console.test.ts console-list.test.ts

@@ -20,7 +20,11 @@ const PROGRESS_EVERY: Duration = Duration::from_secs(5);
 /// The index fold of `session_id`'s log up to `upto`, read from the store
 /// in pages, in the form the log serves (cut to the per-event budget), as
 /// GetSession's fold reads it.
-pub(super) fn fold_log(shared: &Shared, session_id: &str, upto: u64) -> Result<IndexFold, StoreError> {
+pub(super) fn fold_log(
+    shared: &Shared,
+    session_id: &str,
+    upto: u64,
+) -> Result<IndexFold, StoreError> {
     let mut fold = IndexFold::default();
     let mut after = 0;
     while after < upto {

@@ -270,16 +270,18 @@ mod tests {
             row("c", "/x", 3),
             row("d", "/y", 2),
         ];
-        let ids = |p: &ListPage| -> Vec<String> {
-            p.rows.iter().map(|r| r.session_id.clone()).collect()
-        };
+        let ids =
+            |p: &ListPage| -> Vec<String> { p.rows.iter().map(|r| r.session_id.clone()).collect() };
         let mut q = ListQuery {
             order: Order::RecentActivity,
             limit: 2,
             ..ListQuery::default()
         };
         let first = q.select(&rows);
-        assert_eq!((ids(&first), first.total), (vec!["a".into(), "c".into()], 4));
+        assert_eq!(
+            (ids(&first), first.total),
+            (vec!["a".into(), "c".into()], 4)
+        );
         q.after = Some(first.rows[1].position());
         assert_eq!(ids(&q.select(&rows)), ["d", "b"]);
         q.order = Order::Cwd;

@@ -89,9 +89,12 @@ async fn the_index_follows_commits_deletion_and_rebuild(store: Arc<dyn Store>) {
         ..LogOptions::default()
     };
     let logs = EventLogs::open(store.clone(), opts).unwrap();
-    logs.commit("a", Commit::events(vec![run_start("/p1", "Fix the build\nnow", "")]))
-        .await
-        .unwrap();
+    logs.commit(
+        "a",
+        Commit::events(vec![run_start("/p1", "Fix the build\nnow", "")]),
+    )
+    .await
+    .unwrap();
     logs.commit(
         "b",
         Commit::events(vec![run_start("/p2", "Write docs", "codex"), run_end()]),
@@ -99,7 +102,10 @@ async fn the_index_follows_commits_deletion_and_rebuild(store: Arc<dyn Store>) {
     .await
     .unwrap();
     let a = row_follows_the_log(store.as_ref(), &logs, "a").await;
-    assert_eq!((a.title.as_str(), a.agent.as_str()), ("Fix the build", "claude"));
+    assert_eq!(
+        (a.title.as_str(), a.agent.as_str()),
+        ("Fix the build", "claude")
+    );
     assert_eq!(a.status, pb::SessionStatus::Starting as i32);
     let b = row_follows_the_log(store.as_ref(), &logs, "b").await;
     assert_eq!(b.status, pb::SessionStatus::Idle as i32);
@@ -174,7 +180,10 @@ async fn the_index_follows_commits_deletion_and_rebuild(store: Arc<dyn Store>) {
     assert_eq!(logs.rebuild_index().await.unwrap(), 2);
     row_follows_the_log(store.as_ref(), &logs, "c").await;
     let a = row_follows_the_log(store.as_ref(), &logs, "a").await;
-    assert_eq!((a.head_seq, a.status), (4, pb::SessionStatus::Starting as i32));
+    assert_eq!(
+        (a.head_seq, a.status),
+        (4, pb::SessionStatus::Starting as i32)
+    );
     assert_eq!(logs.rebuild_index().await.unwrap(), 0);
     logs.shutdown().await;
 }
@@ -220,7 +229,10 @@ fn the_listing_matches_the_reference_in_every_order(store: &dyn Store) {
     stale.head_seq = 1;
     stale.title = "stale".into();
     store.put_index(&[stale]).unwrap();
-    assert_eq!(store.index_rows(&["s00".into()]).unwrap()[0].as_ref(), Some(&rows[0]));
+    assert_eq!(
+        store.index_rows(&["s00".into()]).unwrap()[0].as_ref(),
+        Some(&rows[0])
+    );
 
     let filters = [
         ListQuery::default(),

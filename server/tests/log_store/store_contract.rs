@@ -12,7 +12,8 @@ use std::sync::{Arc, Mutex};
 use agent_harness_protocol::pb;
 use agent_harness_protocol::pb::event::Payload;
 use agent_harness_server::store::{
-    Commit, IndexFold, MemoryStore, Receipt, ReceiptWrite, RedbStore, SessionMeta, Store, TranscriptEntry,
+    Commit, IndexFold, MemoryStore, Receipt, ReceiptWrite, RedbStore, SessionMeta, Store,
+    TranscriptEntry,
 };
 use log::{event, seqs};
 use redb::StorageBackend;

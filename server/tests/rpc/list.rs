@@ -140,8 +140,14 @@ async fn list_sessions_filters_sorts_and_pages_from_the_index() {
     let cases: Vec<(pb::ListSessionsRequest, Box<dyn Fn(usize) -> bool>)> = vec![
         (req(&|_| {}), Box::new(|_| true)),
         (req(&|r| r.query = "ALPHA".into()), Box::new(|i| i % 5 == 0)),
-        (req(&|r| r.query = "s0001".into()), Box::new(|i| (10..20).contains(&i))),
-        (req(&|r| r.query = "proj/1".into()), Box::new(|i| i % 3 == 1)),
+        (
+            req(&|r| r.query = "s0001".into()),
+            Box::new(|i| (10..20).contains(&i)),
+        ),
+        (
+            req(&|r| r.query = "proj/1".into()),
+            Box::new(|i| i % 3 == 1),
+        ),
         (
             req(&|r| r.statuses = vec![pb::SessionStatus::Starting as i32]),
             Box::new(|i| i % 4 == 0),
@@ -189,8 +195,13 @@ async fn list_sessions_filters_sorts_and_pages_from_the_index() {
             }
         }
     }
-    let got = &all_pages(&mut c, req(&|r| r.query = "task 7 beta".into())).await.0;
-    assert_eq!((got[0].title.as_str(), got[0].cwd.as_str()), ("Task 7 beta", "/proj/1"));
+    let got = &all_pages(&mut c, req(&|r| r.query = "task 7 beta".into()))
+        .await
+        .0;
+    assert_eq!(
+        (got[0].title.as_str(), got[0].cwd.as_str()),
+        ("Task 7 beta", "/proj/1")
+    );
 
     // A token continues only the listing it was given for.
     let first = c
@@ -278,7 +289,10 @@ async fn the_index_follows_sessions_started_and_deleted_over_grpc() {
         async move { c.list_sessions(r).await.unwrap().into_inner() }
     };
     let fix = page(list("fix", "", pb::SessionOrder::SessionId)).await;
-    assert_eq!((ids(&fix.sessions), fix.total_size), (vec!["a1".into(), "a3".into()], 2));
+    assert_eq!(
+        (ids(&fix.sessions), fix.total_size),
+        (vec!["a1".into(), "a3".into()], 2)
+    );
     let grouped = page(list("", "", pb::SessionOrder::Cwd)).await;
     let cwds: Vec<&str> = grouped.sessions.iter().map(|s| s.cwd.as_str()).collect();
     assert_eq!(cwds, [one, one, two]);
@@ -331,7 +345,11 @@ async fn a_filtered_page_over_10_000_stored_sessions_reads_only_its_own() {
         // "alpha" is every fifth, codex every second: every tenth, odd.
         assert_eq!(page.total_size, 1_000);
         assert_eq!(page.sessions.len(), 20);
-        assert!(page.sessions.iter().all(|s| s.agent == "codex" && s.title.contains("alpha")));
+        assert!(
+            page.sessions
+                .iter()
+                .all(|s| s.agent == "codex" && s.title.contains("alpha"))
+        );
         // Only the page's 20 sessions are read and folded, not 10,000.
         assert!(cost <= 20 * 4, "{cost} store reads for a page of 20");
     }

@@ -22,7 +22,11 @@ impl Writer {
     /// as stored). A session whose row cannot be folded (the store failed
     /// to read) gets none: its row stays behind and is folded again on its
     /// next commit, and a listing is never a reason to refuse a write.
-    pub(super) fn index(&mut self, events: &[pb::Event], touched: &HashMap<String, Touched>) -> Indexed {
+    pub(super) fn index(
+        &mut self,
+        events: &[pb::Event],
+        touched: &HashMap<String, Touched>,
+    ) -> Indexed {
         let mut folds: HashMap<&str, (IndexFold, bool)> = HashMap::with_capacity(touched.len());
         for (sid, t) in touched {
             match self.fold_at(sid, t.head_before) {
@@ -70,7 +74,14 @@ impl Writer {
         {
             return Ok((row.fold, true));
         }
-        tracing::debug!(session_id, head, "index row missing or behind: folding the log");
-        Ok((crate::log::index::fold_log(&self.shared, session_id, head)?, false))
+        tracing::debug!(
+            session_id,
+            head,
+            "index row missing or behind: folding the log"
+        );
+        Ok((
+            crate::log::index::fold_log(&self.shared, session_id, head)?,
+            false,
+        ))
     }
 }

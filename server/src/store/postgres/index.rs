@@ -90,7 +90,10 @@ pub(super) async fn put_index(pool: Pool, rows: Rows) -> Result<(), StoreError> 
 }
 
 /// The rows of `ids`, in order.
-pub(super) async fn rows(pool: Pool, ids: Vec<String>) -> Result<Vec<Option<IndexRow>>, StoreError> {
+pub(super) async fn rows(
+    pool: Pool,
+    ids: Vec<String>,
+) -> Result<Vec<Option<IndexRow>>, StoreError> {
     let client = client(&pool).await?;
     let stmt = client
         .prepare_cached(
@@ -115,13 +118,22 @@ pub(super) async fn list(pool: Pool, q: ListQuery) -> Result<ListPage, StoreErro
     let mut params = Args::default();
     let mut filters = vec!["true".to_owned()];
     if !q.text.is_empty() {
-        filters.push(format!("strpos(search, {}) > 0", params.push(Box::new(q.text.clone()))));
+        filters.push(format!(
+            "strpos(search, {}) > 0",
+            params.push(Box::new(q.text.clone()))
+        ));
     }
     if !q.statuses.is_empty() {
-        filters.push(format!("status = ANY({}::int4[])", params.push(Box::new(q.statuses.clone()))));
+        filters.push(format!(
+            "status = ANY({}::int4[])",
+            params.push(Box::new(q.statuses.clone()))
+        ));
     }
     if !q.agent.is_empty() {
-        filters.push(format!("agent = {}", params.push(Box::new(q.agent.clone()))));
+        filters.push(format!(
+            "agent = {}",
+            params.push(Box::new(q.agent.clone()))
+        ));
     }
     if !q.cwd.is_empty() {
         filters.push(format!("cwd = {}", params.push(Box::new(q.cwd.clone()))));
@@ -132,13 +144,17 @@ pub(super) async fn list(pool: Pool, q: ListQuery) -> Result<ListPage, StoreErro
     let keyset = match &q.after {
         None => "true".to_owned(),
         Some(p) if q.order == Order::SessionId => {
-            format!("session_id > {}", params.push(Box::new(p.session_id.clone())))
+            format!(
+                "session_id > {}",
+                params.push(Box::new(p.session_id.clone()))
+            )
         }
         Some(p) => {
             let cwd = (q.order == Order::Cwd).then(|| params.push(Box::new(p.cwd.clone())));
             let at = params.push(Box::new(p.updated_ns));
             let id = params.push(Box::new(p.session_id.clone()));
-            let recent = format!("(updated_ns < {at} OR (updated_ns = {at} AND session_id > {id}))");
+            let recent =
+                format!("(updated_ns < {at} OR (updated_ns = {at} AND session_id > {id}))");
             match cwd {
                 Some(cwd) => format!("(cwd > {cwd} OR (cwd = {cwd} AND {recent}))"),
                 None => recent,

@@ -14,7 +14,10 @@ pub(super) const SESSION_INDEX: TableDefinition<&str, &[u8]> =
     TableDefinition::new("session_index");
 
 /// Writes `rows` in `txn`, each unless the stored row reflects a later head.
-pub(super) fn put_rows(txn: &::redb::WriteTransaction, rows: &[IndexRow]) -> Result<(), StoreError> {
+pub(super) fn put_rows(
+    txn: &::redb::WriteTransaction,
+    rows: &[IndexRow],
+) -> Result<(), StoreError> {
     if rows.is_empty() {
         return Ok(());
     }
@@ -42,7 +45,10 @@ pub(super) fn put_index(db: &Database, rows: &[IndexRow]) -> Result<(), StoreErr
 }
 
 /// The rows of `session_ids`, in the order given.
-pub(super) fn rows(db: &Database, session_ids: &[String]) -> Result<Vec<Option<IndexRow>>, StoreError> {
+pub(super) fn rows(
+    db: &Database,
+    session_ids: &[String],
+) -> Result<Vec<Option<IndexRow>>, StoreError> {
     let txn = db.begin_read().map_err(rerr)?;
     let table = txn.open_table(SESSION_INDEX).map_err(rerr)?;
     session_ids
