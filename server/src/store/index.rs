@@ -221,7 +221,7 @@ impl ListQuery {
         let mut total = 0;
         let mut page: Vec<(Position, &IndexRow)> = Vec::new();
         for row in rows {
-            if !self.matches(&row) {
+            if !self.matches(row) {
                 continue;
             }
             total += 1;

@@ -77,6 +77,9 @@ fn seed(store: &dyn Store, n: usize) {
     store.append_batch(&events, &metas).unwrap();
 }
 
+/// Which seeded sessions a listing keeps, by their number.
+type Keep = Box<dyn Fn(usize) -> bool>;
+
 /// Every page of `req` (page size 4), checking that each says the same total.
 async fn all_pages(
     c: &mut SessionServiceClient<Channel>,
@@ -137,7 +140,7 @@ async fn list_sessions_filters_sorts_and_pages_from_the_index() {
         r
     };
     use pb::SessionOrder::{Cwd, RecentActivity, SessionId};
-    let cases: Vec<(pb::ListSessionsRequest, Box<dyn Fn(usize) -> bool>)> = vec![
+    let cases: Vec<(pb::ListSessionsRequest, Keep)> = vec![
         (req(&|_| {}), Box::new(|_| true)),
         (req(&|r| r.query = "ALPHA".into()), Box::new(|i| i % 5 == 0)),
         (
