@@ -15,6 +15,8 @@ CREATE TABLE session_index (
     search text NOT NULL,
     body bytea NOT NULL
 );
--- The orders ListSessions pages in besides the primary key's.
-CREATE INDEX session_index_by_activity ON session_index (updated_ns DESC, session_id);
-CREATE INDEX session_index_by_cwd ON session_index (cwd, updated_ns DESC, session_id);
+-- The orders ListSessions pages in besides the primary key's: newest first
+-- as the negated time ascending, so a page after a place is one row
+-- comparison over one index range.
+CREATE INDEX session_index_by_activity ON session_index ((-updated_ns), session_id);
+CREATE INDEX session_index_by_cwd ON session_index (cwd, (-updated_ns), session_id);

@@ -122,6 +122,37 @@ impl IndexRow {
         }
     }
 
+    /// A stored row as a listing reads it: everything but the fold (left
+    /// empty; a listing orders and names sessions, it folds nothing), so
+    /// reading every row skips the fold's timestamps. `None` as [`decode`](Self::decode).
+    pub fn decode_listed(session_id: &str, bytes: &[u8]) -> Option<Self> {
+        #[derive(Deserialize)]
+        struct Listed {
+            #[serde(default)]
+            v: u32,
+            head_seq: u64,
+            title: String,
+            cwd: String,
+            agent: String,
+            status: i32,
+            created_ns: i64,
+            updated_ns: i64,
+        }
+        let l: Listed = serde_json::from_slice(bytes).ok()?;
+        (l.v == INDEX_VERSION).then(|| Self {
+            v: l.v,
+            session_id: session_id.to_owned(),
+            head_seq: l.head_seq,
+            title: l.title,
+            cwd: l.cwd,
+            agent: l.agent,
+            status: l.status,
+            created_ns: l.created_ns,
+            updated_ns: l.updated_ns,
+            fold: IndexFold::default(),
+        })
+    }
+
     /// Its title, id and cwd lowercased, one line each: what a text query
     /// looks in (a query holds no control character, so it never matches
     /// across two of them).
@@ -189,7 +220,8 @@ pub struct ListQuery {
 /// A page of the index (see [`super::Store::list_index`]).
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct ListPage {
-    /// Up to `limit` rows after the query's place, in its order.
+    /// Up to `limit` rows after the query's place, in its order; a
+    /// store may leave their folds empty (see [`IndexRow::decode_listed`]).
     pub rows: Vec<IndexRow>,
     /// How many rows match the filters, wherever they are in the order.
     pub total: u64,

@@ -81,7 +81,8 @@ export function SessionList(props: { transport: Transport; onUnauthenticated: ()
 
   // In the server's order: its sort and grouping span every page.
   const rows = sessions ?? [];
-  const filtered = key !== JSON.stringify(listRequest(NO_FILTERS));
+  // Whether some sessions may be left out (an order leaves none out).
+  const filtered = asked.query !== "" || asked.statuses.length > 0 || asked.agent !== "";
 
   return (
     <main className="list">

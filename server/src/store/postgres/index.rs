@@ -1,6 +1,7 @@
 //! The session index in PostgreSQL (see [`super::super::index`]): the
 //! `session_index` table, its filters, orders and pages in SQL (WHERE,
-//! ORDER BY over the indexes by activity and by cwd, LIMIT), so every node
+//! ORDER BY over the indexes by activity and by cwd, a keyset as a row
+//! comparison over the same keys, LIMIT), so every node
 //! sharing the database lists from one table without reading it whole.
 
 use deadpool_postgres::Pool;
@@ -150,21 +151,21 @@ pub(super) async fn list(pool: Pool, q: ListQuery) -> Result<ListPage, StoreErro
             )
         }
         Some(p) => {
+            // Row comparisons over the indexed keys: newest first is the
+            // negated time ascending, so one index range serves the page.
             let cwd = (q.order == Order::Cwd).then(|| params.push(Box::new(p.cwd.clone())));
-            let at = params.push(Box::new(p.updated_ns));
+            let at = params.push(Box::new(p.updated_ns.saturating_neg()));
             let id = params.push(Box::new(p.session_id.clone()));
-            let recent =
-                format!("(updated_ns < {at} OR (updated_ns = {at} AND session_id > {id}))");
             match cwd {
-                Some(cwd) => format!("(cwd > {cwd} OR (cwd = {cwd} AND {recent}))"),
-                None => recent,
+                Some(cwd) => format!("(cwd, -updated_ns, session_id) > ({cwd}, {at}, {id})"),
+                None => format!("(-updated_ns, session_id) > ({at}, {id})"),
             }
         }
     };
     let order = match q.order {
         Order::SessionId => "session_id",
-        Order::RecentActivity => "updated_ns DESC, session_id",
-        Order::Cwd => "cwd, updated_ns DESC, session_id",
+        Order::RecentActivity => "-updated_ns, session_id",
+        Order::Cwd => "cwd, -updated_ns, session_id",
     };
     let limit = params.push(Box::new(limit_sql(q.limit)));
     let page_sql = format!(
@@ -195,7 +196,7 @@ pub(super) async fn list(pool: Pool, q: ListQuery) -> Result<ListPage, StoreErro
     Ok(ListPage {
         rows: found
             .iter()
-            .filter_map(|r| IndexRow::decode(r.get(0), r.get(1)))
+            .filter_map(|r| IndexRow::decode_listed(r.get(0), r.get(1)))
             .collect(),
         total: u64::try_from(total).unwrap_or(0),
     })

@@ -69,7 +69,7 @@ pub(super) fn list(db: &Database, query: &ListQuery) -> Result<ListPage, StoreEr
     let mut all = Vec::new();
     for row in table.iter().map_err(rerr)? {
         let (k, v) = row.map_err(rerr)?;
-        if let Some(r) = IndexRow::decode(k.value(), v.value()) {
+        if let Some(r) = IndexRow::decode_listed(k.value(), v.value()) {
             all.push(r);
         }
     }
