@@ -140,7 +140,8 @@ pub struct Commit<'a> {
     /// for their session, in order (usually none).
     pub transcript: &'a [TranscriptEntry],
     /// The index rows of the sessions these events move (see [`index`]),
-    /// each replacing the stored row unless that one reflects a later head.
+    /// replacing their stored rows: a commit holds its sessions' newest
+    /// events, so its rows are never behind the stored ones.
     pub index: &'a [IndexRow],
 }
 

@@ -29,7 +29,8 @@
 //! events plus the metas that really changed: a session's first commit
 //! creates its meta, a commit that carries a meta change rewrites it, and
 //! one with events alone writes no meta at all (the store derives the head
-//! from the events table). A commit that carries the receipt of a keyed
+//! from the events table). It does write the session index row of each
+//! session it moves (`index`), folded on from the row before. A commit that carries the receipt of a keyed
 //! call writes it in the same transaction: a receipt is never
 //! durable without its events, nor the events without it. A commit that
 //! carries only a receipt does not touch its session. Each appended event

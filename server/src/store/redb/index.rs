@@ -13,10 +13,14 @@ use super::rerr;
 pub(super) const SESSION_INDEX: TableDefinition<&str, &[u8]> =
     TableDefinition::new("session_index");
 
-/// Writes `rows` in `txn`, each unless the stored row reflects a later head.
+/// Writes `rows` in `txn`. A rebuild's (`keep_newer`) leaves a stored row
+/// of a later head as it is; a commit's replaces it without reading it
+/// first: the commit holds the session's newest events, so its rows are
+/// never behind (and a commit touches one row per session it moves).
 pub(super) fn put_rows(
     txn: &::redb::WriteTransaction,
     rows: &[IndexRow],
+    keep_newer: bool,
 ) -> Result<(), StoreError> {
     if rows.is_empty() {
         return Ok(());
@@ -24,11 +28,12 @@ pub(super) fn put_rows(
     let mut table = txn.open_table(SESSION_INDEX).map_err(rerr)?;
     for row in rows {
         let sid = row.session_id.as_str();
-        let newer = table
-            .get(sid)
-            .map_err(rerr)?
-            .and_then(|v| IndexRow::decode(sid, v.value()))
-            .is_some_and(|old| old.head_seq > row.head_seq);
+        let newer = keep_newer
+            && table
+                .get(sid)
+                .map_err(rerr)?
+                .and_then(|v| IndexRow::decode_listed(sid, v.value()))
+                .is_some_and(|old| old.head_seq > row.head_seq);
         if !newer {
             table.insert(sid, row.encode().as_slice()).map_err(rerr)?;
         }
@@ -40,7 +45,7 @@ pub(super) fn put_rows(
 pub(super) fn put_index(db: &Database, rows: &[IndexRow]) -> Result<(), StoreError> {
     let mut txn = db.begin_write().map_err(rerr)?;
     txn.set_durability(Durability::Immediate).map_err(rerr)?;
-    put_rows(&txn, rows)?;
+    put_rows(&txn, rows, true)?;
     txn.commit().map_err(rerr)
 }
 

@@ -77,7 +77,7 @@ pub(super) fn commit_batch(db: &Database, commit: Commit<'_>) -> Result<(), Stor
                 .map_err(rerr)?;
         }
     }
-    super::index::put_rows(&txn, index)?;
+    super::index::put_rows(&txn, index, false)?;
     // Dropping `txn` on any error above aborts it: nothing of the batch lands.
     txn.commit().map_err(rerr)
 }
