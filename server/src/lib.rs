@@ -87,6 +87,7 @@ pub mod error;
 pub mod health;
 pub mod launch;
 pub mod listen;
+pub mod listing;
 pub mod log;
 pub mod manager;
 pub mod metrics;

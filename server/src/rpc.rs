@@ -561,17 +561,8 @@ impl SessionService for Rpc {
         &self,
         request: Request<pb::ListSessionsRequest>,
     ) -> Result<Response<pb::ListSessionsResponse>, Status> {
-        let (after, size) = validate::list_page(request.get_ref())?;
-        let (sessions, more) = self.manager.list(after.as_deref(), size).await?;
-        let next_page_token = match sessions.last() {
-            Some(last) if more => validate::next_page_token(&last.session_id),
-            _ => String::new(),
-        };
-        Ok(Response::new(pb::ListSessionsResponse {
-            sessions,
-            next_page_token,
-            total_size: 0,
-        }))
+        let listing = crate::listing::Listing::parse(request.get_ref())?;
+        Ok(Response::new(self.manager.list_sessions(&listing).await?))
     }
 
     async fn set_title(

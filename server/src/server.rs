@@ -339,6 +339,12 @@ pub async fn serve_on(
     opts: ServeOptions,
     shutdown: impl Future<Output = ()> + Send,
 ) -> Result<()> {
+    // Before serving: a session whose index row is missing or behind (a
+    // store written before the index existed) would be missing from
+    // filtered listings until its next commit.
+    if let Err(e) = manager.logs().rebuild_index().await {
+        tracing::error!(error = %e, "rebuilding the session index failed; filtered listings may miss sessions until the next start");
+    }
     let addr: Option<SocketAddr> = listener.local_addr().ok();
     let streams = CancellationToken::new();
     let auth = AuthInterceptor::new(opts.auth_token.clone());

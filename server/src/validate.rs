@@ -36,41 +36,6 @@ pub fn session_id(id: &str) -> Result<()> {
     Ok(())
 }
 
-/// Default ListSessions page size.
-pub const LIST_DEFAULT_PAGE: usize = 100;
-/// Largest ListSessions page size.
-pub const LIST_MAX_PAGE: usize = 1000;
-/// The prefix of a ListSessions page token (a version, so the format can
-/// change without old tokens being misread).
-const PAGE_TOKEN_PREFIX: &str = "v1.";
-
-/// A ListSessions request's page: the session id it starts after and its size.
-pub fn list_page(req: &pb::ListSessionsRequest) -> Result<(Option<String>, usize)> {
-    let size = match req.page_size as usize {
-        0 => LIST_DEFAULT_PAGE,
-        n => n.min(LIST_MAX_PAGE),
-    };
-    if req.page_token.is_empty() {
-        return Ok((None, size));
-    }
-    let after = req
-        .page_token
-        .strip_prefix(PAGE_TOKEN_PREFIX)
-        .filter(|id| session_id(id).is_ok())
-        .ok_or_else(|| {
-            Error::invalid(
-                "page_token",
-                "not a token this server gave out (pass next_page_token unchanged)",
-            )
-        })?;
-    Ok((Some(after.to_owned()), size))
-}
-
-/// The token of the page after the one ending at `last_session_id`.
-pub fn next_page_token(last_session_id: &str) -> String {
-    format!("{PAGE_TOKEN_PREFIX}{last_session_id}")
-}
-
 /// A permission request id as the CLI issued it: non-empty, bounded, no
 /// control characters.
 pub fn request_id(id: &str) -> Result<()> {

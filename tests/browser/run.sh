@@ -38,6 +38,10 @@
 # console-title.test.ts: a session named by its
 # first prompt, renamed from the header, the name kept across a reload and in
 # the list.
+#
+# console-list.test.ts: the list searched, filtered, sorted and grouped by
+# the server over three sessions in two working directories; saves
+# tests/artifacts/console-list-filters.png and console-list-grouped.png.
 # Exits non-zero on any failure.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
@@ -77,4 +81,4 @@ npx tsc -p tsconfig.json --noEmit
 node build.mjs
 
 echo "--- tests/browser: Playwright + Chromium against the real server"
-node --import tsx --test --test-concurrency=1 --test-reporter=spec browser.test.ts console.test.ts console-honest.test.ts console-reading.test.ts console-title.test.ts
+node --import tsx --test --test-concurrency=1 --test-reporter=spec browser.test.ts console.test.ts console-honest.test.ts console-reading.test.ts console-title.test.ts console-list.test.ts

@@ -29,6 +29,7 @@
 mod commit;
 pub mod cut;
 mod failpoint;
+mod index;
 mod nodes;
 mod options;
 mod read;

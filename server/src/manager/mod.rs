@@ -33,6 +33,7 @@ mod fork;
 mod idle;
 mod keyed;
 mod ladder;
+mod list;
 mod options;
 mod ownership;
 pub mod receipts;
@@ -58,7 +59,6 @@ use crate::store::SessionMeta;
 use crate::tasks::Tasks;
 
 pub use self::control::SettingChange;
-use self::fold::FoldCell;
 use self::fold::SessionFold;
 pub use self::options::{
     DEFAULT_IDLE_TIMEOUT, DEFAULT_KILL_GRACE, DEFAULT_MAX_IDLE_RUNS, DEFAULT_MAX_LIVE_RUNS,
@@ -443,36 +443,6 @@ impl SessionManager {
         let slot = self.slot(session_id);
         self.current(&slot, session_id, |d| d.fold.session(session_id))
             .await
-    }
-
-    /// A page of stored sessions' derived state, by session id: the first
-    /// `page_size` after `after` (from the first when `None`), and whether
-    /// more follow. A session with state in memory costs the events appended
-    /// since its last use; any other is folded from its log, page by page,
-    /// without being kept (a walk over every session does not evict the
-    /// ones in use).
-    pub async fn list(
-        &self,
-        after: Option<&str>,
-        page_size: usize,
-    ) -> Result<(Vec<pb::Session>, bool)> {
-        let mut metas = self.inner.logs.sessions(after, page_size + 1).await?;
-        let more = metas.len() > page_size;
-        metas.truncate(page_size);
-        let mut out = Vec::with_capacity(metas.len());
-        for m in metas {
-            let sid = &m.session_id;
-            let session = match self.inner.slots.get(sid) {
-                Some(slot) => self.current(&slot, sid, |d| d.fold.session(sid)).await?,
-                None => {
-                    FoldCell::default()
-                        .current(&self.inner.logs, sid, |d| d.fold.session(sid))
-                        .await?
-                }
-            };
-            out.push(session);
-        }
-        Ok((out, more))
     }
 
     /// Stops every live run (run_end SERVER_RESTART, source "shutdown") and

@@ -15,8 +15,8 @@ use agent_harness_protocol::pb;
 use tokio::sync::broadcast;
 
 use super::{
-    Commit, CommitNotice, Receipt, ReceiptWrite, SessionMeta, Store, StoreError, StoreUsage,
-    TranscriptEntry,
+    Commit, CommitNotice, IndexRow, ListPage, ListQuery, Receipt, ReceiptWrite, SessionMeta, Store,
+    StoreError, StoreUsage, TranscriptEntry,
 };
 
 /// Notices the feed holds for a receiver that has not read them yet; one
@@ -53,6 +53,8 @@ struct Inner {
     conversations: BTreeSet<(String, String)>,
     /// Each session's transcript entries, in commit order.
     transcripts: HashMap<String, Vec<TranscriptEntry>>,
+    /// The session index.
+    index: BTreeMap<String, IndexRow>,
 }
 
 impl Inner {
@@ -74,6 +76,17 @@ impl Inner {
 }
 
 impl Inner {
+    /// Writes an index row unless the stored one reflects a later head.
+    fn put_row(&mut self, row: &IndexRow) {
+        let newer = self
+            .index
+            .get(&row.session_id)
+            .is_some_and(|old| old.head_seq > row.head_seq);
+        if !newer {
+            self.index.insert(row.session_id.clone(), row.clone());
+        }
+    }
+
     fn write_receipt(&mut self, w: &ReceiptWrite) {
         match w {
             ReceiptWrite::Put(r) => {
@@ -108,6 +121,7 @@ impl Store for MemoryStore {
             metas,
             receipts,
             transcript,
+            index,
         } = commit;
         let mut inner = self.lock();
         // Checked before anything is applied, so a refused commit leaves
@@ -152,6 +166,9 @@ impl Store for MemoryStore {
         for t in transcript {
             let entries = inner.transcripts.entry(t.session_id.clone()).or_default();
             entries.push(t.clone());
+        }
+        for row in index {
+            inner.put_row(row);
         }
         drop(inner);
         let mut sessions: Vec<String> = batch.iter().map(|e| e.session_id.clone()).collect();
@@ -307,6 +324,7 @@ impl Store for MemoryStore {
         inner.receipts.retain(|(s, _), _| s != session_id);
         inner.conversations.retain(|(_, s)| s != session_id);
         inner.transcripts.remove(session_id);
+        inner.index.remove(session_id);
         if let Some(w) = receipt {
             inner.write_receipt(w);
         }
@@ -338,6 +356,27 @@ impl Store for MemoryStore {
 
     fn session_count(&self) -> Result<u64, StoreError> {
         Ok(self.lock().metas.len() as u64)
+    }
+
+    fn index_rows(&self, session_ids: &[String]) -> Result<Vec<Option<IndexRow>>, StoreError> {
+        let inner = self.lock();
+        Ok(session_ids
+            .iter()
+            .map(|id| inner.index.get(id).cloned())
+            .collect())
+    }
+
+    fn put_index(&self, rows: &[IndexRow]) -> Result<(), StoreError> {
+        let mut inner = self.lock();
+        for row in rows {
+            inner.put_row(row);
+        }
+        Ok(())
+    }
+
+    fn list_index(&self, query: &ListQuery) -> Result<ListPage, StoreError> {
+        let inner = self.lock();
+        Ok(query.select(inner.index.values()))
     }
 
     fn commit_notices(&self) -> Option<broadcast::Receiver<CommitNotice>> {

@@ -11,10 +11,13 @@
 //! conversation belongs to ([`conversations`]), committed with the event
 //! that names it, and the CLI's own record of each conversation
 //! ([`transcript`]), committed with the events of the same stdout batch
-//! and never a log event. Every implementation passes the same contract
+//! and never a log event, and the session index ([`index`]): one row per
+//! session of what ListSessions filters and sorts on, committed with the
+//! events it reflects. Every implementation passes the same contract
 //! suite (`server/tests/log_store/store_contract.rs`).
 
 pub mod conversations;
+pub mod index;
 mod memory;
 pub mod ownership;
 mod postgres;
@@ -22,6 +25,7 @@ pub mod receipt;
 mod redb;
 pub mod transcript;
 
+pub use self::index::{IndexFold, IndexRow, ListPage, ListQuery, Order, Position};
 pub use self::memory::MemoryStore;
 pub use self::ownership::{Claim, Joined};
 pub use self::postgres::{PostgresStore, redact as redact_store_url};
@@ -135,6 +139,10 @@ pub struct Commit<'a> {
     /// Lines of the CLI's conversation files, appended after those stored
     /// for their session, in order (usually none).
     pub transcript: &'a [TranscriptEntry],
+    /// The index rows of the sessions these events move (see [`index`]),
+    /// replacing their stored rows: a commit holds its sessions' newest
+    /// events, so its rows are never behind the stored ones.
+    pub index: &'a [IndexRow],
 }
 
 /// What a store tells the logs reading it about commits (see
@@ -245,7 +253,7 @@ pub trait Store: Send + Sync + 'static {
     fn transcript(&self, session_id: &str) -> Result<Vec<TranscriptEntry>, StoreError>;
     /// Deletes everything stored of one session (its events and their
     /// whole forms, its meta, its receipts, its rows of the conversation
-    /// index, its transcript entries) and writes `receipt` (the deleting call's own), in ONE
+    /// index, its transcript entries, its index row) and writes `receipt` (the deleting call's own), in ONE
     /// durable transaction. False when the session had nothing stored.
     /// Fenced as a commit is (see [`ownership`]): once this node has
     /// joined, [`StoreError::Fenced`] and nothing deleted unless its lease
@@ -261,6 +269,16 @@ pub trait Store: Send + Sync + 'static {
     fn usage(&self) -> Result<StoreUsage, StoreError>;
     /// How many sessions have a meta (cheap: no walk).
     fn session_count(&self) -> Result<u64, StoreError>;
+    /// The index rows of `session_ids`, in the order given: `None` for a
+    /// session without one (or whose row does not decode, or is of another
+    /// [`index::INDEX_VERSION`]).
+    fn index_rows(&self, session_ids: &[String]) -> Result<Vec<Option<IndexRow>>, StoreError>;
+    /// Writes index rows durably (one transaction; a rebuild's), each
+    /// replacing the stored row unless that one reflects a later head.
+    fn put_index(&self, rows: &[IndexRow]) -> Result<(), StoreError>;
+    /// A page of the index: the rows passing the query's filters, in its
+    /// order, after its place, at most its limit; with how many pass.
+    fn list_index(&self, query: &ListQuery) -> Result<ListPage, StoreError>;
     /// A feed of the commits made by every process sharing this store, for
     /// tailing; `None` for a store only this process writes (redb locks its
     /// file). A receiver that lags (`RecvError::Lagged`) must treat it as

@@ -11,6 +11,7 @@ mod delete;
 mod fencing;
 mod handover;
 mod history;
+mod index;
 mod memory;
 mod postgres_store;
 mod store_contract;

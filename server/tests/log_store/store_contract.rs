@@ -12,7 +12,8 @@ use std::sync::{Arc, Mutex};
 use agent_harness_protocol::pb;
 use agent_harness_protocol::pb::event::Payload;
 use agent_harness_server::store::{
-    Commit, MemoryStore, Receipt, ReceiptWrite, RedbStore, SessionMeta, Store, TranscriptEntry,
+    Commit, IndexFold, MemoryStore, Receipt, ReceiptWrite, RedbStore, SessionMeta, Store,
+    TranscriptEntry,
 };
 use log::{event, seqs};
 use redb::StorageBackend;
@@ -335,6 +336,7 @@ mod contract {
                         ReceiptWrite::Put(receipt(id, "k2", 200)),
                     ],
                     transcript: &[],
+                    index: &[IndexFold::default().row(id)],
                 })
                 .unwrap();
             append(store, id, 2, 30);
@@ -350,6 +352,8 @@ mod contract {
         assert_eq!(store.receipt("s", "k1").unwrap(), None);
         assert_eq!(store.receipt("s", "k2").unwrap(), None);
         assert!(store.conversation_sessions("conv-s").unwrap().is_empty());
+        let rows = store.index_rows(&["s".into(), "s2".into()]).unwrap();
+        assert_eq!((rows[0].is_none(), rows[1].is_some()), (true, true));
         assert!(
             store
                 .sessions(None, 10)

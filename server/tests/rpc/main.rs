@@ -20,6 +20,7 @@ mod idle_evict;
 mod input_policy;
 mod launch_policy;
 mod limits;
+mod list;
 mod list_agents;
 mod memory;
 mod metrics;

@@ -175,4 +175,19 @@ impl Store for Probe {
     fn session_count(&self) -> Result<u64, StoreError> {
         self.inner.session_count()
     }
+    fn index_rows(
+        &self,
+        session_ids: &[String],
+    ) -> Result<Vec<Option<agent_harness_server::store::IndexRow>>, StoreError> {
+        self.inner.index_rows(session_ids)
+    }
+    fn put_index(&self, rows: &[agent_harness_server::store::IndexRow]) -> Result<(), StoreError> {
+        self.inner.put_index(rows)
+    }
+    fn list_index(
+        &self,
+        query: &agent_harness_server::store::ListQuery,
+    ) -> Result<agent_harness_server::store::ListPage, StoreError> {
+        self.inner.list_index(query)
+    }
 }

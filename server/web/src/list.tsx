@@ -1,8 +1,9 @@
 // The session list (ListSessions, polled: the server has no list stream),
-// each row with its agent, derived status, activity, process, usage and
-// pending permissions, and the form that starts a new session.
+// searched, filtered, sorted and grouped by the server (filters.tsx), each
+// row with its agent, derived status, activity, process, usage and pending
+// permissions, and the form that starts a new session.
 
-import { useEffect, useState } from "react";
+import { Fragment, useEffect, useState } from "react";
 import type { Transport } from "@connectrpc/connect";
 import { SessionStatus, vocab, type AgentInfo, type Session } from "@agent-harness/client/protocol";
 import { createSessionHandle } from "@agent-harness/client/client";
@@ -10,6 +11,7 @@ import { errorText, isUnauthenticated, serviceClient } from "./api.ts";
 import { newSessionId, tokens, usd } from "./format.ts";
 import { Conn, type ConnState } from "./widgets.tsx";
 import { Known, useNow } from "./stale.tsx";
+import { FilterBar, listRequest, NO_FILTERS, SEARCH_DEBOUNCE_MS, useDebounced, type Filters } from "./filters.tsx";
 
 /** How often the list is asked for again. */
 const POLL_MS = 1500;
@@ -32,26 +34,39 @@ const PAGE_SIZE = 100;
 export function SessionList(props: { transport: Transport; onUnauthenticated: () => void }) {
   const { transport, onUnauthenticated } = props;
   const [sessions, setSessions] = useState<Session[] | undefined>(undefined);
-  const [conn, setConn] = useState<ConnState>("connecting");
-  const [error, setError] = useState("");
   // When the rows were last current: while polls fail their status is history.
   const [listedAt, setListedAt] = useState(0);
-  // The page tokens that led to the page shown ("" first); the next page's token.
-  const [pages, setPages] = useState<string[]>([""]);
+  const [conn, setConn] = useState<ConnState>("connecting");
+  const [error, setError] = useState("");
+  const [total, setTotal] = useState(0);
+  const [filters, setFilters] = useState<Filters>(NO_FILTERS);
+  // The search box is asked for once typing settles; the other choices at once.
+  const query = useDebounced(filters.query, SEARCH_DEBOUNCE_MS);
+  const asked = listRequest({ ...filters, query });
+  const key = JSON.stringify(asked);
+  // The page tokens that led to the page shown ("" first), for the filters
+  // they were given for: other filters start again from the first page.
+  const [paging, setPaging] = useState<{ key: string; pages: string[] }>({ key, pages: [""] });
+  const pages = paging.key === key ? paging.pages : [""];
+  const setPages = (f: (p: string[]) => string[]) => setPaging({ key, pages: f(pages) });
   const [next, setNext] = useState("");
   const pageToken = pages[pages.length - 1]!;
+  const agents = useAgents(transport)
+    .choices.filter((a) => a.enabled)
+    .map((a) => a.name);
 
   useEffect(() => {
     let live = true;
     let timer: ReturnType<typeof setTimeout> | undefined;
     const poll = async () => {
       try {
-        const res = await serviceClient(transport).listSessions({ pageSize: PAGE_SIZE, pageToken });
+        const res = await serviceClient(transport).listSessions({ ...asked, pageSize: PAGE_SIZE, pageToken });
         if (!live) return;
         setSessions(res.sessions);
         setNext(res.nextPageToken);
-        setConn("connected");
+        setTotal(Number(res.totalSize));
         setListedAt(Date.now());
+        setConn("connected");
         setError("");
       } catch (err) {
         if (!live) return;
@@ -66,13 +81,14 @@ export function SessionList(props: { transport: Transport; onUnauthenticated: ()
       live = false;
       clearTimeout(timer);
     };
-  }, [transport, onUnauthenticated, pageToken]);
+  }, [transport, onUnauthenticated, pageToken, key]);
 
-  // Sessions at work first (a turn in progress or a prompt to answer), then by id as listed.
-  const busy = (s: Session) => s.status !== SessionStatus.IDLE || s.pendingPermissions > 0;
-  const rows = [...(sessions ?? [])].sort((a, b) => Number(busy(b)) - Number(busy(a)));
+  // In the server's order: its sort and grouping span every page.
+  const rows = sessions ?? [];
   const stale = conn === "connected" ? false : listedAt || undefined;
   const now = useNow(stale !== false);
+  // Whether some sessions may be left out (an order leaves none out).
+  const filtered = asked.query !== "" || asked.statuses.length > 0 || asked.agent !== "";
 
   return (
     <main className="list">
@@ -82,6 +98,13 @@ export function SessionList(props: { transport: Transport; onUnauthenticated: ()
         <Conn state={conn} />
       </div>
       <StartForm transport={transport} />
+      <FilterBar filters={filters} agents={agents} onChange={setFilters} />
+      {sessions !== undefined && (
+        <p className="muted small" data-testid="total">
+          {total === 1 ? "1 session" : `${total} sessions`}
+          {filtered ? " match" : ""}
+        </p>
+      )}
       {error && (
         <p className="error" data-testid="error">
           {error}
@@ -91,7 +114,7 @@ export function SessionList(props: { transport: Transport; onUnauthenticated: ()
         <p className="muted">Loading…</p>
       ) : rows.length === 0 ? (
         <p className="muted" data-testid="empty">
-          No sessions yet. Start one above.
+          {filtered ? "No session matches." : "No sessions yet. Start one above."}
         </p>
       ) : (
         <table className="sessions" data-testid="sessions">
@@ -109,38 +132,48 @@ export function SessionList(props: { transport: Transport; onUnauthenticated: ()
             </tr>
           </thead>
           <tbody>
-            {rows.map((s) => {
+            {rows.map((s, i) => {
               const status = STATUS[s.status];
               const u = s.usage;
+              const heading = filters.group && (i === 0 || rows[i - 1]!.cwd !== s.cwd);
               return (
-                <tr key={s.sessionId} data-testid="session-row" data-session={s.sessionId} data-status={stale === false ? status : "unknown"} className={stale === false ? undefined : "stale-row"}>
-                  <td className="id">
-                    <a href={`#/s/${encodeURIComponent(s.sessionId)}`} title={s.sessionId} data-testid="row-title">
-                      {s.title || s.sessionId}
-                    </a>
-                    {s.pendingPermissions > 0 && (
-                      <span className="badge warn" title="permission prompts waiting" data-testid="row-pending">
-                        {s.pendingPermissions} to answer
-                      </span>
-                    )}
-                  </td>
-                  <td data-testid="row-agent">{s.agent || "–"}</td>
-                  <td>
-                    <RowStatus status={status} stale={stale} now={now} />
-                  </td>
-                  <td className="wide" data-testid="row-activity">
-                    {s.activity}
-                  </td>
-                  <td>
-                    <RowProcess alive={s.processAlive} stale={stale} now={now} />
-                  </td>
-                  <td className="num">{u?.turns ?? 0}</td>
-                  <td className="num" data-testid="row-cost">
-                    {usd(u?.costUsd ?? 0)}
-                  </td>
-                  <td className="num wide">{u && u.contextTokens > 0 ? tokens(Number(u.contextTokens)) : "–"}</td>
-                  <td className="num wide">{String(s.headSeq)}</td>
-                </tr>
+                <Fragment key={s.sessionId}>
+                  {heading && (
+                    <tr className="group">
+                      <th colSpan={9} data-testid="group-heading" data-cwd={s.cwd}>
+                        {s.cwd || "(the server's directory)"}
+                      </th>
+                    </tr>
+                  )}
+                  <tr data-testid="session-row" data-session={s.sessionId} data-status={stale === false ? status : "unknown"} data-cwd={s.cwd} className={stale === false ? undefined : "stale-row"}>
+                    <td className="id">
+                      <a href={`#/s/${encodeURIComponent(s.sessionId)}`} title={s.sessionId} data-testid="row-title">
+                        {s.title || s.sessionId}
+                      </a>
+                      {s.pendingPermissions > 0 && (
+                        <span className="badge warn" title="permission prompts waiting" data-testid="row-pending">
+                          {s.pendingPermissions} to answer
+                        </span>
+                      )}
+                    </td>
+                    <td data-testid="row-agent">{s.agent || "–"}</td>
+                    <td>
+                      <RowStatus status={status} stale={stale} now={now} />
+                    </td>
+                    <td className="wide" data-testid="row-activity">
+                      {s.activity}
+                    </td>
+                    <td>
+                      <RowProcess alive={s.processAlive} stale={stale} now={now} />
+                    </td>
+                    <td className="num">{u?.turns ?? 0}</td>
+                    <td className="num" data-testid="row-cost">
+                      {usd(u?.costUsd ?? 0)}
+                    </td>
+                    <td className="num wide">{u && u.contextTokens > 0 ? tokens(Number(u.contextTokens)) : "–"}</td>
+                    <td className="num wide">{String(s.headSeq)}</td>
+                  </tr>
+                </Fragment>
               );
             })}
           </tbody>

@@ -69,7 +69,10 @@ impl From<Status> for SessionStatus {
 /// - `run_end` ends everything: idle, process dead.
 /// - Events that need a live run (input_sent, turn_start, stop_requested)
 ///   are ignored while none is live.
-#[derive(Debug, Default, Clone)]
+///
+/// Serializable, so a server can store it beside the log and go on folding
+/// from it later (its session index).
+#[derive(Debug, Default, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct StatusFold {
     head_seq: u64,
     run_id: Option<String>,

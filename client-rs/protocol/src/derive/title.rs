@@ -36,8 +36,8 @@ pub fn title(events: &[Event]) -> String {
 }
 
 /// [`title`], the latest run_start's cwd and the first and newest event
-/// times, one event at a time.
-#[derive(Debug, Clone, Default)]
+/// times, one event at a time. Serializable, as [`super::StatusFold`].
+#[derive(Debug, Clone, Default, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct TitleFold {
     chosen: Option<String>,
     derived: Option<String>,

@@ -53,6 +53,7 @@ impl Writer {
                     .storage_ok
                     .send_if_modified(|ok| !std::mem::replace(ok, true));
                 self.metas.remove(session_id);
+                self.index.remove(session_id);
                 self.shared.published.fetch_add(1, Ordering::SeqCst);
                 if let Some(session) = self.shared.resident.remove(session_id) {
                     session.deleted.store(true, Ordering::Release);
@@ -102,6 +103,8 @@ impl Writer {
             {
                 self.metas.remove(&session_id);
             }
+            // Another process moved its log: its row is theirs to fold on.
+            self.index.remove(&session_id);
             let Some(session) = self.shared.resident.peek(&session_id) else {
                 continue;
             };

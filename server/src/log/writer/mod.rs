@@ -29,7 +29,8 @@
 //! events plus the metas that really changed: a session's first commit
 //! creates its meta, a commit that carries a meta change rewrites it, and
 //! one with events alone writes no meta at all (the store derives the head
-//! from the events table). A commit that carries the receipt of a keyed
+//! from the events table). It does write the session index row of each
+//! session it moves (`index`), folded on from the row before. A commit that carries the receipt of a keyed
 //! call writes it in the same transaction: a receipt is never
 //! durable without its events, nor the events without it. A commit that
 //! carries only a receipt does not touch its session. Each appended event
@@ -49,11 +50,12 @@ use agent_harness_protocol::pb;
 use tokio::sync::oneshot;
 
 mod apart;
+mod index;
 
 use super::failpoint::{Failpoint, When};
 use super::tail::Ahead;
 use super::{Commit, LogError, MetaChange, SessionLog, Shared};
-use crate::store::{self, ReceiptWrite, SessionMeta};
+use crate::store::{self, IndexFold, IndexRow, ReceiptWrite, SessionMeta};
 
 /// What the writer is asked to do.
 pub(super) enum Cmd {
@@ -95,6 +97,8 @@ impl Cmd {
 struct Touched {
     /// Whether the commit writes its meta (new session or meta update).
     write_meta: bool,
+    /// Its head before the batch: what its index row is folded on from.
+    head_before: u64,
 }
 
 /// An append's reply channel, how many of the batch's events are its, and
@@ -114,6 +118,8 @@ struct Parts {
     metas: Vec<SessionMeta>,
     receipts: Vec<ReceiptWrite>,
     transcript: Vec<store::TranscriptEntry>,
+    /// The index rows of the sessions written.
+    index: Vec<IndexRow>,
     replies: Vec<Reply>,
 }
 
@@ -175,6 +181,7 @@ pub(super) fn spawn(
             Writer {
                 shared,
                 metas: HashMap::new(),
+                index: HashMap::new(),
                 clock: 0,
                 failpoint: Failpoint::from_env(),
             }
@@ -188,6 +195,9 @@ struct Writer {
     /// commit it was last used in. A bounded cache (`cache_sessions`): a
     /// session not in it is read from the store, which has every commit.
     metas: HashMap<String, (u64, SessionMeta)>,
+    /// The index folds of the sessions in `metas` (see [`index`]), each at
+    /// its session's committed head.
+    index: HashMap<String, IndexFold>,
     /// Commits attempted since start-up, counting the one under way: the
     /// meta cache's least-recently-used clock and the failpoint's counter.
     clock: u64,
@@ -362,6 +372,7 @@ impl Writer {
             replies.push(reply);
         }
 
+        let indexed = self.index(&events, &touched);
         let changed: Vec<SessionMeta> = touched
             .iter()
             .filter(|(_, t)| t.write_meta)
@@ -378,6 +389,7 @@ impl Writer {
             metas: changed,
             receipts,
             transcript,
+            index: indexed.rows,
             replies,
         };
         let stored = self.store_unfenced(&mut parts, &mut touched);
@@ -404,6 +416,11 @@ impl Writer {
                 let metrics = &self.shared.metrics;
                 metrics.commit_micros.observe(took);
                 metrics.commit_events.observe(events.len() as u64);
+                for (sid, fold) in indexed.folds {
+                    if touched.contains_key(&sid) {
+                        self.index.insert(sid, fold);
+                    }
+                }
                 let wake = self.publish(&events, &touched, now_ms);
                 self.shared.published.fetch_add(1, Ordering::SeqCst);
                 self.shared.resident.enforce_byte_budget();
@@ -437,6 +454,7 @@ impl Writer {
                 // head is theirs, never stale.
                 for sid in touched.keys() {
                     self.metas.remove(sid);
+                    self.index.remove(sid);
                 }
                 let err = LogError::from(e);
                 for (tx, _, _) in replies {
@@ -471,6 +489,7 @@ impl Writer {
                 metas: &parts.metas,
                 receipts: &parts.receipts,
                 transcript: &parts.transcript,
+                index: &parts.index,
             });
             let fenced = match stored {
                 Err(store::StoreError::Fenced { sessions })
@@ -490,6 +509,7 @@ impl Writer {
             parts.full.retain(|e| keep(&e.session_id));
             parts.metas.retain(|m| keep(&m.session_id));
             parts.transcript.retain(|t| keep(&t.session_id));
+            parts.index.retain(|r| keep(&r.session_id));
             parts
                 .receipts
                 .retain(|r| !fenced.iter().any(|s| s == r.session_id()));
@@ -529,7 +549,14 @@ impl Writer {
             Some(t) => t.write_meta |= write_meta,
             None => {
                 let write_meta = write_meta || !self.metas.contains_key(session_id);
-                touched.insert(session_id.to_owned(), Touched { write_meta });
+                let head_before = self.metas.get(session_id).map_or(0, |(_, m)| m.head_seq);
+                touched.insert(
+                    session_id.to_owned(),
+                    Touched {
+                        write_meta,
+                        head_before,
+                    },
+                );
             }
         }
         let clock = self.clock;
@@ -557,6 +584,7 @@ impl Writer {
         let excess = self.metas.len() - (cap - cap / 10);
         for (_, k) in ages.into_iter().take(excess) {
             self.metas.remove(&k);
+            self.index.remove(&k);
         }
     }
 

@@ -5,7 +5,8 @@
 //! Tables (`server/migrations/postgres/`, applied when the store opens, see
 //! [`schema`]): `events` and `full_events` keyed by `(session_id, seq)`,
 //! `sessions` (the JSON meta), `receipts` (with an index by age for
-//! pruning) and `conversations` (with an index by session). Values are
+//! pruning), `conversations` (with an index by session) and
+//! `session_index` (with indexes by activity and by cwd, see [`index`]). Values are
 //! stored exactly as redb stores them (prost-encoded events, JSON metas
 //! and receipts), so both stores read rows the same way, including rows
 //! that do not decode ([`super::decode_event`]). Only plain SQL: text,
@@ -34,6 +35,7 @@
 
 mod connect;
 mod fence;
+mod index;
 mod notices;
 mod read;
 mod schema;
@@ -49,8 +51,8 @@ use tokio::sync::broadcast;
 pub use self::connect::redact;
 use self::read::Bound;
 use super::{
-    Claim, Commit, CommitNotice, Joined, Receipt, ReceiptWrite, SessionMeta, Store, StoreError,
-    StoreUsage, TranscriptEntry, decode_event,
+    Claim, Commit, CommitNotice, IndexRow, Joined, ListPage, ListQuery, Receipt, ReceiptWrite,
+    SessionMeta, Store, StoreError, StoreUsage, TranscriptEntry, decode_event,
 };
 
 /// The channel every commit notifies on.
@@ -318,6 +320,21 @@ impl Store for PostgresStore {
     fn session_count(&self) -> Result<u64, StoreError> {
         let pool = self.pool.clone();
         self.run(read::count(pool, "SELECT count(*) FROM sessions"))
+    }
+
+    fn index_rows(&self, session_ids: &[String]) -> Result<Vec<Option<IndexRow>>, StoreError> {
+        let pool = self.pool.clone();
+        self.run(index::rows(pool, session_ids.to_vec()))
+    }
+
+    fn put_index(&self, rows: &[IndexRow]) -> Result<(), StoreError> {
+        let pool = self.pool.clone();
+        self.run(index::put_index(pool, index::Rows::of(rows)))
+    }
+
+    fn list_index(&self, query: &ListQuery) -> Result<ListPage, StoreError> {
+        let pool = self.pool.clone();
+        self.run(index::list(pool, query.clone()))
     }
 
     fn commit_notices(&self) -> Option<broadcast::Receiver<CommitNotice>> {

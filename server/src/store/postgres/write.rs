@@ -45,6 +45,8 @@ pub(super) struct Batch {
     notice: Option<String>,
     /// Each session written and its heads, for the fence.
     heads: Heads,
+    /// The index rows of the sessions written.
+    index: super::index::Rows,
 }
 
 impl Batch {
@@ -102,6 +104,7 @@ impl Batch {
         }
         Self {
             heads,
+            index: super::index::Rows::of(commit.index),
             events: Rows::of(commit.events),
             full: Rows::of(commit.full),
             meta_ids,
@@ -206,6 +209,7 @@ pub(super) async fn commit(
             .await
             .map_err(pgerr)?;
     }
+    super::index::put(&txn, &batch.index).await?;
     if let Some(ids) = &batch.notice {
         // Inside the transaction: PostgreSQL delivers it only if the
         // transaction commits, and only after, so a listener that reads on
@@ -285,6 +289,7 @@ pub(super) async fn delete_session(
         "DELETE FROM conversations WHERE session_id = $1",
         "DELETE FROM transcripts WHERE session_id = $1",
         "DELETE FROM owners WHERE session_id = $1",
+        "DELETE FROM session_index WHERE session_id = $1",
     ] {
         txn.execute(sql, &[sid]).await.map_err(pgerr)?;
     }

@@ -29,6 +29,7 @@
 //! fail and are retried on the next one. A store made on a custom backend
 //! cannot be reopened and stays failed.
 
+mod index;
 mod write;
 
 use std::path::{Path, PathBuf};
@@ -45,8 +46,8 @@ use prost::Message;
 use self::write::{commit_batch, delete_session, index_conversations};
 use super::receipt;
 use super::{
-    Commit, Receipt, ReceiptWrite, SessionMeta, Store, StoreError, StoreUsage, TranscriptEntry,
-    decode_event,
+    Commit, IndexRow, ListPage, ListQuery, Receipt, ReceiptWrite, SessionMeta, Store, StoreError,
+    StoreUsage, TranscriptEntry, decode_event,
 };
 
 /// `(session_id, seq) -> prost-encoded pb::Event`.
@@ -152,6 +153,7 @@ impl RedbStore {
         txn.open_table(CONVERSATIONS).map_err(rerr)?;
         txn.open_table(SESSION_CONVERSATIONS).map_err(rerr)?;
         txn.open_table(TRANSCRIPTS).map_err(rerr)?;
+        txn.open_table(index::SESSION_INDEX).map_err(rerr)?;
         if !indexed {
             index_conversations(&txn)?;
         }
@@ -486,6 +488,18 @@ impl Store for RedbStore {
             let sessions = txn.open_table(SESSIONS).map_err(rerr)?;
             sessions.len().map_err(rerr)
         })
+    }
+
+    fn index_rows(&self, session_ids: &[String]) -> Result<Vec<Option<IndexRow>>, StoreError> {
+        self.with_db(|db| index::rows(db, session_ids))
+    }
+
+    fn put_index(&self, rows: &[IndexRow]) -> Result<(), StoreError> {
+        self.with_db(|db| index::put_index(db, rows))
+    }
+
+    fn list_index(&self, query: &ListQuery) -> Result<ListPage, StoreError> {
+        self.with_db(|db| index::list(db, query))
     }
 
     fn usage(&self) -> Result<StoreUsage, StoreError> {

@@ -20,6 +20,7 @@ pub(super) fn commit_batch(db: &Database, commit: Commit<'_>) -> Result<(), Stor
         metas,
         receipts,
         transcript,
+        index,
     } = commit;
     let mut txn = db.begin_write().map_err(rerr)?;
     txn.set_durability(Durability::Immediate).map_err(rerr)?;
@@ -76,6 +77,7 @@ pub(super) fn commit_batch(db: &Database, commit: Commit<'_>) -> Result<(), Stor
                 .map_err(rerr)?;
         }
     }
+    super::index::put_rows(&txn, index, false)?;
     // Dropping `txn` on any error above aborts it: nothing of the batch lands.
     txn.commit().map_err(rerr)
 }
@@ -143,6 +145,8 @@ pub(super) fn delete_session(
         transcripts.retain_in(all, |_, _| false).map_err(rerr)?;
         let mut sessions = txn.open_table(SESSIONS).map_err(rerr)?;
         let had_meta = sessions.remove(sid).map_err(rerr)?.is_some();
+        let mut index = txn.open_table(super::index::SESSION_INDEX).map_err(rerr)?;
+        index.remove(sid).map_err(rerr)?;
         // Receipts: `(sid, key)` rows are contiguous; each takes its by-time row along.
         let mut receipts = txn.open_table(RECEIPTS).map_err(rerr)?;
         let mut keyed = Vec::new();
