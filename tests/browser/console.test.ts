@@ -682,7 +682,9 @@ it("the list shows every session with the server's derived state, at laptop and 
   await p.screenshot({ path: join(ARTIFACTS, "console-list.png") });
   await p.setViewportSize({ width: 390, height: 800 });
   await p.goto(`${h.url}/#/s/console-permission`);
-  await until(p, "ready at phone width", (v) => ready(v) && idleAfterTurn(v));
+  // Idle, whether its process waits (turn_end last) or was since ended to
+  // keep the idle processes under --max-idle-runs (run_end IDLE_EVICTED last).
+  await until(p, "ready at phone width", (v) => ready(v) && v.status === "idle");
   const overflow = await p.evaluate("document.documentElement.scrollWidth - document.documentElement.clientWidth");
   assert.equal(overflow, 0, "nothing wider than the phone's screen");
   await p.screenshot({ path: join(ARTIFACTS, "console-phone.png") });
