@@ -266,14 +266,35 @@ describe("SessionHandle against the real server", () => {
     assert.ok(cursors.length >= 2, `resubscribed (${cursors.join(",")})`);
     assert.ok(cursors.slice(1).every((c) => c >= beforeKill), `resume cursors ${cursors.join(",")} >= ${beforeKill}`);
 
-    // The session goes on: Send respawns the CLI with --resume.
+    // The session goes on: Send respawns the CLI with --resume. When the
+    // killed CLI had not written its transcript yet, that resume fails once
+    // (run_error resume_failed, then the run ends) and the next Send starts a
+    // new conversation (docs/api.md, "A lost conversation").
+    const turnAfter = (s: SessionSnapshot, from: bigint) =>
+      s.events.some((e) => e.seq > from && e.payload.case === "turnEnd");
+    const lostResume = (s: SessionSnapshot, from: bigint) =>
+      s.events.some((e) => e.seq > from && e.payload.case === "runError" && e.payload.value.kind === "resume_failed");
+    let mark = handle.getSnapshot().lastSeq;
     await handle.send("TEXT after restart");
-    const again = await eventually(
-      "second turn",
+    let again = await eventually(
+      "second turn (or the lost conversation's run ended)",
       handle.getSnapshot,
-      (s) => s.status === "idle" && s.events.filter((e) => e.payload.case === "turnEnd").length >= 1 && s.processAlive,
+      (s) => s.status === "idle" && turnAfter(s, mark) && (lostResume(s, mark) ? !s.processAlive : s.processAlive),
       30_000,
     );
+    if (lostResume(again, mark)) {
+      mark = again.lastSeq;
+      await handle.send("TEXT after restart");
+      again = await eventually(
+        "second turn in a new conversation",
+        handle.getSnapshot,
+        (s) => s.status === "idle" && turnAfter(s, mark) && s.processAlive,
+        30_000,
+      );
+      assert.ok(!lostResume(again, mark), "a new conversation, not a second failed resume");
+    }
+    const answered = again.events.filter((e) => e.seq > mark && e.payload.case === "turnEnd");
+    assert.ok(answered.every((e) => e.payload.case === "turnEnd" && !e.payload.value.isError), "the turn after the restart succeeded");
     assertStrictlyIncreasing(seqs(again.events));
     // History reads the store; the stream may deliver what was committed
     // after that snapshot a moment later (on PostgreSQL, after the commit's
