@@ -402,13 +402,18 @@ impl SessionManager {
         keyed: Option<&Keyed>,
     ) -> Result<pb::RewindFilesResponse> {
         let (session_id, to_seq) = (request.session_id.as_str(), request.to_seq);
+        let dry_run = json!({"subtype": "rewind_files", "user_message_id": uuid, "dry_run": true});
         self.live_for_control(session_id).await?;
-        let preview = self
-            .control(
-                session_id,
-                json!({"subtype": "rewind_files", "user_message_id": uuid, "dry_run": true}),
-            )
-            .await?;
+        let preview = match self.control(session_id, dry_run.clone()).await {
+            // The run found was ending (an idle timeout: its run_end
+            // committed, its task not yet gone) and went away before it
+            // was asked: now the slot is free, so spawn one and ask again.
+            Err(Error::NoLiveProcess { .. }) => {
+                self.live_for_control(session_id).await?;
+                self.control(session_id, dry_run).await?
+            }
+            other => other?,
+        };
         let files_changed: Vec<String> = preview
             .get("filesChanged")
             .and_then(Value::as_array)
