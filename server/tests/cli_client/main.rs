@@ -432,6 +432,63 @@ async fn a_session_is_started_followed_answered_and_stopped_from_the_shell() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn ls_filters_sorts_and_limits_on_the_server() {
+    let world = World::new().await;
+    let server = world.serve(&[]).await;
+    let project = world.work.path().join("proj");
+    std::fs::create_dir(&project).expect("project dir");
+    let project = project.to_str().expect("utf-8").to_owned();
+    for (id, prompt, cwd) in [
+        ("b-alpha", "TEXT alpha one", None),
+        ("a-beta", "TEXT beta", Some(project.as_str())),
+        ("c-alpha", "TEXT alpha two", None),
+    ] {
+        let mut args = vec!["start", id, prompt];
+        if let Some(cwd) = cwd {
+            args.extend(["--cwd", cwd]);
+        }
+        server.ok(&args).await;
+        let (code, out) = server.tail(&["tail", id, "--until-idle"]).finish().await;
+        assert_eq!(code, 0, "{out}");
+    }
+    let ids = |listed: String| -> Vec<String> {
+        listed
+            .lines()
+            .map(|l| {
+                let v: serde_json::Value = serde_json::from_str(l).expect("a JSON line");
+                v["sessionId"].as_str().expect("an id").to_owned()
+            })
+            .collect()
+    };
+    // --query: title, id or cwd, case-insensitive.
+    let alpha = ids(server
+        .ok(&["ls", "--query", "ALPHA", "--order", "id", "--json"])
+        .await);
+    assert_eq!(alpha, ["b-alpha", "c-alpha"]);
+    // --order id, and recent (the default): the newest activity first.
+    let by_id = ids(server.ok(&["ls", "--order", "id", "--json"]).await);
+    assert_eq!(by_id, ["a-beta", "b-alpha", "c-alpha"]);
+    let recent = ids(server.ok(&["ls", "--json"]).await);
+    assert_eq!(recent, ["c-alpha", "a-beta", "b-alpha"]);
+    // --cwd: one project; --status and --agent filter on the server.
+    let in_project = ids(server.ok(&["ls", "--cwd", &project, "--json"]).await);
+    assert_eq!(in_project, ["a-beta"]);
+    let idle = ids(server
+        .ok(&["ls", "--status", "idle", "--order", "id", "--json"])
+        .await);
+    assert_eq!(idle, by_id);
+    let streaming = server.ok(&["ls", "--status", "streaming", "--json"]).await;
+    assert_eq!(streaming, "", "no session is streaming");
+    let codex = server.ok(&["ls", "--agent", "codex", "--json"]).await;
+    assert_eq!(codex, "", "no session runs codex");
+    // --limit stops after that many sessions.
+    let first = ids(server
+        .ok(&["ls", "--order", "id", "--limit", "2", "--json"])
+        .await);
+    assert_eq!(first, ["a-beta", "b-alpha"]);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_server_with_a_token_needs_it_from_a_file_or_the_environment() {
     let world = World::new().await;
     let token_file = world.data.path().join("token");
