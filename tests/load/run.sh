@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The whole comparison (BENCHMARKS.md), on a fresh machine:
 #
-#   ./tests/load/run.sh            # release build, full sizes, every peer; prints the tables
+#   ./tests/load/run.sh            # release build, full sizes, every peer; prints the tables,
+#                                  # then each performance goal judged on this run's figures
 #   ./tests/load/run.sh --quick    # smoke sizes (CI): every path runs, every event arrives;
 #                                  # no timing is asserted
 #

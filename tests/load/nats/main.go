@@ -38,9 +38,14 @@
 // the messages went out later than scheduled and the latencies, measured from
 // each message's actual publish, do not include that lag.
 //
-// Each invocation deletes and recreates its stream (LOAD_PUBLISH or
-// LOAD_FANOUT), so runs do not see each other's messages. nats-server caps a
-// stream at 1,000 consumers unless the stream says otherwise: LOAD_FANOUT's
+//	nats-load replay-write ... ; nats-load replay-read -url ... -events N -payload B
+//
+// The replay row: a stream written, then read back whole with an ordered
+// consumer, checked message by message (see replay.go).
+//
+// Each invocation but replay-read deletes and recreates its stream
+// (LOAD_PUBLISH, LOAD_FANOUT or LOAD_REPLAY), so runs do not see each
+// other's messages. nats-server caps a stream at 1,000 consumers unless the stream says otherwise: LOAD_FANOUT's
 // max_consumers is subscribers + 1,000 (room for ordered consumers' resets).
 package main
 
@@ -64,13 +69,13 @@ import (
 
 func main() {
 	if len(os.Args) < 2 {
-		fatalf("usage: nats-load publish|fanout [flags] (-h for the flags)")
+		fatalf("usage: nats-load publish|fanout|replay-write|replay-read [flags] (-h for the flags)")
 	}
 	measure, args := os.Args[1], os.Args[2:]
 	fs := flag.NewFlagSet("nats-load "+measure, flag.ExitOnError)
 	url := fs.String("url", nats.DefaultURL, "nats-server URL (JetStream enabled)")
 	payload := fs.Int("payload", 900, "message payload, bytes")
-	events := fs.Int("events", 1000, "messages per publisher (publish) or published (fanout)")
+	events := fs.Int("events", 1000, "messages per publisher (publish), published (fanout) or in the stream (replay-*)")
 	timeout := fs.Duration("timeout", 10*time.Minute, "give up on the whole measurement after this long")
 	var out any
 	var err error
@@ -96,8 +101,20 @@ func main() {
 			url: *url, subscribers: *subscribers, rate: *rate, events: *events,
 			payload: *payload, perConn: *perConn, kind: *kind, drain: *drain, create: *create,
 		})
+	case "replay-write":
+		window := fs.Int("window", 4096, "in-flight async publishes")
+		_ = fs.Parse(args)
+		ctx, cancel := context.WithTimeout(context.Background(), *timeout)
+		defer cancel()
+		out, err = replayWrite(ctx, *url, *events, *payload, *window)
+	case "replay-read":
+		pullMax := fs.Int("pull-max", 0, "messages per pull request (0: the client's default)")
+		_ = fs.Parse(args)
+		ctx, cancel := context.WithTimeout(context.Background(), *timeout)
+		defer cancel()
+		out, err = replayRead(ctx, *url, *events, *payload, *pullMax)
 	default:
-		fatalf("unknown measurement %q: publish or fanout", measure)
+		fatalf("unknown measurement %q: publish, fanout, replay-write or replay-read", measure)
 	}
 	if err != nil {
 		fatalf("%s: %v", measure, err)

@@ -12,6 +12,7 @@
 //! that every path works and every event arrives. It asserts delivery,
 //! never timings.
 
+mod goals;
 mod os;
 mod ours;
 mod peers;

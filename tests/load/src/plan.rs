@@ -35,20 +35,39 @@ pub struct Sizes {
     pub replay_events: u64,
     /// Idle subscriber counts for the memory figure.
     pub idle: Vec<usize>,
+    /// Which fan-out rows the goals read (subscribers, lines per second).
+    pub goal_rows: GoalRows,
+}
+
+/// The fan-out rows the goals are judged on, each one of `Sizes::fanout`.
+#[derive(Debug, Clone, Serialize)]
+pub struct GoalRows {
+    /// The lone subscriber (its p50 against JetStream's).
+    pub lone: (usize, f64),
+    /// The crowds (their p99 against JetStream's).
+    pub crowds: Vec<(usize, f64)>,
+    /// The stress row (its p99 against a fixed bound).
+    pub stress: (usize, f64),
 }
 
 impl Sizes {
-    fn new(quick: bool) -> Self {
+    pub(crate) fn new(quick: bool) -> Self {
         if quick {
             Self {
                 throughput_lines: 2_000,
                 jetstream_lines: 200,
                 sessions: vec![1, 10],
-                fanout: vec![(1, 50.0, 25), (20, 50.0, 25)],
+                // The last is the smoke's stand-in for the stress row.
+                fanout: vec![(1, 50.0, 25), (20, 50.0, 25), (20, 200.0, 50)],
                 web: (5, 50.0, 25),
                 deltas: typing_pairs(20, &[(0.0, 20)], 5),
                 replay_events: 5_000,
                 idle: vec![100],
+                goal_rows: GoalRows {
+                    lone: (1, 50.0),
+                    crowds: vec![(20, 50.0)],
+                    stress: (20, 200.0),
+                },
             }
         } else {
             Self {
@@ -73,6 +92,11 @@ impl Sizes {
                 deltas: typing_pairs(1_000, &[(0.0, 1_000), (5.0, 100)], 20),
                 replay_events: 1_000_000,
                 idle: vec![1_000, 10_000],
+                goal_rows: GoalRows {
+                    lone: (1, 100.0),
+                    crowds: vec![(100, 100.0), (1_000, 100.0)],
+                    stress: (1_000, 500.0),
+                },
             }
         }
     }
@@ -153,6 +177,8 @@ pub struct Results {
     pub postgres_skipped: bool,
     /// Wall time of the whole run, seconds.
     pub secs: f64,
+    /// Each goal of the performance work, judged on this run's figures.
+    pub goals: Vec<crate::goals::Goal>,
 }
 
 /// The peers' figures, in the same shapes as ours.
@@ -168,8 +194,11 @@ pub struct Peers {
     pub jetstream_fanout: Vec<JetStreamFanout>,
     /// SQLite WAL synchronous=FULL appends, per session count, in our batch shape.
     pub sqlite_append: Vec<(usize, usize, Rate)>,
-    /// SQLite replay of the same number of events.
-    pub sqlite_replay: peers::sqlite::Replay,
+    /// SQLite replay of the same number of events (when replay runs).
+    pub sqlite_replay: Option<peers::sqlite::Replay>,
+    /// JetStream's ordered-consumer replay of the same number of events
+    /// (when replay runs).
+    pub jetstream_replay: Option<peers::Replay>,
     /// Raw write + fdatasync, per batch size: a growing file, and a
     /// prewritten one overwritten in place (as redb and SQLite's WAL mostly do).
     pub fsync: Vec<(usize, Rate, Rate)>,
@@ -373,10 +402,10 @@ pub async fn run(args: &Args) -> Results {
     let peers = if args.no_peers {
         None
     } else {
-        Some(run_peers(&sizes, &tp, replay.as_ref(), data.path()).await)
+        Some(run_peers(args, &sizes, &tp, replay.as_ref(), data.path()).await)
     };
 
-    Results {
+    let mut results = Results {
         quick: args.quick,
         sizes,
         loadavg: (load_start, loadavg()),
@@ -391,7 +420,10 @@ pub async fn run(args: &Args) -> Results {
         postgres,
         postgres_skipped: args.no_postgres,
         secs: t0.elapsed().as_secs_f64(),
-    }
+        goals: Vec::new(),
+    };
+    results.goals = crate::goals::judge(&results);
+    results
 }
 
 /// The spawn comparison: the real CLI against the scripted Messages API,
@@ -722,7 +754,10 @@ fn ratios(
     out
 }
 
+/// The peers, in the shapes of the rows of ours that ran: each peer row
+/// runs only when its row of ours is asked for (`--only`).
 async fn run_peers(
+    args: &Args,
     sizes: &Sizes,
     tp: &[throughput::Row],
     replay: Option<&Replay>,
@@ -752,54 +787,77 @@ async fn run_peers(
             peers::fsync::append_with(d.path(), layout, batch, row.rate.events, payload);
         fsync.push((batch, grow, prewritten));
     }
-    progress("SQLite: replay");
-    let d = tempfile::tempdir_in(dir).expect("tempdir");
-    let events = replay.map(|r| r.events).unwrap_or(sizes.replay_events);
-    let sqlite_replay = peers::sqlite::replay(d.path(), events, payload);
+    let replay_events = args
+        .runs("replay")
+        .then(|| replay.map(|r| r.events).unwrap_or(sizes.replay_events));
+    let sqlite_replay = replay_events.map(|events| {
+        progress("SQLite: replay");
+        let d = tempfile::tempdir_in(dir).expect("tempdir");
+        peers::sqlite::replay(d.path(), events, payload)
+    });
 
-    let sessions = if tp.is_empty() {
+    let sessions = if !args.runs("throughput") {
+        Vec::new()
+    } else if tp.is_empty() {
         sizes.sessions.clone()
     } else {
         tp.iter().map(|r| r.sessions).collect()
     };
-    let (js_lines, js_default_lines, fanout_rows) = (
-        sizes.jetstream_lines,
-        sizes.throughput_lines,
-        sizes.fanout.clone(),
-    );
+    let fanout_rows = if args.runs("fanout") {
+        sizes.fanout.clone()
+    } else {
+        Vec::new()
+    };
+    let (js_lines, js_default_lines) = (sizes.jetstream_lines, sizes.throughput_lines);
     let dir = dir.to_path_buf();
-    let (jetstream_publish, jetstream_publish_default_sync, jetstream_fanout) =
+    let (jetstream_publish, jetstream_publish_default_sync, jetstream_fanout, jetstream_replay) =
         tokio::task::spawn_blocking(move || {
             use peers::nats::{Nats, SyncPolicy};
-            let durable = Nats::start_in(&dir, SyncPolicy::Always);
             let mut publish = Vec::new();
-            for &s in &sessions {
-                progress(&format!("JetStream (fsync always): {s} publishers"));
-                let per = (js_lines / s as u64).max(1);
-                publish.push((s, durable.publish(s, per, payload)));
-            }
             let mut fanout = Vec::new();
-            for &(n, rate, lines) in &fanout_rows {
-                progress(&format!("JetStream: {n} subscribers at {rate}/s"));
-                let f =
-                    durable.fanout_detail(peers::nats::ConsumerKind::Push, n, rate, lines, payload);
-                fanout.push(JetStreamFanout {
-                    subscribers: n,
-                    rate,
-                    run: f,
-                });
+            if !sessions.is_empty() || !fanout_rows.is_empty() {
+                let durable = Nats::start_in(&dir, SyncPolicy::Always);
+                for &s in &sessions {
+                    progress(&format!("JetStream (fsync always): {s} publishers"));
+                    let per = (js_lines / s as u64).max(1);
+                    publish.push((s, durable.publish(s, per, payload)));
+                }
+                for &(n, rate, lines) in &fanout_rows {
+                    progress(&format!("JetStream: {n} subscribers at {rate}/s"));
+                    let f = durable.fanout_detail(
+                        peers::nats::ConsumerKind::Push,
+                        n,
+                        rate,
+                        lines,
+                        payload,
+                    );
+                    fanout.push(JetStreamFanout {
+                        subscribers: n,
+                        rate,
+                        run: f,
+                    });
+                }
             }
-            drop(durable);
-            let fast = Nats::start_in(&dir, SyncPolicy::Default);
             let mut default_sync = Vec::new();
-            for &s in &sessions {
-                progress(&format!(
-                    "JetStream (default sync, not durable): {s} publishers"
-                ));
-                let per = (js_default_lines / s as u64).max(1);
-                default_sync.push((s, fast.publish(s, per, payload)));
+            if !sessions.is_empty() {
+                let fast = Nats::start_in(&dir, SyncPolicy::Default);
+                for &s in &sessions {
+                    progress(&format!(
+                        "JetStream (default sync, not durable): {s} publishers"
+                    ));
+                    let per = (js_default_lines / s as u64).max(1);
+                    default_sync.push((s, fast.publish(s, per, payload)));
+                }
             }
-            (publish, default_sync, fanout)
+            // A server of its own, holding only the replayed stream; written
+            // with the default sync (see `peers::nats::replay`).
+            let replay = replay_events.map(|events| {
+                progress(&format!(
+                    "JetStream: replay of {events} events (ordered consumer)"
+                ));
+                Nats::start_in(&dir, SyncPolicy::Default).replay(events, payload, true)
+            });
+            (publish, default_sync, fanout, replay)
         })
         .await
         .expect("JetStream peer");
@@ -811,6 +869,7 @@ async fn run_peers(
         jetstream_fanout,
         sqlite_append,
         sqlite_replay,
+        jetstream_replay,
         fsync,
     }
 }

@@ -120,8 +120,14 @@ pub fn print(r: &Results) {
     }
 
     postgres(r);
+    if let Some(p) = &r.peers {
+        side_by_side(r, p);
+    }
+    crate::goals::print(&r.goals);
+}
 
-    let Some(p) = &r.peers else { return };
+/// Each figure of ours beside its peers', then the peers' own tables.
+fn side_by_side(r: &Results, p: &crate::plan::Peers) {
     println!(
         "\n## Side by side (ours / peer; payload {} bytes per event; throughput > 1× and latency < 1× favour us)\n",
         p.payload
@@ -186,19 +192,39 @@ pub fn print(r: &Results) {
             }
         }
     }
-    let (cold, warm) = (&p.sqlite_replay.cold, &p.sqlite_replay.warm);
-    let rows = r.replay.iter().flat_map(|rp| {
-        [
-            ("cold", rp.events, &rp.cold.rate, cold),
-            ("warm", rp.events, &rp.warm.rate, warm),
-        ]
-    });
-    for (what, events, ours, peer) in rows {
+    let replay_peers = [
+        ("SQLite in process", p.sqlite_replay.as_ref()),
+        ("JetStream ordered consumer", p.jetstream_replay.as_ref()),
+    ];
+    if let Some(rp) = &r.replay {
+        for (name, peer) in replay_peers {
+            let Some(peer) = peer else { continue };
+            for (what, ours, theirs) in [
+                ("cold", &rp.cold.rate, &peer.cold),
+                ("warm", &rp.warm.rate, &peer.warm),
+            ] {
+                println!(
+                    "| replay events/s, {what}, {} events | {} | {name} | {} | **{}** |",
+                    rp.events,
+                    k(ours),
+                    k(theirs),
+                    ratio(ours.per_sec(), theirs.per_sec())
+                );
+            }
+        }
+    }
+    if let Some(js) = &p.jetstream_replay {
         println!(
-            "| replay events/s, {what}, {events} events | {} | SQLite | {} | **{}** |",
-            k(ours),
-            k(peer),
-            ratio(ours.per_sec(), peer.per_sec())
+            "\n## JetStream replay (file storage, ordered consumer from the first message, the client's default pull)\n"
+        );
+        println!("| events | cold events/s | warm events/s | OS cache dropped |");
+        println!("|---|---|---|---|");
+        println!(
+            "| {} | **{}** | **{}** | {} |",
+            js.cold.events,
+            k(&js.cold),
+            k(&js.warm),
+            js.cold_dropped_os_cache
         );
     }
     if !p.jetstream_fanout.is_empty() {
@@ -234,12 +260,12 @@ pub fn print(r: &Results) {
 
 fn throughput_table(rows: &[crate::ours::throughput::Row]) {
     println!(
-        "| sessions | events | s | events/s | commits | events/commit | CPU s per M events | bytes/event |"
+        "| sessions | events | s | events/s | commits | events/commit | server CPU s per M events | bytes/event | server RSS / peak MiB |"
     );
-    println!("|---|---|---|---|---|---|---|---|");
+    println!("|---|---|---|---|---|---|---|---|---|");
     for t in rows {
         println!(
-            "| {} | {} | {:.2} | **{}** | {:.0} | {:.1} | {:.1} | {:.0} |",
+            "| {} | {} | {:.2} | **{}** | {:.0} | {:.1} | **{:.1}** | {:.0} | {:.0} / {:.0} |",
             t.sessions,
             t.rate.events,
             t.rate.secs,
@@ -247,20 +273,22 @@ fn throughput_table(rows: &[crate::ours::throughput::Row]) {
             t.commits,
             t.batch,
             t.cpu_s_per_m,
-            t.event_bytes
+            t.event_bytes,
+            t.rss as f64 / 1048576.0,
+            t.peak_rss as f64 / 1048576.0
         );
     }
 }
 
 fn fanout_table(rows: &[crate::ours::fanout::Row]) {
     println!(
-        "| transport | subscribers | lines/s | lines | CLI write → receipt | commit → receipt | server RSS / peak MiB | s | CPU s server / client |"
+        "| transport | subscribers | lines/s | lines | CLI write → receipt | commit → receipt | server RSS / peak MiB | s | CPU s server / client | server CPU s per M events delivered |"
     );
-    println!("|---|---|---|---|---|---|---|---|---|");
+    println!("|---|---|---|---|---|---|---|---|---|---|");
     for f in rows {
         let t = f.transport.name();
         println!(
-            "| {t} | {} | {} | {} | {} | {} | {:.0} / {:.0} | {:.1} | {:.1} / {:.1} |",
+            "| {t} | {} | {} | {} | {} | {} | {:.0} / {:.0} | {:.1} | {:.1} / {:.1} | {:.1} |",
             f.subscribers,
             f.rate,
             f.events,
@@ -270,7 +298,8 @@ fn fanout_table(rows: &[crate::ours::fanout::Row]) {
             f.peak_rss as f64 / 1048576.0,
             f.secs,
             f.server_cpu,
-            f.client_cpu
+            f.client_cpu,
+            crate::goals::fanout_cpu_per_m(f)
         );
     }
 }

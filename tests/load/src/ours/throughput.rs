@@ -28,6 +28,11 @@ pub struct Row {
     pub cpu_s_per_m: f64,
     /// Mean encoded size of an event, bytes.
     pub event_bytes: f64,
+    /// Server RSS when the row ended, bytes.
+    pub rss: u64,
+    /// Server peak RSS so far (`VmHWM`: this row's or an earlier one's on
+    /// the same server), bytes.
+    pub peak_rss: u64,
 }
 
 /// Runs `total` CLI lines over `sessions` sessions (named `tp<S>-<i>`).
@@ -88,5 +93,7 @@ pub async fn run(server: &Server, sessions: usize, total: u64) -> Row {
         },
         cpu_s_per_m: cpu / events as f64 * 1e6,
         event_bytes: bytes as f64 / events.max(1) as f64,
+        rss: server.rss_bytes(),
+        peak_rss: server.peak_rss_bytes(),
     }
 }

@@ -34,6 +34,10 @@
 //!   stream at 1,000 consumers by default; the driver gives its stream room
 //!   for subscribers + 1,000.
 //!
+//! - [`Nats::replay`] (`replay.rs`): a stream of as many events as our
+//!   replayed log, written, then read back whole with an ordered consumer
+//!   after a restart (cold, page cache dropped) and again (warm).
+//!
 //! The methods block (they wait for a child process): from async code call
 //! them in `tokio::task::spawn_blocking` or while nothing else is measured.
 //!
@@ -50,6 +54,8 @@
 //! `$NATS_LOAD_BIN` or `.tools/bin/nats-load`, both relative to the repo
 //! root (`$AGENT_HARNESS_ROOT`, else the checkout this crate was built in).
 
+mod replay;
+
 use std::io::{BufRead, BufReader, Write};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
@@ -62,6 +68,12 @@ use crate::stats::{Latency, Rate};
 
 /// How long `nats-server` may take to say it is ready.
 const READY_TIMEOUT: Duration = Duration::from_secs(60);
+
+/// How long a SIGTERM may take to stop `nats-server` before SIGKILL.
+const STOP_TIMEOUT: Duration = Duration::from_secs(60);
+
+/// The server's config file, in its temp dir.
+const CONFIG: &str = "nats.conf";
 
 /// When JetStream writes reach the disk.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -123,6 +135,7 @@ pub struct Nats {
     child: Child,
     url: String,
     driver: PathBuf,
+    server_bin: PathBuf,
     // Dropped after the server is killed (fields drop after `Drop::drop`).
     dir: tempfile::TempDir,
 }
@@ -145,57 +158,43 @@ impl Nats {
             .tempdir_in(parent)
             .unwrap_or_else(|e| panic!("temp dir under {}: {e}", parent.display()));
         let port = free_port();
-        let config = dir.path().join("nats.conf");
         std::fs::write(
-            &config,
+            dir.path().join(CONFIG),
             config_text(port, &dir.path().join("jetstream"), sync),
         )
         .expect("write nats.conf");
-        let log_path = dir.path().join("nats-server.log");
-        let mut child = Command::new(&server_bin)
-            .arg("-c")
-            .arg(&config)
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap_or_else(|e| panic!("spawn {}: {e}", server_bin.display()));
-        crate::os::track(child.id());
-
-        // The server logs to stderr: copy it to a file, and say when it is
-        // ready (listening, JetStream up) or gone.
-        let stderr = child.stderr.take().expect("piped stderr");
-        let (ready_tx, ready_rx) = mpsc::channel::<()>();
-        let mut log = std::fs::File::create(&log_path).expect("create nats-server.log");
-        std::thread::spawn(move || {
-            let mut ready = Some(ready_tx);
-            for line in BufReader::new(stderr).lines() {
-                let Ok(line) = line else { break };
-                let _ = writeln!(log, "{line}");
-                if line.contains("Server is ready") {
-                    if let Some(tx) = ready.take() {
-                        let _ = tx.send(());
-                    }
-                }
-            }
-            // EOF: the server exited (dropping `ready` wakes the waiter).
-        });
-        let mut nats = Self {
+        let child = spawn(&server_bin, dir.path());
+        Self {
             child,
             url: format!("nats://127.0.0.1:{port}"),
             driver,
+            server_bin,
             dir,
-        };
-        if let Err(e) = ready_rx.recv_timeout(READY_TIMEOUT) {
-            let exit = nats.child.try_wait().ok().flatten();
-            nats.kill();
-            let log = std::fs::read_to_string(&log_path).unwrap_or_default();
-            panic!(
-                "nats-server ({}) never said it was ready ({e}; exit: {exit:?}). Its log:\n{log}",
-                server_bin.display()
-            );
         }
-        nats
+    }
+
+    /// Stops the server the way an operator would (SIGTERM: JetStream
+    /// writes its state out and closes its files), calls `stopped` while it
+    /// is down, and starts it again on the same store, config and port.
+    pub fn restart(&mut self, stopped: impl FnOnce()) {
+        use nix::sys::signal::{Signal, kill};
+        use nix::unistd::Pid;
+        let pid = Pid::from_raw(self.child.id() as i32);
+        let _ = kill(pid, Signal::SIGTERM);
+        // A watchdog, woken by the exit (the sender dropped) or the timeout.
+        let (exited, exit) = mpsc::channel::<()>();
+        let watchdog = std::thread::spawn(move || {
+            if exit.recv_timeout(STOP_TIMEOUT) == Err(mpsc::RecvTimeoutError::Timeout) {
+                eprintln!("nats-server did not stop in {STOP_TIMEOUT:?} after SIGTERM: killing it");
+                let _ = kill(pid, Signal::SIGKILL);
+            }
+        });
+        let _ = self.child.wait();
+        drop(exited);
+        let _ = watchdog.join();
+        self.kill();
+        stopped();
+        self.child = spawn(&self.server_bin, self.dir.path());
     }
 
     /// The server's pid (for `server::proc_rss` / `proc_cpu_secs`).
@@ -367,6 +366,56 @@ fn config_text(port: u16, store: &Path, sync: SyncPolicy) -> String {
         "listen: \"127.0.0.1:{port}\"\nserver_name: load_peer\n\
          jetstream {{\n  store_dir: {store}\n{sync}}}\n"
     )
+}
+
+/// Starts `nats-server` on the config in `dir`, appending its log to
+/// `dir/nats-server.log`, and waits until it says it is ready.
+fn spawn(server_bin: &Path, dir: &Path) -> Child {
+    let log_path = dir.join("nats-server.log");
+    let mut child = Command::new(server_bin)
+        .arg("-c")
+        .arg(dir.join(CONFIG))
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap_or_else(|e| panic!("spawn {}: {e}", server_bin.display()));
+    crate::os::track(child.id());
+
+    // The server logs to stderr: copy it to a file, and say when it is
+    // ready (listening, JetStream up) or gone.
+    let stderr = child.stderr.take().expect("piped stderr");
+    let (ready_tx, ready_rx) = mpsc::channel::<()>();
+    let mut log = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(&log_path)
+        .expect("open nats-server.log");
+    std::thread::spawn(move || {
+        let mut ready = Some(ready_tx);
+        for line in BufReader::new(stderr).lines() {
+            let Ok(line) = line else { break };
+            let _ = writeln!(log, "{line}");
+            if line.contains("Server is ready") {
+                if let Some(tx) = ready.take() {
+                    let _ = tx.send(());
+                }
+            }
+        }
+        // EOF: the server exited (dropping `ready` wakes the waiter).
+    });
+    if let Err(e) = ready_rx.recv_timeout(READY_TIMEOUT) {
+        let exit = child.try_wait().ok().flatten();
+        let _ = child.kill();
+        let _ = child.wait();
+        crate::os::untrack(child.id());
+        let log = std::fs::read_to_string(&log_path).unwrap_or_default();
+        panic!(
+            "nats-server ({}) never said it was ready ({e}; exit: {exit:?}). Its log:\n{log}",
+            server_bin.display()
+        );
+    }
+    child
 }
 
 fn free_port() -> u16 {
