@@ -329,6 +329,7 @@ mod contract {
             store
                 .commit(Commit {
                     events: std::slice::from_ref(&whole),
+                    encoded: &[],
                     full: std::slice::from_ref(&whole),
                     metas: &[meta(id, 1)],
                     receipts: &[
