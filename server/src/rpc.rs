@@ -253,9 +253,11 @@ fn drain_on_shutdown(
             let msg = msg?;
             match &msg {
                 Frame::Event(e) => st.last_seq = e.seq,
-                Frame::Message(Kind::Replay(r)) => st.last_seq = r.from_seq,
-                Frame::Message(Kind::CaughtUp(c)) => st.last_seq = st.last_seq.max(c.head_seq),
-                Frame::Message(_) => {}
+                Frame::Message(m) => match **m {
+                    Kind::Replay(ref r) => st.last_seq = r.from_seq,
+                    Kind::CaughtUp(ref c) => st.last_seq = st.last_seq.max(c.head_seq),
+                    _ => {}
+                },
             }
             return Some((msg, st));
         }

@@ -56,17 +56,23 @@ pub(super) fn decodes(bytes: &[u8]) -> bool {
 pub enum Frame {
     /// The next event: its shared bytes.
     Event(EncodedEvent),
-    /// Anything else the stream sends (never [`Kind::Event`]).
-    Message(Kind),
+    /// Anything else the stream sends (never [`Kind::Event`]); boxed: an
+    /// event frame, the common one, stays small.
+    Message(Box<Kind>),
 }
 
 impl Frame {
+    /// A message of the stream's own.
+    pub fn message(kind: Kind) -> Self {
+        Frame::Message(Box::new(kind))
+    }
+
     /// The frame as the generated type (in-process readers): an event is
     /// decoded.
     pub fn into_response(self, session_id: &str) -> pb::SubscribeResponse {
         let kind = match self {
             Frame::Event(e) => Kind::Event(e.decode(session_id)),
-            Frame::Message(kind) => kind,
+            Frame::Message(kind) => *kind,
         };
         pb::SubscribeResponse { kind: Some(kind) }
     }

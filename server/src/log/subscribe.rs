@@ -157,7 +157,8 @@ impl Sub {
         if let Phase::Live = self.phase {
             let at = Instant::now() + self.shared.opts.heartbeat;
             self.heartbeat_at = Some(at);
-            if let (Frame::Message(Kind::Heartbeat(_)), Some(timer)) = (&frame, self.timer.as_mut())
+            if let (Frame::Message(kind), Some(timer)) = (&frame, self.timer.as_mut())
+                && let Kind::Heartbeat(_) = **kind
             {
                 // It just fired: arm it for the next interval.
                 timer.as_mut().reset(at);
@@ -187,7 +188,7 @@ impl Sub {
                     };
                     self.last_sent = from_seq;
                     self.phase = Phase::Replay { until: head };
-                    return Some(Frame::Message(Kind::Replay(pb::ReplayStart {
+                    return Some(Frame::message(Kind::Replay(pb::ReplayStart {
                         reset,
                         from_seq,
                         head_seq: head,
@@ -197,7 +198,7 @@ impl Sub {
                     if self.last_sent >= until {
                         self.seen_head = until;
                         self.phase = Phase::Live;
-                        return Some(Frame::Message(Kind::CaughtUp(pb::CaughtUp {
+                        return Some(Frame::message(Kind::CaughtUp(pb::CaughtUp {
                             head_seq: until,
                         })));
                     }
@@ -209,7 +210,7 @@ impl Sub {
                     // Deltas computed earlier follow events already sent and
                     // precede any event committed since.
                     if let Some(d) = self.typing.as_mut().and_then(|t| t.ready.pop_front()) {
-                        return Some(Frame::Message(Kind::Delta(d)));
+                        return Some(Frame::message(Kind::Delta(d)));
                     }
                     // Text the CLI wrote before the next event goes first,
                     // paced or not.
@@ -289,7 +290,7 @@ impl Sub {
                                 continue;
                             }
                             // Re-armed by `next` (heartbeat_at moves on).
-                            return Some(Frame::Message(Kind::Heartbeat(pb::Heartbeat {
+                            return Some(Frame::message(Kind::Heartbeat(pb::Heartbeat {
                                 head_seq: self.last_sent,
                             })));
                         }

@@ -254,7 +254,7 @@ mod tests {
         let frames: Vec<Frame> = events()
             .iter()
             .map(|e| Frame::Event(EncodedEvent::of(e)))
-            .chain(messages().into_iter().map(Frame::Message))
+            .chain(messages().into_iter().map(Frame::message))
             .collect();
         for frame in frames {
             let ours = encode(&frame);
