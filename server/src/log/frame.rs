@@ -23,6 +23,11 @@ pub struct EncodedEvent {
 }
 
 impl EncodedEvent {
+    /// Event `seq`'s encoding, as encoded elsewhere (the writer, a row).
+    pub fn new(seq: u64, bytes: Bytes) -> Self {
+        Self { seq, bytes }
+    }
+
     /// Encodes `event` (its streamed form).
     pub fn of(event: &pb::Event) -> Self {
         Self {

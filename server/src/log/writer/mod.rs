@@ -614,13 +614,11 @@ impl Writer {
         // shares the bytes the store was given.
         let mut by_session: HashMap<&str, Vec<EncodedEvent>> = HashMap::new();
         for (e, bytes) in events.iter().zip(encoded) {
+            let shared = EncodedEvent::new(e.seq, bytes.clone());
             by_session
                 .entry(e.session_id.as_str())
                 .or_default()
-                .push(EncodedEvent {
-                    seq: e.seq,
-                    bytes: bytes.clone(),
-                });
+                .push(shared);
         }
         for session_id in touched.keys() {
             let head_seq = self.metas[session_id].1.head_seq;
