@@ -28,6 +28,9 @@
 //!   request's session.
 //! - [`rpc`]: the `SessionService` handlers: validate, call the manager, map errors
 //!   (the one `From<Error> for Status`).
+//! - [`wire`]: Subscribe and History on the wire: each event's bytes, encoded once at
+//!   its commit, written out as they are (a codec of our own); the other RPCs go to
+//!   the generated server.
 //! - [`launch`]: the launch policy: which args, env and cwd a client may give the CLI.
 //! - [`start_limit`]: `--max-sessions-per-minute`, per peer address.
 //! - [`validate`], [`auth`], [`error`]: request checks, bearer tokens, the one domain
@@ -112,4 +115,5 @@ pub mod tasks;
 pub mod token;
 pub mod validate;
 pub mod web;
+pub mod wire;
 pub use server::{ServeOptions, run, serve_on};

@@ -20,7 +20,7 @@ use tonic::{Code, Request, Response, Status};
 
 use crate::adapter::claude::context_usage;
 use crate::error::Error;
-use crate::log::EventLogs;
+use crate::log::{EventLogs, Frame, HistoryPage};
 use crate::manager::{SessionManager, SettingChange};
 use crate::routing::routed;
 use crate::start_limit::StartLimit;
@@ -200,7 +200,7 @@ pub const DEFAULT_MAX_STREAMS: usize = 16_384;
 /// Most time a stream keeps draining after shutdown before it ends anyway.
 const SHUTDOWN_DRAIN: Duration = Duration::from_secs(2);
 
-type Inner = Pin<Box<dyn Stream<Item = pb::SubscribeResponse> + Send + 'static>>;
+type Inner = Pin<Box<dyn Stream<Item = Frame> + Send + 'static>>;
 
 /// Passes `inner` through until `shutdown`; then keeps going only until it
 /// has delivered the session's head at that moment (so the run_end that
@@ -210,7 +210,7 @@ fn drain_on_shutdown(
     logs: EventLogs,
     session_id: String,
     shutdown: CancellationToken,
-) -> impl Stream<Item = pb::SubscribeResponse> + Send + 'static {
+) -> impl Stream<Item = Frame> + Send + 'static {
     struct State {
         inner: Inner,
         logs: EventLogs,
@@ -251,11 +251,13 @@ fn drain_on_shutdown(
                 }
             };
             let msg = msg?;
-            match &msg.kind {
-                Some(Kind::Event(e)) => st.last_seq = e.seq,
-                Some(Kind::Replay(r)) => st.last_seq = r.from_seq,
-                Some(Kind::CaughtUp(c)) => st.last_seq = st.last_seq.max(c.head_seq),
-                _ => {}
+            match &msg {
+                Frame::Event(e) => st.last_seq = e.seq,
+                Frame::Message(m) => match **m {
+                    Kind::Replay(ref r) => st.last_seq = r.from_seq,
+                    Kind::CaughtUp(ref c) => st.last_seq = st.last_seq.max(c.head_seq),
+                    _ => {}
+                },
             }
             return Some((msg, st));
         }
@@ -283,6 +285,67 @@ fn full_event_part(event: pb::Event, part: pb::FullEventPart) -> Result<Vec<u8>,
 /// The Subscribe stream type.
 pub type SubscribeStream =
     Pin<Box<dyn Stream<Item = Result<pb::SubscribeResponse, Status>> + Send + 'static>>;
+
+/// A Subscribe stream as the wire sends it (see [`Rpc::subscribe_frames`]).
+pub type FrameStream = Pin<Box<dyn Stream<Item = Result<Frame, Status>> + Send + 'static>>;
+
+/// Subscribe and History, as `crate::wire` serves them: each event as the
+/// bytes encoded once at its commit. The generated trait's `subscribe` and
+/// `history` are these, decoded, so the two paths cannot disagree.
+impl Rpc {
+    /// Subscribe: validation, a `--max-streams` permit, the log's frames,
+    /// drained at shutdown, and NOT_FOUND when the session is deleted.
+    pub async fn subscribe_frames(
+        &self,
+        request: Request<pb::SubscribeRequest>,
+    ) -> Result<Response<FrameStream>, Status> {
+        let req = routed(request)?;
+        validate::session_id(&req.session_id)?;
+        let permit = self.stream_permit()?;
+        let inner = self
+            .logs
+            .subscribe_frames(&req.session_id, req.after_seq, req.include_deltas)
+            .await
+            .map_err(Error::from)?;
+        let stream = drain_on_shutdown(
+            Box::pin(inner),
+            self.logs.clone(),
+            req.session_id.clone(),
+            self.shutdown.clone(),
+        );
+        // The permit lives as long as the stream: dropped with it.
+        let stream = stream.map(move |m| {
+            let _held = &permit;
+            Ok(m)
+        });
+        // The log's stream ends only at shutdown or when the session was
+        // deleted; the client is told which.
+        let (logs, shutdown, sid) = (self.logs.clone(), self.shutdown.clone(), req.session_id);
+        let deleted = futures::stream::once(async move {
+            let why = format!("session {sid:?} deleted");
+            (!shutdown.is_cancelled() && !logs.is_closed()).then(|| Err(Status::not_found(why)))
+        })
+        .filter_map(std::future::ready);
+        Ok(Response::new(Box::pin(stream.chain(deleted))))
+    }
+
+    /// History: validation, NOT_FOUND for an unknown session, the page's
+    /// events as stored.
+    pub async fn history_page(
+        &self,
+        request: Request<pb::HistoryRequest>,
+    ) -> Result<Response<HistoryPage>, Status> {
+        let req = routed(request)?;
+        validate::session_id(&req.session_id)?;
+        self.require_session(&req.session_id).await?;
+        let page = self
+            .logs
+            .history_page(&req.session_id, req.before_seq, req.limit)
+            .await
+            .map_err(Error::from)?;
+        Ok(Response::new(page))
+    }
+}
 
 #[tonic::async_trait]
 impl SessionService for Rpc {
@@ -327,49 +390,20 @@ impl SessionService for Rpc {
         &self,
         request: Request<pb::SubscribeRequest>,
     ) -> Result<Response<Self::SubscribeStream>, Status> {
-        let req = routed(request)?;
-        validate::session_id(&req.session_id)?;
-        let permit = self.stream_permit()?;
-        let inner = self
-            .logs
-            .subscribe_with(&req.session_id, req.after_seq, req.include_deltas)
-            .await
-            .map_err(Error::from)?;
-        let stream = drain_on_shutdown(
-            Box::pin(inner),
-            self.logs.clone(),
-            req.session_id.clone(),
-            self.shutdown.clone(),
-        );
-        // The permit lives as long as the stream: dropped with it.
-        let stream = stream.map(move |m| {
-            let _held = &permit;
-            Ok(m)
-        });
-        // The log's stream ends only at shutdown or when the session was
-        // deleted; the client is told which.
-        let (logs, shutdown, sid) = (self.logs.clone(), self.shutdown.clone(), req.session_id);
-        let deleted = futures::stream::once(async move {
-            let why = format!("session {sid:?} deleted");
-            (!shutdown.is_cancelled() && !logs.is_closed()).then(|| Err(Status::not_found(why)))
-        })
-        .filter_map(std::future::ready);
-        Ok(Response::new(Box::pin(stream.chain(deleted))))
+        let sid = request.get_ref().session_id.clone();
+        let frames = self.subscribe_frames(request).await?;
+        Ok(frames.map(|stream| -> SubscribeStream {
+            Box::pin(stream.map(move |f| f.map(|f| f.into_response(&sid))))
+        }))
     }
 
     async fn history(
         &self,
         request: Request<pb::HistoryRequest>,
     ) -> Result<Response<pb::HistoryResponse>, Status> {
-        let req = routed(request)?;
-        validate::session_id(&req.session_id)?;
-        self.require_session(&req.session_id).await?;
-        let (events, has_more) = self
-            .logs
-            .history(&req.session_id, req.before_seq, req.limit)
-            .await
-            .map_err(Error::from)?;
-        Ok(Response::new(pb::HistoryResponse { events, has_more }))
+        let sid = request.get_ref().session_id.clone();
+        let page = self.history_page(request).await?;
+        Ok(page.map(|p| p.into_response(&sid)))
     }
 
     type ReadFullEventStream = ReadFullEventStream;

@@ -30,7 +30,6 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
-use agent_harness_protocol::pb::session_service_server::SessionServiceServer;
 use agent_harness_protocol::proto::FILE_DESCRIPTOR_SET;
 use tokio::net::TcpListener;
 use tokio_rustls::TlsAcceptor;
@@ -355,11 +354,15 @@ pub async fn serve_on(
     let metrics = opts.metrics.then(|| {
         crate::scrape::Source::new(manager.clone(), rpc.clone(), connection_stats.clone())
     });
-    let session_service = SessionServiceServer::new(rpc)
-        .max_decoding_message_size(opts.max_request_bytes)
+    // Subscribe and History send each event's shared bytes (`wire`); the
+    // other RPCs go through the generated server inside.
+    let session_service = crate::wire::SessionRoutes::new(
+        rpc,
+        opts.max_request_bytes,
         // Every response is built under 4 MiB (events are cut to their
         // budget, pages bounded by bytes); this is the backstop.
-        .max_encoding_message_size(crate::log::cut::MAX_MESSAGE_BYTES);
+        crate::log::cut::MAX_MESSAGE_BYTES,
+    );
     let node = match (&opts.node, addr) {
         (Some(node), _) => node.clone(),
         (None, Some(addr)) => NodeId::resolve(None, addr).map_err(Error::Config)?,

@@ -29,6 +29,7 @@
 mod commit;
 pub mod cut;
 mod failpoint;
+mod frame;
 mod index;
 mod nodes;
 mod options;
@@ -41,6 +42,7 @@ mod writer;
 
 pub use self::commit::{Commit, MetaChange, NewEvent};
 pub use self::failpoint::FAILPOINT_ENV;
+pub use self::frame::{EncodedEvent, Frame, HistoryPage};
 pub use self::options::{
     DEFAULT_CACHE_SESSIONS, DEFAULT_DELTA_INTERVAL, DEFAULT_HEARTBEAT, DEFAULT_MAX_REPLAY,
     DEFAULT_TAIL_POLL, DEFAULT_WINDOW, DEFAULT_WINDOW_BYTES, DEFAULT_WINDOW_CACHE_BYTES,
@@ -55,7 +57,7 @@ use agent_harness_protocol::pb;
 use futures::Stream;
 use tokio::sync::{oneshot, watch};
 
-use crate::store::{ReceiptWrite, SessionMeta, Store, StoreError};
+use crate::store::{RawEvent, ReceiptWrite, SessionMeta, Store, StoreError};
 
 use self::resident::{Limits, Resident, SessionLog};
 use self::writer::Cmd;
@@ -173,6 +175,27 @@ impl Shared {
         events
     }
 
+    /// Rows read from the store as they are streamed: the stored bytes as
+    /// they are, except that a row over the budget (written before it, or
+    /// under a larger one) is cut now, and a row that does not decode is
+    /// sent as the `unreadable` event a decoded read gives.
+    fn streamed_raw(&self, session_id: &str, rows: Vec<RawEvent>) -> Vec<EncodedEvent> {
+        let budget = self.budget();
+        rows.into_iter()
+            .map(|(seq, bytes)| {
+                let raw = EncodedEvent { seq, bytes };
+                if raw.bytes.len() <= budget && frame::decodes(&raw.bytes) {
+                    return raw;
+                }
+                let event = raw.decode(session_id);
+                match cut::fit(&event, budget) {
+                    Some(cut) => EncodedEvent::of(&cut),
+                    None => EncodedEvent::of(&event),
+                }
+            })
+            .collect()
+    }
+
     /// Whether the log was shut down.
     fn is_closed(&self) -> bool {
         self.closed.load(Ordering::SeqCst)
@@ -247,9 +270,42 @@ impl Shared {
         .map_err(LogError::from)
     }
 
-    /// Events `after+1 ..= upto` (at most `max`): from the window when it
-    /// covers them, else from the store on a blocking thread.
+    /// Events `after+1 ..= upto` (at most `max`), encoded: from the window
+    /// when it covers them, else the store's rows on a blocking thread.
     async fn read_span(
+        self: &Arc<Self>,
+        session_id: &str,
+        session: Option<&SessionLog>,
+        after: u64,
+        upto: u64,
+        max: usize,
+    ) -> Result<Vec<EncodedEvent>, LogError> {
+        if upto <= after {
+            return Ok(Vec::new());
+        }
+        let want = usize::try_from(upto - after).unwrap_or(usize::MAX).min(max);
+        if let Some(mut evs) = session.and_then(|s| s.window_span(after, want)) {
+            evs.retain(|e| e.seq <= upto);
+            return Ok(evs);
+        }
+        let shared = self.clone();
+        let sid = session_id.to_owned();
+        let budget = self.budget();
+        let rows = tokio::task::spawn_blocking(move || {
+            shared
+                .store
+                .read_range_raw(&sid, after, want, cut::PAGE_BYTES, budget)
+        })
+        .await
+        .map_err(|_| LogError::Closed)??;
+        let mut evs = self.streamed_raw(session_id, rows);
+        evs.retain(|e| e.seq <= upto);
+        Ok(evs)
+    }
+
+    /// [`Shared::read_span`], decoded (the manager's folds): the window's
+    /// events decoded, the store's rows decoded once.
+    async fn read_span_decoded(
         self: &Arc<Self>,
         session_id: &str,
         session: Option<&SessionLog>,
@@ -261,9 +317,12 @@ impl Shared {
             return Ok(Vec::new());
         }
         let want = usize::try_from(upto - after).unwrap_or(usize::MAX).min(max);
-        if let Some(mut evs) = session.and_then(|s| s.window_span(after, want)) {
-            evs.retain(|e| e.seq <= upto);
-            return Ok(evs);
+        if let Some(evs) = session.and_then(|s| s.window_span(after, want)) {
+            return Ok(evs
+                .iter()
+                .filter(|e| e.seq <= upto)
+                .map(|e| e.decode(session_id))
+                .collect());
         }
         let shared = self.clone();
         let sid = session_id.to_owned();
@@ -476,6 +535,21 @@ impl EventLogs {
         after_seq: u64,
         deltas: bool,
     ) -> Result<impl Stream<Item = pb::SubscribeResponse> + Send + 'static, LogError> {
+        use futures::StreamExt;
+        let frames = self.subscribe_frames(session_id, after_seq, deltas).await?;
+        let sid = session_id.to_owned();
+        Ok(frames.map(move |f| f.into_response(&sid)))
+    }
+
+    /// [`EventLogs::subscribe_with`] as the wire sends it: each event's
+    /// shared bytes, encoded once at its commit, and the stream's own
+    /// messages (see [`Frame`]).
+    pub async fn subscribe_frames(
+        &self,
+        session_id: &str,
+        after_seq: u64,
+        deltas: bool,
+    ) -> Result<impl Stream<Item = Frame> + Send + 'static, LogError> {
         let shared = self.inner.shared.clone();
         let session = shared
             .load(session_id, true)

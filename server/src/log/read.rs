@@ -6,7 +6,7 @@ use std::sync::atomic::Ordering;
 
 use agent_harness_protocol::pb;
 
-use super::{EventLogs, HISTORY_DEFAULT_LIMIT, HISTORY_MAX_LIMIT, LogError, cut};
+use super::{EventLogs, HISTORY_DEFAULT_LIMIT, HISTORY_MAX_LIMIT, HistoryPage, LogError, cut};
 use crate::store::{Receipt, SessionMeta, StoreUsage, TranscriptEntry};
 
 impl EventLogs {
@@ -21,6 +21,19 @@ impl EventLogs {
         before_seq: u64,
         limit: u32,
     ) -> Result<(Vec<pb::Event>, bool), LogError> {
+        let page = self.history_page(session_id, before_seq, limit).await?;
+        let events = page.events.iter().map(|e| e.decode(session_id)).collect();
+        Ok((events, page.has_more))
+    }
+
+    /// [`EventLogs::history`] as the wire sends it: each event's stored
+    /// bytes (from the window, or the store's rows), not decoded.
+    pub async fn history_page(
+        &self,
+        session_id: &str,
+        before_seq: u64,
+        limit: u32,
+    ) -> Result<HistoryPage, LogError> {
         let limit = match limit {
             0 => HISTORY_DEFAULT_LIMIT,
             l => l.min(HISTORY_MAX_LIMIT),
@@ -34,7 +47,7 @@ impl EventLogs {
             before_seq
         };
         if before <= 1 {
-            return Ok((Vec::new(), false));
+            return Ok(HistoryPage::default());
         }
         let first = before.saturating_sub(limit).max(1);
         let window_hit = session
@@ -45,12 +58,12 @@ impl EventLogs {
             _ => {
                 let sid = session_id.to_owned();
                 let budget = shared.budget();
-                let evs = shared
+                let rows = shared
                     .blocking(move |st| {
-                        st.read_before_within(&sid, before, limit as usize, cut::PAGE_BYTES, budget)
+                        st.read_before_raw(&sid, before, limit as usize, cut::PAGE_BYTES, budget)
                     })
                     .await?;
-                shared.streamed(evs)
+                shared.streamed_raw(session_id, rows)
             }
         };
         // Bounded by bytes too: the newest events that fit, at least one.
@@ -59,7 +72,7 @@ impl EventLogs {
             .iter()
             .rev()
             .take_while(|e| {
-                bytes += cut::wire_len(e);
+                bytes += e.wire_len();
                 bytes <= cut::PAGE_BYTES
             })
             .count()
@@ -67,7 +80,7 @@ impl EventLogs {
         let drop = events.len().saturating_sub(keep);
         events.drain(..drop);
         let has_more = events.first().is_some_and(|e| e.seq > 1);
-        Ok((events, has_more))
+        Ok(HistoryPage { events, has_more })
     }
 
     /// At most `limit` committed events with `seq > after_seq`, oldest
@@ -84,7 +97,7 @@ impl EventLogs {
         };
         let head = *session.head.borrow();
         shared
-            .read_span(session_id, Some(&session), after_seq, head, limit)
+            .read_span_decoded(session_id, Some(&session), after_seq, head, limit)
             .await
     }
 
@@ -102,7 +115,9 @@ impl EventLogs {
         if seq == 0 || seq > head {
             return Ok(None);
         }
-        if let Some(e) = session.and_then(|s| s.window_get(seq))
+        if let Some(e) = session
+            .and_then(|s| s.window_get(seq))
+            .map(|e| e.decode(session_id))
             && e.truncated.is_none()
         {
             return Ok(Some(e));

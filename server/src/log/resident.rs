@@ -15,6 +15,8 @@
 //!   An entry held by a Subscribe stream (it keeps an `Arc`) is never
 //!   evicted: the stream follows that entry's head watch.
 //!
+//! A window holds each event encoded ([`EncodedEvent`]), as the writer
+//! encoded it once for the store: every stream and page shares those bytes.
 //! Bytes are counted as the events' encoded (protobuf) size.
 //!
 //! Entries are made in two places only: by a reader that loaded the head
@@ -28,9 +30,9 @@ use std::collections::{HashMap, VecDeque};
 use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, RwLock, RwLockReadGuard, RwLockWriteGuard};
 
-use agent_harness_protocol::pb;
-use prost::Message;
 use tokio::sync::watch;
+
+use super::frame::EncodedEvent;
 
 /// The bounds of [`Resident`]; see the module docs.
 #[derive(Debug, Clone, Copy)]
@@ -44,18 +46,15 @@ pub(super) struct Limits {
 /// The latest events of one session, contiguous, ending at its head.
 #[derive(Default)]
 struct Window {
-    events: VecDeque<pb::Event>,
-    /// Encoded size of each event in `events`.
-    sizes: VecDeque<usize>,
+    events: VecDeque<EncodedEvent>,
     bytes: usize,
 }
 
 impl Window {
-    fn pop_front(&mut self) -> usize {
-        self.events.pop_front();
-        let n = self.sizes.pop_front().unwrap_or(0);
-        self.bytes -= n;
-        n
+    fn pop_front(&mut self) {
+        if let Some(e) = self.events.pop_front() {
+            self.bytes -= e.bytes.len();
+        }
     }
 }
 
@@ -105,8 +104,8 @@ impl SessionLog {
         self.window.write().unwrap_or_else(|p| p.into_inner())
     }
 
-    /// The event `seq`, if the window holds it.
-    pub fn window_get(&self, seq: u64) -> Option<pb::Event> {
+    /// The event `seq`, if the window holds it (its shared bytes).
+    pub fn window_get(&self, seq: u64) -> Option<EncodedEvent> {
         let w = self.window();
         let front = w.events.front()?.seq;
         let i = usize::try_from(seq.checked_sub(front)?).ok()?;
@@ -114,7 +113,7 @@ impl SessionLog {
     }
 
     /// Events `after+1 ..` (at most `max`) if the window still covers `after+1`.
-    pub fn window_span(&self, after: u64, max: usize) -> Option<Vec<pb::Event>> {
+    pub fn window_span(&self, after: u64, max: usize) -> Option<Vec<EncodedEvent>> {
         let w = self.window();
         let front = w.events.front()?.seq;
         let back = w.events.back()?.seq;
@@ -248,7 +247,7 @@ impl Resident {
     /// already holds are skipped; when the rest do not follow its newest
     /// event (another process committed the seqs between, see `tail`), the
     /// window restarts with them, so it stays contiguous.
-    pub fn extend_window(&self, s: &SessionLog, events: &[&pb::Event]) {
+    pub fn extend_window(&self, s: &SessionLog, events: &[EncodedEvent]) {
         let Limits {
             window,
             window_bytes,
@@ -274,10 +273,8 @@ impl Resident {
         // Only the newest `window` of this batch can survive the trim.
         let skip = events.len().saturating_sub(window);
         for e in &events[skip..] {
-            let n = e.encoded_len();
-            w.events.push_back((*e).clone());
-            w.sizes.push_back(n);
-            w.bytes += n;
+            w.bytes += e.bytes.len();
+            w.events.push_back(e.clone());
         }
         while w.events.len() > window || (w.bytes > window_bytes && w.events.len() > 1) {
             w.pop_front();
@@ -363,14 +360,15 @@ impl Resident {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use agent_harness_protocol::pb;
 
-    fn ev(seq: u64, text_len: usize) -> pb::Event {
-        pb::Event {
+    fn ev(seq: u64, text_len: usize) -> EncodedEvent {
+        EncodedEvent::of(&pb::Event {
             seq,
             session_id: "s".into(),
             cli_line: "x".repeat(text_len),
             ..Default::default()
-        }
+        })
     }
 
     fn limits() -> Limits {
@@ -392,15 +390,15 @@ mod tests {
     fn a_window_is_bounded_by_events_and_bytes_but_keeps_its_newest_event() {
         let r = Resident::new(limits());
         let s = new_entry(&r, "s");
-        let evs: Vec<pb::Event> = (1..=50).map(|i| ev(i, 1_000)).collect();
-        r.extend_window(&s, &evs.iter().collect::<Vec<_>>());
+        let evs: Vec<EncodedEvent> = (1..=50).map(|i| ev(i, 1_000)).collect();
+        r.extend_window(&s, &evs);
         let (_, events, bytes) = r.stats();
         assert!(bytes <= 10_000, "{bytes}");
         assert!((9..50).contains(&events), "{events}");
         assert_eq!(s.window_get(50).unwrap().seq, 50);
         assert!(s.window_get(1).is_none());
         // One event bigger than the whole budget still stays.
-        r.extend_window(&s, &[&ev(51, 50_000)]);
+        r.extend_window(&s, &[ev(51, 50_000)]);
         assert_eq!(s.window_get(51).unwrap().seq, 51);
         assert_eq!(r.stats().1, 1);
     }
@@ -409,11 +407,11 @@ mod tests {
     fn a_window_skips_what_it_holds_and_restarts_at_a_gap() {
         let r = Resident::new(limits());
         let s = new_entry(&r, "s");
-        let evs: Vec<pb::Event> = (1..=5).map(|i| ev(i, 10)).collect();
-        r.extend_window(&s, &evs.iter().collect::<Vec<_>>());
+        let evs: Vec<EncodedEvent> = (1..=5).map(|i| ev(i, 10)).collect();
+        r.extend_window(&s, &evs);
         // 4..=6 overlaps: 6 is added once.
-        let more: Vec<pb::Event> = (4..=6).map(|i| ev(i, 10)).collect();
-        r.extend_window(&s, &more.iter().collect::<Vec<_>>());
+        let more: Vec<EncodedEvent> = (4..=6).map(|i| ev(i, 10)).collect();
+        r.extend_window(&s, &more);
         assert_eq!(r.stats().1, 6);
         let seqs: Vec<u64> = s
             .window_span(0, 10)
@@ -423,12 +421,12 @@ mod tests {
             .collect();
         assert_eq!(seqs, (1..=6).collect::<Vec<_>>());
         // 9, 10 after 6: 7 and 8 were committed elsewhere; the window restarts.
-        let later: Vec<pb::Event> = (9..=10).map(|i| ev(i, 10)).collect();
-        r.extend_window(&s, &later.iter().collect::<Vec<_>>());
+        let later: Vec<EncodedEvent> = (9..=10).map(|i| ev(i, 10)).collect();
+        r.extend_window(&s, &later);
         assert_eq!(r.stats().1, 2);
         assert!(s.window_span(6, 10).is_none(), "7 is not in the window");
         assert_eq!(s.window_get(10).unwrap().seq, 10);
-        let bytes: usize = later.iter().map(Message::encoded_len).sum();
+        let bytes: usize = later.iter().map(|e| e.bytes.len()).sum();
         assert_eq!(r.stats().2, bytes, "the dropped events left the budget");
     }
 
@@ -437,8 +435,8 @@ mod tests {
         let r = Resident::new(limits());
         let (a, b, c) = (new_entry(&r, "a"), new_entry(&r, "b"), new_entry(&r, "c"));
         for s in [&a, &b, &c] {
-            let evs: Vec<pb::Event> = (1..=9).map(|i| ev(i, 1_000)).collect();
-            r.extend_window(s, &evs.iter().collect::<Vec<_>>());
+            let evs: Vec<EncodedEvent> = (1..=9).map(|i| ev(i, 1_000)).collect();
+            r.extend_window(s, &evs);
         }
         assert!(r.stats().2 > 25_000);
         r.get("a"); // a is now the most recently used

@@ -18,8 +18,10 @@
 //! watch (not a `CancellationToken`, whose check and registration lock one
 //! mutex shared by every stream), and the heartbeat timer is armed once and
 //! re-armed only when it fires early (not re-registered in the timer wheel
-//! per event). The next event is cloned straight out of the window without
-//! an intermediate chunk vector.
+//! per event). The next event is taken straight out of the window without
+//! an intermediate chunk vector, as the bytes the writer encoded at its
+//! commit ([`Frame::Event`]): a reference count, never a copy or an
+//! encoding per subscriber.
 //!
 //! Live typing (`include_deltas`, see [`crate::partial`]): such a stream
 //! also follows its session's board (a second watch) with a
@@ -44,6 +46,7 @@ use futures::Stream;
 use tokio::sync::watch;
 use tokio::time::{Instant, Sleep};
 
+use super::frame::{EncodedEvent, Frame};
 use super::{SUBSCRIBER_CHUNK, SUBSCRIBER_WINDOW_CHUNK, SessionLog, Shared};
 use crate::partial::Cursor;
 
@@ -72,7 +75,7 @@ struct Sub {
     /// head (`metrics::LogMetrics::subscriber_lag`).
     seen_head: u64,
     /// Fetched, not yet yielded events; empty (and unallocated) when idle.
-    buf: std::vec::IntoIter<pb::Event>,
+    buf: std::vec::IntoIter<EncodedEvent>,
     /// When the next heartbeat is due (live phase only): the last yield
     /// plus the interval.
     heartbeat_at: Option<Instant>,
@@ -117,7 +120,7 @@ pub(super) fn stream(
     session_id: &str,
     after_seq: u64,
     deltas: bool,
-) -> impl Stream<Item = pb::SubscribeResponse> + Send + 'static {
+) -> impl Stream<Item = Frame> + Send + 'static {
     // Register for live notifications now, before any replay read.
     let head_rx = session.head.subscribe();
     let typing = deltas.then(|| Typing {
@@ -143,26 +146,28 @@ pub(super) fn stream(
         typing,
     };
     futures::stream::unfold(sub, |mut sub| async move {
-        let kind = sub.next().await?;
-        Some((pb::SubscribeResponse { kind: Some(kind) }, sub))
+        let frame = sub.next().await?;
+        Some((frame, sub))
     })
 }
 
 impl Sub {
-    async fn next(&mut self) -> Option<Kind> {
-        let kind = self.step().await?;
+    async fn next(&mut self) -> Option<Frame> {
+        let frame = self.step().await?;
         if let Phase::Live = self.phase {
             let at = Instant::now() + self.shared.opts.heartbeat;
             self.heartbeat_at = Some(at);
-            if let (Kind::Heartbeat(_), Some(timer)) = (&kind, self.timer.as_mut()) {
+            if let (Frame::Message(kind), Some(timer)) = (&frame, self.timer.as_mut())
+                && let Kind::Heartbeat(_) = **kind
+            {
                 // It just fired: arm it for the next interval.
                 timer.as_mut().reset(at);
             }
         }
-        Some(kind)
+        Some(frame)
     }
 
-    async fn step(&mut self) -> Option<Kind> {
+    async fn step(&mut self) -> Option<Frame> {
         loop {
             if self.shared.is_closed() {
                 return None;
@@ -183,27 +188,29 @@ impl Sub {
                     };
                     self.last_sent = from_seq;
                     self.phase = Phase::Replay { until: head };
-                    return Some(Kind::Replay(pb::ReplayStart {
+                    return Some(Frame::message(Kind::Replay(pb::ReplayStart {
                         reset,
                         from_seq,
                         head_seq: head,
-                    }));
+                    })));
                 }
                 Phase::Replay { until } => {
                     if self.last_sent >= until {
                         self.seen_head = until;
                         self.phase = Phase::Live;
-                        return Some(Kind::CaughtUp(pb::CaughtUp { head_seq: until }));
+                        return Some(Frame::message(Kind::CaughtUp(pb::CaughtUp {
+                            head_seq: until,
+                        })));
                     }
                     if let Some(ev) = self.next_event(until).await {
-                        return Some(Kind::Event(ev));
+                        return Some(Frame::Event(ev));
                     }
                 }
                 Phase::Live => {
                     // Deltas computed earlier follow events already sent and
                     // precede any event committed since.
                     if let Some(d) = self.typing.as_mut().and_then(|t| t.ready.pop_front()) {
-                        return Some(Kind::Delta(d));
+                        return Some(Frame::message(Kind::Delta(d)));
                     }
                     // Text the CLI wrote before the next event goes first,
                     // paced or not.
@@ -225,7 +232,7 @@ impl Sub {
                     }
                     if head > self.last_sent {
                         if let Some(ev) = self.next_event(head).await {
-                            return Some(Kind::Event(ev));
+                            return Some(Frame::Event(ev));
                         }
                         continue;
                     }
@@ -283,9 +290,9 @@ impl Sub {
                                 continue;
                             }
                             // Re-armed by `next` (heartbeat_at moves on).
-                            return Some(Kind::Heartbeat(pb::Heartbeat {
+                            return Some(Frame::message(Kind::Heartbeat(pb::Heartbeat {
                                 head_seq: self.last_sent,
-                            }));
+                            })));
                         }
                     }
                 }
@@ -330,7 +337,7 @@ impl Sub {
     /// The event `last_sent + 1` (never beyond `upto`), fetching a chunk when
     /// the buffer is empty. `None` means "try again" (a read failed and we
     /// waited, or shutdown began).
-    async fn next_event(&mut self, upto: u64) -> Option<pb::Event> {
+    async fn next_event(&mut self, upto: u64) -> Option<EncodedEvent> {
         loop {
             if let Some(ev) = self.buf.next() {
                 self.shared.buffered.fetch_sub(1, Ordering::Relaxed);
@@ -357,7 +364,7 @@ impl Sub {
                 return Some(ev);
             }
             if upto == self.last_sent + 1 {
-                // The live common case: exactly one new event. Clone it
+                // The live common case: exactly one new event. Take it
                 // straight from the window (no chunk vector, no counters).
                 if let Some(ev) = self.session.window_get(upto) {
                     self.last_sent = upto;
@@ -410,7 +417,7 @@ impl Sub {
     /// holds (fetched, or in the window its entry kept), then nothing: the
     /// stream ends. A stream that was keeping up thus still gets everything
     /// committed before the deletion, down to the run's `run_end`.
-    fn held_after_delete(&mut self) -> Option<Kind> {
+    fn held_after_delete(&mut self) -> Option<Frame> {
         if let Phase::Header = self.phase {
             return None;
         }
@@ -428,7 +435,7 @@ impl Sub {
             }
         }?;
         self.last_sent = ev.seq;
-        Some(Kind::Event(ev))
+        Some(Frame::Event(ev))
     }
 
     fn drop_buf(&mut self) {

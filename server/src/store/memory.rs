@@ -15,9 +15,19 @@ use agent_harness_protocol::pb;
 use tokio::sync::broadcast;
 
 use super::{
-    Commit, CommitNotice, IndexRow, ListPage, ListQuery, Receipt, ReceiptWrite, SessionMeta, Store,
-    StoreError, StoreUsage, TranscriptEntry,
+    Commit, CommitNotice, IndexRow, ListPage, ListQuery, RawEvent, Receipt, ReceiptWrite,
+    SessionMeta, Store, StoreError, StoreUsage, TranscriptEntry,
 };
+
+/// Events as a row of a real store holds them (this one keeps them
+/// decoded, for its tests' sake): encoded.
+fn raw(events: Vec<pb::Event>) -> Vec<RawEvent> {
+    use prost::Message;
+    events
+        .into_iter()
+        .map(|e| (e.seq, bytes::Bytes::from(e.encode_to_vec())))
+        .collect()
+}
 
 /// Notices the feed holds for a receiver that has not read them yet; one
 /// further behind lags, and treats that as [`CommitNotice::Lost`].
@@ -117,6 +127,7 @@ impl Store for MemoryStore {
     fn commit(&self, commit: Commit<'_>) -> Result<(), StoreError> {
         let Commit {
             events: batch,
+            encoded: _,
             full,
             metas,
             receipts,
@@ -207,14 +218,14 @@ impl Store for MemoryStore {
         Ok(self.lock().receipts.len())
     }
 
-    fn read_range_within(
+    fn read_range_raw(
         &self,
         session_id: &str,
         after_seq: u64,
         limit: usize,
         max_bytes: usize,
         event_cap: usize,
-    ) -> Result<Vec<pb::Event>, StoreError> {
+    ) -> Result<Vec<RawEvent>, StoreError> {
         let inner = self.lock();
         let Some(events) = inner.events.get(session_id) else {
             return Ok(Vec::new());
@@ -228,17 +239,17 @@ impl Store for MemoryStore {
             .map(|(_, e)| e.clone())
             .collect();
         out.truncate(super::within(out.iter(), max_bytes, event_cap));
-        Ok(out)
+        Ok(raw(out))
     }
 
-    fn read_before_within(
+    fn read_before_raw(
         &self,
         session_id: &str,
         before_seq: u64,
         limit: usize,
         max_bytes: usize,
         event_cap: usize,
-    ) -> Result<Vec<pb::Event>, StoreError> {
+    ) -> Result<Vec<RawEvent>, StoreError> {
         let inner = self.lock();
         let Some(events) = inner.events.get(session_id) else {
             return Ok(Vec::new());
@@ -251,7 +262,7 @@ impl Store for MemoryStore {
             .collect();
         out.truncate(super::within(out.iter(), max_bytes, event_cap));
         out.reverse();
-        Ok(out)
+        Ok(raw(out))
     }
 
     fn read_full(&self, session_id: &str, seq: u64) -> Result<Option<pb::Event>, StoreError> {

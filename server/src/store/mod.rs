@@ -36,6 +36,7 @@ pub use self::transcript::TranscriptEntry;
 use std::collections::BTreeMap;
 
 use agent_harness_protocol::pb;
+use bytes::Bytes;
 use serde::{Deserialize, Serialize};
 
 /// What the server remembers about a session besides its events: only
@@ -129,6 +130,10 @@ pub struct Commit<'a> {
     /// The events as they are streamed: one over the per-event budget in its
     /// cut-down form, marked `truncated`.
     pub events: &'a [pb::Event],
+    /// The encoding of each of `events`, in the same order, when the caller
+    /// has it (the log encodes each event once, for its window too): the
+    /// rows' values as they are. Empty: the store encodes `events`.
+    pub encoded: &'a [Bytes],
     /// The whole form of each cut event of `events` (same session and seq),
     /// kept for [`Store::read_full`].
     pub full: &'a [pb::Event],
@@ -214,7 +219,10 @@ pub trait Store: Send + Sync + 'static {
         limit: usize,
         max_bytes: usize,
         event_cap: usize,
-    ) -> Result<Vec<pb::Event>, StoreError>;
+    ) -> Result<Vec<pb::Event>, StoreError> {
+        let rows = self.read_range_raw(session_id, after_seq, limit, max_bytes, event_cap)?;
+        Ok(decode_rows(session_id, rows))
+    }
     /// As [`Store::read_before`], keeping the newest events that hold at
     /// most `max_bytes` of encoded events, counted as in
     /// [`Store::read_range_within`] (always at least one).
@@ -225,7 +233,31 @@ pub trait Store: Send + Sync + 'static {
         limit: usize,
         max_bytes: usize,
         event_cap: usize,
-    ) -> Result<Vec<pb::Event>, StoreError>;
+    ) -> Result<Vec<pb::Event>, StoreError> {
+        let rows = self.read_before_raw(session_id, before_seq, limit, max_bytes, event_cap)?;
+        Ok(decode_rows(session_id, rows))
+    }
+    /// [`Store::read_range_within`] as the rows hold the events: each
+    /// event's seq and its stored bytes (the streamed form, encoded),
+    /// undecoded. The streams send these bytes as they are.
+    fn read_range_raw(
+        &self,
+        session_id: &str,
+        after_seq: u64,
+        limit: usize,
+        max_bytes: usize,
+        event_cap: usize,
+    ) -> Result<Vec<RawEvent>, StoreError>;
+    /// [`Store::read_before_within`] as the rows hold the events (see
+    /// [`Store::read_range_raw`]), oldest first.
+    fn read_before_raw(
+        &self,
+        session_id: &str,
+        before_seq: u64,
+        limit: usize,
+        max_bytes: usize,
+        event_cap: usize,
+    ) -> Result<Vec<RawEvent>, StoreError>;
     /// The whole form of event `seq`: as appended in `full` when it was cut
     /// down, else the stored event. `None` when there is no such event.
     fn read_full(&self, session_id: &str, seq: u64) -> Result<Option<pb::Event>, StoreError>;
@@ -336,6 +368,16 @@ pub trait Store: Send + Sync + 'static {
         let _ = (grace, limit);
         Ok(Vec::new())
     }
+}
+
+/// One stored event as its row holds it: its seq and its encoded bytes.
+pub type RawEvent = (u64, Bytes);
+
+/// Stored rows decoded (see [`decode_event`]).
+pub(crate) fn decode_rows(session_id: &str, rows: Vec<RawEvent>) -> Vec<pb::Event> {
+    rows.into_iter()
+        .map(|(seq, bytes)| decode_event(session_id, seq, &bytes))
+        .collect()
 }
 
 /// What a [`Store`] holds (see [`Store::usage`]).

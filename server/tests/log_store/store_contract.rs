@@ -16,6 +16,7 @@ use agent_harness_server::store::{
     TranscriptEntry,
 };
 use log::{event, seqs};
+use prost::Message;
 use redb::StorageBackend;
 use redb::backends::InMemoryBackend;
 
@@ -329,6 +330,7 @@ mod contract {
             store
                 .commit(Commit {
                     events: std::slice::from_ref(&whole),
+                    encoded: &[],
                     full: std::slice::from_ref(&whole),
                     metas: &[meta(id, 1)],
                     receipts: &[
@@ -509,6 +511,38 @@ mod contract {
         assert_eq!(store.transcript("b").unwrap().len(), 1);
     }
 
+    pub fn raw_reads_are_the_rows_undecoded(store: &dyn Store) {
+        append(store, "s", 1, 10);
+        let raw = store
+            .read_range_raw("s", 2, 3, usize::MAX, usize::MAX)
+            .unwrap();
+        let decoded = store.read_range("s", 2, 3).unwrap();
+        assert_eq!(
+            raw.iter().map(|(s, _)| *s).collect::<Vec<_>>(),
+            vec![3, 4, 5]
+        );
+        for ((seq, bytes), e) in raw.iter().zip(&decoded) {
+            assert_eq!(*seq, e.seq);
+            assert_eq!(&pb::Event::decode(bytes.as_ref()).unwrap(), e);
+        }
+        let before = store
+            .read_before_raw("s", 11, 2, usize::MAX, usize::MAX)
+            .unwrap();
+        assert_eq!(
+            before.iter().map(|(s, _)| *s).collect::<Vec<_>>(),
+            vec![9, 10]
+        );
+        // Bounded by bytes as the decoded reads are: at least one row.
+        let one = store.read_range_raw("s", 0, 10, 1, usize::MAX).unwrap();
+        assert_eq!(one.len(), 1);
+        assert!(
+            store
+                .read_range_raw("nope", 0, 10, usize::MAX, usize::MAX)
+                .unwrap()
+                .is_empty()
+        );
+    }
+
     pub fn empty_batch_with_metas_only_writes_metas(store: &dyn Store) {
         store.append_batch(&[], &[meta("only-meta", 0)]).unwrap();
         assert_eq!(store.meta("only-meta").unwrap(), Some(meta("only-meta", 0)));
@@ -544,6 +578,7 @@ macro_rules! contract_suite {
             case!(heads_are_the_last_stored_seqs_in_the_order_given);
             case!(a_shared_store_notices_commits_and_refuses_a_seq_taken);
             case!(transcript_entries_keep_their_order_beside_the_events);
+            case!(raw_reads_are_the_rows_undecoded);
         }
     };
 }
@@ -555,6 +590,35 @@ contract_suite!(redb_file, {
     let store = RedbStore::open(&dir.path().join("agent-harness.redb")).unwrap();
     (dir, store)
 });
+
+/// The log encodes each event once and hands the bytes over with the
+/// events: a store that keeps bytes writes those, not an encoding of its
+/// own (the bytes here carry an unknown field prost would drop).
+#[test]
+fn redb_and_postgresql_write_the_encoding_they_are_given() {
+    let dir = tempfile::tempdir().unwrap();
+    let redb = RedbStore::open(&dir.path().join("agent-harness.redb")).unwrap();
+    let pg = crate::support::postgres::store();
+    for store in [&redb as &dyn Store, &pg] {
+        let e = event("given", 1);
+        let mut bytes = prost::Message::encode_to_vec(&e);
+        prost::encoding::uint64::encode(99, &7, &mut bytes);
+        let given = bytes::Bytes::from(bytes);
+        store
+            .commit(Commit {
+                events: std::slice::from_ref(&e),
+                encoded: std::slice::from_ref(&given),
+                metas: &[meta("given", 1)],
+                ..Commit::default()
+            })
+            .unwrap();
+        let raw = store
+            .read_range_raw("given", 0, 10, usize::MAX, usize::MAX)
+            .unwrap();
+        assert_eq!(raw, vec![(1, given)]);
+        assert_eq!(store.read_range("given", 0, 10).unwrap(), vec![e]);
+    }
+}
 
 #[test]
 fn redb_builds_the_conversation_index_of_a_file_written_before_it_existed() {

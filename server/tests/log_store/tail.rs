@@ -11,8 +11,8 @@ use agent_harness_server::log::{
     self as event_log, EventLogs, LogError, LogOptions, SUBSCRIBER_CHUNK,
 };
 use agent_harness_server::store::{
-    Commit, CommitNotice, MemoryStore, Receipt, ReceiptWrite, SessionMeta, Store, StoreError,
-    StoreUsage,
+    Commit, CommitNotice, MemoryStore, RawEvent, Receipt, ReceiptWrite, SessionMeta, Store,
+    StoreError, StoreUsage,
 };
 use futures::{Stream, StreamExt};
 use tokio::sync::broadcast;
@@ -367,27 +367,27 @@ impl Store for Wrapper {
     fn receipt_count(&self) -> Result<usize, StoreError> {
         self.inner.receipt_count()
     }
-    fn read_range_within(
+    fn read_range_raw(
         &self,
         session_id: &str,
         after_seq: u64,
         limit: usize,
         max_bytes: usize,
         event_cap: usize,
-    ) -> Result<Vec<pb::Event>, StoreError> {
+    ) -> Result<Vec<RawEvent>, StoreError> {
         self.inner
-            .read_range_within(session_id, after_seq, limit, max_bytes, event_cap)
+            .read_range_raw(session_id, after_seq, limit, max_bytes, event_cap)
     }
-    fn read_before_within(
+    fn read_before_raw(
         &self,
         session_id: &str,
         before_seq: u64,
         limit: usize,
         max_bytes: usize,
         event_cap: usize,
-    ) -> Result<Vec<pb::Event>, StoreError> {
+    ) -> Result<Vec<RawEvent>, StoreError> {
         self.inner
-            .read_before_within(session_id, before_seq, limit, max_bytes, event_cap)
+            .read_before_raw(session_id, before_seq, limit, max_bytes, event_cap)
     }
     fn read_full(&self, session_id: &str, seq: u64) -> Result<Option<pb::Event>, StoreError> {
         self.inner.read_full(session_id, seq)

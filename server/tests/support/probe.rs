@@ -8,7 +8,8 @@ use std::time::Duration;
 
 use agent_harness_protocol::pb;
 use agent_harness_server::store::{
-    Commit, MemoryStore, Receipt, ReceiptWrite, SessionMeta, Store, StoreError, StoreUsage,
+    Commit, MemoryStore, RawEvent, Receipt, ReceiptWrite, SessionMeta, Store, StoreError,
+    StoreUsage,
 };
 
 /// Wraps a memory store: counts commits and reads, can fail commits, can hold them at a gate,
@@ -124,27 +125,27 @@ impl Store for Probe {
         self.event_reads.fetch_add(1, Ordering::SeqCst);
         self.inner.read_full(s, seq)
     }
-    fn read_range_within(
+    fn read_range_raw(
         &self,
         s: &str,
         a: u64,
         l: usize,
         max: usize,
         cap: usize,
-    ) -> Result<Vec<pb::Event>, StoreError> {
+    ) -> Result<Vec<RawEvent>, StoreError> {
         self.event_reads.fetch_add(1, Ordering::SeqCst);
-        self.inner.read_range_within(s, a, l, max, cap)
+        self.inner.read_range_raw(s, a, l, max, cap)
     }
-    fn read_before_within(
+    fn read_before_raw(
         &self,
         s: &str,
         b: u64,
         l: usize,
         max: usize,
         cap: usize,
-    ) -> Result<Vec<pb::Event>, StoreError> {
+    ) -> Result<Vec<RawEvent>, StoreError> {
         self.event_reads.fetch_add(1, Ordering::SeqCst);
-        self.inner.read_before_within(s, b, l, max, cap)
+        self.inner.read_before_raw(s, b, l, max, cap)
     }
     fn meta(&self, s: &str) -> Result<Option<SessionMeta>, StoreError> {
         self.meta_reads.fetch_add(1, Ordering::SeqCst);

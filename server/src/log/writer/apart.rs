@@ -4,11 +4,9 @@
 
 use std::sync::atomic::Ordering;
 
-use agent_harness_protocol::pb;
-
 use super::{Cmd, Writer};
-use crate::log::LogError;
 use crate::log::tail::Ahead;
+use crate::log::{EncodedEvent, LogError};
 use crate::store::ReceiptWrite;
 
 impl Writer {
@@ -116,7 +114,11 @@ impl Writer {
                 let time = crate::store::event_time_ms(last.time.as_ref());
                 session.updated_ms.fetch_max(time, Ordering::Relaxed);
             }
-            let evs: Vec<&pb::Event> = events.iter().filter(|e| e.seq <= head).collect();
+            let evs: Vec<EncodedEvent> = events
+                .iter()
+                .filter(|e| e.seq <= head)
+                .map(EncodedEvent::of)
+                .collect();
             if evs.last().is_some_and(|e| e.seq == head) {
                 self.shared.resident.extend_window(&session, &evs);
             } else {

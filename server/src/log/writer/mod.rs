@@ -34,7 +34,8 @@
 //! call writes it in the same transaction: a receipt is never
 //! durable without its events, nor the events without it. A commit that
 //! carries only a receipt does not touch its session. Each appended event
-//! is built once, cloned once into its session's window, and moved (not cloned) into the append's
+//! is built once and encoded once (the store's row and its session's
+//! window share those bytes), and moved (not cloned) into the append's
 //! reply. An event over the per-event budget is committed twice in that
 //! transaction, whole (for `ReadFullEvent`) and cut down (`cut::fit`); only
 //! the cut form goes on (window, reply, subscribers).
@@ -54,7 +55,7 @@ mod index;
 
 use super::failpoint::{Failpoint, When};
 use super::tail::Ahead;
-use super::{Commit, LogError, MetaChange, SessionLog, Shared};
+use super::{Commit, EncodedEvent, LogError, MetaChange, SessionLog, Shared};
 use crate::store::{self, IndexFold, IndexRow, ReceiptWrite, SessionMeta};
 
 /// What the writer is asked to do.
@@ -112,6 +113,8 @@ type Reply = (
 /// What one batch writes in its store transaction, and whom it answers.
 struct Parts {
     events: Vec<pb::Event>,
+    /// Each of `events` encoded, once: the store's rows and the windows.
+    encoded: Vec<bytes::Bytes>,
     /// The whole form of each event of `events` streamed cut down.
     full: Vec<pb::Event>,
     /// The metas that changed.
@@ -372,6 +375,7 @@ impl Writer {
             replies.push(reply);
         }
 
+        let encoded: Vec<bytes::Bytes> = events.iter().map(|e| EncodedEvent::of(e).bytes).collect();
         let indexed = self.index(&events, &touched);
         let changed: Vec<SessionMeta> = touched
             .iter()
@@ -385,6 +389,7 @@ impl Writer {
         let started = Instant::now();
         let mut parts = Parts {
             events,
+            encoded,
             full,
             metas: changed,
             receipts,
@@ -395,6 +400,7 @@ impl Writer {
         let stored = self.store_unfenced(&mut parts, &mut touched);
         let Parts {
             events,
+            encoded,
             replies,
             full,
             ..
@@ -421,7 +427,7 @@ impl Writer {
                         self.index.insert(sid, fold);
                     }
                 }
-                let wake = self.publish(&events, &touched, now_ms);
+                let wake = self.publish(&events, &encoded, &touched, now_ms);
                 self.shared.published.fetch_add(1, Ordering::SeqCst);
                 self.shared.resident.enforce_byte_budget();
                 self.trim_metas();
@@ -485,6 +491,7 @@ impl Writer {
         loop {
             let stored = self.shared.store.commit(store::Commit {
                 events: &parts.events,
+                encoded: &parts.encoded,
                 full: &parts.full,
                 metas: &parts.metas,
                 receipts: &parts.receipts,
@@ -505,6 +512,8 @@ impl Writer {
                 touched.remove(sid);
                 self.metas.remove(sid);
             }
+            let mut kept = parts.events.iter().map(|e| keep(&e.session_id));
+            parts.encoded.retain(|_| kept.next().unwrap_or(false));
             parts.events.retain(|e| keep(&e.session_id));
             parts.full.retain(|e| keep(&e.session_id));
             parts.metas.retain(|m| keep(&m.session_id));
@@ -595,15 +604,21 @@ impl Writer {
     fn publish(
         &self,
         events: &[pb::Event],
+        encoded: &[bytes::Bytes],
         touched: &HashMap<String, Touched>,
         now_ms: i64,
     ) -> Vec<Arc<SessionLog>> {
         let mut wake = Vec::new();
         // Group by session once; within a session, events are already in seq
-        // order because appends were numbered in arrival order.
-        let mut by_session: HashMap<&str, Vec<&pb::Event>> = HashMap::new();
-        for e in events {
-            by_session.entry(e.session_id.as_str()).or_default().push(e);
+        // order because appends were numbered in arrival order. The window
+        // shares the bytes the store was given.
+        let mut by_session: HashMap<&str, Vec<EncodedEvent>> = HashMap::new();
+        for (e, bytes) in events.iter().zip(encoded) {
+            let shared = EncodedEvent::new(e.seq, bytes.clone());
+            by_session
+                .entry(e.session_id.as_str())
+                .or_default()
+                .push(shared);
         }
         for session_id in touched.keys() {
             let head_seq = self.metas[session_id].1.head_seq;

@@ -51,8 +51,8 @@ use tokio::sync::broadcast;
 pub use self::connect::redact;
 use self::read::Bound;
 use super::{
-    Claim, Commit, CommitNotice, IndexRow, Joined, ListPage, ListQuery, Receipt, ReceiptWrite,
-    SessionMeta, Store, StoreError, StoreUsage, TranscriptEntry, decode_event,
+    Claim, Commit, CommitNotice, IndexRow, Joined, ListPage, ListQuery, RawEvent, Receipt,
+    ReceiptWrite, SessionMeta, Store, StoreError, StoreUsage, TranscriptEntry, decode_event,
 };
 
 /// The channel every commit notifies on.
@@ -221,14 +221,14 @@ impl Store for PostgresStore {
         Ok(usize::try_from(n).unwrap_or(usize::MAX))
     }
 
-    fn read_range_within(
+    fn read_range_raw(
         &self,
         session_id: &str,
         after_seq: u64,
         limit: usize,
         max_bytes: usize,
         event_cap: usize,
-    ) -> Result<Vec<pb::Event>, StoreError> {
+    ) -> Result<Vec<RawEvent>, StoreError> {
         if after_seq >= i64::MAX as u64 {
             return Ok(Vec::new());
         }
@@ -242,14 +242,14 @@ impl Store for PostgresStore {
         self.run(read::scan(pool, session_id.to_owned(), from, false, bound))
     }
 
-    fn read_before_within(
+    fn read_before_raw(
         &self,
         session_id: &str,
         before_seq: u64,
         limit: usize,
         max_bytes: usize,
         event_cap: usize,
-    ) -> Result<Vec<pb::Event>, StoreError> {
+    ) -> Result<Vec<RawEvent>, StoreError> {
         let bound = Bound {
             limit: limit_sql(limit),
             max_bytes,

@@ -3,15 +3,15 @@
 //! not decode reads as `unreadable`, a meta row as an empty meta, a
 //! receipt row as none).
 
-use agent_harness_protocol::pb;
 use deadpool_postgres::Pool;
 use futures::{StreamExt, pin_mut};
 use prost::Message;
 
 use super::super::{
-    Receipt, SessionMeta, StoreError, StoreUsage, TranscriptEntry, decode_event, receipt,
+    RawEvent, Receipt, SessionMeta, StoreError, StoreUsage, TranscriptEntry, receipt,
 };
 use super::{client, pgerr, seq_sql};
+use bytes::Bytes;
 
 /// How much a scan takes (see [`super::super::Store::read_range_within`]).
 #[derive(Clone, Copy)]
@@ -22,15 +22,14 @@ pub(super) struct Bound {
 }
 
 /// Events of `session_id` after `after` (ascending) or before `before`
-/// (descending when `rev`), within `bound`. Rows are sized before they are
-/// decoded and the scan stops at the bound, so it never decodes what it drops.
+/// (descending when `rev`), within `bound`, as stored (undecoded).
 pub(super) async fn scan(
     pool: Pool,
     session_id: String,
     from: i64,
     rev: bool,
     bound: Bound,
-) -> Result<Vec<pb::Event>, StoreError> {
+) -> Result<Vec<RawEvent>, StoreError> {
     let client = client(&pool).await?;
     let sql = if rev {
         "SELECT seq, event FROM events WHERE session_id = $1 AND seq < $2 \
@@ -63,7 +62,7 @@ pub(super) async fn scan(
         if !out.is_empty() && bytes > bound.max_bytes {
             break;
         }
-        out.push(decode_event(&session_id, seq as u64, value));
+        out.push((seq as u64, Bytes::copy_from_slice(value)));
     }
     Ok(out)
 }

@@ -19,12 +19,17 @@ struct Rows {
 }
 
 impl Rows {
-    fn of(events: &[agent_harness_protocol::pb::Event]) -> Self {
+    /// The rows of `events`, their values from `encoded` where given (see
+    /// [`Commit::encoded`]).
+    fn of(events: &[agent_harness_protocol::pb::Event], encoded: &[bytes::Bytes]) -> Self {
         let mut rows = Self::default();
-        for ev in events {
+        for (i, ev) in events.iter().enumerate() {
             rows.sessions.push(ev.session_id.clone());
             rows.seqs.push(seq_sql(ev.seq));
-            rows.bytes.push(ev.encode_to_vec());
+            rows.bytes.push(match encoded.get(i) {
+                Some(b) => b.to_vec(),
+                None => ev.encode_to_vec(),
+            });
         }
         rows
     }
@@ -105,8 +110,8 @@ impl Batch {
         Self {
             heads,
             index: super::index::Rows::of(commit.index),
-            events: Rows::of(commit.events),
-            full: Rows::of(commit.full),
+            events: Rows::of(commit.events, commit.encoded),
+            full: Rows::of(commit.full, &[]),
             meta_ids,
             meta_rows,
             receipts: commit.receipts.to_vec(),

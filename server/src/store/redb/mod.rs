@@ -41,13 +41,14 @@ use ::redb::{
     TableDefinition,
 };
 use agent_harness_protocol::pb;
+use bytes::Bytes;
 use prost::Message;
 
 use self::write::{commit_batch, delete_session, index_conversations};
 use super::receipt;
 use super::{
-    Commit, IndexRow, ListPage, ListQuery, Receipt, ReceiptWrite, SessionMeta, Store, StoreError,
-    StoreUsage, TranscriptEntry, decode_event,
+    Commit, IndexRow, ListPage, ListQuery, RawEvent, Receipt, ReceiptWrite, SessionMeta, Store,
+    StoreError, StoreUsage, TranscriptEntry, decode_event,
 };
 
 /// `(session_id, seq) -> prost-encoded pb::Event`.
@@ -354,14 +355,14 @@ impl Store for RedbStore {
         })
     }
 
-    fn read_range_within(
+    fn read_range_raw(
         &self,
         session_id: &str,
         after_seq: u64,
         limit: usize,
         max_bytes: usize,
         event_cap: usize,
-    ) -> Result<Vec<pb::Event>, StoreError> {
+    ) -> Result<Vec<RawEvent>, StoreError> {
         let Some(start) = after_seq.checked_add(1) else {
             return Ok(Vec::new());
         };
@@ -373,14 +374,14 @@ impl Store for RedbStore {
         self.with_db(|db| scan(db, session_id, start..=u64::MAX, false, bound))
     }
 
-    fn read_before_within(
+    fn read_before_raw(
         &self,
         session_id: &str,
         before_seq: u64,
         limit: usize,
         max_bytes: usize,
         event_cap: usize,
-    ) -> Result<Vec<pb::Event>, StoreError> {
+    ) -> Result<Vec<RawEvent>, StoreError> {
         let bound = Bound {
             limit,
             max_bytes,
@@ -536,15 +537,14 @@ struct Bound {
 }
 
 /// Events of `session_id` with seqs in `seqs`, ascending (or descending
-/// when `rev`), within `bound`. Each row is sized before it is decoded, so
-/// a scan never decodes what it drops.
+/// when `rev`), within `bound`, as stored (undecoded).
 fn scan(
     db: &Database,
     session_id: &str,
     seqs: std::ops::RangeInclusive<u64>,
     rev: bool,
     bound: Bound,
-) -> Result<Vec<pb::Event>, StoreError> {
+) -> Result<Vec<RawEvent>, StoreError> {
     let txn = db.begin_read().map_err(rerr)?;
     let table = txn.open_table(EVENTS).map_err(rerr)?;
     let range = table
@@ -563,7 +563,7 @@ fn scan(
         if !out.is_empty() && bytes > bound.max_bytes {
             break;
         }
-        out.push(decode_event(session_id, k.value().1, v.value()));
+        out.push((k.value().1, Bytes::copy_from_slice(v.value())));
     }
     Ok(out)
 }

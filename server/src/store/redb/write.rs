@@ -34,6 +34,7 @@ use super::{
 pub(super) fn commit_batch(db: &Database, commit: Commit<'_>) -> Result<(), StoreError> {
     let Commit {
         events: batch,
+        encoded,
         full,
         metas,
         receipts,
@@ -60,8 +61,16 @@ pub(super) fn commit_batch(db: &Database, commit: Commit<'_>) -> Result<(), Stor
             }
         }
         let mut events = txn.open_table(EVENTS).map_err(rerr)?;
-        for ev in batch {
-            put(&mut events, ev)?;
+        for (i, ev) in batch.iter().enumerate() {
+            match encoded.get(i) {
+                // Encoded once by the log, for its window as well.
+                Some(bytes) => {
+                    events
+                        .insert((ev.session_id.as_str(), ev.seq), bytes.as_ref())
+                        .map_err(rerr)?;
+                }
+                None => put(&mut events, ev)?,
+            }
         }
         let mut sessions = txn.open_table(SESSIONS).map_err(rerr)?;
         for m in metas {
