@@ -24,6 +24,8 @@
 //! | not JSON, not an object, no `type` | `run_error{kind: "bad_line"}` |
 //! | longer than the limit | `run_error{kind: "line_too_large"}` |
 
+#[cfg(test)]
+mod equivalence;
 mod init;
 mod result;
 
