@@ -209,7 +209,10 @@ fn hostile() -> Vec<Script> {
     ];
     // Deep JSON where a tool's input, an unknown block, a tool_use_result
     // and an unread field are read, around both nesting limits.
-    for depth in [19, 20, 21, 40, 59, 60, 61, 62, 63, 64, 65, 66, 100, 123, 124, 125, 126, 127, 128, 129, 200, 3000] {
+    for depth in [
+        19, 20, 21, 40, 59, 60, 61, 62, 63, 64, 65, 66, 100, 123, 124, 125, 126, 127, 128, 129,
+        200, 3000,
+    ] {
         let n = nested(depth);
         lines.push(format!(
             r#"{{"type":"assistant","message":{{"id":"deep{depth}","content":[{{"type":"tool_use","id":"t","name":"N","input":{n}}},{{"type":"mystery","body":{n}}}]}}}}"#
@@ -410,11 +413,7 @@ fn output(n: &mut Normalizer, line: &StdoutLine) -> Value {
             e
         })
         .collect();
-    let partial: Vec<String> = n
-        .take_partial()
-        .iter()
-        .map(|c| format!("{c:?}"))
-        .collect();
+    let partial: Vec<String> = n.take_partial().iter().map(|c| format!("{c:?}")).collect();
     let transcript = n.take_transcript();
     let replies: Vec<String> = n
         .take_control_replies()
