@@ -227,7 +227,8 @@ impl Normalizer {
         let Some(text) = line::text(line, self.max_line_bytes)? else {
             return Ok(Vec::new());
         };
-        if let Some(typed) = Line::read(text)
+        if read::worth_reading(text)
+            && let Some(typed) = Line::read(text)
             && let Some(kind) = typed.kind.get().filter(|k| read::is_typed(k))
         {
             return Ok(self.typed_line(kind, &typed));

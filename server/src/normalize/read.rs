@@ -23,6 +23,20 @@ pub(super) fn is_typed(kind: &str) -> bool {
     matches!(kind, "assistant" | "user" | "result" | "stream_event")
 }
 
+/// Whether a line may be of a kind read typed. The CLI writes `type`
+/// first, so a line that names another kind up front goes straight to the
+/// `Value` parse instead of being read twice. Only a shortcut: the `Value`
+/// path maps every kind the same way.
+pub(super) fn worth_reading(text: &str) -> bool {
+    match text
+        .strip_prefix("{\"type\":\"")
+        .and_then(|rest| rest.split_once('"'))
+    {
+        Some((kind, _)) => is_typed(kind),
+        None => true,
+    }
+}
+
 /// One line's fields, of whichever kind it is.
 #[derive(Debug, Default)]
 pub(super) struct Line<'a> {
