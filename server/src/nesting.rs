@@ -60,7 +60,25 @@ fn line_cut_tag() -> &'static str {
 /// recursion past [`LINE_DEPTH`]. A line that is not JSON is an error
 /// however deep its fault lies.
 pub fn parse_line(text: &str) -> serde_json::Result<Value> {
-    let cuts = deep_spans(text.as_bytes(), LINE_DEPTH);
+    parse_cut(text, LINE_DEPTH)
+}
+
+/// Parses a part of a CLI line found inside `enclosing` containers of it
+/// (a tool's input: the line, its message, the content array, the block),
+/// cut where [`parse_line`] would cut it in the whole line.
+pub fn parse_part(text: &str, enclosing: usize) -> serde_json::Result<Value> {
+    parse_cut(text, LINE_DEPTH.saturating_sub(enclosing))
+}
+
+/// Parses `text` with its containers nested deeper than `max` kept as
+/// their text.
+fn parse_cut(text: &str, max: usize) -> serde_json::Result<Value> {
+    // Nesting past `max` takes more than `max` bytes of brackets.
+    let cuts = if text.len() > max {
+        deep_spans(text.as_bytes(), max)
+    } else {
+        Vec::new()
+    };
     if cuts.is_empty() {
         return serde_json::from_str(text);
     }

@@ -17,10 +17,6 @@ pub(crate) fn str_at(v: &Value, key: &str) -> String {
         .to_string()
 }
 
-pub(crate) fn u64_of(obj: &Map<String, Value>, key: &str) -> u64 {
-    obj.get(key).map(as_u64).unwrap_or(0)
-}
-
 pub(crate) fn u64_at(v: &Value, key: &str) -> u64 {
     v.get(key).map(as_u64).unwrap_or(0)
 }
@@ -34,10 +30,6 @@ pub(crate) fn as_u64(v: &Value) -> u64 {
 
 pub(crate) fn f64_at(v: &Value, key: &str) -> f64 {
     v.get(key).and_then(Value::as_f64).unwrap_or(0.0)
-}
-
-pub(crate) fn f64_at_obj(obj: &Map<String, Value>, key: &str) -> f64 {
-    obj.get(key).and_then(Value::as_f64).unwrap_or(0.0)
 }
 
 /// A string as itself, anything else as its JSON text.

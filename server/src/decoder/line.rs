@@ -28,26 +28,56 @@ pub(crate) enum Read<'a> {
 
 /// Reads one stdout line.
 pub(crate) fn object(line: &StdoutLine, max_line_bytes: usize) -> Read<'_> {
+    match text(line, max_line_bytes) {
+        Err(unreadable) => Read::Unreadable(unreadable),
+        Ok(None) => Read::Blank,
+        Ok(Some(text)) => match parse(text) {
+            Ok(obj) => Read::Object(text, obj),
+            Err(unreadable) => Read::Unreadable(unreadable),
+        },
+    }
+}
+
+/// A stdout line's text: `None` when it is blank, the `line_too_large`
+/// error when it is over the limit.
+pub(crate) fn text(
+    line: &StdoutLine,
+    max_line_bytes: usize,
+) -> Result<Option<&str>, Box<Unreadable>> {
     let text = match line {
-        StdoutLine::TooLong { head, len } => return too_long(head, *len, max_line_bytes),
+        StdoutLine::TooLong { head, len } => return Err(too_long(head, *len, max_line_bytes)),
         StdoutLine::Line(text) => text.as_str(),
     };
     if text.len() > max_line_bytes {
-        return too_long(text, text.len(), max_line_bytes);
+        return Err(too_long(text, text.len(), max_line_bytes));
     }
     if text.trim().is_empty() {
-        return Read::Blank;
+        return Ok(None);
     }
+    Ok(Some(text))
+}
+
+/// The text a line's events keep as their `cli_line`.
+pub(crate) fn whole(line: &StdoutLine) -> &str {
+    match line {
+        StdoutLine::Line(text) => text,
+        StdoutLine::TooLong { head, .. } => head,
+    }
+}
+
+/// A line's text parsed as a JSON object ([`crate::nesting::parse_line`]),
+/// or the `bad_line` error that quotes it.
+pub(crate) fn parse(text: &str) -> Result<Map<String, Value>, Box<Unreadable>> {
     match crate::nesting::parse_line(text) {
-        Ok(Value::Object(obj)) => Read::Object(text, obj),
-        Ok(_) => Read::Unreadable(Box::new((
+        Ok(Value::Object(obj)) => Ok(obj),
+        Ok(_) => Err(Box::new((
             run_error(
                 run_error_kind::BAD_LINE,
                 format!("CLI wrote JSON that is not an object: {}", prefix(text)),
             ),
             text.to_owned(),
         ))),
-        Err(e) => Read::Unreadable(Box::new((
+        Err(e) => Err(Box::new((
             run_error(
                 run_error_kind::BAD_LINE,
                 format!("CLI wrote a line that is not JSON ({e}): {}", prefix(text)),
@@ -71,9 +101,9 @@ pub(crate) fn bad_line(what: &str, text: &str) -> Unreadable {
 
 /// The line (or its head, all that was kept of it) over the limit; the
 /// `cli_line` is only its first bytes.
-fn too_long(text: &str, len: usize, max_line_bytes: usize) -> Read<'static> {
+fn too_long(text: &str, len: usize, max_line_bytes: usize) -> Box<Unreadable> {
     let head = prefix(text);
-    Read::Unreadable(Box::new((
+    Box::new((
         run_error(
             run_error_kind::LINE_TOO_LARGE,
             format!(
@@ -81,7 +111,7 @@ fn too_long(text: &str, len: usize, max_line_bytes: usize) -> Read<'static> {
             ),
         ),
         head.to_owned(),
-    )))
+    ))
 }
 
 pub(crate) fn run_error(kind: &str, message: String) -> Payload {

@@ -6,10 +6,12 @@
 //! `adapter::codex::decode`). Below the adapters and the normalizer, so both
 //! implement it without importing each other. What every decoder reads the
 //! same way lives here too: `line` (a stdout line as a JSON object, and
-//! the errors for one that is not) and `json` (accessors that read a
-//! missing or mistyped field as empty).
+//! the errors for one that is not), `json` (accessors that read a
+//! missing or mistyped field as empty) and `lenient` (the same rules for a
+//! typed read that borrows from the line).
 
 pub(crate) mod json;
+pub(crate) mod lenient;
 pub(crate) mod line;
 #[cfg(test)]
 pub(crate) mod testing;
@@ -30,6 +32,11 @@ pub trait Decoder: Send + Sync {
     /// (kept as the event's `cli_line`). Never panics; a line it cannot
     /// read becomes `run_error{bad_line}`.
     fn line(&mut self, line: &StdoutLine) -> Vec<(Payload, String)>;
+    /// As [`Decoder::line`], given the line: a decoder may keep it as an
+    /// event's `cli_line` instead of a copy.
+    fn line_owned(&mut self, line: StdoutLine) -> Vec<(Payload, String)> {
+        self.line(&line)
+    }
     /// The harness wrote a user message: the next turn is the harness's,
     /// not one the agent started by itself.
     fn input_sent(&mut self);

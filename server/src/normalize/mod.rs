@@ -4,6 +4,11 @@
 //! sees (plus [`Normalizer::input_sent`] calls from the manager), so it can be
 //! tested by replaying recordings and never touches the process.
 //!
+//! The frequent lines (`assistant`, `user`, `result`, `stream_event`) are
+//! read typed, borrowing from the line ([`read`]); the others are parsed as
+//! a `serde_json::Value`. Either way a line of a kind maps through the one
+//! function of that kind.
+//!
 //! Mapping (CLI line → event payload):
 //!
 //! | CLI line | event |
@@ -24,8 +29,14 @@
 //! | not JSON, not an object, no `type` | `run_error{kind: "bad_line"}` |
 //! | longer than the limit | `run_error{kind: "line_too_large"}` |
 
+mod content;
+#[cfg(test)]
+mod equivalence;
 mod init;
+mod read;
 mod result;
+mod system;
+mod typing;
 
 use agent_harness_protocol::pb;
 use agent_harness_protocol::pb::event::Payload;
@@ -38,9 +49,10 @@ use crate::partial::{Change, Tracker};
 use crate::process::StdoutLine;
 
 use self::init::ReadyFingerprint;
+use self::read::Line;
 use self::result::Totals;
-use crate::decoder::json::{str_at, str_of, u64_at, value_text};
-use crate::decoder::line::{self, Read};
+use crate::decoder::json::{str_at, str_of, value_text};
+use crate::decoder::line::{self, Unreadable};
 
 /// Whether `text` (an entry of a `result` line's `errors`, or the CLI's
 /// stderr) says the CLI could not resume the conversation it was given.
@@ -170,25 +182,83 @@ impl Normalizer {
     /// Normalize one stdout line into zero or more events, each with the
     /// CLI line it came from. Never panics; bad lines become run_error events.
     pub fn line(&mut self, line: &StdoutLine) -> Vec<(Payload, String)> {
-        match line::object(line, self.max_line_bytes) {
-            Read::Unreadable(unreadable) => vec![*unreadable],
-            Read::Blank => Vec::new(),
-            Read::Object(text, obj) => self.object_line(text, obj),
+        match self.decode(line) {
+            Ok(payloads) => {
+                let text = line::whole(line);
+                payloads.into_iter().map(|p| (p, text.to_owned())).collect()
+            }
+            Err(unreadable) => vec![*unreadable],
         }
     }
 
-    fn object_line(&mut self, text: &str, obj: Map<String, Value>) -> Vec<(Payload, String)> {
-        let Some(kind) = obj.get("type").and_then(Value::as_str) else {
-            return vec![line::bad_line("an object without a \"type\"", text)];
+    /// As [`Normalizer::line`], keeping the line itself (not a copy) as the
+    /// `cli_line` of its last event.
+    pub fn line_owned(&mut self, line: StdoutLine) -> Vec<(Payload, String)> {
+        match self.decode(&line) {
+            Ok(payloads) => {
+                let text = match line {
+                    StdoutLine::Line(text) => text,
+                    StdoutLine::TooLong { head, .. } => head,
+                };
+                let last = payloads.len().saturating_sub(1);
+                let mut text = Some(text);
+                payloads
+                    .into_iter()
+                    .enumerate()
+                    .map(|(i, p)| {
+                        let cli_line = if i == last {
+                            text.take().unwrap_or_default()
+                        } else {
+                            text.clone().unwrap_or_default()
+                        };
+                        (p, cli_line)
+                    })
+                    .collect()
+            }
+            Err(unreadable) => vec![*unreadable],
+        }
+    }
+
+    /// The payloads of one line (each keeps the whole line as its
+    /// `cli_line`), or the error of a line that cannot be read. The kinds
+    /// of [`read`] are read typed from the line; a line that read refuses,
+    /// and every other kind, is parsed as a `Value`.
+    fn decode(&mut self, line: &StdoutLine) -> Result<Vec<Payload>, Box<Unreadable>> {
+        let Some(text) = line::text(line, self.max_line_bytes)? else {
+            return Ok(Vec::new());
         };
-        self.partial.line(kind, &obj);
-        let payloads = match kind {
-            "system" => self.system(&obj),
-            "assistant" => vec![Payload::Content(content(&obj))],
-            "user" => vec![Payload::Result(user(&obj))],
+        if read::worth_reading(text)
+            && let Some(typed) = Line::read(text)
+            && let Some(kind) = typed.kind.get().filter(|k| read::is_typed(k))
+        {
+            return Ok(self.typed_line(kind, &typed));
+        }
+        let obj = line::parse(text)?;
+        let Some(kind) = obj.get("type").and_then(Value::as_str) else {
+            return Err(Box::new(line::bad_line(
+                "an object without a \"type\"",
+                text,
+            )));
+        };
+        if read::is_typed(kind) {
+            // Refused by the typed read (nested past serde_json's depth):
+            // read again from the parsed object, cut where it is too deep.
+            let canonical = Line::object_text(&obj);
+            let typed = Line::read(&canonical).unwrap_or_default();
+            return Ok(self.typed_line(kind, &typed));
+        }
+        Ok(self.object_line(text, kind, &obj))
+    }
+
+    /// The events of a line of a kind [`read`] reads.
+    fn typed_line(&mut self, kind: &str, l: &Line) -> Vec<Payload> {
+        typing::track(&mut self.partial, kind, l);
+        match kind {
+            "assistant" => vec![Payload::Content(content::content(l))],
+            "user" => vec![Payload::Result(content::user(l))],
             "result" => {
                 let booted = self.last_ready.is_some();
-                let end = self.result(&obj);
+                let end = self.result(l);
                 let mut out = Vec::with_capacity(2);
                 if !booted && let Some(why) = end.errors.iter().find(|e| resume_failure(e)) {
                     out.push(Payload::RunError(pb::RunError {
@@ -207,13 +277,22 @@ impl Normalizer {
                 out.push(Payload::TurnEnd(end));
                 out
             }
-            "control_request" => self.control_request(&obj),
+            // Live typing only (see `partial`); never an event.
+            _ => Vec::new(),
+        }
+    }
+
+    /// The events of a line of another kind, parsed as a `Value`.
+    fn object_line(&mut self, text: &str, kind: &str, obj: &Map<String, Value>) -> Vec<Payload> {
+        match kind {
+            "system" => self.system(obj),
+            "control_request" => self.control_request(obj),
             "control_response" => {
-                self.control_response(&obj);
+                self.control_response(obj);
                 Vec::new()
             }
             "control_cancel_request" => {
-                let id = str_of(&obj, "request_id");
+                let id = str_of(obj, "request_id");
                 if !id.is_empty() {
                     vec![Payload::PermissionResolved(pb::PermissionResolved {
                         request_id: id,
@@ -226,21 +305,15 @@ impl Normalizer {
                     Vec::new()
                 }
             }
-            // Live typing only (see `partial`); never an event.
-            "stream_event" => Vec::new(),
             "transcript_mirror" => {
-                self.mirror(text, &obj);
+                self.mirror(text, obj);
                 Vec::new()
             }
             other => {
                 tracing::debug!(kind = other, "ignoring CLI line");
                 Vec::new()
             }
-        };
-        payloads
-            .into_iter()
-            .map(|p| (p, text.to_string()))
-            .collect()
+        }
     }
 
     /// Takes a `transcript_mirror` frame's entries aside, one line each,
@@ -317,67 +390,6 @@ impl Normalizer {
         });
     }
 
-    fn system(&mut self, obj: &Map<String, Value>) -> Vec<Payload> {
-        let subtype = obj.get("subtype").and_then(Value::as_str).unwrap_or("");
-        match subtype {
-            "init" => self.init(obj),
-            "compact_boundary" => {
-                let meta = obj.get("compact_metadata");
-                vec![Payload::TurnEnd(pb::TurnEnd {
-                    compact: true,
-                    compact_trigger: meta.map(|m| str_at(m, "trigger")).unwrap_or_default(),
-                    compact_pre_tokens: meta.map(|m| u64_at(m, "pre_tokens")).unwrap_or(0),
-                    ..Default::default()
-                })]
-            }
-            "task_started" => vec![Payload::TaskStarted(pb::TaskStarted {
-                task_id: str_of(obj, "task_id"),
-                task_type: str_of(obj, "task_type"),
-                description: str_of(obj, "description"),
-                tool_use_id: str_of(obj, "tool_use_id"),
-                subagent_type: str_of(obj, "subagent_type"),
-                prompt: str_of(obj, "prompt"),
-            })],
-            "task_progress" => {
-                let usage = obj.get("usage");
-                vec![Payload::TaskUpdated(pb::TaskUpdated {
-                    task_id: str_of(obj, "task_id"),
-                    status: String::new(),
-                    description: str_of(obj, "description"),
-                    error: String::new(),
-                    summary: str_of(obj, "summary"),
-                    last_tool_name: str_of(obj, "last_tool_name"),
-                    total_tokens: usage.map(|u| u64_at(u, "total_tokens")).unwrap_or(0),
-                    tool_uses: usage.map(|u| u64_at(u, "tool_uses") as u32).unwrap_or(0),
-                })]
-            }
-            "task_updated" => {
-                let patch = obj.get("patch").cloned().unwrap_or(Value::Null);
-                vec![Payload::TaskUpdated(pb::TaskUpdated {
-                    task_id: str_of(obj, "task_id"),
-                    status: str_at(&patch, "status"),
-                    description: str_at(&patch, "description"),
-                    error: str_at(&patch, "error"),
-                    ..Default::default()
-                })]
-            }
-            "task_notification" => {
-                self.notification_since_result = true;
-                vec![Payload::TaskNotification(pb::TaskNotification {
-                    task_id: str_of(obj, "task_id"),
-                    tool_use_id: str_of(obj, "tool_use_id"),
-                    status: str_of(obj, "status"),
-                    output_file: str_of(obj, "output_file"),
-                    summary: str_of(obj, "summary"),
-                })]
-            }
-            other => {
-                tracing::debug!(subtype = other, "ignoring CLI system line");
-                Vec::new()
-            }
-        }
-    }
-
     fn control_request(&mut self, obj: &Map<String, Value>) -> Vec<Payload> {
         let request = obj.get("request").cloned().unwrap_or(Value::Null);
         let subtype = str_at(&request, "subtype");
@@ -406,115 +418,17 @@ impl Normalizer {
     }
 }
 
-fn content(obj: &Map<String, Value>) -> pb::Content {
-    let message = obj.get("message").cloned().unwrap_or(Value::Null);
-    let blocks = message
-        .get("content")
-        .and_then(Value::as_array)
-        .map(|a| a.iter().map(content_block).collect())
-        .unwrap_or_default();
-    pb::Content {
-        message_id: str_at(&message, "id"),
-        model: str_at(&message, "model"),
-        blocks,
-        usage: message.get("usage").map(usage),
-        parent_tool_use_id: str_of(obj, "parent_tool_use_id"),
-        stop_reason: str_at(&message, "stop_reason"),
-        error: str_of(obj, "error"),
-    }
-}
-
-fn content_block(block: &Value) -> pb::ContentBlock {
-    let kind = str_at(block, "type");
-    match kind.as_str() {
-        "text" => pb::ContentBlock {
-            text: str_at(block, "text"),
-            r#type: kind,
-            ..Default::default()
-        },
-        "thinking" => pb::ContentBlock {
-            thinking: str_at(block, "thinking"),
-            r#type: kind,
-            ..Default::default()
-        },
-        "tool_use" | "server_tool_use" => pb::ContentBlock {
-            tool_use_id: str_at(block, "id"),
-            tool_name: str_at(block, "name"),
-            input: block.get("input").and_then(to_struct),
-            r#type: kind,
-            ..Default::default()
-        },
-        // redacted_thinking, *_tool_result and whatever a newer CLI sends:
-        // keep the whole block so nothing is lost.
-        _ => pb::ContentBlock {
-            raw: to_struct(block),
-            r#type: kind,
-            ..Default::default()
-        },
-    }
-}
-
-fn user(obj: &Map<String, Value>) -> pb::Result {
-    let message = obj.get("message").cloned().unwrap_or(Value::Null);
-    let mut tool_results = Vec::new();
-    let mut texts = Vec::new();
-    match message.get("content") {
-        Some(Value::String(s)) => texts.push(s.clone()),
-        Some(Value::Array(blocks)) => {
-            for block in blocks {
-                match block.get("type").and_then(Value::as_str) {
-                    Some("tool_result") => tool_results.push(pb::ToolResult {
-                        tool_use_id: str_at(block, "tool_use_id"),
-                        text: block_text(block.get("content")),
-                        is_error: block
-                            .get("is_error")
-                            .and_then(Value::as_bool)
-                            .unwrap_or(false),
-                    }),
-                    Some("text") => texts.push(str_at(block, "text")),
-                    _ => {}
-                }
-            }
-        }
-        _ => {}
-    }
-    pb::Result {
-        is_error: tool_results.iter().any(|r| r.is_error),
-        tool_results,
-        parent_tool_use_id: str_of(obj, "parent_tool_use_id"),
-        text: texts.join("\n"),
-        tool_use_result: obj.get("tool_use_result").and_then(to_value),
-    }
-}
-
-/// A tool_result's content: a string, or text blocks joined with newlines.
-fn block_text(content: Option<&Value>) -> String {
-    match content {
-        Some(Value::String(s)) => s.clone(),
-        Some(Value::Array(items)) => items
-            .iter()
-            .filter_map(|i| i.get("text").and_then(Value::as_str))
-            .collect::<Vec<_>>()
-            .join("\n"),
-        _ => String::new(),
-    }
-}
-
-fn usage(v: &Value) -> pb::Usage {
-    pb::Usage {
-        input_tokens: u64_at(v, "input_tokens"),
-        output_tokens: u64_at(v, "output_tokens"),
-        cache_creation_input_tokens: u64_at(v, "cache_creation_input_tokens"),
-        cache_read_input_tokens: u64_at(v, "cache_read_input_tokens"),
-    }
-}
-
 pub(crate) use crate::nesting::{to_struct, to_value};
+#[cfg(test)]
+pub(crate) use typing::feed as feed_tracker;
 
 /// The claude CLI's stream-json, as the manager reads every agent.
 impl Decoder for Normalizer {
     fn line(&mut self, line: &StdoutLine) -> Vec<(Payload, String)> {
         Normalizer::line(self, line)
+    }
+    fn line_owned(&mut self, line: StdoutLine) -> Vec<(Payload, String)> {
+        Normalizer::line_owned(self, line)
     }
     fn input_sent(&mut self) {
         Normalizer::input_sent(self)

@@ -4,10 +4,11 @@
 use std::collections::HashMap;
 
 use agent_harness_protocol::pb;
-use serde_json::{Map, Value};
 
-use super::{Normalizer, to_struct, usage};
-use crate::decoder::json::{f64_at, f64_at_obj, str_at, str_of, u64_at, u64_of, value_text};
+use super::content::usage;
+use super::read::{Denial, Line};
+use super::{Normalizer, to_struct};
+use crate::decoder::json::value_text;
 
 /// Cumulative cost and per-model usage the CLI reported so far in this run.
 #[derive(Debug, Default)]
@@ -53,75 +54,60 @@ impl Totals {
 }
 
 impl Normalizer {
-    pub(super) fn result(&mut self, obj: &Map<String, Value>) -> pb::TurnEnd {
+    pub(super) fn result(&mut self, l: &Line) -> pb::TurnEnd {
         self.turn_active = false;
         self.input_since_result = false;
         self.notification_since_result = false;
-        let model_usage = obj
-            .get("modelUsage")
-            .and_then(Value::as_object)
-            .map(|m| {
-                m.iter()
-                    .map(|(model, u)| pb::ModelUsage {
-                        model: model.clone(),
-                        input_tokens: u64_at(u, "inputTokens"),
-                        output_tokens: u64_at(u, "outputTokens"),
-                        cache_read_input_tokens: u64_at(u, "cacheReadInputTokens"),
-                        cache_creation_input_tokens: u64_at(u, "cacheCreationInputTokens"),
-                        cost_usd: f64_at(u, "costUSD"),
-                        context_window: u64_at(u, "contextWindow"),
-                        max_output_tokens: u64_at(u, "maxOutputTokens"),
-                    })
-                    .collect()
+        let model_usage = l
+            .model_usage
+            .0
+            .iter()
+            .map(|(model, u)| pb::ModelUsage {
+                model: model.clone(),
+                input_tokens: u.input_tokens.0,
+                output_tokens: u.output_tokens.0,
+                cache_read_input_tokens: u.cache_read_input_tokens.0,
+                cache_creation_input_tokens: u.cache_creation_input_tokens.0,
+                cost_usd: u.cost_usd.0,
+                context_window: u.context_window.0,
+                max_output_tokens: u.max_output_tokens.0,
             })
-            .unwrap_or_default();
+            .collect();
         let (cost_usd, model_usage) = self
             .reported_totals
-            .take_delta(f64_at_obj(obj, "total_cost_usd"), model_usage);
+            .take_delta(l.total_cost_usd.0, model_usage);
         pb::TurnEnd {
-            usage: obj.get("usage").map(usage),
+            usage: l.usage.as_ref().map(usage),
             cost_usd,
-            duration_ms: u64_of(obj, "duration_ms"),
-            duration_api_ms: u64_of(obj, "duration_api_ms"),
-            is_error: obj
-                .get("is_error")
-                .and_then(Value::as_bool)
-                .unwrap_or(false),
+            duration_ms: l.duration_ms.0,
+            duration_api_ms: l.duration_api_ms.0,
+            is_error: l.is_error.0,
             compact: false,
-            terminal_reason: str_of(obj, "terminal_reason"),
-            subtype: str_of(obj, "subtype"),
-            num_turns: u64_of(obj, "num_turns") as u32,
-            result: str_of(obj, "result"),
-            origin: obj
-                .get("origin")
-                .map(|o| match o {
-                    Value::String(s) => s.clone(),
-                    other => str_at(other, "kind"),
-                })
-                .unwrap_or_default(),
+            terminal_reason: l.terminal_reason.owned(),
+            subtype: l.subtype.owned(),
+            num_turns: l.num_turns.0 as u32,
+            result: l.result.owned(),
+            origin: l.origin.0.owned(),
             model_usage,
             compact_trigger: String::new(),
             compact_pre_tokens: 0,
-            api_error_status: u64_of(obj, "api_error_status") as u32,
-            errors: obj
-                .get("errors")
-                .and_then(Value::as_array)
-                .map(|a| a.iter().map(value_text).collect())
-                .unwrap_or_default(),
-            permission_denials: obj
-                .get("permission_denials")
-                .and_then(Value::as_array)
-                .map(|a| a.iter().map(permission_denial).collect())
-                .unwrap_or_default(),
+            api_error_status: l.api_error_status.0 as u32,
+            errors: l.errors.0.iter().map(|e| value_text(&e.0)).collect(),
+            permission_denials: l
+                .permission_denials
+                .0
+                .iter()
+                .map(permission_denial)
+                .collect(),
         }
     }
 }
 
 /// One entry of a result line's `permission_denials`.
-fn permission_denial(v: &Value) -> pb::PermissionDenial {
+fn permission_denial(d: &Denial) -> pb::PermissionDenial {
     pb::PermissionDenial {
-        tool_name: str_at(v, "tool_name"),
-        tool_use_id: str_at(v, "tool_use_id"),
-        tool_input: v.get("tool_input").and_then(to_struct),
+        tool_name: d.tool_name.clone(),
+        tool_use_id: d.tool_use_id.clone(),
+        tool_input: d.tool_input.as_ref().and_then(|i| to_struct(&i.0)),
     }
 }

@@ -1,13 +1,12 @@
-//! [`Tracker`]: the CLI's lines in, [`Change`]s out. Its block methods
-//! (`begin_message`, `begin_block`, `append`, `complete_block`,
-//! `end_message`) are what any agent's decoder drives: the claude CLI's
-//! `stream_event` lines here, other agents' deltas in their adapters; and
-//! `output`/`end_output` for a running tool's output.
+//! [`Tracker`]: what an agent is writing in, [`Change`]s out. Its block
+//! methods (`begin_message`, `begin_block`, `append`, `complete_block`,
+//! `next_block_done`, `end_message`) are what any agent's decoder drives:
+//! the claude CLI's `stream_event` lines in `normalize::typing`, other
+//! agents' deltas in their adapters; and `output`/`end_output` for a
+//! running tool's output.
 
 use std::collections::HashMap;
 use std::sync::Arc;
-
-use serde_json::{Map, Value};
 
 use super::{BlockKind, Change};
 
@@ -75,16 +74,6 @@ impl Tracker {
         self.dropped
     }
 
-    /// Feeds one parsed CLI line of type `kind`.
-    pub fn line(&mut self, kind: &str, line: &Map<String, Value>) {
-        match kind {
-            "stream_event" => self.stream_event(line),
-            "assistant" => self.assistant(line),
-            "result" => self.clear(),
-            _ => {}
-        }
-    }
-
     /// Forgets everything in flight (the turn or the run ended).
     pub fn clear(&mut self) {
         if !self.messages.is_empty() || !self.streaming.is_empty() {
@@ -92,51 +81,6 @@ impl Tracker {
             self.streaming.clear();
             self.bytes = 0;
             self.changes.push(Change::Cleared);
-        }
-    }
-
-    fn stream_event(&mut self, line: &Map<String, Value>) {
-        let Some(event) = line.get("event") else {
-            return;
-        };
-        let thread = str_at(line.get("parent_tool_use_id"));
-        match str_at(event.get("type")) {
-            "message_start" => self.begin_message(
-                thread,
-                str_at(event.get("message").and_then(|m| m.get("id"))),
-            ),
-            "content_block_start" => {
-                let (Some(index), Some(block)) =
-                    (u32_at(event, "index"), event.get("content_block"))
-                else {
-                    return;
-                };
-                let kind = match str_at(block.get("type")) {
-                    "text" => BlockKind::Text,
-                    "thinking" => BlockKind::Thinking,
-                    "tool_use" | "server_tool_use" => BlockKind::ToolInput {
-                        tool_name: str_at(block.get("name")).to_owned(),
-                        tool_use_id: str_at(block.get("id")).to_owned(),
-                    },
-                    _ => return,
-                };
-                self.begin_block(thread, index, kind);
-            }
-            "content_block_delta" => {
-                let (Some(index), Some(delta)) = (u32_at(event, "index"), event.get("delta"))
-                else {
-                    return;
-                };
-                let fragment = match str_at(delta.get("type")) {
-                    "text_delta" => str_at(delta.get("text")),
-                    "thinking_delta" => str_at(delta.get("thinking")),
-                    "input_json_delta" => str_at(delta.get("partial_json")),
-                    _ => return,
-                };
-                self.append(thread, index, fragment);
-            }
-            "message_stop" => self.end_message(thread),
-            _ => {}
         }
     }
 
@@ -281,9 +225,9 @@ impl Tracker {
         self.streaming.get(thread).map(|id| &**id)
     }
 
-    /// A complete `assistant` line: the next block of its message is durable.
-    fn assistant(&mut self, line: &Map<String, Value>) {
-        let id = str_at(line.get("message").and_then(|m| m.get("id")));
+    /// A complete `assistant` line of message `id`: the next block of that
+    /// message is durable.
+    pub fn next_block_done(&mut self, id: &str) {
         let Some(msg) = self.messages.iter().find(|m| &*m.id == id) else {
             return;
         };
@@ -330,28 +274,15 @@ impl Tracker {
     }
 }
 
-fn str_at(v: Option<&Value>) -> &str {
-    v.and_then(Value::as_str).unwrap_or_default()
-}
-
-fn u32_at(v: &Value, key: &str) -> Option<u32> {
-    v.get(key)
-        .and_then(Value::as_u64)
-        .and_then(|n| u32::try_from(n).ok())
-}
-
 #[cfg(test)]
 mod tests {
-    use serde_json::json;
+    use serde_json::{Value, json};
 
     use super::*;
 
+    /// Feeds a claude CLI line as its normalizer does.
     fn feed(t: &mut Tracker, line: Value) {
-        let Value::Object(obj) = line else {
-            panic!("not an object")
-        };
-        let kind = obj["type"].as_str().unwrap().to_owned();
-        t.line(&kind, &obj);
+        crate::normalize::feed_tracker(t, &line.to_string());
     }
 
     fn ev(event: Value) -> Value {

@@ -142,7 +142,7 @@ impl Run {
             payloads,
             now,
             later,
-        } = normalize_batch(self.decoder.as_mut(), &lines);
+        } = normalize_batch(self.decoder.as_mut(), lines);
         self.count_partial(&now, &later);
         let before = self.typing.as_ref().map(|t| {
             t.publish(&self.run_id, &now);
@@ -221,14 +221,16 @@ struct Batch {
     later: Vec<Change>,
 }
 
-fn normalize_batch(decoder: &mut dyn Decoder, lines: &[StdoutLine]) -> Batch {
+/// Each line is handed over, so an event keeps it as its `cli_line`
+/// without a copy.
+fn normalize_batch(decoder: &mut dyn Decoder, lines: Vec<StdoutLine>) -> Batch {
     let mut batch = Batch {
         payloads: Vec::new(),
         now: Vec::new(),
         later: Vec::new(),
     };
     for l in lines {
-        batch.payloads.extend(decoder.line(l));
+        batch.payloads.extend(decoder.line_owned(l));
         let changes = decoder.take_partial();
         if batch.payloads.is_empty() {
             batch.now.extend(changes);
@@ -281,7 +283,7 @@ mod tests {
             ),
             text(1, "next"),
         ];
-        let b = normalize_batch(&mut n, &lines);
+        let b = normalize_batch(&mut n, lines.to_vec());
         assert_eq!(b.payloads.len(), 1, "one content event");
         let fragments = |cs: &[Change]| -> Vec<String> {
             cs.iter()
