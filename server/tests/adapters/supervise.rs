@@ -191,7 +191,10 @@ async fn stdin_lines_reach_the_child_and_close_ends_it() {
 
 #[tokio::test]
 async fn recorded_group_is_killed_only_when_the_start_time_matches() {
-    let p = spawn(&sh("sleep 300")).await.unwrap();
+    // `exec`: the group is the leader alone. With a shell and its `sleep`,
+    // the SIGKILL'd sleep may still be exiting (not yet a zombie) after the
+    // leader was reaped, and the last check would find it running.
+    let p = spawn(&sh("exec sleep 300")).await.unwrap();
     let start = p.start_time.expect("start time read from /proc");
     assert_eq!(process_start_time(p.pid), Some(start));
     assert!(
