@@ -5,7 +5,10 @@
 //! each thing `serve` needs, with what to fix, exiting 1 on any fail: no
 //! claude CLI on PATH (the install line), the real CLI with and without a
 //! login, a token file others may read, a data dir that cannot be made, a
-//! busy port, a store that does not answer and one that does.
+//! busy port, a store that does not answer and one that does. A shell
+//! script stands in for the CLI where the real one cannot be made to say
+//! it: versions outside the tested ones, a login only in the server's CLI
+//! directory.
 
 use std::net::TcpListener;
 use std::os::unix::fs::PermissionsExt;
@@ -206,6 +209,72 @@ fn the_real_cli_is_found_versioned_and_asked_whether_it_is_logged_in() {
         "{login}"
     );
     assert!(with_key.stdout.contains("Everything checked is in order"));
+}
+
+/// A stand-in claude: `--version` prints `version`; `auth status` says
+/// logged in only with `CLAUDE_CONFIG_DIR` set (the server's directory).
+fn scripted_claude(dir: &Path, version: &str) -> PathBuf {
+    let bin = dir.join(format!("claude-{version}"));
+    std::fs::write(
+        &bin,
+        format!(
+            "#!/bin/sh\n\
+             if [ \"$1\" = --version ]; then echo '{version} (Claude Code)'; exit 0; fi\n\
+             if [ -n \"$CLAUDE_CONFIG_DIR\" ]; then echo '{{\"loggedIn\":true,\"authMethod\":\"claude.ai\"}}'; exit 0; fi\n\
+             echo '{{\"loggedIn\":false,\"authMethod\":\"none\"}}'; exit 1\n"
+        ),
+    )
+    .unwrap();
+    std::fs::set_permissions(&bin, std::fs::Permissions::from_mode(0o755)).unwrap();
+    bin
+}
+
+#[test]
+fn versions_outside_the_tested_ones_warn_with_the_install_line() {
+    let dir = home();
+    let newest = format!(
+        "npm install -g @anthropic-ai/claude-code@{}",
+        TESTED_CLAUDE[1]
+    );
+    for (version, level, says) in [
+        ("2.0.1", "warn ", "older than any release tested"),
+        ("9.0.0", "warn ", "newer than the releases tested"),
+        ("2.1.250", "ok ", "between the releases tested"),
+        (TESTED_CLAUDE[1], "ok ", "(tested)"),
+    ] {
+        let bin = scripted_claude(dir.path(), version);
+        let ran = doctor(dir.path(), &["--claude-bin", bin.to_str().unwrap()], &[]);
+        let line = ran.line("claude CLI");
+        assert!(line.starts_with(level) && line.contains(says), "{line}");
+        assert_eq!(line.starts_with("warn "), line.contains(&newest), "{line}");
+    }
+}
+
+#[test]
+fn a_login_in_the_servers_cli_directory_counts() {
+    let dir = home();
+    let bin = scripted_claude(dir.path(), TESTED_CLAUDE[0]);
+    let flag = ["--claude-bin", bin.to_str().unwrap()];
+    // Before serve has made the directory: asked with the operator's login.
+    let ran = doctor(dir.path(), &flag, &[]);
+    let line = ran.line("claude login");
+    assert!(
+        line.starts_with("fail ") && line.contains("not logged in"),
+        "{line}"
+    );
+    // Once it holds a login, asked there.
+    let cli_dir = dir.path().join("data/claude");
+    std::fs::create_dir_all(&cli_dir).unwrap();
+    std::fs::write(cli_dir.join(".credentials.json"), "{}").unwrap();
+    let ran = doctor(dir.path(), &flag, &[]);
+    assert_eq!(ran.code, 0, "{ran:?}");
+    let line = ran.line("claude login");
+    assert!(
+        line.starts_with("ok ")
+            && line.contains("logged in (claude.ai)")
+            && line.contains(cli_dir.to_str().unwrap()),
+        "{line}"
+    );
 }
 
 #[test]
