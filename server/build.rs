@@ -50,7 +50,16 @@ fn from_git(manifest: &Path) -> Option<String> {
     // Not the index: `git status` (this script's too) rewrites it.
     rerun_if_exists(git(&["rev-parse", "--git-path", "HEAD"]), manifest);
     if let Some(head_ref) = git(&["symbolic-ref", "-q", "HEAD"]) {
-        rerun_if_exists(git(&["rev-parse", "--git-path", &head_ref]), manifest);
+        // The branch's own file; a packed branch gets one again on its next
+        // commit, which only its directory's change shows.
+        let loose = git(&["rev-parse", "--git-path", &head_ref]).map(|p| manifest.join(p));
+        match loose {
+            Some(file) if file.exists() => {
+                rerun_if_exists(Some(file.display().to_string()), manifest)
+            }
+            Some(file) => rerun_if_exists(file.parent().map(|d| d.display().to_string()), manifest),
+            None => {}
+        }
         rerun_if_exists(git(&["rev-parse", "--git-path", "packed-refs"]), manifest);
     }
     let dirty =
