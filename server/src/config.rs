@@ -18,10 +18,19 @@ use crate::{
     supervise,
 };
 
+/// What `--version` prints after the name: the crate's version and the
+/// commit the binary was built from (`build.rs`: `unknown` outside git).
+pub const VERSION: &str = concat!(
+    env!("CARGO_PKG_VERSION"),
+    " (commit ",
+    env!("AGENT_HARNESS_COMMIT"),
+    ")"
+);
+
 /// agent-harness: runs Claude Code CLI sessions behind a gRPC API with a
 /// durable event log.
 #[derive(Debug, Parser)]
-#[command(name = "agent-harness", version, about, long_about = None)]
+#[command(name = "agent-harness", version = VERSION, about, long_about = None)]
 pub struct Cli {
     /// What to do.
     #[command(subcommand)]
@@ -39,6 +48,17 @@ pub enum Command {
     /// Write a new random 256-bit bearer token to a file (mode 0600) and
     /// print how to pass it to `serve` and to each client.
     Token(TokenConfig),
+    /// Check that this machine can serve with these flags (the claude CLI,
+    /// its version and login, the data dir, the port, the token file, the
+    /// store), without serving: each line ok, warn or fail with what to
+    /// fix; exit 1 on any fail. Takes every flag of `serve`.
+    Doctor(Box<ServeConfig>),
+    /// Print the shell completion script for SHELL (e.g.
+    /// `agent-harness completions bash > /etc/bash_completion.d/agent-harness`).
+    Completions(CompletionsConfig),
+    /// Print the man page (roff) of agent-harness, or of one of its
+    /// commands (e.g. `agent-harness man serve | man -l -`).
+    Man(ManConfig),
     /// The terminal client's commands (`ls`, `start`, `send`, `tail`, ...).
     #[command(flatten)]
     Client(crate::cli_client::ClientCommand),
@@ -411,6 +431,22 @@ pub struct TokenConfig {
     /// Where to write the token (created or replaced, mode 0600).
     #[arg(long, short, default_value = "agent-harness.token")]
     pub out: PathBuf,
+}
+
+/// Configuration of `agent-harness completions`.
+#[derive(Debug, Clone, Args)]
+pub struct CompletionsConfig {
+    /// The shell.
+    #[arg(value_enum)]
+    pub shell: clap_complete::Shell,
+}
+
+/// Configuration of `agent-harness man`.
+#[derive(Debug, Clone, Args)]
+pub struct ManConfig {
+    /// The command whose page to print (`serve`, `doctor`, `tail`, ...).
+    /// Default: the page of agent-harness itself, listing the commands.
+    pub command: Option<String>,
 }
 
 /// Configuration of `agent-harness record`.

@@ -57,6 +57,9 @@
 //! - [`store`]: durable storage (the `Store` trait; memory and redb).
 //! - [`recovery`]: start-up recovery of runs a previous server left live.
 //! - [`token`]: `agent-harness token`, a new bearer token file.
+//! - [`doctor`]: `agent-harness doctor`, whether this machine can serve with
+//!   `serve`'s flags, each check with what to fix.
+//! - [`manual`]: `agent-harness completions` and `man`, from the clap definitions.
 //! - [`cli_client`]: the terminal client (`ls`, `start`, `send`, `tail`, `stop`,
 //!   `approve`, `deny`, ...): a client of the API through the client crate.
 //! - [`private_files`]: the data dir (0700), the store (0600), secret files
@@ -85,6 +88,7 @@ pub mod config;
 pub mod connections;
 pub mod deadline;
 pub mod decoder;
+pub mod doctor;
 pub mod duration;
 pub mod error;
 pub mod health;
@@ -93,6 +97,7 @@ pub mod listen;
 pub mod listing;
 pub mod log;
 pub mod manager;
+pub mod manual;
 pub mod metrics;
 pub mod nesting;
 pub mod node;

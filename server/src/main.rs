@@ -3,7 +3,7 @@
 
 use agent_harness_server::cli_client;
 use agent_harness_server::config::{Cli, Command};
-use clap::Parser;
+use clap::{CommandFactory, Parser};
 
 #[tokio::main]
 async fn main() -> std::process::ExitCode {
@@ -27,6 +27,17 @@ async fn main() -> std::process::ExitCode {
             init_tracing("info");
             agent_harness_server::token::run(&config.out)
         }
+        // What the binary says about itself: stdout only, no tracing.
+        Command::Doctor(config) => return agent_harness_server::doctor::run(&config).await,
+        Command::Completions(config) => print(&agent_harness_server::manual::completions(
+            config.shell,
+            Cli::command(),
+        )),
+        Command::Man(config) => {
+            agent_harness_server::manual::man(Cli::command(), config.command.as_deref())
+                .map_err(agent_harness_server::error::Error::Config)
+                .and_then(|page| print(&page))
+        }
     };
     match result {
         Ok(()) => std::process::ExitCode::SUCCESS,
@@ -34,6 +45,18 @@ async fn main() -> std::process::ExitCode {
             eprintln!("agent-harness: {e}");
             std::process::ExitCode::FAILURE
         }
+    }
+}
+
+/// Writes `bytes` to stdout; a reader that went away (`| head`) is not an
+/// error.
+fn print(bytes: &[u8]) -> Result<(), agent_harness_server::error::Error> {
+    use std::io::Write;
+    match std::io::stdout().lock().write_all(bytes) {
+        Err(e) if e.kind() != std::io::ErrorKind::BrokenPipe => Err(
+            agent_harness_server::error::Error::Internal(format!("writing to stdout: {e}")),
+        ),
+        _ => Ok(()),
     }
 }
 

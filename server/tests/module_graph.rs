@@ -37,7 +37,11 @@ fn options_and_metrics_point_down() {
         .filter(|(_, deps)| deps.contains("config"))
         .map(|(m, _)| m.as_str())
         .collect();
-    assert_eq!(readers, ["record", "server"], "modules importing config");
+    assert_eq!(
+        readers,
+        ["doctor", "record", "server"],
+        "modules importing config"
+    );
     // The log and the others feed the metrics recorders; the scrape reads
     // them. The recorders themselves import nothing of the server.
     assert_eq!(

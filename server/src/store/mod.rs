@@ -28,7 +28,7 @@ pub mod transcript;
 pub use self::index::{IndexFold, IndexRow, ListPage, ListQuery, Order, Position};
 pub use self::memory::MemoryStore;
 pub use self::ownership::{Claim, Joined};
-pub use self::postgres::{PostgresStore, redact as redact_store_url};
+pub use self::postgres::{PostgresStore, probe as probe_postgres, redact as redact_store_url};
 pub use self::receipt::{Answer, Receipt, ReceiptWrite};
 pub use self::redb::{DEFAULT_PAGE_CACHE_BYTES, RedbStore};
 pub use self::transcript::TranscriptEntry;

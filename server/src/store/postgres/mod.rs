@@ -84,6 +84,20 @@ impl std::fmt::Debug for PostgresStore {
     }
 }
 
+/// Connects to the database at `url` once, without touching its schema,
+/// and returns its `server_version` (`agent-harness doctor`). Errors as
+/// [`PostgresStore::open`]'s: the host and the URL without its password.
+pub async fn probe(url: &str) -> Result<String, StoreError> {
+    let url = connect::StoreUrl::parse(url)?;
+    let client = url.connect().await?;
+    let row = client
+        .query_one("SHOW server_version", &[])
+        .await
+        .map_err(|e| StoreError::Postgres(format!("{}: {}", url.redacted, describe(&e))))?;
+    row.try_get(0)
+        .map_err(|e| StoreError::Postgres(format!("{}: {}", url.redacted, describe(&e))))
+}
+
 impl PostgresStore {
     /// Connects to the database at `url` (`postgres://user:password@host:port/db`,
     /// `sslmode=disable|require|verify-full`), applies the schema's
