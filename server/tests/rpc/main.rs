@@ -37,3 +37,4 @@ mod store_url;
 mod timers;
 mod title;
 mod transport;
+mod upgrade;
