@@ -39,6 +39,10 @@ pub enum Command {
     /// Write a new random 256-bit bearer token to a file (mode 0600) and
     /// print how to pass it to `serve` and to each client.
     Token(TokenConfig),
+    /// Write a session's log as JSON lines, one whole event a line in seq
+    /// order, read from the store of a stopped server (redb) or from
+    /// PostgreSQL.
+    Export(crate::export::ExportArgs),
     /// The terminal client's commands (`ls`, `start`, `send`, `tail`, ...).
     #[command(flatten)]
     Client(crate::cli_client::ClientCommand),

@@ -57,6 +57,8 @@
 //! - [`store`]: durable storage (the `Store` trait; memory and redb).
 //! - [`recovery`]: start-up recovery of runs a previous server left live.
 //! - [`token`]: `agent-harness token`, a new bearer token file.
+//! - [`export`]: `agent-harness export ID`, a session's log as JSON lines of whole
+//!   events, read from the store.
 //! - [`cli_client`]: the terminal client (`ls`, `start`, `send`, `tail`, `stop`,
 //!   `approve`, `deny`, ...): a client of the API through the client crate.
 //! - [`private_files`]: the data dir (0700), the store (0600), secret files
@@ -87,6 +89,7 @@ pub mod deadline;
 pub mod decoder;
 pub mod duration;
 pub mod error;
+pub mod export;
 pub mod health;
 pub mod launch;
 pub mod listen;

@@ -12,6 +12,7 @@ mod connections;
 mod console;
 mod deletion;
 mod derived;
+mod export;
 mod files;
 mod full_disk;
 mod fuzz;
