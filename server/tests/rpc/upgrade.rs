@@ -3,7 +3,8 @@
 //! store's format version, format 1) opens in every later build, lists,
 //! replays and derives as it did; a store stamped with a newer format is
 //! refused at start-up naming both formats; a file without the format row
-//! (every release before it) reads as format 1.
+//! (every release before it: `tests/fixtures/store-v0/` was written by the
+//! release just before) reads as format 1.
 //!
 //! The fixture holds what a server killed mid-work leaves, the state an
 //! upgrade most often meets: `done` (a finished turn, then a title),
@@ -209,6 +210,39 @@ fn a_store_without_a_format_row_is_format_one_and_is_stamped() {
         "stamped as format 1"
     );
     assert_eq!(store.read_range("done", 0, usize::MAX).unwrap(), before);
+}
+
+/// A store written by the release before the format row (main's binary
+/// before this record existed, `serve --adapter cassette:follow_up`: one
+/// session, a finished turn, a title, a graceful shutdown) has no `format`
+/// table, opens as format 1, is stamped, and derives as it was.
+#[test]
+fn a_store_of_the_release_before_the_format_row_opens_as_format_one() {
+    let dir = tempfile::tempdir().expect("data dir");
+    let path = dir.path().join("events.redb");
+    let v0 = Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/fixtures/store-v0/events.redb");
+    std::fs::copy(v0, &path).expect("copy the fixture");
+    {
+        let db = redb::Database::open(&path).unwrap();
+        let txn = redb::ReadableDatabase::begin_read(&db).unwrap();
+        let names: Vec<String> = txn
+            .list_tables()
+            .unwrap()
+            .map(|t| redb::TableHandle::name(&t).to_owned())
+            .collect();
+        assert!(names.contains(&"events".to_owned()), "{names:?}");
+        assert!(!names.contains(&"format".to_owned()), "{names:?}");
+    }
+    let store = RedbStore::open(&path).expect("an older release's store opens");
+    assert_eq!(store.format_version().unwrap(), Some(1));
+    let events = store.read_range("s-old", 0, usize::MAX).unwrap();
+    assert!(events.iter().all(|e| kind(e) != "unreadable"));
+    assert_eq!(kinds_of(&events).last(), Some(&"run_end"));
+    let s = derive::session("s-old", &events);
+    assert_eq!(
+        (s.status(), s.title.as_str(), s.process_alive),
+        (pb::SessionStatus::Idle, "Old release", false)
+    );
 }
 
 /// Stamps the store at `path` with `version`, as a newer release would.
