@@ -1,7 +1,7 @@
-//! `agent-harness export ID`, the built binary run on a data dir: one
-//! proto3-JSON event a line, in seq order, each whole (a cut event in the
-//! form ReadFullEvent streams); an unknown session and a store a server
-//! holds are refused with what to do.
+//! `agent-harness export ID`, the built binary run on a data dir or a store
+//! URL: one proto3-JSON event a line, in seq order, each whole (a cut event
+//! in the form ReadFullEvent streams); an unknown session and a redb store a
+//! server holds are refused with what to do.
 
 use std::path::Path;
 use std::process::Output;
@@ -161,4 +161,52 @@ async fn a_cut_event_is_exported_in_its_whole_form() {
         Some(pb::event::Payload::InputSent(i)) => assert_eq!(i.text, text),
         other => panic!("{other:?}"),
     }
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_postgresql_store_is_exported_while_its_server_keeps_it_open() {
+    let url = tokio::task::block_in_place(|| crate::support::postgres::cluster().fresh_database());
+    let store: Arc<dyn Store> = tokio::task::block_in_place(|| {
+        Arc::new(agent_harness_server::store::PostgresStore::open(&url).expect("store"))
+    });
+    let opts = LogOptions {
+        max_event_bytes: 16 * 1024,
+        ..LogOptions::default()
+    };
+    let logs = EventLogs::open(store.clone(), opts).unwrap();
+    let text = "y".repeat(64 * 1024);
+    let events = ["small", text.as_str()].map(|t| NewEvent {
+        run_id: String::new(),
+        payload: pb::event::Payload::InputSent(pb::InputSent {
+            text: t.to_owned(),
+            source: 2,
+            ..Default::default()
+        }),
+        cli_line: String::new(),
+    });
+    logs.commit("pg", Commit::events(events.to_vec()))
+        .await
+        .unwrap();
+    let stored = tokio::task::block_in_place(|| store.read_range("pg", 0, 10).unwrap());
+    assert!(stored[1].truncated.is_some(), "the second is stored cut");
+    // The log (a server's) stays open while the export reads.
+    let out = tokio::task::spawn_blocking(move || {
+        std::process::Command::new(env!("CARGO_BIN_EXE_agent-harness"))
+            .args(["export", "pg", "--store-url", &url])
+            .output()
+            .expect("run export")
+    })
+    .await
+    .unwrap();
+    assert!(out.status.success(), "{out:?}");
+    let got = parse(&String::from_utf8_lossy(&out.stdout));
+    let texts: Vec<(u64, usize, bool)> = got
+        .iter()
+        .map(|e| match &e.payload {
+            Some(pb::event::Payload::InputSent(i)) => (e.seq, i.text.len(), e.truncated.is_some()),
+            other => panic!("{other:?}"),
+        })
+        .collect();
+    assert_eq!(texts, [(1, 5, false), (2, text.len(), false)]);
+    logs.shutdown().await;
 }
