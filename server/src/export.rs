@@ -50,6 +50,8 @@ pub struct ExportArgs {
 /// Runs `export`: the session's log to `--out` or stdout.
 pub fn run(args: &ExportArgs) -> Result<()> {
     let store = open(args)?;
+    // An unknown session leaves an existing `--out` file alone.
+    known(&*store, &args.session)?;
     match &args.out {
         Some(path) => {
             let file = std::fs::OpenOptions::new()
@@ -88,11 +90,7 @@ pub fn run(args: &ExportArgs) -> Result<()> {
 /// Writes every event of `session` to `out`, one JSON object a line, whole;
 /// returns how many. An unknown session is an error (nothing written).
 pub fn write_log(store: &dyn Store, session: &str, out: &mut impl Write) -> Result<u64> {
-    if store.meta(session)?.is_none() {
-        return Err(Error::UnknownSession {
-            session_id: session.to_owned(),
-        });
-    }
+    known(store, session)?;
     let mut after = 0;
     let mut written = 0;
     loop {
@@ -116,6 +114,16 @@ pub fn write_log(store: &dyn Store, session: &str, out: &mut impl Write) -> Resu
             }
             written += 1;
         }
+    }
+}
+
+/// Whether `session` is in the store.
+fn known(store: &dyn Store, session: &str) -> Result<()> {
+    match store.meta(session)? {
+        Some(_) => Ok(()),
+        None => Err(Error::UnknownSession {
+            session_id: session.to_owned(),
+        }),
     }
 }
 

@@ -82,6 +82,11 @@ fn an_unknown_session_or_a_missing_store_is_refused() {
     assert_eq!(out.status.code(), Some(1), "{stderr}");
     assert!(stderr.contains("\"nope\" not found"), "{stderr}");
     assert!(out.stdout.is_empty());
+    let kept = data.path().join("kept.jsonl");
+    std::fs::write(&kept, "earlier\n").unwrap();
+    let out = export(data.path(), &["nope", "--out", kept.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(1), "{out:?}");
+    assert_eq!(std::fs::read_to_string(&kept).unwrap(), "earlier\n");
 
     let empty = tempfile::tempdir().unwrap();
     let out = export(empty.path(), &["done"]);
