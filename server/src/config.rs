@@ -59,6 +59,10 @@ pub enum Command {
     /// Print the man page (roff) of agent-harness, or of one of its
     /// commands (e.g. `agent-harness man serve | man -l -`).
     Man(ManConfig),
+    /// Write a session's log as JSON lines, one whole event a line in seq
+    /// order, read from the store of a stopped server (redb) or from
+    /// PostgreSQL.
+    Export(crate::export::ExportArgs),
     /// The terminal client's commands (`ls`, `start`, `send`, `tail`, ...).
     #[command(flatten)]
     Client(crate::cli_client::ClientCommand),

@@ -60,6 +60,8 @@
 //! - [`doctor`]: `agent-harness doctor`, whether this machine can serve with
 //!   `serve`'s flags, each check with what to fix.
 //! - [`manual`]: `agent-harness completions` and `man`, from the clap definitions.
+//! - [`export`]: `agent-harness export ID`, a session's log as JSON lines of whole
+//!   events, read from the store.
 //! - [`cli_client`]: the terminal client (`ls`, `start`, `send`, `tail`, `stop`,
 //!   `approve`, `deny`, ...): a client of the API through the client crate.
 //! - [`private_files`]: the data dir (0700), the store (0600), secret files
@@ -91,6 +93,7 @@ pub mod decoder;
 pub mod doctor;
 pub mod duration;
 pub mod error;
+pub mod export;
 pub mod health;
 pub mod launch;
 pub mod listen;

@@ -23,6 +23,7 @@ async fn main() -> std::process::ExitCode {
             init_tracing("info");
             agent_harness_server::record::run(config).await
         }
+        Command::Export(args) => agent_harness_server::export::run(&args),
         Command::Token(config) => {
             init_tracing("info");
             agent_harness_server::token::run(&config.out)

@@ -30,7 +30,7 @@ pub use self::memory::MemoryStore;
 pub use self::ownership::{Claim, Joined};
 pub use self::postgres::{PostgresStore, probe as probe_postgres, redact as redact_store_url};
 pub use self::receipt::{Answer, Receipt, ReceiptWrite};
-pub use self::redb::{DEFAULT_PAGE_CACHE_BYTES, RedbStore};
+pub use self::redb::{DEFAULT_PAGE_CACHE_BYTES, REDB_FORMAT, RedbStore};
 pub use self::transcript::TranscriptEntry;
 
 use std::collections::BTreeMap;
@@ -114,6 +114,11 @@ pub enum StoreError {
     /// An injected fault (crash tests) or an invariant the caller broke.
     #[error("{0}")]
     Rejected(String),
+    /// The store was written in a format this binary does not read (a
+    /// newer release wrote it); nothing was changed. The text names both
+    /// formats and what to do.
+    #[error("{0}")]
+    Format(String),
     /// This node may no longer write to these sessions: its lease lapsed,
     /// it rejoined under a new epoch, or another node claimed them (see
     /// [`ownership`]). Nothing of them was written.

@@ -29,8 +29,12 @@
 //! fail and are retried on the next one. A store made on a custom backend
 //! cannot be reopened and stays failed.
 
+mod format;
 mod index;
 mod write;
+
+/// The format of the redb store this binary reads and writes (see `format`).
+pub use self::format::CURRENT as REDB_FORMAT;
 
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -140,8 +144,18 @@ impl RedbStore {
     /// Creates every table up front (also in a file written before a table
     /// existed) so readers never see "table does not exist"; a file written
     /// before the conversation index existed gets it built from its events.
+    /// The store's format is checked first, in the same transaction (see
+    /// [`format`]): a newer one is refused before anything is written.
     fn init(db: Database, path: Option<PathBuf>) -> Result<Self, StoreError> {
         let txn = db.begin_write().map_err(rerr)?;
+        let shown = path.as_deref().map_or_else(
+            || "(custom backend)".to_owned(),
+            |p| p.display().to_string(),
+        );
+        if let Err(e) = format::check(&txn, &shown) {
+            let _ = txn.abort();
+            return Err(e);
+        }
         let indexed = txn
             .list_tables()
             .map_err(rerr)?
@@ -165,6 +179,12 @@ impl RedbStore {
             cache_bytes: DEFAULT_PAGE_CACHE_BYTES,
             broken: AtomicBool::new(false),
         })
+    }
+
+    /// The format number recorded in the store (see [`format`]); `None`
+    /// only for a file no release has opened yet.
+    pub fn format_version(&self) -> Result<Option<u64>, StoreError> {
+        self.with_db(|db| format::read(&db.begin_read().map_err(rerr)?))
     }
 
     /// The database, reopened first if an I/O error broke it.
