@@ -288,16 +288,11 @@ impl Shared {
             evs.retain(|e| e.seq <= upto);
             return Ok(evs);
         }
-        let shared = self.clone();
         let sid = session_id.to_owned();
         let budget = self.budget();
-        let rows = tokio::task::spawn_blocking(move || {
-            shared
-                .store
-                .read_range_raw(&sid, after, want, cut::PAGE_BYTES, budget)
-        })
-        .await
-        .map_err(|_| LogError::Closed)??;
+        let rows = self
+            .blocking(move |store| store.read_range_raw(&sid, after, want, cut::PAGE_BYTES, budget))
+            .await?;
         let mut evs = self.streamed_raw(session_id, rows);
         evs.retain(|e| e.seq <= upto);
         Ok(evs)
@@ -324,16 +319,13 @@ impl Shared {
                 .map(|e| e.decode(session_id))
                 .collect());
         }
-        let shared = self.clone();
         let sid = session_id.to_owned();
         let budget = self.budget();
-        let evs = tokio::task::spawn_blocking(move || {
-            shared
-                .store
-                .read_range_within(&sid, after, want, cut::PAGE_BYTES, budget)
-        })
-        .await
-        .map_err(|_| LogError::Closed)??;
+        let evs = self
+            .blocking(move |store| {
+                store.read_range_within(&sid, after, want, cut::PAGE_BYTES, budget)
+            })
+            .await?;
         let mut evs = self.streamed(evs);
         evs.retain(|e| e.seq <= upto);
         Ok(evs)
