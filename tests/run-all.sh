@@ -143,10 +143,6 @@ on_acp() {
 }
 step "at once: the RPC suite and the crash loop on PostgreSQL; the real-CLI and real-Codex suites on the newest releases"
 run_at_once on_postgres on_newest
-# Alone: beside the PostgreSQL lane, its six Gemini and Codex processes at a time loaded the
-# machine enough that a cluster test's node missed its lease renewals.
-step "the real-ACP suite"
-on_acp
 
 # `cargo test` built target/debug/agent-harness and fake-messages-api (integration tests
 # run both binaries); the suites use those instead of building again.
@@ -157,6 +153,20 @@ done
 export AGENT_HARNESS_PREBUILT=1
 export AGENT_HARNESS_BIN="$target/debug/agent-harness"
 export FAKE_MESSAGES_API_BIN="$target/debug/fake-messages-api"
+
+# What an operator installs (docs/operations.md): the systemd unit (`systemd-analyze verify`
+# and its security score), the alert rules (promtool), then the container image built from
+# deploy/Containerfile with the binary cargo test built, serving a cassette. Beside the
+# real-ACP suite: both mostly wait (the image on Debian's and npm's downloads).
+on_deploy() {
+  tests/deploy/unit.sh || return
+  tests/deploy/alerts.sh || return
+  tests/deploy/image.sh || return
+}
+# The ACP suite is not beside the PostgreSQL lane: with it, its six Gemini and Codex processes
+# at a time loaded the machine enough that a cluster test's node missed its lease renewals.
+step "at once: the real-ACP suite; the deploy checks (tests/deploy: unit, alerts, image)"
+run_at_once on_acp on_deploy
 
 # Every suite is required: a missing run.sh fails the run instead of being skipped.
 step "suite: tests/gen"

@@ -276,6 +276,23 @@ pub struct ServeConfig {
     /// Log filter (tracing EnvFilter syntax, e.g. `info,agent_harness_server=debug`).
     #[arg(long, env = "AGENT_HARNESS_LOG", default_value = "info")]
     pub log: String,
+
+    /// How log lines are written to stderr: `text` (one readable line per
+    /// event) or `json` (one JSON object per line, for a log collector).
+    #[arg(long, env = "AGENT_HARNESS_LOG_FORMAT", value_enum, default_value_t = LogFormat::Text)]
+    pub log_format: LogFormat,
+}
+
+/// How `serve` writes its log lines (`--log-format`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, clap::ValueEnum)]
+pub enum LogFormat {
+    /// One human-readable line per event: time, level, target, message,
+    /// fields.
+    #[default]
+    Text,
+    /// One JSON object per line: `timestamp`, `level`, `target`, `fields`
+    /// (with `message`) and the `span`s the event happened in.
+    Json,
 }
 
 impl ServeConfig {
@@ -425,6 +442,7 @@ impl Default for ServeConfig {
             manager: manager::ManagerFlags::default(),
             launch: launch::LaunchOptions::default(),
             log: "info".into(),
+            log_format: LogFormat::Text,
         }
     }
 }

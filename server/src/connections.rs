@@ -128,12 +128,28 @@ impl Default for ConnectionLimits {
 /// Counters of the accept loop, read by [`crate::scrape`].
 #[derive(Debug, Default)]
 pub struct ConnectionStats {
+    max: u64,
     open: AtomicU64,
     refused: AtomicU64,
     accept_errors: AtomicU64,
 }
 
 impl ConnectionStats {
+    /// Counters for an accept loop that keeps at most `max_connections`
+    /// open (`--max-connections`).
+    pub fn new(max_connections: usize) -> Self {
+        Self {
+            max: max_connections.clamp(1, u32::MAX as usize) as u64,
+            ..Self::default()
+        }
+    }
+
+    /// Most connections open at once (`--max-connections`), as the accept
+    /// loop applies it.
+    pub fn max(&self) -> u64 {
+        self.max
+    }
+
     /// Connections open now (TLS handshakes included).
     pub fn open(&self) -> u64 {
         self.open.load(Ordering::Relaxed)

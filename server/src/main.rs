@@ -2,7 +2,7 @@
 //! server's commands), or run a terminal client command.
 
 use agent_harness_server::cli_client;
-use agent_harness_server::config::{Cli, Command};
+use agent_harness_server::config::{Cli, Command, LogFormat};
 use clap::{CommandFactory, Parser};
 
 #[tokio::main]
@@ -16,16 +16,16 @@ async fn main() -> std::process::ExitCode {
         // exit code.
         Command::Client(command) => return cli_client::run(command).await,
         Command::Serve(config) => {
-            init_tracing(&config.log);
+            init_tracing(&config.log, config.log_format);
             agent_harness_server::run(*config, shutdown_signal()).await
         }
         Command::Record(config) => {
-            init_tracing("info");
+            init_tracing("info", LogFormat::Text);
             agent_harness_server::record::run(config).await
         }
         Command::Export(args) => agent_harness_server::export::run(&args),
         Command::Token(config) => {
-            init_tracing("info");
+            init_tracing("info", LogFormat::Text);
             agent_harness_server::token::run(&config.out)
         }
         // What the binary says about itself: stdout only, no tracing.
@@ -61,20 +61,30 @@ fn print(bytes: &[u8]) -> Result<(), agent_harness_server::error::Error> {
     }
 }
 
-/// Tracing to stderr, filtered by `filter` (`serve --log`).
-fn init_tracing(filter: &str) {
-    tracing_subscriber::fmt()
+/// Tracing to stderr, filtered by `filter` (`serve --log`), written as
+/// `format` says (`serve --log-format`).
+fn init_tracing(filter: &str, format: LogFormat) {
+    let fmt = tracing_subscriber::fmt()
         .with_env_filter(tracing_subscriber::EnvFilter::new(filter))
-        .with_writer(std::io::stderr)
-        .init();
+        .with_writer(std::io::stderr);
+    match format {
+        LogFormat::Text => fmt.init(),
+        LogFormat::Json => fmt.json().init(),
+    }
 }
 
-/// Resolves on SIGINT or SIGTERM.
-async fn shutdown_signal() {
+/// Resolves on SIGINT or SIGTERM. The handlers are installed at the call,
+/// before start-up: a signal that arrives while the store opens or sessions
+/// are recovered is a graceful shutdown once serving starts, not the
+/// default action's abrupt exit.
+fn shutdown_signal() -> impl std::future::Future<Output = ()> {
     use tokio::signal::unix::{SignalKind, signal};
     let mut term = signal(SignalKind::terminate()).expect("install SIGTERM handler");
-    tokio::select! {
-        _ = tokio::signal::ctrl_c() => {}
-        _ = term.recv() => {}
+    let mut int = signal(SignalKind::interrupt()).expect("install SIGINT handler");
+    async move {
+        tokio::select! {
+            _ = int.recv() => {}
+            _ = term.recv() => {}
+        }
     }
 }

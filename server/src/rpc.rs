@@ -99,6 +99,11 @@ impl Rpc {
             .saturating_sub(self.streams.available_permits())
     }
 
+    /// Most streams open at once (`--max-streams`).
+    pub fn max_streams(&self) -> usize {
+        self.max_streams
+    }
+
     /// Limits how many sessions one peer may create per minute (0 =
     /// unlimited; see [`StartLimit`]).
     pub fn with_max_sessions_per_minute(mut self, per_minute: u32) -> Self {

@@ -58,6 +58,11 @@ impl Source {
             self.manager.live_runs() as u64,
         );
         t.gauge(
+            "agent_harness_live_runs_limit",
+            "Most CLI processes alive at once (--max-live-runs): a Start or respawning Send past it is refused.",
+            self.manager.max_live_runs() as u64,
+        );
+        t.gauge(
             "agent_harness_idle_runs",
             "Keep-alive processes idle between turns now (at most --max-idle-runs).",
             self.manager.idle_runs() as u64,
@@ -66,6 +71,11 @@ impl Source {
             "agent_harness_open_streams",
             "Subscribe and ReadFullEvent streams open now (at most --max-streams).",
             self.rpc.open_streams() as u64,
+        );
+        t.gauge(
+            "agent_harness_open_streams_limit",
+            "Most Subscribe and ReadFullEvent streams open at once (--max-streams).",
+            self.rpc.max_streams() as u64,
         );
         t.gauge(
             "agent_harness_subscribers",
@@ -144,6 +154,11 @@ impl Source {
             "agent_harness_connections_open",
             "Connections open now, TLS handshakes included (at most --max-connections).",
             self.connections.open(),
+        );
+        t.gauge(
+            "agent_harness_connections_limit",
+            "Most connections open at once (--max-connections): one more is closed at once.",
+            self.connections.max(),
         );
         t.counter(
             "agent_harness_connections_refused_total",

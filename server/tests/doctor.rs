@@ -8,7 +8,7 @@
 //! busy port, a store that does not answer and one that does. A shell
 //! script stands in for the CLI where the real one cannot be made to say
 //! it: versions outside the tested ones, a login only in the server's CLI
-//! directory.
+//! directory. And the log lines `serve` writes, as text or as JSON.
 
 use std::net::TcpListener;
 use std::os::unix::fs::PermissionsExt;
@@ -469,4 +469,113 @@ fn the_tested_versions_are_the_ones_the_suites_install() {
 fn is_root() -> bool {
     use std::os::unix::fs::MetadataExt;
     std::fs::metadata("/proc/self").is_ok_and(|m| m.uid() == 0)
+}
+
+/// `serve` on a free port and a fresh data dir with `extra` flags, until it
+/// has opened its store; then SIGTERM. Its stderr lines, all of them.
+fn serve_log_lines(home: &Path, extra: &[&str]) -> Vec<String> {
+    use std::io::BufRead;
+    use std::process::Stdio;
+    let data = home.join("data");
+    let mut child = Command::new(env!("CARGO_BIN_EXE_agent-harness"))
+        .args(["serve", "--listen", "127.0.0.1:0", "--data-dir"])
+        .arg(&data)
+        .args(extra)
+        .env_clear()
+        .env("HOME", home)
+        .env("PATH", "/usr/bin:/bin")
+        .current_dir(home)
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("run serve");
+    let stderr = child.stderr.take().unwrap();
+    let (tx, rx) = std::sync::mpsc::channel();
+    let reader = std::thread::spawn(move || {
+        for line in std::io::BufReader::new(stderr).lines() {
+            let line = line.unwrap();
+            let _ = tx.send(line.clone());
+        }
+    });
+    let mut lines = Vec::new();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    while !lines
+        .iter()
+        .any(|l: &String| l.contains("event store open"))
+    {
+        let left = deadline.saturating_duration_since(std::time::Instant::now());
+        match rx.recv_timeout(left) {
+            Ok(line) => lines.push(line),
+            Err(e) => {
+                let _ = child.kill();
+                panic!("no \"event store open\" line ({e}): {lines:#?}");
+            }
+        }
+    }
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(child.id() as i32),
+        nix::sys::signal::Signal::SIGTERM,
+    )
+    .unwrap();
+    let status = child.wait().unwrap();
+    assert!(status.success(), "serve after SIGTERM: {status:?}");
+    reader.join().unwrap();
+    lines.extend(rx.try_iter());
+    lines
+}
+
+#[test]
+fn serve_writes_one_json_object_per_log_line_when_asked() {
+    let home = home();
+    let lines = serve_log_lines(home.path(), &["--log-format", "json"]);
+    assert!(lines.len() >= 3, "{lines:#?}");
+    let mut messages = Vec::new();
+    for line in &lines {
+        let v: serde_json::Value =
+            serde_json::from_str(line).unwrap_or_else(|e| panic!("{e}: {line}"));
+        for key in ["timestamp", "level", "target"] {
+            assert!(v[key].is_string(), "{key} in {line}");
+        }
+        assert!(
+            ["ERROR", "WARN", "INFO", "DEBUG", "TRACE"].contains(&v["level"].as_str().unwrap()),
+            "{line}"
+        );
+        messages.push(
+            v["fields"]["message"]
+                .as_str()
+                .expect("a message")
+                .to_owned(),
+        );
+    }
+    assert!(
+        messages.iter().any(|m| m == "event store open"),
+        "{messages:?}"
+    );
+    // The shutdown is logged too, in the same format.
+    assert!(
+        messages.iter().any(|m| m.starts_with("shutting down")),
+        "{messages:?}"
+    );
+
+    // The default is text: the same start-up, not JSON.
+    let home = self::home();
+    let text = serve_log_lines(home.path(), &[]);
+    let open = text
+        .iter()
+        .find(|l| l.contains("event store open"))
+        .unwrap();
+    assert!(
+        serde_json::from_str::<serde_json::Value>(open).is_err(),
+        "{open}"
+    );
+    assert!(open.contains("INFO"), "{open}");
+
+    // An unknown format is refused before anything starts, naming the choices.
+    let bad = run(home.path(), &["serve", "--log-format", "yaml"], &[]);
+    assert_eq!(bad.code, 2, "{bad:?}");
+    assert!(
+        bad.stderr.contains("text") && bad.stderr.contains("json"),
+        "{}",
+        bad.stderr
+    );
 }

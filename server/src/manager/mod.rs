@@ -145,8 +145,13 @@ impl SessionManager {
 
     /// CLI processes alive now: the live-run permits taken.
     pub fn live_runs(&self) -> usize {
-        let max = self.inner.opts.max_live_runs.min(Semaphore::MAX_PERMITS);
-        max.saturating_sub(self.inner.live_runs.available_permits())
+        self.max_live_runs()
+            .saturating_sub(self.inner.live_runs.available_permits())
+    }
+
+    /// Most CLI processes alive at once (`--max-live-runs`), as applied.
+    pub fn max_live_runs(&self) -> usize {
+        self.inner.opts.max_live_runs.min(Semaphore::MAX_PERMITS)
     }
 
     /// Keep-alive processes idle now (between turns), as the cap on them

@@ -2,11 +2,13 @@
 //! scripted run (events appended, live runs, streams, commit and lag
 //! histograms), behind the same token and origin/Host rules as the RPCs.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::net::SocketAddr;
 
 use crate::support::server::*;
 use agent_harness_server::ServeOptions;
+use agent_harness_server::connections::ConnectionLimits;
+use agent_harness_server::manager::ManagerOptions;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 /// One HTTP/1.1 response, split up.
@@ -280,4 +282,89 @@ async fn other_paths_and_no_metrics_serve_no_metrics() {
     assert_eq!(resp.status, 404, "{}", resp.head);
     assert!(!resp.body.contains("agent_harness_"), "{}", resp.body);
     server.shutdown().await.unwrap();
+}
+
+/// The metric families a scrape declares (its `# TYPE` lines).
+fn families(text: &str) -> BTreeSet<String> {
+    text.lines()
+        .filter_map(|l| l.strip_prefix("# TYPE "))
+        .map(|rest| rest.split(' ').next().unwrap().to_owned())
+        .collect()
+}
+
+/// Every `agent_harness_*` name in `text`, a histogram's `_bucket`, `_sum`
+/// and `_count` series named by their family.
+fn metric_names(text: &str) -> BTreeSet<String> {
+    let mut names = BTreeSet::new();
+    let mut rest = text;
+    while let Some(at) = rest.find("agent_harness_") {
+        let tail = &rest[at..];
+        let end = tail
+            .find(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
+            .unwrap_or(tail.len());
+        let name = &tail[..end];
+        let family = ["_bucket", "_sum", "_count"]
+            .iter()
+            .find_map(|s| name.strip_suffix(s))
+            .unwrap_or(name);
+        // Prose about the prefix itself (`agent_harness_*`) names nothing.
+        if family != "agent_harness_" {
+            names.insert(family.to_owned());
+        }
+        rest = &tail[end..];
+    }
+    names
+}
+
+/// The limits are served beside what they limit (what the alert rules
+/// compare), and the metrics docs/operations.md documents and the alert
+/// rules of deploy/alerts.yml name are exactly ones a server serves: a
+/// metric renamed or dropped fails here, not in an operator's silent alert.
+#[tokio::test]
+async fn limits_are_served_and_docs_and_alert_rules_name_served_metrics() {
+    let server = TestServer::with(
+        Default::default(),
+        ManagerOptions {
+            max_live_runs: 7,
+            ..fast_opts()
+        },
+        ServeOptions {
+            max_streams: 77,
+            connections: ConnectionLimits {
+                max_connections: 99,
+                ..ConnectionLimits::default()
+            },
+            ..ServeOptions::default()
+        },
+    )
+    .await;
+    let resp = scrape_with(server.addr, "").await;
+    assert_eq!(resp.status, 200, "{}", resp.head);
+    let m = parse(&resp.body);
+    assert_eq!(value(&m, "agent_harness_live_runs_limit"), 7.0);
+    assert_eq!(value(&m, "agent_harness_open_streams_limit"), 77.0);
+    assert_eq!(value(&m, "agent_harness_connections_limit"), 99.0);
+    let served = families(&resp.body);
+    server.shutdown().await.unwrap();
+
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+    let ops = std::fs::read_to_string(root.join("docs/operations.md")).unwrap();
+    // The metrics table: from its header to the first line that is not a row.
+    let table: String = ops
+        .lines()
+        .skip_while(|l| !l.starts_with("| Metric |"))
+        .take_while(|l| l.starts_with('|'))
+        .map(|l| l.split('|').nth(1).unwrap_or_default().to_owned() + "\n")
+        .collect();
+    let documented = metric_names(&table);
+    assert_eq!(
+        documented, served,
+        "docs/operations.md's metrics table against a scrape"
+    );
+
+    let alerts = std::fs::read_to_string(root.join("deploy/alerts.yml")).unwrap();
+    let named = metric_names(&alerts);
+    assert!(named.len() >= 8, "{named:?}");
+    let unknown: Vec<_> = named.difference(&served).collect();
+    assert!(unknown.is_empty(), "deploy/alerts.yml names {unknown:?}");
 }
