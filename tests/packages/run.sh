@@ -153,6 +153,20 @@ same_license() {
   ok "$2 carries LICENSE"
 }
 
+# The server the TypeScript, Python and Go clients drive: with AGENT_HARNESS_PREBUILT the
+# prebuilt binary (CI: what `cargo test` built), started now, before part 1's builds relink
+# target/debug/agent-harness; else the one the caller named, or the binary part 1 installs.
+clients_url=""
+clients_addr=""
+if [ -n "${AGENT_HARNESS_PREBUILT:-}" ]; then
+  fake_bin=${caller_fake_bin:-$CARGO_TARGET_DIR/debug/fake-messages-api}
+  [ -x "$fake_bin" ] || fail "no fake Messages API at $fake_bin"
+  start_fake
+  start_server prebuilt "${caller_server_bin:-$CARGO_TARGET_DIR/debug/agent-harness}"
+  clients_url=$server_url
+  clients_addr=$server_addr
+fi
+
 # --- 1. Rust -----------------------------------------------------------------------------------
 part rust
 crates=(agent-harness-protocol agent-harness-client agent-harness-server)
@@ -224,9 +238,7 @@ case "$installed_version" in
   *) fail "installed: --version said '$installed_version', want agent-harness $version (commit $head_sha...)" ;;
 esac
 
-if [ -n "${AGENT_HARNESS_PREBUILT:-}" ]; then
-  fake_bin=${caller_fake_bin:-$CARGO_TARGET_DIR/debug/fake-messages-api}
-else
+if [ -z "$fake_url" ]; then
   fake_bin=${caller_fake_bin:-}
   if [ -z "$fake_bin" ]; then
     started=$SECONDS
@@ -234,9 +246,8 @@ else
     fake_bin=$CARGO_TARGET_DIR/debug/fake-messages-api
     ok "cargo build -p agent-harness-fake-api ($((SECONDS - started)) s)"
   fi
+  start_fake
 fi
-[ -x "$fake_bin" ] || fail "no fake Messages API at $fake_bin"
-start_fake
 
 mkdir -p "$tmp/doctor/home"
 port=$(free_port)
@@ -258,12 +269,15 @@ tail_out=$(timeout 90 "$installed" tail "$session" --until-idle --server "$insta
 grep -qF "$(answer_for rust)" <<<"$tail_out" || fail "installed: tail printed no '$(answer_for rust)': $tail_out"
 ok "installed: served a session, its terminal client got the answer"
 
-# The server the other clients drive.
-if [ -n "${AGENT_HARNESS_PREBUILT:-}" ] || [ -n "$caller_server_bin" ]; then
-  start_server prebuilt "${caller_server_bin:-$CARGO_TARGET_DIR/debug/agent-harness}"
-else
-  server_url=$installed_url
-  server_addr=$installed_addr
+# The other clients drive the installed binary, unless a prebuilt one runs already or the
+# caller named one.
+if [ -z "$clients_addr" ] && [ -n "$caller_server_bin" ]; then
+  start_server given "$caller_server_bin"
+  clients_url=$server_url
+  clients_addr=$server_addr
+elif [ -z "$clients_addr" ]; then
+  clients_url=$installed_url
+  clients_addr=$installed_addr
 fi
 
 # --- 2. TypeScript -----------------------------------------------------------------------------
@@ -296,7 +310,7 @@ ok "npm install of the tarball with @connectrpc/connect-node, typescript, @types
 cp tests/packages/ts-consumer/main.ts tests/packages/ts-consumer/tsconfig.json "$app/"
 (cd "$app" && npx tsc -p tsconfig.json) || fail "the TypeScript program does not type-check against the package"
 ok "tsc (strict, nodenext): the program type-checks against the package"
-ts_out=$(cd "$app" && timeout 120 node dist/main.js "$server_url" "pkg-ts-$run_id" "$(prompt_for ts)" "$(answer_for ts)" 2>&1) ||
+ts_out=$(cd "$app" && timeout 120 node dist/main.js "$clients_url" "pkg-ts-$run_id" "$(prompt_for ts)" "$(answer_for ts)" 2>&1) ||
   fail "TypeScript program: $ts_out"
 grep -qx "status: idle" <<<"$ts_out" && grep -qxF "answer: $(answer_for ts)" <<<"$ts_out" ||
   fail "TypeScript program printed: $ts_out"
@@ -320,7 +334,7 @@ python3 -m venv "$tmp/py-run"
 ok "pip install of the wheel into a fresh venv"
 # -I: only the venv, nothing from PYTHONPATH, the user's site or the repository.
 py_out=$(cd "$tmp" && timeout 120 "$tmp/py-run/bin/python" -I "$ROOT/tests/packages/py_consumer.py" \
-  "$server_addr" "pkg-py-$run_id" "$(prompt_for python)" "$(answer_for python)" 2>&1) ||
+  "$clients_addr" "pkg-py-$run_id" "$(prompt_for python)" "$(answer_for python)" 2>&1) ||
   fail "Python program: $py_out"
 grep -qF "from $tmp/py-run/" <<<"$py_out" || fail "Python program did not import the installed wheel: $py_out"
 ok "Python: Start and Subscribe until turn_end, answer right (agentharness from the venv)"
@@ -353,7 +367,7 @@ cp tests/packages/go-consumer/main.go "$tmp/go-app/"
 grep -q "github.com/agent-harness/agent-harness/gen/go v$version" "$tmp/go-app/go.mod" ||
   fail "Go: go.mod does not require gen/go v$version: $(cat "$tmp/go-app/go.mod")"
 ok "Go: go get gen/go@v$version from the proxy, go vet, go build"
-go_out=$(timeout 120 "$tmp/go-app/consumer" -addr "$server_addr" -session "pkg-go-$run_id" -prompt "$(prompt_for go)" \
+go_out=$(timeout 120 "$tmp/go-app/consumer" -addr "$clients_addr" -session "pkg-go-$run_id" -prompt "$(prompt_for go)" \
   -want "$(answer_for go)" 2>&1) || fail "Go program: $go_out"
 ok "Go: Start and Subscribe until turn_end, answer right"
 part_end
