@@ -9,8 +9,11 @@ use prost::Message;
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     // Read at run time, not with env!(): a build-script binary cached for a
-    // copy of the tree elsewhere must still read this tree's protos.
-    let proto_root = PathBuf::from(std::env::var("CARGO_MANIFEST_DIR")?).join("../../proto");
+    // copy of the tree elsewhere must still read this tree's protos. `proto`
+    // is a symlink to the repository's proto/ (the one contract every client
+    // is generated from); `cargo package` copies what it points to, so the
+    // packaged crate carries the .proto files and builds on its own.
+    let proto_root = PathBuf::from(std::env::var("CARGO_MANIFEST_DIR")?).join("proto");
     let files = [
         proto_root.join("agentharness/v1/events.proto"),
         proto_root.join("agentharness/v1/session_service.proto"),
