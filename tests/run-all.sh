@@ -150,9 +150,14 @@ target=${CARGO_TARGET_DIR:-$ROOT/target}
 for bin in agent-harness fake-messages-api; do
   [ -x "$target/debug/$bin" ] || { echo "$target/debug/$bin missing after cargo test" >&2; exit 1; }
 done
+# The suites run copies: the last step's tests/packages/run.sh relinks target/debug/agent-harness
+# (`cargo package` verifies, `cargo install` builds) while the load smoke runs beside it.
+bins=$target/run-all-bin
+mkdir -p "$bins"
+cp "$target/debug/agent-harness" "$target/debug/fake-messages-api" "$bins/"
 export AGENT_HARNESS_PREBUILT=1
-export AGENT_HARNESS_BIN="$target/debug/agent-harness"
-export FAKE_MESSAGES_API_BIN="$target/debug/fake-messages-api"
+export AGENT_HARNESS_BIN="$bins/agent-harness"
+export FAKE_MESSAGES_API_BIN="$bins/fake-messages-api"
 
 # What an operator installs (docs/operations.md): the systemd unit (`systemd-analyze verify`
 # and its security score), the alert rules (promtool), then the container image built from
@@ -195,11 +200,16 @@ unset AGENT_HARNESS_TEST_PG_URL
 exec {pg_in}>&-
 rm -f "$pg_url_file"
 
-# The load tool at smoke sizes: every measurement and every peer runs and every event arrives;
-# no timing is asserted (BENCHMARKS.md has the real run). Alone, after the suites: nothing it
-# starts competes with their servers for the two cores.
-step "load tool smoke: tests/load/run.sh --quick"
-tests/load/run.sh --quick
+# Last, at once: the load tool at smoke sizes (every measurement and every peer runs and every
+# event arrives; no timing is asserted: BENCHMARKS.md has the real run) and the client packages
+# (tests/packages/run.sh: the crates packaged and `cargo install`ed, the npm tarball, the wheel
+# and the Go module through a file proxy, each installed into a fresh project that drives a real
+# server). After the other suites: neither competes with their servers for the two cores, and
+# the packages' `npm pack` rebuilds gen/ts/dist, which the TypeScript suites also build.
+load_smoke() { tests/load/run.sh --quick; }
+packages() { tests/packages/run.sh; }
+step "at once: load tool smoke (tests/load/run.sh --quick); client packages (tests/packages/run.sh)"
+run_at_once load_smoke packages
 
 end_step
 step_name=""

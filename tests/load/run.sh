@@ -34,7 +34,10 @@ else
   cargo build --release --quiet -p agent-harness-load -p agent-harness-server -p agent-harness-fake-api
 fi
 target=${CARGO_TARGET_DIR:-$ROOT/target}
+server_bin=$target/$profile/agent-harness
+# The smoke run in CI uses the server binary the suites use (tests/run-all.sh).
+[ -n "$quick" ] && [ -n "${AGENT_HARNESS_PREBUILT:-}" ] && server_bin=${AGENT_HARNESS_BIN:-$server_bin}
 exec "$target/$profile/agent-harness-load" \
-  --server-bin "$target/$profile/agent-harness" \
+  --server-bin "$server_bin" \
   --cli-bin "$target/$profile/load-cli" \
   "$@"
