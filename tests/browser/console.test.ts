@@ -705,9 +705,13 @@ it("enforces its Content-Security-Policy: nothing from elsewhere, no HTML from s
 });
 
 it("the connection indicator follows the server: down, back, and caught up", async () => {
-  const t: Target = { url: h.url, session: "console-reload" };
+  // A session of its own, started now: its process is the newest idle one. An older session's
+  // may already have been ended (run_end IDLE_EVICTED) to keep the idle processes under
+  // --max-idle-runs, as the tests since it started sessions of their own.
+  const t: Target = { url: h.url, session: "console-connection" };
+  await nodeClient(t).start({ sessionId: t.session, config: { prompt: "TEXT here until the server goes" } });
   const { p } = await openConsole(h.url, `#/s/${t.session}`);
-  const before = await until(p, "ready, process alive", (v) => ready(v) && v.process === "alive");
+  const before = await until(p, "ready after the turn, process alive", (v) => ready(v) && v.process === "alive" && v.kinds.at(-1) === "turnEnd");
   await h.kill();
   await until(p, "disconnected", (v) => v.conn === "disconnected" && v.connected === "disconnected");
   await h.start();
