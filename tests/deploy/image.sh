@@ -84,9 +84,13 @@ pm build --quiet --format docker --file deploy/Containerfile --build-arg "CLAUDE
   --secret id=ca-bundle,src=/etc/ssl/certs/ca-certificates.crt --tag "$image" "$tmp/ctx" >/dev/null
 rm -rf "$tmp/ctx"
 [ "$(pm image inspect --format '{{.Config.User}}' "$image")" = 10001:10001 ] || fail "image does not run as uid 10001"
-pm image inspect --format '{{json .Config.Volumes}}' "$image" | grep -q '"/var/lib/agent-harness"' ||
+# Each output is read whole before it is searched: `cmd | grep -q` under pipefail fails when grep
+# exits at its first match and cmd is still writing (SIGPIPE).
+volumes=$(pm image inspect --format '{{json .Config.Volumes}}' "$image")
+grep -q '"/var/lib/agent-harness"' <<<"$volumes" ||
   fail "image lacks the /var/lib/agent-harness volume"
-pm image inspect --format '{{json .Config.Healthcheck}}' "$image" | grep -q healthz ||
+healthcheck=$(pm image inspect --format '{{json .Config.Healthcheck}}' "$image")
+grep -q healthz <<<"$healthcheck" ||
   fail "image lacks the HEALTHCHECK (built without --format docker?)"
 ok "built $image (claude $claude_version, $(pm image inspect --format '{{.Size}}' "$image") bytes)"
 
@@ -118,7 +122,8 @@ pm healthcheck run "$tag" || fail "the image's HEALTHCHECK failed"
 [ "$(pm inspect --format '{{.State.Health.Status}}' "$tag")" = healthy ] || fail "health status not healthy"
 ok "HEALTHCHECK: healthy"
 
-pm exec "$tag" claude --version | grep -qF "$claude_version (Claude Code)" || fail "claude --version in the image"
+inside=$(pm exec "$tag" claude --version)
+grep -qF "$claude_version (Claude Code)" <<<"$inside" || fail "claude --version in the image: $inside"
 [ "$(pm exec "$tag" id -u)" = 10001 ] || fail "the server does not run as uid 10001"
 ok "claude $claude_version runs in the image, as uid 10001"
 
@@ -150,7 +155,8 @@ ok "Subscribe: the replayed turn, events 1..$head, caughtUp"
 pm stop -t 30 "$tag" >/dev/null
 [ "$(pm inspect --format '{{.State.ExitCode}}' "$tag")" = 0 ] ||
   fail "exit code $(pm inspect --format '{{.State.ExitCode}}' "$tag") after podman stop"
-pm logs "$tag" 2>&1 | grep -q 'shutting down' || fail "no shutdown in the server's log"
+pm logs "$tag" >"$tmp/server.log" 2>&1
+grep -q 'shutting down' "$tmp/server.log" || fail "no shutdown in the server's log"
 ok "podman stop: the server shut down, exit 0"
 
 run_server "$tag-2"
