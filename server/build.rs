@@ -8,7 +8,10 @@
 //! The build script reruns when HEAD moves (a commit, a checkout) or a
 //! source file of this crate changes, so the dirty mark is as of the last
 //! build of the crate; edits elsewhere in the repository that do not
-//! rebuild this crate do not refresh it.
+//! rebuild this crate do not refresh it. Nor does a switch to another
+//! checkout (a git worktree) sharing the target directory: cargo keys the
+//! build by paths relative to the workspace, so it keeps the other
+//! checkout's result while the files that one watches are unchanged.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
