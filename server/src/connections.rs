@@ -111,6 +111,14 @@ pub struct ConnectionLimits {
     pub close_grace: Duration,
 }
 
+impl ConnectionLimits {
+    /// The cap the accept loop applies: `max_connections`, at least 1 and
+    /// at most what a semaphore holds.
+    pub fn cap(&self) -> usize {
+        self.max_connections.clamp(1, u32::MAX as usize)
+    }
+}
+
 impl Default for ConnectionLimits {
     fn default() -> Self {
         Self {
@@ -135,11 +143,10 @@ pub struct ConnectionStats {
 }
 
 impl ConnectionStats {
-    /// Counters for an accept loop that keeps at most `max_connections`
-    /// open (`--max-connections`).
-    pub fn new(max_connections: usize) -> Self {
+    /// Counters for an accept loop under `limits`.
+    pub fn new(limits: &ConnectionLimits) -> Self {
         Self {
-            max: max_connections.clamp(1, u32::MAX as usize) as u64,
+            max: limits.cap() as u64,
             ..Self::default()
         }
     }
@@ -179,7 +186,7 @@ pub async fn serve(
     tasks: &Tasks,
     shutdown: impl Future<Output = ()>,
 ) {
-    let max = limits.max_connections.clamp(1, u32::MAX as usize);
+    let max = limits.cap();
     let slots = Arc::new(Semaphore::new(max));
     let closing = CancellationToken::new();
     let http = Arc::new(http_builder(&limits));

@@ -350,7 +350,7 @@ pub async fn serve_on(
     let rpc = Rpc::new(manager.clone(), streams.clone())
         .with_max_streams(opts.max_streams)
         .with_max_sessions_per_minute(opts.max_sessions_per_minute);
-    let connection_stats = Arc::new(ConnectionStats::new(opts.connections.max_connections));
+    let connection_stats = Arc::new(ConnectionStats::new(&opts.connections));
     let metrics = opts.metrics.then(|| {
         crate::scrape::Source::new(manager.clone(), rpc.clone(), connection_stats.clone())
     });

@@ -493,8 +493,7 @@ fn serve_log_lines(home: &Path, extra: &[&str]) -> Vec<String> {
     let (tx, rx) = std::sync::mpsc::channel();
     let reader = std::thread::spawn(move || {
         for line in std::io::BufReader::new(stderr).lines() {
-            let line = line.unwrap();
-            let _ = tx.send(line.clone());
+            let _ = tx.send(line.unwrap());
         }
     });
     let mut lines = Vec::new();

@@ -11,6 +11,9 @@ use agent_harness_server::connections::ConnectionLimits;
 use agent_harness_server::manager::ManagerOptions;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
+/// The series a histogram family adds to its name.
+const HISTOGRAM_SERIES: [&str; 3] = ["_bucket", "_sum", "_count"];
+
 /// One HTTP/1.1 response, split up.
 pub(crate) struct Http {
     pub(crate) status: u16,
@@ -97,7 +100,7 @@ fn parse(text: &str) -> BTreeMap<String, f64> {
             .parse()
             .unwrap_or_else(|_| panic!("value of {line:?}"));
         let name = series.split('{').next().unwrap();
-        let family = ["_bucket", "_sum", "_count"]
+        let family = HISTOGRAM_SERIES
             .iter()
             .find_map(|s| name.strip_suffix(s))
             .filter(|f| typed.iter().any(|t| t == f))
@@ -303,7 +306,7 @@ fn metric_names(text: &str) -> BTreeSet<String> {
             .find(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
             .unwrap_or(tail.len());
         let name = &tail[..end];
-        let family = ["_bucket", "_sum", "_count"]
+        let family = HISTOGRAM_SERIES
             .iter()
             .find_map(|s| name.strip_suffix(s))
             .unwrap_or(name);
