@@ -3,10 +3,29 @@
 
 use agent_harness_server::cli_client;
 use agent_harness_server::config::{Cli, Command, LogFormat};
+use agent_harness_server::supervise::trampoline;
 use clap::{CommandFactory, Parser};
 
-#[tokio::main]
-async fn main() -> std::process::ExitCode {
+fn main() -> std::process::ExitCode {
+    // Started by the server to become one of its children (a CLI): that
+    // and nothing else (supervise::trampoline).
+    if let Some(code) = trampoline::exec_if_asked() {
+        return code;
+    }
+    trampoline::enable();
+    match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(runtime) => runtime.block_on(run()),
+        Err(e) => {
+            eprintln!("agent-harness: starting the runtime: {e}");
+            std::process::ExitCode::FAILURE
+        }
+    }
+}
+
+async fn run() -> std::process::ExitCode {
     let cli = match Cli::try_parse() {
         Ok(cli) => cli,
         Err(e) => return cli_client::parse_failed(e),

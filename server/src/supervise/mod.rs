@@ -28,8 +28,9 @@ use crate::process::{AdapterError, ExitInfo, Signal, StdoutLine};
 use crate::tasks::Tasks;
 
 mod spawner;
+pub mod trampoline;
 
-use self::spawner::{die_with_the_server, fork_on_spawner};
+use self::spawner::{die_with_the_server, spawn_on_spawner};
 
 /// Environment variables removed from the inherited environment by default:
 /// they make a nested CLI think it runs under a debugger, inside another
@@ -230,22 +231,50 @@ impl StdinWriter {
     }
 }
 
+/// The `PATH` the child gets: the spec's, none when the spec strips it, or
+/// the server's.
+fn child_path(spec: &ProcessSpec) -> Option<OsString> {
+    if let Some((_, v)) = spec.env.iter().rev().find(|(k, _)| k == "PATH") {
+        return Some(v.into());
+    }
+    if spec.strip_env_keys.iter().any(|k| k == "PATH") {
+        return None;
+    }
+    std::env::var_os("PATH")
+}
+
 /// Spawn `spec` supervised: own process group, pipes, cleaned env,
 /// kill-on-drop, killed by the kernel when the server dies, bounded stdout
-/// lines, stderr tail, reaped exit. The fork happens on the spawner thread
-/// ([`spawner`]); the rest runs in the caller's runtime.
+/// lines, stderr tail, reaped exit. The spawn happens on the spawner
+/// thread ([`spawner`]), through the binary itself when it is the
+/// `agent-harness` binary ([`trampoline`]); the rest runs in the caller's
+/// runtime.
 pub async fn spawn(spec: &ProcessSpec) -> Result<Supervised, AdapterError> {
-    let mut cmd = Command::new(&spec.program);
-    cmd.args(&spec.args)
-        .stdin(if spec.stdin {
-            Stdio::piped()
-        } else {
-            Stdio::null()
-        })
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .process_group(0)
-        .kill_on_drop(true);
+    let spawn_failed =
+        |e: std::io::Error| AdapterError::Spawn(format!("{}: {e}", spec.program.display()));
+    let mut cmd = if trampoline::enabled() {
+        let program = trampoline::resolve(
+            &spec.program,
+            spec.cwd.as_deref(),
+            child_path(spec).as_deref(),
+        )
+        .map_err(spawn_failed)?;
+        trampoline::command(&program, spec.program.as_os_str(), &spec.args)
+    } else {
+        let mut cmd = Command::new(&spec.program);
+        cmd.args(&spec.args);
+        die_with_the_server(&mut cmd);
+        cmd
+    };
+    cmd.stdin(if spec.stdin {
+        Stdio::piped()
+    } else {
+        Stdio::null()
+    })
+    .stdout(Stdio::piped())
+    .stderr(Stdio::piped())
+    .process_group(0)
+    .kill_on_drop(true);
     if let Some(cwd) = &spec.cwd {
         cmd.current_dir(cwd);
     }
@@ -258,11 +287,8 @@ pub async fn spawn(spec: &ProcessSpec) -> Result<Supervised, AdapterError> {
     if let Some(marker) = &spec.run_marker {
         cmd.env(RUN_MARKER_ENV, marker);
     }
-    die_with_the_server(&mut cmd);
     let run_marker = spec.run_marker.clone();
-    let mut child = fork_on_spawner(cmd)
-        .await?
-        .map_err(|e| AdapterError::Spawn(format!("{}: {e}", spec.program.display())))?;
+    let mut child = spawn_on_spawner(cmd).await?.map_err(spawn_failed)?;
     let pid = child
         .id()
         .ok_or_else(|| AdapterError::Spawn("child exited before its pid was read".into()))?;

@@ -1,7 +1,9 @@
-//! Where children are forked: one long-lived spawner thread, each child
-//! set to die with the server (`PR_SET_PDEATHSIG`). See [`fork_on_spawner`]
-//! for why one thread, and [`die_with_the_server`] for what the child does
-//! between fork and exec.
+//! Where children are started: one long-lived spawner thread, each child
+//! set to die with the server (`PR_SET_PDEATHSIG`). See [`spawn_on_spawner`]
+//! for why one thread. The `agent-harness` binary starts each child through
+//! itself ([`super::trampoline`], no fork of the server); elsewhere (a test
+//! binary using the library) the child is forked and asks for the signal
+//! between fork and exec ([`die_with_the_server`]).
 
 use std::sync::OnceLock;
 
@@ -21,8 +23,9 @@ use crate::process::AdapterError;
 /// session of its own to its end; the run marker finds it (at restart on
 /// the same node).
 ///
-/// The crate's one `unsafe`: std offers no safe way to run code in the
-/// child before exec.
+/// Used when the trampoline is not enabled (a program other than the
+/// `agent-harness` binary). The crate's one `unsafe`: std offers no safe
+/// way to run code in the child before exec.
 #[allow(unsafe_code)]
 pub(super) fn die_with_the_server(cmd: &mut Command) {
     // Read before the fork: in the child, getpid() is the child's own.
@@ -43,14 +46,14 @@ pub(super) fn die_with_the_server(cmd: &mut Command) {
     }
 }
 
-/// A fork to run on the spawner thread.
+/// A spawn to run on the spawner thread.
 type SpawnJob = Box<dyn FnOnce() + Send>;
 
 /// The spawner thread's queue, started by the first spawn.
 static SPAWNER: OnceLock<std::sync::mpsc::Sender<SpawnJob>> = OnceLock::new();
 
-/// Forks `cmd` on the spawner thread: one `std::thread` that lives as long
-/// as the server process, and whose only work is to fork.
+/// Spawns `cmd` on the spawner thread: one `std::thread` that lives as long
+/// as the server process, and whose only work is to start children.
 ///
 /// Why a thread of its own: the kernel sends the parent-death signal when
 /// the THREAD that forked the child exits, not when the process does. A
@@ -60,10 +63,10 @@ static SPAWNER: OnceLock<std::sync::mpsc::Sender<SpawnJob>> = OnceLock::new();
 /// spawner thread never exits (its queue's sender is a static, never
 /// dropped), so the signal comes only when the process dies.
 ///
-/// The thread enters the caller's runtime to fork, so tokio registers the
+/// The thread enters the caller's runtime to spawn, so tokio registers the
 /// child with that runtime's reaping, and hands the child back; everything
-/// after the fork (readers, reaper) runs on the caller's runtime.
-pub(super) async fn fork_on_spawner(
+/// after the spawn (readers, reaper) runs on the caller's runtime.
+pub(super) async fn spawn_on_spawner(
     mut cmd: Command,
 ) -> Result<std::io::Result<tokio::process::Child>, AdapterError> {
     let runtime = tokio::runtime::Handle::current();

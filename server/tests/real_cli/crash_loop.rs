@@ -659,6 +659,61 @@ async fn a_run_end_kills_a_background_bash_sleep_that_left_the_group() {
     assert_no_leftovers(&world, &server, 0).await;
 }
 
+/// The server starts its CLI through its own binary (`agent-harness
+/// __exec-child`, supervise::trampoline, spawned without forking the
+/// server): the CLI is the server's own child at the pid `run_ready`
+/// names, it runs the CLI's command line (the trampoline became the CLI in
+/// place: nothing of it waits beside the CLI), and when the server is
+/// SIGKILLed mid-turn the kernel kills the CLI at once, with no restart and
+/// no recovery to do it. (Left alone, the CLI would stream the turn's
+/// answer for a minute more: the deadline is a quarter of that.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_cli_is_the_servers_child_and_dies_with_it_without_a_restart() {
+    let mut world = World::on_redb().await;
+    let mut witness = Witness::default();
+    let (server, mut client) = first_turn(&mut world, &mut witness).await;
+    let events = Events::open(client.clone(), SESSION).await;
+    let (_, ready) = events.run_ready_after(0).await;
+    let cli = ready.pid;
+    let status = std::fs::read_to_string(format!("/proc/{cli}/status")).expect("the CLI runs");
+    let ppid = status
+        .lines()
+        .find_map(|l| l.strip_prefix("PPid:"))
+        .map(|p| p.trim().parse::<u32>().expect("a pid"));
+    assert_eq!(ppid, Some(server.pid()), "the CLI is the server's child");
+    let procs = world.marked(Some(server.pid()));
+    assert_eq!(
+        procs.iter().map(|(pid, _)| *pid).collect::<Vec<_>>(),
+        vec![cli],
+        "the CLI is the one process of the server's: {procs:?}"
+    );
+    assert!(
+        procs[0].1.contains("claude") && !procs[0].1.contains("__exec-child"),
+        "the CLI's own command line: {procs:?}"
+    );
+    let head = events.head();
+    send(&mut client, "SLOW 600 100").await;
+    events
+        .next_after("the prompt delivered", head, |e| {
+            matches!(e.payload, Some(Payload::InputSent(_)))
+        })
+        .await;
+    drop(events);
+    server.kill9();
+    let deadline = Instant::now() + Duration::from_secs(15);
+    while running(cli) {
+        assert!(
+            Instant::now() < deadline,
+            "the CLI of a SIGKILLed server still runs 15 s later"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert!(
+        world.marked(None).is_empty(),
+        "nothing of the server's runs"
+    );
+}
+
 /// The real CLI writes a tool call whose input nests 200 objects deep (the
 /// fake model's `DEEPTOOL`), far past what a protobuf decoder reads back.
 /// The run goes on; the event keeps the input's first levels as a Struct
