@@ -1,0 +1,128 @@
+//! The peers (SQLite, a raw fsync loop, JetStream), each in the shapes of
+//! the rows of ours that ran.
+
+use crate::Args;
+use crate::ours::throughput;
+use crate::peers;
+
+use super::{JetStreamFanout, Peers, Replay, Sizes, payload, progress};
+
+/// The peers, in the shapes of the rows of ours that ran: each peer row
+/// runs only when its row of ours is asked for (`--only`).
+pub(super) async fn run_peers(
+    args: &Args,
+    sizes: &Sizes,
+    tp: &[throughput::Row],
+    replay: Option<&Replay>,
+    dir: &std::path::Path,
+) -> Peers {
+    let payload = payload(tp);
+    let mut sqlite_append = Vec::new();
+    let mut fsync = Vec::new();
+    for row in tp {
+        let batch = row.batch.round().max(1.0) as usize;
+        progress(&format!(
+            "SQLite: {} sessions, batches of {batch}",
+            row.sessions
+        ));
+        let d = tempfile::tempdir_in(dir).expect("tempdir");
+        sqlite_append.push((
+            row.sessions,
+            batch,
+            peers::sqlite::append(d.path(), row.sessions, batch, row.rate.events, payload),
+        ));
+        progress(&format!("fsync loop: batches of {batch}"));
+        let d = tempfile::tempdir_in(dir).expect("tempdir");
+        let grow = peers::fsync::append(d.path(), batch, row.rate.events, payload);
+        let d = tempfile::tempdir_in(dir).expect("tempdir");
+        let layout = peers::fsync::Layout::Prewritten;
+        let prewritten =
+            peers::fsync::append_with(d.path(), layout, batch, row.rate.events, payload);
+        fsync.push((batch, grow, prewritten));
+    }
+    let replay_events = args
+        .runs("replay")
+        .then(|| replay.map(|r| r.events).unwrap_or(sizes.replay_events));
+    let sqlite_replay = replay_events.map(|events| {
+        progress("SQLite: replay");
+        let d = tempfile::tempdir_in(dir).expect("tempdir");
+        peers::sqlite::replay(d.path(), events, payload)
+    });
+
+    let sessions = if !args.runs("throughput") {
+        Vec::new()
+    } else if tp.is_empty() {
+        sizes.sessions.clone()
+    } else {
+        tp.iter().map(|r| r.sessions).collect()
+    };
+    let fanout_rows = if args.runs("fanout") {
+        sizes.fanout.clone()
+    } else {
+        Vec::new()
+    };
+    let (js_lines, js_default_lines) = (sizes.jetstream_lines, sizes.throughput_lines);
+    let dir = dir.to_path_buf();
+    let (jetstream_publish, jetstream_publish_default_sync, jetstream_fanout, jetstream_replay) =
+        tokio::task::spawn_blocking(move || {
+            use peers::nats::{Nats, SyncPolicy};
+            let mut publish = Vec::new();
+            let mut fanout = Vec::new();
+            if !sessions.is_empty() || !fanout_rows.is_empty() {
+                let durable = Nats::start_in(&dir, SyncPolicy::Always);
+                for &s in &sessions {
+                    progress(&format!("JetStream (fsync always): {s} publishers"));
+                    let per = (js_lines / s as u64).max(1);
+                    publish.push((s, durable.publish(s, per, payload)));
+                }
+                for &(n, rate, lines) in &fanout_rows {
+                    progress(&format!("JetStream: {n} subscribers at {rate}/s"));
+                    let f = durable.fanout_detail(
+                        peers::nats::ConsumerKind::Push,
+                        n,
+                        rate,
+                        lines,
+                        payload,
+                    );
+                    fanout.push(JetStreamFanout {
+                        subscribers: n,
+                        rate,
+                        run: f,
+                    });
+                }
+            }
+            let mut default_sync = Vec::new();
+            if !sessions.is_empty() {
+                let fast = Nats::start_in(&dir, SyncPolicy::Default);
+                for &s in &sessions {
+                    progress(&format!(
+                        "JetStream (default sync, not durable): {s} publishers"
+                    ));
+                    let per = (js_default_lines / s as u64).max(1);
+                    default_sync.push((s, fast.publish(s, per, payload)));
+                }
+            }
+            // A server of its own, holding only the replayed stream; written
+            // with the default sync (see `peers::nats::replay`).
+            let replay = replay_events.map(|events| {
+                progress(&format!(
+                    "JetStream: replay of {events} events (ordered consumer)"
+                ));
+                Nats::start_in(&dir, SyncPolicy::Default).replay(events, payload, true)
+            });
+            (publish, default_sync, fanout, replay)
+        })
+        .await
+        .expect("JetStream peer");
+
+    Peers {
+        payload,
+        jetstream_publish,
+        jetstream_publish_default_sync,
+        jetstream_fanout,
+        sqlite_append,
+        sqlite_replay,
+        jetstream_replay,
+        fsync,
+    }
+}
