@@ -288,7 +288,18 @@ pub async fn spawn(spec: &ProcessSpec) -> Result<Supervised, AdapterError> {
         cmd.env(RUN_MARKER_ENV, marker);
     }
     let run_marker = spec.run_marker.clone();
-    let mut child = spawn_on_spawner(cmd).await?.map_err(spawn_failed)?;
+    let mut child = spawn_on_spawner(cmd).await?.map_err(|e| {
+        if trampoline::enabled() {
+            // The program was found: what failed is starting this binary.
+            AdapterError::Spawn(format!(
+                "{}: starting it through {}: {e}",
+                spec.program.display(),
+                trampoline::SELF_EXE
+            ))
+        } else {
+            spawn_failed(e)
+        }
+    })?;
     let pid = child
         .id()
         .ok_or_else(|| AdapterError::Spawn("child exited before its pid was read".into()))?;

@@ -38,7 +38,7 @@ pub const EXEC_CHILD_ARG: &str = "__exec-child";
 
 /// The binary that started us, as the kernel knows it: still the same
 /// file after the installed one was replaced or removed.
-const SELF_EXE: &str = "/proc/self/exe";
+pub(super) const SELF_EXE: &str = "/proc/self/exe";
 
 /// Exit code of a trampoline that could not exec (as a shell's).
 const EXEC_FAILED: u8 = 127;
