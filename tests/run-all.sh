@@ -115,6 +115,14 @@ for t in server/tests/*.rs server/tests/*/main.rs; do
   n=${n%.rs}
   [ "$n" = real_acp ] || server_targets+=(--test "$n")
 done
+# First one build of every library, binary, test and example of the workspace: one feature
+# resolution, so nothing compiles twice (Cargo.toml keeps `cargo test -p agent-harness-server`
+# and `cargo test --workspace --exclude agent-harness-server` resolving the same features; see
+# the comments there). The cargo test commands below and in the later steps then only run, and
+# the cluster test, the throwaway PostgreSQL and the load smoke use the binaries built here (a
+# `cargo build -p` of one of them would resolve the dependencies without the tests' features
+# and compile about 50 of them again).
+cargo build --workspace --lib --bins --tests --examples
 cargo test --workspace --exclude agent-harness-server -- --skip killed_owner
 cargo test -p agent-harness-server --lib --bins "${server_targets[@]}" -- --skip killed_owner
 cargo test -p agent-harness-server --doc
@@ -144,11 +152,11 @@ on_acp() {
 step "at once: the RPC suite and the crash loop on PostgreSQL; the real-CLI and real-Codex suites on the newest releases"
 run_at_once on_postgres on_newest
 
-# `cargo test` built target/debug/agent-harness and fake-messages-api (integration tests
-# run both binaries); the suites use those instead of building again.
+# The cargo build of the test step built target/debug/agent-harness, fake-messages-api and the
+# test tools' binaries; the suites use those instead of building again.
 target=${CARGO_TARGET_DIR:-$ROOT/target}
-for bin in agent-harness fake-messages-api; do
-  [ -x "$target/debug/$bin" ] || { echo "$target/debug/$bin missing after cargo test" >&2; exit 1; }
+for bin in agent-harness fake-messages-api agent-harness-cluster agent-harness-pg-temp agent-harness-load load-cli; do
+  [ -x "$target/debug/$bin" ] || { echo "$target/debug/$bin missing after cargo build" >&2; exit 1; }
 done
 # The suites run copies: the last step's tests/packages/run.sh relinks target/debug/agent-harness
 # (`cargo package` verifies, `cargo install` builds) while the load smoke runs beside it.
@@ -187,7 +195,6 @@ tests/cluster/run.sh
 # one throwaway database; the suites read AGENT_HARNESS_TEST_PG_URL). The browser suite stays on
 # redb: it tests the console, not the store.
 step "client suites on PostgreSQL, at once: go, python, ts, grpcurl"
-cargo build --quiet -p agent-harness-pg-temp
 pg_url_file=$(mktemp)
 # Its stdin is a pipe this script holds: closed (or this script gone), the server goes.
 exec {pg_in}> >(exec "$target/debug/agent-harness-pg-temp" >"$pg_url_file")

@@ -26,8 +26,11 @@ done
 flags=(--quiet)
 [ "$profile" = release ] && flags+=(--release)
 if [ -n "${AGENT_HARNESS_PREBUILT:-}" ] && [ "$profile" = debug ]; then
-  # tests/run-all.sh has built the server (AGENT_HARNESS_BIN).
-  cargo build "${flags[@]}" -p agent-harness-cluster
+  # tests/run-all.sh has built the server (AGENT_HARNESS_BIN) and this binary, in its one
+  # build of the workspace with the tests' features: `cargo build -p agent-harness-cluster`
+  # would resolve them without and compile about 50 dependencies again.
+  [ -x "$target/debug/agent-harness-cluster" ] ||
+    { echo "AGENT_HARNESS_PREBUILT is set but $target/debug/agent-harness-cluster is missing" >&2; exit 1; }
 else
   cargo build "${flags[@]}" -p agent-harness-cluster -p agent-harness-server --bins
   export AGENT_HARNESS_BIN=$target/$profile/agent-harness

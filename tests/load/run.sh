@@ -25,7 +25,13 @@ if [ -n "$quick" ]; then
   # The dev profile CI has already built; figures from it mean nothing.
   profile=debug
   if [ -n "${AGENT_HARNESS_PREBUILT:-}" ]; then
-    cargo build --quiet -p agent-harness-load
+    # tests/run-all.sh has built both binaries, in its one build of the workspace with the
+    # tests' features: `cargo build -p agent-harness-load` would resolve them without and
+    # compile about 40 dependencies again.
+    for bin in agent-harness-load load-cli; do
+      [ -x "${CARGO_TARGET_DIR:-$ROOT/target}/debug/$bin" ] ||
+        { echo "AGENT_HARNESS_PREBUILT is set but ${CARGO_TARGET_DIR:-$ROOT/target}/debug/$bin is missing" >&2; exit 1; }
+    done
   else
     cargo build --quiet -p agent-harness-load -p agent-harness-server -p agent-harness-fake-api
   fi

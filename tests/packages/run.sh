@@ -174,8 +174,14 @@ started=$SECONDS
 # Packaged together: cargo puts each crate in a local registry overlay, so the client builds
 # against the packaged protocol crate and the server against both (nothing is published).
 # --allow-dirty: the check is of what the tree holds now, committed or not.
+# The verify builds take their profile from the packaged manifests, which carry no [profile]
+# (only a workspace root has one): cargo's default dev profile, full debug info, would compile
+# every dependency again beside the workspace's line-tables-only build (over 300 crates on a
+# clean machine). The workspace's settings (Cargo.toml) given here make the dependencies the
+# same units the workspace's builds compiled, where their features agree.
 # shellcheck disable=SC2046
-cargo package --locked --allow-dirty $(printf -- '-p %s ' "${crates[@]}") >"$tmp/cargo-package.log" 2>&1 ||
+CARGO_PROFILE_DEV_DEBUG=line-tables-only CARGO_PROFILE_DEV_BUILD_OVERRIDE_DEBUG=line-tables-only \
+  cargo package --locked --allow-dirty $(printf -- '-p %s ' "${crates[@]}") >"$tmp/cargo-package.log" 2>&1 ||
   fail "cargo package: $(tail -40 "$tmp/cargo-package.log")"
 ok "cargo package ${crates[*]}: packaged and verified ($((SECONDS - started)) s)"
 
