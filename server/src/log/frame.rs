@@ -51,9 +51,10 @@ impl EncodedEvent {
 }
 
 /// Whether stored bytes decode as an event (a row that does not is
-/// streamed as `unreadable`, see [`crate::store::decode_event`]).
+/// streamed as `unreadable`, see [`crate::store::decode_event`]): the
+/// answer of a decode, without decoding ([`super::decodable`]).
 pub(super) fn decodes(bytes: &[u8]) -> bool {
-    pb::Event::decode(bytes).is_ok()
+    super::decodable::event_decodes(bytes)
 }
 
 /// One message of a Subscribe stream, as it goes on the wire.

@@ -28,6 +28,7 @@
 
 mod commit;
 pub mod cut;
+pub mod decodable;
 mod failpoint;
 mod frame;
 mod index;
