@@ -21,13 +21,7 @@ pub(super) async fn run_spawn(args: &Args) -> crate::ours::spawn::SpawnReport {
         data_dir_in: args.spawn_data_dir.clone(),
         pause_before_send: std::time::Duration::from_millis(200),
     };
-    for bin in [&opts.harness_bin, &opts.claude_bin, &opts.fake_api_bin] {
-        assert!(
-            bin.exists(),
-            "{} is missing (build or install it)",
-            bin.display()
-        );
-    }
+    require(&[&opts.harness_bin, &opts.claude_bin, &opts.fake_api_bin]);
     let rounds = args.spawn_rounds.unwrap_or(if args.quick { 2 } else { 20 });
     measure(&opts, rounds).await
 }
@@ -67,13 +61,18 @@ pub(super) async fn run_codex(args: &Args) -> crate::ours::spawn::codex::CodexRe
             .unwrap_or(if args.quick { 2 } else { 10 }),
         pause_before_send: std::time::Duration::from_millis(200),
     };
-    for bin in [&opts.harness_bin, &opts.codex_bin, &opts.fake_api_bin] {
+    require(&[&opts.harness_bin, &opts.codex_bin, &opts.fake_api_bin]);
+    let rounds = args.codex_rounds.unwrap_or(if args.quick { 2 } else { 20 });
+    measure(&opts, rounds).await
+}
+
+/// Stops the run when a binary a comparison needs is missing.
+fn require(bins: &[&std::path::PathBuf]) {
+    for bin in bins {
         assert!(
             bin.exists(),
             "{} is missing (build or install it)",
             bin.display()
         );
     }
-    let rounds = args.codex_rounds.unwrap_or(if args.quick { 2 } else { 20 });
-    measure(&opts, rounds).await
 }
