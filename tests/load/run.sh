@@ -13,6 +13,14 @@
 # Further arguments go to agent-harness-load (--json FILE, --no-peers,
 # --no-postgres, --store-url URL, ...).
 set -euo pipefail
+# --help: this header, without installing or building anything (the tool's own flags are in
+# `agent-harness-load --help` once built).
+for a in "$@"; do
+  if [ "$a" = --help ] || [ "$a" = -h ]; then
+    sed -n '2,/^set -euo/{/^#/s/^# \{0,1\}//p}' "$0"
+    exit 0
+  fi
+done
 cd "$(dirname "$0")/../.."
 ROOT=$PWD
 [ -n "${AGENT_HARNESS_PREBUILT:-}" ] && [ -f .tools/env.sh ] || ./tests/setup.sh
