@@ -29,6 +29,7 @@
 //! fail and are retried on the next one. A store made on a custom backend
 //! cannot be reopened and stays failed.
 
+mod filled;
 mod format;
 mod index;
 mod write;
@@ -101,9 +102,16 @@ fn create(path: &Path, cache_bytes: usize) -> Result<Database, StoreError> {
     // The store holds every prompt and answer: owner-only, whatever the
     // umask (redb opens an empty file as a new database).
     crate::private_files::ensure_file(path).map_err(|e| StoreError::Redb(::redb::Error::Io(e)))?;
+    let file = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create(true)
+        .truncate(false)
+        .open(path)
+        .map_err(|e| StoreError::Redb(::redb::Error::Io(e)))?;
     Database::builder()
         .set_cache_size(cache_bytes)
-        .create(path)
+        .create_with_backend(filled::Filled::new(file).map_err(rerr)?)
         .map_err(rerr)
 }
 
