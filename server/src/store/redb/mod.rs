@@ -101,14 +101,15 @@ pub const DEFAULT_PAGE_CACHE_BYTES: usize = 64 * 1024 * 1024;
 fn create(path: &Path, cache_bytes: usize) -> Result<Database, StoreError> {
     // The store holds every prompt and answer: owner-only, whatever the
     // umask (redb opens an empty file as a new database).
-    crate::private_files::ensure_file(path).map_err(|e| StoreError::Redb(::redb::Error::Io(e)))?;
+    let io = |e| StoreError::Redb(::redb::Error::Io(e));
+    crate::private_files::ensure_file(path).map_err(io)?;
     let file = std::fs::OpenOptions::new()
         .read(true)
         .write(true)
         .create(true)
         .truncate(false)
         .open(path)
-        .map_err(|e| StoreError::Redb(::redb::Error::Io(e)))?;
+        .map_err(io)?;
     Database::builder()
         .set_cache_size(cache_bytes)
         .create_with_backend(filled::Filled::new(file).map_err(rerr)?)

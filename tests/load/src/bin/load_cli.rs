@@ -238,20 +238,17 @@ impl Template {
     /// `line` with holes where it holds `Template::marker(i)` strings.
     fn new(line: &Value) -> Self {
         let text = serde_json::to_string(line).expect("serialize");
-        let holes = (0..)
-            .map(Self::marker)
-            .take_while(|m| text.contains(&serde_json::to_string(m).expect("marker")))
-            .count();
-        let mut at: Vec<(usize, usize, usize)> = (0..holes)
-            .map(|h| {
+        // Holes 0, 1, ... up to the first marker the line does not hold.
+        let mut at: Vec<(usize, usize, usize)> = (0..)
+            .map_while(|h| {
                 let quoted = serde_json::to_string(&Self::marker(h)).expect("marker");
-                let start = text.find(&quoted).expect("marker present");
+                let start = text.find(&quoted)?;
                 // The quotes stay in the parts: a hole holds a string's inside.
-                (start + 1, start + quoted.len() - 1, h)
+                Some((start + 1, start + quoted.len() - 1, h))
             })
             .collect();
         at.sort();
-        let mut parts = Vec::with_capacity(holes + 1);
+        let mut parts = Vec::with_capacity(at.len() + 1);
         let mut from = 0;
         for &(start, end, _) in &at {
             parts.push(text.as_bytes()[from..start].to_vec());
