@@ -1,5 +1,5 @@
 //! What `serve` leaves on disk is its user's alone: the data dir it
-//! creates is 0700, `events.redb` and the secrets key are 0600 (a store file
+//! creates is 0700, `events.redb`, its log and the secrets key are 0600 (a store file
 //! others could read is made 0600; a data dir the operator made keeps its
 //! mode), and a token file others can read is a start-up error. On redb
 //! whatever `AGENT_HARNESS_TEST_STORE` says: the store file is the subject.
@@ -49,6 +49,7 @@ async fn the_data_dir_the_store_and_the_key_are_owner_only() {
     serve_once(config(&data)).await.expect("serve");
     assert_mode(&data, 0o700);
     assert_mode(&data.join("events.redb"), 0o600);
+    assert_mode(&data.join("events.redb.wal"), 0o600);
     assert_mode(&data.join("secrets.key"), 0o600);
 
     // Made by the operator with looser modes: the dir keeps its mode (it
@@ -59,9 +60,12 @@ async fn the_data_dir_the_store_and_the_key_are_owner_only() {
     chmod(&shared, 0o755);
     std::fs::write(shared.join("events.redb"), "").unwrap();
     chmod(&shared.join("events.redb"), 0o644);
+    std::fs::write(shared.join("events.redb.wal"), "").unwrap();
+    chmod(&shared.join("events.redb.wal"), 0o644);
     serve_once(config(&shared)).await.expect("serve");
     assert_mode(&shared, 0o755);
     assert_mode(&shared.join("events.redb"), 0o600);
+    assert_mode(&shared.join("events.redb.wal"), 0o600);
 }
 
 #[tokio::test]

@@ -6,7 +6,12 @@
 //! (every release before it: `tests/fixtures/store-v0/` was written by the
 //! release just before) reads as format 1.
 //!
-//! The fixture holds what a server killed mid-work leaves, the state an
+//! `tests/fixtures/store-v2/` is the same history written by format 2, the
+//! first with a write-ahead log: copied while its server was still running,
+//! so every commit of it is in `events.redb.wal` and none yet in
+//! `events.redb`, which every later build must replay.
+//!
+//! The fixtures hold what a server killed mid-work leaves, the state an
 //! upgrade most often meets: `done` (a finished turn, then a title),
 //! `fork` (a fork of `done`, its turn finished) and `asks` (a turn waiting
 //! on a permission prompt), all three with their runs still live in the
@@ -26,17 +31,33 @@ use agent_harness_server::store::{REDB_FORMAT, RedbStore, Store, StoreError};
 
 use crate::support::server::*;
 
-/// The committed fixture.
-fn fixture() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/fixtures/store-v1/events.redb")
+/// The committed fixture of `format`.
+fn fixture_of(format: u64) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join(format!("../tests/fixtures/store-v{format}/events.redb"))
+}
+
+/// The write-ahead log beside a store file.
+fn log_of(store: &Path) -> PathBuf {
+    let mut name = store.as_os_str().to_owned();
+    name.push(".wal");
+    PathBuf::from(name)
 }
 
 /// A copy of the fixture in a fresh data dir (opening a store writes to it:
 /// the committed file is never opened in place).
 fn fixture_copy() -> (tempfile::TempDir, PathBuf) {
+    fixture_copy_of(1)
+}
+
+/// A copy of the fixture of `format`, with its log when it has one.
+fn fixture_copy_of(format: u64) -> (tempfile::TempDir, PathBuf) {
     let dir = tempfile::tempdir().expect("data dir");
     let path = dir.path().join("events.redb");
-    std::fs::copy(fixture(), &path).expect("copy the fixture");
+    std::fs::copy(fixture_of(format), &path).expect("copy the fixture");
+    if log_of(&fixture_of(format)).exists() {
+        std::fs::copy(log_of(&fixture_of(format)), log_of(&path)).expect("copy its log");
+    }
     (dir, path)
 }
 
@@ -44,14 +65,21 @@ fn kinds_of(events: &[pb::Event]) -> Vec<&'static str> {
     events.iter().map(kind).collect()
 }
 
-/// Writes `tests/fixtures/store-v1/events.redb`:
+/// Writes `tests/fixtures/store-v<this build's format>/`:
 /// `cargo test -p agent-harness-server --test rpc upgrade::write_the_fixture_store -- --ignored`.
-/// Only while the store's format is 1: a later format gets a fixture of its
-/// own beside this one, which stays as the release wrote it.
+/// Only for a format no release has written yet: a released format's
+/// fixture stays as that release wrote it, and a later format gets one of
+/// its own beside it. The store file and its log are copied while the
+/// server still runs, as a kill leaves them.
 #[test]
 #[ignore = "writes the committed fixture; run by hand"]
 fn write_the_fixture_store() {
-    assert_eq!(REDB_FORMAT, 1, "format 1's fixture is written by format 1");
+    assert!(
+        !fixture_of(REDB_FORMAT).exists(),
+        "format {REDB_FORMAT}'s fixture is written once, by format {REDB_FORMAT}"
+    );
+    let out = fixture_of(REDB_FORMAT);
+    std::fs::create_dir_all(out.parent().expect("parent")).expect("fixture dir");
     let dir = tempfile::tempdir().expect("dir");
     let path = dir.path().join("events.redb");
     let rt = tokio::runtime::Builder::new_multi_thread()
@@ -87,23 +115,46 @@ fn write_the_fixture_store() {
             .await
             .expect("start");
         asks.until_kind("permission_requested").await;
-        // Killed mid-work: no graceful shutdown.
+        // Killed mid-work: what is on disk now, with no shutdown at all.
+        std::fs::copy(&path, &out).expect("write the fixture");
+        std::fs::copy(log_of(&path), log_of(&out)).expect("write its log");
         drop(server);
     });
     rt.shutdown_timeout(Duration::from_millis(100));
-    // Every handle of the killed instance is gone once the file opens again.
-    drop(reopen_redb(&path));
-    let out = fixture();
-    std::fs::create_dir_all(out.parent().expect("parent")).expect("fixture dir");
-    std::fs::copy(&path, &out).expect("write the fixture");
 }
 
 #[tokio::test]
 async fn the_fixture_store_opens_lists_replays_and_derives_as_written() {
     let (_dir, path) = fixture_copy();
     let store = Arc::new(RedbStore::open(&path).expect("this build opens the fixture"));
-    assert_eq!(store.format_version().unwrap(), Some(1));
+    // Format 1, upgraded in place to this build's format.
+    assert_eq!(store.format_version().unwrap(), Some(REDB_FORMAT));
+    the_killed_servers_history_is_whole(store).await;
+}
 
+/// The format-2 fixture: its file alone holds none of the history (it was
+/// copied while its server ran, every commit only in the log); with the
+/// log beside it, all of it opens as the format-1 fixture does.
+#[tokio::test]
+async fn the_format_2_fixture_replays_its_write_ahead_log() {
+    let (dir, path) = fixture_copy_of(2);
+    let alone = dir.path().join("alone.redb");
+    std::fs::copy(&path, &alone).expect("copy the file alone");
+    let bare = RedbStore::open(&alone).expect("the file alone opens");
+    assert_eq!(
+        bare.sessions(None, 10).unwrap().len(),
+        0,
+        "nothing but in the log"
+    );
+    drop(bare);
+    let store = Arc::new(RedbStore::open(&path).expect("this build opens the fixture"));
+    assert_eq!(store.format_version().unwrap(), Some(REDB_FORMAT));
+    the_killed_servers_history_is_whole(store).await;
+}
+
+/// What both fixtures hold, checked on `store` (opened on a copy): three
+/// sessions whole, their runs live until recovery closes them, then served.
+async fn the_killed_servers_history_is_whole(store: Arc<RedbStore>) {
     // As stored: three sessions, each log whole and in order, each run
     // still live, `asks` waiting on its prompt.
     let ids: Vec<String> = store
@@ -206,8 +257,8 @@ fn a_store_without_a_format_row_is_format_one_and_is_stamped() {
     let store = RedbStore::open(&path).expect("an unstamped store opens");
     assert_eq!(
         store.format_version().unwrap(),
-        Some(1),
-        "stamped as format 1"
+        Some(REDB_FORMAT),
+        "read as format 1, upgraded from there and stamped"
     );
     assert_eq!(store.read_range("done", 0, usize::MAX).unwrap(), before);
 }
@@ -234,7 +285,8 @@ fn a_store_of_the_release_before_the_format_row_opens_as_format_one() {
         assert!(!names.contains(&"format".to_owned()), "{names:?}");
     }
     let store = RedbStore::open(&path).expect("an older release's store opens");
-    assert_eq!(store.format_version().unwrap(), Some(1));
+    // Read as format 1, then upgraded to this build's format.
+    assert_eq!(store.format_version().unwrap(), Some(REDB_FORMAT));
     let events = store.read_range("s-old", 0, usize::MAX).unwrap();
     assert!(events.iter().all(|e| kind(e) != "unreadable"));
     assert_eq!(kinds_of(&events).last(), Some(&"run_end"));

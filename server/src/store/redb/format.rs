@@ -30,15 +30,25 @@ const FORMAT: TableDefinition<&str, u64> = TableDefinition::new("format");
 const VERSION: &str = "version";
 
 /// The format this binary reads and writes.
-pub const CURRENT: u64 = 1;
+pub const CURRENT: u64 = 2;
 
 /// One upgrade step: rewrites a store of format `n` into format `n + 1`
 /// inside the opening write transaction.
 pub(super) type Step = fn(&WriteTransaction) -> Result<(), StoreError>;
 
-/// The upgrade steps: `STEPS[i]` takes format `i + 1` to `i + 2`. None yet:
-/// format 1 is the first.
-const STEPS: &[Step] = &[];
+/// The upgrade steps: `STEPS[i]` takes format `i + 1` to `i + 2`.
+const STEPS: &[Step] = &[to_write_ahead_log];
+
+/// Format 1 to 2: commits go through a write-ahead log beside the file
+/// (see `super::wal`), and the `wal` table records how far it has been
+/// applied. The tables are the same; the step creates the new one. What
+/// the number guards is the other direction: a format-1 binary would open
+/// a store whose newest commits are still only in the log and never read
+/// them, so it is refused instead.
+fn to_write_ahead_log(txn: &WriteTransaction) -> Result<(), StoreError> {
+    txn.open_table(super::wal::WAL).map_err(rerr)?;
+    Ok(())
+}
 
 const _: () = assert!(STEPS.len() as u64 + 1 == CURRENT);
 

@@ -32,6 +32,8 @@
 mod filled;
 mod format;
 mod index;
+mod open;
+mod wal;
 mod write;
 
 /// The format of the redb store this binary reads and writes (see `format`).
@@ -39,7 +41,7 @@ pub use self::format::CURRENT as REDB_FORMAT;
 
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{RwLock, RwLockReadGuard};
+use std::sync::{Mutex, RwLock, RwLockReadGuard};
 
 use ::redb::{
     Database, Durability, ReadableDatabase, ReadableTable, ReadableTableMetadata, StorageBackend,
@@ -49,7 +51,8 @@ use agent_harness_protocol::pb;
 use bytes::Bytes;
 use prost::Message;
 
-use self::write::{commit_batch, delete_session, index_conversations};
+use self::open::{init, open_file};
+use self::write::{commit_batch, delete_session};
 use super::receipt;
 use super::{
     Commit, IndexRow, ListPage, ListQuery, RawEvent, Receipt, ReceiptWrite, SessionMeta, Store,
@@ -85,36 +88,27 @@ const TRANSCRIPTS: TableDefinition<(&str, u64), &[u8]> = TableDefinition::new("t
 #[derive(Debug)]
 pub struct RedbStore {
     /// `None` only between closing a broken database and reopening it.
-    db: RwLock<Option<Database>>,
+    db: RwLock<Option<Open>>,
     /// The file, to reopen after an I/O error (`None`: a custom backend).
     path: Option<PathBuf>,
     /// redb's page cache size, bytes (also for a reopen).
     cache_bytes: usize,
     /// Set by an I/O error; the next call reopens the database.
     broken: AtomicBool,
+    /// A checkpoint of the write-ahead log once it holds this many bytes.
+    checkpoint_bytes: u64,
+}
+
+/// The open database and its write-ahead log.
+#[derive(Debug)]
+struct Open {
+    db: Database,
+    /// `None` on a custom backend: commits are then durable redb commits.
+    wal: Option<Mutex<wal::Wal>>,
 }
 
 /// Default size of redb's page cache (`--store-cache-bytes`).
 pub const DEFAULT_PAGE_CACHE_BYTES: usize = 64 * 1024 * 1024;
-
-/// Opens (or creates) the file with a page cache of `cache_bytes`.
-fn create(path: &Path, cache_bytes: usize) -> Result<Database, StoreError> {
-    // The store holds every prompt and answer: owner-only, whatever the
-    // umask (redb opens an empty file as a new database).
-    let io = |e| StoreError::Redb(::redb::Error::Io(e));
-    crate::private_files::ensure_file(path).map_err(io)?;
-    let file = std::fs::OpenOptions::new()
-        .read(true)
-        .write(true)
-        .create(true)
-        .truncate(false)
-        .open(path)
-        .map_err(io)?;
-    Database::builder()
-        .set_cache_size(cache_bytes)
-        .create_with_backend(filled::Filled::new(file).map_err(rerr)?)
-        .map_err(rerr)
-}
 
 /// Converts any redb error into [`StoreError`] (they all fold into `redb::Error`).
 fn rerr(e: impl Into<::redb::Error>) -> StoreError {
@@ -135,10 +129,23 @@ impl RedbStore {
 
     /// [`RedbStore::open`] with a page cache of `cache_bytes`.
     pub fn open_with_cache(path: &Path, cache_bytes: usize) -> Result<Self, StoreError> {
-        let db = create(path, cache_bytes)?;
-        let mut store = Self::init(db, Some(path.to_owned()))?;
-        store.cache_bytes = cache_bytes;
-        Ok(store)
+        Self::open_with(path, cache_bytes, wal::CHECKPOINT_BYTES)
+    }
+
+    /// [`RedbStore::open_with_cache`] checkpointing its write-ahead log
+    /// every `checkpoint_bytes` (tests).
+    fn open_with(
+        path: &Path,
+        cache_bytes: usize,
+        checkpoint_bytes: u64,
+    ) -> Result<Self, StoreError> {
+        Ok(Self {
+            db: RwLock::new(Some(open_file(path, cache_bytes, checkpoint_bytes)?)),
+            path: Some(path.to_owned()),
+            cache_bytes,
+            broken: AtomicBool::new(false),
+            checkpoint_bytes,
+        })
     }
 
     /// Opens a database on a custom redb backend. Crash tests use this with
@@ -147,46 +154,13 @@ impl RedbStore {
         let db = Database::builder()
             .create_with_backend(backend)
             .map_err(rerr)?;
-        Self::init(db, None)
-    }
-
-    /// Creates every table up front (also in a file written before a table
-    /// existed) so readers never see "table does not exist"; a file written
-    /// before the conversation index existed gets it built from its events.
-    /// The store's format is checked first, in the same transaction (see
-    /// [`format`]): a newer one is refused before anything is written.
-    fn init(db: Database, path: Option<PathBuf>) -> Result<Self, StoreError> {
-        let txn = db.begin_write().map_err(rerr)?;
-        let shown = path.as_deref().map_or_else(
-            || "(custom backend)".to_owned(),
-            |p| p.display().to_string(),
-        );
-        if let Err(e) = format::check(&txn, &shown) {
-            let _ = txn.abort();
-            return Err(e);
-        }
-        let indexed = txn
-            .list_tables()
-            .map_err(rerr)?
-            .any(|t| ::redb::TableHandle::name(&t) == "conversations");
-        txn.open_table(EVENTS).map_err(rerr)?;
-        txn.open_table(FULL_EVENTS).map_err(rerr)?;
-        txn.open_table(SESSIONS).map_err(rerr)?;
-        txn.open_table(RECEIPTS).map_err(rerr)?;
-        txn.open_table(RECEIPTS_BY_TIME).map_err(rerr)?;
-        txn.open_table(CONVERSATIONS).map_err(rerr)?;
-        txn.open_table(SESSION_CONVERSATIONS).map_err(rerr)?;
-        txn.open_table(TRANSCRIPTS).map_err(rerr)?;
-        txn.open_table(index::SESSION_INDEX).map_err(rerr)?;
-        if !indexed {
-            index_conversations(&txn)?;
-        }
-        txn.commit().map_err(rerr)?;
+        init(&db, "(custom backend)")?;
         Ok(Self {
-            db: RwLock::new(Some(db)),
-            path,
+            db: RwLock::new(Some(Open { db, wal: None })),
+            path: None,
             cache_bytes: DEFAULT_PAGE_CACHE_BYTES,
             broken: AtomicBool::new(false),
+            checkpoint_bytes: wal::CHECKPOINT_BYTES,
         })
     }
 
@@ -197,7 +171,7 @@ impl RedbStore {
     }
 
     /// The database, reopened first if an I/O error broke it.
-    fn db(&self) -> Result<RwLockReadGuard<'_, Option<Database>>, StoreError> {
+    fn db(&self) -> Result<RwLockReadGuard<'_, Option<Open>>, StoreError> {
         if self.broken.load(Ordering::Acquire) {
             self.reopen()?;
         }
@@ -215,7 +189,7 @@ impl RedbStore {
         }
         // redb allows one open handle per file: close the old one first.
         drop(db.take());
-        let fresh = create(path, self.cache_bytes)?;
+        let fresh = open_file(path, self.cache_bytes, self.checkpoint_bytes)?;
         tracing::warn!(path = %path.display(), "event store reopened after an I/O error");
         *db = Some(fresh);
         self.broken.store(false, Ordering::Release);
@@ -228,15 +202,39 @@ impl RedbStore {
         &self,
         f: impl FnOnce(&Database) -> Result<T, StoreError>,
     ) -> Result<T, StoreError> {
+        self.with_open(|open| f(&open.db))
+    }
+
+    /// [`RedbStore::with_db`] with the log as well.
+    fn with_open<T>(
+        &self,
+        f: impl FnOnce(&Open) -> Result<T, StoreError>,
+    ) -> Result<T, StoreError> {
         let guard = self.db()?;
-        let db = guard.as_ref().ok_or_else(|| {
+        let open = guard.as_ref().ok_or_else(|| {
             StoreError::Rejected("the event store is closed after an I/O error".into())
         })?;
-        let out = f(db);
+        let out = f(open);
         if let Err(StoreError::Redb(::redb::Error::Io(_) | ::redb::Error::PreviousIo)) = &out {
             self.broken.store(true, Ordering::Release);
         }
         out
+    }
+}
+
+/// A clean close checkpoints the log, so the store file alone holds every
+/// commit (a copy of a stopped server's file is complete).
+impl Drop for RedbStore {
+    fn drop(&mut self) {
+        let open = self.db.get_mut().unwrap_or_else(|p| p.into_inner());
+        if let Some(Open { db, wal: Some(wal) }) = open {
+            let wal = wal.get_mut().unwrap_or_else(|p| p.into_inner());
+            if wal.holds_records() {
+                if let Err(e) = wal.checkpoint(db) {
+                    tracing::warn!(error = %e, "the event store's last checkpoint failed; its write-ahead log has the commits");
+                }
+            }
+        }
     }
 }
 
@@ -289,46 +287,15 @@ fn encode_meta(meta: &SessionMeta) -> Vec<u8> {
     serde_json::to_vec(meta).unwrap_or_default()
 }
 
-/// Applies receipt writes inside a write transaction, keeping the by-time
-/// index in step (a replaced or removed receipt takes its index row along).
-fn write_receipts(
-    txn: &::redb::WriteTransaction,
-    writes: &[ReceiptWrite],
-) -> Result<(), StoreError> {
-    let mut receipts = txn.open_table(RECEIPTS).map_err(rerr)?;
-    let mut by_time = txn.open_table(RECEIPTS_BY_TIME).map_err(rerr)?;
-    for w in writes {
-        let (session_id, key, new) = match w {
-            ReceiptWrite::Put(r) => (r.session_id.as_str(), r.key.as_str(), Some(r)),
-            ReceiptWrite::Remove { session_id, key } => (session_id.as_str(), key.as_str(), None),
-        };
-        let old = match new {
-            Some(r) => receipts
-                .insert((session_id, key), receipt::encode(r).as_slice())
-                .map_err(rerr)?
-                .and_then(|v| receipt::decode(session_id, v.value())),
-            None => receipts
-                .remove((session_id, key))
-                .map_err(rerr)?
-                .and_then(|v| receipt::decode(session_id, v.value())),
-        };
-        if let Some(old) = old {
-            by_time
-                .remove((old.created_ms, session_id, key))
-                .map_err(rerr)?;
-        }
-        if let Some(r) = new {
-            by_time
-                .insert((r.created_ms, session_id, key), ())
-                .map_err(rerr)?;
-        }
-    }
-    Ok(())
-}
-
 impl Store for RedbStore {
     fn commit(&self, commit: Commit<'_>) -> Result<(), StoreError> {
-        self.with_db(|db| commit_batch(db, commit))
+        self.with_open(|open| match &open.wal {
+            Some(wal) => wal
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .commit(&open.db, commit),
+            None => commit_batch(&open.db, commit),
+        })
     }
 
     fn receipt(&self, session_id: &str, key: &str) -> Result<Option<Receipt>, StoreError> {

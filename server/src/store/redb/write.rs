@@ -1,7 +1,12 @@
 //! The write transactions of the redb store: a commit (events, metas,
 //! receipts and the conversation index together) and a session's deletion.
 //!
-//! **What a commit costs.** redb's copy-on-write B-tree rewrites, per
+//! A commit of a store on a file is [`fill`]ed into a transaction that
+//! [`super::wal`] commits behind its log's record, without a sync; what
+//! follows is the cost of a durable redb commit, which the log's
+//! checkpoints, a deletion, and a store on a custom backend still pay.
+//!
+//! **What a durable commit costs.** redb's copy-on-write B-tree rewrites, per
 //! commit, every leaf the batch touches and the branches above it, the
 //! table tree naming the changed roots, its own freed-page record and
 //! system tree, and the 320-byte header: one `pwrite` per 4 KiB page and
@@ -17,7 +22,7 @@
 //! that, so merging tables saves little at one session; what would cut the
 //! many-session commit is a layout where a batch touches a few leaves
 //! whatever the number of sessions (an append-ordered log), not fewer
-//! tables.
+//! tables: the write-ahead log is that layout for the sync.
 
 use ::redb::{Database, Durability, ReadableTable};
 use agent_harness_protocol::pb;
@@ -28,10 +33,28 @@ use super::super::receipt;
 use super::super::{Commit, ReceiptWrite, StoreError};
 use super::{
     CONVERSATIONS, EVENTS, FULL_EVENTS, RECEIPTS, RECEIPTS_BY_TIME, SESSION_CONVERSATIONS,
-    SESSIONS, TRANSCRIPTS, encode_meta, rerr, write_receipts,
+    SESSIONS, TRANSCRIPTS, encode_meta, rerr, wal,
 };
 
+/// Commits `commit` as one durable redb transaction of its own (a store
+/// without a write-ahead log: one on a custom backend).
 pub(super) fn commit_batch(db: &Database, commit: Commit<'_>) -> Result<(), StoreError> {
+    let mut txn = db.begin_write().map_err(rerr)?;
+    txn.set_durability(Durability::Immediate).map_err(rerr)?;
+    fill(&txn, commit, None)?;
+    // Dropping `txn` on any error above aborts it: nothing of the batch lands.
+    txn.commit().map_err(rerr)
+}
+
+/// Writes `commit` into `txn`: events, metas, receipts, transcript and
+/// index rows. With `record`, each row written is also appended to it as
+/// the write-ahead log's record of the commit (see [`super::wal::record`]),
+/// from the same bytes: an event is encoded once for both.
+pub(super) fn fill(
+    txn: &::redb::WriteTransaction,
+    commit: Commit<'_>,
+    mut record: Option<&mut Vec<u8>>,
+) -> Result<(), StoreError> {
     let Commit {
         events: batch,
         encoded,
@@ -41,51 +64,65 @@ pub(super) fn commit_batch(db: &Database, commit: Commit<'_>) -> Result<(), Stor
         transcript,
         index,
     } = commit;
-    let mut txn = db.begin_write().map_err(rerr)?;
-    txn.set_durability(Durability::Immediate).map_err(rerr)?;
     {
         let mut buf = Vec::with_capacity(512);
-        let mut put = |table: &mut ::redb::Table<(&str, u64), &[u8]>, ev: &pb::Event| {
+        let encode = |ev: &pb::Event, buf: &mut Vec<u8>| {
             buf.clear();
-            ev.encode(&mut buf)
-                .map_err(|e| StoreError::Rejected(e.to_string()))?;
-            table
-                .insert((ev.session_id.as_str(), ev.seq), buf.as_slice())
-                .map_err(rerr)?;
-            Ok::<_, StoreError>(())
+            ev.encode(buf)
+                .map_err(|e| StoreError::Rejected(e.to_string()))
         };
         if !full.is_empty() {
             let mut whole = txn.open_table(FULL_EVENTS).map_err(rerr)?;
             for ev in full {
-                put(&mut whole, ev)?;
+                encode(ev, &mut buf)?;
+                whole
+                    .insert((ev.session_id.as_str(), ev.seq), buf.as_slice())
+                    .map_err(rerr)?;
+                if let Some(r) = record.as_deref_mut() {
+                    wal::record::full(r, &buf);
+                }
             }
         }
         let mut events = txn.open_table(EVENTS).map_err(rerr)?;
         for (i, ev) in batch.iter().enumerate() {
-            match encoded.get(i) {
-                // Encoded once by the log, for its window as well.
-                Some(bytes) => {
-                    events
-                        .insert((ev.session_id.as_str(), ev.seq), bytes.as_ref())
-                        .map_err(rerr)?;
+            // Encoded once by the log, for its window as well.
+            let bytes = match encoded.get(i) {
+                Some(bytes) => bytes.as_ref(),
+                None => {
+                    encode(ev, &mut buf)?;
+                    buf.as_slice()
                 }
-                None => put(&mut events, ev)?,
+            };
+            events
+                .insert((ev.session_id.as_str(), ev.seq), bytes)
+                .map_err(rerr)?;
+            if let Some(r) = record.as_deref_mut() {
+                wal::record::event(r, bytes);
             }
         }
         let mut sessions = txn.open_table(SESSIONS).map_err(rerr)?;
         for m in metas {
+            let row = encode_meta(m);
             sessions
-                .insert(m.session_id.as_str(), encode_meta(m).as_slice())
+                .insert(m.session_id.as_str(), row.as_slice())
                 .map_err(rerr)?;
+            if let Some(r) = record.as_deref_mut() {
+                wal::record::meta(r, &row);
+            }
         }
     }
     for ev in batch.iter().chain(full) {
         if let Some(id) = conversations::named(ev) {
-            index_conversation(&txn, id, &ev.session_id)?;
+            index_conversation(txn, id, &ev.session_id)?;
         }
     }
     if !receipts.is_empty() {
-        write_receipts(&txn, receipts)?;
+        write_receipts(txn, receipts)?;
+        if let Some(r) = record.as_deref_mut() {
+            for w in receipts {
+                wal::record::receipt_write(r, w);
+            }
+        }
     }
     if !transcript.is_empty() {
         let mut table = txn.open_table(TRANSCRIPTS).map_err(rerr)?;
@@ -102,11 +139,18 @@ pub(super) fn commit_batch(db: &Database, commit: Commit<'_>) -> Result<(), Stor
             table
                 .insert((sid, last + 1), row.as_bytes())
                 .map_err(rerr)?;
+            if let Some(r) = record.as_deref_mut() {
+                wal::record::transcript(r, t);
+            }
         }
     }
-    super::index::put_rows(&txn, index, false)?;
-    // Dropping `txn` on any error above aborts it: nothing of the batch lands.
-    txn.commit().map_err(rerr)
+    super::index::put_rows(txn, index, false)?;
+    if let Some(r) = record {
+        for row in index {
+            wal::record::index(r, &row.encode());
+        }
+    }
+    Ok(())
 }
 
 /// Records that `session_id`'s log names conversation `resume_id`.
@@ -215,4 +259,41 @@ pub(super) fn delete_session(
     }
     txn.commit().map_err(rerr)?;
     Ok(existed)
+}
+
+/// Applies receipt writes inside a write transaction, keeping the by-time
+/// index in step (a replaced or removed receipt takes its index row along).
+pub(super) fn write_receipts(
+    txn: &::redb::WriteTransaction,
+    writes: &[ReceiptWrite],
+) -> Result<(), StoreError> {
+    let mut receipts = txn.open_table(RECEIPTS).map_err(rerr)?;
+    let mut by_time = txn.open_table(RECEIPTS_BY_TIME).map_err(rerr)?;
+    for w in writes {
+        let (session_id, key, new) = match w {
+            ReceiptWrite::Put(r) => (r.session_id.as_str(), r.key.as_str(), Some(r)),
+            ReceiptWrite::Remove { session_id, key } => (session_id.as_str(), key.as_str(), None),
+        };
+        let old = match new {
+            Some(r) => receipts
+                .insert((session_id, key), receipt::encode(r).as_slice())
+                .map_err(rerr)?
+                .and_then(|v| receipt::decode(session_id, v.value())),
+            None => receipts
+                .remove((session_id, key))
+                .map_err(rerr)?
+                .and_then(|v| receipt::decode(session_id, v.value())),
+        };
+        if let Some(old) = old {
+            by_time
+                .remove((old.created_ms, session_id, key))
+                .map_err(rerr)?;
+        }
+        if let Some(r) = new {
+            by_time
+                .insert((r.created_ms, session_id, key), ())
+                .map_err(rerr)?;
+        }
+    }
+    Ok(())
 }
