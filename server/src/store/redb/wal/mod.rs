@@ -174,15 +174,21 @@ impl Header {
     }
 }
 
+/// A record's checksum: CRC-32 of its generation, length and payload.
+fn checksum(generation: u64, payload: &[u8]) -> u32 {
+    let mut sum = crc32fast::Hasher::new();
+    sum.update(&generation.to_le_bytes());
+    sum.update(&(payload.len() as u32).to_le_bytes());
+    sum.update(payload);
+    sum.finalize()
+}
+
 /// Fills in a record's head (its payload follows the `HEAD` bytes left for it).
 fn seal(record: &mut [u8], generation: u64) {
     let len = (record.len() - HEAD) as u32;
-    let mut sum = crc32fast::Hasher::new();
-    sum.update(&generation.to_le_bytes());
-    sum.update(&len.to_le_bytes());
-    sum.update(&record[HEAD..]);
+    let sum = checksum(generation, &record[HEAD..]);
     record[..4].copy_from_slice(&len.to_le_bytes());
-    record[4..8].copy_from_slice(&sum.finalize().to_le_bytes());
+    record[4..8].copy_from_slice(&sum.to_le_bytes());
     record[8..16].copy_from_slice(&generation.to_le_bytes());
 }
 
@@ -197,11 +203,7 @@ fn next_record(bytes: &[u8], generation: u64) -> Option<(&[u8], usize)> {
         return None;
     }
     let payload = bytes.get(HEAD..HEAD + len)?;
-    let mut check = crc32fast::Hasher::new();
-    check.update(&generation.to_le_bytes());
-    check.update(&(len as u32).to_le_bytes());
-    check.update(payload);
-    (check.finalize() == sum).then_some((payload, HEAD + len))
+    (checksum(generation, payload) == sum).then_some((payload, HEAD + len))
 }
 
 /// The log file of the store file at `store`.

@@ -263,3 +263,18 @@ fn a_store_file_restored_beside_its_own_newer_log_gets_the_commits_since() {
     std::fs::copy(path_of(&path), path_of(&older)).unwrap();
     assert_eq!(contents(&open(&older, u64::MAX)), want);
 }
+
+#[test]
+fn a_file_in_the_logs_place_that_is_not_a_log_is_refused_and_left_alone() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("events.redb");
+    std::fs::write(path_of(&path), b"not a log at all, but someone's notes").unwrap();
+    let err = RedbStore::open_with(&path, 1 << 20, u64::MAX).expect_err("refused");
+    assert!(
+        err.to_string()
+            .contains("is not an agent-harness write-ahead log"),
+        "{err}"
+    );
+    let kept = std::fs::read(path_of(&path)).unwrap();
+    assert_eq!(kept, b"not a log at all, but someone's notes");
+}
