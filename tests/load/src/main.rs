@@ -75,6 +75,13 @@ pub struct Args {
     /// Live Codex sessions held for its memory figures (default 10; 2 with --quick).
     #[arg(long)]
     pub codex_sessions: Option<usize>,
+    /// The throughput rows' session counts (repeatable; default 1, 10 and
+    /// 100): one row alone, to profile it.
+    #[arg(long)]
+    pub sessions: Vec<usize>,
+    /// CLI lines per throughput row (default 100,000; 2,000 with --quick).
+    #[arg(long)]
+    pub throughput_lines: Option<u64>,
 }
 
 impl Args {

@@ -63,7 +63,13 @@ pub async fn run(args: &Args) -> Results {
             std::process::exit(2);
         }
     }
-    let sizes = Sizes::new(args.quick);
+    let mut sizes = Sizes::new(args.quick);
+    if !args.sessions.is_empty() {
+        sizes.sessions.clone_from(&args.sessions);
+    }
+    if let Some(n) = args.throughput_lines {
+        sizes.throughput_lines = n;
+    }
     let load_start = loadavg();
     let data = tempfile::tempdir().expect("tempdir");
     let opts = ServerOptions {
