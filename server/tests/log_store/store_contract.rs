@@ -954,14 +954,21 @@ fn crash_mid_commit_leaves_all_or_nothing_of_the_batch() {
 }
 
 /// Rows that cannot be decoded, written into the file behind the store's
-/// back (a damaged disk, an older server): every read goes on. An event row
-/// reads as `unreadable` at its seq (in every read: ranges, pages, the
-/// whole form) with its stored bytes kept for `read_full_bytes`; a meta row
-/// reads as a meta with nothing recorded; a receipt row as no receipt.
+/// back (a damaged disk, an older server): every read goes on. An event
+/// that does not decode reads as `unreadable` at its seq (in every read:
+/// ranges, pages, the whole form) with its stored bytes kept for
+/// `read_full_bytes`, and so does the rest of an events chunk whose framing
+/// is damaged; a meta row reads as a meta with nothing recorded; a receipt
+/// row as no receipt.
 #[test]
 fn redb_rows_that_cannot_be_decoded_read_as_unreadable_or_empty() {
     use agent_harness_protocol::pb::event::Payload;
-    const EVENTS: redb::TableDefinition<(&str, u64), &[u8]> = redb::TableDefinition::new("events");
+    const CHUNKS: redb::TableDefinition<(&str, u64), &[u8]> =
+        redb::TableDefinition::new("event_chunks");
+    fn frame(chunk: &mut Vec<u8>, bytes: &[u8]) {
+        prost::encoding::encode_varint(bytes.len() as u64, chunk);
+        chunk.extend_from_slice(bytes);
+    }
     const SESSIONS: redb::TableDefinition<&str, &[u8]> = redb::TableDefinition::new("sessions");
     const RECEIPTS: redb::TableDefinition<(&str, &str), &[u8]> =
         redb::TableDefinition::new("receipts");
@@ -971,6 +978,7 @@ fn redb_rows_that_cannot_be_decoded_read_as_unreadable_or_empty() {
         let store = RedbStore::open(&path).unwrap();
         append(&store, "s1", 1, 5);
         append(&store, "s2", 1, 2);
+        append(&store, "s3", 1, 1);
         store
             .commit(Commit {
                 receipts: &[ReceiptWrite::Put(receipt("s2", "k1", 10))],
@@ -983,8 +991,19 @@ fn redb_rows_that_cannot_be_decoded_read_as_unreadable_or_empty() {
         let db = redb::Database::open(&path).unwrap();
         let txn = db.begin_write().unwrap();
         {
-            let mut events = txn.open_table(EVENTS).unwrap();
-            events.insert(("s1", 3), garbage).unwrap();
+            let mut events = txn.open_table(CHUNKS).unwrap();
+            // s1's one chunk, its third event replaced by garbage.
+            let mut chunk = Vec::new();
+            for seq in 1..=5 {
+                let e = prost::Message::encode_to_vec(&event("s1", seq));
+                frame(&mut chunk, if seq == 3 { garbage } else { &e });
+            }
+            events.insert(("s1", 1), chunk.as_slice()).unwrap();
+            // s3's chunk: a second frame whose length runs past the row.
+            let mut chunk = Vec::new();
+            frame(&mut chunk, &prost::Message::encode_to_vec(&event("s3", 1)));
+            chunk.extend_from_slice(&[0x7f, 1, 2, 3]);
+            events.insert(("s3", 1), chunk.as_slice()).unwrap();
             let mut sessions = txn.open_table(SESSIONS).unwrap();
             sessions.insert("s2", b"{not json".as_slice()).unwrap();
             let mut receipts = txn.open_table(RECEIPTS).unwrap();
@@ -1021,7 +1040,27 @@ fn redb_rows_that_cannot_be_decoded_read_as_unreadable_or_empty() {
         .into_iter()
         .map(|m| (m.session_id, m.head_seq))
         .collect();
-    assert_eq!(listed, vec![("s1".to_owned(), 5), ("s2".to_owned(), 2)]);
+    assert_eq!(
+        listed,
+        vec![
+            ("s1".to_owned(), 5),
+            ("s2".to_owned(), 2),
+            ("s3".to_owned(), 2)
+        ]
+    );
+    // s3: its first event as ever, the damaged rest as one unreadable event.
+    let s3 = store.read_range("s3", 0, usize::MAX).unwrap();
+    assert_eq!(s3[0], event("s3", 1));
+    assert_eq!(seqs(&s3), vec![1, 2]);
+    assert!(
+        matches!(&s3[1].payload, Some(Payload::Unreadable(u)) if u.size == 4),
+        "{:?}",
+        s3[1]
+    );
+    assert_eq!(
+        store.read_full_bytes("s3", 2).unwrap().as_deref(),
+        Some(&[0x7f, 1, 2, 3][..])
+    );
     // The damaged receipt: as if the key were new; replacing it works.
     assert_eq!(store.receipt("s2", "k1").unwrap(), None);
     store

@@ -241,11 +241,16 @@ async fn retention_deletes_idle_sessions_older_than_the_age_and_keeps_live_ones(
 }
 
 /// Sessions keep being created under `--max-sessions`: the count never
-/// passes the cap and the redb file stops growing.
+/// passes the cap and the redb file stops growing. redb's allocator may
+/// still grow the file once, at any point, where the pages it freed are
+/// not contiguous for a larger page (seen: 276 KiB to 548 KiB, then back to
+/// 412 KiB for the next 300 sessions): the file is measured against twice
+/// its size at the first third. With the cap turned off it fails
+/// (checked).
 #[tokio::test]
 async fn under_max_sessions_the_store_stops_growing() {
     const CAP: usize = 20;
-    const SESSIONS: usize = 150;
+    const SESSIONS: usize = 300;
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("events.redb");
     // On redb whatever the test store: what is measured is the file's size.
@@ -280,12 +285,7 @@ async fn under_max_sessions_the_store_stops_growing() {
     }
     let usage = store.usage().unwrap();
     assert!(usage.bytes <= settled.1 * 3 / 2, "{settled:?} -> {usage:?}");
-    assert!(
-        size() <= settled.0 * 3 / 2,
-        "file {} -> {}",
-        settled.0,
-        size()
-    );
+    assert!(size() <= settled.0 * 2, "file {} -> {}", settled.0, size());
     // The newest sessions are the ones kept.
     let kept = list(&mut c).await;
     assert!(

@@ -134,10 +134,21 @@ async fn the_fixture_store_opens_lists_replays_and_derives_as_written() {
 
 /// The format-2 fixture: its file alone holds none of the history (it was
 /// copied while its server ran, every commit only in the log); with the
-/// log beside it, all of it opens as the format-1 fixture does.
+/// log beside it, all of it opens as the format-1 fixture does, its events
+/// replayed into chunks.
 #[tokio::test]
 async fn the_format_2_fixture_replays_its_write_ahead_log() {
-    let (dir, path) = fixture_copy_of(2);
+    the_fixture_replays_its_write_ahead_log(2).await;
+}
+
+/// The format-3 fixture (events in chunks), as the format-2 one.
+#[tokio::test]
+async fn the_format_3_fixture_replays_its_write_ahead_log() {
+    the_fixture_replays_its_write_ahead_log(3).await;
+}
+
+async fn the_fixture_replays_its_write_ahead_log(format: u64) {
+    let (dir, path) = fixture_copy_of(format);
     let alone = dir.path().join("alone.redb");
     std::fs::copy(&path, &alone).expect("copy the file alone");
     let bare = RedbStore::open(&alone).expect("the file alone opens");

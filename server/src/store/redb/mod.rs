@@ -1,12 +1,14 @@
 //! redb-backed [`Store`]: one file, `<data-dir>/agent-harness.redb`.
 //!
-//! Tables are typed `const TableDefinition`s. Events are keyed by
-//! `(session_id, seq)`, so one session's events are one contiguous key range
-//! and a range scan is a replay. Every [`Store::append_batch`] is one write
-//! transaction with `Durability::Immediate`: the log's writer thread batches
-//! many appends into it (group commit), so there is one fsync per batch, not
-//! per event. Metas are written only when they change; the head of a
-//! session is read back as the last key of its range in the events table.
+//! Tables are typed `const TableDefinition`s. Events are stored in chunks
+//! keyed by `(session_id, first seq)` (see [`chunks`]): one row per run of
+//! a session's consecutive events that one commit wrote, so one session's
+//! events are one contiguous key range and a range scan is a replay. Every
+//! commit is one write transaction: the log's writer thread batches many
+//! appends into it (group commit), made durable by one append to the
+//! write-ahead log (see [`wal`]), so there is one sync per batch, not per
+//! event. Metas are written only when they change; the head of a session
+//! is read back as the last event of its last chunk.
 //! Receipts live in two tables written together: by `(session_id, key)` for
 //! the lookup of a repeat, and by creation time for pruning, so a prune
 //! pass reads only what it deletes. The conversation index
@@ -14,7 +16,7 @@
 //! for the ownership check and by session for deleting a session; a
 //! deletion is one transaction over every table.
 //!
-//! **A row that cannot be decoded never fails a read**: an event row reads
+//! **A row that cannot be decoded never fails a read**: an event reads
 //! as an `unreadable` event at its seq (see [`super::decode_event`]; its
 //! bytes stay readable through [`Store::read_full_bytes`]), a meta row as a
 //! meta with nothing recorded, a receipt row as no receipt, each with a
@@ -29,6 +31,7 @@
 //! fail and are retried on the next one. A store made on a custom backend
 //! cannot be reopened and stays failed.
 
+mod chunks;
 mod filled;
 mod format;
 mod index;
@@ -48,7 +51,6 @@ use ::redb::{
     TableDefinition,
 };
 use agent_harness_protocol::pb;
-use bytes::Bytes;
 use prost::Message;
 
 use self::open::{init, open_file};
@@ -59,8 +61,7 @@ use super::{
     StoreError, StoreUsage, TranscriptEntry, decode_event,
 };
 
-/// `(session_id, seq) -> prost-encoded pb::Event`.
-const EVENTS: TableDefinition<(&str, u64), &[u8]> = TableDefinition::new("events");
+use self::chunks::{Bound, EVENT_CHUNKS};
 /// `(session_id, seq) -> prost-encoded pb::Event`, the whole form of each
 /// event that `events` holds cut down (over the per-event budget): what
 /// `ReadFullEvent` streams. Rows exist only for cut events.
@@ -263,18 +264,11 @@ fn complete(
     events: &impl ReadableTable<(&'static str, u64), &'static [u8]>,
     meta: &mut SessionMeta,
 ) -> Result<(), StoreError> {
-    let sid = meta.session_id.clone();
-    let last = events
-        .range((sid.as_str(), 0)..=(sid.as_str(), u64::MAX))
-        .map_err(rerr)?
-        .next_back()
-        .transpose()
-        .map_err(rerr)?;
     meta.head_seq = 0;
-    if let Some((k, v)) = last {
-        meta.head_seq = k.value().1;
+    if let Some((seq, bytes)) = chunks::last(events, &meta.session_id)? {
+        meta.head_seq = seq;
         // A row whose stamp cannot be read adds no time.
-        let stamp = EventStamp::decode(v.value()).unwrap_or_default();
+        let stamp = EventStamp::decode(bytes.as_slice()).unwrap_or_default();
         meta.updated_ms = meta
             .updated_ms
             .max(super::event_time_ms(stamp.time.as_ref()));
@@ -397,11 +391,8 @@ impl Store for RedbStore {
             if let Some(v) = whole.get((session_id, seq)).map_err(rerr)? {
                 return Ok(Some(decode_event(session_id, seq, v.value())));
             }
-            let events = txn.open_table(EVENTS).map_err(rerr)?;
-            Ok(events
-                .get((session_id, seq))
-                .map_err(rerr)?
-                .map(|v| decode_event(session_id, seq, v.value())))
+            let events = txn.open_table(EVENT_CHUNKS).map_err(rerr)?;
+            Ok(chunks::get(&events, session_id, seq)?.map(|v| decode_event(session_id, seq, &v)))
         })
     }
 
@@ -412,11 +403,8 @@ impl Store for RedbStore {
             if let Some(v) = whole.get((session_id, seq)).map_err(rerr)? {
                 return Ok(Some(v.value().to_vec()));
             }
-            let events = txn.open_table(EVENTS).map_err(rerr)?;
-            Ok(events
-                .get((session_id, seq))
-                .map_err(rerr)?
-                .map(|v| v.value().to_vec()))
+            let events = txn.open_table(EVENT_CHUNKS).map_err(rerr)?;
+            chunks::get(&events, session_id, seq)
         })
     }
 
@@ -502,8 +490,10 @@ impl Store for RedbStore {
     fn usage(&self) -> Result<StoreUsage, StoreError> {
         self.with_db(|db| {
             let txn = db.begin_read().map_err(rerr)?;
-            let events = txn.open_table(EVENTS).map_err(rerr)?;
+            let events = txn.open_table(EVENT_CHUNKS).map_err(rerr)?;
             let sessions = txn.open_table(SESSIONS).map_err(rerr)?;
+            let mut count = 0;
+            chunks::each(&events, |_, _, _| count += 1)?;
             let mut bytes = 0;
             for stats in [
                 events.stats(),
@@ -515,25 +505,14 @@ impl Store for RedbStore {
             }
             Ok(StoreUsage {
                 sessions: sessions.len().map_err(rerr)?,
-                events: events.len().map_err(rerr)?,
+                events: count,
                 bytes,
             })
         })
     }
 }
 
-/// How much a scan takes: at most `limit` events, and once they hold more
-/// than `max_bytes` of encodings (each counted as at most `event_cap`, the
-/// size it is streamed at) no more; always at least one.
-#[derive(Clone, Copy)]
-struct Bound {
-    limit: usize,
-    max_bytes: usize,
-    event_cap: usize,
-}
-
-/// Events of `session_id` with seqs in `seqs`, ascending (or descending
-/// when `rev`), within `bound`, as stored (undecoded).
+/// Events of `session_id` with seqs in `seqs` (see [`chunks::scan`]).
 fn scan(
     db: &Database,
     session_id: &str,
@@ -542,32 +521,14 @@ fn scan(
     bound: Bound,
 ) -> Result<Vec<RawEvent>, StoreError> {
     let txn = db.begin_read().map_err(rerr)?;
-    let table = txn.open_table(EVENTS).map_err(rerr)?;
-    let range = table
-        .range((session_id, *seqs.start())..=(session_id, *seqs.end()))
-        .map_err(rerr)?;
-    let rows: Box<dyn Iterator<Item = _>> = if rev {
-        Box::new(range.rev())
-    } else {
-        Box::new(range)
-    };
-    let mut out = Vec::new();
-    let mut bytes = 0usize;
-    for row in rows.take(bound.limit) {
-        let (k, v) = row.map_err(rerr)?;
-        bytes = bytes.saturating_add(v.value().len().min(bound.event_cap));
-        if !out.is_empty() && bytes > bound.max_bytes {
-            break;
-        }
-        out.push((k.value().1, Bytes::copy_from_slice(v.value())));
-    }
-    Ok(out)
+    let table = txn.open_table(EVENT_CHUNKS).map_err(rerr)?;
+    chunks::scan(&table, session_id, seqs, rev, bound)
 }
 
 fn read_meta(db: &Database, session_id: &str) -> Result<Option<SessionMeta>, StoreError> {
     let txn = db.begin_read().map_err(rerr)?;
     let table = txn.open_table(SESSIONS).map_err(rerr)?;
-    let events = txn.open_table(EVENTS).map_err(rerr)?;
+    let events = txn.open_table(EVENT_CHUNKS).map_err(rerr)?;
     match table.get(session_id).map_err(rerr)? {
         Some(v) => {
             let mut meta = decode_meta(session_id, v.value());
@@ -587,7 +548,7 @@ fn read_sessions(
     use std::ops::Bound;
     let txn = db.begin_read().map_err(rerr)?;
     let table = txn.open_table(SESSIONS).map_err(rerr)?;
-    let events = txn.open_table(EVENTS).map_err(rerr)?;
+    let events = txn.open_table(EVENT_CHUNKS).map_err(rerr)?;
     let start = after.map_or(Bound::Unbounded, Bound::Excluded);
     let mut out = Vec::new();
     for row in table

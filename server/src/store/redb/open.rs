@@ -9,8 +9,8 @@ use ::redb::Database;
 use super::super::StoreError;
 use super::write::index_conversations;
 use super::{
-    CONVERSATIONS, EVENTS, FULL_EVENTS, Open, RECEIPTS, RECEIPTS_BY_TIME, SESSION_CONVERSATIONS,
-    SESSIONS, TRANSCRIPTS, filled, format, index, rerr, wal,
+    CONVERSATIONS, FULL_EVENTS, Open, RECEIPTS, RECEIPTS_BY_TIME, SESSION_CONVERSATIONS, SESSIONS,
+    TRANSCRIPTS, filled, format, index, rerr, wal,
 };
 
 /// Opens (or creates) the file with a page cache of `cache_bytes`.
@@ -64,7 +64,7 @@ pub(super) fn init(db: &Database, shown: &str) -> Result<(), StoreError> {
         .list_tables()
         .map_err(rerr)?
         .any(|t| ::redb::TableHandle::name(&t) == "conversations");
-    txn.open_table(EVENTS).map_err(rerr)?;
+    txn.open_table(super::chunks::EVENT_CHUNKS).map_err(rerr)?;
     txn.open_table(FULL_EVENTS).map_err(rerr)?;
     txn.open_table(SESSIONS).map_err(rerr)?;
     txn.open_table(RECEIPTS).map_err(rerr)?;

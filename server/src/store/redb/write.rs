@@ -22,7 +22,9 @@
 //! that, so merging tables saves little at one session; what would cut the
 //! many-session commit is a layout where a batch touches a few leaves
 //! whatever the number of sessions (an append-ordered log), not fewer
-//! tables: the write-ahead log is that layout for the sync.
+//! tables: the write-ahead log is that layout for the sync. The events of
+//! a batch go in as one chunk per session (see [`super::chunks`]): one
+//! B-tree insert per session a commit touches, not one per event.
 
 use ::redb::{Database, Durability, ReadableTable};
 use agent_harness_protocol::pb;
@@ -31,9 +33,10 @@ use prost::Message;
 use super::super::conversations::{self, Naming};
 use super::super::receipt;
 use super::super::{Commit, ReceiptWrite, StoreError};
+use super::chunks::{self, Chunker, EVENT_CHUNKS};
 use super::{
-    CONVERSATIONS, EVENTS, FULL_EVENTS, RECEIPTS, RECEIPTS_BY_TIME, SESSION_CONVERSATIONS,
-    SESSIONS, TRANSCRIPTS, encode_meta, rerr, wal,
+    CONVERSATIONS, FULL_EVENTS, RECEIPTS, RECEIPTS_BY_TIME, SESSION_CONVERSATIONS, SESSIONS,
+    TRANSCRIPTS, encode_meta, rerr, wal,
 };
 
 /// Commits `commit` as one durable redb transaction of its own (a store
@@ -83,7 +86,8 @@ pub(super) fn fill(
                 }
             }
         }
-        let mut events = txn.open_table(EVENTS).map_err(rerr)?;
+        let mut events = txn.open_table(EVENT_CHUNKS).map_err(rerr)?;
+        let mut chunker = Chunker::new();
         for (i, ev) in batch.iter().enumerate() {
             // Encoded once by the log, for its window as well.
             let bytes = match encoded.get(i) {
@@ -93,13 +97,12 @@ pub(super) fn fill(
                     buf.as_slice()
                 }
             };
-            events
-                .insert((ev.session_id.as_str(), ev.seq), bytes)
-                .map_err(rerr)?;
+            chunker.push(&mut events, &ev.session_id, ev.seq, bytes)?;
             if let Some(r) = record.as_deref_mut() {
                 wal::record::event(r, bytes);
             }
         }
+        chunker.flush(&mut events)?;
         let mut sessions = txn.open_table(SESSIONS).map_err(rerr)?;
         for m in metas {
             let row = encode_meta(m);
@@ -175,13 +178,12 @@ pub(super) fn index_conversation(
 pub(super) fn index_conversations(txn: &::redb::WriteTransaction) -> Result<(), StoreError> {
     let mut named = Vec::new();
     {
-        let events = txn.open_table(EVENTS).map_err(rerr)?;
-        for row in events.iter().map_err(rerr)? {
-            let (k, v) = row.map_err(rerr)?;
-            if let Some(id) = Naming::of(v.value()) {
-                named.push((id, k.value().0.to_owned()));
+        let events = txn.open_table(EVENT_CHUNKS).map_err(rerr)?;
+        chunks::each(&events, |sid, _, bytes| {
+            if let Some(id) = Naming::of(bytes) {
+                named.push((id, sid.to_owned()));
             }
-        }
+        })?;
     }
     for (resume_id, session_id) in &named {
         index_conversation(txn, resume_id, session_id)?;
@@ -207,7 +209,7 @@ pub(super) fn delete_session(
     txn.set_durability(Durability::Immediate).map_err(rerr)?;
     let existed = {
         let all = (sid, 0)..=(sid, u64::MAX);
-        let mut events = txn.open_table(EVENTS).map_err(rerr)?;
+        let mut events = txn.open_table(EVENT_CHUNKS).map_err(rerr)?;
         let had_events = events.range(all.clone()).map_err(rerr)?.next().is_some();
         events.retain_in(all.clone(), |_, _| false).map_err(rerr)?;
         let mut whole = txn.open_table(FULL_EVENTS).map_err(rerr)?;
