@@ -1,6 +1,6 @@
 //! Host control requests on the live process (`control_request` →
 //! `control_response`): sent by [`Run::send_control`], answered from stdout
-//! ([`Run::control_replies`]), timed out by [`Run::control_timeouts`], and
+//! ([`Run::answered`]), timed out by [`Run::control_timeouts`], and
 //! failed when the process ends.
 //!
 //! A request may carry a [`Record`]: an event to append when the CLI says
@@ -105,7 +105,7 @@ fn refused_in_success(response: &serde_json::Value) -> Option<String> {
 
 impl Run {
     /// Sends a control request; the answer comes back through stdout
-    /// ([`Run::control_replies`]), a timeout ([`Run::control_timeouts`]) or
+    /// ([`Run::answered`]), a timeout ([`Run::control_timeouts`]) or
     /// the exit.
     pub(super) async fn send_control(
         &mut self,
@@ -193,16 +193,9 @@ impl Run {
 
     /// Hands the CLI's answers to whoever waits for them, first committing
     /// what a successful one records. Called after the batch the answers
-    /// came in was appended, so a recorded event follows what the CLI wrote
-    /// before its answer.
-    pub(super) async fn control_replies(&mut self) {
-        let replies = self.decoder.take_control_replies();
-        self.answered(replies).await;
-    }
-
-    /// Hands `replies` to whoever waits for them (see
-    /// [`Run::control_replies`]).
-    async fn answered(&mut self, replies: Vec<ControlReply>) {
+    /// came in was appended (see [`Run::settle`]), so a recorded event
+    /// follows what the CLI wrote before its answer.
+    pub(super) async fn answered(&mut self, replies: Vec<ControlReply>) {
         for r in replies {
             // An answer is activity: a caller that asks again right after
             // (RewindFiles previews, then rewinds) must find the process.

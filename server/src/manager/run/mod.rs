@@ -23,6 +23,7 @@ pub use self::control::CONTROL_TIMEOUT;
 use self::control::PendingControl;
 pub(crate) use self::control::{Answered, ControlFailure, ControlReplyTx, Record};
 pub(super) use self::end::supervised;
+use self::stdout::{Batch, take_lines};
 use agent_harness_protocol::vocab::stop_source;
 
 use std::collections::HashMap;
@@ -195,6 +196,10 @@ pub(super) struct Run {
     policy_refused: bool,
     /// Where this run reports itself idle, and hears that it must go.
     idle: IdleEntry,
+    /// Lines normalized while the last batch was being committed: the
+    /// decoder has seen them, so they are committed before anything else
+    /// reaches it.
+    ahead: Option<Batch>,
     /// Ended to keep the idle processes under `--max-idle-runs` (decides
     /// the run_end: IDLE_EVICTED rather than IDLE_TIMEOUT).
     evicted: bool,
@@ -244,6 +249,7 @@ impl Run {
             deleting: false,
             policy_refused: false,
             idle,
+            ahead: None,
             evicted: false,
             evict_refused_at: None,
         }
@@ -255,6 +261,11 @@ impl Run {
         let mut stdout_open = true;
         let mut cmds_open = true;
         let exit = loop {
+            if let Some(batch) = self.ahead.take() {
+                // Before any command: the decoder is past these lines.
+                self.ahead = self.settle(batch, claim.cmds.is_empty()).await;
+                continue;
+            }
             let evictable = self.evictable_since();
             self.idle.set(evictable);
             let deadline = self.next_deadline();
@@ -268,14 +279,8 @@ impl Run {
                 },
                 line = self.stdout.recv(), if stdout_open => match line {
                     Some(first) => {
-                        let mut lines = vec![first];
-                        while lines.len() < MAX_LINES_PER_BATCH {
-                            match self.stdout.try_recv() {
-                                Ok(l) => lines.push(l),
-                                Err(_) => break,
-                            }
-                        }
-                        self.lines(lines).await;
+                        let lines = take_lines(&mut self.stdout, first, MAX_LINES_PER_BATCH);
+                        self.ahead = self.lines(lines, claim.cmds.is_empty()).await;
                     }
                     None => stdout_open = false,
                 },
@@ -291,6 +296,9 @@ impl Run {
                 since = self.idle.told() => self.evict(since).await,
             }
         };
+        while let Some(batch) = self.ahead.take() {
+            self.ahead = self.settle(batch, false).await;
+        }
         self.idle.set(None);
         self.ladder.step(Input::Exited, Instant::now());
         // Lines written just before the exit are still in the pipe.
@@ -301,7 +309,10 @@ impl Run {
                     while let Ok(l) = self.stdout.try_recv() {
                         lines.push(l);
                     }
-                    self.lines(lines).await;
+                    let mut ahead = self.lines(lines, false).await;
+                    while let Some(batch) = ahead {
+                        ahead = self.settle(batch, false).await;
+                    }
                 }
                 Ok(None) | Err(_) => stdout_open = false,
             }

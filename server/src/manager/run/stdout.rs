@@ -8,9 +8,11 @@ use agent_harness_protocol::pb;
 use agent_harness_protocol::pb::event::Payload;
 use tokio::time::Instant;
 
+use tokio::sync::mpsc;
+
 use super::super::ladder::Input;
-use super::Run;
-use crate::adapter::{Decoder, StdoutLine};
+use super::{MAX_LINES_PER_BATCH, Run};
+use crate::adapter::{ControlReply, Decoder, StdoutLine};
 use crate::log::{Commit, MetaChange, NewEvent};
 use crate::partial::Change;
 use crate::store::{ReceiptWrite, TranscriptEntry};
@@ -72,7 +74,50 @@ impl Run {
 
     /// One commit to the session's log (see [`Run::commit_events`]).
     async fn commit(&mut self, commit: Commit) -> Result<Vec<pb::Event>, String> {
-        match self.logs.commit(&self.session_id, commit).await {
+        let committed = self.logs.commit(&self.session_id, commit).await;
+        self.committed(committed).await
+    }
+
+    /// One commit of a batch of lines; while it is under way, and when
+    /// `read_ahead`, the next lines stdout has are read and normalized
+    /// (the run task's share of a batch overlaps the writer's), and come
+    /// back as the next batch. They are the decoder's past from then on,
+    /// so the caller settles that batch before anything else reaches the
+    /// decoder (a command's input, see [`Run::run`]).
+    async fn commit_reading_ahead(
+        &mut self,
+        commit: Commit,
+        read_ahead: bool,
+    ) -> (Result<Vec<pb::Event>, String>, Option<Batch>) {
+        let mut want = read_ahead;
+        let mut ahead = None;
+        let committed = {
+            let commit = self.logs.commit(&self.session_id, commit);
+            tokio::pin!(commit);
+            loop {
+                tokio::select! {
+                    biased;
+                    done = &mut commit => break done,
+                    line = self.stdout.recv(), if want => {
+                        want = false;
+                        if let Some(first) = line {
+                            let lines = take_lines(&mut self.stdout, first, MAX_LINES_PER_BATCH);
+                            ahead = Some(normalize_batch(self.decoder.as_mut(), lines));
+                        }
+                    }
+                }
+            }
+        };
+        (self.committed(committed).await, ahead)
+    }
+
+    /// Folds and reacts to a commit's events, or, when it failed, ends the
+    /// process (see [`Run::commit_events`]).
+    async fn committed(
+        &mut self,
+        committed: Result<Vec<pb::Event>, crate::log::LogError>,
+    ) -> Result<Vec<pb::Event>, String> {
+        match committed {
             Ok(events) => {
                 self.fold.applied(&events);
                 for e in &events {
@@ -130,19 +175,34 @@ impl Run {
         }
     }
 
-    /// Normalizes and appends a batch of lines, and publishes what they
-    /// changed in the message being written (live typing, see
-    /// [`crate::partial`]): the changes of the lines before the batch's
-    /// first event at once (they follow only events already committed, so a
-    /// block's last fragments go out before its `content` even when they
-    /// share a batch); of the rest, the blocks they complete are closed
-    /// before the commit, and everything is applied after it.
-    pub(super) async fn lines(&mut self, lines: Vec<StdoutLine>) {
+    /// Normalizes and appends a batch of lines (see [`Run::settle`]);
+    /// returns the batch read ahead meanwhile, if any.
+    pub(super) async fn lines(
+        &mut self,
+        lines: Vec<StdoutLine>,
+        read_ahead: bool,
+    ) -> Option<Batch> {
+        let batch = normalize_batch(self.decoder.as_mut(), lines);
+        self.settle(batch, read_ahead).await
+    }
+
+    /// Appends a normalized batch, and publishes what its lines changed in
+    /// the message being written (live typing, see [`crate::partial`]):
+    /// the changes of the lines before the batch's first event at once
+    /// (they follow only events already committed, so a block's last
+    /// fragments go out before its `content` even when they share a
+    /// batch); of the rest, the blocks they complete are closed before the
+    /// commit, and everything is applied after it. Then the CLI's answers
+    /// to control requests the lines carried. With `read_ahead`, the next
+    /// lines are normalized while the commit is under way and returned as
+    /// the next batch (see [`Run::commit_reading_ahead`]).
+    pub(super) async fn settle(&mut self, batch: Batch, read_ahead: bool) -> Option<Batch> {
         let Batch {
             payloads,
             now,
             later,
-        } = normalize_batch(self.decoder.as_mut(), lines);
+            replies,
+        } = batch;
         self.count_partial(&now, &later);
         let before = self.typing.as_ref().map(|t| {
             t.publish(&self.run_id, &now);
@@ -154,15 +214,18 @@ impl Run {
         // its events: a node that resumes the conversation later has every
         // message the log shows.
         let transcript = self.transcript_entries();
+        let mut ahead = None;
         if !payloads.is_empty() || !transcript.is_empty() {
             let events = self.new_events(payloads);
-            let _ = self
-                .commit(Commit {
-                    events,
-                    transcript,
-                    ..Commit::default()
-                })
-                .await;
+            let commit = Commit {
+                events,
+                transcript,
+                ..Commit::default()
+            };
+            ahead = self
+                .commit_reading_ahead(commit, read_ahead && !refused)
+                .await
+                .1;
         }
         if refused {
             // Ended at once (SIGINT first): a turn in a mode beyond the
@@ -173,7 +236,8 @@ impl Run {
         if let (Some(t), Some(before)) = (&self.typing, before) {
             t.publish_after(&self.run_id, &later, before);
         }
-        self.control_replies().await;
+        self.answered(replies).await;
+        ahead
     }
 
     /// The transcript lines the decoder took aside since the last batch,
@@ -211,7 +275,7 @@ impl Run {
 }
 
 /// A batch of stdout lines, normalized.
-struct Batch {
+pub(super) struct Batch {
     /// The events to append.
     payloads: Vec<(Payload, String)>,
     /// Live-typing changes of the lines before the first event: published
@@ -219,15 +283,35 @@ struct Batch {
     now: Vec<Change>,
     /// The other changes: removals before the commit, all after it.
     later: Vec<Change>,
+    /// The CLI's answers to control requests among the lines: handed on
+    /// after the batch is committed.
+    replies: Vec<ControlReply>,
+}
+
+/// `first` and the lines after it that stdout already has, up to `max`.
+pub(super) fn take_lines(
+    stdout: &mut mpsc::Receiver<StdoutLine>,
+    first: StdoutLine,
+    max: usize,
+) -> Vec<StdoutLine> {
+    let mut lines = vec![first];
+    while lines.len() < max {
+        match stdout.try_recv() {
+            Ok(l) => lines.push(l),
+            Err(_) => break,
+        }
+    }
+    lines
 }
 
 /// Each line is handed over, so an event keeps it as its `cli_line`
 /// without a copy.
-fn normalize_batch(decoder: &mut dyn Decoder, lines: Vec<StdoutLine>) -> Batch {
+pub(super) fn normalize_batch(decoder: &mut dyn Decoder, lines: Vec<StdoutLine>) -> Batch {
     let mut batch = Batch {
         payloads: Vec::new(),
         now: Vec::new(),
         later: Vec::new(),
+        replies: Vec::new(),
     };
     for l in lines {
         batch.payloads.extend(decoder.line_owned(l));
@@ -238,6 +322,7 @@ fn normalize_batch(decoder: &mut dyn Decoder, lines: Vec<StdoutLine>) -> Batch {
             batch.later.extend(changes);
         }
     }
+    batch.replies = decoder.take_control_replies();
     batch
 }
 
