@@ -296,9 +296,9 @@ impl Run {
                 since = self.idle.told() => self.evict(since).await,
             }
         };
-        while let Some(batch) = self.ahead.take() {
-            self.ahead = self.settle(batch, false).await;
-        }
+        // The loop settles a batch read ahead before it selects again, so
+        // none is left when it sees the exit.
+        debug_assert!(self.ahead.is_none());
         self.idle.set(None);
         self.ladder.step(Input::Exited, Instant::now());
         // Lines written just before the exit are still in the pipe.
@@ -309,10 +309,8 @@ impl Run {
                     while let Ok(l) = self.stdout.try_recv() {
                         lines.push(l);
                     }
-                    let mut ahead = self.lines(lines, false).await;
-                    while let Some(batch) = ahead {
-                        ahead = self.settle(batch, false).await;
-                    }
+                    // Without reading ahead: nothing comes back.
+                    self.lines(lines, false).await;
                 }
                 Ok(None) | Err(_) => stdout_open = false,
             }

@@ -259,7 +259,7 @@ pub(super) fn get(
         event_cap: usize::MAX,
     };
     let found = scan(table, session_id, seq..=seq, false, bound)?;
-    Ok(found.into_iter().next().map(|(_, b)| b.to_vec()))
+    Ok(found.into_iter().next().map(|(_, b)| Vec::from(b)))
 }
 
 /// The last stored event of `session_id`: its seq and bytes.
