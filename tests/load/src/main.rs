@@ -77,11 +77,20 @@ pub struct Args {
     pub codex_sessions: Option<usize>,
     /// The throughput rows' session counts (repeatable; default 1, 10 and
     /// 100): one row alone, to profile it.
-    #[arg(long)]
+    #[arg(long, value_parser = at_least_one)]
     pub sessions: Vec<usize>,
     /// CLI lines per throughput row (default 100,000; 2,000 with --quick).
-    #[arg(long)]
+    #[arg(long, value_parser = clap::value_parser!(u64).range(1..))]
     pub throughput_lines: Option<u64>,
+}
+
+/// A count of at least one (a row of no sessions measures nothing).
+fn at_least_one(text: &str) -> Result<usize, String> {
+    match text.parse::<usize>() {
+        Ok(0) => Err("must be at least 1".into()),
+        Ok(n) => Ok(n),
+        Err(e) => Err(e.to_string()),
+    }
 }
 
 impl Args {
@@ -130,5 +139,30 @@ fn main() {
     if let Some(path) = &args.json {
         let json = serde_json::to_string_pretty(&results).expect("serialize results");
         std::fs::write(path, json).unwrap_or_else(|e| panic!("write {}: {e}", path.display()));
+    }
+}
+
+#[cfg(test)]
+mod args_tests {
+    use clap::Parser;
+
+    use super::Args;
+
+    #[test]
+    fn a_throughput_row_of_nothing_is_refused() {
+        for bad in [
+            &["load", "--sessions", "0"][..],
+            &["load", "--sessions", "x"],
+            &["load", "--throughput-lines", "0"],
+        ] {
+            let err = Args::try_parse_from(bad).expect_err("refused");
+            assert_eq!(
+                err.kind(),
+                clap::error::ErrorKind::ValueValidation,
+                "{bad:?}"
+            );
+        }
+        let ok = Args::try_parse_from(["load", "--sessions", "1", "--sessions", "100"]).unwrap();
+        assert_eq!(ok.sessions, vec![1, 100]);
     }
 }
