@@ -82,6 +82,12 @@ pub struct Args {
     /// CLI lines per throughput row (default 100,000; 2,000 with --quick).
     #[arg(long, value_parser = clap::value_parser!(u64).range(1..))]
     pub throughput_lines: Option<u64>,
+    /// Subscribers decode every message into the generated types, as a
+    /// real client does, instead of reading only the fields measured from
+    /// its bytes (the default, as the JetStream driver reads its 8-byte
+    /// stamp; with --quick each message is read both ways and compared).
+    #[arg(long)]
+    pub full_decode: bool,
 }
 
 /// A count of at least one (a row of no sessions measures nothing).
@@ -110,6 +116,13 @@ impl Args {
 
 fn main() {
     let args = Args::parse();
+    ours::set_decode(if args.full_decode {
+        ours::Decode::Full
+    } else if args.quick {
+        ours::Decode::LeanChecked
+    } else {
+        ours::Decode::Lean
+    });
     // Before anything is measured, not half an hour into the run.
     if args.runs_postgres() && args.store_url.is_none() && !agent_harness_pg_temp::installed() {
         eprintln!(

@@ -11,6 +11,34 @@ use std::time::{Duration, Instant};
 use agent_harness_protocol::pb::session_service_client::SessionServiceClient;
 use tonic::transport::{Channel, Endpoint};
 
+/// The largest message the tool's clients send or accept.
+pub const MAX_MESSAGE_BYTES: usize = 4 * 1024 * 1024;
+
+/// One HTTP/2 connection to the server: the generated client on it, and
+/// the channel itself for the lean subscriber (`ours::lean`). Derefs to
+/// the generated client.
+#[derive(Clone)]
+pub struct Conn {
+    /// The generated client.
+    pub rpc: SessionServiceClient<Channel>,
+    /// The connection.
+    pub channel: Channel,
+}
+
+impl std::ops::Deref for Conn {
+    type Target = SessionServiceClient<Channel>;
+
+    fn deref(&self) -> &Self::Target {
+        &self.rpc
+    }
+}
+
+impl std::ops::DerefMut for Conn {
+    fn deref_mut(&mut self) -> &mut Self::Target {
+        &mut self.rpc
+    }
+}
+
 /// How to start the server.
 #[derive(Debug, Clone)]
 pub struct ServerOptions {
@@ -87,16 +115,19 @@ impl Server {
     }
 
     /// A new HTTP/2 connection (each has its own stream limit and socket).
-    pub async fn connect(&self) -> SessionServiceClient<Channel> {
+    pub async fn connect(&self) -> Conn {
         let channel = Endpoint::from_shared(format!("http://{}", self.addr))
             .expect("uri")
             .tcp_nodelay(true)
             .connect()
             .await
             .expect("connect to the server");
-        SessionServiceClient::new(channel)
-            .max_decoding_message_size(4 * 1024 * 1024)
-            .max_encoding_message_size(4 * 1024 * 1024)
+        Conn {
+            rpc: SessionServiceClient::new(channel.clone())
+                .max_decoding_message_size(MAX_MESSAGE_BYTES)
+                .max_encoding_message_size(MAX_MESSAGE_BYTES),
+            channel,
+        }
     }
 
     /// Resident set size, bytes (`VmRSS`).

@@ -260,7 +260,7 @@ pub async fn run(server: &Server, id: &str, spec: Spec) -> Row {
     let mut ready = Vec::with_capacity(spec.subscribers);
     for i in 0..spec.subscribers {
         let (tx, rx) = tokio::sync::oneshot::channel();
-        let client = conns[i / STREAMS_PER_CONNECTION].clone();
+        let client = conns[i / STREAMS_PER_CONNECTION].rpc.clone();
         followers.push(tokio::spawn(follow(
             client,
             id.into(),

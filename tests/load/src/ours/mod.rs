@@ -6,6 +6,7 @@
 pub mod deltas;
 pub mod fanout;
 pub mod idle;
+pub mod lean;
 pub mod replay;
 pub mod spawn;
 pub mod throughput;
@@ -17,6 +18,8 @@ use agent_harness_protocol::pb::session_service_client::SessionServiceClient;
 use agent_harness_protocol::pb::subscribe_response::Kind;
 use futures::StreamExt;
 use tonic::transport::Channel;
+
+use crate::server::Conn;
 
 /// Bytes per CLI line the stand-in writes (an assistant text line of the
 /// size the first measurements used).
@@ -67,13 +70,10 @@ pub fn now_nanos() -> i128 {
         .as_nanos() as i128
 }
 
-/// When the stand-in wrote this content event's line: `t=` in its text,
-/// or for a streamed message its last fragment's stamp (written with it).
-pub fn written_at(event: &pb::Event) -> Option<i128> {
-    let Some(pb::event::Payload::Content(c)) = &event.payload else {
-        return None;
-    };
-    let text = &c.blocks.first()?.text;
+/// When the stand-in wrote a content event's line, from its first text
+/// block: `t=` in it, or for a streamed message its last fragment's stamp
+/// (written with it).
+pub fn written_at(text: &str) -> Option<i128> {
     if let Some(us) = agent_harness_load::stamp::stamps(text).last() {
         return Some(us as i128 * 1000);
     }
@@ -121,27 +121,151 @@ impl Seen {
     /// Counts one event; true when it is a `turn_end`. Panics on a gap.
     /// Delays are sampled only once `live` (after `caught_up`).
     pub fn record(&mut self, id: &str, e: &pb::Event, live: bool) -> bool {
+        let payload = match &e.payload {
+            Some(pb::event::Payload::Content(c)) => lean::Payload::Content {
+                text: c.blocks.first().map_or("", |b| b.text.as_str()),
+            },
+            Some(pb::event::Payload::TurnEnd(_)) => lean::Payload::TurnEnd,
+            _ => lean::Payload::Other,
+        };
+        self.record_lean(
+            id,
+            &lean::Ev {
+                seq: e.seq,
+                len: prost::Message::encoded_len(e),
+                time: sequenced_at(e),
+                payload,
+            },
+            live,
+        )
+    }
+
+    /// [`Seen::record`] of an event read by the lean reader.
+    pub fn record_lean(&mut self, id: &str, e: &lean::Ev<'_>, live: bool) -> bool {
         let now = now_nanos();
         assert_eq!(e.seq, self.head + 1, "{id}: gap after seq {}", self.head);
         self.head = e.seq;
         self.events += 1;
-        self.bytes += prost::Message::encoded_len(e) as u64;
-        match &e.payload {
-            Some(pb::event::Payload::Content(_)) => {
+        self.bytes += e.len as u64;
+        match e.payload {
+            lean::Payload::Content { text } => {
                 self.contents += 1;
                 if live {
-                    if let Some(t) = written_at(e) {
+                    if let Some(t) = written_at(text) {
                         self.from_write.push(micros(t, now));
                     }
-                    if let Some(t) = sequenced_at(e) {
+                    if let Some(t) = e.time {
                         self.from_commit.push(micros(t, now));
                     }
                 }
                 false
             }
-            Some(pb::event::Payload::TurnEnd(_)) => true,
-            _ => false,
+            lean::Payload::TurnEnd => true,
+            lean::Payload::Other => false,
         }
+    }
+}
+
+/// How the tool's subscribers read each message (set once, from the
+/// command line, before any row runs).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Decode {
+    /// Only what the measurement needs, from the bytes ([`lean`]).
+    Lean,
+    /// Lean, and every message also decoded with the generated types and
+    /// compared ([`lean::cross_check`]): the smoke run's proof of the
+    /// lean reader.
+    LeanChecked,
+    /// Every message decoded with the generated types, as a real client
+    /// does (and as this tool did before 2026-12-03).
+    Full,
+}
+
+static DECODE: std::sync::OnceLock<Decode> = std::sync::OnceLock::new();
+
+/// Sets how subscribers read (the first call wins).
+pub fn set_decode(decode: Decode) {
+    let _ = DECODE.set(decode);
+}
+
+/// How subscribers read ([`Decode::Lean`] unless set).
+pub fn decode_mode() -> Decode {
+    DECODE.get().copied().unwrap_or(Decode::Lean)
+}
+
+/// A Subscribe whose messages arrive as their bytes.
+pub async fn subscribe_raw(
+    conn: &Conn,
+    request: pb::SubscribeRequest,
+) -> Result<tonic::Streaming<bytes::Bytes>, tonic::Status> {
+    let mut grpc = tonic::client::Grpc::new(conn.channel.clone())
+        .max_decoding_message_size(crate::server::MAX_MESSAGE_BYTES);
+    grpc.ready()
+        .await
+        .map_err(|e| tonic::Status::unavailable(format!("connection not ready: {e}")))?;
+    let path = tonic::codegen::http::uri::PathAndQuery::from_static(
+        "/agentharness.v1.SessionService/Subscribe",
+    );
+    Ok(grpc
+        .server_streaming(tonic::Request::new(request), path, lean::RawCodec)
+        .await?
+        .into_inner())
+}
+
+/// One message of a Subscribe stream, read as [`decode_mode`] says.
+pub enum Received {
+    /// Read by the generated types.
+    Full(Box<pb::SubscribeResponse>),
+    /// The bytes, for [`lean::parse`].
+    Raw(bytes::Bytes),
+}
+
+/// A Subscribe stream read as [`decode_mode`] says.
+pub enum Stream {
+    /// Generated types.
+    Full(tonic::Streaming<pb::SubscribeResponse>),
+    /// Bytes.
+    Raw(tonic::Streaming<bytes::Bytes>),
+}
+
+impl Stream {
+    /// Opens a Subscribe on `conn`.
+    pub async fn open(conn: &Conn, request: pb::SubscribeRequest) -> Result<Self, tonic::Status> {
+        Ok(match decode_mode() {
+            Decode::Full => Stream::Full(conn.rpc.clone().subscribe(request).await?.into_inner()),
+            Decode::Lean | Decode::LeanChecked => Stream::Raw(subscribe_raw(conn, request).await?),
+        })
+    }
+
+    /// The next message; `None` at the stream's end.
+    pub async fn next(&mut self) -> Option<Result<Received, tonic::Status>> {
+        match self {
+            Stream::Full(s) => s
+                .next()
+                .await
+                .map(|r| r.map(|m| Received::Full(Box::new(m)))),
+            Stream::Raw(s) => s.next().await.map(|r| r.map(Received::Raw)),
+        }
+    }
+}
+
+/// Reads `bytes` with the lean reader (checked against the generated types
+/// under [`Decode::LeanChecked`]); panics on a message it cannot read.
+pub fn read_lean<'a>(id: &str, bytes: &'a [u8]) -> lean::Msg<'a> {
+    let msg = lean::parse(bytes).unwrap_or_else(|e| panic!("Subscribe {id}: {e}"));
+    if decode_mode() == Decode::LeanChecked {
+        lean::cross_check(bytes, &msg);
+    }
+    msg
+}
+
+/// A generated message as the lean reader's view of it.
+pub fn as_lean(m: &pb::SubscribeResponse) -> (lean::Msg<'_>, Option<&pb::Event>) {
+    match &m.kind {
+        Some(Kind::Replay(r)) => (lean::Msg::Replay { reset: r.reset }, None),
+        Some(Kind::CaughtUp(_)) => (lean::Msg::CaughtUp, None),
+        Some(Kind::Event(e)) => (lean::Msg::Other, Some(e)),
+        Some(Kind::Heartbeat(_) | Kind::Delta(_)) | None => (lean::Msg::Other, None),
     }
 }
 
@@ -150,21 +274,22 @@ impl Seen {
 /// `caught_up`. Panics on a gap, a reset or a stream error: a lossy
 /// measurement is no measurement.
 pub async fn follow(
-    mut client: SessionServiceClient<Channel>,
+    conn: Conn,
     id: String,
     after_seq: u64,
     turns: u64,
     ready: Option<tokio::sync::oneshot::Sender<()>>,
 ) -> Seen {
-    let mut stream = client
-        .subscribe(pb::SubscribeRequest {
+    let mut stream = Stream::open(
+        &conn,
+        pb::SubscribeRequest {
             session_id: id.clone(),
             after_seq,
             include_deltas: false,
-        })
-        .await
-        .unwrap_or_else(|e| panic!("Subscribe {id}: {e}"))
-        .into_inner();
+        },
+    )
+    .await
+    .unwrap_or_else(|e| panic!("Subscribe {id}: {e}"));
     let mut seen = Seen {
         head: after_seq,
         ..Default::default()
@@ -173,30 +298,36 @@ pub async fn follow(
     let mut live = false;
     let mut ended = 0;
     while ended < turns {
-        let msg = match stream.next().await {
+        let received = match stream.next().await {
             Some(Ok(m)) => m,
             Some(Err(e)) => panic!("Subscribe {id}: {e}"),
             None => panic!("Subscribe {id} ended after seq {}", seen.head),
         };
-        match msg.kind {
-            Some(Kind::Event(e)) => {
-                if seen.record(&id, &e, live) {
-                    ended += 1;
-                }
-            }
-            Some(Kind::CaughtUp(_)) => {
+        let (msg, full_event) = match &received {
+            Received::Raw(bytes) => (read_lean(&id, bytes), None),
+            Received::Full(m) => as_lean(m),
+        };
+        let turn_ended = match (&msg, full_event) {
+            (_, Some(e)) => seen.record(&id, e, live),
+            (lean::Msg::Event(e), None) => seen.record_lean(&id, e, live),
+            (lean::Msg::CaughtUp, None) => {
                 live = true;
                 if let Some(r) = ready.take() {
                     let _ = r.send(());
                 }
+                false
             }
-            Some(Kind::Replay(r)) => {
+            (lean::Msg::Replay { reset }, None) => {
                 assert!(
-                    !r.reset,
+                    !reset,
                     "{id}: the server reset the cursor (raise --max-replay)"
                 );
+                false
             }
-            Some(Kind::Heartbeat(_) | Kind::Delta(_)) | None => {}
+            (lean::Msg::Other, None) => false,
+        };
+        if turn_ended {
+            ended += 1;
         }
     }
     seen
@@ -215,10 +346,7 @@ pub async fn head(client: &mut SessionServiceClient<Channel>, id: &str) -> u64 {
 }
 
 /// `n` connections to the server, for spreading many streams.
-pub async fn connections(
-    server: &crate::server::Server,
-    n: usize,
-) -> Vec<SessionServiceClient<Channel>> {
+pub async fn connections(server: &crate::server::Server, n: usize) -> Vec<Conn> {
     let mut v = Vec::with_capacity(n);
     for _ in 0..n {
         v.push(server.connect().await);

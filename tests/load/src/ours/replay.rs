@@ -6,10 +6,8 @@
 use std::time::Instant;
 
 use agent_harness_protocol::pb;
-use agent_harness_protocol::pb::subscribe_response::Kind;
-use futures::StreamExt;
 
-use super::{follow, start};
+use super::{Received, Stream, as_lean, follow, lean, read_lean, start};
 use crate::server::Server;
 use crate::stats::Rate;
 
@@ -46,34 +44,43 @@ pub struct Measured {
 /// One Subscribe from 0 to `caught_up`, checking every seq arrives once,
 /// in order, up to `head`.
 pub async fn measure(server: &Server, id: &str, head: u64) -> Measured {
-    let mut c = server.connect().await;
+    let c = server.connect().await;
     let me = std::process::id();
     let (cpu0, self0) = (server.cpu_secs(), crate::server::proc_cpu_secs(me));
     let t0 = Instant::now();
-    let mut stream = c
-        .subscribe(pb::SubscribeRequest {
+    let mut stream = Stream::open(
+        &c,
+        pb::SubscribeRequest {
             session_id: id.into(),
             after_seq: 0,
             include_deltas: false,
-        })
-        .await
-        .expect("Subscribe for replay")
-        .into_inner();
+        },
+    )
+    .await
+    .expect("Subscribe for replay");
     let mut last = 0;
     loop {
-        match stream.next().await {
-            Some(Ok(m)) => match m.kind {
-                Some(Kind::Event(e)) => {
-                    assert_eq!(e.seq, last + 1, "replay gap after seq {last}");
-                    last = e.seq;
-                }
-                Some(Kind::CaughtUp(_)) => break,
-                Some(Kind::Replay(r)) => assert!(!r.reset, "replay was reset: raise --max-replay"),
-                _ => {}
-            },
+        let received = match stream.next().await {
+            Some(Ok(m)) => m,
             Some(Err(e)) => panic!("replay: {e}"),
             None => panic!("replay stream ended at seq {last}"),
-        }
+        };
+        let (msg, full_event) = match &received {
+            Received::Raw(bytes) => (read_lean(id, bytes), None),
+            Received::Full(m) => as_lean(m),
+        };
+        let seq = match (&msg, full_event) {
+            (_, Some(e)) => e.seq,
+            (lean::Msg::Event(e), None) => e.seq,
+            (lean::Msg::CaughtUp, None) => break,
+            (lean::Msg::Replay { reset }, None) => {
+                assert!(!reset, "replay was reset: raise --max-replay");
+                continue;
+            }
+            (lean::Msg::Other, None) => continue,
+        };
+        assert_eq!(seq, last + 1, "replay gap after seq {last}");
+        last = seq;
     }
     let secs = t0.elapsed().as_secs_f64();
     assert_eq!(last, head, "replay stopped short of the head");

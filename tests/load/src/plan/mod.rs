@@ -245,7 +245,7 @@ async fn run_replay(
     let dropped = crate::os::drop_page_cache();
     let server = Server::start(opts).await;
     // The stop ended the run (run_end): the head is read after the restart.
-    let head = crate::ours::head(&mut server.connect().await, "replay").await;
+    let head = crate::ours::head(&mut server.connect().await.rpc, "replay").await;
     progress(&format!("replay{on}: cold"));
     let cold = replay::measure(&server, "replay", head).await;
     progress(&format!("replay{on}: warm"));

@@ -315,7 +315,7 @@ pub async fn measure(opts: &SpawnOptions, rounds: usize) -> SpawnReport {
         args: opts.server_args.clone(),
     })
     .await;
-    let client = server.connect().await;
+    let client = server.connect().await.rpc;
 
     let pause = opts.pause_before_send;
     ours_round(&client, "spawn-warmup", &work, "warmup", pause).await;

@@ -160,7 +160,7 @@ pub async fn measure(opts: &CodexOptions, rounds: usize) -> CodexReport {
         args: server_args,
     })
     .await;
-    let client = server.connect().await;
+    let client = server.connect().await.rpc;
     let raw = raw::RawCodex {
         bin: opts.codex_bin.clone(),
         env: env
