@@ -32,7 +32,6 @@
 //! cannot be reopened and stays failed.
 
 mod chunks;
-mod filled;
 mod format;
 mod index;
 mod open;

@@ -10,7 +10,7 @@ use super::super::StoreError;
 use super::write::index_conversations;
 use super::{
     CONVERSATIONS, FULL_EVENTS, Open, RECEIPTS, RECEIPTS_BY_TIME, SESSION_CONVERSATIONS, SESSIONS,
-    TRANSCRIPTS, filled, format, index, rerr, wal,
+    TRANSCRIPTS, format, index, rerr, wal,
 };
 
 /// Opens (or creates) the file with a page cache of `cache_bytes`.
@@ -28,7 +28,7 @@ pub(super) fn create(path: &Path, cache_bytes: usize) -> Result<Database, StoreE
         .map_err(io)?;
     Database::builder()
         .set_cache_size(cache_bytes)
-        .create_with_backend(filled::Filled::new(file).map_err(rerr)?)
+        .create_with_backend(::redb::backends::FileBackend::new(file).map_err(rerr)?)
         .map_err(rerr)
 }
 
