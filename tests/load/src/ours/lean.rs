@@ -276,35 +276,50 @@ fn skip(wire: u8, buf: &mut &[u8]) -> Result<(), Malformed> {
     Ok(())
 }
 
-/// Decodes `bytes` with the generated types too, and panics where the two
-/// readings differ: the `--quick` run's proof that the lean reader reads
-/// what a generated client would.
-pub fn cross_check(bytes: &[u8], lean: &Msg<'_>) {
-    use pb::subscribe_response::Kind;
-    let full = pb::SubscribeResponse::decode(bytes)
-        .unwrap_or_else(|e| panic!("a message the lean reader took does not decode: {e}"));
-    let agree = match (&full.kind, lean) {
-        (Some(Kind::Replay(r)), Msg::Replay { reset }) => r.reset == *reset,
-        (Some(Kind::CaughtUp(_)), Msg::CaughtUp) => true,
-        (Some(Kind::Heartbeat(_) | Kind::Delta(_)) | None, Msg::Other) => true,
-        (Some(Kind::Event(e)), Msg::Event(ev)) => {
-            let time = e
+impl<'a> Msg<'a> {
+    /// What the lean reader reads of a message the generated types
+    /// decoded (the `--full-decode` path, and [`cross_check`]).
+    pub fn of(m: &'a pb::SubscribeResponse) -> Self {
+        use pb::subscribe_response::Kind;
+        match &m.kind {
+            Some(Kind::Replay(r)) => Msg::Replay { reset: r.reset },
+            Some(Kind::Event(e)) => Msg::Event(Ev::of(e)),
+            Some(Kind::CaughtUp(_)) => Msg::CaughtUp,
+            Some(Kind::Heartbeat(_) | Kind::Delta(_)) | None => Msg::Other,
+        }
+    }
+}
+
+impl<'a> Ev<'a> {
+    /// What the lean reader reads of a decoded event.
+    pub fn of(e: &'a pb::Event) -> Self {
+        Ev {
+            seq: e.seq,
+            len: e.encoded_len(),
+            time: e
                 .time
                 .as_ref()
-                .map(|t| t.seconds as i128 * 1_000_000_000 + t.nanos as i128);
-            let payload = match &e.payload {
+                .map(|t| t.seconds as i128 * 1_000_000_000 + t.nanos as i128),
+            payload: match &e.payload {
                 Some(pb::event::Payload::Content(c)) => Payload::Content {
                     text: c.blocks.first().map_or("", |b| b.text.as_str()),
                 },
                 Some(pb::event::Payload::TurnEnd(_)) => Payload::TurnEnd,
                 _ => Payload::Other,
-            };
-            e.seq == ev.seq && e.encoded_len() == ev.len && time == ev.time && payload == ev.payload
+            },
         }
-        _ => false,
-    };
-    assert!(
-        agree,
+    }
+}
+
+/// Decodes `bytes` with the generated types too, and panics where the two
+/// readings differ: the `--quick` run's proof that the lean reader reads
+/// what a generated client would.
+pub fn cross_check(bytes: &[u8], lean: &Msg<'_>) {
+    let full = pb::SubscribeResponse::decode(bytes)
+        .unwrap_or_else(|e| panic!("a message the lean reader took does not decode: {e}"));
+    assert_eq!(
+        &Msg::of(&full),
+        lean,
         "the lean reader read {lean:?} where the generated types read {full:?}"
     );
 }
@@ -414,5 +429,16 @@ mod tests {
         );
         assert!(parse(&[0x12, 0x05, 0x08]).is_err(), "a length past the end");
         assert!(parse(&[0x08; 11]).is_err(), "a varint past 10 bytes");
+    }
+
+    #[test]
+    #[should_panic(expected = "where the generated types read")]
+    fn the_cross_check_fails_where_the_readings_differ() {
+        let bytes = response(Kind::Event(content_event(7, &["x"])));
+        let Msg::Event(mut ev) = parse(&bytes).unwrap() else {
+            panic!("an event");
+        };
+        ev.seq = 8;
+        cross_check(&bytes, &Msg::Event(ev));
     }
 }

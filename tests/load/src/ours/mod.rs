@@ -15,7 +15,6 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use agent_harness_protocol::pb;
 use agent_harness_protocol::pb::session_service_client::SessionServiceClient;
-use agent_harness_protocol::pb::subscribe_response::Kind;
 use futures::StreamExt;
 use tonic::transport::Channel;
 
@@ -81,13 +80,6 @@ pub fn written_at(text: &str) -> Option<i128> {
     t.parse().ok()
 }
 
-/// When the server sequenced the event (its batch's time, just before the
-/// commit), nanoseconds since the epoch.
-pub fn sequenced_at(event: &pb::Event) -> Option<i128> {
-    let t = event.time.as_ref()?;
-    Some(t.seconds as i128 * 1_000_000_000 + t.nanos as i128)
-}
-
 /// Microseconds from `from` to `to`, clamped at 0.
 pub fn micros(from: i128, to: i128) -> u32 {
     ((to - from).max(0) / 1000).min(u32::MAX as i128) as u32
@@ -121,23 +113,7 @@ impl Seen {
     /// Counts one event; true when it is a `turn_end`. Panics on a gap.
     /// Delays are sampled only once `live` (after `caught_up`).
     pub fn record(&mut self, id: &str, e: &pb::Event, live: bool) -> bool {
-        let payload = match &e.payload {
-            Some(pb::event::Payload::Content(c)) => lean::Payload::Content {
-                text: c.blocks.first().map_or("", |b| b.text.as_str()),
-            },
-            Some(pb::event::Payload::TurnEnd(_)) => lean::Payload::TurnEnd,
-            _ => lean::Payload::Other,
-        };
-        self.record_lean(
-            id,
-            &lean::Ev {
-                seq: e.seq,
-                len: prost::Message::encoded_len(e),
-                time: sequenced_at(e),
-                payload,
-            },
-            live,
-        )
+        self.record_lean(id, &lean::Ev::of(e), live)
     }
 
     /// [`Seen::record`] of an event read by the lean reader.
@@ -249,23 +225,21 @@ impl Stream {
     }
 }
 
-/// Reads `bytes` with the lean reader (checked against the generated types
-/// under [`Decode::LeanChecked`]); panics on a message it cannot read.
-pub fn read_lean<'a>(id: &str, bytes: &'a [u8]) -> lean::Msg<'a> {
-    let msg = lean::parse(bytes).unwrap_or_else(|e| panic!("Subscribe {id}: {e}"));
-    if decode_mode() == Decode::LeanChecked {
-        lean::cross_check(bytes, &msg);
-    }
-    msg
-}
-
-/// A generated message as the lean reader's view of it.
-pub fn as_lean(m: &pb::SubscribeResponse) -> (lean::Msg<'_>, Option<&pb::Event>) {
-    match &m.kind {
-        Some(Kind::Replay(r)) => (lean::Msg::Replay { reset: r.reset }, None),
-        Some(Kind::CaughtUp(_)) => (lean::Msg::CaughtUp, None),
-        Some(Kind::Event(e)) => (lean::Msg::Other, Some(e)),
-        Some(Kind::Heartbeat(_) | Kind::Delta(_)) | None => (lean::Msg::Other, None),
+impl Received {
+    /// The message as the lean reader reads it (checked against the
+    /// generated types under [`Decode::LeanChecked`]); panics on a message
+    /// it cannot read.
+    pub fn read(&self, id: &str) -> lean::Msg<'_> {
+        match self {
+            Received::Full(m) => lean::Msg::of(m),
+            Received::Raw(bytes) => {
+                let msg = lean::parse(bytes).unwrap_or_else(|e| panic!("Subscribe {id}: {e}"));
+                if decode_mode() == Decode::LeanChecked {
+                    lean::cross_check(bytes, &msg);
+                }
+                msg
+            }
+        }
     }
 }
 
@@ -303,28 +277,23 @@ pub async fn follow(
             Some(Err(e)) => panic!("Subscribe {id}: {e}"),
             None => panic!("Subscribe {id} ended after seq {}", seen.head),
         };
-        let (msg, full_event) = match &received {
-            Received::Raw(bytes) => (read_lean(&id, bytes), None),
-            Received::Full(m) => as_lean(m),
-        };
-        let turn_ended = match (&msg, full_event) {
-            (_, Some(e)) => seen.record(&id, e, live),
-            (lean::Msg::Event(e), None) => seen.record_lean(&id, e, live),
-            (lean::Msg::CaughtUp, None) => {
+        let turn_ended = match received.read(&id) {
+            lean::Msg::Event(e) => seen.record_lean(&id, &e, live),
+            lean::Msg::CaughtUp => {
                 live = true;
                 if let Some(r) = ready.take() {
                     let _ = r.send(());
                 }
                 false
             }
-            (lean::Msg::Replay { reset }, None) => {
+            lean::Msg::Replay { reset } => {
                 assert!(
                     !reset,
                     "{id}: the server reset the cursor (raise --max-replay)"
                 );
                 false
             }
-            (lean::Msg::Other, None) => false,
+            lean::Msg::Other => false,
         };
         if turn_ended {
             ended += 1;

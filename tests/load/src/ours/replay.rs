@@ -7,7 +7,7 @@ use std::time::Instant;
 
 use agent_harness_protocol::pb;
 
-use super::{Received, Stream, as_lean, follow, lean, read_lean, start};
+use super::{Stream, follow, lean, start};
 use crate::server::Server;
 use crate::stats::Rate;
 
@@ -65,19 +65,14 @@ pub async fn measure(server: &Server, id: &str, head: u64) -> Measured {
             Some(Err(e)) => panic!("replay: {e}"),
             None => panic!("replay stream ended at seq {last}"),
         };
-        let (msg, full_event) = match &received {
-            Received::Raw(bytes) => (read_lean(id, bytes), None),
-            Received::Full(m) => as_lean(m),
-        };
-        let seq = match (&msg, full_event) {
-            (_, Some(e)) => e.seq,
-            (lean::Msg::Event(e), None) => e.seq,
-            (lean::Msg::CaughtUp, None) => break,
-            (lean::Msg::Replay { reset }, None) => {
+        let seq = match received.read(id) {
+            lean::Msg::Event(e) => e.seq,
+            lean::Msg::CaughtUp => break,
+            lean::Msg::Replay { reset } => {
                 assert!(!reset, "replay was reset: raise --max-replay");
                 continue;
             }
-            (lean::Msg::Other, None) => continue,
+            lean::Msg::Other => continue,
         };
         assert_eq!(seq, last + 1, "replay gap after seq {last}");
         last = seq;
