@@ -305,11 +305,9 @@ impl Run {
         while stdout_open {
             match tokio::time::timeout(DRAIN_AFTER_EXIT, self.stdout.recv()).await {
                 Ok(Some(first)) => {
-                    let mut lines = vec![first];
-                    while let Ok(l) = self.stdout.try_recv() {
-                        lines.push(l);
-                    }
-                    // Without reading ahead: nothing comes back.
+                    // Everything stdout has; without reading ahead: nothing
+                    // comes back.
+                    let lines = take_lines(&mut self.stdout, first, usize::MAX);
                     self.lines(lines, false).await;
                 }
                 Ok(None) | Err(_) => stdout_open = false,
