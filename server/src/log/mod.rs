@@ -67,8 +67,10 @@ use self::writer::Cmd;
 pub const HISTORY_DEFAULT_LIMIT: u32 = 50;
 /// Largest History page the server returns.
 pub const HISTORY_MAX_LIMIT: u32 = 1000;
-/// Most events a subscriber fetches from the store at once; bounds its
-/// transient buffer.
+/// Events a subscriber asks the store for at once. A read may go on to the
+/// end of the stored row it stops in, up to twice as many (see
+/// `Store::read_range_onward`), and a replaying subscriber reads one such
+/// span ahead: this bounds its transient buffer.
 pub const SUBSCRIBER_CHUNK: usize = 256;
 /// Most events a subscriber that fell behind copies out of the window at
 /// once. Small on purpose: every copy is its own, so with 1,000 lagging
@@ -271,36 +273,42 @@ impl Shared {
         .map_err(LogError::from)
     }
 
-    /// Events `after+1 ..= upto` (at most `max`), encoded: from the window
-    /// when it covers them, else the store's rows on a blocking thread.
-    async fn read_span(
+    /// Events `after+1 ..= upto` from the store (at least one, up to
+    /// `max`, or on to the end of the stored row the `max`-th is in; see
+    /// [`Store::read_range_onward`]) in their streamed form. The read, and
+    /// the check of every row ([`Shared::streamed_raw`]), run on a blocking
+    /// thread that starts now, not when the answer is awaited: a replaying
+    /// subscriber reads its next span while it sends this one.
+    fn store_span(
         self: &Arc<Self>,
         session_id: &str,
-        session: Option<&SessionLog>,
         after: u64,
         upto: u64,
         max: usize,
-    ) -> Result<Vec<EncodedEvent>, LogError> {
-        if upto <= after {
-            return Ok(Vec::new());
-        }
-        let want = usize::try_from(upto - after).unwrap_or(usize::MAX).min(max);
-        if let Some(mut evs) = session.and_then(|s| s.window_span(after, want)) {
-            evs.retain(|e| e.seq <= upto);
-            return Ok(evs);
-        }
+    ) -> StoreSpan {
+        let shared = self.clone();
         let sid = session_id.to_owned();
-        let budget = self.budget();
-        let rows = self
-            .blocking(move |store| store.read_range_raw(&sid, after, want, cut::PAGE_BYTES, budget))
-            .await?;
-        let mut evs = self.streamed_raw(session_id, rows);
-        evs.retain(|e| e.seq <= upto);
-        Ok(evs)
+        let want = usize::try_from(upto.saturating_sub(after))
+            .unwrap_or(usize::MAX)
+            .min(max);
+        let read = tokio::task::spawn_blocking(move || {
+            if want == 0 {
+                return Ok(Vec::new());
+            }
+            let budget = shared.budget();
+            let rows =
+                shared
+                    .store
+                    .read_range_onward(&sid, after, want, cut::PAGE_BYTES, budget)?;
+            let mut evs = shared.streamed_raw(&sid, rows);
+            evs.retain(|e| e.seq <= upto);
+            Ok(evs)
+        });
+        StoreSpan { after, read }
     }
 
-    /// [`Shared::read_span`], decoded (the manager's folds): the window's
-    /// events decoded, the store's rows decoded once.
+    /// Events `after+1 ..= upto` (at most `max`), decoded (the manager's
+    /// folds): the window's events decoded, the store's rows decoded once.
     async fn read_span_decoded(
         self: &Arc<Self>,
         session_id: &str,
@@ -342,6 +350,20 @@ impl Shared {
                 .await
                 .map_err(|_| LogError::Closed)??,
         )
+    }
+}
+
+/// A read of the store under way (see [`Shared::store_span`]).
+struct StoreSpan {
+    /// The seq the read starts after.
+    after: u64,
+    read: tokio::task::JoinHandle<Result<Vec<EncodedEvent>, StoreError>>,
+}
+
+impl StoreSpan {
+    /// The events read.
+    async fn events(self) -> Result<Vec<EncodedEvent>, LogError> {
+        Ok(self.read.await.map_err(|_| LogError::Closed)??)
     }
 }
 

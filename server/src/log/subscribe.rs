@@ -4,8 +4,12 @@
 //! of the session's committed head (registered before the replay starts, so
 //! nothing committed after the replay's head can be missed) and a cursor
 //! `last_sent`. Whenever it is polled and the head is ahead of the cursor, it
-//! fetches the next chunk (at most [`SUBSCRIBER_CHUNK`] events) from the
+//! fetches the next chunk (about [`SUBSCRIBER_CHUNK`] events) from the
 //! window, or from the store if the events already left the window. A
+//! store read goes on to the end of the stored row it stops in (so the
+//! next one starts at a row), and while the stream replays it starts the
+//! next store read as soon as one lands: the store is read on a blocking
+//! thread while the stream sends what it has, one span ahead at most. A
 //! subscriber that stops reading therefore costs nothing while appends go
 //! on, and catches up from storage when it reads again. Events are yielded
 //! only with `seq == last_sent + 1`, so none is ever duplicated or skipped.
@@ -47,7 +51,7 @@ use tokio::sync::watch;
 use tokio::time::{Instant, Sleep};
 
 use super::frame::{EncodedEvent, Frame};
-use super::{SUBSCRIBER_CHUNK, SUBSCRIBER_WINDOW_CHUNK, SessionLog, Shared};
+use super::{SUBSCRIBER_CHUNK, SUBSCRIBER_WINDOW_CHUNK, SessionLog, Shared, StoreSpan};
 use crate::partial::Cursor;
 
 /// Pause before retrying a failed storage read (the stream never gives up).
@@ -85,6 +89,8 @@ struct Sub {
     timer: Option<Pin<Box<Sleep>>>,
     /// Live typing, when the stream asked for it.
     typing: Option<Typing>,
+    /// The store read of the span after `buf`, started while replaying.
+    ahead: Option<StoreSpan>,
 }
 
 /// A stream's live-typing state.
@@ -144,6 +150,7 @@ pub(super) fn stream(
         heartbeat_at: None,
         timer: None,
         typing,
+        ahead: None,
     };
     futures::stream::unfold(sub, |mut sub| async move {
         let frame = sub.next().await?;
@@ -376,18 +383,8 @@ impl Sub {
                 .min(SUBSCRIBER_WINDOW_CHUNK);
             let read = match self.session.window_span(self.last_sent, want) {
                 Some(evs) => Ok(evs),
-                // Not in the window: straight to the store (no second window look).
-                None => {
-                    self.shared
-                        .read_span(
-                            &self.session_id,
-                            None,
-                            self.last_sent,
-                            upto,
-                            SUBSCRIBER_CHUNK,
-                        )
-                        .await
-                }
+                // Not in the window: from the store.
+                None => self.store_span(upto).await,
             };
             match read {
                 Ok(evs) if !evs.is_empty() => {
@@ -411,6 +408,32 @@ impl Sub {
                 }
             }
         }
+    }
+
+    /// The events after `last_sent` (up to `upto`) from the store: the read
+    /// started ahead, if one starts there, else a new one. While it
+    /// replays, the stream then starts reading the span after this one, so
+    /// that the store is read while this span is sent (one span ahead at
+    /// most; a live stream reads only what it needs).
+    async fn store_span(&mut self, upto: u64) -> Result<Vec<EncodedEvent>, super::LogError> {
+        let span = match self.ahead.take() {
+            Some(span) if span.after == self.last_sent => span,
+            _ => self
+                .shared
+                .store_span(&self.session_id, self.last_sent, upto, SUBSCRIBER_CHUNK),
+        };
+        let read = span.events().await;
+        if let (Phase::Replay { until }, Ok(evs)) = (&self.phase, &read)
+            && let Some(last) = evs.last()
+            && last.seq < *until
+        {
+            self.ahead =
+                Some(
+                    self.shared
+                        .store_span(&self.session_id, last.seq, *until, SUBSCRIBER_CHUNK),
+                );
+        }
+        read
     }
 
     /// After the session was deleted: the next event this stream still

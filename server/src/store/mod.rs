@@ -253,6 +253,23 @@ pub trait Store: Send + Sync + 'static {
         max_bytes: usize,
         event_cap: usize,
     ) -> Result<Vec<RawEvent>, StoreError>;
+    /// [`Store::read_range_raw`] for a reader that goes on reading from
+    /// where this read ends (a subscriber catching up): a store that keeps
+    /// several events per row may return more than `limit`, to the end of
+    /// the row the `limit`-th is in (still within `max_bytes`, and at most
+    /// twice `limit`), so that the next read starts at a row's first event
+    /// instead of reading that row again. Stores of one event per row read
+    /// as [`Store::read_range_raw`].
+    fn read_range_onward(
+        &self,
+        session_id: &str,
+        after_seq: u64,
+        limit: usize,
+        max_bytes: usize,
+        event_cap: usize,
+    ) -> Result<Vec<RawEvent>, StoreError> {
+        self.read_range_raw(session_id, after_seq, limit, max_bytes, event_cap)
+    }
     /// [`Store::read_before_within`] as the rows hold the events (see
     /// [`Store::read_range_raw`]), oldest first.
     fn read_before_raw(

@@ -140,12 +140,17 @@ impl Chunker {
 
 /// How much a scan takes: at most `limit` events, and once they hold more
 /// than `max_bytes` of encodings (each counted as at most `event_cap`, the
-/// size it is streamed at) no more; always at least one.
+/// size it is streamed at) no more; always at least one. With
+/// `whole_rows`, a forward scan that reaches `limit` inside a row takes
+/// the rest of that row too (within `max_bytes`, and up to twice `limit`
+/// events in all), so that a reader going on from there starts at the next
+/// row instead of reading this one again.
 #[derive(Clone, Copy)]
 pub(super) struct Bound {
     pub(super) limit: usize,
     pub(super) max_bytes: usize,
     pub(super) event_cap: usize,
+    pub(super) whole_rows: bool,
 }
 
 /// Collects a scan's events within its [`Bound`].
@@ -156,20 +161,75 @@ struct Taken {
 }
 
 impl Taken {
-    /// Takes one more event; false when the bound is reached (it is then
-    /// not taken).
-    fn take(&mut self, seq: u64, bytes: &[u8]) -> bool {
-        if self.out.len() >= self.bound.limit {
+    fn new(bound: Bound) -> Self {
+        Self {
+            out: Vec::new(),
+            bytes: 0,
+            bound,
+        }
+    }
+
+    /// Counts one more event of `len` bytes, `in_row` of them already
+    /// counted from its row; false when the bound is reached (it is then
+    /// not counted).
+    fn room(&mut self, len: usize, in_row: usize) -> bool {
+        let counted = self.out.len() + in_row;
+        let rest_of_row =
+            self.bound.whole_rows && in_row > 0 && counted < self.bound.limit.saturating_mul(2);
+        if counted >= self.bound.limit && !rest_of_row {
             return false;
         }
-        self.bytes = self
-            .bytes
-            .saturating_add(bytes.len().min(self.bound.event_cap));
-        if !self.out.is_empty() && self.bytes > self.bound.max_bytes {
+        let bytes = self.bytes.saturating_add(len.min(self.bound.event_cap));
+        if counted > 0 && bytes > self.bound.max_bytes {
+            return false;
+        }
+        self.bytes = bytes;
+        true
+    }
+
+    /// Takes one event, copied.
+    fn take(&mut self, seq: u64, bytes: &[u8]) -> bool {
+        if !self.room(bytes.len(), 0) {
             return false;
         }
         self.out.push((seq, Bytes::copy_from_slice(bytes)));
         true
+    }
+
+    /// Takes the events of the row starting at `first` whose seqs are
+    /// `*next..=end`, in order, advancing `*next`. What it takes of the row
+    /// is copied once, in one piece, and each event is a slice of that
+    /// copy (not a copy and an allocation each). False when the scan is
+    /// done: past `end`, or the bound reached.
+    fn row(&mut self, first: u64, row: &[u8], next: &mut u64, end: u64) -> bool {
+        // (seq, offset in the row, length) of each event taken.
+        let mut picked: Vec<(u64, usize, usize)> = Vec::new();
+        let mut go_on = true;
+        for (seq, bytes) in Frames::new(first, row) {
+            if seq > end {
+                go_on = false;
+                break;
+            }
+            if seq < *next {
+                continue;
+            }
+            if !self.room(bytes.len(), picked.len()) {
+                go_on = false;
+                break;
+            }
+            let at = bytes.as_ptr() as usize - row.as_ptr() as usize;
+            picked.push((seq, at, bytes.len()));
+            *next = seq.saturating_add(1);
+        }
+        if let (Some(&(_, from, _)), Some(&(_, at, len))) = (picked.first(), picked.last()) {
+            let piece = Bytes::copy_from_slice(&row[from..at + len]);
+            self.out.extend(
+                picked
+                    .into_iter()
+                    .map(|(seq, at, len)| (seq, piece.slice(at - from..at - from + len))),
+            );
+        }
+        go_on
     }
 }
 
@@ -183,11 +243,7 @@ pub(super) fn scan(
     bound: Bound,
 ) -> Result<Vec<RawEvent>, StoreError> {
     let (start, end) = (*seqs.start(), *seqs.end());
-    let mut taken = Taken {
-        out: Vec::new(),
-        bytes: 0,
-        bound,
-    };
+    let mut taken = Taken::new(bound);
     if start > end || bound.limit == 0 {
         return Ok(taken.out);
     }
@@ -216,32 +272,30 @@ pub(super) fn scan(
         }
         return Ok(taken.out);
     }
-    // The chunk holding `start` begins at or before it.
-    let from = match table
+    // The row holding `start` begins at or before it: the lookup reads it,
+    // and its events are taken from there (not read again by the range).
+    let mut next = start;
+    let holding = table
         .range((session_id, 0)..=(session_id, start))
         .map_err(rerr)?
         .next_back()
+        .transpose()
+        .map_err(rerr)?;
+    if let Some((k, v)) = holding
+        && !taken.row(k.value().1, v.value(), &mut next, end)
     {
-        Some(row) => row.map_err(rerr)?.0.value().1,
-        None => start,
+        return Ok(taken.out);
+    }
+    let Some(after) = start.checked_add(1) else {
+        return Ok(taken.out);
     };
-    let mut next = start;
     for row in table
-        .range((session_id, from)..=(session_id, end))
+        .range((session_id, after)..=(session_id, end))
         .map_err(rerr)?
     {
         let (k, v) = row.map_err(rerr)?;
-        for (seq, bytes) in Frames::new(k.value().1, v.value()) {
-            if seq > end {
-                return Ok(taken.out);
-            }
-            if seq < next {
-                continue;
-            }
-            if !taken.take(seq, bytes) {
-                return Ok(taken.out);
-            }
-            next = seq.saturating_add(1);
+        if !taken.row(k.value().1, v.value(), &mut next, end) {
+            break;
         }
     }
     Ok(taken.out)
@@ -257,6 +311,7 @@ pub(super) fn get(
         limit: 1,
         max_bytes: usize::MAX,
         event_cap: usize::MAX,
+        whole_rows: false,
     };
     let found = scan(table, session_id, seq..=seq, false, bound)?;
     Ok(found.into_iter().next().map(|(_, b)| Vec::from(b)))
@@ -308,6 +363,7 @@ mod tests {
             limit: usize::MAX,
             max_bytes: usize::MAX,
             event_cap: usize::MAX,
+            whole_rows: false,
         }
     }
 
@@ -397,6 +453,52 @@ mod tests {
         let mut n = 0;
         each(&table, |_, _, _| n += 1).unwrap();
         assert_eq!(n, 10);
+    }
+
+    /// A read with `whole_rows` that reaches its limit inside a row takes
+    /// the rest of that row and no more, so the next read starts at a row;
+    /// the byte bound still holds. Every event read is its stored bytes.
+    #[test]
+    fn a_read_onward_ends_at_the_end_of_a_row() {
+        let db = Database::builder()
+            .create_with_backend(InMemoryBackend::new())
+            .unwrap();
+        let ev = |seq: u64| vec![seq as u8; seq as usize];
+        // a: [1-4] in one commit, [5-6] in another, [7-9] in a third.
+        store(&db, &(1..=4).map(|s| ("a", s, ev(s))).collect::<Vec<_>>());
+        store(&db, &(5..=6).map(|s| ("a", s, ev(s))).collect::<Vec<_>>());
+        store(&db, &(7..=9).map(|s| ("a", s, ev(s))).collect::<Vec<_>>());
+        let onward = |limit, max_bytes| Bound {
+            limit,
+            max_bytes,
+            whole_rows: true,
+            ..all()
+        };
+        let read = |from: u64, b: Bound| {
+            let txn = db.begin_read().unwrap();
+            let table = txn.open_table(EVENT_CHUNKS).unwrap();
+            let got = scan(&table, "a", from..=u64::MAX, false, b).unwrap();
+            for (seq, bytes) in &got {
+                assert_eq!(bytes.as_ref(), ev(*seq).as_slice(), "bytes of seq {seq}");
+            }
+            got.into_iter().map(|(s, _)| s).collect::<Vec<u64>>()
+        };
+        // The limit falls inside [1-4]: the rest of that row, not [5-6].
+        assert_eq!(read(1, onward(2, usize::MAX)), vec![1, 2, 3, 4]);
+        // It falls on a row's last event: nothing of the next row.
+        assert_eq!(read(1, onward(4, usize::MAX)), vec![1, 2, 3, 4]);
+        // From inside a row, over the next.
+        assert_eq!(read(3, onward(3, usize::MAX)), vec![3, 4, 5, 6]);
+        assert_eq!(read(5, onward(1, usize::MAX)), vec![5, 6]);
+        // Bytes bound the rest of the row as they bound the rest.
+        assert_eq!(read(7, onward(1, 15)), vec![7, 8]);
+        // So does twice the limit: a long row is not taken whole.
+        assert_eq!(read(1, onward(1, usize::MAX)), vec![1, 2]);
+        assert_eq!(read(2, onward(1, usize::MAX)), vec![2, 3]);
+        // Without whole_rows the limit is exact, and the bytes are too.
+        let exact = Bound { limit: 2, ..all() };
+        assert_eq!(read(1, exact), vec![1, 2]);
+        assert_eq!(read(3, all()), vec![3, 4, 5, 6, 7, 8, 9]);
     }
 
     /// A seq written twice (never by the log, which numbers from the

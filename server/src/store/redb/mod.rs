@@ -196,6 +196,19 @@ impl RedbStore {
         Ok(())
     }
 
+    /// The events after `after_seq`, oldest first, within `bound`.
+    fn read_forward(
+        &self,
+        session_id: &str,
+        after_seq: u64,
+        bound: Bound,
+    ) -> Result<Vec<RawEvent>, StoreError> {
+        let Some(start) = after_seq.checked_add(1) else {
+            return Ok(Vec::new());
+        };
+        self.with_db(|db| scan(db, session_id, start..=u64::MAX, false, bound))
+    }
+
     /// Runs `f` on the database; an I/O error marks the store broken, so
     /// the next call reopens it.
     fn with_db<T>(
@@ -352,15 +365,30 @@ impl Store for RedbStore {
         max_bytes: usize,
         event_cap: usize,
     ) -> Result<Vec<RawEvent>, StoreError> {
-        let Some(start) = after_seq.checked_add(1) else {
-            return Ok(Vec::new());
-        };
         let bound = Bound {
             limit,
             max_bytes,
             event_cap,
+            whole_rows: false,
         };
-        self.with_db(|db| scan(db, session_id, start..=u64::MAX, false, bound))
+        self.read_forward(session_id, after_seq, bound)
+    }
+
+    fn read_range_onward(
+        &self,
+        session_id: &str,
+        after_seq: u64,
+        limit: usize,
+        max_bytes: usize,
+        event_cap: usize,
+    ) -> Result<Vec<RawEvent>, StoreError> {
+        let bound = Bound {
+            limit,
+            max_bytes,
+            event_cap,
+            whole_rows: true,
+        };
+        self.read_forward(session_id, after_seq, bound)
     }
 
     fn read_before_raw(
@@ -375,6 +403,7 @@ impl Store for RedbStore {
             limit,
             max_bytes,
             event_cap,
+            whole_rows: false,
         };
         // Seq 0 never exists: `before_seq == 0` reads nothing.
         let seqs = 0..=before_seq.saturating_sub(1);
