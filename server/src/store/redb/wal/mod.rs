@@ -38,6 +38,7 @@
 //! from another store) is not replayed: it is renamed aside with a
 //! warning, never deleted.
 
+mod prefill;
 pub(super) mod record;
 
 use std::fs::{File, OpenOptions};
@@ -227,6 +228,9 @@ pub(super) struct Wal {
     checkpoint_bytes: u64,
     /// The record being built (kept for its allocation).
     record: Vec<u8>,
+    /// Zeros being written ahead, when the log opened shorter than a
+    /// generation (see [`prefill`]).
+    prefill: Option<prefill::Prefill>,
 }
 
 impl Wal {
@@ -306,11 +310,17 @@ impl Wal {
             end: HEADER,
             checkpoint_bytes,
             record: Vec::new(),
+            prefill: None,
         };
         let events = match replay {
             Some(p) => replay_from(db, path, &bytes, p)?,
             None => 0,
         };
+        // One generation's length (32 MiB at most), zeros written ahead
+        // beyond what the file holds, off the commit path.
+        let generation = (HEADER + checkpoint_bytes.min(CHECKPOINT_BYTES)).div_ceil(CHUNK) * CHUNK;
+        wal.prefill =
+            prefill::Prefill::start(&wal.file, wal.written.max(HEADER), generation).map_err(io)?;
         wal.checkpoint(db)?;
         Ok((wal, events))
     }
@@ -361,9 +371,15 @@ impl Wal {
     }
 
     /// Writes `record` at the end and syncs it, zeros written ahead first
-    /// when it reaches past what the file holds.
+    /// when it reaches past what the file holds (by the [`prefill`] thread,
+    /// waited for, as far as it goes).
     fn append(&mut self, record: &[u8]) -> std::io::Result<()> {
         let need = self.end + record.len() as u64;
+        if need > self.written
+            && let Some(prefill) = &self.prefill
+        {
+            self.written = self.written.max(prefill.wait_for(need));
+        }
         if need > self.written {
             let grown = need.div_ceil(CHUNK) * CHUNK;
             let zeros = vec![0; CHUNK as usize];

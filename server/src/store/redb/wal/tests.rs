@@ -278,3 +278,31 @@ fn a_file_in_the_logs_place_that_is_not_a_log_is_refused_and_left_alone() {
     let kept = std::fs::read(path_of(&path)).unwrap();
     assert_eq!(kept, b"not a log at all, but someone's notes");
 }
+
+#[test]
+fn a_new_log_is_filled_ahead_to_one_generation_and_commits_land_in_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("events.redb");
+    let store = open(&path, 4 * CHUNK);
+    // Commits go on while the zeros are written.
+    for n in 1..=3 {
+        commit_batch(&store, n);
+    }
+    let want = contents(&store);
+    let filled = {
+        let db = store.db().unwrap();
+        let wal = db.as_ref().unwrap().wal.as_ref().unwrap().lock().unwrap();
+        wal.prefill.as_ref().expect("a new log").wait_for(u64::MAX)
+    };
+    assert_eq!(filled, 5 * CHUNK, "the header's page and one generation");
+    let len = std::fs::metadata(path_of(&path)).unwrap().len();
+    assert_eq!(len, 5 * CHUNK);
+    let crashed = image(&path, &dir.path().join("crashed"), true);
+    assert_eq!(contents(&open(&crashed, 4 * CHUNK)), want);
+    // A log already that long is not filled again.
+    drop(store);
+    let again = open(&path, 4 * CHUNK);
+    let db = again.db().unwrap();
+    let wal = db.as_ref().unwrap().wal.as_ref().unwrap().lock().unwrap();
+    assert!(wal.prefill.is_none());
+}
