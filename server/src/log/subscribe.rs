@@ -51,7 +51,8 @@ use tokio::sync::watch;
 use tokio::time::{Instant, Sleep};
 
 use super::frame::{EncodedEvent, Frame};
-use super::{SUBSCRIBER_CHUNK, SUBSCRIBER_WINDOW_CHUNK, SessionLog, Shared, StoreSpan};
+use super::span::StoreSpan;
+use super::{SUBSCRIBER_CHUNK, SUBSCRIBER_WINDOW_CHUNK, SessionLog, Shared};
 use crate::partial::Cursor;
 
 /// Pause before retrying a failed storage read (the stream never gives up).
