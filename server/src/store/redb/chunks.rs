@@ -153,6 +153,19 @@ pub(super) struct Bound {
     pub(super) whole_rows: bool,
 }
 
+impl Bound {
+    /// `limit` events, `max_bytes` of them counted at most `event_cap` each,
+    /// not going on to the end of a row.
+    pub(super) fn new(limit: usize, max_bytes: usize, event_cap: usize) -> Self {
+        Self {
+            limit,
+            max_bytes,
+            event_cap,
+            whole_rows: false,
+        }
+    }
+}
+
 /// Collects a scan's events within its [`Bound`].
 struct Taken {
     out: Vec<RawEvent>,
@@ -307,12 +320,7 @@ pub(super) fn get(
     session_id: &str,
     seq: u64,
 ) -> Result<Option<Vec<u8>>, StoreError> {
-    let bound = Bound {
-        limit: 1,
-        max_bytes: usize::MAX,
-        event_cap: usize::MAX,
-        whole_rows: false,
-    };
+    let bound = Bound::new(1, usize::MAX, usize::MAX);
     let found = scan(table, session_id, seq..=seq, false, bound)?;
     Ok(found.into_iter().next().map(|(_, b)| Vec::from(b)))
 }
@@ -359,12 +367,7 @@ mod tests {
     use super::*;
 
     fn all() -> Bound {
-        Bound {
-            limit: usize::MAX,
-            max_bytes: usize::MAX,
-            event_cap: usize::MAX,
-            whole_rows: false,
-        }
+        Bound::new(usize::MAX, usize::MAX, usize::MAX)
     }
 
     /// Writes `(session, seq, bytes)` in this order through a [`Chunker`],

@@ -365,12 +365,7 @@ impl Store for RedbStore {
         max_bytes: usize,
         event_cap: usize,
     ) -> Result<Vec<RawEvent>, StoreError> {
-        let bound = Bound {
-            limit,
-            max_bytes,
-            event_cap,
-            whole_rows: false,
-        };
+        let bound = Bound::new(limit, max_bytes, event_cap);
         self.read_forward(session_id, after_seq, bound)
     }
 
@@ -383,10 +378,8 @@ impl Store for RedbStore {
         event_cap: usize,
     ) -> Result<Vec<RawEvent>, StoreError> {
         let bound = Bound {
-            limit,
-            max_bytes,
-            event_cap,
             whole_rows: true,
+            ..Bound::new(limit, max_bytes, event_cap)
         };
         self.read_forward(session_id, after_seq, bound)
     }
@@ -399,12 +392,7 @@ impl Store for RedbStore {
         max_bytes: usize,
         event_cap: usize,
     ) -> Result<Vec<RawEvent>, StoreError> {
-        let bound = Bound {
-            limit,
-            max_bytes,
-            event_cap,
-            whole_rows: false,
-        };
+        let bound = Bound::new(limit, max_bytes, event_cap);
         // Seq 0 never exists: `before_seq == 0` reads nothing.
         let seqs = 0..=before_seq.saturating_sub(1);
         let mut out = self.with_db(|db| scan(db, session_id, seqs, true, bound))?;

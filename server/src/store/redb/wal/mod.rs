@@ -44,6 +44,7 @@ pub(super) mod record;
 use std::fs::{File, OpenOptions};
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use ::redb::{Database, Durability, ReadableDatabase, TableDefinition, WriteTransaction};
 
@@ -217,7 +218,9 @@ pub(super) fn path_of(store: &Path) -> PathBuf {
 /// The open log (see the module docs).
 #[derive(Debug)]
 pub(super) struct Wal {
-    file: File,
+    /// Shared with the [`prefill`] thread while it runs (no second
+    /// descriptor).
+    file: Arc<File>,
     id: u128,
     generation: u64,
     /// Where the next record goes.
@@ -297,11 +300,13 @@ impl Wal {
                 (None, base)
             }
         };
-        let file = OpenOptions::new()
-            .read(true)
-            .write(true)
-            .open(path)
-            .map_err(io)?;
+        let file = Arc::new(
+            OpenOptions::new()
+                .read(true)
+                .write(true)
+                .open(path)
+                .map_err(io)?,
+        );
         let mut wal = Self {
             written: file.metadata().map_err(io)?.len(),
             file,

@@ -13,7 +13,11 @@
 //! thread has done waits for it (the thread writes far faster than records
 //! come); past the thread's end the log grows on the commit path as
 //! before. The thread never writes below where it has got to, and a record
-//! is never written above it, so the two never write the same bytes.
+//! is never written above it, so the two never write the same bytes. It
+//! writes through the log's own descriptor, and not at all when the
+//! filesystem has less than four times the zeros free: a nearly full disk
+//! is not filled with them (the log then grows on the commit path, and the
+//! commit that finds no room fails, as it did).
 
 use std::fs::File;
 use std::os::unix::fs::FileExt;
@@ -22,6 +26,10 @@ use std::sync::{Arc, Condvar, Mutex, PoisonError};
 use std::thread::JoinHandle;
 
 use super::CHUNK;
+
+/// The zeros are written only when the filesystem has this many times
+/// their size free.
+pub(super) const FREE_FACTOR: u64 = 4;
 
 /// The thread writing zeros ahead, stopped (and waited for) on drop.
 #[derive(Debug)]
@@ -47,12 +55,22 @@ struct Progress {
 
 impl Prefill {
     /// Starts writing zeros into `file` from `from` up to `to`; `None` when
-    /// there is nothing to write.
-    pub(super) fn start(file: &File, from: u64, to: u64) -> std::io::Result<Option<Self>> {
+    /// there is nothing to write, or when the filesystem has less than
+    /// [`FREE_FACTOR`] times that free: a nearly full disk is not filled
+    /// with zeros (there the log grows on the commit path, as it did, and a
+    /// full disk fails the commit that needed the room).
+    pub(super) fn start(file: &Arc<File>, from: u64, to: u64) -> std::io::Result<Option<Self>> {
         if from >= to {
             return Ok(None);
         }
-        let file = file.try_clone()?;
+        let Ok(stat) = nix::sys::statvfs::fstatvfs(file.as_ref()) else {
+            return Ok(None);
+        };
+        let free = stat.blocks_available().saturating_mul(stat.fragment_size());
+        if free < (to - from).saturating_mul(FREE_FACTOR) {
+            return Ok(None);
+        }
+        let file = file.clone();
         let shared = Arc::new(Shared {
             progress: Mutex::new(Progress {
                 done: from,
@@ -132,11 +150,13 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("log");
         std::fs::write(&path, [7u8; 100]).unwrap();
-        let file = std::fs::OpenOptions::new()
-            .read(true)
-            .write(true)
-            .open(&path)
-            .unwrap();
+        let file = Arc::new(
+            std::fs::OpenOptions::new()
+                .read(true)
+                .write(true)
+                .open(&path)
+                .unwrap(),
+        );
         let to = 2 * CHUNK + 5;
         let p = Prefill::start(&file, 100, to).unwrap().expect("a range");
         assert!(p.wait_for(CHUNK) >= CHUNK);
@@ -153,10 +173,19 @@ mod tests {
     }
 
     #[test]
+    fn not_on_a_filesystem_without_four_times_the_room() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = Arc::new(std::fs::File::create(dir.path().join("log")).unwrap());
+        // More than any disk here has free, a quarter of it included.
+        assert!(Prefill::start(&file, 0, u64::MAX / 8).unwrap().is_none());
+        assert_eq!(file.metadata().unwrap().len(), 0, "nothing written");
+    }
+
+    #[test]
     fn a_drop_stops_it_and_nothing_is_written_after() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("log");
-        let file = std::fs::File::create(&path).unwrap();
+        let file = Arc::new(std::fs::File::create(&path).unwrap());
         let p = Prefill::start(&file, 0, 64 * CHUNK).unwrap().unwrap();
         drop(p);
         let len = std::fs::metadata(&path).unwrap().len();
