@@ -113,7 +113,8 @@ pub struct LogStats {
     pub window_bytes: usize,
     /// Events (and meta changes) queued for the writer, not yet answered.
     pub queued: usize,
-    /// Events fetched by subscribers but not yet yielded, over all subscribers.
+    /// Events fetched by subscribers but not yet yielded, over all subscribers
+    /// (a span a replaying stream read ahead included).
     pub subscriber_buffered: usize,
     /// Live subscribe streams.
     pub subscribers: usize,

@@ -5,6 +5,7 @@
 //! decoded for the manager's folds ([`Shared::read_span_decoded`]).
 
 use std::sync::Arc;
+use std::sync::atomic::Ordering;
 
 use agent_harness_protocol::pb;
 
@@ -67,7 +68,7 @@ impl Shared {
             .min(max);
         let read = tokio::task::spawn_blocking(move || {
             if want == 0 {
-                return Ok(Vec::new());
+                return Ok(Held::new(shared, Vec::new()));
             }
             let budget = shared.budget();
             let rows =
@@ -76,7 +77,7 @@ impl Shared {
                     .read_range_onward(&sid, after, want, cut::PAGE_BYTES, budget)?;
             let mut evs = shared.streamed_raw(&sid, rows);
             evs.retain(|e| e.seq <= upto);
-            Ok(evs)
+            Ok(Held::new(shared, evs))
         });
         StoreSpan { after, read }
     }
@@ -119,12 +120,43 @@ impl Shared {
 pub(super) struct StoreSpan {
     /// The seq the read starts after.
     pub(super) after: u64,
-    read: tokio::task::JoinHandle<Result<Vec<EncodedEvent>, StoreError>>,
+    read: tokio::task::JoinHandle<Result<Held, StoreError>>,
 }
 
 impl StoreSpan {
     /// The events read.
     pub(super) async fn events(self) -> Result<Vec<EncodedEvent>, LogError> {
-        Ok(self.read.await.map_err(|_| LogError::Closed)??)
+        Ok(self.read.await.map_err(|_| LogError::Closed)??.take())
+    }
+}
+
+/// Events a read has brought and its stream has not taken yet (a span read
+/// ahead that waits, or that no one will take): counted in
+/// `LogStats::subscriber_buffered` for as long as they are held.
+struct Held {
+    shared: Arc<Shared>,
+    evs: Vec<EncodedEvent>,
+}
+
+impl Held {
+    fn new(shared: Arc<Shared>, evs: Vec<EncodedEvent>) -> Self {
+        shared.buffered.fetch_add(evs.len(), Ordering::Relaxed);
+        Self { shared, evs }
+    }
+
+    /// The events, no longer counted here (the stream counts what it
+    /// buffers).
+    fn take(mut self) -> Vec<EncodedEvent> {
+        let evs = std::mem::take(&mut self.evs);
+        self.shared.buffered.fetch_sub(evs.len(), Ordering::Relaxed);
+        evs
+    }
+}
+
+impl Drop for Held {
+    fn drop(&mut self) {
+        self.shared
+            .buffered
+            .fetch_sub(self.evs.len(), Ordering::Relaxed);
     }
 }

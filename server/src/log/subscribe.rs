@@ -206,6 +206,10 @@ impl Sub {
                     if self.last_sent >= until {
                         self.seen_head = until;
                         self.phase = Phase::Live;
+                        // A read ahead the window made useless (the end of
+                        // the replay came from it) is dropped, not held
+                        // while the stream is live.
+                        self.ahead = None;
                         return Some(Frame::message(Kind::CaughtUp(pb::CaughtUp {
                             head_seq: until,
                         })));
@@ -383,7 +387,11 @@ impl Sub {
                 .unwrap_or(usize::MAX)
                 .min(SUBSCRIBER_WINDOW_CHUNK);
             let read = match self.session.window_span(self.last_sent, want) {
-                Some(evs) => Ok(evs),
+                Some(evs) => {
+                    // The rest comes from the window: no read ahead is needed.
+                    self.ahead = None;
+                    Ok(evs)
+                }
                 // Not in the window: from the store.
                 None => self.store_span(upto).await,
             };

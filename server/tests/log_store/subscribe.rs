@@ -218,6 +218,35 @@ async fn replay_older_than_the_window_falls_through_to_storage() {
     logs.shutdown().await;
 }
 
+/// A replay whose end comes from the window drops the store read it had
+/// started ahead: once live, the stream holds nothing (the read ahead
+/// counts in `subscriber_buffered` while it is held).
+#[tokio::test]
+async fn a_replay_that_ends_in_the_window_holds_no_read_ahead_once_live() {
+    let dir = tempfile::tempdir().unwrap();
+    // A window of 600: the store read that crosses into it ends inside it
+    // (a read takes at most twice SUBSCRIBER_CHUNK), with more to come.
+    let logs = open(&dir, opts(600, 100_000));
+    let live = logs.subscribe("s", 0).await.unwrap();
+    fill(&logs, "s", 3_000).await;
+    drop(live);
+    let mut s = Box::pin(logs.subscribe("s", 0).await.unwrap());
+    let (_, seqs, caught) = replay(&mut s).await;
+    assert_eq!((seqs, caught), (range(1, 3_000), 3_000));
+    // A read the stream dropped may still be finishing on its thread.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while logs.stats().subscriber_buffered != 0 {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "a live stream still holds {} events",
+            logs.stats().subscriber_buffered
+        );
+        tokio::task::yield_now().await;
+    }
+    assert_eq!(logs.stats().subscribers, 1);
+    logs.shutdown().await;
+}
+
 #[tokio::test]
 async fn window_zero_serves_everything_from_storage() {
     let dir = tempfile::tempdir().unwrap();
