@@ -23,7 +23,7 @@ pub use self::control::CONTROL_TIMEOUT;
 use self::control::PendingControl;
 pub(crate) use self::control::{Answered, ControlFailure, ControlReplyTx, Record};
 pub(super) use self::end::supervised;
-use self::stdout::{Batch, take_lines};
+use self::stdout::{Batch, Room, take_lines};
 use agent_harness_protocol::vocab::stop_source;
 
 use std::collections::HashMap;
@@ -49,8 +49,15 @@ use crate::error::{Error, Result};
 use crate::log::{EventLogs, LogError, NewEvent, Typing};
 use crate::store::SessionMeta;
 
-/// Most stdout lines normalized into one append.
-const MAX_LINES_PER_BATCH: usize = 256;
+/// Most stdout lines normalized into one append. A batch read ahead takes
+/// what comes while the commit before it is under way, up to this: at full
+/// speed a batch is this long, which is what a commit's fixed costs (its
+/// sync, the writer's and the run task's turnarounds) are shared by.
+const MAX_LINES_PER_BATCH: usize = 1024;
+/// Most bytes of stdout lines in one batch (a batch's lines stop at the
+/// first that reaches it): with `--max-line-bytes`, what bounds the
+/// memory a batch holds.
+const MAX_BATCH_BYTES: usize = 4 * 1024 * 1024;
 /// How long to keep reading stdout after the exit (a grandchild may hold
 /// the pipe open; its lines are not worth hanging the run_end for).
 const DRAIN_AFTER_EXIT: Duration = Duration::from_millis(500);
@@ -279,7 +286,7 @@ impl Run {
                 },
                 line = self.stdout.recv(), if stdout_open => match line {
                     Some(first) => {
-                        let lines = take_lines(&mut self.stdout, first, MAX_LINES_PER_BATCH);
+                        let lines = take_lines(&mut self.stdout, first, &mut Room::batch());
                         self.ahead = self.lines(lines, claim.cmds.is_empty()).await;
                     }
                     None => stdout_open = false,
@@ -307,7 +314,7 @@ impl Run {
                 Ok(Some(first)) => {
                     // Everything stdout has; without reading ahead: nothing
                     // comes back.
-                    let lines = take_lines(&mut self.stdout, first, usize::MAX);
+                    let lines = take_lines(&mut self.stdout, first, &mut Room::unbounded());
                     self.lines(lines, false).await;
                 }
                 Ok(None) | Err(_) => stdout_open = false,

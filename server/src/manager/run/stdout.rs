@@ -11,7 +11,7 @@ use tokio::time::Instant;
 use tokio::sync::mpsc;
 
 use super::super::ladder::Input;
-use super::{MAX_LINES_PER_BATCH, Run};
+use super::{MAX_BATCH_BYTES, MAX_LINES_PER_BATCH, Run};
 use crate::adapter::{ControlReply, Decoder, StdoutLine};
 use crate::log::{Commit, MetaChange, NewEvent};
 use crate::partial::Change;
@@ -79,18 +79,24 @@ impl Run {
     }
 
     /// One commit of a batch of lines; while it is under way, and when
-    /// `read_ahead`, the next lines stdout has are read and normalized
-    /// (the run task's share of a batch overlaps the writer's), and come
-    /// back as the next batch. They are the decoder's past from then on,
-    /// so the caller settles that batch before anything else reaches the
-    /// decoder (a command's input, see [`Run::run`]).
+    /// `read_ahead`, the lines stdout has and those that come meanwhile are
+    /// read and normalized, up to a batch's [`Room`] (the run task's
+    /// share of a batch overlaps the writer's, and the stdout reader does
+    /// not wait for the commit), and come back as the next batch. They are
+    /// the decoder's past from then on, so the caller settles that batch
+    /// before anything else reaches the decoder (a command's input, see
+    /// [`Run::run`]).
     async fn commit_reading_ahead(
         &mut self,
         commit: Commit,
         read_ahead: bool,
     ) -> (Result<Vec<pb::Event>, String>, Option<Batch>) {
-        let mut want = read_ahead;
-        let mut ahead = None;
+        let mut room = if read_ahead {
+            Room::batch()
+        } else {
+            Room::none()
+        };
+        let mut ahead: Option<Batch> = None;
         let committed = {
             let commit = self.logs.commit(&self.session_id, commit);
             tokio::pin!(commit);
@@ -98,12 +104,14 @@ impl Run {
                 tokio::select! {
                     biased;
                     done = &mut commit => break done,
-                    line = self.stdout.recv(), if want => {
-                        want = false;
-                        if let Some(first) = line {
-                            let lines = take_lines(&mut self.stdout, first, MAX_LINES_PER_BATCH);
-                            ahead = Some(normalize_batch(self.decoder.as_mut(), lines));
+                    line = self.stdout.recv(), if room.left() => match line {
+                        Some(first) => {
+                            let lines = take_lines(&mut self.stdout, first, &mut room);
+                            let batch = ahead.get_or_insert_with(Batch::default);
+                            normalize_into(self.decoder.as_mut(), lines, batch);
                         }
+                        // The end of stdout: the run loop sees it next.
+                        None => room = Room::none(),
                     }
                 }
             }
@@ -275,6 +283,7 @@ impl Run {
 }
 
 /// A batch of stdout lines, normalized.
+#[derive(Default)]
 pub(super) struct Batch {
     /// The events to append.
     payloads: Vec<(Payload, String)>,
@@ -288,16 +297,67 @@ pub(super) struct Batch {
     replies: Vec<ControlReply>,
 }
 
-/// `first` and the lines after it that stdout already has, up to `max`.
+/// What a batch may still take: lines, and their bytes (a batch of long
+/// lines is cut short by the bytes, so what a batch holds, read ahead or
+/// not, is bounded by both).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) struct Room {
+    lines: usize,
+    bytes: usize,
+}
+
+impl Room {
+    /// A new batch's room.
+    pub(super) fn batch() -> Room {
+        Room {
+            lines: MAX_LINES_PER_BATCH,
+            bytes: MAX_BATCH_BYTES,
+        }
+    }
+
+    /// No room: nothing is taken.
+    pub(super) fn none() -> Room {
+        Room { lines: 0, bytes: 0 }
+    }
+
+    /// No limit (the lines left after the exit).
+    pub(super) fn unbounded() -> Room {
+        Room {
+            lines: usize::MAX,
+            bytes: usize::MAX,
+        }
+    }
+
+    /// Whether another line may be taken.
+    pub(super) fn left(&self) -> bool {
+        self.lines > 0 && self.bytes > 0
+    }
+
+    fn take(&mut self, line: &StdoutLine) {
+        let bytes = match line {
+            StdoutLine::Line(l) => l.len(),
+            StdoutLine::TooLong { head, .. } => head.len(),
+        };
+        self.lines = self.lines.saturating_sub(1);
+        self.bytes = self.bytes.saturating_sub(bytes);
+    }
+}
+
+/// `first` and the lines after it that stdout already has, while `room`
+/// is left (`first` whatever it is); `room` is what is left after them.
 pub(super) fn take_lines(
     stdout: &mut mpsc::Receiver<StdoutLine>,
     first: StdoutLine,
-    max: usize,
+    room: &mut Room,
 ) -> Vec<StdoutLine> {
+    room.take(&first);
     let mut lines = vec![first];
-    while lines.len() < max {
+    while room.left() {
         match stdout.try_recv() {
-            Ok(l) => lines.push(l),
+            Ok(l) => {
+                room.take(&l);
+                lines.push(l);
+            }
             Err(_) => break,
         }
     }
@@ -307,12 +367,14 @@ pub(super) fn take_lines(
 /// Each line is handed over, so an event keeps it as its `cli_line`
 /// without a copy.
 pub(super) fn normalize_batch(decoder: &mut dyn Decoder, lines: Vec<StdoutLine>) -> Batch {
-    let mut batch = Batch {
-        payloads: Vec::new(),
-        now: Vec::new(),
-        later: Vec::new(),
-        replies: Vec::new(),
-    };
+    let mut batch = Batch::default();
+    normalize_into(decoder, lines, &mut batch);
+    batch
+}
+
+/// `lines` normalized onto the end of `batch` (as one batch with the
+/// lines it has).
+fn normalize_into(decoder: &mut dyn Decoder, lines: Vec<StdoutLine>, batch: &mut Batch) {
     for l in lines {
         batch.payloads.extend(decoder.line_owned(l));
         let changes = decoder.take_partial();
@@ -322,8 +384,7 @@ pub(super) fn normalize_batch(decoder: &mut dyn Decoder, lines: Vec<StdoutLine>)
             batch.later.extend(changes);
         }
     }
-    batch.replies = decoder.take_control_replies();
-    batch
+    batch.replies.extend(decoder.take_control_replies());
 }
 
 #[cfg(test)]
@@ -347,6 +408,14 @@ mod tests {
     #[test]
     fn fragments_before_the_first_event_of_a_batch_go_out_at_once() {
         let mut n = Normalizer::new(1 << 20);
+        let b = normalize_batch(&mut n, typed_lines());
+        assert_eq!(b.payloads.len(), 1, "one content event");
+        check_fragments_split(&b);
+    }
+
+    /// A block typed and written, with the CLI's answer to a control
+    /// request among its lines.
+    fn typed_lines() -> Vec<StdoutLine> {
         let text = |index: u32, t: &str| {
             ev(
                 json!({"type": "content_block_delta", "index": index, "delta": {"type": "text_delta", "text": t}}),
@@ -366,10 +435,15 @@ mod tests {
             ev(
                 json!({"type": "content_block_start", "index": 1, "content_block": {"type": "text", "text": ""}}),
             ),
+            line(
+                json!({"type": "control_response", "response": {"subtype": "success", "request_id": "r1", "response": {}}}),
+            ),
             text(1, "next"),
         ];
-        let b = normalize_batch(&mut n, lines.to_vec());
-        assert_eq!(b.payloads.len(), 1, "one content event");
+        lines.to_vec()
+    }
+
+    fn check_fragments_split(b: &Batch) {
         let fragments = |cs: &[Change]| -> Vec<String> {
             cs.iter()
                 .filter_map(|c| match c {
@@ -385,5 +459,105 @@ mod tests {
             b.later.first(),
             Some(Change::Done { index: Some(0), .. })
         ));
+    }
+
+    /// A batch read ahead is read in pieces, as lines come while a commit
+    /// is under way: wherever it is cut, it is the batch read at once
+    /// (the same events, the same changes before and after its first
+    /// event, the same control answers).
+    #[test]
+    fn a_batch_read_in_pieces_is_the_batch_read_at_once() {
+        let lines = typed_lines();
+        let whole = normalize_batch(&mut Normalizer::new(1 << 20), lines.clone());
+        assert_eq!(whole.replies.len(), 1, "the control answer");
+        for cut in 0..=lines.len() {
+            for second in cut..=lines.len() {
+                let mut n = Normalizer::new(1 << 20);
+                let mut b = Batch::default();
+                normalize_into(&mut n, lines[..cut].to_vec(), &mut b);
+                normalize_into(&mut n, lines[cut..second].to_vec(), &mut b);
+                normalize_into(&mut n, lines[second..].to_vec(), &mut b);
+                assert_eq!(b.payloads, whole.payloads, "cut at {cut} and {second}");
+                assert_eq!(b.now, whole.now, "cut at {cut} and {second}");
+                assert_eq!(b.later, whole.later, "cut at {cut} and {second}");
+                assert_eq!(b.replies, whole.replies, "cut at {cut} and {second}");
+            }
+        }
+        check_fragments_split(&whole);
+    }
+
+    fn queued(lines: impl IntoIterator<Item = StdoutLine>) -> mpsc::Receiver<StdoutLine> {
+        let lines: Vec<_> = lines.into_iter().collect();
+        let (tx, rx) = mpsc::channel(lines.len().max(1));
+        for l in lines {
+            tx.try_send(l).unwrap();
+        }
+        rx
+    }
+
+    fn short(i: usize) -> StdoutLine {
+        StdoutLine::Line(format!("line {i}"))
+    }
+
+    /// A batch stops at its number of lines; what is left stays queued for
+    /// the next, in order.
+    #[test]
+    fn a_batch_takes_at_most_its_lines() {
+        let mut rx = queued((0..MAX_LINES_PER_BATCH + 77).map(short));
+        let first = rx.try_recv().unwrap();
+        let mut room = Room::batch();
+        let lines = take_lines(&mut rx, first, &mut room);
+        assert_eq!(lines.len(), MAX_LINES_PER_BATCH);
+        assert_eq!(lines.last(), Some(&short(MAX_LINES_PER_BATCH - 1)));
+        assert!(!room.left());
+        assert_eq!(rx.try_recv().ok(), Some(short(MAX_LINES_PER_BATCH)));
+        assert_eq!(rx.len(), 76);
+    }
+
+    /// A batch stops at the line that reaches its bytes (long lines make
+    /// short batches), and always takes its first line, however long.
+    #[test]
+    fn a_batch_takes_lines_up_to_its_bytes() {
+        let long = |c: char, n: usize| StdoutLine::Line(c.to_string().repeat(n));
+        let third = MAX_BATCH_BYTES / 3 + 1;
+        let mut rx = queued([
+            long('a', third),
+            long('b', third),
+            long('c', third),
+            short(0),
+        ]);
+        let first = rx.try_recv().unwrap();
+        let mut room = Room::batch();
+        let lines = take_lines(&mut rx, first, &mut room);
+        assert_eq!(lines.len(), 3, "the third line reaches the bytes");
+        assert!(!room.left());
+        assert_eq!(rx.try_recv().ok(), Some(short(0)));
+
+        let mut rx = queued([long('a', 2 * MAX_BATCH_BYTES), short(1)]);
+        let first = rx.try_recv().unwrap();
+        let lines = take_lines(&mut rx, first, &mut Room::batch());
+        assert_eq!(lines.len(), 1, "a line over the bytes is a batch alone");
+        assert_eq!(rx.try_recv().ok(), Some(short(1)));
+
+        // A line cut to its head counts what is kept of it.
+        let too_long = StdoutLine::TooLong {
+            head: "h".into(),
+            len: 10 * MAX_BATCH_BYTES,
+        };
+        let mut rx = queued([too_long, short(2)]);
+        let first = rx.try_recv().unwrap();
+        assert_eq!(take_lines(&mut rx, first, &mut Room::batch()).len(), 2);
+    }
+
+    /// After the exit, everything stdout still has is taken; with no room,
+    /// nothing is (a batch is not read ahead).
+    #[test]
+    fn unbounded_takes_everything_and_none_takes_nothing() {
+        let mut rx = queued((0..3 * MAX_LINES_PER_BATCH).map(short));
+        let first = rx.try_recv().unwrap();
+        let lines = take_lines(&mut rx, first, &mut Room::unbounded());
+        assert_eq!(lines.len(), 3 * MAX_LINES_PER_BATCH);
+        assert!(!Room::none().left());
+        assert!(Room::batch().left());
     }
 }
