@@ -115,6 +115,9 @@ impl Args {
 }
 
 fn main() {
+    if let Ok(spec) = std::env::var(ours::ceiling::SERVE_ENV) {
+        ours::ceiling::serve_main(&spec);
+    }
     let args = Args::parse();
     ours::set_decode(if args.full_decode {
         ours::Decode::Full

@@ -321,6 +321,20 @@ fn replay_table(rp: &crate::plan::Replay) {
         rp.warm.server_cpu,
         rp.warm.client_cpu
     );
+    if let Some(c) = &rp.ceiling {
+        println!(
+            "\nThe gRPC ceiling: the same messages from a server that holds them in memory and only sends them, to the same subscriber:\n"
+        );
+        println!("| events/s | ours warm / ceiling | CPU s ceiling server / client |");
+        println!("|---|---|---|");
+        println!(
+            "| **{}** | {:.2}× | {:.1} / {:.1} |",
+            k(&c.rate),
+            rp.warm.rate.per_sec() / c.rate.per_sec(),
+            c.server_cpu,
+            c.client_cpu
+        );
+    }
 }
 
 /// Our server on PostgreSQL: its tables, then each figure beside redb and

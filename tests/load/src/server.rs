@@ -25,6 +25,24 @@ pub struct Conn {
     pub channel: Channel,
 }
 
+impl Conn {
+    /// A new HTTP/2 connection to the gRPC server at `addr`.
+    pub async fn at(addr: SocketAddr) -> Self {
+        let channel = Endpoint::from_shared(format!("http://{addr}"))
+            .expect("uri")
+            .tcp_nodelay(true)
+            .connect()
+            .await
+            .expect("connect to the server");
+        Conn {
+            rpc: SessionServiceClient::new(channel.clone())
+                .max_decoding_message_size(MAX_MESSAGE_BYTES)
+                .max_encoding_message_size(MAX_MESSAGE_BYTES),
+            channel,
+        }
+    }
+}
+
 impl std::ops::Deref for Conn {
     type Target = SessionServiceClient<Channel>;
 
@@ -116,18 +134,7 @@ impl Server {
 
     /// A new HTTP/2 connection (each has its own stream limit and socket).
     pub async fn connect(&self) -> Conn {
-        let channel = Endpoint::from_shared(format!("http://{}", self.addr))
-            .expect("uri")
-            .tcp_nodelay(true)
-            .connect()
-            .await
-            .expect("connect to the server");
-        Conn {
-            rpc: SessionServiceClient::new(channel.clone())
-                .max_decoding_message_size(MAX_MESSAGE_BYTES)
-                .max_encoding_message_size(MAX_MESSAGE_BYTES),
-            channel,
-        }
+        Conn::at(self.addr).await
     }
 
     /// Resident set size, bytes (`VmRSS`).

@@ -32,9 +32,10 @@ pub fn print(goals: &[Goal]) {
     }
     let count = |s: Status| goals.iter().filter(|g| g.status == s).count();
     println!(
-        "\n{} met, {} not met, {} not run{}.",
+        "\n{} met, {} not met ({} of them past this machine's gRPC ceiling), {} not run{}.",
         count(Status::Met),
-        count(Status::NotMet),
+        count(Status::NotMet) + count(Status::PastCeiling),
+        count(Status::PastCeiling),
         count(Status::NotRun),
         match count(Status::NoRatio) {
             0 => String::new(),

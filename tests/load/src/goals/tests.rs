@@ -244,6 +244,7 @@ fn replay_against_both_peers() {
         cold: measured(500_000.0),
         cold_dropped_os_cache: true,
         warm: measured(600_000.0),
+        ceiling: None,
     });
     let mut p = peers();
     p.jetstream_replay = Some(peer_replay(400_000.0, 800_000.0));
@@ -270,6 +271,55 @@ fn replay_against_both_peers() {
         g("replay over gRPC, warm, vs SQLite"),
         (Some(0.6), Status::Met)
     );
+}
+
+#[test]
+fn a_replay_goal_the_grpc_ceiling_misses_too_is_past_the_ceiling() {
+    let mut r = run(false);
+    let measured = |per_sec: f64| replay::Measured {
+        rate: rate(per_sec),
+        server_cpu: 1.0,
+        client_cpu: 1.0,
+    };
+    let mut p = peers();
+    p.jetstream_replay = Some(peer_replay(400_000.0, 400_000.0));
+    p.sqlite_replay = Some(peer_replay(1_000_000.0, 2_500_000.0));
+    r.peers = Some(p);
+    let with_ceiling = |r: &mut crate::plan::Results, ceiling: f64| {
+        r.replay = Some(Replay {
+            events: 1_000_000,
+            build: rate(10_000.0),
+            cold: measured(700_000.0),
+            cold_dropped_os_cache: true,
+            warm: measured(800_000.0),
+            ceiling: Some(measured(ceiling)),
+        });
+        judge(r)
+    };
+
+    // Warm: ours 0.32× SQLite; the ceiling 0.40×: past it.
+    let goals = with_ceiling(&mut r, 1_000_000.0);
+    let warm = find(&goals, "replay over gRPC, warm, vs SQLite");
+    assert_eq!(warm.status, Status::PastCeiling);
+    assert_eq!(
+        warm.note.as_deref(),
+        Some("gRPC ceiling 1000000/s, 0.40× the peer; ours is 0.80× the ceiling")
+    );
+    // A met goal stays met, with the note.
+    let cold = find(&goals, "replay over gRPC, cold, vs SQLite");
+    assert_eq!(cold.status, Status::Met);
+    assert!(cold.note.as_deref().unwrap().starts_with("gRPC ceiling"));
+
+    // A ceiling that meets the bound leaves the miss ours: not met.
+    let goals = with_ceiling(&mut r, 1_300_000.0);
+    let warm = find(&goals, "replay over gRPC, warm, vs SQLite");
+    assert_eq!(warm.status, Status::NotMet);
+
+    // Without a ceiling (PostgreSQL's run, an older JSON) nothing changes.
+    r.replay.as_mut().unwrap().ceiling = None;
+    let goals = judge(&r);
+    let warm = find(&goals, "replay over gRPC, warm, vs SQLite");
+    assert_eq!((warm.status, warm.note.as_deref()), (Status::NotMet, None));
 }
 
 #[test]

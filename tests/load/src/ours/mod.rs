@@ -3,6 +3,7 @@
 //! path: process stdout → adapter → normalize → group commit (fsync) →
 //! subscribers.
 
+pub mod ceiling;
 pub mod deltas;
 pub mod fanout;
 pub mod idle;

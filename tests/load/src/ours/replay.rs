@@ -8,7 +8,7 @@ use std::time::Instant;
 use agent_harness_protocol::pb;
 
 use super::{Stream, follow, lean, start};
-use crate::server::Server;
+use crate::server::{Conn, Server};
 use crate::stats::Rate;
 
 /// Writes a log of about `n` events in one session (one turn of `n`
@@ -48,8 +48,21 @@ pub async fn measure(server: &Server, id: &str, head: u64) -> Measured {
     let me = std::process::id();
     let (cpu0, self0) = (server.cpu_secs(), crate::server::proc_cpu_secs(me));
     let t0 = Instant::now();
+    let last = read_to_caught_up(&c, id).await;
+    let secs = t0.elapsed().as_secs_f64();
+    assert_eq!(last, head, "replay stopped short of the head");
+    Measured {
+        rate: Rate { events: last, secs },
+        server_cpu: server.cpu_secs() - cpu0,
+        client_cpu: crate::server::proc_cpu_secs(me) - self0,
+    }
+}
+
+/// One Subscribe from 0 on `c`, read to `caught_up`, checking every seq
+/// arrives once and in order; the last seq.
+pub async fn read_to_caught_up(c: &Conn, id: &str) -> u64 {
     let mut stream = Stream::open(
-        &c,
+        c,
         pb::SubscribeRequest {
             session_id: id.into(),
             after_seq: 0,
@@ -77,11 +90,5 @@ pub async fn measure(server: &Server, id: &str, head: u64) -> Measured {
         assert_eq!(seq, last + 1, "replay gap after seq {last}");
         last = seq;
     }
-    let secs = t0.elapsed().as_secs_f64();
-    assert_eq!(last, head, "replay stopped short of the head");
-    Measured {
-        rate: Rate { events: last, secs },
-        server_cpu: server.cpu_secs() - cpu0,
-        client_cpu: crate::server::proc_cpu_secs(me) - self0,
-    }
+    last
 }

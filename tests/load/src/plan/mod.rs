@@ -13,6 +13,7 @@ mod sizes;
 use std::time::Instant;
 
 use crate::Args;
+use crate::ours::ceiling::{self, Ceiling};
 use crate::ours::{deltas, fanout, idle, replay, throughput};
 use crate::peers;
 use crate::server::{Server, ServerOptions, sibling};
@@ -135,7 +136,7 @@ pub async fn run(args: &Args) -> Results {
     }
 
     let replay = if args.runs("replay") {
-        Some(run_replay(server, &opts, sizes.replay_events, "", || {}).await)
+        Some(run_replay(server, &opts, sizes.replay_events, true, "", || {}).await)
     } else {
         server.stop();
         None
@@ -230,11 +231,13 @@ async fn fanout_rows(args: &Args, sizes: &Sizes, server: &Server, on: &str) -> V
 }
 
 /// Writes a long log, restarts the server (calling `stopped` while it is
-/// down), reads it back twice.
+/// down), reads it back twice, then (`with_ceiling`) once more from a
+/// server that holds the messages in memory.
 async fn run_replay(
     server: Server,
     opts: &ServerOptions,
     events: u64,
+    with_ceiling: bool,
     on: &str,
     stopped: impl FnOnce(),
 ) -> Replay {
@@ -250,6 +253,20 @@ async fn run_replay(
     let cold = replay::measure(&server, "replay", head).await;
     progress(&format!("replay{on}: warm"));
     let warm = replay::measure(&server, "replay", head).await;
+    let ceiling = if with_ceiling {
+        progress(&format!(
+            "replay{on}: the ceiling (the same messages from a server that holds them in memory)"
+        ));
+        let ceiling = Ceiling::start(&server, "replay");
+        progress(&format!(
+            "replay{on}: the ceiling holds {} messages, {:.1} MB",
+            ceiling.messages,
+            ceiling.bytes as f64 / 1e6
+        ));
+        Some(ceiling::measure(&ceiling, "replay", head).await)
+    } else {
+        None
+    };
     server.stop();
     Replay {
         events: head,
@@ -257,6 +274,7 @@ async fn run_replay(
         cold,
         cold_dropped_os_cache: dropped,
         warm,
+        ceiling,
     }
 }
 

@@ -63,7 +63,7 @@ pub(super) async fn run_postgres(
     let throughput = throughput_rows(args, sizes, &server, on).await;
     let fanout = fanout_rows(args, sizes, &server, on).await;
     let replay = if args.runs("replay") {
-        Some(run_replay(server, &pg_opts, sizes.replay_events, on, restart).await)
+        Some(run_replay(server, &pg_opts, sizes.replay_events, false, on, restart).await)
     } else {
         server.stop();
         None

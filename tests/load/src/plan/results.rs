@@ -33,6 +33,10 @@ pub struct Replay {
     pub cold_dropped_os_cache: bool,
     /// Again on the same server.
     pub warm: replay::Measured,
+    /// The same messages again, from a gRPC server that holds them in
+    /// memory and does nothing else ([`crate::ours::ceiling`]): what gRPC
+    /// reaches on this machine. Measured on redb's run only.
+    pub ceiling: Option<replay::Measured>,
 }
 
 /// Everything one run measured.
