@@ -97,6 +97,11 @@ impl Source {
             "Writes (a session's part of a commit, a deletion) the shared store refused because this node no longer owns the session.",
             stats.fenced_writes,
         );
+        t.counter(
+            "agent_harness_rows_checked_total",
+            "Stored rows a read checked decode before sending them as stored; a session's rows found to decode are not checked again while it is resident.",
+            stats.rows_checked,
+        );
         t.histogram(
             "agent_harness_commit_batch_events",
             "Events per group commit.",

@@ -128,6 +128,10 @@ pub struct LogStats {
     /// their session (fenced: its lease lapsed, or another node took the
     /// session over).
     pub fenced_writes: u64,
+    /// Stored rows a read checked decode (before sending them as they are)
+    /// since the log was opened; rows a session's earlier reads found to
+    /// decode are not checked again (see `SessionLog::checked`).
+    pub rows_checked: u64,
 }
 
 /// State shared by the handle, the writer thread and every subscriber.
@@ -153,6 +157,8 @@ struct Shared {
     committed_events: AtomicU64,
     /// See [`LogStats::fenced_writes`].
     fenced_writes: AtomicU64,
+    /// See [`LogStats::rows_checked`].
+    rows_checked: AtomicU64,
     /// Whether the last commit succeeded: false from a failed commit until
     /// the next one succeeds. See [`EventLogs::storage_ok`].
     storage_ok: watch::Sender<bool>,
@@ -319,6 +325,7 @@ impl EventLogs {
             commits: AtomicU64::new(0),
             committed_events: AtomicU64::new(0),
             fenced_writes: AtomicU64::new(0),
+            rows_checked: AtomicU64::new(0),
             storage_ok: watch::Sender::new(true),
             metrics: crate::metrics::LogMetrics::default(),
         });
@@ -544,6 +551,7 @@ impl EventLogs {
             commits: shared.commits.load(Ordering::Relaxed),
             committed_events: shared.committed_events.load(Ordering::Relaxed),
             fenced_writes: shared.fenced_writes.load(Ordering::Relaxed),
+            rows_checked: shared.rows_checked.load(Ordering::Relaxed),
         }
     }
 }

@@ -63,7 +63,7 @@ impl EventLogs {
                         st.read_before_raw(&sid, before, limit as usize, cut::PAGE_BYTES, budget)
                     })
                     .await?;
-                shared.streamed_raw(session_id, rows)
+                shared.streamed_raw(session_id, session.as_deref(), rows)
             }
         };
         // Bounded by bytes too: the newest events that fit, at least one.

@@ -81,6 +81,11 @@ pub(super) struct SessionLog {
     /// run task holds this entry while it lives (see `EventLogs::typing`),
     /// so it is never evicted from under a subscriber.
     pub board: crate::partial::Board,
+    /// Every stored row of seq 1 to this one was read and found to decode
+    /// (see [`crate::log::span`]): stored rows never change, so they are
+    /// sent again unchecked. Lost with the entry (evicted, deleted), and
+    /// then earned again by the next read from seq 1.
+    pub checked: AtomicU64,
 }
 
 impl SessionLog {
@@ -93,6 +98,7 @@ impl SessionLog {
             updated_ms: AtomicI64::new(updated_ms),
             last_used: AtomicU64::new(0),
             board: crate::partial::Board::default(),
+            checked: AtomicU64::new(0),
         }
     }
 

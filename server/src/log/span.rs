@@ -30,13 +30,38 @@ impl Shared {
     /// they are, except that a row over the budget (written before it, or
     /// under a larger one) is cut now, and a row that does not decode is
     /// sent as the `unreadable` event a decoded read gives.
-    pub(super) fn streamed_raw(&self, session_id: &str, rows: Vec<RawEvent>) -> Vec<EncodedEvent> {
+    ///
+    /// Whether a row decodes is checked once per resident entry: rows up to
+    /// `session`'s [`SessionLog::checked`] were found to decode by an
+    /// earlier read and are not checked again, and a read that checks the
+    /// rows just after it (in seq order, each found to decode) moves it on.
+    /// A row that does not decode stops it: that row and those after it are
+    /// checked by every read.
+    pub(super) fn streamed_raw(
+        &self,
+        session_id: &str,
+        session: Option<&SessionLog>,
+        rows: Vec<RawEvent>,
+    ) -> Vec<EncodedEvent> {
         let budget = self.budget();
-        rows.into_iter()
+        let known = session.map_or(0, |s| s.checked.load(Ordering::Acquire));
+        let mut through = known;
+        let mut checked = 0u64;
+        let evs = rows
+            .into_iter()
             .map(|(seq, bytes)| {
                 let raw = EncodedEvent { seq, bytes };
-                if raw.bytes.len() <= budget && frame::decodes(&raw.bytes) {
-                    return raw;
+                if raw.bytes.len() <= budget {
+                    if seq <= known {
+                        return raw;
+                    }
+                    checked += 1;
+                    if frame::decodes(&raw.bytes) {
+                        if seq == through + 1 {
+                            through = seq;
+                        }
+                        return raw;
+                    }
                 }
                 let event = raw.decode(session_id);
                 match cut::fit(&event, budget) {
@@ -44,7 +69,14 @@ impl Shared {
                     None => EncodedEvent::of(&event),
                 }
             })
-            .collect()
+            .collect();
+        self.rows_checked.fetch_add(checked, Ordering::Relaxed);
+        if let Some(s) = session
+            && through > known
+        {
+            s.checked.fetch_max(through, Ordering::AcqRel);
+        }
+        evs
     }
 
     /// Events `after+1 ..= upto` from the store (at least one, up to
@@ -57,11 +89,13 @@ impl Shared {
     pub(super) fn store_span(
         self: &Arc<Self>,
         session_id: &str,
+        session: &Arc<SessionLog>,
         after: u64,
         upto: u64,
         max: usize,
     ) -> StoreSpan {
         let shared = self.clone();
+        let session = session.clone();
         let sid = session_id.to_owned();
         let want = usize::try_from(upto.saturating_sub(after))
             .unwrap_or(usize::MAX)
@@ -75,7 +109,7 @@ impl Shared {
                 shared
                     .store
                     .read_range_onward(&sid, after, want, cut::PAGE_BYTES, budget)?;
-            let mut evs = shared.streamed_raw(&sid, rows);
+            let mut evs = shared.streamed_raw(&sid, Some(&session), rows);
             evs.retain(|e| e.seq <= upto);
             Ok(Held::new(shared, evs))
         });

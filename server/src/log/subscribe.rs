@@ -427,20 +427,26 @@ impl Sub {
     async fn store_span(&mut self, upto: u64) -> Result<Vec<EncodedEvent>, super::LogError> {
         let span = match self.ahead.take() {
             Some(span) if span.after == self.last_sent => span,
-            _ => self
-                .shared
-                .store_span(&self.session_id, self.last_sent, upto, SUBSCRIBER_CHUNK),
+            _ => self.shared.store_span(
+                &self.session_id,
+                &self.session,
+                self.last_sent,
+                upto,
+                SUBSCRIBER_CHUNK,
+            ),
         };
         let read = span.events().await;
         if let (Phase::Replay { until }, Ok(evs)) = (&self.phase, &read)
             && let Some(last) = evs.last()
             && last.seq < *until
         {
-            self.ahead =
-                Some(
-                    self.shared
-                        .store_span(&self.session_id, last.seq, *until, SUBSCRIBER_CHUNK),
-                );
+            self.ahead = Some(self.shared.store_span(
+                &self.session_id,
+                &self.session,
+                last.seq,
+                *until,
+                SUBSCRIBER_CHUNK,
+            ));
         }
         read
     }

@@ -7,6 +7,7 @@
 mod support;
 
 mod append;
+mod checked;
 mod delete;
 mod fencing;
 mod handover;
