@@ -230,14 +230,18 @@ fn fixed_bounds_and_their_edges() {
     );
 }
 
-#[test]
-fn replay_against_both_peers() {
-    let mut r = run(false);
-    let measured = |per_sec: f64| replay::Measured {
+/// A replay of ours at `per_sec`.
+fn measured(per_sec: f64) -> replay::Measured {
+    replay::Measured {
         rate: rate(per_sec),
         server_cpu: 1.0,
         client_cpu: 1.0,
-    };
+    }
+}
+
+#[test]
+fn replay_against_both_peers() {
+    let mut r = run(false);
     r.replay = Some(Replay {
         events: 1_000_000,
         build: rate(10_000.0),
@@ -276,11 +280,6 @@ fn replay_against_both_peers() {
 #[test]
 fn a_replay_goal_the_grpc_ceiling_misses_too_is_past_the_ceiling() {
     let mut r = run(false);
-    let measured = |per_sec: f64| replay::Measured {
-        rate: rate(per_sec),
-        server_cpu: 1.0,
-        client_cpu: 1.0,
-    };
     let mut p = peers();
     p.jetstream_replay = Some(peer_replay(400_000.0, 400_000.0));
     p.sqlite_replay = Some(peer_replay(1_000_000.0, 2_500_000.0));

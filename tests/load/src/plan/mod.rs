@@ -20,7 +20,7 @@ use crate::server::{Server, ServerOptions, sibling};
 
 use self::agents::{run_codex, run_spawn};
 use self::on_postgres::run_postgres;
-use self::peer_rows::run_peers;
+use self::peer_rows::{Beside, run_peers};
 pub use self::results::{JetStreamFanout, OnPostgres, Peers, Ratio, Replay, Results};
 pub use self::sizes::Sizes;
 
@@ -93,7 +93,9 @@ pub async fn run(args: &Args) -> Results {
     }
     let server = Server::start(&opts).await;
 
-    let tp = throughput_rows(args, &sizes, &server, "").await;
+    let mut beside = Beside::default();
+    let peers_beside = (!args.no_peers).then_some((&mut beside, data.path()));
+    let tp = throughput_rows(args, &sizes, &server, "", peers_beside).await;
 
     // Idle memory on fresh servers: RSS deltas on a server that already
     // moved data measure the allocator's reuse of freed memory, not the cost.
@@ -176,7 +178,7 @@ pub async fn run(args: &Args) -> Results {
     let peers = if args.no_peers {
         None
     } else {
-        Some(run_peers(args, &sizes, &tp, replay.as_ref(), data.path()).await)
+        Some(run_peers(args, &sizes, &tp, beside, replay.as_ref(), data.path()).await)
     };
 
     let mut results = Results {
@@ -201,16 +203,25 @@ pub async fn run(args: &Args) -> Results {
 }
 
 /// Our throughput rows; `on` names the store in the progress lines.
+/// Our throughput rows; with `beside`, each followed at once by the peer
+/// rows in its shape ([`Beside`]).
 async fn throughput_rows(
     args: &Args,
     sizes: &Sizes,
     server: &Server,
     on: &str,
+    mut beside: Option<(&mut Beside, &std::path::Path)>,
 ) -> Vec<throughput::Row> {
     let mut tp = Vec::new();
     for &s in sizes.sessions.iter().filter(|_| args.runs("throughput")) {
         progress(&format!("throughput{on}: {s} sessions"));
-        tp.push(throughput::run(server, s, sizes.throughput_lines).await);
+        // What the rows before left in the page cache is written out first.
+        nix::unistd::sync();
+        let row = throughput::run(server, s, sizes.throughput_lines).await;
+        if let Some((peers, dir)) = beside.as_mut() {
+            peers.run(&row, dir);
+        }
+        tp.push(row);
     }
     tp
 }

@@ -4,29 +4,35 @@
 use crate::Args;
 use crate::ours::throughput;
 use crate::peers;
+use crate::stats::Rate;
 
 use super::{JetStreamFanout, Peers, Replay, Sizes, payload, progress};
 
-/// The peers, in the shapes of the rows of ours that ran: each peer row
-/// runs only when its row of ours is asked for (`--only`).
-pub(super) async fn run_peers(
-    args: &Args,
-    sizes: &Sizes,
-    tp: &[throughput::Row],
-    replay: Option<&Replay>,
-    dir: &std::path::Path,
-) -> Peers {
-    let payload = payload(tp);
-    let mut sqlite_append = Vec::new();
-    let mut fsync = Vec::new();
-    for row in tp {
+/// SQLite's appends and the raw fsync loop, each row run right after the
+/// throughput row of ours it is compared with, in its shape (sessions,
+/// events, the batches our commits took, our mean event's bytes): the
+/// ratio is then of two figures taken a few seconds apart, not minutes,
+/// on a shared machine whose speed drifts. What the row of ours left
+/// unwritten in the page cache is written out first (`sync`), so the peer
+/// does not pay for it.
+#[derive(Debug, Default)]
+pub(super) struct Beside {
+    sqlite_append: Vec<(usize, usize, Rate)>,
+    fsync: Vec<(usize, Rate, Rate)>,
+}
+
+impl Beside {
+    /// The peer rows in `row`'s shape.
+    pub(super) fn run(&mut self, row: &throughput::Row, dir: &std::path::Path) {
+        nix::unistd::sync();
+        let payload = payload(std::slice::from_ref(row));
         let batch = row.batch.round().max(1.0) as usize;
         progress(&format!(
             "SQLite: {} sessions, batches of {batch}",
             row.sessions
         ));
         let d = tempfile::tempdir_in(dir).expect("tempdir");
-        sqlite_append.push((
+        self.sqlite_append.push((
             row.sessions,
             batch,
             peers::sqlite::append(d.path(), row.sessions, batch, row.rate.events, payload),
@@ -38,8 +44,26 @@ pub(super) async fn run_peers(
         let layout = peers::fsync::Layout::Prewritten;
         let prewritten =
             peers::fsync::append_with(d.path(), layout, batch, row.rate.events, payload);
-        fsync.push((batch, grow, prewritten));
+        self.fsync.push((batch, grow, prewritten));
     }
+}
+
+/// The peers, in the shapes of the rows of ours that ran: each peer row
+/// runs only when its row of ours is asked for (`--only`). SQLite's
+/// appends and the fsync loop ran beside ours already (`beside`).
+pub(super) async fn run_peers(
+    args: &Args,
+    sizes: &Sizes,
+    tp: &[throughput::Row],
+    beside: Beside,
+    replay: Option<&Replay>,
+    dir: &std::path::Path,
+) -> Peers {
+    let payload = payload(tp);
+    let Beside {
+        sqlite_append,
+        fsync,
+    } = beside;
     let replay_events = args
         .runs("replay")
         .then(|| replay.map(|r| r.events).unwrap_or(sizes.replay_events));
