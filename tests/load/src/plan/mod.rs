@@ -113,7 +113,8 @@ pub async fn run(args: &Args) -> Results {
         fresh.stop();
     }
 
-    let fo = fanout_rows(args, &sizes, &server, "").await;
+    let fanout_beside = (!args.no_peers).then(|| (&mut beside, data.path(), payload(&tp)));
+    let fo = fanout_rows(args, &sizes, &server, "", fanout_beside).await;
 
     // Each row on a fresh server: its RSS peak is its own.
     let mut typing = Vec::new();
@@ -226,8 +227,16 @@ async fn throughput_rows(
     tp
 }
 
-/// Our fan-out rows, gRPC then grpc-web.
-async fn fanout_rows(args: &Args, sizes: &Sizes, server: &Server, on: &str) -> Vec<fanout::Row> {
+/// Our fan-out rows, gRPC then grpc-web; with `beside` (its directory and
+/// the payload), each gRPC row followed at once by JetStream's in its shape
+/// ([`Beside`]).
+async fn fanout_rows(
+    args: &Args,
+    sizes: &Sizes,
+    server: &Server,
+    on: &str,
+    mut beside: Option<(&mut Beside, &std::path::Path, usize)>,
+) -> Vec<fanout::Row> {
     fanout::prepare(server, "fanout").await;
     let mut fo = Vec::new();
     let web = std::iter::once((fanout::Transport::GrpcWeb, sizes.web));
@@ -237,6 +246,13 @@ async fn fanout_rows(args: &Args, sizes: &Sizes, server: &Server, on: &str) -> V
             "fan-out{on}: {n} {transport:?} subscribers at {rate}/s"
         ));
         fo.push(fanout::run(server, "fanout", transport, n, rate, lines).await);
+        if let (fanout::Transport::Grpc, Some((peers, dir, payload))) = (transport, beside.as_mut())
+        {
+            peers.jetstream_fanout(dir, (n, rate, lines), *payload);
+        }
+    }
+    if let Some((peers, _, _)) = beside {
+        peers.fanout_done();
     }
     fo
 }

@@ -61,7 +61,7 @@ pub(super) async fn run_postgres(
     let on = " on PostgreSQL";
     let server = Server::start(&pg_opts).await;
     let throughput = throughput_rows(args, sizes, &server, on, None).await;
-    let fanout = fanout_rows(args, sizes, &server, on).await;
+    let fanout = fanout_rows(args, sizes, &server, on, None).await;
     let replay = if args.runs("replay") {
         Some(run_replay(server, &pg_opts, sizes.replay_events, false, on, restart).await)
     } else {

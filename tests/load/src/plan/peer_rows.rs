@@ -8,20 +8,60 @@ use crate::stats::Rate;
 
 use super::{JetStreamFanout, Peers, Replay, Sizes, payload, progress};
 
-/// SQLite's appends and the raw fsync loop, each row run right after the
-/// throughput row of ours it is compared with, in its shape (sessions,
-/// events, the batches our commits took, our mean event's bytes): the
-/// ratio is then of two figures taken a few seconds apart, not minutes,
+/// The peer rows run right after the row of ours each is compared with, in
+/// its shape: SQLite's appends and the raw fsync loop after each
+/// throughput row (sessions, events, the batches our commits took, our
+/// mean event's bytes), JetStream's fan-out after each gRPC fan-out row
+/// (subscribers, rate, messages), on a durable NATS server started for
+/// them. A ratio is then of two figures taken seconds apart, not minutes,
 /// on a shared machine whose speed drifts. What the row of ours left
 /// unwritten in the page cache is written out first (`sync`), so the peer
 /// does not pay for it.
-#[derive(Debug, Default)]
+#[derive(Default)]
 pub(super) struct Beside {
     sqlite_append: Vec<(usize, usize, Rate)>,
     fsync: Vec<(usize, Rate, Rate)>,
+    nats: Option<peers::nats::Nats>,
+    jetstream_fanout: Vec<JetStreamFanout>,
 }
 
 impl Beside {
+    /// Stops the NATS server the fan-out rows ran on (the rows after them
+    /// do not share the machine with it).
+    pub(super) fn fanout_done(&mut self) {
+        self.nats = None;
+    }
+
+    /// JetStream's fan-out in the shape of a gRPC fan-out row of ours:
+    /// `subscribers` push consumers, `lines` messages of `payload` bytes at
+    /// `rate` per second.
+    pub(super) fn jetstream_fanout(
+        &mut self,
+        dir: &std::path::Path,
+        (subscribers, rate, lines): (usize, f64, u64),
+        payload: usize,
+    ) {
+        tokio::task::block_in_place(|| {
+            nix::unistd::sync();
+            let nats = self.nats.get_or_insert_with(|| {
+                peers::nats::Nats::start_in(dir, peers::nats::SyncPolicy::Always)
+            });
+            progress(&format!("JetStream: {subscribers} subscribers at {rate}/s"));
+            let run = nats.fanout_detail(
+                peers::nats::ConsumerKind::Push,
+                subscribers,
+                rate,
+                lines,
+                payload,
+            );
+            self.jetstream_fanout.push(JetStreamFanout {
+                subscribers,
+                rate,
+                run,
+            });
+        });
+    }
+
     /// The peer rows in `row`'s shape.
     pub(super) fn run(&mut self, row: &throughput::Row, dir: &std::path::Path) {
         nix::unistd::sync();
@@ -63,6 +103,8 @@ pub(super) async fn run_peers(
     let Beside {
         sqlite_append,
         fsync,
+        nats: _,
+        jetstream_fanout,
     } = beside;
     let replay_events = args
         .runs("replay")
@@ -80,39 +122,18 @@ pub(super) async fn run_peers(
     } else {
         tp.iter().map(|r| r.sessions).collect()
     };
-    let fanout_rows = if args.runs("fanout") {
-        sizes.fanout.clone()
-    } else {
-        Vec::new()
-    };
     let (js_lines, js_default_lines) = (sizes.jetstream_lines, sizes.throughput_lines);
     let dir = dir.to_path_buf();
-    let (jetstream_publish, jetstream_publish_default_sync, jetstream_fanout, jetstream_replay) =
+    let (jetstream_publish, jetstream_publish_default_sync, jetstream_replay) =
         tokio::task::spawn_blocking(move || {
             use peers::nats::{Nats, SyncPolicy};
             let mut publish = Vec::new();
-            let mut fanout = Vec::new();
-            if !sessions.is_empty() || !fanout_rows.is_empty() {
+            if !sessions.is_empty() {
                 let durable = Nats::start_in(&dir, SyncPolicy::Always);
                 for &s in &sessions {
                     progress(&format!("JetStream (fsync always): {s} publishers"));
                     let per = (js_lines / s as u64).max(1);
                     publish.push((s, durable.publish(s, per, payload)));
-                }
-                for &(n, rate, lines) in &fanout_rows {
-                    progress(&format!("JetStream: {n} subscribers at {rate}/s"));
-                    let f = durable.fanout_detail(
-                        peers::nats::ConsumerKind::Push,
-                        n,
-                        rate,
-                        lines,
-                        payload,
-                    );
-                    fanout.push(JetStreamFanout {
-                        subscribers: n,
-                        rate,
-                        run: f,
-                    });
                 }
             }
             let mut default_sync = Vec::new();
@@ -134,7 +155,7 @@ pub(super) async fn run_peers(
                 ));
                 Nats::start_in(&dir, SyncPolicy::Default).replay(events, payload, true)
             });
-            (publish, default_sync, fanout, replay)
+            (publish, default_sync, replay)
         })
         .await
         .expect("JetStream peer");
