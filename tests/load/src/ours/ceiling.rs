@@ -35,8 +35,8 @@ use super::{Stream, lean};
 use crate::server::{Conn, Server};
 use crate::stats::Rate;
 
-/// Set to `addr session_id` in the environment of this binary, it serves
-/// the ceiling instead of running the tool (see [`serve_main`]).
+/// Set to `addr session_id parent_pid` in the environment of this binary,
+/// it serves the ceiling instead of running the tool (see [`serve_main`]).
 pub const SERVE_ENV: &str = "AGENT_HARNESS_LOAD_CEILING";
 
 const SUBSCRIBE: &str = "/agentharness.v1.SessionService/Subscribe";
@@ -57,7 +57,10 @@ impl Ceiling {
     pub fn start(server: &Server, id: &str) -> Self {
         let exe = std::env::current_exe().expect("this binary's path");
         let mut child = Command::new(exe)
-            .env(SERVE_ENV, format!("{} {id}", server.addr))
+            .env(
+                SERVE_ENV,
+                format!("{} {id} {}", server.addr, std::process::id()),
+            )
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
             .stderr(Stdio::inherit())
@@ -117,12 +120,18 @@ pub async fn measure(ceiling: &Ceiling, id: &str, head: u64) -> super::replay::M
 /// The ceiling server's process: reads every message of a Subscribe from
 /// 0 of the session named in [`SERVE_ENV`] (through `caught_up`), listens
 /// on a loopback port, prints `addr messages bytes` and serves them to
-/// every Subscribe until killed.
+/// every Subscribe until killed, or until the tool that started it ends,
+/// however it ends (`PR_SET_PDEATHSIG`): nothing else would stop it.
 pub fn serve_main(spec: &str) -> ! {
     let mut words = spec.split_whitespace();
-    let (Some(addr), Some(id)) = (words.next(), words.next()) else {
-        panic!("{SERVE_ENV}={spec:?}: want `addr session_id`");
+    let (Some(addr), Some(id), Some(parent)) = (words.next(), words.next(), words.next()) else {
+        panic!("{SERVE_ENV}={spec:?}: want `addr session_id parent_pid`");
     };
+    nix::sys::prctl::set_pdeathsig(nix::sys::signal::Signal::SIGKILL).expect("PR_SET_PDEATHSIG");
+    // The parent may have ended before the line above: then it is not ours.
+    if nix::unistd::getppid().as_raw().to_string() != parent {
+        std::process::exit(1);
+    }
     let addr: SocketAddr = addr.parse().expect("the server's address");
     let id = id.to_owned();
     let rt = tokio::runtime::Builder::new_multi_thread()
