@@ -23,12 +23,12 @@ use std::task::{Context, Poll};
 use std::time::Instant;
 
 use agent_harness_protocol::pb;
+use agent_harness_server::wire::codec::{WireCodec, WireMessage};
 use bytes::{BufMut, Bytes};
 use futures::future::BoxFuture;
 use prost::Message;
 use tonic::Status;
 use tonic::body::Body;
-use tonic::codec::{Codec, DecodeBuf, Decoder, EncodeBuf, Encoder};
 use tonic::server::{Grpc, NamedService, ServerStreamingService};
 
 use super::{Stream, lean};
@@ -123,17 +123,12 @@ pub async fn measure(ceiling: &Ceiling, id: &str, head: u64) -> super::replay::M
 /// every Subscribe until killed, or until the tool that started it ends,
 /// however it ends (`PR_SET_PDEATHSIG`): nothing else would stop it.
 pub fn serve_main(spec: &str) -> ! {
-    let mut words = spec.split_whitespace();
-    let (Some(addr), Some(id), Some(parent)) = (words.next(), words.next(), words.next()) else {
-        panic!("{SERVE_ENV}={spec:?}: want `addr session_id parent_pid`");
-    };
+    let (addr, id, parent) = parse_spec(spec).unwrap_or_else(|e| panic!("{e}"));
     nix::sys::prctl::set_pdeathsig(nix::sys::signal::Signal::SIGKILL).expect("PR_SET_PDEATHSIG");
     // The parent may have ended before the line above: then it is not ours.
-    if nix::unistd::getppid().as_raw().to_string() != parent {
+    if nix::unistd::getppid().as_raw() != parent {
         std::process::exit(1);
     }
-    let addr: SocketAddr = addr.parse().expect("the server's address");
-    let id = id.to_owned();
     let rt = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
@@ -210,7 +205,7 @@ impl tower::Service<http::Request<Body>> for Routes {
         }
         let method = Subscribe(self.frames.clone());
         Box::pin(async move {
-            let mut grpc = Grpc::new(BytesCodec)
+            let mut grpc = Grpc::new(WireCodec::<Held, pb::SubscribeRequest>::default())
                 .apply_max_message_size_config(None, Some(crate::server::MAX_MESSAGE_BYTES));
             Ok(grpc.server_streaming(method, req).await)
         })
@@ -220,8 +215,8 @@ impl tower::Service<http::Request<Body>> for Routes {
 struct Subscribe(Arc<Vec<Bytes>>);
 
 impl ServerStreamingService<pb::SubscribeRequest> for Subscribe {
-    type Response = Bytes;
-    type ResponseStream = futures::stream::BoxStream<'static, Result<Bytes, Status>>;
+    type Response = Held;
+    type ResponseStream = futures::stream::BoxStream<'static, Result<Held, Status>>;
     type Future = BoxFuture<'static, Result<tonic::Response<Self::ResponseStream>, Status>>;
 
     fn call(&mut self, _request: tonic::Request<pb::SubscribeRequest>) -> Self::Future {
@@ -230,7 +225,7 @@ impl ServerStreamingService<pb::SubscribeRequest> for Subscribe {
             // Each message is a reference to the held bytes, as our
             // server's are to a stored row's copy.
             let n = frames.len();
-            let stream = futures::stream::iter((0..n).map(move |i| Ok(frames[i].clone())));
+            let stream = futures::stream::iter((0..n).map(move |i| Ok(Held(frames[i].clone()))));
             Ok(tonic::Response::new(
                 Box::pin(stream) as futures::stream::BoxStream<'static, _>
             ))
@@ -238,51 +233,55 @@ impl ServerStreamingService<pb::SubscribeRequest> for Subscribe {
     }
 }
 
-/// Requests decoded by prost, responses written as the bytes they are.
-#[derive(Clone, Copy, Default)]
-struct BytesCodec;
+/// A held message, written by our server's own Subscribe codec (the
+/// request decoded as the generated server decodes it, the response copied
+/// once into tonic's buffer, as an event's stored bytes are).
+struct Held(Bytes);
 
-impl Codec for BytesCodec {
-    type Encode = Bytes;
-    type Decode = pb::SubscribeRequest;
-    type Encoder = BytesEncoder;
-    type Decoder = RequestDecoder;
-
-    fn encoder(&mut self) -> BytesEncoder {
-        BytesEncoder
+impl WireMessage for Held {
+    fn encoded_len(&self) -> usize {
+        self.0.len()
     }
 
-    fn decoder(&mut self) -> RequestDecoder {
-        RequestDecoder
+    fn encode_to(&self, buf: &mut impl BufMut) {
+        buf.put_slice(&self.0);
     }
 }
 
-#[derive(Clone, Copy, Default)]
-struct BytesEncoder;
-
-impl Encoder for BytesEncoder {
-    type Item = Bytes;
-    type Error = Status;
-
-    fn encode(&mut self, item: Bytes, dst: &mut EncodeBuf<'_>) -> Result<(), Status> {
-        // Copied into tonic's buffer, as our server's encoder copies an
-        // event's bytes.
-        dst.reserve(item.len());
-        dst.put_slice(&item);
-        Ok(())
-    }
+/// `addr session_id parent_pid`, as [`Ceiling::start`] writes it.
+fn parse_spec(spec: &str) -> Result<(SocketAddr, String, i32), String> {
+    let want = || format!("{SERVE_ENV}={spec:?}: want `addr session_id parent_pid`");
+    let words: Vec<&str> = spec.split_whitespace().collect();
+    let [addr, id, parent] = words[..] else {
+        return Err(want());
+    };
+    Ok((
+        addr.parse().map_err(|_| want())?,
+        id.to_owned(),
+        parent.parse().map_err(|_| want())?,
+    ))
 }
 
-#[derive(Clone, Copy, Default)]
-struct RequestDecoder;
+#[cfg(test)]
+mod tests {
+    use super::*;
 
-impl Decoder for RequestDecoder {
-    type Item = pb::SubscribeRequest;
-    type Error = Status;
-
-    fn decode(&mut self, src: &mut DecodeBuf<'_>) -> Result<Option<Self::Item>, Status> {
-        pb::SubscribeRequest::decode(src)
-            .map(Some)
-            .map_err(|e| Status::invalid_argument(e.to_string()))
+    #[test]
+    fn a_spec_is_three_words_and_anything_else_is_refused() {
+        assert_eq!(
+            parse_spec("127.0.0.1:5 replay 42"),
+            Ok(("127.0.0.1:5".parse().unwrap(), "replay".to_owned(), 42))
+        );
+        for bad in [
+            "",
+            "127.0.0.1:5 replay",
+            "127.0.0.1:5 replay 42 more",
+            "localhost:5 replay 42",
+            "127.0.0.1:5 replay -",
+            "127.0.0.1:5 replay 99999999999",
+        ] {
+            let e = parse_spec(bad).expect_err(bad);
+            assert!(e.contains("want `addr session_id parent_pid`"), "{e}");
+        }
     }
 }
