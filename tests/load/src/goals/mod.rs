@@ -300,28 +300,31 @@ pub fn judge(r: &Results) -> Vec<Goal> {
         let peer = |p: Option<&crate::peers::Replay>| {
             p.map(|p| if warm { p.warm } else { p.cold }.per_sec())
         };
-        out.push(
-            Goal::ratio(
-                format!("replay over gRPC, {what}, vs JetStream ordered consumer"),
-                Unit::EventsPerSec,
+        let against = [
+            (
                 "JetStream ordered consumer",
-                ours,
-                peer(peers.and_then(|p| p.jetstream_replay.as_ref())),
-                Target::AtLeast(1.0),
-            )
-            .with_ceiling(ceiling),
-        );
-        out.push(
-            Goal::ratio(
-                format!("replay over gRPC, {what}, vs SQLite in process"),
-                Unit::EventsPerSec,
+                peers.and_then(|p| p.jetstream_replay.as_ref()),
+                1.0,
+            ),
+            (
                 "SQLite in process",
-                ours,
-                peer(peers.and_then(|p| p.sqlite_replay.as_ref())),
-                Target::AtLeast(0.5),
-            )
-            .with_ceiling(ceiling),
-        );
+                peers.and_then(|p| p.sqlite_replay.as_ref()),
+                0.5,
+            ),
+        ];
+        for (name, theirs, bound) in against {
+            out.push(
+                Goal::ratio(
+                    format!("replay over gRPC, {what}, vs {name}"),
+                    Unit::EventsPerSec,
+                    name,
+                    ours,
+                    peer(theirs),
+                    Target::AtLeast(bound),
+                )
+                .with_ceiling(ceiling),
+            );
+        }
     }
 
     let (ours, js, _) = fan(rows.stress);
