@@ -79,6 +79,10 @@ pub struct Args {
     /// 100): one row alone, to profile it.
     #[arg(long, value_parser = at_least_one)]
     pub sessions: Vec<usize>,
+    /// Only the fan-out rows with these subscriber counts (repeatable;
+    /// default every row, grpc-web's included): one row alone, to profile it.
+    #[arg(long, value_parser = at_least_one)]
+    pub subscribers: Vec<usize>,
     /// CLI lines per throughput row (default 100,000; 2,000 with --quick).
     #[arg(long, value_parser = clap::value_parser!(u64).range(1..))]
     pub throughput_lines: Option<u64>,
@@ -170,6 +174,7 @@ mod args_tests {
             &["load", "--sessions", "0"][..],
             &["load", "--sessions", "x"],
             &["load", "--throughput-lines", "0"],
+            &["load", "--subscribers", "0"],
         ] {
             let err = Args::try_parse_from(bad).expect_err("refused");
             assert_eq!(
@@ -180,5 +185,17 @@ mod args_tests {
         }
         let ok = Args::try_parse_from(["load", "--sessions", "1", "--sessions", "100"]).unwrap();
         assert_eq!(ok.sessions, vec![1, 100]);
+    }
+
+    #[test]
+    fn subscribers_keep_only_their_fanout_rows() {
+        let args = Args::try_parse_from(["load", "--subscribers", "100"]).unwrap();
+        let mut sizes = crate::plan::Sizes::new(false);
+        sizes.keep_fanout(&args.subscribers);
+        let kept: Vec<_> = sizes.fanout.iter().map(|r| (r.0, r.1)).collect();
+        assert_eq!(kept, vec![(100, 100.0)]);
+        assert_eq!(sizes.web.map(|r| r.0), Some(100));
+        sizes.keep_fanout(&[1]);
+        assert!(sizes.fanout.is_empty() && sizes.web.is_none(), "{sizes:?}");
     }
 }

@@ -68,6 +68,9 @@ pub async fn run(args: &Args) -> Results {
     if !args.sessions.is_empty() {
         sizes.sessions.clone_from(&args.sessions);
     }
+    if !args.subscribers.is_empty() {
+        sizes.keep_fanout(&args.subscribers);
+    }
     if let Some(n) = args.throughput_lines {
         sizes.throughput_lines = n;
     }
@@ -239,7 +242,7 @@ async fn fanout_rows(
 ) -> Vec<fanout::Row> {
     fanout::prepare(server, "fanout").await;
     let mut fo = Vec::new();
-    let web = std::iter::once((fanout::Transport::GrpcWeb, sizes.web));
+    let web = sizes.web.map(|r| (fanout::Transport::GrpcWeb, r));
     let rows = sizes.fanout.iter().map(|&r| (fanout::Transport::Grpc, r));
     for (transport, (n, rate, lines)) in rows.chain(web).filter(|_| args.runs("fanout")) {
         progress(&format!(

@@ -17,7 +17,7 @@ pub struct Sizes {
     /// gRPC fan-out rows: subscribers, lines per second, lines.
     pub fanout: Vec<(usize, f64, u64)>,
     /// The grpc-web row: subscribers, lines per second, lines.
-    pub web: (usize, f64, u64),
+    pub web: Option<(usize, f64, u64)>,
     /// Live-typing rows, in the order run.
     pub deltas: Vec<Spec>,
     /// Events in the replayed log.
@@ -48,7 +48,7 @@ impl Sizes {
                 sessions: vec![1, 10],
                 // The last is the smoke's stand-in for the stress row.
                 fanout: vec![(1, 50.0, 25), (20, 50.0, 25), (20, 200.0, 50)],
-                web: (5, 50.0, 25),
+                web: Some((5, 50.0, 25)),
                 deltas: typing_pairs(20, &[(0.0, 20)], 5),
                 replay_events: 5_000,
                 idle: vec![100],
@@ -73,7 +73,7 @@ impl Sizes {
                     (10_000, 10.0, 100),
                     (1_000, 500.0, 5_000),
                 ],
-                web: (100, 100.0, 1_000),
+                web: Some((100, 100.0, 1_000)),
                 // The row: 1,000 subscribers, the stand-in at full
                 // speed (the server falls behind: the delays are queueing);
                 // then at a fast model's typing speed, 5 messages/s of 20
@@ -88,6 +88,14 @@ impl Sizes {
                 },
             }
         }
+    }
+}
+
+impl Sizes {
+    /// Keeps only the fan-out rows (grpc-web's too) of these subscriber counts.
+    pub(crate) fn keep_fanout(&mut self, subscribers: &[usize]) {
+        self.fanout.retain(|r| subscribers.contains(&r.0));
+        self.web = self.web.filter(|r| subscribers.contains(&r.0));
     }
 }
 
