@@ -6,8 +6,9 @@
 //! just answered, see [`next_cmd`]), and commits it as ONE
 //! `Durability::Immediate` transaction. Only after that commit does it
 //! publish: events go into the session windows, the heads are set, each
-//! append's oneshot resolves, and then the head watches are bumped, waking
-//! subscribers. If the commit fails, the seqs it assigned are rolled back
+//! append's oneshot resolves and the head watches are bumped, waking
+//! subscribers (a few before the replies, many after them: see
+//! `FEW_SUBSCRIBERS`). If the commit fails, the seqs it assigned are rolled back
 //! (the cached metas of its sessions are forgotten, so the next append
 //! numbers from the store's head), so the log never has a gap. The thread
 //! ends on `Cmd::Shutdown` or when every sender is dropped, after
@@ -171,6 +172,17 @@ fn next_cmd(rx: &mpsc::Receiver<Cmd>, linger: bool, until: Instant) -> Option<Cm
             rx.try_recv().ok()
         }
         Err(_) => None,
+    }
+}
+
+/// At most this many streams following the sessions of a commit are woken
+/// before its appenders' replies; more are woken after them.
+const FEW_SUBSCRIBERS: usize = 4;
+
+/// Wakes the streams following the sessions in `wake`, once: it is emptied.
+fn wake_subscribers(wake: &mut Vec<Arc<SessionLog>>) {
+    for session in wake.drain(..) {
+        session.head.send_modify(|_| {});
     }
 }
 
@@ -427,10 +439,21 @@ impl Writer {
                         self.index.insert(sid, fold);
                     }
                 }
-                let wake = self.publish(&events, &encoded, &touched, now_ms);
+                let mut wake = self.publish(&events, &encoded, &touched, now_ms);
                 self.shared.published.fetch_add(1, Ordering::SeqCst);
                 self.shared.resident.enforce_byte_budget();
                 self.trim_metas();
+                // A few subscribers first, many last. Each woken stream is a
+                // task the runtime queues in wake order. With 1,000 of them
+                // queued first the appenders' replies would wait behind the
+                // whole fan-out wave; a few are a few polls, and queued
+                // after the reply a lone subscriber waits for a second
+                // worker to wake while the first runs the appender.
+                let few =
+                    wake.iter().map(|s| s.head.receiver_count()).sum::<usize>() <= FEW_SUBSCRIBERS;
+                if few {
+                    wake_subscribers(&mut wake);
+                }
                 // Replies are in batch order, as are their events: hand each
                 // append its own events by moving them out of the batch.
                 let mut events = events.into_iter();
@@ -439,12 +462,7 @@ impl Writer {
                     answered += 1;
                     let _ = tx.send(Ok(events.by_ref().take(n).collect()));
                 }
-                // Subscribers last: each woken stream is a task the runtime
-                // runs, and with 1,000 of them queued first the appenders'
-                // replies would wait behind the whole fan-out wave.
-                for session in wake {
-                    session.head.send_modify(|_| {});
-                }
+                wake_subscribers(&mut wake);
                 answered
             }
             Err(e) => {
