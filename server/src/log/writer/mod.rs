@@ -8,7 +8,7 @@
 //! publish: events go into the session windows, the heads are set, each
 //! append's oneshot resolves and the head watches are bumped, waking
 //! subscribers (a few before the replies, many after them: see
-//! `FEW_SUBSCRIBERS`). If the commit fails, the seqs it assigned are rolled back
+//! [`publish`]). If the commit fails, the seqs it assigned are rolled back
 //! (the cached metas of its sessions are forgotten, so the next append
 //! numbers from the store's head), so the log never has a gap. The thread
 //! ends on `Cmd::Shutdown` or when every sender is dropped, after
@@ -53,10 +53,12 @@ use tokio::sync::oneshot;
 
 mod apart;
 mod index;
+mod publish;
 
+use self::publish::answer;
 use super::failpoint::{Failpoint, When};
 use super::tail::Ahead;
-use super::{Commit, EncodedEvent, LogError, MetaChange, SessionLog, Shared};
+use super::{Commit, EncodedEvent, LogError, MetaChange, Shared};
 use crate::store::{self, IndexFold, IndexRow, ReceiptWrite, SessionMeta};
 
 /// What the writer is asked to do.
@@ -172,17 +174,6 @@ fn next_cmd(rx: &mpsc::Receiver<Cmd>, linger: bool, until: Instant) -> Option<Cm
             rx.try_recv().ok()
         }
         Err(_) => None,
-    }
-}
-
-/// At most this many streams following the sessions of a commit are woken
-/// before its appenders' replies; more are woken after them.
-const FEW_SUBSCRIBERS: usize = 4;
-
-/// Wakes the streams following the sessions in `wake`, once: it is emptied.
-fn wake_subscribers(wake: &mut Vec<Arc<SessionLog>>) {
-    for session in wake.drain(..) {
-        session.head.send_modify(|_| {});
     }
 }
 
@@ -439,31 +430,11 @@ impl Writer {
                         self.index.insert(sid, fold);
                     }
                 }
-                let mut wake = self.publish(&events, &encoded, &touched, now_ms);
+                let wake = self.publish(&events, &encoded, &touched, now_ms);
                 self.shared.published.fetch_add(1, Ordering::SeqCst);
                 self.shared.resident.enforce_byte_budget();
                 self.trim_metas();
-                // A few subscribers first, many last. Each woken stream is a
-                // task the runtime queues in wake order. With 1,000 of them
-                // queued first the appenders' replies would wait behind the
-                // whole fan-out wave; a few are a few polls, and queued
-                // after the reply a lone subscriber waits for a second
-                // worker to wake while the first runs the appender.
-                let few =
-                    wake.iter().map(|s| s.head.receiver_count()).sum::<usize>() <= FEW_SUBSCRIBERS;
-                if few {
-                    wake_subscribers(&mut wake);
-                }
-                // Replies are in batch order, as are their events: hand each
-                // append its own events by moving them out of the batch.
-                let mut events = events.into_iter();
-                let mut answered = 0;
-                for (tx, n, _) in replies {
-                    answered += 1;
-                    let _ = tx.send(Ok(events.by_ref().take(n).collect()));
-                }
-                wake_subscribers(&mut wake);
-                answered
+                answer(events, replies, wake)
             }
             Err(e) => {
                 tracing::error!(error = %e, events = events.len(), "event log commit failed");
@@ -613,55 +584,5 @@ impl Writer {
             self.metas.remove(&k);
             self.index.remove(&k);
         }
-    }
-
-    /// After a successful commit: fill windows, then set the heads, so that
-    /// when an append's reply arrives its caller already reads its own
-    /// events (`head_seq`, History, Subscribe). Returns the sessions whose
-    /// head moved; the caller wakes their subscribers after the replies.
-    fn publish(
-        &self,
-        events: &[pb::Event],
-        encoded: &[bytes::Bytes],
-        touched: &HashMap<String, Touched>,
-        now_ms: i64,
-    ) -> Vec<Arc<SessionLog>> {
-        let mut wake = Vec::new();
-        // Group by session once; within a session, events are already in seq
-        // order because appends were numbered in arrival order. The window
-        // shares the bytes the store was given.
-        let mut by_session: HashMap<&str, Vec<EncodedEvent>> = HashMap::new();
-        for (e, bytes) in events.iter().zip(encoded) {
-            let shared = EncodedEvent::new(e.seq, bytes.clone());
-            by_session
-                .entry(e.session_id.as_str())
-                .or_default()
-                .push(shared);
-        }
-        for session_id in touched.keys() {
-            let head_seq = self.metas[session_id].1.head_seq;
-            // A session nobody has in memory stays out: its head is in the
-            // store, where the next reader loads it from.
-            let Some(session) = self.shared.resident.get(session_id) else {
-                continue;
-            };
-            session.has_meta.store(true, Ordering::Release);
-            session.updated_ms.fetch_max(now_ms, Ordering::Relaxed);
-            if head_seq <= *session.head.borrow() {
-                continue;
-            }
-            if let Some(evs) = by_session.remove(session_id.as_str()) {
-                self.shared.resident.extend_window(&session, &evs);
-            }
-            // Set without notifying (the closure reports "not modified"): a
-            // stream that polls now already sees it; waiting ones are woken
-            // by the caller.
-            session.head.send_if_modified(|h| {
-                *h = (*h).max(head_seq);
-                false
-            });
-            wake.push(session);
-        }
-        wake
     }
 }

@@ -1,0 +1,105 @@
+//! What a successful commit makes visible, and in which order it wakes
+//! those waiting for it: the sessions' windows and heads first
+//! ([`Writer::publish`]), then the appenders' replies and the streams that
+//! follow the sessions ([`answer`]).
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+
+use agent_harness_protocol::pb;
+
+use super::{Reply, Touched, Writer};
+use crate::log::{EncodedEvent, SessionLog};
+
+/// At most this many streams following the sessions of a commit are woken
+/// before its appenders' replies; more are woken after them.
+const FEW_SUBSCRIBERS: usize = 4;
+
+/// Answers each append of a committed batch with its own events (moved out
+/// of the batch: replies are in batch order, as are their events) and wakes
+/// the streams following the sessions in `wake`; returns how many appends
+/// were answered.
+///
+/// A few streams first, many last. Each woken stream is a task the runtime
+/// queues in wake order. With 1,000 of them queued first the replies would
+/// wait behind the whole fan-out wave; a few are a few polls, and queued
+/// after a reply a lone subscriber waits for a second worker to wake while
+/// the first runs the appender.
+pub(super) fn answer(
+    events: Vec<pb::Event>,
+    replies: Vec<Reply>,
+    mut wake: Vec<Arc<SessionLog>>,
+) -> usize {
+    let few = wake.iter().map(|s| s.head.receiver_count()).sum::<usize>() <= FEW_SUBSCRIBERS;
+    if few {
+        wake_subscribers(&mut wake);
+    }
+    let mut events = events.into_iter();
+    let mut answered = 0;
+    for (tx, n, _) in replies {
+        answered += 1;
+        let _ = tx.send(Ok(events.by_ref().take(n).collect()));
+    }
+    wake_subscribers(&mut wake);
+    answered
+}
+
+/// Wakes the streams following the sessions in `wake`, once: it is emptied.
+fn wake_subscribers(wake: &mut Vec<Arc<SessionLog>>) {
+    for session in wake.drain(..) {
+        session.head.send_modify(|_| {});
+    }
+}
+
+impl Writer {
+    /// After a successful commit: fill windows, then set the heads, so that
+    /// when an append's reply arrives its caller already reads its own
+    /// events (`head_seq`, History, Subscribe). Returns the sessions whose
+    /// head moved; [`answer`] wakes their subscribers.
+    pub(super) fn publish(
+        &self,
+        events: &[pb::Event],
+        encoded: &[bytes::Bytes],
+        touched: &HashMap<String, Touched>,
+        now_ms: i64,
+    ) -> Vec<Arc<SessionLog>> {
+        let mut wake = Vec::new();
+        // Group by session once; within a session, events are already in seq
+        // order because appends were numbered in arrival order. The window
+        // shares the bytes the store was given.
+        let mut by_session: HashMap<&str, Vec<EncodedEvent>> = HashMap::new();
+        for (e, bytes) in events.iter().zip(encoded) {
+            let shared = EncodedEvent::new(e.seq, bytes.clone());
+            by_session
+                .entry(e.session_id.as_str())
+                .or_default()
+                .push(shared);
+        }
+        for session_id in touched.keys() {
+            let head_seq = self.metas[session_id].1.head_seq;
+            // A session nobody has in memory stays out: its head is in the
+            // store, where the next reader loads it from.
+            let Some(session) = self.shared.resident.get(session_id) else {
+                continue;
+            };
+            session.has_meta.store(true, Ordering::Release);
+            session.updated_ms.fetch_max(now_ms, Ordering::Relaxed);
+            if head_seq <= *session.head.borrow() {
+                continue;
+            }
+            if let Some(evs) = by_session.remove(session_id.as_str()) {
+                self.shared.resident.extend_window(&session, &evs);
+            }
+            // Set without notifying (the closure reports "not modified"): a
+            // stream that polls now already sees it; waiting ones are woken
+            // by the caller.
+            session.head.send_if_modified(|h| {
+                *h = (*h).max(head_seq);
+                false
+            });
+            wake.push(session);
+        }
+        wake
+    }
+}
