@@ -312,27 +312,45 @@ async fn interrupt_during_a_running_tool_aborts_it() {
     assert_eq!(cli.close_and_wait().await.code(), Some(1));
 }
 
+/// SIGINT while a reply streams: the CLI exits 0, and flushes the
+/// interrupted turn's `result` (`aborted_streaming`) when it has the time.
+/// Under load it sometimes does not: 2.1.197 exited 0 with nothing more on
+/// stdout in 1 of 6 SIGINTs with both cores busy, though it had already
+/// shown the reply's `message_start`. The server does not count on the
+/// flush: the run's `run_end` follows the exit either way
+/// (docs/guarantees.md, "Every run ends exactly once").
 #[tokio::test]
-async fn sigint_mid_turn_flushes_and_exits_zero() {
+async fn sigint_mid_turn_exits_zero_and_any_result_it_flushes_is_aborted_streaming() {
     let api = FakeApi::start().await;
-    let mut cli = Cli::spawn(&api, &[], &[]);
+    let mut cli = Cli::spawn(&api, &["--include-partial-messages"], &[]);
     cli.send_user("HANG").await;
-    eventually("the HANG request", || api.active_streams() == 1).await;
-    // Its message_start is out: the CLI is reading a reply, not still
-    // setting up the request (on a loaded machine a SIGINT then ended it
-    // without a result).
-    eventually("the HANG reply's message_start", || {
-        api.sse_events_sent() >= 1
+    // It is streaming a reply, not still setting up the request.
+    cli.expect("the HANG reply's message_start, streamed", |v| {
+        v["type"] == "stream_event" && v["event"]["type"] == "message_start"
     })
     .await;
+    assert_eq!(api.active_streams(), 1);
     let status = std::process::Command::new("kill")
         .args(["-INT", &cli.pid().to_string()])
         .status()
         .unwrap();
     assert!(status.success());
-    let result = cli.expect_result().await;
-    assert_eq!(result["terminal_reason"], "aborted_streaming");
+    let rest = cli.rest().await;
     assert_eq!(cli.wait().await.code(), Some(0));
+    let results: Vec<&serde_json::Value> = rest.iter().filter(|v| v["type"] == "result").collect();
+    assert!(results.len() <= 1, "{rest:?}");
+    for result in results {
+        assert_eq!(result["terminal_reason"], "aborted_streaming", "{result}");
+        assert_eq!(result["is_error"], true, "{result}");
+    }
+    // Nothing of a new turn: only what the interrupted one flushes.
+    assert!(
+        rest.iter().all(|v| matches!(
+            v["type"].as_str(),
+            Some("assistant" | "user" | "result" | "stream_event" | "system")
+        )),
+        "{rest:?}"
+    );
 }
 
 #[tokio::test]

@@ -134,6 +134,23 @@ impl Cli {
         }
     }
 
+    /// Every stdout line left, up to its end (after the process exited or
+    /// was signalled); fails when stdout does not end in time.
+    pub async fn rest(&mut self) -> Vec<Value> {
+        let deadline = tokio::time::Instant::now() + FRAME_TIMEOUT;
+        let mut rest = Vec::new();
+        loop {
+            match tokio::time::timeout_at(deadline, self.lines.recv()).await {
+                Ok(Some(v)) => {
+                    self.seen.push(v.clone());
+                    rest.push(v);
+                }
+                Ok(None) => return rest,
+                Err(_) => self.fail("timed out waiting for stdout to end").await,
+            }
+        }
+    }
+
     /// The next `result` line.
     pub async fn expect_result(&mut self) -> Value {
         self.expect("result", |v| v["type"] == "result").await
