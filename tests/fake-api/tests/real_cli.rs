@@ -318,7 +318,7 @@ async fn interrupt_during_a_running_tool_aborts_it() {
 /// stdout in 1 of 6 SIGINTs with both cores busy, though it had already
 /// shown the reply's `message_start`. The server does not count on the
 /// flush: the run's `run_end` follows the exit either way
-/// (docs/guarantees.md, "Every run ends exactly once").
+/// (docs/guarantees.md, "The rules, kept": every run ends exactly once).
 #[tokio::test]
 async fn sigint_mid_turn_exits_zero_and_any_result_it_flushes_is_aborted_streaming() {
     let api = FakeApi::start().await;
