@@ -29,11 +29,11 @@ const FEW_SUBSCRIBERS: usize = 4;
 pub(super) fn answer(
     events: Vec<pb::Event>,
     replies: Vec<Reply>,
-    mut wake: Vec<Arc<SessionLog>>,
+    wake: Vec<Arc<SessionLog>>,
 ) -> usize {
-    let few = wake.iter().map(|s| s.head.receiver_count()).sum::<usize>() <= FEW_SUBSCRIBERS;
-    if few {
-        wake_subscribers(&mut wake);
+    let streams_first = followed_by_few(&wake);
+    if streams_first {
+        wake_subscribers(&wake);
     }
     let mut events = events.into_iter();
     let mut answered = 0;
@@ -41,13 +41,25 @@ pub(super) fn answer(
         answered += 1;
         let _ = tx.send(Ok(events.by_ref().take(n).collect()));
     }
-    wake_subscribers(&mut wake);
+    if !streams_first {
+        wake_subscribers(&wake);
+    }
     answered
 }
 
-/// Wakes the streams following the sessions in `wake`, once: it is emptied.
-fn wake_subscribers(wake: &mut Vec<Arc<SessionLog>>) {
-    for session in wake.drain(..) {
+/// Whether at most [`FEW_SUBSCRIBERS`] streams follow these sessions
+/// (counted until there are more).
+fn followed_by_few(sessions: &[Arc<SessionLog>]) -> bool {
+    let mut streams = 0;
+    sessions.iter().all(|s| {
+        streams += s.head.receiver_count();
+        streams <= FEW_SUBSCRIBERS
+    })
+}
+
+/// Wakes the streams following these sessions.
+fn wake_subscribers(sessions: &[Arc<SessionLog>]) {
+    for session in sessions {
         session.head.send_modify(|_| {});
     }
 }

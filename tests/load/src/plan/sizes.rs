@@ -89,9 +89,7 @@ impl Sizes {
             }
         }
     }
-}
 
-impl Sizes {
     /// Keeps only the fan-out rows (grpc-web's too) of these subscriber counts.
     pub(crate) fn keep_fanout(&mut self, subscribers: &[usize]) {
         self.fanout.retain(|r| subscribers.contains(&r.0));
