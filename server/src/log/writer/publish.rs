@@ -35,16 +35,28 @@ pub(super) fn answer(
     if streams_first {
         wake_subscribers(&wake);
     }
-    let mut events = events.into_iter();
-    let mut answered = 0;
-    for (tx, n, _) in replies {
-        answered += 1;
-        let _ = tx.send(Ok(events.by_ref().take(n).collect()));
+    let answered = replies.len();
+    for ((tx, _, _), events) in split(events, replies) {
+        let _ = tx.send(Ok(events));
     }
     if !streams_first {
         wake_subscribers(&wake);
     }
     answered
+}
+
+/// Each reply with its events, in order: the later ones split off the end,
+/// so the first keeps the batch's own vector (a commit that answers one
+/// append moves its events, however many, without a copy).
+fn split(mut events: Vec<pb::Event>, replies: Vec<Reply>) -> Vec<(Reply, Vec<pb::Event>)> {
+    let mut parts: Vec<Vec<pb::Event>> = Vec::with_capacity(replies.len());
+    for (_, n, _) in replies.iter().skip(1).rev() {
+        let at = events.len().saturating_sub(*n);
+        parts.push(events.split_off(at));
+    }
+    debug_assert_eq!(events.len(), replies.first().map_or(0, |(_, n, _)| *n));
+    parts.push(events);
+    replies.into_iter().zip(parts.into_iter().rev()).collect()
 }
 
 /// Whether at most [`FEW_SUBSCRIBERS`] streams follow these sessions
@@ -113,5 +125,47 @@ impl Writer {
             wake.push(session);
         }
         wake
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use tokio::sync::oneshot;
+
+    use super::*;
+
+    #[test]
+    fn each_reply_gets_its_own_events_in_order() {
+        let events: Vec<pb::Event> = (1..=6)
+            .map(|seq| pb::Event {
+                seq,
+                ..Default::default()
+            })
+            .collect();
+        let counts = [2, 0, 3, 1];
+        let replies: Vec<Reply> = counts
+            .iter()
+            .map(|n| (oneshot::channel().0, *n, String::new()))
+            .collect();
+        let seqs: Vec<Vec<u64>> = split(events, replies)
+            .into_iter()
+            .map(|(_, events)| events.iter().map(|e| e.seq).collect())
+            .collect();
+        assert_eq!(seqs, vec![vec![1, 2], vec![], vec![3, 4, 5], vec![6]]);
+    }
+
+    #[test]
+    fn one_reply_keeps_the_batch_vector() {
+        let events: Vec<pb::Event> = (1..=3)
+            .map(|seq| pb::Event {
+                seq,
+                ..Default::default()
+            })
+            .collect();
+        let at = events.as_ptr();
+        let mut parts = split(events, vec![(oneshot::channel().0, 3, String::new())]);
+        let (_, events) = parts.pop().expect("one reply");
+        assert_eq!(events.as_ptr(), at, "moved, not copied");
+        assert_eq!(events.len(), 3);
     }
 }

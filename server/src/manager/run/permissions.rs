@@ -71,17 +71,22 @@ impl Run {
         &self,
         payloads: Vec<(Payload, String)>,
     ) -> (Vec<(Payload, String)>, bool) {
+        let beyond = |payload: &Payload| match payload {
+            Payload::RunReady(r)
+                if !self.opts.launch.permission_mode_allowed(&r.permission_mode) =>
+            {
+                Some(r.permission_mode.clone())
+            }
+            _ => None,
+        };
+        // Nearly every batch: handed back as it is, no event moved.
+        if payloads.iter().all(|(p, _)| beyond(p).is_none()) {
+            return (payloads, false);
+        }
         let mut refused = false;
-        let mut out = Vec::with_capacity(payloads.len());
+        let mut out = Vec::with_capacity(payloads.len() + 1);
         for (payload, line) in payloads {
-            let beyond = match &payload {
-                Payload::RunReady(r)
-                    if !self.opts.launch.permission_mode_allowed(&r.permission_mode) =>
-                {
-                    Some(r.permission_mode.clone())
-                }
-                _ => None,
-            };
+            let beyond = beyond(&payload);
             out.push((payload, line));
             if let Some(mode) = beyond {
                 tracing::warn!(session_id = %self.session_id, run_id = %self.run_id, %mode, "the CLI runs in a permission mode the policy does not allow; ending the run");
@@ -115,6 +120,12 @@ impl Run {
         &self,
         payloads: Vec<(Payload, String)>,
     ) -> Vec<(Payload, String)> {
+        if !payloads
+            .iter()
+            .any(|(p, _)| matches!(p, Payload::PermissionResolved(_)))
+        {
+            return payloads;
+        }
         let mut asked: HashSet<String> = HashSet::new();
         let mut resolved: HashSet<String> = HashSet::new();
         payloads

@@ -375,6 +375,9 @@ pub(super) fn normalize_batch(decoder: &mut dyn Decoder, lines: Vec<StdoutLine>)
 /// `lines` normalized onto the end of `batch` (as one batch with the
 /// lines it has).
 fn normalize_into(decoder: &mut dyn Decoder, lines: Vec<StdoutLine>, batch: &mut Batch) {
+    // Most lines are one event each: the batch does not regrow (each
+    // regrowth would copy every event in it).
+    batch.payloads.reserve(lines.len());
     for l in lines {
         batch.payloads.extend(decoder.line_owned(l));
         let changes = decoder.take_partial();
