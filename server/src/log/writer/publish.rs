@@ -134,14 +134,19 @@ mod tests {
 
     use super::*;
 
-    #[test]
-    fn each_reply_gets_its_own_events_in_order() {
-        let events: Vec<pb::Event> = (1..=6)
+    /// Events with seqs 1 to `n`.
+    fn numbered(n: u64) -> Vec<pb::Event> {
+        (1..=n)
             .map(|seq| pb::Event {
                 seq,
                 ..Default::default()
             })
-            .collect();
+            .collect()
+    }
+
+    #[test]
+    fn each_reply_gets_its_own_events_in_order() {
+        let events = numbered(6);
         let counts = [2, 0, 3, 1];
         let replies: Vec<Reply> = counts
             .iter()
@@ -156,12 +161,7 @@ mod tests {
 
     #[test]
     fn one_reply_keeps_the_batch_vector() {
-        let events: Vec<pb::Event> = (1..=3)
-            .map(|seq| pb::Event {
-                seq,
-                ..Default::default()
-            })
-            .collect();
+        let events = numbered(3);
         let at = events.as_ptr();
         let mut parts = split(events, vec![(oneshot::channel().0, 3, String::new())]);
         let (_, events) = parts.pop().expect("one reply");
