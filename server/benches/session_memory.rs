@@ -240,7 +240,7 @@ fn main() {
         .expect("runtime");
     let dir = tempfile::tempdir().expect("tempdir");
     rt.block_on(async {
-        println!("session_memory: RSS of the release server (defaults: --cache-sessions 1000, --cache-bytes 128 MiB, --store-cache-bytes 64 MiB)");
+        println!("session_memory: RSS of the release server (defaults: --cache-sessions 1000, --cache-bytes 128 MiB, --store-cache-bytes 16 MiB)");
         println!("| {:<58} | {:>8} | {:>8} |", "after", "RSS MiB", "took s");
         println!("|{}|{}|{}|", "-".repeat(60), "-".repeat(10), "-".repeat(10));
         let server = Server::start(dir.path());

@@ -31,6 +31,7 @@
 //! fail and are retried on the next one. A store made on a custom backend
 //! cannot be reopened and stays failed.
 
+mod backend;
 mod chunks;
 mod format;
 mod index;
@@ -107,8 +108,13 @@ struct Open {
     wal: Option<Mutex<wal::Wal>>,
 }
 
-/// Default size of redb's page cache (`--store-cache-bytes`).
-pub const DEFAULT_PAGE_CACHE_BYTES: usize = 64 * 1024 * 1024;
+/// Default size of redb's page cache (`--store-cache-bytes`). Half of it
+/// at most is redb's write buffer, whose pages reach the file only at a
+/// checkpoint: a cache well under a generation of the write-ahead log lets
+/// redb write its pages between checkpoints, where the backend syncs them
+/// early (16 MiB: +7–13% events/s at one session against 64 MiB, and about
+/// 50 MiB less memory).
+pub const DEFAULT_PAGE_CACHE_BYTES: usize = 16 * 1024 * 1024;
 
 /// Converts any redb error into [`StoreError`] (they all fold into `redb::Error`).
 fn rerr(e: impl Into<::redb::Error>) -> StoreError {
