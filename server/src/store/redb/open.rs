@@ -28,7 +28,13 @@ pub(super) fn create(path: &Path, cache_bytes: usize) -> Result<Database, StoreE
         .map_err(io)?;
     Database::builder()
         .set_cache_size(cache_bytes)
-        .create_with_backend(super::backend::EarlySync::new(file, path).map_err(io)?)
+        .create_with_backend(
+            super::backend::EarlySync::new(
+                ::redb::backends::FileBackend::new(file).map_err(rerr)?,
+                path,
+            )
+            .map_err(io)?,
+        )
         .map_err(rerr)
 }
 
