@@ -12,6 +12,15 @@
 //! checkout (a git worktree) sharing the target directory: cargo keys the
 //! build by paths relative to the workspace, so it keeps the other
 //! checkout's result while the files that one watches are unchanged.
+//!
+//! Compiles the exec helper (`exec-helper/main.rs`, see there) into
+//! `$OUT_DIR/exec-helper`, which the server embeds
+//! (`src/supervise/exec_helper.rs`): a program with no C library, so it is
+//! compiled here with flags of its own (no std, abort on panic, static, no
+//! start files), by the same `rustc` for the same target. For a target the
+//! helper has no system calls for (other than Linux on x86_64 and aarch64)
+//! the file is empty and the server starts its children through its own
+//! binary.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -29,6 +38,59 @@ fn main() {
         .or_else(|| from_vcs_info(&manifest))
         .unwrap_or_else(|| "unknown".to_owned());
     println!("cargo:rustc-env=AGENT_HARNESS_COMMIT={commit}");
+    build_exec_helper(&manifest);
+}
+
+/// `$OUT_DIR/exec-helper`: the helper for the target, or an empty file for
+/// a target it is not written for. A failed compile for a target it is
+/// written for fails the build, with rustc's own message.
+fn build_exec_helper(manifest: &Path) {
+    let source = manifest.join("exec-helper").join("main.rs");
+    println!("cargo:rerun-if-changed={}", source.display());
+    println!("cargo:rerun-if-env-changed=RUSTC_LINKER");
+    let out = PathBuf::from(std::env::var_os("OUT_DIR").expect("set by cargo")).join("exec-helper");
+    let var = |name: &str| std::env::var(name).unwrap_or_default();
+    let supported = var("CARGO_CFG_TARGET_OS") == "linux"
+        && matches!(var("CARGO_CFG_TARGET_ARCH").as_str(), "x86_64" | "aarch64");
+    if !supported {
+        std::fs::write(&out, b"").expect("write the empty exec helper");
+        return;
+    }
+    let rustc = std::env::var_os("RUSTC").unwrap_or_else(|| "rustc".into());
+    let mut cmd = Command::new(rustc);
+    cmd.args(["--edition=2024", "--crate-type=bin"])
+        .args(["--crate-name", "agent_harness_exec_helper"])
+        .args(["--target", &var("TARGET")])
+        .args([
+            "-C",
+            "opt-level=s",
+            "-C",
+            "panic=abort",
+            "-C",
+            "debuginfo=0",
+        ])
+        .args(["-C", "strip=symbols", "-C", "relocation-model=static"])
+        .args(["-C", "link-arg=-nostartfiles", "-C", "link-arg=-nostdlib"])
+        .args([
+            "-C",
+            "link-arg=-static",
+            "-C",
+            "link-arg=-Wl,--build-id=none",
+        ]);
+    if let Ok(linker) = std::env::var("RUSTC_LINKER") {
+        cmd.arg("-C").arg(format!("linker={linker}"));
+    }
+    let status = cmd
+        .arg("-o")
+        .arg(&out)
+        .arg(&source)
+        .status()
+        .expect("run rustc for the exec helper");
+    assert!(
+        status.success(),
+        "compiling the exec helper ({}) failed: {status}",
+        source.display()
+    );
 }
 
 /// The short commit of the repository this crate's files are tracked in,

@@ -263,6 +263,9 @@ pub fn build_adapter(config: &ServeConfig) -> Result<Arc<dyn ProcessAdapter>> {
         // and it refuses the other agent's by name (its `check`).
         return Ok(Arc::new(Agents::new(claude.clone()).with_codex(claude)));
     }
+    if let Some(how) = crate::supervise::trampoline::how() {
+        tracing::info!("{how}");
+    }
     let mut agents = Agents::new(claude);
     if let Some(codex) = codex_options(config)? {
         tracing::info!(codex_bin = %codex.codex_bin.display(), "codex enabled");

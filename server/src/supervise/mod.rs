@@ -27,6 +27,7 @@ use tokio::sync::{mpsc, oneshot};
 use crate::process::{AdapterError, ExitInfo, Signal, StdoutLine};
 use crate::tasks::Tasks;
 
+mod exec_helper;
 mod spawner;
 pub mod trampoline;
 
@@ -294,7 +295,7 @@ pub async fn spawn(spec: &ProcessSpec) -> Result<Supervised, AdapterError> {
             AdapterError::Spawn(format!(
                 "{}: starting it through {}: {e}",
                 spec.program.display(),
-                trampoline::SELF_EXE
+                trampoline::program().display()
             ))
         } else {
             spawn_failed(e)

@@ -5,20 +5,26 @@
 //! [`super::spawner`]), and only the child itself can ask for that: with
 //! std, that means code run between fork and exec, and code there makes std
 //! fork the whole server (copying its page tables, and leaving every page
-//! it writes afterwards to a copy-on-write fault). Instead, the binary
-//! starts ITSELF with `posix_spawn` (a vfork: nothing is copied) as
-//! `agent-harness __exec-child <server pid> <program> <argv0> <args>...`;
-//! [`exec_if_asked`], the first thing `main` runs, asks for the signal,
-//! checks that the server is still its parent, and execs the program in
-//! place (same pid, same process group, same pipes, environment and
-//! directory). No runtime starts, nothing else runs.
+//! it writes afterwards to a copy-on-write fault). Instead, the server
+//! starts a trampoline with `posix_spawn` (a vfork: nothing is copied) as
+//! `<trampoline> __exec-child <server pid> <program> <argv0> <args>...`,
+//! which asks for the signal, checks that the server is still its parent,
+//! and execs the program in place (same pid, same process group, same
+//! pipes, environment and directory).
+//!
+//! The trampoline is the embedded exec helper ([`super::exec_helper`]: a
+//! few kilobytes with no C library, run from a sealed in-memory file) where
+//! the host runs it, which [`enable`] checks once. Elsewhere it is this
+//! binary itself (`/proc/self/exe`): [`exec_if_asked`], the first thing
+//! `main` runs, does the same work, with no runtime started and nothing
+//! else run, at the cost of the binary's dynamic loading and start-up.
 //!
 //! The program is resolved on the server's side ([`resolve`]), as exec
 //! would resolve it in the child, so a missing or non-executable CLI is
 //! still the spawn's own error (`claude: No such file or directory`), not a
 //! child that exits 127.
 //!
-//! Only the server binary can do this ([`enable`]): a test binary or
+//! Only the server binary turns this on ([`enable`]): a test binary or
 //! another program using the library is not `agent-harness`, and its
 //! children are forked with the signal set between fork and exec.
 
@@ -27,7 +33,7 @@ use std::os::unix::ffi::OsStrExt;
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::OnceLock;
 
 use nix::sys::signal::Signal as NixSignal;
 use nix::unistd::AccessFlags;
@@ -38,22 +44,56 @@ pub const EXEC_CHILD_ARG: &str = "__exec-child";
 
 /// The binary that started us, as the kernel knows it: still the same
 /// file after the installed one was replaced or removed.
-pub(super) const SELF_EXE: &str = "/proc/self/exe";
+const SELF_EXE: &str = "/proc/self/exe";
 
 /// Exit code of a trampoline that could not exec (as a shell's).
 const EXEC_FAILED: u8 = 127;
 
-static ENABLED: AtomicBool = AtomicBool::new(false);
+/// The trampoline children start through, once [`enable`] chose it.
+static TRAMPOLINE: OnceLock<Trampoline> = OnceLock::new();
 
-/// Starts every later child through this binary ([`exec_if_asked`] must
-/// run first in its `main`). Called by the `agent-harness` binary only.
+#[derive(Debug)]
+enum Trampoline {
+    /// The embedded exec helper.
+    Helper(super::exec_helper::Installed),
+    /// This binary, because the helper cannot run here (why).
+    SelfExe(String),
+}
+
+/// Starts every later child through a trampoline: the exec helper where it
+/// runs, else this binary ([`exec_if_asked`] must run first in its
+/// `main`). Called by the `agent-harness` binary only, before its runtime
+/// starts (the helper's check runs a child). [`how`] says which, for the
+/// log.
 pub fn enable() {
-    ENABLED.store(true, Ordering::SeqCst);
+    TRAMPOLINE.get_or_init(|| match super::exec_helper::install() {
+        Ok(helper) => Trampoline::Helper(helper),
+        Err(why) => Trampoline::SelfExe(why),
+    });
 }
 
 /// Whether children are started through the trampoline.
 pub(super) fn enabled() -> bool {
-    ENABLED.load(Ordering::SeqCst)
+    TRAMPOLINE.get().is_some()
+}
+
+/// The trampoline's program: the helper's in-memory file, or this binary.
+pub(super) fn program() -> &'static Path {
+    match TRAMPOLINE.get() {
+        Some(Trampoline::Helper(helper)) => helper.path(),
+        _ => Path::new(SELF_EXE),
+    }
+}
+
+/// How children start, in a sentence for the server's log at start; `None`
+/// when the trampoline is not enabled (not the `agent-harness` binary).
+pub fn how() -> Option<String> {
+    Some(match TRAMPOLINE.get()? {
+        Trampoline::Helper(_) => "children start through the embedded exec helper".to_string(),
+        Trampoline::SelfExe(why) => {
+            format!("children start through this binary (the embedded exec helper cannot: {why})")
+        }
+    })
 }
 
 /// When this process was started as the trampoline: become the program
@@ -96,11 +136,21 @@ fn exec_child(mut args: impl Iterator<Item = OsString>) -> ExitCode {
     fail(&format!("exec {}: {e}", Path::new(&program).display()))
 }
 
-/// The trampoline's command line: this process's binary, asked to become
-/// `program` (already resolved, see [`resolve`]) with `argv0` and `args`
-/// for this process (the server) as its parent.
+/// The embedded exec helper's path in this process, installed on first
+/// use, for tests that run it as the server would (the same path
+/// [`enable`] gives children). Panics when it cannot run on this host.
+#[cfg(any(test, feature = "test-util"))]
+pub fn exec_helper_for_tests() -> &'static Path {
+    static ONE: OnceLock<super::exec_helper::Installed> = OnceLock::new();
+    ONE.get_or_init(|| super::exec_helper::install().expect("the exec helper runs on this host"))
+        .path()
+}
+
+/// The trampoline's command line: the trampoline ([`program`]), asked to
+/// become `program` (already resolved, see [`resolve`]) with `argv0` and
+/// `args` for this process (the server) as its parent.
 pub(super) fn command(program: &Path, argv0: &OsStr, args: &[OsString]) -> tokio::process::Command {
-    let mut cmd = tokio::process::Command::new(SELF_EXE);
+    let mut cmd = tokio::process::Command::new(self::program());
     cmd.arg(EXEC_CHILD_ARG)
         .arg(nix::unistd::getpid().to_string())
         .arg(program)

@@ -9,3 +9,4 @@ mod support;
 mod cassette_replay;
 mod normalize_transcripts;
 mod supervise;
+mod trampolines;

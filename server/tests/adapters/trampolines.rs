@@ -1,0 +1,147 @@
+//! The two trampolines a child can start through (supervise::trampoline),
+//! run as the server runs them: the embedded exec helper and the
+//! `agent-harness` binary itself (`__exec-child`, where the helper cannot
+//! run). Each must ask for the parent-death signal, refuse to run anything
+//! for a server that is gone, and become the program in place, and say
+//! why when it cannot.
+
+use std::io::{BufRead, BufReader};
+use std::os::unix::process::ExitStatusExt;
+use std::path::Path;
+use std::process::{Command, Stdio};
+
+use agent_harness_server::supervise::trampoline::{EXEC_CHILD_ARG, exec_helper_for_tests};
+
+/// Both trampolines, named for the assertion messages.
+fn trampolines() -> [(&'static str, &'static Path); 2] {
+    [
+        ("the exec helper", exec_helper_for_tests()),
+        ("the binary", Path::new(env!("CARGO_BIN_EXE_agent-harness"))),
+    ]
+}
+
+/// `trampoline __exec-child <this process> program argv0 args...`.
+fn through(trampoline: &Path, program: &str, argv0: &str, args: &[&str]) -> Command {
+    let mut cmd = Command::new(trampoline);
+    cmd.arg(EXEC_CHILD_ARG)
+        .arg(std::process::id().to_string())
+        .arg(program)
+        .arg(argv0)
+        .args(args);
+    cmd
+}
+
+#[test]
+fn the_program_runs_in_place_with_its_argv0_arguments_and_environment() {
+    let script = "tr '\\0' ' ' < /proc/$$/cmdline; echo $0 $FOO $PPID";
+    for (name, trampoline) in trampolines() {
+        let out = through(
+            trampoline,
+            "/bin/sh",
+            "custom-argv0",
+            &["-c", script, "zero"],
+        )
+        .env("FOO", "bar")
+        .output()
+        .unwrap();
+        assert!(out.status.success(), "{name}: {out:?}");
+        // In place: the shell's parent is this process, not a trampoline
+        // waiting beside it.
+        assert_eq!(
+            String::from_utf8_lossy(&out.stdout),
+            format!(
+                "custom-argv0 -c {script} zero zero bar {}\n",
+                std::process::id()
+            ),
+            "{name}"
+        );
+    }
+}
+
+#[test]
+fn a_program_that_cannot_run_is_exit_127_with_the_reason_on_stderr() {
+    let dir = tempfile::tempdir().unwrap();
+    for (name, trampoline) in trampolines() {
+        let out = through(trampoline, "/nonexistent/cli", "cli", &[])
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(127), "{name}");
+        assert_eq!(
+            String::from_utf8_lossy(&out.stderr),
+            "agent-harness __exec-child: exec /nonexistent/cli: No such file or directory (os error 2)\n",
+            "{name}"
+        );
+        let out = through(trampoline, dir.path().to_str().unwrap(), "cli", &[])
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(127), "{name}");
+        assert!(
+            String::from_utf8_lossy(&out.stderr).ends_with(": Permission denied (os error 13)\n"),
+            "{name}: {out:?}"
+        );
+    }
+}
+
+#[test]
+fn a_child_whose_server_is_not_its_parent_runs_nothing() {
+    let witness = tempfile::tempdir().unwrap();
+    let touched = witness.path().join("ran");
+    for (name, trampoline) in trampolines() {
+        let out = Command::new(trampoline)
+            .args([EXEC_CHILD_ARG, "1", "/usr/bin/touch", "touch"])
+            .arg(&touched)
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(127), "{name}");
+        assert_eq!(
+            String::from_utf8_lossy(&out.stderr),
+            "agent-harness __exec-child: the server that started this child is gone\n",
+            "{name}"
+        );
+        assert!(!touched.exists(), "{name}: the program ran");
+        // Too few arguments, or a pid that is not a number: the usage.
+        for args in [
+            &[EXEC_CHILD_ARG, "1"][..],
+            &[EXEC_CHILD_ARG, "x1", "/bin/true", "true"],
+        ] {
+            let out = Command::new(trampoline).args(args).output().unwrap();
+            assert_eq!(out.status.code(), Some(127), "{name}: {args:?}");
+            assert!(
+                String::from_utf8_lossy(&out.stderr).contains("usage: __exec-child"),
+                "{name}: {out:?}"
+            );
+        }
+    }
+}
+
+/// The parent-death signal follows the thread that started the child:
+/// when that thread ends, the kernel kills the child. The child says it
+/// runs (after the trampoline's exec) before the thread ends, so the signal
+/// was asked for by then; without it, the child would sleep a minute and
+/// exit 0.
+#[test]
+fn the_child_is_killed_when_the_thread_that_started_it_ends() {
+    for (name, trampoline) in trampolines() {
+        let mut child = std::thread::spawn(move || {
+            let mut child = through(
+                trampoline,
+                "/bin/sh",
+                "sh",
+                &["-c", "echo up; exec sleep 60"],
+            )
+            .stdout(Stdio::piped())
+            .spawn()
+            .unwrap();
+            let mut line = String::new();
+            BufReader::new(child.stdout.take().unwrap())
+                .read_line(&mut line)
+                .unwrap();
+            assert_eq!(line, "up\n");
+            child
+        })
+        .join()
+        .unwrap();
+        let status = child.wait().unwrap();
+        assert_eq!(status.signal(), Some(9), "{name}: {status:?}");
+    }
+}
