@@ -18,9 +18,8 @@
 //! (`src/supervise/exec_helper.rs`): a program with no C library, so it is
 //! compiled here with flags of its own (no std, abort on panic, static, no
 //! start files), by the same `rustc` for the same target. For a target the
-//! helper has no system calls for (other than Linux on x86_64 and aarch64)
-//! the file is empty and the server starts its children through its own
-//! binary.
+//! helper has no system calls for (anything but Linux on x86_64) the file
+//! is empty and the server starts its children through its own binary.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -50,8 +49,8 @@ fn build_exec_helper(manifest: &Path) {
     println!("cargo:rerun-if-env-changed=RUSTC_LINKER");
     let out = PathBuf::from(std::env::var_os("OUT_DIR").expect("set by cargo")).join("exec-helper");
     let var = |name: &str| std::env::var(name).unwrap_or_default();
-    let supported = var("CARGO_CFG_TARGET_OS") == "linux"
-        && matches!(var("CARGO_CFG_TARGET_ARCH").as_str(), "x86_64" | "aarch64");
+    let supported =
+        var("CARGO_CFG_TARGET_OS") == "linux" && var("CARGO_CFG_TARGET_ARCH") == "x86_64";
     if !supported {
         std::fs::write(&out, b"").expect("write the empty exec helper");
         return;

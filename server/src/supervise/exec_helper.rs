@@ -101,7 +101,7 @@ fn create() -> nix::Result<OwnedFd> {
 mod tests {
     use super::*;
 
-    #[cfg(any(target_arch = "x86_64", target_arch = "aarch64"))]
+    #[cfg(target_arch = "x86_64")]
     #[test]
     fn the_helper_is_a_static_program_with_no_loader() {
         assert_eq!(&HELPER[..4], b"\x7fELF", "an ELF file");
