@@ -247,8 +247,8 @@ fn child_path(spec: &ProcessSpec) -> Option<OsString> {
 /// Spawn `spec` supervised: own process group, pipes, cleaned env,
 /// kill-on-drop, killed by the kernel when the server dies, bounded stdout
 /// lines, stderr tail, reaped exit. The spawn happens on the spawner
-/// thread ([`spawner`]), through the binary itself when it is the
-/// `agent-harness` binary ([`trampoline`]); the rest runs in the caller's
+/// thread ([`spawner`]), through a trampoline in the `agent-harness`
+/// binary ([`trampoline`]); the rest runs in the caller's
 /// runtime.
 pub async fn spawn(spec: &ProcessSpec) -> Result<Supervised, AdapterError> {
     let spawn_failed =

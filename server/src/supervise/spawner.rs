@@ -1,7 +1,7 @@
 //! Where children are started: one long-lived spawner thread, each child
 //! set to die with the server (`PR_SET_PDEATHSIG`). See [`spawn_on_spawner`]
 //! for why one thread. The `agent-harness` binary starts each child through
-//! itself ([`super::trampoline`], no fork of the server); elsewhere (a test
+//! a trampoline ([`super::trampoline`], no fork of the server); elsewhere (a test
 //! binary using the library) the child is forked and asks for the signal
 //! between fork and exec ([`die_with_the_server`]).
 
@@ -25,7 +25,9 @@ use crate::process::AdapterError;
 ///
 /// Used when the trampoline is not enabled (a program other than the
 /// `agent-harness` binary). The crate's one `unsafe`: std offers no safe
-/// way to run code in the child before exec.
+/// way to run code in the child before exec. (The exec helper, a program
+/// of its own compiled by the build script, makes its system calls in
+/// `unsafe` too: `server/exec-helper/main.rs`.)
 #[allow(unsafe_code)]
 pub(super) fn die_with_the_server(cmd: &mut Command) {
     // Read before the fork: in the child, getpid() is the child's own.
