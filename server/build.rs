@@ -40,6 +40,24 @@ fn main() {
     build_exec_helper(&manifest);
 }
 
+/// How the helper is compiled: no std (the source says so), abort on
+/// panic, no debug info or symbols, and linked static, with no C start
+/// files or libraries and no build id.
+const HELPER_FLAGS: &[&str] = &[
+    "--edition=2024",
+    "--crate-type=bin",
+    "--crate-name=agent_harness_exec_helper",
+    "-Copt-level=s",
+    "-Cpanic=abort",
+    "-Cdebuginfo=0",
+    "-Cstrip=symbols",
+    "-Crelocation-model=static",
+    "-Clink-arg=-nostartfiles",
+    "-Clink-arg=-nostdlib",
+    "-Clink-arg=-static",
+    "-Clink-arg=-Wl,--build-id=none",
+];
+
 /// `$OUT_DIR/exec-helper`: the helper for the target, or an empty file for
 /// a target it is not written for. A failed compile for a target it is
 /// written for fails the build, with rustc's own message.
@@ -57,25 +75,7 @@ fn build_exec_helper(manifest: &Path) {
     }
     let rustc = std::env::var_os("RUSTC").unwrap_or_else(|| "rustc".into());
     let mut cmd = Command::new(rustc);
-    cmd.args(["--edition=2024", "--crate-type=bin"])
-        .args(["--crate-name", "agent_harness_exec_helper"])
-        .args(["--target", &var("TARGET")])
-        .args([
-            "-C",
-            "opt-level=s",
-            "-C",
-            "panic=abort",
-            "-C",
-            "debuginfo=0",
-        ])
-        .args(["-C", "strip=symbols", "-C", "relocation-model=static"])
-        .args(["-C", "link-arg=-nostartfiles", "-C", "link-arg=-nostdlib"])
-        .args([
-            "-C",
-            "link-arg=-static",
-            "-C",
-            "link-arg=-Wl,--build-id=none",
-        ]);
+    cmd.args(HELPER_FLAGS).args(["--target", &var("TARGET")]);
     if let Ok(linker) = std::env::var("RUSTC_LINKER") {
         cmd.arg("-C").arg(format!("linker={linker}"));
     }

@@ -5,7 +5,9 @@
 //! for a server that is gone, and become the program in place, and say
 //! why when it cannot.
 
+use std::ffi::OsStr;
 use std::io::{BufRead, BufReader};
+use std::os::unix::ffi::OsStrExt;
 use std::os::unix::process::ExitStatusExt;
 use std::path::Path;
 use std::process::{Command, Stdio};
@@ -31,6 +33,13 @@ fn through(trampoline: &Path, program: &str, argv0: &str, args: &[&str]) -> Comm
         .arg(argv0)
         .args(args);
     cmd
+}
+
+/// Runs `cmd`, which must fail to start its program: exit 127; its stderr.
+fn refused(cmd: &mut Command, name: &str) -> String {
+    let out = cmd.output().unwrap();
+    assert_eq!(out.status.code(), Some(127), "{name}: {out:?}");
+    String::from_utf8_lossy(&out.stderr).into_owned()
 }
 
 #[test]
@@ -64,22 +73,22 @@ fn the_program_runs_in_place_with_its_argv0_arguments_and_environment() {
 fn a_program_that_cannot_run_is_exit_127_with_the_reason_on_stderr() {
     let dir = tempfile::tempdir().unwrap();
     for (name, trampoline) in trampolines() {
-        let out = through(trampoline, "/nonexistent/cli", "cli", &[])
-            .output()
-            .unwrap();
-        assert_eq!(out.status.code(), Some(127), "{name}");
+        let stderr = refused(
+            &mut through(trampoline, "/nonexistent/cli", "cli", &[]),
+            name,
+        );
         assert_eq!(
-            String::from_utf8_lossy(&out.stderr),
+            stderr,
             "agent-harness __exec-child: exec /nonexistent/cli: No such file or directory (os error 2)\n",
             "{name}"
         );
-        let out = through(trampoline, dir.path().to_str().unwrap(), "cli", &[])
-            .output()
-            .unwrap();
-        assert_eq!(out.status.code(), Some(127), "{name}");
+        let stderr = refused(
+            &mut through(trampoline, dir.path().to_str().unwrap(), "cli", &[]),
+            name,
+        );
         assert!(
-            String::from_utf8_lossy(&out.stderr).ends_with(": Permission denied (os error 13)\n"),
-            "{name}: {out:?}"
+            stderr.ends_with(": Permission denied (os error 13)\n"),
+            "{name}: {stderr}"
         );
     }
 }
@@ -89,30 +98,59 @@ fn a_child_whose_server_is_not_its_parent_runs_nothing() {
     let witness = tempfile::tempdir().unwrap();
     let touched = witness.path().join("ran");
     for (name, trampoline) in trampolines() {
-        let out = Command::new(trampoline)
-            .args([EXEC_CHILD_ARG, "1", "/usr/bin/touch", "touch"])
-            .arg(&touched)
-            .output()
-            .unwrap();
-        assert_eq!(out.status.code(), Some(127), "{name}");
+        let mut cmd = Command::new(trampoline);
+        cmd.args([EXEC_CHILD_ARG, "1", "/usr/bin/touch", "touch"])
+            .arg(&touched);
         assert_eq!(
-            String::from_utf8_lossy(&out.stderr),
+            refused(&mut cmd, name),
             "agent-harness __exec-child: the server that started this child is gone\n",
             "{name}"
         );
         assert!(!touched.exists(), "{name}: the program ran");
-        // Too few arguments, or a pid that is not a number: the usage.
+        // Too few arguments, or a pid that is not one (not a number, past
+        // any pid): the usage.
         for args in [
             &[EXEC_CHILD_ARG, "1"][..],
             &[EXEC_CHILD_ARG, "x1", "/bin/true", "true"],
+            &[EXEC_CHILD_ARG, "99999999999", "/bin/true", "true"],
         ] {
-            let out = Command::new(trampoline).args(args).output().unwrap();
-            assert_eq!(out.status.code(), Some(127), "{name}: {args:?}");
+            let stderr = refused(Command::new(trampoline).args(args), name);
             assert!(
-                String::from_utf8_lossy(&out.stderr).contains("usage: __exec-child"),
-                "{name}: {out:?}"
+                stderr.contains("usage: __exec-child"),
+                "{name}: {args:?}: {stderr}"
             );
         }
+    }
+}
+
+/// What the server passes on (the CLI's arguments carry a user's prompt
+/// and paths) reaches the program byte for byte, however it looks: empty,
+/// spaces and a newline, a leading dash, the trampoline's own marker, and
+/// bytes that are not UTF-8.
+#[test]
+fn arguments_reach_the_program_byte_for_byte() {
+    let odd: [&OsStr; 6] = [
+        OsStr::new(""),
+        OsStr::new("two words\nand a line"),
+        OsStr::new("--dangerously-skip-permissions"),
+        OsStr::new(EXEC_CHILD_ARG),
+        OsStr::from_bytes(b"\xff\xfe not utf-8"),
+        OsStr::new("$(touch /tmp/never) `id` ; |"),
+    ];
+    for (name, trampoline) in trampolines() {
+        let mut cmd = Command::new(trampoline);
+        cmd.arg(EXEC_CHILD_ARG)
+            .arg(std::process::id().to_string())
+            .args(["/bin/sh", "sh", "-c", "printf '%s\\0' \"$@\"", "sh"])
+            .args(odd);
+        let out = cmd.output().unwrap();
+        assert!(out.status.success(), "{name}: {out:?}");
+        let mut want = Vec::new();
+        for arg in odd {
+            want.extend_from_slice(arg.as_bytes());
+            want.push(0);
+        }
+        assert_eq!(out.stdout, want, "{name}");
     }
 }
 
