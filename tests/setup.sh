@@ -36,6 +36,20 @@ say() { printf '  [setup] %s\n' "$*"; }
 hash_of() { cat "$@" | sha256sum | cut -c1-16; }
 stamp_ok() { [ -f "$STAMPS/$1" ] && [ "$(cat "$STAMPS/$1")" = "$2" ]; }
 stamp_set() { printf '%s' "$2" >"$STAMPS/$1"; }
+# Runs a download step up to three times: a registry that drops one connection should not
+# fail the whole run. Each failure is reported; the third one stops the script.
+retry() {
+  local try
+  for try in 1 2 3; do
+    "$@" && return 0
+    if [ "$try" -lt 3 ]; then
+      say "failed (try $try of 3), trying again in $((try * 5)) s: $*"
+      sleep $((try * 5))
+    fi
+  done
+  echo "tests/setup.sh: failed three times: $*" >&2
+  return 1
+}
 
 need() {
   command -v "$1" >/dev/null 2>&1 || {
@@ -70,7 +84,7 @@ for d in "${npm_dirs[@]}"; do
     say "npm: $d up to date"
   else
     say "npm ci in $d"
-    (cd "$d" && npm ci --no-audit --no-fund --loglevel=error)
+    (cd "$d" && retry npm ci --no-audit --no-fund --loglevel=error)
     stamp_set "$key" "$want"
   fi
 done
@@ -179,7 +193,7 @@ for spec in "$PROTOC_GEN_GO" "$PROTOC_GEN_GO_GRPC" "$GRPCURL" "$NATS_SERVER"; do
     say "go: $bin up to date"
   else
     say "go install $spec"
-    GOBIN=$TOOLS/bin GOFLAGS=-mod=mod go install "$spec"
+    GOBIN=$TOOLS/bin GOFLAGS=-mod=mod retry go install "$spec"
     stamp_set "$key" "$want"
   fi
 done
@@ -204,7 +218,7 @@ else
   say "python venv at .tools/venv from tests/python/requirements.txt"
   rm -rf "$VENV"
   python3 -m venv "$VENV"
-  "$VENV/bin/python" -m pip install --quiet --disable-pip-version-check -r tests/python/requirements.txt
+  retry "$VENV/bin/python" -m pip install --quiet --disable-pip-version-check -r tests/python/requirements.txt
   stamp_set venv "$want"
 fi
 "$VENV/bin/python" -c 'import grpc, grpc_tools, google.protobuf, pytest' || {
