@@ -36,7 +36,7 @@ use super::super::{Commit, ReceiptWrite, StoreError};
 use super::chunks::{self, Chunker, EVENT_CHUNKS};
 use super::{
     CONVERSATIONS, FULL_EVENTS, RECEIPTS, RECEIPTS_BY_TIME, SESSION_CONVERSATIONS, SESSIONS,
-    TRANSCRIPTS, encode_meta, rerr, wal,
+    TRANSCRIPTS, encode_meta, rerr,
 };
 
 /// Commits `commit` as one durable redb transaction of its own (a store
@@ -44,20 +44,14 @@ use super::{
 pub(super) fn commit_batch(db: &Database, commit: Commit<'_>) -> Result<(), StoreError> {
     let mut txn = db.begin_write().map_err(rerr)?;
     txn.set_durability(Durability::Immediate).map_err(rerr)?;
-    fill(&txn, commit, None)?;
+    fill(&txn, commit)?;
     // Dropping `txn` on any error above aborts it: nothing of the batch lands.
     txn.commit().map_err(rerr)
 }
 
 /// Writes `commit` into `txn`: events, metas, receipts, transcript and
-/// index rows. With `record`, each row written is also appended to it as
-/// the write-ahead log's record of the commit (see [`super::wal::record`]),
-/// from the same bytes: an event is encoded once for both.
-pub(super) fn fill(
-    txn: &::redb::WriteTransaction,
-    commit: Commit<'_>,
-    mut record: Option<&mut Vec<u8>>,
-) -> Result<(), StoreError> {
+/// index rows (an event from the caller's encoding when it has one).
+pub(super) fn fill(txn: &::redb::WriteTransaction, commit: Commit<'_>) -> Result<(), StoreError> {
     let Commit {
         events: batch,
         encoded,
@@ -81,9 +75,6 @@ pub(super) fn fill(
                 whole
                     .insert((ev.session_id.as_str(), ev.seq), buf.as_slice())
                     .map_err(rerr)?;
-                if let Some(r) = record.as_deref_mut() {
-                    wal::record::full(r, &buf);
-                }
             }
         }
         let mut events = txn.open_table(EVENT_CHUNKS).map_err(rerr)?;
@@ -98,9 +89,6 @@ pub(super) fn fill(
                 }
             };
             chunker.push(&mut events, &ev.session_id, ev.seq, bytes)?;
-            if let Some(r) = record.as_deref_mut() {
-                wal::record::event(r, bytes);
-            }
         }
         chunker.flush(&mut events)?;
         let mut sessions = txn.open_table(SESSIONS).map_err(rerr)?;
@@ -109,9 +97,6 @@ pub(super) fn fill(
             sessions
                 .insert(m.session_id.as_str(), row.as_slice())
                 .map_err(rerr)?;
-            if let Some(r) = record.as_deref_mut() {
-                wal::record::meta(r, &row);
-            }
         }
     }
     for ev in batch.iter().chain(full) {
@@ -121,11 +106,6 @@ pub(super) fn fill(
     }
     if !receipts.is_empty() {
         write_receipts(txn, receipts)?;
-        if let Some(r) = record.as_deref_mut() {
-            for w in receipts {
-                wal::record::receipt_write(r, w);
-            }
-        }
     }
     if !transcript.is_empty() {
         let mut table = txn.open_table(TRANSCRIPTS).map_err(rerr)?;
@@ -142,17 +122,9 @@ pub(super) fn fill(
             table
                 .insert((sid, last + 1), row.as_bytes())
                 .map_err(rerr)?;
-            if let Some(r) = record.as_deref_mut() {
-                wal::record::transcript(r, t);
-            }
         }
     }
     super::index::put_rows(txn, index, false)?;
-    if let Some(r) = record {
-        for row in index {
-            wal::record::index(r, &row.encode());
-        }
-    }
     Ok(())
 }
 

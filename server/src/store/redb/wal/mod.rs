@@ -11,13 +11,16 @@
 //! goes to redb with `Durability::None`, which keeps its pages in redb's
 //! write buffer, visible to every read and unsynced.
 //!
-//! **A commit, in order** ([`Wal::commit`]): the batch is written into a
-//! redb write transaction, and into the record from the same bytes; the
-//! transaction also sets the `wal` table's position to the record's end;
-//! the record is written and synced; then the transaction commits. So
-//! nothing of a batch is visible before it is durable, and a failed write
-//! of the record aborts the transaction (its head is zeroed again, so a
-//! record that may have reached the disk is not replayed).
+//! **A commit, in order** ([`Wal::commit`]): the batch's record is built
+//! (each event from the bytes the log encoded it to) and written at the
+//! end of the log; it is synced (on the [`sync`] thread, while the batch
+//! is written into a redb write transaction, when it is at least
+//! [`OVERLAP_BYTES`]; before that otherwise), and the transaction also sets
+//! the `wal` table's position to the record's end; once the sync has ended
+//! well, the transaction commits. So nothing of a batch is visible before it is
+//! durable, and a failed write or sync of the record, or a failed fill,
+//! aborts the transaction (the record's head is zeroed again, so a record
+//! that may have reached the disk is not replayed).
 //!
 //! **A checkpoint** ([`Wal::checkpoint`], once the log holds
 //! [`CHECKPOINT_BYTES`], and when the store closes) is a durable redb
@@ -40,6 +43,7 @@
 
 mod prefill;
 pub(super) mod record;
+mod sync;
 
 use std::fs::{File, OpenOptions};
 use std::os::unix::fs::FileExt;
@@ -69,6 +73,10 @@ const HEAD: usize = 16;
 /// The file grows by this much, zeros written ahead of the records, so a
 /// record's sync never allocates blocks.
 const CHUNK: u64 = 1 << 20;
+/// A record at least this long is synced on the [`sync`] thread while its
+/// transaction is filled; a shorter one is synced in turn, its fill being
+/// shorter than handing the sync to a thread and hearing back from it.
+const OVERLAP_BYTES: usize = 64 << 10;
 /// A checkpoint once the log holds this much.
 pub(super) const CHECKPOINT_BYTES: u64 = 32 << 20;
 
@@ -234,6 +242,10 @@ pub(super) struct Wal {
     /// Zeros being written ahead, when the log opened shorter than a
     /// generation (see [`prefill`]).
     prefill: Option<prefill::Prefill>,
+    /// The thread a commit's record is synced on while the commit fills its
+    /// transaction (see [`sync`]); `None` if it could not start, and then
+    /// the commit syncs the record itself before filling.
+    syncer: Option<sync::Syncer>,
 }
 
 impl Wal {
@@ -316,6 +328,7 @@ impl Wal {
             checkpoint_bytes,
             record: Vec::new(),
             prefill: None,
+            syncer: None,
         };
         let events = match replay {
             Some(p) => replay_from(db, path, &bytes, p)?,
@@ -327,6 +340,14 @@ impl Wal {
         wal.prefill =
             prefill::Prefill::start(&wal.file, wal.written.max(HEADER), generation).map_err(io)?;
         wal.checkpoint(db)?;
+        wal.syncer = sync::Syncer::start(&wal.file)
+            .inspect_err(|e| {
+                tracing::warn!(
+                    error = %e,
+                    "could not start the write-ahead log's sync thread: commits sync in turn"
+                );
+            })
+            .ok();
         Ok((wal, events))
     }
 
@@ -353,32 +374,51 @@ impl Wal {
         commit: Commit<'_>,
         record: &mut Vec<u8>,
     ) -> Result<(), StoreError> {
-        write::fill(&txn, commit, Some(record))?;
+        record::build(record, commit)?;
         seal(record, self.generation);
         let next = self.end + record.len() as u64;
-        Position {
+        let position = Position {
             id: self.id,
             generation: self.generation,
             offset: next,
-        }
-        .put(&txn)?;
-        if let Err(e) = self.append(record) {
+        };
+        if let Err(e) = self.write_record(record) {
             drop(txn);
             self.unwrite();
             return Err(io(e));
         }
-        if let Err(e) = txn.commit() {
+        // The record is synced while the transaction is filled; the
+        // transaction commits (and so becomes visible) only once the sync
+        // has ended well.
+        let (filled, synced) = match &self.syncer {
+            Some(syncer) if record.len() >= OVERLAP_BYTES => {
+                let pending = syncer.ask();
+                let filled = write::fill(&txn, commit).and_then(|()| position.put(&txn));
+                (filled, syncer.wait(pending))
+            }
+            _ => {
+                let synced = self.file.sync_data();
+                let filled = write::fill(&txn, commit).and_then(|()| position.put(&txn));
+                (filled, synced)
+            }
+        };
+        let committed = match (filled, synced) {
+            (Ok(()), Ok(())) => txn.commit().map_err(rerr),
+            (Err(e), _) => Err(e),
+            (Ok(()), Err(e)) => Err(io(e)),
+        };
+        if let Err(e) = committed {
             self.unwrite();
-            return Err(rerr(e));
+            return Err(e);
         }
         self.end = next;
         Ok(())
     }
 
-    /// Writes `record` at the end and syncs it, zeros written ahead first
+    /// Writes `record` at the end, unsynced, zeros written ahead first
     /// when it reaches past what the file holds (by the [`prefill`] thread,
     /// waited for, as far as it goes).
-    fn append(&mut self, record: &[u8]) -> std::io::Result<()> {
+    fn write_record(&mut self, record: &[u8]) -> std::io::Result<()> {
         let need = self.end + record.len() as u64;
         if need > self.written
             && let Some(prefill) = &self.prefill
@@ -394,8 +434,7 @@ impl Wal {
                 self.written += n;
             }
         }
-        self.file.write_all_at(record, self.end)?;
-        self.file.sync_data()
+        self.file.write_all_at(record, self.end)
     }
 
     /// Zeroes the head of a record that failed after it was written, so a
@@ -435,6 +474,12 @@ impl Wal {
         Ok(())
     }
 
+    /// How many records were synced on the [`sync`] thread.
+    #[cfg(test)]
+    pub(super) fn synced_beside_fill(&self) -> u64 {
+        self.syncer.as_ref().map_or(0, sync::Syncer::done)
+    }
+
     /// Whether records were written since the last checkpoint.
     pub(super) fn holds_records(&self) -> bool {
         self.end > HEADER
@@ -465,7 +510,7 @@ fn replay_from(
         at += len;
         let mut txn = db.begin_write().map_err(rerr)?;
         txn.set_durability(Durability::None).map_err(rerr)?;
-        write::fill(&txn, decoded.commit(), None)?;
+        write::fill(&txn, decoded.commit())?;
         Position {
             offset: at as u64,
             ..from

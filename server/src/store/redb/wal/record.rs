@@ -13,7 +13,10 @@ use agent_harness_protocol::pb;
 use bytes::Bytes;
 use prost::Message;
 
-use super::super::super::{Commit, IndexRow, ReceiptWrite, SessionMeta, TranscriptEntry, receipt};
+use super::super::super::{
+    Commit, IndexRow, ReceiptWrite, SessionMeta, StoreError, TranscriptEntry, receipt,
+};
+use super::super::encode_meta;
 
 const EVENT: u8 = 1;
 const FULL: u8 = 2;
@@ -31,25 +34,25 @@ fn field(buf: &mut Vec<u8>, bytes: &[u8]) {
 }
 
 /// An event as its `events` row holds it (prost-encoded, streamed form).
-pub(in super::super) fn event(buf: &mut Vec<u8>, encoded: &[u8]) {
+fn event(buf: &mut Vec<u8>, encoded: &[u8]) {
     buf.push(EVENT);
     field(buf, encoded);
 }
 
 /// The whole form of a cut event, as its `full_events` row holds it.
-pub(in super::super) fn full(buf: &mut Vec<u8>, encoded: &[u8]) {
+fn full(buf: &mut Vec<u8>, encoded: &[u8]) {
     buf.push(FULL);
     field(buf, encoded);
 }
 
 /// A meta as its `sessions` row holds it (JSON).
-pub(in super::super) fn meta(buf: &mut Vec<u8>, row: &[u8]) {
+fn meta(buf: &mut Vec<u8>, row: &[u8]) {
     buf.push(META);
     field(buf, row);
 }
 
 /// A receipt write.
-pub(in super::super) fn receipt_write(buf: &mut Vec<u8>, write: &ReceiptWrite) {
+fn receipt_write(buf: &mut Vec<u8>, write: &ReceiptWrite) {
     match write {
         ReceiptWrite::Put(r) => {
             buf.push(RECEIPT_PUT);
@@ -65,7 +68,7 @@ pub(in super::super) fn receipt_write(buf: &mut Vec<u8>, write: &ReceiptWrite) {
 }
 
 /// A transcript line.
-pub(in super::super) fn transcript(buf: &mut Vec<u8>, t: &TranscriptEntry) {
+fn transcript(buf: &mut Vec<u8>, t: &TranscriptEntry) {
     buf.push(TRANSCRIPT);
     field(buf, t.session_id.as_bytes());
     field(buf, t.path.as_bytes());
@@ -73,9 +76,49 @@ pub(in super::super) fn transcript(buf: &mut Vec<u8>, t: &TranscriptEntry) {
 }
 
 /// An index row as its `session_index` row holds it (JSON).
-pub(in super::super) fn index(buf: &mut Vec<u8>, row: &[u8]) {
+fn index(buf: &mut Vec<u8>, row: &[u8]) {
     buf.push(INDEX);
     field(buf, row);
+}
+
+/// Appends the record of `commit` to `buf`: every row the tables get, in
+/// the forms they store it (an event from the caller's encoding when it
+/// has one). Built before the transaction is filled, so the record can be
+/// on its way to the disk meanwhile (see `Wal::commit`).
+pub(super) fn build(buf: &mut Vec<u8>, commit: Commit<'_>) -> Result<(), StoreError> {
+    let mut scratch = Vec::with_capacity(512);
+    for ev in commit.full {
+        encode(ev, &mut scratch)?;
+        full(buf, &scratch);
+    }
+    for (i, ev) in commit.events.iter().enumerate() {
+        match commit.encoded.get(i) {
+            Some(bytes) => event(buf, bytes),
+            None => {
+                encode(ev, &mut scratch)?;
+                event(buf, &scratch);
+            }
+        }
+    }
+    for m in commit.metas {
+        meta(buf, &encode_meta(m));
+    }
+    for w in commit.receipts {
+        receipt_write(buf, w);
+    }
+    for t in commit.transcript {
+        transcript(buf, t);
+    }
+    for row in commit.index {
+        index(buf, &row.encode());
+    }
+    Ok(())
+}
+
+fn encode(ev: &pb::Event, scratch: &mut Vec<u8>) -> Result<(), StoreError> {
+    scratch.clear();
+    ev.encode(scratch)
+        .map_err(|e| StoreError::Rejected(e.to_string()))
 }
 
 /// A decoded record: owns what the [`Commit`] it stands for borrows.

@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 use agent_harness_protocol::pb;
 
 use super::super::RedbStore;
-use super::{CHUNK, HEADER, path_of};
+use super::{CHUNK, HEADER, OVERLAP_BYTES, path_of};
 use crate::store::{Commit, IndexFold, Receipt, ReceiptWrite, SessionMeta, Store, TranscriptEntry};
 
 fn event(sid: &str, seq: u64) -> pb::Event {
@@ -131,6 +131,54 @@ fn a_crash_image_recovers_every_acknowledged_commit_from_the_log() {
     let last = contents(&open(&again, u64::MAX));
     assert!(last.contains("a: 310 events"), "{last}");
     assert!(last.contains("receipts 6"), "{last}");
+}
+
+/// How many of `store`'s records were synced on the log's sync thread.
+fn synced_beside_fill(store: &RedbStore) -> u64 {
+    store
+        .with_open(|open| {
+            let wal = open.wal.as_ref().expect("a store on a file has a log");
+            Ok(wal.lock().unwrap().synced_beside_fill())
+        })
+        .unwrap()
+}
+
+#[test]
+fn a_large_record_is_synced_beside_its_fill_and_recovers_like_any_other() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("events.redb");
+    let store = open(&path, u64::MAX);
+    // Small records are synced in turn.
+    commit_batch(&store, 1);
+    assert_eq!(synced_beside_fill(&store), 0);
+    // A record past the threshold is synced on the thread, each time.
+    let line = "x".repeat(OVERLAP_BYTES / 4);
+    let mut written = Vec::new();
+    for round in 0..3u64 {
+        let events: Vec<pb::Event> = (1..=4)
+            .map(|i| pb::Event {
+                cli_line: format!("{round}-{i}-{line}"),
+                ..event("c", round * 4 + i)
+            })
+            .collect();
+        store
+            .commit(Commit {
+                events: &events,
+                ..Default::default()
+            })
+            .expect("commit");
+        written.extend(events);
+        commit_batch(&store, round + 2);
+    }
+    assert_eq!(synced_beside_fill(&store), 3);
+    assert_eq!(store.read_range("c", 0, usize::MAX).unwrap(), written);
+    let want = contents(&store);
+
+    // A crash image has every one of them back, each row as written.
+    let crashed = image(&path, &dir.path().join("crashed"), true);
+    let recovered = open(&crashed, u64::MAX);
+    assert_eq!(recovered.read_range("c", 0, usize::MAX).unwrap(), written);
+    assert_eq!(contents(&recovered), want);
 }
 
 #[test]
