@@ -29,9 +29,11 @@ use crate::tasks::Tasks;
 
 mod exec_helper;
 mod spawner;
+mod sweep;
 pub mod trampoline;
 
 use self::spawner::{die_with_the_server, spawn_on_spawner};
+pub use self::sweep::kill_marked;
 
 /// Environment variables removed from the inherited environment by default:
 /// they make a nested CLI think it runs under a debugger, inside another
@@ -350,7 +352,7 @@ pub async fn spawn(spec: &ProcessSpec) -> Result<Supervised, AdapterError> {
         let _ = killpg(pid, NixSignal::SIGKILL);
         // ... nor what left the group (a Bash command in its own session).
         if let Some(marker) = run_marker {
-            let _ = tokio::task::spawn_blocking(move || kill_marked(&marker)).await;
+            sweep::sweep(marker).await;
         }
         let _ = tokio::time::timeout(STDERR_DRAIN, stderr_task).await;
         let stderr_tail = tail.lock().unwrap_or_else(|e| e.into_inner()).text();
@@ -569,52 +571,6 @@ pub fn kill_recorded_group(pid: u32, start_time: u64) -> bool {
         // running member is worth (and counts as) a kill.
         None => group_has_running_members(pid) && killpg(pid, NixSignal::SIGKILL).is_ok(),
     }
-}
-
-/// Kills every running process (not a zombie) whose environment has
-/// [`RUN_MARKER_ENV`]`=marker`: whatever a run started, wherever it went
-/// (another process group or session, re-parented to init). Scans until a
-/// pass finds none (bounded), so a process forked during a pass is caught
-/// by the next. Returns how many were killed.
-pub fn kill_marked(marker: &str) -> usize {
-    let want = format!("{RUN_MARKER_ENV}={marker}");
-    let mut killed = 0;
-    for _ in 0..10 {
-        let found = marked_pids(want.as_bytes());
-        if found.is_empty() {
-            break;
-        }
-        for pid in found {
-            if nsig::kill(Pid::from_raw(pid as i32), NixSignal::SIGKILL).is_ok() {
-                killed += 1;
-            }
-        }
-    }
-    killed
-}
-
-/// Running (non-zombie) pids whose environment holds the entry `want`.
-fn marked_pids(want: &[u8]) -> Vec<u32> {
-    let Ok(procs) = std::fs::read_dir("/proc") else {
-        return Vec::new();
-    };
-    let me = std::process::id();
-    procs
-        .flatten()
-        .filter_map(|entry| {
-            let pid: u32 = entry.file_name().to_str()?.parse().ok()?;
-            if pid == me {
-                return None;
-            }
-            let env = std::fs::read(entry.path().join("environ")).ok()?;
-            if !env.split(|b| *b == 0).any(|v| v == want) {
-                return None;
-            }
-            let stat = std::fs::read_to_string(entry.path().join("stat")).ok()?;
-            let state = stat[stat.rfind(')')? + 1..].split_whitespace().next()?;
-            (state != "Z" && state != "X").then_some(pid)
-        })
-        .collect()
 }
 
 /// What recovery kills for a run a previous server left live: what is left
