@@ -169,25 +169,42 @@ fn marked_pids<'a>(markers: &HashSet<&'a str>) -> Vec<(u32, &'a str)> {
 
 #[cfg(test)]
 mod tests {
-    use std::os::unix::process::ExitStatusExt;
+    use std::os::unix::process::{CommandExt, ExitStatusExt};
     use std::process::{Child, Command};
 
     use super::*;
 
-    /// A `sleep` in a session of its own (out of any group we would
+    /// A `sleep` in a process group of its own (out of any group we would
     /// signal), marked with a marker; killed when dropped, should a check
     /// fail first.
     struct Escaped(Child);
 
     impl Escaped {
+        /// Starts one and waits until its environment reads back with the
+        /// marker: while a process execs, its environment reads empty, and
+        /// a pass then would not find it.
         fn start(marker: &str) -> Self {
-            Self(
-                Command::new("setsid")
-                    .args(["sleep", "300"])
-                    .env(RUN_MARKER_ENV, marker)
-                    .spawn()
-                    .unwrap(),
-            )
+            let child = Command::new("sleep")
+                .arg("300")
+                .process_group(0)
+                .env(RUN_MARKER_ENV, marker)
+                .spawn()
+                .unwrap();
+            let want = format!("{RUN_MARKER_ENV}={marker}");
+            let environ = format!("/proc/{}/environ", child.id());
+            let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+            while !std::fs::read(&environ)
+                .unwrap_or_default()
+                .split(|b| *b == 0)
+                .any(|var| var == want.as_bytes())
+            {
+                assert!(
+                    std::time::Instant::now() < deadline,
+                    "{environ} never showed {want}"
+                );
+                std::thread::yield_now();
+            }
+            Self(child)
         }
 
         fn running(&mut self) -> bool {
