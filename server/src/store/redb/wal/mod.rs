@@ -390,16 +390,16 @@ impl Wal {
         // The record is synced while the transaction is filled; the
         // transaction commits (and so becomes visible) only once the sync
         // has ended well.
+        let fill = || write::fill(&txn, commit).and_then(|()| position.put(&txn));
         let (filled, synced) = match &self.syncer {
             Some(syncer) if record.len() >= OVERLAP_BYTES => {
                 let pending = syncer.ask();
-                let filled = write::fill(&txn, commit).and_then(|()| position.put(&txn));
+                let filled = fill();
                 (filled, syncer.wait(pending))
             }
             _ => {
                 let synced = self.file.sync_data();
-                let filled = write::fill(&txn, commit).and_then(|()| position.put(&txn));
-                (filled, synced)
+                (fill(), synced)
             }
         };
         let committed = match (filled, synced) {
