@@ -117,6 +117,9 @@ pub struct LogMetrics {
     pub partial_dropped: AtomicU64,
     /// Live typing: deltas sent to subscribers (a coalesced delta counts once).
     pub deltas_sent: AtomicU64,
+    /// Batches of CLI output handed to the writer before the commit before
+    /// them was answered (a lone session writing fast).
+    pub early_commits: AtomicU64,
 }
 
 impl Default for LogMetrics {
@@ -128,6 +131,7 @@ impl Default for LogMetrics {
             partial_fragments: AtomicU64::new(0),
             partial_dropped: AtomicU64::new(0),
             deltas_sent: AtomicU64::new(0),
+            early_commits: AtomicU64::new(0),
         }
     }
 }

@@ -131,6 +131,11 @@ impl Source {
             m.partial_dropped.load(Ordering::Relaxed),
         );
         t.counter(
+            "agent_harness_commits_handed_over_early_total",
+            "Batches of CLI output handed to the event log's writer before the commit before them was answered.",
+            m.early_commits.load(Ordering::Relaxed),
+        );
+        t.counter(
             "agent_harness_deltas_sent_total",
             "Live typing: deltas sent on Subscribe streams (one coalesced delta counts once).",
             m.deltas_sent.load(Ordering::Relaxed),

@@ -2,8 +2,14 @@
 //! its meta and a keyed call's receipt, committed together or not at all
 //! ([`EventLogs::commit`](super::EventLogs::commit)).
 
-use agent_harness_protocol::pb;
+use std::future::Future;
+use std::pin::Pin;
+use std::task::{Context, Poll};
 
+use agent_harness_protocol::pb;
+use tokio::sync::{OwnedSemaphorePermit, oneshot};
+
+use super::LogError;
 use crate::store::{ReceiptWrite, SessionMeta, TranscriptEntry};
 
 /// An event to append; the log assigns `seq`, `session_id` and `time`.
@@ -92,5 +98,49 @@ impl Commit {
             + usize::from(self.meta.is_some())
             + usize::from(self.receipt.is_some())
             + self.transcript.len()
+    }
+}
+
+/// What a commit resolves to: the events as appended.
+pub(super) type Answer = Result<Vec<pb::Event>, LogError>;
+
+/// A commit handed to the writer
+/// ([`EventLogs::submit`](super::EventLogs::submit)): resolves to what
+/// [`EventLogs::commit`](super::EventLogs::commit) would, once the writer
+/// answers. Until then it holds the commit's room in the writer's queue.
+#[must_use = "a submitted commit's answer comes through it"]
+pub struct Submitted(State);
+
+enum State {
+    Waiting {
+        _room: OwnedSemaphorePermit,
+        reply: oneshot::Receiver<Answer>,
+    },
+    /// Answered without the writer (nothing to write, or the log closed).
+    Ready(Option<Answer>),
+}
+
+impl Submitted {
+    pub(super) fn waiting(room: OwnedSemaphorePermit, reply: oneshot::Receiver<Answer>) -> Self {
+        Self(State::Waiting { _room: room, reply })
+    }
+
+    pub(super) fn ready(answer: Answer) -> Self {
+        Self(State::Ready(Some(answer)))
+    }
+}
+
+impl Future for Submitted {
+    type Output = Answer;
+
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Answer> {
+        match &mut self.0 {
+            State::Waiting { reply, .. } => Pin::new(reply)
+                .poll(cx)
+                .map(|r| r.unwrap_or(Err(LogError::Closed))),
+            State::Ready(answer) => {
+                Poll::Ready(answer.take().expect("a submitted commit is awaited once"))
+            }
+        }
     }
 }

@@ -42,7 +42,7 @@ mod tail;
 mod typing;
 mod writer;
 
-pub use self::commit::{Commit, MetaChange, NewEvent};
+pub use self::commit::{Commit, MetaChange, NewEvent, Submitted};
 pub use self::failpoint::FAILPOINT_ENV;
 pub use self::frame::{EncodedEvent, Frame, HistoryPage};
 pub use self::options::{
@@ -155,6 +155,9 @@ struct Shared {
     commits: AtomicU64,
     /// See [`LogStats::committed_events`].
     committed_events: AtomicU64,
+    /// Sessions the last successful commit wrote to (see
+    /// [`EventLogs::alone`]).
+    last_commit_sessions: AtomicUsize,
     /// See [`LogStats::fenced_writes`].
     fenced_writes: AtomicU64,
     /// See [`LogStats::rows_checked`].
@@ -324,6 +327,7 @@ impl EventLogs {
             subscribers: AtomicUsize::new(0),
             commits: AtomicU64::new(0),
             committed_events: AtomicU64::new(0),
+            last_commit_sessions: AtomicUsize::new(0),
             fenced_writes: AtomicU64::new(0),
             rows_checked: AtomicU64::new(0),
             storage_ok: watch::Sender::new(true),
@@ -367,20 +371,32 @@ impl EventLogs {
         session_id: &str,
         commit: Commit,
     ) -> Result<Vec<pb::Event>, LogError> {
+        self.submit(session_id, commit).await.await
+    }
+
+    /// Hands `commit` to the writer (once its queue has room) and returns
+    /// without waiting for the commit: the [`Submitted`] resolves to what
+    /// [`EventLogs::commit`] would. The writer takes its queue in order, so
+    /// commits submitted one after another are committed in that order: a
+    /// caller may hand over its next commit before the last is answered.
+    pub async fn submit(&self, session_id: &str, commit: Commit) -> Submitted {
         if commit.is_empty() {
-            return Ok(Vec::new());
+            return Submitted::ready(Ok(Vec::new()));
         }
-        let _room = self.queue_room(commit.events.len().max(1)).await?;
+        let room = match self.queue_room(commit.events.len().max(1)).await {
+            Ok(room) => room,
+            Err(e) => return Submitted::ready(Err(e)),
+        };
         let (reply, rx) = oneshot::channel();
-        self.inner
-            .tx
-            .send(Cmd::Commit {
-                session_id: session_id.to_owned(),
-                commit,
-                reply,
-            })
-            .map_err(|_| LogError::Closed)?;
-        rx.await.map_err(|_| LogError::Closed)?
+        let sent = self.inner.tx.send(Cmd::Commit {
+            session_id: session_id.to_owned(),
+            commit,
+            reply,
+        });
+        match sent {
+            Ok(()) => Submitted::waiting(room, rx),
+            Err(_) => Submitted::ready(Err(LogError::Closed)),
+        }
     }
 
     /// Deletes the receipts created before `before_ms` (Unix ms), in
@@ -403,14 +419,35 @@ impl EventLogs {
         }
     }
 
+    /// Events (and meta changes) queued for the writer and not yet
+    /// answered, the commits under way included.
+    pub fn queued(&self) -> usize {
+        let cap = self.inner.shared.opts.max_queued.max(1);
+        cap.saturating_sub(self.inner.queue.available_permits())
+    }
+
+    /// Whether a caller whose commit of `mine` events is under way is the
+    /// writer's only one: the last commit wrote to one session at most,
+    /// and nothing else is queued. Then the writer waits for that caller
+    /// between its commits, and its next commit may be handed over before
+    /// this one is answered (see [`EventLogs::submit`]); with other
+    /// sessions writing, the writer has their commits to do meanwhile.
+    pub fn alone(&self, mine: usize) -> bool {
+        self.inner
+            .shared
+            .last_commit_sessions
+            .load(Ordering::Relaxed)
+            <= 1
+            && self.queued() <= mine.max(1)
+    }
+
     /// Room for `n` more queued events (at most the whole queue, so one
     /// huge append still goes through alone), held until its reply.
-    async fn queue_room(&self, n: usize) -> Result<tokio::sync::SemaphorePermit<'_>, LogError> {
+    async fn queue_room(&self, n: usize) -> Result<tokio::sync::OwnedSemaphorePermit, LogError> {
         let cap = self.inner.shared.opts.max_queued.max(1);
         let n = u32::try_from(n.min(cap)).unwrap_or(u32::MAX);
-        self.inner
-            .queue
-            .acquire_many(n)
+        Arc::clone(&self.inner.queue)
+            .acquire_many_owned(n)
             .await
             .map_err(|_| LogError::Closed)
     }
@@ -545,7 +582,7 @@ impl EventLogs {
             sessions,
             window_events,
             window_bytes,
-            queued: shared.opts.max_queued.max(1) - self.inner.queue.available_permits(),
+            queued: self.queued(),
             subscriber_buffered: shared.buffered.load(Ordering::Relaxed),
             subscribers: shared.subscribers.load(Ordering::Relaxed),
             commits: shared.commits.load(Ordering::Relaxed),

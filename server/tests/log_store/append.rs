@@ -629,3 +629,54 @@ async fn the_writer_queue_is_bounded_and_appends_wait_for_room() {
     assert_eq!(logs.stats().queued, 0);
     logs.shutdown().await;
 }
+
+/// A commit handed over with `submit` is committed after those handed over
+/// before it, whether they were answered or not: the second of two commits
+/// submitted back to back, while the first is held at the store, is
+/// answered after it with the seqs after its. `alone` tells a caller whose
+/// commit is under way whether the writer has anyone else's to do.
+#[tokio::test]
+async fn submitted_commits_are_committed_in_order_and_alone_sees_other_sessions() {
+    let probe = Arc::new(Probe::default());
+    let logs = EventLogs::open(probe.clone(), LogOptions::default()).unwrap();
+    probe.close_gate();
+    let first = logs
+        .submit("s", Commit::events(vec![new_event(1), new_event(2)]))
+        .await;
+    let held = probe.clone();
+    tokio::task::spawn_blocking(move || held.wait_at_gate(1))
+        .await
+        .unwrap();
+    assert!(logs.alone(2), "nothing but this commit is queued");
+    let second = logs.submit("s", Commit::events(vec![new_event(3)])).await;
+    assert_eq!(logs.queued(), 3);
+    assert!(!logs.alone(2), "a commit queued behind it");
+    probe.open_gate();
+    // Awaited in the other order: the answers are the commits' own.
+    let second = second.await.unwrap();
+    let first = first.await.unwrap();
+    assert_eq!(seqs(&first), [1, 2]);
+    assert_eq!(seqs(&second), [3]);
+    assert_eq!(logs.queued(), 0);
+    assert!(logs.alone(0), "the last commit wrote to one session");
+
+    // A commit that wrote to two sessions: the writer has others to do.
+    probe.close_gate();
+    let a = logs.submit("a", Commit::events(vec![new_event(1)])).await;
+    // The third commit to reach the store (after the two above) is a's.
+    let held = probe.clone();
+    tokio::task::spawn_blocking(move || held.wait_at_gate(3))
+        .await
+        .unwrap();
+    let b = logs.submit("b", Commit::events(vec![new_event(1)])).await;
+    let c = logs.submit("c", Commit::events(vec![new_event(1)])).await;
+    probe.open_gate();
+    for done in [a.await, b.await, c.await] {
+        assert_eq!(seqs(&done.unwrap()), [1]);
+    }
+    assert!(
+        !logs.alone(0),
+        "b and c were queued together behind a: one commit wrote to both"
+    );
+    logs.shutdown().await;
+}

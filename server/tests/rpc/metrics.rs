@@ -5,7 +5,10 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::net::SocketAddr;
 
+use crate::support::probe::Probe;
 use crate::support::server::*;
+use agent_harness_protocol::pb;
+use agent_harness_protocol::pb::event::Payload;
 use agent_harness_server::ServeOptions;
 use agent_harness_server::connections::ConnectionLimits;
 use agent_harness_server::manager::ManagerOptions;
@@ -370,4 +373,70 @@ async fn limits_are_served_and_docs_and_alert_rules_name_served_metrics() {
     assert!(named.len() >= 8, "{named:?}");
     let unknown: Vec<_> = named.difference(&served).collect();
     assert!(unknown.is_empty(), "deploy/alerts.yml names {unknown:?}");
+}
+
+/// A lone session writing faster than its store commits: a batch read
+/// ahead while the one before it is being committed goes to the writer
+/// before that commit is answered (counted), and the log still holds every
+/// line once, in order, with the turn ending once.
+#[tokio::test]
+async fn a_lone_session_writing_fast_hands_its_batches_over_early_in_order() {
+    const LINES: usize = 3000;
+    // Each commit takes 30 ms: the scripted CLI writes a whole batch's
+    // lines meanwhile.
+    let store = Probe::slow(std::time::Duration::from_millis(30));
+    let server = TestServer::on_store(std::sync::Arc::new(store)).await;
+    let mut c = server.client().await;
+    let (first, _) = first_turn(&mut c, "flood", "hi").await;
+    let head = first.events.last().expect("the first turn's events").seq;
+    let before = value(
+        &scrape(server.addr).await,
+        "agent_harness_commits_handed_over_early_total",
+    );
+    let mut sub = Sub::open(&mut c, "flood", head).await;
+    send(&mut c, "flood", &format!("FLOOD {LINES}"))
+        .await
+        .unwrap();
+    sub.until("the flood's turn_end", is_turn_end).await;
+    let early = value(
+        &scrape(server.addr).await,
+        "agent_harness_commits_handed_over_early_total",
+    ) - before;
+    assert!(
+        early > 0.0,
+        "no batch of the {LINES} lines was handed over early"
+    );
+
+    let events = history_all(&mut c, "flood").await;
+    assert!(
+        events.windows(2).all(|w| w[1].seq == w[0].seq + 1),
+        "consecutive seqs"
+    );
+    let flood: Vec<&str> = events
+        .iter()
+        .filter_map(text_of)
+        .filter(|t| t.starts_with("flood "))
+        .collect();
+    let want: Vec<String> = (0..LINES).map(|i| format!("flood {i}")).collect();
+    assert_eq!(flood, want, "every line once, in order");
+    let ends = events.iter().filter(|e| is_turn_end(e)).count();
+    assert_eq!(ends, 2, "the first turn's end and the flood's, once each");
+    let end = sub.events.last().expect("the flood's events").seq;
+    let streamed: Vec<&pb::Event> = events
+        .iter()
+        .filter(|e| e.seq > head && e.seq <= end)
+        .collect();
+    assert!(
+        streamed.iter().copied().eq(sub.events.iter()),
+        "the stream saw what History holds"
+    );
+    assert_derived_matches_log(&mut c, "flood").await;
+}
+
+/// The text of a content event's first block.
+fn text_of(e: &pb::Event) -> Option<&str> {
+    match &e.payload {
+        Some(Payload::Content(c)) => c.blocks.first().map(|b| b.text.as_str()),
+        _ => None,
+    }
 }

@@ -540,6 +540,21 @@ impl Process {
             self.turn = Turn::Hanging;
             return None;
         }
+        if let Some(n) = text
+            .strip_prefix("FLOOD ")
+            .and_then(|n| n.trim().parse::<usize>().ok())
+        {
+            // A long answer written as fast as the reader takes it: `n`
+            // assistant lines without a delay between them.
+            let delay = std::mem::take(&mut self.behavior.line_delay);
+            for i in 0..n {
+                self.assistant(json!([{"type":"text","text":format!("flood {i}")}]))
+                    .await;
+            }
+            self.behavior.line_delay = delay;
+            self.result("flooded", false, None).await;
+            return None;
+        }
         if text.contains("PERMISSION") {
             let tool_use_id = format!("toolu_scripted_{}", self.msg + 1);
             let input = json!({"command":"touch made-by-bash","description":"Create file"});

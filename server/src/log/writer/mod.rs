@@ -422,6 +422,9 @@ impl Writer {
                 self.shared
                     .committed_events
                     .fetch_add(events.len() as u64, Ordering::Relaxed);
+                self.shared
+                    .last_commit_sessions
+                    .store(touched.len(), Ordering::Relaxed);
                 let metrics = &self.shared.metrics;
                 metrics.commit_micros.observe(took);
                 metrics.commit_events.observe(events.len() as u64);

@@ -14,16 +14,18 @@
 //! the signal ladder, which always ends in SIGKILL; so the task never
 //! outlives its process by more than the ladder.
 
+mod batch;
 mod control;
 mod end;
 mod permissions;
 mod stdout;
 
+use self::batch::{Room, take_lines};
 pub use self::control::CONTROL_TIMEOUT;
 use self::control::PendingControl;
 pub(crate) use self::control::{Answered, ControlFailure, ControlReplyTx, Record};
 pub(super) use self::end::supervised;
-use self::stdout::{Batch, Room, take_lines};
+use self::stdout::Ahead;
 use agent_harness_protocol::vocab::stop_source;
 
 use std::collections::HashMap;
@@ -203,10 +205,10 @@ pub(super) struct Run {
     policy_refused: bool,
     /// Where this run reports itself idle, and hears that it must go.
     idle: IdleEntry,
-    /// Lines normalized while the last batch was being committed: the
-    /// decoder has seen them, so they are committed before anything else
-    /// reaches it.
-    ahead: Option<Batch>,
+    /// Lines normalized while the last batch was being committed (or a
+    /// batch of them already handed to the writer): the decoder has seen
+    /// them, so they are committed before anything else reaches it.
+    ahead: Option<Ahead>,
     /// Ended to keep the idle processes under `--max-idle-runs` (decides
     /// the run_end: IDLE_EVICTED rather than IDLE_TIMEOUT).
     evicted: bool,
@@ -268,9 +270,9 @@ impl Run {
         let mut stdout_open = true;
         let mut cmds_open = true;
         let exit = loop {
-            if let Some(batch) = self.ahead.take() {
+            if let Some(ahead) = self.ahead.take() {
                 // Before any command: the decoder is past these lines.
-                self.ahead = self.settle(batch, claim.cmds.is_empty()).await;
+                self.ahead = self.settle_ahead(ahead, claim.cmds.is_empty()).await;
                 continue;
             }
             let evictable = self.evictable_since();

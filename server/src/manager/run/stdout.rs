@@ -8,12 +8,11 @@ use agent_harness_protocol::pb;
 use agent_harness_protocol::pb::event::Payload;
 use tokio::time::Instant;
 
-use tokio::sync::mpsc;
-
 use super::super::ladder::Input;
-use super::{MAX_BATCH_BYTES, MAX_LINES_PER_BATCH, Run};
-use crate::adapter::{ControlReply, Decoder, StdoutLine};
-use crate::log::{Commit, MetaChange, NewEvent};
+use super::Run;
+use super::batch::{Batch, Room, normalize_batch, normalize_into, take_lines};
+use crate::adapter::{ControlReply, StdoutLine};
+use crate::log::{Commit, MetaChange, NewEvent, Submitted};
 use crate::partial::Change;
 use crate::store::{ReceiptWrite, TranscriptEntry};
 
@@ -78,43 +77,83 @@ impl Run {
         self.committed(committed).await
     }
 
-    /// One commit of a batch of lines; while it is under way, and when
-    /// `read_ahead`, the lines stdout has and those that come meanwhile are
-    /// read and normalized, up to a batch's [`Room`] (the run task's
-    /// share of a batch overlaps the writer's, and the stdout reader does
-    /// not wait for the commit), and come back as the next batch. They are
-    /// the decoder's past from then on, so the caller settles that batch
+    /// Waits for the commit of a batch of lines (`commit`, of `events`
+    /// events) while, when `read_ahead`, the lines stdout has and those
+    /// that come meanwhile are read and normalized onto `ahead`, up to a
+    /// batch's [`Room`] (the run task's share of a batch overlaps the
+    /// writer's, and the stdout reader does not wait for the commit). They
+    /// are the decoder's past from then on, so the caller settles them
     /// before anything else reaches the decoder (a command's input, see
     /// [`Run::run`]).
+    ///
+    /// When the batch is `plain` (see [`Batch::plain`]: nothing in it is
+    /// reacted to around its commit) and the writer has no other session's
+    /// commits ([`crate::log::EventLogs::alone`]), a plain batch read ahead
+    /// is handed to the writer as soon as it has as many events, without
+    /// waiting for this commit: the writer goes from one commit to the
+    /// next instead of waiting for the run task to turn around, and the
+    /// lines after it are read ahead as its own. The writer takes its queue
+    /// in order and nothing of a plain batch is reacted to, so what is
+    /// recorded and published comes in the order of the lines, as when
+    /// each batch waits for the one before. With other sessions writing,
+    /// the writer has their commits to do meanwhile, and a batch handed
+    /// over early would only make commits smaller.
     async fn commit_reading_ahead(
         &mut self,
-        commit: Commit,
+        mut commit: Submitted,
+        events: usize,
+        mut ahead: Option<(Batch, Room)>,
         read_ahead: bool,
-    ) -> (Result<Vec<pb::Event>, String>, Option<Batch>) {
-        let mut room = if read_ahead {
-            Room::batch()
-        } else {
-            Room::none()
+        plain: bool,
+    ) -> (Result<Vec<pb::Event>, String>, Option<Ahead>) {
+        let mut room = match ahead.as_ref() {
+            Some((_, room)) if read_ahead => *room,
+            _ if read_ahead => Room::batch(),
+            _ => Room::none(),
         };
-        let mut ahead: Option<Batch> = None;
-        let committed = {
-            let commit = self.logs.commit(&self.session_id, commit);
-            tokio::pin!(commit);
-            loop {
-                tokio::select! {
-                    biased;
-                    done = &mut commit => break done,
-                    line = self.stdout.recv(), if room.left() => match line {
-                        Some(first) => {
-                            let lines = take_lines(&mut self.stdout, first, &mut room);
-                            let batch = ahead.get_or_insert_with(Batch::default);
-                            normalize_into(self.decoder.as_mut(), lines, batch);
+        let mut sent: Option<(Submitted, usize)> = None;
+        let committed = loop {
+            tokio::select! {
+                biased;
+                done = &mut commit => break done,
+                line = self.stdout.recv(), if room.left() => match line {
+                    Some(first) => {
+                        let lines = take_lines(&mut self.stdout, first, &mut room);
+                        let (batch, _) = ahead.get_or_insert_with(|| (Batch::default(), room));
+                        normalize_into(self.decoder.as_mut(), lines, batch);
+                        let next = batch.payloads.len();
+                        if plain
+                            && sent.is_none()
+                            && next > 0
+                            && next >= events
+                            && self.logs.alone(events)
+                            && batch.plain()
+                        {
+                            let (batch, _) = ahead.take().expect("just filled");
+                            let prepared = self.prepare(batch);
+                            debug_assert!(!prepared.refused && prepared.replies.is_empty());
+                            let commit = prepared.commit.unwrap_or_default();
+                            sent = Some((self.logs.submit(&self.session_id, commit).await, next));
+                            let m = self.logs.metrics();
+                            m.early_commits.fetch_add(1, Ordering::Relaxed);
+                            room = Room::batch();
                         }
-                        // The end of stdout: the run loop sees it next.
-                        None => room = Room::none(),
                     }
+                    // The end of stdout: the run loop sees it next.
+                    None => room = Room::none(),
                 }
             }
+            if let Some((_, kept)) = ahead.as_mut() {
+                *kept = room;
+            }
+        };
+        let ahead = match sent {
+            Some((commit, events)) => Some(Ahead::Sent {
+                commit,
+                events,
+                after: ahead,
+            }),
+            None => ahead.map(|(batch, _)| Ahead::Lines(batch)),
         };
         (self.committed(committed).await, ahead)
     }
@@ -189,7 +228,7 @@ impl Run {
         &mut self,
         lines: Vec<StdoutLine>,
         read_ahead: bool,
-    ) -> Option<Batch> {
+    ) -> Option<Ahead> {
         let batch = normalize_batch(self.decoder.as_mut(), lines);
         self.settle(batch, read_ahead).await
     }
@@ -204,7 +243,62 @@ impl Run {
     /// to control requests the lines carried. With `read_ahead`, the next
     /// lines are normalized while the commit is under way and returned as
     /// the next batch (see [`Run::commit_reading_ahead`]).
-    pub(super) async fn settle(&mut self, batch: Batch, read_ahead: bool) -> Option<Batch> {
+    pub(super) async fn settle(&mut self, batch: Batch, read_ahead: bool) -> Option<Ahead> {
+        let plain = batch.plain();
+        let Prepared {
+            commit,
+            refused,
+            before,
+            later,
+            replies,
+        } = self.prepare(batch);
+        let mut ahead = None;
+        if let Some(commit) = commit {
+            let events = commit.events.len();
+            let commit = self.logs.submit(&self.session_id, commit).await;
+            ahead = self
+                .commit_reading_ahead(commit, events, None, read_ahead && !refused, plain)
+                .await
+                .1;
+        }
+        if refused {
+            // Ended at once (SIGINT first): a turn in a mode beyond the
+            // policy must not go on.
+            self.policy_refused = true;
+            self.step(Input::Shutdown, Instant::now());
+        }
+        if let (Some(t), Some(before)) = (&self.typing, before) {
+            t.publish_after(&self.run_id, &later, before);
+        }
+        self.answered(replies).await;
+        ahead
+    }
+
+    /// Settles what was read ahead: a batch of lines (see
+    /// [`Run::settle`]), or a plain batch handed to the writer early (see
+    /// [`Run::commit_reading_ahead`]), with the lines read after it.
+    pub(super) async fn settle_ahead(&mut self, ahead: Ahead, read_ahead: bool) -> Option<Ahead> {
+        match ahead {
+            Ahead::Lines(batch) => self.settle(batch, read_ahead).await,
+            Ahead::Sent {
+                commit,
+                events,
+                after,
+            } => {
+                // Plain: nothing to publish or hand on around its commit.
+                self.commit_reading_ahead(commit, events, after, read_ahead, true)
+                    .await
+                    .1
+            }
+        }
+    }
+
+    /// What comes before a batch's commit: the live-typing changes of the
+    /// lines before its first event published, the blocks it completes
+    /// closed, withdrawals of requests that are not pending dropped, a
+    /// permission mode beyond the policy found; its commit (`None` when it
+    /// writes nothing).
+    fn prepare(&mut self, batch: Batch) -> Prepared {
         let Batch {
             payloads,
             now,
@@ -222,30 +316,18 @@ impl Run {
         // its events: a node that resumes the conversation later has every
         // message the log shows.
         let transcript = self.transcript_entries();
-        let mut ahead = None;
-        if !payloads.is_empty() || !transcript.is_empty() {
-            let events = self.new_events(payloads);
-            let commit = Commit {
-                events,
-                transcript,
-                ..Commit::default()
-            };
-            ahead = self
-                .commit_reading_ahead(commit, read_ahead && !refused)
-                .await
-                .1;
+        let commit = (!payloads.is_empty() || !transcript.is_empty()).then(|| Commit {
+            events: self.new_events(payloads),
+            transcript,
+            ..Commit::default()
+        });
+        Prepared {
+            commit,
+            refused,
+            before,
+            later,
+            replies,
         }
-        if refused {
-            // Ended at once (SIGINT first): a turn in a mode beyond the
-            // policy must not go on.
-            self.policy_refused = true;
-            self.step(Input::Shutdown, Instant::now());
-        }
-        if let (Some(t), Some(before)) = (&self.typing, before) {
-            t.publish_after(&self.run_id, &later, before);
-        }
-        self.answered(replies).await;
-        ahead
     }
 
     /// The transcript lines the decoder took aside since the last batch,
@@ -282,285 +364,33 @@ impl Run {
     }
 }
 
-/// A batch of stdout lines, normalized.
-#[derive(Default)]
-pub(super) struct Batch {
-    /// The events to append.
-    payloads: Vec<(Payload, String)>,
-    /// Live-typing changes of the lines before the first event: published
-    /// at once.
-    now: Vec<Change>,
-    /// The other changes: removals before the commit, all after it.
+/// A batch prepared for its commit (see [`Run::prepare`]), with what is
+/// left to do around it.
+struct Prepared {
+    /// What it writes, if anything.
+    commit: Option<Commit>,
+    /// It reported a permission mode beyond the policy: the run is ended.
+    refused: bool,
+    /// The log's head before the commit, for the live-typing changes
+    /// published after it (when the session has a board).
+    before: Option<u64>,
+    /// The live-typing changes published after the commit.
     later: Vec<Change>,
-    /// The CLI's answers to control requests among the lines: handed on
-    /// after the batch is committed.
+    /// The CLI's answers to control requests, handed on after the commit.
     replies: Vec<ControlReply>,
 }
 
-/// What a batch may still take: lines, and their bytes (a batch of long
-/// lines is cut short by the bytes, so what a batch holds, read ahead or
-/// not, is bounded by both).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(super) struct Room {
-    lines: usize,
-    bytes: usize,
-}
-
-impl Room {
-    /// A new batch's room.
-    pub(super) fn batch() -> Room {
-        Room {
-            lines: MAX_LINES_PER_BATCH,
-            bytes: MAX_BATCH_BYTES,
-        }
-    }
-
-    /// No room: nothing is taken.
-    pub(super) fn none() -> Room {
-        Room { lines: 0, bytes: 0 }
-    }
-
-    /// No limit (the lines left after the exit).
-    pub(super) fn unbounded() -> Room {
-        Room {
-            lines: usize::MAX,
-            bytes: usize::MAX,
-        }
-    }
-
-    /// Whether another line may be taken.
-    pub(super) fn left(&self) -> bool {
-        self.lines > 0 && self.bytes > 0
-    }
-
-    fn take(&mut self, line: &StdoutLine) {
-        let bytes = match line {
-            StdoutLine::Line(l) => l.len(),
-            StdoutLine::TooLong { head, .. } => head.len(),
-        };
-        self.lines = self.lines.saturating_sub(1);
-        self.bytes = self.bytes.saturating_sub(bytes);
-    }
-}
-
-/// `first` and the lines after it that stdout already has, while `room`
-/// is left (`first` whatever it is); `room` is what is left after them.
-pub(super) fn take_lines(
-    stdout: &mut mpsc::Receiver<StdoutLine>,
-    first: StdoutLine,
-    room: &mut Room,
-) -> Vec<StdoutLine> {
-    room.take(&first);
-    let mut lines = vec![first];
-    while room.left() {
-        match stdout.try_recv() {
-            Ok(l) => {
-                room.take(&l);
-                lines.push(l);
-            }
-            Err(_) => break,
-        }
-    }
-    lines
-}
-
-/// Each line is handed over, so an event keeps it as its `cli_line`
-/// without a copy.
-pub(super) fn normalize_batch(decoder: &mut dyn Decoder, lines: Vec<StdoutLine>) -> Batch {
-    let mut batch = Batch::default();
-    normalize_into(decoder, lines, &mut batch);
-    batch
-}
-
-/// `lines` normalized onto the end of `batch` (as one batch with the
-/// lines it has).
-fn normalize_into(decoder: &mut dyn Decoder, lines: Vec<StdoutLine>, batch: &mut Batch) {
-    // Most lines are one event each: the batch does not regrow (each
-    // regrowth would copy every event in it).
-    batch.payloads.reserve(lines.len());
-    for l in lines {
-        batch.payloads.extend(decoder.line_owned(l));
-        let changes = decoder.take_partial();
-        if batch.payloads.is_empty() {
-            batch.now.extend(changes);
-        } else {
-            batch.later.extend(changes);
-        }
-    }
-    batch.replies.extend(decoder.take_control_replies());
-}
-
-#[cfg(test)]
-mod tests {
-    use serde_json::json;
-
-    use super::*;
-    use crate::normalize::Normalizer;
-
-    fn line(v: serde_json::Value) -> StdoutLine {
-        StdoutLine::Line(v.to_string())
-    }
-
-    fn ev(event: serde_json::Value) -> StdoutLine {
-        line(json!({"type": "stream_event", "event": event, "parent_tool_use_id": null}))
-    }
-
-    /// A block's last fragments and its `assistant` line in one batch: the
-    /// fragments are published before the commit, so a subscriber gets
-    /// them before the `content` event; the block's end waits for it.
-    #[test]
-    fn fragments_before_the_first_event_of_a_batch_go_out_at_once() {
-        let mut n = Normalizer::new(1 << 20);
-        let b = normalize_batch(&mut n, typed_lines());
-        assert_eq!(b.payloads.len(), 1, "one content event");
-        check_fragments_split(&b);
-    }
-
-    /// A block typed and written, with the CLI's answer to a control
-    /// request among its lines.
-    fn typed_lines() -> Vec<StdoutLine> {
-        let text = |index: u32, t: &str| {
-            ev(
-                json!({"type": "content_block_delta", "index": index, "delta": {"type": "text_delta", "text": t}}),
-            )
-        };
-        let lines = [
-            ev(json!({"type": "message_start", "message": {"id": "m"}})),
-            ev(
-                json!({"type": "content_block_start", "index": 0, "content_block": {"type": "text", "text": ""}}),
-            ),
-            text(0, "Hel"),
-            text(0, "lo"),
-            line(
-                json!({"type": "assistant", "message": {"id": "m", "content": [{"type": "text", "text": "Hello"}]}}),
-            ),
-            ev(json!({"type": "content_block_stop", "index": 0})),
-            ev(
-                json!({"type": "content_block_start", "index": 1, "content_block": {"type": "text", "text": ""}}),
-            ),
-            line(
-                json!({"type": "control_response", "response": {"subtype": "success", "request_id": "r1", "response": {}}}),
-            ),
-            text(1, "next"),
-        ];
-        lines.to_vec()
-    }
-
-    fn check_fragments_split(b: &Batch) {
-        let fragments = |cs: &[Change]| -> Vec<String> {
-            cs.iter()
-                .filter_map(|c| match c {
-                    Change::Fragment { fragment, .. } => Some(fragment.clone()),
-                    _ => None,
-                })
-                .collect()
-        };
-        assert_eq!(fragments(&b.now), ["Hel", "lo"]);
-        assert!(!b.now.iter().any(Change::removes));
-        assert_eq!(fragments(&b.later), ["next"]);
-        assert!(matches!(
-            b.later.first(),
-            Some(Change::Done { index: Some(0), .. })
-        ));
-    }
-
-    /// A batch read ahead is read in pieces, as lines come while a commit
-    /// is under way: wherever it is cut, it is the batch read at once
-    /// (the same events, the same changes before and after its first
-    /// event, the same control answers).
-    #[test]
-    fn a_batch_read_in_pieces_is_the_batch_read_at_once() {
-        let lines = typed_lines();
-        let whole = normalize_batch(&mut Normalizer::new(1 << 20), lines.clone());
-        assert_eq!(whole.replies.len(), 1, "the control answer");
-        for cut in 0..=lines.len() {
-            for second in cut..=lines.len() {
-                let mut n = Normalizer::new(1 << 20);
-                let mut b = Batch::default();
-                normalize_into(&mut n, lines[..cut].to_vec(), &mut b);
-                normalize_into(&mut n, lines[cut..second].to_vec(), &mut b);
-                normalize_into(&mut n, lines[second..].to_vec(), &mut b);
-                assert_eq!(b.payloads, whole.payloads, "cut at {cut} and {second}");
-                assert_eq!(b.now, whole.now, "cut at {cut} and {second}");
-                assert_eq!(b.later, whole.later, "cut at {cut} and {second}");
-                assert_eq!(b.replies, whole.replies, "cut at {cut} and {second}");
-            }
-        }
-        check_fragments_split(&whole);
-    }
-
-    fn queued(lines: impl IntoIterator<Item = StdoutLine>) -> mpsc::Receiver<StdoutLine> {
-        let lines: Vec<_> = lines.into_iter().collect();
-        let (tx, rx) = mpsc::channel(lines.len().max(1));
-        for l in lines {
-            tx.try_send(l).unwrap();
-        }
-        rx
-    }
-
-    fn short(i: usize) -> StdoutLine {
-        StdoutLine::Line(format!("line {i}"))
-    }
-
-    /// A batch stops at its number of lines; what is left stays queued for
-    /// the next, in order.
-    #[test]
-    fn a_batch_takes_at_most_its_lines() {
-        let mut rx = queued((0..MAX_LINES_PER_BATCH + 77).map(short));
-        let first = rx.try_recv().unwrap();
-        let mut room = Room::batch();
-        let lines = take_lines(&mut rx, first, &mut room);
-        assert_eq!(lines.len(), MAX_LINES_PER_BATCH);
-        assert_eq!(lines.last(), Some(&short(MAX_LINES_PER_BATCH - 1)));
-        assert!(!room.left());
-        assert_eq!(rx.try_recv().ok(), Some(short(MAX_LINES_PER_BATCH)));
-        assert_eq!(rx.len(), 76);
-    }
-
-    /// A batch stops at the line that reaches its bytes (long lines make
-    /// short batches), and always takes its first line, however long.
-    #[test]
-    fn a_batch_takes_lines_up_to_its_bytes() {
-        let long = |c: char, n: usize| StdoutLine::Line(c.to_string().repeat(n));
-        let third = MAX_BATCH_BYTES / 3 + 1;
-        let mut rx = queued([
-            long('a', third),
-            long('b', third),
-            long('c', third),
-            short(0),
-        ]);
-        let first = rx.try_recv().unwrap();
-        let mut room = Room::batch();
-        let lines = take_lines(&mut rx, first, &mut room);
-        assert_eq!(lines.len(), 3, "the third line reaches the bytes");
-        assert!(!room.left());
-        assert_eq!(rx.try_recv().ok(), Some(short(0)));
-
-        let mut rx = queued([long('a', 2 * MAX_BATCH_BYTES), short(1)]);
-        let first = rx.try_recv().unwrap();
-        let lines = take_lines(&mut rx, first, &mut Room::batch());
-        assert_eq!(lines.len(), 1, "a line over the bytes is a batch alone");
-        assert_eq!(rx.try_recv().ok(), Some(short(1)));
-
-        // A line cut to its head counts what is kept of it.
-        let too_long = StdoutLine::TooLong {
-            head: "h".into(),
-            len: 10 * MAX_BATCH_BYTES,
-        };
-        let mut rx = queued([too_long, short(2)]);
-        let first = rx.try_recv().unwrap();
-        assert_eq!(take_lines(&mut rx, first, &mut Room::batch()).len(), 2);
-    }
-
-    /// After the exit, everything stdout still has is taken; with no room,
-    /// nothing is (a batch is not read ahead).
-    #[test]
-    fn unbounded_takes_everything_and_none_takes_nothing() {
-        let mut rx = queued((0..3 * MAX_LINES_PER_BATCH).map(short));
-        let first = rx.try_recv().unwrap();
-        let lines = take_lines(&mut rx, first, &mut Room::unbounded());
-        assert_eq!(lines.len(), 3 * MAX_LINES_PER_BATCH);
-        assert!(!Room::none().left());
-        assert!(Room::batch().left());
-    }
+/// What the run task has read of stdout beyond the batch it settled.
+pub(super) enum Ahead {
+    /// Lines normalized, not yet handed to the writer.
+    Lines(Batch),
+    /// A plain batch handed to the writer while the one before it was
+    /// being committed, and the lines normalized after it (with the room
+    /// left for more).
+    Sent {
+        commit: Submitted,
+        /// Its events.
+        events: usize,
+        after: Option<(Batch, Room)>,
+    },
 }
