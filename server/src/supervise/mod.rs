@@ -418,7 +418,7 @@ pub async fn read_lines<R: AsyncRead + Unpin>(reader: R, max: usize, tx: mpsc::S
         if chunk.is_empty() {
             break;
         }
-        let (part, newline) = match chunk.iter().position(|b| *b == b'\n') {
+        let (part, newline) = match memchr::memchr(b'\n', chunk) {
             Some(i) => (&chunk[..i], true),
             None => (chunk, false),
         };
