@@ -79,9 +79,10 @@ impl Run {
 
     /// Waits for the commit of a batch of lines (`commit`, of `events`
     /// events) while, when `read_ahead`, the lines stdout has and those
-    /// that come meanwhile are read and normalized onto `ahead`, up to a
-    /// batch's [`Room`] (the run task's share of a batch overlaps the
-    /// writer's, and the stdout reader does not wait for the commit). They
+    /// that come meanwhile are read and normalized after those `after`
+    /// holds, up to a batch's [`Room`], and returned (the run task's share
+    /// of a batch overlaps the writer's, and the stdout reader does not
+    /// wait for the commit). They
     /// are the decoder's past from then on, so the caller settles them
     /// before anything else reaches the decoder (a command's input, see
     /// [`Run::run`]).
@@ -102,15 +103,17 @@ impl Run {
         &mut self,
         mut commit: Submitted,
         events: usize,
-        mut ahead: Option<(Batch, Room)>,
+        after: Option<(Batch, Room)>,
         read_ahead: bool,
         plain: bool,
-    ) -> (Result<Vec<pb::Event>, String>, Option<Ahead>) {
-        let mut room = match ahead.as_ref() {
-            Some((_, room)) if read_ahead => *room,
-            _ if read_ahead => Room::batch(),
-            _ => Room::none(),
+    ) -> Option<Ahead> {
+        let (mut ahead, mut room) = match after {
+            Some((batch, room)) => (Some(batch), room),
+            None => (None, Room::batch()),
         };
+        if !read_ahead {
+            room = Room::none();
+        }
         let mut sent: Option<(Submitted, usize)> = None;
         let committed = loop {
             tokio::select! {
@@ -119,7 +122,7 @@ impl Run {
                 line = self.stdout.recv(), if room.left() => match line {
                     Some(first) => {
                         let lines = take_lines(&mut self.stdout, first, &mut room);
-                        let (batch, _) = ahead.get_or_insert_with(|| (Batch::default(), room));
+                        let batch = ahead.get_or_insert_with(Batch::default);
                         normalize_into(self.decoder.as_mut(), lines, batch);
                         let next = batch.payloads.len();
                         if plain
@@ -129,7 +132,7 @@ impl Run {
                             && self.logs.alone(events)
                             && batch.plain()
                         {
-                            let (batch, _) = ahead.take().expect("just filled");
+                            let batch = ahead.take().expect("just filled");
                             let prepared = self.prepare(batch);
                             debug_assert!(!prepared.refused && prepared.replies.is_empty());
                             let commit = prepared.commit.unwrap_or_default();
@@ -143,19 +146,19 @@ impl Run {
                     None => room = Room::none(),
                 }
             }
-            if let Some((_, kept)) = ahead.as_mut() {
-                *kept = room;
-            }
         };
         let ahead = match sent {
             Some((commit, events)) => Some(Ahead::Sent {
                 commit,
                 events,
-                after: ahead,
+                after: ahead.map(|batch| (batch, room)),
             }),
-            None => ahead.map(|(batch, _)| Ahead::Lines(batch)),
+            None => ahead.map(Ahead::Lines),
         };
-        (self.committed(committed).await, ahead)
+        // Its answer is folded and reacted to; a failure ends the process
+        // (see `committed`), so the caller has nothing more to do with it.
+        let _ = self.committed(committed).await;
+        ahead
     }
 
     /// Folds and reacts to a commit's events, or, when it failed, ends the
@@ -258,8 +261,7 @@ impl Run {
             let commit = self.logs.submit(&self.session_id, commit).await;
             ahead = self
                 .commit_reading_ahead(commit, events, None, read_ahead && !refused, plain)
-                .await
-                .1;
+                .await;
         }
         if refused {
             // Ended at once (SIGINT first): a turn in a mode beyond the
@@ -288,7 +290,6 @@ impl Run {
                 // Plain: nothing to publish or hand on around its commit.
                 self.commit_reading_ahead(commit, events, after, read_ahead, true)
                     .await
-                    .1
             }
         }
     }
