@@ -440,3 +440,68 @@ fn text_of(e: &pb::Event) -> Option<&str> {
         _ => None,
     }
 }
+
+/// A hostile CLI line after batches handed over early: a CLI that floods
+/// content and then reports a permission mode the policy does not allow
+/// is still stopped with a policy error. That line's batch is not plain, so
+/// it waits for the commits before it and is checked before its own.
+#[tokio::test]
+async fn a_mode_beyond_the_policy_after_a_flood_is_still_refused() {
+    const LINES: usize = 3000;
+    let store = Probe::slow(std::time::Duration::from_millis(30));
+    let server = TestServer::on_store(std::sync::Arc::new(store)).await;
+    let mut c = server.client().await;
+    let (first, _) = first_turn(&mut c, "escalate", "hi").await;
+    let head = first.events.last().expect("the first turn's events").seq;
+    let before = value(
+        &scrape(server.addr).await,
+        "agent_harness_commits_handed_over_early_total",
+    );
+    let mut sub = Sub::open(&mut c, "escalate", head).await;
+    send(
+        &mut c,
+        "escalate",
+        &format!("FLOOD {LINES} MODE bypassPermissions"),
+    )
+    .await
+    .unwrap();
+    sub.until("run_end", is_run_end).await;
+    let early = value(
+        &scrape(server.addr).await,
+        "agent_harness_commits_handed_over_early_total",
+    ) - before;
+    assert!(
+        early > 0.0,
+        "no batch of the {LINES} lines was handed over early"
+    );
+
+    let events = history_all(&mut c, "escalate").await;
+    let flood = events
+        .iter()
+        .filter_map(text_of)
+        .filter(|t| t.starts_with("flood "))
+        .count();
+    assert_eq!(flood, LINES, "every line before the mode's report");
+    let ready = events
+        .iter()
+        .rposition(|e| matches!(&e.payload, Some(Payload::RunReady(r)) if r.permission_mode == "bypassPermissions"))
+        .expect("the reported mode is recorded");
+    let Some(Payload::RunError(err)) = &events[ready + 1].payload else {
+        panic!(
+            "run_error right after run_ready: {:?}",
+            kinds(&events[ready..])
+        );
+    };
+    assert_eq!(err.kind, "policy");
+    let end = run_end(events.last().expect("run_end"));
+    assert_eq!(
+        (end.reason(), end.source.as_str()),
+        (pb::RunEndReason::Error, "policy"),
+        "{end:?}"
+    );
+    assert_eq!(
+        events.iter().filter(|e| is_run_end(e)).count(),
+        1,
+        "one run_end"
+    );
+}

@@ -482,15 +482,19 @@ impl Process {
     }
 
     async fn init(&mut self) {
-        let line = json!({
+        let line = self.init_line();
+        self.emit(line).await;
+    }
+
+    fn init_line(&self) -> Value {
+        json!({
             "type":"system","subtype":"init","cwd":self.cwd,"session_id":self.cli_session,
             "tools":["Task","Bash","Edit","Read","Write"],"mcp_servers":[],
             "model":self.model,"permissionMode":self.behavior.permission_mode,"slash_commands":["compact"],
             "apiKeySource":"ANTHROPIC_API_KEY","claude_code_version":"2.1.197",
             "output_style":"default","agents":["general-purpose"],"skills":[],"plugins":[],
             "uuid":uuid::Uuid::new_v4().to_string(),"fast_mode_state":"off"
-        });
-        self.emit(line).await;
+        })
     }
 
     async fn assistant(&mut self, content: Value) {
@@ -540,19 +544,30 @@ impl Process {
             self.turn = Turn::Hanging;
             return None;
         }
-        if let Some(n) = text
-            .strip_prefix("FLOOD ")
-            .and_then(|n| n.trim().parse::<usize>().ok())
-        {
+        if let Some(rest) = text.strip_prefix("FLOOD ") {
             // A long answer written as fast as the reader takes it: `n`
-            // assistant lines without a delay between them.
+            // assistant lines without a delay between them. "FLOOD n MODE m"
+            // then reports permission mode `m` (a CLI whose mode changed in
+            // the middle of a turn) instead of ending the turn.
+            let (n, mode) = match rest.split_once(" MODE ") {
+                Some((n, mode)) => (n, Some(mode.trim().to_owned())),
+                None => (rest, None),
+            };
+            let n: usize = n.trim().parse().expect("FLOOD n");
             let delay = std::mem::take(&mut self.behavior.line_delay);
             for i in 0..n {
                 self.assistant(json!([{"type":"text","text":format!("flood {i}")}]))
                     .await;
             }
             self.behavior.line_delay = delay;
-            self.result("flooded", false, None).await;
+            match mode {
+                Some(mode) => {
+                    let mut line = self.init_line();
+                    line["permissionMode"] = json!(mode);
+                    self.emit(line).await;
+                }
+                None => self.result("flooded", false, None).await,
+            }
             return None;
         }
         if text.contains("PERMISSION") {
