@@ -69,6 +69,8 @@ pub struct Client {
     /// The load is not sent before this (see [`Client::load_not_before`]);
     /// `Some` while it waits.
     load_at: Option<Instant>,
+    /// The agent answered `initialize`: nothing else may go out before.
+    initialized: bool,
     next_id: u64,
     /// The session, once the agent created or loaded it.
     session_id: Option<String>,
@@ -149,6 +151,7 @@ impl Client {
             cwd: cwd.to_owned(),
             resume: resume.to_owned(),
             load_at: None,
+            initialized: false,
             next_id: FIRST_LATER_ID,
             session_id: None,
             failed: false,
@@ -264,10 +267,13 @@ impl Client {
         match (id, result) {
             // The decoder reports why the handshake failed.
             (INITIALIZE_ID | SESSION_ID, None) => self.fail(),
-            (INITIALIZE_ID, Some(_)) => match self.load_at {
-                Some(at) if now < at => {}
-                _ => self.open_session(out),
-            },
+            (INITIALIZE_ID, Some(_)) => {
+                self.initialized = true;
+                match self.load_at {
+                    Some(at) if now < at => {}
+                    _ => self.open_session(out),
+                }
+            }
             (SESSION_ID, Some(result)) => {
                 let id = match result.get("sessionId").and_then(Value::as_str) {
                     Some(id) => id.to_owned(),
@@ -341,10 +347,12 @@ impl Client {
     }
 
     /// When the current wait may be over: the held-back load's time, or
-    /// the replay's quiet deadline; `None` when nothing waits.
+    /// the replay's quiet deadline; `None` when nothing waits. A load held
+    /// back waits for `initialize`'s answer too: until then that answer is
+    /// what sends it, however late (an agent refuses any request before).
     pub fn wait_deadline(&self) -> Option<Instant> {
         if self.session_id.is_none() {
-            return self.load_at;
+            return self.load_at.filter(|_| self.initialized);
         }
         self.replay
             .map(|r| (r.last_update + REPLAY_QUIET).min(r.answered + REPLAY_CAP))

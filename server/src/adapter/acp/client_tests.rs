@@ -149,6 +149,28 @@ async fn a_load_held_back_is_sent_when_its_time_comes() {
     assert_eq!(methods(&out), ["session/load", "session/load"]);
 }
 
+#[tokio::test(start_paused = true)]
+async fn a_held_back_load_whose_time_passes_before_initialize_is_answered_waits_for_it() {
+    let mut c = Client::new("codex-acp", "/w", "s-old", None, "");
+    let t0 = Instant::now();
+    c.load_not_before(t0 + Duration::from_millis(200));
+    let mut out = Vec::new();
+    // Nothing to wake for until the agent answers initialize.
+    assert_eq!(c.wait_deadline(), None);
+    assert!(c.wait_over(t0 + Duration::from_secs(1), &mut out));
+    assert!(
+        out.is_empty(),
+        "nothing goes out before initialize: {out:?}"
+    );
+    c.observe(
+        &obj(json!({"id": 1, "result": {}})),
+        t0 + Duration::from_secs(1),
+        &mut out,
+    );
+    assert_eq!(methods(&out), ["session/load"]);
+    assert_eq!(c.wait_deadline(), None);
+}
+
 #[test]
 fn permissions_are_answered_by_option_kind_never_by_a_guessed_id() {
     let mut c = ready();

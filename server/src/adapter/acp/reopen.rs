@@ -6,7 +6,8 @@
 //! load is held back to the next minute instead. The last opening is the
 //! time of the session's latest run_ready (`SpawnConfig::opened_at`), which
 //! the log keeps across restarts: it comes after the agent's answer, so
-//! after its record was started.
+//! after its record was started. However early its minute comes, the
+//! load still waits for the agent's answer to `initialize`.
 
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
