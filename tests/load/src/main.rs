@@ -83,7 +83,7 @@ pub struct Args {
     /// default every row, grpc-web's included): one row alone, to profile it.
     #[arg(long, value_parser = at_least_one)]
     pub subscribers: Vec<usize>,
-    /// CLI lines per throughput row (default 100,000; 2,000 with --quick).
+    /// CLI lines per throughput row (default 1,000,000; 2,000 with --quick).
     #[arg(long, value_parser = clap::value_parser!(u64).range(1..))]
     pub throughput_lines: Option<u64>,
     /// Subscribers decode every message into the generated types, as a
