@@ -248,6 +248,10 @@ async fn fanout_rows(
         progress(&format!(
             "fan-out{on}: {n} {transport:?} subscribers at {rate}/s"
         ));
+        // As before JetStream's row: what the throughput rows left unwritten
+        // in the page cache (gigabytes) is written out first, or the row's
+        // syncs queue behind it.
+        nix::unistd::sync();
         fo.push(fanout::run(server, "fanout", transport, n, rate, lines).await);
         if let (fanout::Transport::Grpc, Some((peers, dir, payload))) = (transport, beside.as_mut())
         {
