@@ -198,26 +198,8 @@ async fn a_cli_reporting_a_mode_beyond_the_policy_is_stopped_with_a_policy_error
     };
     let s = server(LaunchPolicy::default(), beyond.clone()).await;
     let events = first_run(&s, "s").await;
-    let ready = events
-        .iter()
-        .position(|e| matches!(&e.payload, Some(Payload::RunReady(r)) if r.permission_mode == "acceptEdits"))
-        .unwrap_or_else(|| panic!("{:#?}", kinds(&events)));
-    let Some(Payload::RunError(err)) = &events[ready + 1].payload else {
-        panic!("run_error right after run_ready: {:#?}", kinds(&events));
-    };
-    assert_eq!(err.kind, "policy");
+    let err = assert_stopped_by_policy_after_mode(&events, "acceptEdits");
     assert!(err.message.contains("acceptEdits"), "{err:?}");
-    let end = run_end(events.last().expect("run_end"));
-    assert_eq!(
-        (end.reason(), end.source.as_str()),
-        (pb::RunEndReason::Error, "policy"),
-        "{end:?}"
-    );
-    assert_eq!(
-        1,
-        events.iter().filter(|e| is_run_end(e)).count(),
-        "one run_end"
-    );
     s.shutdown().await.expect("shutdown");
 
     // The same CLI under a policy that allows the mode runs on.

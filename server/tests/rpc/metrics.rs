@@ -9,10 +9,12 @@ use crate::support::probe::Probe;
 use crate::support::server::*;
 use agent_harness_protocol::pb;
 use agent_harness_protocol::pb::event::Payload;
+use agent_harness_protocol::pb::session_service_client::SessionServiceClient;
 use agent_harness_server::ServeOptions;
 use agent_harness_server::connections::ConnectionLimits;
 use agent_harness_server::manager::ManagerOptions;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tonic::transport::Channel;
 
 /// The series a histogram family adds to its name.
 const HISTOGRAM_SERIES: [&str; 3] = ["_bucket", "_sum", "_count"];
@@ -375,62 +377,93 @@ async fn limits_are_served_and_docs_and_alert_rules_name_served_metrics() {
     assert!(unknown.is_empty(), "deploy/alerts.yml names {unknown:?}");
 }
 
+/// Lines the scripted CLI's FLOOD turns write.
+const FLOOD_LINES: usize = 3000;
+
+/// A session whose store takes 30 ms a commit (the scripted CLI writes a
+/// whole batch's lines meanwhile), sent `text` (a FLOOD turn) after its
+/// first turn and followed until `until` holds.
+struct Flooded {
+    /// Kept so the server runs until the test ends.
+    _server: TestServer,
+    client: SessionServiceClient<Channel>,
+    /// The first turn's last seq: where the subscription started.
+    head: u64,
+    sub: Sub,
+    /// The session's whole log once `until` held.
+    events: Vec<pb::Event>,
+}
+
+impl Flooded {
+    /// Runs the flood; asserts that batches were handed over early
+    /// meanwhile (the counter rose).
+    async fn run(session: &str, text: &str, what: &str, until: fn(&pb::Event) -> bool) -> Self {
+        let store = Probe::slow(std::time::Duration::from_millis(30));
+        let server = TestServer::on_store(std::sync::Arc::new(store)).await;
+        let mut client = server.client().await;
+        let (first, _) = first_turn(&mut client, session, "hi").await;
+        let head = first.events.last().expect("the first turn's events").seq;
+        let early = || async {
+            value(
+                &scrape(server.addr).await,
+                "agent_harness_commits_handed_over_early_total",
+            )
+        };
+        let before = early().await;
+        let mut sub = Sub::open(&mut client, session, head).await;
+        send(&mut client, session, text).await.unwrap();
+        sub.until(what, until).await;
+        assert!(
+            early().await > before,
+            "no batch of the {FLOOD_LINES} lines was handed over early"
+        );
+        let events = history_all(&mut client, session).await;
+        Flooded {
+            _server: server,
+            client,
+            head,
+            sub,
+            events,
+        }
+    }
+
+    /// The flood's lines in the log, in order.
+    fn lines(&self) -> Vec<&str> {
+        self.events
+            .iter()
+            .filter_map(text_of)
+            .filter(|t| t.starts_with("flood "))
+            .collect()
+    }
+}
+
 /// A lone session writing faster than its store commits: a batch read
 /// ahead while the one before it is being committed goes to the writer
 /// before that commit is answered (counted), and the log still holds every
 /// line once, in order, with the turn ending once.
 #[tokio::test]
 async fn a_lone_session_writing_fast_hands_its_batches_over_early_in_order() {
-    const LINES: usize = 3000;
-    // Each commit takes 30 ms: the scripted CLI writes a whole batch's
-    // lines meanwhile.
-    let store = Probe::slow(std::time::Duration::from_millis(30));
-    let server = TestServer::on_store(std::sync::Arc::new(store)).await;
-    let mut c = server.client().await;
-    let (first, _) = first_turn(&mut c, "flood", "hi").await;
-    let head = first.events.last().expect("the first turn's events").seq;
-    let before = value(
-        &scrape(server.addr).await,
-        "agent_harness_commits_handed_over_early_total",
-    );
-    let mut sub = Sub::open(&mut c, "flood", head).await;
-    send(&mut c, "flood", &format!("FLOOD {LINES}"))
-        .await
-        .unwrap();
-    sub.until("the flood's turn_end", is_turn_end).await;
-    let early = value(
-        &scrape(server.addr).await,
-        "agent_harness_commits_handed_over_early_total",
-    ) - before;
-    assert!(
-        early > 0.0,
-        "no batch of the {LINES} lines was handed over early"
-    );
-
-    let events = history_all(&mut c, "flood").await;
+    let text = format!("FLOOD {FLOOD_LINES}");
+    let mut f = Flooded::run("flood", &text, "the flood's turn_end", is_turn_end).await;
+    let events = &f.events;
     assert!(
         events.windows(2).all(|w| w[1].seq == w[0].seq + 1),
         "consecutive seqs"
     );
-    let flood: Vec<&str> = events
-        .iter()
-        .filter_map(text_of)
-        .filter(|t| t.starts_with("flood "))
-        .collect();
-    let want: Vec<String> = (0..LINES).map(|i| format!("flood {i}")).collect();
-    assert_eq!(flood, want, "every line once, in order");
+    let want: Vec<String> = (0..FLOOD_LINES).map(|i| format!("flood {i}")).collect();
+    assert_eq!(f.lines(), want, "every line once, in order");
     let ends = events.iter().filter(|e| is_turn_end(e)).count();
     assert_eq!(ends, 2, "the first turn's end and the flood's, once each");
-    let end = sub.events.last().expect("the flood's events").seq;
+    let end = f.sub.events.last().expect("the flood's events").seq;
     let streamed: Vec<&pb::Event> = events
         .iter()
-        .filter(|e| e.seq > head && e.seq <= end)
+        .filter(|e| e.seq > f.head && e.seq <= end)
         .collect();
     assert!(
-        streamed.iter().copied().eq(sub.events.iter()),
+        streamed.iter().copied().eq(f.sub.events.iter()),
         "the stream saw what History holds"
     );
-    assert_derived_matches_log(&mut c, "flood").await;
+    assert_derived_matches_log(&mut f.client, "flood").await;
 }
 
 /// The text of a content event's first block.
@@ -447,61 +480,12 @@ fn text_of(e: &pb::Event) -> Option<&str> {
 /// it waits for the commits before it and is checked before its own.
 #[tokio::test]
 async fn a_mode_beyond_the_policy_after_a_flood_is_still_refused() {
-    const LINES: usize = 3000;
-    let store = Probe::slow(std::time::Duration::from_millis(30));
-    let server = TestServer::on_store(std::sync::Arc::new(store)).await;
-    let mut c = server.client().await;
-    let (first, _) = first_turn(&mut c, "escalate", "hi").await;
-    let head = first.events.last().expect("the first turn's events").seq;
-    let before = value(
-        &scrape(server.addr).await,
-        "agent_harness_commits_handed_over_early_total",
-    );
-    let mut sub = Sub::open(&mut c, "escalate", head).await;
-    send(
-        &mut c,
-        "escalate",
-        &format!("FLOOD {LINES} MODE bypassPermissions"),
-    )
-    .await
-    .unwrap();
-    sub.until("run_end", is_run_end).await;
-    let early = value(
-        &scrape(server.addr).await,
-        "agent_harness_commits_handed_over_early_total",
-    ) - before;
-    assert!(
-        early > 0.0,
-        "no batch of the {LINES} lines was handed over early"
-    );
-
-    let events = history_all(&mut c, "escalate").await;
-    let flood = events
-        .iter()
-        .filter_map(text_of)
-        .filter(|t| t.starts_with("flood "))
-        .count();
-    assert_eq!(flood, LINES, "every line before the mode's report");
-    let ready = events
-        .iter()
-        .rposition(|e| matches!(&e.payload, Some(Payload::RunReady(r)) if r.permission_mode == "bypassPermissions"))
-        .expect("the reported mode is recorded");
-    let Some(Payload::RunError(err)) = &events[ready + 1].payload else {
-        panic!(
-            "run_error right after run_ready: {:?}",
-            kinds(&events[ready..])
-        );
-    };
-    assert_eq!(err.kind, "policy");
-    let end = run_end(events.last().expect("run_end"));
+    let text = format!("FLOOD {FLOOD_LINES} MODE bypassPermissions");
+    let f = Flooded::run("escalate", &text, "run_end", is_run_end).await;
     assert_eq!(
-        (end.reason(), end.source.as_str()),
-        (pb::RunEndReason::Error, "policy"),
-        "{end:?}"
+        f.lines().len(),
+        FLOOD_LINES,
+        "every line before the mode's report"
     );
-    assert_eq!(
-        events.iter().filter(|e| is_run_end(e)).count(),
-        1,
-        "one run_end"
-    );
+    assert_stopped_by_policy_after_mode(&f.events, "bypassPermissions");
 }

@@ -353,6 +353,38 @@ pub fn run_end(e: &pb::Event) -> &pb::RunEnd {
     }
 }
 
+/// Asserts that the run was stopped by the launch policy once the CLI
+/// reported permission mode `mode`: a `run_error{policy}` right after the
+/// last run_ready naming it, the run ending with reason Error from
+/// "policy", and one run_end in all. Returns the run_error.
+pub fn assert_stopped_by_policy_after_mode<'a>(
+    events: &'a [pb::Event],
+    mode: &str,
+) -> &'a pb::RunError {
+    let ready = events
+        .iter()
+        .rposition(
+            |e| matches!(&e.payload, Some(Payload::RunReady(r)) if r.permission_mode == mode),
+        )
+        .unwrap_or_else(|| panic!("no run_ready reports {mode}: {:#?}", kinds(events)));
+    let Some(Payload::RunError(err)) = &events[ready + 1].payload else {
+        panic!("run_error right after run_ready: {:#?}", kinds(events));
+    };
+    assert_eq!(err.kind, "policy");
+    let end = run_end(events.last().expect("run_end"));
+    assert_eq!(
+        (end.reason(), end.source.as_str()),
+        (pb::RunEndReason::Error, "policy"),
+        "{end:?}"
+    );
+    assert_eq!(
+        1,
+        events.iter().filter(|e| is_run_end(e)).count(),
+        "one run_end"
+    );
+    err
+}
+
 /// Polls GetSession until `pred` holds.
 pub async fn wait_session(
     client: &mut SessionServiceClient<Channel>,
