@@ -37,7 +37,17 @@ pub fn print(r: &Results) {
     println!("## Durable events/s end to end (stand-in CLI at full speed → subscriber)\n");
     throughput_table(&r.throughput);
     println!("\n## Fan-out latency, ms: p50 / p99 / p99.9 / max\n");
+    println!("On a server started for these rows, as JetStream's run on one of their own.\n");
     fanout_table(&r.fanout);
+    if let Some(f) = &r.lone_after_throughput {
+        println!(
+            "\nThe lone row again on the server that took the throughput rows (not judged): CLI write → receipt {}, commit → receipt {}, server CPU {:.1} s, RSS {:.0} MiB.",
+            lat(&f.from_write),
+            lat(&f.from_commit),
+            f.server_cpu,
+            f.rss as f64 / 1048576.0
+        );
+    }
 
     if !r.deltas.is_empty() {
         println!("\n## Live typing (issue 12), one session, gRPC, ms: p50 / p99 / p99.9 / max\n");

@@ -10,6 +10,7 @@ fn run(quick: bool) -> Results {
         loadavg: Default::default(),
         throughput: Vec::new(),
         fanout: Vec::new(),
+        lone_after_throughput: None,
         deltas: Vec::new(),
         replay: None,
         idle: Vec::new(),

@@ -116,8 +116,22 @@ pub async fn run(args: &Args) -> Results {
         fresh.stop();
     }
 
+    // The lone row once more on the server that took the throughput rows:
+    // what a server with a history gives (reported, not judged).
+    let lone_after_throughput = if args.runs("fanout") && !tp.is_empty() {
+        lone_after(&sizes, &server).await
+    } else {
+        None
+    };
     let fanout_beside = (!args.no_peers).then(|| (&mut beside, data.path(), payload(&tp)));
-    let fo = fanout_rows(args, &sizes, &server, "", fanout_beside).await;
+    let fo = fresh_fanout_rows(
+        args,
+        &sizes,
+        (&opts, data.path().join("data-fanout")),
+        "",
+        fanout_beside,
+    )
+    .await;
 
     // Each row on a fresh server: its RSS peak is its own.
     let mut typing = Vec::new();
@@ -191,6 +205,7 @@ pub async fn run(args: &Args) -> Results {
         loadavg: (load_start, loadavg()),
         throughput: tp,
         fanout: fo,
+        lone_after_throughput,
         deltas: typing,
         replay,
         idle: idle_rows,
@@ -228,6 +243,58 @@ async fn throughput_rows(
         tp.push(row);
     }
     tp
+}
+
+/// Our fan-out rows on a server of their own, started for them with
+/// `opts` in `data_dir` and stopped after them: as JetStream's rows run on a
+/// server of theirs. On the server that took the throughput rows (gigabytes
+/// written, its heap and store grown) the lone row's p50 was 0.1–0.3 ms
+/// slower, and JetStream's server has no such history (see
+/// [`lone_after`], which measures that row there).
+async fn fresh_fanout_rows(
+    args: &Args,
+    sizes: &Sizes,
+    (opts, data_dir): (&ServerOptions, std::path::PathBuf),
+    on: &str,
+    beside: Option<(&mut Beside, &std::path::Path, usize)>,
+) -> Vec<fanout::Row> {
+    if !args.runs("fanout") {
+        return Vec::new();
+    }
+    let server = Server::start(&ServerOptions {
+        data_dir,
+        ..opts.clone()
+    })
+    .await;
+    let rows = fanout_rows(args, sizes, &server, on, beside).await;
+    server.stop();
+    rows
+}
+
+/// The lone fan-out row on `server`, the one that took the throughput
+/// rows, when the sizes have a lone row.
+async fn lone_after(sizes: &Sizes, server: &Server) -> Option<fanout::Row> {
+    let (n, rate) = sizes.goal_rows.lone;
+    let &(_, _, lines) = sizes
+        .fanout
+        .iter()
+        .find(|&&(s, r, _)| (s, r) == (n, rate))?;
+    progress(&format!(
+        "fan-out: {n} subscriber at {rate}/s, on the server that took the throughput rows"
+    ));
+    fanout::prepare(server, "lone-after").await;
+    nix::unistd::sync();
+    Some(
+        fanout::run(
+            server,
+            "lone-after",
+            fanout::Transport::Grpc,
+            n,
+            rate,
+            lines,
+        )
+        .await,
+    )
 }
 
 /// Our fan-out rows, gRPC then grpc-web; with `beside` (its directory and

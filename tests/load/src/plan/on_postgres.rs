@@ -8,7 +8,8 @@ use crate::server::{Server, ServerOptions};
 use crate::stats::Rate;
 
 use super::{
-    OnPostgres, Ratio, Replay, Sizes, fanout_rows, payload, progress, run_replay, throughput_rows,
+    OnPostgres, Ratio, Replay, Sizes, fresh_fanout_rows, payload, progress, run_replay,
+    throughput_rows,
 };
 
 /// The throughput, fan-out and replay rows on PostgreSQL (a throwaway
@@ -61,11 +62,22 @@ pub(super) async fn run_postgres(
     let on = " on PostgreSQL";
     let server = Server::start(&pg_opts).await;
     let throughput = throughput_rows(args, sizes, &server, on, None).await;
-    let fanout = fanout_rows(args, sizes, &server, on, None).await;
+    // One node on the database at a time: the fan-out rows' server of
+    // their own (as on redb) starts once this one has stopped, and the
+    // replay rows get another.
+    server.stop();
+    let fanout = fresh_fanout_rows(
+        args,
+        sizes,
+        (&pg_opts, dir.join("data-postgres-fanout")),
+        on,
+        None,
+    )
+    .await;
     let replay = if args.runs("replay") {
+        let server = Server::start(&pg_opts).await;
         Some(run_replay(server, &pg_opts, sizes.replay_events, false, on, restart).await)
     } else {
-        server.stop();
         None
     };
 

@@ -50,8 +50,11 @@ pub struct Results {
     pub loadavg: (String, String),
     /// Durable events/s end to end.
     pub throughput: Vec<throughput::Row>,
-    /// Fan-out latency.
+    /// Fan-out latency, on a server started for these rows.
     pub fanout: Vec<fanout::Row>,
+    /// The lone fan-out row again, on the server that took the throughput
+    /// rows (not judged: JetStream's rows have no such history).
+    pub lone_after_throughput: Option<fanout::Row>,
     /// Live typing: fragment latency, and the log events' with and without deltas.
     pub deltas: Vec<deltas::Row>,
     /// Replay over gRPC.
@@ -106,7 +109,7 @@ pub struct OnPostgres {
     pub database: String,
     /// Durable events/s end to end.
     pub throughput: Vec<throughput::Row>,
-    /// Fan-out latency.
+    /// Fan-out latency, on a server started for these rows.
     pub fanout: Vec<fanout::Row>,
     /// Replay over gRPC.
     pub replay: Option<Replay>,
