@@ -33,6 +33,10 @@
 //	 "received":X,"expected":N*M,"latency_ms":{"n":X,"p50":..,"p99":..,"p999":..,"max":..},
 //	 "publish_secs":S,...}
 //
+// With -samples the result also carries every sample, receive minus publish
+// in nanoseconds ("samples_ns"), so that rounds run apart can be pooled (the
+// load tool interleaves its rows with ours, round by round).
+//
 // publish_secs is first publish to last ack: above M/R when JetStream could
 // not take the rate (the publisher's 256-message window filled), in which case
 // the messages went out later than scheduled and the latencies, measured from
@@ -94,12 +98,14 @@ func main() {
 		kind := fs.String("kind", "push", "consumer kind: push (ephemeral push consumers) or ordered (pull, the client's live tail)")
 		drain := fs.Duration("drain", 30*time.Second, "after the last publish ack, wait this long for stragglers")
 		create := fs.Int("create-concurrency", 32, "consumer creations in flight")
+		samples := fs.Bool("samples", false, "also print every sample (samples_ns)")
 		_ = fs.Parse(args)
 		ctx, cancel := context.WithTimeout(context.Background(), *timeout)
 		defer cancel()
 		out, err = fanout(ctx, fanoutOpts{
 			url: *url, subscribers: *subscribers, rate: *rate, events: *events,
 			payload: *payload, perConn: *perConn, kind: *kind, drain: *drain, create: *create,
+			samples: *samples,
 		})
 	case "replay-write":
 		window := fs.Int("window", 4096, "in-flight async publishes")
@@ -290,6 +296,7 @@ type fanoutOpts struct {
 	kind        string
 	drain       time.Duration
 	create      int
+	samples     bool
 }
 
 type latencyMs struct {
@@ -313,6 +320,7 @@ type fanoutResult struct {
 	PublishSecs float64   `json:"publish_secs"`
 	SetupSecs   float64   `json:"setup_secs"`
 	LatencyMs   latencyMs `json:"latency_ms"`
+	SamplesNs   []int64   `json:"samples_ns,omitempty"`
 }
 
 // subscriber holds one consumer's samples: receive minus publish time, ns.
@@ -499,12 +507,16 @@ func fanout(ctx context.Context, o fanoutOpts) (*fanoutResult, error) {
 	if n := pubFailed.Load(); n > 0 {
 		return nil, fmt.Errorf("%d of %d publishes failed", n, o.events)
 	}
-	return &fanoutResult{
+	out := &fanoutResult{
 		Measure: "fanout", Kind: o.kind, Subscribers: o.subscribers, Connections: nconns,
 		Rate: o.rate, Events: o.events, Payload: o.payload,
 		Received: int64(len(all)), Expected: int64(o.subscribers) * int64(o.events),
 		PublishSecs: publishSecs, SetupSecs: setupSecs, LatencyMs: quantiles(all),
-	}, nil
+	}
+	if o.samples {
+		out.SamplesNs = all
+	}
+	return out, nil
 }
 
 func startConsumer(ctx context.Context, js jetstream.JetStream, s jetstream.Stream, nc *nats.Conn, kind, subject string,

@@ -37,7 +37,9 @@ pub fn print(r: &Results) {
     println!("## Durable events/s end to end (stand-in CLI at full speed → subscriber)\n");
     throughput_table(&r.throughput);
     println!("\n## Fan-out latency, ms: p50 / p99 / p99.9 / max\n");
-    println!("On a server started for these rows, as JetStream's run on one of their own.\n");
+    println!(
+        "On a server started for these rows, as JetStream's run on one of their own. A row judged against JetStream's runs in turns, each followed by JetStream's round of the same size; each side's samples are pooled.\n"
+    );
     fanout_table(&r.fanout);
     if let Some(f) = &r.lone_after_throughput {
         println!(
@@ -242,14 +244,15 @@ fn side_by_side(r: &Results, p: &crate::plan::Peers) {
             "\n## JetStream fan-out (push consumers, 100 per connection), ms: p50 / p99 / p99.9 / max\n"
         );
         println!(
-            "| subscribers | msgs/s | publish → receive | received / expected | consumer set-up s | publishing took s |"
+            "| subscribers | msgs/s | rounds | publish → receive | received / expected | consumer set-up s | publishing took s |"
         );
-        println!("|---|---|---|---|---|---|");
+        println!("|---|---|---|---|---|---|---|");
         for j in &p.jetstream_fanout {
             println!(
-                "| {} | {} | {} | {} / {} | {:.1} | {:.1} |",
+                "| {} | {} | {} | {} | {} / {} | {:.1} | {:.1} |",
                 j.subscribers,
                 j.rate,
+                j.run.rounds,
                 lat(&j.run.latency),
                 j.run.received,
                 j.run.expected,
@@ -292,16 +295,17 @@ fn throughput_table(rows: &[crate::ours::throughput::Row]) {
 
 fn fanout_table(rows: &[crate::ours::fanout::Row]) {
     println!(
-        "| transport | subscribers | lines/s | lines | CLI write → receipt | commit → receipt | server RSS / peak MiB | s | CPU s server / client | server CPU s per M events delivered |"
+        "| transport | subscribers | lines/s | lines (turns) | CLI write → receipt | commit → receipt | server RSS / peak MiB | s | CPU s server / client | server CPU s per M events delivered |"
     );
     println!("|---|---|---|---|---|---|---|---|---|---|");
     for f in rows {
         let t = f.transport.name();
         println!(
-            "| {t} | {} | {} | {} | {} | {} | {:.0} / {:.0} | {:.1} | {:.1} / {:.1} | {:.1} |",
+            "| {t} | {} | {} | {} ({}) | {} | {} | {:.0} / {:.0} | {:.1} | {:.1} / {:.1} | {:.1} |",
             f.subscribers,
             f.rate,
             f.events,
+            f.rounds,
             lat(&f.from_write),
             lat(&f.from_commit),
             f.rss as f64 / 1048576.0,

@@ -68,6 +68,8 @@ fn fan(subscribers: usize, rate: f64, p50: f64, p99: f64) -> fanout::Row {
         client_cpu: 5.0,
         rss: 0,
         peak_rss: 0,
+        rounds: 1,
+        samples: Default::default(),
     }
 }
 
@@ -82,6 +84,8 @@ fn js_fan(subscribers: usize, rate: f64, p50: f64, p99: f64, received: u64) -> J
             connections: 1,
             setup_secs: 0.0,
             publish_secs: 10.0,
+            rounds: 1,
+            samples: Vec::new(),
         },
     }
 }

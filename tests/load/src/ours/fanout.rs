@@ -71,6 +71,41 @@ pub struct Row {
     pub rss: u64,
     /// Server peak RSS so far (`VmHWM`), bytes.
     pub peak_rss: u64,
+    /// Turns pooled into this row (1 for one turn; see [`Row::pool`]).
+    pub rounds: usize,
+    /// Every sample, µs: write → receipt and commit → receipt, for
+    /// [`Row::pool`]; not written to the report.
+    #[serde(skip)]
+    pub samples: (Vec<u32>, Vec<u32>),
+}
+
+impl Row {
+    /// The turns of one row, run apart (interleaved with the peer's rounds),
+    /// as one: lines, seconds and CPU summed, quantiles over every turn's
+    /// samples, the memory of the last turn (the peak the highest).
+    pub fn pool(turns: Vec<Row>) -> Row {
+        let mut turns = turns.into_iter();
+        let mut pooled = turns.next().expect("a row of at least one turn");
+        for t in turns {
+            assert_eq!(
+                (t.transport, t.subscribers, t.rate),
+                (pooled.transport, pooled.subscribers, pooled.rate),
+                "pooled turns of different rows"
+            );
+            pooled.events += t.events;
+            pooled.secs += t.secs;
+            pooled.server_cpu += t.server_cpu;
+            pooled.client_cpu += t.client_cpu;
+            pooled.rss = t.rss;
+            pooled.peak_rss = pooled.peak_rss.max(t.peak_rss);
+            pooled.rounds += t.rounds;
+            pooled.samples.0.extend(t.samples.0);
+            pooled.samples.1.extend(t.samples.1);
+        }
+        pooled.from_write = Latency::from_micros(pooled.samples.0.clone());
+        pooled.from_commit = Latency::from_micros(pooled.samples.1.clone());
+        pooled
+    }
 }
 
 /// Prepares session `id` with a live process: one turn of one line.
@@ -130,8 +165,8 @@ pub async fn run(
             "a subscriber missed content events ({} of {events})",
             seen.contents
         );
-        from_write.extend(super::durations(&seen.from_write));
-        from_commit.extend(super::durations(&seen.from_commit));
+        from_write.extend_from_slice(&seen.from_write);
+        from_commit.extend_from_slice(&seen.from_commit);
     }
     let secs = t0.elapsed().as_secs_f64();
     let server_cpu = server.cpu_secs() - cpu0;
@@ -144,10 +179,12 @@ pub async fn run(
         subscribers,
         rate,
         events,
-        from_write: Latency::from_samples(from_write),
-        from_commit: Latency::from_samples(from_commit),
+        from_write: Latency::from_micros(from_write.clone()),
+        from_commit: Latency::from_micros(from_commit.clone()),
         rss: server.rss_bytes(),
         peak_rss: server.peak_rss_bytes(),
+        rounds: 1,
+        samples: (from_write, from_commit),
     }
 }
 
@@ -232,5 +269,65 @@ async fn follow_web(
             Ok(None) => panic!("grpc-web Subscribe {id} closed after seq {}", seen.head),
             Err(_) => panic!("grpc-web Subscribe {id}: nothing for 120 s"),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn turn(write_us: Vec<u32>, commit_us: Vec<u32>, rss: u64, peak_rss: u64) -> Row {
+        Row {
+            transport: Transport::Grpc,
+            subscribers: 1,
+            rate: 100.0,
+            events: write_us.len() as u64,
+            from_write: Latency::from_micros(write_us.clone()),
+            from_commit: Latency::from_micros(commit_us.clone()),
+            secs: 2.5,
+            server_cpu: 0.25,
+            client_cpu: 0.5,
+            rss,
+            peak_rss,
+            rounds: 1,
+            samples: (write_us, commit_us),
+        }
+    }
+
+    #[test]
+    fn pooled_turns_are_one_row_over_every_sample() {
+        // Turn one is fast and turn two slow: the pooled median is neither
+        // turn's own, nor the mean of theirs.
+        let fast: Vec<u32> = (1..=100).map(|i| 500 + i).collect();
+        let slow: Vec<u32> = (1..=300).map(|i| 900 + i).collect();
+        let pooled = Row::pool(vec![
+            turn(fast.clone(), fast.clone(), 10, 30),
+            turn(slow.clone(), slow.clone(), 20, 25),
+        ]);
+        let want = Latency::from_micros([fast, slow].concat());
+        assert_eq!((pooled.events, pooled.rounds), (400, 2));
+        assert_eq!(pooled.from_write.n, 400);
+        assert!(
+            (pooled.from_write.p50 - want.p50).abs() < 1e-9,
+            "{pooled:?}"
+        );
+        assert!((pooled.from_write.p50 - 1.0).abs() < 1e-9, "{pooled:?}");
+        assert!(
+            (pooled.from_commit.p99 - want.p99).abs() < 1e-9,
+            "{pooled:?}"
+        );
+        assert!((pooled.secs - 5.0).abs() < 1e-9);
+        assert!((pooled.server_cpu - 0.5).abs() < 1e-9);
+        assert!((pooled.client_cpu - 1.0).abs() < 1e-9);
+        // The memory of the last turn, the peak the highest of all.
+        assert_eq!((pooled.rss, pooled.peak_rss), (20, 30));
+    }
+
+    #[test]
+    #[should_panic(expected = "pooled turns of different rows")]
+    fn turns_of_different_rows_are_not_pooled() {
+        let mut other = turn(vec![1], vec![1], 0, 0);
+        other.subscribers = 100;
+        Row::pool(vec![turn(vec![1], vec![1], 0, 0), other]);
     }
 }

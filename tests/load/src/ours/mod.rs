@@ -12,7 +12,7 @@ pub mod replay;
 pub mod spawn;
 pub mod throughput;
 
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::{SystemTime, UNIX_EPOCH};
 
 use agent_harness_protocol::pb;
 use agent_harness_protocol::pb::session_service_client::SessionServiceClient;
@@ -84,13 +84,6 @@ pub fn written_at(text: &str) -> Option<i128> {
 /// Microseconds from `from` to `to`, clamped at 0.
 pub fn micros(from: i128, to: i128) -> u32 {
     ((to - from).max(0) / 1000).min(u32::MAX as i128) as u32
-}
-
-/// Samples in microseconds as durations.
-pub fn durations(us: &[u32]) -> Vec<Duration> {
-    us.iter()
-        .map(|&u| Duration::from_micros(u as u64))
-        .collect()
 }
 
 /// What one subscriber saw of one session.

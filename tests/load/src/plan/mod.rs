@@ -315,14 +315,38 @@ async fn fanout_rows(
         progress(&format!(
             "fan-out{on}: {n} {transport:?} subscribers at {rate}/s"
         ));
-        // As before JetStream's row: what the throughput rows left unwritten
-        // in the page cache (gigabytes) is written out first, or the row's
-        // syncs queue behind it.
-        nix::unistd::sync();
-        fo.push(fanout::run(server, "fanout", transport, n, rate, lines).await);
-        if let (fanout::Transport::Grpc, Some((peers, dir, payload))) = (transport, beside.as_mut())
-        {
-            peers.jetstream_fanout(dir, (n, rate, lines), *payload);
+        // A row judged against JetStream's runs in turns, each followed by
+        // JetStream's round of the same size, and each side's samples are
+        // pooled: the two sides share the machine's drift over the row.
+        let against = transport == fanout::Transport::Grpc && beside.is_some();
+        let rounds = if against && sizes.goal_rows.against_jetstream(n, rate) {
+            sizes.rounds
+        } else {
+            1
+        };
+        let (mut ours, mut theirs) = (Vec::new(), Vec::new());
+        for _ in 0..rounds {
+            // As before JetStream's rounds: what the throughput rows left
+            // unwritten in the page cache (gigabytes) is written out first,
+            // or the row's syncs queue behind it.
+            nix::unistd::sync();
+            let turn = lines / rounds as u64;
+            ours.push(fanout::run(server, "fanout", transport, n, rate, turn).await);
+            if let (true, Some((peers, dir, payload))) = (against, beside.as_mut()) {
+                theirs.push(peers.jetstream_fanout_round(
+                    dir,
+                    (n, rate, turn),
+                    *payload,
+                    rounds > 1,
+                ));
+            }
+        }
+        let mut row = fanout::Row::pool(ours);
+        // Pooled: the samples are not kept for the rest of the run.
+        row.samples = Default::default();
+        fo.push(row);
+        if let (false, Some((peers, _, _))) = (theirs.is_empty(), beside.as_mut()) {
+            peers.jetstream_fanout(n, rate, theirs);
         }
     }
     if let Some((peers, _, _)) = beside {

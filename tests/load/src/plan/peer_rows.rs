@@ -32,33 +32,49 @@ impl Beside {
         self.nats = None;
     }
 
-    /// JetStream's fan-out in the shape of a gRPC fan-out row of ours:
-    /// `subscribers` push consumers, `lines` messages of `payload` bytes at
-    /// `rate` per second.
-    pub(super) fn jetstream_fanout(
+    /// One round of JetStream's fan-out in the shape of a gRPC fan-out
+    /// row of ours (or of one of its turns): `subscribers` push consumers,
+    /// `lines` messages of `payload` bytes at `rate` per second, with every
+    /// sample when `samples` (for pooling the rounds).
+    pub(super) fn jetstream_fanout_round(
         &mut self,
         dir: &std::path::Path,
         (subscribers, rate, lines): (usize, f64, u64),
         payload: usize,
-    ) {
+        samples: bool,
+    ) -> peers::nats::Fanout {
         tokio::task::block_in_place(|| {
             nix::unistd::sync();
             let nats = self.nats.get_or_insert_with(|| {
                 peers::nats::Nats::start_in(dir, peers::nats::SyncPolicy::Always)
             });
             progress(&format!("JetStream: {subscribers} subscribers at {rate}/s"));
-            let run = nats.fanout_detail(
+            nats.fanout_detail(
                 peers::nats::ConsumerKind::Push,
-                subscribers,
-                rate,
-                lines,
+                (subscribers, rate, lines),
                 payload,
-            );
-            self.jetstream_fanout.push(JetStreamFanout {
-                subscribers,
-                rate,
-                run,
-            });
+                samples,
+            )
+        })
+    }
+
+    /// JetStream's row beside the fan-out row of ours with `subscribers` at
+    /// `rate`: its one round, or its rounds pooled.
+    pub(super) fn jetstream_fanout(
+        &mut self,
+        subscribers: usize,
+        rate: f64,
+        mut rounds: Vec<peers::nats::Fanout>,
+    ) {
+        let run = if rounds.len() == 1 {
+            rounds.remove(0)
+        } else {
+            peers::nats::Fanout::pool(rounds)
+        };
+        self.jetstream_fanout.push(JetStreamFanout {
+            subscribers,
+            rate,
+            run,
         });
     }
 

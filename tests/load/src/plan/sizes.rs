@@ -26,6 +26,10 @@ pub struct Sizes {
     pub idle: Vec<usize>,
     /// Which fan-out rows the goals read (subscribers, lines per second).
     pub goal_rows: GoalRows,
+    /// The rows judged against JetStream's (the lone and the crowds) run in
+    /// this many turns of their lines, each followed by JetStream's round
+    /// of the same size, each side's samples pooled.
+    pub rounds: usize,
 }
 
 /// The fan-out rows the goals are judged on, each one of `Sizes::fanout`.
@@ -57,6 +61,7 @@ impl Sizes {
                     crowds: vec![(20, 50.0)],
                     stress: (20, 200.0),
                 },
+                rounds: 2,
             }
         } else {
             Self {
@@ -90,6 +95,8 @@ impl Sizes {
                     crowds: vec![(100, 100.0), (1_000, 100.0)],
                     stress: (1_000, 500.0),
                 },
+                // 250 lines a turn: each turn and round is 2.5 s.
+                rounds: 4,
             }
         }
     }
@@ -98,6 +105,16 @@ impl Sizes {
     pub(crate) fn keep_fanout(&mut self, subscribers: &[usize]) {
         self.fanout.retain(|r| subscribers.contains(&r.0));
         self.web = self.web.filter(|r| subscribers.contains(&r.0));
+    }
+}
+
+impl GoalRows {
+    /// Whether the row of `subscribers` at `rate` is judged against
+    /// JetStream's (the lone row and the crowds).
+    pub(crate) fn against_jetstream(&self, subscribers: usize, rate: f64) -> bool {
+        std::iter::once(&self.lone)
+            .chain(&self.crowds)
+            .any(|&(n, r)| (n, r) == (subscribers, rate))
     }
 }
 

@@ -111,8 +111,9 @@ impl ConsumerKind {
     }
 }
 
-/// One fan-out run, as the driver reported it.
-#[derive(Debug, Clone, Copy, serde::Serialize)]
+/// One fan-out run, as the driver reported it, or several pooled
+/// ([`Fanout::pool`]).
+#[derive(Debug, Clone, serde::Serialize)]
 pub struct Fanout {
     /// Receive − publish time over every message received (`n` = received).
     pub latency: Latency,
@@ -128,6 +129,47 @@ pub struct Fanout {
     /// JetStream could not take the rate (the publisher's window of 256
     /// filled); the latencies count from each message's actual publish.
     pub publish_secs: f64,
+    /// Runs pooled into these figures (1 for one run).
+    pub rounds: usize,
+    /// Every sample, when asked for (`samples` in [`Nats::fanout_detail`]),
+    /// for [`Fanout::pool`]; not written to the report.
+    #[serde(skip)]
+    pub samples: Vec<Duration>,
+}
+
+impl Fanout {
+    /// The runs of one row, interleaved with ours round by round, as one:
+    /// counts and seconds summed, quantiles over every round's samples
+    /// (each run asked for its samples).
+    pub fn pool(rounds: Vec<Fanout>) -> Fanout {
+        let mut all = Vec::new();
+        let mut pooled = Fanout {
+            latency: Latency::default(),
+            received: 0,
+            expected: 0,
+            connections: 0,
+            setup_secs: 0.0,
+            publish_secs: 0.0,
+            rounds: 0,
+            samples: Vec::new(),
+        };
+        for r in rounds {
+            assert_eq!(
+                r.samples.len() as u64,
+                r.latency.n,
+                "a pooled JetStream round came without its samples"
+            );
+            pooled.received += r.received;
+            pooled.expected += r.expected;
+            pooled.connections = pooled.connections.max(r.connections);
+            pooled.setup_secs += r.setup_secs;
+            pooled.publish_secs += r.publish_secs;
+            pooled.rounds += r.rounds;
+            all.extend(r.samples);
+        }
+        pooled.latency = Latency::from_samples(all);
+        pooled
+    }
 }
 
 /// A running `nats-server` with JetStream; killed on drop.
@@ -238,25 +280,27 @@ impl Nats {
 
     /// `subscribers` consumers of `kind` (100 per connection), `events`
     /// messages of `payload` bytes published at `rate` per second:
-    /// receive − publish latency and the counts.
+    /// receive − publish latency and the counts, and with `samples` every
+    /// sample (for [`Fanout::pool`]).
     pub fn fanout_detail(
         &self,
         kind: ConsumerKind,
-        subscribers: usize,
-        rate: f64,
-        events: u64,
+        (subscribers, rate, events): (usize, f64, u64),
         payload: usize,
+        samples: bool,
     ) -> Fanout {
-        let out: FanoutOut = self.run(
-            "fanout",
-            &[
-                ("-kind", kind.flag().to_string()),
-                ("-subscribers", subscribers.to_string()),
-                ("-rate", rate.to_string()),
-                ("-events", events.to_string()),
-                ("-payload", payload.to_string()),
-            ],
-        );
+        let mut args = vec![
+            ("-kind", kind.flag().to_string()),
+            ("-subscribers", subscribers.to_string()),
+            ("-rate", rate.to_string()),
+            ("-events", events.to_string()),
+            ("-payload", payload.to_string()),
+        ];
+        if samples {
+            // A Go bool flag takes its value in the same argument.
+            args.push(("-samples=true", String::new()));
+        }
+        let out: FanoutOut = self.run("fanout", &args);
         assert_eq!(
             out.measure, "fanout",
             "nats-load answered another measurement"
@@ -281,6 +325,12 @@ impl Nats {
             connections: out.connections,
             setup_secs: out.setup_secs,
             publish_secs: out.publish_secs,
+            rounds: 1,
+            samples: out
+                .samples_ns
+                .iter()
+                .map(|&ns| Duration::from_nanos(ns.max(0) as u64))
+                .collect(),
         }
     }
 
@@ -290,7 +340,10 @@ impl Nats {
         let mut cmd = Command::new(&self.driver);
         cmd.arg(measure).args(["-url", &self.url]);
         for (k, v) in args {
-            cmd.arg(k).arg(v);
+            cmd.arg(k);
+            if !v.is_empty() {
+                cmd.arg(v);
+            }
         }
         let output = cmd
             .stdin(Stdio::null())
@@ -342,6 +395,9 @@ struct FanoutOut {
     setup_secs: f64,
     publish_secs: f64,
     latency_ms: LatencyOut,
+    /// With `-samples` only.
+    #[serde(default)]
+    samples_ns: Vec<i64>,
 }
 
 #[derive(Deserialize)]
@@ -498,14 +554,37 @@ mod tests {
         assert_eq!(rate.events, 100);
         assert!(rate.secs > 0.0, "{rate:?}");
         for kind in [ConsumerKind::Ordered, ConsumerKind::Push] {
-            let f = nats.fanout_detail(kind, 3, 200.0, 20, 900);
+            let f = nats.fanout_detail(kind, (3, 200.0, 20), 900, false);
             assert_eq!((f.received, f.expected), (60, 60), "{kind:?}: {f:?}");
             assert_eq!(f.latency.n, 60);
             assert!(
                 f.latency.p50 > 0.0 && f.latency.max >= f.latency.p99,
                 "{f:?}"
             );
+            assert!(f.samples.is_empty(), "samples not asked for: {f:?}");
         }
+        // Two rounds with their samples, pooled: the driver's quantiles
+        // are the samples', and the pool's are over both rounds.
+        let rounds: Vec<Fanout> = (0..2)
+            .map(|_| nats.fanout_detail(ConsumerKind::Push, (2, 200.0, 15), 900, true))
+            .collect();
+        let mut both = Vec::new();
+        for r in &rounds {
+            assert_eq!((r.received, r.samples.len()), (30, 30), "{r:?}");
+            let own = Latency::from_samples(r.samples.clone());
+            assert!((own.p50 - r.latency.p50).abs() < 1e-3, "{own:?} {r:?}");
+            assert!((own.max - r.latency.max).abs() < 1e-3, "{own:?} {r:?}");
+            both.extend(r.samples.iter().copied());
+        }
+        let pooled = Fanout::pool(rounds);
+        let want = Latency::from_samples(both);
+        assert_eq!(
+            (pooled.received, pooled.expected, pooled.rounds),
+            (60, 60, 2)
+        );
+        assert_eq!(pooled.latency.n, 60);
+        assert!((pooled.latency.p50 - want.p50).abs() < 1e-9, "{pooled:?}");
+        assert!((pooled.latency.p99 - want.p99).abs() < 1e-9, "{pooled:?}");
         let pid = nats.pid();
         let dir = nats.dir().to_path_buf();
         drop(nats);
