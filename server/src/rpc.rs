@@ -8,11 +8,9 @@
 
 use std::pin::Pin;
 use std::sync::Arc;
-use std::time::Duration;
 
 use agent_harness_protocol::pb;
 use agent_harness_protocol::pb::session_service_server::SessionService;
-use agent_harness_protocol::pb::subscribe_response::Kind;
 use futures::{Stream, StreamExt};
 use tokio::sync::Semaphore;
 use tokio_util::sync::CancellationToken;
@@ -25,6 +23,9 @@ use crate::manager::{SessionManager, SettingChange};
 use crate::routing::routed;
 use crate::start_limit::StartLimit;
 use crate::validate;
+
+mod drain;
+use drain::drain_on_shutdown;
 
 /// The SessionService implementation.
 #[derive(Debug, Clone)]
@@ -201,73 +202,6 @@ pub const OWNER_HEADER: &str = "x-agent-harness-owner";
 /// Default of `--max-streams` (and of a new [`Rpc`]): an idle stream costs
 /// a few KiB.
 pub const DEFAULT_MAX_STREAMS: usize = 16_384;
-
-/// Most time a stream keeps draining after shutdown before it ends anyway.
-const SHUTDOWN_DRAIN: Duration = Duration::from_secs(2);
-
-type Inner = Pin<Box<dyn Stream<Item = Frame> + Send + 'static>>;
-
-/// Passes `inner` through until `shutdown`; then keeps going only until it
-/// has delivered the session's head at that moment (so the run_end that
-/// shutdown appended reaches the client), and ends cleanly.
-fn drain_on_shutdown(
-    inner: Inner,
-    logs: EventLogs,
-    session_id: String,
-    shutdown: CancellationToken,
-) -> impl Stream<Item = Frame> + Send + 'static {
-    struct State {
-        inner: Inner,
-        logs: EventLogs,
-        session_id: String,
-        shutdown: CancellationToken,
-        last_seq: u64,
-        /// Set at shutdown: the head to deliver before ending, and a deadline.
-        drain: Option<(u64, tokio::time::Instant)>,
-    }
-    let state = State {
-        inner,
-        logs,
-        session_id,
-        shutdown,
-        last_seq: 0,
-        drain: None,
-    };
-    futures::stream::unfold(state, |mut st| async move {
-        loop {
-            let msg = match st.drain {
-                None => tokio::select! {
-                    m = st.inner.next() => m,
-                    _ = st.shutdown.cancelled() => {
-                        // A failed read: drain what was already seen.
-                        let head = st.logs.head_seq(&st.session_id).await.unwrap_or(st.last_seq);
-                        st.drain = Some((head, tokio::time::Instant::now() + SHUTDOWN_DRAIN));
-                        continue;
-                    }
-                },
-                Some((head, deadline)) => {
-                    if st.last_seq >= head {
-                        return None;
-                    }
-                    match tokio::time::timeout_at(deadline, st.inner.next()).await {
-                        Ok(m) => m,
-                        Err(_) => return None,
-                    }
-                }
-            };
-            let msg = msg?;
-            match &msg {
-                Frame::Event(e) => st.last_seq = e.seq,
-                Frame::Message(m) => match **m {
-                    Kind::Replay(ref r) => st.last_seq = r.from_seq,
-                    Kind::CaughtUp(ref c) => st.last_seq = st.last_seq.max(c.head_seq),
-                    _ => {}
-                },
-            }
-            return Some((msg, st));
-        }
-    })
-}
 
 /// Largest (and default) ReadFullEvent chunk.
 pub const FULL_EVENT_CHUNK: usize = 1024 * 1024;
@@ -628,6 +562,7 @@ impl SessionService for Rpc {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::time::Duration;
 
     /// Every variant and the code clients see for it; a new variant fails
     /// to compile in `code` until it is given one, and this table pins it.

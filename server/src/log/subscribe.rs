@@ -25,7 +25,10 @@
 //! per event). The next event is taken straight out of the window without
 //! an intermediate chunk vector, as the bytes the writer encoded at its
 //! commit ([`Frame::Event`]): a reference count, never a copy or an
-//! encoding per subscriber.
+//! encoding per subscriber. An event already at hand (the rest of a fetched
+//! span, or the one new event in the window) is yielded without a future
+//! being made for it ([`SubStream`]); only a wait makes one, in a slot the
+//! stream keeps.
 //!
 //! Live typing (`include_deltas`, see [`crate::partial`]): such a stream
 //! also follows its session's board (a second watch) with a
@@ -39,9 +42,11 @@
 //! fragment), except that before an event it always sends what precedes it.
 
 use std::collections::VecDeque;
+use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
+use std::task::{Context, Poll};
 use std::time::Duration;
 
 use agent_harness_protocol::pb;
@@ -153,13 +158,135 @@ pub(super) fn stream(
         typing,
         ahead: None,
     };
-    futures::stream::unfold(sub, |mut sub| async move {
-        let frame = sub.next().await?;
-        Some((frame, sub))
-    })
+    SubStream {
+        sub: Some(Box::new(sub)),
+        waiting: Box::pin(None),
+        wait: Sub::wait_next,
+    }
+}
+
+/// A Subscribe stream: the next event is taken at once when it is already
+/// at hand ([`Sub::ready_frame`]: the rest of a fetched span, or the one
+/// new event in the window), with no future made, and awaited
+/// ([`Sub::next`]) only when it is not. While one is awaited the stream's
+/// state lives in that future, in a slot made once per stream.
+struct SubStream<F> {
+    /// The state, when no wait holds it.
+    sub: Option<Box<Sub>>,
+    /// The wait under way, if any.
+    waiting: Pin<Box<Option<F>>>,
+    wait: fn(Box<Sub>) -> F,
+}
+
+impl<F> Stream for SubStream<F>
+where
+    F: Future<Output = (Option<Frame>, Box<Sub>)>,
+{
+    type Item = Frame;
+
+    fn poll_next(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Frame>> {
+        let this = &mut *self;
+        if this.waiting.is_none() {
+            let Some(mut sub) = this.sub.take() else {
+                // Ended: the state is gone.
+                return Poll::Ready(None);
+            };
+            if let Some(frame) = sub.ready_frame() {
+                this.sub = Some(sub);
+                return Poll::Ready(Some(frame));
+            }
+            this.waiting.set(Some((this.wait)(sub)));
+        }
+        let Some(wait) = this.waiting.as_mut().as_pin_mut() else {
+            return Poll::Ready(None);
+        };
+        let (frame, sub) = std::task::ready!(wait.poll(cx));
+        this.waiting.set(None);
+        // A stream that ended drops its state now (its counters with it).
+        if frame.is_some() {
+            this.sub = Some(sub);
+        }
+        Poll::Ready(frame)
+    }
 }
 
 impl Sub {
+    async fn wait_next(mut self: Box<Self>) -> (Option<Frame>, Box<Self>) {
+        let frame = self.next().await;
+        (frame, self)
+    }
+
+    /// The next frame when it is an event already at hand and nothing must
+    /// be waited for or sent before it: in the replay, the next event of a
+    /// fetched span; live (not typing), the next fetched event or the one
+    /// new event in the window. Exactly what [`Sub::next`] would give then;
+    /// `None` leaves every other case to it.
+    fn ready_frame(&mut self) -> Option<Frame> {
+        if self.shared.is_closed() || self.session.deleted.load(Ordering::Acquire) {
+            return None;
+        }
+        let ev = match self.phase {
+            Phase::Header => return None,
+            Phase::Replay { until } => {
+                if self.last_sent >= until {
+                    return None;
+                }
+                self.pop_next()?
+            }
+            Phase::Live => {
+                if self.typing.is_some() {
+                    return None;
+                }
+                let head = self.observe_head();
+                if head <= self.last_sent {
+                    return None;
+                }
+                let ev = match self.pop_next() {
+                    Some(ev) => ev,
+                    None if self.buf.len() == 0 && head == self.last_sent + 1 => {
+                        let ev = self.session.window_get(head)?;
+                        self.last_sent = head;
+                        ev
+                    }
+                    None => return None,
+                };
+                self.heartbeat_at = Some(Instant::now() + self.shared.opts.heartbeat);
+                ev
+            }
+        };
+        Some(Frame::Event(ev))
+    }
+
+    /// The fetched event `last_sent + 1`, taken, when it is the next in
+    /// the buffer.
+    fn pop_next(&mut self) -> Option<EncodedEvent> {
+        if self.buf.as_slice().first()?.seq != self.last_sent + 1 {
+            return None;
+        }
+        let ev = self.buf.next()?;
+        self.shared.buffered.fetch_sub(1, Ordering::Relaxed);
+        self.last_sent = ev.seq;
+        if self.buf.len() == 0 {
+            // Free the chunk's allocation: an idle subscriber holds nothing.
+            self.buf = Vec::new().into_iter();
+        }
+        Some(ev)
+    }
+
+    /// The head, marked seen; how far behind a new one found us is
+    /// observed once per head, not per event.
+    fn observe_head(&mut self) -> u64 {
+        let head = *self.head_rx.borrow_and_update();
+        if head > self.seen_head {
+            self.seen_head = head;
+            self.shared
+                .metrics
+                .subscriber_lag
+                .observe(head - self.last_sent);
+        }
+        head
+    }
+
     async fn next(&mut self) -> Option<Frame> {
         let frame = self.step().await?;
         if let Phase::Live = self.phase {
@@ -233,15 +360,7 @@ impl Sub {
                     if self.deltas_due(event_waiting) {
                         continue;
                     }
-                    let head = *self.head_rx.borrow_and_update();
-                    if head > self.seen_head {
-                        // Once per new head, not per event: how far behind it found us.
-                        self.seen_head = head;
-                        self.shared
-                            .metrics
-                            .subscriber_lag
-                            .observe(head - self.last_sent);
-                    }
+                    let head = self.observe_head();
                     if head > self.last_sent {
                         if let Some(ev) = self.next_event(head).await {
                             return Some(Frame::Event(ev));
