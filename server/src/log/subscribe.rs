@@ -186,7 +186,16 @@ where
 
     fn poll_next(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Frame>> {
         let this = &mut *self;
-        if this.waiting.is_none() {
+        loop {
+            if let Some(wait) = this.waiting.as_mut().as_pin_mut() {
+                let (frame, sub) = std::task::ready!(wait.poll(cx));
+                this.waiting.set(None);
+                // A stream that ended drops its state now (its counters with it).
+                if frame.is_some() {
+                    this.sub = Some(sub);
+                }
+                return Poll::Ready(frame);
+            }
             let Some(mut sub) = this.sub.take() else {
                 // Ended: the state is gone.
                 return Poll::Ready(None);
@@ -197,16 +206,6 @@ where
             }
             this.waiting.set(Some((this.wait)(sub)));
         }
-        let Some(wait) = this.waiting.as_mut().as_pin_mut() else {
-            return Poll::Ready(None);
-        };
-        let (frame, sub) = std::task::ready!(wait.poll(cx));
-        this.waiting.set(None);
-        // A stream that ended drops its state now (its counters with it).
-        if frame.is_some() {
-            this.sub = Some(sub);
-        }
-        Poll::Ready(frame)
     }
 }
 
@@ -243,11 +242,7 @@ impl Sub {
                 }
                 let ev = match self.pop_next() {
                     Some(ev) => ev,
-                    None if self.buf.len() == 0 && head == self.last_sent + 1 => {
-                        let ev = self.session.window_get(head)?;
-                        self.last_sent = head;
-                        ev
-                    }
+                    None if self.buf.len() == 0 => self.window_next(head)?,
                     None => return None,
                 };
                 self.heartbeat_at = Some(Instant::now() + self.shared.opts.heartbeat);
@@ -270,6 +265,18 @@ impl Sub {
             // Free the chunk's allocation: an idle subscriber holds nothing.
             self.buf = Vec::new().into_iter();
         }
+        Some(ev)
+    }
+
+    /// The live common case, exactly one new event (`upto` is
+    /// `last_sent + 1`): taken straight from the window, with no chunk
+    /// vector and no counters.
+    fn window_next(&mut self, upto: u64) -> Option<EncodedEvent> {
+        if upto != self.last_sent + 1 {
+            return None;
+        }
+        let ev = self.session.window_get(upto)?;
+        self.last_sent = upto;
         Some(ev)
     }
 
@@ -470,37 +477,29 @@ impl Sub {
     /// waited, or shutdown began).
     async fn next_event(&mut self, upto: u64) -> Option<EncodedEvent> {
         loop {
+            if let Some(ev) = self.pop_next() {
+                return Some(ev);
+            }
+            // Not the next event: one already sent, or a gap (neither
+            // happens with a gapless store).
             if let Some(ev) = self.buf.next() {
                 self.shared.buffered.fetch_sub(1, Ordering::Relaxed);
                 if ev.seq <= self.last_sent {
                     continue; // already sent: never duplicate
                 }
-                if ev.seq != self.last_sent + 1 {
-                    // Cannot happen with a gapless store; refetch rather than skip.
-                    tracing::error!(
-                        session_id = %self.session_id,
-                        expected = self.last_sent + 1,
-                        got = ev.seq,
-                        "event log gap while streaming; re-reading"
-                    );
-                    self.drop_buf();
-                    tokio::time::sleep(READ_RETRY).await;
-                    return None;
-                }
-                self.last_sent = ev.seq;
-                if self.buf.len() == 0 {
-                    // Free the chunk's allocation: an idle subscriber holds nothing.
-                    self.buf = Vec::new().into_iter();
-                }
-                return Some(ev);
+                // A gap: refetch rather than skip.
+                tracing::error!(
+                    session_id = %self.session_id,
+                    expected = self.last_sent + 1,
+                    got = ev.seq,
+                    "event log gap while streaming; re-reading"
+                );
+                self.drop_buf();
+                tokio::time::sleep(READ_RETRY).await;
+                return None;
             }
-            if upto == self.last_sent + 1 {
-                // The live common case: exactly one new event. Take it
-                // straight from the window (no chunk vector, no counters).
-                if let Some(ev) = self.session.window_get(upto) {
-                    self.last_sent = upto;
-                    return Some(ev);
-                }
+            if let Some(ev) = self.window_next(upto) {
+                return Some(ev);
             }
             let want = usize::try_from(upto - self.last_sent)
                 .unwrap_or(usize::MAX)
