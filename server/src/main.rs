@@ -10,8 +10,8 @@ use clap::{CommandFactory, Parser};
 /// allocator was about a sixth of the server's samples; with jemalloc the
 /// server takes about a fifth less CPU per event, writes 15-20% more
 /// events a second, and holds no more memory per idle subscriber
-/// (BENCHMARKS.md, "jemalloc"). mimalloc was as fast but held twice the
-/// memory per idle subscriber.
+/// (BENCHMARKS.md, "jemalloc as the server's allocator"). mimalloc was as
+/// fast but held twice the memory per idle subscriber.
 #[global_allocator]
 static ALLOCATOR: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
 
