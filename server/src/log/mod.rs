@@ -73,6 +73,14 @@ pub const HISTORY_MAX_LIMIT: u32 = 1000;
 /// `Store::read_range_onward`), and a replaying subscriber reads one such
 /// span ahead: this bounds its transient buffer.
 pub const SUBSCRIBER_CHUNK: usize = 256;
+/// Events a replaying subscriber asks the store for at once (it too may go
+/// on to the end of a row, and one such span is read ahead). A replay reads
+/// on to its end, and each read is a read transaction and a hand-off to a
+/// blocking thread and back: with spans four times larger a warm replay
+/// took about a fifth less server CPU per event (BENCHMARKS.md, "Longer
+/// replay spans"). A span is bounded in bytes as well, by the page a read
+/// fills ([`cut::PAGE_BYTES`]), however large its events.
+pub const REPLAY_CHUNK: usize = 1024;
 /// Most events a subscriber that fell behind copies out of the window at
 /// once. Small on purpose: every copy is its own, so with 1,000 lagging
 /// subscribers chunks of [`SUBSCRIBER_CHUNK`] held ~200 MB of clones, and

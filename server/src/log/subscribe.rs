@@ -4,8 +4,9 @@
 //! of the session's committed head (registered before the replay starts, so
 //! nothing committed after the replay's head can be missed) and a cursor
 //! `last_sent`. Whenever it is polled and the head is ahead of the cursor, it
-//! fetches the next chunk (about [`SUBSCRIBER_CHUNK`] events) from the
-//! window, or from the store if the events already left the window. A
+//! fetches the next chunk (about [`SUBSCRIBER_CHUNK`] events, [`REPLAY_CHUNK`]
+//! in the replay) from the window, or from the store if the events already
+//! left the window. A
 //! store read goes on to the end of the stored row it stops in (so the
 //! next one starts at a row), and while the stream replays it starts the
 //! next store read as soon as one lands: the store is read on a blocking
@@ -57,7 +58,7 @@ use tokio::time::{Instant, Sleep};
 
 use super::frame::{EncodedEvent, Frame};
 use super::span::StoreSpan;
-use super::{SUBSCRIBER_CHUNK, SUBSCRIBER_WINDOW_CHUNK, SessionLog, Shared};
+use super::{REPLAY_CHUNK, SUBSCRIBER_CHUNK, SUBSCRIBER_WINDOW_CHUNK, SessionLog, Shared};
 use crate::partial::Cursor;
 
 /// Pause before retrying a failed storage read (the stream never gives up).
@@ -543,15 +544,16 @@ impl Sub {
     /// that the store is read while this span is sent (one span ahead at
     /// most; a live stream reads only what it needs).
     async fn store_span(&mut self, upto: u64) -> Result<Vec<EncodedEvent>, super::LogError> {
+        let chunk = match self.phase {
+            Phase::Replay { .. } => REPLAY_CHUNK,
+            _ => SUBSCRIBER_CHUNK,
+        };
         let span = match self.ahead.take() {
             Some(span) if span.after == self.last_sent => span,
-            _ => self.shared.store_span(
-                &self.session_id,
-                &self.session,
-                self.last_sent,
-                upto,
-                SUBSCRIBER_CHUNK,
-            ),
+            _ => {
+                self.shared
+                    .store_span(&self.session_id, &self.session, self.last_sent, upto, chunk)
+            }
         };
         let read = span.events().await;
         if let (Phase::Replay { until }, Ok(evs)) = (&self.phase, &read)
@@ -563,7 +565,7 @@ impl Sub {
                 &self.session,
                 last.seq,
                 *until,
-                SUBSCRIBER_CHUNK,
+                REPLAY_CHUNK,
             ));
         }
         read

@@ -9,7 +9,7 @@ use std::time::Duration;
 use agent_harness_protocol::pb;
 use agent_harness_protocol::pb::subscribe_response::Kind;
 use agent_harness_server::log::{
-    Commit, EventLogs, LogOptions, SUBSCRIBER_CHUNK, SUBSCRIBER_WINDOW_CHUNK,
+    Commit, EventLogs, LogOptions, REPLAY_CHUNK, SUBSCRIBER_CHUNK, SUBSCRIBER_WINDOW_CHUNK,
 };
 use agent_harness_server::store::RedbStore;
 use futures::{Stream, StreamExt};
@@ -224,15 +224,18 @@ async fn replay_older_than_the_window_falls_through_to_storage() {
 #[tokio::test]
 async fn a_replay_that_ends_in_the_window_holds_no_read_ahead_once_live() {
     let dir = tempfile::tempdir().unwrap();
-    // A window of 600: the store read that crosses into it ends inside it
-    // (a read takes at most twice SUBSCRIBER_CHUNK), with more to come.
-    let logs = open(&dir, opts(600, 100_000));
+    // 6,000 events in rows of 997, the last 3,000 in the window. A replay
+    // read takes REPLAY_CHUNK (1,024) events and goes on to the end of its
+    // row: 1..=1994, then (read ahead) 1995..=3988, which ends inside the
+    // window with more to come; the read started ahead of it is dropped.
+    assert_eq!(REPLAY_CHUNK, 1024, "the numbers below are for this chunk");
+    let logs = open(&dir, opts(3_000, 100_000));
     let live = logs.subscribe("s", 0).await.unwrap();
-    fill(&logs, "s", 3_000).await;
+    fill(&logs, "s", 6_000).await;
     drop(live);
     let mut s = Box::pin(logs.subscribe("s", 0).await.unwrap());
     let (_, seqs, caught) = replay(&mut s).await;
-    assert_eq!((seqs, caught), (range(1, 3_000), 3_000));
+    assert_eq!((seqs, caught), (range(1, 6_000), 6_000));
     // A read the stream dropped may still be finishing on its thread.
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
     while logs.stats().subscriber_buffered != 0 {
