@@ -68,13 +68,13 @@ use self::writer::Cmd;
 pub const HISTORY_DEFAULT_LIMIT: u32 = 50;
 /// Largest History page the server returns.
 pub const HISTORY_MAX_LIMIT: u32 = 1000;
-/// Events a subscriber asks the store for at once. A read may go on to the
-/// end of the stored row it stops in, up to twice as many (see
-/// `Store::read_range_onward`), and a replaying subscriber reads one such
-/// span ahead: this bounds its transient buffer.
+/// Events a live subscriber that fell out of the window asks the store for
+/// at once. A read may go on to the end of the stored row it stops in, up
+/// to twice as many (see `Store::read_range_onward`): this bounds its
+/// transient buffer.
 pub const SUBSCRIBER_CHUNK: usize = 256;
 /// Events a replaying subscriber asks the store for at once (it too may go
-/// on to the end of a row, and one such span is read ahead). A replay reads
+/// on to the end of a row, and it reads one such span ahead). A replay reads
 /// on to its end, and each read is a read transaction and a hand-off to a
 /// blocking thread and back: with spans four times larger a warm replay
 /// took about a fifth less server CPU per event (BENCHMARKS.md, "Longer

@@ -4,16 +4,16 @@
 //! of the session's committed head (registered before the replay starts, so
 //! nothing committed after the replay's head can be missed) and a cursor
 //! `last_sent`. Whenever it is polled and the head is ahead of the cursor, it
-//! fetches the next chunk (about [`SUBSCRIBER_CHUNK`] events, [`REPLAY_CHUNK`]
-//! in the replay) from the window, or from the store if the events already
-//! left the window. A
-//! store read goes on to the end of the stored row it stops in (so the
-//! next one starts at a row), and while the stream replays it starts the
-//! next store read as soon as one lands: the store is read on a blocking
-//! thread while the stream sends what it has, one span ahead at most. A
-//! subscriber that stops reading therefore costs nothing while appends go
-//! on, and catches up from storage when it reads again. Events are yielded
-//! only with `seq == last_sent + 1`, so none is ever duplicated or skipped.
+//! fetches the next chunk from the window, or from the store if the events
+//! already left the window ([`REPLAY_CHUNK`] events while it replays,
+//! [`SUBSCRIBER_CHUNK`] once live). A store read goes on to the end of the
+//! stored row it stops in (so the next one starts at a row), and while the
+//! stream replays it starts the next store read as soon as one lands: the
+//! store is read on a blocking thread while the stream sends what it has,
+//! one span ahead at most. A subscriber that stops reading therefore costs
+//! nothing while appends go on, and catches up from storage when it reads
+//! again. Events are yielded only with `seq == last_sent + 1`, so none is
+//! ever duplicated or skipped.
 //!
 //! Fan-out cost: one committed event wakes every live subscriber of its
 //! session, so per-event work here is multiplied by the subscriber count
