@@ -233,6 +233,9 @@ fi
 missing=()
 [ -x /usr/bin/chromium ] || missing+=(chromium)
 command -v jq >/dev/null 2>&1 || missing+=(jq)
+# make and a C compiler: the server binary's allocator (jemalloc) is built from source by cargo.
+command -v make >/dev/null 2>&1 || missing+=(make)
+command -v cc >/dev/null 2>&1 || missing+=(gcc)
 command -v unshare >/dev/null 2>&1 || missing+=(util-linux)
 compgen -G '/usr/lib/postgresql/*/bin/postgres' >/dev/null || missing+=(postgresql)
 command -v haproxy >/dev/null 2>&1 || [ -x /usr/sbin/haproxy ] || missing+=(haproxy)
