@@ -62,8 +62,8 @@ run_at_once() {
   fi
 }
 
-# Client suites at once ("ts,browser" runs the browser suite after the TypeScript suite, as both
-# rebuild gen/ts; none of the others writes where another reads). A missing run.sh fails.
+# Client suites at once ("a,b" runs b after a; none writes where another reads, once gen/ts is
+# built for them: see AGENT_HARNESS_GEN_TS_BUILT below). A missing run.sh fails.
 suite() {
   local one
   for one in ${1//,/ }; do
@@ -93,19 +93,39 @@ source .tools/env.sh
 step "buf lint"
 buf lint
 
-step "cargo fmt --check, clippy"
+step "cargo fmt --check"
 cargo fmt --all -- --check
-cargo clippy --workspace --all-targets -- -D warnings
+
+# Clippy's lints in the build itself: clippy-driver, as the compiler of the workspace's crates
+# (RUSTC_WORKSPACE_WRAPPER; the dependencies are compiled by rustc as usual), lints each crate
+# as `cargo clippy --workspace --all-targets -- -D warnings` would, and compiles it too. One pass
+# instead of two: a `cargo clippy` checked every dependency again beside the build (about three
+# minutes on two cores). CLIPPY_ARGS carries the arguments `cargo clippy -- ...` would pass, in
+# the form cargo-clippy passes them; clippy-driver tracks it, so a build without the same
+# settings compiles the workspace's crates again. Both are exported: every cargo command below
+# and in the suites finds these builds fresh.
+clippy_driver=$(command -v clippy-driver || rustup which clippy-driver)
+export RUSTC_WORKSPACE_WRAPPER=$clippy_driver
+export CLIPPY_ARGS="-D__CLIPPY_HACKERY__warnings__CLIPPY_HACKERY__"
+
+# The dev profile: from a clean clone it builds in about half the time of --release, and
+# nothing in the suites depends on optimized code (speed is measured by the benchmarks,
+# which build --release; see BENCHMARKS.md).
+# One build of every library, binary, test, benchmark and example of the workspace: one
+# feature resolution, so nothing compiles twice (Cargo.toml keeps `cargo test -p
+# agent-harness-server` and `cargo test --workspace --exclude agent-harness-server` resolving
+# the same features; see the comments there). The cargo test commands below and in the later
+# steps then only run, and the cluster test, the throwaway PostgreSQL and the load smoke use the
+# binaries built here (a `cargo build -p` of one of them would resolve the dependencies without
+# the tests' features and compile about 50 of them again).
+step "build every target, clippy's lints as errors (cargo build --workspace --all-targets)"
+cargo build --workspace --all-targets
 
 # Imports in server/src point one way (store <- log <- manager <- rpc <- server); the test
 # reads every `crate::` path into a module graph and names the first circle it finds.
 step "module graph is acyclic (server/tests/module_graph.rs)"
 cargo test -p agent-harness-server --test module_graph
 
-# The dev profile: from a clean clone it builds in about half the time of --release, and
-# nothing in the suites depends on optimized code (speed is measured by the benchmarks,
-# which build --release; see BENCHMARKS.md).
-step "cargo test (Rust: derive vectors, session client, server, adapters and the terminal client against the real CLI)"
 # killed_owner (two server processes, the real CLI, a kill -9) runs in the cluster step;
 # real_acp runs in the next step, beside the other lanes (it mostly waits: see there).
 server_targets=()
@@ -113,19 +133,19 @@ for t in server/tests/*.rs server/tests/*/main.rs; do
   n=${t#server/tests/}
   n=${n%/main.rs}
   n=${n%.rs}
-  [ "$n" = real_acp ] || server_targets+=(--test "$n")
+  [ "$n" = real_acp ] || [ "$n" = module_graph ] || server_targets+=(--test "$n")
 done
-# First one build of every library, binary, test and example of the workspace: one feature
-# resolution, so nothing compiles twice (Cargo.toml keeps `cargo test -p agent-harness-server`
-# and `cargo test --workspace --exclude agent-harness-server` resolving the same features; see
-# the comments there). The cargo test commands below and in the later steps then only run, and
-# the cluster test, the throwaway PostgreSQL and the load smoke use the binaries built here (a
-# `cargo build -p` of one of them would resolve the dependencies without the tests' features
-# and compile about 50 of them again).
-cargo build --workspace --lib --bins --tests --examples
-cargo test --workspace --exclude agent-harness-server -- --skip killed_owner
-cargo test -p agent-harness-server --lib --bins "${server_targets[@]}" -- --skip killed_owner
-cargo test -p agent-harness-server --doc
+# The server's tests beside the rest of the workspace's: both spend most of their time waiting
+# on real CLIs and servers (cargo takes its build lock only to find the builds fresh).
+workspace_tests() {
+  cargo test --workspace --exclude agent-harness-server -- --skip killed_owner
+}
+server_tests() {
+  cargo test -p agent-harness-server --lib --bins "${server_targets[@]}" -- --skip killed_owner || return
+  cargo test -p agent-harness-server --doc
+}
+step "at once: cargo test of the server (against the real CLI); of the rest of the workspace (derive vectors, session client, adapters, terminal client)"
+run_at_once server_tests workspace_tests
 
 # Two lanes at once after the workspace run: the store lane (the RPC suite with every test
 # server's log on PostgreSQL, one real server per test binary, started and stopped by
@@ -184,17 +204,31 @@ run_at_once on_acp on_deploy
 # Every suite is required: a missing run.sh fails the run instead of being skipped.
 step "suite: tests/gen"
 tests/gen/run.sh
-step "suites at once: tests/go, tests/python, tests/grpcurl, tests/ts then tests/browser"
-run_suites_at_once go python grpcurl ts,browser
+# gen/ts installed and built once here, for tests/ts and tests/browser at once (each would
+# otherwise `npm ci` it, removing node_modules under the other) and for tests/ts on PostgreSQL.
+step "gen/ts: npm ci, build (for the TypeScript and browser suites)"
+(cd gen/ts && npm ci --no-audit --no-fund --loglevel=error && node build.mjs)
+export AGENT_HARNESS_GEN_TS_BUILT=1
+# The load tool at smoke sizes beside them (every measurement and every peer runs and every event
+# arrives; no timing is asserted: BENCHMARKS.md has the real run). Each suite and the load tool
+# run the copies of the server made above.
+load_smoke() { tests/load/run.sh --quick; }
+step "at once: suites tests/go, tests/python, tests/grpcurl, tests/ts, tests/browser; the load tool smoke (tests/load/run.sh --quick)"
+run_suites_at_once go python grpcurl ts browser load_smoke
 
 # Three nodes on one PostgreSQL behind HAProxy and nginx, both from deploy/ (docs/cluster.md).
 step "cluster: tests/cluster/run.sh"
 tests/cluster/run.sh
 
-# The client suites again with every server on PostgreSQL (each server a schema of its own in
-# one throwaway database; the suites read AGENT_HARNESS_TEST_PG_URL). The browser suite stays on
-# redb: it tests the console, not the store.
-step "client suites on PostgreSQL, at once: go, python, ts, grpcurl"
+# Last, at once: the client suites again with every server on PostgreSQL (each server a schema
+# of its own in one throwaway database; the suites read AGENT_HARNESS_TEST_PG_URL; the browser
+# suite stays on redb: it tests the console, not the store), and the client packages
+# (tests/packages/run.sh: the crates packaged and `cargo install`ed, the npm tarball, the wheel
+# and the Go module through a file proxy, each installed into a fresh project that drives a real
+# server). The packages come last because `cargo package` relinks target/debug/agent-harness
+# from the packaged sources, the binary the cargo tests and the cluster test run; the client
+# suites run the copies made above, and the packages build the npm tarball and the wheel from
+# copies of gen/ts and gen/python.
 pg_url_file=$(mktemp)
 # Its stdin is a pipe this script holds: closed (or this script gone), the server goes.
 exec {pg_in}> >(exec "$target/debug/agent-harness-pg-temp" >"$pg_url_file")
@@ -202,21 +236,12 @@ for _ in $(seq 600); do [ -s "$pg_url_file" ] && break; sleep 0.1; done
 [ -s "$pg_url_file" ] || { echo "the throwaway PostgreSQL did not start" >&2; exit 1; }
 AGENT_HARNESS_TEST_PG_URL=$(head -n1 "$pg_url_file")
 export AGENT_HARNESS_TEST_PG_URL
-run_suites_at_once go python ts grpcurl
-unset AGENT_HARNESS_TEST_PG_URL
+packages() { tests/packages/run.sh; }
+step "at once: client suites on PostgreSQL (go, python, ts, grpcurl); client packages (tests/packages/run.sh)"
+run_suites_at_once go python ts grpcurl packages
+unset AGENT_HARNESS_TEST_PG_URL AGENT_HARNESS_GEN_TS_BUILT
 exec {pg_in}>&-
 rm -f "$pg_url_file"
-
-# Last, at once: the load tool at smoke sizes (every measurement and every peer runs and every
-# event arrives; no timing is asserted: BENCHMARKS.md has the real run) and the client packages
-# (tests/packages/run.sh: the crates packaged and `cargo install`ed, the npm tarball, the wheel
-# and the Go module through a file proxy, each installed into a fresh project that drives a real
-# server). After the other suites: neither competes with their servers for the two cores, and
-# the packages' `npm pack` rebuilds gen/ts/dist, which the TypeScript suites also build.
-load_smoke() { tests/load/run.sh --quick; }
-packages() { tests/packages/run.sh; }
-step "at once: load tool smoke (tests/load/run.sh --quick); client packages (tests/packages/run.sh)"
-run_at_once load_smoke packages
 
 end_step
 step_name=""

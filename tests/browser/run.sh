@@ -56,8 +56,11 @@ echo "--- cargo build --release (server, fake Messages API)"
 # test feature set; rebuilding here would compile half the tree again).
 [ -n "${AGENT_HARNESS_PREBUILT:-}" ] || cargo build --release -q -p agent-harness-server -p agent-harness-fake-api
 
-echo "--- gen/ts: npm ci, build"
-(cd gen/ts && npm ci --no-audit --no-fund --loglevel=error && node build.mjs)
+# AGENT_HARNESS_GEN_TS_BUILT: see tests/ts/run.sh.
+if [ -z "${AGENT_HARNESS_GEN_TS_BUILT:-}" ]; then
+  echo "--- gen/ts: npm ci, build"
+  (cd gen/ts && npm ci --no-audit --no-fund --loglevel=error && node build.mjs)
+fi
 
 echo "--- server/web: npm ci, typecheck, rebuild the console, compare with the committed dist/"
 fresh=$(mktemp -d)

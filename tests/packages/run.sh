@@ -288,10 +288,15 @@ fi
 
 # --- 2. TypeScript -----------------------------------------------------------------------------
 part typescript
-# npm ci: the build's own tools (esbuild, tsc) for the prepack script.
-(cd gen/ts && npm ci --no-audit --no-fund --loglevel=error)
+# Packed from a copy of gen/ts (without its node_modules and dist/), as the wheel is built from a
+# copy of gen/python: the client suites may run beside this script (tests/run-all.sh) and read
+# gen/ts/node_modules and dist/, which an `npm ci` here would remove. npm ci: the build's own
+# tools (esbuild, tsc) for the prepack script.
+mkdir -p "$tmp/ts-src"
+tar -C gen/ts --exclude=./node_modules --exclude=./dist -cf - . | tar -C "$tmp/ts-src" -xf -
+(cd "$tmp/ts-src" && npm ci --no-audit --no-fund --loglevel=error)
 mkdir -p "$tmp/npm"
-tarball=$(cd gen/ts && npm pack --silent --pack-destination "$tmp/npm")
+tarball=$(cd "$tmp/ts-src" && npm pack --silent --pack-destination "$tmp/npm")
 tarball=$tmp/npm/$tarball
 [ -f "$tarball" ] || fail "npm pack wrote no $tarball"
 ok "npm pack: $(basename "$tarball") ($(tar -tzf "$tarball" | wc -l) files)"

@@ -20,8 +20,15 @@ echo "--- cargo build --release (server, fake Messages API)"
 # test feature set; rebuilding here would compile half the tree again).
 [ -n "${AGENT_HARNESS_PREBUILT:-}" ] || cargo build --release -q -p agent-harness-server -p agent-harness-fake-api
 
-echo "--- gen/ts: npm ci, typecheck, build"
-(cd gen/ts && npm ci --no-audit --no-fund --loglevel=error && npx tsc -p tsconfig.json --noEmit && node build.mjs)
+# AGENT_HARNESS_GEN_TS_BUILT: the caller (tests/run-all.sh) installed and built gen/ts for every
+# suite that runs at once, so none of them reinstalls it under another.
+if [ -n "${AGENT_HARNESS_GEN_TS_BUILT:-}" ]; then
+  echo "--- gen/ts: typecheck (installed and built by the caller)"
+  (cd gen/ts && npx tsc -p tsconfig.json --noEmit)
+else
+  echo "--- gen/ts: npm ci, typecheck, build"
+  (cd gen/ts && npm ci --no-audit --no-fund --loglevel=error && npx tsc -p tsconfig.json --noEmit && node build.mjs)
+fi
 
 echo "--- tests/ts: npm ci, typecheck"
 (cd tests/ts && npm ci --no-audit --no-fund --loglevel=error && npx tsc -p tsconfig.json --noEmit)
