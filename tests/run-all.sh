@@ -22,6 +22,8 @@ step() {
 }
 print_timings() {
   local rc=$?
+  # The jemalloc build started before the tools' installation, if this run ended before it did.
+  [ -z "${jemalloc_pid:-}" ] || kill "$jemalloc_pid" 2>/dev/null || true
   end_step
   printf '\n==> wall time by step (total %ds, exit %d):\n' "$SECONDS" "$rc"
   printf '%s\n' "${timings[@]}"
@@ -85,17 +87,6 @@ run_suites_at_once() {
   run_at_once "${jobs[@]}"
 }
 
-step "install test tools (tests/setup.sh)"
-./tests/setup.sh
-# shellcheck disable=SC1091
-source .tools/env.sh
-
-step "buf lint"
-buf lint
-
-step "cargo fmt --check"
-cargo fmt --all -- --check
-
 # Clippy's lints in the build itself: clippy-driver, as the compiler of the workspace's crates
 # (RUSTC_WORKSPACE_WRAPPER; the dependencies are compiled by rustc as usual), lints each crate
 # as `cargo clippy --workspace --all-targets -- -D warnings` would, and compiles it too. One pass
@@ -108,6 +99,29 @@ clippy_driver=$(command -v clippy-driver || rustup which clippy-driver)
 export RUSTC_WORKSPACE_WRAPPER=$clippy_driver
 export CLIPPY_ARGS="-D__CLIPPY_HACKERY__warnings__CLIPPY_HACKERY__"
 
+# jemalloc, the server binary's allocator, is compiled from C by its crate's build script: a
+# minute and a half, mostly on one core, that the server's crate waits for. Built here, beside
+# the tools' downloads, the workspace's build finds it done (the same unit: `cargo build -p
+# tikv-jemalloc-sys` resolves it as the workspace does). Only when make and a C compiler are
+# already there: otherwise tests/setup.sh installs them, and the workspace's build compiles it.
+jemalloc_log=$(mktemp)
+jemalloc_pid=""
+if command -v make >/dev/null 2>&1 && command -v cc >/dev/null 2>&1; then
+  cargo build -p tikv-jemalloc-sys >"$jemalloc_log" 2>&1 &
+  jemalloc_pid=$!
+fi
+
+step "install test tools (tests/setup.sh)"
+./tests/setup.sh
+# shellcheck disable=SC1091
+source .tools/env.sh
+
+step "buf lint"
+buf lint
+
+step "cargo fmt --check"
+cargo fmt --all -- --check
+
 # The dev profile: from a clean clone it builds in about half the time of --release, and
 # nothing in the suites depends on optimized code (speed is measured by the benchmarks,
 # which build --release; see BENCHMARKS.md).
@@ -119,6 +133,14 @@ export CLIPPY_ARGS="-D__CLIPPY_HACKERY__warnings__CLIPPY_HACKERY__"
 # binaries built here (a `cargo build -p` of one of them would resolve the dependencies without
 # the tests' features and compile about 50 of them again).
 step "build every target, clippy's lints as errors (cargo build --workspace --all-targets)"
+if [ -n "$jemalloc_pid" ]; then
+  jemalloc_rc=0
+  wait "$jemalloc_pid" || jemalloc_rc=$?
+  jemalloc_pid=""
+  cat "$jemalloc_log"
+  [ "$jemalloc_rc" -eq 0 ] || { echo "cargo build -p tikv-jemalloc-sys failed (exit $jemalloc_rc)" >&2; exit 1; }
+fi
+rm -f "$jemalloc_log"
 cargo build --workspace --all-targets
 
 # Imports in server/src point one way (store <- log <- manager <- rpc <- server); the test
@@ -165,9 +187,19 @@ on_newest() {
 # The real-ACP suite (server/tests/real_acp: Gemini CLI and codex-acp over the Agent Client
 # Protocol, each scenario on the pinned and the newest release) spends most of its time
 # waiting: a resume of a Gemini session is held back to the minute after the session last
-# started (docs/agents.md), so its tests run six at a time, in a step of their own.
+# started (docs/agents.md), so its tests run six at a time. Its test binary runs directly
+# (from server/, as cargo test runs it), not through cargo: the packages' `cargo package` beside
+# it holds cargo's build lock for minutes. The suite runs the server inside its own process,
+# never the binary `cargo package` relinks.
+acp_bin=$(cargo test -p agent-harness-server --test real_acp --no-run --message-format=json |
+  python3 -c 'import json, sys
+for line in sys.stdin:
+    m = json.loads(line)
+    if m.get("reason") == "compiler-artifact" and m["target"]["name"] == "real_acp" and m.get("executable"):
+        print(m["executable"])')
+[ -x "$acp_bin" ] || { echo "no real_acp test binary after the build (got '$acp_bin')" >&2; exit 1; }
 on_acp() {
-  cargo test -p agent-harness-server --test real_acp -- --test-threads=6 || return
+  (cd server && "$acp_bin" --test-threads=6) || return
 }
 step "at once: the RPC suite and the crash loop on PostgreSQL; the real-CLI and real-Codex suites on the newest releases"
 run_at_once on_postgres on_newest
@@ -178,8 +210,8 @@ target=${CARGO_TARGET_DIR:-$ROOT/target}
 for bin in agent-harness fake-messages-api agent-harness-cluster agent-harness-pg-temp agent-harness-load load-cli; do
   [ -x "$target/debug/$bin" ] || { echo "$target/debug/$bin missing after cargo build" >&2; exit 1; }
 done
-# The suites run copies: the last step's tests/packages/run.sh relinks target/debug/agent-harness
-# (`cargo package` verifies, `cargo install` builds) while the load smoke runs beside it.
+# The suites from here on run copies: tests/packages/run.sh, in the next step, relinks
+# target/debug/agent-harness (`cargo package` verifies, `cargo install` builds).
 bins=$target/run-all-bin
 mkdir -p "$bins"
 cp "$target/debug/agent-harness" "$target/debug/fake-messages-api" "$bins/"
@@ -196,10 +228,18 @@ on_deploy() {
   tests/deploy/alerts.sh || return
   tests/deploy/image.sh || return
 }
+# The client packages (tests/packages/run.sh: the crates packaged and `cargo install`ed, the
+# npm tarball, the wheel and the Go module through a file proxy, each installed into a fresh
+# project that drives a real server) beside them: the ACP suite mostly waits, and the deploy
+# checks mostly download. `cargo package` relinks target/debug/agent-harness from the packaged
+# sources; the next cargo test links it back from the workspace's build (the cluster step's),
+# and every suite from here on runs the copies made above. The npm tarball and the wheel are
+# built from copies of gen/ts and gen/python.
+packages() { tests/packages/run.sh; }
 # The ACP suite is not beside the PostgreSQL lane: with it, its six Gemini and Codex processes
 # at a time loaded the machine enough that a cluster test's node missed its lease renewals.
-step "at once: the real-ACP suite; the deploy checks (tests/deploy: unit, alerts, image)"
-run_at_once on_acp on_deploy
+step "at once: the real-ACP suite; the deploy checks (tests/deploy: unit, alerts, image); the client packages (tests/packages/run.sh)"
+run_at_once on_acp on_deploy packages
 
 # Every suite is required: a missing run.sh fails the run instead of being skipped.
 step "suite: tests/gen"
@@ -220,15 +260,10 @@ run_suites_at_once go python grpcurl ts browser load_smoke
 step "cluster: tests/cluster/run.sh"
 tests/cluster/run.sh
 
-# Last, at once: the client suites again with every server on PostgreSQL (each server a schema
-# of its own in one throwaway database; the suites read AGENT_HARNESS_TEST_PG_URL; the browser
-# suite stays on redb: it tests the console, not the store), and the client packages
-# (tests/packages/run.sh: the crates packaged and `cargo install`ed, the npm tarball, the wheel
-# and the Go module through a file proxy, each installed into a fresh project that drives a real
-# server). The packages come last because `cargo package` relinks target/debug/agent-harness
-# from the packaged sources, the binary the cargo tests and the cluster test run; the client
-# suites run the copies made above, and the packages build the npm tarball and the wheel from
-# copies of gen/ts and gen/python.
+# Last, the client suites again with every server on PostgreSQL (each server a schema of its own
+# in one throwaway database; the suites read AGENT_HARNESS_TEST_PG_URL). The browser suite stays
+# on redb: it tests the console, not the store.
+step "client suites on PostgreSQL, at once: go, python, ts, grpcurl"
 pg_url_file=$(mktemp)
 # Its stdin is a pipe this script holds: closed (or this script gone), the server goes.
 exec {pg_in}> >(exec "$target/debug/agent-harness-pg-temp" >"$pg_url_file")
@@ -236,9 +271,7 @@ for _ in $(seq 600); do [ -s "$pg_url_file" ] && break; sleep 0.1; done
 [ -s "$pg_url_file" ] || { echo "the throwaway PostgreSQL did not start" >&2; exit 1; }
 AGENT_HARNESS_TEST_PG_URL=$(head -n1 "$pg_url_file")
 export AGENT_HARNESS_TEST_PG_URL
-packages() { tests/packages/run.sh; }
-step "at once: client suites on PostgreSQL (go, python, ts, grpcurl); client packages (tests/packages/run.sh)"
-run_suites_at_once go python ts grpcurl packages
+run_suites_at_once go python ts grpcurl
 unset AGENT_HARNESS_TEST_PG_URL AGENT_HARNESS_GEN_TS_BUILT
 exec {pg_in}>&-
 rm -f "$pg_url_file"
