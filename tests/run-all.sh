@@ -141,6 +141,21 @@ if [ -n "$jemalloc_pid" ]; then
   [ "$jemalloc_rc" -eq 0 ] || { echo "cargo build -p tikv-jemalloc-sys failed (exit $jemalloc_rc)" >&2; exit 1; }
 fi
 rm -f "$jemalloc_log"
+# The lint gate proven live before it is trusted: clippy-driver, called as cargo calls it, must
+# refuse a crate that only clippy objects to (a `&Vec` argument) and pass the same crate fixed.
+# Were CLIPPY_ARGS ever read differently, the build below would pass with clippy's warnings.
+lint_probe=$(mktemp -d)
+printf 'pub fn f(v: &Vec<u8>) -> usize { v.len() }\n' >"$lint_probe/lib.rs"
+if "$clippy_driver" rustc --crate-type lib --edition 2021 --crate-name lint_probe --emit=metadata \
+  --out-dir "$lint_probe" "$lint_probe/lib.rs" >/dev/null 2>&1; then
+  echo "clippy-driver passed a crate with a clippy warning: CLIPPY_ARGS did not make it an error" >&2
+  exit 1
+fi
+printf 'pub fn f(v: &[u8]) -> usize { v.len() }\n' >"$lint_probe/lib.rs"
+"$clippy_driver" rustc --crate-type lib --edition 2021 --crate-name lint_probe --emit=metadata \
+  --out-dir "$lint_probe" "$lint_probe/lib.rs" ||
+  { echo "clippy-driver refused a crate clippy has nothing against" >&2; exit 1; }
+rm -rf "$lint_probe"
 cargo build --workspace --all-targets
 
 # Imports in server/src point one way (store <- log <- manager <- rpc <- server); the test
@@ -155,19 +170,23 @@ for t in server/tests/*.rs server/tests/*/main.rs; do
   n=${t#server/tests/}
   n=${n%/main.rs}
   n=${n%.rs}
-  [ "$n" = real_acp ] || [ "$n" = module_graph ] || server_targets+=(--test "$n")
+  case "$n" in real_acp | module_graph | real_cli) ;; *) server_targets+=(--test "$n") ;; esac
 done
-# The server's tests beside the rest of the workspace's: both spend most of their time waiting
-# on real CLIs and servers (cargo takes its build lock only to find the builds fresh).
+# Three jobs: the server's real-CLI suite (the longest), the server's other tests, the rest of
+# the workspace's. Each spends most of its time waiting on real CLIs and servers (cargo takes its
+# build lock only to find the builds fresh).
+real_cli_tests() {
+  cargo test -p agent-harness-server --test real_cli -- --skip killed_owner
+}
+server_tests() {
+  cargo test -p agent-harness-server --lib --bins "${server_targets[@]}" || return
+  cargo test -p agent-harness-server --doc
+}
 workspace_tests() {
   cargo test --workspace --exclude agent-harness-server -- --skip killed_owner
 }
-server_tests() {
-  cargo test -p agent-harness-server --lib --bins "${server_targets[@]}" -- --skip killed_owner || return
-  cargo test -p agent-harness-server --doc
-}
-step "at once: cargo test of the server (against the real CLI); of the rest of the workspace (derive vectors, session client, adapters, terminal client)"
-run_at_once server_tests workspace_tests
+step "at once: cargo test of the server's real-CLI suite; of its other tests; of the rest of the workspace (derive vectors, session client, adapters, terminal client)"
+run_at_once real_cli_tests server_tests workspace_tests
 
 # Two lanes at once after the workspace run: the store lane (the RPC suite with every test
 # server's log on PostgreSQL, one real server per test binary, started and stopped by

@@ -69,6 +69,69 @@ fi
 need python3 "the Python test venv"
 need cargo "the Rust workspace"
 
+# --- Go tools and the Python venv --------------------------------------------------------
+# Both install beside the npm packages (each is mostly downloads, then a compile), each into a
+# log printed when it is done.
+go_tools() {
+  for spec in "$PROTOC_GEN_GO" "$PROTOC_GEN_GO_GRPC" "$GRPCURL" "$NATS_SERVER"; do
+    path=${spec%@*}
+    bin=${path##*/}
+    # A major-version suffix is not the binary's name: .../nats-server/v2 installs nats-server.
+    case "$bin" in v[0-9]*) bin=${path%/*} && bin=${bin##*/} ;; esac
+    key="go-$bin"
+    want="$spec $(go env GOVERSION)"
+    if stamp_ok "$key" "$want" && [ -x "$TOOLS/bin/$bin" ]; then
+      say "go: $bin up to date"
+    else
+      say "go install $spec"
+      GOBIN=$TOOLS/bin GOFLAGS=-mod=mod retry go install "$spec"
+      stamp_set "$key" "$want"
+    fi
+  done
+
+  # The load tool's JetStream driver, built from its committed go.mod/go.sum (the module cache
+  # fills from the Go module proxy on the first build).
+  want="$(go env GOVERSION) $(hash_of tests/load/nats/go.mod tests/load/nats/go.sum tests/load/nats/*.go)"
+  if stamp_ok go-nats-load "$want" && [ -x "$TOOLS/bin/nats-load" ]; then
+    say "go: nats-load up to date"
+  else
+    say "go build tests/load/nats -> .tools/bin/nats-load"
+    go build -C tests/load/nats -buildvcs=false -o "$TOOLS/bin/nats-load" .
+    stamp_set go-nats-load "$want"
+  fi
+}
+VENV=$TOOLS/venv
+python_venv() {
+  want="$(python3 --version 2>&1) $(hash_of tests/python/requirements.txt)"
+  if stamp_ok venv "$want" && [ -x "$VENV/bin/python" ]; then
+    say "python venv: up to date"
+  else
+    say "python venv at .tools/venv from tests/python/requirements.txt"
+    rm -rf "$VENV"
+    python3 -m venv "$VENV"
+    retry "$VENV/bin/python" -m pip install --quiet --disable-pip-version-check -r tests/python/requirements.txt
+    stamp_set venv "$want"
+  fi
+}
+# Jobs still running when this script ends early (a failed step) are stopped with it.
+bg_pids=()
+trap '[ ${#bg_pids[@]} -eq 0 ] || kill "${bg_pids[@]}" 2>/dev/null || true' EXIT
+go_log=$(mktemp)
+go_tools >"$go_log" 2>&1 &
+go_pid=$!
+py_log=$(mktemp)
+python_venv >"$py_log" 2>&1 &
+py_pid=$!
+bg_pids=("$go_pid" "$py_pid")
+# Waits for one of them: prints its log, fails when it did.
+join_job() {
+  local rc=0
+  wait "$2" || rc=$?
+  cat "$3"
+  rm -f "$3"
+  [ "$rc" -eq 0 ] || { echo "tests/setup.sh: $1 failed (exit $rc)" >&2; exit 1; }
+}
+
 # --- npm ---------------------------------------------------------------------------------
 # `npm ci` installs exactly the committed lock. npm 11 skips install scripts by default; the
 # claude CLI and buf do not need theirs (their native binaries come as optional platform
@@ -77,6 +140,9 @@ npm_dirs=(tests/tools tests/tools/newest)
 for d in gen/ts tests/ts tests/browser server/web; do
   [ -f "$d/package-lock.json" ] && npm_dirs+=("$d")
 done
+# The directories install at once (mostly downloads; npm's cache takes concurrent writers), each
+# into a log printed when it is done.
+npm_jobs=()
 for d in "${npm_dirs[@]}"; do
   key="npm-$(echo "$d" | tr / _)"
   want="$(node --version) $(hash_of "$d/package.json" "$d/package-lock.json")"
@@ -84,10 +150,22 @@ for d in "${npm_dirs[@]}"; do
     say "npm: $d up to date"
   else
     say "npm ci in $d"
-    (cd "$d" && retry npm ci --no-audit --no-fund --loglevel=error)
-    stamp_set "$key" "$want"
+    log=$(mktemp)
+    (cd "$d" && retry npm ci --no-audit --no-fund --loglevel=error) >"$log" 2>&1 &
+    npm_jobs+=("$!|$d|$key|$want|$log")
+    bg_pids+=("$!")
   fi
 done
+for job in "${npm_jobs[@]}"; do
+  IFS='|' read -r pid d key want log <<<"$job"
+  rc=0
+  wait "$pid" || rc=$?
+  [ ! -s "$log" ] || sed "s|^|  [npm ci $d] |" "$log"
+  rm -f "$log"
+  [ "$rc" -eq 0 ] || { echo "tests/setup.sh: npm ci in $d failed (exit $rc)" >&2; exit 1; }
+  stamp_set "$key" "$want"
+done
+bg_pids=("$go_pid" "$py_pid")
 
 # The real claude binary: the platform package's native executable (what bin/claude.exe is
 # linked from when the install script runs); bin/claude.exe as a fallback.
@@ -181,50 +259,14 @@ say "newest codex-acp: $CODEX_ACP_BIN_NEWEST ($("$CODEX_ACP_BIN_NEWEST" --versio
 buf_version=$(tests/tools/node_modules/.bin/buf --version)
 say "buf: $buf_version"
 
-# --- Go tools ----------------------------------------------------------------------------
-for spec in "$PROTOC_GEN_GO" "$PROTOC_GEN_GO_GRPC" "$GRPCURL" "$NATS_SERVER"; do
-  path=${spec%@*}
-  bin=${path##*/}
-  # A major-version suffix is not the binary's name: .../nats-server/v2 installs nats-server.
-  case "$bin" in v[0-9]*) bin=${path%/*} && bin=${bin##*/} ;; esac
-  key="go-$bin"
-  want="$spec $(go env GOVERSION)"
-  if stamp_ok "$key" "$want" && [ -x "$TOOLS/bin/$bin" ]; then
-    say "go: $bin up to date"
-  else
-    say "go install $spec"
-    GOBIN=$TOOLS/bin GOFLAGS=-mod=mod retry go install "$spec"
-    stamp_set "$key" "$want"
-  fi
-done
-
-# The load tool's JetStream driver, built from its committed go.mod/go.sum (the module cache
-# fills from the Go module proxy on the first build).
-want="$(go env GOVERSION) $(hash_of tests/load/nats/go.mod tests/load/nats/go.sum tests/load/nats/*.go)"
-if stamp_ok go-nats-load "$want" && [ -x "$TOOLS/bin/nats-load" ]; then
-  say "go: nats-load up to date"
-else
-  say "go build tests/load/nats -> .tools/bin/nats-load"
-  go build -C tests/load/nats -buildvcs=false -o "$TOOLS/bin/nats-load" .
-  stamp_set go-nats-load "$want"
-fi
-
-# --- Python venv -------------------------------------------------------------------------
-VENV=$TOOLS/venv
-want="$(python3 --version 2>&1) $(hash_of tests/python/requirements.txt)"
-if stamp_ok venv "$want" && [ -x "$VENV/bin/python" ]; then
-  say "python venv: up to date"
-else
-  say "python venv at .tools/venv from tests/python/requirements.txt"
-  rm -rf "$VENV"
-  python3 -m venv "$VENV"
-  retry "$VENV/bin/python" -m pip install --quiet --disable-pip-version-check -r tests/python/requirements.txt
-  stamp_set venv "$want"
-fi
+join_job "the Go tools" "$go_pid" "$go_log"
+join_job "the Python venv" "$py_pid" "$py_log"
+bg_pids=()
 "$VENV/bin/python" -c 'import grpc, grpc_tools, google.protobuf, pytest' || {
   echo "tests/setup.sh: the venv lacks grpcio/grpcio-tools/protobuf/pytest" >&2
   exit 1
 }
+
 
 # --- Debian packages: chromium (browser suite), jq (grpcurl suite), unshare (full-disk test),
 # postgresql (server/tests/support/postgres.rs runs initdb/pg_ctl from /usr/lib/postgresql/*/bin;
