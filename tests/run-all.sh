@@ -95,7 +95,8 @@ run_suites_at_once() {
 # the form cargo-clippy passes them; clippy-driver tracks it, so a build without the same
 # settings compiles the workspace's crates again. Both are exported: every cargo command below
 # and in the suites finds these builds fresh.
-clippy_driver=$(command -v clippy-driver || rustup which clippy-driver)
+clippy_driver=$(command -v clippy-driver || rustup which clippy-driver 2>/dev/null) ||
+  { echo "no clippy-driver on PATH or in rustup's toolchain: rustup component add clippy" >&2; exit 1; }
 export RUSTC_WORKSPACE_WRAPPER=$clippy_driver
 export CLIPPY_ARGS="-D__CLIPPY_HACKERY__warnings__CLIPPY_HACKERY__"
 
