@@ -87,6 +87,24 @@ run_suites_at_once() {
   run_at_once "${jobs[@]}"
 }
 
+# jemalloc, the server binary's allocator, is compiled from C by its crate's build script: a
+# minute and a half, mostly on one core, that the server's crate waits for. Built here, beside
+# the tools' downloads, the workspace's build finds it done (the same unit: `cargo build -p
+# tikv-jemalloc-sys` resolves it as the workspace does). Only when make and a C compiler are
+# already there: otherwise tests/setup.sh installs them, and the workspace's build compiles it.
+# (jemalloc is not a workspace crate: clippy-driver, set up after the tools, never compiles it.)
+jemalloc_log=$(mktemp)
+jemalloc_pid=""
+if command -v make >/dev/null 2>&1 && command -v cc >/dev/null 2>&1; then
+  cargo build -p tikv-jemalloc-sys >"$jemalloc_log" 2>&1 &
+  jemalloc_pid=$!
+fi
+
+step "install test tools (tests/setup.sh)"
+./tests/setup.sh
+# shellcheck disable=SC1091
+source .tools/env.sh
+
 # Clippy's lints in the build itself: clippy-driver, as the compiler of the workspace's crates
 # (RUSTC_WORKSPACE_WRAPPER; the dependencies are compiled by rustc as usual), lints each crate
 # as `cargo clippy --workspace --all-targets -- -D warnings` would, and compiles it too. One pass
@@ -99,23 +117,6 @@ clippy_driver=$(command -v clippy-driver || rustup which clippy-driver 2>/dev/nu
   { echo "no clippy-driver on PATH or in rustup's toolchain: rustup component add clippy" >&2; exit 1; }
 export RUSTC_WORKSPACE_WRAPPER=$clippy_driver
 export CLIPPY_ARGS="-D__CLIPPY_HACKERY__warnings__CLIPPY_HACKERY__"
-
-# jemalloc, the server binary's allocator, is compiled from C by its crate's build script: a
-# minute and a half, mostly on one core, that the server's crate waits for. Built here, beside
-# the tools' downloads, the workspace's build finds it done (the same unit: `cargo build -p
-# tikv-jemalloc-sys` resolves it as the workspace does). Only when make and a C compiler are
-# already there: otherwise tests/setup.sh installs them, and the workspace's build compiles it.
-jemalloc_log=$(mktemp)
-jemalloc_pid=""
-if command -v make >/dev/null 2>&1 && command -v cc >/dev/null 2>&1; then
-  cargo build -p tikv-jemalloc-sys >"$jemalloc_log" 2>&1 &
-  jemalloc_pid=$!
-fi
-
-step "install test tools (tests/setup.sh)"
-./tests/setup.sh
-# shellcheck disable=SC1091
-source .tools/env.sh
 
 step "buf lint"
 buf lint
