@@ -123,7 +123,8 @@ py_log=$(mktemp)
 python_venv >"$py_log" 2>&1 &
 py_pid=$!
 bg_pids=("$go_pid" "$py_pid")
-# Waits for one of them: prints its log, fails when it did.
+# Waits for a job started in the background (these two, and each npm ci below): prints its
+# log, fails when it did.
 join_job() {
   local rc=0
   wait "$2" || rc=$?
@@ -151,18 +152,14 @@ for d in "${npm_dirs[@]}"; do
   else
     say "npm ci in $d"
     log=$(mktemp)
-    (cd "$d" && retry npm ci --no-audit --no-fund --loglevel=error) >"$log" 2>&1 &
+    (cd "$d" && retry npm ci --no-audit --no-fund --loglevel=error && say "npm ci in $d: done") >"$log" 2>&1 &
     npm_jobs+=("$!|$d|$key|$want|$log")
     bg_pids+=("$!")
   fi
 done
 for job in "${npm_jobs[@]}"; do
   IFS='|' read -r pid d key want log <<<"$job"
-  rc=0
-  wait "$pid" || rc=$?
-  [ ! -s "$log" ] || sed "s|^|  [npm ci $d] |" "$log"
-  rm -f "$log"
-  [ "$rc" -eq 0 ] || { echo "tests/setup.sh: npm ci in $d failed (exit $rc)" >&2; exit 1; }
+  join_job "npm ci in $d" "$pid" "$log"
   stamp_set "$key" "$want"
 done
 bg_pids=("$go_pid" "$py_pid")
